@@ -1,0 +1,48 @@
+"""llama-memory: drop-in long-term memory for LlamaIndex agents.
+
+``ComposableMemory`` combines a token-limited chat buffer (this conversation)
+with long-term sources that remember across conversations of the same user,
+and injects what they retrieve, deduplicated and within a token budget, into
+the prompt::
+
+    from llama_memory import ComposableMemory
+
+    memory = ComposableMemory.from_defaults(user_id="alice", path="./memory")
+    response = await agent.run("Where should I eat tonight?", memory=memory)
+"""
+
+from .buffer import ChatBuffer, ChatLog
+from .compose import MemoryBlock
+from .embeddings import OfflineEmbedding, default_embedding
+from .errors import (
+    EmbeddingDimensionError,
+    LlamaMemoryError,
+    ModelIntegrityError,
+    ScopeError,
+    StorageError,
+)
+from .memory import ComposableMemory
+from .sources import LlamaIndexMemorySource, MemorySource, VectorSource
+from .types import MemoryRecord, Scope, StoredMessage
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ChatBuffer",
+    "ChatLog",
+    "ComposableMemory",
+    "EmbeddingDimensionError",
+    "LlamaIndexMemorySource",
+    "LlamaMemoryError",
+    "MemoryBlock",
+    "MemoryRecord",
+    "MemorySource",
+    "ModelIntegrityError",
+    "OfflineEmbedding",
+    "Scope",
+    "ScopeError",
+    "StorageError",
+    "StoredMessage",
+    "VectorSource",
+    "default_embedding",
+]

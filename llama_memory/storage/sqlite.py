@@ -1,0 +1,450 @@
+"""The system of record: one SQLite file (WAL mode) per memory directory.
+
+Everything a memory knows is written here first and committed; the dense index
+(Chroma) is derived from these rows and can be rebuilt from them. Two kinds of
+rows live here:
+
+- ``chat_messages``: each conversation's messages, losslessly as JSON, so a new
+  process resumes a session where the last one stopped;
+- ``records``: long-term memory records of every source, with provenance
+  (tenant, user, session, message ids, event and ingestion time) and an
+  ``indexed`` flag that says whether the dense index has caught up with them.
+
+The schema version is kept in ``PRAGMA user_version``; :data:`MIGRATIONS` is the
+ordered list of steps applied on open, so a store written by an older release
+opens in a newer one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from llama_index.core.base.llms.types import ChatMessage
+
+from ..errors import StorageError
+from ..messages import dump_message, load_message
+from ..types import MemoryRecord, Scope, now
+
+#: File name of the system of record inside a memory directory.
+DB_FILENAME = "memory.sqlite3"
+
+#: Ordered schema migrations; entry i brings the schema from version i to i + 1.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE meta (
+        key TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    );
+    CREATE TABLE chat_messages (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        tenant_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        message_json TEXT NOT NULL,
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX chat_messages_by_session
+        ON chat_messages (tenant_id, user_id, session_id, seq);
+    CREATE TABLE records (
+        id TEXT PRIMARY KEY,
+        source TEXT NOT NULL,
+        tenant_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        session_id TEXT,
+        role TEXT,
+        text TEXT NOT NULL,
+        content_hash TEXT NOT NULL,
+        message_ids TEXT NOT NULL,
+        event_time REAL,
+        ingested_at REAL NOT NULL,
+        metadata TEXT NOT NULL DEFAULT '{}',
+        indexed INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE UNIQUE INDEX records_by_content
+        ON records (source, tenant_id, user_id, content_hash);
+    CREATE INDEX records_pending ON records (source, indexed);
+    """,
+)
+
+_WHITESPACE = re.compile(r"\s+")
+
+
+def normalize_text(text: str) -> str:
+    """Case- and whitespace-insensitive form of a text, used for exact dedup."""
+    return _WHITESPACE.sub(" ", text).strip().casefold()
+
+
+def content_hash(text: str, role: Optional[str] = None) -> str:
+    """Stable hash of a record's normalised text (and role): identical records share it."""
+    key = f"{role or ''}\x1f{normalize_text(text)}"
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class NewRecord:
+    """A record to be written by :meth:`SQLiteStore.add_records`."""
+
+    source: str
+    scope: Scope
+    text: str
+    message_ids: tuple[str, ...]
+    event_time: Optional[float]
+    role: Optional[str] = None
+    metadata: Optional[dict] = None
+
+
+class SQLiteStore:
+    """A thread-safe SQLite system of record.
+
+    Args:
+        path: directory of the memory (the file :data:`DB_FILENAME` is created in
+            it), or ``None`` for a private in-memory database.
+
+    One connection is shared by all threads behind a lock; WAL mode and a busy
+    timeout let several processes use one file. Every ``sqlite3.Error`` is
+    re-raised as :class:`~llama_memory.errors.StorageError` naming the file.
+    """
+
+    def __init__(self, path: Optional[Path | str] = None, *, timeout: float = 30.0) -> None:
+        self._lock = threading.RLock()
+        if path is None:
+            self.file: Optional[Path] = None
+            target = ":memory:"
+        else:
+            directory = Path(path)
+            if directory.exists() and not directory.is_dir():
+                raise StorageError(f"memory path {directory} exists and is not a directory")
+            try:
+                directory.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StorageError(f"cannot create memory directory {directory}: {exc}") from exc
+            self.file = directory / DB_FILENAME
+            target = str(self.file)
+        with self._errors("open"):
+            self._conn = sqlite3.connect(
+                target, timeout=timeout, check_same_thread=False, isolation_level=None
+            )
+            self._conn.row_factory = sqlite3.Row
+            if self.file is not None:
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.execute("PRAGMA foreign_keys=ON")
+            self._migrate()
+
+    # -- plumbing -----------------------------------------------------------------
+
+    @property
+    def location(self) -> str:
+        """The database file, or ``":memory:"``; used in error messages."""
+        return str(self.file) if self.file is not None else ":memory:"
+
+    @contextmanager
+    def _errors(self, action: str) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise StorageError(f"SQLite store {self.location}: {action} failed: {exc}") from exc
+
+    @contextmanager
+    def _transaction(self, action: str) -> Iterator[sqlite3.Connection]:
+        """One atomic write: committed on success, rolled back (and raised) on failure."""
+        with self._lock, self._errors(action):
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def _query(self, action: str, sql: str, params: Sequence = ()) -> list[sqlite3.Row]:
+        with self._lock, self._errors(action):
+            return self._conn.execute(sql, params).fetchall()
+
+    def _migrate(self) -> None:
+        version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > len(MIGRATIONS):
+            raise StorageError(
+                f"SQLite store {self.location} has schema version {version}, newer than this "
+                f"release of llama-memory understands ({len(MIGRATIONS)}): upgrade llama-memory"
+            )
+        for step in range(version, len(MIGRATIONS)):
+            with self._transaction(f"migration to schema version {step + 1}") as conn:
+                for statement in MIGRATIONS[step].split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {step + 1}")
+
+    @property
+    def schema_version(self) -> int:
+        """The schema version of the open database."""
+        return int(self._query("read schema version", "PRAGMA user_version")[0][0])
+
+    def close(self) -> None:
+        """Close the connection (further calls raise StorageError)."""
+        with self._lock:
+            self._conn.close()
+
+    # -- meta ---------------------------------------------------------------------
+
+    def get_meta(self, key: str) -> Optional[str]:
+        """The value stored under ``key`` in the meta table, or None."""
+        rows = self._query("read meta", "SELECT value FROM meta WHERE key = ?", (key,))
+        return rows[0]["value"] if rows else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Store ``value`` under ``key`` in the meta table."""
+        with self._transaction("write meta") as conn:
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?) "
+                "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
+
+    # -- chat history ---------------------------------------------------------------
+
+    def load_chat(self, scope: Scope) -> list[ChatMessage]:
+        """The stored messages of one conversation, oldest first."""
+        rows = self._query(
+            "load chat history",
+            "SELECT message_json FROM chat_messages "
+            "WHERE tenant_id = ? AND user_id = ? AND session_id = ? ORDER BY seq",
+            _session_key(scope),
+        )
+        return [load_message(row["message_json"]) for row in rows]
+
+    def append_chat(self, scope: Scope, messages: Sequence[ChatMessage]) -> None:
+        """Append messages to one conversation, in one transaction."""
+        with self._transaction("append chat history") as conn:
+            self._insert_chat(conn, scope, messages)
+
+    def replace_chat(self, scope: Scope, messages: Sequence[ChatMessage]) -> None:
+        """Replace one conversation's messages, atomically."""
+        with self._transaction("replace chat history") as conn:
+            conn.execute(
+                "DELETE FROM chat_messages WHERE tenant_id = ? AND user_id = ? AND session_id = ?",
+                _session_key(scope),
+            )
+            self._insert_chat(conn, scope, messages)
+
+    def sessions(self, scope: Scope) -> list[str]:
+        """The session ids with stored chat history for the scope's user, oldest first."""
+        rows = self._query(
+            "list sessions",
+            "SELECT session_id, MIN(seq) AS first FROM chat_messages "
+            "WHERE tenant_id = ? AND user_id = ? GROUP BY session_id ORDER BY first",
+            (scope.tenant_id, _user_key(scope)),
+        )
+        return [row["session_id"] for row in rows]
+
+    @staticmethod
+    def _insert_chat(
+        conn: sqlite3.Connection, scope: Scope, messages: Sequence[ChatMessage]
+    ) -> None:
+        created = now()
+        key = _session_key(scope)
+        conn.executemany(
+            "INSERT INTO chat_messages (tenant_id, user_id, session_id, message_json, created_at) "
+            "VALUES (?, ?, ?, ?, ?)",
+            [(*key, dump_message(m), created) for m in messages],
+        )
+
+    # -- long-term records ----------------------------------------------------------------
+
+    def add_records(self, records: Sequence[NewRecord]) -> list[str]:
+        """Write records in one transaction; return their ids.
+
+        A record whose normalised text (and role) the same user already has in the
+        same source is not stored twice: the existing row's ``message_ids`` grow
+        instead, and its id is returned.
+        """
+        ids: list[str] = []
+        ingested = now()
+        with self._transaction("add records") as conn:
+            for rec in records:
+                user = rec.scope.require_user(f"the {rec.source!r} memory source")
+                digest = content_hash(rec.text, rec.role)
+                existing = conn.execute(
+                    "SELECT id, message_ids FROM records WHERE source = ? AND tenant_id = ? "
+                    "AND user_id = ? AND content_hash = ?",
+                    (rec.source, rec.scope.tenant_id, user, digest),
+                ).fetchone()
+                if existing is not None:
+                    known = json.loads(existing["message_ids"])
+                    merged = known + [m for m in rec.message_ids if m not in known]
+                    if merged != known:
+                        conn.execute(
+                            "UPDATE records SET message_ids = ? WHERE id = ?",
+                            (json.dumps(merged), existing["id"]),
+                        )
+                    ids.append(existing["id"])
+                    continue
+                record_id = _record_id(rec.source, rec.scope.tenant_id, user, digest)
+                conn.execute(
+                    "INSERT INTO records (id, source, tenant_id, user_id, session_id, role, text, "
+                    "content_hash, message_ids, event_time, ingested_at, metadata, indexed) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
+                    (
+                        record_id,
+                        rec.source,
+                        rec.scope.tenant_id,
+                        user,
+                        rec.scope.session_id,
+                        rec.role,
+                        rec.text,
+                        digest,
+                        json.dumps(list(rec.message_ids)),
+                        rec.event_time,
+                        ingested,
+                        json.dumps(rec.metadata or {}),
+                    ),
+                )
+                ids.append(record_id)
+        return ids
+
+    def get_records(self, ids: Sequence[str], scope: Scope, source: str) -> dict[str, MemoryRecord]:
+        """Records by id, restricted to the scope's tenant and user and to ``source``."""
+        if not ids:
+            return {}
+        user = scope.require_user(f"the {source!r} memory source")
+        marks = ",".join("?" * len(ids))
+        rows = self._query(
+            "read records",
+            f"SELECT * FROM records WHERE id IN ({marks}) AND source = ? "
+            "AND tenant_id = ? AND user_id = ?",
+            (*ids, source, scope.tenant_id, user),
+        )
+        return {row["id"]: _to_record(row) for row in rows}
+
+    def pending_records(self, source: str, limit: int) -> list[tuple[str, str]]:
+        """Up to ``limit`` (id, text) pairs of records the dense index has not caught up with."""
+        rows = self._query(
+            "read pending records",
+            "SELECT id, text FROM records WHERE source = ? AND indexed = 0 ORDER BY rowid LIMIT ?",
+            (source, limit),
+        )
+        return [(row["id"], row["text"]) for row in rows]
+
+    def index_metadata(self, ids: Sequence[str]) -> dict[str, dict[str, str]]:
+        """The scope metadata the dense index keeps beside each record's vector."""
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        rows = self._query(
+            "read record scopes",
+            f"SELECT id, tenant_id, user_id, session_id FROM records WHERE id IN ({marks})",
+            tuple(ids),
+        )
+        return {
+            row["id"]: {
+                "tenant_id": row["tenant_id"],
+                "user_id": row["user_id"],
+                "session_id": row["session_id"] or "",
+            }
+            for row in rows
+        }
+
+    def mark_indexed(self, ids: Sequence[str], indexed: bool = True) -> None:
+        """Record that the dense index holds (or no longer holds) these records."""
+        with self._transaction("mark records indexed") as conn:
+            conn.executemany(
+                "UPDATE records SET indexed = ? WHERE id = ?", [(int(indexed), i) for i in ids]
+            )
+
+    def mark_all_unindexed(self, source: str) -> int:
+        """Flag every record of ``source`` for re-indexing; return how many."""
+        with self._transaction("reset index flags") as conn:
+            cur = conn.execute("UPDATE records SET indexed = 0 WHERE source = ?", (source,))
+            return cur.rowcount
+
+    def count_records(self, source: str, scope: Optional[Scope] = None) -> int:
+        """How many records ``source`` holds (for one user when ``scope`` is given)."""
+        if scope is None:
+            sql, params = "SELECT COUNT(*) FROM records WHERE source = ?", (source,)
+        else:
+            sql = "SELECT COUNT(*) FROM records WHERE source = ? AND tenant_id = ? AND user_id = ?"
+            params = (source, scope.tenant_id, scope.require_user())
+        return int(self._query("count records", sql, params)[0][0])
+
+    def delete_user(self, scope: Scope, source: Optional[str] = None) -> list[str]:
+        """Delete one user's records (of one source, or all) and chat history; return record ids."""
+        user = scope.require_user("forgetting a user")
+        source_clause, params = ("", ()) if source is None else (" AND source = ?", (source,))
+        with self._transaction("delete user") as conn:
+            rows = conn.execute(
+                "SELECT id FROM records WHERE tenant_id = ? AND user_id = ?" + source_clause,
+                (scope.tenant_id, user, *params),
+            ).fetchall()
+            conn.execute(
+                "DELETE FROM records WHERE tenant_id = ? AND user_id = ?" + source_clause,
+                (scope.tenant_id, user, *params),
+            )
+            if source is None:
+                conn.execute(
+                    "DELETE FROM chat_messages WHERE tenant_id = ? AND user_id = ?",
+                    (scope.tenant_id, user),
+                )
+        return [row["id"] for row in rows]
+
+
+class SQLiteChatLog:
+    """One conversation's persisted messages: the :class:`~llama_memory.buffer.ChatLog` of a buffer."""
+
+    def __init__(self, store: SQLiteStore, scope: Scope) -> None:
+        self.store = store
+        self.scope = scope
+
+    def load(self) -> list[ChatMessage]:
+        """The conversation's messages, oldest first."""
+        return self.store.load_chat(self.scope)
+
+    def append(self, messages: Sequence[ChatMessage]) -> None:
+        """Append messages."""
+        self.store.append_chat(self.scope, messages)
+
+    def replace(self, messages: Sequence[ChatMessage]) -> None:
+        """Replace all messages."""
+        self.store.replace_chat(self.scope, messages)
+
+    def clear(self) -> None:
+        """Remove all messages."""
+        self.store.replace_chat(self.scope, [])
+
+
+def _user_key(scope: Scope) -> str:
+    # The buffer of an anonymous memory is still persisted, under the empty user.
+    return scope.user_id or ""
+
+
+def _session_key(scope: Scope) -> tuple[str, str, str]:
+    return (scope.tenant_id, _user_key(scope), scope.session_id or "")
+
+
+def _record_id(source: str, tenant: str, user: str, digest: str) -> str:
+    # Deterministic, so a record re-written after a crash gets the same id in both stores.
+    key = f"{source}\x1f{tenant}\x1f{user}\x1f{digest}"
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
+
+
+def _to_record(row: sqlite3.Row) -> MemoryRecord:
+    return MemoryRecord(
+        id=row["id"],
+        text=row["text"],
+        source=row["source"],
+        user_id=row["user_id"],
+        session_id=row["session_id"],
+        role=row["role"],
+        message_ids=json.loads(row["message_ids"]),
+        event_time=row["event_time"],
+        ingested_at=row["ingested_at"],
+        metadata=json.loads(row["metadata"]),
+    )

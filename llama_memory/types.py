@@ -1,0 +1,91 @@
+"""Plain data types shared by the memory, its sources and storage."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Optional
+
+from .errors import ScopeError
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Whose memory an operation touches.
+
+    ``user_id`` is required by every long-term source: records are stored and
+    retrieved strictly within one user. ``session_id`` names one conversation.
+    ``tenant_id`` separates applications sharing one store.
+    """
+
+    user_id: Optional[str] = None
+    session_id: Optional[str] = None
+    tenant_id: str = "default"
+
+    def require_user(self, what: str = "long-term memory") -> str:
+        """Return the user id, or raise :class:`ScopeError` naming ``what`` needed it."""
+        if not self.user_id:
+            raise ScopeError(
+                f"{what} needs a user_id: records are stored and retrieved per user. "
+                "Pass one, e.g. ComposableMemory.from_defaults(user_id='alice')."
+            )
+        return self.user_id
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    """A chat message as a source receives it: its text plus provenance.
+
+    ``message`` is the original LlamaIndex ``ChatMessage`` (kept for sources that
+    want more than text); ``text`` is its plain text as :func:`message_text` gives.
+    """
+
+    message_id: str
+    role: str
+    text: str
+    event_time: float
+    message: Any = None
+
+
+@dataclass
+class MemoryRecord:
+    """One retrieved memory with its provenance.
+
+    Attributes:
+        text: what is remembered, as it will be shown to the LLM.
+        score: relevance for the query that retrieved it (higher is better; only
+            comparable within one source).
+        source: the name of the source that holds it (``"vector"``, ...).
+        user_id, session_id: the scope it was written in.
+        message_ids: ids of the chat messages it came from.
+        event_time: when it happened (seconds since the epoch, UTC), if known.
+        ingested_at: when it was stored (seconds since the epoch, UTC).
+        role: the speaker's role, for records that are chat messages.
+        id: the record's id in its source's storage.
+        metadata: anything else the source wants to keep.
+    """
+
+    text: str
+    score: float = 0.0
+    source: str = ""
+    user_id: Optional[str] = None
+    session_id: Optional[str] = None
+    message_ids: list[str] = field(default_factory=list)
+    event_time: Optional[float] = None
+    ingested_at: Optional[float] = None
+    role: Optional[str] = None
+    id: Optional[str] = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def event_datetime(self) -> Optional[datetime]:
+        """``event_time`` as an aware UTC datetime, or None."""
+        if self.event_time is None:
+            return None
+        return datetime.fromtimestamp(self.event_time, tz=timezone.utc)
+
+
+def now() -> float:
+    """Seconds since the epoch; one place to read the clock."""
+    return time.time()

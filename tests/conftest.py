@@ -1,0 +1,41 @@
+"""Shared fixtures: real storage in temporary directories, the real offline embedding."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from llama_memory import ComposableMemory, OfflineEmbedding, default_embedding
+
+
+@pytest.fixture(scope="session")
+def embed_model() -> OfflineEmbedding:
+    """The real offline MiniLM model, loaded once for the whole run."""
+    return default_embedding()
+
+
+@pytest.fixture
+def memory_dir(tmp_path: Path) -> Path:
+    """A fresh memory directory."""
+    return tmp_path / "memory"
+
+
+@pytest.fixture
+def make_memory(memory_dir: Path, embed_model: OfflineEmbedding):
+    """Build persistent memories on one directory; closes them at the end."""
+    made: list[ComposableMemory] = []
+
+    def make(user_id: str = "alice", session_id: str = "s1", **kwargs) -> ComposableMemory:
+        kwargs.setdefault("path", memory_dir)
+        memory = ComposableMemory.from_defaults(
+            user_id=user_id, session_id=session_id, embed_model=embed_model, **kwargs
+        )
+        made.append(memory)
+        return memory
+
+    yield make
+    for memory in made:
+        try:
+            memory.close()
+        except Exception:
+            pass

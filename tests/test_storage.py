@@ -1,0 +1,147 @@
+"""The SQLite system of record and the Chroma index, on real files."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from helpers import assistant, user
+
+from llama_memory import Scope, ScopeError, StorageError
+from llama_memory.storage import DenseIndex, SQLiteStore, ephemeral_client, persistent_client
+from llama_memory.storage.sqlite import DB_FILENAME, MIGRATIONS, NewRecord
+
+ALICE = Scope(user_id="alice", session_id="s1")
+BOB = Scope(user_id="bob", session_id="s1")
+
+
+def record(text: str, scope: Scope = ALICE, mid: str = "m1", role: str = "user") -> NewRecord:
+    return NewRecord(
+        source="vector", scope=scope, text=text, message_ids=(mid,), event_time=1.0, role=role
+    )
+
+
+def test_store_creates_wal_file_with_current_schema(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "m")
+    assert (tmp_path / "m" / DB_FILENAME).exists()
+    assert store.schema_version == len(MIGRATIONS)
+    mode = sqlite3.connect(tmp_path / "m" / DB_FILENAME).execute("PRAGMA journal_mode").fetchone()
+    assert mode[0] == "wal"
+
+
+def test_chat_history_round_trips_losslessly(tmp_path: Path) -> None:
+    tool_call = {"id": "call_1", "type": "function",
+                 "function": {"name": "weather", "arguments": '{"city": "Oslo"}'}}
+    messages = [
+        user("hello", timestamp="2023-05-08T13:56:00"),
+        assistant("", tool_calls=[tool_call]),
+        user("sunny", tool_call_id="call_1"),
+    ]
+    store = SQLiteStore(tmp_path)
+    store.append_chat(ALICE, messages)
+    store.close()
+    reopened = SQLiteStore(tmp_path)
+    assert reopened.load_chat(ALICE) == messages
+    assert reopened.load_chat(BOB) == []
+    reopened.replace_chat(ALICE, messages[:1])
+    assert reopened.load_chat(ALICE) == messages[:1]
+    assert reopened.sessions(ALICE) == ["s1"]
+
+
+def test_identical_record_is_stored_once_and_provenance_grows() -> None:
+    store = SQLiteStore()
+    first = store.add_records([record("I love pizza", mid="m1")])
+    again = store.add_records([record("  i LOVE   pizza ", mid="m2")])
+    assert first == again
+    assert store.count_records("vector", ALICE) == 1
+    [stored] = store.get_records(first, ALICE, "vector").values()
+    assert stored.message_ids == ["m1", "m2"]
+    assert stored.text == "I love pizza"  # the original text is kept
+
+
+def test_records_are_scoped_per_user() -> None:
+    store = SQLiteStore()
+    [alice_id] = store.add_records([record("secret of alice")])
+    [bob_id] = store.add_records([record("secret of alice", scope=BOB)])
+    assert alice_id != bob_id
+    assert set(store.get_records([alice_id, bob_id], ALICE, "vector")) == {alice_id}
+    assert set(store.get_records([alice_id, bob_id], BOB, "vector")) == {bob_id}
+
+
+def test_records_need_a_user() -> None:
+    with pytest.raises(ScopeError, match="user_id"):
+        SQLiteStore().add_records([record("x", scope=Scope(user_id=None))])
+
+
+def test_pending_records_track_the_index() -> None:
+    store = SQLiteStore()
+    ids = store.add_records([record(f"fact {i}", mid=str(i)) for i in range(5)])
+    assert [i for i, _ in store.pending_records("vector", 10)] == ids
+    store.mark_indexed(ids[:3])
+    assert [i for i, _ in store.pending_records("vector", 10)] == ids[3:]
+    assert store.mark_all_unindexed("vector") == 5
+
+
+def test_delete_user_leaves_others() -> None:
+    store = SQLiteStore()
+    store.add_records([record("a"), record("b", scope=BOB)])
+    store.append_chat(ALICE, [user("hi")])
+    deleted = store.delete_user(ALICE)
+    assert len(deleted) == 1
+    assert store.count_records("vector", ALICE) == 0
+    assert store.count_records("vector", BOB) == 1
+    assert store.load_chat(ALICE) == []
+
+
+def test_path_that_is_a_file_is_a_clear_error(tmp_path: Path) -> None:
+    target = tmp_path / "not-a-dir"
+    target.write_text("x")
+    with pytest.raises(StorageError, match="not a directory"):
+        SQLiteStore(target)
+
+
+def test_corrupted_database_raises_storage_error(tmp_path: Path) -> None:
+    (tmp_path / DB_FILENAME).write_bytes(b"this is not a database" * 100)
+    with pytest.raises(StorageError, match=DB_FILENAME):
+        SQLiteStore(tmp_path)
+
+
+def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    SQLiteStore(tmp_path).close()
+    conn = sqlite3.connect(tmp_path / DB_FILENAME)
+    conn.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 1}")
+    conn.close()
+    with pytest.raises(StorageError, match="upgrade llama-memory"):
+        SQLiteStore(tmp_path)
+
+
+def test_closed_store_raises_instead_of_returning_nothing() -> None:
+    store = SQLiteStore()
+    store.close()
+    with pytest.raises(StorageError):
+        store.load_chat(ALICE)
+
+
+def test_dense_index_filters_by_scope(tmp_path: Path) -> None:
+    index = DenseIndex(persistent_client(tmp_path), "test_index")
+    index.upsert(
+        ["a", "b"],
+        [[1.0, 0.0, 0.0], [0.9, 0.1, 0.0]],
+        [{"tenant_id": "t", "user_id": "alice"}, {"tenant_id": "t", "user_id": "bob"}],
+    )
+    hits = index.query([1.0, 0.0, 0.0], 5, {"tenant_id": "t", "user_id": "bob"})
+    assert [h[0] for h in hits] == ["b"]
+    assert 0.9 < hits[0][1] <= 1.0
+    index.delete(where={"user_id": "bob"})
+    assert index.count() == 1
+    index.clear()
+    assert index.count() == 0
+
+
+def test_unique_names_keep_ephemeral_indexes_apart() -> None:
+    client = ephemeral_client()
+    first = DenseIndex(client, DenseIndex.unique_name("x"))
+    second = DenseIndex(client, DenseIndex.unique_name("x"))
+    first.upsert(["a"], [[1.0, 0.0]], [{"user_id": "u"}])
+    assert second.count() == 0
