@@ -17,6 +17,7 @@ from llama_index.core.utils import get_tokenizer
 
 from .buffer import ChatBuffer
 from .compose import MemoryBlock, compose_block, deduplicate, insert_block, interleave
+from .errors import LlamaMemoryError
 from .messages import message_id, message_text, message_time, role_name
 from .sources.base import MemorySource
 from .sources.llama_index import LlamaIndexMemorySource
@@ -79,6 +80,9 @@ class ComposableMemory(BaseMemory):
     _store: Optional[SQLiteStore] = PrivateAttr(default=None)
     _lock: Any = PrivateAttr(default_factory=threading.RLock)
     _last_block: MemoryBlock = PrivateAttr(default_factory=MemoryBlock)
+    # What to_dict can say of the sources: "default" (rebuilt by from_defaults),
+    # "none" (buffer only) or "custom" (live objects a dict cannot carry).
+    _source_kind: str = PrivateAttr(default="custom")
 
     @field_validator("memory_token_limit", "top_k")
     @classmethod
@@ -89,6 +93,7 @@ class ComposableMemory(BaseMemory):
 
     def model_post_init(self, __context: Any) -> None:
         """Wrap LlamaIndex memories given as secondary sources so all speak one protocol."""
+        self._source_kind = "none" if not self.secondary_memory_sources else "custom"
         self._sources = [
             s if isinstance(s, MemorySource) else LlamaIndexMemorySource(s, f"{s.class_name()}#{i + 1}")
             for i, s in enumerate(self.secondary_memory_sources)
@@ -158,6 +163,7 @@ class ComposableMemory(BaseMemory):
                 tokenizer_fn=tokenizer,
                 chat_log=SQLiteChatLog(store, scope) if path is not None else None,
             )
+        default_sources = secondary_memory_sources is None
         if secondary_memory_sources is None:
             scope.require_user("the default long-term (vector) memory")
             secondary_memory_sources = [
@@ -176,6 +182,8 @@ class ComposableMemory(BaseMemory):
             tokenizer_fn=tokenizer,
         )
         memory._store = store
+        if default_sources:
+            memory._source_kind = "default"
         return memory
 
     # -- scope and sources ------------------------------------------------------------
@@ -359,9 +367,10 @@ class ComposableMemory(BaseMemory):
     def to_dict(self, **kwargs: Any) -> dict[str, Any]:
         """The configuration that reopens this memory (see :meth:`from_dict`).
 
-        Live objects (clients, custom sources) cannot be serialised; a memory with
-        a ``path`` is restored from its files, an in-memory one carries its chat
-        history in the dict.
+        A memory with a ``path`` is restored from its files; an in-memory one
+        carries its chat history in the dict. A custom primary memory or custom
+        sources are live objects a dict cannot carry: the dict says so, and
+        :meth:`from_dict` asks for them instead of silently building defaults.
         """
         data: dict[str, Any] = {
             "class_name": self.class_name(),
@@ -373,6 +382,8 @@ class ComposableMemory(BaseMemory):
             "top_k": self.top_k,
             "insert_method": self.insert_method,
             "token_limit": getattr(self.primary_memory, "token_limit", DEFAULT_TOKEN_LIMIT),
+            "primary": "default" if isinstance(self.primary_memory, ChatBuffer) else "custom",
+            "sources": self._source_kind,
         }
         if self.path is None:
             data["chat_history"] = [m.model_dump(mode="json") for m in self.get_all()]
@@ -380,8 +391,23 @@ class ComposableMemory(BaseMemory):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], **kwargs: Any) -> "ComposableMemory":
-        """Rebuild a memory from :meth:`to_dict`'s output (default sources)."""
+        """Rebuild a memory from :meth:`to_dict`'s output.
+
+        Keyword arguments override the dict; a memory built with a custom
+        ``primary_memory`` or custom ``secondary_memory_sources`` needs them passed
+        again (a :class:`~llama_memory.errors.LlamaMemoryError` says so otherwise).
+        """
         config = {k: v for k, v in {**data, **kwargs}.items() if k != "class_name"}
+        for part, argument in (("primary", "primary_memory"), ("sources", "secondary_memory_sources")):
+            kind = config.pop(part, "default")
+            if kind == "custom" and argument not in config:
+                raise LlamaMemoryError(
+                    f"this ComposableMemory was built with a custom {argument}, a live object "
+                    f"a dict cannot carry: pass it again, ComposableMemory.from_dict(data, "
+                    f"{argument}=...)"
+                )
+            if kind == "none":
+                config.setdefault(argument, [])
         history = config.pop("chat_history", None)
         memory = cls.from_defaults(**config)
         if history and memory.path is None:
