@@ -3,18 +3,11 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-# bench/ is beside the package, not in it: importable from the repository root
-# however pytest was started (``python -m pytest`` adds it, ``pytest`` does not).
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from bench import speed  # noqa: E402
+from bench import speed  # importable: pyproject sets pytest's pythonpath to the repo root
 
 
 def test_speed_smoke_reports_figures_for_both_memories(
