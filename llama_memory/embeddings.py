@@ -456,3 +456,13 @@ def embedding_dimension(model: BaseEmbedding) -> int | None:
         if isinstance(name, str):
             return _OPENAI_DIMENSIONS.get(name)
     return None
+
+
+def is_symmetric(model: BaseEmbedding) -> bool:
+    """Whether ``model`` embeds a query exactly as it embeds the same text as a document.
+
+    True for :class:`OfflineEmbedding` (and any model with a true ``symmetric``
+    attribute); then a text's vector may be reused as its query vector. Models
+    that add a query instruction (BGE, E5, ...) must not, so the default is False.
+    """
+    return isinstance(model, OfflineEmbedding) or getattr(model, "symmetric", False) is True

@@ -18,7 +18,7 @@ from llama_index.core.utils import get_tokenizer
 from .buffer import ChatBuffer
 from .compose import MemoryBlock, compose_block, deduplicate, insert_block, interleave
 from .errors import LlamaMemoryError
-from .messages import message_id, message_text, message_time, role_name
+from .messages import dump_message, message_id, message_text, message_time, role_name
 from .sources.base import MemorySource
 from .sources.llama_index import LlamaIndexMemorySource
 from .sources.vector import VectorSource
@@ -35,7 +35,7 @@ DEFAULT_TOKEN_LIMIT = 3000
 DEFAULT_MEMORY_TOKEN_LIMIT = 1500
 #: Default number of records each source retrieves per query.
 DEFAULT_TOP_K = 10
-#: Collection name of the default vector source in a persistent memory directory.
+#: Collection-name prefix of the default vector source (one collection per user).
 VECTOR_COLLECTION = "llama_memory_vector"
 
 
@@ -83,6 +83,7 @@ class ComposableMemory(BaseMemory):
     # What to_dict can say of the sources: "default" (rebuilt by from_defaults),
     # "none" (buffer only) or "custom" (live objects a dict cannot carry).
     _source_kind: str = PrivateAttr(default="custom")
+    _closed: bool = PrivateAttr(default=False)
 
     @field_validator("memory_token_limit", "top_k")
     @classmethod
@@ -279,8 +280,7 @@ class ComposableMemory(BaseMemory):
         duplicating what they already hold; here only new messages are added.)
         """
         with self._lock:
-            before = self.primary_memory.get_all()
-            stored = self._stored([m for m in messages if m not in before])
+            stored = self._stored(_new_messages(self.primary_memory.get_all(), messages))
             self.primary_memory.set(list(messages))
             self._add_to_sources(stored)
 
@@ -325,8 +325,12 @@ class ComposableMemory(BaseMemory):
             return sum(s.reindex() for s in self._sources if isinstance(s, VectorSource))
 
     def close(self) -> None:
-        """Release the sources' and the store's resources."""
+        """Write what is waiting to the indexes and release the sources' and the store's
+        resources. Closing twice is harmless; other calls after it raise StorageError."""
         with self._lock:
+            if self._closed:
+                return
+            self._closed = True
             for source in self._sources:
                 source.close()
             if self._store is not None:
@@ -415,6 +419,17 @@ class ComposableMemory(BaseMemory):
         return memory
 
 
+def _new_messages(before: Sequence[ChatMessage], messages: Sequence[ChatMessage]) -> list[ChatMessage]:
+    """The messages not already in ``before``: by identity, else by serialised content
+    (linear; comparing pydantic messages pairwise is quadratic)."""
+    same_object = {id(m) for m in before}
+    candidates = [m for m in messages if id(m) not in same_object]
+    if not candidates:
+        return []
+    known = {dump_message(m) for m in before}
+    return [m for m in candidates if dump_message(m) not in known]
+
+
 def default_vector_source(
     store: SQLiteStore,
     path: Optional[Union[str, Path]],
@@ -423,13 +438,13 @@ def default_vector_source(
 ) -> VectorSource:
     """The default long-term source: past messages in SQLite + a Chroma index."""
     if chroma_client is not None:
-        client, name = chroma_client, VECTOR_COLLECTION
+        client, prefix = chroma_client, VECTOR_COLLECTION
     elif path is not None:
-        client, name = persistent_client(path), VECTOR_COLLECTION
+        client, prefix = persistent_client(path), VECTOR_COLLECTION
     else:
-        # The process-wide ephemeral Chroma is shared: give each memory its own collection.
-        client, name = ephemeral_client(), DenseIndex.unique_name(VECTOR_COLLECTION)
-    return VectorSource(store, DenseIndex(client, name), resolve_embed_model(embed_model))
+        # The process-wide ephemeral Chroma is shared: give each memory its own collections.
+        client, prefix = ephemeral_client(), DenseIndex.unique_prefix(VECTOR_COLLECTION)
+    return VectorSource(store, DenseIndex(client, prefix), resolve_embed_model(embed_model))
 
 
 def resolve_embed_model(embed_model: Optional[BaseEmbedding]) -> BaseEmbedding:

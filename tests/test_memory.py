@@ -229,19 +229,24 @@ def test_reopening_with_another_embedding_dimension_names_both(make_memory, memo
         other.search("hello")
 
 
-def test_dense_index_catches_up_and_rebuilds_from_the_record(make_memory, memory_dir) -> None:
-    memory = make_memory()
-    memory.put_messages([user(f"Note {i} about gardening tomatoes") for i in range(5)])
-    assert len(memory.search("tomatoes", k=10)) == 5  # indexes the pending rows
-    vector = memory.sources[0]
-    # Simulate a crash between the record and the index: rows committed, vectors lost.
-    vector.index.clear()
-    assert len(memory.search("tomatoes", k=10)) == 0
-    assert memory.reindex() == 5
-    assert len(memory.search("tomatoes", k=10)) == 5
-    # Rows the index never saw (indexed flag unset) are embedded before the next query.
-    memory.put(user("A fresh note about roses"))
-    assert memory.search("roses", k=1)[0].text == "A fresh note about roses"
+def test_dense_index_catches_up_and_rebuilds_from_the_record(make_memory) -> None:
+    writer = make_memory(session_id="s1")
+    writer.put_messages([user(f"Note {i} about gardening tomatoes") for i in range(5)])
+    # The rows are committed; no vector was computed yet. A memory that starts now (as
+    # a new process would after a crash) embeds them before its first search.
+    reader = make_memory(session_id="s2")
+    assert len(reader.search("tomatoes", k=10)) == 5
+    reader.close()  # writes the waiting vectors to Chroma
+    reader.close()  # closing twice is harmless
+    rebuilt = make_memory(session_id="s3")
+    assert rebuilt.sources[0].store.pending_records("vector", 10) == []
+    # Lose the index entirely: the system of record rebuilds it.
+    rebuilt.sources[0].index.clear()
+    assert rebuilt.search("tomatoes", k=10) == []
+    assert rebuilt.reindex() == 5
+    assert len(rebuilt.search("tomatoes", k=10)) == 5
+    rebuilt.put(user("A fresh note about roses"))
+    assert rebuilt.search("roses", k=1)[0].text == "A fresh note about roses"
 
 
 def test_custom_primary_and_tokenizer(make_memory) -> None:

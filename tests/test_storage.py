@@ -77,9 +77,11 @@ def test_records_need_a_user() -> None:
 def test_pending_records_track_the_index() -> None:
     store = SQLiteStore()
     ids = store.add_records([record(f"fact {i}", mid=str(i)) for i in range(5)])
-    assert [i for i, _ in store.pending_records("vector", 10)] == ids
+    pending = store.pending_records("vector", 10)
+    assert [p.id for p in pending] == ids
+    assert (pending[0].text, pending[0].tenant_id, pending[0].user_id) == ("fact 0", "default", "alice")
     store.mark_indexed(ids[:3])
-    assert [i for i, _ in store.pending_records("vector", 10)] == ids[3:]
+    assert [p.id for p in store.pending_records("vector", 10)] == ids[3:]
     assert store.mark_all_unindexed("vector") == 5
 
 
@@ -123,25 +125,29 @@ def test_closed_store_raises_instead_of_returning_nothing() -> None:
         store.load_chat(ALICE)
 
 
-def test_dense_index_filters_by_scope(tmp_path: Path) -> None:
+def test_dense_index_keeps_one_collection_per_user(tmp_path: Path) -> None:
     index = DenseIndex(persistent_client(tmp_path), "test_index")
-    index.upsert(
-        ["a", "b"],
-        [[1.0, 0.0, 0.0], [0.9, 0.1, 0.0]],
-        [{"tenant_id": "t", "user_id": "alice"}, {"tenant_id": "t", "user_id": "bob"}],
-    )
-    hits = index.query([1.0, 0.0, 0.0], 5, {"tenant_id": "t", "user_id": "bob"})
+    index.upsert("t", "alice", ["a"], [[1.0, 0.0, 0.0]])
+    index.upsert("t", "bob", ["b"], [[0.9, 0.1, 0.0]])
+    hits = index.query("t", "bob", [1.0, 0.0, 0.0], 5)
     assert [h[0] for h in hits] == ["b"]
     assert 0.9 < hits[0][1] <= 1.0
-    index.delete(where={"user_id": "bob"})
-    assert index.count() == 1
+    assert index.query("other-tenant", "bob", [1.0, 0.0, 0.0], 5) == []
+    assert index.collection_name("t", "alice") != index.collection_name("t", "bob")
+    index.drop("t", "bob")
+    assert index.count("t", "bob") == 0
+    assert index.count("t", "alice") == 1
+    # A new client on the same directory sees the same vectors (persistence).
+    reopened = DenseIndex(persistent_client(tmp_path), "test_index")
+    assert reopened.count("t", "alice") == 1
     index.clear()
-    assert index.count() == 0
+    assert reopened.count("t", "alice") == 0
 
 
-def test_unique_names_keep_ephemeral_indexes_apart() -> None:
+def test_unique_prefixes_keep_ephemeral_indexes_apart() -> None:
     client = ephemeral_client()
-    first = DenseIndex(client, DenseIndex.unique_name("x"))
-    second = DenseIndex(client, DenseIndex.unique_name("x"))
-    first.upsert(["a"], [[1.0, 0.0]], [{"user_id": "u"}])
-    assert second.count() == 0
+    first = DenseIndex(client, DenseIndex.unique_prefix("x"))
+    second = DenseIndex(client, DenseIndex.unique_prefix("x"))
+    first.upsert("t", "u", ["a"], [[1.0, 0.0]])
+    assert second.count("t", "u") == 0
+    assert first.count("t", "u") == 1

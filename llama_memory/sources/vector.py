@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
+from typing import NamedTuple
 
+import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
-from ..embeddings import embedding_dimension
+from ..embeddings import embedding_dimension, is_symmetric
 from ..errors import EmbeddingDimensionError
 from ..storage.chroma import DenseIndex
 from ..storage.sqlite import NewRecord, SQLiteStore
@@ -16,6 +19,8 @@ from .base import MemorySource
 
 _DIM_KEY = "embedding_dimension"
 _MODEL_KEY = "embedding_model"
+#: How many recent texts keep their vector for reuse as a query vector.
+_RECENT_VECTORS = 256
 
 
 def model_label(model: BaseEmbedding) -> str:
@@ -23,23 +28,35 @@ def model_label(model: BaseEmbedding) -> str:
     return f"{model.class_name()}:{getattr(model, 'model_name', '') or ''}"
 
 
+class _Embedded(NamedTuple):
+    tenant_id: str
+    user_id: str
+    vector: np.ndarray
+
+
 class VectorSource(MemorySource):
     """Each user or assistant message becomes a record, found again by meaning.
 
-    Writes go to the SQLite system of record at once (one transaction per call);
-    vectors are computed in batches and added to the dense index before the next
-    retrieval, or as soon as ``batch_size`` records are waiting. So ``put`` costs
-    a row insert, a bulk import embeds in batches, and a crash between the two
-    stores loses nothing: unindexed rows are picked up on the next flush.
+    Writing: the record goes to the SQLite system of record at once, in one
+    transaction per call, and that is all ``put`` costs.
+
+    Indexing is deferred and batched. Before a retrieval, records without a
+    vector are embedded (in batches) and kept in an in-memory overlay that is
+    searched exactly alongside the Chroma index; the overlay is written to Chroma
+    once ``batch_size`` vectors wait in it, on :meth:`flush` and on :meth:`close`.
+    So an agent turn does not pay for a Chroma write, a bulk import embeds and
+    writes in batches, and a crash loses nothing: rows whose vectors never reached
+    Chroma are still flagged in SQLite and embedded again on the next read.
 
     Args:
         store: the system of record.
-        index: the dense index derived from it.
+        index: the dense index derived from it (one Chroma collection per user).
         embed_model: any LlamaIndex embedding; its dimension is recorded in the
             store, and a model of another dimension is refused.
         roles: which message roles are remembered (tool results and system
             prompts are not, by default).
-        batch_size: how many records are embedded per call to the model.
+        batch_size: how many records are embedded per call to the model, and how
+            many vectors wait in the overlay before they are written to Chroma.
         name: the source's name in the store and in the memory block.
     """
 
@@ -61,8 +78,14 @@ class VectorSource(MemorySource):
         self.roles = frozenset(roles)
         self.batch_size = batch_size
         self.name = name
-        self._flush_lock = threading.Lock()
-        self._waiting = 0
+        self._lock = threading.RLock()
+        self._overlay: dict[str, _Embedded] = {}
+        # For models whose query and document vectors agree, the vector of a text
+        # just embedded serves again when the same text is the query (an agent's
+        # query is the user message it has just put).
+        self._recent: OrderedDict[str, np.ndarray] | None = (
+            OrderedDict() if is_symmetric(embed_model) else None
+        )
         self._dimension: int | None = None  # confirmed against the store once, then cached
         known = embedding_dimension(embed_model)
         if known is not None:
@@ -88,32 +111,52 @@ class VectorSource(MemorySource):
         if not records:
             return
         self.store.add_records(records)
-        self._waiting += len(records)
-        if self._waiting >= self.batch_size:
+        if len(records) >= self.batch_size:  # a bulk import: index as it goes
             self.flush()
 
     def flush(self) -> int:
-        """Bring the dense index up to date with the system of record; return how many
-        records were indexed."""
-        done = 0
-        with self._flush_lock:
-            while batch := self.store.pending_records(self.name, self.batch_size):
-                ids = [record_id for record_id, _ in batch]
-                vectors = self.embed_model.get_text_embedding_batch([text for _, text in batch])
-                self._check_dimension(len(vectors[0]))
-                scopes = self.store.index_metadata(ids)
-                self.index.upsert(ids, vectors, [scopes[i] for i in ids])
-                self.store.mark_indexed(ids)
-                done += len(ids)
-            self._waiting = 0
-        return done
+        """Embed every record still without a vector and write all waiting vectors to
+        Chroma; return how many vectors were written."""
+        with self._lock:
+            self._embed_pending()
+            return self._write_overlay()
 
     def reindex(self) -> int:
         """Rebuild the dense index from the system of record; return how many records."""
-        with self._flush_lock:
+        with self._lock:
             self.index.clear()
+            self._overlay.clear()
             self.store.mark_all_unindexed(self.name)
-        return self.flush()
+            return self.flush()
+
+    def close(self) -> None:
+        """Write waiting vectors to Chroma, so the next process need not embed them again."""
+        self.flush()
+
+    def _embed_pending(self) -> None:
+        while True:
+            # Overlay rows are still pending in SQLite: ask for enough to see a full batch
+            # of the others.
+            rows = self.store.pending_records(self.name, len(self._overlay) + self.batch_size)
+            fresh = [r for r in rows if r.id not in self._overlay]
+            if not fresh:
+                return
+            vectors = self._embed_texts([r.text for r in fresh])
+            for row, vector in zip(fresh, vectors):
+                self._overlay[row.id] = _Embedded(row.tenant_id, row.user_id, vector)
+            if len(self._overlay) >= self.batch_size:
+                self._write_overlay()
+
+    def _write_overlay(self) -> int:
+        by_user: dict[tuple[str, str], list[str]] = {}
+        for record_id, item in self._overlay.items():
+            by_user.setdefault((item.tenant_id, item.user_id), []).append(record_id)
+        for (tenant, user), ids in by_user.items():
+            self.index.upsert(tenant, user, ids, [self._overlay[i].vector for i in ids])
+        written = list(self._overlay)
+        self.store.mark_indexed(written)
+        self._overlay.clear()
+        return len(written)
 
     # -- reading --------------------------------------------------------------------
 
@@ -122,15 +165,25 @@ class VectorSource(MemorySource):
         user = scope.require_user(f"the {self.name!r} memory source")
         if not query.strip() or k <= 0:
             return []
-        self.flush()
-        vector = self.embed_model.get_query_embedding(query)
-        self._check_dimension(len(vector))
-        hits = self.index.query(vector, k, {"tenant_id": scope.tenant_id, "user_id": user})
-        # The system of record has the last word: a vector whose row is gone is skipped,
-        # and get_records filters by user again.
-        rows = self.store.get_records([record_id for record_id, _ in hits], scope, self.name)
+        with self._lock:
+            self._embed_pending()
+            vector = self._query_vector(query)
+            waiting = [
+                (record_id, item.vector)
+                for record_id, item in self._overlay.items()
+                if item.tenant_id == scope.tenant_id and item.user_id == user
+            ]
+        scores = dict(self.index.query(scope.tenant_id, user, vector, k))
+        if waiting:
+            matrix = np.stack([v for _, v in waiting])
+            for (record_id, _), score in zip(waiting, _cosine(matrix, vector)):
+                scores[record_id] = max(score, scores.get(record_id, -1.0))
+        ranked = sorted(scores.items(), key=lambda item: item[1], reverse=True)[:k]
+        # The system of record has the last word: a vector whose row is gone is
+        # skipped, and get_records checks the user again.
+        rows = self.store.get_records([record_id for record_id, _ in ranked], scope, self.name)
         results = []
-        for record_id, score in hits:
+        for record_id, score in ranked:
             record = rows.get(record_id)
             if record is not None:
                 record.score = score
@@ -142,10 +195,38 @@ class VectorSource(MemorySource):
     def reset(self, scope: Scope) -> None:
         """Delete the scope's user's records from the record and the index."""
         user = scope.require_user(f"resetting the {self.name!r} memory source")
-        self.store.delete_user(scope, source=self.name)
-        self.index.delete(where={"tenant_id": scope.tenant_id, "user_id": user})
+        with self._lock:
+            self.store.delete_user(scope, source=self.name)
+            self.index.drop(scope.tenant_id, user)
+            for record_id in [
+                i for i, item in self._overlay.items()
+                if item.tenant_id == scope.tenant_id and item.user_id == user
+            ]:
+                del self._overlay[record_id]
 
-    # -- helpers ----------------------------------------------------------------------
+    # -- embedding ----------------------------------------------------------------------
+
+    def _embed_texts(self, texts: list[str]) -> list[np.ndarray]:
+        vectors = [
+            np.asarray(v, dtype=np.float32)
+            for v in self.embed_model.get_text_embedding_batch(texts)
+        ]
+        if vectors:
+            self._check_dimension(len(vectors[0]))
+        if self._recent is not None:
+            for text, vector in zip(texts, vectors):
+                self._recent[text] = vector
+                self._recent.move_to_end(text)
+            while len(self._recent) > _RECENT_VECTORS:
+                self._recent.popitem(last=False)
+        return vectors
+
+    def _query_vector(self, query: str) -> np.ndarray:
+        if self._recent is not None and query in self._recent:
+            return self._recent[query]
+        vector = np.asarray(self.embed_model.get_query_embedding(query), dtype=np.float32)
+        self._check_dimension(len(vector))
+        return vector
 
     def _check_dimension(self, dim: int) -> None:
         if dim == self._dimension:
@@ -160,3 +241,9 @@ class VectorSource(MemorySource):
                 model_label(self.embed_model),
             )
         self._dimension = dim
+
+
+def _cosine(matrix: np.ndarray, vector: np.ndarray) -> list[float]:
+    """Cosine similarity of each row of ``matrix`` with ``vector``."""
+    norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(vector) or 1.0)
+    return (matrix @ vector / np.where(norms == 0, 1.0, norms)).tolist()

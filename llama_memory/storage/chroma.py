@@ -1,18 +1,24 @@
-"""The dense index: vectors of memory records in a Chroma collection.
+"""The dense index: vectors of memory records in Chroma, one collection per user.
 
-The index is derived data. It shares ids with the SQLite records, keeps only the
-scope metadata it needs to filter (tenant, user, session), and can be rebuilt
-from the system of record at any time.
+The index is derived data. It shares ids with the SQLite records and can be
+rebuilt from the system of record at any time. Each (tenant, user) pair gets its
+own collection, so a query needs no metadata filter (Chroma's filtered search
+slows down as a collection grows: 13 ms at 2,000 vectors and 75 ms at 10,000,
+against 2-3 ms unfiltered) and no query can reach another user's vectors.
 """
 
 from __future__ import annotations
 
+import hashlib
+import threading
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, TypeVar
 
 from ..errors import StorageError
+
+T = TypeVar("T")
 
 #: Sub-directory of a memory directory that holds Chroma's files.
 CHROMA_DIRNAME = "chroma"
@@ -43,102 +49,117 @@ def ephemeral_client() -> Any:
     return chromadb.EphemeralClient(settings=_quiet_settings())
 
 
-def _chroma_filter(where: Mapping[str, str]) -> dict[str, Any]:
-    """Chroma's filter syntax for "every key equals its value"."""
-    clauses = [{key: value} for key, value in where.items()]
-    return clauses[0] if len(clauses) == 1 else {"$and": clauses}
-
-
 class DenseIndex:
-    """One Chroma collection of record vectors, filtered by scope at query time.
+    """Record vectors in Chroma collections named ``<prefix>-<hash of tenant and user>``.
 
     Args:
         client: a Chroma client (persistent, ephemeral or HTTP).
-        name: the collection name (3-512 characters of ``[a-zA-Z0-9._-]``).
+        prefix: what every collection name of this index starts with.
 
     Chroma errors are re-raised as :class:`~llama_memory.errors.StorageError`, so
     an unreachable or broken index never looks like an empty memory.
     """
 
-    def __init__(self, client: Any, name: str) -> None:
+    def __init__(self, client: Any, prefix: str) -> None:
         self.client = client
-        self.name = name
-        self._collection = self._open()
+        self.prefix = prefix
+        self._collections: dict[str, Any] = {}
+        self._lock = threading.Lock()
 
-    @classmethod
-    def unique_name(cls, prefix: str) -> str:
-        """A collection name no other memory uses (for in-memory memories, which
-        share one process-wide ephemeral Chroma)."""
+    @staticmethod
+    def unique_prefix(prefix: str) -> str:
+        """A prefix no other index uses (for in-memory memories, which share one
+        process-wide ephemeral Chroma)."""
         return f"{prefix}-{uuid.uuid4().hex[:12]}"
 
-    def _open(self) -> Any:
-        try:
-            return self.client.get_or_create_collection(
-                self.name, embedding_function=None, configuration={"hnsw": {"space": "cosine"}}
-            )
-        except Exception as exc:
-            raise StorageError(f"cannot open Chroma collection {self.name!r}: {exc}") from exc
+    def collection_name(self, tenant_id: str, user_id: str) -> str:
+        """The name of the collection holding one user's vectors."""
+        digest = hashlib.sha256(f"{tenant_id}\x1f{user_id}".encode("utf-8")).hexdigest()[:32]
+        return f"{self.prefix}-{digest}"
+
+    def _collection(self, tenant_id: str, user_id: str) -> Any:
+        name = self.collection_name(tenant_id, user_id)
+        with self._lock:
+            if name not in self._collections:
+                try:
+                    self._collections[name] = self.client.get_or_create_collection(
+                        name, embedding_function=None, configuration={"hnsw": {"space": "cosine"}}
+                    )
+                except Exception as exc:
+                    raise StorageError(f"cannot open Chroma collection {name!r}: {exc}") from exc
+            return self._collections[name]
+
+    def _run(self, tenant_id: str, user_id: str, action: str, operation: Callable[[Any], T]) -> T:
+        """Run ``operation`` on one user's collection. A cached handle whose collection
+        was dropped meanwhile (by another index object or process) is opened again once."""
+        from chromadb.errors import NotFoundError
+
+        name = self.collection_name(tenant_id, user_id)
+        for attempt in range(2):
+            collection = self._collection(tenant_id, user_id)
+            try:
+                return operation(collection)
+            except NotFoundError as exc:
+                with self._lock:
+                    self._collections.pop(name, None)
+                if attempt:
+                    raise StorageError(f"Chroma {action} on {name!r} failed: {exc}") from exc
+            except Exception as exc:
+                raise StorageError(f"Chroma {action} on {name!r} failed: {exc}") from exc
+        raise AssertionError("unreachable")
 
     def upsert(
-        self,
-        ids: Sequence[str],
-        embeddings: Sequence[Sequence[float]],
-        metadatas: Sequence[Mapping[str, str]],
+        self, tenant_id: str, user_id: str, ids: Sequence[str], embeddings: Sequence[Sequence[float]]
     ) -> None:
-        """Add or replace vectors with their scope metadata."""
+        """Add or replace one user's vectors."""
         if not ids:
             return
-        try:
-            self._collection.upsert(
-                ids=list(ids), embeddings=[list(e) for e in embeddings], metadatas=list(metadatas)
-            )
-        except Exception as exc:
-            raise StorageError(f"Chroma upsert into {self.name!r} failed: {exc}") from exc
+        vectors = [list(map(float, e)) for e in embeddings]
+        self._run(
+            tenant_id, user_id, "upsert", lambda c: c.upsert(ids=list(ids), embeddings=vectors)
+        )
 
     def query(
-        self, embedding: Sequence[float], k: int, where: Mapping[str, str]
+        self, tenant_id: str, user_id: str, embedding: Sequence[float], k: int
     ) -> list[tuple[str, float]]:
-        """The ``k`` nearest ids with their cosine similarity, among vectors matching ``where``."""
+        """The ``k`` nearest of one user's vectors, as (id, cosine similarity)."""
         if k <= 0:
             return []
-        try:
-            result = self._collection.query(
-                query_embeddings=[list(embedding)],
-                n_results=k,
-                where=_chroma_filter(where),
-                include=["distances"],
-            )
-        except Exception as exc:
-            raise StorageError(f"Chroma query on {self.name!r} failed: {exc}") from exc
+        vector = [list(map(float, embedding))]
+        result = self._run(
+            tenant_id,
+            user_id,
+            "query",
+            lambda c: c.query(query_embeddings=vector, n_results=k, include=["distances"]),
+        )
         ids = result["ids"][0] if result["ids"] else []
-        distances = result["distances"][0] if result.get("distances") else [0.0] * len(ids)
+        distances = result["distances"][0] if result.get("distances") else [1.0] * len(ids)
         return [(i, 1.0 - float(d)) for i, d in zip(ids, distances)]
 
-    def delete(self, ids: Optional[Sequence[str]] = None, where: Optional[Mapping[str, str]] = None) -> None:
-        """Delete vectors by id or by metadata filter."""
-        if not ids and not where:
-            return
-        kwargs: dict[str, Any] = {}
-        if ids:
-            kwargs["ids"] = list(ids)
-        if where:
-            kwargs["where"] = _chroma_filter(where)
-        try:
-            self._collection.delete(**kwargs)
-        except Exception as exc:
-            raise StorageError(f"Chroma delete from {self.name!r} failed: {exc}") from exc
+    def count(self, tenant_id: str, user_id: str) -> int:
+        """How many vectors one user has."""
+        return int(self._run(tenant_id, user_id, "count", lambda c: c.count()))
 
-    def count(self) -> int:
-        """How many vectors the collection holds."""
-        try:
-            return int(self._collection.count())
-        except Exception as exc:
-            raise StorageError(f"Chroma count of {self.name!r} failed: {exc}") from exc
+    def drop(self, tenant_id: str, user_id: str) -> None:
+        """Delete one user's collection."""
+        self._drop(self.collection_name(tenant_id, user_id))
 
     def clear(self) -> None:
-        """Drop and recreate the collection (used by re-indexing)."""
+        """Delete every collection of this index (used by re-indexing)."""
         try:
-            self.client.delete_collection(self.name)
+            names = [getattr(c, "name", c) for c in self.client.list_collections()]
         except Exception as exc:
-            raise StorageError(f"cannot drop Chroma collection {self.name!r}: {exc}") from exc
-        self._collection = self._open()
+            raise StorageError(f"cannot list Chroma collections: {exc}") from exc
+        for name in names:
+            if name.startswith(self.prefix + "-"):
+                self._drop(name)
+
+    def _drop(self, name: str) -> None:
+        with self._lock:
+            self._collections.pop(name, None)
+            try:
+                existing = {getattr(c, "name", c) for c in self.client.list_collections()}
+                if name in existing:
+                    self.client.delete_collection(name)
+            except Exception as exc:
+                raise StorageError(f"cannot drop Chroma collection {name!r}: {exc}") from exc

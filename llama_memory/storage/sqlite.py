@@ -25,8 +25,9 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from llama_index.core.base.llms.types import ChatMessage
 
@@ -78,6 +79,7 @@ MIGRATIONS: tuple[str, ...] = (
 _WHITESPACE = re.compile(r"\s+")
 
 
+@lru_cache(maxsize=8192)  # the window's texts are normalised again on every get()
 def normalize_text(text: str) -> str:
     """Case- and whitespace-insensitive form of a text, used for exact dedup."""
     return _WHITESPACE.sub(" ", text).strip().casefold()
@@ -100,6 +102,15 @@ class NewRecord:
     event_time: Optional[float]
     role: Optional[str] = None
     metadata: Optional[dict] = None
+
+
+class PendingRecord(NamedTuple):
+    """A record waiting for its vector: what the dense index needs to add it."""
+
+    id: str
+    text: str
+    tenant_id: str
+    user_id: str
 
 
 class SQLiteStore:
@@ -325,33 +336,15 @@ class SQLiteStore:
         )
         return {row["id"]: _to_record(row) for row in rows}
 
-    def pending_records(self, source: str, limit: int) -> list[tuple[str, str]]:
-        """Up to ``limit`` (id, text) pairs of records the dense index has not caught up with."""
+    def pending_records(self, source: str, limit: int) -> list[PendingRecord]:
+        """Up to ``limit`` records the dense index has not caught up with, oldest first."""
         rows = self._query(
             "read pending records",
-            "SELECT id, text FROM records WHERE source = ? AND indexed = 0 ORDER BY rowid LIMIT ?",
+            "SELECT id, text, tenant_id, user_id FROM records "
+            "WHERE source = ? AND indexed = 0 ORDER BY rowid LIMIT ?",
             (source, limit),
         )
-        return [(row["id"], row["text"]) for row in rows]
-
-    def index_metadata(self, ids: Sequence[str]) -> dict[str, dict[str, str]]:
-        """The scope metadata the dense index keeps beside each record's vector."""
-        if not ids:
-            return {}
-        marks = ",".join("?" * len(ids))
-        rows = self._query(
-            "read record scopes",
-            f"SELECT id, tenant_id, user_id, session_id FROM records WHERE id IN ({marks})",
-            tuple(ids),
-        )
-        return {
-            row["id"]: {
-                "tenant_id": row["tenant_id"],
-                "user_id": row["user_id"],
-                "session_id": row["session_id"] or "",
-            }
-            for row in rows
-        }
+        return [PendingRecord(r["id"], r["text"], r["tenant_id"], r["user_id"]) for r in rows]
 
     def mark_indexed(self, ids: Sequence[str], indexed: bool = True) -> None:
         """Record that the dense index holds (or no longer holds) these records."""
