@@ -75,6 +75,12 @@ class ComposableMemory(BaseMemory):
     tokenizer_fn: Callable[[str], Sequence] = Field(
         default_factory=get_tokenizer, exclude=True, description="Counts the block's tokens."
     )
+    llm: Optional[Any] = Field(
+        default=None, exclude=True, description="LLM for sources that extract structured memories."
+    )
+    extract_every: int = Field(
+        default=0, description="Run extraction every N user turns when llm is set (0: on demand)."
+    )
 
     _sources: list[MemorySource] = PrivateAttr(default_factory=list)
     _store: Optional[SQLiteStore] = PrivateAttr(default=None)
@@ -84,8 +90,10 @@ class ComposableMemory(BaseMemory):
     # "none" (buffer only) or "custom" (live objects a dict cannot carry).
     _source_kind: str = PrivateAttr(default="custom")
     _closed: bool = PrivateAttr(default=False)
+    _user_turns_pending: int = PrivateAttr(default=0)  # user messages not yet extracted from
+    _extracted_upto: int = PrivateAttr(default=0)  # get_all() index extraction has reached
 
-    @field_validator("memory_token_limit", "top_k")
+    @field_validator("memory_token_limit", "top_k", "extract_every")
     @classmethod
     def _non_negative(cls, value: int) -> int:
         if value < 0:
@@ -128,6 +136,8 @@ class ComposableMemory(BaseMemory):
         insert_method: InsertMethod = "system",
         tokenizer_fn: Optional[Callable[[str], Sequence]] = None,
         chroma_client: Any = None,
+        llm: Any = None,
+        extract_every: int = 0,
         **kwargs: Any,
     ) -> "ComposableMemory":
         """Build a memory with sensible defaults.
@@ -153,7 +163,11 @@ class ComposableMemory(BaseMemory):
                 (into the latest user message).
             tokenizer_fn: counts tokens (default tiktoken, as LlamaIndex).
             chroma_client: a Chroma client to use instead of the embedded one.
-            **kwargs: ignored (agents and chat engines pass ``llm=`` and such).
+            llm: a LlamaIndex LLM for sources that extract structured memories from
+                the conversation (see :meth:`extract`).
+            extract_every: with ``llm``, extract automatically every this many user
+                turns (0: only when :meth:`extract` is called).
+            **kwargs: ignored (chat engines pass extra arguments).
         """
         tokenizer = tokenizer_fn or get_tokenizer()
         scope = Scope(user_id=user_id, session_id=session_id or uuid4().hex, tenant_id=tenant_id)
@@ -181,6 +195,8 @@ class ComposableMemory(BaseMemory):
             top_k=top_k,
             insert_method=insert_method,
             tokenizer_fn=tokenizer,
+            llm=llm,
+            extract_every=extract_every,
         )
         memory._store = store
         if default_sources:
@@ -205,6 +221,20 @@ class ComposableMemory(BaseMemory):
         return self._last_block
 
     # -- reading ------------------------------------------------------------------------
+
+    def source(self, name: str) -> MemorySource:
+        """The secondary source called ``name`` (``"vector"``...); KeyError naming the
+        available ones otherwise."""
+        for source in self._sources:
+            if source.name == name:
+                return source
+        raise KeyError(f"no source named {name!r}; this memory has {[s.name for s in self._sources]}")
+
+    def tools(self) -> list[Any]:
+        """Every source's agent tools (LlamaIndex ``FunctionTool``s), bound to this
+        memory's user: pass them to an agent as ``tools=``."""
+        scope = self.scope
+        return [tool for source in self._sources for tool in source.tools(scope)]
 
     def get(self, input: Optional[str] = None, **kwargs: Any) -> list[ChatMessage]:
         """The primary memory's messages with the memory block injected.
@@ -236,14 +266,17 @@ class ComposableMemory(BaseMemory):
             return records[:k]
 
     def _retrieve(self, query: str, k: int) -> list[MemoryRecord]:
-        if not query.strip():
-            return []
         scope = self.scope
-        return interleave(source.retrieve(query, scope, k) for source in self._sources)
+        merged: list[MemoryRecord] = []
+        for priority in sorted({s.priority for s in self._sources}, reverse=True):
+            tier = [s for s in self._sources if s.priority == priority]
+            merged.extend(interleave(source.retrieve(query, scope, k) for source in tier))
+        return merged
 
     def _compose(self, query: Optional[str], window: Sequence[ChatMessage]) -> MemoryBlock:
-        if not query or not self._sources:
+        if not self._sources:
             return MemoryBlock()
+        query = query or ""
         # Ask for more than top_k: what the window already shows is dropped afterwards.
         fetch = self.top_k + min(len(window), self.top_k)
         records = self._retrieve(query, fetch)
@@ -272,6 +305,35 @@ class ComposableMemory(BaseMemory):
         with self._lock:
             self.primary_memory.put_messages(list(messages))
             self._add_to_sources(stored)
+            self._user_turns_pending += sum(m.role == "user" for m in stored)
+            if self.llm is not None and 0 < self.extract_every <= self._user_turns_pending:
+                self.extract()
+
+    def extract(
+        self, messages: Optional[Sequence[ChatMessage]] = None, llm: Any = None
+    ) -> None:
+        """Let every source derive structured memories (triples, profile...) with an LLM.
+
+        Args:
+            messages: what to extract from; default the conversation's messages
+                not extracted from yet.
+            llm: default the memory's ``llm``.
+        """
+        llm = llm or self.llm
+        if llm is None:
+            raise ValueError("extract() needs an LLM: pass llm=, or build the memory with llm=")
+        with self._lock:
+            history = self.primary_memory.get_all()
+            automatic = messages is None
+            if messages is None:
+                messages = history[min(self._extracted_upto, len(history)) :]
+            scope = self.scope
+            for source in self._sources:
+                source.extract(messages, llm, scope)
+            # Advance only once every source succeeded: a failed extraction is retried.
+            if automatic:
+                self._extracted_upto = len(history)
+            self._user_turns_pending = 0
 
     def set(self, messages: list[ChatMessage]) -> None:
         """Replace the conversation; messages new to it also reach the long-term sources.

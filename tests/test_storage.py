@@ -151,3 +151,20 @@ def test_unique_prefixes_keep_ephemeral_indexes_apart() -> None:
     first.upsert("t", "u", ["a"], [[1.0, 0.0]])
     assert second.count("t", "u") == 0
     assert first.count("t", "u") == 1
+
+
+def test_components_own_their_schema_migrations(tmp_path: Path) -> None:
+    steps = ("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)",
+             "ALTER TABLE notes ADD COLUMN author TEXT")
+    store = SQLiteStore(tmp_path)
+    store.ensure_schema("notes", steps[:1])
+    with store.transaction("add note") as conn:
+        conn.execute("INSERT INTO notes (body) VALUES ('kept')")
+    store.close()
+    upgraded = SQLiteStore(tmp_path)
+    upgraded.ensure_schema("notes", steps)  # an upgrade runs only the new step
+    upgraded.ensure_schema("notes", steps)  # and running it again changes nothing
+    assert [tuple(r) for r in upgraded.query("read", "SELECT body, author FROM notes")] == [("kept", None)]
+    assert upgraded.get_meta("schema:notes") == "2"
+    with pytest.raises(StorageError, match="newer than this release"):
+        upgraded.ensure_schema("notes", steps[:1])

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from typing import Any
+
+from llama_index.core.base.llms.types import ChatMessage
 
 from ..types import MemoryRecord, Scope, StoredMessage
 
@@ -11,14 +14,21 @@ from ..types import MemoryRecord, Scope, StoredMessage
 class MemorySource(ABC):
     """A secondary memory: it receives the conversation and retrieves records for a query.
 
-    A source does four things and nothing more: ``add`` messages, ``retrieve``
-    records for a query, ``reset`` what it holds for a scope, and ``forget`` a
-    user entirely. Scope is strict: a source never returns records of a user
-    other than ``scope.user_id``.
+    A source does four things: ``add`` messages, ``retrieve`` records for a
+    query, ``reset`` what it holds for a scope, and ``forget`` a user entirely.
+    Scope is strict: a source never returns records of a user other than
+    ``scope.user_id``.
+
+    Optional hooks, with defaults that do nothing: ``tools`` (LlamaIndex tools
+    an agent may call, bound to the scope), ``extract`` (turn conversation into
+    structured memories with an LLM), and ``priority`` (sources with a higher
+    priority are served first from the memory block's budget).
     """
 
     #: Short name shown next to each injected item (``"vector"``, ``"triples"``...).
     name: str = "source"
+    #: Order in the memory block: higher first; equal priorities share round-robin.
+    priority: int = 0
 
     @abstractmethod
     def add(self, messages: Sequence[StoredMessage], scope: Scope) -> None:
@@ -26,7 +36,11 @@ class MemorySource(ABC):
 
     @abstractmethod
     def retrieve(self, query: str, scope: Scope, k: int) -> list[MemoryRecord]:
-        """Up to ``k`` records relevant to ``query``, best first, all within ``scope``."""
+        """Up to ``k`` records relevant to ``query``, best first, all within ``scope``.
+
+        ``query`` may be empty (a conversation with no user message yet): a source
+        whose records do not depend on the query (a profile) still returns them.
+        """
 
     @abstractmethod
     def reset(self, scope: Scope) -> None:
@@ -35,6 +49,16 @@ class MemorySource(ABC):
     def forget(self, scope: Scope) -> None:
         """Remove every trace of the scope's user (by default the same as :meth:`reset`)."""
         self.reset(scope)
+
+    def tools(self, scope: Scope) -> list[Any]:
+        """LlamaIndex tools for agents, acting within ``scope`` (none by default).
+
+        The scope comes from the memory, never from the LLM's arguments.
+        """
+        return []
+
+    def extract(self, messages: Sequence[ChatMessage], llm: Any, scope: Scope) -> None:
+        """Derive structured memories from ``messages`` with ``llm`` (nothing by default)."""
 
     def close(self) -> None:
         """Release resources (connections); the default holds none."""

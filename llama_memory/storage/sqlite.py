@@ -166,8 +166,11 @@ class SQLiteStore:
             raise StorageError(f"SQLite store {self.location}: {action} failed: {exc}") from exc
 
     @contextmanager
-    def _transaction(self, action: str) -> Iterator[sqlite3.Connection]:
-        """One atomic write: committed on success, rolled back (and raised) on failure."""
+    def transaction(self, action: str) -> Iterator[sqlite3.Connection]:
+        """One atomic write: committed on success, rolled back (and raised) on failure.
+
+        Yields the connection; ``action`` names the write in a :class:`StorageError`.
+        """
         with self._lock, self._errors(action):
             self._conn.execute("BEGIN IMMEDIATE")
             try:
@@ -177,7 +180,8 @@ class SQLiteStore:
                 raise
             self._conn.execute("COMMIT")
 
-    def _query(self, action: str, sql: str, params: Sequence = ()) -> list[sqlite3.Row]:
+    def query(self, action: str, sql: str, params: Sequence = ()) -> list[sqlite3.Row]:
+        """Run one read statement; ``action`` names it in a :class:`StorageError`."""
         with self._lock, self._errors(action):
             return self._conn.execute(sql, params).fetchall()
 
@@ -189,16 +193,44 @@ class SQLiteStore:
                 f"release of llama-memory understands ({len(MIGRATIONS)}): upgrade llama-memory"
             )
         for step in range(version, len(MIGRATIONS)):
-            with self._transaction(f"migration to schema version {step + 1}") as conn:
+            with self.transaction(f"migration to schema version {step + 1}") as conn:
                 for statement in MIGRATIONS[step].split(";"):
                     if statement.strip():
                         conn.execute(statement)
                 conn.execute(f"PRAGMA user_version = {step + 1}")
 
+    def ensure_schema(self, component: str, migrations: Sequence[str]) -> None:
+        """Apply a component's own ordered migrations (its tables live in this file too).
+
+        A source that keeps more than records (triples, a profile) owns its schema:
+        its version is kept in the meta table under ``schema:<component>``, and
+        entry i of ``migrations`` brings it from version i to i + 1, on open.
+        """
+        key = f"schema:{component}"
+        with self._lock:
+            rows = self.query("read schema version", "SELECT value FROM meta WHERE key = ?", (key,))
+            version = int(rows[0]["value"]) if rows else 0
+            if version > len(migrations):
+                raise StorageError(
+                    f"SQLite store {self.location}: the {component!r} schema is at version "
+                    f"{version}, newer than this release understands ({len(migrations)}): "
+                    "upgrade llama-memory"
+                )
+            for step in range(version, len(migrations)):
+                with self.transaction(f"{component} migration to version {step + 1}") as conn:
+                    for statement in migrations[step].split(";"):
+                        if statement.strip():
+                            conn.execute(statement)
+                    conn.execute(
+                        "INSERT INTO meta (key, value) VALUES (?, ?) "
+                        "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                        (key, str(step + 1)),
+                    )
+
     @property
     def schema_version(self) -> int:
         """The schema version of the open database."""
-        return int(self._query("read schema version", "PRAGMA user_version")[0][0])
+        return int(self.query("read schema version", "PRAGMA user_version")[0][0])
 
     def close(self) -> None:
         """Close the connection (further calls raise StorageError)."""
@@ -209,12 +241,12 @@ class SQLiteStore:
 
     def get_meta(self, key: str) -> Optional[str]:
         """The value stored under ``key`` in the meta table, or None."""
-        rows = self._query("read meta", "SELECT value FROM meta WHERE key = ?", (key,))
+        rows = self.query("read meta", "SELECT value FROM meta WHERE key = ?", (key,))
         return rows[0]["value"] if rows else None
 
     def set_meta(self, key: str, value: str) -> None:
         """Store ``value`` under ``key`` in the meta table."""
-        with self._transaction("write meta") as conn:
+        with self.transaction("write meta") as conn:
             conn.execute(
                 "INSERT INTO meta (key, value) VALUES (?, ?) "
                 "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
@@ -225,7 +257,7 @@ class SQLiteStore:
 
     def load_chat(self, scope: Scope) -> list[ChatMessage]:
         """The stored messages of one conversation, oldest first."""
-        rows = self._query(
+        rows = self.query(
             "load chat history",
             "SELECT message_json FROM chat_messages "
             "WHERE tenant_id = ? AND user_id = ? AND session_id = ? ORDER BY seq",
@@ -235,12 +267,12 @@ class SQLiteStore:
 
     def append_chat(self, scope: Scope, messages: Sequence[ChatMessage]) -> None:
         """Append messages to one conversation, in one transaction."""
-        with self._transaction("append chat history") as conn:
+        with self.transaction("append chat history") as conn:
             self._insert_chat(conn, scope, messages)
 
     def replace_chat(self, scope: Scope, messages: Sequence[ChatMessage]) -> None:
         """Replace one conversation's messages, atomically."""
-        with self._transaction("replace chat history") as conn:
+        with self.transaction("replace chat history") as conn:
             conn.execute(
                 "DELETE FROM chat_messages WHERE tenant_id = ? AND user_id = ? AND session_id = ?",
                 _session_key(scope),
@@ -249,7 +281,7 @@ class SQLiteStore:
 
     def sessions(self, scope: Scope) -> list[str]:
         """The session ids with stored chat history for the scope's user, oldest first."""
-        rows = self._query(
+        rows = self.query(
             "list sessions",
             "SELECT session_id, MIN(seq) AS first FROM chat_messages "
             "WHERE tenant_id = ? AND user_id = ? GROUP BY session_id ORDER BY first",
@@ -280,7 +312,7 @@ class SQLiteStore:
         """
         ids: list[str] = []
         ingested = now()
-        with self._transaction("add records") as conn:
+        with self.transaction("add records") as conn:
             for rec in records:
                 user = rec.scope.require_user(f"the {rec.source!r} memory source")
                 digest = content_hash(rec.text, rec.role)
@@ -328,7 +360,7 @@ class SQLiteStore:
             return {}
         user = scope.require_user(f"the {source!r} memory source")
         marks = ",".join("?" * len(ids))
-        rows = self._query(
+        rows = self.query(
             "read records",
             f"SELECT * FROM records WHERE id IN ({marks}) AND source = ? "
             "AND tenant_id = ? AND user_id = ?",
@@ -338,7 +370,7 @@ class SQLiteStore:
 
     def pending_records(self, source: str, limit: int) -> list[PendingRecord]:
         """Up to ``limit`` records the dense index has not caught up with, oldest first."""
-        rows = self._query(
+        rows = self.query(
             "read pending records",
             "SELECT id, text, tenant_id, user_id FROM records "
             "WHERE source = ? AND indexed = 0 ORDER BY rowid LIMIT ?",
@@ -348,14 +380,14 @@ class SQLiteStore:
 
     def mark_indexed(self, ids: Sequence[str], indexed: bool = True) -> None:
         """Record that the dense index holds (or no longer holds) these records."""
-        with self._transaction("mark records indexed") as conn:
+        with self.transaction("mark records indexed") as conn:
             conn.executemany(
                 "UPDATE records SET indexed = ? WHERE id = ?", [(int(indexed), i) for i in ids]
             )
 
     def mark_all_unindexed(self, source: str) -> int:
         """Flag every record of ``source`` for re-indexing; return how many."""
-        with self._transaction("reset index flags") as conn:
+        with self.transaction("reset index flags") as conn:
             cur = conn.execute("UPDATE records SET indexed = 0 WHERE source = ?", (source,))
             return cur.rowcount
 
@@ -366,13 +398,13 @@ class SQLiteStore:
         else:
             sql = "SELECT COUNT(*) FROM records WHERE source = ? AND tenant_id = ? AND user_id = ?"
             params = (source, scope.tenant_id, scope.require_user())
-        return int(self._query("count records", sql, params)[0][0])
+        return int(self.query("count records", sql, params)[0][0])
 
     def delete_user(self, scope: Scope, source: Optional[str] = None) -> list[str]:
         """Delete one user's records (of one source, or all) and chat history; return record ids."""
         user = scope.require_user("forgetting a user")
         source_clause, params = ("", ()) if source is None else (" AND source = ?", (source,))
-        with self._transaction("delete user") as conn:
+        with self.transaction("delete user") as conn:
             rows = conn.execute(
                 "SELECT id FROM records WHERE tenant_id = ? AND user_id = ?" + source_clause,
                 (scope.tenant_id, user, *params),
