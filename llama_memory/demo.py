@@ -66,7 +66,7 @@ def run_demo(path: Optional[Path] = None, out: Optional[TextIO] = None) -> None:
     _print_messages(second.get(), out)
     second.close()
 
-    out.write("\n== A fresh process's view: reopening the same path ==\n")
+    out.write("\n== Persistence: a fresh ComposableMemory on the same path ==\n")
     reopened = ComposableMemory.from_defaults(user_id="john", session_id="session-2", path=path)
     out.write(f"session-2 chat history restored: {len(reopened.get_all())} messages\n")
     out.write("search('what food does John like?'):\n")
@@ -86,5 +86,5 @@ def run_demo(path: Optional[Path] = None, out: Optional[TextIO] = None) -> None:
         reopened.get()
         gets.append(time.perf_counter() - started)
     out.write(f"put(): {_ms(puts)}  (a row insert; embedding is batched before the next read)\n")
-    out.write(f"get(): {_ms(gets)}  (embeds pending records, one query embedding, one lookup)\n")
+    out.write(f"get(): {_ms(gets)}  (embeds the new message once, reuses it as the query, one lookup)\n")
     reopened.close()
