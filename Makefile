@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install clean
+.PHONY: demo test lint install clean
 
 install: $(STAMP)
 
@@ -21,6 +21,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check llama_memory bench tests
+	$(VENV)/bin/mypy llama_memory
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

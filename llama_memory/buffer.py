@@ -29,7 +29,13 @@ import threading
 from typing import Any, Callable, Optional, Protocol, Sequence, runtime_checkable
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
-from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from llama_index.core.bridge.pydantic import (
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    field_validator,
+    model_validator,
+)
 from llama_index.core.memory.types import BaseMemory
 from llama_index.core.utils import get_tokenizer
 

@@ -170,7 +170,8 @@ class ComposableMemory(BaseMemory):
             **kwargs: ignored (chat engines pass extra arguments).
         """
         tokenizer = tokenizer_fn or get_tokenizer()
-        scope = Scope(user_id=user_id, session_id=session_id or uuid4().hex, tenant_id=tenant_id)
+        session_id = session_id or uuid4().hex
+        scope = Scope(user_id=user_id, session_id=session_id, tenant_id=tenant_id)
         store = SQLiteStore(path)
         if primary_memory is None:
             primary_memory = ChatBuffer.from_defaults(
@@ -188,7 +189,7 @@ class ComposableMemory(BaseMemory):
             primary_memory=primary_memory,
             secondary_memory_sources=secondary_memory_sources,
             user_id=user_id,
-            session_id=scope.session_id,
+            session_id=session_id,
             tenant_id=tenant_id,
             path=str(path) if path is not None else None,
             memory_token_limit=memory_token_limit,

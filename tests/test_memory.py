@@ -6,12 +6,12 @@ import asyncio
 from datetime import datetime, timezone
 
 import pytest
-from helpers import assistant, user
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.embeddings import MockEmbedding
 from llama_index.core.memory import VectorMemory
 from llama_index.core.utils import get_tokenizer
 
+from helpers import assistant, user
 from llama_memory import (
     ChatBuffer,
     ComposableMemory,

@@ -6,10 +6,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from helpers import assistant, user
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.tools import FunctionTool
 
+from helpers import assistant, user
 from llama_memory import ComposableMemory, MemoryRecord, MemorySource, Scope, StoredMessage
 
 

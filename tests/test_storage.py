@@ -6,8 +6,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from helpers import assistant, user
 
+from helpers import assistant, user
 from llama_memory import Scope, ScopeError, StorageError
 from llama_memory.storage import DenseIndex, SQLiteStore, ephemeral_client, persistent_client
 from llama_memory.storage.sqlite import DB_FILENAME, MIGRATIONS, NewRecord

@@ -57,8 +57,10 @@ class MemorySource(ABC):
         """
         return []
 
-    def extract(self, messages: Sequence[ChatMessage], llm: Any, scope: Scope) -> None:
-        """Derive structured memories from ``messages`` with ``llm`` (nothing by default)."""
+    def extract(self, messages: Sequence[ChatMessage], llm: Any, scope: Scope) -> Any:
+        """Derive structured memories from ``messages`` with ``llm``; may return what it
+        stored (nothing by default)."""
+        return None
 
     def close(self) -> None:
         """Release resources (connections); the default holds none."""

@@ -14,11 +14,16 @@ import threading
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, TypeVar, Union
+
+if TYPE_CHECKING:
+    import numpy as np
 
 from ..errors import StorageError
 
 T = TypeVar("T")
+#: A vector: any sequence of floats (lists, numpy arrays).
+Vector = Union[Sequence[float], "np.ndarray"]
 
 #: Sub-directory of a memory directory that holds Chroma's files.
 CHROMA_DIRNAME = "chroma"
@@ -109,7 +114,7 @@ class DenseIndex:
         raise AssertionError("unreachable")
 
     def upsert(
-        self, tenant_id: str, user_id: str, ids: Sequence[str], embeddings: Sequence[Sequence[float]]
+        self, tenant_id: str, user_id: str, ids: Sequence[str], embeddings: Sequence[Vector]
     ) -> None:
         """Add or replace one user's vectors."""
         if not ids:
@@ -120,7 +125,7 @@ class DenseIndex:
         )
 
     def query(
-        self, tenant_id: str, user_id: str, embedding: Sequence[float], k: int
+        self, tenant_id: str, user_id: str, embedding: Vector, k: int
     ) -> list[tuple[str, float]]:
         """The ``k`` nearest of one user's vectors, as (id, cosine similarity)."""
         if k <= 0:

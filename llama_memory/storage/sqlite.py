@@ -393,11 +393,11 @@ class SQLiteStore:
 
     def count_records(self, source: str, scope: Optional[Scope] = None) -> int:
         """How many records ``source`` holds (for one user when ``scope`` is given)."""
-        if scope is None:
-            sql, params = "SELECT COUNT(*) FROM records WHERE source = ?", (source,)
-        else:
-            sql = "SELECT COUNT(*) FROM records WHERE source = ? AND tenant_id = ? AND user_id = ?"
-            params = (source, scope.tenant_id, scope.require_user())
+        sql = "SELECT COUNT(*) FROM records WHERE source = ?"
+        params: tuple[str, ...] = (source,)
+        if scope is not None:
+            sql += " AND tenant_id = ? AND user_id = ?"
+            params += (scope.tenant_id, scope.require_user())
         return int(self.query("count records", sql, params)[0][0])
 
     def delete_user(self, scope: Scope, source: Optional[str] = None) -> list[str]:
