@@ -12,6 +12,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock
 
@@ -113,7 +114,7 @@ def compose_block(
     lines: list[str] = []
     for record in kept:
         line = render_item(record)
-        cost = len(tokenizer(line)) + 1  # +1 for the joining newline
+        cost = _line_tokens(tokenizer, line) + 1  # +1 for the joining newline
         if cost <= budget:
             lines.append(line)
             result.records.append(record)
@@ -132,6 +133,12 @@ def compose_block(
         result.records.pop()
         result.dropped_for_budget += 1
     return result
+
+
+@lru_cache(maxsize=4096)
+def _line_tokens(tokenizer: Tokenizer, line: str) -> int:
+    # The same records come back turn after turn: count each rendered line once.
+    return len(tokenizer(line))
 
 
 def strip_block(text: str) -> str:

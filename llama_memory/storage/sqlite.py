@@ -360,13 +360,17 @@ class SQLiteStore:
             return {}
         user = scope.require_user(f"the {source!r} memory source")
         marks = ",".join("?" * len(ids))
+        # Look up by primary key only and check the scope here: with the scope columns in
+        # the WHERE clause SQLite prefers the (source, tenant, user) index and scans the
+        # user's rows (2 ms at 2,000 records instead of 0.2 ms).
         rows = self.query(
-            "read records",
-            f"SELECT * FROM records WHERE id IN ({marks}) AND source = ? "
-            "AND tenant_id = ? AND user_id = ?",
-            (*ids, source, scope.tenant_id, user),
+            "read records", f"SELECT * FROM records WHERE id IN ({marks})", tuple(ids)
         )
-        return {row["id"]: _to_record(row) for row in rows}
+        return {
+            row["id"]: _to_record(row)
+            for row in rows
+            if (row["source"], row["tenant_id"], row["user_id"]) == (source, scope.tenant_id, user)
+        }
 
     def pending_records(self, source: str, limit: int) -> list[PendingRecord]:
         """Up to ``limit`` records the dense index has not caught up with, oldest first."""
