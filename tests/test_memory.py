@@ -242,9 +242,11 @@ def test_dense_index_catches_up_and_rebuilds_from_the_record(make_memory) -> Non
     assert rebuilt.sources[0].store.pending_records("vector", 10) == []
     # Lose the index entirely: the system of record rebuilds it.
     rebuilt.sources[0].index.clear()
-    assert rebuilt.search("tomatoes", k=10) == []
-    assert rebuilt.reindex() == 5
+    # Words still find them (FTS lives in SQLite); meaning alone does not, until reindex.
     assert len(rebuilt.search("tomatoes", k=10)) == 5
+    assert rebuilt.search("produce from my vegetable patch", k=10) == []
+    assert rebuilt.reindex() == 5
+    assert len(rebuilt.search("produce from my vegetable patch", k=10)) == 5
     rebuilt.put(user("A fresh note about roses"))
     assert rebuilt.search("roses", k=1)[0].text == "A fresh note about roses"
 

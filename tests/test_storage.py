@@ -168,3 +168,37 @@ def test_components_own_their_schema_migrations(tmp_path: Path) -> None:
     assert upgraded.get_meta("schema:notes") == "2"
     with pytest.raises(StorageError, match="newer than this release"):
         upgraded.ensure_schema("notes", steps[:1])
+
+
+def test_store_written_by_schema_version_1_is_migrated_and_searchable(tmp_path: Path) -> None:
+    from llama_memory.storage.sqlite import sql_statements
+
+    conn = sqlite3.connect(tmp_path / DB_FILENAME)
+    for statement in sql_statements(MIGRATIONS[0]):
+        conn.execute(statement)
+    conn.execute(
+        "INSERT INTO records (id, source, tenant_id, user_id, session_id, role, text, content_hash,"
+        " message_ids, event_time, ingested_at) VALUES ('r1', 'vector', 'default', 'alice', 's1',"
+        " 'user', 'I keep bees on the roof', 'h', '[\"m1\"]', 1683504000.0, 1.0)"
+    )
+    conn.execute("PRAGMA user_version = 1")
+    conn.commit()
+    conn.close()
+    store = SQLiteStore(tmp_path)
+    assert store.schema_version == len(MIGRATIONS)
+    assert [i for i, _ in store.search_text("bees", ALICE, "vector", 5)] == ["r1"]
+    assert [i for i, _ in store.search_text("May 2023", ALICE, "vector", 5)] == ["r1"]
+
+
+def test_lexical_search_is_scoped_and_reads_no_syntax_from_the_query() -> None:
+    from llama_memory.storage.sqlite import fts_query
+
+    store = SQLiteStore()
+    store.add_records([record("Alice keeps bees"), record("Bob keeps bees", scope=BOB)])
+    assert len(store.search_text("bees", ALICE, "vector", 5)) == 1
+    assert store.search_text('" OR NEAR(bees* -- )', ALICE, "vector", 5)  # no FTS5 syntax error
+    assert fts_query("What is the name of the cat?") == '"name" OR "cat"'
+    assert fts_query("the of and") == ""
+    store.delete_user(ALICE)
+    assert store.search_text("bees", ALICE, "vector", 5) == []
+    assert len(store.search_text("bees", BOB, "vector", 5)) == 1

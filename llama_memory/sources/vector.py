@@ -12,6 +12,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 
 from ..embeddings import embedding_dimension, is_symmetric
 from ..errors import EmbeddingDimensionError
+from ..retrieval import fuse_rankings
 from ..storage.chroma import DenseIndex
 from ..storage.sqlite import NewRecord, SQLiteStore
 from ..types import MemoryRecord, Scope, StoredMessage
@@ -35,7 +36,12 @@ class _Embedded(NamedTuple):
 
 
 class VectorSource(MemorySource):
-    """Each user or assistant message becomes a record, found again by meaning.
+    """Each user or assistant message becomes a record, found again by meaning and by words.
+
+    Retrieval fuses two rankings of the user's records: by meaning (cosine
+    similarity of embeddings, in Chroma and the overlay below) and by words (BM25
+    over the text and the event date in SQLite's FTS5 index), by weighted
+    reciprocal-rank fusion.
 
     Writing: the record goes to the SQLite system of record at once, in one
     transaction per call, and that is all ``put`` costs.
@@ -58,6 +64,9 @@ class VectorSource(MemorySource):
         batch_size: how many records are embedded per call to the model, and how
             many vectors wait in the overlay before they are written to Chroma.
         name: the source's name in the store and in the memory block.
+        dense_weight, lexical_weight: weights of the two rankings in reciprocal-rank
+            fusion (0 turns a retriever off).
+        candidate_factor: each retriever ranks ``k * candidate_factor`` candidates.
     """
 
     def __init__(
@@ -69,6 +78,9 @@ class VectorSource(MemorySource):
         roles: Sequence[str] = ("user", "assistant"),
         batch_size: int = 64,
         name: str = "vector",
+        dense_weight: float = 1.0,
+        lexical_weight: float = 1.0,
+        candidate_factor: int = 3,
     ) -> None:
         if batch_size <= 0:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
@@ -78,6 +90,9 @@ class VectorSource(MemorySource):
         self.roles = frozenset(roles)
         self.batch_size = batch_size
         self.name = name
+        self.dense_weight = dense_weight
+        self.lexical_weight = lexical_weight
+        self.candidate_factor = candidate_factor
         self._lock = threading.RLock()
         self._overlay: dict[str, _Embedded] = {}
         # For models whose query and document vectors agree, the vector of a text
@@ -161,10 +176,11 @@ class VectorSource(MemorySource):
     # -- reading --------------------------------------------------------------------
 
     def retrieve(self, query: str, scope: Scope, k: int) -> list[MemoryRecord]:
-        """The ``k`` records of the scope's user closest in meaning to ``query``."""
+        """The ``k`` records of the scope's user that best match ``query``."""
         user = scope.require_user(f"the {self.name!r} memory source")
         if not query.strip() or k <= 0:
             return []
+        pool = max(k * self.candidate_factor, k)
         with self._lock:
             self._embed_pending()
             vector = self._query_vector(query)
@@ -173,12 +189,18 @@ class VectorSource(MemorySource):
                 for record_id, item in self._overlay.items()
                 if item.tenant_id == scope.tenant_id and item.user_id == user
             ]
-        scores = dict(self.index.query(scope.tenant_id, user, vector, k))
+        dense = dict(self.index.query(scope.tenant_id, user, vector, pool))
         if waiting:
             matrix = np.stack([v for _, v in waiting])
             for (record_id, _), score in zip(waiting, _cosine(matrix, vector)):
-                scores[record_id] = max(score, scores.get(record_id, -1.0))
-        ranked = sorted(scores.items(), key=lambda item: item[1], reverse=True)[:k]
+                dense[record_id] = max(score, dense.get(record_id, -1.0))
+        dense_ranking = sorted(dense.items(), key=lambda item: item[1], reverse=True)[:pool]
+        lexical_ranking = (
+            self.store.search_text(query, scope, self.name, pool) if self.lexical_weight > 0 else []
+        )
+        ranked = fuse_rankings(
+            [(dense_ranking, self.dense_weight), (lexical_ranking, self.lexical_weight)]
+        )[:k]
         # The system of record has the last word: a vector whose row is gone is
         # skipped, and get_records checks the user again.
         rows = self.store.get_records([record_id for record_id, _ in ranked], scope, self.name)

@@ -38,6 +38,15 @@ from ..types import MemoryRecord, Scope, now
 #: File name of the system of record inside a memory directory.
 DB_FILENAME = "memory.sqlite3"
 
+# The event date in words, e.g. "8 May 2023", computed in SQL inside the FTS trigger
+# (questions say "in May 2023", not "2023-05-08").
+_EVENT_DATE_SQL = (
+    "CASE WHEN new.event_time IS NULL THEN '' ELSE "
+    "ltrim(strftime('%d', new.event_time, 'unixepoch'), '0') || ' ' || "
+    "CASE strftime('%m', new.event_time, 'unixepoch') WHEN '01' THEN 'January' WHEN '02' THEN 'February' WHEN '03' THEN 'March' WHEN '04' THEN 'April' WHEN '05' THEN 'May' WHEN '06' THEN 'June' WHEN '07' THEN 'July' WHEN '08' THEN 'August' WHEN '09' THEN 'September' WHEN '10' THEN 'October' WHEN '11' THEN 'November' WHEN '12' THEN 'December' END || ' ' || "
+    "strftime('%Y', new.event_time, 'unixepoch') END"
+)
+
 #: Ordered schema migrations; entry i brings the schema from version i to i + 1.
 MIGRATIONS: tuple[str, ...] = (
     """
@@ -74,6 +83,19 @@ MIGRATIONS: tuple[str, ...] = (
         ON records (source, tenant_id, user_id, content_hash);
     CREATE INDEX records_pending ON records (source, indexed);
     """,
+    # 2: lexical search. Each record's text, and its event date in words ("8 May 2023"),
+    # in an FTS5 index kept in step with the records table by triggers.
+    f"""
+    CREATE VIRTUAL TABLE records_fts USING fts5(text, event_date, tokenize = 'porter unicode61');
+    CREATE TRIGGER records_fts_insert AFTER INSERT ON records BEGIN
+        INSERT INTO records_fts (rowid, text, event_date) VALUES (new.rowid, new.text, {_EVENT_DATE_SQL});
+    END;
+    CREATE TRIGGER records_fts_delete AFTER DELETE ON records BEGIN
+        DELETE FROM records_fts WHERE rowid = old.rowid;
+    END;
+    INSERT INTO records_fts (rowid, text, event_date)
+        SELECT rowid, text, {_EVENT_DATE_SQL.replace("new.", "")} FROM records;
+    """,
 )
 
 _WHITESPACE = re.compile(r"\s+")
@@ -83,6 +105,36 @@ _WHITESPACE = re.compile(r"\s+")
 def normalize_text(text: str) -> str:
     """Case- and whitespace-insensitive form of a text, used for exact dedup."""
     return _WHITESPACE.sub(" ", text).strip().casefold()
+
+
+# Words too common to help a lexical query; dropping them keeps FTS5 from scoring every row.
+_STOPWORDS = frozenset(
+    "a an and are as at be been but by did do does for from had has have he her hers him his how "
+    "i if in into is it its me my of on or our she so than that the their them then there these "
+    "they this to was we were what when where which who whom why will with would you your".split()
+)
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def sql_statements(script: str) -> list[str]:
+    """Split an SQL script into complete statements (a trigger body's ``;`` included)."""
+    statements, current = [], ""
+    for piece in script.split(";"):
+        current += piece + ";"
+        if sqlite3.complete_statement(current):
+            if current.strip(" \n\t;"):
+                statements.append(current.strip())
+            current = ""
+    if current.strip(" \n\t;"):
+        raise ValueError(f"incomplete SQL statement: {current.strip()!r}")
+    return statements
+
+
+def fts_query(text: str) -> str:
+    """An FTS5 MATCH expression for free text: its distinct non-stopwords, OR-ed and quoted
+    (so that no user text is read as FTS5 syntax). '' when nothing is left."""
+    words = dict.fromkeys(w for w in _WORD.findall(text.casefold()) if w not in _STOPWORDS)
+    return " OR ".join(f'"{w}"' for w in words)
 
 
 def content_hash(text: str, role: Optional[str] = None) -> str:
@@ -194,9 +246,8 @@ class SQLiteStore:
             )
         for step in range(version, len(MIGRATIONS)):
             with self.transaction(f"migration to schema version {step + 1}") as conn:
-                for statement in MIGRATIONS[step].split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
+                for statement in sql_statements(MIGRATIONS[step]):
+                    conn.execute(statement)
                 conn.execute(f"PRAGMA user_version = {step + 1}")
 
     def ensure_schema(self, component: str, migrations: Sequence[str]) -> None:
@@ -218,9 +269,8 @@ class SQLiteStore:
                 )
             for step in range(version, len(migrations)):
                 with self.transaction(f"{component} migration to version {step + 1}") as conn:
-                    for statement in migrations[step].split(";"):
-                        if statement.strip():
-                            conn.execute(statement)
+                    for statement in sql_statements(migrations[step]):
+                        conn.execute(statement)
                     conn.execute(
                         "INSERT INTO meta (key, value) VALUES (?, ?) "
                         "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
@@ -371,6 +421,23 @@ class SQLiteStore:
             for row in rows
             if (row["source"], row["tenant_id"], row["user_id"]) == (source, scope.tenant_id, user)
         }
+
+    def search_text(self, query: str, scope: Scope, source: str, limit: int) -> list[tuple[str, float]]:
+        """Records of the scope's user whose text (or event date) shares words with
+        ``query``, best first, as (id, score) with BM25 scores turned positive."""
+        user = scope.require_user(f"the {source!r} memory source")
+        match = fts_query(query)
+        if not match or limit <= 0:
+            return []
+        rows = self.query(
+            "search text",
+            "SELECT r.id AS id, -bm25(records_fts, 1.0, 0.5) AS score FROM records_fts "
+            "JOIN records r ON r.rowid = records_fts.rowid "
+            "WHERE records_fts MATCH ? AND r.source = ? AND r.tenant_id = ? AND r.user_id = ? "
+            "ORDER BY bm25(records_fts, 1.0, 0.5) LIMIT ?",
+            (match, source, scope.tenant_id, user, limit),
+        )
+        return [(row["id"], float(row["score"])) for row in rows]
 
     def pending_records(self, source: str, limit: int) -> list[PendingRecord]:
         """Up to ``limit`` records the dense index has not caught up with, oldest first."""
