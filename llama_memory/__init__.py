@@ -21,8 +21,10 @@ from .errors import (
     ScopeError,
     StorageError,
 )
+from .extraction import ExtractionError
 from .memory import ComposableMemory
-from .sources import LlamaIndexMemorySource, MemorySource, VectorSource
+from .sources import LlamaIndexMemorySource, MemorySource, ProfileSource, VectorSource
+from .sources.profile import ProfileUpdateError
 from .types import MemoryRecord, Scope, StoredMessage
 
 __version__ = "0.1.0"
@@ -32,6 +34,7 @@ __all__ = [
     "ChatLog",
     "ComposableMemory",
     "EmbeddingDimensionError",
+    "ExtractionError",
     "LlamaIndexMemorySource",
     "LlamaMemoryError",
     "MemoryBlock",
@@ -39,6 +42,8 @@ __all__ = [
     "MemorySource",
     "ModelIntegrityError",
     "OfflineEmbedding",
+    "ProfileSource",
+    "ProfileUpdateError",
     "Scope",
     "ScopeError",
     "StorageError",

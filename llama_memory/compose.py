@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -93,6 +94,14 @@ def render_block(lines: Sequence[str]) -> str:
     return "\n".join([BLOCK_OPEN, BLOCK_INTRO, *lines, BLOCK_CLOSE])
 
 
+def left_out_note(dropped: Counter) -> list[str]:
+    """The line that tells the LLM that records did not fit, by source (none if none)."""
+    if not dropped:
+        return []
+    parts = ", ".join(f"{n} {source or 'other'}" for source, n in dropped.items())
+    return [f"({sum(dropped.values())} more records left out for the token budget: {parts})"]
+
+
 def compose_block(
     records: Sequence[MemoryRecord],
     *,
@@ -112,6 +121,7 @@ def compose_block(
         return result
     budget = token_limit - len(tokenizer(render_block([])))
     lines: list[str] = []
+    dropped: Counter = Counter()  # by source, for the note that says what was left out
     for record in kept:
         line = render_item(record)
         cost = _line_tokens(tokenizer, line) + 1  # +1 for the joining newline
@@ -120,18 +130,22 @@ def compose_block(
             result.records.append(record)
             budget -= cost
         else:
-            result.dropped_for_budget += 1
-    # Token counts of parts need not add up to the count of the whole: check the
-    # whole and drop from the end until it fits.
+            dropped[record.source] += 1
+    # Token counts of parts need not add up to the count of the whole, and the note
+    # needs room: check the whole, note included, and drop from the end until it fits.
     while lines:
-        text = render_block(lines)
+        text = render_block(lines + left_out_note(dropped))
         count = len(tokenizer(text))
+        if count > token_limit and len(lines) == 1:
+            # The last record that fits is worth more than the note.
+            text = render_block(lines)
+            count = len(tokenizer(text))
         if count <= token_limit:
             result.text, result.token_count = text, count
             break
         lines.pop()
-        result.records.pop()
-        result.dropped_for_budget += 1
+        dropped[result.records.pop().source] += 1
+    result.dropped_for_budget = sum(dropped.values())
     return result
 
 

@@ -7,6 +7,7 @@ the exact messages ``get()`` hands an agent's LLM.
 
 from __future__ import annotations
 
+import json
 import statistics
 import tempfile
 import time
@@ -17,12 +18,20 @@ from typing import Optional, TextIO
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
 from .memory import ComposableMemory
+from .sources.profile import ProfileSource
 
 FIRST_CONVERSATION: tuple[tuple[str, str], ...] = (
     ("Hi! My name is John.", "Nice to meet you, John!"),
     ("I love pizza.", "Pizza is great. Do you have a favourite topping?"),
     ("Yes, pepperoni.", "Pepperoni it is, a classic."),
     ("I just moved to New York.", "Welcome to New York! How are you finding it?"),
+)
+#: What an agent's update_profile tool (or LLM extraction) would record after each turn.
+PROFILE_UPDATES: tuple[dict, ...] = (
+    {"name": "John"},
+    {"food": {"loves": "pizza"}},
+    {"food": {"pizza_topping": "pepperoni"}},
+    {"city": "New York"},
 )
 SECOND_QUESTION = "Where should I go for dinner?"
 SYSTEM_PROMPT = "You are a friendly assistant who gives short, personal recommendations."
@@ -31,6 +40,17 @@ SYSTEM_PROMPT = "You are a friendly assistant who gives short, personal recommen
 def _print_messages(messages: Sequence[ChatMessage], out: TextIO) -> None:
     for message in messages:
         out.write(f"--- {message.role.value} ---\n{message.content}\n")
+
+
+def _profile(memory: ComposableMemory) -> ProfileSource:
+    source = memory.source("profile")
+    assert isinstance(source, ProfileSource)
+    return source
+
+
+def _print_profile(memory: ComposableMemory, out: TextIO) -> None:
+    profile = _profile(memory).get_profile(memory.scope)
+    out.write(f"    profile: {json.dumps(profile, ensure_ascii=False)}\n")
 
 
 def _ms(seconds: Sequence[float]) -> str:
@@ -48,12 +68,25 @@ def run_demo(path: Optional[Path] = None, out: Optional[TextIO] = None) -> None:
     path = path or Path(tempfile.mkdtemp(prefix="llama-memory-demo-"))
     out.write(f"Memory directory: {path}\n\n")
 
-    out.write("== Conversation 1 (session-1): John tells a few facts ==\n")
+    out.write("== Before: John's profile from the sign-up form (session signup) ==\n")
+    signup = ComposableMemory.from_defaults(user_id="john", session_id="signup", path=path)
+    _profile(signup).update_profile({"city": "Boston"}, signup.scope)
+    _print_profile(signup, out)
+    signup.close()
+
+    out.write("\n== Conversation 1 (session-1): John tells a few facts; his profile evolves ==\n")
     first = ComposableMemory.from_defaults(user_id="john", session_id="session-1", path=path)
-    for question, answer in FIRST_CONVERSATION:
+    profile = _profile(first)
+    for (question, answer), update in zip(FIRST_CONVERSATION, PROFILE_UPDATES):
         first.put(ChatMessage(role=MessageRole.USER, content=question))
         first.put(ChatMessage(role=MessageRole.ASSISTANT, content=answer))
         out.write(f"user: {question}\nassistant: {answer}\n")
+        profile.update_profile(update, first.scope)
+        _print_profile(first, out)
+    out.write("history('city'), oldest first:\n")
+    for change in profile.history("city", first.scope):
+        state = "current" if change.current else "superseded"
+        out.write(f"    {change.value!r} (session {change.session_id}, {state})\n")
     first.close()
 
     out.write(
@@ -70,7 +103,9 @@ def run_demo(path: Optional[Path] = None, out: Optional[TextIO] = None) -> None:
     reopened = ComposableMemory.from_defaults(user_id="john", session_id="session-2", path=path)
     out.write(f"session-2 chat history restored: {len(reopened.get_all())} messages\n")
     out.write("search('what food does John like?'):\n")
-    for record in reopened.search("what food does John like?", k=3):
+    # The profile is served first whatever the query; show the vector source's ranking.
+    found = reopened.search("what food does John like?", k=10)
+    for record in [r for r in found if r.source == "vector"][:3]:
         out.write(
             f"  {record.score:.3f}  [{record.source}, session {record.session_id}] "
             f"{record.role}: {record.text}\n"

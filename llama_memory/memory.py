@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -14,6 +15,7 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.bridge.pydantic import Field, PrivateAttr, SerializeAsAny, field_validator
 from llama_index.core.memory.types import BaseMemory
 from llama_index.core.utils import get_tokenizer
+from pydantic import BaseModel
 
 from .buffer import ChatBuffer
 from .compose import MemoryBlock, compose_block, deduplicate, insert_block, interleave
@@ -21,10 +23,13 @@ from .errors import LlamaMemoryError
 from .messages import dump_message, message_id, message_text, message_time, role_name
 from .sources.base import MemorySource
 from .sources.llama_index import LlamaIndexMemorySource
+from .sources.profile import ProfileSource
 from .sources.vector import VectorSource
 from .storage.chroma import DenseIndex, ephemeral_client, persistent_client
 from .storage.sqlite import SQLiteChatLog, SQLiteStore
 from .types import MemoryRecord, Scope, StoredMessage, now
+
+logger = logging.getLogger(__name__)
 
 InsertMethod = Literal["system", "user"]
 Source = Union[MemorySource, BaseMemory]
@@ -138,6 +143,7 @@ class ComposableMemory(BaseMemory):
         chroma_client: Any = None,
         llm: Any = None,
         extract_every: int = 0,
+        profile: Union[bool, type[BaseModel], None] = None,
         **kwargs: Any,
     ) -> "ComposableMemory":
         """Build a memory with sensible defaults.
@@ -167,6 +173,10 @@ class ComposableMemory(BaseMemory):
                 the conversation (see :meth:`extract`).
             extract_every: with ``llm``, extract automatically every this many user
                 turns (0: only when :meth:`extract` is called).
+            profile: the user-profile source (:class:`ProfileSource`) on this
+                memory's store. ``None``: part of the default sources only; ``True``
+                or a pydantic model class (the profile's schema): also added to
+                custom ``secondary_memory_sources``; ``False``: no profile.
             **kwargs: ignored (chat engines pass extra arguments).
         """
         tokenizer = tokenizer_fn or get_tokenizer()
@@ -185,6 +195,19 @@ class ComposableMemory(BaseMemory):
             secondary_memory_sources = [
                 default_vector_source(store, path, embed_model, chroma_client)
             ]
+        if not (
+            profile is None
+            or isinstance(profile, bool)
+            or (isinstance(profile, type) and issubclass(profile, BaseModel))
+        ):
+            raise TypeError(f"profile takes True, False, None or a pydantic model class, not {profile!r}")
+        if profile is not False and (default_sources or profile is not None):
+            scope.require_user("the profile memory")
+            if not any(isinstance(s, ProfileSource) for s in secondary_memory_sources):
+                schema = profile if isinstance(profile, type) else None
+                secondary_memory_sources = [
+                    *secondary_memory_sources, ProfileSource(store, schema=schema)
+                ]
         memory = cls(
             primary_memory=primary_memory,
             secondary_memory_sources=secondary_memory_sources,
@@ -261,16 +284,22 @@ class ComposableMemory(BaseMemory):
         """Up to ``k`` long-term records for ``query``, with their provenance.
 
         Records of all sources are merged round-robin by rank and deduplicated.
+        Query-independent sources (the profile) are left out: they are not ranked
+        by relevance; read them from the source (``memory.source("profile")``).
         """
         with self._lock:
-            records, _ = deduplicate(self._retrieve(query, k))
+            relevant = [s for s in self._sources if not s.query_independent]
+            records, _ = deduplicate(self._retrieve(query, k, relevant))
             return records[:k]
 
-    def _retrieve(self, query: str, k: int) -> list[MemoryRecord]:
+    def _retrieve(
+        self, query: str, k: int, sources: Optional[Sequence[MemorySource]] = None
+    ) -> list[MemoryRecord]:
         scope = self.scope
+        sources = self._sources if sources is None else sources
         merged: list[MemoryRecord] = []
-        for priority in sorted({s.priority for s in self._sources}, reverse=True):
-            tier = [s for s in self._sources if s.priority == priority]
+        for priority in sorted({s.priority for s in sources}, reverse=True):
+            tier = [s for s in sources if s.priority == priority]
             merged.extend(interleave(source.retrieve(query, scope, k) for source in tier))
         return merged
 
@@ -308,7 +337,12 @@ class ComposableMemory(BaseMemory):
             self._add_to_sources(stored)
             self._user_turns_pending += sum(m.role == "user" for m in stored)
             if self.llm is not None and 0 < self.extract_every <= self._user_turns_pending:
-                self.extract()
+                try:
+                    self.extract()
+                except LlamaMemoryError as exc:
+                    # The messages are stored; a bad LLM answer must not fail the agent's
+                    # run. The same messages are tried again at the next extraction.
+                    logger.warning("automatic extraction failed, will retry: %s", exc)
 
     def extract(
         self, messages: Optional[Sequence[ChatMessage]] = None, llm: Any = None
@@ -451,6 +485,7 @@ class ComposableMemory(BaseMemory):
             "token_limit": getattr(self.primary_memory, "token_limit", DEFAULT_TOKEN_LIMIT),
             "primary": "default" if isinstance(self.primary_memory, ChatBuffer) else "custom",
             "sources": self._source_kind,
+            "profile": any(isinstance(s, ProfileSource) for s in self._sources),
         }
         if self.path is None:
             data["chat_history"] = [m.model_dump(mode="json") for m in self.get_all()]

@@ -97,3 +97,35 @@ def test_extract_on_demand_needs_an_llm() -> None:
     memory = ComposableMemory.from_defaults(user_id="alice", secondary_memory_sources=[NotesSource()])
     with pytest.raises(ValueError, match="needs an LLM"):
         memory.extract()
+
+
+class FailingExtractor(NotesSource):
+    """Extraction that rejects the LLM's answer, as a malformed structured output would."""
+
+    def extract(self, messages: Sequence[ChatMessage], llm: Any, scope: Scope) -> None:
+        from llama_memory.extraction import ExtractionError
+
+        self.extracted.append(([m.content or "" for m in messages], llm, scope))
+        raise ExtractionError("malformed output")
+
+
+def test_failed_automatic_extraction_keeps_the_messages_and_retries_later() -> None:
+    source = FailingExtractor()
+    memory = ComposableMemory.from_defaults(
+        user_id="alice", secondary_memory_sources=[source], llm=object(), extract_every=1
+    )
+    memory.put(user("first"))  # extraction fails; put does not
+    memory.put(user("second"))
+    assert [m.content for m in memory.get_all()] == ["first", "second"]
+    assert [texts for texts, _, _ in source.extracted] == [["first"], ["first", "second"]]
+    with pytest.raises(Exception, match="malformed"):
+        memory.extract()  # on demand, the error is the caller's
+
+
+def test_search_ranks_only_query_dependent_sources() -> None:
+    notes = NotesSource()
+    notes.query_independent = True
+    notes.notes["alice"] = ["always here"]
+    memory = ComposableMemory.from_defaults(user_id="alice", secondary_memory_sources=[notes])
+    assert memory.search("anything") == []
+    assert "always here" in memory.get("anything")[0].content

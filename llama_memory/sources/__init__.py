@@ -2,6 +2,7 @@
 
 from .base import MemorySource
 from .llama_index import LlamaIndexMemorySource
+from .profile import ProfileSource
 from .vector import VectorSource
 
-__all__ = ["LlamaIndexMemorySource", "MemorySource", "VectorSource"]
+__all__ = ["LlamaIndexMemorySource", "MemorySource", "ProfileSource", "VectorSource"]

@@ -29,6 +29,9 @@ class MemorySource(ABC):
     name: str = "source"
     #: Order in the memory block: higher first; equal priorities share round-robin.
     priority: int = 0
+    #: True for a source whose records do not depend on the query (a profile): they go
+    #: into every memory block, but not into ``search`` results, which rank by relevance.
+    query_independent: bool = False
 
     @abstractmethod
     def add(self, messages: Sequence[StoredMessage], scope: Scope) -> None:
