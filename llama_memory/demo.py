@@ -102,9 +102,9 @@ def run_demo(path: Optional[Path] = None, out: Optional[TextIO] = None) -> None:
     out.write("\n== Persistence: a fresh ComposableMemory on the same path ==\n")
     reopened = ComposableMemory.from_defaults(user_id="john", session_id="session-2", path=path)
     out.write(f"session-2 chat history restored: {len(reopened.get_all())} messages\n")
-    out.write("search('what food does John like?'):\n")
+    out.write("search('what kind of food do I like?'):\n")
     # The profile is served first whatever the query; show the vector source's ranking.
-    found = reopened.search("what food does John like?", k=10)
+    found = reopened.search("what kind of food do I like?", k=10)
     for record in [r for r in found if r.source == "vector"][:3]:
         out.write(
             f"  {record.score:.3f}  [{record.source}, session {record.session_id}] "
