@@ -25,6 +25,7 @@ from .extraction import ExtractionError
 from .memory import ComposableMemory
 from .sources import LlamaIndexMemorySource, MemorySource, ProfileSource, VectorSource
 from .sources.profile import ProfileUpdateError
+from .sources.triples import KnowledgeTriple, TripleError, TripleSource
 from .types import MemoryRecord, Scope, StoredMessage
 
 __version__ = "0.1.0"
@@ -35,6 +36,7 @@ __all__ = [
     "ComposableMemory",
     "EmbeddingDimensionError",
     "ExtractionError",
+    "KnowledgeTriple",
     "LlamaIndexMemorySource",
     "LlamaMemoryError",
     "MemoryBlock",
@@ -48,6 +50,8 @@ __all__ = [
     "ScopeError",
     "StorageError",
     "StoredMessage",
+    "TripleError",
+    "TripleSource",
     "VectorSource",
     "default_embedding",
 ]

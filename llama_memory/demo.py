@@ -33,6 +33,13 @@ PROFILE_UPDATES: tuple[dict, ...] = (
     {"food": {"pizza_topping": "pepperoni"}},
     {"city": "New York"},
 )
+#: What an agent's ``save_knowledge`` calls (or ``memory.extract`` with an LLM) would
+#: store from conversation 1; the demo has no LLM, so it writes them itself.
+FIRST_CONVERSATION_TRIPLES: tuple[tuple[str, str, str], ...] = (
+    ("John", "likes", "pizza"),
+    ("John", "favourite topping", "pepperoni"),
+    ("John", "lives in", "New York"),
+)
 SECOND_QUESTION = "Where should I go for dinner?"
 SYSTEM_PROMPT = "You are a friendly assistant who gives short, personal recommendations."
 
@@ -75,7 +82,9 @@ def run_demo(path: Optional[Path] = None, out: Optional[TextIO] = None) -> None:
     signup.close()
 
     out.write("\n== Conversation 1 (session-1): John tells a few facts; his profile evolves ==\n")
-    first = ComposableMemory.from_defaults(user_id="john", session_id="session-1", path=path)
+    first = ComposableMemory.from_defaults(
+        user_id="john", session_id="session-1", path=path, triples=True
+    )
     profile = _profile(first)
     for (question, answer), update in zip(FIRST_CONVERSATION, PROFILE_UPDATES):
         first.put(ChatMessage(role=MessageRole.USER, content=question))
@@ -87,20 +96,28 @@ def run_demo(path: Optional[Path] = None, out: Optional[TextIO] = None) -> None:
     for change in profile.history("city", first.scope):
         state = "current" if change.current else "superseded"
         out.write(f"    {change.value!r} (session {change.session_id}, {state})\n")
+    first.add_triples(FIRST_CONVERSATION_TRIPLES)
+    out.write("knowledge triples saved from it (as save_knowledge or extract() would):\n")
+    for fact in FIRST_CONVERSATION_TRIPLES:
+        out.write(f"    {' — '.join(fact)}\n")
     first.close()
 
     out.write(
         f"\n== Conversation 2 (session-2, same user): {SECOND_QUESTION!r} ==\n"
         "What get() returns, i.e. what the agent's LLM receives:\n\n"
     )
-    second = ComposableMemory.from_defaults(user_id="john", session_id="session-2", path=path)
+    second = ComposableMemory.from_defaults(
+        user_id="john", session_id="session-2", path=path, triples=True
+    )
     second.put(ChatMessage(role=MessageRole.SYSTEM, content=SYSTEM_PROMPT))
     second.put(ChatMessage(role=MessageRole.USER, content=SECOND_QUESTION))
     _print_messages(second.get(), out)
     second.close()
 
     out.write("\n== Persistence: a fresh ComposableMemory on the same path ==\n")
-    reopened = ComposableMemory.from_defaults(user_id="john", session_id="session-2", path=path)
+    reopened = ComposableMemory.from_defaults(
+        user_id="john", session_id="session-2", path=path, triples=True
+    )
     out.write(f"session-2 chat history restored: {len(reopened.get_all())} messages\n")
     out.write("search('what kind of food do I like?'):\n")
     # The profile is served first whatever the query; show the vector source's ranking.
@@ -110,6 +127,18 @@ def run_demo(path: Optional[Path] = None, out: Optional[TextIO] = None) -> None:
             f"  {record.score:.3f}  [{record.source}, session {record.session_id}] "
             f"{record.role}: {record.text}\n"
         )
+
+    out.write("\n== John's knowledge triples ==\n")
+    knowledge = reopened.triple_source
+    reopened.add_triples([("John", "lives in", "Chicago")])  # "I moved again, to Chicago."
+    out.write("John says he moved again, to Chicago; 'lives in' holds one value, so it supersedes:\n")
+    for triple in knowledge.triples(reopened.scope):
+        out.write(f"  {triple.render()}\n")
+    out.write("history('John', 'lives in'):\n")
+    for triple in knowledge.history("John", "lives in", reopened.scope):
+        out.write(f"  {triple.text()}  ({'current' if triple.current else 'superseded'})\n")
+    picture = knowledge.plot(path / "knowledge-graph.png", reopened.scope)
+    out.write(f"Knowledge graph picture: {picture}\n")
 
     out.write("\n== Timings (this machine, offline embedding) ==\n")
     puts, gets = [], []
@@ -121,5 +150,8 @@ def run_demo(path: Optional[Path] = None, out: Optional[TextIO] = None) -> None:
         reopened.get()
         gets.append(time.perf_counter() - started)
     out.write(f"put(): {_ms(puts)}  (a row insert; embedding is batched before the next read)\n")
-    out.write(f"get(): {_ms(gets)}  (embeds the new message once, reuses it as the query, one lookup)\n")
+    out.write(
+        f"get(): {_ms(gets)}  (embeds the new message once, reuses it as the query, one lookup;"
+        " the triple source embeds the query once more)\n"
+    )
     reopened.close()

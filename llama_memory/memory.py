@@ -24,6 +24,7 @@ from .messages import dump_message, message_id, message_text, message_time, role
 from .sources.base import MemorySource
 from .sources.llama_index import LlamaIndexMemorySource
 from .sources.profile import ProfileSource
+from .sources.triples import KnowledgeTriple, TripleSource, default_triple_source
 from .sources.vector import VectorSource
 from .storage.chroma import DenseIndex, ephemeral_client, persistent_client
 from .storage.sqlite import SQLiteChatLog, SQLiteStore
@@ -144,6 +145,7 @@ class ComposableMemory(BaseMemory):
         llm: Any = None,
         extract_every: int = 0,
         profile: Union[bool, type[BaseModel], None] = None,
+        triples: bool = False,
         **kwargs: Any,
     ) -> "ComposableMemory":
         """Build a memory with sensible defaults.
@@ -177,6 +179,9 @@ class ComposableMemory(BaseMemory):
                 memory's store. ``None``: part of the default sources only; ``True``
                 or a pydantic model class (the profile's schema): also added to
                 custom ``secondary_memory_sources``; ``False``: no profile.
+            triples: also keep a knowledge-triple memory (:class:`TripleSource`, on
+                this memory's store and Chroma client), added to the default or the
+                given sources unless one is there already; needs ``user_id``.
             **kwargs: ignored (chat engines pass extra arguments).
         """
         tokenizer = tokenizer_fn or get_tokenizer()
@@ -190,6 +195,8 @@ class ComposableMemory(BaseMemory):
                 chat_log=SQLiteChatLog(store, scope) if path is not None else None,
             )
         default_sources = secondary_memory_sources is None
+        # Everything in an empty list comes from the flags below, which to_dict records.
+        no_sources = secondary_memory_sources == []
         if secondary_memory_sources is None:
             scope.require_user("the default long-term (vector) memory")
             secondary_memory_sources = [
@@ -208,6 +215,14 @@ class ComposableMemory(BaseMemory):
                 secondary_memory_sources = [
                     *secondary_memory_sources, ProfileSource(store, schema=schema)
                 ]
+        if triples and not any(isinstance(s, TripleSource) for s in secondary_memory_sources):
+            scope.require_user("the knowledge-triple memory")
+            secondary_memory_sources = [
+                *secondary_memory_sources,
+                default_triple_source(
+                    store, path, resolve_embed_model(embed_model), chroma_client
+                ),
+            ]
         memory = cls(
             primary_memory=primary_memory,
             secondary_memory_sources=secondary_memory_sources,
@@ -225,6 +240,8 @@ class ComposableMemory(BaseMemory):
         memory._store = store
         if default_sources:
             memory._source_kind = "default"
+        elif no_sources:
+            memory._source_kind = "none"
         return memory
 
     # -- scope and sources ------------------------------------------------------------
@@ -370,6 +387,34 @@ class ComposableMemory(BaseMemory):
                 self._extracted_upto = len(history)
             self._user_turns_pending = 0
 
+    def add_triples(
+        self,
+        triples: Sequence[Any],
+        *,
+        event_time: Any = None,
+        message_ids: Sequence[str] = (),
+    ) -> list[KnowledgeTriple]:
+        """Store knowledge triples for this memory's user: ``KnowledgeTriple``s,
+        ``(subject, predicate, object)`` tuples or mappings (see
+        :meth:`TripleSource.add_triples`). Needs a triple source
+        (``from_defaults(..., triples=True)``)."""
+        with self._lock:
+            return self.triple_source.add_triples(
+                triples, self.scope, event_time=event_time, message_ids=message_ids
+            )
+
+    @property
+    def triple_source(self) -> TripleSource:
+        """The knowledge-triple source (``history``, ``to_networkx``, ``plot``...);
+        LlamaMemoryError when this memory has none."""
+        for source in self._sources:
+            if isinstance(source, TripleSource):
+                return source
+        raise LlamaMemoryError(
+            "this memory has no knowledge-triple source: build it with "
+            "ComposableMemory.from_defaults(..., triples=True) or pass a TripleSource"
+        )
+
     def set(self, messages: list[ChatMessage]) -> None:
         """Replace the conversation; messages new to it also reach the long-term sources.
 
@@ -419,7 +464,9 @@ class ComposableMemory(BaseMemory):
     def reindex(self) -> int:
         """Rebuild every derived dense index from the system of record; return records indexed."""
         with self._lock:
-            return sum(s.reindex() for s in self._sources if isinstance(s, VectorSource))
+            return sum(
+                s.reindex() for s in self._sources if isinstance(s, (VectorSource, TripleSource))
+            )
 
     def close(self) -> None:
         """Write what is waiting to the indexes and release the sources' and the store's
@@ -485,6 +532,7 @@ class ComposableMemory(BaseMemory):
             "token_limit": getattr(self.primary_memory, "token_limit", DEFAULT_TOKEN_LIMIT),
             "primary": "default" if isinstance(self.primary_memory, ChatBuffer) else "custom",
             "sources": self._source_kind,
+            "triples": any(isinstance(s, TripleSource) for s in self._sources),
             "profile": any(isinstance(s, ProfileSource) for s in self._sources),
         }
         if self.path is None:

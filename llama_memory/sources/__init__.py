@@ -3,6 +3,15 @@
 from .base import MemorySource
 from .llama_index import LlamaIndexMemorySource
 from .profile import ProfileSource
+from .triples import KnowledgeTriple, TripleError, TripleSource
 from .vector import VectorSource
 
-__all__ = ["LlamaIndexMemorySource", "MemorySource", "ProfileSource", "VectorSource"]
+__all__ = [
+    "KnowledgeTriple",
+    "LlamaIndexMemorySource",
+    "MemorySource",
+    "ProfileSource",
+    "TripleError",
+    "TripleSource",
+    "VectorSource",
+]
