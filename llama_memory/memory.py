@@ -26,7 +26,7 @@ from .sources.llama_index import LlamaIndexMemorySource
 from .sources.profile import ProfileSource
 from .sources.triples import KnowledgeTriple, TripleSource, default_triple_source
 from .sources.vector import VectorSource
-from .storage.chroma import DenseIndex, ephemeral_client, persistent_client
+from .storage.chroma import open_index
 from .storage.sqlite import SQLiteChatLog, SQLiteStore
 from .types import MemoryRecord, Scope, StoredMessage, now
 
@@ -583,14 +583,8 @@ def default_vector_source(
     chroma_client: Any = None,
 ) -> VectorSource:
     """The default long-term source: past messages in SQLite + a Chroma index."""
-    if chroma_client is not None:
-        client, prefix = chroma_client, VECTOR_COLLECTION
-    elif path is not None:
-        client, prefix = persistent_client(path), VECTOR_COLLECTION
-    else:
-        # The process-wide ephemeral Chroma is shared: give each memory its own collections.
-        client, prefix = ephemeral_client(), DenseIndex.unique_prefix(VECTOR_COLLECTION)
-    return VectorSource(store, DenseIndex(client, prefix), resolve_embed_model(embed_model))
+    index = open_index(VECTOR_COLLECTION, path, chroma_client)
+    return VectorSource(store, index, resolve_embed_model(embed_model))
 
 
 def resolve_embed_model(embed_model: Optional[BaseEmbedding]) -> BaseEmbedding:

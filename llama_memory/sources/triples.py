@@ -46,15 +46,15 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.bridge.pydantic import BaseModel, Field
 
-from ..errors import EmbeddingDimensionError, LlamaMemoryError
+from ..errors import LlamaMemoryError
 from ..extraction import ExtractionError, structured_output
 from ..messages import MESSAGE_ID_KEYS, message_text, message_time, role_name, to_epoch
 from ..retrieval import fuse_rankings
-from ..storage.chroma import DenseIndex, ephemeral_client, persistent_client
+from ..storage.chroma import DenseIndex, open_index
 from ..storage.sqlite import SQLiteStore, fts_query
 from ..types import MemoryRecord, Scope, StoredMessage, now
 from .base import MemorySource
-from .vector import model_label
+from .dimension import DimensionGuard
 
 if TYPE_CHECKING:  # pragma: no cover - optional dependencies, imported lazily
     import networkx
@@ -150,8 +150,6 @@ _SOURCE_SCHEMA: tuple[str, ...] = (
     """,
 )
 
-_DIM_KEY = "triples:embedding_dimension"
-_MODEL_KEY = "triples:embedding_model"
 _HOP_DECAY = 0.5  # a 2-hop triple's share of the score of the 1-hop triple leading to it
 _MAX_FRONTIER = 50  # neighbour entities expanded for 2 hops, strongest first
 _QUERY_VECTORS = 64  # recent query vectors kept: an agent run asks get() the same query often
@@ -505,7 +503,7 @@ class TripleSource(MemorySource):
         self._functional: set[str] = set()
         self.declare_functional(*functional_predicates)
         self._lock = threading.RLock()
-        self._dimension: Optional[int] = None
+        self._dimensions = DimensionGuard(store, embed_model, key_prefix="triples:")
         self._query_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
         store.ensure_schema("triples", _SOURCE_SCHEMA)
 
@@ -924,7 +922,7 @@ class TripleSource(MemorySource):
                 self._query_vectors.move_to_end(query)
                 return vector
         vector = np.asarray(self.embed_model.get_query_embedding(query), dtype=np.float32)
-        self._check_dimension(len(vector))
+        self._dimensions.check(len(vector))
         with self._lock:
             self._query_vectors[query] = vector
             while len(self._query_vectors) > _QUERY_VECTORS:
@@ -1005,7 +1003,7 @@ class TripleSource(MemorySource):
             texts = [_search_text(r["subject"], r["predicate"], r["object"]) for r in rows]
             vectors = self.embed_model.get_text_embedding_batch(texts)
             if vectors:
-                self._check_dimension(len(vectors[0]))
+                self._dimensions.check(len(vectors[0]))
             by_user: dict[tuple[str, str], list[int]] = {}
             for i, r in enumerate(rows):
                 by_user.setdefault((r["tenant_id"], r["user_id"]), []).append(i)
@@ -1018,20 +1016,6 @@ class TripleSource(MemorySource):
                     "UPDATE triples SET indexed = 1 WHERE seq = ?", [(r["seq"],) for r in rows]
                 )
             done += len(rows)
-
-    def _check_dimension(self, dim: int) -> None:
-        if dim == self._dimension:
-            return
-        stored = self.store.get_meta(_DIM_KEY)
-        if stored is None:
-            self.store.set_meta(_DIM_KEY, str(dim))
-            self.store.set_meta(_MODEL_KEY, model_label(self.embed_model))
-        elif int(stored) != dim:
-            raise EmbeddingDimensionError(
-                int(stored), self.store.get_meta(_MODEL_KEY) or "unknown", dim,
-                model_label(self.embed_model),
-            )  # fmt: skip
-        self._dimension = dim
 
     # -- forgetting ----------------------------------------------------------------------
 
@@ -1283,11 +1267,5 @@ def default_triple_source(
     """A :class:`TripleSource` on ``store`` with a Chroma index beside it: the given
     client, else the persistent one under ``path``, else (in memory) collections of
     its own in the process-wide ephemeral client. ``kwargs`` go to the source."""
-    if chroma_client is not None:
-        client, prefix = chroma_client, TRIPLE_COLLECTION
-    elif path is not None:
-        client, prefix = persistent_client(path), TRIPLE_COLLECTION
-    else:
-        client, prefix = ephemeral_client(), DenseIndex.unique_prefix(TRIPLE_COLLECTION)
-    return TripleSource(store, DenseIndex(client, prefix), embed_model, **kwargs)
+    return TripleSource(store, open_index(TRIPLE_COLLECTION, path, chroma_client), embed_model, **kwargs)
 

@@ -11,22 +11,15 @@ import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
 from ..embeddings import embedding_dimension, is_symmetric
-from ..errors import EmbeddingDimensionError
 from ..retrieval import fuse_rankings
 from ..storage.chroma import DenseIndex
 from ..storage.sqlite import NewRecord, SQLiteStore
 from ..types import MemoryRecord, Scope, StoredMessage
 from .base import MemorySource
+from .dimension import DimensionGuard
 
-_DIM_KEY = "embedding_dimension"
-_MODEL_KEY = "embedding_model"
 #: How many recent texts keep their vector for reuse as a query vector.
 _RECENT_VECTORS = 256
-
-
-def model_label(model: BaseEmbedding) -> str:
-    """A readable name for an embedding model, as recorded in the store."""
-    return f"{model.class_name()}:{getattr(model, 'model_name', '') or ''}"
 
 
 class _Embedded(NamedTuple):
@@ -101,10 +94,10 @@ class VectorSource(MemorySource):
         self._recent: OrderedDict[str, np.ndarray] | None = (
             OrderedDict() if is_symmetric(embed_model) else None
         )
-        self._dimension: int | None = None  # confirmed against the store once, then cached
+        self._dimensions = DimensionGuard(store, embed_model)
         known = embedding_dimension(embed_model)
         if known is not None:
-            self._check_dimension(known)
+            self._dimensions.check(known)
 
     # -- writing --------------------------------------------------------------------
 
@@ -234,7 +227,7 @@ class VectorSource(MemorySource):
             for v in self.embed_model.get_text_embedding_batch(texts)
         ]
         if vectors:
-            self._check_dimension(len(vectors[0]))
+            self._dimensions.check(len(vectors[0]))
         if self._recent is not None:
             for text, vector in zip(texts, vectors):
                 self._recent[text] = vector
@@ -247,22 +240,8 @@ class VectorSource(MemorySource):
         if self._recent is not None and query in self._recent:
             return self._recent[query]
         vector = np.asarray(self.embed_model.get_query_embedding(query), dtype=np.float32)
-        self._check_dimension(len(vector))
+        self._dimensions.check(len(vector))
         return vector
-
-    def _check_dimension(self, dim: int) -> None:
-        if dim == self._dimension:
-            return
-        stored = self.store.get_meta(_DIM_KEY)
-        if stored is None:
-            self.store.set_meta(_DIM_KEY, str(dim))
-            self.store.set_meta(_MODEL_KEY, model_label(self.embed_model))
-        elif int(stored) != dim:
-            raise EmbeddingDimensionError(
-                int(stored), self.store.get_meta(_MODEL_KEY) or "unknown", dim,
-                model_label(self.embed_model),
-            )
-        self._dimension = dim
 
 
 def _cosine(matrix: np.ndarray, vector: np.ndarray) -> list[float]:

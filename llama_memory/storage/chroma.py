@@ -14,7 +14,7 @@ import threading
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union
 
 if TYPE_CHECKING:
     import numpy as np
@@ -52,6 +52,17 @@ def ephemeral_client() -> Any:
     import chromadb
 
     return chromadb.EphemeralClient(settings=_quiet_settings())
+
+
+def open_index(prefix: str, path: Optional[Path | str] = None, chroma_client: Any = None) -> "DenseIndex":
+    """The dense index of one source: on ``chroma_client`` when given, else the embedded
+    Chroma under ``path``, else (in memory) collections of its own in the process-wide
+    ephemeral Chroma, which every in-memory memory shares."""
+    if chroma_client is not None:
+        return DenseIndex(chroma_client, prefix)
+    if path is not None:
+        return DenseIndex(persistent_client(path), prefix)
+    return DenseIndex(ephemeral_client(), DenseIndex.unique_prefix(prefix))
 
 
 class DenseIndex:
