@@ -9,6 +9,13 @@ What it measures, in one run, on the same machine and the same messages:
   ChatMemoryBuffer.from_defaults(token_limit=3000), secondary_memory_sources=
   [VectorMemory.from_defaults(vector_store=None, embed_model=..., retriever_kwargs=
   {"similarity_top_k": 2})])``;
+* **Memory+VectorBlock**: LlamaIndex's newer ``llama_index.core.memory.Memory``
+  (SQLAlchemy chat store in a SQLite file, token limit 4286 so that its chat-history
+  share of 0.7 is the same 3000-token window, flushing 10% of the limit at a time)
+  with one ``VectorMemoryBlock`` (top-k 2) on a persistent ``ChromaVectorStore``
+  (``pip install llama-index-vector-stores-chroma``; without it this memory is left
+  out and the report's meta says so). Messages reach its vector block only when they
+  leave the window, one node (one embedding) per flush;
 
 each with two embeddings of dimension 384:
 
@@ -39,13 +46,36 @@ latest user message: the "recall" column shows how many long-term records each
 A stock run stops at a size (reported as "over cap", never skipped silently)
 when one ``get()`` takes more than 30 s or building the history more than 120 s;
 larger sizes of that memory and embedding are then reported as over cap too.
-The caps are checked between calls, so a call is never interrupted.
+The caps are checked between calls, so a call is never interrupted; so above 2,000
+messages (``--sizes 10000``) stock's get() is first extrapolated (quadratically, from
+its largest finished size in this run, else from one ``ChatMemoryBuffer.get()`` on
+1,000 messages) and the size is reported "over cap (predicted ...)" without running
+it when the prediction exceeds the cap.
+
+Every run also reports the process's peak resident memory while it ran ("peak MB",
+the kernel's high-water mark, reset at the start of the run) and what the run added
+at that peak over the RSS at its start ("+MB"; freed memory the allocator reuses is
+not counted again, so read it as a lower bound).
+
+Optional modes, after the per-turn comparison:
+
+* ``--records 1000,10000,100000``: ours with N long-term records of one user (ingested
+  with ``put_messages`` and indexed, fake embedding), then the median and p95 of
+  ``get()`` (in turns) and of ``search(text, k=10)``; the offline model's single
+  query embedding is timed apart so get() with it can be stated ("get+offl");
+* ``--bulk 10000``: messages/s of ``put_messages`` in batches of ``--batch`` with
+  ``--bulk-embedding`` (default offline), embedding included (ours: ``flush()`` inside
+  the timing), for every memory; stock stops at the build cap and its rate is taken
+  over the messages it reached;
+* ``--plot PATH``: a PNG of get() median latency against history length (log y).
 
 Run::
 
     .venv/bin/python -m bench.speed                        # sizes 100,1000,2000, 20 gets
     .venv/bin/python -m bench.speed --sizes 100,500 --gets 10 --json bench/results/speed.json
     .venv/bin/python -m bench.speed --smoke                # a few seconds (used by the tests)
+    .venv/bin/python -m bench.speed --sizes 2000,10000 --records 1000,10000,100000 \
+        --bulk 10000 --plot bench/results/get-latency.png --json bench/results/speed.json
     .venv/bin/python -m bench.speed --profile out.txt --sizes 2000 --embeddings offline
                                                            # pyinstrument profile of ours' get()
 
@@ -89,6 +119,16 @@ try:  # VectorMemory's own helpers, so the batched build makes exactly the nodes
 except ImportError:  # pragma: no cover - another llama-index-core: build stock with put()
     _get_starter_node_for_new_batch = _stringify_chat_message = None  # type: ignore[assignment]
 
+try:  # LlamaIndex's newer Memory with a vector block (the third memory compared)
+    from llama_index.core.memory import Memory as LlamaIndexMemory
+    from llama_index.core.memory.memory_blocks import VectorMemoryBlock
+except ImportError:  # pragma: no cover - older llama-index-core
+    LlamaIndexMemory = VectorMemoryBlock = None  # type: ignore[assignment,misc]
+try:  # pip install llama-index-vector-stores-chroma
+    from llama_index.vector_stores.chroma import ChromaVectorStore
+except ImportError:  # pragma: no cover - the Memory row is then skipped, and says so
+    ChromaVectorStore = None  # type: ignore[assignment,misc]
+
 from llama_memory import ComposableMemory, default_embedding
 
 #: Dimension of both embeddings.
@@ -97,13 +137,25 @@ DIMENSION = 384
 GET_CAP_S = 30.0
 #: A stock history build slower than this stops that size.
 BUILD_CAP_S = 120.0
-#: Names of the two memories as reported.
+#: Names of the memories as reported.
 OURS = "ComposableMemory"
 STOCK = "SimpleComposableMemory"
+#: LlamaIndex's ``Memory`` (FIFO queue in SQLite) + ``VectorMemoryBlock`` on Chroma.
+LLAMA_MEMORY = "Memory+VectorBlock"
+#: ``Memory`` token limit: with its default chat_history_token_ratio 0.7, a 3000-token window
+#: like the other two; flushes 10% of the limit at a time (its own default ratio).
+LLAMA_MEMORY_TOKEN_LIMIT = 4286
 #: Sizes, gets and input-gets of ``--smoke``.
 SMOKE_SIZES = (20,)
 SMOKE_GETS = 3
 SMOKE_INPUT_GETS = 1
+#: Record counts and bulk size of ``--smoke``.
+SMOKE_RECORDS = (200,)
+SMOKE_BULK = 200
+#: Messages per ``put_messages`` call when filling a memory for ``--records``.
+RECORDS_BATCH = 1000
+#: Above this history length, stock is first checked against the get cap by extrapolation.
+PREDICT_ABOVE = 2000
 
 
 # --------------------------------------------------------------------------- embeddings
@@ -307,6 +359,55 @@ def make_ours(embed_model: BaseEmbedding, path: Path) -> ComposableMemory:
     return ComposableMemory.from_defaults(user_id="u", path=path, embed_model=embed_model)
 
 
+#: Chroma client and collection of each live ``Memory`` built here, by ``id(memory)``.
+_LLAMA_MEMORY_CHROMA: dict[int, tuple[Any, str]] = {}
+
+
+def make_llama_memory(embed_model: BaseEmbedding, path: Path) -> BaseMemory:
+    """LlamaIndex's ``Memory``: its SQLAlchemy chat store in a SQLite file under ``path``
+    (aiosqlite), a 3000-token window, and one ``VectorMemoryBlock`` (top-k 2, the default)
+    on a persistent Chroma collection under ``path``: what messages flushed out of the
+    window go to, one node (one embedding) per flush."""
+    if LlamaIndexMemory is None or ChromaVectorStore is None:
+        raise RuntimeError("needs llama_index.core.memory.Memory and llama-index-vector-stores-chroma")
+    import chromadb
+
+    path.mkdir(parents=True, exist_ok=True)
+    client = chromadb.PersistentClient(path=str(path / "chroma"))
+    name = f"bench_memory_{os.getpid()}_{len(_LLAMA_MEMORY_CHROMA)}_{time.perf_counter_ns()}"
+    collection = client.get_or_create_collection(name)
+    block = VectorMemoryBlock(
+        vector_store=ChromaVectorStore(chroma_collection=collection),
+        embed_model=embed_model, similarity_top_k=2,
+    )
+    memory = LlamaIndexMemory.from_defaults(
+        session_id="s", token_limit=LLAMA_MEMORY_TOKEN_LIMIT,
+        token_flush_size=int(LLAMA_MEMORY_TOKEN_LIMIT * 0.1), memory_blocks=[block],
+        async_database_uri=f"sqlite+aiosqlite:///{path / 'memory.db'}",
+    )
+    _LLAMA_MEMORY_CHROMA[id(memory)] = (client, name)
+    return memory
+
+
+def close_llama_memory(memory: BaseMemory) -> None:
+    """Drop the Chroma collection of a ``Memory`` made by :func:`make_llama_memory`."""
+    client, name = _LLAMA_MEMORY_CHROMA.pop(id(memory), (None, None))
+    if client is not None:
+        try:
+            client.delete_collection(name)
+        except Exception:  # pragma: no cover - best effort
+            pass
+
+
+def build_llama_memory(memory: BaseMemory, history: Sequence[ChatMessage], batch: int, deadline: float) -> None:
+    """``put_messages`` in batches: ``Memory`` archives what leaves the window and the
+    vector block embeds it, inside the call."""
+    for i in range(0, len(history), batch):
+        memory.put_messages(list(history[i : i + batch]))
+        if time.perf_counter() > deadline:
+            raise OverCap(f"build > {BUILD_CAP_S:.0f} s")
+
+
 def make_stock(embed_model: BaseEmbedding, path: Path) -> SimpleComposableMemory:
     """Stock: ChatMemoryBuffer(3000) + in-memory VectorMemory (top-k 2); ``path`` is unused."""
     return SimpleComposableMemory.from_defaults(
@@ -450,12 +551,77 @@ def _stock_recalled(memory: SimpleComposableMemory, output: list[ChatMessage]) -
     return sum(1 for line in text.splitlines() if line.startswith("\t"))
 
 
+def _llama_memory_recalled(memory: BaseMemory, output: list[ChatMessage]) -> int:
+    """Messages injected by the vector block (``<message role=...>`` in the memory block)."""
+    return sum((m.content or "").count("<message role=") for m in output)
+
+
 def subjects(stock_build: Callable[..., None]) -> list[Subject]:
-    """Ours, then stock."""
-    return [
+    """Ours, then stock, then LlamaIndex's ``Memory`` (when the Chroma store is installed)."""
+    found = [
         Subject(OURS, make_ours, build_ours, _ours_recalled, lambda m: m.close()),
         Subject(STOCK, make_stock, stock_build, _stock_recalled, lambda m: None),
     ]
+    if LlamaIndexMemory is not None and ChromaVectorStore is not None:
+        found.append(Subject(LLAMA_MEMORY, make_llama_memory, build_llama_memory,
+                             _llama_memory_recalled, close_llama_memory))
+    return found
+
+
+# --------------------------------------------------------------------------- peak memory
+
+
+def _status_kb(field_name: str) -> Optional[int]:
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith(field_name + ":"):
+                    return int(line.split()[1])
+    except OSError:  # pragma: no cover - not Linux
+        return None
+    return None
+
+
+class PeakMemory:
+    """Peak resident memory of the process during a block (Linux).
+
+    On entry: collect garbage, hand freed heap back to the OS (``malloc_trim``), note
+    the RSS and reset the kernel's high-water mark (``/proc/self/clear_refs`` 5). On
+    exit: ``peak_mb`` is the high-water mark (VmHWM) reached inside the block, and
+    ``delta_mb`` that minus the RSS on entry: what the block added at its peak, native
+    allocations (Chroma, ONNX) included. Not tracemalloc: it would slow the timed calls.
+    Where the reset is refused, ``ru_maxrss`` is used (a process-wide peak: the delta
+    is then 0 unless the block set a new peak).
+    """
+
+    def __enter__(self) -> "PeakMemory":
+        gc.collect()
+        try:
+            import ctypes
+
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except Exception:  # pragma: no cover - not glibc
+            pass
+        self.start_kb = _status_kb("VmRSS")
+        try:
+            with open("/proc/self/clear_refs", "w") as refs:
+                refs.write("5")
+            self.reset = True
+        except OSError:  # pragma: no cover
+            self.reset = False
+        self.peak_mb: Optional[float] = None
+        self.delta_mb: Optional[float] = None
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        peak_kb = _status_kb("VmHWM") if self.reset else None
+        if peak_kb is None:
+            import resource
+
+            peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        self.peak_mb = round(peak_kb / 1024, 1)
+        if self.start_kb is not None:
+            self.delta_mb = round(max(0, peak_kb - self.start_kb) / 1024, 1)
 
 
 # --------------------------------------------------------------------------- running
@@ -501,6 +667,8 @@ class RunResult:
     recalled_with_input: Optional[int] = None
     load_before: Optional[float] = None
     load_after: Optional[float] = None
+    peak_rss_mb: Optional[float] = None
+    peak_rss_delta_mb: Optional[float] = None
 
     @property
     def ok(self) -> bool:
@@ -542,7 +710,7 @@ def run_one(
     result = RunResult(subject.name, embedding, len(history), load_before=load_average())
     workdir = Path(tempfile.mkdtemp(prefix="llama-memory-bench-"))
     memory = None
-    gc.collect()
+    peak = PeakMemory().__enter__()
     try:
         memory = subject.make(embed_model, workdir / "memory")
         # The same messages for every memory, as separate objects.
@@ -582,11 +750,38 @@ def run_one(
     except OverCap as exc:
         result.status = f"over cap ({exc})"
     finally:
+        peak.__exit__(None, None, None)
+        result.peak_rss_mb, result.peak_rss_delta_mb = peak.peak_mb, peak.delta_mb
         if memory is not None:
             subject.close(memory)
         shutil.rmtree(workdir, ignore_errors=True)
         result.load_after = load_average()
     return result
+
+
+def probe_stock_get_s(history: Sequence[ChatMessage], probe: int = 1000) -> tuple[int, float]:
+    """One stock ``ChatMemoryBuffer(3000).get()`` on the first ``probe`` messages, in s
+    (its cost, which grows with the square of the history, dominates stock's get())."""
+    n = min(probe, len(history))
+    buffer = ChatMemoryBuffer.from_defaults(token_limit=3000)
+    buffer.set([m.model_copy(deep=True) for m in history[:n]])
+    t0 = time.perf_counter()
+    buffer.get()
+    return n, time.perf_counter() - t0
+
+
+def predicted_stock_get_s(
+    size: int, earlier: Sequence[RunResult], history: Sequence[ChatMessage]
+) -> tuple[float, str]:
+    """Stock's get() at ``size`` messages, extrapolated quadratically from the largest
+    finished stock run of this benchmark, else from :func:`probe_stock_get_s`."""
+    done = [r for r in earlier if r.ok and r.get_ms and r.size < size]
+    if done:
+        base = max(done, key=lambda r: r.size)
+        seconds = (median(base.get_ms) or 0.0) / 1000.0
+        return seconds * (size / base.size) ** 2, f"from get() at {base.size}"
+    n, seconds = probe_stock_get_s(history)
+    return seconds * (size / n) ** 2, f"from a ChatMemoryBuffer.get() probe at {n}"
 
 
 def _ratio(stock: Optional[float], ours: Optional[float]) -> Optional[float]:
@@ -637,9 +832,20 @@ def run(
         for embedding in embeddings:
             for subject in subjects(stock_build):
                 key = (subject.name, embedding)
+                predicted: Optional[tuple[float, str]] = None
+                if key not in stopped and subject.name == STOCK and size > PREDICT_ABOVE:
+                    predicted = predicted_stock_get_s(
+                        size, [r for r in results if r.memory == STOCK and r.embedding == embedding],
+                        history)
                 if key in stopped:
                     result = RunResult(subject.name, embedding, size,
                                        status=f"over cap (at {stopped[key]} messages already)")
+                elif predicted is not None and predicted[0] > GET_CAP_S:
+                    result = RunResult(subject.name, embedding, size, status=(
+                        f"over cap (predicted get {predicted[0]:.0f} s > {GET_CAP_S:.0f} s, "
+                        f"{predicted[1]}; not run)"))
+                    stopped[key] = size
+                    log(f"  {subject.name:<22} {embedding:<8} N={size:<6} {result.status}")
                 else:
                     log(f"  {subject.name:<22} {embedding:<8} N={size:<6} (load {load_average()}) ...")
                     result = run_one(subject, embedding, models[embedding], history, fresh,
@@ -666,11 +872,148 @@ def run(
     }
 
 
+# --------------------------------------------------------------------------- --records
+
+
+def time_query_embedding(model: BaseEmbedding, texts: Sequence[str]) -> dict[str, Optional[float]]:
+    """Median and p95 of one ``get_query_embedding`` call per text, in ms (after one warm-up)."""
+    model.get_query_embedding("warm-up query")
+    times = []
+    for text in texts:
+        t0 = time.perf_counter()
+        model.get_query_embedding(text)
+        times.append(_ms(t0))
+    return {"median_ms": median(times), "p95_ms": p95(times), "n": len(times)}
+
+
+def run_records(
+    counts: Sequence[int], *, gets: int, seed: int, log: Callable[[str], None] = print
+) -> dict[str, Any]:
+    """``get()`` and ``search()`` latency of ours with N long-term records of one user.
+
+    Each N: a fresh ``ComposableMemory`` on a temporary directory, N messages put with
+    ``put_messages`` in batches of :data:`RECORDS_BATCH` and indexed (``flush``), all
+    with the fake embedding (ingest and query: the store holds one dimension and one
+    model). Then ``gets`` turns of put(user), get() (timed), put(reply), and ``gets``
+    ``search(text, k=10)`` calls (timed) with fresh texts. The offline model's own
+    single-query embedding time is measured apart, so that get() with the offline model
+    is about ``get fake + offline query - fake query``.
+    """
+    fake = FakeEmbedding()
+    rows = []
+    queries = [u.content or "" for u, _ in make_workload(0, gets, seed + 1)[1]]
+    for count in counts:
+        log(f"  records N={count:<7} (load {load_average()}) ...")
+        history, fresh = make_workload(count, gets, seed)
+        row: dict[str, Any] = {"records": count, "embedding": "fake", "load_before": load_average()}
+        workdir = Path(tempfile.mkdtemp(prefix="llama-memory-records-"))
+        memory = None
+        with PeakMemory() as peak:
+            try:
+                memory = make_ours(fake, workdir / "memory")
+                t0 = time.perf_counter()
+                for i in range(0, len(history), RECORDS_BATCH):
+                    memory.put_messages(list(history[i : i + RECORDS_BATCH]))
+                for source in memory.sources:
+                    getattr(source, "flush", lambda: None)()
+                row["ingest_s"] = time.perf_counter() - t0
+                row["ingest_msgs_per_s"] = count / row["ingest_s"] if row["ingest_s"] else None
+                memory.get()  # warm-up
+                get_ms, put_ms, search_ms = [], [], []
+                for user, reply in fresh:
+                    t0 = time.perf_counter()
+                    memory.put(user.model_copy(deep=True))
+                    put_ms.append(_ms(t0))
+                    t0 = time.perf_counter()
+                    memory.get()
+                    get_ms.append(_ms(t0))
+                    row["recalled"] = len(memory.last_block.records)
+                    memory.put(reply.model_copy(deep=True))
+                for query in queries:
+                    t0 = time.perf_counter()
+                    found = memory.search(query, k=10)
+                    search_ms.append(_ms(t0))
+                    row["search_found"] = len(found)
+            finally:
+                if memory is not None:
+                    memory.close()
+                shutil.rmtree(workdir, ignore_errors=True)
+        row.update(
+            get_ms=get_ms, search_ms=search_ms, put_ms=put_ms,
+            get_median_ms=median(get_ms), get_p95_ms=p95(get_ms),
+            search_median_ms=median(search_ms), search_p95_ms=p95(search_ms),
+            put_median_ms=median(put_ms),
+            peak_rss_mb=peak.peak_mb, peak_rss_delta_mb=peak.delta_mb, load_after=load_average(),
+        )
+        rows.append(row)
+    offline = make_embeddings(["offline"])["offline"]
+    query_embedding = {"offline": time_query_embedding(offline, queries),
+                       "fake": time_query_embedding(fake, queries)}
+    extra = (query_embedding["offline"]["median_ms"] or 0.0) - (query_embedding["fake"]["median_ms"] or 0.0)
+    for row in rows:
+        row["get_offline_estimate_ms"] = (row["get_median_ms"] or 0.0) + extra
+        row["search_offline_estimate_ms"] = (row["search_median_ms"] or 0.0) + extra
+    return {"rows": rows, "query_embedding": query_embedding}
+
+
+# --------------------------------------------------------------------------- --bulk
+
+
+def run_bulk(
+    n: int, embedding: str, embed_model: BaseEmbedding, *, batch: int, seed: int,
+    stock_build: Callable[..., None] = build_stock_by_put, log: Callable[[str], None] = print,
+) -> list[dict[str, Any]]:
+    """Bulk import rate (messages/s) of ``put_messages`` in batches of ``batch``.
+
+    Ours: ``put_messages`` per batch, then ``flush()`` of its sources, all inside the
+    timing (embedding and Chroma writes counted). ``Memory``: ``put_messages`` per
+    batch (what leaves its window is embedded inside the call; the last window is not
+    embedded, as ``Memory`` leaves it). Stock: its real ``put_messages`` (``put`` per
+    message, which re-embeds the growing node), stopped at the build cap, the rate
+    then taken over the messages it reached.
+    """
+    history, _ = make_workload(n, 0, seed)
+    rows = []
+    for subject in subjects(stock_build):
+        log(f"  bulk {subject.name:<22} {embedding:<8} N={n:<6} (load {load_average()}) ...")
+        row: dict[str, Any] = {"memory": subject.name, "embedding": embedding, "messages": n,
+                               "batch": batch, "status": "ok", "load_before": load_average()}
+        workdir = Path(tempfile.mkdtemp(prefix="llama-memory-bulk-"))
+        memory = None
+        messages = [m.model_copy(deep=True) for m in history]
+        done = 0
+        with PeakMemory() as peak:
+            try:
+                memory = subject.make(embed_model, workdir / "memory")
+                t0 = time.perf_counter()
+                deadline = t0 + BUILD_CAP_S
+                for i in range(0, n, batch):
+                    memory.put_messages(messages[i : i + batch])
+                    done = min(n, i + batch)
+                    if time.perf_counter() > deadline and done < n:
+                        row["status"] = f"over cap (build > {BUILD_CAP_S:.0f} s at {done} messages)"
+                        break
+                if subject.name == OURS:
+                    for source in memory.sources:
+                        getattr(source, "flush", lambda: None)()
+                elapsed = time.perf_counter() - t0
+            finally:
+                if memory is not None:
+                    subject.close(memory)
+                shutil.rmtree(workdir, ignore_errors=True)
+        row.update(done=done, seconds=elapsed, msgs_per_s=done / elapsed if elapsed else None,
+                   peak_rss_mb=peak.peak_mb, peak_rss_delta_mb=peak.delta_mb,
+                   load_after=load_average())
+        rows.append(row)
+    return rows
+
+
 def _versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
     found = {}
-    for name in ("llama-memory", "llama-index-core", "chromadb", "onnxruntime", "tiktoken"):
+    for name in ("llama-memory", "llama-index-core", "llama-index-vector-stores-chroma", "chromadb",
+                 "onnxruntime", "tiktoken"):
         try:
             found[name] = version(name)
         except PackageNotFoundError:
@@ -688,7 +1031,8 @@ def _fmt(value: Optional[float], digits: int = 1) -> str:
 def format_table(report: dict[str, Any]) -> str:
     """The report as a readable table."""
     header = (f"{'memory':<22} {'embed':<7} {'N':>5} {'build s':>8} {'get med':>9} {'get p95':>9} "
-              f"{'get(in)':>9} {'put user':>9} {'put asst':>9} {'window':>6} {'recall':>6}  status")
+              f"{'get(in)':>9} {'put user':>9} {'put asst':>9} {'window':>6} {'recall':>6} {'peak MB':>8} "
+              f"{'+MB':>6}  status")
     lines = ["times in ms unless marked; get = get() with no input after put(user); "
              "get(in) = get(input=user text); recall = records injected (no input / with input)",
              header, "-" * len(header)]
@@ -699,7 +1043,8 @@ def format_table(report: dict[str, Any]) -> str:
             f"{_fmt(r['get_median_ms']):>9} {_fmt(r['get_p95_ms']):>9} "
             f"{_fmt(r['get_input_median_ms']):>9} {_fmt(r['put_user_median_ms']):>9} "
             f"{_fmt(r['put_assistant_median_ms']):>9} {_fmt(r['window_messages'], 0):>6} "
-            f"{recall:>6}  {r['status']} (load {r['load_before']}->{r['load_after']})"
+            f"{recall:>6} {_fmt(r.get('peak_rss_mb'), 0):>8} {_fmt(r.get('peak_rss_delta_mb'), 0):>6}  "
+            f"{r['status']} (load {r['load_before']}->{r['load_after']})"
         )
     if report["ratios"]:
         lines += ["", "stock / ours (above 1: ours is faster)",
@@ -712,11 +1057,87 @@ def format_table(report: dict[str, Any]) -> str:
                     "get_median_ms", "get_p95_ms", "get_input_median_ms", "put_user_median_ms",
                     "put_assistant_median_ms", "turn_median_ms", "build_s"))
             )
+    if report.get("records"):
+        rec = report["records"]
+        q = rec["query_embedding"]
+        lines += ["", "--records: ComposableMemory with N long-term records of one user, fake embedding "
+                  "for ingest and query (ms; search = search(text, k=10))",
+                  f"{'records':>8} {'ingest s':>9} {'msg/s':>8} {'get med':>8} {'get p95':>8} "
+                  f"{'search med':>10} {'search p95':>10} {'put med':>8} {'get+offl':>9} "
+                  f"{'peak MB':>8} {'+MB':>6}  load"]
+        for r in rec["rows"]:
+            lines.append(
+                f"{r['records']:>8} {_fmt(r['ingest_s'], 2):>9} {_fmt(r['ingest_msgs_per_s'], 0):>8} "
+                f"{_fmt(r['get_median_ms']):>8} {_fmt(r['get_p95_ms']):>8} "
+                f"{_fmt(r['search_median_ms']):>10} {_fmt(r['search_p95_ms']):>10} "
+                f"{_fmt(r['put_median_ms'], 2):>8} {_fmt(r['get_offline_estimate_ms']):>9} "
+                f"{_fmt(r['peak_rss_mb'], 0):>8} {_fmt(r['peak_rss_delta_mb'], 0):>6}  "
+                f"{r['load_before']}->{r['load_after']}")
+        lines.append(
+            f"one query embedding: offline median {_fmt(q['offline']['median_ms'], 2)} ms "
+            f"(p95 {_fmt(q['offline']['p95_ms'], 2)}), fake median {_fmt(q['fake']['median_ms'], 3)} ms; "
+            "get+offl = get med + offline - fake query embedding")
+    if report.get("bulk"):
+        lines += ["", "--bulk: put_messages in batches, embedding included (ours: + flush())",
+                  f"{'memory':<22} {'embed':<7} {'messages':>8} {'done':>7} {'seconds':>8} "
+                  f"{'msgs/s':>8} {'peak MB':>8} {'+MB':>6}  status"]
+        for r in report["bulk"]:
+            lines.append(
+                f"{r['memory']:<22} {r['embedding']:<7} {r['messages']:>8} {r['done']:>7} "
+                f"{_fmt(r['seconds'], 2):>8} {_fmt(r['msgs_per_s'], 1):>8} "
+                f"{_fmt(r['peak_rss_mb'], 0):>8} {_fmt(r['peak_rss_delta_mb'], 0):>6}  "
+                f"{r['status']} (load {r['load_before']}->{r['load_after']})")
     meta = report["meta"]
     lines += ["", f"{meta['cpus']} CPUs, Python {meta['python']}, "
               + ", ".join(f"{k} {v}" for k, v in meta["versions"].items())
               + f"; stock build: {meta['stock_build']}; {meta['duration_s']} s in all"]
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- plot
+
+
+def plot_get_latency(report: dict[str, Any], path: Path) -> Path:
+    """A PNG of get() median latency (log scale) against history length, one line per
+    memory and embedding (runs over a cap left out, marked in the legend)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    series: dict[tuple[str, str], list[tuple[int, float]]] = {}
+    capped: dict[tuple[str, str], list[int]] = {}
+    for r in report["results"]:
+        key = (r["memory"], r["embedding"])
+        if r["status"] == "ok" and r["get_median_ms"]:
+            series.setdefault(key, []).append((r["size"], r["get_median_ms"]))
+        else:
+            capped.setdefault(key, []).append(r["size"])
+    for key in sorted(set(series) | set(capped)):
+        points = sorted(series.get(key, []))
+        label = f"{key[0]} ({key[1]})"
+        if capped.get(key):
+            label += f"; over cap at {', '.join(map(str, sorted(capped[key])))}"
+        if points:
+            ax.plot([x for x, _ in points], [y for _, y in points], marker="o", label=label)
+        else:
+            ax.plot([], [], label=label)
+    ax.set_yscale("log")
+    sizes = [r["size"] for r in report["results"]]
+    if sizes and max(sizes) >= 10 * min(sizes):
+        ax.set_xscale("log")
+    ax.set_xlabel("history length (messages)")
+    ax.set_ylabel("get() median latency (ms, log scale)")
+    meta = report["meta"]
+    ax.set_title(f"get() latency per history length ({meta['gets']} gets, {meta['cpus']} CPUs)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 # --------------------------------------------------------------------------- profiling
@@ -763,7 +1184,9 @@ def profile_ours(
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     """The command-line options."""
     parser = argparse.ArgumentParser(prog="python -m bench.speed", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="100,1000,2000", help="history lengths, comma-separated")
+    parser.add_argument("--sizes", default="100,1000,2000",
+                        help="history lengths, comma-separated (10000 is opt-in); 0 with --records "
+                             "or --bulk: skip the per-turn comparison")
     parser.add_argument("--gets", type=int, default=20, help="timed turns with get() (no input)")
     parser.add_argument("--input-gets", type=int, default=5,
                         help="further timed turns with get(input=user text); 0 to skip")
@@ -772,17 +1195,34 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=1234, help="seed of the messages")
     parser.add_argument("--json", type=Path, default=None, help="also write the report as JSON here")
     parser.add_argument("--smoke", action="store_true",
-                        help=f"tiny run: sizes {SMOKE_SIZES}, {SMOKE_GETS} gets (a few seconds)")
+                        help=f"tiny run: sizes {SMOKE_SIZES}, {SMOKE_GETS} gets, records {SMOKE_RECORDS}, "
+                             f"bulk {SMOKE_BULK} with the fake embedding (a few seconds)")
+    parser.add_argument("--records", default="",
+                        help="also time ours' get()/search() with these numbers of long-term "
+                             "records of one user (fake embedding), e.g. 1000,10000,100000")
+    parser.add_argument("--bulk", type=int, default=0,
+                        help="also time the bulk import of this many messages (put_messages in "
+                             "batches of --batch, embedding included)")
+    parser.add_argument("--bulk-embedding", default="offline", help="embedding of --bulk")
+    parser.add_argument("--plot", type=Path, default=None,
+                        help="write a PNG of get() median latency against history length here")
     parser.add_argument("--profile", type=Path, default=None,
                         help="instead of the benchmark, profile ours' get() at the largest size with "
                              "the first of --embeddings (needs pyinstrument); write the text here")
     args = parser.parse_args(argv)
     if args.smoke:
         args.sizes, args.gets, args.input_gets = list(SMOKE_SIZES), SMOKE_GETS, SMOKE_INPUT_GETS
+        # The fake embedding for the bulk: the smoke run checks the code path, in seconds.
+        args.records, args.bulk, args.bulk_embedding = list(SMOKE_RECORDS), SMOKE_BULK, "fake"
     else:
         args.sizes = [int(s) for s in str(args.sizes).split(",") if s.strip()]
+        args.records = [int(s) for s in str(args.records).split(",") if s.strip()]
+    if any(n < 1 for n in args.records) or args.bulk < 0:
+        parser.error("--records must be positive, --bulk zero or more")
     args.embeddings = [e.strip() for e in args.embeddings.split(",") if e.strip()]
-    if not args.sizes or min(args.sizes) < 1 or args.gets < 1 or args.input_gets < 0 or args.batch < 1:
+    if args.sizes == [0] and (args.records or args.bulk):
+        args.sizes = []  # --sizes 0: only the --records / --bulk modes
+    elif not args.sizes or min(args.sizes) < 1 or args.gets < 1 or args.input_gets < 0 or args.batch < 1:
         parser.error("sizes and --gets must be positive, --input-gets zero or more, --batch positive")
     return args
 
@@ -797,14 +1237,38 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
         return {"profile": text}
     print(f"bench.speed: sizes {args.sizes}, embeddings {args.embeddings}, {args.gets} gets "
           f"+ {args.input_gets} gets with input; load average {load_average()}", flush=True)
-    report = run(args.sizes, args.embeddings, gets=args.gets, input_gets=args.input_gets,
-                 batch=args.batch, seed=args.seed, log=lambda s: print(s, flush=True))
+    log = lambda s: print(s, flush=True)  # noqa: E731
+    if args.sizes:
+        report = run(args.sizes, args.embeddings, gets=args.gets, input_gets=args.input_gets,
+                     batch=args.batch, seed=args.seed, log=log)
+    else:
+        report = {"meta": {
+            "started": time.strftime("%Y-%m-%d %H:%M:%S"), "duration_s": 0.0,
+            "python": platform.python_version(), "platform": platform.platform(),
+            "cpus": os.cpu_count(), "versions": _versions(), "sizes": [], "gets": args.gets,
+            "batch": args.batch, "seed": args.seed, "stock_build": "not run",
+        }, "results": [], "ratios": []}
+    started = time.time()
+    if args.records:
+        report["records"] = run_records(args.records, gets=args.gets, seed=args.seed, log=log)
+    if args.bulk:
+        model = make_embeddings([args.bulk_embedding])[args.bulk_embedding]
+        report["bulk"] = run_bulk(args.bulk, args.bulk_embedding, model, batch=args.batch,
+                                  seed=args.seed, log=log)
+    report["meta"].update(records=args.records, bulk=args.bulk, bulk_embedding=args.bulk_embedding,
+                          llama_memory_vector_store="ChromaVectorStore" if ChromaVectorStore
+                          else "not installed: Memory+VectorBlock not run")
+    report["meta"]["duration_s"] = round(report["meta"]["duration_s"] + time.time() - started, 1)
+    if args.plot is not None and report["results"]:
+        plot_get_latency(report, args.plot)
     print()
     print(format_table(report))
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=2))
         print(f"\nwrote {args.json}")
+    if args.plot is not None and report["results"]:
+        print(f"wrote {args.plot}")
     return report
 
 

@@ -10,17 +10,25 @@ import pytest
 from bench import speed  # importable: pyproject sets pytest's pythonpath to the repo root
 
 
-def test_speed_smoke_reports_figures_for_both_memories(
+def _memories() -> tuple[str, ...]:
+    """The memories a run compares: LlamaIndex's Memory only with its Chroma store installed."""
+    if speed.ChromaVectorStore is None or speed.LlamaIndexMemory is None:
+        return (speed.OURS, speed.STOCK)
+    return (speed.OURS, speed.STOCK, speed.LLAMA_MEMORY)
+
+
+def test_speed_smoke_reports_figures_for_every_memory(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "speed.json"
+    plot = tmp_path / "get-latency.png"
 
-    report = speed.main(["--smoke", "--json", str(out)])
+    report = speed.main(["--smoke", "--json", str(out), "--plot", str(plot)])
 
     printed = capsys.readouterr().out
     assert json.loads(out.read_text()) == json.loads(json.dumps(report))
     results = report["results"]
-    for memory in (speed.OURS, speed.STOCK):
+    for memory in _memories():
         assert memory in printed
         runs = [r for r in results if r["memory"] == memory]
         assert {r["embedding"] for r in runs} == {"offline", "fake"}
@@ -28,9 +36,36 @@ def test_speed_smoke_reports_figures_for_both_memories(
             assert r["status"] == "ok", r
             assert len(r["get_ms"]) == speed.SMOKE_GETS
             for key in ("build_s", "get_median_ms", "get_p95_ms", "put_user_median_ms",
-                        "put_assistant_median_ms", "get_input_median_ms"):
+                        "put_assistant_median_ms", "get_input_median_ms", "peak_rss_mb"):
                 assert r[key] is not None and r[key] > 0, (memory, r["embedding"], key, r[key])
+            assert r["peak_rss_delta_mb"] is not None and r["peak_rss_delta_mb"] >= 0
     assert {(q["embedding"], q["size"]) for q in report["ratios"]} == {
         ("offline", speed.SMOKE_SIZES[0]), ("fake", speed.SMOKE_SIZES[0])
     }
     assert all(q["get_median_ms_stock_over_ours"] > 0 for q in report["ratios"])
+
+    # --records: get()/search() latency of ours with N long-term records
+    records = report["records"]
+    assert [r["records"] for r in records["rows"]] == list(speed.SMOKE_RECORDS)
+    for r in records["rows"]:
+        for key in ("ingest_s", "ingest_msgs_per_s", "get_median_ms", "get_p95_ms",
+                    "search_median_ms", "search_p95_ms", "put_median_ms",
+                    "get_offline_estimate_ms", "peak_rss_mb"):
+            assert r[key] is not None and r[key] > 0, ("records", key, r[key])
+        assert r["search_found"] > 0
+    for model in ("offline", "fake"):
+        assert records["query_embedding"][model]["median_ms"] > 0
+    assert "--records" in printed
+
+    # --bulk: import rate of every memory
+    bulk = report["bulk"]
+    assert {r["memory"] for r in bulk} == set(_memories())
+    for r in bulk:
+        assert r["status"] == "ok", r
+        assert r["done"] == speed.SMOKE_BULK
+        for key in ("seconds", "msgs_per_s", "peak_rss_mb"):
+            assert r[key] is not None and r[key] > 0, ("bulk", r["memory"], key, r[key])
+    assert "--bulk" in printed
+
+    # --plot: a PNG
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
