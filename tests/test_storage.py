@@ -202,3 +202,19 @@ def test_lexical_search_is_scoped_and_reads_no_syntax_from_the_query() -> None:
     store.delete_user(ALICE)
     assert store.search_text("bees", ALICE, "vector", 5) == []
     assert len(store.search_text("bees", BOB, "vector", 5)) == 1
+
+
+def test_words_in_most_records_are_left_out_of_lexical_search_in_a_large_store() -> None:
+    from llama_memory.storage.sqlite import PRUNE_FROM_RECORDS
+
+    store = SQLiteStore()
+    rows = [record(f"really nice note {i}", mid=str(i)) for i in range(PRUNE_FROM_RECORDS)]
+    rows.append(record("the zeppelin flew over", mid="z"))
+    store.add_records(rows)
+    assert store._selective_words(["really", "zeppelin"]) == ["zeppelin"]
+    assert store._selective_words(["really", "nice"]) == ["really"]  # all common: the rarest
+    [(top, _)] = store.search_text("really zeppelin", ALICE, "vector", 1)
+    assert store.get_records([top], ALICE, "vector")[top].text == "the zeppelin flew over"
+    small = SQLiteStore()
+    small.add_records(rows[:10])
+    assert small._selective_words(["really", "zeppelin"]) == ["really", "zeppelin"]
