@@ -42,13 +42,18 @@ def load_message(data: str) -> ChatMessage:
     return ChatMessage.model_validate(json.loads(data))
 
 
-def message_id(message: ChatMessage) -> str:
-    """The id a message carries in ``additional_kwargs``, or a new random one."""
+def declared_message_id(message: ChatMessage) -> Optional[str]:
+    """The id the application gave a message in ``additional_kwargs``, or None."""
     for key in MESSAGE_ID_KEYS:
         value = message.additional_kwargs.get(key)
         if value not in (None, ""):
             return str(value)
-    return uuid.uuid4().hex
+    return None
+
+
+def message_id(message: ChatMessage) -> str:
+    """The id a message carries in ``additional_kwargs``, or a new random one."""
+    return declared_message_id(message) or uuid.uuid4().hex
 
 
 def to_epoch(value: Any) -> float:

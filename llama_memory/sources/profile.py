@@ -36,7 +36,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from ..errors import LlamaMemoryError
 from ..extraction import ExtractionError, structured_output
-from ..messages import MESSAGE_ID_KEYS, message_text, role_name
+from ..messages import declared_message_id, message_text, role_name
 from ..storage.sqlite import SQLiteStore
 from ..types import MemoryRecord, Scope, StoredMessage, now
 from .base import MemorySource
@@ -558,7 +558,7 @@ class ProfileSource(MemorySource):
         )
         if not result.operations:
             return
-        ids = [_declared_id(m) for m in messages]
+        ids = [declared_message_id(m) for m in messages]
         try:
             self.update_profile(
                 result.operations, scope, message_ids=[i for i in ids if i is not None]
@@ -978,15 +978,6 @@ def _describe_change(change: ProfileChange) -> str:
     if change.removed:
         return f"{change.path} removed"
     return f"{change.path} = {render_value(change.value)}"
-
-
-def _declared_id(message: ChatMessage) -> Optional[str]:
-    # Only ids the application gave the message are provenance; a random one is noise.
-    for key in MESSAGE_ID_KEYS:
-        value = message.additional_kwargs.get(key)
-        if value not in (None, ""):
-            return str(value)
-    return None
 
 
 def _to_change(row: Any) -> ProfileChange:

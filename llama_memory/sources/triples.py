@@ -48,7 +48,7 @@ from llama_index.core.bridge.pydantic import BaseModel, Field
 
 from ..errors import LlamaMemoryError
 from ..extraction import ExtractionError, structured_output
-from ..messages import MESSAGE_ID_KEYS, message_text, message_time, role_name, to_epoch
+from ..messages import declared_message_id, message_text, message_time, role_name, to_epoch
 from ..retrieval import fuse_rankings
 from ..storage.chroma import DenseIndex, open_index
 from ..storage.sqlite import SQLiteStore, fts_query
@@ -1130,7 +1130,7 @@ class TripleSource(MemorySource):
             known_entities=", ".join(known) if known else "(none yet)",
         )
         stated = max(message_time(m, default=now()) for m in shown)
-        ids = [i for i in (_explicit_id(m) for m in shown) if i]
+        ids = [i for i in (declared_message_id(m) for m in shown) if i]
         try:
             written = self._write(output.triples, scope, stated, ids, origin="extraction")
         except TripleError as exc:
@@ -1222,15 +1222,6 @@ def _query_entities(query: str) -> set[str]:
 def _search_text(subject: str, predicate: str, obj: str) -> str:
     """What the dense and lexical indexes see of a triple: a plain sentence."""
     return f"{subject} {display_predicate(predicate)} {obj}"
-
-
-def _explicit_id(message: ChatMessage) -> Optional[str]:
-    # Only ids the application gave: a message without one has no id worth keeping.
-    for key in MESSAGE_ID_KEYS:
-        value = message.additional_kwargs.get(key)
-        if value not in (None, ""):
-            return str(value)
-    return None
 
 
 def _to_triple(row: Any, mentions: Sequence[Any]) -> KnowledgeTriple:
