@@ -300,8 +300,8 @@ class ComposableMemory(BaseMemory):
     def search(self, query: str, k: int = DEFAULT_TOP_K) -> list[MemoryRecord]:
         """Up to ``k`` long-term records for ``query``, with their provenance.
 
-        Records of all sources are merged round-robin by rank and deduplicated.
-        Query-independent sources (the profile) are left out: they are not ranked
+        Sources of higher priority come first; within a priority, rankings are
+        merged round-robin; duplicates are dropped. Query-independent sources (the profile) are left out: they are not ranked
         by relevance; read them from the source (``memory.source("profile")``).
         """
         with self._lock:
