@@ -19,14 +19,16 @@ from pydantic import BaseModel
 
 from .buffer import ChatBuffer
 from .compose import MemoryBlock, compose_block, deduplicate, insert_block, interleave
-from .errors import LlamaMemoryError
+from .errors import LlamaMemoryError, StorageError
+from .expiry import TTL, Expiry, ttl_seconds
 from .messages import dump_message, message_id, message_text, message_time, role_name
 from .sources.base import MemorySource
 from .sources.llama_index import LlamaIndexMemorySource
 from .sources.profile import ProfileSource
 from .sources.triples import KnowledgeTriple, TripleSource, default_triple_source
 from .sources.vector import VectorSource
-from .storage.chroma import open_index
+from .storage.chroma import http_client, open_index, server_address
+from .storage.reconcile import ReconcileReport
 from .storage.sqlite import SQLiteChatLog, SQLiteStore
 from .types import MemoryRecord, Scope, StoredMessage, now
 
@@ -98,6 +100,8 @@ class ComposableMemory(BaseMemory):
     _closed: bool = PrivateAttr(default=False)
     _user_turns_pending: int = PrivateAttr(default=0)  # user messages not yet extracted from
     _extracted_upto: int = PrivateAttr(default=0)  # get_all() index extraction has reached
+    # What to_dict says of server mode and expiry (from_defaults arguments).
+    _config: dict[str, Any] = PrivateAttr(default_factory=dict)
 
     @field_validator("memory_token_limit", "top_k", "extract_every")
     @classmethod
@@ -146,6 +150,12 @@ class ComposableMemory(BaseMemory):
         extract_every: int = 0,
         profile: Union[bool, type[BaseModel], None] = None,
         triples: bool = False,
+        chroma_host: Optional[str] = None,
+        chroma_port: int = 8000,
+        chroma_url: Optional[str] = None,
+        ttl: Optional[TTL] = None,
+        refresh_on_read: bool = False,
+        clock: Optional[Callable[[], float]] = None,
         **kwargs: Any,
     ) -> "ComposableMemory":
         """Build a memory with sensible defaults.
@@ -182,11 +192,32 @@ class ComposableMemory(BaseMemory):
             triples: also keep a knowledge-triple memory (:class:`TripleSource`, on
                 this memory's store and Chroma client), added to the default or the
                 given sources unless one is there already; needs ``user_id``.
+            chroma_host, chroma_port: server mode: keep the vectors of the default
+                vector and triple sources on the Chroma server at this address
+                (``chromadb.HttpClient``), shared by several processes. SQLite under
+                ``path`` (required) stays the system of record. StorageError naming
+                the address when the server cannot be reached; the index is
+                reconciled with the record on open (see :meth:`reconcile`).
+            chroma_url: the server as a URL, ``"http://host:port"`` (instead of
+                ``chroma_host``/``chroma_port``).
+            ttl: time to live (seconds or a ``timedelta``) of the long-term records
+                the default sources write: past messages, triples, profile values.
+                ``None``: kept until forgotten. Expired records are never
+                retrieved; :meth:`purge_expired` deletes them.
+            refresh_on_read: a record returned by ``get``/``search`` lives ``ttl``
+                from then (like LangGraph's ``TTLConfig(refresh_on_read=True)``).
+            clock: epoch seconds now, for expiry (default ``time.time``).
             **kwargs: ignored (chat engines pass extra arguments).
         """
         tokenizer = tokenizer_fn or get_tokenizer()
         session_id = session_id or uuid4().hex
         scope = Scope(user_id=user_id, session_id=session_id, tenant_id=tenant_id)
+        expiry = Expiry(
+            ttl=ttl_seconds(ttl), refresh_on_read=refresh_on_read, **({"clock": clock} if clock else {})
+        )
+        server = _server(chroma_host, chroma_port, chroma_url, chroma_client, path)
+        if server is not None:
+            chroma_client = http_client(*server)
         store = SQLiteStore(path)
         if primary_memory is None:
             primary_memory = ChatBuffer.from_defaults(
@@ -200,7 +231,7 @@ class ComposableMemory(BaseMemory):
         if secondary_memory_sources is None:
             scope.require_user("the default long-term (vector) memory")
             secondary_memory_sources = [
-                default_vector_source(store, path, embed_model, chroma_client)
+                default_vector_source(store, path, embed_model, chroma_client, expiry)
             ]
         if not (
             profile is None
@@ -213,14 +244,14 @@ class ComposableMemory(BaseMemory):
             if not any(isinstance(s, ProfileSource) for s in secondary_memory_sources):
                 schema = profile if isinstance(profile, type) else None
                 secondary_memory_sources = [
-                    *secondary_memory_sources, ProfileSource(store, schema=schema)
+                    *secondary_memory_sources, ProfileSource(store, schema=schema, expiry=expiry)
                 ]
         if triples and not any(isinstance(s, TripleSource) for s in secondary_memory_sources):
             scope.require_user("the knowledge-triple memory")
             secondary_memory_sources = [
                 *secondary_memory_sources,
                 default_triple_source(
-                    store, path, resolve_embed_model(embed_model), chroma_client
+                    store, path, resolve_embed_model(embed_model), chroma_client, expiry=expiry
                 ),
             ]
         memory = cls(
@@ -242,6 +273,17 @@ class ComposableMemory(BaseMemory):
             memory._source_kind = "default"
         elif no_sources:
             memory._source_kind = "none"
+        if server is not None:
+            host, port, secure = server
+            memory._config["chroma_url"] = f"{'https' if secure else 'http'}://{host}:{port}"
+        if expiry.ttl is not None or refresh_on_read:
+            memory._config.update(ttl=expiry.ttl, refresh_on_read=refresh_on_read)
+        if chroma_client is not None:
+            # An index on a server (or any given client) can drift from the record while
+            # this store is closed: catch up now. Missing vectors are flagged, and
+            # embedded on the first read; orphans are deleted at once.
+            report = memory.reconcile(catch_up=False)
+            logger.info("dense index reconciled on open: %s", report)
         return memory
 
     # -- scope and sources ------------------------------------------------------------
@@ -393,14 +435,16 @@ class ComposableMemory(BaseMemory):
         *,
         event_time: Any = None,
         message_ids: Sequence[str] = (),
+        ttl: Optional[TTL] = None,
     ) -> list[KnowledgeTriple]:
         """Store knowledge triples for this memory's user: ``KnowledgeTriple``s,
         ``(subject, predicate, object)`` tuples or mappings (see
-        :meth:`TripleSource.add_triples`). Needs a triple source
+        :meth:`TripleSource.add_triples`), kept ``ttl`` (seconds or a timedelta;
+        default the memory's ``ttl``). Needs a triple source
         (``from_defaults(..., triples=True)``)."""
         with self._lock:
             return self.triple_source.add_triples(
-                triples, self.scope, event_time=event_time, message_ids=message_ids
+                triples, self.scope, event_time=event_time, message_ids=message_ids, ttl=ttl
             )
 
     @property
@@ -459,7 +503,61 @@ class ComposableMemory(BaseMemory):
             for source in self._sources:
                 source.reset(scope)
 
+    def forget(self, user_id: Optional[str] = None) -> None:
+        """Remove a user's records from every source and every index: the right to be
+        forgotten.
+
+        Args:
+            user_id: whose records; default this memory's user. Only this
+                memory's tenant is touched, and no other user.
+
+        Deletes the user's chat sessions (all of them), their long-term records in
+        SQLite (text, lexical index, provenance, profile history, triples) and their
+        Chroma collections, and clears the conversation in this memory when it is
+        the user's. The system of record is cleaned first: if the dense index cannot
+        be reached, nothing of the user can be retrieved any more, a StorageError
+        says so, and :meth:`reconcile` (run on every open in server mode) drops
+        their vectors once the index is back.
+        """
+        user = user_id if user_id is not None else self.user_id
+        scope = Scope(user_id=user, tenant_id=self.tenant_id)
+        scope.require_user("forget()")
+        failures: list[str] = []
+        with self._lock:
+            if user == self.user_id:
+                self.primary_memory.reset()
+                self._extracted_upto = self._user_turns_pending = 0
+            if self._store is not None:
+                self._store.delete_user(scope)  # records of any source, every session
+            for source in self._sources:
+                try:
+                    source.forget(scope)
+                except StorageError as exc:
+                    failures.append(f"{source.name}: {exc}")
+        if failures:
+            raise StorageError(
+                f"user {user!r} was removed from the system of record, but not yet from every "
+                f"index ({'; '.join(failures)}); call reconcile() once it is reachable again "
+                "(server mode does on every open)"
+            )
+
+    def purge_expired(self) -> int:
+        """Delete the records whose time to live is over from every source and index;
+        return how many. (Expired records are never retrieved anyway; this frees the
+        space and removes them for good.)"""
+        with self._lock:
+            return sum(source.purge_expired() for source in self._sources)
+
     # -- maintenance --------------------------------------------------------------------
+
+    def reconcile(self, catch_up: bool = True) -> dict[str, ReconcileReport]:
+        """Bring every derived dense index in line with the system of record: vectors
+        missing from Chroma are written again (``catch_up``, else on the next read),
+        vectors and collections without a record are deleted. Runs on open in server
+        mode; call it after a Chroma server was down, wiped or restored. Returns what
+        each source did, by name."""
+        with self._lock:
+            return {source.name: source.reconcile(catch_up) for source in self._sources}
 
     def reindex(self) -> int:
         """Rebuild every derived dense index from the system of record; return records indexed."""
@@ -475,10 +573,12 @@ class ComposableMemory(BaseMemory):
             if self._closed:
                 return
             self._closed = True
-            for source in self._sources:
-                source.close()
-            if self._store is not None:
-                self._store.close()
+            try:
+                for source in self._sources:
+                    source.close()
+            finally:
+                if self._store is not None:
+                    self._store.close()
 
     # -- async: the sync work runs in a thread, serialised by the memory's lock -----------
 
@@ -534,6 +634,7 @@ class ComposableMemory(BaseMemory):
             "sources": self._source_kind,
             "triples": any(isinstance(s, TripleSource) for s in self._sources),
             "profile": any(isinstance(s, ProfileSource) for s in self._sources),
+            **self._config,
         }
         if self.path is None:
             data["chat_history"] = [m.model_dump(mode="json") for m in self.get_all()]
@@ -581,10 +682,38 @@ def default_vector_source(
     path: Optional[Union[str, Path]],
     embed_model: Optional[BaseEmbedding],
     chroma_client: Any = None,
+    expiry: Optional[Expiry] = None,
 ) -> VectorSource:
-    """The default long-term source: past messages in SQLite + a Chroma index."""
-    index = open_index(VECTOR_COLLECTION, path, chroma_client)
-    return VectorSource(store, index, resolve_embed_model(embed_model))
+    """The default long-term source: past messages in SQLite + a Chroma index (on
+    ``chroma_client`` when given, with collections named after the store's id)."""
+    namespace = store.store_id if chroma_client is not None else None
+    index = open_index(VECTOR_COLLECTION, path, chroma_client, namespace)
+    return VectorSource(store, index, resolve_embed_model(embed_model), expiry=expiry or Expiry())
+
+
+def _server(
+    host: Optional[str],
+    port: int,
+    url: Optional[str],
+    client: Any,
+    path: Optional[Union[str, Path]],
+) -> Optional[tuple[str, int, bool]]:
+    """``(host, port, ssl)`` of the Chroma server asked for, or None; ValueError for
+    contradicting arguments."""
+    if host is None and url is None:
+        return None
+    if host is not None and url is not None:
+        raise ValueError("pass chroma_host (and chroma_port) or chroma_url, not both")
+    if client is not None:
+        raise ValueError("pass chroma_client or a Chroma server address, not both")
+    if path is None:
+        raise ValueError(
+            "server mode needs path=: SQLite under path is the system of record, and "
+            "vectors on a shared server must not outlive an in-memory store"
+        )
+    if url is not None:
+        return server_address(url)
+    return str(host), int(port), False
 
 
 def resolve_embed_model(embed_model: Optional[BaseEmbedding]) -> BaseEmbedding:

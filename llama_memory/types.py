@@ -64,6 +64,7 @@ class MemoryRecord:
         role: the speaker's role, for records that are chat messages.
         id: the record's id in its source's storage.
         metadata: anything else the source wants to keep.
+        expires_at: when it expires (seconds since the epoch, UTC); None: never.
     """
 
     text: str
@@ -77,6 +78,7 @@ class MemoryRecord:
     role: Optional[str] = None
     id: Optional[str] = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    expires_at: Optional[float] = None
 
     @property
     def event_datetime(self) -> Optional[datetime]:

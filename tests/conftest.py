@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from chroma_server import ChromaServer
 from llama_memory import ComposableMemory, OfflineEmbedding, default_embedding
 
 
@@ -40,3 +42,12 @@ def make_memory(memory_dir: Path, embed_model: OfflineEmbedding):
             memory.close()
         except Exception:
             pass
+
+
+@pytest.fixture(scope="session")
+def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChromaServer]:
+    """A real Chroma server on loopback for the whole run, started by the first test
+    that asks for it (so only server-mode tests pay its start-up) and stopped at the end."""
+    server = ChromaServer(tmp_path_factory.mktemp("chroma-server") / "data").start()
+    yield server
+    server.stop()

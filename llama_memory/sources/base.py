@@ -8,6 +8,7 @@ from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage
 
+from ..storage.reconcile import ReconcileReport
 from ..types import MemoryRecord, Scope, StoredMessage
 
 
@@ -21,8 +22,10 @@ class MemorySource(ABC):
 
     Optional hooks, with defaults that do nothing: ``tools`` (LlamaIndex tools
     an agent may call, bound to the scope), ``extract`` (turn conversation into
-    structured memories with an LLM), and ``priority`` (sources with a higher
-    priority are served first from the memory block's budget).
+    structured memories with an LLM), ``priority`` (sources with a higher
+    priority are served first from the memory block's budget), ``reconcile``
+    (bring a derived index back in line with the record) and ``purge_expired``
+    (delete records whose time to live is over).
     """
 
     #: Short name shown next to each injected item (``"vector"``, ``"triples"``...).
@@ -50,8 +53,19 @@ class MemorySource(ABC):
         """Remove what this source holds for the scope's user."""
 
     def forget(self, scope: Scope) -> None:
-        """Remove every trace of the scope's user (by default the same as :meth:`reset`)."""
+        """Remove every trace of the scope's user, in every index the source keeps and
+        in every cache (by default the same as :meth:`reset`). ``memory.forget()``
+        calls it for the right to be forgotten."""
         self.reset(scope)
+
+    def reconcile(self, catch_up: bool = True) -> ReconcileReport:
+        """Bring derived indexes in line with the system of record; with ``catch_up``,
+        write what is missing now. The default keeps no derived index."""
+        return ReconcileReport()
+
+    def purge_expired(self) -> int:
+        """Delete records whose time to live is over; return how many (default: none)."""
+        return 0
 
     def tools(self, scope: Scope) -> list[Any]:
         """LlamaIndex tools for agents, acting within ``scope`` (none by default).

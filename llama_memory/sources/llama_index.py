@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Optional
 
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.memory.types import BaseMemory
@@ -23,9 +24,11 @@ class LlamaIndexMemorySource(MemorySource):
     def __init__(self, memory: BaseMemory, name: str) -> None:
         self.memory = memory
         self.name = name
+        self._owners: set[tuple[str, Optional[str]]] = set()  # whose messages it was given
 
     def add(self, messages: Sequence[StoredMessage], scope: Scope) -> None:
         """Put the original ``ChatMessage`` objects into the wrapped memory."""
+        self._owners.add((scope.tenant_id, scope.user_id))
         originals = [m.message for m in messages if isinstance(m.message, ChatMessage)]
         if originals:
             self.memory.put_messages(originals)
@@ -46,3 +49,10 @@ class LlamaIndexMemorySource(MemorySource):
     def reset(self, scope: Scope) -> None:
         """Reset the wrapped memory (all of it: it has no per-user state)."""
         self.memory.reset()
+
+    def forget(self, scope: Scope) -> None:
+        """Reset the wrapped memory if it was given the user's messages (it has no
+        per-user state, so forgetting someone else leaves it alone)."""
+        if (scope.tenant_id, scope.user_id) in self._owners:
+            self.reset(scope)
+            self._owners.clear()

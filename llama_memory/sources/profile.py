@@ -35,6 +35,7 @@ from llama_index.core.utils import get_tokenizer
 from pydantic import BaseModel, Field, ValidationError
 
 from ..errors import LlamaMemoryError
+from ..expiry import ALIVE_SQL, NEVER, TTL, Expiry
 from ..extraction import ExtractionError, structured_output
 from ..messages import declared_message_id, message_text, role_name
 from ..storage.sqlite import SQLiteStore
@@ -58,6 +59,11 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX profile_fields_current ON profile_fields (tenant_id, user_id, superseded_at);
     CREATE INDEX profile_fields_by_path ON profile_fields (tenant_id, user_id, path);
+    """,
+    # 2: expiry (see llama_memory.expiry); NULL: kept until forgotten.
+    """
+    ALTER TABLE profile_fields ADD COLUMN ttl REAL;
+    ALTER TABLE profile_fields ADD COLUMN expires_at REAL;
     """,
 )
 
@@ -188,6 +194,9 @@ class ProfileSource(MemorySource):
         name: the source's name in the memory block and in ``memory.source(name)``.
         priority: the memory block serves higher priorities first; the default (10)
             is above the vector source's, so the profile is never crowded out.
+        expiry: default time to live of new field values, refresh on read, and the
+            clock (default: kept until forgotten); ``update_profile(ttl=...)``
+            overrides it. An expired value reads as absent.
     """
 
     query_independent = True  # the whole current profile, whatever the query
@@ -203,6 +212,7 @@ class ProfileSource(MemorySource):
         tokenizer_fn: Optional[Callable[[str], Sequence]] = None,
         name: str = "profile",
         priority: int = 10,
+        expiry: Expiry = NEVER,
     ) -> None:
         if schema is not None and not (isinstance(schema, type) and issubclass(schema, BaseModel)):
             raise TypeError(f"schema must be a pydantic model class, not {schema!r}")
@@ -222,6 +232,7 @@ class ProfileSource(MemorySource):
         self.tokenizer_fn = tokenizer_fn or get_tokenizer()
         self.name = name
         self.priority = priority
+        self.expiry = expiry
         self._importance_cache: dict[str, float] = {}
         self._costs: dict[str, int] = {}  # line -> tokens; the same fields render on every get
         store.ensure_schema("profile", MIGRATIONS)
@@ -245,8 +256,8 @@ class ProfileSource(MemorySource):
             params = (path, len(path) + 1, path + ".")
         rows = self.store.query(
             "read profile history",
-            _SELECT + "WHERE tenant_id = ? AND user_id = ?" + where + " ORDER BY id",
-            (scope.tenant_id, user, *params),
+            _SELECT + f"WHERE tenant_id = ? AND user_id = ? AND {ALIVE_SQL}" + where + " ORDER BY id",
+            (scope.tenant_id, user, self.expiry.now(), *params),
         )
         return [_to_change(row) for row in rows]
 
@@ -271,6 +282,9 @@ class ProfileSource(MemorySource):
         left_out = len(ranked) - len(shown)
         kept, cut = self._fit(records)
         left_out += cut
+        if self.expiry.refresh_on_read and kept:
+            returned = {r.id for r in kept}
+            self._refresh_expiry([row.id for row in shown if f"{self.name}:{row.id}" in returned])
         if left_out:
             s = "s" if left_out > 1 else ""
             kept.append(
@@ -310,6 +324,7 @@ class ProfileSource(MemorySource):
         *,
         session_id: Optional[str] = None,
         message_ids: Sequence[str] = (),
+        ttl: Optional[TTL] = None,
     ) -> list[ProfileChange]:
         """Apply an update to the user's profile, all of it or nothing.
 
@@ -324,6 +339,8 @@ class ProfileSource(MemorySource):
             scope: whose profile; its ``session_id`` is the default provenance.
             session_id: the conversation the update came from (default the scope's).
             message_ids: ids of the messages it came from.
+            ttl: how long the values written are kept (seconds or a timedelta);
+                default the source's ``expiry.ttl``.
 
         Returns:
             The rows written, in order. Setting a field to the value it has, or
@@ -336,7 +353,7 @@ class ProfileSource(MemorySource):
                 nothing is written.
         """
         ops = _to_ops(update)
-        return self._update(scope, lambda current: ops, session_id, message_ids)
+        return self._update(scope, lambda current: ops, session_id, message_ids, ttl)
 
     def _update(
         self,
@@ -344,6 +361,7 @@ class ProfileSource(MemorySource):
         make_ops: Callable[[dict[str, Any]], Sequence[Union[ProfileOp, tuple[str, str]]]],
         session_id: Optional[str],
         message_ids: Sequence[str],
+        ttl: Optional[TTL] = None,
     ) -> list[ProfileChange]:
         """Apply ``make_ops(current leaves)`` in one transaction, or raise and write nothing."""
         user = scope.require_user(f"the {self.name!r} memory source")
@@ -351,13 +369,15 @@ class ProfileSource(MemorySource):
             session_id if session_id is not None else scope.session_id,
             json.dumps([str(m) for m in message_ids]),
         )
+        lifetime = self.expiry.for_write(ttl)
         with self.store.transaction("update profile") as conn:
             # The current profile is read inside the write transaction, so concurrent
             # updates (other threads, other processes) apply one after the other.
+            # An expired value counts as absent.
             old_rows = conn.execute(
                 _SELECT + "WHERE tenant_id = ? AND user_id = ? AND superseded_at IS NULL "
-                "AND value_json IS NOT NULL ORDER BY id",
-                (scope.tenant_id, user),
+                f"AND value_json IS NOT NULL AND {ALIVE_SQL} ORDER BY id",
+                (scope.tenant_id, user, self.expiry.now()),
             ).fetchall()
             old = {row["path"]: json.loads(row["value_json"]) for row in old_rows}
             row_ids = {row["path"]: row["id"] for row in old_rows}
@@ -382,8 +402,12 @@ class ProfileSource(MemorySource):
                 value_json = None if value is _REMOVED else json.dumps(value, ensure_ascii=False)
                 cursor = conn.execute(
                     "INSERT INTO profile_fields (tenant_id, user_id, path, value_json, op, "
-                    "session_id, message_ids, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (scope.tenant_id, user, path, value_json, op_name, *provenance, written_at),
+                    "session_id, message_ids, created_at, ttl, expires_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        scope.tenant_id, user, path, value_json, op_name, *provenance,
+                        written_at, *lifetime,
+                    ),  # fmt: skip
                 )
                 changes.append(
                     ProfileChange(
@@ -471,6 +495,22 @@ class ProfileSource(MemorySource):
             conn.execute(
                 "DELETE FROM profile_fields WHERE tenant_id = ? AND user_id = ?",
                 (scope.tenant_id, user),
+            )
+        self._costs.clear()  # rendered lines, the user's among them
+
+    def purge_expired(self) -> int:
+        """Delete expired field values (their history rows too); return how many rows."""
+        with self.store.transaction("purge expired profile fields") as conn:
+            cursor = conn.execute(
+                f"DELETE FROM profile_fields WHERE NOT {ALIVE_SQL}", (self.expiry.now(),)
+            )
+            return int(cursor.rowcount)
+
+    def _refresh_expiry(self, ids: Sequence[int]) -> None:
+        with self.store.transaction("refresh profile expiry") as conn:
+            conn.executemany(
+                "UPDATE profile_fields SET expires_at = ? + ttl WHERE id = ? AND ttl IS NOT NULL",
+                [(self.expiry.now(), i) for i in ids],
             )
 
     def reset(self, scope: Scope) -> None:
@@ -573,8 +613,8 @@ class ProfileSource(MemorySource):
         rows = self.store.query(
             "read profile",
             _SELECT + "WHERE tenant_id = ? AND user_id = ? AND superseded_at IS NULL "
-            "AND value_json IS NOT NULL ORDER BY id",
-            (scope.tenant_id, user),
+            f"AND value_json IS NOT NULL AND {ALIVE_SQL} ORDER BY id",
+            (scope.tenant_id, user, self.expiry.now()),
         )
         return [
             _Row(

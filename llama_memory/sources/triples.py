@@ -31,6 +31,7 @@ collection prefix is derived from it, per user, and rebuildable.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
 import uuid
@@ -46,11 +47,13 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.bridge.pydantic import BaseModel, Field
 
-from ..errors import LlamaMemoryError
+from ..errors import LlamaMemoryError, StorageError
+from ..expiry import ALIVE_SQL, NEVER, TTL, Expiry
 from ..extraction import ExtractionError, structured_output
 from ..messages import declared_message_id, message_text, message_time, role_name, to_epoch
 from ..retrieval import fuse_rankings
 from ..storage.chroma import DenseIndex, open_index
+from ..storage.reconcile import ReconcileReport, reconcile_index
 from ..storage.sqlite import SQLiteStore, fts_query
 from ..types import MemoryRecord, Scope, StoredMessage, now
 from .base import MemorySource
@@ -148,7 +151,15 @@ _SOURCE_SCHEMA: tuple[str, ...] = (
         text, tokenize = 'porter unicode61 remove_diacritics 2'
     );
     """,
+    # 2: expiry (see llama_memory.expiry); NULL: kept until forgotten.
+    """
+    ALTER TABLE triples ADD COLUMN ttl REAL;
+    ALTER TABLE triples ADD COLUMN expires_at REAL;
+    CREATE INDEX triples_expiring ON triples (expires_at) WHERE expires_at IS NOT NULL;
+    """,
 )
+
+logger = logging.getLogger(__name__)
 
 _HOP_DECAY = 0.5  # a 2-hop triple's share of the score of the 1-hop triple leading to it
 _MAX_FRONTIER = 50  # neighbour entities expanded for 2 hops, strongest first
@@ -431,6 +442,8 @@ class _Mention(NamedTuple):
     message_ids: tuple[str, ...]
     event_time: float
     origin: str
+    ttl: Optional[float] = None  # what the statement asks: live this long...
+    expires_at: Optional[float] = None  # ...until then (None: forever)
 
 
 class _Edge(NamedTuple):
@@ -475,6 +488,8 @@ class TripleSource(MemorySource):
         batch_size: how many triples are embedded per call to the model.
         name: the source's name in the memory block.
         priority: its place in the memory block (the profile is 10, past messages 0).
+        expiry: default time to live of new triples, refresh on read, and the clock
+            (default: kept until forgotten); ``add_triples(ttl=...)`` overrides it.
     """
 
     def __init__(
@@ -488,6 +503,7 @@ class TripleSource(MemorySource):
         batch_size: int = 64,
         name: str = "triples",
         priority: int = 5,
+        expiry: Expiry = NEVER,
     ) -> None:
         if hops not in (1, 2):
             raise ValueError(f"hops must be 1 or 2, got {hops!r}")
@@ -500,6 +516,7 @@ class TripleSource(MemorySource):
         self.batch_size = batch_size
         self.name = name
         self.priority = priority
+        self.expiry = expiry
         self._functional: set[str] = set()
         self.declare_functional(*functional_predicates)
         self._lock = threading.RLock()
@@ -539,6 +556,7 @@ class TripleSource(MemorySource):
         *,
         event_time: Any = None,
         message_ids: Sequence[str] = (),
+        ttl: Optional[TTL] = None,
     ) -> list[KnowledgeTriple]:
         """Store facts for the scope's user, all in one transaction.
 
@@ -550,6 +568,9 @@ class TripleSource(MemorySource):
                 string; default now). A triple's own ``valid_from``/``event_time``
                 wins.
             message_ids: ids of the chat messages they came from.
+            ttl: how long they are kept (seconds or a timedelta); default the
+                source's ``expiry.ttl``. Stating a known fact again renews it (the
+                later expiry wins; a fact kept forever stays so).
 
         Returns:
             The stored triples, in the order given (an identical triple already
@@ -559,7 +580,9 @@ class TripleSource(MemorySource):
             TripleError: a triple was malformed; nothing was written.
             ScopeError: the scope has no user.
         """
-        written = self._write(triples, _scope(scope), event_time, message_ids, origin="api")
+        written = self._write(
+            triples, _scope(scope), event_time, message_ids, origin="api", ttl=ttl
+        )
         return self._by_ids([w.id for w in written], _scope(scope))
 
     def _write(
@@ -569,6 +592,7 @@ class TripleSource(MemorySource):
         event_time: Any,
         message_ids: Sequence[str],
         origin: str,
+        ttl: Optional[TTL] = None,
     ) -> list[_Written]:
         user = scope.require_user(f"the {self.name!r} memory source")
         prepared = _prepare_all(triples)  # all validated before anything is written
@@ -577,12 +601,13 @@ class TripleSource(MemorySource):
         except ValueError as exc:
             raise TripleError(f"event_time: {exc}") from exc
         ids = tuple(str(m) for m in message_ids)
+        lifetime = self.expiry.for_write(ttl)
         results: list[_Written] = []
         with self._lock, self.store.transaction("add knowledge triples") as conn:
             ingested = now()
             for item in prepared:
                 stated = item.stated_at if item.stated_at is not None else default_time
-                mention = _Mention(scope.session_id, ids, stated, origin)
+                mention = _Mention(scope.session_id, ids, stated, origin, *lifetime)
                 results.append(self._write_one(conn, scope.tenant_id, user, item, mention, ingested))
         return results
 
@@ -693,11 +718,11 @@ class TripleSource(MemorySource):
         cur = conn.execute(
             "INSERT INTO triples (id, tenant_id, user_id, subject, predicate, object, "
             "subject_key, predicate_key, object_key, valid_from, valid_to, superseded_by, "
-            "ingested_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "ingested_at, ttl, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 triple_id, tenant, user, item.subject, item.predicate, item.object,
                 item.subject_key, item.predicate_key, item.object_key,
-                valid_from, valid_to, superseded_by, ingested,
+                valid_from, valid_to, superseded_by, ingested, mention.ttl, mention.expires_at,
             ),
         )  # fmt: skip
         seq = cur.lastrowid
@@ -716,6 +741,16 @@ class TripleSource(MemorySource):
             (seq, mention.session_id, json.dumps(list(mention.message_ids)),
              mention.event_time, ingested, mention.origin),
         )  # fmt: skip
+        # Stating a fact again renews it: the later expiry wins, "forever" wins all.
+        expires = mention.expires_at
+        conn.execute(
+            "UPDATE triples SET "
+            "ttl = CASE WHEN expires_at IS NULL OR ? IS NULL THEN NULL "
+            "WHEN ? > expires_at THEN ? ELSE ttl END, "
+            "expires_at = CASE WHEN expires_at IS NULL OR ? IS NULL THEN NULL "
+            "ELSE max(expires_at, ?) END WHERE seq = ?",
+            (expires, expires, mention.ttl, expires, expires, seq),
+        )
 
     # -- reading the store -----------------------------------------------------------------
 
@@ -768,8 +803,11 @@ class TripleSource(MemorySource):
         return [found[i] for i in ids if i in found]
 
     def _select(self, where: str, params: Sequence[Any], order: str = "") -> list[KnowledgeTriple]:
+        # Expired triples are never read back, purged or not.
         rows = self.store.query(
-            "read knowledge triples", f"SELECT * FROM triples WHERE {where} {order}", params
+            "read knowledge triples",
+            f"SELECT * FROM triples WHERE ({where}) AND {ALIVE_SQL} {order}",
+            [*params, self.expiry.now()],
         )
         if not rows:
             return []
@@ -848,17 +886,29 @@ class TripleSource(MemorySource):
                     via = max(frontier.get(r.subject_key, 0.0), frontier.get(r.object_key, 0.0))
                     scores[r.id] = scores.get(r.id, 0.0) + _HOP_DECAY * via
                     matched.setdefault(r.id, []).append("2-hop")
-        ranked = sorted(scores, key=lambda i: scores[i], reverse=True)[:k]
-        triples = {t.id: t for t in self._by_ids(ranked, scope)}
-        return [self._record(triples[i], scores[i], matched[i]) for i in ranked if i in triples]
+        ordered = sorted(scores, key=lambda i: scores[i], reverse=True)
+        triples = {t.id: t for t in self._by_ids(ordered[:k], scope)}
+        if len(triples) < len(ordered[:k]):  # some expired: look further down
+            triples = {t.id: t for t in self._by_ids(ordered, scope)}
+        ranked = [i for i in ordered if i in triples][:k]
+        if self.expiry.refresh_on_read and ranked:
+            self._refresh_expiry(ranked)
+        return [self._record(triples[i], scores[i], matched[i]) for i in ranked]
+
+    def _refresh_expiry(self, ids: Sequence[str]) -> None:
+        with self.store.transaction("refresh triple expiry") as conn:
+            conn.executemany(
+                "UPDATE triples SET expires_at = ? + ttl WHERE id = ? AND ttl IS NOT NULL",
+                [(self.expiry.now(), i) for i in ids],
+            )
 
     def _counts(self, tenant: str, user: str) -> tuple[int, int]:
-        """(all triples, current triples) of one user."""
+        """(all triples, current triples) of one user, not counting expired ones."""
         row = self.store.query(
             "count triples",
             "SELECT COUNT(*), COALESCE(SUM(valid_to IS NULL), 0) FROM triples "
-            "WHERE tenant_id = ? AND user_id = ?",
-            (tenant, user),
+            f"WHERE tenant_id = ? AND user_id = ? AND {ALIVE_SQL}",
+            (tenant, user, self.expiry.now()),
         )[0]
         return int(row[0]), int(row[1])
 
@@ -983,8 +1033,60 @@ class TripleSource(MemorySource):
             return self._index_pending()
 
     def close(self) -> None:
-        """Index what is waiting, so the next process need not embed it again."""
-        self.flush()
+        """Index what is waiting, so the next process need not embed it again. An
+        unreachable index is logged, not raised: the triples stay flagged as waiting."""
+        try:
+            self.flush()
+        except StorageError as exc:
+            logger.warning("closing with triples not written to the dense index: %s", exc)
+
+    def reconcile(self, catch_up: bool = True) -> ReconcileReport:
+        """Bring the dense index in line with the triples table (see
+        :func:`~llama_memory.storage.reconcile.reconcile_index`); with ``catch_up``,
+        embed and write the missing vectors now, else before the next search."""
+        with self._lock:
+            report = reconcile_index(self.index, self._index_flags, self._set_index_flags)
+            if catch_up:
+                report.indexed = self._index_pending()
+            return report
+
+    def _index_flags(self) -> dict[tuple[str, str], dict[str, bool]]:
+        flags: dict[tuple[str, str], dict[str, bool]] = {}
+        for r in self.store.query(
+            "read triple index flags", "SELECT id, tenant_id, user_id, indexed FROM triples"
+        ):
+            flags.setdefault((r["tenant_id"], r["user_id"]), {})[r["id"]] = bool(r["indexed"])
+        return flags
+
+    def _set_index_flags(self, ids: Sequence[str], indexed: bool) -> None:
+        with self.store.transaction("set triple index flags") as conn:
+            conn.executemany(
+                "UPDATE triples SET indexed = ? WHERE id = ?", [(int(indexed), i) for i in ids]
+            )
+
+    def purge_expired(self) -> int:
+        """Delete expired triples (current or not), their provenance and their vectors;
+        return how many. A triple they superseded keeps its ``superseded_by`` id."""
+        with self._lock:
+            with self.store.transaction("purge expired triples") as conn:
+                rows = conn.execute(
+                    f"SELECT seq, id, tenant_id, user_id FROM triples WHERE NOT {ALIVE_SQL}",
+                    (self.expiry.now(),),
+                ).fetchall()
+                self._delete_rows(conn, [(r["seq"],) for r in rows])
+            by_user: dict[tuple[str, str], list[str]] = {}
+            for r in rows:
+                by_user.setdefault((r["tenant_id"], r["user_id"]), []).append(r["id"])
+            for (tenant, user), ids in by_user.items():
+                self.index.delete(tenant, user, ids)
+            return len(rows)
+
+    @staticmethod
+    def _delete_rows(conn: Any, seqs: Sequence[tuple[int]]) -> None:
+        """Delete triples by seq with their lexical entries and provenance."""
+        conn.executemany("DELETE FROM triples_fts WHERE rowid = ?", seqs)
+        conn.executemany("DELETE FROM triple_mentions WHERE triple_seq = ?", seqs)
+        conn.executemany("DELETE FROM triples WHERE seq = ?", seqs)
 
     def _index_pending(self) -> int:
         # Triples are written rarely (a tool call, an extraction), so unlike the
@@ -1031,9 +1133,10 @@ class TripleSource(MemorySource):
                         (scope.tenant_id, user),
                     )
                 ]
-                conn.executemany("DELETE FROM triples_fts WHERE rowid = ?", seqs)
-                conn.executemany("DELETE FROM triple_mentions WHERE triple_seq = ?", seqs)
-                conn.executemany("DELETE FROM triples WHERE seq = ?", seqs)
+                self._delete_rows(conn, seqs)
+            self._query_vectors.clear()  # recent queries, the user's among them
+            # Last: when the index is unreachable the record is already clean, and
+            # reconcile() drops the collection later.
             self.index.drop(scope.tenant_id, user)
 
     # -- agent tools ---------------------------------------------------------------------
@@ -1256,7 +1359,10 @@ def default_triple_source(
     **kwargs: Any,
 ) -> TripleSource:
     """A :class:`TripleSource` on ``store`` with a Chroma index beside it: the given
-    client, else the persistent one under ``path``, else (in memory) collections of
-    its own in the process-wide ephemeral client. ``kwargs`` go to the source."""
-    return TripleSource(store, open_index(TRIPLE_COLLECTION, path, chroma_client), embed_model, **kwargs)
+    client (a server's; collections named after the store's id), else the persistent
+    one under ``path``, else (in memory) collections of its own in the process-wide
+    ephemeral client. ``kwargs`` go to the source."""
+    namespace = store.store_id if chroma_client is not None else None
+    index = open_index(TRIPLE_COLLECTION, path, chroma_client, namespace)
+    return TripleSource(store, index, embed_model, **kwargs)
 

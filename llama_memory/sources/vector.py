@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -11,12 +12,17 @@ import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
 from ..embeddings import embedding_dimension, is_symmetric
+from ..errors import StorageError
+from ..expiry import NEVER, Expiry
 from ..retrieval import fuse_rankings
 from ..storage.chroma import DenseIndex
+from ..storage.reconcile import ReconcileReport, reconcile_index
 from ..storage.sqlite import NewRecord, SQLiteStore
 from ..types import MemoryRecord, Scope, StoredMessage
 from .base import MemorySource
 from .dimension import DimensionGuard
+
+logger = logging.getLogger(__name__)
 
 #: How many recent texts keep their vector for reuse as a query vector.
 _RECENT_VECTORS = 256
@@ -60,6 +66,8 @@ class VectorSource(MemorySource):
         dense_weight, lexical_weight: weights of the two rankings in reciprocal-rank
             fusion (0 turns a retriever off).
         candidate_factor: each retriever ranks ``k * candidate_factor`` candidates.
+        expiry: time to live of new records, refresh on read, and the clock
+            (default: records are kept until forgotten).
     """
 
     def __init__(
@@ -74,6 +82,7 @@ class VectorSource(MemorySource):
         dense_weight: float = 1.0,
         lexical_weight: float = 1.0,
         candidate_factor: int = 3,
+        expiry: Expiry = NEVER,
     ) -> None:
         if batch_size <= 0:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
@@ -86,6 +95,7 @@ class VectorSource(MemorySource):
         self.dense_weight = dense_weight
         self.lexical_weight = lexical_weight
         self.candidate_factor = candidate_factor
+        self.expiry = expiry
         self._lock = threading.RLock()
         self._overlay: dict[str, _Embedded] = {}
         # For models whose query and document vectors agree, the vector of a text
@@ -104,6 +114,7 @@ class VectorSource(MemorySource):
     def add(self, messages: Sequence[StoredMessage], scope: Scope) -> None:
         """Store the messages with text in one of ``roles`` as records."""
         scope.require_user(f"the {self.name!r} memory source")
+        ttl, expires_at = self.expiry.for_write()
         records = [
             NewRecord(
                 source=self.name,
@@ -112,6 +123,8 @@ class VectorSource(MemorySource):
                 message_ids=(m.message_id,),
                 event_time=m.event_time,
                 role=m.role,
+                ttl=ttl,
+                expires_at=expires_at,
             )
             for m in messages
             if m.role in self.roles and m.text.strip()
@@ -120,14 +133,19 @@ class VectorSource(MemorySource):
             return
         self.store.add_records(records)
         if len(records) >= self.batch_size:  # a bulk import: index as it goes
-            self.flush()
+            try:
+                self.flush()
+            except StorageError as exc:
+                # The records are committed and flagged as waiting: the index catches up
+                # on a later flush, read or reconcile. A write must not fail for that.
+                logger.warning("records stored, dense indexing deferred: %s", exc)
 
     def flush(self) -> int:
         """Embed every record still without a vector and write all waiting vectors to
         Chroma; return how many vectors were written."""
         with self._lock:
-            self._embed_pending()
-            return self._write_overlay()
+            written = self._embed_pending()
+            return written + self._write_overlay()
 
     def reindex(self) -> int:
         """Rebuild the dense index from the system of record; return how many records."""
@@ -138,22 +156,57 @@ class VectorSource(MemorySource):
             return self.flush()
 
     def close(self) -> None:
-        """Write waiting vectors to Chroma, so the next process need not embed them again."""
-        self.flush()
+        """Write waiting vectors to Chroma, so the next process need not embed them again.
+        An unreachable index is logged, not raised: the records stay flagged as waiting
+        and are embedded again after reopening."""
+        try:
+            self.flush()
+        except StorageError as exc:
+            logger.warning("closing with vectors not written to the dense index: %s", exc)
 
-    def _embed_pending(self) -> None:
+    def reconcile(self, catch_up: bool = True) -> ReconcileReport:
+        """Bring the dense index in line with the system of record (see
+        :func:`~llama_memory.storage.reconcile.reconcile_index`); with ``catch_up``,
+        embed and write the missing vectors now, else on the next read or flush."""
+        with self._lock:
+            # Waiting vectors first, so the index holds all it is going to hold.
+            written = self._write_overlay()
+            report = reconcile_index(
+                self.index,
+                lambda: self.store.index_flags(self.name),
+                lambda ids, indexed: self.store.mark_indexed(ids, indexed),
+            )
+            report.indexed = written + (self.flush() if catch_up else 0)
+            return report
+
+    def purge_expired(self) -> int:
+        """Delete expired records from the record and the dense index; return how many."""
+        with self._lock:
+            gone = self.store.delete_expired(self.name, self.expiry.now())
+            by_user: dict[tuple[str, str], list[str]] = {}
+            for row in gone:
+                self._overlay.pop(row.id, None)
+                by_user.setdefault((row.tenant_id, row.user_id), []).append(row.id)
+            for (tenant, user), ids in by_user.items():
+                self.index.delete(tenant, user, ids)
+            return len(gone)
+
+    def _embed_pending(self) -> int:
+        """Embed waiting records into the overlay; return how many vectors reached Chroma
+        on the way (the overlay is written whenever a batch is full)."""
+        written = 0
         while True:
             # Overlay rows are still pending in SQLite: ask for enough to see a full batch
             # of the others.
             rows = self.store.pending_records(self.name, len(self._overlay) + self.batch_size)
             fresh = [r for r in rows if r.id not in self._overlay]
             if not fresh:
-                return
+                return written
             vectors = self._embed_texts([r.text for r in fresh])
             for row, vector in zip(fresh, vectors):
                 self._overlay[row.id] = _Embedded(row.tenant_id, row.user_id, vector)
             if len(self._overlay) >= self.batch_size:
-                self._write_overlay()
+                written += self._write_overlay()
 
     def _write_overlay(self) -> int:
         by_user: dict[tuple[str, str], list[str]] = {}
@@ -193,16 +246,22 @@ class VectorSource(MemorySource):
         )
         ranked = fuse_rankings(
             [(dense_ranking, self.dense_weight), (lexical_ranking, self.lexical_weight)]
-        )[:k]
-        # The system of record has the last word: a vector whose row is gone is
-        # skipped, and get_records checks the user again.
-        rows = self.store.get_records([record_id for record_id, _ in ranked], scope, self.name)
-        results = []
+        )
+        # The system of record has the last word: a vector whose row is gone, or has
+        # expired, is skipped, and get_records checks the user again.
+        alive_at = self.expiry.now()
+        ids = [record_id for record_id, _ in ranked]
+        rows = self.store.get_records(ids[:k], scope, self.name, alive_at)
+        if len(rows) < len(ids[:k]):  # some expired or gone: look further down
+            rows = self.store.get_records(ids, scope, self.name, alive_at)
+        results: list[MemoryRecord] = []
         for record_id, score in ranked:
             record = rows.get(record_id)
-            if record is not None:
+            if record is not None and len(results) < k:
                 record.score = score
                 results.append(record)
+        if self.expiry.refresh_on_read and results:
+            self.store.refresh_expiry([r.id for r in results if r.id], alive_at)
         return results
 
     # -- forgetting -------------------------------------------------------------------
@@ -212,12 +271,16 @@ class VectorSource(MemorySource):
         user = scope.require_user(f"resetting the {self.name!r} memory source")
         with self._lock:
             self.store.delete_user(scope, source=self.name)
-            self.index.drop(scope.tenant_id, user)
             for record_id in [
                 i for i, item in self._overlay.items()
                 if item.tenant_id == scope.tenant_id and item.user_id == user
             ]:
                 del self._overlay[record_id]
+            if self._recent is not None:
+                self._recent.clear()  # it holds recent texts, the user's among them
+            # Last: when the index is unreachable the record is already clean, and
+            # reconcile() drops the collection later.
+            self.index.drop(scope.tenant_id, user)
 
     # -- embedding ----------------------------------------------------------------------
 

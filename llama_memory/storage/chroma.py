@@ -14,7 +14,7 @@ import threading
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union, cast
 
 if TYPE_CHECKING:
     import numpy as np
@@ -47,6 +47,43 @@ def persistent_client(path: Path | str) -> Any:
         raise StorageError(f"cannot open the Chroma index under {path}: {exc}") from exc
 
 
+def http_client(host: str, port: int = 8000, ssl: bool = False) -> Any:
+    """A client of the Chroma server at ``host:port``; StorageError naming it when the
+    server cannot be reached."""
+    import chromadb
+
+    try:
+        return chromadb.HttpClient(host=host, port=int(port), ssl=ssl, settings=_quiet_settings())
+    except Exception as exc:  # ValueError "Could not connect...", httpx errors
+        raise StorageError(f"cannot reach the Chroma server at {host}:{port}: {exc}") from exc
+
+
+def server_address(url: str) -> tuple[str, int, bool]:
+    """``(host, port, ssl)`` of a Chroma server URL such as ``http://host:8000``
+    (the port defaults to 8000 for http and 443 for https)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url if "://" in url else f"http://{url}")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"chroma_url must look like http://host:port, got {url!r}")
+    secure = parts.scheme == "https"
+    return parts.hostname, parts.port or (443 if secure else 8000), secure
+
+
+def describe_client(client: Any) -> str:
+    """Where a Chroma client keeps its data, for error messages: the server's
+    ``host:port``, the embedded index's directory, or "in-memory"."""
+    try:
+        settings = client.get_settings()
+    except Exception:
+        return "a custom Chroma client"
+    if getattr(settings, "chroma_server_host", None):
+        return f"the Chroma server at {settings.chroma_server_host}:{settings.chroma_server_http_port}"
+    if getattr(settings, "is_persistent", False):
+        return f"the embedded Chroma index under {settings.persist_directory}"
+    return "the in-memory Chroma index"
+
+
 def ephemeral_client() -> Any:
     """An in-memory Chroma client (nothing written to disk)."""
     import chromadb
@@ -54,12 +91,21 @@ def ephemeral_client() -> Any:
     return chromadb.EphemeralClient(settings=_quiet_settings())
 
 
-def open_index(prefix: str, path: Optional[Path | str] = None, chroma_client: Any = None) -> "DenseIndex":
+def open_index(
+    prefix: str,
+    path: Optional[Path | str] = None,
+    chroma_client: Any = None,
+    namespace: Optional[str] = None,
+) -> "DenseIndex":
     """The dense index of one source: on ``chroma_client`` when given, else the embedded
     Chroma under ``path``, else (in memory) collections of its own in the process-wide
-    ephemeral Chroma, which every in-memory memory shares."""
+    ephemeral Chroma, which every in-memory memory shares.
+
+    ``namespace`` (the store's id) goes into the collection names on a given client:
+    a Chroma server may serve several stores, and one store's re-indexing or
+    reconciling must never touch another's collections."""
     if chroma_client is not None:
-        return DenseIndex(chroma_client, prefix)
+        return DenseIndex(chroma_client, f"{prefix}-{namespace}" if namespace else prefix)
     if path is not None:
         return DenseIndex(persistent_client(path), prefix)
     return DenseIndex(ephemeral_client(), DenseIndex.unique_prefix(prefix))
@@ -79,6 +125,8 @@ class DenseIndex:
     def __init__(self, client: Any, prefix: str) -> None:
         self.client = client
         self.prefix = prefix
+        #: Where the vectors live (named in every error).
+        self.location = describe_client(client)
         self._collections: dict[str, Any] = {}
         self._lock = threading.Lock()
 
@@ -93,36 +141,72 @@ class DenseIndex:
         digest = hashlib.sha256(f"{tenant_id}\x1f{user_id}".encode("utf-8")).hexdigest()[:32]
         return f"{self.prefix}-{digest}"
 
-    def _collection(self, tenant_id: str, user_id: str) -> Any:
+    def _collection(self, tenant_id: str, user_id: str, create: bool = True) -> Any:
+        """One user's collection (cached); ``create=False``: None when there is none."""
+        from chromadb.errors import NotFoundError
+
         name = self.collection_name(tenant_id, user_id)
         with self._lock:
             if name not in self._collections:
                 try:
-                    self._collections[name] = self.client.get_or_create_collection(
-                        name, embedding_function=None, configuration={"hnsw": {"space": "cosine"}}
-                    )
+                    if create:
+                        self._collections[name] = self.client.get_or_create_collection(
+                            name, embedding_function=None, configuration={"hnsw": {"space": "cosine"}}
+                        )
+                    else:
+                        self._collections[name] = self.client.get_collection(
+                            name, embedding_function=None
+                        )
+                except NotFoundError:
+                    return None
                 except Exception as exc:
-                    raise StorageError(f"cannot open Chroma collection {name!r}: {exc}") from exc
+                    raise StorageError(
+                        f"cannot open Chroma collection {name!r} on {self.location}: {exc}"
+                    ) from exc
             return self._collections[name]
 
     def _run(self, tenant_id: str, user_id: str, action: str, operation: Callable[[Any], T]) -> T:
-        """Run ``operation`` on one user's collection. A cached handle whose collection
-        was dropped meanwhile (by another index object or process) is opened again once."""
+        """Run ``operation`` on one user's collection, created if needed. A cached handle
+        whose collection was dropped meanwhile (by another index object or process) is
+        opened again once."""
+        return self._attempt(tenant_id, user_id, action, operation, True, cast(T, None))
+
+    def _read(
+        self, tenant_id: str, user_id: str, action: str, operation: Callable[[Any], T], empty: T
+    ) -> T:
+        """Like :meth:`_run`, for reads: a user without a collection has nothing indexed
+        (``empty``), and reading creates no collection (a forgotten user's stays gone)."""
+        return self._attempt(tenant_id, user_id, action, operation, False, empty)
+
+    def _attempt(
+        self,
+        tenant_id: str,
+        user_id: str,
+        action: str,
+        operation: Callable[[Any], T],
+        create: bool,
+        empty: T,
+    ) -> T:
         from chromadb.errors import NotFoundError
 
         name = self.collection_name(tenant_id, user_id)
         for attempt in range(2):
-            collection = self._collection(tenant_id, user_id)
+            collection = self._collection(tenant_id, user_id, create)
+            if collection is None:
+                return empty
             try:
                 return operation(collection)
             except NotFoundError as exc:
                 with self._lock:
                     self._collections.pop(name, None)
                 if attempt:
-                    raise StorageError(f"Chroma {action} on {name!r} failed: {exc}") from exc
+                    raise self._error(action, name, exc) from exc
             except Exception as exc:
-                raise StorageError(f"Chroma {action} on {name!r} failed: {exc}") from exc
+                raise self._error(action, name, exc) from exc
         raise AssertionError("unreachable")
+
+    def _error(self, action: str, name: str, exc: Exception) -> StorageError:
+        return StorageError(f"Chroma {action} on {name!r} failed ({self.location}): {exc}")
 
     def upsert(
         self, tenant_id: str, user_id: str, ids: Sequence[str], embeddings: Sequence[Vector]
@@ -142,11 +226,12 @@ class DenseIndex:
         if k <= 0:
             return []
         vector = [list(map(float, embedding))]
-        result = self._run(
+        result: dict[str, Any] = self._read(
             tenant_id,
             user_id,
             "query",
             lambda c: c.query(query_embeddings=vector, n_results=k, include=["distances"]),
+            {"ids": [], "distances": []},
         )
         ids = result["ids"][0] if result["ids"] else []
         distances = result["distances"][0] if result.get("distances") else [1.0] * len(ids)
@@ -154,21 +239,49 @@ class DenseIndex:
 
     def count(self, tenant_id: str, user_id: str) -> int:
         """How many vectors one user has."""
-        return int(self._run(tenant_id, user_id, "count", lambda c: c.count()))
+        return int(self._read(tenant_id, user_id, "count", lambda c: c.count(), 0))
+
+    def ids(self, tenant_id: str, user_id: str, page: int = 5000) -> set[str]:
+        """Every id in one user's collection (read in pages)."""
+        found: set[str] = set()
+        while True:
+            offset = len(found)
+            batch: list[str] = self._read(
+                tenant_id,
+                user_id,
+                "list ids",
+                lambda c: c.get(include=[], limit=page, offset=offset)["ids"],
+                [],
+            )
+            found.update(batch)
+            if len(batch) < page:
+                return found
+
+    def delete(self, tenant_id: str, user_id: str, ids: Sequence[str]) -> None:
+        """Delete some of one user's vectors."""
+        if ids:
+            self._read(tenant_id, user_id, "delete", lambda c: c.delete(ids=list(ids)), None)
 
     def drop(self, tenant_id: str, user_id: str) -> None:
         """Delete one user's collection."""
-        self._drop(self.collection_name(tenant_id, user_id))
+        self.drop_collection(self.collection_name(tenant_id, user_id))
 
-    def clear(self) -> None:
-        """Delete every collection of this index (used by re-indexing)."""
+    def collection_names(self) -> list[str]:
+        """The names of every collection of this index (this prefix, any user)."""
         try:
             names = [getattr(c, "name", c) for c in self.client.list_collections()]
         except Exception as exc:
-            raise StorageError(f"cannot list Chroma collections: {exc}") from exc
-        for name in names:
-            if name.startswith(self.prefix + "-"):
-                self._drop(name)
+            raise StorageError(f"cannot list Chroma collections on {self.location}: {exc}") from exc
+        return [name for name in names if name.startswith(self.prefix + "-")]
+
+    def clear(self) -> None:
+        """Delete every collection of this index (used by re-indexing)."""
+        for name in self.collection_names():
+            self.drop_collection(name)
+
+    def drop_collection(self, name: str) -> None:
+        """Delete one collection of this index by name (nothing if it is not there)."""
+        self._drop(name)
 
     def _drop(self, name: str) -> None:
         with self._lock:
@@ -178,4 +291,6 @@ class DenseIndex:
                 if name in existing:
                     self.client.delete_collection(name)
             except Exception as exc:
-                raise StorageError(f"cannot drop Chroma collection {name!r}: {exc}") from exc
+                raise StorageError(
+                    f"cannot drop Chroma collection {name!r} on {self.location}: {exc}"
+                ) from exc

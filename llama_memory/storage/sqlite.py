@@ -22,6 +22,7 @@ import json
 import re
 import sqlite3
 import threading
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from typing import NamedTuple, Optional
 from llama_index.core.base.llms.types import ChatMessage
 
 from ..errors import StorageError
+from ..expiry import ALIVE_SQL
 from ..messages import dump_message, load_message
 from ..types import MemoryRecord, Scope, now
 
@@ -95,6 +97,13 @@ MIGRATIONS: tuple[str, ...] = (
     END;
     INSERT INTO records_fts (rowid, text, event_date)
         SELECT rowid, text, {_EVENT_DATE_SQL.replace("new.", "")} FROM records;
+    """,
+    # 3: expiry. A record's time to live (seconds, for refresh on read) and when it
+    # expires (epoch seconds); NULL for both: kept until forgotten.
+    """
+    ALTER TABLE records ADD COLUMN ttl REAL;
+    ALTER TABLE records ADD COLUMN expires_at REAL;
+    CREATE INDEX records_expiring ON records (expires_at) WHERE expires_at IS NOT NULL;
     """,
 )
 
@@ -171,6 +180,9 @@ class NewRecord:
     event_time: Optional[float]
     role: Optional[str] = None
     metadata: Optional[dict] = None
+    #: Time to live in seconds and expiry time (epoch seconds); None: kept forever.
+    ttl: Optional[float] = None
+    expires_at: Optional[float] = None
 
 
 class PendingRecord(NamedTuple):
@@ -384,8 +396,8 @@ class SQLiteStore:
                 user = rec.scope.require_user(f"the {rec.source!r} memory source")
                 digest = content_hash(rec.text, rec.role)
                 existing = conn.execute(
-                    "SELECT id, message_ids FROM records WHERE source = ? AND tenant_id = ? "
-                    "AND user_id = ? AND content_hash = ?",
+                    "SELECT id, message_ids, ttl, expires_at FROM records WHERE source = ? "
+                    "AND tenant_id = ? AND user_id = ? AND content_hash = ?",
                     (rec.source, rec.scope.tenant_id, user, digest),
                 ).fetchone()
                 if existing is not None:
@@ -396,13 +408,20 @@ class SQLiteStore:
                             "UPDATE records SET message_ids = ? WHERE id = ?",
                             (json.dumps(merged), existing["id"]),
                         )
+                    # Saying it again renews it: the later expiry wins, "forever" wins all.
+                    lasting = _later_expiry(existing, rec)
+                    if lasting != (existing["ttl"], existing["expires_at"]):
+                        conn.execute(
+                            "UPDATE records SET ttl = ?, expires_at = ? WHERE id = ?",
+                            (*lasting, existing["id"]),
+                        )
                     ids.append(existing["id"])
                     continue
                 record_id = _record_id(rec.source, rec.scope.tenant_id, user, digest)
                 conn.execute(
                     "INSERT INTO records (id, source, tenant_id, user_id, session_id, role, text, "
-                    "content_hash, message_ids, event_time, ingested_at, metadata, indexed) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
+                    "content_hash, message_ids, event_time, ingested_at, metadata, ttl, "
+                    "expires_at, indexed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
                     (
                         record_id,
                         rec.source,
@@ -416,13 +435,18 @@ class SQLiteStore:
                         rec.event_time,
                         ingested,
                         json.dumps(rec.metadata or {}),
+                        rec.ttl if rec.expires_at is not None else None,
+                        rec.expires_at,
                     ),
                 )
                 ids.append(record_id)
         return ids
 
-    def get_records(self, ids: Sequence[str], scope: Scope, source: str) -> dict[str, MemoryRecord]:
-        """Records by id, restricted to the scope's tenant and user and to ``source``."""
+    def get_records(
+        self, ids: Sequence[str], scope: Scope, source: str, alive_at: Optional[float] = None
+    ) -> dict[str, MemoryRecord]:
+        """Records by id, restricted to the scope's tenant and user and to ``source``
+        (and, given ``alive_at``, to those not expired at that time)."""
         if not ids:
             return {}
         user = scope.require_user(f"the {source!r} memory source")
@@ -437,6 +461,7 @@ class SQLiteStore:
             row["id"]: _to_record(row)
             for row in rows
             if (row["source"], row["tenant_id"], row["user_id"]) == (source, scope.tenant_id, user)
+            and (alive_at is None or row["expires_at"] is None or row["expires_at"] > alive_at)
         }
 
     def search_text(self, query: str, scope: Scope, source: str, limit: int) -> list[tuple[str, float]]:
@@ -531,6 +556,52 @@ class SQLiteStore:
         return [row["id"] for row in rows]
 
 
+    # -- identity, expiry and reconciliation ------------------------------------------------
+
+    @property
+    def store_id(self) -> str:
+        """A random id given to this store when first asked, kept in the meta table: it
+        keeps the collections of different stores apart on a shared Chroma server."""
+        with self.transaction("read store id") as conn:
+            conn.execute(
+                "INSERT OR IGNORE INTO meta (key, value) VALUES ('store_id', ?)",
+                (uuid.uuid4().hex[:12],),
+            )
+            return str(conn.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()[0])
+
+    def index_flags(self, source: str) -> dict[tuple[str, str], dict[str, bool]]:
+        """Every record id of ``source`` and whether the dense index holds it, per
+        (tenant, user): what reconciling the index compares Chroma with."""
+        flags: dict[tuple[str, str], dict[str, bool]] = {}
+        for row in self.query(
+            "read index flags",
+            "SELECT id, tenant_id, user_id, indexed FROM records WHERE source = ?",
+            (source,),
+        ):
+            flags.setdefault((row["tenant_id"], row["user_id"]), {})[row["id"]] = bool(row["indexed"])
+        return flags
+
+    def refresh_expiry(self, ids: Sequence[str], at: float) -> None:
+        """Make records that have a time to live expire ``ttl`` seconds after ``at``."""
+        with self.transaction("refresh expiry") as conn:
+            conn.executemany(
+                "UPDATE records SET expires_at = ? + ttl WHERE id = ? AND ttl IS NOT NULL",
+                [(at, i) for i in ids],
+            )
+
+    def delete_expired(self, source: str, at: float) -> list[PendingRecord]:
+        """Delete the records of ``source`` expired at ``at``; return what was deleted
+        (ids and owners, for the dense index)."""
+        with self.transaction("purge expired records") as conn:
+            rows = conn.execute(
+                "SELECT id, text, tenant_id, user_id FROM records "
+                f"WHERE source = ? AND NOT {ALIVE_SQL}",
+                (source, at),
+            ).fetchall()
+            conn.executemany("DELETE FROM records WHERE id = ?", [(r["id"],) for r in rows])
+        return [PendingRecord(r["id"], r["text"], r["tenant_id"], r["user_id"]) for r in rows]
+
+
 class SQLiteChatLog:
     """One conversation's persisted messages: the :class:`~llama_memory.buffer.ChatLog` of a buffer."""
 
@@ -570,6 +641,15 @@ def _record_id(source: str, tenant: str, user: str, digest: str) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
 
 
+def _later_expiry(existing: sqlite3.Row, rec: NewRecord) -> tuple[Optional[float], Optional[float]]:
+    """(ttl, expires_at) of a record stated again: the later expiry; never if either is."""
+    if existing["expires_at"] is None or rec.expires_at is None:
+        return None, None
+    if rec.expires_at > existing["expires_at"]:
+        return rec.ttl, rec.expires_at
+    return existing["ttl"], existing["expires_at"]
+
+
 def _to_record(row: sqlite3.Row) -> MemoryRecord:
     return MemoryRecord(
         id=row["id"],
@@ -582,4 +662,5 @@ def _to_record(row: sqlite3.Row) -> MemoryRecord:
         event_time=row["event_time"],
         ingested_at=row["ingested_at"],
         metadata=json.loads(row["metadata"]),
+        expires_at=row["expires_at"],
     )

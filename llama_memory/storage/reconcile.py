@@ -1,0 +1,88 @@
+"""Bringing a dense index back in line with the system of record.
+
+The dense index (Chroma) is derived from SQLite, and the two can drift apart
+when they are not on one machine: a Chroma server that was down while records
+were written or forgotten, restored from an old backup, or wiped. Reconciling
+compares, per user, the ids SQLite holds with the ids Chroma holds:
+
+- a record flagged as indexed whose vector is missing is flagged again, so the
+  next flush (or read) embeds and writes it;
+- a record flagged as waiting whose vector is there already is flagged indexed;
+- a vector without a record (an orphan) is deleted;
+- a collection of this index whose user has no records left is dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from typing import Callable
+
+from .chroma import DenseIndex
+
+#: Every record id and whether the index holds it, per (tenant, user).
+IndexFlags = dict[tuple[str, str], dict[str, bool]]
+
+
+@dataclass
+class ReconcileReport:
+    """What reconciling one dense index (or several, added up) did.
+
+    Attributes:
+        users: users whose records were compared.
+        missing: records whose vector was missing from the index (flagged for indexing).
+        adopted: records flagged as waiting whose vector was in the index already.
+        orphans: vectors without a record, deleted from the index.
+        dropped_collections: collections of users with no records left, dropped.
+        indexed: vectors written to the index by the catch-up that followed.
+    """
+
+    users: int = 0
+    missing: int = 0
+    adopted: int = 0
+    orphans: int = 0
+    dropped_collections: int = 0
+    indexed: int = 0
+
+    def __add__(self, other: "ReconcileReport") -> "ReconcileReport":
+        return ReconcileReport(
+            **{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)}
+        )
+
+
+def reconcile_index(
+    index: DenseIndex,
+    read_flags: Callable[[], IndexFlags],
+    set_flags: Callable[[Sequence[str], bool], None],
+) -> ReconcileReport:
+    """Compare ``index`` with the record's ids (``read_flags``), fix the flags with
+    ``set_flags(ids, indexed)`` and delete what the record no longer holds.
+
+    Chroma is read before SQLite on purpose: a writer commits to SQLite before it
+    writes to Chroma, so whatever Chroma shows is already in the SQLite read that
+    follows, and a concurrent writer's fresh vectors are never taken for orphans.
+    """
+    collections = set(index.collection_names())
+    in_index = {}
+    owners = read_flags()
+    for tenant, user in owners:
+        if index.collection_name(tenant, user) in collections:
+            in_index[(tenant, user)] = index.ids(tenant, user)
+    records = read_flags()  # again, after Chroma: see above
+    report = ReconcileReport(users=len(records))
+    expected = {index.collection_name(tenant, user) for tenant, user in records}
+    for name in sorted(collections - expected):
+        index.drop_collection(name)
+        report.dropped_collections += 1
+    for (tenant, user), known in records.items():
+        vectors = in_index.get((tenant, user), set())
+        missing = [i for i, indexed in known.items() if indexed and i not in vectors]
+        adopted = [i for i, indexed in known.items() if not indexed and i in vectors]
+        orphans = sorted(vectors - known.keys())
+        set_flags(missing, False)
+        set_flags(adopted, True)
+        index.delete(tenant, user, orphans)
+        report.missing += len(missing)
+        report.adopted += len(adopted)
+        report.orphans += len(orphans)
+    return report

@@ -1,0 +1,188 @@
+"""Server mode: the dense index on a real Chroma server on loopback, shared by processes.
+
+SQLite under ``path`` stays the system of record. A server that is down gives a
+StorageError naming its address (never an empty result), writes still land in
+SQLite, and once the server is back ``reconcile()`` catches the index up.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import chromadb
+import pytest
+
+from chroma_server import ChromaServer, free_port
+from helpers import assistant, user
+from llama_memory import ComposableMemory, StorageError
+from llama_memory.memory import VECTOR_COLLECTION
+from llama_memory.storage.sqlite import DB_FILENAME
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def open_memory(path: Path, server: ChromaServer, embed_model, user_id: str = "alice", **kw):
+    return ComposableMemory.from_defaults(
+        user_id=user_id, path=path, chroma_url=server.url, embed_model=embed_model, **kw
+    )
+
+
+def server_collections(server: ChromaServer) -> dict[str, int]:
+    """Every collection on the server and its vector count, read with Chroma's own client."""
+    client = chromadb.HttpClient(host="127.0.0.1", port=server.port)
+    return {c.name: c.count() for c in client.list_collections()}
+
+
+def sqlite_records(path: Path, user_id: str) -> list[str]:
+    with sqlite3.connect(path / DB_FILENAME) as conn:
+        return [r[0] for r in conn.execute("SELECT text FROM records WHERE user_id = ?", (user_id,))]
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    from llama_index.core.base.llms.types import ChatMessage
+    from llama_memory import ComposableMemory
+    path, url, user_id, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    memory = ComposableMemory.from_defaults(user_id=user_id, path=path, chroma_url=url)
+    for i in range(count):
+        memory.put(ChatMessage(role="user", content=f"{user_id} note {i}: my locker code is {user_id}-{i}"))
+    memory.close()
+    """
+)
+
+
+def test_processes_share_one_server_each_user_sees_only_their_own(
+    tmp_path: Path, chroma_server: ChromaServer, embed_model
+) -> None:
+    path = tmp_path / "memory"
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(path), chroma_server.url, name, "5"],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        for name in ("carol", "dave")
+    ]
+    for writer in writers:
+        _, err = writer.communicate(timeout=120)
+        assert writer.returncode == 0, err.decode()[-2000:]
+
+    # Both processes' vectors reached the server, one collection per user.
+    ours = {n: c for n, c in server_collections(chroma_server).items() if n.startswith(VECTOR_COLLECTION)}
+    assert sorted(ours.values()) == [5, 5]
+
+    # A third process (this one) reads carol's memory, found by meaning through Chroma.
+    carol = open_memory(path, chroma_server, embed_model, user_id="carol")
+    try:
+        vector = carol.source("vector")
+        assert vector.store.pending_records("vector", 100) == []  # everything is in Chroma
+        hits = carol.search("what is the code of my locker?", k=10)
+        assert len(hits) == 5
+        assert {h.user_id for h in hits} == {"carol"}
+        assert all("dave" not in h.text for h in hits)
+        dense = vector.index.query("default", "carol", embed_model.get_query_embedding("locker"), 10)
+        assert len(dense) == 5
+        assert carol.reconcile()["vector"].missing == 0
+    finally:
+        carol.close()
+
+
+def test_stores_sharing_a_server_keep_their_collections_apart(
+    tmp_path: Path, chroma_server: ChromaServer, embed_model
+) -> None:
+    first = open_memory(tmp_path / "one", chroma_server, embed_model)
+    second = open_memory(tmp_path / "two", chroma_server, embed_model)
+    try:
+        first.put(user("I keep bees on the roof"))
+        second.put(user("I collect vintage typewriters"))
+        first.source("vector").flush()
+        second.source("vector").flush()
+        # Same user id, two stores: two collections, and re-indexing one leaves the other.
+        assert first.source("vector").index.prefix != second.source("vector").index.prefix
+        assert first.reindex() == 1
+        assert second.source("vector").index.count("default", "alice") == 1
+        assert [r.text for r in second.search("hobby", k=5)] == ["I collect vintage typewriters"]
+        # The configuration (server address included) reopens the same memory.
+        data = first.to_dict()
+        assert data["chroma_url"] == chroma_server.url
+        again = ComposableMemory.from_dict(data, embed_model=embed_model)
+        assert again.source("vector").index.prefix == first.source("vector").index.prefix
+        assert [r.text for r in again.search("hobby", k=5)] == ["I keep bees on the roof"]
+        again.close()
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_server_that_is_down_at_open_is_named(tmp_path: Path, embed_model) -> None:
+    port = free_port()
+    with pytest.raises(StorageError, match=f"127.0.0.1:{port}"):
+        ComposableMemory.from_defaults(
+            user_id="alice", path=tmp_path, chroma_host="127.0.0.1", chroma_port=port,
+            embed_model=embed_model,
+        )  # fmt: skip
+
+
+def test_server_mode_needs_a_path_and_one_address(chroma_server: ChromaServer) -> None:
+    with pytest.raises(ValueError, match="path"):
+        ComposableMemory.from_defaults(user_id="alice", chroma_url=chroma_server.url)
+    with pytest.raises(ValueError, match="not both"):
+        ComposableMemory.from_defaults(
+            user_id="alice", path="x", chroma_url=chroma_server.url, chroma_host="127.0.0.1"
+        )
+    with pytest.raises(ValueError, match="http://host:port"):
+        ComposableMemory.from_defaults(user_id="alice", path="x", chroma_url="ftp://h:1")
+
+
+def test_server_down_mid_run_loses_nothing_and_the_index_catches_up(
+    tmp_path: Path, embed_model
+) -> None:
+    server = ChromaServer(tmp_path / "server").start()
+    path = tmp_path / "memory"
+    memory = open_memory(path, server, embed_model)
+    bob = open_memory(path, server, embed_model, user_id="bob")
+    try:
+        memory.put_messages([user("My sister Ada lives in Lisbon"), assistant("Lisbon is lovely")])
+        bob.put(user("Bob's secret: he is afraid of geese"))
+        assert memory.reconcile()["vector"].indexed == 3  # both users' vectors are on the server
+        assert memory.search("where does my sister live?", k=1)[0].text.startswith("My sister")
+
+        server.kill()  # --- the server is gone
+        address = f"127.0.0.1:{server.port}"
+        with pytest.raises(StorageError, match=address):
+            memory.search("sister")  # an error, never an empty list
+        with pytest.raises(StorageError, match=address):
+            memory.get(input="sister")
+        # Writes still land in the system of record (indexing is deferred), even a bulk one.
+        memory.put(user("I adopted a cat named Miso"))
+        memory.put_messages([user(f"reading list item {i}: a novel about the sea") for i in range(70)])
+        assert len(sqlite_records(path, "alice")) == 2 + 1 + 70
+        # Forgetting bob cleans the record now and says the index is behind.
+        with pytest.raises(StorageError, match="reconcile"):
+            bob.forget()
+        assert sqlite_records(path, "bob") == []
+
+        server.start()  # --- back, same data directory and port
+        report = memory.reconcile()
+        assert report["vector"].dropped_collections == 1  # bob's vectors are gone too
+        assert report["vector"].indexed == 71  # what was written while the server was down
+        assert memory.search("what is my cat called?", k=1)[0].text == "I adopted a cat named Miso"
+        assert bob.search("geese") == []
+
+        server.kill()  # --- lost for good: a new, empty server on the same address
+        server.path = tmp_path / "server-wiped"
+        server.start()
+        report = memory.reconcile()
+        assert report["vector"].missing == 2 + 1 + 70  # rebuilt from the record alone
+        assert report["vector"].indexed == 73
+        assert memory.search("where does my sister live?", k=1)[0].text.startswith("My sister")
+        vectors = {n: c for n, c in server_collections(server).items() if n.startswith(VECTOR_COLLECTION)}
+        assert list(vectors.values()) == [73]
+    finally:
+        memory.close()
+        bob.close()
+        server.stop()
