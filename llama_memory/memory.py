@@ -180,7 +180,8 @@ class ComposableMemory(BaseMemory):
             insert_method: ``"system"`` (into the system message) or ``"user"``
                 (into the latest user message).
             tokenizer_fn: counts tokens (default tiktoken, as LlamaIndex).
-            chroma_client: a Chroma client to use instead of the embedded one.
+            chroma_client: a Chroma client to use instead of the embedded one (its
+                collections are named after the store's id, as in server mode).
             llm: a LlamaIndex LLM for sources that extract structured memories from
                 the conversation (see :meth:`extract`).
             extract_every: with ``llm``, extract automatically every this many user
@@ -196,8 +197,10 @@ class ComposableMemory(BaseMemory):
                 vector and triple sources on the Chroma server at this address
                 (``chromadb.HttpClient``), shared by several processes. SQLite under
                 ``path`` (required) stays the system of record. StorageError naming
-                the address when the server cannot be reached; the index is
-                reconciled with the record on open (see :meth:`reconcile`).
+                the address when the server cannot be reached. While it is down,
+                reads raise and writes still land in SQLite (indexing waits). On
+                open, this user's index is reconciled with the record (see
+                :meth:`reconcile`). ``chroma_client`` (any client) works the same way.
             chroma_url: the server as a URL, ``"http://host:port"`` (instead of
                 ``chroma_host``/``chroma_port``).
             ttl: time to live (seconds or a ``timedelta``) of the long-term records
@@ -278,12 +281,14 @@ class ComposableMemory(BaseMemory):
             memory._config["chroma_url"] = f"{'https' if secure else 'http'}://{host}:{port}"
         if expiry.ttl is not None or refresh_on_read:
             memory._config.update(ttl=expiry.ttl, refresh_on_read=refresh_on_read)
-        if chroma_client is not None:
+        if chroma_client is not None and user_id:
             # An index on a server (or any given client) can drift from the record while
-            # this store is closed: catch up now. Missing vectors are flagged, and
-            # embedded on the first read; orphans are deleted at once.
-            report = memory.reconcile(catch_up=False)
-            logger.info("dense index reconciled on open: %s", report)
+            # this store is closed: catch this user's up now (one Chroma read per
+            # source). Missing vectors are flagged and embedded on the first read;
+            # orphans are deleted at once. Other users: reconcile().
+            with memory._lock:
+                reports = {s.name: s.reconcile(False, memory.scope) for s in memory._sources}
+            logger.info("dense index of %r reconciled on open: %s", user_id, reports)
         return memory
 
     # -- scope and sources ------------------------------------------------------------
@@ -516,8 +521,8 @@ class ComposableMemory(BaseMemory):
         Chroma collections, and clears the conversation in this memory when it is
         the user's. The system of record is cleaned first: if the dense index cannot
         be reached, nothing of the user can be retrieved any more, a StorageError
-        says so, and :meth:`reconcile` (run on every open in server mode) drops
-        their vectors once the index is back.
+        says so, and :meth:`reconcile` drops their vectors once the index is back
+        (as does opening a memory of that user in server mode).
         """
         user = user_id if user_id is not None else self.user_id
         scope = Scope(user_id=user, tenant_id=self.tenant_id)
@@ -537,8 +542,7 @@ class ComposableMemory(BaseMemory):
         if failures:
             raise StorageError(
                 f"user {user!r} was removed from the system of record, but not yet from every "
-                f"index ({'; '.join(failures)}); call reconcile() once it is reachable again "
-                "(server mode does on every open)"
+                f"index ({'; '.join(failures)}); call reconcile() once it is reachable again"
             )
 
     def purge_expired(self) -> int:
@@ -553,9 +557,10 @@ class ComposableMemory(BaseMemory):
     def reconcile(self, catch_up: bool = True) -> dict[str, ReconcileReport]:
         """Bring every derived dense index in line with the system of record: vectors
         missing from Chroma are written again (``catch_up``, else on the next read),
-        vectors and collections without a record are deleted. Runs on open in server
-        mode; call it after a Chroma server was down, wiped or restored. Returns what
-        each source did, by name."""
+        vectors and collections without a record are deleted, for every user of the
+        store. Opening a memory in server mode does it for its own user; call this after
+        a Chroma server was down, wiped or restored, or a forget() could not reach it.
+        Returns what each source did, by name."""
         with self._lock:
             return {source.name: source.reconcile(catch_up) for source in self._sources}
 

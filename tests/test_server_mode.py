@@ -20,6 +20,7 @@ from chroma_server import ChromaServer, free_port
 from helpers import assistant, user
 from llama_memory import ComposableMemory, StorageError
 from llama_memory.memory import VECTOR_COLLECTION
+from llama_memory.storage.reconcile import ReconcileReport
 from llama_memory.storage.sqlite import DB_FILENAME
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,33 +61,36 @@ def test_processes_share_one_server_each_user_sees_only_their_own(
     tmp_path: Path, chroma_server: ChromaServer, embed_model
 ) -> None:
     path = tmp_path / "memory"
-    writers = [
-        subprocess.Popen(
-            [sys.executable, "-c", WRITER, str(path), chroma_server.url, name, "5"],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        )  # fmt: skip
-        for name in ("carol", "dave")
-    ]
-    for writer in writers:
+    # Two writers at once on one server and one memory directory: a child process
+    # (dave) and this process (carol).
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(path), chroma_server.url, "dave", "5"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    carol = open_memory(path, chroma_server, embed_model, user_id="carol")
+    try:
+        for i in range(5):
+            carol.put(user(f"carol note {i}: my locker code is carol-{i}"))
+        carol.source("vector").flush()
         _, err = writer.communicate(timeout=120)
         assert writer.returncode == 0, err.decode()[-2000:]
 
-    # Both processes' vectors reached the server, one collection per user.
-    ours = {n: c for n, c in server_collections(chroma_server).items() if n.startswith(VECTOR_COLLECTION)}
-    assert sorted(ours.values()) == [5, 5]
+        # Both processes' vectors reached the server, one collection per user.
+        ours = {n: c for n, c in server_collections(chroma_server).items() if n.startswith(VECTOR_COLLECTION)}
+        assert sorted(ours.values()) == [5, 5]
 
-    # A third process (this one) reads carol's memory, found by meaning through Chroma.
-    carol = open_memory(path, chroma_server, embed_model, user_id="carol")
-    try:
-        vector = carol.source("vector")
+        # This process reads what the other one wrote, found by meaning through Chroma...
+        dave = open_memory(path, chroma_server, embed_model, user_id="dave")
+        vector = dave.source("vector")
         assert vector.store.pending_records("vector", 100) == []  # everything is in Chroma
-        hits = carol.search("what is the code of my locker?", k=10)
-        assert len(hits) == 5
-        assert {h.user_id for h in hits} == {"carol"}
-        assert all("dave" not in h.text for h in hits)
-        dense = vector.index.query("default", "carol", embed_model.get_query_embedding("locker"), 10)
+        dense = vector.index.query("default", "dave", embed_model.get_query_embedding("locker"), 10)
         assert len(dense) == 5
-        assert carol.reconcile()["vector"].missing == 0
+        hits = dave.search("what is the code of my locker?", k=10)
+        assert len(hits) == 5 and {h.user_id for h in hits} == {"dave"}
+        # ...and neither user sees the other's.
+        assert all("dave" not in h.text for h in carol.search("what is the code of my locker?", k=10))
+        assert dave.reconcile()["vector"] == ReconcileReport(users=2)
+        dave.close()
     finally:
         carol.close()
 
@@ -167,9 +171,17 @@ def test_server_down_mid_run_loses_nothing_and_the_index_catches_up(
         assert sqlite_records(path, "bob") == []
 
         server.start()  # --- back, same data directory and port
+        # Opening a memory reconciles its user's index: bob's vectors go.
+        bob_collection = bob.source("vector").index.collection_name("default", "bob")
+        assert bob_collection in server_collections(server)
+        open_memory(path, server, embed_model, user_id="bob").close()
+        assert bob_collection not in server_collections(server)
+        # reconcile() covers every user, and catches up what was written meanwhile (part of
+        # it was already written by bob's memory on close: flushing is store-wide).
         report = memory.reconcile()
-        assert report["vector"].dropped_collections == 1  # bob's vectors are gone too
-        assert report["vector"].indexed == 71  # what was written while the server was down
+        assert report["vector"].dropped_collections == 0
+        assert memory.source("vector").store.pending_records("vector", 1000) == []
+        assert memory.source("vector").index.count("default", "alice") == 73
         assert memory.search("what is my cat called?", k=1)[0].text == "I adopted a cat named Miso"
         assert bob.search("geese") == []
 
@@ -182,7 +194,36 @@ def test_server_down_mid_run_loses_nothing_and_the_index_catches_up(
         assert memory.search("where does my sister live?", k=1)[0].text.startswith("My sister")
         vectors = {n: c for n, c in server_collections(server).items() if n.startswith(VECTOR_COLLECTION)}
         assert list(vectors.values()) == [73]
+
+        server.kill()  # --- wiped once more; this time a new process just opens the memory
+        server.path = tmp_path / "server-wiped-again"
+        server.start()
+        reopened = open_memory(path, server, embed_model)
+        assert len(reopened.source("vector").store.pending_records("vector", 1000)) == 73
+        assert reopened.search("where does my sister live?", k=1)[0].text.startswith("My sister")
+        reopened.close()  # writes the vectors its first read embedded
+        assert list(server_collections(server).values()) == [73]
     finally:
         memory.close()
         bob.close()
         server.stop()
+
+
+def test_reconcile_fixes_each_kind_of_drift(make_memory, embed_model) -> None:
+    memory = make_memory()  # embedded: reconcile works on any dense index
+    memory.put_messages([user("I play the oboe"), user("I grow tomatoes"), user("I fear spiders")])
+    vector = memory.source("vector")
+    assert vector.flush() == 3
+    ids = sorted(vector.index.ids("default", "alice"))
+    vector.index.upsert("default", "alice", ["ghost"], [embed_model.get_text_embedding("boo")])
+    vector.index.delete("default", "alice", ids[:1])  # a vector lost
+    vector.store.mark_indexed(ids[1:2], False)  # a vector there, but its row says waiting
+    vector.index.upsert("default", "mallory", ["stray"], [embed_model.get_text_embedding("x")])
+
+    report = memory.reconcile()["vector"]
+    assert report == ReconcileReport(
+        users=1, missing=1, adopted=1, orphans=1, dropped_collections=1, indexed=1
+    )
+    assert vector.index.ids("default", "alice") == set(ids)
+    assert vector.index.count("default", "mallory") == 0
+    assert memory.reconcile()["vector"] == ReconcileReport(users=1)  # nothing left to fix

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Optional
 
 from llama_index.core.base.llms.types import ChatMessage
 
@@ -58,9 +58,10 @@ class MemorySource(ABC):
         calls it for the right to be forgotten."""
         self.reset(scope)
 
-    def reconcile(self, catch_up: bool = True) -> ReconcileReport:
-        """Bring derived indexes in line with the system of record; with ``catch_up``,
-        write what is missing now. The default keeps no derived index."""
+    def reconcile(self, catch_up: bool = True, scope: Optional[Scope] = None) -> ReconcileReport:
+        """Bring derived indexes in line with the system of record, for every user or
+        for the scope's user only; with ``catch_up``, write what is missing now. The
+        default keeps no derived index."""
         return ReconcileReport()
 
     def purge_expired(self) -> int:

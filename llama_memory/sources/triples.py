@@ -1040,20 +1040,29 @@ class TripleSource(MemorySource):
         except StorageError as exc:
             logger.warning("closing with triples not written to the dense index: %s", exc)
 
-    def reconcile(self, catch_up: bool = True) -> ReconcileReport:
-        """Bring the dense index in line with the triples table (see
-        :func:`~llama_memory.storage.reconcile.reconcile_index`); with ``catch_up``,
-        embed and write the missing vectors now, else before the next search."""
+    def reconcile(self, catch_up: bool = True, scope: Optional[Scope] = None) -> ReconcileReport:
+        """Bring the dense index in line with the triples table, for every user or the
+        scope's user (see :func:`~llama_memory.storage.reconcile.reconcile_index`);
+        with ``catch_up``, embed and write the missing vectors now, else before the
+        next search."""
+        owner = (scope.tenant_id, scope.require_user()) if scope is not None else None
         with self._lock:
-            report = reconcile_index(self.index, self._index_flags, self._set_index_flags)
+            report = reconcile_index(
+                self.index, lambda: self._index_flags(owner), self._set_index_flags, owner
+            )
             if catch_up:
                 report.indexed = self._index_pending()
             return report
 
-    def _index_flags(self) -> dict[tuple[str, str], dict[str, bool]]:
+    def _index_flags(
+        self, owner: Optional[tuple[str, str]] = None
+    ) -> dict[tuple[str, str], dict[str, bool]]:
+        where = " WHERE tenant_id = ? AND user_id = ?" if owner is not None else ""
         flags: dict[tuple[str, str], dict[str, bool]] = {}
         for r in self.store.query(
-            "read triple index flags", "SELECT id, tenant_id, user_id, indexed FROM triples"
+            "read triple index flags",
+            "SELECT id, tenant_id, user_id, indexed FROM triples" + where,
+            owner or (),
         ):
             flags.setdefault((r["tenant_id"], r["user_id"]), {})[r["id"]] = bool(r["indexed"])
         return flags

@@ -6,7 +6,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -164,17 +164,20 @@ class VectorSource(MemorySource):
         except StorageError as exc:
             logger.warning("closing with vectors not written to the dense index: %s", exc)
 
-    def reconcile(self, catch_up: bool = True) -> ReconcileReport:
-        """Bring the dense index in line with the system of record (see
-        :func:`~llama_memory.storage.reconcile.reconcile_index`); with ``catch_up``,
-        embed and write the missing vectors now, else on the next read or flush."""
+    def reconcile(self, catch_up: bool = True, scope: Optional[Scope] = None) -> ReconcileReport:
+        """Bring the dense index in line with the system of record, for every user or
+        the scope's user (see :func:`~llama_memory.storage.reconcile.reconcile_index`);
+        with ``catch_up``, embed and write the missing vectors now, else on the next
+        read or flush."""
+        owner = (scope.tenant_id, scope.require_user()) if scope is not None else None
         with self._lock:
             # Waiting vectors first, so the index holds all it is going to hold.
             written = self._write_overlay()
             report = reconcile_index(
                 self.index,
-                lambda: self.store.index_flags(self.name),
+                lambda: self.store.index_flags(self.name, owner),
                 lambda ids, indexed: self.store.mark_indexed(ids, indexed),
+                owner,
             )
             report.indexed = written + (self.flush() if catch_up else 0)
             return report

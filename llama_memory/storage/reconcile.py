@@ -10,13 +10,17 @@ compares, per user, the ids SQLite holds with the ids Chroma holds:
 - a record flagged as waiting whose vector is there already is flagged indexed;
 - a vector without a record (an orphan) is deleted;
 - a collection of this index whose user has no records left is dropped.
+
+It runs for every user of the store (``memory.reconcile()``) or for one user
+(what opening a memory in server mode does: a cost of one Chroma read, whatever
+the number of users).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from typing import Callable
+from typing import Callable, Optional
 
 from .chroma import DenseIndex
 
@@ -54,21 +58,27 @@ def reconcile_index(
     index: DenseIndex,
     read_flags: Callable[[], IndexFlags],
     set_flags: Callable[[Sequence[str], bool], None],
+    owner: Optional[tuple[str, str]] = None,
 ) -> ReconcileReport:
     """Compare ``index`` with the record's ids (``read_flags``), fix the flags with
-    ``set_flags(ids, indexed)`` and delete what the record no longer holds.
+    ``set_flags(ids, indexed)`` and delete what the record no longer holds. With
+    ``owner`` (tenant, user), only that user's ids are compared, ``read_flags``
+    may return that user's alone, and no other collection is touched.
 
     Chroma is read before SQLite on purpose: a writer commits to SQLite before it
     writes to Chroma, so whatever Chroma shows is already in the SQLite read that
     follows, and a concurrent writer's fresh vectors are never taken for orphans.
     """
-    collections = set(index.collection_names())
-    in_index = {}
-    owners = read_flags()
-    for tenant, user in owners:
-        if index.collection_name(tenant, user) in collections:
-            in_index[(tenant, user)] = index.ids(tenant, user)
+    if owner is None:
+        collections = set(index.collection_names())
+        owners = [o for o in read_flags() if index.collection_name(*o) in collections]
+    else:
+        owners = [owner]  # reading one user's ids creates no collection
+    in_index = {o: index.ids(*o) for o in owners}
     records = read_flags()  # again, after Chroma: see above
+    if owner is not None:
+        records = {o: ids for o, ids in records.items() if o == owner and ids}
+        collections = {index.collection_name(*owner)} if in_index[owner] else set()
     report = ReconcileReport(users=len(records))
     expected = {index.collection_name(tenant, user) for tenant, user in records}
     for name in sorted(collections - expected):

@@ -569,14 +569,18 @@ class SQLiteStore:
             )
             return str(conn.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()[0])
 
-    def index_flags(self, source: str) -> dict[tuple[str, str], dict[str, bool]]:
-        """Every record id of ``source`` and whether the dense index holds it, per
-        (tenant, user): what reconciling the index compares Chroma with."""
+    def index_flags(
+        self, source: str, owner: Optional[tuple[str, str]] = None
+    ) -> dict[tuple[str, str], dict[str, bool]]:
+        """Every record id of ``source`` (of one (tenant, user) ``owner``, or all) and
+        whether the dense index holds it, per (tenant, user): what reconciling the
+        index compares Chroma with."""
+        where = " AND tenant_id = ? AND user_id = ?" if owner is not None else ""
         flags: dict[tuple[str, str], dict[str, bool]] = {}
         for row in self.query(
             "read index flags",
-            "SELECT id, tenant_id, user_id, indexed FROM records WHERE source = ?",
-            (source,),
+            "SELECT id, tenant_id, user_id, indexed FROM records WHERE source = ?" + where,
+            (source, *(owner or ())),
         ):
             flags.setdefault((row["tenant_id"], row["user_id"]), {})[row["id"]] = bool(row["indexed"])
         return flags
