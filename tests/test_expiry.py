@@ -109,12 +109,18 @@ def test_refresh_on_read_keeps_what_is_used_alive(open_memory, clock: Clock) -> 
     plain = open_memory(user_id="bob", ttl=60)
     for memory in (refreshed, plain):
         memory.put(user("My bike is a green Brompton"))
-    for step in (50, 100, 150):  # each read extends the record's life by 60 s
+        memory.add_triples([("I", "ride", "a Brompton bike")])
+        memory.source("profile").set_field("bike", "Brompton", memory.scope)
+    for step in (50, 100, 150):  # each read extends the records' life by 60 s
         clock.at(step)
-        assert texts(refreshed.search("bike", k=1)) == ["My bike is a green Brompton"]
-    assert plain.search("bike") == []  # expired at 60: never read, never refreshed
+        refreshed.get(input="what bike do I ride?")  # the message itself is in the window,
+        assert {r.source for r in refreshed.last_block.records} == {"triples", "profile"}, step
+        assert "My bike is a green Brompton" in texts(refreshed.search("bike", k=5))  # so search
+    plain.get(input="what bike do I ride?")
+    assert plain.last_block.records == [] and plain.search("bike") == []  # expired at 60
     clock.at(211)
-    assert refreshed.search("bike") == []  # not read since 150
+    refreshed.get(input="what bike do I ride?")
+    assert refreshed.last_block.records == [] and refreshed.search("bike") == []  # unread since 150
 
 
 def test_saying_it_again_renews_the_expiry(open_memory, clock: Clock) -> None:
