@@ -139,3 +139,21 @@ def test_forget_needs_a_user(tmp_path: Path, embed_model) -> None:
             memory.forget()
     finally:
         memory.close()
+
+
+def test_a_wrapped_llama_index_memory_is_cleared_only_for_its_user(tmp_path: Path) -> None:
+    from llama_index.core.memory import ChatMemoryBuffer
+
+    wrapped = ChatMemoryBuffer.from_defaults()
+    memory = ComposableMemory.from_defaults(
+        user_id="alice", path=tmp_path, secondary_memory_sources=[wrapped]
+    )
+    try:
+        memory.put(user(f"alice says {SECRET}"))
+        memory.forget("bob")  # it never held bob's messages
+        assert [m.content for m in wrapped.get_all()] == [f"alice says {SECRET}"]
+        memory.forget()
+        assert wrapped.get_all() == []
+        assert memory.search("passport") == []
+    finally:
+        memory.close()
