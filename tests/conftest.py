@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from chroma_server import ChromaServer
+from bench.chroma_server import ChromaServer
 from llama_memory import ComposableMemory, OfflineEmbedding, default_embedding
 
 

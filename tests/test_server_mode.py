@@ -16,7 +16,7 @@ from pathlib import Path
 import chromadb
 import pytest
 
-from chroma_server import ChromaServer, free_port
+from bench.chroma_server import ChromaServer, free_port
 from helpers import assistant, user
 from llama_memory import ComposableMemory, StorageError
 from llama_memory.memory import VECTOR_COLLECTION

@@ -1,4 +1,5 @@
-"""A real Chroma server on loopback, run as a child process by the tests that need one."""
+"""A real Chroma server on loopback, run as a child process (by the server-mode tests and
+``bench.reconcile``)."""
 
 from __future__ import annotations
 
