@@ -286,8 +286,12 @@ class ComposableMemory(BaseMemory):
             # this store is closed: catch this user's up now (one Chroma read per
             # source). Missing vectors are flagged and embedded on the first read;
             # orphans are deleted at once. Other users: reconcile().
-            with memory._lock:
-                reports = {s.name: s.reconcile(False, memory.scope) for s in memory._sources}
+            try:
+                with memory._lock:
+                    reports = {s.name: s.reconcile(False, memory.scope) for s in memory._sources}
+            except Exception:
+                memory.close()  # do not leave the store open behind a failed open
+                raise
             logger.info("dense index of %r reconciled on open: %s", user_id, reports)
         return memory
 
