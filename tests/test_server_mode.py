@@ -75,8 +75,10 @@ def test_processes_share_one_server_each_user_sees_only_their_own(
         _, err = writer.communicate(timeout=120)
         assert writer.returncode == 0, err.decode()[-2000:]
 
-        # Both processes' vectors reached the server, one collection per user.
-        ours = {n: c for n, c in server_collections(chroma_server).items() if n.startswith(VECTOR_COLLECTION)}
+        # Both processes' vectors reached the server, one collection per user (the server
+        # is shared with other tests: count this store's collections only).
+        prefix = carol.source("vector").index.prefix + "-"
+        ours = {n: c for n, c in server_collections(chroma_server).items() if n.startswith(prefix)}
         assert sorted(ours.values()) == [5, 5]
 
         # This process reads what the other one wrote, found by meaning through Chroma...
