@@ -21,11 +21,13 @@ from .errors import (
     ScopeError,
     StorageError,
 )
+from .expiry import Expiry
 from .extraction import ExtractionError
 from .memory import ComposableMemory
 from .sources import LlamaIndexMemorySource, MemorySource, ProfileSource, VectorSource
 from .sources.profile import ProfileUpdateError
 from .sources.triples import KnowledgeTriple, TripleError, TripleSource
+from .storage.reconcile import ReconcileReport
 from .types import MemoryRecord, Scope, StoredMessage
 
 __version__ = "0.1.0"
@@ -35,6 +37,7 @@ __all__ = [
     "ChatLog",
     "ComposableMemory",
     "EmbeddingDimensionError",
+    "Expiry",
     "ExtractionError",
     "KnowledgeTriple",
     "LlamaIndexMemorySource",
@@ -46,6 +49,7 @@ __all__ = [
     "OfflineEmbedding",
     "ProfileSource",
     "ProfileUpdateError",
+    "ReconcileReport",
     "Scope",
     "ScopeError",
     "StorageError",
