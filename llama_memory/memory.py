@@ -505,12 +505,12 @@ class ComposableMemory(BaseMemory):
         """Clear this conversation and this user's records in every source.
 
         To clear only the conversation, call ``memory.primary_memory.reset()``.
+        As with :meth:`forget`, an unreachable dense index does not stop the other
+        sources: the records are deleted, and a StorageError says the index is behind.
         """
         with self._lock:
             self.primary_memory.reset()
-            scope = self.scope
-            for source in self._sources:
-                source.reset(scope)
+            self._clear_sources(self.scope, "reset", self.user_id)
 
     def forget(self, user_id: Optional[str] = None) -> None:
         """Remove a user's records from every source and every index: the right to be
@@ -531,22 +531,28 @@ class ComposableMemory(BaseMemory):
         user = user_id if user_id is not None else self.user_id
         scope = Scope(user_id=user, tenant_id=self.tenant_id)
         scope.require_user("forget()")
-        failures: list[str] = []
         with self._lock:
             if user == self.user_id:
                 self.primary_memory.reset()
                 self._extracted_upto = self._user_turns_pending = 0
             if self._store is not None:
                 self._store.delete_user(scope)  # records of any source, every session
-            for source in self._sources:
-                try:
-                    source.forget(scope)
-                except StorageError as exc:
-                    failures.append(f"{source.name}: {exc}")
+            self._clear_sources(scope, "forget", user)
+
+    def _clear_sources(self, scope: Scope, method: Literal["reset", "forget"], user: Any) -> None:
+        """Call every source's ``reset`` or ``forget``; one whose index cannot be reached
+        does not stop the others, and the failures are raised together at the end."""
+        failures: list[str] = []
+        for source in self._sources:
+            try:
+                getattr(source, method)(scope)
+            except StorageError as exc:
+                failures.append(f"{source.name}: {exc}")
         if failures:
             raise StorageError(
-                f"user {user!r} was removed from the system of record, but not yet from every "
-                f"index ({'; '.join(failures)}); call reconcile() once it is reachable again"
+                f"{method}: user {user!r} was removed from the system of record, but not yet "
+                f"from every index ({'; '.join(failures)}); call reconcile() once it is "
+                "reachable again"
             )
 
     def purge_expired(self) -> int:
