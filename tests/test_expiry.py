@@ -220,3 +220,15 @@ def test_sources_take_an_expiry_of_their_own(tmp_path: Path, embed_model, clock:
     assert triples.search("kayak", scope) == []
     triples.close()
     store.close()
+
+
+def test_expiry_settings_survive_to_dict(open_memory, embed_model, clock: Clock) -> None:
+    memory = open_memory(ttl=timedelta(hours=2), refresh_on_read=True)
+    data = memory.to_dict()
+    assert (data["ttl"], data["refresh_on_read"]) == (7200.0, True)
+    again = ComposableMemory.from_dict(data, embed_model=embed_model, clock=clock)
+    try:
+        assert again.source("vector").expiry == Expiry(ttl=7200, refresh_on_read=True)
+        assert again.triple_source.expiry.ttl == again.source("profile").expiry.ttl == 7200
+    finally:
+        again.close()
