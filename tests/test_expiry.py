@@ -139,7 +139,8 @@ def test_saying_it_again_renews_the_expiry(open_memory, clock: Clock) -> None:
 def test_per_call_ttl_on_triples_and_profile(open_memory, clock: Clock) -> None:
     memory = open_memory()  # no default ttl: kept forever unless a call says otherwise
     scope = memory.scope
-    memory.add_triples([("alice", "is visiting", "Tokyo")], ttl=3600)
+    [visit] = memory.add_triples([("alice", "is visiting", "Tokyo")], ttl=3600)
+    assert visit.expires_at == START + 3600
     memory.add_triples([("alice", "likes", "ramen")])
     profile = memory.source("profile")
     profile.update_profile({"trip": "Tokyo in May"}, scope, ttl=timedelta(hours=1))

@@ -199,6 +199,7 @@ class KnowledgeTriple:
         valid_to: until when it held (``None``: it is current).
         superseded_by: the id of the triple that replaced it.
         mentions: how many times it was stated.
+        expires_at: when it expires (epoch seconds; ``None``: kept until forgotten).
     """
 
     subject: str
@@ -216,6 +217,7 @@ class KnowledgeTriple:
     valid_to: Optional[float] = None
     superseded_by: Optional[str] = None
     mentions: int = 0
+    expires_at: Optional[float] = None
 
     @property
     def current(self) -> bool:
@@ -926,6 +928,7 @@ class TripleSource(MemorySource):
             event_time=None,
             ingested_at=triple.ingested_at,
             id=triple.id,
+            expires_at=triple.expires_at,
             metadata={
                 "subject": triple.subject,
                 "predicate": triple.predicate,
@@ -1357,6 +1360,7 @@ def _to_triple(row: Any, mentions: Sequence[Any]) -> KnowledgeTriple:
         valid_to=row["valid_to"],
         superseded_by=row["superseded_by"],
         mentions=len(mentions),
+        expires_at=row["expires_at"],
     )
 
 
