@@ -51,7 +51,13 @@ from llama_index.core.llms.llm import ToolSelection
 
 @dataclass
 class ToolCallReply:
-    """A scripted assistant reply that calls one tool."""
+    """A scripted assistant reply that calls one tool.
+
+    Attributes:
+        tool_name: the tool to call, as the agent knows it.
+        tool_kwargs: its arguments.
+        tool_call_id: the call's id (a random one by default).
+    """
 
     tool_name: str
     tool_kwargs: dict[str, Any] = field(default_factory=dict)
@@ -63,7 +69,13 @@ ScriptItem = Union[str, ToolCallReply, ChatMessage, Callable[[list[ChatMessage]]
 
 @dataclass
 class LLMCall:
-    """One call the LLM received: which method, the messages (deep-copied), the tool names."""
+    """One call the LLM received.
+
+    Attributes:
+        method: ``chat``, ``achat``, ``stream_chat`` or ``astream_chat``.
+        messages: the messages, deep-copied when received.
+        tool_names: the names of the tools the agent offered.
+    """
 
     method: str
     messages: list[ChatMessage]
@@ -211,16 +223,19 @@ class ScriptedLLM(FunctionCallingLLM):
 
     @llm_chat_callback()
     def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+        """Record the messages and reply with the next scripted item."""
         message = self._next("chat", messages, kwargs)
         return ChatResponse(message=message, raw={"content": message.content or ""})
 
     @llm_chat_callback()
     async def achat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+        """Record the messages and reply with the next scripted item."""
         message = self._next("achat", messages, kwargs)
         return ChatResponse(message=message, raw={"content": message.content or ""})
 
     @llm_chat_callback()
     def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
+        """Record the messages and reply with the next scripted item."""
         message = self._next("stream_chat", messages, kwargs)
 
         def gen() -> Generator[ChatResponse, None, None]:
@@ -232,6 +247,7 @@ class ScriptedLLM(FunctionCallingLLM):
     async def astream_chat(
         self, messages: Sequence[ChatMessage], **kwargs: Any
     ) -> ChatResponseAsyncGen:
+        """Record the messages and reply with the next scripted item."""
         message = self._next("astream_chat", messages, kwargs)
 
         async def gen() -> AsyncGenerator[ChatResponse, None]:
@@ -243,24 +259,28 @@ class ScriptedLLM(FunctionCallingLLM):
 
     @llm_completion_callback()
     def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        """Not supported: the agents only chat (raises NotImplementedError)."""
         raise NotImplementedError("ScriptedLLM is chat-only")
 
     @llm_completion_callback()
     def stream_complete(
         self, prompt: str, formatted: bool = False, **kwargs: Any
     ) -> CompletionResponseGen:
+        """Not supported: the agents only chat (raises NotImplementedError)."""
         raise NotImplementedError("ScriptedLLM is chat-only")
 
     @llm_completion_callback()
     async def acomplete(
         self, prompt: str, formatted: bool = False, **kwargs: Any
     ) -> CompletionResponse:
+        """Not supported: the agents only chat (raises NotImplementedError)."""
         raise NotImplementedError("ScriptedLLM is chat-only")
 
     @llm_completion_callback()
     async def astream_complete(
         self, prompt: str, formatted: bool = False, **kwargs: Any
     ) -> CompletionResponseAsyncGen:
+        """Not supported: the agents only chat (raises NotImplementedError)."""
         raise NotImplementedError("ScriptedLLM is chat-only")
 
     # -- function calling ----------------------------------------------------------------
@@ -287,6 +307,8 @@ class ScriptedLLM(FunctionCallingLLM):
     def get_tool_calls_from_response(
         self, response: ChatResponse, error_on_no_tool_call: bool = True, **kwargs: Any
     ) -> list[ToolSelection]:
+        """The tool calls in a scripted reply (ValueError when there is none and
+        ``error_on_no_tool_call``)."""
         selections = [
             ToolSelection(
                 tool_id=block.tool_call_id or "",
