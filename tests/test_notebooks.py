@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -104,6 +105,7 @@ def test_notebook_runs(path: Path, tmp_path: Path) -> None:
     try:
         client.execute(env=_kernel_env(), cwd=str(workdir))
     except nbclient.exceptions.CellExecutionError as error:
-        pytest.fail(f"{path.name}: a cell failed:\n{error}", pytrace=False)
+        plain = re.sub(r"\x1b\[[0-9;]*m", "", str(error))  # the traceback's colours
+        pytest.fail(f"{path.name}: a cell failed:\n{plain}", pytrace=False)
     outputs = [o for c in notebook.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
