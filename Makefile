@@ -27,7 +27,7 @@ docs: $(STAMP)
 	$(PY) -m mkdocs build --strict
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check llama_memory bench tests
+	$(VENV)/bin/ruff check llama_memory bench tests notebooks
 	$(VENV)/bin/mypy llama_memory
 
 clean:
