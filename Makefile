@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint install clean
+.PHONY: demo test lint docs install clean
 
 install: $(STAMP)
 
@@ -22,9 +22,13 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
+# The documentation site (mkdocs.yml) into site/; strict: broken links and references fail.
+docs: $(STAMP)
+	$(PY) -m mkdocs build --strict
+
 lint: $(STAMP)
-	$(VENV)/bin/ruff check llama_memory bench tests
+	$(VENV)/bin/ruff check llama_memory bench tests notebooks
 	$(VENV)/bin/mypy llama_memory
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) .pytest_cache build site *.egg-info

@@ -106,7 +106,8 @@ def plot(
         graph: a graph from :func:`to_networkx`, or triples to build one from.
         path: where to write the picture (parent directories are created).
         title: a title; default "Knowledge graph of <the graph's name>".
-        figsize, dpi: the figure's size in inches and resolution.
+        figsize: the figure's size in inches.
+        dpi: its resolution.
         seed: the layout's random seed.
 
     Raises:

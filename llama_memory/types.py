@@ -38,7 +38,8 @@ class StoredMessage:
     """A chat message as a source receives it: its text plus provenance.
 
     ``message`` is the original LlamaIndex ``ChatMessage`` (kept for sources that
-    want more than text); ``text`` is its plain text as :func:`message_text` gives.
+    want more than text); ``text`` is its plain text as
+    ``llama_memory.messages.message_text`` gives.
     """
 
     message_id: str

@@ -63,8 +63,9 @@ class VectorSource(MemorySource):
         batch_size: how many records are embedded per call to the model, and how
             many vectors wait in the overlay before they are written to Chroma.
         name: the source's name in the store and in the memory block.
-        dense_weight, lexical_weight: weights of the two rankings in reciprocal-rank
-            fusion (0 turns a retriever off).
+        dense_weight: weight of the dense (Chroma) ranking in reciprocal-rank
+            fusion (0 turns it off).
+        lexical_weight: weight of the lexical (FTS5) ranking (0 turns it off).
         candidate_factor: each retriever ranks ``k * candidate_factor`` candidates.
         expiry: time to live of new records, refresh on read, and the clock
             (default: records are kept until forgotten).
