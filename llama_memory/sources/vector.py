@@ -134,12 +134,16 @@ class VectorSource(MemorySource):
             return
         self.store.add_records(records)
         if len(records) >= self.batch_size:  # a bulk import: index as it goes
-            try:
-                self.flush()
-            except StorageError as exc:
-                # The records are committed and flagged as waiting: the index catches up
-                # on a later flush, read or reconcile. A write must not fail for that.
-                logger.warning("records stored, dense indexing deferred: %s", exc)
+            self._flush_or_defer()
+
+    def _flush_or_defer(self) -> None:
+        """Flush; an unreachable index only defers the indexing: the records are
+        committed and flagged as waiting, and the index catches up on a later flush,
+        read or reconcile. A write must not fail for that."""
+        try:
+            self.flush()
+        except StorageError as exc:
+            logger.warning("records stored, dense indexing deferred: %s", exc)
 
     def flush(self) -> int:
         """Embed every record still without a vector and write all waiting vectors to
