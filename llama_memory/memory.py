@@ -193,14 +193,15 @@ class ComposableMemory(BaseMemory):
             triples: also keep a knowledge-triple memory (:class:`TripleSource`, on
                 this memory's store and Chroma client), added to the default or the
                 given sources unless one is there already; needs ``user_id``.
-            chroma_host, chroma_port: server mode: keep the vectors of the default
-                vector and triple sources on the Chroma server at this address
+            chroma_host: server mode: keep the vectors of the default vector and
+                triple sources on the Chroma server on this host
                 (``chromadb.HttpClient``), shared by several processes. SQLite under
                 ``path`` (required) stays the system of record. StorageError naming
                 the address when the server cannot be reached. While it is down,
                 reads raise and writes still land in SQLite (indexing waits). On
                 open, this user's index is reconciled with the record (see
                 :meth:`reconcile`). ``chroma_client`` (any client) works the same way.
+            chroma_port: the server's port, with ``chroma_host``.
             chroma_url: the server as a URL, ``"http://host:port"`` (instead of
                 ``chroma_host``/``chroma_port``).
             ttl: time to live (seconds or a ``timedelta``) of the long-term records
