@@ -233,3 +233,12 @@ def test_expiry_settings_survive_to_dict(open_memory, embed_model, clock: Clock)
         assert again.triple_source.expiry.ttl == again.source("profile").expiry.ttl == 7200
     finally:
         again.close()
+
+
+def test_live_records_come_back_when_expired_ones_rank_first(open_memory, clock: Clock) -> None:
+    memory = open_memory(ttl=60, profile=False)
+    memory.put_messages([user(f"pizza night number {i} with pizza and more pizza") for i in range(12)])
+    clock.at(50)
+    memory.put(user("a quiet pizza"))
+    clock.at(70)  # the twelve loud ones (best for "pizza") have expired, the quiet one not
+    assert texts(memory.search("pizza pizza", k=3)) == ["a quiet pizza"]
