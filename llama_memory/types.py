@@ -64,6 +64,9 @@ class MemoryRecord:
         role: the speaker's role, for records that are chat messages.
         id: the record's id in its source's storage.
         metadata: anything else the source wants to keep.
+        parts: for a record that groups several (an excerpt of a conversation, see
+            :mod:`llama_memory.excerpts`), the records it is made of, in order: its
+            ``text`` and ``message_ids`` are theirs joined. Empty for a plain record.
     """
 
     text: str
@@ -77,6 +80,7 @@ class MemoryRecord:
     role: Optional[str] = None
     id: Optional[str] = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    parts: list["MemoryRecord"] = field(default_factory=list)
 
     @property
     def event_datetime(self) -> Optional[datetime]:

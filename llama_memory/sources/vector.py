@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
-from typing import NamedTuple
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
 from ..embeddings import embedding_dimension, is_symmetric
-from ..retrieval import fuse_rankings
+from ..excerpts import JOIN_GAP, pack_excerpts
+from ..retrieval import fuse_scores
 from ..storage.chroma import DenseIndex
 from ..storage.sqlite import NewRecord, SQLiteStore
 from ..types import MemoryRecord, Scope, StoredMessage
@@ -33,8 +35,9 @@ class VectorSource(MemorySource):
 
     Retrieval fuses two rankings of the user's records: by meaning (cosine
     similarity of embeddings, in Chroma and the overlay below) and by words (BM25
-    over the text and the event date in SQLite's FTS5 index), by weighted
-    reciprocal-rank fusion.
+    over the text and the event date in SQLite's FTS5 index), by a weighted sum of
+    normalised scores; then groups the best messages with their neighbours into
+    excerpts of the conversation (:mod:`llama_memory.excerpts`).
 
     Writing: the record goes to the SQLite system of record at once, in one
     transaction per call, and that is all ``put`` costs.
@@ -57,9 +60,13 @@ class VectorSource(MemorySource):
         batch_size: how many records are embedded per call to the model, and how
             many vectors wait in the overlay before they are written to Chroma.
         name: the source's name in the store and in the memory block.
-        dense_weight, lexical_weight: weights of the two rankings in reciprocal-rank
-            fusion (0 turns a retriever off).
+        dense_weight, lexical_weight: weights of the two normalised scores in fusion
+            (:func:`~llama_memory.retrieval.fuse_scores`; 0 turns a retriever off).
         candidate_factor: each retriever ranks ``k * candidate_factor`` candidates.
+        excerpt_messages: a search for ``k`` records returns up to ``k`` excerpts
+            holding up to ``excerpt_messages * k`` messages in all, each excerpt a run
+            of consecutive messages of one session around the best matches
+            (:mod:`llama_memory.excerpts`); 1 returns single messages.
     """
 
     def __init__(
@@ -74,6 +81,7 @@ class VectorSource(MemorySource):
         dense_weight: float = 1.0,
         lexical_weight: float = 1.0,
         candidate_factor: int = 3,
+        excerpt_messages: float = 2.5,
     ) -> None:
         if batch_size <= 0:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
@@ -86,6 +94,8 @@ class VectorSource(MemorySource):
         self.dense_weight = dense_weight
         self.lexical_weight = lexical_weight
         self.candidate_factor = candidate_factor
+        self.excerpt_messages = excerpt_messages
+        store.ensure_session_order()
         self._lock = threading.RLock()
         self._overlay: dict[str, _Embedded] = {}
         # For models whose query and document vectors agree, the vector of a text
@@ -169,41 +179,76 @@ class VectorSource(MemorySource):
     # -- reading --------------------------------------------------------------------
 
     def retrieve(self, query: str, scope: Scope, k: int) -> list[MemoryRecord]:
-        """The ``k`` records of the scope's user that best match ``query``."""
+        """The ``k`` records of the scope's user that best match ``query``: excerpts of
+        consecutive messages when ``excerpt_messages`` > 1 (see :mod:`llama_memory.excerpts`),
+        single messages otherwise."""
         user = scope.require_user(f"the {self.name!r} memory source")
         if not query.strip() or k <= 0:
             return []
-        pool = max(k * self.candidate_factor, k)
-        with self._lock:
-            self._embed_pending()
-            vector = self._query_vector(query)
-            waiting = [
-                (record_id, item.vector)
-                for record_id, item in self._overlay.items()
-                if item.tenant_id == scope.tenant_id and item.user_id == user
-            ]
-        dense = dict(self.index.query(scope.tenant_id, user, vector, pool))
-        if waiting:
-            matrix = np.stack([v for _, v in waiting])
-            for (record_id, _), score in zip(waiting, _cosine(matrix, vector)):
-                dense[record_id] = max(score, dense.get(record_id, -1.0))
-        dense_ranking = sorted(dense.items(), key=lambda item: item[1], reverse=True)[:pool]
-        lexical_ranking = (
-            self.store.search_text(query, scope, self.name, pool) if self.lexical_weight > 0 else []
-        )
-        ranked = fuse_rankings(
-            [(dense_ranking, self.dense_weight), (lexical_ranking, self.lexical_weight)]
-        )[:k]
+        ranked = self._fused(query, scope, user, max(k * self.candidate_factor, k))
+        if self.excerpt_messages > 1:
+            excerpts = pack_excerpts(
+                ranked,
+                lambda ids: self.store.session_neighbours(ids, scope, self.name, JOIN_GAP),
+                k,
+                math.ceil(self.excerpt_messages * k),
+            )
+            members = self.store.get_records(
+                [i for e in excerpts for i in e.record_ids], scope, self.name
+            )
+            return [r for r in (e.as_record(members) for e in excerpts) if r is not None]
         # The system of record has the last word: a vector whose row is gone is
         # skipped, and get_records checks the user again.
-        rows = self.store.get_records([record_id for record_id, _ in ranked], scope, self.name)
+        rows = self.store.get_records([record_id for record_id, _ in ranked[:k]], scope, self.name)
         results = []
-        for record_id, score in ranked:
+        for record_id, score in ranked[:k]:
             record = rows.get(record_id)
             if record is not None:
                 record.score = score
                 results.append(record)
         return results
+
+    def _fused(self, query: str, scope: Scope, user: str, pool: int) -> list[tuple[str, float]]:
+        """Every candidate of the two retrievers (``pool`` each), by fused score."""
+        with self._lock:
+            self._embed_pending()
+            vector = self._query_vector(query)
+            waiting = {
+                record_id: item.vector
+                for record_id, item in self._overlay.items()
+                if item.tenant_id == scope.tenant_id and item.user_id == user
+            }
+        dense: dict[str, float] = {}
+        if self.dense_weight > 0:
+            dense = dict(self.index.query(scope.tenant_id, user, vector, pool))
+            if waiting:
+                self._cosines(dense, waiting, vector)
+            dense = dict(sorted(dense.items(), key=lambda item: item[1], reverse=True)[:pool])
+        lexical = (
+            self.store.search_text(query, scope, self.name, pool) if self.lexical_weight > 0 else []
+        )
+        if dense and lexical:
+            # A lexical candidate outside the dense pool still gets its cosine, so that
+            # fusion compares like with like (a missing score would count as the worst).
+            missing = [i for i, _ in lexical if i not in dense]
+            vectors: dict[str, Any] = {i: waiting[i] for i in missing if i in waiting}
+            rest = [i for i in missing if i not in vectors]
+            vectors.update(self.index.vectors(scope.tenant_id, user, rest))
+            self._cosines(dense, vectors, vector)
+        return fuse_scores(
+            lexical, dense, lexical_weight=self.lexical_weight, dense_weight=self.dense_weight
+        )
+
+    @staticmethod
+    def _cosines(into: dict[str, float], vectors: Mapping[str, Any], query: np.ndarray) -> None:
+        """Add the cosine of each vector with ``query`` to ``into`` (the larger one wins
+        where both have an id)."""
+        if not vectors:
+            return
+        ids = list(vectors)
+        matrix = np.stack([np.asarray(vectors[i], dtype=np.float32) for i in ids])
+        for record_id, score in zip(ids, _cosine(matrix, query)):
+            into[record_id] = max(score, into.get(record_id, -1.0))
 
     # -- forgetting -------------------------------------------------------------------
 
