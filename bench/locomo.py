@@ -20,6 +20,18 @@ The protocol is DESIGN.md section 6. For each conversation (one LoCoMo sample):
   ("8 May 2023").
 * **dense**: the same turn texts embedded with ``llama_memory.default_embedding()``,
   exact cosine over numpy (no memory, no Chroma).
+* **ours-messages** (ablation, only when named in ``--retrievers``): ``ours`` with
+  its vector source set to return single messages (``excerpt_messages=1``): the same
+  fused ranking, without excerpts.
+
+What a record is: the baselines return one turn per record. ``ours`` returns
+excerpts (``llama_memory.excerpts``): a record may carry several consecutive turns
+of one session, and every message id behind it is scored, so ``ours@10`` is ten
+records holding up to 25 turns (the report gives the mean number of turns behind a
+search's top-k as "messages per search"; compare the baselines at that k with
+``--k 10,25``). Only ``search(question, max(k))`` is asked: ``ours@5`` is the first
+five records of that search. The block ``get()`` would inject is scored too (turn
+recall of the message ids of the records it shows), with its token count.
 
 Questions of categories 1-4 (1 multi-hop, 2 temporal, 3 open-domain, 4
 single-hop) with evidence are scored; category 5 (adversarial) is skipped.
@@ -37,6 +49,7 @@ Run::
     .venv/bin/python -m bench.locomo --json bench/results/locomo.json > bench/results/locomo.txt
     .venv/bin/python -m bench.locomo --retrievers bm25,bm25-dates --k 5,10,20
     .venv/bin/python -m bench.locomo --smoke                  # tests/data/locomo_tiny.json, seconds
+    .venv/bin/python -m bench.locomo --conversations 0,1,2    # a development split; 3,4 held out
 
 LoCoMo is CC BY-NC 4.0: it is read from outside the repository for evaluation,
 never copied into it. The report names questions and turns by id only
@@ -74,9 +87,11 @@ SMOKE_DATA = REPO_ROOT / "tests" / "data" / "locomo_tiny.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 OVERALL = "overall"
 #: Every retriever, in report order.
-RETRIEVERS = ("ours", "bm25", "bm25-dates", "dense")
+RETRIEVERS = ("ours", "bm25", "bm25-dates", "dense", "ours-messages")
 #: Short column labels of the table.
-SHORT = {"ours": "ours", "bm25": "bm25", "bm25-dates": "bm25d", "dense": "dense"}
+SHORT = {"ours": "ours", "bm25": "bm25", "bm25-dates": "bm25d", "dense": "dense", "ours-messages": "oursm"}
+#: What ``--retrievers`` runs when not given (``ours-messages`` is an ablation, asked for by name).
+DEFAULT_RETRIEVERS = ("ours", "bm25", "bm25-dates", "dense")
 #: Metrics per k, in report order.
 METRICS = ("turn_recall", "any", "all", "session_recall")
 METRIC_TITLES = {
@@ -450,6 +465,21 @@ class Ours(Retriever):
             self.workdir = None
 
 
+class OursMessages(Ours):
+    """Ablation: ``ours`` with its vector source returning single messages
+    (``excerpt_messages=1``) instead of excerpts: the same fused ranking, cut at k."""
+
+    name = "ours-messages"
+
+    def build(self, conversation: Conversation) -> dict[str, Any]:
+        figures = super().build(conversation)
+        self.memory.source("vector").excerpt_messages = 1
+        return figures
+
+    def block_tokens(self, question: str) -> Optional[tuple[int, int, list[str]]]:
+        return None  # the block figures are those of ``ours``
+
+
 _WORD_RE = re.compile(r"\w+", re.UNICODE)
 
 
@@ -535,6 +565,8 @@ class Dense(Retriever):
 def make_retriever(name: str, bm25_stopwords: bool = False) -> Retriever:
     if name == "ours":
         return Ours()
+    if name == "ours-messages":
+        return OursMessages()
     if name in ("bm25", "bm25-dates"):
         return BM25(with_dates=name == "bm25-dates", stopwords=STOPWORDS if bm25_stopwords else ())
     if name == "dense":
@@ -618,7 +650,7 @@ def run(
     load_before = load_average()
     dataset = load_dataset(data, limit, select)
     max_k = max(ks)
-    if "ours" in retrievers or "dense" in retrievers:  # load the model outside every timing
+    if any(n in retrievers for n in ("ours", "ours-messages", "dense")):  # load the model outside every timing
         from llama_memory import default_embedding
 
         default_embedding().load()
@@ -884,7 +916,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--conversations", default=None,
                         help="only the conversations at these 0-based positions in the file, "
                              "comma-separated (e.g. 0,1,2 to develop on, 3,4 held out)")
-    parser.add_argument("--retrievers", default=",".join(RETRIEVERS),
+    parser.add_argument("--retrievers", default=",".join(DEFAULT_RETRIEVERS),
                         help=f"comma-separated, of {', '.join(RETRIEVERS)}")
     parser.add_argument("--bm25-stopwords", action="store_true",
                         help="leave common question words (STOPWORDS) out of the bm25 queries")
