@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from llama_index.core.embeddings import MockEmbedding
 from llama_index.core.utils import get_tokenizer
 
 from helpers import assistant, user
@@ -13,6 +14,7 @@ from llama_memory import ComposableMemory, OfflineEmbedding
 from llama_memory.compose import compose_block, deduplicate
 from llama_memory.excerpts import hit_of, join_parts, pack_excerpts
 from llama_memory.retrieval import fuse_scores
+from llama_memory.sources.vector import VectorSource
 from llama_memory.storage.sqlite import NewRecord, SQLiteStore
 from llama_memory.types import MemoryRecord, Scope
 
@@ -159,3 +161,11 @@ def test_the_block_drops_shown_parts_and_cuts_a_long_excerpt_to_its_hit() -> Non
     # An excerpt whose every message is shown already is dropped as a duplicate.
     kept, dropped = deduplicate([record], ["I adopted a cat.", "Her name is Luna.", "She likes tuna."])
     assert (kept, dropped) == ([], 1)
+
+
+def test_an_excerpt_budget_below_one_message_per_record_is_refused(store: SQLiteStore) -> None:
+    from llama_memory.storage.chroma import DenseIndex, ephemeral_client
+
+    index = DenseIndex(ephemeral_client(), DenseIndex.unique_prefix("t"))
+    with pytest.raises(ValueError, match="excerpt_messages must be 1.*got 0.5"):
+        VectorSource(store, index, MockEmbedding(embed_dim=8), excerpt_messages=0.5)

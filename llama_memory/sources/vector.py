@@ -85,6 +85,10 @@ class VectorSource(MemorySource):
     ) -> None:
         if batch_size <= 0:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
+        if not excerpt_messages >= 1:
+            raise ValueError(
+                f"excerpt_messages must be 1 (single messages) or more, got {excerpt_messages}"
+            )
         self.store = store
         self.index = index
         self.embed_model = embed_model
