@@ -168,6 +168,7 @@ def pack_excerpts(
     hoods: dict[str, Neighbourhood] = {}
     fetched = 0
     excerpts: list[Excerpt] = []
+    owner: dict[str, Excerpt] = {}  # which excerpt holds a record id
     used = 0
     for n, (record_id, score) in enumerate(ranked):
         if used >= budget:
@@ -179,44 +180,45 @@ def pack_excerpts(
             )
             fetched += len(chunk)
         hood = hoods.get(record_id)
-        if not hood or any(record_id in e for e in excerpts):  # gone, or shown already
+        if not hood or record_id in owner:  # gone, or shown already
             continue
         at = _index(hood, record_id)
-        nearest = _nearest(excerpts, hood, at, gap)
+        nearest = _nearest(owner, hood, at, gap)
         if nearest is not None:
             excerpt, other = nearest
-            used += excerpt.add(hood[min(at, other) : max(at, other) + 1])
+            used += _add(excerpt, hood[min(at, other) : max(at, other) + 1], owner)
         elif len(excerpts) < k:
-            excerpts.append(Excerpt([hood[at]], record_id, score))
-            used += 1
+            excerpts.append(Excerpt([], record_id, score))
+            used += _add(excerpts[-1], [hood[at]], owner)
     for after in (True, False):
         for excerpt in excerpts:
             if used >= budget:
                 break
-            used += _extend(excerpt, excerpts, hoods, after)
+            used += _extend(excerpt, owner, hoods, after)
     return excerpts
 
 
+def _add(excerpt: Excerpt, members: Sequence[Positioned], owner: dict[str, Excerpt]) -> int:
+    """Add members to an excerpt and note it as their owner; return how many were new."""
+    owner.update((m.record_id, excerpt) for m in members)
+    return excerpt.add(members)
+
+
 def _nearest(
-    excerpts: Sequence[Excerpt], hood: Neighbourhood, at: int, gap: int
+    owner: Mapping[str, Excerpt], hood: Neighbourhood, at: int, gap: int
 ) -> Optional[tuple[Excerpt, int]]:
     """The excerpt with a member closest to ``hood[at]`` (within ``gap``), and that
-    member's index in ``hood``."""
-    best: Optional[tuple[int, Excerpt, int]] = None
-    for index, member in enumerate(hood):
-        distance = abs(index - at)
-        if distance == 0 or distance > gap or (best is not None and distance >= best[0]):
-            continue
-        for excerpt in excerpts:
-            if member.record_id in excerpt:
-                best = (distance, excerpt, index)
-                break
-    return None if best is None else (best[1], best[2])
+    member's index in ``hood``; the earlier neighbour wins a tie."""
+    for distance in range(1, gap + 1):
+        for index in (at - distance, at + distance):
+            if 0 <= index < len(hood) and hood[index].record_id in owner:
+                return owner[hood[index].record_id], index
+    return None
 
 
 def _extend(
     excerpt: Excerpt,
-    excerpts: Sequence[Excerpt],
+    owner: dict[str, Excerpt],
     hoods: Mapping[str, Neighbourhood],
     after: bool,
 ) -> int:
@@ -226,9 +228,9 @@ def _extend(
     if not hood:  # the edge joined as context: its own neighbours were not looked up
         return 0
     j = _index(hood, edge) + (1 if after else -1)
-    if not 0 <= j < len(hood) or any(hood[j].record_id in e for e in excerpts):
+    if not 0 <= j < len(hood) or hood[j].record_id in owner:
         return 0
-    return excerpt.add([hood[j]])
+    return _add(excerpt, [hood[j]], owner)
 
 
 def _index(hood: Neighbourhood, record_id: str) -> int:
