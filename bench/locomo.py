@@ -20,6 +20,18 @@ The protocol is DESIGN.md section 6. For each conversation (one LoCoMo sample):
   ("8 May 2023").
 * **dense**: the same turn texts embedded with ``llama_memory.default_embedding()``,
   exact cosine over numpy (no memory, no Chroma).
+* **ours-messages** (ablation, only when named in ``--retrievers``): ``ours`` with
+  its vector source set to return single messages (``excerpt_messages=1``): the same
+  fused ranking, without excerpts.
+
+What a record is: the baselines return one turn per record. ``ours`` returns
+excerpts (``llama_memory.excerpts``): a record may carry several consecutive turns
+of one session, and every message id behind it is scored, so ``ours@10`` is ten
+records holding up to 25 turns (the report gives the mean number of turns behind a
+search's top-k as "messages per search"; compare the baselines at that k with
+``--k 10,25``). Only ``search(question, max(k))`` is asked: ``ours@5`` is the first
+five records of that search. The block ``get()`` would inject is scored too (turn
+recall of the message ids of the records it shows), with its token count.
 
 Questions of categories 1-4 (1 multi-hop, 2 temporal, 3 open-domain, 4
 single-hop) with evidence are scored; category 5 (adversarial) is skipped.
@@ -37,6 +49,7 @@ Run::
     .venv/bin/python -m bench.locomo --json bench/results/locomo.json > bench/results/locomo.txt
     .venv/bin/python -m bench.locomo --retrievers bm25,bm25-dates --k 5,10,20
     .venv/bin/python -m bench.locomo --smoke                  # tests/data/locomo_tiny.json, seconds
+    .venv/bin/python -m bench.locomo --conversations 0,1,2    # a development split; 3,4 held out
 
 LoCoMo is CC BY-NC 4.0: it is read from outside the repository for evaluation,
 never copied into it. The report names questions and turns by id only
@@ -74,9 +87,11 @@ SMOKE_DATA = REPO_ROOT / "tests" / "data" / "locomo_tiny.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 OVERALL = "overall"
 #: Every retriever, in report order.
-RETRIEVERS = ("ours", "bm25", "bm25-dates", "dense")
+RETRIEVERS = ("ours", "bm25", "bm25-dates", "dense", "ours-messages")
 #: Short column labels of the table.
-SHORT = {"ours": "ours", "bm25": "bm25", "bm25-dates": "bm25d", "dense": "dense"}
+SHORT = {"ours": "ours", "bm25": "bm25", "bm25-dates": "bm25d", "dense": "dense", "ours-messages": "oursm"}
+#: What ``--retrievers`` runs when not given (``ours-messages`` is an ablation, asked for by name).
+DEFAULT_RETRIEVERS = ("ours", "bm25", "bm25-dates", "dense")
 #: Metrics per k, in report order.
 METRICS = ("turn_recall", "any", "all", "session_recall")
 METRIC_TITLES = {
@@ -289,11 +304,22 @@ def turn_text(speaker: str, text: str, caption: Optional[str]) -> str:
     return content
 
 
-def load_dataset(path: Path, limit: Optional[int] = None) -> Dataset:
-    """Read a file of the LoCoMo schema; repair evidence; keep questions of categories 1-4."""
+def load_dataset(
+    path: Path, limit: Optional[int] = None, select: Optional[Sequence[int]] = None
+) -> Dataset:
+    """Read a file of the LoCoMo schema; repair evidence; keep questions of categories 1-4.
+
+    ``select`` keeps the samples at these 0-based positions in the file (e.g. a
+    development or a held-out split); ``limit`` then keeps the first N.
+    """
     samples = json.loads(Path(path).read_text(encoding="utf-8"))
     if isinstance(samples, dict):
         samples = [samples]
+    if select is not None:
+        missing = [i for i in select if not 0 <= i < len(samples)]
+        if missing:
+            raise ValueError(f"no conversations at positions {missing}: {path} holds {len(samples)}")
+        samples = [samples[i] for i in select]
     if limit is not None:
         samples = samples[:limit]
     evidence_counts: Counter = Counter()
@@ -368,8 +394,9 @@ class Retriever:
     def search(self, question: str, k: int) -> Ranked:
         raise NotImplementedError
 
-    def block_tokens(self, question: str) -> Optional[tuple[int, int]]:
-        """(tokens, records) of the block ``get()`` would inject; None if not a memory."""
+    def block_tokens(self, question: str) -> Optional[tuple[int, int, list[str]]]:
+        """(tokens, records, message ids) of the block ``get()`` would inject; None if
+        not a memory."""
         return None
 
     def close(self) -> None:
@@ -424,10 +451,10 @@ class Ours(Retriever):
     def search(self, question: str, k: int) -> Ranked:
         return [list(r.message_ids) for r in self.memory.search(question, k=k)]
 
-    def block_tokens(self, question: str) -> Optional[tuple[int, int]]:
+    def block_tokens(self, question: str) -> Optional[tuple[int, int, list[str]]]:
         self.memory.get(question)
         block = self.memory.last_block
-        return block.token_count, len(block.records)
+        return block.token_count, len(block.records), [i for r in block.records for i in r.message_ids]
 
     def close(self) -> None:
         if self.memory is not None:
@@ -436,6 +463,21 @@ class Ours(Retriever):
         if self.workdir is not None:
             shutil.rmtree(self.workdir, ignore_errors=True)
             self.workdir = None
+
+
+class OursMessages(Ours):
+    """Ablation: ``ours`` with its vector source returning single messages
+    (``excerpt_messages=1``) instead of excerpts: the same fused ranking, cut at k."""
+
+    name = "ours-messages"
+
+    def build(self, conversation: Conversation) -> dict[str, Any]:
+        figures = super().build(conversation)
+        self.memory.source("vector").excerpt_messages = 1
+        return figures
+
+    def block_tokens(self, question: str) -> Optional[tuple[int, int, list[str]]]:
+        return None  # the block figures are those of ``ours``
 
 
 _WORD_RE = re.compile(r"\w+", re.UNICODE)
@@ -523,6 +565,8 @@ class Dense(Retriever):
 def make_retriever(name: str, bm25_stopwords: bool = False) -> Retriever:
     if name == "ours":
         return Ours()
+    if name == "ours-messages":
+        return OursMessages()
     if name in ("bm25", "bm25-dates"):
         return BM25(with_dates=name == "bm25-dates", stopwords=STOPWORDS if bm25_stopwords else ())
     if name == "dense":
@@ -598,13 +642,15 @@ def run(
     limit: Optional[int] = None,
     log: Callable[[str], None] = print,
     bm25_stopwords: bool = False,
+    select: Optional[Sequence[int]] = None,
 ) -> dict[str, Any]:
-    """Run every retriever over every conversation; return the report."""
+    """Run every retriever over every conversation (or those at positions ``select``);
+    return the report."""
     started = time.time()
     load_before = load_average()
-    dataset = load_dataset(data, limit)
+    dataset = load_dataset(data, limit, select)
     max_k = max(ks)
-    if "ours" in retrievers or "dense" in retrievers:  # load the model outside every timing
+    if any(n in retrievers for n in ("ours", "ours-messages", "dense")):  # load the model outside every timing
         from llama_memory import default_embedding
 
         default_embedding().load()
@@ -643,6 +689,8 @@ def run(
                         block_tokens.append(block[0])
                         block_records.append(block[1])
                         row["block_tokens"] = block[0]
+                        # What the agent would see: evidence among the block's message ids.
+                        row["block_recall"] = score([block[2]], q.evidence, 1)["turn_recall"]
             finally:
                 retriever.close()
         rows.extend(by_question)
@@ -667,6 +715,8 @@ def run(
             "ks": list(ks),
             "retrievers": list(retrievers),
             "conversations": len(dataset.conversations),
+            "conversation_ids": [c.sample_id for c in dataset.conversations],
+            "selected_positions": list(select) if select is not None else None,
             "turns": sum(len(c.turns) for c in dataset.conversations),
             "questions_scored": len(rows),
             "questions_skipped": dict(dataset.skipped),
@@ -681,13 +731,33 @@ def run(
         "ingest": {name: {"per_conversation": figures, **_ingest_totals(figures)}
                    for name, figures in ingest.items()},
         "latency_ms": {name: summary(values) for name, values in latency_ms.items()},
+        "messages_per_search": {name: {str(k): _messages_per_search(rows, name, k) for k in ks}
+                                for name in retrievers},
         "questions": rows,
     }
     if "ours" in retrievers:
         report["latency_ms"]["ours get()"] = summary(get_ms)
         report["block"] = {"tokens": summary(block_tokens), "records": summary(block_records),
-                           "empty_blocks": sum(1 for t in block_tokens if t == 0)}
+                           "empty_blocks": sum(1 for t in block_tokens if t == 0),
+                           "turn_recall": _block_recall(rows)}
     return report
+
+
+def _block_recall(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Turn recall of the get() block (every message id behind the records it shows),
+    per category and overall."""
+    by_group: dict[str, list[float]] = {}
+    for row in rows:
+        if "block_recall" in row:
+            for group in (CATEGORIES[row["category"]], OVERALL):
+                by_group.setdefault(group, []).append(row["block_recall"])
+    return {g: statistics.fmean(v) for g, v in sorted(by_group.items(), key=lambda kv: _group_order(kv[0]))}
+
+
+def _messages_per_search(rows: Sequence[dict[str, Any]], retriever: str, k: int) -> Optional[float]:
+    """Mean number of message ids behind a search's top-k records."""
+    counts = [sum(len(r) for r in row["ranked"][retriever][:k]) for row in rows]
+    return statistics.fmean(counts) if counts else None
 
 
 def _ingest_totals(figures: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -803,6 +873,10 @@ def format_table(report: dict[str, Any]) -> str:
     if "ours" in names:
         line += f" {_fmt(totals['ours']['turns_per_s'], 1):>9}"
     lines.append(line)
+    per_search = report.get("messages_per_search", {})
+    if per_search:
+        lines += ["", "messages behind a search's top-k records (mean): " + "; ".join(
+            f"{SHORT[n]}@{k} {_fmt(v, 1)}" for n in names for k, v in per_search.get(n, {}).items())]
     lines += ["", "query latency (ms, per question)", f"{'retriever':<12} {'median':>8} {'p95':>8} {'max':>8}"]
     for name, s in report["latency_ms"].items():
         label = "ours search" if name == "ours" else name
@@ -813,7 +887,9 @@ def format_table(report: dict[str, Any]) -> str:
                   f"default memory_token_limit): tokens mean {_fmt(b['tokens']['mean'], 1)}, median "
                   f"{_fmt(b['tokens']['median'], 0)}, p95 {_fmt(b['tokens']['p95'], 0)}, max "
                   f"{_fmt(b['tokens']['max'], 0)}; records mean {_fmt(b['records']['mean'], 2)}; "
-                  f"empty blocks {b['empty_blocks']}"]
+                  f"empty blocks {b['empty_blocks']}",
+                  "  turn recall of the block's message ids: " + ", ".join(
+                      f"{g} {_fmt(v)}" for g, v in b.get("turn_recall", {}).items())]
     ev, dates = report["evidence_repairs"], report["dates"]
     lines += ["", "evidence repairs: " + ", ".join(f"{k} {v}" for k, v in ev.items()),
               f"dates: {dates['sessions']} sessions, {len(dates['unparsable_sessions'])} with an "
@@ -837,7 +913,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--k", default="5,10", help="cut-offs, comma-separated")
     parser.add_argument("--json", type=Path, default=None, help="also write the whole report here")
     parser.add_argument("--limit-conversations", type=int, default=None, help="only the first N conversations")
-    parser.add_argument("--retrievers", default=",".join(RETRIEVERS),
+    parser.add_argument("--conversations", default=None,
+                        help="only the conversations at these 0-based positions in the file, "
+                             "comma-separated (e.g. 0,1,2 to develop on, 3,4 held out)")
+    parser.add_argument("--retrievers", default=",".join(DEFAULT_RETRIEVERS),
                         help=f"comma-separated, of {', '.join(RETRIEVERS)}")
     parser.add_argument("--bm25-stopwords", action="store_true",
                         help="leave common question words (STOPWORDS) out of the bm25 queries")
@@ -855,6 +934,13 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     unknown = [r for r in args.retrievers if r not in RETRIEVERS]
     if unknown or not args.retrievers:
         parser.error(f"unknown retrievers {unknown}: choose from {', '.join(RETRIEVERS)}")
+    if args.conversations is not None:
+        try:
+            args.conversations = [int(c) for c in str(args.conversations).split(",") if c.strip()]
+        except ValueError:
+            parser.error(f"--conversations takes 0-based positions, comma-separated, not {args.conversations!r}")
+        if not args.conversations or min(args.conversations) < 0:
+            parser.error("--conversations takes 0-based positions (0 or more)")
     if args.limit_conversations is not None and args.limit_conversations < 1:
         parser.error("--limit-conversations must be positive")
     if not args.data.is_file():
@@ -868,7 +954,8 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
     print(f"bench.locomo: {args.data}, k {args.k}, retrievers {args.retrievers}; "
           f"load average {load_average()}", flush=True)
     report = run(args.data, args.k, args.retrievers, args.limit_conversations,
-                 log=lambda s: print(s, flush=True), bm25_stopwords=args.bm25_stopwords)
+                 log=lambda s: print(s, flush=True), bm25_stopwords=args.bm25_stopwords,
+                 select=args.conversations)
     print()
     print(format_table(report))
     if args.json is not None:

@@ -17,6 +17,7 @@ from functools import lru_cache
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock
 
+from .excerpts import hit_of, without
 from .messages import format_time, message_text
 from .storage.sqlite import normalize_text
 from .types import MemoryRecord
@@ -66,18 +67,21 @@ def deduplicate(
 ) -> tuple[list[MemoryRecord], int]:
     """Drop records whose normalised text is in ``already_shown`` or came earlier.
 
-    Returns the kept records and how many were dropped.
+    An excerpt (a record with ``parts``) loses only the parts already shown, and is
+    dropped when none is left. Returns the kept records and how many were dropped.
     """
     seen = {normalize_text(t) for t in already_shown}
     kept: list[MemoryRecord] = []
     dropped = 0
     for record in records:
-        key = normalize_text(record.text)
-        if key in seen:
+        left = without(record, lambda part: normalize_text(part.text) in seen)
+        key = normalize_text(left.text) if left is not None else ""
+        if left is None or key in seen:
             dropped += 1
             continue
         seen.add(key)
-        kept.append(record)
+        seen.update(normalize_text(p.text) for p in left.parts)
+        kept.append(left)
     return kept, dropped
 
 
@@ -123,12 +127,15 @@ def compose_block(
     lines: list[str] = []
     dropped: Counter = Counter()  # by source, for the note that says what was left out
     for record in kept:
-        line = render_item(record)
-        cost = _line_tokens(tokenizer, line) + 1  # +1 for the joining newline
-        if cost <= budget:
-            lines.append(line)
-            result.records.append(record)
-            budget -= cost
+        # An excerpt too long for what is left is cut down to the message that made it.
+        for candidate in (record, hit_of(record)) if record.parts else (record,):
+            line = render_item(candidate)
+            cost = _line_tokens(tokenizer, line) + 1  # +1 for the joining newline
+            if cost <= budget:
+                lines.append(line)
+                result.records.append(candidate)
+                budget -= cost
+                break
         else:
             dropped[record.source] += 1
     # Token counts of parts need not add up to the count of the whole, and the note

@@ -1,12 +1,23 @@
 """Fusing rankings from several retrievers (dense, lexical) into one.
 
-Scores of different retrievers are not comparable (cosine similarity against BM25),
-so fusion works on ranks: reciprocal-rank fusion, each retriever weighted.
+Two ways are offered:
+
+- :func:`fuse_scores`, what the vector source uses: each retriever's scores are
+  put on a common 0..1 scale (BM25 divided by the best BM25 of the query; cosine
+  min-max scaled over the candidates) and added, weighted. A candidate found by
+  one retriever only still gets the other's score when it can be computed (the
+  cosine of a lexical hit), so a strong match on one side is not drowned by a
+  mediocre match on both, which is what reciprocal-rank fusion rewards.
+- :func:`fuse_rankings`, reciprocal-rank fusion, for rankings whose scores have no
+  common meaning at all (the triple source's dense, lexical and entity lists).
+
+Measured on LoCoMo (docs/benchmarks.md): score fusion beats reciprocal-rank fusion
+of the same candidates, and reciprocal-rank fusion gets worse as the pools grow.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 #: The rank offset of reciprocal-rank fusion (Cormack et al., 2009).
 RRF_K = 60
@@ -35,3 +46,44 @@ def fuse_rankings(
         for rank, (item, _) in enumerate(ranking, start=1):
             fused[item] = fused.get(item, 0.0) + weight / (rrf_k + rank)
     return sorted(fused.items(), key=lambda pair: pair[1], reverse=True)
+
+
+def fuse_scores(
+    lexical: Ranking,
+    dense: Mapping[str, float],
+    *,
+    lexical_weight: float = 1.0,
+    dense_weight: float = 1.0,
+) -> list[tuple[str, float]]:
+    """Weighted sum of normalised lexical and dense scores over their candidates.
+
+    Args:
+        lexical: (id, BM25 score, higher is better) best first.
+        dense: cosine similarity by id, for the dense candidates and, where known,
+            for the lexical ones (an id missing here scores as the worst dense one).
+        lexical_weight, dense_weight: the weights of the two (0 turns one off).
+
+    Returns:
+        (id, score in 0..1) best first over every candidate of either retriever.
+        A lexical score is divided by the best lexical score of the query (so the
+        best word match scores 1 and one without words 0); a dense score is scaled
+        so that the worst candidate scores 0 and the best 1. Ties keep the order of
+        first appearance: lexical candidates, then dense ones.
+    """
+    total = max(lexical_weight, 0.0) + max(dense_weight, 0.0)
+    if total == 0:
+        return []
+    wl, wd = max(lexical_weight, 0.0) / total, max(dense_weight, 0.0) / total
+    lexical_scores = dict(lexical) if wl > 0 else {}
+    candidates = list(dict.fromkeys([*lexical_scores, *(dense if wd > 0 else {})]))
+    best_lexical = max(lexical_scores.values(), default=0.0)
+    cosines = [dense[i] for i in candidates if i in dense] if wd > 0 else []
+    low, high = (min(cosines), max(cosines)) if cosines else (0.0, 0.0)
+    spread = high - low
+    fused = []
+    for item in candidates:
+        score = wl * lexical_scores.get(item, 0.0) / best_lexical if best_lexical > 0 else 0.0
+        if spread > 0:
+            score += wd * (dense.get(item, low) - low) / spread
+        fused.append((item, score))
+    return sorted(fused, key=lambda pair: pair[1], reverse=True)

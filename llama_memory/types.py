@@ -66,6 +66,9 @@ class MemoryRecord:
         id: the record's id in its source's storage.
         metadata: anything else the source wants to keep.
         expires_at: when it expires (seconds since the epoch, UTC); None: never.
+        parts: for a record that groups several (an excerpt of a conversation, see
+            :mod:`llama_memory.excerpts`), the records it is made of, in order: its
+            ``text`` and ``message_ids`` are theirs joined. Empty for a plain record.
     """
 
     text: str
@@ -80,6 +83,7 @@ class MemoryRecord:
     id: Optional[str] = None
     metadata: dict[str, Any] = field(default_factory=dict)
     expires_at: Optional[float] = None
+    parts: list["MemoryRecord"] = field(default_factory=list)
 
     @property
     def event_datetime(self) -> Optional[datetime]:

@@ -17,6 +17,7 @@ from llama_index.core.agent.workflow import AgentWorkflow, FunctionAgent, ReActA
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, ToolCallBlock
 from llama_index.core.workflow import Context
 
+from helpers import message_texts
 from llama_memory import ComposableMemory, LlamaMemoryError
 from llama_memory.embeddings import default_embedding
 from scripted_llm import LLMCall, ScriptedLLM, ToolCallReply, message_plain_text
@@ -308,10 +309,11 @@ async def test_insert_method_user_puts_block_in_latest_user_message(open_memory)
 
 
 def _raw_records(memory: ComposableMemory, query: str) -> list[str]:
-    """Texts of every record the sources hold for ``query`` (no dedup applied)."""
-    return [
-        r.text for source in memory.sources for r in source.retrieve(query, memory.scope, 50)
-    ]
+    """Texts of every message the sources hold for ``query`` (no dedup applied; an
+    excerpt's messages one by one)."""
+    return message_texts(
+        r for source in memory.sources for r in source.retrieve(query, memory.scope, 50)
+    )
 
 
 async def test_chat_history_is_not_duplicated_in_long_term_memory(open_memory) -> None:
@@ -334,7 +336,7 @@ async def test_chat_history_is_not_duplicated_in_long_term_memory(open_memory) -
     raw = _raw_records(memory, "ramen with egg")
     assert raw.count("I love ramen with extra egg.") == 1, raw
     assert raw.count("Ramen with extra egg, noted.") == 1, raw
-    found = [r.text for r in memory.search("ramen with egg", k=20)]
+    found = message_texts(memory.search("ramen with egg", k=20))
     assert len(found) == len(set(found))
     assert "I love ramen with extra egg." in found
 
@@ -377,9 +379,9 @@ async def test_context_round_trip_restores_a_memory_that_recalls(open_memory, tm
     # The conversation comes back from SQLite ...
     assert texts(restored.get_all()) == ["Hi, it's me again.", "Hello Alice!"]
     # ... and the long-term source recalls.
-    assert "My favourite food is sushi and I live in Lisbon." in [
-        r.text for r in restored.search("favourite food", k=5)
-    ]
+    assert "My favourite food is sushi and I live in Lisbon." in message_texts(
+        restored.search("favourite food", k=5)
+    )
 
     # Running on with the restored context uses the restored memory.
     llm.reset_calls()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import assistant, user
+from helpers import assistant, message_texts, user
 from llama_memory import ComposableMemory, Scope
 from llama_memory.expiry import Expiry
 from llama_memory.sources import ProfileSource, TripleSource
@@ -59,7 +59,7 @@ def open_memory(tmp_path: Path, embed_model, clock: Clock):
 
 
 def texts(records) -> list[str]:
-    return [r.text for r in records]
+    return message_texts(records)
 
 
 def count(path: Path, sql: str) -> int:

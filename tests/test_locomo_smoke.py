@@ -26,7 +26,7 @@ def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict, str]:
 def test_smoke_writes_the_whole_report(smoke, capsys: pytest.CaptureFixture[str]) -> None:
     report, written, _ = smoke
     assert written == json.loads(json.dumps(report))
-    assert report["meta"]["retrievers"] == list(locomo.RETRIEVERS)
+    assert report["meta"]["retrievers"] == list(locomo.DEFAULT_RETRIEVERS)
     assert report["meta"]["ks"] == [5, 10]
 
 
@@ -37,7 +37,7 @@ def test_smoke_recall_figures_are_fractions_for_every_retriever_and_category(smo
     expected_n = {"multi-hop": 2, "temporal": 1, "open-domain": 1, "single-hop": 2, "overall": 6}
     assert report["meta"]["questions_scored"] == 6
     assert report["meta"]["questions_skipped"] == {"category 5": 1, "no evidence": 1}
-    for name in locomo.RETRIEVERS:
+    for name in locomo.DEFAULT_RETRIEVERS:
         for k in ("5", "10"):
             groups = report["results"][name][k]
             assert {g: v["n"] for g, v in groups.items()} == expected_n, (name, k)
@@ -99,6 +99,32 @@ def test_smoke_ours_finds_evidence_and_reports_performance(smoke) -> None:
     assert report["latency_ms"]["ours"]["n"] == 6 and report["latency_ms"]["ours"]["median"] > 0
     ingest = report["ingest"]["ours"]["per_conversation"][0]
     assert ingest["turns"] == 21 and ingest["sessions"] == 3 and ingest["ingest_s"] > 0
+    # What the block shows is scored too, and an excerpt carries more than one turn.
+    assert set(block["turn_recall"]) == {"multi-hop", "temporal", "open-domain", "single-hop", "overall"}
+    assert all(0.0 <= v <= 1.0 for v in block["turn_recall"].values())
+    per_search = report["messages_per_search"]
+    assert per_search["bm25"]["10"] <= 10 and per_search["ours"]["10"] >= per_search["ours"]["5"] > 0
+
+
+def test_conversations_are_selected_by_position() -> None:
+    assert [c.sample_id for c in locomo.load_dataset(locomo.SMOKE_DATA, select=[0]).conversations] == ["tiny-1"]
+    with pytest.raises(ValueError, match=r"positions \[3\].*holds 1"):
+        locomo.load_dataset(locomo.SMOKE_DATA, select=[3])
+    assert locomo.parse_args(["--smoke", "--conversations", "0"]).conversations == [0]
+    with pytest.raises(SystemExit):
+        locomo.parse_args(["--smoke", "--conversations", "first"])
+
+
+def test_ours_messages_ablation_returns_single_turns() -> None:
+    conversation = locomo.load_dataset(locomo.SMOKE_DATA).conversations[0]
+    retriever = locomo.make_retriever("ours-messages")
+    try:
+        retriever.build(conversation)
+        ranked = retriever.search(conversation.questions[0].question, 10)
+    finally:
+        retriever.close()
+    assert ranked and all(len(ids) == 1 for ids in ranked)
+    assert "D1:1" in [ids[0] for ids in ranked[:5]]
 
 
 def test_smoke_dog_question_is_answered_by_the_adoption_turn(smoke) -> None:

@@ -11,7 +11,7 @@ from llama_index.core.embeddings import MockEmbedding
 from llama_index.core.memory import VectorMemory
 from llama_index.core.utils import get_tokenizer
 
-from helpers import assistant, user
+from helpers import assistant, message_texts, user
 from llama_memory import (
     ChatBuffer,
     ComposableMemory,
@@ -19,6 +19,7 @@ from llama_memory import (
     ScopeError,
 )
 from llama_memory.compose import BLOCK_CLOSE, BLOCK_OPEN
+from llama_memory.excerpts import hit_of
 
 FACTS = [
     ("My name is John.", "Nice to meet you, John!"),
@@ -69,10 +70,11 @@ def test_get_without_input_queries_the_latest_user_message(make_memory) -> None:
     second.put(user("Tell me about my sister's job."))
     without_input = block_of(second.get())
     assert "dentist" in without_input
-    assert second.last_block.records[0].text == "My sister is called Maria and she is a dentist."
+    assert hit_of(second.last_block.records[0]).text == "My sister is called Maria and she is a dentist."
     with_input = block_of(second.get("Where do I live now?"))
-    assert second.last_block.records[0].text == "I just moved to New York."
-    assert without_input != with_input
+    assert hit_of(second.last_block.records[0]).text == "I just moved to New York."
+    # (The blocks themselves may be equal: this small history fits in one excerpt.)
+    assert "New York" in with_input
 
 
 def test_block_shows_source_and_event_time(make_memory) -> None:
@@ -216,7 +218,7 @@ def test_set_does_not_duplicate_long_term_records(make_memory) -> None:
     history = [user("I like tea."), assistant("Noted.")]
     memory.set(history)
     memory.set(history + [user("And biscuits.")])
-    texts = [r.text for r in memory.search("tea biscuits", k=10)]
+    texts = message_texts(memory.search("tea biscuits", k=10))
     assert sorted(texts) == ["And biscuits.", "I like tea.", "Noted."]
 
 
@@ -235,7 +237,7 @@ def test_dense_index_catches_up_and_rebuilds_from_the_record(make_memory) -> Non
     # The rows are committed; no vector was computed yet. A memory that starts now (as
     # a new process would after a crash) embeds them before its first search.
     reader = make_memory(session_id="s2")
-    assert len(reader.search("tomatoes", k=10)) == 5
+    assert len(message_texts(reader.search("tomatoes", k=10))) == 5
     reader.close()  # writes the waiting vectors to Chroma
     reader.close()  # closing twice is harmless
     rebuilt = make_memory(session_id="s3")
@@ -243,10 +245,10 @@ def test_dense_index_catches_up_and_rebuilds_from_the_record(make_memory) -> Non
     # Lose the index entirely: the system of record rebuilds it.
     rebuilt.sources[0].index.clear()
     # Words still find them (FTS lives in SQLite); meaning alone does not, until reindex.
-    assert len(rebuilt.search("tomatoes", k=10)) == 5
+    assert len(message_texts(rebuilt.search("tomatoes", k=10))) == 5
     assert rebuilt.search("produce from my vegetable patch", k=10) == []
     assert rebuilt.reindex() == 5
-    assert len(rebuilt.search("produce from my vegetable patch", k=10)) == 5
+    assert len(message_texts(rebuilt.search("produce from my vegetable patch", k=10))) == 5
     rebuilt.put(user("A fresh note about roses"))
     assert rebuilt.search("roses", k=1)[0].text == "A fresh note about roses"
 
@@ -264,7 +266,7 @@ async def test_concurrent_async_writers_lose_nothing(make_memory) -> None:
     await asyncio.gather(*(memory.aput(user(f"concurrent fact {i}")) for i in range(30)))
     assert len(await memory.aget_all()) == 30
     found = await memory.asearch("concurrent fact", k=50)
-    assert len(found) == 30
+    assert sorted(message_texts(found)) == sorted(f"concurrent fact {i}" for i in range(30))
     messages, _ = await asyncio.gather(memory.aget("fact"), memory.aput(user("one more")))
     assert messages
 

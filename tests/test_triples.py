@@ -530,7 +530,7 @@ async def test_agent_saves_knowledge_in_one_session_and_recalls_it_in_the_next(o
     assert "Alice — has friend — John (since " in memory_block
     # The triples come before the vector source's records in the block.
     assert memory_block.index("John — likes — pizza") < memory_block.index(
-        '"My friend John likes pizza"'
+        "My friend John likes pizza"  # in an excerpt: "user: My friend John likes pizza\n..."
     )
     stored = later.source("triples").triples(later.scope)
     assert {t.session_id for t in stored} == {"session-1"}

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
-from typing import NamedTuple, Optional
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple, Optional
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
 from ..embeddings import embedding_dimension, is_symmetric
 from ..errors import StorageError
+from ..excerpts import JOIN_GAP, pack_excerpts
 from ..expiry import NEVER, Expiry
-from ..retrieval import fuse_rankings
+from ..retrieval import fuse_scores
 from ..storage.chroma import DenseIndex
 from ..storage.reconcile import ReconcileReport, reconcile_index
 from ..storage.sqlite import NewRecord, SQLiteStore
@@ -39,8 +41,9 @@ class VectorSource(MemorySource):
 
     Retrieval fuses two rankings of the user's records: by meaning (cosine
     similarity of embeddings, in Chroma and the overlay below) and by words (BM25
-    over the text and the event date in SQLite's FTS5 index), by weighted
-    reciprocal-rank fusion.
+    over the text and the event date in SQLite's FTS5 index), by a weighted sum of
+    normalised scores; then groups the best messages with their neighbours into
+    excerpts of the conversation (:mod:`llama_memory.excerpts`).
 
     Writing: the record goes to the SQLite system of record at once, in one
     transaction per call, and that is all ``put`` costs.
@@ -63,10 +66,14 @@ class VectorSource(MemorySource):
         batch_size: how many records are embedded per call to the model, and how
             many vectors wait in the overlay before they are written to Chroma.
         name: the source's name in the store and in the memory block.
-        dense_weight: weight of the dense (Chroma) ranking in reciprocal-rank
-            fusion (0 turns it off).
-        lexical_weight: weight of the lexical (FTS5) ranking (0 turns it off).
+        dense_weight: weight of the normalised dense (Chroma) score in fusion
+            (:func:`~llama_memory.retrieval.fuse_scores`; 0 turns it off).
+        lexical_weight: weight of the normalised lexical (FTS5) score (0 turns it off).
         candidate_factor: each retriever ranks ``k * candidate_factor`` candidates.
+        excerpt_messages: a search for ``k`` records returns up to ``k`` excerpts
+            holding up to ``excerpt_messages * k`` messages in all, each excerpt a run
+            of consecutive messages of one session around the best matches
+            (:mod:`llama_memory.excerpts`); 1 returns single messages.
         expiry: time to live of new records, refresh on read, and the clock
             (default: records are kept until forgotten).
     """
@@ -83,10 +90,15 @@ class VectorSource(MemorySource):
         dense_weight: float = 1.0,
         lexical_weight: float = 1.0,
         candidate_factor: int = 3,
+        excerpt_messages: float = 2.5,
         expiry: Expiry = NEVER,
     ) -> None:
         if batch_size <= 0:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
+        if not excerpt_messages >= 1:
+            raise ValueError(
+                f"excerpt_messages must be 1 (single messages) or more, got {excerpt_messages}"
+            )
         self.store = store
         self.index = index
         self.embed_model = embed_model
@@ -96,7 +108,9 @@ class VectorSource(MemorySource):
         self.dense_weight = dense_weight
         self.lexical_weight = lexical_weight
         self.candidate_factor = candidate_factor
+        self.excerpt_messages = excerpt_messages
         self.expiry = expiry
+        store.ensure_session_order()
         self._lock = threading.RLock()
         self._overlay: dict[str, _Embedded] = {}
         # For models whose query and document vectors agree, the vector of a text
@@ -230,34 +244,51 @@ class VectorSource(MemorySource):
     # -- reading --------------------------------------------------------------------
 
     def retrieve(self, query: str, scope: Scope, k: int) -> list[MemoryRecord]:
-        """The ``k`` records of the scope's user that best match ``query``."""
+        """The ``k`` records of the scope's user that best match ``query``: excerpts of
+        consecutive messages when ``excerpt_messages`` > 1 (see :mod:`llama_memory.excerpts`),
+        single messages otherwise."""
         user = scope.require_user(f"the {self.name!r} memory source")
         if not query.strip() or k <= 0:
             return []
-        pool = max(k * self.candidate_factor, k)
-        with self._lock:
-            self._embed_pending()
-            vector = self._query_vector(query)
-            waiting = [
-                (record_id, item.vector)
-                for record_id, item in self._overlay.items()
-                if item.tenant_id == scope.tenant_id and item.user_id == user
-            ]
-        dense = dict(self.index.query(scope.tenant_id, user, vector, pool))
-        if waiting:
-            matrix = np.stack([v for _, v in waiting])
-            for (record_id, _), score in zip(waiting, _cosine(matrix, vector)):
-                dense[record_id] = max(score, dense.get(record_id, -1.0))
-        dense_ranking = sorted(dense.items(), key=lambda item: item[1], reverse=True)[:pool]
-        lexical_ranking = (
-            self.store.search_text(query, scope, self.name, pool) if self.lexical_weight > 0 else []
-        )
-        ranked = fuse_rankings(
-            [(dense_ranking, self.dense_weight), (lexical_ranking, self.lexical_weight)]
-        )
+        ranked = self._fused(query, scope, user, max(k * self.candidate_factor, k))
         # The system of record has the last word: a vector whose row is gone, or has
         # expired, is skipped, and get_records checks the user again.
         alive_at = self.expiry.now()
+        if self.excerpt_messages > 1:
+            results = self._excerpts(ranked, scope, k, alive_at)
+        else:
+            results = self._single(ranked, scope, k, alive_at)
+        if self.expiry.refresh_on_read and results:
+            read = [p.id for r in results for p in (r.parts or [r]) if p.id]
+            self.store.refresh_expiry(read, alive_at)
+        return results
+
+    def _excerpts(
+        self, ranked: list[tuple[str, float]], scope: Scope, k: int, alive_at: float
+    ) -> list[MemoryRecord]:
+        """Up to ``k`` excerpts around the best of ``ranked`` (live records only)."""
+        for attempt in range(2):
+            excerpts = pack_excerpts(
+                ranked,
+                lambda ids: self.store.session_neighbours(ids, scope, self.name, JOIN_GAP),
+                k,
+                math.ceil(self.excerpt_messages * k),
+            )
+            members = self.store.get_records(
+                [i for e in excerpts for i in e.record_ids], scope, self.name, alive_at
+            )
+            results = [r for r in (e.as_record(members) for e in excerpts) if r is not None]
+            if len(results) == len(excerpts) or attempt:
+                return results
+            # A hit had expired or gone: pack again from the live candidates only.
+            alive = self.store.get_records([i for i, _ in ranked], scope, self.name, alive_at)
+            ranked = [(i, score) for i, score in ranked if i in alive]
+        return results
+
+    def _single(
+        self, ranked: list[tuple[str, float]], scope: Scope, k: int, alive_at: float
+    ) -> list[MemoryRecord]:
+        """The ``k`` best live records of ``ranked``, one message each."""
         ids = [record_id for record_id, _ in ranked]
         rows = self.store.get_records(ids[:k], scope, self.name, alive_at)
         if len(rows) < len(ids[:k]):  # some expired or gone: look further down
@@ -268,9 +299,49 @@ class VectorSource(MemorySource):
             if record is not None and len(results) < k:
                 record.score = score
                 results.append(record)
-        if self.expiry.refresh_on_read and results:
-            self.store.refresh_expiry([r.id for r in results if r.id], alive_at)
         return results
+
+    def _fused(self, query: str, scope: Scope, user: str, pool: int) -> list[tuple[str, float]]:
+        """Every candidate of the two retrievers (``pool`` each), by fused score."""
+        with self._lock:
+            self._embed_pending()
+            vector = self._query_vector(query)
+            waiting = {
+                record_id: item.vector
+                for record_id, item in self._overlay.items()
+                if item.tenant_id == scope.tenant_id and item.user_id == user
+            }
+        dense: dict[str, float] = {}
+        if self.dense_weight > 0:
+            dense = dict(self.index.query(scope.tenant_id, user, vector, pool))
+            if waiting:
+                self._cosines(dense, waiting, vector)
+            dense = dict(sorted(dense.items(), key=lambda item: item[1], reverse=True)[:pool])
+        lexical = (
+            self.store.search_text(query, scope, self.name, pool) if self.lexical_weight > 0 else []
+        )
+        if dense and lexical:
+            # A lexical candidate outside the dense pool still gets its cosine, so that
+            # fusion compares like with like (a missing score would count as the worst).
+            missing = [i for i, _ in lexical if i not in dense]
+            vectors: dict[str, Any] = {i: waiting[i] for i in missing if i in waiting}
+            rest = [i for i in missing if i not in vectors]
+            vectors.update(self.index.vectors(scope.tenant_id, user, rest))
+            self._cosines(dense, vectors, vector)
+        return fuse_scores(
+            lexical, dense, lexical_weight=self.lexical_weight, dense_weight=self.dense_weight
+        )
+
+    @staticmethod
+    def _cosines(into: dict[str, float], vectors: Mapping[str, Any], query: np.ndarray) -> None:
+        """Add the cosine of each vector with ``query`` to ``into`` (the larger one wins
+        where both have an id)."""
+        if not vectors:
+            return
+        ids = list(vectors)
+        matrix = np.stack([np.asarray(vectors[i], dtype=np.float32) for i in ids])
+        for record_id, score in zip(ids, _cosine(matrix, query)):
+            into[record_id] = max(score, into.get(record_id, -1.0))
 
     # -- forgetting -------------------------------------------------------------------
 

@@ -237,6 +237,23 @@ class DenseIndex:
         distances = result["distances"][0] if result.get("distances") else [1.0] * len(ids)
         return [(i, 1.0 - float(d)) for i, d in zip(ids, distances)]
 
+    def vectors(self, tenant_id: str, user_id: str, ids: Sequence[str]) -> dict[str, Vector]:
+        """The stored vectors of some of one user's records, by id (ids not indexed are
+        left out)."""
+        if not ids:
+            return {}
+        result: dict[str, Any] = self._read(
+            tenant_id,
+            user_id,
+            "get vectors",
+            lambda c: c.get(ids=list(ids), include=["embeddings"]),
+            {"ids": [], "embeddings": None},
+        )
+        embeddings = result.get("embeddings")
+        if embeddings is None:
+            return {}
+        return dict(zip(result["ids"], embeddings))
+
     def count(self, tenant_id: str, user_id: str) -> int:
         """How many vectors one user has."""
         return int(self._read(tenant_id, user_id, "count", lambda c: c.count(), 0))

@@ -107,6 +107,13 @@ MIGRATIONS: tuple[str, ...] = (
     """,
 )
 
+#: Migrations of the index behind :meth:`SQLiteStore.session_neighbours` (records of one
+#: session in the order written), kept apart from :data:`MIGRATIONS` as an optional part.
+SESSION_ORDER_MIGRATIONS: tuple[str, ...] = (
+    "CREATE INDEX IF NOT EXISTS records_by_session "
+    "ON records (source, tenant_id, user_id, session_id)",
+)
+
 _WHITESPACE = re.compile(r"\s+")
 
 
@@ -502,6 +509,58 @@ class SQLiteStore:
         }
         kept = [w for w in words if counts[w] <= MAX_TERM_SHARE * total]
         return kept or [min(words, key=lambda w: counts[w])]
+
+    def session_neighbours(
+        self, ids: Sequence[str], scope: Scope, source: str, radius: int
+    ) -> dict[str, list[tuple[int, str]]]:
+        """For each record id of the scope's user in ``source``: the ids of the records
+        of its session from ``radius`` before it to ``radius`` after it, itself
+        included, as (position, id) in the order they were written. Ids not found (or
+        another user's) are left out.
+
+        Call :meth:`ensure_session_order` once first, or each lookup scans the user's
+        records.
+        """
+        if not ids or radius < 0:
+            return {}
+        user = scope.require_user(f"the {source!r} memory source")
+        marks = ",".join("?" * len(ids))
+        hits = [
+            row
+            for row in self.query(
+                "read record positions",
+                f"SELECT id, rowid AS pos, session_id, source, tenant_id, user_id FROM records "
+                f"WHERE id IN ({marks})",
+                tuple(ids),
+            )
+            if (row["source"], row["tenant_id"], row["user_id"]) == (source, scope.tenant_id, user)
+        ]
+        if not hits:
+            return {}
+        # One statement for all hits: per hit, the rows up to it and the rows after it
+        # in its session, each read backwards or forwards along records_by_session.
+        same = "source = ? AND tenant_id = ? AND user_id = ? AND session_id IS ?"
+        parts, params = [], []
+        for n, hit in enumerate(hits):
+            key = (source, scope.tenant_id, user, hit["session_id"])
+            parts.append(
+                f"SELECT * FROM (SELECT {n} AS hit, rowid AS pos, id FROM records WHERE {same} "
+                f"AND rowid <= ? ORDER BY rowid DESC LIMIT ?)"
+            )
+            parts.append(
+                f"SELECT * FROM (SELECT {n} AS hit, rowid AS pos, id FROM records WHERE {same} "
+                f"AND rowid > ? ORDER BY rowid LIMIT ?)"
+            )
+            params += [*key, hit["pos"], radius + 1, *key, hit["pos"], radius]
+        rows = self.query("read session neighbours", " UNION ALL ".join(parts), params)
+        found: dict[str, list[tuple[int, str]]] = {hit["id"]: [] for hit in hits}
+        for row in rows:
+            found[hits[row["hit"]]["id"]].append((row["pos"], row["id"]))
+        return {hit: sorted(around) for hit, around in found.items()}
+
+    def ensure_session_order(self) -> None:
+        """Create the index that finds a record's session neighbours (once per file)."""
+        self.ensure_schema("session-order", SESSION_ORDER_MIGRATIONS)
 
     def pending_records(self, source: str, limit: int) -> list[PendingRecord]:
         """Up to ``limit`` records the dense index has not caught up with, oldest first."""

@@ -1,0 +1,238 @@
+"""Excerpts: the best-scored messages of a search, grouped with their neighbours.
+
+In a conversation the evidence for an answer is often split over adjacent
+messages: a question and its reply ("How long have you been married?" / "5 years
+already!"), a statement and its follow-up. A ranking of single messages finds one
+half and misses the other. So a search returns *excerpts*: each one a run of
+consecutive messages of one session, built around the best-scored messages.
+
+How excerpts are packed (:func:`pack_excerpts`), walking down the fused ranking:
+
+1. a message already inside an excerpt is skipped;
+2. a message at most ``gap`` positions from an excerpt of its session joins it,
+   together with the messages in between (they are context for both);
+3. otherwise it starts a new excerpt, while there are fewer than ``k``;
+4. this stops when the excerpts hold ``max_messages`` messages;
+5. what budget is left extends each excerpt, best first, by the message after
+   it, then by the message before it.
+
+An excerpt is returned as one :class:`~llama_memory.types.MemoryRecord` whose
+``message_ids`` are those of all its messages (:meth:`Excerpt.as_record`), so ``k``
+excerpts may carry up to ``max_messages`` messages: the caller's token budget (the
+memory block) still applies to their text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple, Optional
+
+from .types import MemoryRecord
+
+#: Messages from an excerpt that a new hit may be and still join it (1: adjacent only).
+JOIN_GAP = 2
+
+
+class Positioned(NamedTuple):
+    """A record id and its position in its session (any number that orders the
+    session's records, e.g. the storage row id)."""
+
+    position: int
+    record_id: str
+
+
+Neighbourhood = Sequence[Positioned]
+"""A hit's session neighbours in order, the hit included (at most ``gap`` on each side)."""
+
+Neighbourhoods = Callable[[Sequence[str]], Mapping[str, Sequence[tuple[int, str]]]]
+"""Gives, for record ids, each one's neighbourhood as (position, record id) pairs in
+order; ids it leaves out (records deleted meanwhile, another user's) are skipped."""
+
+
+@dataclass
+class Excerpt:
+    """A run of consecutive messages of one session.
+
+    Attributes:
+        members: the messages' ids with their positions, in conversation order.
+        hit: the id of the best-scored message, which started the excerpt.
+        score: the fused score of ``hit``.
+    """
+
+    members: list[Positioned]
+    hit: str
+    score: float
+    _ids: set[str] = field(default_factory=set, repr=False)
+
+    def __post_init__(self) -> None:
+        self._ids = {m.record_id for m in self.members}
+
+    def __contains__(self, record_id: object) -> bool:
+        return record_id in self._ids
+
+    @property
+    def record_ids(self) -> list[str]:
+        """The messages' record ids, in conversation order."""
+        return [m.record_id for m in self.members]
+
+    def add(self, members: Sequence[Positioned]) -> int:
+        """Add messages (contiguous with this excerpt); return how many were new."""
+        new = [m for m in members if m.record_id not in self._ids]
+        self.members = sorted([*self.members, *new], key=lambda m: m.position)
+        self._ids.update(m.record_id for m in new)
+        return len(new)
+
+    def as_record(self, records: Mapping[str, MemoryRecord]) -> Optional[MemoryRecord]:
+        """The excerpt as one record (:func:`join_parts`), from its messages' records
+        by id; None when the hit's record is missing (deleted meanwhile)."""
+        hit = records.get(self.hit)
+        if hit is None:
+            return None
+        hit.score = self.score
+        return join_parts([records[i] for i in self.record_ids if i in records], hit)
+
+
+def join_parts(parts: Sequence[MemoryRecord], hit: MemoryRecord) -> MemoryRecord:
+    """One record for consecutive message records: ``hit`` itself when it is the only
+    part; else a record whose text holds one ``role: text`` line per part, whose
+    ``message_ids`` are all of theirs, whose ``parts`` are they, and whose score, time,
+    scope and id are the hit's (``metadata["hit"]`` names it)."""
+    if len(parts) <= 1:
+        return hit
+    return MemoryRecord(
+        text="\n".join(f"{r.role}: {r.text}" if r.role else r.text for r in parts),
+        score=hit.score,
+        source=hit.source,
+        user_id=hit.user_id,
+        session_id=hit.session_id,
+        message_ids=[m for r in parts for m in r.message_ids],
+        event_time=hit.event_time,
+        ingested_at=hit.ingested_at,
+        role=None,
+        id=hit.id,
+        metadata={"hit": hit.id},
+        expires_at=hit.expires_at,
+        parts=list(parts),
+    )
+
+
+def hit_of(record: MemoryRecord) -> MemoryRecord:
+    """The part that made an excerpt (the record itself for a plain record)."""
+    hit = record.metadata.get("hit")
+    return next((p for p in record.parts if p.id == hit), record)
+
+
+def without(record: MemoryRecord, unwanted: Callable[[MemoryRecord], bool]) -> Optional[MemoryRecord]:
+    """An excerpt without the parts ``unwanted`` selects (None if nothing is left); a
+    plain record is kept or dropped whole. When the hit is dropped the best remaining
+    part stands in for it, keeping the excerpt's score."""
+    if not record.parts:
+        return None if unwanted(record) else record
+    kept = [p for p in record.parts if not unwanted(p)]
+    if len(kept) == len(record.parts):
+        return record
+    if not kept:
+        return None
+    hit = hit_of(record)
+    if hit not in kept:
+        hit = kept[0]
+    hit.score = record.score
+    return join_parts(kept, hit)
+
+
+def pack_excerpts(
+    ranked: Sequence[tuple[str, float]],
+    neighbourhoods: Neighbourhoods,
+    k: int,
+    max_messages: int,
+    *,
+    gap: int = JOIN_GAP,
+) -> list[Excerpt]:
+    """Group a ranking of message records into at most ``k`` excerpts (see the module).
+
+    Args:
+        ranked: (record id, fused score) best first.
+        neighbourhoods: gives each record's session neighbours (``gap`` on each side);
+            called on successive slices of ``ranked`` (``k`` ids at a time) only as
+            far as the walk goes.
+        k: at most this many excerpts.
+        max_messages: at most this many messages in all (at least ``k`` are allowed).
+        gap: how far (in messages) a hit may be from an excerpt and still join it.
+
+    Returns:
+        The excerpts, best first (in the order their first hit was ranked).
+    """
+    if k <= 0 or not ranked:
+        return []
+    budget = max(max_messages, k)
+    hoods: dict[str, Neighbourhood] = {}
+    fetched = 0
+    excerpts: list[Excerpt] = []
+    owner: dict[str, Excerpt] = {}  # which excerpt holds a record id
+    used = 0
+    for n, (record_id, score) in enumerate(ranked):
+        if used >= budget:
+            break
+        if n == fetched:  # look the neighbours up a slice at a time: the walk often stops early
+            chunk = [i for i, _ in ranked[fetched : fetched + k]]
+            hoods.update(
+                (i, [Positioned(*pair) for pair in hood]) for i, hood in neighbourhoods(chunk).items()
+            )
+            fetched += len(chunk)
+        hood = hoods.get(record_id)
+        if not hood or record_id in owner:  # gone, or shown already
+            continue
+        at = _index(hood, record_id)
+        nearest = _nearest(owner, hood, at, gap)
+        if nearest is not None:
+            excerpt, other = nearest
+            used += _add(excerpt, hood[min(at, other) : max(at, other) + 1], owner)
+        elif len(excerpts) < k:
+            excerpts.append(Excerpt([], record_id, score))
+            used += _add(excerpts[-1], [hood[at]], owner)
+    for after in (True, False):
+        for excerpt in excerpts:
+            if used >= budget:
+                break
+            used += _extend(excerpt, owner, hoods, after)
+    return excerpts
+
+
+def _add(excerpt: Excerpt, members: Sequence[Positioned], owner: dict[str, Excerpt]) -> int:
+    """Add members to an excerpt and note it as their owner; return how many were new."""
+    owner.update((m.record_id, excerpt) for m in members)
+    return excerpt.add(members)
+
+
+def _nearest(
+    owner: Mapping[str, Excerpt], hood: Neighbourhood, at: int, gap: int
+) -> Optional[tuple[Excerpt, int]]:
+    """The excerpt with a member closest to ``hood[at]`` (within ``gap``), and that
+    member's index in ``hood``; the earlier neighbour wins a tie."""
+    for distance in range(1, gap + 1):
+        for index in (at - distance, at + distance):
+            if 0 <= index < len(hood) and hood[index].record_id in owner:
+                return owner[hood[index].record_id], index
+    return None
+
+
+def _extend(
+    excerpt: Excerpt,
+    owner: dict[str, Excerpt],
+    hoods: Mapping[str, Neighbourhood],
+    after: bool,
+) -> int:
+    """Add the message right after (or before) the excerpt if no excerpt holds it."""
+    edge = excerpt.members[-1 if after else 0].record_id
+    hood = hoods.get(edge)
+    if not hood:  # the edge joined as context: its own neighbours were not looked up
+        return 0
+    j = _index(hood, edge) + (1 if after else -1)
+    if not 0 <= j < len(hood) or hood[j].record_id in owner:
+        return 0
+    return _add(excerpt, [hood[j]], owner)
+
+
+def _index(hood: Neighbourhood, record_id: str) -> int:
+    return next(i for i, m in enumerate(hood) if m.record_id == record_id)

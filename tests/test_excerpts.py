@@ -1,0 +1,171 @@
+"""Excerpts: fused hits grouped with their session neighbours, on a real SQLite store
+and the real offline model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from llama_index.core.embeddings import MockEmbedding
+from llama_index.core.utils import get_tokenizer
+
+from helpers import assistant, user
+from llama_memory import ComposableMemory, OfflineEmbedding
+from llama_memory.compose import compose_block, deduplicate
+from llama_memory.excerpts import hit_of, join_parts, pack_excerpts
+from llama_memory.retrieval import fuse_scores
+from llama_memory.sources.vector import VectorSource
+from llama_memory.storage.sqlite import NewRecord, SQLiteStore
+from llama_memory.types import MemoryRecord, Scope
+
+ALICE = Scope(user_id="alice", session_id="s1")
+
+
+def _write(store: SQLiteStore, scope: Scope, texts: list[str], prefix: str) -> list[str]:
+    return store.add_records([
+        NewRecord(source="vector", scope=scope, text=t, message_ids=(f"{prefix}{n}",),
+                  event_time=None, role="user" if n % 2 == 0 else "assistant")
+        for n, t in enumerate(texts)
+    ])
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    store = SQLiteStore(tmp_path / "memory")
+    store.ensure_session_order()
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def two_sessions(store: SQLiteStore) -> tuple[list[str], list[str]]:
+    one = _write(store, ALICE, [f"first session message {n}" for n in range(8)], "a")
+    # Another user's records are written between the two sessions: neighbours are per
+    # session and user, not per row number.
+    _write(store, Scope(user_id="bob", session_id="s1"), ["bob's note", "bob again"], "b")
+    two = _write(store, Scope(user_id="alice", session_id="s2"),
+                 [f"second session message {n}" for n in range(5)], "c")
+    return one, two
+
+
+def test_fusion_scales_each_retriever_and_gives_lexical_hits_their_cosine() -> None:
+    lexical = [("a", 8.0), ("b", 4.0)]
+    dense = {"c": 0.9, "b": 0.7, "d": 0.5, "a": 0.5}
+    fused = dict(fuse_scores(lexical, dense))
+    # a: best words (1.0), worst cosine (0.0); b: half the words, cosine half way
+    assert fused["a"] == pytest.approx(0.5)
+    assert fused["b"] == pytest.approx(0.5 * 0.5 + 0.5 * 0.5)
+    assert fused["c"] == pytest.approx(0.5)  # no word in common, best cosine
+    assert fused["d"] == pytest.approx(0.0)
+    assert [i for i, _ in fuse_scores(lexical, dense, dense_weight=0)] == ["a", "b"]
+    assert [i for i, _ in fuse_scores(lexical, dense, lexical_weight=0)][0] == "c"
+    assert fuse_scores([], {}) == []
+
+
+def test_session_neighbours_stay_in_the_session_and_the_user(store, two_sessions) -> None:
+    one, two = two_sessions
+    found = store.session_neighbours([one[0], one[7], two[1]], ALICE, "vector", radius=2)
+    assert {hit: [i for _, i in around] for hit, around in found.items()} == {
+        one[0]: one[0:3], one[7]: one[5:8], two[1]: two[0:4]
+    }
+    # bob's records are neither neighbours nor reachable through alice's scope
+    bob_ids = store.search_text("bob", Scope(user_id="bob"), "vector", 5)
+    assert bob_ids and store.session_neighbours([i for i, _ in bob_ids], ALICE, "vector", 2) == {}
+
+
+def test_packing_joins_near_hits_fills_the_budget_and_respects_k(store, two_sessions) -> None:
+    one, two = two_sessions
+    asked: list[list[str]] = []
+
+    def around(ids):
+        asked.append(list(ids))
+        return store.session_neighbours(ids, ALICE, "vector", 2)
+
+    ranked = [(one[3], 0.9), (two[0], 0.8), (one[5], 0.7), (one[6], 0.6), (two[4], 0.5)]
+    excerpts = pack_excerpts(ranked, around, k=2, max_messages=5)
+    # one[5] is two messages from the first excerpt: it joins with one[4] between;
+    # one[6] is adjacent and joins; the budget of 5 messages is then full.
+    assert [e.record_ids for e in excerpts] == [one[3:7], two[0:1]]
+    assert [e.score for e in excerpts] == [0.9, 0.8]
+    assert asked == [[one[3], two[0]], [one[5], one[6]]]  # two[4] was never looked up
+    # with budget left, each excerpt gains the message after it, then the one before
+    roomy = pack_excerpts(ranked[:2], around, k=2, max_messages=8)
+    assert [e.record_ids for e in roomy] == [one[2:5], two[0:2]]
+    records = store.get_records(one, ALICE, "vector")
+    record = roomy[0].as_record(records)
+    assert record is not None
+    assert record.message_ids == ["a2", "a3", "a4"]
+    assert record.text.splitlines() == [
+        "user: first session message 2", "assistant: first session message 3",
+        "user: first session message 4",
+    ]
+    assert record.id == one[3] and record.score == 0.9
+    # a lone hit stays the record it was; a hit deleted meanwhile gives nothing
+    single = pack_excerpts(ranked[:1], around, k=1, max_messages=1)[0]
+    lone = single.as_record(records)
+    assert lone is not None and lone.text == "first session message 3" and lone.role == "assistant"
+    assert single.as_record({}) is None
+
+
+def test_a_question_comes_back_with_its_answer(tmp_path: Path, embed_model: OfflineEmbedding) -> None:
+    memory = ComposableMemory.from_defaults(
+        user_id="mel", session_id="s1", path=tmp_path / "m", embed_model=embed_model
+    )
+    try:
+        filler = [user(f"Today I watered the {plant}.") for plant in
+                  ("roses", "tulips", "cactus", "ferns", "orchids", "basil")]
+        memory.put_messages([
+            *filler[:3],
+            user("How long have you been married?", message_id="q"),
+            assistant("Five years already, time flies!", message_id="a"),
+            *filler[3:],
+        ])
+        top = memory.search("How long has Mel been married?", k=1)[0]
+        assert {"q", "a"} <= set(top.message_ids)
+        assert "Five years already" in top.text
+        single = memory.source("vector")
+        single.excerpt_messages = 1  # type: ignore[attr-defined]
+        assert [r.message_ids for r in memory.search("How long has Mel been married?", k=1)] == [["q"]]
+    finally:
+        memory.close()
+
+
+def _excerpt(texts: list[str], hit: int) -> MemoryRecord:
+    parts = [
+        MemoryRecord(text=t, source="vector", role="user", id=f"r{n}", message_ids=[f"m{n}"])
+        for n, t in enumerate(texts)
+    ]
+    parts[hit].score = 0.7
+    return join_parts(parts, parts[hit])
+
+
+def test_the_block_drops_shown_parts_and_cuts_a_long_excerpt_to_its_hit() -> None:
+    tokenizer = get_tokenizer()
+    record = _excerpt(["I adopted a cat.", "Her name is Luna.", "She likes tuna."], hit=1)
+    assert record.message_ids == ["m0", "m1", "m2"] and record.score == 0.7
+    # The window already shows the first message: the excerpt keeps the other two.
+    block = compose_block([record], window=[user("I adopted a cat.")], token_limit=500,
+                          tokenizer=tokenizer)
+    [shown] = block.records
+    assert [p.text for p in shown.parts] == ["Her name is Luna.", "She likes tuna."]
+    assert shown.message_ids == ["m1", "m2"] and "I adopted a cat" not in block.text
+    # A budget too small for the whole excerpt still gets the message that made it.
+    # (+2: the budget counts each line with its newline, so it errs by a token or two)
+    small = 2 + compose_block([hit_of(record)], window=[], token_limit=500,
+                              tokenizer=tokenizer).token_count
+    assert compose_block([record], window=[], token_limit=500,
+                         tokenizer=tokenizer).token_count > small + 5
+    block = compose_block([record], window=[], token_limit=small, tokenizer=tokenizer)
+    assert [r.text for r in block.records] == ["Her name is Luna."]
+    assert block.token_count <= small
+    # An excerpt whose every message is shown already is dropped as a duplicate.
+    kept, dropped = deduplicate([record], ["I adopted a cat.", "Her name is Luna.", "She likes tuna."])
+    assert (kept, dropped) == ([], 1)
+
+
+def test_an_excerpt_budget_below_one_message_per_record_is_refused(store: SQLiteStore) -> None:
+    from llama_memory.storage.chroma import DenseIndex, ephemeral_client
+
+    index = DenseIndex(ephemeral_client(), DenseIndex.unique_prefix("t"))
+    with pytest.raises(ValueError, match="excerpt_messages must be 1.*got 0.5"):
+        VectorSource(store, index, MockEmbedding(embed_dim=8), excerpt_messages=0.5)
