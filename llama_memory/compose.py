@@ -42,7 +42,8 @@ class MemoryBlock:
         records: the records shown, in order.
         token_count: tokens of ``text`` by the memory's tokenizer.
         dropped_duplicates: records left out as duplicates of the window or of each other.
-        dropped_for_budget: records left out because the budget was full.
+        dropped_for_budget: records left out because the budget was full (an excerpt
+            counts its messages, so cutting one down to its best message counts too).
     """
 
     text: str = ""
@@ -100,6 +101,7 @@ def render_block(lines: Sequence[str]) -> str:
 
 def left_out_note(dropped: Counter) -> list[str]:
     """The line that tells the LLM that records did not fit, by source (none if none)."""
+    dropped = +dropped  # without sources that lost nothing
     if not dropped:
         return []
     parts = ", ".join(f"{n} {source or 'other'}" for source, n in dropped.items())
@@ -135,9 +137,11 @@ def compose_block(
                 lines.append(line)
                 result.records.append(candidate)
                 budget -= cost
+                # The messages cut from an excerpt are left out too, and said so.
+                dropped[record.source] += _size(record) - _size(candidate)
                 break
         else:
-            dropped[record.source] += 1
+            dropped[record.source] += _size(record)
     # Token counts of parts need not add up to the count of the whole, and the note
     # needs room: check the whole, note included, and drop from the end until it fits.
     while lines:
@@ -151,9 +155,15 @@ def compose_block(
             result.text, result.token_count = text, count
             break
         lines.pop()
-        dropped[result.records.pop().source] += 1
+        last = result.records.pop()
+        dropped[last.source] += _size(last)
     result.dropped_for_budget = sum(dropped.values())
     return result
+
+
+def _size(record: MemoryRecord) -> int:
+    """How many stored records a block item stands for (an excerpt: its messages)."""
+    return len(record.parts) or 1
 
 
 @lru_cache(maxsize=4096)

@@ -158,6 +158,7 @@ def test_the_block_drops_shown_parts_and_cuts_a_long_excerpt_to_its_hit() -> Non
     block = compose_block([record], window=[], token_limit=small, tokenizer=tokenizer)
     assert [r.text for r in block.records] == ["Her name is Luna."]
     assert block.token_count <= small
+    assert block.dropped_for_budget == 2  # the two messages cut from the excerpt
     # An excerpt whose every message is shown already is dropped as a duplicate.
     kept, dropped = deduplicate([record], ["I adopted a cat.", "Her name is Luna.", "She likes tuna."])
     assert (kept, dropped) == ([], 1)
