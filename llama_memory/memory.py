@@ -6,8 +6,9 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, Literal, Optional, Union
+from typing import Any, ContextManager, Literal, Optional, Union
 from uuid import uuid4
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -350,8 +351,9 @@ class ComposableMemory(BaseMemory):
             return
         stored = self._stored(messages)  # validates (e.g. timestamps) before anything is written
         with self._lock:
-            self.primary_memory.put_messages(list(messages))
-            self._add_to_sources(stored)
+            with self._one_write("put messages"):
+                self._add_to_sources(stored)
+                self.primary_memory.put_messages(list(messages))
             self._user_turns_pending += sum(m.role == "user" for m in stored)
             if self.llm is not None and 0 < self.extract_every <= self._user_turns_pending:
                 try:
@@ -423,8 +425,24 @@ class ComposableMemory(BaseMemory):
         """
         with self._lock:
             stored = self._stored(_new_messages(self.primary_memory.get_all(), messages))
-            self.primary_memory.set(list(messages))
-            self._add_to_sources(stored)
+            with self._one_write("set messages"):
+                self._add_to_sources(stored)
+                self.primary_memory.set(list(messages))
+
+    def _one_write(self, action: str) -> ContextManager[Any]:
+        """One SQLite transaction for the chat history and the sources' records, so a
+        crash or an error keeps all of a batch or none of it. The sources write first:
+        the in-memory buffer changes last, once nothing else can fail but the commit.
+
+        Only when every store written to is the memory's own (the default): a second
+        connection to the same file would wait for this transaction's lock forever.
+        """
+        log = getattr(self.primary_memory, "chat_log", None)
+        writers = [getattr(log, "store", None)] + [getattr(s, "store", None) for s in self._sources]
+        stores = {id(w) for w in writers if isinstance(w, SQLiteStore)}
+        if self._store is None or stores - {id(self._store)}:
+            return nullcontext()
+        return self._store.transaction(action)
 
     @staticmethod
     def _stored(messages: Sequence[ChatMessage]) -> list[StoredMessage]:

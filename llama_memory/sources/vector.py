@@ -120,7 +120,8 @@ class VectorSource(MemorySource):
             return
         self.store.add_records(records)
         if len(records) >= self.batch_size:  # a bulk import: index as it goes
-            self.flush()
+            # Once committed: a vector in Chroma must never precede its record.
+            self.store.after_commit(self.flush)
 
     def flush(self) -> int:
         """Embed every record still without a vector and write all waiting vectors to
