@@ -1,6 +1,6 @@
 """Crash safety: a writer killed with SIGKILL at random points of a bulk ingest loses nothing.
 
-Each round forks a writer (see crash_worker.py) that reopens the memory directory
+Each round forks a writer (see workers.py) that reopens the memory directory
 the previous writer was killed on, checks it, then writes (``put``, ``put_messages``
 of 2-12 and of 64-96 messages, searches) for three scopes with the real offline
 embedding and the real embedded Chroma, acknowledging every write that returned.
@@ -18,7 +18,6 @@ and, once the pending records are embedded, an index equal to the record.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import random
 import signal
@@ -28,9 +27,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-import crash_worker
+import workers
 
 LONG = os.environ.get("LLAMA_MEMORY_LONG_TESTS") == "1"
 KILLS = int(os.environ.get("LLAMA_MEMORY_CRASH_KILLS", 200 if LONG else 24))
@@ -40,37 +37,15 @@ MAX_ACKS = 3
 MAX_DELAY = 0.4
 
 
-def receive(conn: Connection, timeout: float = 120.0) -> Any:
-    """The next message from a child; fails the test instead of hanging."""
-    if not conn.poll(timeout):
-        pytest.fail(f"no message from the child process in {timeout} s")
-    return conn.recv()
-
-
-def start(ctx: Any, target: Any, *args: Any) -> tuple[Any, Connection]:
-    reader, writer = ctx.Pipe(duplex=False)
-    process = ctx.Process(target=target, args=(writer, *args), daemon=True)
-    process.start()
-    writer.close()  # so the reader sees EOF once the child is dead
-    return process, reader
-
-
 def checked(conn: Connection) -> dict[str, Any]:
-    kind, report = receive(conn)
+    kind, report = workers.receive(conn)
     assert kind == "checked"
     assert report["problems"] == [], report["problems"]
     return report
 
 
-def test_sigkill_during_ingest_loses_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    ctx = multiprocessing.get_context("forkserver")
-    # The forkserver of Python < 3.12 ignores the parent's sys.path when it preloads:
-    # it finds this package and crash_worker through PYTHONPATH.
-    here = Path(__file__).resolve().parent
-    monkeypatch.setenv(
-        "PYTHONPATH", os.pathsep.join([str(here), str(here.parent), os.environ.get("PYTHONPATH", "")])
-    )
-    ctx.set_forkserver_preload(["crash_worker"])
+def test_sigkill_during_ingest_loses_nothing(tmp_path: Path) -> None:
+    ctx = workers.forkserver()
     path = str(tmp_path / "memory")
     rng = random.Random(SEED)
     acked: list[str] = []  # every message id whose put/put_messages returned
@@ -79,11 +54,11 @@ def test_sigkill_during_ingest_loses_nothing(tmp_path: Path, monkeypatch: pytest
     reindexed = 0
     began = time.monotonic()
     for generation in range(KILLS):
-        process, conn = start(ctx, crash_worker.writer, path, generation, rng.randrange(2**32), acked)
+        process, conn = workers.start(ctx, workers.writer, path, generation, rng.randrange(2**32), acked)
         reindexed += checked(conn)["reindexed"]
         wanted, acks, doing = rng.randint(0, MAX_ACKS), 0, "before its first write"
         while acks < wanted:
-            kind, payload = receive(conn)
+            kind, payload = workers.receive(conn)
             if kind == "ack":
                 acked.extend(payload)
                 acks += 1
@@ -111,7 +86,7 @@ def test_sigkill_during_ingest_loses_nothing(tmp_path: Path, monkeypatch: pytest
         assert process.exitcode == -signal.SIGKILL
         landed[doing] += 1
         conn.close()
-    process, conn = start(ctx, crash_worker.checker, path, acked)
+    process, conn = workers.start(ctx, workers.checker, path, acked)
     final = checked(conn)
     process.join(60)
     assert process.exitcode == 0

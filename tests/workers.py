@@ -1,28 +1,34 @@
-"""The processes of tests/test_crash.py: a writer that is killed, and the check run on reopening.
+"""Processes for the crash and concurrency tests, forked from a preloaded server.
 
-This module is preloaded by a multiprocessing *forkserver*: the server imports
-LlamaIndex, Chroma's bindings and tiktoken and loads the offline embedding model
-once, single-threaded (``num_threads=1``: onnxruntime then starts no thread pool,
-so the loaded session survives ``fork``). Every writer is forked from it and
-starts in about 0.1 s instead of 10 s. Chroma is never opened in the server: its
-client starts threads, which do not survive ``fork``.
+:func:`forkserver` starts a multiprocessing *forkserver* that imports this module:
+LlamaIndex, Chroma's bindings and tiktoken, and the offline embedding model loaded
+single-threaded (``num_threads=1``: onnxruntime then starts no thread pool, so the
+loaded session survives ``fork``). Every worker is forked from it and starts in
+about 0.1 s instead of 10 s. Chroma is never opened in the server: its client
+starts threads, which do not survive ``fork``.
 
-A writer first reopens the memory directory left by the previous (killed) writer
-and checks it (:func:`check`), sends the findings, then writes until it is
-killed, acknowledging every ``put``/``put_messages`` that returned.
+The crash writer (:func:`writer`) first reopens the memory directory left by the
+previous, killed, writer and checks it (:func:`check`), sends the findings, then
+writes until it is killed, acknowledging every ``put``/``put_messages`` that
+returned. :func:`concurrent_writer` writes a fixed workload beside other processes.
 """
 
 from __future__ import annotations
 
 import json
+import multiprocessing
+import multiprocessing.forkserver
+import os
 import random
 import sqlite3
+import traceback
 from collections import Counter
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Optional
 
 import chromadb.api.rust  # noqa: F401  (imported lazily by Chroma's client: preload it)
+import pytest
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.utils import get_tokenizer
 
@@ -30,9 +36,62 @@ from llama_memory import ComposableMemory, OfflineEmbedding
 from llama_memory.sources.vector import VectorSource
 from llama_memory.storage.sqlite import DB_FILENAME
 
-MODEL = OfflineEmbedding(num_threads=1)
-MODEL.get_text_embedding("warm up")
-get_tokenizer()("warm up")
+_PRELOAD = "LLAMA_MEMORY_TEST_FORKSERVER"
+_MODEL: Optional[OfflineEmbedding] = None
+
+
+def model() -> OfflineEmbedding:
+    """The offline model, loaded single-threaded (once per process)."""
+    global _MODEL
+    if _MODEL is None:
+        _MODEL = OfflineEmbedding(num_threads=1)
+        _MODEL.get_text_embedding("warm up")
+        get_tokenizer()("warm up")
+    return _MODEL
+
+
+if os.environ.get(_PRELOAD):  # in the forkserver: load before any worker is forked
+    model()
+
+
+def forkserver() -> Any:
+    """The forkserver multiprocessing context, its server started with this module loaded."""
+    here = Path(__file__).resolve().parent
+    saved = {k: os.environ.get(k) for k in (_PRELOAD, "PYTHONPATH")}
+    # The forkserver of Python < 3.12 ignores the parent's sys.path when it preloads:
+    # it finds this module and the package through PYTHONPATH.
+    os.environ[_PRELOAD] = "1"
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [str(here), str(here.parent), saved["PYTHONPATH"] or ""]
+    )
+    try:
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["workers"])
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    return ctx
+
+
+def start(ctx: Any, target: Callable[..., None], *args: Any) -> tuple[Any, Connection]:
+    """Fork ``target(conn, *args)``; return the process and the reading end of ``conn``."""
+    reader, writer_end = ctx.Pipe(duplex=False)
+    process = ctx.Process(target=target, args=(writer_end, *args), daemon=True)
+    process.start()
+    writer_end.close()  # so the reader sees EOF once the child is dead
+    return process, reader
+
+
+def receive(conn: Connection, timeout: float = 120.0) -> Any:
+    """The next message from a child; fails the test instead of hanging."""
+    if not conn.poll(timeout):
+        pytest.fail(f"no message from the child process in {timeout} s")
+    return conn.recv()
+
 
 #: The (tenant, user) pairs the writer writes for: two users, one of them in two tenants.
 SCOPES = (("t1", "alice"), ("t1", "bob"), ("t2", "alice"))
@@ -50,7 +109,7 @@ def open_memories(path: str, session: str) -> dict[tuple[str, str], ComposableMe
     """One memory per scope on ``path``, all in the conversation ``session``."""
     return {
         (tenant, user): ComposableMemory.from_defaults(
-            user_id=user, tenant_id=tenant, session_id=session, path=path, embed_model=MODEL
+            user_id=user, tenant_id=tenant, session_id=session, path=path, embed_model=model()
         )
         for tenant, user in SCOPES
     }
@@ -227,10 +286,42 @@ def _check_searchable(
     rows = source.store.get_records(chosen, memory.scope, source.name)
     problems = []
     for record_id, record in rows.items():
-        vector = MODEL.get_text_embedding(record.text)
+        vector = model().get_text_embedding(record.text)
         nearest = [i for i, _ in source.index.query(*scope, vector, 3)]
         if record_id not in nearest:
             problems.append(f"{scope}: record {record_id} not found by its own vector")
         if record.text not in [r.text for r in memory.search(record.text, k=3)]:
             problems.append(f"{scope}: record {record_id} not found by search")
     return problems
+
+
+def concurrent_writer(
+    conn: Connection, path: str, user: str, session: str, rounds: int, go: Any
+) -> None:
+    """Wait for ``go``, then write ``rounds`` rounds (a put, a batch of 5,
+    a bulk import of 64 in the second) and read (get, search) beside other processes; send
+    ``("done", message ids)`` or ``("error", traceback)``."""
+    try:
+        go.wait(60)
+        memory = ComposableMemory.from_defaults(
+            user_id=user, session_id=session, path=path, embed_model=model(), token_limit=10**6
+        )
+        sent: list[str] = []
+        rng = random.Random(session)
+        for r in range(rounds):
+            for size in (1, 5, 64) if r == 1 else (1, 5):
+                ids = message_ids_of(f"{session}-r{r}s{size}", size)
+                memory.put_messages([
+                    ChatMessage(
+                        role="user", content=f"{user} {mid} " + " ".join(rng.sample(WORDS, 5)),
+                        additional_kwargs={"message_id": mid},
+                    )
+                    for mid in ids
+                ])
+                sent += ids
+            memory.get()
+            memory.search(WORDS[r % len(WORDS)])
+        memory.close()
+        conn.send(("done", sent))
+    except BaseException:
+        conn.send(("error", traceback.format_exc()))
