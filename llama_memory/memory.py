@@ -21,7 +21,14 @@ from pydantic import BaseModel
 from .buffer import ChatBuffer
 from .compose import MemoryBlock, compose_block, deduplicate, insert_block, interleave
 from .errors import LlamaMemoryError
-from .messages import dump_message, message_id, message_text, message_time, role_name
+from .messages import (
+    check_storable,
+    dump_message,
+    message_id,
+    message_text,
+    message_time,
+    role_name,
+)
 from .sources.base import MemorySource
 from .sources.llama_index import LlamaIndexMemorySource
 from .sources.profile import ProfileSource
@@ -448,6 +455,8 @@ class ComposableMemory(BaseMemory):
     def _stored(messages: Sequence[ChatMessage]) -> list[StoredMessage]:
         """The messages with id, text and event time, as sources receive them."""
         received = now()
+        for position, message in enumerate(messages):
+            check_storable(message, position)
         return [
             StoredMessage(
                 message_id=message_id(m),

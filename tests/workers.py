@@ -325,3 +325,19 @@ def concurrent_writer(
         conn.send(("done", sent))
     except BaseException:
         conn.send(("error", traceback.format_exc()))
+
+
+def open_as_unprivileged(conn: Connection, path: str) -> None:
+    """Open the memory at ``path`` as an unprivileged user (root ignores file modes, so a
+    root test run drops to ``nobody`` first); send ``("opened", texts searched)`` or
+    ``("error", exception class name, message)``."""
+    try:
+        if os.geteuid() == 0:
+            os.setgid(65534)
+            os.setuid(65534)
+        memory = ComposableMemory.from_defaults(
+            user_id="alice", session_id="ro", path=path, embed_model=model()
+        )
+        conn.send(("opened", [r.text for r in memory.search("harbour", k=10)]))
+    except Exception as exc:
+        conn.send(("error", type(exc).__name__, str(exc)))

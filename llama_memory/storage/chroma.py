@@ -42,13 +42,25 @@ def persistent_client(path: Path | str) -> Any:
     """An embedded Chroma client storing its files under ``path/chroma``."""
     import chromadb
 
+    directory = str(Path(path) / CHROMA_DIRNAME)
     try:
         with _opening_lock(Path(path) / OPEN_LOCK):
-            return chromadb.PersistentClient(
-                path=str(Path(path) / CHROMA_DIRNAME), settings=_quiet_settings()
-            )
+            return chromadb.PersistentClient(path=directory, settings=_quiet_settings())
     except Exception as exc:  # chromadb raises many types; name the place
+        _forget_failed_system(directory)
         raise StorageError(f"cannot open the Chroma index under {path}: {exc}") from exc
+
+
+def _forget_failed_system(directory: str) -> None:
+    """Chroma caches a directory's client system before starting it, so one failed open
+    (a corrupted index) would fail every later open in this process, even once the index
+    is removed to be rebuilt: drop the failed system from that cache."""
+    try:
+        from chromadb.api.shared_system_client import SharedSystemClient
+
+        SharedSystemClient._identifier_to_system.pop(directory, None)
+    except Exception:  # a Chroma release without this cache: nothing to forget
+        pass
 
 
 @contextmanager

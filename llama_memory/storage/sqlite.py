@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import sqlite3
 import threading
@@ -211,6 +212,13 @@ class SQLiteStore:
                 raise StorageError(f"cannot create memory directory {directory}: {exc}") from exc
             self.file = directory / DB_FILENAME
             target = str(self.file)
+            for part in (directory, self.file):
+                # Said at once: SQLite would open a read-only file and fail on the first put.
+                if part.exists() and not os.access(part, os.W_OK):
+                    raise StorageError(
+                        f"memory path {part} is read-only: llama-memory writes every message "
+                        "there; make it writable, or open a copy of the directory"
+                    )
         with self._errors("open"):
             self._conn = sqlite3.connect(
                 target, timeout=timeout, check_same_thread=False, isolation_level=None
