@@ -27,6 +27,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import workers
 
 LONG = os.environ.get("LLAMA_MEMORY_LONG_TESTS") == "1"
@@ -44,6 +46,7 @@ def checked(conn: Connection) -> dict[str, Any]:
     return report
 
 
+@pytest.mark.timeout(3600 if LONG else 300)
 def test_sigkill_during_ingest_loses_nothing(tmp_path: Path) -> None:
     ctx = workers.forkserver()
     path = str(tmp_path / "memory")

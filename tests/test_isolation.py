@@ -26,6 +26,7 @@ import os
 import re
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
@@ -168,6 +169,7 @@ def run_isolation(path: Path, embed_model) -> dict[str, int]:
     return counts
 
 
+@pytest.mark.timeout(3600 if LONG else 300)
 def test_no_result_contains_another_owners_record(tmp_path: Path, embed_model) -> None:
     counts = run_isolation(tmp_path / "memory", embed_model)
     print(f"\nisolation: {counts}")
