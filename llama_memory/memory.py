@@ -6,8 +6,9 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, Literal, Optional, Union
+from typing import Any, ContextManager, Literal, Optional, Union
 from uuid import uuid4
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -21,7 +22,14 @@ from .buffer import ChatBuffer
 from .compose import MemoryBlock, compose_block, deduplicate, insert_block, interleave
 from .errors import LlamaMemoryError, StorageError
 from .expiry import TTL, Expiry, ttl_seconds
-from .messages import dump_message, message_id, message_text, message_time, role_name
+from .messages import (
+    check_storable,
+    dump_message,
+    message_id,
+    message_text,
+    message_time,
+    role_name,
+)
 from .sources.base import MemorySource
 from .sources.llama_index import LlamaIndexMemorySource
 from .sources.profile import ProfileSource
@@ -402,8 +410,9 @@ class ComposableMemory(BaseMemory):
             return
         stored = self._stored(messages)  # validates (e.g. timestamps) before anything is written
         with self._lock:
-            self.primary_memory.put_messages(list(messages))
-            self._add_to_sources(stored)
+            with self._one_write("put messages"):
+                self._add_to_sources(stored)
+                self.primary_memory.put_messages(list(messages))
             self._user_turns_pending += sum(m.role == "user" for m in stored)
             if self.llm is not None and 0 < self.extract_every <= self._user_turns_pending:
                 try:
@@ -477,13 +486,31 @@ class ComposableMemory(BaseMemory):
         """
         with self._lock:
             stored = self._stored(_new_messages(self.primary_memory.get_all(), messages))
-            self.primary_memory.set(list(messages))
-            self._add_to_sources(stored)
+            with self._one_write("set messages"):
+                self._add_to_sources(stored)
+                self.primary_memory.set(list(messages))
+
+    def _one_write(self, action: str) -> ContextManager[Any]:
+        """One SQLite transaction for the chat history and the sources' records, so a
+        crash or an error keeps all of a batch or none of it. The sources write first:
+        the in-memory buffer changes last, once nothing else can fail but the commit.
+
+        Only when every store written to is the memory's own (the default): a second
+        connection to the same file would wait for this transaction's lock forever.
+        """
+        log = getattr(self.primary_memory, "chat_log", None)
+        writers = [getattr(log, "store", None)] + [getattr(s, "store", None) for s in self._sources]
+        stores = {id(w) for w in writers if isinstance(w, SQLiteStore)}
+        if self._store is None or stores - {id(self._store)}:
+            return nullcontext()
+        return self._store.transaction(action)
 
     @staticmethod
     def _stored(messages: Sequence[ChatMessage]) -> list[StoredMessage]:
         """The messages with id, text and event time, as sources receive them."""
         received = now()
+        for position, message in enumerate(messages):
+            check_storable(message, position)
         return [
             StoredMessage(
                 message_id=message_id(m),

@@ -37,6 +37,21 @@ def dump_message(message: ChatMessage) -> str:
     return json.dumps(message.model_dump(mode="json"), ensure_ascii=False)
 
 
+def check_storable(message: ChatMessage, position: int = 0) -> None:
+    """Raise ``ValueError`` naming the message if it holds text UTF-8 cannot store: a
+    lone surrogate (``"\\ud800"``, left by decoding bytes with ``errors="surrogateescape"``
+    or by a broken JSON source). Checked before anything is written."""
+    data = dump_message(message)
+    try:
+        data.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"message {position} ({role_name(message)}) holds text that is not valid Unicode "
+            f"({exc.reason}: {data[exc.start : exc.end]!r}); nothing was stored. Clean it "
+            "first, e.g. text.encode('utf-8', 'replace').decode('utf-8')"
+        ) from None
+
+
 def load_message(data: str) -> ChatMessage:
     """Inverse of :func:`dump_message`."""
     return ChatMessage.model_validate(json.loads(data))

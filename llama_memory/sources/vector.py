@@ -148,7 +148,8 @@ class VectorSource(MemorySource):
             return
         self.store.add_records(records)
         if len(records) >= self.batch_size:  # a bulk import: index as it goes
-            self._flush_or_defer()
+            # Once committed: a vector in Chroma must never precede its record.
+            self.store.after_commit(self._flush_or_defer)
 
     def _flush_or_defer(self) -> None:
         """Flush; an unreachable index only defers the indexing: the records are

@@ -12,7 +12,8 @@ from __future__ import annotations
 import hashlib
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union, cast
 
@@ -27,6 +28,8 @@ Vector = Union[Sequence[float], "np.ndarray"]
 
 #: Sub-directory of a memory directory that holds Chroma's files.
 CHROMA_DIRNAME = "chroma"
+#: File in a memory directory locked while Chroma opens (see ``_opening_lock``).
+OPEN_LOCK = "chroma.lock"
 
 
 def _quiet_settings() -> Any:
@@ -39,11 +42,12 @@ def persistent_client(path: Path | str) -> Any:
     """An embedded Chroma client storing its files under ``path/chroma``."""
     import chromadb
 
+    directory = str(Path(path) / CHROMA_DIRNAME)
     try:
-        return chromadb.PersistentClient(
-            path=str(Path(path) / CHROMA_DIRNAME), settings=_quiet_settings()
-        )
+        with _opening_lock(Path(path) / OPEN_LOCK):
+            return chromadb.PersistentClient(path=directory, settings=_quiet_settings())
     except Exception as exc:  # chromadb raises many types; name the place
+        _forget_failed_system(directory)
         raise StorageError(f"cannot open the Chroma index under {path}: {exc}") from exc
 
 
@@ -82,6 +86,39 @@ def describe_client(client: Any) -> str:
     if getattr(settings, "is_persistent", False):
         return f"the embedded Chroma index under {settings.persist_directory}"
     return "the in-memory Chroma index"
+
+
+def _forget_failed_system(directory: str) -> None:
+    """Chroma caches a directory's client system before starting it, so one failed open
+    (a corrupted index) would fail every later open in this process, even once the index
+    is removed to be rebuilt: drop the failed system from that cache."""
+    try:
+        from chromadb.api.shared_system_client import SharedSystemClient
+
+        SharedSystemClient._identifier_to_system.pop(directory, None)
+    except Exception:  # a Chroma release without this cache: nothing to forget
+        pass
+
+
+@contextmanager
+def _opening_lock(lock_file: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``lock_file`` while Chroma opens: processes that open
+    one new directory at the same moment otherwise race Chroma's own schema creation
+    ("table collections already exists", "database is locked"). POSIX only; without
+    ``fcntl``, or where the file cannot be written (a read-only directory), no lock."""
+    try:
+        import fcntl
+
+        handle = open(lock_file, "a")
+    except (ImportError, OSError):
+        yield
+        return
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def ephemeral_client() -> Any:

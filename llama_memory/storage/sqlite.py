@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
@@ -215,6 +216,8 @@ class SQLiteStore:
 
     def __init__(self, path: Optional[Path | str] = None, *, timeout: float = 30.0) -> None:
         self._lock = threading.RLock()
+        self._depth = 0  # how many transaction() blocks are open (nested ones join)
+        self._after_commit: list[Callable[[], object]] = []
         if path is None:
             self.file: Optional[Path] = None
             target = ":memory:"
@@ -228,6 +231,13 @@ class SQLiteStore:
                 raise StorageError(f"cannot create memory directory {directory}: {exc}") from exc
             self.file = directory / DB_FILENAME
             target = str(self.file)
+            for part in (directory, self.file):
+                # Said at once: SQLite would open a read-only file and fail on the first put.
+                if part.exists() and not os.access(part, os.W_OK):
+                    raise StorageError(
+                        f"memory path {part} is read-only: llama-memory writes every message "
+                        "there; make it writable, or open a copy of the directory"
+                    )
         with self._errors("open"):
             self._conn = sqlite3.connect(
                 target, timeout=timeout, check_same_thread=False, isolation_level=None
@@ -258,15 +268,46 @@ class SQLiteStore:
         """One atomic write: committed on success, rolled back (and raised) on failure.
 
         Yields the connection; ``action`` names the write in a :class:`StorageError`.
+        A transaction opened inside another one (in the same thread) joins it: its
+        writes commit or roll back with the outer one, so a memory can write a
+        message to the chat history and to every source all or nothing.
         """
-        with self._lock, self._errors(action):
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._conn
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+        with self._lock:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield self._conn
+                finally:
+                    self._depth -= 1
+                return
+            with self._errors(action):
+                self._conn.execute("BEGIN IMMEDIATE")
+                self._depth = 1
+                try:
+                    yield self._conn
+                    self._conn.execute("COMMIT")
+                except BaseException:
+                    self._after_commit.clear()
+                    if self._conn.in_transaction:
+                        self._conn.execute("ROLLBACK")
+                    raise
+                finally:
+                    self._depth = 0
+            callbacks, self._after_commit = self._after_commit, []
+        # Outside the lock: a callback (indexing) takes its source's lock, and sources
+        # take that lock before this one.
+        for callback in callbacks:
+            callback()
+
+    def after_commit(self, callback: Callable[[], object]) -> None:
+        """Run ``callback`` once the open transaction commits (at once when none is
+        open); it is dropped if the transaction rolls back. Work that must not run
+        inside a write (embedding, writing Chroma) waits for the commit this way."""
+        with self._lock:
+            if self._depth:
+                self._after_commit.append(callback)
+                return
+        callback()
 
     def query(self, action: str, sql: str, params: Sequence = ()) -> list[sqlite3.Row]:
         """Run one read statement; ``action`` names it in a :class:`StorageError`."""
@@ -282,6 +323,10 @@ class SQLiteStore:
             )
         for step in range(version, len(MIGRATIONS)):
             with self.transaction(f"migration to schema version {step + 1}") as conn:
+                # Read again under the write lock: another process opening the same new
+                # directory at the same moment may have applied this step already.
+                if conn.execute("PRAGMA user_version").fetchone()[0] > step:
+                    continue
                 for statement in sql_statements(MIGRATIONS[step]):
                     conn.execute(statement)
                 conn.execute(f"PRAGMA user_version = {step + 1}")
@@ -305,6 +350,9 @@ class SQLiteStore:
                 )
             for step in range(version, len(migrations)):
                 with self.transaction(f"{component} migration to version {step + 1}") as conn:
+                    done = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+                    if done is not None and int(done[0]) > step:
+                        continue  # applied meanwhile by another process (see _migrate)
                     for statement in sql_statements(migrations[step]):
                         conn.execute(statement)
                     conn.execute(

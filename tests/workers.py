@@ -1,0 +1,344 @@
+"""Processes for the crash and concurrency tests, forked from a preloaded server.
+
+:func:`forkserver` starts a multiprocessing *forkserver* that imports this module:
+LlamaIndex, Chroma's bindings and tiktoken, and the offline embedding model loaded
+single-threaded (``num_threads=1``: onnxruntime then starts no thread pool, so the
+loaded session survives ``fork``). Every worker is forked from it and starts in
+about 0.1 s instead of 10 s. Chroma is never opened in the server: its client
+starts threads, which do not survive ``fork``.
+
+The crash writer (:func:`writer`) first reopens the memory directory left by the
+previous, killed, writer and checks it (:func:`check`), sends the findings, then
+writes until it is killed, acknowledging every ``put``/``put_messages`` that
+returned. :func:`concurrent_writer` writes a fixed workload beside other processes.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import multiprocessing.forkserver
+import os
+import random
+import sqlite3
+import traceback
+from collections import Counter
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import chromadb.api.rust  # noqa: F401  (imported lazily by Chroma's client: preload it)
+import pytest
+from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.utils import get_tokenizer
+
+from helpers import message_texts
+from llama_memory import ComposableMemory, OfflineEmbedding
+from llama_memory.sources.vector import VectorSource
+from llama_memory.storage.sqlite import DB_FILENAME
+
+_PRELOAD = "LLAMA_MEMORY_TEST_FORKSERVER"
+_MODEL: Optional[OfflineEmbedding] = None
+
+
+def model() -> OfflineEmbedding:
+    """The offline model, loaded single-threaded (once per process)."""
+    global _MODEL
+    if _MODEL is None:
+        _MODEL = OfflineEmbedding(num_threads=1)
+        _MODEL.get_text_embedding("warm up")
+        get_tokenizer()("warm up")
+    return _MODEL
+
+
+if os.environ.get(_PRELOAD):  # in the forkserver: load before any worker is forked
+    model()
+
+
+def forkserver() -> Any:
+    """The forkserver multiprocessing context, its server started with this module loaded."""
+    here = Path(__file__).resolve().parent
+    saved = {k: os.environ.get(k) for k in (_PRELOAD, "PYTHONPATH")}
+    # The forkserver of Python < 3.12 ignores the parent's sys.path when it preloads:
+    # it finds this module and the package through PYTHONPATH.
+    os.environ[_PRELOAD] = "1"
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [str(here), str(here.parent), saved["PYTHONPATH"] or ""]
+    )
+    try:
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["workers"])
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    return ctx
+
+
+def start(ctx: Any, target: Callable[..., None], *args: Any) -> tuple[Any, Connection]:
+    """Fork ``target(conn, *args)``; return the process and the reading end of ``conn``."""
+    reader, writer_end = ctx.Pipe(duplex=False)
+    process = ctx.Process(target=target, args=(writer_end, *args), daemon=True)
+    process.start()
+    writer_end.close()  # so the reader sees EOF once the child is dead
+    return process, reader
+
+
+def receive(conn: Connection, timeout: float = 120.0) -> Any:
+    """The next message from a child; fails the test instead of hanging."""
+    if not conn.poll(timeout):
+        pytest.fail(f"no message from the child process in {timeout} s")
+    return conn.recv()
+
+
+#: The (tenant, user) pairs the writer writes for: two users, one of them in two tenants.
+SCOPES = (("t1", "alice"), ("t1", "bob"), ("t2", "alice"))
+#: Operation kinds and their weights. "bulk" is a put_messages of 64 or more messages,
+#: which embeds and writes to Chroma as it goes; "search" embeds pending records.
+OPS = (("put", 4), ("batch", 3), ("bulk", 1), ("search", 2))
+WORDS = (
+    "garden tomato violin harbour lantern meadow copper falcon glacier orchard pepper "
+    "river saddle thunder velvet walnut yellow zephyr anchor basalt cedar dune ember "
+    "fjord granite hazel island juniper kettle lagoon marble nectar oasis prairie quartz"
+).split()
+
+
+def open_memories(path: str, session: str) -> dict[tuple[str, str], ComposableMemory]:
+    """One memory per scope on ``path``, all in the conversation ``session``."""
+    return {
+        (tenant, user): ComposableMemory.from_defaults(
+            user_id=user, tenant_id=tenant, session_id=session, path=path, embed_model=model()
+        )
+        for tenant, user in SCOPES
+    }
+
+
+def message_ids_of(op_id: str, size: int) -> list[str]:
+    """The ids of an operation's messages: ``<op>-n<size>-<i>``, so a check can tell
+    from any one of them how many messages its batch had."""
+    return [f"{op_id}-n{size}-{i}" for i in range(size)]
+
+
+def batch_of(message_id: str) -> tuple[str, int]:
+    """(operation id, batch size) of a message id made by :func:`message_ids_of`."""
+    op_id, size, _ = message_id.rsplit("-", 2)
+    return op_id, int(size[1:])
+
+
+def writer(conn: Connection, path: str, generation: int, seed: int, acked: list[str]) -> None:
+    """Reopen ``path``, check it against ``acked`` (every message id whose put returned
+    in earlier generations), send ``("checked", findings)``, then write until killed."""
+    memories = open_memories(path, f"g{generation}")
+    conn.send(("checked", check(path, memories, acked)))
+    rng = random.Random(seed)
+    kinds, weights = zip(*OPS)
+    op = 0
+    while True:
+        op += 1
+        kind = rng.choices(kinds, weights)[0]
+        scope = SCOPES[rng.randrange(len(SCOPES))]
+        memory = memories[scope]
+        conn.send(("start", kind))
+        if kind == "search":
+            memory.search(rng.choice(WORDS))
+            continue
+        size = {"put": 1, "batch": rng.randint(2, 12), "bulk": rng.randint(64, 80)}[kind]
+        ids = message_ids_of(f"g{generation}-o{op}", size)
+        messages = [
+            ChatMessage(
+                role="user" if i % 2 == 0 else "assistant",
+                content=f"{scope[1]}@{scope[0]} note {mid}: "
+                + " ".join(rng.choice(WORDS) for _ in range(6)),
+                additional_kwargs={"message_id": mid},
+            )
+            for i, mid in enumerate(ids)
+        ]
+        if kind == "put":
+            memory.put(messages[0])
+        else:
+            memory.put_messages(messages)
+        conn.send(("ack", ids))
+
+
+def checker(conn: Connection, path: str, acked: list[str]) -> None:
+    """Only the check (the last reopening, after the last kill)."""
+    memories = open_memories(path, "final")
+    conn.send(("checked", check(path, memories, acked)))
+    for memory in memories.values():
+        memory.close()
+
+
+def check(path: str, memories: dict[tuple[str, str], ComposableMemory], acked: list[str]) -> dict[str, Any]:
+    """What reopening ``path`` shows, and every way it falls short ("problems")."""
+    problems: list[str] = []
+    db = sqlite3.connect(Path(path) / DB_FILENAME)
+    try:
+        found, unacknowledged = _check_sqlite(db, acked)
+        problems += found
+        record_ids = {
+            (t, u): {row[0] for row in db.execute(
+                "SELECT id FROM records WHERE tenant_id = ? AND user_id = ?", (t, u))}
+            for t, u in SCOPES
+        }
+        indexed = {
+            (t, u): {row[0] for row in db.execute(
+                "SELECT id FROM records WHERE tenant_id = ? AND user_id = ? AND indexed = 1", (t, u))}
+            for t, u in SCOPES
+        }
+        records = db.execute("SELECT COUNT(*) FROM records").fetchone()[0]
+        chat = db.execute("SELECT COUNT(*) FROM chat_messages").fetchone()[0]
+    finally:
+        db.close()
+    pending = 0
+    for scope, memory in memories.items():
+        source = memory.source("vector")
+        assert isinstance(source, VectorSource)
+        in_chroma = _chroma_ids(source, scope)
+        stray = in_chroma - record_ids[scope]
+        if stray:
+            problems.append(f"{scope}: {len(stray)} Chroma ids without a record")
+        missing = indexed[scope] - in_chroma
+        if missing:
+            problems.append(f"{scope}: {len(missing)} records flagged indexed are not in Chroma")
+        pending += len(record_ids[scope] - in_chroma)
+    # Reconcile: the records without a vector are embedded and written (as the first
+    # search after a crash would do), after which the index matches the record exactly.
+    for scope, memory in memories.items():
+        source = memory.source("vector")
+        assert isinstance(source, VectorSource)
+        source.flush()
+        if _chroma_ids(source, scope) != record_ids[scope]:
+            problems.append(f"{scope}: the index does not match the record after flush")
+        problems += _check_searchable(memory, source, scope, record_ids[scope])
+    return {
+        "problems": problems,
+        "records": records,
+        "chat_messages": chat,
+        "unacknowledged": unacknowledged,  # committed, but the kill came before the ack
+        "reindexed": pending,
+    }
+
+
+def _check_sqlite(db: sqlite3.Connection, acked: list[str]) -> tuple[list[str], int]:
+    problems = []
+    integrity = db.execute("PRAGMA integrity_check").fetchone()[0]
+    if integrity != "ok":
+        problems.append(f"integrity_check: {integrity}")
+    try:
+        db.execute("INSERT INTO records_fts (records_fts) VALUES ('integrity-check')")
+    except sqlite3.Error as exc:
+        problems.append(f"FTS integrity-check: {exc}")
+    fts, records = db.execute(
+        "SELECT (SELECT COUNT(*) FROM records_fts), (SELECT COUNT(*) FROM records)"
+    ).fetchone()
+    unmatched = db.execute(
+        "SELECT COUNT(*) FROM records r WHERE NOT EXISTS "
+        "(SELECT 1 FROM records_fts f WHERE f.rowid = r.rowid)"
+    ).fetchone()[0]
+    if fts != records or unmatched:
+        problems.append(f"FTS rows {fts} for {records} records ({unmatched} without one)")
+    in_chat = Counter(
+        json.loads(row[0])["additional_kwargs"]["message_id"]
+        for row in db.execute("SELECT message_json FROM chat_messages")
+    )
+    in_records: Counter = Counter()
+    for (ids,) in db.execute("SELECT message_ids FROM records"):
+        in_records.update(json.loads(ids))
+    duplicated = [m for m in in_chat | in_records if in_chat[m] > 1 or in_records[m] > 1]
+    if duplicated:
+        problems.append(f"messages stored more than once: {duplicated[:5]}")
+    lost = [m for m in acked if not (in_chat[m] and in_records[m])]
+    if lost:
+        problems.append(f"{len(lost)} acknowledged messages lost: {lost[:5]}")
+    # All or nothing: every batch has all its messages in both tables, or none anywhere.
+    batches: dict[str, tuple[int, set[str], set[str]]] = {}
+    for table, present in (("chat", in_chat), ("records", in_records)):
+        for message_id in present:
+            op_id, size = batch_of(message_id)
+            entry = batches.setdefault(op_id, (size, set(), set()))
+            entry[1 if table == "chat" else 2].add(message_id)
+    for op_id, (size, chat_ids, record_ids) in batches.items():
+        if not (len(chat_ids) == len(record_ids) == size):
+            problems.append(
+                f"half-written batch {op_id}: {len(chat_ids)} chat rows and "
+                f"{len(record_ids)} records of {size} messages"
+            )
+    return problems, len(set(in_chat) - set(acked))
+
+
+def _chroma_ids(source: VectorSource, scope: tuple[str, str]) -> set[str]:
+    name = source.index.collection_name(*scope)
+    existing = {getattr(c, "name", c) for c in source.index.client.list_collections()}
+    if name not in existing:
+        return set()
+    return set(source.index.client.get_collection(name).get(include=[])["ids"])
+
+
+def _check_searchable(
+    memory: ComposableMemory, source: VectorSource, scope: tuple[str, str], ids: set[str], sample: int = 2
+) -> list[str]:
+    """A few records, found by their own vector in Chroma and by their text in search."""
+    if not ids:
+        return []
+    chosen = random.Random(len(ids)).sample(sorted(ids), min(sample, len(ids)))
+    rows = source.store.get_records(chosen, memory.scope, source.name)
+    problems = []
+    for record_id, record in rows.items():
+        vector = model().get_text_embedding(record.text)
+        nearest = [i for i, _ in source.index.query(*scope, vector, 3)]
+        if record_id not in nearest:
+            problems.append(f"{scope}: record {record_id} not found by its own vector")
+        if record.text not in message_texts(memory.search(record.text, k=3)):
+            problems.append(f"{scope}: record {record_id} not found by search")
+    return problems
+
+
+def concurrent_writer(
+    conn: Connection, path: str, user: str, session: str, rounds: int, go: Any
+) -> None:
+    """Wait for ``go``, then write ``rounds`` rounds (a put, a batch of 5,
+    a bulk import of 64 in the second) and read (get, search) beside other processes; send
+    ``("done", message ids)`` or ``("error", traceback)``."""
+    try:
+        go.wait(60)
+        memory = ComposableMemory.from_defaults(
+            user_id=user, session_id=session, path=path, embed_model=model(), token_limit=10**6
+        )
+        sent: list[str] = []
+        rng = random.Random(session)
+        for r in range(rounds):
+            for size in (1, 5, 64) if r == 1 else (1, 5):
+                ids = message_ids_of(f"{session}-r{r}s{size}", size)
+                memory.put_messages([
+                    ChatMessage(
+                        role="user", content=f"{user} {mid} " + " ".join(rng.sample(WORDS, 5)),
+                        additional_kwargs={"message_id": mid},
+                    )
+                    for mid in ids
+                ])
+                sent += ids
+            memory.get()
+            memory.search(WORDS[r % len(WORDS)])
+        memory.close()
+        conn.send(("done", sent))
+    except BaseException:
+        conn.send(("error", traceback.format_exc()))
+
+
+def open_as_unprivileged(conn: Connection, path: str) -> None:
+    """Open the memory at ``path`` as an unprivileged user (root ignores file modes, so a
+    root test run drops to ``nobody`` first); send ``("opened", texts searched)`` or
+    ``("error", exception class name, message)``."""
+    try:
+        if os.geteuid() == 0:
+            os.setgid(65534)
+            os.setuid(65534)
+        memory = ComposableMemory.from_defaults(
+            user_id="alice", session_id="ro", path=path, embed_model=model()
+        )
+        conn.send(("opened", message_texts(memory.search("harbour", k=10))))
+    except Exception as exc:
+        conn.send(("error", type(exc).__name__, str(exc)))
