@@ -3,23 +3,19 @@
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
-from ..embeddings import embedding_dimension, is_symmetric
+from ..embeddings import embedding_dimension, vector_cache
 from ..retrieval import fuse_rankings
 from ..storage.chroma import DenseIndex
 from ..storage.sqlite import NewRecord, SQLiteStore
 from ..types import MemoryRecord, Scope, StoredMessage
 from .base import MemorySource
 from .dimension import DimensionGuard
-
-#: How many recent texts keep their vector for reuse as a query vector.
-_RECENT_VECTORS = 256
 
 
 class _Embedded(NamedTuple):
@@ -88,12 +84,9 @@ class VectorSource(MemorySource):
         self.candidate_factor = candidate_factor
         self._lock = threading.RLock()
         self._overlay: dict[str, _Embedded] = {}
-        # For models whose query and document vectors agree, the vector of a text
-        # just embedded serves again when the same text is the query (an agent's
-        # query is the user message it has just put).
-        self._recent: OrderedDict[str, np.ndarray] | None = (
-            OrderedDict() if is_symmetric(embed_model) else None
-        )
+        # Shared with the other sources of this model: a query is embedded once per get(),
+        # and (symmetric models) not at all when it is the user message just embedded.
+        self._vectors = vector_cache(embed_model)
         self._dimensions = DimensionGuard(store, embed_model)
         known = embedding_dimension(embed_model)
         if known is not None:
@@ -222,24 +215,13 @@ class VectorSource(MemorySource):
     # -- embedding ----------------------------------------------------------------------
 
     def _embed_texts(self, texts: list[str]) -> list[np.ndarray]:
-        vectors = [
-            np.asarray(v, dtype=np.float32)
-            for v in self.embed_model.get_text_embedding_batch(texts)
-        ]
+        vectors = self._vectors.documents(texts)
         if vectors:
             self._dimensions.check(len(vectors[0]))
-        if self._recent is not None:
-            for text, vector in zip(texts, vectors):
-                self._recent[text] = vector
-                self._recent.move_to_end(text)
-            while len(self._recent) > _RECENT_VECTORS:
-                self._recent.popitem(last=False)
         return vectors
 
     def _query_vector(self, query: str) -> np.ndarray:
-        if self._recent is not None and query in self._recent:
-            return self._recent[query]
-        vector = np.asarray(self.embed_model.get_query_embedding(query), dtype=np.float32)
+        vector = self._vectors.query(query)
         self._dimensions.check(len(vector))
         return vector
 
