@@ -119,11 +119,17 @@ def compose_block(
     result = MemoryBlock(dropped_duplicates=duplicates)
     if not kept or token_limit <= 0:
         return result
-    budget = token_limit - len(tokenizer(render_block([])))
+    # Usually everything fits: then one count of the whole block is all it costs.
+    every_line = [render_item(record) for record in kept]
+    text = render_block(every_line)
+    count = len(tokenizer(text))
+    if count <= token_limit:
+        result.text, result.token_count, result.records = text, count, list(kept)
+        return result
+    budget = token_limit - _line_tokens(tokenizer, render_block([]))
     lines: list[str] = []
     dropped: Counter = Counter()  # by source, for the note that says what was left out
-    for record in kept:
-        line = render_item(record)
+    for record, line in zip(kept, every_line):
         cost = _line_tokens(tokenizer, line) + 1  # +1 for the joining newline
         if cost <= budget:
             lines.append(line)

@@ -141,7 +141,7 @@ PRUNE_FROM_RECORDS = 2000
 #: In a large store, lexical search scores at most about this many matches (rows x
 #: words), the rarest words first: BM25 costs a few microseconds per match, and a
 #: word of 100,000 records would otherwise cost more than the rest of a get().
-LEXICAL_POSTINGS_BUDGET = 2000
+LEXICAL_POSTINGS_BUDGET = 1000
 #: How many words' match counts are remembered (see :meth:`SQLiteStore._word_count`).
 _WORD_COUNTS_CACHED = 4096
 #: search_text first takes this many times ``limit`` of the index's best matches and
