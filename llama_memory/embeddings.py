@@ -321,8 +321,16 @@ class OfflineEmbedding(BaseEmbedding):
         if not texts:
             return np.zeros((0, self.DIMENSION), dtype=np.float32)
         size = self.embed_batch_size
-        parts = [self._embed_batch(texts[i : i + size]) for i in range(0, len(texts), size)]
-        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+        if len(texts) <= size:
+            return self._embed_batch(texts)
+        # Batches of texts of similar length: each batch is padded to its longest text,
+        # and padding is computed like real tokens. Characters are a good enough proxy.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.empty((len(texts), self.DIMENSION), dtype=np.float32)
+        for start in range(0, len(order), size):
+            chunk = order[start : start + size]
+            out[chunk] = self._embed_batch([texts[i] for i in chunk])
+        return out
 
     def _get_query_embedding(self, query: str) -> Embedding:
         """Embed one query (same model as documents)."""

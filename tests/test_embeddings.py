@@ -95,6 +95,11 @@ def test_batches_larger_than_batch_size(emb: OfflineEmbedding) -> None:
     assert many.shape == (70, 384)
     np.testing.assert_allclose(many[65], emb.get_text_embedding(texts[65]), atol=1e-5)
     assert emb.embed_array([]).shape == (0, 384)
+    # Batches are formed by length (less padding); the rows still follow the input order.
+    mixed = [("word " * (i % 23)) + f"item {i}" for i in range(70)]
+    rows = emb.embed_array(mixed)
+    for i in (0, 22, 45, 69):
+        np.testing.assert_allclose(rows[i], emb.get_text_embedding(mixed[i]), atol=1e-5)
 
 
 def test_long_text_is_truncated_at_256_tokens(emb: OfflineEmbedding) -> None:
