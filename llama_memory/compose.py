@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -115,7 +116,7 @@ def compose_block(
     or repeats an earlier record are dropped; the rest are added in order while
     they fit. The returned block never exceeds ``token_limit`` tokens.
     """
-    kept, duplicates = deduplicate(records, (message_text(m) for m in window))
+    kept, duplicates = deduplicate(records, (_window_text(m) for m in window))
     result = MemoryBlock(dropped_duplicates=duplicates)
     if not kept or token_limit <= 0:
         return result
@@ -153,6 +154,30 @@ def compose_block(
         dropped[result.records.pop().source] += 1
     result.dropped_for_budget = sum(dropped.values())
     return result
+
+
+#: Texts of recent window messages by id(message), with the message (so its id is not
+#: reused while cached) and its blocks list (a message whose content was set anew no
+#: longer matches). The same window comes back on every get(); reading the text of each
+#: of its messages again cost more than the rest of composing the block.
+_WINDOW_TEXTS: OrderedDict[int, tuple[ChatMessage, list, str]] = OrderedDict()
+_WINDOW_TEXTS_KEPT = 4096
+_window_lock = threading.Lock()
+
+
+def _window_text(message: ChatMessage) -> str:
+    key = id(message)
+    with _window_lock:
+        cached = _WINDOW_TEXTS.get(key)
+        if cached is not None and cached[0] is message and cached[1] is message.blocks:
+            return cached[2]
+    text = message_text(message)
+    with _window_lock:
+        _WINDOW_TEXTS[key] = (message, message.blocks, text)
+        _WINDOW_TEXTS.move_to_end(key)
+        while len(_WINDOW_TEXTS) > _WINDOW_TEXTS_KEPT:
+            _WINDOW_TEXTS.popitem(last=False)
+    return text
 
 
 @lru_cache(maxsize=4096)

@@ -138,7 +138,8 @@ class VectorSource(MemorySource):
         while True:
             # Overlay rows are still pending in SQLite: ask for enough to see a full batch
             # of the others.
-            rows = self.store.pending_records(self.name, len(self._overlay) + self.batch_size)
+            limit = len(self._overlay) + self.batch_size
+            rows = self.store.pending_records(self.name, limit)
             fresh = [r for r in rows if r.id not in self._overlay]
             if not fresh:
                 return
@@ -147,6 +148,8 @@ class VectorSource(MemorySource):
                 self._overlay[row.id] = _Embedded(row.tenant_id, row.user_id, vector)
             if len(self._overlay) >= self.batch_size:
                 self._write_overlay()
+            if len(rows) < limit:  # that was every pending row: no need to ask again
+                return
 
     def _write_overlay(self) -> int:
         by_user: dict[tuple[str, str], list[str]] = {}
