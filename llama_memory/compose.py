@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import weakref
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -156,11 +157,12 @@ def compose_block(
     return result
 
 
-#: Texts of recent window messages by id(message), with the message (so its id is not
-#: reused while cached) and its blocks list (a message whose content was set anew no
-#: longer matches). The same window comes back on every get(); reading the text of each
-#: of its messages again cost more than the rest of composing the block.
-_WINDOW_TEXTS: OrderedDict[int, tuple[ChatMessage, list, str]] = OrderedDict()
+#: Texts of recent window messages by id(message), with a weak reference to the message
+#: (a dead one's id may be reused) and the id of its blocks list (a message whose content
+#: was set anew no longer matches); nothing here keeps a message or its blocks alive. The
+#: same window comes back on every get(), and reading the text of each of its messages
+#: again cost more than the rest of composing the block.
+_WINDOW_TEXTS: OrderedDict[int, tuple[weakref.ref, int, str]] = OrderedDict()
 _WINDOW_TEXTS_KEPT = 4096
 _window_lock = threading.Lock()
 
@@ -169,11 +171,11 @@ def _window_text(message: ChatMessage) -> str:
     key = id(message)
     with _window_lock:
         cached = _WINDOW_TEXTS.get(key)
-        if cached is not None and cached[0] is message and cached[1] is message.blocks:
+        if cached is not None and cached[0]() is message and cached[1] == id(message.blocks):
             return cached[2]
     text = message_text(message)
     with _window_lock:
-        _WINDOW_TEXTS[key] = (message, message.blocks, text)
+        _WINDOW_TEXTS[key] = (weakref.ref(message), id(message.blocks), text)
         _WINDOW_TEXTS.move_to_end(key)
         while len(_WINDOW_TEXTS) > _WINDOW_TEXTS_KEPT:
             _WINDOW_TEXTS.popitem(last=False)
