@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections import Counter
+import threading
+import weakref
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -126,11 +128,18 @@ def compose_block(
     or repeats an earlier record are dropped; the rest are added in order while
     they fit. The returned block never exceeds ``token_limit`` tokens.
     """
-    kept, duplicates = deduplicate(records, (message_text(m) for m in window))
+    kept, duplicates = deduplicate(records, (_window_text(m) for m in window))
     result = MemoryBlock(dropped_duplicates=duplicates)
     if not kept or token_limit <= 0:
         return result
-    budget = token_limit - len(tokenizer(render_block([])))
+    # Usually everything fits: then one count of the whole block is all it costs.
+    every_line = [render_item(record) for record in kept]
+    text = render_block(every_line)
+    count = len(tokenizer(text))
+    if count <= token_limit:
+        result.text, result.token_count, result.records = text, count, list(kept)
+        return result
+    budget = token_limit - _line_tokens(tokenizer, render_block([]))
     lines: list[str] = []
     dropped: Counter = Counter()  # by source, for the note that says what was left out
     for record in kept:
@@ -169,6 +178,31 @@ def compose_block(
 def _size(record: MemoryRecord) -> int:
     """How many stored records a block item stands for (an excerpt: its messages)."""
     return len(record.parts) or 1
+
+
+#: Texts of recent window messages by id(message), with a weak reference to the message
+#: (a dead one's id may be reused) and the id of its blocks list (a message whose content
+#: was set anew no longer matches); nothing here keeps a message or its blocks alive. The
+#: same window comes back on every get(), and reading the text of each of its messages
+#: again cost more than the rest of composing the block.
+_WINDOW_TEXTS: OrderedDict[int, tuple[weakref.ref, int, str]] = OrderedDict()
+_WINDOW_TEXTS_KEPT = 4096
+_window_lock = threading.Lock()
+
+
+def _window_text(message: ChatMessage) -> str:
+    key = id(message)
+    with _window_lock:
+        cached = _WINDOW_TEXTS.get(key)
+        if cached is not None and cached[0]() is message and cached[1] == id(message.blocks):
+            return cached[2]
+    text = message_text(message)
+    with _window_lock:
+        _WINDOW_TEXTS[key] = (weakref.ref(message), id(message.blocks), text)
+        _WINDOW_TEXTS.move_to_end(key)
+        while len(_WINDOW_TEXTS) > _WINDOW_TEXTS_KEPT:
+            _WINDOW_TEXTS.popitem(last=False)
+    return text
 
 
 @lru_cache(maxsize=4096)

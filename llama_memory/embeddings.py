@@ -26,6 +26,8 @@ import logging
 import os
 import pickle
 import threading
+import weakref
+from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -44,10 +46,12 @@ __all__ = [
     "MODEL_SHA256",
     "TOKENIZER_SHA256",
     "OfflineEmbedding",
+    "VectorCache",
     "default_embedding",
     "default_model_path",
     "default_tokenizer_path",
     "embedding_dimension",
+    "vector_cache",
 ]
 
 #: The model id recorded alongside vectors made by :class:`OfflineEmbedding`.
@@ -317,8 +321,16 @@ class OfflineEmbedding(BaseEmbedding):
         if not texts:
             return np.zeros((0, self.DIMENSION), dtype=np.float32)
         size = self.embed_batch_size
-        parts = [self._embed_batch(texts[i : i + size]) for i in range(0, len(texts), size)]
-        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+        if len(texts) <= size:
+            return self._embed_batch(texts)
+        # Batches of texts of similar length: each batch is padded to its longest text,
+        # and padding is computed like real tokens. Characters are a good enough proxy.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.empty((len(texts), self.DIMENSION), dtype=np.float32)
+        for start in range(0, len(order), size):
+            chunk = order[start : start + size]
+            out[chunk] = self._embed_batch([texts[i] for i in chunk])
+        return out
 
     def _get_query_embedding(self, query: str) -> Embedding:
         """Embed one query (same model as documents)."""
@@ -466,3 +478,99 @@ def is_symmetric(model: BaseEmbedding) -> bool:
     that add a query instruction (BGE, E5, ...) must not, so the default is False.
     """
     return isinstance(model, OfflineEmbedding) or getattr(model, "symmetric", False) is True
+
+
+#: How many recent texts keep their vector in a model's :class:`VectorCache`.
+VECTORS_KEPT = 256
+
+
+class VectorCache:
+    """Recent vectors of one embedding model by text, shared by every source that uses it.
+
+    One ``get()`` asks each source to retrieve for the same query, and an agent run
+    asks ``get()`` the same query again after every tool round: through this cache a
+    query is embedded once. For a symmetric model (:func:`is_symmetric`) a text's
+    document vector is its query vector, so the user message an agent has just put,
+    embedded as a document, needs no query embedding, and a query embedded first needs
+    no second embedding as a document. Thread-safe; get the one of a model with
+    :func:`vector_cache`.
+    """
+
+    def __init__(self, model: BaseEmbedding, size: int = VECTORS_KEPT) -> None:
+        self._model = weakref.ref(model)
+        self._symmetric = is_symmetric(model)
+        self._size = size
+        self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @property
+    def model(self) -> BaseEmbedding:
+        """The embedding model."""
+        model = self._model()
+        if model is None:  # pragma: no cover - the sources hold the model
+            raise RuntimeError("the embedding model of this cache is gone")
+        return model
+
+    def query(self, text: str) -> np.ndarray:
+        """The query vector of ``text`` (float32), embedded only if not known yet."""
+        with self._lock:
+            vector = self._queries.get(text)
+            if vector is not None:
+                self._queries.move_to_end(text)
+                return vector
+        vector = np.asarray(self.model.get_query_embedding(text), dtype=np.float32)
+        self._keep([text], [vector])
+        return vector
+
+    def documents(self, texts: list[str]) -> list[np.ndarray]:
+        """The document vectors of ``texts`` (float32), the unknown ones embedded in one
+        batch call; for a symmetric model, known query vectors are reused and the new
+        vectors kept as query vectors."""
+        if not self._symmetric:
+            return [np.asarray(v, dtype=np.float32) for v in self.model.get_text_embedding_batch(texts)]
+        with self._lock:
+            known = [self._queries.get(t) for t in texts]
+        missing = [t for t, v in zip(texts, known) if v is None]
+        fresh = iter(
+            [np.asarray(v, dtype=np.float32) for v in self.model.get_text_embedding_batch(missing)]
+            if missing else []
+        )
+        vectors = [v if v is not None else next(fresh) for v in known]
+        self._keep(texts, vectors)
+        return vectors
+
+    def clear(self) -> None:
+        """Forget every vector kept (they are keyed by users' texts: a user who is
+        forgotten must not stay here)."""
+        with self._lock:
+            self._queries.clear()
+
+    def _keep(self, texts: list[str], vectors: list[np.ndarray]) -> None:
+        with self._lock:
+            for text, vector in zip(texts[-self._size :], vectors[-self._size :]):
+                self._queries[text] = vector
+                self._queries.move_to_end(text)
+            while len(self._queries) > self._size:
+                self._queries.popitem(last=False)
+
+
+_caches_lock = threading.Lock()
+_caches: dict[int, VectorCache] = {}
+
+
+def vector_cache(model: BaseEmbedding) -> VectorCache:
+    """The :class:`VectorCache` of ``model`` (one per model object, made on first use,
+    dropped with the model), so the sources of a memory share their vectors."""
+    key = id(model)
+    with _caches_lock:
+        cache = _caches.get(key)
+        if cache is None or cache._model() is not model:
+            cache = _caches[key] = VectorCache(model)
+            weakref.finalize(model, _forget_cache, key, cache)
+        return cache
+
+
+def _forget_cache(key: int, cache: VectorCache) -> None:
+    with _caches_lock:
+        if _caches.get(key) is cache:
+            del _caches[key]

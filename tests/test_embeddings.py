@@ -95,6 +95,11 @@ def test_batches_larger_than_batch_size(emb: OfflineEmbedding) -> None:
     assert many.shape == (70, 384)
     np.testing.assert_allclose(many[65], emb.get_text_embedding(texts[65]), atol=1e-5)
     assert emb.embed_array([]).shape == (0, 384)
+    # Batches are formed by length (less padding); the rows still follow the input order.
+    mixed = [("word " * (i % 23)) + f"item {i}" for i in range(70)]
+    rows = emb.embed_array(mixed)
+    for i in (0, 22, 45, 69):
+        np.testing.assert_allclose(rows[i], emb.get_text_embedding(mixed[i]), atol=1e-5)
 
 
 def test_long_text_is_truncated_at_256_tokens(emb: OfflineEmbedding) -> None:
@@ -231,3 +236,21 @@ def test_embedding_dimension() -> None:
     assert embedding_dimension(OfflineEmbedding()) == 384
     assert embedding_dimension(MockEmbedding(embed_dim=8)) == 8
     assert embedding_dimension(_UnknownEmbedding()) is None
+
+
+def test_vector_cache_is_shared_per_model_and_reuses_vectors_only_when_symmetric(embed_model) -> None:
+    from llama_memory.embeddings import vector_cache
+
+    cache = vector_cache(embed_model)
+    assert vector_cache(embed_model) is cache
+    text = "A sentence embedded first as a query, then as a document."
+    query = cache.query(text)
+    [document] = cache.documents([text])
+    assert document is query  # symmetric: the same vector, not a second embedding
+    assert np.allclose(query, embed_model.get_text_embedding(text), atol=1e-5)
+
+    asymmetric = MockEmbedding(embed_dim=8)
+    other = vector_cache(asymmetric)
+    assert other is not cache
+    [doc] = other.documents(["x"])
+    assert other.query("x") is not doc and other.query("x") is other.query("x")

@@ -218,3 +218,39 @@ def test_words_in_most_records_are_left_out_of_lexical_search_in_a_large_store()
     small = SQLiteStore()
     small.add_records(rows[:10])
     assert small._selective_words(["really", "zeppelin"]) == ["really", "zeppelin"]
+
+
+def test_lexical_search_finds_a_users_records_behind_many_better_matches_of_others() -> None:
+    # Bob's records match the query better and fill the index's top results: Alice's
+    # must still come back, best first (the search then joins every match to its owner).
+    store = SQLiteStore()
+    store.add_records([record(f"bees bees bees hive {i}", scope=BOB, mid=str(i)) for i in range(30)])
+    store.add_records([record("one bee in the garden", mid="a1"), record("no insects here", mid="a2"),
+                       record("bees and a hive by the garden", mid="a3")])
+    found = store.search_text("bees hive", ALICE, "vector", 5)
+    texts = [store.get_records([i], ALICE, "vector")[i].text for i, _ in found]
+    assert texts == ["bees and a hive by the garden", "one bee in the garden"]
+    assert [s for _, s in found] == sorted((s for _, s in found), reverse=True)
+    assert len(store.search_text("bees hive", BOB, "vector", 5)) == 5
+
+
+def test_lexical_search_of_a_large_store_scores_the_rarest_words_within_a_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from llama_memory.storage import sqlite as sqlite_module
+
+    monkeypatch.setattr(sqlite_module, "LEXICAL_POSTINGS_BUDGET", 50)
+    store = SQLiteStore()
+    n = sqlite_module.PRUNE_FROM_RECORDS
+    # "apple" in a fifth of the records (under the common-word share), "pear" in 20,
+    # "quince" in 3: apple's matches would blow the budget, so it is not scored.
+    rows = [
+        record(f"note {i} " + ("apple " if i % 5 == 0 else "") + ("pear " if i % (n // 20) == 1 else "")
+               + ("quince" if i in (7, 8, 9) else ""), mid=str(i))
+        for i in range(n)
+    ]
+    store.add_records(rows)
+    assert store._selective_words(["apple", "pear", "quince"]) == ["quince", "pear"]
+    store.add_records([record("apple pear quince", mid="all")])
+    [(top, _)] = store.search_text("apple pear quince", ALICE, "vector", 1)
+    assert store.get_records([top], ALICE, "vector")[top].text == "apple pear quince"

@@ -610,3 +610,41 @@ def test_from_defaults_with_triples_round_trips_and_reindexes(tmp_path: Path, em
     in_memory = ComposableMemory.from_defaults(user_id="zoe", embed_model=embed_model, triples=True)
     in_memory.add_triples([("Zoe", "likes", "chess")])
     assert "Zoe — likes — chess" in in_memory.get("What does Zoe like?")[0].content
+
+
+def test_one_get_embeds_its_query_once_for_both_sources(tmp_path: Path, embed_model) -> None:
+    # The vector and triple sources share the model's query vectors: one embedding per
+    # new query, none for the user message just embedded as a document (symmetric model).
+    from llama_index.core.instrumentation import get_dispatcher
+    from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+    from llama_index.core.instrumentation.events.embedding import EmbeddingStartEvent
+
+    embedded: list[list[str]] = []
+
+    class Counter(BaseEventHandler):
+        def handle(self, event: Any, **kwargs: Any) -> None:
+            if isinstance(event, EmbeddingStartEvent):
+                embedded.append(list(event.model_dict.get("chunks", [])))
+
+    memory = ComposableMemory.from_defaults(
+        user_id="quinn", path=tmp_path, embed_model=embed_model, triples=True
+    )
+    memory.add_triples([("Quinn", "grows", "purple carrots")])
+    memory.put(user("Quinn asks which vegetables grow well in a cold frame in March."))
+    memory.get("warm-up: index what waits")
+    dispatcher = get_dispatcher()
+    counter = Counter()
+    dispatcher.add_event_handler(counter)
+    try:
+        embedded.clear()
+        memory.get("What does Quinn grow, and where in the garden exactly?")
+        queries = len(embedded)
+        memory.put(user("Quinn wonders whether purple carrots taste any different."))
+        embedded.clear()
+        memory.get()  # the query is that user message: embedded once, as a document
+        after_put = len(embedded)
+    finally:
+        dispatcher.event_handlers.remove(counter)
+        memory.close()
+    assert queries == 1
+    assert after_put == 1

@@ -35,7 +35,6 @@ import logging
 import re
 import threading
 import uuid
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -47,6 +46,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.bridge.pydantic import BaseModel, Field
 
+from ..embeddings import vector_cache
 from ..errors import LlamaMemoryError, StorageError
 from ..expiry import ALIVE_SQL, NEVER, TTL, Expiry
 from ..extraction import ExtractionError, structured_output
@@ -163,7 +163,6 @@ logger = logging.getLogger(__name__)
 
 _HOP_DECAY = 0.5  # a 2-hop triple's share of the score of the 1-hop triple leading to it
 _MAX_FRONTIER = 50  # neighbour entities expanded for 2 hops, strongest first
-_QUERY_VECTORS = 64  # recent query vectors kept: an agent run asks get() the same query often
 
 
 class TripleError(LlamaMemoryError, ValueError):
@@ -523,7 +522,8 @@ class TripleSource(MemorySource):
         self.declare_functional(*functional_predicates)
         self._lock = threading.RLock()
         self._dimensions = DimensionGuard(store, embed_model, key_prefix="triples:")
-        self._query_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        # Shared with the other sources of this model: one embedding of a query per get().
+        self._vectors = vector_cache(embed_model)
         store.ensure_schema("triples", _SOURCE_SCHEMA)
 
     # -- functional predicates --------------------------------------------------------
@@ -967,19 +967,8 @@ class TripleSource(MemorySource):
         return [i for i in hits if i in current][:k]
 
     def _query_vector(self, query: str) -> np.ndarray:
-        # An agent run calls get() with the same query (the latest user message)
-        # before the first LLM call and after every tool round: embed it once.
-        with self._lock:
-            vector = self._query_vectors.get(query)
-            if vector is not None:
-                self._query_vectors.move_to_end(query)
-                return vector
-        vector = np.asarray(self.embed_model.get_query_embedding(query), dtype=np.float32)
+        vector = self._vectors.query(query)
         self._dimensions.check(len(vector))
-        with self._lock:
-            self._query_vectors[query] = vector
-            while len(self._query_vectors) > _QUERY_VECTORS:
-                self._query_vectors.popitem(last=False)
         return vector
 
     def _lexical_ranking(
@@ -1146,7 +1135,7 @@ class TripleSource(MemorySource):
                     )
                 ]
                 self._delete_rows(conn, seqs)
-            self._query_vectors.clear()  # recent queries, the user's among them
+            self._vectors.clear()  # recent texts, the user's among them
             # Last: when the index is unreachable the record is already clean, and
             # reconcile() drops the collection later.
             self.index.drop(scope.tenant_id, user)

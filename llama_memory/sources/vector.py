@@ -5,14 +5,13 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Optional
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
-from ..embeddings import embedding_dimension, is_symmetric
+from ..embeddings import embedding_dimension, vector_cache
 from ..errors import StorageError
 from ..excerpts import JOIN_GAP, pack_excerpts
 from ..expiry import NEVER, Expiry
@@ -25,9 +24,6 @@ from .base import MemorySource
 from .dimension import DimensionGuard
 
 logger = logging.getLogger(__name__)
-
-#: How many recent texts keep their vector for reuse as a query vector.
-_RECENT_VECTORS = 256
 
 
 class _Embedded(NamedTuple):
@@ -113,12 +109,9 @@ class VectorSource(MemorySource):
         store.ensure_session_order()
         self._lock = threading.RLock()
         self._overlay: dict[str, _Embedded] = {}
-        # For models whose query and document vectors agree, the vector of a text
-        # just embedded serves again when the same text is the query (an agent's
-        # query is the user message it has just put).
-        self._recent: OrderedDict[str, np.ndarray] | None = (
-            OrderedDict() if is_symmetric(embed_model) else None
-        )
+        # Shared with the other sources of this model: a query is embedded once per get(),
+        # and (symmetric models) not at all when it is the user message just embedded.
+        self._vectors = vector_cache(embed_model)
         self._dimensions = DimensionGuard(store, embed_model)
         known = embedding_dimension(embed_model)
         if known is not None:
@@ -221,7 +214,8 @@ class VectorSource(MemorySource):
         while True:
             # Overlay rows are still pending in SQLite: ask for enough to see a full batch
             # of the others.
-            rows = self.store.pending_records(self.name, len(self._overlay) + self.batch_size)
+            limit = len(self._overlay) + self.batch_size
+            rows = self.store.pending_records(self.name, limit)
             fresh = [r for r in rows if r.id not in self._overlay]
             if not fresh:
                 return written
@@ -230,6 +224,8 @@ class VectorSource(MemorySource):
                 self._overlay[row.id] = _Embedded(row.tenant_id, row.user_id, vector)
             if len(self._overlay) >= self.batch_size:
                 written += self._write_overlay()
+            if len(rows) < limit:  # that was every pending row: no need to ask again
+                return written
 
     def _write_overlay(self) -> int:
         by_user: dict[tuple[str, str], list[str]] = {}
@@ -356,8 +352,7 @@ class VectorSource(MemorySource):
                 if item.tenant_id == scope.tenant_id and item.user_id == user
             ]:
                 del self._overlay[record_id]
-            if self._recent is not None:
-                self._recent.clear()  # it holds recent texts, the user's among them
+            self._vectors.clear()  # it holds recent texts, the user's among them
             # Last: when the index is unreachable the record is already clean, and
             # reconcile() drops the collection later.
             self.index.drop(scope.tenant_id, user)
@@ -365,24 +360,13 @@ class VectorSource(MemorySource):
     # -- embedding ----------------------------------------------------------------------
 
     def _embed_texts(self, texts: list[str]) -> list[np.ndarray]:
-        vectors = [
-            np.asarray(v, dtype=np.float32)
-            for v in self.embed_model.get_text_embedding_batch(texts)
-        ]
+        vectors = self._vectors.documents(texts)
         if vectors:
             self._dimensions.check(len(vectors[0]))
-        if self._recent is not None:
-            for text, vector in zip(texts, vectors):
-                self._recent[text] = vector
-                self._recent.move_to_end(text)
-            while len(self._recent) > _RECENT_VECTORS:
-                self._recent.popitem(last=False)
         return vectors
 
     def _query_vector(self, query: str) -> np.ndarray:
-        if self._recent is not None and query in self._recent:
-            return self._recent[query]
-        vector = np.asarray(self.embed_model.get_query_embedding(query), dtype=np.float32)
+        vector = self._vectors.query(query)
         self._dimensions.check(len(vector))
         return vector
 
