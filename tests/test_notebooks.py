@@ -3,7 +3,8 @@
 Each notebook is executed with nbclient in a kernel started from this interpreter (the
 project's virtualenv, with this checkout first on the path) in a temporary working
 directory, offline: OPENAI_API_KEY and CHROMA_HOST are removed from the kernel's
-environment so the notebooks take their offline branches. Any cell error fails the test.
+environment so the notebooks take their offline branches, except that the production
+notebook's server cells get the address of the real loopback Chroma server the tests start. Any cell error fails the test.
 
 Committed notebooks carry no outputs: they are sources, and stale outputs would show
 results the code no longer produces.
@@ -32,6 +33,8 @@ NOTEBOOK_TIMEOUT = 240
 KERNEL_NAME = "llama-memory-test"
 #: What would make a notebook leave the machine.
 ONLINE_VARIABLES = ("OPENAI_API_KEY", "CHROMA_HOST", "CHROMA_PORT")
+#: Notebooks whose Chroma-server cells run against the tests' loopback server.
+SERVER_NOTEBOOKS = {"04_going_to_production"}
 
 
 def test_there_are_notebooks() -> None:
@@ -98,8 +101,12 @@ def _kernel_env() -> dict[str, str]:
 
 @pytest.mark.timeout(NOTEBOOK_TIMEOUT)
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_runs(path: Path, tmp_path: Path) -> None:
+def test_notebook_runs(path: Path, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     notebook = nbformat.read(path, as_version=4)
+    env = _kernel_env()
+    if path.stem in SERVER_NOTEBOOKS:  # their server cells run against a real server
+        server = request.getfixturevalue("chroma_server")
+        env.update(CHROMA_HOST="127.0.0.1", CHROMA_PORT=str(server.port))
     # First cell: prove the kernel is this interpreter importing this checkout.
     notebook.cells.insert(
         0,
@@ -118,9 +125,12 @@ def test_notebook_runs(path: Path, tmp_path: Path) -> None:
         resources={"metadata": {"path": str(workdir)}},
     )
     try:
-        client.execute(env=_kernel_env(), cwd=str(workdir))
+        client.execute(env=env, cwd=str(workdir))
     except nbclient.exceptions.CellExecutionError as error:
         plain = re.sub(r"\x1b\[[0-9;]*m", "", str(error))  # the traceback's colours
         pytest.fail(f"{path.name}: a cell failed:\n{plain}", pytrace=False)
     outputs = [o for c in notebook.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
+    if path.stem in SERVER_NOTEBOOKS:
+        printed = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
+        assert "Skipped: set CHROMA_HOST" not in printed and "ReconcileReport" in printed
