@@ -151,7 +151,7 @@ def run_demo(path: Optional[Path] = None, out: Optional[TextIO] = None) -> None:
         gets.append(time.perf_counter() - started)
     out.write(f"put(): {_ms(puts)}  (a row insert; embedding is batched before the next read)\n")
     out.write(
-        f"get(): {_ms(gets)}  (embeds the new message once, reuses it as the query, one lookup;"
-        " the triple source embeds the query once more)\n"
+        f"get(): {_ms(gets)}  (embeds the new message once and reuses it as the query for"
+        " every source; a lexical and a dense lookup per source)\n"
     )
     reopened.close()
