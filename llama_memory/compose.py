@@ -14,7 +14,7 @@ import re
 import threading
 import weakref
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -142,10 +142,8 @@ def compose_block(
     budget = token_limit - _line_tokens(tokenizer, render_block([]))
     lines: list[str] = []
     dropped: Counter = Counter()  # by source, for the note that says what was left out
-    for record in kept:
-        # An excerpt too long for what is left is cut down to the message that made it.
-        for candidate in (record, hit_of(record)) if record.parts else (record,):
-            line = render_item(candidate)
+    for record, whole in zip(kept, every_line):
+        for candidate, line in _renderings(record, whole):
             cost = _line_tokens(tokenizer, line) + 1  # +1 for the joining newline
             if cost <= budget:
                 lines.append(line)
@@ -173,6 +171,15 @@ def compose_block(
         dropped[last.source] += _size(last)
     result.dropped_for_budget = sum(dropped.values())
     return result
+
+
+def _renderings(record: MemoryRecord, line: str) -> Iterator[tuple[MemoryRecord, str]]:
+    """A record with its rendered ``line``, then, for an excerpt too long for what is
+    left of the budget, the message that made it (rendered only if asked for)."""
+    yield record, line
+    if record.parts:
+        hit = hit_of(record)
+        yield hit, render_item(hit)
 
 
 def _size(record: MemoryRecord) -> int:
