@@ -155,7 +155,8 @@ def pack_excerpts(
         ranked: (record id, fused score) best first.
         neighbourhoods: gives each record's session neighbours (``gap`` on each side);
             called on successive slices of ``ranked`` (``k`` ids at a time) only as
-            far as the walk goes.
+            far as the walk goes, and once there are ``k`` excerpts only for the hits
+            that could still join one.
         k: at most this many excerpts.
         max_messages: at most this many messages in all (at least ``k`` are allowed).
         gap: how far (in messages) a hit may be from an excerpt and still join it.
@@ -170,16 +171,33 @@ def pack_excerpts(
     fetched = 0
     excerpts: list[Excerpt] = []
     owner: dict[str, Excerpt] = {}  # which excerpt holds a record id
+    near: set[str] = set()  # every id in a looked-up neighbourhood
     used = 0
+
+    def look_up(ids: Sequence[str]) -> None:
+        for i, pairs in neighbourhoods(ids).items():
+            hoods[i] = [Positioned(*pair) for pair in pairs]
+            near.update(p.record_id for p in hoods[i])
+
     for n, (record_id, score) in enumerate(ranked):
         if used >= budget:
             break
-        if n == fetched:  # look the neighbours up a slice at a time: the walk often stops early
-            chunk = [i for i, _ in ranked[fetched : fetched + k]]
-            hoods.update(
-                (i, [Positioned(*pair) for pair in hood]) for i, hood in neighbourhoods(chunk).items()
-            )
-            fetched += len(chunk)
+        if len(excerpts) >= k:
+            # No new excerpt: only a hit within ``gap`` of one can still join it, and
+            # an excerpt's edges are hits, whose neighbourhoods (``gap`` each side) were
+            # looked up. So a hit in none of them is skipped without a lookup, which
+            # spares most of the walk's reads; the result is the same.
+            if record_id not in near or record_id in owner:
+                continue
+            if record_id not in hoods:  # with those of the next few that could join
+                look_up([
+                    i for i, _ in ranked[n : n + k]
+                    if i in near and i not in hoods and i not in owner
+                ])
+        elif n >= fetched:  # look the neighbours up a slice at a time: the walk often stops early
+            chunk = [i for i, _ in ranked[n : n + k] if i not in hoods]
+            look_up(chunk)
+            fetched = n + k
         hood = hoods.get(record_id)
         if not hood or record_id in owner:  # gone, or shown already
             continue

@@ -87,7 +87,8 @@ def test_packing_joins_near_hits_fills_the_budget_and_respects_k(store, two_sess
     # one[6] is adjacent and joins; the budget of 5 messages is then full.
     assert [e.record_ids for e in excerpts] == [one[3:7], two[0:1]]
     assert [e.score for e in excerpts] == [0.9, 0.8]
-    assert asked == [[one[3], two[0]], [one[5], one[6]]]  # two[4] was never looked up
+    # once k excerpts exist, only hits next to one are looked up: two[4] never is
+    assert asked == [[one[3], two[0]], [one[5]], [one[6]]]
     # with budget left, each excerpt gains the message after it, then the one before
     roomy = pack_excerpts(ranked[:2], around, k=2, max_messages=8)
     assert [e.record_ids for e in roomy] == [one[2:5], two[0:2]]
