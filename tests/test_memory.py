@@ -297,3 +297,23 @@ def test_block_drops_records_shown_in_the_window_even_after_a_message_is_rewritt
     second = compose_block(records, window=window, token_limit=500, tokenizer=tokenizer)
     assert [r.text for r in second.records] == ["I moved to Lisbon last spring."]
     assert second.dropped_duplicates == 1
+
+
+def test_indexed_records_keep_a_copy_of_their_vector_in_the_record(make_memory, embed_model) -> None:
+    import numpy as np
+
+    memory = make_memory(session_id="s1")
+    tell(memory)
+    source = memory.sources[0]
+    store = source.store
+    ids = [r.id for r in memory.search("pizza New York sister name", k=8) for r in (r.parts or [r])]
+    assert store.stored_vectors(ids) == {}  # nothing indexed yet: the vectors wait in memory
+    source.flush()
+    copies = store.stored_vectors(ids)
+    assert set(copies) == set(ids)
+    texts = store.get_records(ids, memory.scope, "vector")
+    for record_id, blob in copies.items():
+        copy = np.frombuffer(blob, dtype=np.float16).astype(np.float32)
+        exact = np.asarray(embed_model.get_text_embedding(texts[record_id].text))
+        cosine = float(copy @ exact / (np.linalg.norm(copy) * np.linalg.norm(exact)))
+        assert cosine > 0.999, (texts[record_id].text, cosine)

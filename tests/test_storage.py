@@ -254,3 +254,30 @@ def test_lexical_search_of_a_large_store_scores_the_rarest_words_within_a_budget
     store.add_records([record("apple pear quince", mid="all")])
     [(top, _)] = store.search_text("apple pear quince", ALICE, "vector", 1)
     assert store.get_records([top], ALICE, "vector")[top].text == "apple pear quince"
+
+
+def test_vector_copies_follow_their_records() -> None:
+    store = SQLiteStore()
+    ids = store.add_records([record(f"fact {i}", mid=str(i)) for i in range(4)])
+    blobs = [bytes([i]) * 8 for i in range(4)]
+    with pytest.raises(ValueError, match="4 record ids but 3 vectors"):
+        store.mark_indexed(ids, vectors=blobs[:3])
+    assert store.stored_vectors(ids) == {}  # the refused call wrote nothing
+    store.mark_indexed(ids, vectors=blobs)
+    assert store.stored_vectors(ids) == dict(zip(ids, blobs))
+    store.mark_indexed(ids[:1], False)  # out of the index: its copy goes too
+    assert set(store.stored_vectors(ids)) == set(ids[1:])
+    store.delete_expired("vector", float("inf"))  # nothing expires: records have no ttl
+    assert set(store.stored_vectors(ids)) == set(ids[1:])
+    store.delete_user(ALICE)  # deleting a record deletes its copy
+    assert store.stored_vectors(ids) == {}
+    store.mark_indexed(ids, vectors=blobs)  # records gone: no copy is kept for them
+    assert store.stored_vectors(ids) == {}
+
+
+def test_reindexing_drops_the_vector_copies() -> None:
+    store = SQLiteStore()
+    ids = store.add_records([record("a"), record("b", mid="m2")])
+    store.mark_indexed(ids, vectors=[b"\x00\x01", b"\x02\x03"])
+    assert store.mark_all_unindexed("vector") == 2
+    assert store.stored_vectors(ids) == {}

@@ -107,6 +107,16 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE records ADD COLUMN expires_at REAL;
     CREATE INDEX records_expiring ON records (expires_at) WHERE expires_at IS NOT NULL;
     """,
+    # 4: a copy of each indexed record's vector (as the source encodes it), so that a
+    # search reads the vectors of its lexical candidates by primary key here instead of
+    # asking the dense index for them (one more round trip per search). Deleting a record
+    # deletes its copy.
+    """
+    CREATE TABLE record_vectors (id TEXT PRIMARY KEY, vector BLOB NOT NULL) WITHOUT ROWID;
+    CREATE TRIGGER record_vectors_delete AFTER DELETE ON records BEGIN
+        DELETE FROM record_vectors WHERE id = old.id;
+    END;
+    """,
 )
 
 #: Migrations of the index behind :meth:`SQLiteStore.session_neighbours` (records of one
@@ -687,16 +697,49 @@ class SQLiteStore:
         )
         return [PendingRecord(r["id"], r["text"], r["tenant_id"], r["user_id"]) for r in rows]
 
-    def mark_indexed(self, ids: Sequence[str], indexed: bool = True) -> None:
-        """Record that the dense index holds (or no longer holds) these records."""
+    def mark_indexed(
+        self, ids: Sequence[str], indexed: bool = True, vectors: Optional[Sequence[bytes]] = None
+    ) -> None:
+        """Record that the dense index holds (or no longer holds) these records.
+
+        ``vectors`` (one encoded vector per id) keeps a copy of each record's vector
+        (:meth:`stored_vectors`); un-indexing a record drops its copy.
+        """
+        if vectors is not None and len(vectors) != len(ids):
+            raise ValueError(f"{len(ids)} record ids but {len(vectors)} vectors")
         with self.transaction("mark records indexed") as conn:
             conn.executemany(
                 "UPDATE records SET indexed = ? WHERE id = ?", [(int(indexed), i) for i in ids]
             )
+            if not indexed:
+                conn.executemany("DELETE FROM record_vectors WHERE id = ?", [(i,) for i in ids])
+            elif vectors is not None:
+                conn.executemany(
+                    "INSERT OR REPLACE INTO record_vectors (id, vector) "
+                    "SELECT id, ? FROM records WHERE id = ?",  # a record deleted meanwhile: none
+                    [(v, i) for i, v in zip(ids, vectors)],
+                )
+
+    def stored_vectors(self, ids: Sequence[str]) -> dict[str, bytes]:
+        """The vector copies kept by :meth:`mark_indexed` of these records, by id (ids
+        without one are left out)."""
+        if not ids:
+            return {}
+        rows = self.query(
+            "read record vectors",
+            f"SELECT id, vector FROM record_vectors WHERE id IN ({','.join('?' * len(ids))})",
+            tuple(ids),
+        )
+        return {row["id"]: bytes(row["vector"]) for row in rows}
 
     def mark_all_unindexed(self, source: str) -> int:
-        """Flag every record of ``source`` for re-indexing; return how many."""
+        """Flag every record of ``source`` for re-indexing (their vector copies are
+        dropped: the model may have changed); return how many."""
         with self.transaction("reset index flags") as conn:
+            conn.execute(
+                "DELETE FROM record_vectors WHERE id IN (SELECT id FROM records WHERE source = ?)",
+                (source,),
+            )
             cur = conn.execute("UPDATE records SET indexed = 0 WHERE source = ?", (source,))
             return cur.rowcount
 
