@@ -132,20 +132,27 @@ def compose_block(
     result = MemoryBlock(dropped_duplicates=duplicates)
     if not kept or token_limit <= 0:
         return result
-    # Usually everything fits: then one count of the whole block is all it costs.
     every_line = [render_item(record) for record in kept]
     text = render_block(every_line)
-    count = len(tokenizer(text))
-    if count <= token_limit:
-        result.text, result.token_count, result.records = text, count, list(kept)
-        return result
+    # When everything fits, one count of the whole block is all it costs. A block far
+    # longer than the budget is not counted whole: the lines are counted anyway below.
+    if len(text) <= _CHARS_PER_TOKEN_OVER * token_limit:
+        count = len(tokenizer(text))
+        if count <= token_limit:
+            result.text, result.token_count, result.records = text, count, list(kept)
+            return result
     budget = token_limit - _line_tokens(tokenizer, render_block([]))
+    # Lines after the first leave room for the note saying what was left out, so that
+    # adding it seldom forces a line out again (each try counts the whole block). The
+    # first line need not: a record is worth more than the note.
+    note = left_out_note(Counter({record.source: 999 for record in kept}))
+    note_room = _line_tokens(tokenizer, note[0]) + 1
     lines: list[str] = []
     dropped: Counter = Counter()  # by source, for the note that says what was left out
     for record, whole in zip(kept, every_line):
         for candidate, line in _renderings(record, whole):
             cost = _line_tokens(tokenizer, line) + 1  # +1 for the joining newline
-            if cost <= budget:
+            if cost <= budget - (note_room if lines else 0):
                 lines.append(line)
                 result.records.append(candidate)
                 budget -= cost
@@ -171,6 +178,11 @@ def compose_block(
         dropped[last.source] += _size(last)
     result.dropped_for_budget = sum(dropped.values())
     return result
+
+
+#: Above this many characters per token of the budget a block is taken to be over it
+#: (English runs about 4 characters per token in cl100k); a wrong guess costs one count.
+_CHARS_PER_TOKEN_OVER = 4.5
 
 
 def _renderings(record: MemoryRecord, line: str) -> Iterator[tuple[MemoryRecord, str]]:

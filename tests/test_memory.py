@@ -244,7 +244,11 @@ def test_dense_index_catches_up_and_rebuilds_from_the_record(make_memory) -> Non
     assert rebuilt.sources[0].store.pending_records("vector", 10) == []
     # Lose the index entirely: the system of record rebuilds it.
     rebuilt.sources[0].index.clear()
-    # Words still find them (FTS lives in SQLite); meaning alone does not, until reindex.
+    # The vectors held in memory come from their copies in SQLite: meaning still works.
+    assert len(message_texts(rebuilt.search("produce from my vegetable patch", k=10))) == 5
+    # Searching Chroma only: words still find them (FTS lives in SQLite); meaning alone
+    # does not, until reindex.
+    rebuilt.sources[0].resident_limit = 0
     assert len(message_texts(rebuilt.search("tomatoes", k=10))) == 5
     assert rebuilt.search("produce from my vegetable patch", k=10) == []
     assert rebuilt.reindex() == 5

@@ -21,6 +21,7 @@ from helpers import assistant, message_texts, user
 from llama_memory import ComposableMemory, StorageError
 from llama_memory.excerpts import hit_of
 from llama_memory.memory import VECTOR_COLLECTION
+from llama_memory.sources.vector import RESIDENT_LIMIT
 from llama_memory.storage.reconcile import ReconcileReport
 from llama_memory.storage.sqlite import DB_FILENAME
 
@@ -160,10 +161,17 @@ def test_server_down_mid_run_loses_nothing_and_the_index_catches_up(
 
         server.kill()  # --- the server is gone
         address = f"127.0.0.1:{server.port}"
+        # Alice's vectors are held in memory, from their copies in the system of record:
+        # her reads need no server.
+        vectors = memory.source("vector")
+        assert hit_of(memory.search("where does my sister live?", k=1)[0]).text.startswith("My sister")
+        # A read that has to ask the server says it is gone: an error, never an empty list.
+        vectors.resident_limit = 0
         with pytest.raises(StorageError, match=address):
-            memory.search("sister")  # an error, never an empty list
+            memory.search("sister")
         with pytest.raises(StorageError, match=address):
             memory.get(input="sister")
+        vectors.resident_limit = RESIDENT_LIMIT
         # Writes still land in the system of record (indexing is deferred), even a bulk one.
         memory.put(user("I adopted a cat named Miso"))
         memory.put_messages([user(f"reading list item {i}: a novel about the sea") for i in range(70)])

@@ -18,12 +18,18 @@ from ..expiry import NEVER, Expiry
 from ..retrieval import fuse_scores
 from ..storage.chroma import DenseIndex
 from ..storage.reconcile import ReconcileReport, reconcile_index
+from ..storage.resident import ResidentVectors
 from ..storage.sqlite import NewRecord, SQLiteStore
 from ..types import MemoryRecord, Scope, StoredMessage
 from .base import MemorySource
 from .dimension import DimensionGuard
 
 logger = logging.getLogger(__name__)
+
+#: Users with at most this many indexed records are searched in memory, exactly
+#: (:mod:`llama_memory.storage.resident`); larger ones in Chroma. 20,000 vectors of
+#: 384 dimensions take 31 MB and about 2 ms to search.
+RESIDENT_LIMIT = 20_000
 
 
 class _Embedded(NamedTuple):
@@ -72,6 +78,9 @@ class VectorSource(MemorySource):
             (:mod:`llama_memory.excerpts`); 1 returns single messages.
         expiry: time to live of new records, refresh on read, and the clock
             (default: records are kept until forgotten).
+        resident_limit: a user with at most this many indexed records has their
+            vectors held in memory (from the copies in SQLite) and searched exactly
+            there, instead of asking Chroma; 0 always asks Chroma.
     """
 
     def __init__(
@@ -88,6 +97,7 @@ class VectorSource(MemorySource):
         candidate_factor: int = 3,
         excerpt_messages: float = 2.5,
         expiry: Expiry = NEVER,
+        resident_limit: int = RESIDENT_LIMIT,
     ) -> None:
         if batch_size <= 0:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
@@ -106,9 +116,14 @@ class VectorSource(MemorySource):
         self.candidate_factor = candidate_factor
         self.excerpt_messages = excerpt_messages
         self.expiry = expiry
+        self.resident_limit = resident_limit
         store.ensure_session_order()
         self._lock = threading.RLock()
         self._overlay: dict[str, _Embedded] = {}
+        # Users' vectors held in memory (None: too many, or not all copied), valid while
+        # no other connection has written to the store (see _resident_vectors).
+        self._resident: dict[tuple[str, str], Optional[ResidentVectors]] = {}
+        self._data_version: Optional[int] = None
         # Shared with the other sources of this model: a query is embedded once per get(),
         # and (symmetric models) not at all when it is the user message just embedded.
         self._vectors = vector_cache(embed_model)
@@ -165,6 +180,7 @@ class VectorSource(MemorySource):
         with self._lock:
             self.index.clear()
             self._overlay.clear()
+            self._resident.clear()
             self.store.mark_all_unindexed(self.name)
             return self.flush()
 
@@ -186,6 +202,7 @@ class VectorSource(MemorySource):
         with self._lock:
             # Waiting vectors first, so the index holds all it is going to hold.
             written = self._write_overlay()
+            self._resident.clear()  # records it finds missing from Chroma lose their copies
             report = reconcile_index(
                 self.index,
                 lambda: self.store.index_flags(self.name, owner),
@@ -204,6 +221,7 @@ class VectorSource(MemorySource):
                 self._overlay.pop(row.id, None)
                 by_user.setdefault((row.tenant_id, row.user_id), []).append(row.id)
             for (tenant, user), ids in by_user.items():
+                self._resident.pop((tenant, user), None)
                 self.index.delete(tenant, user, ids)
             return len(gone)
 
@@ -236,6 +254,12 @@ class VectorSource(MemorySource):
         written = list(self._overlay)
         copies = [_encode(self._overlay[i].vector) for i in written]
         self.store.mark_indexed(written, vectors=copies)
+        for key, ids in by_user.items():
+            resident = self._resident.get(key)
+            if resident is not None:
+                resident.add(ids, [self._overlay[i].vector for i in ids])
+                if len(resident) > self.resident_limit:
+                    self._resident[key] = None  # grown too large: Chroma answers now
         self._overlay.clear()
         return len(written)
 
@@ -309,9 +333,13 @@ class VectorSource(MemorySource):
                 for record_id, item in self._overlay.items()
                 if item.tenant_id == scope.tenant_id and item.user_id == user
             }
-        dense: dict[str, float] = {}
+            resident = self._resident_vectors(scope.tenant_id, user, len(vector))
+            dense: dict[str, float] = {}
+            if self.dense_weight > 0 and resident is not None:
+                dense = dict(resident.search(vector, pool))
         if self.dense_weight > 0:
-            dense = dict(self.index.query(scope.tenant_id, user, vector, pool))
+            if resident is None:
+                dense = dict(self.index.query(scope.tenant_id, user, vector, pool))
             if waiting:
                 self._cosines(dense, waiting, vector)
             dense = dict(sorted(dense.items(), key=lambda item: item[1], reverse=True)[:pool])
@@ -324,6 +352,10 @@ class VectorSource(MemorySource):
             missing = [i for i, _ in lexical if i not in dense]
             vectors: dict[str, Any] = {i: waiting[i] for i in missing if i in waiting}
             rest = [i for i in missing if i not in vectors]
+            if resident is not None:
+                with self._lock:
+                    vectors.update(resident.vectors(rest))
+                rest = [i for i in rest if i not in vectors]
             vectors.update(self._vector_copies(rest, len(vector)))
             rest = [i for i in rest if i not in vectors]  # indexed before copies were kept
             vectors.update(self.index.vectors(scope.tenant_id, user, rest))
@@ -331,6 +363,36 @@ class VectorSource(MemorySource):
         return fuse_scores(
             lexical, dense, lexical_weight=self.lexical_weight, dense_weight=self.dense_weight
         )
+
+    def _resident_vectors(
+        self, tenant_id: str, user_id: str, dimension: int
+    ) -> Optional[ResidentVectors]:
+        """The user's vectors held in memory, loaded on first use; None when the user
+        has more than ``resident_limit`` of them, or some lack a copy in SQLite (Chroma
+        answers then). Call with the lock held.
+
+        What this source writes it adds here itself; a write by anyone else (another
+        memory on the file, another process) changes the store's data version, and
+        then every user's set is loaded again.
+        """
+        if self.resident_limit <= 0:
+            return None
+        version = self.store.data_version()
+        if version != self._data_version:
+            self._resident.clear()
+            self._data_version = version
+        key = (tenant_id, user_id)
+        if key not in self._resident:
+            copies = self.store.user_vectors(self.name, tenant_id, user_id, self.resident_limit)
+            resident: Optional[ResidentVectors] = None
+            if copies is not None:
+                decoded = [_decode(blob) for blob in copies.values()]
+                if all(len(v) == dimension for v in decoded):
+                    resident = ResidentVectors(dimension)
+                    resident.add(list(copies), decoded)
+            self._resident[key] = resident
+        held = self._resident[key]
+        return held if held is not None and len(held) <= self.resident_limit else None
 
     def _vector_copies(self, ids: Sequence[str], dimension: int) -> dict[str, np.ndarray]:
         """The vectors of records kept in the system of record (:func:`_encode`), by id;
@@ -361,6 +423,7 @@ class VectorSource(MemorySource):
                 if item.tenant_id == scope.tenant_id and item.user_id == user
             ]:
                 del self._overlay[record_id]
+            self._resident.pop((scope.tenant_id, user), None)
             self._vectors.clear()  # it holds recent texts, the user's among them
             # Last: when the index is unreachable the record is already clean, and
             # reconcile() drops the collection later.

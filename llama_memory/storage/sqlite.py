@@ -732,6 +732,38 @@ class SQLiteStore:
         )
         return {row["id"]: bytes(row["vector"]) for row in rows}
 
+    def user_vectors(
+        self, source: str, tenant_id: str, user_id: str, limit: int
+    ) -> Optional[dict[str, bytes]]:
+        """Every vector copy of one user's indexed records of ``source``, by id; None
+        when the user has more than ``limit`` indexed records or some have no copy
+        (indexed before copies were kept): then only the dense index holds them all."""
+        owner = (source, tenant_id, user_id)
+        with self._lock:
+            indexed = int(self.query(
+                "count indexed records",
+                "SELECT count(*) FROM records "
+                "WHERE source = ? AND tenant_id = ? AND user_id = ? AND indexed = 1",
+                owner,
+            )[0][0])
+            if indexed > limit:
+                return None
+            rows = self.query(
+                "read user vectors",
+                "SELECT r.id AS id, v.vector AS vector FROM records r "
+                "JOIN record_vectors v ON v.id = r.id "
+                "WHERE r.source = ? AND r.tenant_id = ? AND r.user_id = ? AND r.indexed = 1",
+                owner,
+            )
+        if len(rows) != indexed:
+            return None
+        return {row["id"]: bytes(row["vector"]) for row in rows}
+
+    def data_version(self) -> int:
+        """A number that changes whenever another connection (another memory on this
+        file, another process) commits a change; this one's own commits leave it."""
+        return int(self.query("read data version", "PRAGMA data_version")[0][0])
+
     def mark_all_unindexed(self, source: str) -> int:
         """Flag every record of ``source`` for re-indexing (their vector copies are
         dropped: the model may have changed); return how many."""

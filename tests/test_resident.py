@@ -1,0 +1,72 @@
+"""Vectors held in memory: exact search, kept in step with this memory's writes and
+reloaded after anyone else's, on real SQLite, real Chroma and the real offline model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from helpers import message_texts, user
+from llama_memory.storage.resident import ResidentVectors
+
+BEES = "I keep bees on the roof of my building."
+FILLER = [f"Today I watered the {plant}." for plant in ("roses", "tulips", "cactus", "ferns")]
+
+
+def test_search_is_exact_and_a_new_vector_replaces_the_old() -> None:
+    rng = np.random.default_rng(7)
+    matrix = rng.standard_normal((150, 16)).astype(np.float32)  # grows past its first capacity
+    held = ResidentVectors(16)
+    held.add([f"r{i}" for i in range(100)], matrix[:100])
+    held.add([f"r{i}" for i in range(100, 150)], matrix[100:])
+    query = rng.standard_normal(16)
+    unit = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+    cosines = unit @ (query / np.linalg.norm(query))
+    best = np.argsort(-cosines)[:5]
+    found = held.search(query, 5)
+    assert [i for i, _ in found] == [f"r{i}" for i in best]
+    assert np.allclose([s for _, s in found], cosines[best], atol=1e-5)
+    assert len(held.search(query, 500)) == len(held) == 150
+    held.add(["r3"], [query])  # r3 now points where the query does
+    assert held.search(query, 1) == [("r3", pytest.approx(1.0, abs=1e-5))]
+    assert len(held) == 150 and "r3" in held and "r150" not in held
+    assert set(held.vectors(["r3", "nope"])) == {"r3"}
+    with pytest.raises(ValueError, match="2 record ids but 1 vectors"):
+        held.add(["a", "b"], [query])
+
+
+def test_a_write_by_another_memory_is_seen_by_meaning(make_memory) -> None:
+    reader = make_memory(session_id="s1")
+    reader.put_messages([user(t) for t in FILLER])
+    reader.source("vector").flush()
+    assert "roses" in message_texts(reader.search("flowers in the garden", k=1))[0]  # loaded
+    writer = make_memory(session_id="s2")  # another connection to the same file
+    writer.put(user(BEES))
+    writer.source("vector").flush()  # indexed there: nothing is left pending for the reader
+    # No word in common: only the vector finds it, so the reader's held set was reloaded.
+    found = message_texts(reader.search("apiary hobby with honey", k=1))
+    assert found and BEES in found[0]
+
+
+def test_a_user_past_the_limit_is_searched_in_chroma(make_memory) -> None:
+    memory = make_memory(session_id="s1")
+    memory.put_messages([user(t) for t in [*FILLER, BEES]])
+    vectors = memory.source("vector")
+    vectors.flush()
+    vectors.index.clear()  # Chroma lost: only the held vectors still know the meaning
+    assert BEES in message_texts(memory.search("apiary hobby with honey", k=1))
+    vectors.resident_limit = len(FILLER)  # one too few: Chroma answers, and has nothing
+    assert memory.search("apiary hobby with honey", k=1) == []
+    assert vectors.reindex() == len(FILLER) + 1
+    assert BEES in message_texts(memory.search("apiary hobby with honey", k=1))
+
+
+def test_forgetting_a_user_empties_what_is_held(make_memory) -> None:
+    memory = make_memory(session_id="s1")
+    memory.put_messages([user(t) for t in [*FILLER, BEES]])
+    memory.source("vector").flush()
+    assert memory.search("apiary hobby with honey", k=1)
+    memory.forget()
+    assert memory.search("apiary hobby with honey", k=1) == []
+    memory.put(user("I collect stamps from Peru."))
+    assert message_texts(memory.search("philately", k=5)) == ["I collect stamps from Peru."]
