@@ -65,8 +65,10 @@ class VectorSource(MemorySource):
             store, and a model of another dimension is refused.
         roles: which message roles are remembered (tool results and system
             prompts are not, by default).
-        batch_size: how many records are embedded per call to the model, and how
-            many vectors wait in the overlay before they are written to Chroma.
+        batch_size: how many records are embedded per call to the model (which
+            batches them again by length, see :meth:`OfflineEmbedding.embed_array`), how
+            many vectors wait in the overlay before they are written to Chroma, and how
+            many records a bulk import writes before it embeds them.
         name: the source's name in the store and in the memory block.
         dense_weight: weight of the normalised dense (Chroma) score in fusion
             (:func:`~llama_memory.retrieval.fuse_scores`; 0 turns it off).
@@ -90,7 +92,7 @@ class VectorSource(MemorySource):
         embed_model: BaseEmbedding,
         *,
         roles: Sequence[str] = ("user", "assistant"),
-        batch_size: int = 64,
+        batch_size: int = 256,
         name: str = "vector",
         dense_weight: float = 1.0,
         lexical_weight: float = 1.0,
@@ -120,6 +122,7 @@ class VectorSource(MemorySource):
         store.ensure_session_order()
         self._lock = threading.RLock()
         self._overlay: dict[str, _Embedded] = {}
+        self._unflushed = 0  # records added since the last flush
         # Users' vectors held in memory (None: too many, or not all copied), valid while
         # no other connection has written to the store (see _resident_vectors).
         self._resident: dict[tuple[str, str], Optional[ResidentVectors]] = {}
@@ -155,7 +158,10 @@ class VectorSource(MemorySource):
         if not records:
             return
         self.store.add_records(records)
-        if len(records) >= self.batch_size:  # a bulk import: index as it goes
+        self._unflushed += len(records)
+        # A bulk import indexes as it goes, a batch at a time: texts of similar length
+        # are embedded together (less padding), and each batch is one Chroma write.
+        if self._unflushed >= self.batch_size:
             # Once committed: a vector in Chroma must never precede its record.
             self.store.after_commit(self._flush_or_defer)
 
@@ -172,6 +178,7 @@ class VectorSource(MemorySource):
         """Embed every record still without a vector and write all waiting vectors to
         Chroma; return how many vectors were written."""
         with self._lock:
+            self._unflushed = 0
             written = self._embed_pending()
             return written + self._write_overlay()
 

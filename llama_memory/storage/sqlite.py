@@ -738,24 +738,16 @@ class SQLiteStore:
         """Every vector copy of one user's indexed records of ``source``, by id; None
         when the user has more than ``limit`` indexed records or some have no copy
         (indexed before copies were kept): then only the dense index holds them all."""
-        owner = (source, tenant_id, user_id)
-        with self._lock:
-            indexed = int(self.query(
-                "count indexed records",
-                "SELECT count(*) FROM records "
-                "WHERE source = ? AND tenant_id = ? AND user_id = ? AND indexed = 1",
-                owner,
-            )[0][0])
-            if indexed > limit:
-                return None
-            rows = self.query(
-                "read user vectors",
-                "SELECT r.id AS id, v.vector AS vector FROM records r "
-                "JOIN record_vectors v ON v.id = r.id "
-                "WHERE r.source = ? AND r.tenant_id = ? AND r.user_id = ? AND r.indexed = 1",
-                owner,
-            )
-        if len(rows) != indexed:
+        # One statement, so one snapshot: a count taken apart could disagree with the
+        # rows when another process commits in between.
+        rows = self.query(
+            "read user vectors",
+            "SELECT r.id AS id, v.vector AS vector FROM records r "
+            "LEFT JOIN record_vectors v ON v.id = r.id "
+            "WHERE r.source = ? AND r.tenant_id = ? AND r.user_id = ? AND r.indexed = 1 LIMIT ?",
+            (source, tenant_id, user_id, limit + 1),
+        )
+        if len(rows) > limit or any(row["vector"] is None for row in rows):
             return None
         return {row["id"]: bytes(row["vector"]) for row in rows}
 
