@@ -962,6 +962,21 @@ def run_records(
 # --------------------------------------------------------------------------- --bulk
 
 
+def model_rate(embed_model: BaseEmbedding, n: int, seed: int) -> dict[str, Any]:
+    """The embedding model's own rate on the bulk workload's texts (the first ``n``):
+    one ``get_text_embedding_batch`` call, after a warm-up; what a bulk import can reach
+    at best when every message is embedded."""
+    texts = [m.content or "" for m in make_workload(n, 0, seed)[0]]
+    embed_model.get_text_embedding_batch(texts[:64])
+    load = load_average()
+    t0 = time.perf_counter()
+    embed_model.get_text_embedding_batch(texts)
+    seconds = time.perf_counter() - t0
+    return {"texts": n, "seconds": seconds, "texts_per_s": n / seconds if seconds else None,
+            "load_before": load, "load_after": load_average()}
+
+
+
 def run_bulk(
     n: int, embedding: str, embed_model: BaseEmbedding, *, batch: int, seed: int,
     stock_build: Callable[..., None] = build_stock_by_put, log: Callable[[str], None] = print,
@@ -1090,6 +1105,15 @@ def format_table(report: dict[str, Any]) -> str:
                 f"{_fmt(r['seconds'], 2):>8} {_fmt(r['msgs_per_s'], 1):>8} "
                 f"{_fmt(r['peak_rss_mb'], 0):>8} {_fmt(r['peak_rss_delta_mb'], 0):>6}  "
                 f"{r['status']} (load {r['load_before']}->{r['load_after']})")
+        own = report.get("bulk_model")
+        if own and own.get("texts_per_s"):
+            ours = next((r for r in report["bulk"] if r["memory"] == OURS), None)
+            share = f"; ours reaches {ours['msgs_per_s'] / own['texts_per_s']:.0%} of it" if (
+                ours and ours.get("msgs_per_s")) else ""
+            lines.append(
+                f"the model alone on the first {own['texts']} of these texts (one batch call): "
+                f"{own['texts_per_s']:.1f} texts/s (load {own['load_before']}->{own['load_after']})"
+                + share)
     meta = report["meta"]
     lines += ["", f"{meta['cpus']} CPUs, Python {meta['python']}, "
               + ", ".join(f"{k} {v}" for k, v in meta["versions"].items())
@@ -1256,6 +1280,7 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
         report["records"] = run_records(args.records, gets=args.gets, seed=args.seed, log=log)
     if args.bulk:
         model = make_embeddings([args.bulk_embedding])[args.bulk_embedding]
+        report["bulk_model"] = model_rate(model, min(args.bulk, 2000), args.seed)
         report["bulk"] = run_bulk(args.bulk, args.bulk_embedding, model, batch=args.batch,
                                   seed=args.seed, log=log)
     report["meta"].update(records=args.records, bulk=args.bulk, bulk_embedding=args.bulk_embedding,
