@@ -128,7 +128,24 @@ def compose_block(
     or repeats an earlier record are dropped; the rest are added in order while
     they fit. The returned block never exceeds ``token_limit`` tokens.
     """
-    kept, duplicates = deduplicate(records, (_window_text(m) for m in window))
+    kept, duplicates = deduplicate(records, window_texts(window))
+    return fit_block(kept, token_limit=token_limit, tokenizer=tokenizer, duplicates=duplicates)
+
+
+def window_texts(window: Sequence[ChatMessage]) -> list[str]:
+    """The texts of the window's messages, as :func:`deduplicate` compares them."""
+    return [_window_text(m) for m in window]
+
+
+def fit_block(
+    kept: Sequence[MemoryRecord],
+    *,
+    token_limit: int,
+    tokenizer: Tokenizer,
+    duplicates: int = 0,
+) -> MemoryBlock:
+    """The block of already deduplicated records (:func:`deduplicate`), in order,
+    within ``token_limit`` tokens; ``duplicates`` is reported as dropped for that."""
     result = MemoryBlock(dropped_duplicates=duplicates)
     if not kept or token_limit <= 0:
         return result

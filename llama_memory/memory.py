@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from pathlib import Path
@@ -19,7 +20,14 @@ from llama_index.core.utils import get_tokenizer
 from pydantic import BaseModel
 
 from .buffer import ChatBuffer
-from .compose import MemoryBlock, compose_block, deduplicate, insert_block, interleave
+from .compose import (
+    MemoryBlock,
+    deduplicate,
+    fit_block,
+    insert_block,
+    interleave,
+    window_texts,
+)
 from .errors import LlamaMemoryError, StorageError
 from .expiry import TTL, Expiry, ttl_seconds
 from .messages import (
@@ -384,11 +392,23 @@ class ComposableMemory(BaseMemory):
         if not self._sources:
             return MemoryBlock()
         query = query or ""
-        # Ask for more than top_k: what the window already shows is dropped afterwards.
-        fetch = self.top_k + min(len(window), self.top_k)
+        shown = window_texts(window)
+        # What the window already shows is dropped, and the latest user message (the usual
+        # query) is stored too, so it comes back first: one more than top_k covers it.
+        fetch = self.top_k + (1 if window else 0)
         records = self._retrieve(query, fetch)
-        return compose_block(
-            records, window=window, token_limit=self.memory_token_limit, tokenizer=self.tokenizer_fn
+        kept, duplicates = deduplicate(records, shown)
+        most = self.top_k + min(len(window), self.top_k)
+        if duplicates and fetch < most and _short_of(records, kept, fetch, self.top_k):
+            # The window shows more of what was found: ask once more, for as many more
+            # records as it could account for (at most top_k more).
+            records = self._retrieve(query, most)
+            kept, duplicates = deduplicate(records, shown)
+        return fit_block(
+            kept,
+            token_limit=self.memory_token_limit,
+            tokenizer=self.tokenizer_fn,
+            duplicates=duplicates,
         )
 
     def _latest_user_text(self, window: Sequence[ChatMessage]) -> Optional[str]:
@@ -707,6 +727,16 @@ class ComposableMemory(BaseMemory):
         if history and memory.path is None:
             memory.primary_memory.set([ChatMessage.model_validate(m) for m in history])
         return memory
+
+
+def _short_of(
+    records: Sequence[MemoryRecord], kept: Sequence[MemoryRecord], fetch: int, top_k: int
+) -> bool:
+    """Whether a source gave all ``fetch`` records asked for (so it may have more) but
+    fewer than ``top_k`` of them survived deduplication."""
+    found = Counter(r.source for r in records)
+    left = Counter(r.source for r in kept)
+    return any(n >= fetch and left[source] < top_k for source, n in found.items())
 
 
 def _new_messages(before: Sequence[ChatMessage], messages: Sequence[ChatMessage]) -> list[ChatMessage]:

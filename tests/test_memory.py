@@ -321,3 +321,23 @@ def test_indexed_records_keep_a_copy_of_their_vector_in_the_record(make_memory, 
         exact = np.asarray(embed_model.get_text_embedding(texts[record_id].text))
         cosine = float(copy @ exact / (np.linalg.norm(copy) * np.linalg.norm(exact)))
         assert cosine > 0.999, (texts[record_id].text, cosine)
+
+
+def test_the_block_still_holds_top_k_records_when_the_window_shows_the_best(make_memory) -> None:
+    plants = ["roses", "tulips", "basil", "carrots", "ferns", "lilies", "mint", "onions"]
+    notes = [f"Gardening note: I planted {p} in my garden this spring." for p in plants]
+    for i, note in enumerate(notes):  # one session each: no two notes share an excerpt
+        make_memory(session_id=f"old-{i}").put(user(note))
+    memory = make_memory(session_id="now", top_k=3)
+    # Single messages: as excerpts, the window's messages would come back as one record.
+    memory.source("vector").excerpt_messages = 1  # type: ignore[attr-defined]
+    memory.put_messages([user(notes[0]), user(notes[1])])  # the window shows two of them
+    memory.put(user("What did I plant in my garden this spring?"))
+    memory.get()
+    block = memory.last_block
+    shown = {m.content for m in memory.get_all()}
+    texts = [hit_of(r).text for r in block.records]
+    # The first ask (top_k + 1 = 4) loses records to the window (the question is stored
+    # too), leaving fewer than top_k: the memory asks again, for top_k + 3.
+    assert len(texts) >= 3 and not shown & set(texts), texts
+    assert set(texts) <= set(notes[2:]) and block.dropped_duplicates >= 2
