@@ -110,6 +110,9 @@ class ComposableMemory(BaseMemory):
     _store: Optional[SQLiteStore] = PrivateAttr(default=None)
     _lock: Any = PrivateAttr(default_factory=threading.RLock)
     _last_block: MemoryBlock = PrivateAttr(default_factory=MemoryBlock)
+    # How many retrieved records the window already showed at the last get(): the next
+    # one asks for that many more than top_k (the window changes little between turns).
+    _window_overlap: int = PrivateAttr(default=0)
     # What to_dict can say of the sources: "default" (rebuilt by from_defaults),
     # "none" (buffer only) or "custom" (live objects a dict cannot carry).
     _source_kind: str = PrivateAttr(default="custom")
@@ -393,17 +396,20 @@ class ComposableMemory(BaseMemory):
             return MemoryBlock()
         query = query or ""
         shown = window_texts(window)
-        # What the window already shows is dropped, and the latest user message (the usual
-        # query) is stored too, so it comes back first: one more than top_k covers it.
-        fetch = self.top_k + (1 if window else 0)
+        # What the window already shows is dropped afterwards, so ask for more than top_k:
+        # as many more as the window showed last time, at least one (the latest user
+        # message, the usual query, is stored too and comes back first), and at most
+        # top_k more.
+        most = self.top_k + min(len(window), self.top_k)
+        fetch = min(most, self.top_k + max(1 if window else 0, self._window_overlap))
         records = self._retrieve(query, fetch)
         kept, duplicates = deduplicate(records, shown)
-        most = self.top_k + min(len(window), self.top_k)
         if duplicates and fetch < most and _short_of(records, kept, fetch, self.top_k):
-            # The window shows more of what was found: ask once more, for as many more
-            # records as it could account for (at most top_k more).
+            # The window shows more of what was found than last time: ask once more,
+            # for as many more as it could account for.
             records = self._retrieve(query, most)
             kept, duplicates = deduplicate(records, shown)
+        self._window_overlap = duplicates
         return fit_block(
             kept,
             token_limit=self.memory_token_limit,
