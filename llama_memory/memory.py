@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from pathlib import Path
@@ -110,9 +110,10 @@ class ComposableMemory(BaseMemory):
     _store: Optional[SQLiteStore] = PrivateAttr(default=None)
     _lock: Any = PrivateAttr(default_factory=threading.RLock)
     _last_block: MemoryBlock = PrivateAttr(default_factory=MemoryBlock)
-    # How many retrieved records the window already showed at the last get(): the next
-    # one asks for that many more than top_k (the window changes little between turns).
-    _window_overlap: int = PrivateAttr(default=0)
+    # How many retrieved records the window already showed at the last few get() calls:
+    # the next one asks for the most of them more than top_k (the window changes little
+    # between turns, and asking again costs a whole retrieval).
+    _window_overlaps: deque[int] = PrivateAttr(default_factory=lambda: deque(maxlen=4))
     # What to_dict can say of the sources: "default" (rebuilt by from_defaults),
     # "none" (buffer only) or "custom" (live objects a dict cannot carry).
     _source_kind: str = PrivateAttr(default="custom")
@@ -401,15 +402,15 @@ class ComposableMemory(BaseMemory):
         # message, the usual query, is stored too and comes back first), and at most
         # top_k more.
         most = self.top_k + min(len(window), self.top_k)
-        fetch = min(most, self.top_k + max(1 if window else 0, self._window_overlap))
+        fetch = min(most, self.top_k + max([1 if window else 0, *self._window_overlaps]))
         records = self._retrieve(query, fetch)
         kept, duplicates = deduplicate(records, shown)
         if duplicates and fetch < most and _short_of(records, kept, fetch, self.top_k):
             # The window shows more of what was found than last time: ask once more,
-            # for as many more as it could account for.
-            records = self._retrieve(query, most)
+            # for as many more as it showed.
+            records = self._retrieve(query, min(most, fetch + duplicates))
             kept, duplicates = deduplicate(records, shown)
-        self._window_overlap = duplicates
+        self._window_overlaps.append(duplicates)
         return fit_block(
             kept,
             token_limit=self.memory_token_limit,
