@@ -820,8 +820,10 @@ def run(
     batch: int,
     seed: int,
     log: Callable[[str], None] = print,
+    only: Optional[Sequence[str]] = None,
 ) -> dict[str, Any]:
-    """Run every memory with every embedding at every size; return the report."""
+    """Run every memory (or the ones named in ``only``) with every embedding at every
+    size; return the report."""
     started = time.time()
     models = make_embeddings(embeddings)
     stock_equivalent = check_stock_batch_build()
@@ -834,6 +836,8 @@ def run(
         history, fresh = make_workload(size, gets + input_gets, seed)
         for embedding in embeddings:
             for subject in subjects(stock_build):
+                if only and subject.name not in only:
+                    continue
                 key = (subject.name, embedding)
                 predicted: Optional[tuple[float, str]] = None
                 if key not in stopped and subject.name == STOCK and size > PREDICT_ABOVE:
@@ -1231,6 +1235,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         help="also time the bulk import of this many messages (put_messages in "
                              "batches of --batch, embedding included)")
     parser.add_argument("--bulk-embedding", default="offline", help="embedding of --bulk")
+    parser.add_argument("--memories", default="",
+                        help=f"run only these memories of the per-turn comparison, comma-separated "
+                             f"(e.g. {OURS}: the stock ones take minutes at 1,000+ messages)")
     parser.add_argument("--plot", type=Path, default=None,
                         help="write a PNG of get() median latency against history length here")
     parser.add_argument("--profile", type=Path, default=None,
@@ -1267,7 +1274,8 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
     log = lambda s: print(s, flush=True)  # noqa: E731
     if args.sizes:
         report = run(args.sizes, args.embeddings, gets=args.gets, input_gets=args.input_gets,
-                     batch=args.batch, seed=args.seed, log=log)
+                     batch=args.batch, seed=args.seed, log=log,
+                     only=[m.strip() for m in args.memories.split(",") if m.strip()])
     else:
         report = {"meta": {
             "started": time.strftime("%Y-%m-%d %H:%M:%S"), "duration_s": 0.0,
