@@ -364,8 +364,11 @@ class VectorSource(MemorySource):
                     vectors.update(resident.vectors(rest))
                 rest = [i for i in rest if i not in vectors]
             vectors.update(self._vector_copies(rest, len(vector)))
-            rest = [i for i in rest if i not in vectors]  # indexed before copies were kept
-            vectors.update(self.index.vectors(scope.tenant_id, user, rest))
+            rest = [i for i in rest if i not in vectors]
+            if resident is None:  # records indexed before copies were kept
+                vectors.update(self.index.vectors(scope.tenant_id, user, rest))
+            # else: what is left was written by another process after this search began
+            # and is not embedded yet; it competes on words alone until the next search.
             self._cosines(dense, vectors, vector)
         return fuse_scores(
             lexical, dense, lexical_weight=self.lexical_weight, dense_weight=self.dense_weight

@@ -23,6 +23,7 @@ import os
 import re
 import sqlite3
 import threading
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
@@ -265,7 +266,7 @@ class SQLiteStore:
             )
             self._conn.row_factory = sqlite3.Row
             if self.file is not None:
-                self._conn.execute("PRAGMA journal_mode=WAL")
+                _switch_to_wal(self._conn, timeout)
                 self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._migrate()
@@ -870,6 +871,21 @@ class SQLiteChatLog:
     def clear(self) -> None:
         """Remove all messages."""
         self.store.replace_chat(self.scope, [])
+
+
+def _switch_to_wal(conn: sqlite3.Connection, timeout: float) -> None:
+    """Put the file in WAL mode. Processes that open a new file at the same moment race
+    for the change, and SQLite reports the loser's "database is locked" at once, without
+    waiting its busy timeout: so try again, for up to ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def _user_key(scope: Scope) -> str:
