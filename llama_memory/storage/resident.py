@@ -38,8 +38,9 @@ class ResidentVectors:
     def __contains__(self, record_id: object) -> bool:
         return record_id in self._rows
 
-    def add(self, ids: Sequence[str], vectors: Iterable[Any]) -> None:
-        """Add vectors (normalised here); an id already held gets its new vector."""
+    def add(self, ids: Sequence[str], vectors: Sequence[Any] | np.ndarray) -> None:
+        """Add vectors (one per id, or a matrix of them as rows; normalised here); an
+        id already held gets its new vector."""
         rows = _unit_rows(vectors, self.dimension)
         if len(rows) != len(ids):
             raise ValueError(f"{len(ids)} record ids but {len(rows)} vectors")
@@ -74,8 +75,8 @@ class ResidentVectors:
         return {i: self._matrix[self._rows[i]] for i in ids if i in self._rows}
 
 
-def _unit_rows(vectors: Iterable[Any], dimension: int) -> np.ndarray:
-    matrix = np.asarray(list(vectors), dtype=np.float32).reshape(-1, dimension)
+def _unit_rows(vectors: Sequence[Any] | np.ndarray, dimension: int) -> np.ndarray:
+    matrix = np.asarray(vectors, dtype=np.float32).reshape(-1, dimension)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     return matrix / np.where(norms == 0, 1.0, norms)
 
