@@ -47,6 +47,15 @@ def checked(conn: Connection) -> dict[str, Any]:
 
 
 @pytest.mark.timeout(3600 if LONG else 300)
+def _noted(kind: str, payload: Any, acked: list[str]) -> tuple[int, str]:
+    """One message from the writer: an acknowledgement (its message ids join ``acked``)
+    or what it is doing. Returns (1 for an acknowledgement, else 0; what it is doing)."""
+    if kind == "ack":
+        acked.extend(payload)
+        return 1, "between operations"
+    return 0, payload
+
+
 def test_sigkill_during_ingest_loses_nothing(tmp_path: Path) -> None:
     ctx = workers.forkserver()
     path = str(tmp_path / "memory")
@@ -61,13 +70,8 @@ def test_sigkill_during_ingest_loses_nothing(tmp_path: Path) -> None:
         reindexed += checked(conn)["reindexed"]
         wanted, acks, doing = rng.randint(0, MAX_ACKS), 0, "before its first write"
         while acks < wanted:
-            kind, payload = workers.receive(conn)
-            if kind == "ack":
-                acked.extend(payload)
-                acks += 1
-                doing = "between operations"
-            else:
-                doing = payload
+            ack, doing = _noted(*workers.receive(conn), acked)
+            acks += ack
         # Half the kills come at once (inside the next write, often a short one), half
         # after a while (inside a bulk import's embedding or Chroma write, or a search).
         time.sleep(rng.choice((0.002, MAX_DELAY)) * rng.random())
@@ -78,12 +82,8 @@ def test_sigkill_during_ingest_loses_nothing(tmp_path: Path) -> None:
                 kind, payload = conn.recv()
             except (EOFError, OSError):
                 break
-            if kind == "ack":
-                acked.extend(payload)
-                operations += 1
-                doing = "between operations"
-            else:
-                doing = payload
+            ack, doing = _noted(kind, payload, acked)
+            operations += ack
         operations += acks
         process.join(30)
         assert process.exitcode == -signal.SIGKILL
