@@ -125,7 +125,7 @@ def run_demo(path: Optional[Path] = None, out: Optional[TextIO] = None) -> None:
     for record in [r for r in found if r.source == "vector"][:3]:
         out.write(
             f"  {record.score:.3f}  [{record.source}, session {record.session_id}] "
-            f"{record.role}: {record.text}\n"
+            f"{record.transcript}\n"
         )
 
     out.write("\n== John's knowledge triples ==\n")

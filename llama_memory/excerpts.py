@@ -93,15 +93,34 @@ class Excerpt:
         return join_parts([records[i] for i in self.record_ids if i in records], hit)
 
 
-def join_parts(parts: Sequence[MemoryRecord], hit: MemoryRecord) -> MemoryRecord:
+def join_parts(
+    parts: Sequence[MemoryRecord],
+    hit: MemoryRecord,
+    omitted_before: Optional[Mapping[str, int]] = None,
+) -> MemoryRecord:
     """One record for consecutive message records: ``hit`` itself when it is the only
     part; else a record whose text holds one ``role: text`` line per part, whose
     ``message_ids`` are all of theirs, whose ``parts`` are they, and whose score, time,
-    scope and id are the hit's (``metadata["hit"]`` names it)."""
+    scope and id are the hit's (``metadata["hit"]`` names it).
+
+    ``omitted_before`` maps a part's id to how many messages of the conversation were
+    left out just before it (:func:`without`): the text says so on a line of its own
+    (:data:`GAP_MARKER`), so two lines that did not follow each other never read as
+    one turn answering the other (``metadata["omitted_before"]`` keeps the map).
+    """
     if len(parts) <= 1:
         return hit
+    gaps = {k: n for k, n in (omitted_before or {}).items() if n > 0}
+    lines: list[str] = []
+    for position, part in enumerate(parts):
+        if position and part.id in gaps:
+            lines.append(gap_line(gaps[part.id]))
+        lines.append(part.transcript)
+    metadata: dict[str, object] = {"hit": hit.id}
+    if gaps:
+        metadata["omitted_before"] = gaps
     return MemoryRecord(
-        text="\n".join(f"{r.role}: {r.text}" if r.role else r.text for r in parts),
+        text="\n".join(lines),
         score=hit.score,
         source=hit.source,
         user_id=hit.user_id,
@@ -111,10 +130,19 @@ def join_parts(parts: Sequence[MemoryRecord], hit: MemoryRecord) -> MemoryRecord
         ingested_at=hit.ingested_at,
         role=None,
         id=hit.id,
-        metadata={"hit": hit.id},
+        metadata=metadata,
         expires_at=hit.expires_at,
         parts=list(parts),
     )
+
+
+#: The line that stands in an excerpt for messages left out of it (``{n}``: how many).
+GAP_MARKER = "[… {n} {messages} left out here: already in this prompt …]"
+
+
+def gap_line(n: int) -> str:
+    """The :data:`GAP_MARKER` line for ``n`` left-out messages."""
+    return GAP_MARKER.format(n=n, messages="message" if n == 1 else "messages")
 
 
 def hit_of(record: MemoryRecord) -> MemoryRecord:
@@ -126,7 +154,9 @@ def hit_of(record: MemoryRecord) -> MemoryRecord:
 def without(record: MemoryRecord, unwanted: Callable[[MemoryRecord], bool]) -> Optional[MemoryRecord]:
     """An excerpt without the parts ``unwanted`` selects (None if nothing is left); a
     plain record is kept or dropped whole. When the hit is dropped the best remaining
-    part stands in for it, keeping the excerpt's score."""
+    part stands in for it, keeping the excerpt's score. Parts left out between two kept
+    ones leave a gap marker in the text (see :func:`join_parts`); parts left out at
+    either end need none."""
     if not record.parts:
         return None if unwanted(record) else record
     kept = [p for p in record.parts if not unwanted(p)]
@@ -134,11 +164,22 @@ def without(record: MemoryRecord, unwanted: Callable[[MemoryRecord], bool]) -> O
         return record
     if not kept:
         return None
+    earlier: Mapping[str, int] = record.metadata.get("omitted_before", {})
+    omitted_before: dict[str, int] = {}
+    run = 0  # messages left out since the last kept part
+    for part in record.parts:
+        run += earlier.get(part.id or "", 0)
+        if unwanted(part):
+            run += 1
+            continue
+        if run and part is not kept[0]:
+            omitted_before[part.id or ""] = run
+        run = 0
     hit = hit_of(record)
     if hit not in kept:
         hit = kept[0]
     hit.score = record.score
-    return join_parts(kept, hit)
+    return join_parts(kept, hit, omitted_before)
 
 
 def pack_excerpts(

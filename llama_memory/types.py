@@ -86,6 +86,13 @@ class MemoryRecord:
     parts: list["MemoryRecord"] = field(default_factory=list)
 
     @property
+    def transcript(self) -> str:
+        """The record as a reader should see it: ``"role: text"`` for a chat message,
+        the text alone otherwise (an excerpt's text already names the role on each of
+        its lines; a fact or profile value has no speaker)."""
+        return f"{self.role}: {self.text}" if self.role else self.text
+
+    @property
     def event_datetime(self) -> Optional[datetime]:
         """``event_time`` as an aware UTC datetime, or None."""
         if self.event_time is None:

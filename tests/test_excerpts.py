@@ -12,7 +12,7 @@ from llama_index.core.utils import get_tokenizer
 from helpers import assistant, user
 from llama_memory import ComposableMemory, OfflineEmbedding
 from llama_memory.compose import compose_block, deduplicate
-from llama_memory.excerpts import hit_of, join_parts, pack_excerpts
+from llama_memory.excerpts import gap_line, hit_of, join_parts, pack_excerpts
 from llama_memory.retrieval import fuse_scores
 from llama_memory.sources.vector import VectorSource
 from llama_memory.storage.sqlite import NewRecord, SQLiteStore
@@ -133,7 +133,8 @@ def test_a_question_comes_back_with_its_answer(tmp_path: Path, embed_model: Offl
 
 def _excerpt(texts: list[str], hit: int) -> MemoryRecord:
     parts = [
-        MemoryRecord(text=t, source="vector", role="user", id=f"r{n}", message_ids=[f"m{n}"])
+        MemoryRecord(text=t, source="vector", role="user" if n % 2 == 0 else "assistant",
+                     id=f"r{n}", message_ids=[f"m{n}"])
         for n, t in enumerate(texts)
     ]
     parts[hit].score = 0.7
@@ -171,3 +172,38 @@ def test_an_excerpt_budget_below_one_message_per_record_is_refused(store: SQLite
     index = DenseIndex(ephemeral_client(), DenseIndex.unique_prefix("t"))
     with pytest.raises(ValueError, match="excerpt_messages must be 1.*got 0.5"):
         VectorSource(store, index, MockEmbedding(embed_dim=8), excerpt_messages=0.5)
+
+
+def test_a_part_cut_from_the_middle_of_an_excerpt_leaves_a_gap_marker() -> None:
+    # user / assistant / user / assistant: the window shows the second user message.
+    record = _excerpt(["Do you cook?", "Mostly pasta.", "What about fish?", "Never, I'm vegetarian."],
+                      hit=3)
+    [shown], dropped = deduplicate([record], ["What about fish?"])
+    assert dropped == 0 and len(shown.parts) == 3
+    lines = shown.text.split("\n")
+    # Without the marker the LLM would read "assistant: Mostly pasta." answered by
+    # "assistant: Never, I'm vegetarian." as if one turn followed the other.
+    assert lines == [
+        "user: Do you cook?",
+        "assistant: Mostly pasta.",
+        gap_line(1),
+        "assistant: Never, I'm vegetarian.",
+    ]
+    block = compose_block([record], window=[user("What about fish?")], token_limit=500,
+                          tokenizer=get_tokenizer())
+    assert "1 message left out here" in block.text and "What about fish" not in block.text
+    # Parts cut at either end need no marker; a second cut keeps the first one's gap,
+    # and adds its own to the count when it is next to it.
+    [edge], _ = deduplicate([record], ["Do you cook?"])
+    assert "left out" not in edge.text and edge.text.startswith("assistant: Mostly pasta.")
+    [twice], _ = deduplicate([shown], ["Mostly pasta."])
+    assert twice.text.split("\n") == ["user: Do you cook?", gap_line(2), "assistant: Never, I'm vegetarian."]
+
+
+def test_every_line_of_an_excerpt_names_its_speaker_and_none_prints_none() -> None:
+    record = _excerpt(["I adopted a cat.", "Her name is Luna."], hit=0)
+    assert record.role is None  # an excerpt has several speakers
+    assert record.transcript.split("\n") == ["user: I adopted a cat.", "assistant: Her name is Luna."]
+    assert record.parts[1].transcript == "assistant: Her name is Luna."
+    assert "None" not in record.transcript
+    assert MemoryRecord(text="Alice lives in Lisbon", source="triples").transcript == "Alice lives in Lisbon"
