@@ -18,7 +18,13 @@ import asyncio
 from typing import TYPE_CHECKING, Any, Optional
 
 from llama_index.core.async_utils import asyncio_run
-from llama_index.core.tools import BaseTool, FunctionTool, ToolOutput
+from llama_index.core.tools import (
+    AsyncBaseTool,
+    BaseTool,
+    FunctionTool,
+    ToolOutput,
+    adapt_to_async_tool,
+)
 from llama_index.core.workflow import Context
 
 from .errors import ScopeError
@@ -29,6 +35,8 @@ if TYPE_CHECKING:
 
 #: The key under which LlamaIndex's agents keep the run's memory in ``Context.store``.
 RUN_MEMORY_KEY = "memory"
+#: The name under which agents pass their ``Context`` to a :class:`RunMemoryTool`.
+CTX_PARAM = "ctx"
 
 
 class RunMemoryTool(FunctionTool):
@@ -60,7 +68,7 @@ class RunMemoryTool(FunctionTool):
         # not by an annotation: FunctionTool reads annotations unevaluated, and this
         # module's are postponed strings.
         self.requires_context = True
-        self.ctx_param_name = "ctx"
+        self.ctx_param_name = CTX_PARAM
 
     @property
     def origin(self) -> "ComposableMemory":
@@ -69,13 +77,13 @@ class RunMemoryTool(FunctionTool):
 
     def call(self, *args: Any, **kwargs: Any) -> ToolOutput:
         """Call the tool for the run's memory (``ctx=``) or, without one, for :attr:`origin`."""
-        ctx = kwargs.pop(self.ctx_param_name, None)
+        ctx = kwargs.pop(CTX_PARAM, None)
         memory = self._origin if ctx is None else asyncio_run(_run_memory(ctx, self._origin))
         return self._call_for(memory, args, kwargs)
 
     async def acall(self, *args: Any, **kwargs: Any) -> ToolOutput:
         """Async :meth:`call` (what agents use); the tool's work runs in a thread."""
-        ctx = kwargs.pop(self.ctx_param_name, None)
+        ctx = kwargs.pop(CTX_PARAM, None)
         memory = self._origin if ctx is None else await _run_memory(ctx, self._origin)
         return await asyncio.to_thread(self._call_for, memory, args, kwargs)
 
@@ -91,12 +99,12 @@ class RunMemoryTool(FunctionTool):
         with memory._lock:
             return tool.call(*args, **kwargs)
 
-    def _tool_of(self, memory: Any) -> BaseTool:
+    def _tool_of(self, memory: Any) -> AsyncBaseTool:
         """The same tool of the same source of ``memory``, bound to its user."""
         from .memory import ComposableMemory  # memory.py imports this module
 
         if memory is self._origin:
-            return self._tool
+            return adapt_to_async_tool(self._tool)
         name = self.metadata.get_name()
         if not isinstance(memory, ComposableMemory):
             raise ScopeError(
@@ -122,7 +130,7 @@ class RunMemoryTool(FunctionTool):
             )
         for tool in source.tools(memory.scope):
             if tool.metadata.get_name() == name:
-                return tool
+                return adapt_to_async_tool(tool)
         raise ScopeError(
             f"the run's memory (user {memory.user_id!r}) has a {source.name!r} source but "
             f"it offers no {name!r} tool"
