@@ -156,3 +156,28 @@ async def test_a_run_without_the_tools_source_gets_an_error_never_the_tools_memo
         "has no 'profile' source"
     )
     assert expected in tool_result and "update_profile" in tool_result
+
+
+async def test_a_workflow_step_passing_its_context_acts_for_the_memory_it_keeps(open_memory) -> None:
+    # An app's own workflow step may call the tools with its Context, sync or async: the
+    # memory kept there, as agents keep theirs, is the one acted for; a Context keeping
+    # none means no agent run, and the tool acts for the memory it came from.
+    from llama_index.core.workflow import Context, StartEvent, StopEvent, Workflow, step
+
+    alice, bob = open_memory("alice"), open_memory("bob")
+    update, _ = alice.tools()
+
+    class Step(Workflow):
+        @step
+        async def go(self, ctx: Context, ev: StartEvent) -> StopEvent:
+            if ev.get("memory") is not None:
+                await ctx.store.set("memory", ev.get("memory"))
+            value = ev.get("value")
+            update.call(ctx=ctx, operations=[{"op": "set", "path": "sync", "value": value}])
+            await update.acall(ctx=ctx, operations=[{"op": "set", "path": "async", "value": value}])
+            return StopEvent()
+
+    await Step().run(memory=bob, value="bob's")
+    await Step().run(value="alice's")
+    assert profile_of(bob) == {"sync": "bob's", "async": "bob's"}
+    assert profile_of(alice) == {"sync": "alice's", "async": "alice's"}
