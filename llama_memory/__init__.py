@@ -11,6 +11,7 @@ the prompt::
     response = await agent.run("Where should I eat tonight?", memory=memory)
 """
 
+from .agents import RunMemoryTool
 from .buffer import ChatBuffer, ChatLog
 from .compose import MemoryBlock
 from .embeddings import OfflineEmbedding, default_embedding
@@ -50,6 +51,7 @@ __all__ = [
     "ProfileSource",
     "ProfileUpdateError",
     "ReconcileReport",
+    "RunMemoryTool",
     "Scope",
     "ScopeError",
     "StorageError",

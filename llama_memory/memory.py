@@ -19,6 +19,7 @@ from llama_index.core.memory.types import BaseMemory
 from llama_index.core.utils import get_tokenizer
 from pydantic import BaseModel
 
+from .agents import RunMemoryTool, drops_leading_system_message
 from .buffer import ChatBuffer
 from .compose import (
     MemoryBlock,
@@ -343,11 +344,20 @@ class ComposableMemory(BaseMemory):
                 return source
         raise KeyError(f"no source named {name!r}; this memory has {[s.name for s in self._sources]}")
 
-    def tools(self) -> list[Any]:
-        """Every source's agent tools (LlamaIndex ``FunctionTool``s), bound to this
-        memory's user: pass them to an agent as ``tools=``."""
+    def tools(self) -> list[RunMemoryTool]:
+        """Every source's agent tools (LlamaIndex ``FunctionTool``s): pass them to an
+        agent as ``tools=``.
+
+        Inside an agent run each acts for the run's memory (the ``memory=`` of that
+        run, read from the workflow ``Context``), so an agent built once serves every
+        user; called directly, for this memory's user. A run whose memory is not a
+        ``ComposableMemory`` with the tool's source gets a ScopeError as the tool's
+        result, never a write into this memory (see :class:`RunMemoryTool`).
+        """
         scope = self.scope
-        return [tool for source in self._sources for tool in source.tools(scope)]
+        return [
+            RunMemoryTool(self, source, tool) for source in self._sources for tool in source.tools(scope)
+        ]
 
     def get(self, input: Optional[str] = None, **kwargs: Any) -> list[ChatMessage]:
         """The primary memory's messages with the memory block injected.
@@ -358,12 +368,15 @@ class ComposableMemory(BaseMemory):
                 retrieves.
             **kwargs: passed to the primary memory (e.g. ``initial_token_count``).
         """
+        return self._get(input, self.insert_method, **kwargs)
+
+    def _get(self, input: Optional[str], insert_method: InsertMethod, **kwargs: Any) -> list[ChatMessage]:
         with self._lock:
             window = self.primary_memory.get(input=input, **kwargs)
             query = input if input else self._latest_user_text(window)
             block = self._compose(query, window)
             self._last_block = block
-            return insert_block(window, block.text, self.insert_method)
+            return insert_block(window, block.text, insert_method)
 
     def get_all(self) -> list[ChatMessage]:
         """Every message of this conversation (the primary memory's ``get_all``)."""
@@ -653,8 +666,14 @@ class ComposableMemory(BaseMemory):
     # -- async: the sync work runs in a thread, serialised by the memory's lock -----------
 
     async def aget(self, input: Optional[str] = None, **kwargs: Any) -> list[ChatMessage]:
-        """Async :meth:`get`."""
-        return await asyncio.to_thread(self.get, input, **kwargs)
+        """Async :meth:`get` (what agents call).
+
+        In a step of a ``ReActAgent`` without a ``system_prompt``, the block goes into
+        the latest user message whatever ``insert_method`` says: that agent drops a
+        leading system message, which would be the memory's own.
+        """
+        react = await drops_leading_system_message()
+        return await asyncio.to_thread(self._get, input, "user" if react else self.insert_method, **kwargs)
 
     async def aget_all(self) -> list[ChatMessage]:
         """Async :meth:`get_all`."""

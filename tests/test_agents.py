@@ -207,21 +207,45 @@ async def test_react_agent_recalls_previous_session_on_first_llm_call(
     assert "Have sushi tonight." in message_plain_text(stored[-1])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason=(
-        "ReActAgent.take_step drops llm_input[0] when it is a system message; with no agent "
-        "system_prompt that is the memory's own system message, so the block never reaches "
-        "the LLM (insert_method='system' default)."
-    ),
-)
-async def test_react_agent_without_system_prompt_recalls_with_default_insert(open_memory) -> None:
+@pytest.mark.parametrize("system_prompt", [SYSTEM_PROMPT, None])
+@pytest.mark.parametrize("insert_method", ["system", "user"])
+@pytest.mark.parametrize("kind", ["agent", "workflow"])
+async def test_react_agent_receives_the_block_with_or_without_system_prompt(
+    open_memory, system_prompt: Optional[str], insert_method: str, kind: str
+) -> None:
+    # ReActAgent.take_step drops its first message when that is a system message (its
+    # system_prompt, already in its ReAct header): without a system_prompt that message
+    # was the memory's, and the block never reached the LLM.
     await tell(open_memory(session_id="s1"), FACT)
-    llm = ScriptedLLM(["Thought: I can answer.\nAnswer: Sushi."], function_calling=False)
-    agent = ReActAgent(llm=llm, tools=[get_weather])
-    await agent.run(user_msg=QUESTION, memory=open_memory(session_id="s2"))
-    assert "sushi" in llm.calls[0].text()
+    memory = open_memory(session_id="s2", insert_method=insert_method)
+    llm = ScriptedLLM(
+        [
+            'Thought: I need the weather.\nAction: get_weather\nAction Input: {"city": "Lisbon"}',
+            "Thought: I can answer.\nAnswer: Sushi.",
+        ],
+        function_calling=False,
+    )
+    agent = ReActAgent(
+        name="chef", description="Cooks.", llm=llm, tools=[get_weather], system_prompt=system_prompt
+    )
+    runner = AgentWorkflow(agents=[agent], root_agent="chef") if kind == "workflow" else agent
+    await runner.run(user_msg=QUESTION, memory=memory)
+
+    assert len(llm.calls) == 2  # before and after the tool round
+    for call in llm.calls:
+        # Exactly one block, with the recalled fact, after the ReAct header.
+        assert call.text().count("<memory>") == 1, call.text()
+        [holder] = [m for m in call.messages if "<memory>" in message_plain_text(m)]
+        assert "sushi" in message_plain_text(holder)
+        assert call.messages.index(holder) > 0
+        if insert_method == "system" and system_prompt is not None:
+            assert holder.role == MessageRole.SYSTEM
+        else:  # asked for, or the one place ReActAgent keeps without a system_prompt
+            assert holder.role == MessageRole.USER and QUESTION in message_plain_text(holder)
+        if system_prompt is not None:
+            assert SYSTEM_PROMPT in message_plain_text(call.messages[0])  # the ReAct header
+    # The block is never stored in the conversation.
+    assert all("<memory>" not in message_plain_text(m) for m in memory.get_all())
 
 
 # --------------------------------------------------------------------------- AgentWorkflow

@@ -71,7 +71,10 @@ class MemorySource(ABC):
     def tools(self, scope: Scope) -> list[Any]:
         """LlamaIndex tools for agents, acting within ``scope`` (none by default).
 
-        The scope comes from the memory, never from the LLM's arguments.
+        The scope comes from the memory, never from the LLM's arguments. Inside an
+        agent run, a tool of ``memory.tools()`` calls this again on the source of the
+        same class and name in the run's memory, with that memory's scope, and uses
+        the tool of the same name: keep it cheap and the tool names fixed.
         """
         return []
 
