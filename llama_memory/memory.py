@@ -55,6 +55,7 @@ from .storage.chroma import http_client, open_index, server_address
 from .storage.reconcile import ReconcileReport
 from .storage.sqlite import SQLiteChatLog, SQLiteStore
 from .types import MemoryRecord, Scope, StoredMessage, now
+from .views import RecordList
 
 logger = logging.getLogger(__name__)
 
@@ -399,8 +400,9 @@ class ComposableMemory(BaseMemory):
         return self.primary_memory.get_all()
 
     @dispatcher.span
-    def search(self, query: str, k: int = DEFAULT_TOP_K) -> list[MemoryRecord]:
-        """Up to ``k`` long-term records for ``query``, with their provenance.
+    def search(self, query: str, k: int = DEFAULT_TOP_K) -> RecordList:
+        """Up to ``k`` long-term records for ``query``, with their provenance (a list that
+        shows as a table in Jupyter).
 
         Sources of higher priority come first; within a priority, rankings are
         merged round-robin; duplicates are dropped. Query-independent sources (the profile) are left out: they are not ranked
@@ -409,7 +411,7 @@ class ComposableMemory(BaseMemory):
         with self._lock:
             relevant = [s for s in self._sources if not s.query_independent]
             records, _ = deduplicate(self._retrieve(query, k, relevant))
-            return records[:k]
+            return RecordList(records[:k])
 
     def _retrieve(
         self, query: str, k: int, sources: Optional[Sequence[MemorySource]] = None
