@@ -24,6 +24,7 @@ from .excerpts import hit_of, without
 from .messages import format_time, message_text
 from .storage.sqlite import normalize_text
 from .types import MemoryRecord
+from .views import block_html, block_summary
 
 BLOCK_OPEN = "<memory>"
 BLOCK_CLOSE = "</memory>"
@@ -58,6 +59,14 @@ class MemoryBlock:
     token_count: int = 0
     dropped_duplicates: int = 0
     dropped_for_budget: int = 0
+
+    def _repr_html_(self) -> str:
+        """The records injected, per source, with scores, and what was left out (Jupyter)."""
+        return block_html(self)
+
+    def __repr__(self) -> str:
+        """One line: records by source, tokens, what was left out (the text is ``.text``)."""
+        return block_summary(self)
 
 
 def interleave(ranked_lists: Iterable[Sequence[MemoryRecord]]) -> list[MemoryRecord]:

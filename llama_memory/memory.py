@@ -31,6 +31,14 @@ from .compose import (
 )
 from .errors import LlamaMemoryError, StorageError
 from .expiry import TTL, Expiry, ttl_seconds
+from .instrumentation import (
+    MemoryBlockEvent,
+    MemoryExtractionEvent,
+    MemoryPutEvent,
+    Stopwatch,
+    dispatcher,
+    retrieval_event,
+)
 from .messages import (
     check_storable,
     dump_message,
@@ -48,6 +56,7 @@ from .storage.chroma import http_client, open_index, server_address
 from .storage.reconcile import ReconcileReport
 from .storage.sqlite import SQLiteChatLog, SQLiteStore
 from .types import MemoryRecord, Scope, StoredMessage, now
+from .views import RecordList
 
 logger = logging.getLogger(__name__)
 
@@ -359,6 +368,7 @@ class ComposableMemory(BaseMemory):
             RunMemoryTool(self, source, tool) for source in self._sources for tool in source.tools(scope)
         ]
 
+    @dispatcher.span
     def get(self, input: Optional[str] = None, **kwargs: Any) -> list[ChatMessage]:
         """The primary memory's messages with the memory block injected.
 
@@ -371,19 +381,41 @@ class ComposableMemory(BaseMemory):
         return self._get(input, self.insert_method, **kwargs)
 
     def _get(self, input: Optional[str], insert_method: InsertMethod, **kwargs: Any) -> list[ChatMessage]:
+        watch = Stopwatch()
         with self._lock:
             window = self.primary_memory.get(input=input, **kwargs)
             query = input if input else self._latest_user_text(window)
             block = self._compose(query, window)
             self._last_block = block
-            return insert_block(window, block.text, insert_method)
+            messages = insert_block(window, block.text, insert_method)
+        dispatcher.event(
+            MemoryBlockEvent(
+                **self._event_scope(),
+                query=query or "",
+                record_ids=[r.id for r in block.records],
+                sources=[r.source for r in block.records],
+                token_count=block.token_count,
+                token_limit=self.memory_token_limit,
+                dropped_duplicates=block.dropped_duplicates,
+                dropped_for_budget=block.dropped_for_budget,
+                window_messages=len(window),
+                duration_ms=watch.elapsed_ms,
+            )
+        )
+        return messages
+
+    def _event_scope(self) -> dict[str, Any]:
+        """Whose memory, for the instrumentation events."""
+        return {"tenant_id": self.tenant_id, "user_id": self.user_id, "session_id": self.session_id}
 
     def get_all(self) -> list[ChatMessage]:
         """Every message of this conversation (the primary memory's ``get_all``)."""
         return self.primary_memory.get_all()
 
-    def search(self, query: str, k: int = DEFAULT_TOP_K) -> list[MemoryRecord]:
-        """Up to ``k`` long-term records for ``query``, with their provenance.
+    @dispatcher.span
+    def search(self, query: str, k: int = DEFAULT_TOP_K) -> RecordList:
+        """Up to ``k`` long-term records for ``query``, with their provenance (a list that
+        shows as a table in Jupyter).
 
         Sources of higher priority come first; within a priority, rankings are
         merged round-robin; duplicates are dropped. Query-independent sources (the profile) are left out: they are not ranked
@@ -392,7 +424,7 @@ class ComposableMemory(BaseMemory):
         with self._lock:
             relevant = [s for s in self._sources if not s.query_independent]
             records, _ = deduplicate(self._retrieve(query, k, relevant))
-            return records[:k]
+            return RecordList(records[:k])
 
     def _retrieve(
         self, query: str, k: int, sources: Optional[Sequence[MemorySource]] = None
@@ -402,8 +434,19 @@ class ComposableMemory(BaseMemory):
         merged: list[MemoryRecord] = []
         for priority in sorted({s.priority for s in sources}, reverse=True):
             tier = [s for s in sources if s.priority == priority]
-            merged.extend(interleave(source.retrieve(query, scope, k) for source in tier))
+            merged.extend(interleave(self.retrieve_from(source, query, scope, k) for source in tier))
         return merged
+
+    @dispatcher.span
+    def retrieve_from(self, source: MemorySource, query: str, scope: Scope, k: int) -> list[MemoryRecord]:
+        """One source's records for ``query`` (a span and a
+        :class:`~llama_memory.instrumentation.MemoryRetrievalEvent` of its own)."""
+        watch = Stopwatch()
+        records = source.retrieve(query, scope, k)
+        dispatcher.event(
+            retrieval_event(self._event_scope(), source.name, query, k, records, watch.elapsed_ms)
+        )
+        return records
 
     def _compose(self, query: Optional[str], window: Sequence[ChatMessage]) -> MemoryBlock:
         if not self._sources:
@@ -444,15 +487,26 @@ class ComposableMemory(BaseMemory):
         """Add a message to the conversation and to every long-term source."""
         self.put_messages([message])
 
+    @dispatcher.span
     def put_messages(self, messages: list[ChatMessage]) -> None:
         """Add messages (one batch for the buffer and for each source)."""
         if not messages:
             return
+        watch = Stopwatch()
         stored = self._stored(messages)  # validates (e.g. timestamps) before anything is written
         with self._lock:
             with self._one_write("put messages"):
                 self._add_to_sources(stored)
                 self.primary_memory.put_messages(list(messages))
+            dispatcher.event(
+                MemoryPutEvent(
+                    **self._event_scope(),
+                    messages=len(stored),
+                    roles=[m.role for m in stored],
+                    message_ids=[m.message_id for m in stored],
+                    duration_ms=watch.elapsed_ms,
+                )
+            )
             self._user_turns_pending += sum(m.role == "user" for m in stored)
             if self.llm is not None and 0 < self.extract_every <= self._user_turns_pending:
                 try:
@@ -462,6 +516,7 @@ class ComposableMemory(BaseMemory):
                     # run. The same messages are tried again at the next extraction.
                     logger.warning("automatic extraction failed, will retry: %s", exc)
 
+    @dispatcher.span
     def extract(
         self, messages: Optional[Sequence[ChatMessage]] = None, llm: Any = None
     ) -> None:
@@ -482,11 +537,32 @@ class ComposableMemory(BaseMemory):
                 messages = history[min(self._extracted_upto, len(history)) :]
             scope = self.scope
             for source in self._sources:
-                source.extract(messages, llm, scope)
+                self._extract_with(source, messages, llm, scope)
             # Advance only once every source succeeded: a failed extraction is retried.
             if automatic:
                 self._extracted_upto = len(history)
             self._user_turns_pending = 0
+
+    def _extract_with(
+        self, source: MemorySource, messages: Sequence[ChatMessage], llm: Any, scope: Scope
+    ) -> None:
+        watch = Stopwatch()
+        error: Optional[str] = None
+        try:
+            source.extract(messages, llm, scope)
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            dispatcher.event(
+                MemoryExtractionEvent(
+                    **self._event_scope(),
+                    source=source.name,
+                    messages=len(messages),
+                    error=error,
+                    duration_ms=watch.elapsed_ms,
+                )
+            )
 
     def add_triples(
         self,
@@ -665,6 +741,7 @@ class ComposableMemory(BaseMemory):
 
     # -- async: the sync work runs in a thread, serialised by the memory's lock -----------
 
+    @dispatcher.span
     async def aget(self, input: Optional[str] = None, **kwargs: Any) -> list[ChatMessage]:
         """Async :meth:`get` (what agents call).
 

@@ -40,6 +40,7 @@ from ..extraction import ExtractionError, structured_output
 from ..messages import declared_message_id, message_text, role_name
 from ..storage.sqlite import SQLiteStore
 from ..types import MemoryRecord, Scope, StoredMessage, now
+from ..views import ProfileView
 from .base import MemorySource
 
 #: This source's own schema in the memory's SQLite file (see ``SQLiteStore.ensure_schema``).
@@ -242,6 +243,11 @@ class ProfileSource(MemorySource):
     def get_profile(self, scope: Scope) -> dict[str, Any]:
         """The user's current profile as a nested dict (``{}`` when there is none)."""
         return _unflatten((row.path, row.value) for row in self._current(scope))
+
+    def view(self, scope: Scope) -> ProfileView:
+        """The current profile with its whole history: a table in Jupyter, text in a
+        terminal (:class:`~llama_memory.views.ProfileView`)."""
+        return ProfileView(self.get_profile(scope), self.history(None, scope))
 
     def history(self, path: Optional[str], scope: Scope) -> list[ProfileChange]:
         """Every value the field at ``path`` (and the fields beneath it) has had, and

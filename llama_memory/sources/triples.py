@@ -56,6 +56,7 @@ from ..storage.chroma import DenseIndex, open_index
 from ..storage.reconcile import ReconcileReport, reconcile_index
 from ..storage.sqlite import SQLiteStore, fts_query
 from ..types import MemoryRecord, Scope, StoredMessage, now
+from ..views import TripleTable
 from .base import MemorySource
 from .dimension import DimensionGuard
 
@@ -778,6 +779,15 @@ class TripleSource(MemorySource):
             where.append("predicate_key = ?")
             params.append(normalize_predicate(predicate))
         return self._select(" AND ".join(where), params, "ORDER BY valid_from, seq")
+
+    def view(self, scope: Who, *, include_history: bool = True, draw: bool = True) -> TripleTable:
+        """The user's triples as a table, with the graph of the current ones drawn inline
+        in Jupyter (``draw``); superseded ones too unless ``include_history=False``
+        (:class:`~llama_memory.views.TripleTable`)."""
+        scope = _scope(scope)
+        return TripleTable(
+            self.triples(scope, include_history=include_history), name=scope.user_id or "", draw=draw
+        )
 
     def history(self, subject: str, predicate: str, scope: Who) -> list[KnowledgeTriple]:
         """Every value ``subject``'s ``predicate`` has had, oldest first: the supersede

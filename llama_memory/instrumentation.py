@@ -1,0 +1,149 @@
+"""Spans and events through LlamaIndex's instrumentation, so memory shows next to LLM calls.
+
+Every observability tool a LlamaIndex user already has listens on the root dispatcher
+(``llama_index.core.instrumentation.get_dispatcher()``): a handler registered there sees
+the memory's work inside the agent run that caused it, with no set-up of ours.
+
+Spans (one per call, child of the agent's span when an agent made the call):
+``ComposableMemory.get``, ``.put_messages``, ``.search``, ``.extract``, and one
+``ComposableMemory.retrieve_from`` per source asked.
+
+Events (subclasses of LlamaIndex's ``BaseEvent``, each emitted inside its span):
+
+- :class:`MemoryRetrievalEvent`: what one source returned for a query;
+- :class:`MemoryBlockEvent`: what ``get()`` injected, and what it left out and why;
+- :class:`MemoryPutEvent`: messages written to the conversation and the sources;
+- :class:`MemoryExtractionEvent`: one source's LLM extraction pass.
+
+Events carry ids, sources, counts and timings, never stored text beyond the query.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any, Optional
+
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.instrumentation.events import BaseEvent
+from pydantic import Field
+
+from .types import MemoryRecord
+
+#: The package's dispatcher; it propagates to LlamaIndex's root dispatcher.
+dispatcher = get_dispatcher("llama_memory")
+
+__all__ = [
+    "MemoryBlockEvent",
+    "MemoryEvent",
+    "MemoryExtractionEvent",
+    "MemoryPutEvent",
+    "MemoryRetrievalEvent",
+    "dispatcher",
+]
+
+
+class MemoryEvent(BaseEvent):
+    """What every memory event carries: whose memory, and how long the work took."""
+
+    tenant_id: str = Field(default="default", description="The memory's tenant.")
+    user_id: Optional[str] = Field(default=None, description="The memory's user.")
+    session_id: Optional[str] = Field(default=None, description="The memory's conversation.")
+    duration_ms: float = Field(default=0.0, description="Wall time of the work, in ms.")
+
+    @classmethod
+    def class_name(cls) -> str:
+        """Name of the event, as LlamaIndex handlers report it."""
+        return "MemoryEvent"
+
+
+class MemoryRetrievalEvent(MemoryEvent):
+    """One source's answer to a query: record ids, best first, with their scores."""
+
+    source: str = Field(description="The source asked (vector, triples, profile...).")
+    query: str = Field(default="", description="What was searched for.")
+    k: int = Field(default=0, description="How many records were asked for.")
+    record_ids: list[Optional[str]] = Field(default_factory=list, description="Ids, best first.")
+    scores: list[float] = Field(default_factory=list, description="Their scores, same order.")
+
+    @classmethod
+    def class_name(cls) -> str:
+        """Name of the event, as LlamaIndex handlers report it."""
+        return "MemoryRetrievalEvent"
+
+
+class MemoryBlockEvent(MemoryEvent):
+    """What one ``get()`` injected: the records shown, by id and source, the block's
+    tokens, and how many records were left out as duplicates or for the budget."""
+
+    query: str = Field(default="", description="What the block was built for.")
+    record_ids: list[Optional[str]] = Field(default_factory=list, description="Records shown.")
+    sources: list[str] = Field(default_factory=list, description="Their sources, same order.")
+    token_count: int = Field(default=0, description="Tokens of the injected block.")
+    token_limit: int = Field(default=0, description="The block's budget.")
+    dropped_duplicates: int = Field(default=0, description="Left out: already shown.")
+    dropped_for_budget: int = Field(default=0, description="Left out: over the budget.")
+    window_messages: int = Field(default=0, description="Messages of the window returned.")
+
+    @classmethod
+    def class_name(cls) -> str:
+        """Name of the event, as LlamaIndex handlers report it."""
+        return "MemoryBlockEvent"
+
+
+class MemoryPutEvent(MemoryEvent):
+    """Messages written to the conversation and to every long-term source."""
+
+    messages: int = Field(default=0, description="How many messages.")
+    roles: list[str] = Field(default_factory=list, description="Their roles, in order.")
+    message_ids: list[str] = Field(default_factory=list, description="Their ids, in order.")
+
+    @classmethod
+    def class_name(cls) -> str:
+        """Name of the event, as LlamaIndex handlers report it."""
+        return "MemoryPutEvent"
+
+
+class MemoryExtractionEvent(MemoryEvent):
+    """One source's extraction pass with an LLM; ``error`` says why it failed, if it did."""
+
+    source: str = Field(description="The source that extracted.")
+    messages: int = Field(default=0, description="Messages extracted from.")
+    error: Optional[str] = Field(default=None, description="The failure, if any.")
+
+    @classmethod
+    def class_name(cls) -> str:
+        """Name of the event, as LlamaIndex handlers report it."""
+        return "MemoryExtractionEvent"
+
+
+class Stopwatch:
+    """Milliseconds since it was made (``elapsed_ms``)."""
+
+    def __init__(self) -> None:
+        self._start = time.perf_counter()
+
+    @property
+    def elapsed_ms(self) -> float:
+        """Milliseconds since the stopwatch was made."""
+        return (time.perf_counter() - self._start) * 1000.0
+
+
+def retrieval_event(
+    scope_fields: dict[str, Any],
+    source: str,
+    query: str,
+    k: int,
+    records: Sequence[MemoryRecord],
+    duration_ms: float,
+) -> MemoryRetrievalEvent:
+    """The :class:`MemoryRetrievalEvent` for one source's ``records``."""
+    return MemoryRetrievalEvent(
+        **scope_fields,
+        source=source,
+        query=query,
+        k=k,
+        record_ids=[r.id for r in records],
+        scores=[float(r.score) for r in records],
+        duration_ms=duration_ms,
+    )
