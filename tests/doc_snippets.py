@@ -13,6 +13,8 @@ between are allowed); they are invisible on the rendered page:
 * ``<!-- docs-test: llm-receives -->`` on a non-Python block: the block must be exactly the
   messages of the last call the page's LLM received (``--- role ---`` then the text), dates
   and times in the memory block aside, so a sample shown to readers is the real format.
+* ``<!-- docs-test: output -->`` on a non-Python block: the block must be exactly what the
+  Python block above it printed (dates and times in memory-block lines aside).
 
 ``python`` blocks run; every other language (``bash``, plain output) is not run unless it
 carries ``llm-receives``.
@@ -38,7 +40,9 @@ from llama_memory.testing import LLMCall, ScriptedLLM, ToolCallReply, message_pl
 
 MARKER = re.compile(r"^<!--\s*docs-test:\s*(?P<key>[\w-]+)\s*[—:-]?\s*(?P<arg>.*?)\s*-->$")
 FENCE = re.compile(r"^```(?P<lang>[\w+-]*)\s*$")
-MARKER_KEYS = ("skip", "llm", "llm-receives")
+MARKER_KEYS = ("skip", "llm", "llm-receives", "output")
+#: Markers that make the test check a non-Python block.
+CHECKS = ("llm-receives", "output")
 #: What the scripted LLM answers when the page queued nothing for a call.
 DEFAULT_REPLY = "OK."
 
@@ -77,7 +81,7 @@ class Block:
     @property
     def runs(self) -> bool:
         """Whether the docs test does something with this block."""
-        return self.lang == "python" or self.marker("llm-receives") is not None
+        return self.lang == "python" or any(self.marker(key) is not None for key in CHECKS)
 
 
 def parse_page(text: str, page: str) -> list[Block]:

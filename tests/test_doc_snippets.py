@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import contextlib
 import inspect
+import io
 import linecache
 import re
 from pathlib import Path
@@ -81,6 +83,7 @@ class PageRun:
         self.settings: Optional[dict[str, Any]] = None
         self.done: set[str] = set()
         self.failed: Optional[str] = None
+        self.output = ""  # what the last Python block printed
         linecache.cache[page] = (len(text), None, text.splitlines(keepends=True), page)
 
     def run_through(self, target: Block, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -108,6 +111,10 @@ class PageRun:
         self.queue.extend(scripted_replies(block.marker("llm") or "[]", block.id))
         if block.marker("llm-receives") is not None:
             self._check_llm_received(block)
+        if block.marker("output") is not None:
+            assert without_times(block.code) == without_times(self.output), (
+                f"{block.id} is not what the block above it printed; it printed:\n{self.output}"
+            )
         if block.lang == "python":
             self._exec(block)
 
@@ -120,12 +127,16 @@ class PageRun:
         if self.settings is not None:
             vars(Settings).update(self.settings)
         asyncio.set_event_loop(self.loop)
+        printed = io.StringIO()
         try:
-            result = eval(code, self.namespace)
-            if inspect.iscoroutine(result):  # the block has a top-level await
-                self.loop.run_until_complete(result)
+            with contextlib.redirect_stdout(printed):
+                result = eval(code, self.namespace)
+                if inspect.iscoroutine(result):  # the block has a top-level await
+                    self.loop.run_until_complete(result)
         finally:
             asyncio.set_event_loop(None)
+            self.output = printed.getvalue()
+            print(self.output, end="")  # still shown by pytest when the test fails
             self.settings = dict(vars(Settings))
             vars(Settings).update(original)
 
