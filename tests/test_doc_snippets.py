@@ -150,12 +150,14 @@ class PageRun:
 
     def close(self) -> None:
         """Close the memories the page left open, and its event loop."""
-        for value in list(self.namespace.values()):
-            if isinstance(value, ComposableMemory):
-                try:
-                    value.close()
-                except Exception:  # already closed, or closing a store a later block reopened
-                    pass
+        # In the page's directory: a memory opened on a relative path may resolve it again.
+        with contextlib.chdir(self.cwd):
+            for value in list(self.namespace.values()):
+                if isinstance(value, ComposableMemory):
+                    try:
+                        value.close()
+                    except Exception:  # already closed, or a store a later block reopened
+                        pass
         self.loop.close()
 
 
@@ -216,6 +218,12 @@ def test_collector_finds_the_python_snippets_and_leaves_shell_alone() -> None:
     assert [b.lang for b in readme if b.runs].count("python") >= 2
     assert all(not b.runs for pages in PAGES.values() for b in pages if b.lang == "bash")
     assert {b.page for b in BLOCKS} >= {"README.md", "docs/profile.md", "docs/howto/openai.md"}
+
+
+def test_snippets_write_inside_their_page_directory() -> None:
+    """A snippet's store is a relative path, so the test's working directory holds it."""
+    absolute = [b.id for b in BLOCKS if b.lang == "python" and re.search(r"path=[\"']/", b.code)]
+    assert not absolute, f"use a relative path (path=\"./memory\") in {absolute}"
 
 
 def test_parse_page_reads_markers_and_lines() -> None:
