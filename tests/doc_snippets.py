@@ -101,23 +101,36 @@ def parse_page(text: str, page: str) -> list[Block]:
         if marker:
             key, arg = marker["key"], marker["arg"]
             if key not in MARKER_KEYS:
-                raise MarkerError(f"{page}:{index + 1}: unknown docs-test marker {key!r}; "
-                                  f"use one of {', '.join(MARKER_KEYS)}")
+                raise MarkerError(
+                    f"{page}:{index + 1}: unknown docs-test marker {key!r}; "
+                    f"use one of {', '.join(MARKER_KEYS)}"
+                )
             if key == "skip" and not arg:
-                raise MarkerError(f"{page}:{index + 1}: a skip marker needs a reason: "
-                                  "<!-- docs-test: skip — why this block is not run -->")
+                raise MarkerError(
+                    f"{page}:{index + 1}: a skip marker needs a reason: "
+                    "<!-- docs-test: skip — why this block is not run -->"
+                )
             pending.append((index + 1, key, arg))
         elif fence:
             end = next((j for j in range(index + 1, len(lines)) if lines[j].strip() == "```"), None)
             if end is None:
                 raise MarkerError(f"{page}:{index + 1}: a code fence that is never closed")
-            blocks.append(Block(page, index + 1, fence["lang"], "\n".join(lines[index + 1 : end]),
-                                [(key, arg) for _, key, arg in pending]))
+            blocks.append(
+                Block(
+                    page,
+                    index + 1,
+                    fence["lang"],
+                    "\n".join(lines[index + 1 : end]),
+                    [(key, arg) for _, key, arg in pending],
+                )
+            )
             pending = []
             index = end
         elif stripped and pending:
-            raise MarkerError(f"{page}:{pending[0][0]}: a docs-test marker must be right above "
-                              "a code fence (only blank lines between)")
+            raise MarkerError(
+                f"{page}:{pending[0][0]}: a docs-test marker must be right above "
+                "a code fence (only blank lines between)"
+            )
         index += 1
     if pending:
         raise MarkerError(f"{page}:{pending[0][0]}: a docs-test marker with no code fence after it")
@@ -139,8 +152,10 @@ def scripted_replies(arg: str, where: str) -> list[Any]:
         elif isinstance(item, dict) and set(item) <= {"tool_name", "tool_kwargs"}:
             replies.append(ToolCallReply(item["tool_name"], item.get("tool_kwargs", {})))
         else:
-            raise MarkerError(f"{where}: an llm reply is a string or "
-                              f'{{"tool_name": ..., "tool_kwargs": {{...}}}}, got {item!r}')
+            raise MarkerError(
+                f"{where}: an llm reply is a string or "
+                f'{{"tool_name": ..., "tool_kwargs": {{...}}}}, got {item!r}'
+            )
     return replies
 
 
@@ -192,8 +207,11 @@ def openai_modules(queue: list[Any], calls: list[LLMCall]) -> dict[str, types.Mo
     return {"llama_index.llms.openai": llms, "llama_index.embeddings.openai": embeddings}
 
 
-_OPENAI_DIMENSIONS = {"text-embedding-ada-002": 1536, "text-embedding-3-small": 1536,
-                      "text-embedding-3-large": 3072}
+_OPENAI_DIMENSIONS = {
+    "text-embedding-ada-002": 1536,
+    "text-embedding-3-small": 1536,
+    "text-embedding-3-large": 3072,
+}
 
 
 class OpenAIEmbedding(BaseEmbedding):
@@ -203,11 +221,13 @@ class OpenAIEmbedding(BaseEmbedding):
 
     dimensions: Optional[int] = None
 
-    def __init__(self, model: str = "text-embedding-ada-002", dimensions: Optional[int] = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self, model: str = "text-embedding-ada-002", dimensions: Optional[int] = None, **kwargs: Any
+    ) -> None:
         kwargs.pop("api_key", None)
-        super().__init__(model_name=model, dimensions=dimensions or _OPENAI_DIMENSIONS[model],
-                         **kwargs)
+        super().__init__(
+            model_name=model, dimensions=dimensions or _OPENAI_DIMENSIONS[model], **kwargs
+        )
 
     @classmethod
     def class_name(cls) -> str:

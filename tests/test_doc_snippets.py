@@ -31,8 +31,6 @@ from pathlib import Path
 from typing import Any, Optional
 
 import pytest
-from llama_index.core import Settings
-
 from doc_snippets import (
     Block,
     MarkerError,
@@ -44,6 +42,8 @@ from doc_snippets import (
     scripted_replies,
     without_times,
 )
+from llama_index.core import Settings
+
 from llama_memory import ComposableMemory
 from llama_memory.testing import LLMCall
 
@@ -121,8 +121,9 @@ class PageRun:
     def _exec(self, block: Block) -> None:
         # Blank lines first, so the compiled lines are the page's lines in tracebacks.
         source = "\n" * block.line + block.code
-        code = compile(source, block.page, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT,
-                       dont_inherit=True)
+        code = compile(
+            source, block.page, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True
+        )
         original = dict(vars(Settings))
         if self.settings is not None:
             vars(Settings).update(self.settings)
@@ -141,7 +142,9 @@ class PageRun:
             vars(Settings).update(original)
 
     def _check_llm_received(self, block: Block) -> None:
-        assert self.calls, f"{block.id}: shows what the LLM receives, but no LLM was called above it"
+        assert self.calls, (
+            f"{block.id}: shows what the LLM receives, but no LLM was called above it"
+        )
         actual = render_call(self.calls[-1])
         assert without_times(block.code) == without_times(actual), (
             f"{block.id} is not what the LLM received in the last call above it; it received:\n"
@@ -149,7 +152,9 @@ class PageRun:
         )
 
     def close(self) -> None:
-        """Close the memories the page left open, and its event loop."""
+        """Close the memories the page left open, and its event loop (once)."""
+        if self.loop.is_closed():
+            return
         # In the page's directory: a memory opened on a relative path may resolve it again.
         with contextlib.chdir(self.cwd):
             for value in list(self.namespace.values()):
@@ -163,11 +168,20 @@ class PageRun:
 
 @pytest.fixture(scope="module")
 def page_runs(tmp_path_factory: pytest.TempPathFactory):
-    """One :class:`PageRun` per page, made when its first block runs, closed at the end."""
+    """One :class:`PageRun` per page, made when its first block runs; the page before it is
+    closed then (pages run one after the other)."""
+    from chromadb.api.shared_system_client import SharedSystemClient
+
     runs: dict[str, PageRun] = {}
 
     def get(page: str) -> PageRun:
         if page not in runs:
+            for run in runs.values():
+                run.close()
+            # Chroma shares one embedded client per persist directory *as written*, so every
+            # page's "./memory" would reach the first page's index, whatever the working
+            # directory: start each page with none.
+            SharedSystemClient.clear_system_cache()
             cwd = tmp_path_factory.mktemp(re.sub(r"\W+", "_", page))
             runs[page] = PageRun(page, (ROOT / page).read_text(encoding="utf-8"), cwd)
         return runs[page]
@@ -195,8 +209,9 @@ def docs_chroma_server(request: pytest.FixtureRequest, monkeypatch: pytest.Monke
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("block", BLOCKS, ids=lambda block: block.id)
-def test_doc_snippet(block: Block, page_runs, monkeypatch: pytest.MonkeyPatch,
-                     request: pytest.FixtureRequest) -> None:
+def test_doc_snippet(
+    block: Block, page_runs, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
     reason = block.marker("skip")
     if reason is not None:
         pytest.skip(f"{block.id}: {reason}")
@@ -223,7 +238,7 @@ def test_collector_finds_the_python_snippets_and_leaves_shell_alone() -> None:
 def test_snippets_write_inside_their_page_directory() -> None:
     """A snippet's store is a relative path, so the test's working directory holds it."""
     absolute = [b.id for b in BLOCKS if b.lang == "python" and re.search(r"path=[\"']/", b.code)]
-    assert not absolute, f"use a relative path (path=\"./memory\") in {absolute}"
+    assert not absolute, f'use a relative path (path="./memory") in {absolute}'
 
 
 def test_parse_page_reads_markers_and_lines() -> None:
@@ -236,8 +251,11 @@ def test_parse_page_reads_markers_and_lines() -> None:
         "```bash\nmake test\n```\n"
     )
     skipped, scripted, shell = parse_page(text, "p.md")
-    assert (skipped.id, skipped.marker("skip"), skipped.code) == ("p.md:4", "pseudo-code",
-                                                                  "something(...)")
+    assert (skipped.id, skipped.marker("skip"), skipped.code) == (
+        "p.md:4",
+        "pseudo-code",
+        "something(...)",
+    )
     assert scripted.id == "p.md:9" and scripted.runs and not shell.runs
     hi, call = scripted_replies(scripted.marker("llm") or "", scripted.id)
     assert hi == "Hi." and (call.tool_name, call.tool_kwargs) == ("t", {"a": 1})
@@ -258,8 +276,9 @@ def test_parse_page_refuses_bad_markers(text: str, error: str) -> None:
         parse_page(text, "p.md")
 
 
-def test_a_failing_snippet_points_at_its_page_line(tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failing_snippet_points_at_its_page_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     text = "intro\n```python\nimport asyncio\nawait asyncio.sleep(0)\n1 / 0\n```\n```python\nx = 2\n```\n"
     page = "fake-page.md"
     first, second = parse_page(text, page)
