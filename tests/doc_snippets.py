@@ -224,10 +224,9 @@ class OpenAIEmbedding(BaseEmbedding):
     def __init__(
         self, model: str = "text-embedding-ada-002", dimensions: Optional[int] = None, **kwargs: Any
     ) -> None:
-        kwargs.pop("api_key", None)
-        super().__init__(
-            model_name=model, dimensions=dimensions or _OPENAI_DIMENSIONS[model], **kwargs
-        )
+        kwargs.pop("api_key", None)  # nothing leaves the machine
+        super().__init__(model_name=model, **kwargs)
+        self.dimensions = dimensions or _OPENAI_DIMENSIONS[model]
 
     @classmethod
     def class_name(cls) -> str:

@@ -27,6 +27,7 @@ import inspect
 import io
 import linecache
 import re
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Optional
 
@@ -167,7 +168,7 @@ class PageRun:
 
 
 @pytest.fixture(scope="module")
-def page_runs(tmp_path_factory: pytest.TempPathFactory):
+def page_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], PageRun]]:
     """One :class:`PageRun` per page, made when its first block runs; the page before it is
     closed then (pages run one after the other)."""
     from chromadb.api.shared_system_client import SharedSystemClient
@@ -210,7 +211,10 @@ def docs_chroma_server(request: pytest.FixtureRequest, monkeypatch: pytest.Monke
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("block", BLOCKS, ids=lambda block: block.id)
 def test_doc_snippet(
-    block: Block, page_runs, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+    block: Block,
+    page_runs: Callable[[str], PageRun],
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
 ) -> None:
     reason = block.marker("skip")
     if reason is not None:
