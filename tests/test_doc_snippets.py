@@ -26,6 +26,7 @@ import contextlib
 import inspect
 import io
 import linecache
+import os
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -157,13 +158,18 @@ class PageRun:
         if self.loop.is_closed():
             return
         # In the page's directory: a memory opened on a relative path may resolve it again.
-        with contextlib.chdir(self.cwd):
+        # (os.chdir, not contextlib.chdir: the project supports Python 3.10.)
+        previous = os.getcwd()
+        os.chdir(self.cwd)
+        try:
             for value in list(self.namespace.values()):
                 if isinstance(value, ComposableMemory):
                     try:
                         value.close()
                     except Exception:  # already closed, or a store a later block reopened
                         pass
+        finally:
+            os.chdir(previous)
         self.loop.close()
 
 
