@@ -17,6 +17,7 @@ from .embeddings import OfflineEmbedding, default_embedding
 from .errors import (
     EmbeddingDimensionError,
     LlamaMemoryError,
+    MemoryClosedError,
     ModelIntegrityError,
     ScopeError,
     StorageError,
@@ -43,6 +44,7 @@ __all__ = [
     "LlamaIndexMemorySource",
     "LlamaMemoryError",
     "MemoryBlock",
+    "MemoryClosedError",
     "MemoryRecord",
     "MemorySource",
     "ModelIntegrityError",
