@@ -18,6 +18,7 @@ from .embeddings import OfflineEmbedding, default_embedding
 from .errors import (
     EmbeddingDimensionError,
     LlamaMemoryError,
+    MemoryClosedError,
     ModelIntegrityError,
     ScopeError,
     StorageError,
@@ -44,6 +45,7 @@ __all__ = [
     "LlamaIndexMemorySource",
     "LlamaMemoryError",
     "MemoryBlock",
+    "MemoryClosedError",
     "MemoryRecord",
     "MemorySource",
     "ModelIntegrityError",

@@ -33,5 +33,13 @@ class StorageError(LlamaMemoryError, RuntimeError):
     """The system of record or the dense index failed; nothing was silently dropped."""
 
 
+class MemoryClosedError(StorageError):
+    """A memory was used after :meth:`~llama_memory.ComposableMemory.close`: open a new one.
+
+    A :class:`StorageError`, so code that caught the closed database's error before
+    still catches it.
+    """
+
+
 class ModelIntegrityError(LlamaMemoryError, RuntimeError):
     """The offline embedding model's files are missing or do not match their checksum."""

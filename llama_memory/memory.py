@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import difflib
+import inspect
 import logging
 import threading
 from collections import Counter, deque
@@ -29,7 +31,7 @@ from .compose import (
     interleave,
     window_texts,
 )
-from .errors import LlamaMemoryError, StorageError
+from .errors import LlamaMemoryError, MemoryClosedError, StorageError
 from .expiry import TTL, Expiry, ttl_seconds
 from .instrumentation import (
     MemoryBlockEvent,
@@ -50,11 +52,22 @@ from .messages import (
 from .sources.base import MemorySource
 from .sources.llama_index import LlamaIndexMemorySource
 from .sources.profile import ProfileSource
-from .sources.triples import KnowledgeTriple, TripleSource, default_triple_source
+from .sources.triples import (
+    TRIPLE_COLLECTION,
+    KnowledgeTriple,
+    TripleSource,
+    default_triple_source,
+)
 from .sources.vector import VectorSource
-from .storage.chroma import http_client, open_index, server_address
+from .storage.chroma import (
+    CHROMA_DIRNAME,
+    http_client,
+    open_index,
+    persistent_client,
+    server_address,
+)
 from .storage.reconcile import ReconcileReport
-from .storage.sqlite import SQLiteChatLog, SQLiteStore
+from .storage.sqlite import SQLiteChatLog, SQLiteStore, memory_path
 from .types import MemoryRecord, Scope, StoredMessage, now
 from .views import RecordList
 
@@ -71,6 +84,23 @@ DEFAULT_MEMORY_TOKEN_LIMIT = 1500
 DEFAULT_TOP_K = 10
 #: Collection-name prefix of the default vector source (one collection per user).
 VECTOR_COLLECTION = "llama_memory_vector"
+#: Every kind of dense-index collection the default sources keep for a user:
+#: ``forget()`` drops them all, also those of sources the memory was not opened with.
+DENSE_COLLECTIONS = (VECTOR_COLLECTION, TRIPLE_COLLECTION)
+#: The keyword arguments LlamaIndex itself passes to a memory (llama-index-core 0.14):
+#: chat engines call ``memory_cls.from_defaults(chat_history=..., token_limit=...)``,
+#: agents build their default memory with ``from_defaults(llm=...)``, and chat engines
+#: call ``get(initial_token_count=...)``. ``from_defaults`` honours the first three (any
+#: other unknown keyword argument is a TypeError); ``get`` passes its extra keyword
+#: arguments to the primary memory.
+LLAMA_INDEX_KWARGS = ("chat_history", "token_limit", "llm", "initial_token_count")
+# ChatMemoryBuffer.from_defaults arguments that have no meaning here, with what to do
+# instead (said in the TypeError rather than ignored: the conversation would silently
+# not be where the user thinks it is).
+_NOT_SUPPORTED = {
+    "chat_store": "the conversation is kept in SQLite under path=; pass path=...",
+    "chat_store_key": "pass session_id= (and user_id=) to name the conversation",
+}
 
 
 class ComposableMemory(BaseMemory):
@@ -128,6 +158,9 @@ class ComposableMemory(BaseMemory):
     # "none" (buffer only) or "custom" (live objects a dict cannot carry).
     _source_kind: str = PrivateAttr(default="custom")
     _closed: bool = PrivateAttr(default=False)
+    # The Chroma client the default sources were given (None: the embedded one under
+    # path): forget() drops the user's collections of every kind on it.
+    _dense_client: Any = PrivateAttr(default=None)
     _user_turns_pending: int = PrivateAttr(default=0)  # user messages not yet extracted from
     _extracted_upto: int = PrivateAttr(default=0)  # get_all() index extraction has reached
     # What to_dict says of server mode and expiry (from_defaults arguments).
@@ -139,6 +172,12 @@ class ComposableMemory(BaseMemory):
         if value < 0:
             raise ValueError(f"must be zero or more, got {value}")
         return value
+
+    def __init__(self, **data: Any) -> None:
+        """Build a memory from its fields (:meth:`from_defaults` is the usual way);
+        TypeError naming an unknown keyword argument and the closest valid one."""
+        _reject_unknown("ComposableMemory()", data, [*type(self).model_fields, "class_name"])
+        super().__init__(**data)
 
     def model_post_init(self, __context: Any) -> None:
         """Wrap LlamaIndex memories given as secondary sources so all speak one protocol."""
@@ -186,6 +225,7 @@ class ComposableMemory(BaseMemory):
         ttl: Optional[TTL] = None,
         refresh_on_read: bool = False,
         clock: Optional[Callable[[], float]] = None,
+        chat_history: Optional[Sequence[ChatMessage]] = None,
         **kwargs: Any,
     ) -> "ComposableMemory":
         """Build a memory with sensible defaults.
@@ -241,8 +281,29 @@ class ComposableMemory(BaseMemory):
             refresh_on_read: a record returned by ``get``/``search`` lives ``ttl``
                 from then (like LangGraph's ``TTLConfig(refresh_on_read=True)``).
             clock: epoch seconds now, for expiry (default ``time.time``).
-            **kwargs: ignored (chat engines pass extra arguments).
+            chat_history: messages that start the conversation, as
+                ``ChatMemoryBuffer.from_defaults(chat_history=...)`` takes them (chat
+                engines pass it): like :meth:`set`, they replace the session's stored
+                messages and those new to it reach the long-term sources. An empty
+                list changes nothing (a resumed session keeps its messages).
+            **kwargs: none is accepted: an unknown keyword argument is a TypeError
+                naming it and the closest valid one. Of what LlamaIndex itself passes
+                to a memory (:data:`LLAMA_INDEX_KWARGS`), ``chat_history``,
+                ``token_limit`` and ``llm`` are honoured here, and
+                ``initial_token_count`` is for :meth:`get`.
+
+        Raises:
+            TypeError: an unknown keyword argument, an ``embed_model`` that is not an
+                embedding object (such as a model name), a ``chat_history`` that is
+                not a list of ``ChatMessage``.
+            ValueError: a ``path`` that is a database URL (``path`` is a directory).
         """
+        if kwargs:
+            _reject_unknown("ComposableMemory.from_defaults()", kwargs, _parameters(cls.from_defaults))
+        _check_embed_model(embed_model)
+        if path is not None:
+            memory_path(path)  # a URL or a non-path fails here, before anything is created
+        history = _messages_arg(chat_history, "chat_history") if chat_history is not None else []
         tokenizer = tokenizer_fn or get_tokenizer()
         session_id = session_id or uuid4().hex
         scope = Scope(user_id=user_id, session_id=session_id, tenant_id=tenant_id)
@@ -303,6 +364,7 @@ class ComposableMemory(BaseMemory):
             extract_every=extract_every,
         )
         memory._store = store
+        memory._dense_client = chroma_client
         if default_sources:
             memory._source_kind = "default"
         elif no_sources:
@@ -324,9 +386,42 @@ class ComposableMemory(BaseMemory):
                 memory.close()  # do not leave the store open behind a failed open
                 raise
             logger.info("dense index of %r reconciled on open: %s", user_id, reports)
+        if history:
+            try:
+                memory.set(history)
+            except Exception:
+                memory.close()  # as above: no store left open behind a failed open
+                raise
         return memory
 
     # -- scope and sources ------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        """Who, where and how much, in one line (pydantic's repr would print every
+        field, the whole conversation among them)."""
+        if self._closed:
+            messages = "closed"
+        else:
+            try:
+                messages = str(len(self.primary_memory.get_all()))
+            except Exception as exc:  # a repr must not fail, least of all in a traceback
+                messages = f"unreadable ({type(exc).__name__})"
+        return (
+            f"ComposableMemory(user_id={self.user_id!r}, session_id={self.session_id!r}, "
+            f"tenant_id={self.tenant_id!r}, path={self.path!r}, "
+            f"sources={[s.name for s in self._sources]!r}, messages={messages})"
+        )
+
+    def __str__(self) -> str:
+        """The same one line as :meth:`__repr__`."""
+        return repr(self)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise MemoryClosedError(
+                "this memory is closed (close() was called): open a new one, e.g. "
+                "ComposableMemory.from_defaults(...) with the same path and ids"
+            )
 
     @property
     def scope(self) -> Scope:
@@ -363,6 +458,7 @@ class ComposableMemory(BaseMemory):
         ``ComposableMemory`` with the tool's source gets a ScopeError as the tool's
         result, never a write into this memory (see :class:`RunMemoryTool`).
         """
+        self._check_open()
         scope = self.scope
         return [
             RunMemoryTool(self, source, tool) for source in self._sources for tool in source.tools(scope)
@@ -381,8 +477,14 @@ class ComposableMemory(BaseMemory):
         return self._get(input, self.insert_method, **kwargs)
 
     def _get(self, input: Optional[str], insert_method: InsertMethod, **kwargs: Any) -> list[ChatMessage]:
+        if input is not None and not isinstance(input, str):
+            raise TypeError(
+                f"get() input must be a str or None, not {type(input).__name__} {_short(input)}: "
+                "pass the text to retrieve for, e.g. the user's message"
+            )
         watch = Stopwatch()
         with self._lock:
+            self._check_open()
             window = self.primary_memory.get(input=input, **kwargs)
             query = input if input else self._latest_user_text(window)
             block = self._compose(query, window)
@@ -410,6 +512,7 @@ class ComposableMemory(BaseMemory):
 
     def get_all(self) -> list[ChatMessage]:
         """Every message of this conversation (the primary memory's ``get_all``)."""
+        self._check_open()
         return self.primary_memory.get_all()
 
     @dispatcher.span
@@ -419,9 +522,12 @@ class ComposableMemory(BaseMemory):
 
         Sources of higher priority come first; within a priority, rankings are
         merged round-robin; duplicates are dropped. Query-independent sources (the profile) are left out: they are not ranked
-        by relevance; read them from the source (``memory.source("profile")``).
+        by relevance; read them from the source (``memory.profile``).
         """
+        if not isinstance(query, str):
+            raise TypeError(f"search() query must be a str, not {type(query).__name__} {_short(query)}")
         with self._lock:
+            self._check_open()
             relevant = [s for s in self._sources if not s.query_independent]
             records, _ = deduplicate(self._retrieve(query, k, relevant))
             return RecordList(records[:k])
@@ -485,16 +591,20 @@ class ComposableMemory(BaseMemory):
 
     def put(self, message: ChatMessage) -> None:
         """Add a message to the conversation and to every long-term source."""
+        if not isinstance(message, ChatMessage):
+            raise TypeError(_not_a_message("put()", message, many=False))
         self.put_messages([message])
 
     @dispatcher.span
     def put_messages(self, messages: list[ChatMessage]) -> None:
         """Add messages (one batch for the buffer and for each source)."""
+        messages = _messages_arg(messages, "put_messages()")
         if not messages:
             return
         watch = Stopwatch()
         stored = self._stored(messages)  # validates (e.g. timestamps) before anything is written
         with self._lock:
+            self._check_open()
             with self._one_write("put messages"):
                 self._add_to_sources(stored)
                 self.primary_memory.put_messages(list(messages))
@@ -531,6 +641,7 @@ class ComposableMemory(BaseMemory):
         if llm is None:
             raise ValueError("extract() needs an LLM: pass llm=, or build the memory with llm=")
         with self._lock:
+            self._check_open()
             history = self.primary_memory.get_all()
             automatic = messages is None
             if messages is None:
@@ -578,6 +689,7 @@ class ComposableMemory(BaseMemory):
         default the memory's ``ttl``). Needs a triple source
         (``from_defaults(..., triples=True)``)."""
         with self._lock:
+            self._check_open()
             return self.triple_source.add_triples(
                 triples, self.scope, event_time=event_time, message_ids=message_ids, ttl=ttl
             )
@@ -594,13 +706,27 @@ class ComposableMemory(BaseMemory):
             "ComposableMemory.from_defaults(..., triples=True) or pass a TripleSource"
         )
 
+    @property
+    def profile(self) -> ProfileSource:
+        """The user-profile source (``get_profile``, ``set_field``, ``history``...);
+        LlamaMemoryError when this memory has none."""
+        for source in self._sources:
+            if isinstance(source, ProfileSource):
+                return source
+        raise LlamaMemoryError(
+            "this memory has no profile source: build it with the default sources, or "
+            "ComposableMemory.from_defaults(..., profile=True), or pass a ProfileSource"
+        )
+
     def set(self, messages: list[ChatMessage]) -> None:
         """Replace the conversation; messages new to it also reach the long-term sources.
 
         (``SimpleComposableMemory.set`` appends all of them to the secondaries again,
         duplicating what they already hold; here only new messages are added.)
         """
+        messages = _messages_arg(messages, "set()")
         with self._lock:
+            self._check_open()
             stored = self._stored(_new_messages(self.primary_memory.get_all(), messages))
             with self._one_write("set messages"):
                 self._add_to_sources(stored)
@@ -646,15 +772,25 @@ class ComposableMemory(BaseMemory):
             source.add(stored, scope)
 
     def reset(self) -> None:
-        """Clear this conversation and this user's records in every source.
+        """Start this conversation afresh: clear the primary memory and this session's
+        stored messages. Long-term memory stays: the records, profile and triples of
+        this session and of every other one (as LlamaIndex's ``Memory.reset()`` keeps
+        its memory blocks; chat engines call ``reset()`` for "new chat").
 
-        To clear only the conversation, call ``memory.primary_memory.reset()``.
-        As with :meth:`forget`, an unreachable dense index does not stop the other
-        sources: the records are deleted, and a StorageError says the index is behind.
+        Unlike ``SimpleComposableMemory.reset()``, the secondary sources are not
+        cleared. To delete long-term memory, say so: :meth:`forget` (a user,
+        everywhere) or one source's ``reset``, e.g.
+        ``memory.source("vector").reset(memory.scope)``.
+
+        Automatic extraction starts again from the (empty) conversation: user turns
+        not yet extracted from are not extracted (they stay in the past messages).
         """
         with self._lock:
+            self._check_open()
             self.primary_memory.reset()
-            self._clear_sources(self.scope, "reset", self.user_id)
+            self._extracted_upto = self._user_turns_pending = 0
+            self._window_overlaps.clear()  # they describe the window just cleared
+            self._last_block = MemoryBlock()
 
     def forget(self, user_id: Optional[str] = None) -> None:
         """Remove a user's records from every source and every index: the right to be
@@ -664,46 +800,70 @@ class ComposableMemory(BaseMemory):
             user_id: whose records; default this memory's user. Only this
                 memory's tenant is touched, and no other user.
 
-        Deletes the user's chat sessions (all of them), their long-term records in
-        SQLite (text, lexical index, provenance, profile history, triples) and their
-        Chroma collections, and clears the conversation in this memory when it is
-        the user's. The system of record is cleaned first: if the dense index cannot
-        be reached, nothing of the user can be retrieved any more, a StorageError
-        says so, and :meth:`reconcile` drops their vectors once the index is back
-        (as does opening a memory of that user in server mode).
+        Deletes the user from every table of the store, whichever sources this
+        memory was opened with: chat sessions (all of them), long-term records
+        (text, lexical index, vector copies, provenance), profile and its history,
+        triples and their history and mentions; and their Chroma collections of
+        every kind the default sources keep (past messages, triples), in this
+        store's namespace. Clears the conversation in this memory when it is the
+        user's. The system of record is cleaned first: if the dense index cannot be
+        reached, nothing of the user can be retrieved any more, a StorageError says
+        so, and :meth:`reconcile` drops their vectors once the index is back (as
+        does opening a memory of that user in server mode).
         """
         user = user_id if user_id is not None else self.user_id
         scope = Scope(user_id=user, tenant_id=self.tenant_id)
         scope.require_user("forget()")
         with self._lock:
+            self._check_open()
             if user == self.user_id:
                 self.primary_memory.reset()
                 self._extracted_upto = self._user_turns_pending = 0
             if self._store is not None:
-                self._store.delete_user(scope)  # records of any source, every session
-            self._clear_sources(scope, "forget", user)
+                self._store.delete_user(scope)  # every table, any source, every session
+            self._forget_in_indexes(scope, user)
 
-    def _clear_sources(self, scope: Scope, method: Literal["reset", "forget"], user: Any) -> None:
-        """Call every source's ``reset`` or ``forget``; one whose index cannot be reached
-        does not stop the others, and the failures are raised together at the end."""
+    def _forget_in_indexes(self, scope: Scope, user: Any) -> None:
+        """Call every source's ``forget``, then drop the user's collections of every
+        kind; one index that cannot be reached does not stop the others, and the
+        failures are raised together at the end."""
         failures: list[str] = []
         for source in self._sources:
             try:
-                getattr(source, method)(scope)
+                source.forget(scope)
             except StorageError as exc:
                 failures.append(f"{source.name}: {exc}")
+        try:
+            self._drop_dense_collections(scope)
+        except StorageError as exc:
+            failures.append(f"dense index: {exc}")
         if failures:
             raise StorageError(
-                f"{method}: user {user!r} was removed from the system of record, but not yet "
+                f"forget: user {user!r} was removed from the system of record, but not yet "
                 f"from every index ({'; '.join(failures)}); call reconcile() once it is "
                 "reachable again"
             )
+
+    def _drop_dense_collections(self, scope: Scope) -> None:
+        """Drop the user's collections of every kind the default sources keep, on this
+        store's Chroma (its namespace on a given client or server, else the embedded
+        index under ``path``): a source this memory was not opened with (triples) may
+        have written some. An in-memory store shares its collections with no one."""
+        client = self._dense_client
+        if client is None:
+            if self.path is None or not (Path(self.path) / CHROMA_DIRNAME).is_dir():
+                return  # no Chroma index was ever created beside this store
+            client = persistent_client(self.path)
+        namespace = self._store.store_id if self._dense_client is not None and self._store else None
+        for prefix in DENSE_COLLECTIONS:
+            open_index(prefix, None, client, namespace).drop(scope.tenant_id, scope.require_user())
 
     def purge_expired(self) -> int:
         """Delete the records whose time to live is over from every source and index;
         return how many. (Expired records are never retrieved anyway; this frees the
         space and removes them for good.)"""
         with self._lock:
+            self._check_open()
             return sum(source.purge_expired() for source in self._sources)
 
     # -- maintenance --------------------------------------------------------------------
@@ -716,18 +876,21 @@ class ComposableMemory(BaseMemory):
         a Chroma server was down, wiped or restored, or a forget() could not reach it.
         Returns what each source did, by name."""
         with self._lock:
+            self._check_open()
             return {source.name: source.reconcile(catch_up) for source in self._sources}
 
     def reindex(self) -> int:
         """Rebuild every derived dense index from the system of record; return records indexed."""
         with self._lock:
+            self._check_open()
             return sum(
                 s.reindex() for s in self._sources if isinstance(s, (VectorSource, TripleSource))
             )
 
     def close(self) -> None:
         """Write what is waiting to the indexes and release the sources' and the store's
-        resources. Closing twice is harmless; other calls after it raise StorageError."""
+        resources. Closing twice is harmless; other calls after it raise
+        :class:`~llama_memory.errors.MemoryClosedError` ("this memory is closed")."""
         with self._lock:
             if self._closed:
                 return
@@ -851,6 +1014,80 @@ def _new_messages(before: Sequence[ChatMessage], messages: Sequence[ChatMessage]
         return []
     known = {dump_message(m) for m in before}
     return [m for m in candidates if dump_message(m) not in known]
+
+
+def _parameters(function: Callable[..., Any]) -> list[str]:
+    """The names a function takes as keyword arguments (not ``*args``/``**kwargs``)."""
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [p.name for p in inspect.signature(function).parameters.values() if p.kind in kinds]
+
+
+def _reject_unknown(where: str, given: Sequence[str] | dict[str, Any], valid: Sequence[str]) -> None:
+    """TypeError for the first name of ``given`` not in ``valid``, naming the closest
+    valid one (a typo must not be ignored: ``memory_token_limt=10`` would do nothing)."""
+    for name in given:
+        if name in valid:
+            continue
+        hint = _NOT_SUPPORTED.get(name)
+        if hint is None:
+            close = difflib.get_close_matches(name, valid, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"valid ones: {', '.join(sorted(valid))}"
+        raise TypeError(f"{where} got an unexpected keyword argument {name!r}; {hint}")
+
+
+def _check_embed_model(embed_model: Any) -> None:
+    """TypeError unless ``embed_model`` is None or a LlamaIndex embedding object."""
+    if embed_model is None or isinstance(embed_model, BaseEmbedding):
+        return
+    if isinstance(embed_model, str):
+        raise TypeError(
+            f"embed_model takes an embedding object, not the model name {embed_model!r}: pass "
+            f"e.g. OpenAIEmbedding(model={embed_model!r}) (from llama_index.embeddings.openai), "
+            "or any LlamaIndex BaseEmbedding"
+        )
+    raise TypeError(
+        f"embed_model takes a LlamaIndex embedding (a BaseEmbedding such as "
+        f"OpenAIEmbedding(...)), not {type(embed_model).__name__} {_short(embed_model)}"
+    )
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    """``repr(value)``, cut to ``limit`` characters for an error message."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _not_a_message(where: str, value: Any, many: bool, position: int = 0) -> str:
+    """What was wrong with a value given where a ChatMessage was expected, and what to pass."""
+    takes = "ChatMessage objects" if many else "a ChatMessage"
+    what = f"message {position} is" if many else "it was given"
+    if isinstance(value, str):
+        fix = f"pass ChatMessage(role=\"user\", content={_short(value)})"
+    elif isinstance(value, dict):
+        fix = "pass ChatMessage(**message) or ChatMessage.model_validate(message)"
+    elif not many and isinstance(value, (list, tuple)):
+        fix = "for several messages call put_messages(messages)"
+    else:
+        fix = "pass a llama_index.core.llms.ChatMessage"
+    return f"{where} takes {takes}; {what} a {type(value).__name__} ({_short(value)}): {fix}"
+
+
+def _messages_arg(messages: Any, where: str) -> list[ChatMessage]:
+    """``messages`` as a list of ChatMessage; TypeError naming the first bad one (before
+    anything is written)."""
+    if isinstance(messages, ChatMessage):
+        raise TypeError(
+            f"{where} takes a list of ChatMessage, not one ChatMessage: pass [message]"
+        )
+    if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, (list, tuple, deque)):
+        raise TypeError(
+            f"{where} takes a list of ChatMessage, not {type(messages).__name__} "
+            f"{_short(messages)}: pass e.g. [ChatMessage(role=\"user\", content=\"...\")]"
+        )
+    for position, message in enumerate(messages):
+        if not isinstance(message, ChatMessage):
+            raise TypeError(_not_a_message(where, message, many=True, position=position))
+    return list(messages)
 
 
 def default_vector_source(

@@ -19,10 +19,19 @@ from llama_index.core.utils import get_tokenizer
 
 import workers
 from helpers import assistant, message_texts, user
-from llama_memory import ComposableMemory, EmbeddingDimensionError, StorageError
+from llama_memory import (
+    ChatBuffer,
+    ComposableMemory,
+    EmbeddingDimensionError,
+    LlamaMemoryError,
+    MemoryClosedError,
+    StorageError,
+)
 from llama_memory.compose import BLOCK_OPEN
 from llama_memory.excerpts import hit_of
+from llama_memory.memory import LLAMA_INDEX_KWARGS
 from llama_memory.storage.sqlite import DB_FILENAME
+from llama_memory.testing import ScriptedLLM
 
 GOOD = ["I keep bees in the garden.", "My boat is moored in the harbour.", "I play the cello."]
 
@@ -249,3 +258,118 @@ def test_a_read_only_memory_is_refused_with_a_clear_error(embed_model, what) -> 
         for p in [base, *base.rglob("*")]:
             os.chmod(p, 0o755 if p.is_dir() else 0o644)
         shutil.rmtree(base)
+
+
+# --------------------------------------------------------------------------- arguments and errors
+
+
+def test_an_unknown_keyword_argument_names_the_closest_valid_one(make_memory, memory_dir, embed_model) -> None:
+    memory = seeded(make_memory)
+    memory.close()
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'memory_token_limt'; did you mean 'memory_token_limit'\?"):
+        ComposableMemory.from_defaults(user_id="alice", session_id="s1", path=memory_dir, memory_token_limt=10)
+    with pytest.raises(TypeError, match=r"'usr_id'; did you mean 'user_id'\?"):
+        ComposableMemory(primary_memory=ChatBuffer.from_defaults(), usr_id="alice")
+    # ChatMemoryBuffer's chat_store has no meaning here: said, with what to pass instead.
+    with pytest.raises(TypeError, match=r"'chat_store'.*path="):
+        ComposableMemory.from_defaults(user_id="alice", path=memory_dir, chat_store=object())
+    assert_nothing_lost(reopened(memory, embed_model))
+
+
+def test_what_llama_index_passes_is_accepted_and_honoured(memory_dir, embed_model) -> None:
+    """Found in llama-index-core: chat engines call ``memory_cls.from_defaults(chat_history=...,
+    token_limit=...)``, agents ``from_defaults(llm=...)``, chat engines ``get(initial_token_count=...)``."""
+    assert set(LLAMA_INDEX_KWARGS) == {"chat_history", "token_limit", "llm", "initial_token_count"}
+    llm = ScriptedLLM()
+    memory = ComposableMemory.from_defaults(
+        user_id="alice", session_id="s1", path=memory_dir, embed_model=embed_model,
+        chat_history=[user(GOOD[0]), assistant("Bees!")], token_limit=1234, llm=llm,
+    )  # fmt: skip
+    try:
+        assert [m.content for m in memory.get_all()] == [GOOD[0], "Bees!"]
+        assert memory.primary_memory.token_limit == 1234 and memory.llm is llm
+        assert memory.get(initial_token_count=10)
+        assert GOOD[0] in message_texts(memory.search("keep bees in the garden", k=2))  # long-term too
+    finally:
+        memory.close()
+    resumed = ComposableMemory.from_defaults(
+        user_id="alice", session_id="s1", path=memory_dir, embed_model=embed_model, chat_history=[]
+    )
+    try:  # persisted; an empty chat_history (what chat engines pass by default) changes nothing
+        assert [m.content for m in resumed.get_all()] == [GOOD[0], "Bees!"]
+    finally:
+        resumed.close()
+
+
+def test_an_embedding_model_name_is_refused_with_what_to_pass(make_memory, memory_dir, embed_model) -> None:
+    memory = seeded(make_memory)
+    memory.close()
+    with pytest.raises(TypeError, match=r"OpenAIEmbedding\(model='text-embedding-3-small'\)"):
+        ComposableMemory.from_defaults(user_id="alice", path=memory_dir, embed_model="text-embedding-3-small")
+    assert_nothing_lost(reopened(memory, embed_model))
+
+
+def test_messages_that_are_not_chat_messages_are_refused_with_what_to_pass(make_memory) -> None:
+    memory = seeded(make_memory)
+    with pytest.raises(TypeError, match=r"put\(\) takes a ChatMessage.*ChatMessage\(role=\"user\", content='hello'\)"):
+        memory.put("hello")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"put_messages\(\) takes ChatMessage objects; message 1 is a str"):
+        memory.put_messages([user("fine"), "hello"])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match=r"put_messages\(\) takes a list of ChatMessage, not one ChatMessage"):
+        memory.put_messages(user("hello"))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"set\(\) takes a list of ChatMessage, not str"):
+        memory.set("hello")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"set\(\) takes ChatMessage objects; message 0 is a dict"):
+        memory.set([{"role": "user", "content": "hello"}])  # type: ignore[list-item]
+    assert "fine" not in [m.content for m in memory.get_all()]  # a bad batch writes nothing
+    assert_nothing_lost(memory)
+
+
+def test_get_input_must_be_a_string(make_memory) -> None:
+    memory = seeded(make_memory)
+    with pytest.raises(TypeError, match="input must be a str or None, not int 123"):
+        memory.get(input=123)  # type: ignore[arg-type]
+    assert_nothing_lost(memory)
+
+
+@pytest.mark.parametrize("url", ["sqlite:///m.db", "postgresql://me@db/memory", Path("sqlite:///m.db")])
+def test_a_database_url_as_path_is_refused_and_creates_nothing(tmp_path: Path, monkeypatch, embed_model, url) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="path is a directory.*database URLs are not supported yet"):
+        ComposableMemory.from_defaults(user_id="alice", path=url, embed_model=embed_model)
+    assert list(tmp_path.iterdir()) == []
+
+
+async def test_calls_after_close_say_the_memory_is_closed(make_memory, embed_model) -> None:
+    memory = seeded(make_memory)
+    memory.close()
+    memory.close()  # twice: harmless
+    calls = {
+        "get": lambda: memory.get(), "get_all": memory.get_all, "put": lambda: memory.put(user("x")),
+        "put_messages": lambda: memory.put_messages([user("x")]), "set": lambda: memory.set([]),
+        "search": lambda: memory.search("bees"), "reset": memory.reset, "forget": memory.forget,
+        "reconcile": memory.reconcile, "tools": memory.tools,
+    }  # fmt: skip
+    for name, call in calls.items():
+        with pytest.raises(MemoryClosedError, match="this memory is closed"):
+            call()
+        assert issubclass(MemoryClosedError, StorageError), name  # caught as before
+    with pytest.raises(MemoryClosedError, match="this memory is closed"):
+        await memory.aget()
+    assert "messages=closed" in repr(memory)
+    assert_nothing_lost(reopened(memory, embed_model))
+
+
+def test_profile_shortcut_and_a_readable_repr(make_memory, memory_dir) -> None:
+    memory = seeded(make_memory)
+    assert memory.profile is memory.source("profile")
+    memory.put(user("x" * 100_000))
+    text = repr(memory)
+    assert text == str(memory) and len(text) < 300 and "xxxx" not in text
+    assert text == (
+        f"ComposableMemory(user_id='alice', session_id='s1', tenant_id='default', "
+        f"path={str(memory_dir)!r}, sources=['vector', 'profile'], messages=4)"
+    )
+    bare = make_memory(user_id="bob", secondary_memory_sources=[])
+    with pytest.raises(LlamaMemoryError, match="no profile source.*profile=True"):
+        bare.profile

@@ -15,7 +15,7 @@ import chromadb
 import pytest
 
 from helpers import assistant, user
-from llama_memory import ComposableMemory, ScopeError
+from llama_memory import ComposableMemory, ScopeError, TripleSource
 from llama_memory.storage.sqlite import DB_FILENAME
 
 SECRET = "my passport number is X1234567"
@@ -157,3 +157,74 @@ def test_a_wrapped_llama_index_memory_is_cleared_only_for_its_user(tmp_path: Pat
         assert memory.search("passport") == []
     finally:
         memory.close()
+
+
+def every_user_row(path: Path, tenant: str, user_id: str) -> dict[str, int]:
+    """The user's rows in every table of the file that has per-user rows (those of any
+    component, whether or not a memory opened it)."""
+    with sqlite3.connect(path / DB_FILENAME) as conn:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        counts = {}
+        for table in tables:
+            columns = {c[1] for c in conn.execute(f'PRAGMA table_info("{table}")')}
+            if {"tenant_id", "user_id"} <= columns:
+                counts[table] = conn.execute(
+                    f'SELECT COUNT(*) FROM "{table}" WHERE tenant_id = ? AND user_id = ?', (tenant, user_id)
+                ).fetchone()[0]
+    return counts
+
+
+@pytest.mark.parametrize("forgetter", [{}, {"secondary_memory_sources": []}], ids=["default", "buffer-only"])
+def test_forget_from_a_memory_without_triples_deletes_them_too(
+    tmp_path: Path, embed_model, mode: dict[str, Any], forgetter: dict[str, Any]
+) -> None:
+    def open_all(user_id: str, session_id: str) -> ComposableMemory:
+        return ComposableMemory.from_defaults(
+            user_id=user_id, session_id=session_id, path=tmp_path, embed_model=embed_model,
+            triples=True, profile=True, **mode,
+        )  # fmt: skip
+
+    for name in ("alice", "bob"):
+        writer = open_all(name, "s1")
+        remember(writer, name)
+        writer.add_triples([(name, "lives in", "Porto")])  # Lisbon becomes history
+        writer.source("profile").set_field("name", name.title(), writer.scope)  # and so does "alice"
+        writer.reconcile()
+        assert chroma_counts(writer, "default", name) == {"vector": 2, "triples": 3}
+        writer.close()
+
+    plain = ComposableMemory.from_defaults(
+        user_id="alice", session_id="s2", path=tmp_path, embed_model=embed_model, **mode, **forgetter
+    )
+    assert not any(isinstance(s, TripleSource) for s in plain.sources)
+    plain.forget()
+    plain.close()
+
+    everything = open_all("alice", "s3")
+    try:
+        assert set(every_user_row(tmp_path, "default", "alice")) >= {
+            "records", "chat_messages", "profile_fields", "triples"
+        }
+        assert set(every_user_row(tmp_path, "default", "alice").values()) == {0}
+        assert rows(tmp_path, "SELECT COUNT(*) FROM triples_fts") == rows(tmp_path, "SELECT COUNT(*) FROM triples")
+        assert rows(
+            tmp_path, "SELECT COUNT(*) FROM triple_mentions WHERE triple_seq NOT IN (SELECT seq FROM triples)"
+        ) == 0
+        for query in ("where does alice live?", "Lisbon", "Porto", "friend Zed", "passport number"):
+            assert everything.search(query, k=10) == [], query
+        assert everything.get(input="Where do I live, and who is my friend?") == []
+        assert everything.triple_source.triples(everything.scope, include_history=True) == []
+        assert everything.source("profile").get_profile(everything.scope) == {}
+        assert everything.source("profile").history(None, everything.scope) == []
+        assert chroma_counts(everything, "default", "alice") == {}
+
+        bob = open_all("bob", "s3")
+        try:
+            assert {t.object for t in bob.triple_source.triples(bob.scope)} == {"Porto", "Zed"}
+            assert bob.source("profile").get_profile(bob.scope) == {"name": "Bob"}
+            assert any(SECRET in r.text for r in bob.search("passport number", k=5))
+            assert chroma_counts(bob, "default", "bob") == {"vector": 2, "triples": 3}
+        finally:
+            bob.close()
+    finally:
+        everything.close()

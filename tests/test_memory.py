@@ -201,15 +201,13 @@ def test_search_returns_provenance(make_memory) -> None:
     assert top.ingested_at is not None and top.score > 0
 
 
-def test_reset_all_versus_primary_only(make_memory) -> None:
+def test_reset_clears_the_conversation_and_a_source_reset_its_records(make_memory) -> None:
     memory = make_memory()
     tell(memory)
-    memory.primary_memory.reset()
+    memory.reset()  # "new chat": the conversation goes, long-term memory stays
     assert memory.get_all() == []
     assert memory.search("pizza")
-    tell(memory)
-    memory.reset()
-    assert memory.get_all() == []
+    memory.source("vector").reset(memory.scope)  # deleting long-term memory is explicit
     assert memory.search("pizza") == []
 
 

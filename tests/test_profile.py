@@ -360,11 +360,13 @@ def test_forget_the_whole_profile_keeping_history_or_not(profile: ProfileSource)
     assert profile.get_profile(BOB) == {"diet": "omnivore"}  # nobody else is touched
 
 
-def test_memory_reset_clears_the_profile(open_memory) -> None:
+def test_memory_reset_keeps_the_profile_and_the_source_reset_clears_it(open_memory) -> None:
     memory = open_memory()
-    memory.source("profile").set_field("diet", "vegan", memory.scope)
-    memory.reset()
-    assert memory.source("profile").history(None, memory.scope) == []
+    memory.profile.set_field("diet", "vegan", memory.scope)
+    memory.reset()  # a new chat: the profile is long-term memory
+    assert memory.profile.get_profile(memory.scope) == {"diet": "vegan"}
+    memory.profile.reset(memory.scope)  # clearing it is explicit
+    assert memory.profile.history(None, memory.scope) == []
     assert memory.get() == []
 
 

@@ -160,7 +160,7 @@ def test_messages_already_in_the_primary_are_not_injected() -> None:
         assert [m.content for m in out] == [PRIMARY_SYSTEM, JERRY_FACT], kind
 
 
-def test_primary_reset_clears_only_the_primary_and_reset_clears_all() -> None:
+def test_primary_reset_clears_only_the_primary_and_reset_differs_on_purpose() -> None:
     for kind in ("stock", "ours"):
         memory, secondary = build(kind)
         memory.primary_memory.reset()  # type: ignore[attr-defined]
@@ -172,8 +172,18 @@ def test_primary_reset_clears_only_the_primary_and_reset_clears_all() -> None:
 
         memory.reset()  # type: ignore[attr-defined]
         assert memory.get_all() == [], kind  # type: ignore[attr-defined]
-        assert secondary.get("What does Bob like?") == [], kind
-        assert memory.get("What does Bob like?") == [], kind  # type: ignore[attr-defined]
+        if kind == "stock":  # SimpleComposableMemory.reset() clears the secondaries too
+            assert secondary.get("What does Bob like?") == [], kind
+            assert memory.get("What does Bob like?") == [], kind  # type: ignore[attr-defined]
+            continue
+        # Ours clears the conversation only (like LlamaIndex's Memory.reset()) ...
+        assert {m.content for m in secondary.get("What does Bob like?")} == BOB_FACTS
+        assert injected_facts(kind, memory, memory.get("What does Bob like?")) == BOB_FACTS  # type: ignore[attr-defined]
+        # ... and the stock behaviour is an explicit reset of each source.
+        for source in memory.sources:  # type: ignore[attr-defined]
+            source.reset(memory.scope)  # type: ignore[attr-defined]
+        assert secondary.get("What does Bob like?") == []
+        assert memory.get("What does Bob like?") == []  # type: ignore[attr-defined]
 
 
 def test_get_without_input_retrieves_for_the_latest_user_message() -> None:
@@ -252,24 +262,24 @@ def test_defaults_contain_the_same_facts_as_stock_for_the_query(tmp_path: Path) 
         ours.close()
 
 
-def test_defaults_primary_reset_keeps_long_term_and_reset_clears_it(tmp_path: Path) -> None:
+def test_defaults_reset_keeps_long_term_and_a_source_reset_clears_it(tmp_path: Path) -> None:
     _seed_defaults(tmp_path)
     memory = _open_defaults(tmp_path)
     try:
         memory.put_messages(msgs(PRIMARY_MESSAGES))
-        memory.primary_memory.reset()
+        memory.reset()
         assert memory.get_all() == []
         assert BOB_FACTS <= set(message_texts(memory.search("What does Bob like?", k=10)))
         out = memory.get("What does Bob like?")
         assert "Bob likes burgers." in "\n".join(m.content or "" for m in out)
 
-        memory.reset()
+        memory.source("vector").reset(memory.scope)
         assert memory.get_all() == []
         assert memory.search("What does Bob like?", k=10) == []
         assert memory.get("What does Bob like?") == []
     finally:
         memory.close()
-    # The reset reached the disk: a fresh memory on the path finds nothing either.
+    # The source's reset reached the disk: a fresh memory on the path finds nothing either.
     reopened = _open_defaults(tmp_path, session_id="later")
     try:
         assert reopened.search("What does Bob like?", k=10) == []

@@ -129,6 +129,40 @@ SESSION_ORDER_MIGRATIONS: tuple[str, ...] = (
 
 _WHITESPACE = re.compile(r"\s+")
 
+# A database URL given as a path ("sqlite:///m.db", "postgresql://..."): a scheme of two
+# characters or more, then ":/" (one letter is a Windows drive, "C:/..."; a Path made of
+# "sqlite:///m.db" reads "sqlite:/m.db").
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:/")
+
+# Rows that belong to a user through a row of another table, with no trigger to delete
+# them with it: deleted first when the user is (see SQLiteStore.delete_user).
+_USER_DEPENDENTS: dict[str, tuple[str, ...]] = {
+    "triples": (
+        "DELETE FROM triples_fts WHERE rowid IN "
+        "(SELECT seq FROM triples WHERE tenant_id = ? AND user_id = ?)",
+        "DELETE FROM triple_mentions WHERE triple_seq IN "
+        "(SELECT seq FROM triples WHERE tenant_id = ? AND user_id = ?)",
+    ),
+}
+
+
+def memory_path(path: object) -> Path:
+    """``path`` as a directory ``Path``; TypeError for what is not a path, ValueError
+    for a database URL (a memory's path is a directory; URLs are not supported yet)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(
+            f"path takes a directory as a str or pathlib.Path, not {type(path).__name__} "
+            f"{path!r}: pass e.g. path='./memory'"
+        )
+    text = str(os.fspath(path))
+    if _URL.match(text):
+        raise ValueError(
+            f"path={text!r} looks like a database URL, but path is a directory where "
+            "llama-memory keeps its SQLite file and Chroma index (e.g. path='./memory'); "
+            "database URLs are not supported yet"
+        )
+    return Path(text)
+
 
 @lru_cache(maxsize=8192)  # the window's texts are normalised again on every get()
 def normalize_text(text: str) -> str:
@@ -244,7 +278,7 @@ class SQLiteStore:
             self.file: Optional[Path] = None
             target = ":memory:"
         else:
-            directory = Path(path)
+            directory = memory_path(path)
             if directory.exists() and not directory.is_dir():
                 raise StorageError(f"memory path {directory} exists and is not a directory")
             try:
@@ -778,26 +812,34 @@ class SQLiteStore:
         return int(self.query("count records", sql, params)[0][0])
 
     def delete_user(self, scope: Scope, source: Optional[str] = None) -> list[str]:
-        """Delete one user's records (of one source, or all) and chat history; return record ids."""
+        """Delete one user's records of ``source``; return their ids.
+
+        Without ``source``: the user from every table of the file, whichever sources
+        the caller has open (the right to be forgotten): records (their lexical index
+        rows and vector copies go with them, by trigger), chat history of every
+        session, and every other table with per-user rows (triples with their
+        mentions and lexical index, profile fields and their history). Returns the
+        deleted record ids.
+        """
         user = scope.require_user("forgetting a user")
         source_clause, params = ("", ()) if source is None else (" AND source = ?", (source,))
+        owner = (scope.tenant_id, user)
         with self.transaction("delete user") as conn:
             self._word_counts.clear()  # the counts shrink with the deleted rows
             rows = conn.execute(
                 "SELECT id FROM records WHERE tenant_id = ? AND user_id = ?" + source_clause,
-                (scope.tenant_id, user, *params),
+                (*owner, *params),
             ).fetchall()
             conn.execute(
                 "DELETE FROM records WHERE tenant_id = ? AND user_id = ?" + source_clause,
-                (scope.tenant_id, user, *params),
+                (*owner, *params),
             )
             if source is None:
-                conn.execute(
-                    "DELETE FROM chat_messages WHERE tenant_id = ? AND user_id = ?",
-                    (scope.tenant_id, user),
-                )
+                for table in _user_tables(conn):
+                    for statement in _USER_DEPENDENTS.get(table, ()):
+                        conn.execute(statement, owner)
+                    conn.execute(f'DELETE FROM "{table}" WHERE tenant_id = ? AND user_id = ?', owner)
         return [row["id"] for row in rows]
-
 
     # -- identity, expiry and reconciliation ------------------------------------------------
 
@@ -886,6 +928,21 @@ def _switch_to_wal(conn: sqlite3.Connection, timeout: float) -> None:
             if "locked" not in str(exc) or time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
+
+
+def _user_tables(conn: sqlite3.Connection) -> list[str]:
+    """The tables of the file that hold per-user rows (a ``tenant_id`` and a ``user_id``
+    column), whichever component created them."""
+    names = [
+        row[0]
+        for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        if not row[0].startswith("sqlite_")
+    ]
+    return [
+        name
+        for name in names
+        if {"tenant_id", "user_id"} <= {col[1] for col in conn.execute(f'PRAGMA table_info("{name}")')}
+    ]
 
 
 def _user_key(scope: Scope) -> str:

@@ -1,0 +1,144 @@
+"""``reset()`` is "new chat": this conversation goes, long-term memory stays.
+
+Chat engines call ``memory.reset()`` when the user starts a new chat. Like LlamaIndex's
+own ``Memory.reset()``, it clears this session's messages (in the buffer and on disk)
+and keeps the user's records, profile and triples, of this session and every other.
+Deleting long-term memory is explicit: a source's ``reset(scope)``, or ``forget()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.chat_engine import SimpleChatEngine
+
+from helpers import assistant, message_texts, user
+from llama_memory import ComposableMemory, MemoryRecord, MemorySource, Scope, StoredMessage
+from llama_memory.testing import ScriptedLLM
+
+ALLERGY = "I'm allergic to penicillin."
+
+
+def open_memory(path: Path, embed_model: Any, session_id: str, **kwargs: Any) -> ComposableMemory:
+    return ComposableMemory.from_defaults(
+        user_id="alice", session_id=session_id, path=path, embed_model=embed_model,
+        triples=True, **kwargs,
+    )  # fmt: skip
+
+
+def test_reset_keeps_the_users_long_term_memory_for_a_later_memory(tmp_path: Path, embed_model) -> None:
+    earlier = open_memory(tmp_path, embed_model, "monday-morning")
+    earlier.put(user("I walk my dog every morning."))
+    earlier.close()
+    memory = open_memory(tmp_path, embed_model, "monday")
+    memory.put_messages([user(ALLERGY), assistant("Noted: no penicillin.")])
+    memory.source("profile").set_field("allergies", ["penicillin"], memory.scope)
+    memory.add_triples([("user", "is allergic to", "penicillin")])
+
+    memory.reset()
+
+    assert memory.get_all() == []
+    assert ALLERGY in message_texts(memory.search("penicillin allergy", k=3))
+    memory.close()
+    # The session's stored messages are gone: reopening it starts an empty conversation.
+    same_session = open_memory(tmp_path, embed_model, "monday")
+    assert same_session.get_all() == []
+    same_session.close()
+    # On Friday, a new memory object on the same path still knows, from every source.
+    friday = open_memory(tmp_path, embed_model, "friday")
+    try:
+        assert ALLERGY in message_texts(friday.search("penicillin allergy", k=3))
+        assert friday.source("profile").get_profile(friday.scope) == {"allergies": ["penicillin"]}
+        assert [t.object for t in friday.triple_source.triples(friday.scope)] == ["penicillin"]
+        block = friday.get(input="Can I take penicillin?")[0].content or ""
+        assert ALLERGY in block and "penicillin" in block
+        # Another session's conversation was never touched.
+        other = open_memory(tmp_path, embed_model, "monday-morning")
+        assert [m.content for m in other.get_all()] == ["I walk my dog every morning."]
+        other.close()
+    finally:
+        friday.close()
+
+
+async def test_areset_keeps_long_term_memory_too(make_memory) -> None:
+    memory = make_memory()
+    await memory.aput(user(ALLERGY))
+    await memory.areset()
+    assert await memory.aget_all() == []
+    assert message_texts(await memory.asearch("penicillin", k=1)) == [ALLERGY]
+
+
+def test_a_chat_engines_new_chat_keeps_long_term_memory(tmp_path: Path, embed_model) -> None:
+    memory = open_memory(tmp_path, embed_model, "chat-1")
+    llm = ScriptedLLM(["Noted: no penicillin.", "Amoxicillin is a penicillin: avoid it."])
+    engine = SimpleChatEngine.from_defaults(llm=llm, memory=memory)
+    engine.chat(ALLERGY)
+
+    engine.reset()  # "new chat"
+
+    assert memory.get_all() == []
+    engine.chat("Can I take amoxicillin?")
+    # The LLM of the new chat saw the fact from the earlier chat in the memory block ...
+    assert ALLERGY in llm.calls[-1].text()
+    # ... and only the new chat's message in the conversation.
+    assert llm.calls[-1].user_texts()[-1] == "Can I take amoxicillin?"
+    assert ALLERGY not in llm.calls[-1].user_texts()
+    memory.close()
+    later = open_memory(tmp_path, embed_model, "chat-2")
+    try:
+        assert ALLERGY in message_texts(later.search("penicillin", k=3))
+    finally:
+        later.close()
+
+
+def test_deleting_long_term_memory_is_an_explicit_source_reset(make_memory) -> None:
+    memory = make_memory(triples=True)
+    memory.put(user(ALLERGY))
+    memory.add_triples([("user", "is allergic to", "penicillin")])
+    memory.profile.set_field("allergies", ["penicillin"], memory.scope)
+    for name in ("vector", "triples", "profile"):
+        memory.source(name).reset(memory.scope)
+    assert memory.search("penicillin") == []
+    assert memory.triple_source.triples(memory.scope, include_history=True) == []
+    assert memory.profile.get_profile(memory.scope) == {}
+    assert [m.content for m in memory.get_all()] == [ALLERGY]  # the conversation stays
+
+
+class RecordingSource(MemorySource):
+    """A source that only records what extraction hands it."""
+
+    name = "recording"
+
+    def __init__(self) -> None:
+        self.extracted: list[list[str]] = []
+
+    def add(self, messages: Sequence[StoredMessage], scope: Scope) -> None:
+        pass
+
+    def retrieve(self, query: str, scope: Scope, k: int) -> list[MemoryRecord]:
+        return []
+
+    def reset(self, scope: Scope) -> None:
+        pass
+
+    def extract(self, messages: Sequence[ChatMessage], llm: Any, scope: Scope) -> None:
+        self.extracted.append([m.content or "" for m in messages])
+
+
+def test_after_reset_extraction_starts_from_the_new_conversation() -> None:
+    source = RecordingSource()
+    memory = ComposableMemory.from_defaults(
+        user_id="alice", secondary_memory_sources=[source], llm=ScriptedLLM(), extract_every=2
+    )
+    memory.put_messages([user("one"), assistant("1"), user("two"), assistant("2")])
+    assert source.extracted == [["one", "1", "two", "2"]]
+    memory.put(user("three"))  # one user turn pending ...
+    memory.reset()  # ... in the conversation that is gone
+    memory.put(user("four"))
+    assert len(source.extracted) == 1  # one turn of the new conversation: not yet
+    memory.put_messages([assistant("4"), user("five")])
+    # Everything of the new conversation, from its first message.
+    assert source.extracted[-1] == ["four", "4", "five"]
