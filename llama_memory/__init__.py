@@ -17,15 +17,19 @@ from .compose import MemoryBlock
 from .embeddings import OfflineEmbedding, default_embedding
 from .errors import (
     EmbeddingDimensionError,
+    EmbeddingMismatchError,
+    EmbeddingModelError,
     LlamaMemoryError,
     MemoryClosedError,
     ModelIntegrityError,
+    RestoreWarning,
     ScopeError,
     StorageError,
 )
 from .expiry import Expiry
 from .extraction import ExtractionError
 from .memory import ComposableMemory
+from .restore import set_restore_hook
 from .sources import LlamaIndexMemorySource, MemorySource, ProfileSource, VectorSource
 from .sources.profile import ProfileUpdateError
 from .sources.triples import KnowledgeTriple, TripleError, TripleSource
@@ -39,6 +43,8 @@ __all__ = [
     "ChatLog",
     "ComposableMemory",
     "EmbeddingDimensionError",
+    "EmbeddingMismatchError",
+    "EmbeddingModelError",
     "Expiry",
     "ExtractionError",
     "KnowledgeTriple",
@@ -53,6 +59,7 @@ __all__ = [
     "ProfileSource",
     "ProfileUpdateError",
     "ReconcileReport",
+    "RestoreWarning",
     "RunMemoryTool",
     "Scope",
     "ScopeError",
@@ -62,4 +69,5 @@ __all__ = [
     "TripleSource",
     "VectorSource",
     "default_embedding",
+    "set_restore_hook",
 ]

@@ -46,6 +46,7 @@ __all__ = [
     "MODEL_SHA256",
     "TOKENIZER_SHA256",
     "OfflineEmbedding",
+    "PROBE_TEXT",
     "VectorCache",
     "default_embedding",
     "default_model_path",
@@ -480,6 +481,13 @@ def is_symmetric(model: BaseEmbedding) -> bool:
     return isinstance(model, OfflineEmbedding) or getattr(model, "symmetric", False) is True
 
 
+#: The text whose vector identifies an embedding model in a store (its fingerprint).
+#: Never change it: stores compare the vector of this exact text.
+PROBE_TEXT = (
+    "llama-memory embedding fingerprint: the quick brown fox jumps over the lazy dog "
+    "while a Lisbon bakery sells 12 custard tarts before noon."
+)
+
 #: How many recent texts keep their vector in a model's :class:`VectorCache`.
 VECTORS_KEPT = 256
 
@@ -502,6 +510,7 @@ class VectorCache:
         self._size = size
         self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
+        self._fingerprint: np.ndarray | None = None
 
     @property
     def model(self) -> BaseEmbedding:
@@ -538,6 +547,16 @@ class VectorCache:
         vectors = [v if v is not None else next(fresh) for v in known]
         self._keep(texts, vectors)
         return vectors
+
+    def fingerprint(self) -> np.ndarray:
+        """The model's document vector of :data:`PROBE_TEXT` (float32), embedded once per
+        model object: every memory of a process that shares the model (one per request,
+        say) checks a store's model identity at the cost of one embedding in all."""
+        vector = self._fingerprint
+        if vector is None:
+            vector = np.asarray(self.model.get_text_embedding(PROBE_TEXT), dtype=np.float32)
+            self._fingerprint = vector
+        return vector
 
     def clear(self) -> None:
         """Forget every vector kept (they are keyed by users' texts: a user who is

@@ -6,6 +6,8 @@ result, so "nothing remembered" and "storage failed" can always be told apart.
 
 from __future__ import annotations
 
+from typing import Optional
+
 
 class LlamaMemoryError(Exception):
     """Base class of every error this library raises on purpose."""
@@ -15,7 +17,20 @@ class ScopeError(LlamaMemoryError, ValueError):
     """A long-term operation was asked for without the scope it needs (a user id)."""
 
 
-class EmbeddingDimensionError(LlamaMemoryError, ValueError):
+#: How to switch a store to another embedding model, said by the errors below.
+SWITCH_MODEL = (
+    "Open the store with the model it was built with, or switch it to the new model by "
+    "re-embedding every record from the system of record: "
+    "ComposableMemory.from_defaults(..., embed_model=<the new model>, reembed=True)"
+)
+
+
+class EmbeddingModelError(LlamaMemoryError, ValueError):
+    """The embedding model is not the one whose vectors the store holds (another
+    dimension, or the same dimension but another vector space)."""
+
+
+class EmbeddingDimensionError(EmbeddingModelError):
     """The embedding model's vectors do not have the dimension the store was built with."""
 
     def __init__(self, stored_dim: int, stored_model: str, new_dim: int, new_model: str) -> None:
@@ -24,8 +39,29 @@ class EmbeddingDimensionError(LlamaMemoryError, ValueError):
         super().__init__(
             f"embedding dimension mismatch: this memory store holds {stored_dim}-dimensional "
             f"vectors from {stored_model!r}, but the embedding model {new_model!r} produces "
-            f"{new_dim}-dimensional vectors. Open the store with the model it was built with, "
-            f"or use a new path."
+            f"{new_dim}-dimensional vectors. {SWITCH_MODEL}, or use a new path."
+        )
+
+
+class EmbeddingMismatchError(EmbeddingModelError):
+    """The embedding model has the store's dimension but is another model: its vector
+    of a fixed probe text differs from the one recorded when the store was built."""
+
+    def __init__(self, stored_model: str, new_model: str, similarity: Optional[float]) -> None:
+        self.stored_model = stored_model
+        self.new_model = new_model
+        self.similarity = similarity
+        why = (
+            f"its vector of the store's probe text has a cosine of {similarity:.3f} with the "
+            "recorded one"
+            if similarity is not None
+            else "the store predates model fingerprints and recorded another model name"
+        )
+        super().__init__(
+            f"embedding model mismatch: this memory store holds vectors from {stored_model!r}, "
+            f"but the embedding model given is {new_model!r}, a different model (same "
+            f"dimension, but {why}): the two vector spaces cannot share one index. "
+            f"{SWITCH_MODEL}."
         )
 
 
@@ -39,6 +75,11 @@ class MemoryClosedError(StorageError):
     A :class:`StorageError`, so code that caught the closed database's error before
     still catches it.
     """
+
+
+class RestoreWarning(UserWarning):
+    """A restored memory lacks something its dict could not carry (a live LLM, a custom
+    tokenizer): pass it to ``from_dict`` or through ``set_restore_hook``."""
 
 
 class ModelIntegrityError(LlamaMemoryError, RuntimeError):

@@ -6,7 +6,9 @@ import asyncio
 import difflib
 import inspect
 import logging
+import os
 import threading
+import warnings
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
@@ -31,7 +33,7 @@ from .compose import (
     interleave,
     window_texts,
 )
-from .errors import LlamaMemoryError, MemoryClosedError, StorageError
+from .errors import LlamaMemoryError, MemoryClosedError, RestoreWarning, StorageError
 from .expiry import TTL, Expiry, ttl_seconds
 from .instrumentation import (
     MemoryBlockEvent,
@@ -49,7 +51,17 @@ from .messages import (
     message_time,
     role_name,
 )
+from .restore import (
+    embedding_from_dict,
+    embedding_to_dict,
+    import_class,
+    primary_from_dict,
+    primary_to_dict,
+    qualified_name,
+    restore_hook_arguments,
+)
 from .sources.base import MemorySource
+from .sources.dimension import forget_embedding_model
 from .sources.llama_index import LlamaIndexMemorySource
 from .sources.profile import ProfileSource
 from .sources.triples import (
@@ -67,7 +79,13 @@ from .storage.chroma import (
     server_address,
 )
 from .storage.reconcile import ReconcileReport
-from .storage.sqlite import SQLiteChatLog, SQLiteStore, memory_path
+from .storage.sqlite import (
+    DB_FILENAME,
+    SQLiteChatLog,
+    SQLiteStore,
+    memory_path,
+    store_exists,
+)
 from .types import MemoryRecord, Scope, StoredMessage, now
 from .views import RecordList
 
@@ -157,6 +175,7 @@ class ComposableMemory(BaseMemory):
     # What to_dict can say of the sources: "default" (rebuilt by from_defaults),
     # "none" (buffer only) or "custom" (live objects a dict cannot carry).
     _source_kind: str = PrivateAttr(default="custom")
+    _primary_default: bool = PrivateAttr(default=False)  # built by from_defaults
     _closed: bool = PrivateAttr(default=False)
     # The Chroma client the default sources were given (None: the embedded one under
     # path): forget() drops the user's collections of every kind on it.
@@ -226,6 +245,7 @@ class ComposableMemory(BaseMemory):
         refresh_on_read: bool = False,
         clock: Optional[Callable[[], float]] = None,
         chat_history: Optional[Sequence[ChatMessage]] = None,
+        reembed: bool = False,
         **kwargs: Any,
     ) -> "ComposableMemory":
         """Build a memory with sensible defaults.
@@ -286,6 +306,11 @@ class ComposableMemory(BaseMemory):
                 engines pass it): like :meth:`set`, they replace the session's stored
                 messages and those new to it reach the long-term sources. An empty
                 list changes nothing (a resumed session keeps its messages).
+            reembed: switch the store to ``embed_model``: forget the model it recorded
+                and embed every record of the default sources again from the system of
+                record (the dense index is rebuilt) before returning. The way out of an
+                :class:`~llama_memory.errors.EmbeddingModelError`; close the memories
+                still open on the store with the old model first.
             **kwargs: none is accepted: an unknown keyword argument is a TypeError
                 naming it and the closest valid one. Of what LlamaIndex itself passes
                 to a memory (:data:`LLAMA_INDEX_KWARGS`), ``chat_history``,
@@ -311,9 +336,15 @@ class ComposableMemory(BaseMemory):
             ttl=ttl_seconds(ttl), refresh_on_read=refresh_on_read, **({"clock": clock} if clock else {})
         )
         server = _server(chroma_host, chroma_port, chroma_url, chroma_client, path)
+        given_client = chroma_client is not None
         if server is not None:
             chroma_client = http_client(*server)
+        if path is not None:
+            # Absolute at creation: a saved dict (a workflow Context) restored from another
+            # working directory must reopen this store, not a new one there.
+            path = os.path.abspath(os.path.expanduser(os.fspath(path)))
         store = SQLiteStore(path)
+        built_primary = primary_memory is None
         if primary_memory is None:
             primary_memory = ChatBuffer.from_defaults(
                 token_limit=token_limit,
@@ -321,12 +352,16 @@ class ComposableMemory(BaseMemory):
                 chat_log=SQLiteChatLog(store, scope) if path is not None else None,
             )
         default_sources = secondary_memory_sources is None
+        # The one model of the default sources, recorded by to_dict.
+        model = resolve_embed_model(embed_model) if default_sources or triples else None
+        if reembed:
+            forget_embedding_model(store, vector=default_sources, triples=triples)
         # Everything in an empty list comes from the flags below, which to_dict records.
         no_sources = secondary_memory_sources == []
         if secondary_memory_sources is None:
             scope.require_user("the default long-term (vector) memory")
             secondary_memory_sources = [
-                default_vector_source(store, path, embed_model, chroma_client, expiry)
+                default_vector_source(store, path, model, chroma_client, expiry)
             ]
         if not (
             profile is None
@@ -346,7 +381,7 @@ class ComposableMemory(BaseMemory):
             secondary_memory_sources = [
                 *secondary_memory_sources,
                 default_triple_source(
-                    store, path, resolve_embed_model(embed_model), chroma_client, expiry=expiry
+                    store, path, resolve_embed_model(model), chroma_client, expiry=expiry
                 ),
             ]
         memory = cls(
@@ -355,7 +390,7 @@ class ComposableMemory(BaseMemory):
             user_id=user_id,
             session_id=session_id,
             tenant_id=tenant_id,
-            path=str(path) if path is not None else None,
+            path=path,
             memory_token_limit=memory_token_limit,
             top_k=top_k,
             insert_method=insert_method,
@@ -365,6 +400,16 @@ class ComposableMemory(BaseMemory):
         )
         memory._store = store
         memory._dense_client = chroma_client
+        memory._primary_default = built_primary
+        if model is not None:
+            memory._config["embed_model"] = embedding_to_dict(model)
+        # Live objects a dict cannot carry: to_dict leaves a marker, from_dict asks for them.
+        if llm is not None:
+            memory._config["llm"] = {"qualified_name": qualified_name(type(llm))}
+        if tokenizer_fn is not None:
+            memory._config["tokenizer_fn"] = {"name": getattr(tokenizer_fn, "__qualname__", "?")}
+        if given_client:
+            memory._config["chroma_client"] = {"qualified_name": qualified_name(type(chroma_client))}
         if default_sources:
             memory._source_kind = "default"
         elif no_sources:
@@ -374,7 +419,15 @@ class ComposableMemory(BaseMemory):
             memory._config["chroma_url"] = f"{'https' if secure else 'http'}://{host}:{port}"
         if expiry.ttl is not None or refresh_on_read:
             memory._config.update(ttl=expiry.ttl, refresh_on_read=refresh_on_read)
-        if chroma_client is not None and user_id:
+        if reembed:
+            try:
+                with memory._lock:
+                    count = memory.reindex()
+            except Exception:
+                memory.close()
+                raise
+            logger.info("store %s re-embedded with %s: %d records", path, model, count)
+        elif chroma_client is not None and user_id:
             # An index on a server (or any given client) can drift from the record while
             # this store is closed: catch this user's up now (one Chroma read per
             # source). Missing vectors are flagged and embedded on the first read;
@@ -942,13 +995,23 @@ class ComposableMemory(BaseMemory):
     # -- serialisation: restorable from configuration, not from live objects -------------
 
     def to_dict(self, **kwargs: Any) -> dict[str, Any]:
-        """The configuration that reopens this memory (see :meth:`from_dict`).
+        """The configuration that reopens this memory (see :meth:`from_dict`); plain JSON
+        data, as a workflow ``Context`` saves it.
 
-        A memory with a ``path`` is restored from its files; an in-memory one
-        carries its chat history in the dict. A custom primary memory or custom
-        sources are live objects a dict cannot carry: the dict says so, and
+        A memory with a ``path`` (absolute) is restored from its files; an in-memory
+        one carries its chat history in the dict. The embedding model is carried by
+        class and configuration (credentials left out), a profile schema by import
+        path, a primary memory LlamaIndex can serialise (``ChatBuffer``,
+        ``ChatMemoryBuffer``...) by class and content. Live objects (an LLM, custom
+        sources, a Chroma client, a tokenizer function) are marked, and
         :meth:`from_dict` asks for them instead of silently building defaults.
         """
+        primary: Any = "default" if self._primary_default else primary_to_dict(self.primary_memory)
+        profile: Any = False
+        for source in self._sources:
+            if isinstance(source, ProfileSource):
+                schema = source.schema
+                profile = qualified_name(schema) if schema is not None else True
         data: dict[str, Any] = {
             "class_name": self.class_name(),
             "user_id": self.user_id,
@@ -958,14 +1021,15 @@ class ComposableMemory(BaseMemory):
             "memory_token_limit": self.memory_token_limit,
             "top_k": self.top_k,
             "insert_method": self.insert_method,
+            "extract_every": self.extract_every,
             "token_limit": getattr(self.primary_memory, "token_limit", DEFAULT_TOKEN_LIMIT),
-            "primary": "default" if isinstance(self.primary_memory, ChatBuffer) else "custom",
+            "primary": primary if primary is not None else "custom",
             "sources": self._source_kind,
             "triples": any(isinstance(s, TripleSource) for s in self._sources),
-            "profile": any(isinstance(s, ProfileSource) for s in self._sources),
+            "profile": profile,
             **self._config,
         }
-        if self.path is None:
+        if self.path is None and self._primary_default:
             data["chat_history"] = [m.model_dump(mode="json") for m in self.get_all()]
         return data
 
@@ -973,26 +1037,93 @@ class ComposableMemory(BaseMemory):
     def from_dict(cls, data: dict[str, Any], **kwargs: Any) -> "ComposableMemory":
         """Rebuild a memory from :meth:`to_dict`'s output.
 
-        Keyword arguments override the dict; a memory built with a custom
-        ``primary_memory`` or custom ``secondary_memory_sources`` needs them passed
-        again (a :class:`~llama_memory.errors.LlamaMemoryError` says so otherwise).
+        What the dict cannot carry comes from, in order of precedence: keyword
+        arguments here (``llm=``, ``embed_model=``, ``primary_memory=``,
+        ``secondary_memory_sources=``, ``chroma_client=``, ``tokenizer_fn=``, or any
+        other ``from_defaults`` argument, which override the dict), then the
+        process-wide hook of :func:`~llama_memory.restore.set_restore_hook` (the only
+        way when a workflow ``Context.from_dict`` calls this with no arguments).
+
+        Raises:
+            StorageError: the dict's ``path`` holds no store (moved or deleted):
+                restoring never opens a new, empty memory in its place.
+            LlamaMemoryError: a part cannot be rebuilt (custom sources or primary
+                memory not given again, a class that cannot be imported...); the
+                message says which argument to pass.
+
+        Warns:
+            RestoreWarning: the memory had an ``llm`` or a custom ``tokenizer_fn`` and
+                none was given: extraction is off, tokens are counted by the default.
         """
-        config = {k: v for k, v in {**data, **kwargs}.items() if k != "class_name"}
+        config = {k: v for k, v in {**data, **restore_hook_arguments(data), **kwargs}.items()}
+        config.pop("class_name", None)
         for part, argument in (("primary", "primary_memory"), ("sources", "secondary_memory_sources")):
             kind = config.pop(part, "default")
-            if kind == "custom" and argument not in config:
+            if argument in config:
+                continue
+            if isinstance(kind, dict):
+                config[argument] = primary_from_dict(kind)
+            elif kind == "custom":
                 raise LlamaMemoryError(
                     f"this ComposableMemory was built with a custom {argument}, a live object "
                     f"a dict cannot carry: pass it again, ComposableMemory.from_dict(data, "
-                    f"{argument}=...)"
+                    f"{argument}=...), or from a restore hook (llama_memory.set_restore_hook)"
                 )
-            if kind == "none":
-                config.setdefault(argument, [])
+            elif kind == "none":
+                config[argument] = []
+        _restore_live_parts(config)
+        path = config.get("path")
+        if path is not None and not store_exists(path):
+            raise StorageError(
+                f"cannot restore this memory: its store {path} does not exist (no "
+                f"{DB_FILENAME} there; moved or deleted?). Pass path= to from_dict with where "
+                "the store is now; restoring never opens a new, empty memory in its place "
+                "(ComposableMemory.from_defaults starts one)"
+            )
         history = config.pop("chat_history", None)
         memory = cls.from_defaults(**config)
         if history and memory.path is None:
             memory.primary_memory.set([ChatMessage.model_validate(m) for m in history])
         return memory
+
+
+def _restore_live_parts(config: dict[str, Any]) -> None:
+    """Turn what :meth:`ComposableMemory.to_dict` wrote of live objects back into
+    ``from_defaults`` arguments, in place: rebuild what can be (the embedding model, the
+    profile schema), refuse or warn for what was not given again."""
+    if isinstance(config.get("embed_model"), dict):
+        config["embed_model"] = embedding_from_dict(config["embed_model"])
+    if isinstance(config.get("profile"), str):
+        config["profile"] = import_class(
+            config["profile"], "the profile schema", "profile=YourSchema to from_dict"
+        )
+    if isinstance(config.get("chroma_client"), dict):
+        raise LlamaMemoryError(
+            f"this ComposableMemory used a Chroma client of its own "
+            f"({config['chroma_client'].get('qualified_name')}), a live object a dict cannot "
+            "carry: pass it again, ComposableMemory.from_dict(data, chroma_client=...), or "
+            "from a restore hook (llama_memory.set_restore_hook)"
+        )
+    if isinstance(config.get("llm"), dict):
+        marker = config.pop("llm")
+        warnings.warn(
+            f"this ComposableMemory had an llm ({marker.get('qualified_name')}), a live object "
+            "a dict cannot carry; the restored memory has none, so nothing is extracted "
+            f"(extract_every={config.get('extract_every', 0)} does nothing) until you pass "
+            "llm= to from_dict or return it from a restore hook (llama_memory.set_restore_hook)",
+            RestoreWarning,
+            stacklevel=3,
+        )
+    if isinstance(config.get("tokenizer_fn"), dict):
+        marker = config.pop("tokenizer_fn")
+        warnings.warn(
+            f"this ComposableMemory counted tokens with a tokenizer_fn of its own "
+            f"({marker.get('name')}), which a dict cannot carry; the restored memory counts "
+            "with the default until you pass tokenizer_fn= to from_dict or return it from a "
+            "restore hook (llama_memory.set_restore_hook)",
+            RestoreWarning,
+            stacklevel=3,
+        )
 
 
 def _short_of(

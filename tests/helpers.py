@@ -1,9 +1,14 @@
-"""Small message constructors shared by the tests."""
+"""Small message constructors and deterministic embedding models shared by the tests."""
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Iterable
+from typing import Any
 
+import numpy as np
+from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
 from llama_memory import MemoryRecord
@@ -22,3 +27,61 @@ def assistant(text: str, **kwargs) -> ChatMessage:
 def message_texts(records: Iterable[MemoryRecord]) -> list[str]:
     """The texts of the messages behind records, in order: an excerpt's parts one by one."""
     return [part.text for record in records for part in (record.parts or [record])]
+
+
+class WordHashEmbedding(BaseEmbedding):
+    """A deterministic, offline bag-of-words model: each word adds +-1 to a dimension
+    chosen by a hash of the word and ``seed``. Two seeds are two different models of the
+    same dimension (their vectors of one text share nothing); importable by name, so a
+    saved memory can rebuild it."""
+
+    embed_dim: int = 384
+    seed: int = 0
+
+    def __init__(self, **data: Any) -> None:
+        data.setdefault("model_name", f"word-hash-{data.get('seed', 0)}")
+        super().__init__(**data)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "WordHashEmbedding"
+
+    def _vector(self, text: str) -> list[float]:
+        vector = np.zeros(self.embed_dim, dtype=np.float64)
+        for word in re.findall(r"\w+", text.lower()):
+            digest = hashlib.blake2b(f"{self.seed}:{word}".encode(), digest_size=8).digest()
+            vector[int.from_bytes(digest[:4], "big") % self.embed_dim] += 1 if digest[4] & 1 else -1
+        norm = np.linalg.norm(vector)
+        return (vector / norm).tolist() if norm else [1.0] + [0.0] * (self.embed_dim - 1)
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        return self._vector(query)
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        return self._vector(text)
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return self._vector(query)
+
+
+class Jittered(BaseEmbedding):
+    """Another model's vectors plus a little deterministic noise (``scale`` per
+    dimension): the same model as seen through numeric differences (another machine,
+    a remote model's nondeterminism)."""
+
+    inner: BaseEmbedding
+    scale: float = 1e-3
+
+    def _jitter(self, text: str, vector: list[float]) -> list[float]:
+        seed = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=4).digest(), "big")
+        noise = np.random.default_rng(seed).standard_normal(len(vector)) * self.scale
+        return (np.asarray(vector) + noise).tolist()
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        return self._jitter(query, self.inner.get_query_embedding(query))
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        return self._jitter(text, self.inner.get_text_embedding(text))
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return self._get_query_embedding(query)

@@ -455,12 +455,12 @@ async def test_context_round_trip_of_custom_sources_asks_for_them_instead_of_gue
     with pytest.raises(ValueError, match="memory"):
         await _round_trip_context(agent, memory)
     data = memory.to_dict()
-    assert (data["primary"], data["sources"]) == ("custom", "custom")
-    with pytest.raises(LlamaMemoryError, match="custom primary_memory"):
+    # The ChatMemoryBuffer is data LlamaIndex can rebuild; the VectorMemory is not.
+    assert data["primary"]["qualified_name"].endswith(":ChatMemoryBuffer")
+    assert data["sources"] == "custom"
+    with pytest.raises(LlamaMemoryError, match="custom secondary_memory_sources"):
         ComposableMemory.from_dict(data)
-    restored = ComposableMemory.from_dict(
-        data, primary_memory=memory.primary_memory, secondary_memory_sources=sources
-    )
+    restored = ComposableMemory.from_dict(data, secondary_memory_sources=sources)
     assert texts(restored.get_all()) == ["I like green tea.", "Noted."]
 
 

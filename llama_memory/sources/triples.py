@@ -47,7 +47,7 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.bridge.pydantic import BaseModel, Field
 
 from ..embeddings import vector_cache
-from ..errors import LlamaMemoryError, StorageError
+from ..errors import EmbeddingModelError, LlamaMemoryError, StorageError
 from ..expiry import ALIVE_SQL, NEVER, TTL, Expiry
 from ..extraction import ExtractionError, structured_output
 from ..messages import declared_message_id, message_text, message_time, role_name, to_epoch
@@ -978,7 +978,7 @@ class TripleSource(MemorySource):
 
     def _query_vector(self, query: str) -> np.ndarray:
         vector = self._vectors.query(query)
-        self._dimensions.check(len(vector))
+        self._dimensions.check_vectors(len(vector))
         return vector
 
     def _lexical_ranking(
@@ -1036,10 +1036,11 @@ class TripleSource(MemorySource):
 
     def close(self) -> None:
         """Index what is waiting, so the next process need not embed it again. An
-        unreachable index is logged, not raised: the triples stay flagged as waiting."""
+        unreachable index, or a model the store refuses, is logged, not raised: the
+        triples stay flagged as waiting."""
         try:
             self.flush()
-        except StorageError as exc:
+        except (StorageError, EmbeddingModelError) as exc:
             logger.warning("closing with triples not written to the dense index: %s", exc)
 
     def reconcile(self, catch_up: bool = True, scope: Optional[Scope] = None) -> ReconcileReport:
@@ -1116,7 +1117,7 @@ class TripleSource(MemorySource):
             texts = [_search_text(r["subject"], r["predicate"], r["object"]) for r in rows]
             vectors = self.embed_model.get_text_embedding_batch(texts)
             if vectors:
-                self._dimensions.check(len(vectors[0]))
+                self._dimensions.check_vectors(len(vectors[0]))
             by_user: dict[tuple[str, str], list[int]] = {}
             for i, r in enumerate(rows):
                 by_user.setdefault((r["tenant_id"], r["user_id"]), []).append(i)

@@ -12,7 +12,7 @@ import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
 from ..embeddings import embedding_dimension, vector_cache
-from ..errors import StorageError
+from ..errors import EmbeddingModelError, StorageError
 from ..excerpts import JOIN_GAP, pack_excerpts
 from ..expiry import NEVER, Expiry
 from ..retrieval import fuse_scores
@@ -61,8 +61,9 @@ class VectorSource(MemorySource):
     Args:
         store: the system of record.
         index: the dense index derived from it (one Chroma collection per user).
-        embed_model: any LlamaIndex embedding; its dimension is recorded in the
-            store, and a model of another dimension is refused.
+        embed_model: any LlamaIndex embedding; its dimension, name and fingerprint
+            (the vector of a fixed probe text) are recorded in the store, and another
+            model is refused (:class:`~llama_memory.sources.dimension.DimensionGuard`).
         roles: which message roles are remembered (tool results and system
             prompts are not, by default).
         batch_size: how many records are embedded per call to the model (which
@@ -193,11 +194,12 @@ class VectorSource(MemorySource):
 
     def close(self) -> None:
         """Write waiting vectors to Chroma, so the next process need not embed them again.
-        An unreachable index is logged, not raised: the records stay flagged as waiting
-        and are embedded again after reopening."""
+        An unreachable index, or a model the store refuses (raised at the first
+        embedding already), is logged, not raised: the records stay flagged as waiting
+        and are embedded after reopening (with the right model)."""
         try:
             self.flush()
-        except StorageError as exc:
+        except (StorageError, EmbeddingModelError) as exc:
             logger.warning("closing with vectors not written to the dense index: %s", exc)
 
     def reconcile(self, catch_up: bool = True, scope: Optional[Scope] = None) -> ReconcileReport:
@@ -450,12 +452,12 @@ class VectorSource(MemorySource):
     def _embed_texts(self, texts: list[str]) -> list[np.ndarray]:
         vectors = self._vectors.documents(texts)
         if vectors:
-            self._dimensions.check(len(vectors[0]))
+            self._dimensions.check_vectors(len(vectors[0]))
         return vectors
 
     def _query_vector(self, query: str) -> np.ndarray:
         vector = self._vectors.query(query)
-        self._dimensions.check(len(vector))
+        self._dimensions.check_vectors(len(vector))
         return vector
 
 

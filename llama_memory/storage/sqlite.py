@@ -257,6 +257,11 @@ class PendingRecord(NamedTuple):
     user_id: str
 
 
+def store_exists(path: Path | str) -> bool:
+    """Whether ``path`` is a memory directory holding a store (its database file)."""
+    return (Path(path) / DB_FILENAME).is_file()
+
+
 class SQLiteStore:
     """A thread-safe SQLite system of record.
 
@@ -442,6 +447,18 @@ class SQLiteStore:
                 "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                 (key, value),
             )
+
+    def set_meta_once(self, key: str, value: str) -> str:
+        """Store ``value`` under ``key`` unless a value is there already; return the value
+        kept (atomic: of two processes recording at once, both see the first one's)."""
+        with self.transaction("write meta") as conn:
+            conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)", (key, value))
+            return str(conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()[0])
+
+    def delete_meta(self, keys: Sequence[str]) -> None:
+        """Remove ``keys`` from the meta table (absent ones are ignored)."""
+        with self.transaction("delete meta") as conn:
+            conn.executemany("DELETE FROM meta WHERE key = ?", [(k,) for k in keys])
 
     # -- chat history ---------------------------------------------------------------
 

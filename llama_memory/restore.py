@@ -1,0 +1,231 @@
+"""What a serialised ``ComposableMemory`` carries of its live parts, and the hook for the
+parts a dict cannot carry.
+
+LlamaIndex workflows save a memory with ``to_dict()`` and rebuild it with the class's
+``from_dict(data)``, passing no arguments. So the dict must name everything needed to
+reopen an equivalent memory: classes by their import path (``"module:QualName"``),
+components by their own ``to_dict``, and for what cannot be written down (a live LLM, a
+client, custom sources) a marker that makes restoring ask for it, through the keyword
+arguments of ``from_dict`` or the process-wide hook of :func:`set_restore_hook`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, Optional
+
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.memory.types import BaseMemory
+
+from .errors import LlamaMemoryError
+
+__all__ = [
+    "RestoreHook",
+    "embedding_from_dict",
+    "embedding_to_dict",
+    "import_class",
+    "primary_from_dict",
+    "primary_to_dict",
+    "qualified_name",
+    "restore_hook_arguments",
+    "set_restore_hook",
+]
+
+#: Called by ``ComposableMemory.from_dict`` with the serialised dict; returns keyword
+#: arguments for ``from_dict`` (``llm=``, ``embed_model=``, ``secondary_memory_sources=``...).
+RestoreHook = Callable[[dict[str, Any]], Optional[Mapping[str, Any]]]
+
+_hook_lock = threading.Lock()
+_hook: Optional[RestoreHook] = None
+
+# Field names (split on "_") that hold credentials: never written into a saved context.
+_SECRET_WORDS = frozenset({"secret", "password", "token", "apikey", "credential", "credentials"})
+_SECRET_PAIRS = (("api", "key"), ("access", "key"), ("private", "key"))
+
+
+def set_restore_hook(hook: Optional[RestoreHook]) -> Optional[RestoreHook]:
+    """Set the process-wide hook that supplies what a memory's dict cannot carry.
+
+    ``Context.from_dict(agent, data)`` rebuilds a memory with
+    ``ComposableMemory.from_dict(data)`` and no arguments: a live LLM, custom
+    sources, a Chroma client or a custom tokenizer can then only come from here.
+    The hook receives the memory's dict (``user_id``, ``session_id``, ``path``...)
+    and returns keyword arguments for ``from_dict``, or None for none. Arguments
+    passed to ``from_dict`` itself win over the hook's.
+
+    Args:
+        hook: the function, or None to remove it.
+
+    Returns:
+        The hook set before (to put it back later).
+    """
+    global _hook
+    if hook is not None and not callable(hook):
+        raise TypeError(
+            f"set_restore_hook takes a function of the memory's dict returning keyword "
+            f"arguments (or None to remove it), not {hook!r}"
+        )
+    with _hook_lock:
+        previous, _hook = _hook, hook
+    return previous
+
+
+def restore_hook_arguments(data: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments the restore hook gives for ``data`` ({} without a hook)."""
+    hook = _hook
+    if hook is None:
+        return {}
+    given = hook(dict(data))
+    if given is None:
+        return {}
+    if not isinstance(given, Mapping):
+        raise TypeError(
+            f"the restore hook must return a mapping of from_dict keyword arguments or "
+            f"None, not {type(given).__name__}"
+        )
+    return dict(given)
+
+
+def qualified_name(cls: type) -> str:
+    """``"module:QualName"`` of a class, the form :func:`import_class` reads."""
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def import_class(name: str, what: str, instead: str) -> type:
+    """The class named ``"module:QualName"``; LlamaMemoryError saying ``what`` could not be
+    rebuilt and what to pass ``instead`` when it cannot be imported."""
+    module_name, _, qualname = name.partition(":")
+    if "<locals>" in qualname:
+        raise LlamaMemoryError(
+            f"cannot rebuild {what}: its class {name!r} was defined inside a function, so it "
+            f"cannot be imported; define it at the top level of a module, or pass {instead}"
+        )
+    try:
+        found: Any = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            found = getattr(found, part)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise LlamaMemoryError(
+            f"cannot rebuild {what}: its class {name!r} cannot be imported here ({exc}); "
+            f"install or import it, or pass {instead}"
+        ) from exc
+    if not isinstance(found, type):
+        raise LlamaMemoryError(f"cannot rebuild {what}: {name!r} is not a class; pass {instead}")
+    return found
+
+
+# -- embedding models ---------------------------------------------------------------------
+
+
+def embedding_to_dict(model: BaseEmbedding) -> dict[str, Any]:
+    """The model's class and its own ``to_dict()``, without credentials (a restored model
+    reads them from its environment, as when it is built without them).
+
+    A model whose configuration is not plain data is recorded by class only, and
+    restoring it asks for ``embed_model=``.
+    """
+    entry: dict[str, Any] = {"qualified_name": qualified_name(type(model))}
+    try:
+        config = model.to_dict()
+    except Exception as exc:  # a component whose fields do not serialise
+        entry["error"] = f"its to_dict() failed: {exc}"
+        return entry
+    dropped = sorted(k for k in config if _is_secret(k))
+    config = {k: v for k, v in config.items() if k not in dropped}
+    try:
+        json.dumps(config)
+    except (TypeError, ValueError) as exc:
+        entry["error"] = f"its configuration is not plain data: {exc}"
+        return entry
+    entry["config"] = config
+    if dropped:
+        entry["dropped"] = dropped
+    return entry
+
+
+def embedding_from_dict(entry: Mapping[str, Any]) -> BaseEmbedding:
+    """The model :func:`embedding_to_dict` described: the shared offline default when it
+    is that, else its class rebuilt from its configuration; LlamaMemoryError asking for
+    ``embed_model=`` when it cannot be."""
+    name = str(entry.get("qualified_name"))
+    instead = "embed_model= to from_dict (or through set_restore_hook)"
+    what = f"the embedding model {name!r} this memory's vectors were made with"
+    if "error" in entry:
+        raise LlamaMemoryError(f"cannot rebuild {what}: {entry['error']}; pass {instead}")
+    cls = import_class(name, what, instead)
+    if not issubclass(cls, BaseEmbedding):
+        raise LlamaMemoryError(f"cannot rebuild {what}: it is not a BaseEmbedding; pass {instead}")
+    config = dict(entry.get("config") or {})
+    from .embeddings import OfflineEmbedding, default_embedding
+
+    if cls is OfflineEmbedding and config == OfflineEmbedding().to_dict():
+        return default_embedding()  # one loaded model per process
+    try:
+        return cls.from_dict(config)
+    except Exception as exc:
+        dropped = entry.get("dropped")
+        hint = (
+            f" (its {', '.join(dropped)} were not saved: set them in the environment)"
+            if dropped
+            else ""
+        )
+        raise LlamaMemoryError(f"cannot rebuild {what}: {exc}{hint}; pass {instead}") from exc
+
+
+def _is_secret(field: str) -> bool:
+    words = field.lower().split("_")
+    pairs = set(zip(words, words[1:]))
+    return bool(_SECRET_WORDS.intersection(words)) or any(p in pairs for p in _SECRET_PAIRS)
+
+
+# -- primary memories -----------------------------------------------------------------------
+
+
+def primary_to_dict(memory: BaseMemory) -> Optional[dict[str, Any]]:
+    """A primary memory LlamaIndex can serialise, as data: a ``ChatMemoryBuffer`` on its
+    default in-memory chat store by its token limit and messages (its own ``to_dict``
+    fails once it holds a message, in llama-index-core 0.14), anything else by its own
+    ``to_dict``. None when it cannot be written down."""
+    from llama_index.core.memory import ChatMemoryBuffer
+    from llama_index.core.storage.chat_store import SimpleChatStore
+
+    name = qualified_name(type(memory))
+    if "<locals>" in name:
+        return None
+    if isinstance(memory, ChatMemoryBuffer):
+        if type(memory.chat_store) is not SimpleChatStore:
+            return None  # a database-backed chat store is a live client
+        return {
+            "qualified_name": name,
+            "token_limit": memory.token_limit,
+            "chat_store_key": memory.chat_store_key,
+            "chat_history": [m.model_dump(mode="json") for m in memory.get_all()],
+        }
+    try:
+        data = memory.to_dict()
+        json.dumps(data)
+    except Exception:
+        return None
+    return {"qualified_name": name, "data": data}
+
+
+def primary_from_dict(entry: Mapping[str, Any]) -> BaseMemory:
+    """The primary memory :func:`primary_to_dict` wrote down."""
+    name = str(entry.get("qualified_name"))
+    instead = "primary_memory= to from_dict (or through set_restore_hook)"
+    what = f"the primary memory {name!r}"
+    cls = import_class(name, what, instead)
+    if not issubclass(cls, BaseMemory):
+        raise LlamaMemoryError(f"cannot rebuild {what}: it is not a BaseMemory; pass {instead}")
+    try:
+        if "chat_history" in entry:
+            settings = {k: entry[k] for k in ("token_limit", "chat_store_key") if k in entry}
+            history = [ChatMessage.model_validate(m) for m in entry["chat_history"]]
+            return cls.from_defaults(chat_history=history, **settings)
+        return cls.from_dict(dict(entry.get("data") or {}))
+    except Exception as exc:
+        raise LlamaMemoryError(f"cannot rebuild {what}: {exc}; pass {instead}") from exc
