@@ -142,3 +142,24 @@ def test_the_fingerprint_costs_one_embedding_per_model_not_per_open(tmp_path: Pa
         memory.search("note")
         memory.close()
     assert model.probes == 1
+
+
+def test_a_store_from_before_fingerprints_is_checked_by_model_name(tmp_path: Path) -> None:
+    first, second = WordHashEmbedding(seed=0), WordHashEmbedding(seed=1)
+    build_store(tmp_path, first)
+    memory = open_memory(tmp_path, first)
+    memory._store.delete_meta(["embedding_fingerprint"])  # as an older version left it
+    memory.close()
+
+    other = open_memory(tmp_path, second)
+    with pytest.raises(EmbeddingMismatchError, match="predates model fingerprints"):
+        other.search("penicillin")
+    other.close()
+    # The model it names is taken at its word, and its fingerprint recorded from now on.
+    same = open_memory(tmp_path, first)
+    assert dense_top(same, "Where does my sister Maria live?") == NOTES[0]
+    same.close()
+    other = open_memory(tmp_path, second)
+    with pytest.raises(EmbeddingMismatchError, match="cosine"):
+        other.search("penicillin")
+    other.close()

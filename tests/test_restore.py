@@ -173,13 +173,32 @@ async def test_profile_schema_triples_extraction_and_expiry_come_back(
 async def test_without_a_hook_a_missing_llm_is_said(tmp_path: Path, opened, hook) -> None:
     memory = ComposableMemory.from_defaults(
         user_id="alice", session_id="s1", path=tmp_path, embed_model=default_embedding(),
-        llm=ScriptedLLM([]), extract_every=2,
+        llm=ScriptedLLM([]), extract_every=2, tokenizer_fn=str.split,
     )
     opened.append(memory)
     agent, data = await saved_context(memory)
-    with pytest.warns(RestoreWarning, match="llm.*set_restore_hook"):
+    with pytest.warns(RestoreWarning) as warned:
         _, restored = await restore(agent, data, opened)
+    said = [str(w.message) for w in warned if issubclass(w.category, RestoreWarning)]
+    assert any("llm" in m and "set_restore_hook" in m for m in said), said
+    assert any("tokenizer_fn" in m for m in said), said
     assert restored.llm is None and restored.extract_every == 2
+
+
+def test_a_chroma_client_object_is_asked_for_again(tmp_path: Path, opened) -> None:
+    from llama_memory.storage import persistent_client
+
+    client = persistent_client(tmp_path / "own-chroma")  # a client of the app's own
+    memory = ComposableMemory.from_defaults(
+        user_id="alice", path=tmp_path, embed_model=default_embedding(), chroma_client=client
+    )
+    opened.append(memory)
+    data = json.loads(json.dumps(memory.to_dict()))
+    with pytest.raises(LlamaMemoryError, match="Chroma client.*chroma_client="):
+        ComposableMemory.from_dict(data)
+    again = ComposableMemory.from_dict(data, chroma_client=client)
+    opened.append(again)
+    assert again.source("vector").index.client is client
 
 
 async def test_custom_sources_come_from_the_hook(tmp_path: Path, opened, hook) -> None:
