@@ -69,7 +69,8 @@ def test_another_model_of_the_same_dimension_is_refused_naming_both(tmp_path: Pa
     assert "WordHashEmbedding:word-hash-0" in message and "WordHashEmbedding:word-hash-1" in message
     assert "reembed=True" in message
     assert isinstance(caught.value, EmbeddingModelError)
-    other.close()
+    with pytest.raises(EmbeddingMismatchError):
+        other.close()  # close() would index what waits: refused the same way
 
     # Nothing of the other model reached the index: the right model still finds by meaning.
     again = open_memory(tmp_path, first)

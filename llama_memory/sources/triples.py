@@ -47,7 +47,7 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.bridge.pydantic import BaseModel, Field
 
 from ..embeddings import vector_cache
-from ..errors import EmbeddingModelError, LlamaMemoryError, StorageError
+from ..errors import LlamaMemoryError, StorageError
 from ..expiry import ALIVE_SQL, NEVER, TTL, Expiry
 from ..extraction import ExtractionError, structured_output
 from ..messages import declared_message_id, message_text, message_time, role_name, to_epoch
@@ -1036,11 +1036,10 @@ class TripleSource(MemorySource):
 
     def close(self) -> None:
         """Index what is waiting, so the next process need not embed it again. An
-        unreachable index, or a model the store refuses, is logged, not raised: the
-        triples stay flagged as waiting."""
+        unreachable index is logged, not raised: the triples stay flagged as waiting."""
         try:
             self.flush()
-        except (StorageError, EmbeddingModelError) as exc:
+        except StorageError as exc:
             logger.warning("closing with triples not written to the dense index: %s", exc)
 
     def reconcile(self, catch_up: bool = True, scope: Optional[Scope] = None) -> ReconcileReport:

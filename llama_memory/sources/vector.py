@@ -12,7 +12,7 @@ import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
 from ..embeddings import embedding_dimension, vector_cache
-from ..errors import EmbeddingModelError, StorageError
+from ..errors import StorageError
 from ..excerpts import JOIN_GAP, pack_excerpts
 from ..expiry import NEVER, Expiry
 from ..retrieval import fuse_scores
@@ -194,12 +194,11 @@ class VectorSource(MemorySource):
 
     def close(self) -> None:
         """Write waiting vectors to Chroma, so the next process need not embed them again.
-        An unreachable index, or a model the store refuses (raised at the first
-        embedding already), is logged, not raised: the records stay flagged as waiting
-        and are embedded after reopening (with the right model)."""
+        An unreachable index is logged, not raised: the records stay flagged as waiting
+        and are embedded again after reopening."""
         try:
             self.flush()
-        except (StorageError, EmbeddingModelError) as exc:
+        except StorageError as exc:
             logger.warning("closing with vectors not written to the dense index: %s", exc)
 
     def reconcile(self, catch_up: bool = True, scope: Optional[Scope] = None) -> ReconcileReport:
