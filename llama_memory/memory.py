@@ -1055,7 +1055,7 @@ class ComposableMemory(BaseMemory):
             RestoreWarning: the memory had an ``llm`` or a custom ``tokenizer_fn`` and
                 none was given: extraction is off, tokens are counted by the default.
         """
-        config = {k: v for k, v in {**data, **restore_hook_arguments(data), **kwargs}.items()}
+        config = {**data, **restore_hook_arguments(data), **kwargs}
         config.pop("class_name", None)
         for part, argument in (("primary", "primary_memory"), ("sources", "secondary_memory_sources")):
             kind = config.pop(part, "default")
