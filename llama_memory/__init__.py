@@ -11,6 +11,7 @@ the prompt::
     response = await agent.run("Where should I eat tonight?", memory=memory)
 """
 
+from .admin import MemoryAdmin
 from .buffer import ChatBuffer, ChatLog
 from .compose import MemoryBlock
 from .embeddings import OfflineEmbedding, default_embedding
@@ -42,6 +43,7 @@ __all__ = [
     "KnowledgeTriple",
     "LlamaIndexMemorySource",
     "LlamaMemoryError",
+    "MemoryAdmin",
     "MemoryBlock",
     "MemoryRecord",
     "MemorySource",

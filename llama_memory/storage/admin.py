@@ -224,7 +224,8 @@ class StoreAdmin:
         """The user's long-term records, in the order written (or newest first), with
         filters: one session, one source, a time range ``[since, until)`` on when each
         happened (its event time, else when it was stored). Expired records included."""
-        where, params = ["tenant_id = ?", "user_id = ?"], [tenant_id, user_id]
+        where = ["tenant_id = ?", "user_id = ?"]
+        params: list[Any] = [tenant_id, user_id]
         if session_id is not None:
             where.append("session_id = ?")
             params.append(session_id)
