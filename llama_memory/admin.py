@@ -143,8 +143,9 @@ class MemoryAdmin:
         create: create the store when ``path`` holds none (for an import);
             otherwise :class:`StoreNotFoundError`, so a mistyped path never
             leaves an empty store behind.
-        top_k, memory_token_limit: the settings of the memories built for
-            :meth:`search` and :meth:`explain` (use your application's).
+        top_k: records per source of the memories built for :meth:`search` and
+            :meth:`explain` (use your application's).
+        memory_token_limit: the token budget of their memory block.
 
     Close it (or use ``with``) to write waiting vectors and release the files.
     """
@@ -294,8 +295,9 @@ class MemoryAdmin:
             user_id: whose records.
             session_id: only those written in this conversation.
             source: only those of this source (``"vector"``...).
-            since, until: only those that happened in ``[since, until)`` (their event
-                time, else when stored): datetimes, dates, epoch seconds or ISO strings.
+            since: only those that happened at or after this time (their event time,
+                else when stored): a datetime, date, epoch seconds or ISO string.
+            until: only those that happened before this time.
             limit: at most this many.
             newest_first: the latest first (default the oldest first).
         """
