@@ -758,5 +758,7 @@ class _watching:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        if self.progress is not None and exc[0] is None:
-            self.progress.update(self.total)
+        if self.progress is not None:
+            if exc[0] is None:
+                self.progress.update(self.total)
+            self.progress.close()  # ends the bar's line before anything else is printed

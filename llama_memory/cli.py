@@ -258,14 +258,29 @@ def cmd_import(args: argparse.Namespace) -> None:
         raise CommandError(f"no file to import at {file}")
     if args.tenant is None:
         args.tenant = _file_tenant(file)
+    from .storage.chroma import CHROMA_DIRNAME, OPEN_LOCK
+    from .storage.sqlite import DB_FILENAME
+
     store = Path(args.store)
+    # What a failed import into a new store must remove: no empty store is left behind.
+    created = [
+        store / name
+        for name in (DB_FILENAME, f"{DB_FILENAME}-wal", f"{DB_FILENAME}-shm", CHROMA_DIRNAME, OPEN_LOCK)
+        if not (store / name).exists()
+    ]
     new_store = not store.exists()
     try:
         with _open(args, create=True) as admin, _progress("importing") as progress:
             added = admin.import_file(file, user_id=args.user, progress=progress)
     except BaseException:
-        if new_store and store.is_dir():
-            shutil.rmtree(store)  # made by this failed import: leave no empty store behind
+        if new_store:
+            shutil.rmtree(store, ignore_errors=True)
+        elif not (store / DB_FILENAME).exists() or DB_FILENAME in {p.name for p in created}:
+            for path in created:
+                if path.is_dir():
+                    shutil.rmtree(path, ignore_errors=True)
+                elif path.exists():
+                    path.unlink()
         raise
     if args.json:
         return _print_json({"tenant": args.tenant, "added": dict(added)})

@@ -30,7 +30,7 @@ from llama_memory.cli import main
 from llama_memory.memory import VECTOR_COLLECTION
 from llama_memory.progress import Progress
 from llama_memory.storage.chroma import open_index
-from llama_memory.storage.sqlite import SQLiteStore
+from llama_memory.storage.sqlite import NewRecord, SQLiteStore
 from llama_memory.types import Scope
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -486,3 +486,13 @@ def test_progress_bar_draws_on_a_terminal_only() -> None:
     assert "importing [" in terminal.getvalue() and "4/4" in terminal.getvalue()
     assert pipe.getvalue() == ""
 
+
+
+def test_stats_counts_records_waiting_for_the_dense_index(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path)
+    scope = Scope(user_id="fay", session_id="f1")
+    store.add_records([NewRecord("vector", scope, "Written, not embedded yet.", ("m1",), 5.0)])
+    store.close()
+    with MemoryAdmin(tmp_path) as admin:
+        counts = admin.stats().counts
+    assert counts.records == {"vector": 1} and counts.pending == {"vector": 1}
