@@ -54,7 +54,7 @@ from .sources.profile import ProfileChange, ProfileSource
 from .sources.triples import KnowledgeTriple, TripleSource, _search_text, default_triple_source
 from .sources.vector import VectorSource
 from .storage.admin import SessionSummary, StoreAdmin, StoreCounts, UserSummary
-from .storage.chroma import CHROMA_DIRNAME
+from .storage.chroma import CHROMA_DIRNAME, http_client, server_address
 from .storage.reconcile import ReconcileReport
 from .storage.sqlite import DB_FILENAME, SQLiteChatLog, SQLiteStore
 from .types import MemoryRecord, Scope, now
@@ -146,6 +146,11 @@ class MemoryAdmin:
         top_k: records per source of the memories built for :meth:`search` and
             :meth:`explain` (use your application's).
         memory_token_limit: the token budget of their memory block.
+        chroma_url: server mode: the Chroma server holding the store's vectors
+            (``"http://host:port"``), as given to ``from_defaults``. A store used in
+            server mode is refused without it, so that no command reads, deletes or
+            rebuilds vectors in an embedded index the application never uses.
+        chroma_client: any Chroma client instead of ``chroma_url``.
 
     Close it (or use ``with``) to write waiting vectors and release the files.
     """
@@ -159,6 +164,8 @@ class MemoryAdmin:
         create: bool = False,
         top_k: int = DEFAULT_TOP_K,
         memory_token_limit: int = DEFAULT_MEMORY_TOKEN_LIMIT,
+        chroma_url: Optional[str] = None,
+        chroma_client: Any = None,
     ) -> None:
         if not isinstance(tenant_id, str) or not tenant_id:
             raise ValueError(f"tenant_id must be a non-empty string, got {tenant_id!r}")
@@ -173,6 +180,12 @@ class MemoryAdmin:
         self.top_k = top_k
         self.memory_token_limit = memory_token_limit
         self._embed_model = embed_model
+        if chroma_url is not None and chroma_client is not None:
+            raise ValueError("pass chroma_url or chroma_client, not both")
+        self._chroma_url = chroma_url
+        self._chroma_client = chroma_client
+        if chroma_url is not None:
+            server_address(chroma_url)  # a malformed URL is refused now, not at first use
         self.store = SQLiteStore(self.path)
         self._admin = StoreAdmin(self.store)
         self._vector: Optional[VectorSource] = None
@@ -204,6 +217,24 @@ class MemoryAdmin:
     def _open_sources(self) -> list[MemorySource]:
         return [s for s in (self._vector, self._profile, self._triples) if s is not None]
 
+    def _chroma(self) -> Any:
+        """The Chroma client of a server-mode store (None: the embedded index under
+        ``path``); connected on first use."""
+        if self._chroma_client is None and self._chroma_url is not None:
+            self._chroma_client = http_client(*server_address(self._chroma_url))
+        if (
+            self._chroma_client is None
+            and self.store.get_meta("store_id") is not None
+            and not (self.path / CHROMA_DIRNAME).exists()
+        ):
+            # A store id is given to a store used with a Chroma client (server mode),
+            # and such a store has no embedded index of its own.
+            raise LlamaMemoryError(
+                f"the store at {self.path} keeps its vectors on a Chroma server: pass its "
+                "address (--chroma-url http://host:port, or MemoryAdmin(..., chroma_url=...))"
+            )
+        return self._chroma_client
+
     def _embed(self) -> BaseEmbedding:
         if self._embed_model is None:
             self._embed_model = resolve_embed_model(None)
@@ -220,14 +251,16 @@ class MemoryAdmin:
     def vector_source(self) -> VectorSource:
         """The past-messages source on this store (loads the embedding model and Chroma)."""
         if self._vector is None:
-            self._vector = default_vector_source(self.store, self.path, self._embed())
+            self._vector = default_vector_source(self.store, self.path, self._embed(), self._chroma())
         return self._vector
 
     def triple_source(self, create: bool = False) -> Optional[TripleSource]:
         """The knowledge-triple source when the store holds triples (or ``create``),
         else None."""
         if self._triples is None and (create or self._admin.has_triples()):
-            self._triples = default_triple_source(self.store, self.path, self._embed())
+            self._triples = default_triple_source(
+                self.store, self.path, self._embed(), self._chroma()
+            )
         return self._triples
 
     def sources(self) -> list[MemorySource]:
@@ -324,12 +357,17 @@ class MemoryAdmin:
         return self.profile_source.history(None, self._scope(user_id))
 
     def triples(self, user_id: str, include_history: bool = False) -> list[KnowledgeTriple]:
-        """The user's knowledge triples (current ones, or all with ``include_history``)."""
-        if not self._admin.has_triples():
-            return []
-        source = self.triple_source()
-        assert source is not None
-        return source.triples(self._scope(user_id), include_history=include_history)
+        """The user's knowledge triples that have not expired, oldest first: those that
+        hold now, or all with ``include_history`` (read from SQLite alone: no model or
+        Chroma needed)."""
+        rows = self._admin.triple_rows(
+            self.tenant_id,
+            self._scope(user_id).require_user(),
+            current_only=not include_history,
+            alive_at=now(),
+            by_validity=True,
+        )
+        return [_to_triple(self.tenant_id, row) for row in rows]
 
     def show(self, user_id: str, recent: int = 10) -> UserOverview:
         """Counts, profile, current triples, the ``recent`` latest records and the
@@ -633,6 +671,30 @@ class MemoryAdmin:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _to_triple(tenant_id: str, row: Mapping[str, Any]) -> KnowledgeTriple:
+    """A triple row (as exported) as :class:`KnowledgeTriple` reads it back: provenance
+    gathered from its mentions."""
+    mentions = row["mentions"]
+    return KnowledgeTriple(
+        subject=row["subject"],
+        predicate=row["predicate"],
+        object=row["object"],
+        id=row["id"],
+        user_id=row["user"],
+        tenant_id=tenant_id,
+        session_id=mentions[0]["session"] if mentions else None,
+        session_ids=tuple(dict.fromkeys(m["session"] for m in mentions if m["session"])),
+        message_ids=tuple(dict.fromkeys(i for m in mentions for i in m["message_ids"])),
+        event_time=min((m["event_time"] for m in mentions), default=None),
+        ingested_at=row["ingested_at"],
+        valid_from=row["valid_from"],
+        valid_to=row["valid_to"],
+        superseded_by=row["superseded_by"],
+        mentions=len(mentions),
+        expires_at=row["expires_at"],
+    )
 
 
 def _require_text(value: Any, what: str) -> None:

@@ -117,7 +117,7 @@ def _open(args: argparse.Namespace, create: bool = False) -> Any:
         kwargs["top_k"] = args.top_k
     if getattr(args, "token_limit", None) is not None:
         kwargs["memory_token_limit"] = args.token_limit
-    return MemoryAdmin(args.store, tenant, create=create, **kwargs)
+    return MemoryAdmin(args.store, tenant, create=create, chroma_url=args.chroma_url, **kwargs)
 
 
 def _progress(label: str) -> Any:
@@ -406,6 +406,10 @@ def build_parser() -> argparse.ArgumentParser:
     store.add_argument(
         "--tenant", default=None,
         help='the tenant (default "default"; for import, the tenant the export was taken from)',
+    )  # fmt: skip
+    store.add_argument(
+        "--chroma-url", metavar="URL",
+        help="server mode: the Chroma server holding the store's vectors (http://host:port)",
     )  # fmt: skip
     store.add_argument("--json", action="store_true", help="print JSON, for scripts")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

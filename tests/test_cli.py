@@ -24,7 +24,7 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole, ToolCallB
 from llama_index.core.storage.chat_store import SimpleChatStore
 
 from helpers import assistant, user
-from llama_memory import ComposableMemory, MemoryAdmin
+from llama_memory import ComposableMemory, LlamaMemoryError, MemoryAdmin
 from llama_memory.admin import EXPORT_FORMAT, StoreNotFoundError, UnknownUserError
 from llama_memory.cli import main
 from llama_memory.memory import VECTOR_COLLECTION
@@ -496,3 +496,26 @@ def test_stats_counts_records_waiting_for_the_dense_index(tmp_path: Path) -> Non
     with MemoryAdmin(tmp_path) as admin:
         counts = admin.stats().counts
     assert counts.records == {"vector": 1} and counts.pending == {"vector": 1}
+
+
+def test_a_server_mode_store_needs_the_servers_address(
+    tmp_path: Path, chroma_server: Any, embed_model: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    memory = ComposableMemory.from_defaults(
+        user_id="gil", path=tmp_path, chroma_url=chroma_server.url, embed_model=embed_model
+    )
+    memory.put_messages([user("I sail on weekends."), user("I dislike olives.")])
+    memory.close()
+    with MemoryAdmin(tmp_path, embed_model=embed_model) as admin:
+        assert [u.user_id for u in admin.users()] == ["gil"]  # no vectors needed
+        assert admin.show("gil").summary.records == 2
+        with pytest.raises(LlamaMemoryError, match="--chroma-url"):
+            admin.search("gil", "hobby")
+    assert not (tmp_path / "chroma").exists()  # no embedded index made up on the side
+    argv = ["search", "gil", "what do I do on weekends?", "--store", str(tmp_path), "--json"]
+    assert main([*argv, "--chroma-url", chroma_server.url]) == 0
+    assert "sail" in json.loads(capsys.readouterr().out)[0]["text"]
+    with MemoryAdmin(tmp_path, embed_model=embed_model, chroma_url=chroma_server.url) as admin:
+        olives = next(r for r in admin.records("gil") if "olives" in r.text)
+        admin.delete_record("gil", olives.id)
+        assert olives.id not in admin.vector_source.index.ids("default", "gil")

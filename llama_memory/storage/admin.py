@@ -418,15 +418,41 @@ class StoreAdmin:
                     "expires_at": row["expires_at"],
                 }
         if "triples" in tables:
-            for row in self.store.query(
-                "export triples", f"SELECT * FROM triples {where} ORDER BY seq", owner
-            ):
-                mentions = self.store.query(
-                    "export triple mentions",
-                    "SELECT * FROM triple_mentions WHERE triple_seq = ? ORDER BY rowid",
-                    (row["seq"],),
-                )
-                yield {
+            yield from self.triple_rows(tenant_id, user_id)
+
+    def triple_rows(
+        self,
+        tenant_id: str,
+        user_id: str,
+        *,
+        current_only: bool = False,
+        alive_at: Optional[float] = None,
+        by_validity: bool = False,
+    ) -> list[dict[str, Any]]:
+        """The user's knowledge triples as export rows (each with its mentions), in the
+        order written or, ``by_validity``, by ``valid_from``: only those that hold now
+        (``current_only``), only those not expired at ``alive_at``."""
+        if "triples" not in self.tables():
+            return []
+        where = "tenant_id = ? AND user_id = ?"
+        params: list[Any] = [tenant_id, user_id]
+        if current_only:
+            where += " AND valid_to IS NULL"
+        if alive_at is not None:
+            where += " AND (expires_at IS NULL OR expires_at > ?)"
+            params.append(alive_at)
+        order = "valid_from, seq" if by_validity else "seq"
+        out = []
+        for row in self.store.query(
+            "read triples", f"SELECT * FROM triples WHERE {where} ORDER BY {order}", params
+        ):
+            mentions = self.store.query(
+                "read triple mentions",
+                "SELECT * FROM triple_mentions WHERE triple_seq = ? ORDER BY rowid",
+                (row["seq"],),
+            )
+            out.append(
+                {
                     "kind": "triple",
                     "user": user_id,
                     "id": row["id"],
@@ -449,6 +475,8 @@ class StoreAdmin:
                         for m in mentions
                     ],
                 }
+            )
+        return out
 
     # -- import -------------------------------------------------------------------------
 
