@@ -117,7 +117,34 @@ def _open(args: argparse.Namespace, create: bool = False) -> Any:
         kwargs["top_k"] = args.top_k
     if getattr(args, "token_limit", None) is not None:
         kwargs["memory_token_limit"] = args.token_limit
+    if args.embed_model is not None:
+        kwargs["embed_model"] = _load_embedding(args.embed_model)
     return MemoryAdmin(args.store, tenant, create=create, chroma_url=args.chroma_url, **kwargs)
+
+
+def _load_embedding(spec: str) -> Any:
+    """The embedding model named ``module:name``: a BaseEmbedding object, or a callable
+    that returns one when called without arguments."""
+    import importlib
+
+    from llama_index.core.base.embeddings.base import BaseEmbedding
+
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise CommandError(
+            f"--embed-model takes module:name (e.g. myapp.memory:embed_model), got {spec!r}"
+        )
+    try:
+        found = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise CommandError(f"--embed-model {spec}: cannot load it: {exc}") from None
+    model = found() if callable(found) and not isinstance(found, BaseEmbedding) else found
+    if not isinstance(model, BaseEmbedding):
+        raise CommandError(
+            f"--embed-model {spec}: expected a LlamaIndex BaseEmbedding (or a function "
+            f"returning one), got {type(model).__name__}"
+        )
+    return model
 
 
 def _progress(label: str) -> Any:
@@ -411,6 +438,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--chroma-url", metavar="URL",
         help="server mode: the Chroma server holding the store's vectors (http://host:port)",
     )  # fmt: skip
+    store.add_argument(
+        "--embed-model", metavar="MODULE:NAME",
+        help="the embedding model the store was built with, if not the offline default: "
+        "a BaseEmbedding object (or a function returning one) importable as MODULE:NAME",
+    )  # fmt: skip
     store.add_argument("--json", action="store_true", help="print JSON, for scripts")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -479,7 +511,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the ``llama-memory`` command; returns the exit status."""
     args = build_parser().parse_args(argv)
-    from .errors import LlamaMemoryError
+    from .errors import EmbeddingDimensionError, LlamaMemoryError
 
     try:
         args.run(args)
@@ -489,6 +521,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
     except (CommandError, LlamaMemoryError, ValueError, KeyError, OSError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        if isinstance(exc, EmbeddingDimensionError) or type(exc).__name__ == "EmbeddingMismatchError":
+            message = f"{message} (pass it with --embed-model MODULE:NAME)"
         print(f"llama-memory {args.command}: error: {message}", file=sys.stderr)
         return 1
     return 0

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, ToolCallBlock
+from llama_index.core.embeddings import MockEmbedding
 from llama_index.core.storage.chat_store import SimpleChatStore
 
 from helpers import assistant, user
@@ -519,3 +520,25 @@ def test_a_server_mode_store_needs_the_servers_address(
         olives = next(r for r in admin.records("gil") if "olives" in r.text)
         admin.delete_record("gil", olives.id)
         assert olives.id not in admin.vector_source.index.ids("default", "gil")
+
+
+def small_embedding() -> Any:
+    """The model of the store below, for ``--embed-model test_cli:small_embedding``."""
+    return MockEmbedding(embed_dim=8)
+
+
+def test_a_store_of_another_embedding_model_is_opened_with_embed_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    memory = ComposableMemory.from_defaults(
+        user_id="hal", path=tmp_path, embed_model=small_embedding()
+    )
+    memory.put_messages([user("My bike is a green fixie.")])
+    memory.close()
+    argv = ["search", "hal", "which bike do I ride?", "--store", str(tmp_path), "--json"]
+    assert main(argv) == 1
+    assert "--embed-model" in capsys.readouterr().err
+    assert main([*argv, "--embed-model", "test_cli:small_embedding"]) == 0
+    assert "fixie" in json.loads(capsys.readouterr().out)[0]["text"]
+    assert main([*argv, "--embed-model", "test_cli"]) == 1
+    assert "takes module:name" in capsys.readouterr().err
