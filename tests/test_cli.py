@@ -473,6 +473,13 @@ def test_admin_imports_dicts_into_an_empty_store(tmp_path: Path, embed_model: An
         assert list(admin.export_rows())[1:] == rows[1:]
         with pytest.raises(ValueError, match="unknown kind 'note'"):
             admin.import_rows([rows[0], {"kind": "note", "user": "eve"}])
+        admin.export(tmp_path / "acme.jsonl")
+    # The command line imports into the tenant the export came from, unless told otherwise.
+    assert main(["import", str(tmp_path / "acme.jsonl"), "--store", str(tmp_path / "other")]) == 0
+    with MemoryAdmin(tmp_path / "other", "acme") as other:
+        assert [u.user_id for u in other.users()] == ["eve"]
+    with MemoryAdmin(tmp_path / "other") as other:
+        assert other.users() == []
 
 
 def test_progress_bar_draws_on_a_terminal_only() -> None:
