@@ -406,17 +406,20 @@ class MemoryAdmin:
         """Delete one of the user's records, or knowledge triples, by id, from every
         index: its row, lexical entry and vector copy in SQLite, and its vector in
         Chroma. Returns the name of the source it belonged to; KeyError naming the id
-        when the user has none such."""
+        when the user has none such. The system of record goes first: if Chroma cannot
+        be reached, the record is gone all the same (nothing retrieves a vector without
+        its row), a StorageError says so, and :meth:`reconcile` drops the vector later."""
         self.user(user_id)
         scope = self._scope(user_id)
+        # Opened before anything is deleted: a refusal (a server-mode store without its
+        # address, another embedding model) must leave the record in place.
+        vector, triples = self.vector_source, self.triple_source()
         source = self._admin.delete_record(self.tenant_id, user_id, record_id)
         if source is not None:
-            if source == self.vector_source.name:
-                self.vector_source.forget_records([record_id], scope)
+            if source == vector.name:
+                vector.forget_records([record_id], scope)
             return source
-        if self._admin.delete_triple(self.tenant_id, user_id, record_id):
-            triples = self.triple_source(create=True)
-            assert triples is not None
+        if triples is not None and self._admin.delete_triple(self.tenant_id, user_id, record_id):
             triples.index.delete(self.tenant_id, user_id, [record_id])
             return triples.name
         raise KeyError(
@@ -431,9 +434,10 @@ class MemoryAdmin:
         was cleaned (run :meth:`reconcile` once it is back)."""
         self.user(user_id)
         scope = self._scope(user_id)
+        sources = self.sources()  # opened first: a refusal must leave the user in place
         self.store.delete_user(scope)
         failures = []
-        for source in self.sources():
+        for source in sources:
             try:
                 source.forget(scope)
             except StorageError as exc:
