@@ -11,6 +11,7 @@ the prompt::
     response = await agent.run("Where should I eat tonight?", memory=memory)
 """
 
+from .admin import MemoryAdmin
 from .agents import RunMemoryTool
 from .buffer import ChatBuffer, ChatLog
 from .compose import MemoryBlock
@@ -50,6 +51,7 @@ __all__ = [
     "KnowledgeTriple",
     "LlamaIndexMemorySource",
     "LlamaMemoryError",
+    "MemoryAdmin",
     "MemoryBlock",
     "MemoryClosedError",
     "MemoryRecord",

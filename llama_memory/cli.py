@@ -1,26 +1,530 @@
-"""The ``llama-memory`` command line."""
+"""The ``llama-memory`` command line: see and manage what a memory store remembers.
+
+A thin layer over :class:`llama_memory.admin.MemoryAdmin`: every command opens the
+memory directory given as ``--store`` (the ``path=`` of ``from_defaults``) for one
+``--tenant``, prints for people or, with ``--json``, for scripts, and exits non-zero
+with a message on stderr when something is wrong.
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
+import os
+import shutil
+import sys
 from collections.abc import Sequence
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Optional
+from typing import Any, Callable, Optional
+
+DESCRIPTION = """\
+See and manage what a llama-memory store remembers.
+
+Every command but `demo` works on a memory directory (--store, the path= given to
+ComposableMemory.from_defaults) and one tenant (--tenant, default "default").
+--json prints JSON for scripts. A mistyped --store is an error: only `import`
+creates a store.
+"""
+
+EPILOG = """\
+examples:
+  llama-memory users --store ./memory
+  llama-memory show alice --store ./memory
+  llama-memory search alice "where do I live?" --store ./memory
+  llama-memory explain alice "where do I live?" --store ./memory
+  llama-memory export --all -o backup.jsonl --store ./memory
+  llama-memory import backup.jsonl --store ./other-memory
+  llama-memory import chat_store.json --store ./memory     (a SimpleChatStore file)
+"""
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Entry point of the ``llama-memory`` command."""
-    parser = argparse.ArgumentParser(prog="llama-memory", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
+class CommandError(Exception):
+    """Bad input the command line reports in one line (exit status 1)."""
+
+
+# --------------------------------------------------------------------------- output
+
+
+def _jsonable(value: Any) -> Any:
+    """Plain JSON data of the API's results (dataclasses, paths, counters...)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(_jsonable(value), ensure_ascii=False, indent=2))
+
+
+def _when(epoch: Optional[float]) -> str:
+    if epoch is None:
+        return "-"
+    return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _short(text: str, width: int = 100) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def _size(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def _table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> None:
+    cells = [[str(c) for c in header]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    for row in cells:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+
+
+def _print_record(rank: Optional[int], record: Any) -> None:
+    head = f"{rank}. " if rank is not None else ""
+    score = f"score {record.score:.3f}  " if rank is not None else ""
+    print(
+        f"{head}[{record.source}] {score}id {record.id or '-'}  session {record.session_id or '-'}  "
+        f"at {_when(record.event_time)}"
+    )
+    for part in record.parts or [record]:
+        ids = f"  (messages {', '.join(part.message_ids)})" if part.message_ids else ""
+        print(f"     {_short(part.transcript)}{ids}")
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def _open(args: argparse.Namespace, create: bool = False) -> Any:
+    from .admin import MemoryAdmin
+
+    tenant = args.tenant or "default"
+    kwargs: dict[str, Any] = {}
+    if getattr(args, "top_k", None) is not None:
+        kwargs["top_k"] = args.top_k
+    if getattr(args, "token_limit", None) is not None:
+        kwargs["memory_token_limit"] = args.token_limit
+    if args.embed_model is not None:
+        kwargs["embed_model"] = _load_embedding(args.embed_model)
+    return MemoryAdmin(args.store, tenant, create=create, chroma_url=args.chroma_url, **kwargs)
+
+
+def _load_embedding(spec: str) -> Any:
+    """The embedding model named ``module:name``: a BaseEmbedding object, or a callable
+    that returns one when called without arguments."""
+    import importlib
+
+    from llama_index.core.base.embeddings.base import BaseEmbedding
+
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise CommandError(
+            f"--embed-model takes module:name (e.g. myapp.memory:embed_model), got {spec!r}"
+        )
+    try:
+        found = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise CommandError(f"--embed-model {spec}: cannot load it: {exc}") from None
+    model = found() if callable(found) and not isinstance(found, BaseEmbedding) else found
+    if not isinstance(model, BaseEmbedding):
+        raise CommandError(
+            f"--embed-model {spec}: expected a LlamaIndex BaseEmbedding (or a function "
+            f"returning one), got {type(model).__name__}"
+        )
+    return model
+
+
+def _progress(label: str) -> Any:
+    from .progress import Progress
+
+    return Progress(label)  # draws on a terminal only
+
+
+def cmd_users(args: argparse.Namespace) -> None:
+    with _open(args) as admin:
+        users = admin.users()
+    if args.json:
+        return _print_json(users)
+    if not users:
+        print(f"no users in tenant {args.tenant or 'default'!r}")
+        return
+    _table(
+        [
+            (u.user_id, u.sessions, u.messages, u.records, u.triples, u.profile_fields, _when(u.last_active))
+            for u in users
+        ],
+        ("USER", "SESSIONS", "MESSAGES", "RECORDS", "TRIPLES", "PROFILE", "LAST ACTIVE (UTC)"),
+    )
+
+
+def cmd_sessions(args: argparse.Namespace) -> None:
+    with _open(args) as admin:
+        sessions = admin.sessions(args.user)
+    if args.json:
+        return _print_json(sessions)
+    _table(
+        [(s.session_id, s.messages, s.records, _when(s.first_at), _when(s.last_at)) for s in sessions],
+        ("SESSION", "MESSAGES", "RECORDS", "FIRST (UTC)", "LAST (UTC)"),
+    )
+
+
+def cmd_show(args: argparse.Namespace) -> None:
+    with _open(args) as admin:
+        overview = admin.show(args.user, recent=args.recent)
+    if args.json:
+        return _print_json(overview)
+    s = overview.summary
+    print(f"user {s.user_id} (tenant {args.tenant or 'default'})")
+    print(
+        f"  {s.sessions} sessions, {s.messages} messages, {s.records} records, "
+        f"{s.triples} current triples, {s.profile_fields} profile fields; "
+        f"last active {_when(s.last_active)} UTC"
+    )
+    print("\nprofile:")
+    if overview.profile:
+        for line in json.dumps(overview.profile, ensure_ascii=False, indent=2).splitlines():
+            print(f"  {line}")
+    else:
+        print("  (empty)")
+    print("\ncurrent triples:")
+    for triple in overview.triples:
+        print(f"  {triple.render()}  [{triple.id}]")
+    if not overview.triples:
+        print("  (none)")
+    print(f"\nrecent records (newest first, up to {args.recent}):")
+    for record in overview.recent:
+        print(f"  {_when(record.event_time)}  [{record.source}] {_short(record.transcript, 80)}  [{record.id}]")
+    if not overview.recent:
+        print("  (none)")
+
+
+def cmd_records(args: argparse.Namespace) -> None:
+    with _open(args) as admin:
+        records = admin.records(
+            args.user,
+            session_id=args.session,
+            source=args.source,
+            since=args.since,
+            until=args.until,
+            limit=args.limit,
+        )
+    if args.json:
+        return _print_json(records)
+    for record in records:
+        _print_record(None, record)
+    print(f"{len(records)} records")
+
+
+def cmd_search(args: argparse.Namespace) -> None:
+    with _open(args) as admin:
+        records = admin.search(args.user, args.query, args.k)
+    if args.json:
+        return _print_json(records)
+    if not records:
+        print("nothing found")
+    for rank, record in enumerate(records, start=1):
+        _print_record(rank, record)
+
+
+def cmd_explain(args: argparse.Namespace) -> None:
+    with _open(args) as admin:
+        block = admin.explain(args.user, args.query, session_id=args.session)
+        limit = admin.memory_token_limit
+    if args.json:
+        return _print_json({"query": args.query, "token_limit": limit, **_jsonable(block)})
+    print(block.text or "(nothing would be injected)")
+    print(f"\n{len(block.records)} records shown, {block.token_count} of {limit} tokens:")
+    for rank, record in enumerate(block.records, start=1):
+        _print_record(rank, record)
+    print("\nleft out:")
+    print(f"  {block.dropped_duplicates} as duplicates (already in the conversation window, or repeated)")
+    print(f"  {block.dropped_for_budget} for the token budget ({limit} tokens)")
+
+
+def cmd_delete(args: argparse.Namespace) -> None:
+    with _open(args) as admin:
+        source = admin.delete_record(args.user, args.record_id)
+    if args.json:
+        return _print_json({"deleted": args.record_id, "source": source})
+    print(f"deleted {args.record_id} ({source}) of {args.user}")
+
+
+def cmd_export(args: argparse.Namespace) -> None:
+    if not args.all and not args.user:
+        raise CommandError("export needs a USER, or --all for every user of the tenant")
+    if args.all and args.user:
+        raise CommandError("export takes a USER or --all, not both")
+    with _open(args) as admin:
+        users = None if args.all else [args.user]
+        to_stdout = args.output in (None, "-")
+        with _progress("exporting") as progress:
+            rows = admin.export(sys.stdout if to_stdout else args.output, users, progress)
+    if not to_stdout:
+        summary = {"rows": rows, "file": str(args.output)}
+        if args.json:
+            return _print_json(summary)
+        print(f"exported {rows} rows to {args.output}")
+
+
+def cmd_import(args: argparse.Namespace) -> None:
+    file = Path(args.file)
+    if not file.is_file():
+        raise CommandError(f"no file to import at {file}")
+    if args.tenant is None:
+        args.tenant = _file_tenant(file)
+    from .storage.chroma import CHROMA_DIRNAME, OPEN_LOCK
+    from .storage.sqlite import DB_FILENAME
+
+    store = Path(args.store)
+    # What a failed import into a new store must remove: no empty store is left behind.
+    created = [
+        store / name
+        for name in (DB_FILENAME, f"{DB_FILENAME}-wal", f"{DB_FILENAME}-shm", CHROMA_DIRNAME, OPEN_LOCK)
+        if not (store / name).exists()
+    ]
+    new_store = not store.exists()
+    try:
+        with _open(args, create=True) as admin, _progress("importing") as progress:
+            added = admin.import_file(file, user_id=args.user, progress=progress)
+    except BaseException:
+        if new_store:
+            shutil.rmtree(store, ignore_errors=True)
+        elif not (store / DB_FILENAME).exists() or DB_FILENAME in {p.name for p in created}:
+            for path in created:
+                if path.is_dir():
+                    shutil.rmtree(path, ignore_errors=True)
+                elif path.exists():
+                    path.unlink()
+        raise
+    if args.json:
+        return _print_json({"tenant": args.tenant, "added": dict(added)})
+    names = {"message": "messages", "record": "records", "profile": "profile rows",
+             "triple": "triples", "session": "sessions"}  # fmt: skip
+    parts = ", ".join(f"{n} {names.get(k, k)}" for k, n in sorted(added.items())) or "nothing new"
+    print(f"imported into tenant {args.tenant!r}: {parts}")
+
+
+def _file_tenant(file: Path) -> str:
+    """The tenant an export was taken from ("default" for other files)."""
+    from .admin import EXPORT_FORMAT
+
+    with open(file, encoding="utf-8") as stream:
+        first = stream.readline()
+    try:
+        head = json.loads(first)
+    except json.JSONDecodeError:
+        return "default"
+    if isinstance(head, dict) and head.get("format") == EXPORT_FORMAT:
+        return str(head.get("tenant") or "default")
+    return "default"
+
+
+def cmd_forget(args: argparse.Namespace) -> None:
+    if not args.yes:
+        raise CommandError(
+            f"forget deletes everything remembered of {args.user!r} (chat history, records, "
+            "profile, triples, vectors) for good: pass --yes to confirm"
+        )
+    with _open(args) as admin:
+        admin.forget(args.user)
+    if args.json:
+        return _print_json({"forgotten": args.user})
+    print(f"forgot {args.user}")
+
+
+def cmd_reindex(args: argparse.Namespace) -> None:
+    with _open(args) as admin, _progress("reindexing") as progress:
+        count = admin.reindex(progress)
+    if args.json:
+        return _print_json({"indexed": count})
+    print(f"reindexed {count} records")
+
+
+def cmd_reconcile(args: argparse.Namespace) -> None:
+    with _open(args) as admin:
+        reports = admin.reconcile()
+    if args.json:
+        return _print_json(reports)
+    for name, report in reports.items():
+        print(f"{name}: {report}")
+
+
+def cmd_purge_expired(args: argparse.Namespace) -> None:
+    with _open(args) as admin:
+        count = admin.purge_expired()
+    if args.json:
+        return _print_json({"purged": count})
+    print(f"purged {count} expired records")
+
+
+def cmd_stats(args: argparse.Namespace) -> None:
+    with _open(args) as admin:
+        stats = admin.stats()
+    if args.json:
+        return _print_json(stats)
+    c = stats.counts
+    print(f"store {args.store} (schema {stats.schema_version}), tenant {args.tenant or 'default'}")
+    print(f"  users {c.users}, sessions {c.sessions}, messages {c.messages}")
+    for source, n in c.records.items():
+        print(f"  records [{source}] {n}")
+    print(f"  triples {c.triples_current} current, {c.triples} with history")
+    print(f"  profile {c.profile_fields} fields, {c.profile_rows} rows with history")
+    pending = sum(c.pending.values())
+    detail = ", ".join(f"{k} {v}" for k, v in c.pending.items() if v)
+    print(f"  waiting for the dense index: {pending}" + (f" ({detail})" if detail else ""))
+    print(f"  expired, not purged yet: {c.expired}")
+    sizes = stats.sizes
+    print(
+        f"  on disk: {_size(sizes['total'])} (SQLite {_size(sizes['sqlite'])}, "
+        f"Chroma {_size(sizes['chroma'])})"
+    )
+    if len(stats.tenants) > 1:
+        print(f"  tenants in this store: {', '.join(stats.tenants)}")
+
+
+def cmd_demo(args: argparse.Namespace) -> None:
+    from .demo import run_demo
+
+    run_demo(args.path)
+
+
+# --------------------------------------------------------------------------- parser
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``llama-memory`` (every command and option)."""
+    from . import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="llama-memory",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"llama-memory {__version__}")
+    store = argparse.ArgumentParser(add_help=False)
+    store.add_argument(
+        "--store", required=True, metavar="PATH",
+        help="the memory directory (path= of ComposableMemory.from_defaults)",
+    )  # fmt: skip
+    store.add_argument(
+        "--tenant", default=None,
+        help='the tenant (default "default"; for import, the tenant the export was taken from)',
+    )  # fmt: skip
+    store.add_argument(
+        "--chroma-url", metavar="URL",
+        help="server mode: the Chroma server holding the store's vectors (http://host:port)",
+    )  # fmt: skip
+    store.add_argument(
+        "--embed-model", metavar="MODULE:NAME",
+        help="the embedding model the store was built with, if not the offline default: "
+        "a BaseEmbedding object (or a function returning one) importable as MODULE:NAME",
+    )  # fmt: skip
+    store.add_argument("--json", action="store_true", help="print JSON, for scripts")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, run: Callable[[argparse.Namespace], None], help: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, parents=[store], help=help, description=help)
+        sub.set_defaults(run=run)
+        return sub
+
+    add("users", cmd_users, "list the users of the tenant, with what is stored of each")
+    add("sessions", cmd_sessions, "list a user's conversations").add_argument("user")
+    show = add("show", cmd_show, "a user's profile, current triples, recent records and counts")
+    show.add_argument("user")
+    show.add_argument("--recent", type=_positive, default=10, help="records shown (default 10)")
+    records = add("records", cmd_records, "list a user's long-term records, with filters")
+    records.add_argument("user")
+    records.add_argument("--session", help="only this session's")
+    records.add_argument("--source", help='only this source\'s (e.g. "vector")')
+    records.add_argument("--since", help="only from this time (ISO 8601 or epoch seconds)")
+    records.add_argument("--until", help="only before this time (ISO 8601 or epoch seconds)")
+    records.add_argument("--limit", type=_positive, help="at most this many")
+    search = add("search", cmd_search, "search a user's long-term memory (scores, sources, provenance)")
+    search.add_argument("user")
+    search.add_argument("query")
+    search.add_argument("-k", type=_positive, default=10, help="how many records (default 10)")
+    explain = add(
+        "explain", cmd_explain,
+        "the memory block get() would inject for a query, with what was left out and why",
+    )  # fmt: skip
+    explain.add_argument("user")
+    explain.add_argument("query")
+    explain.add_argument("--session", help="as in this conversation (its window counts for deduplication)")
+    explain.add_argument("--top-k", type=_positive, help="records per source (default 10, as from_defaults)")
+    explain.add_argument("--token-limit", type=_positive, help="the block's token budget (default 1500)")
+    delete = add("delete", cmd_delete, "delete one record or triple of a user, from every index")
+    delete.add_argument("user")
+    delete.add_argument("record_id", metavar="RECORD_ID")
+    export = add("export", cmd_export, "export a user (or --all) to a JSON Lines file")
+    export.add_argument("user", nargs="?")
+    export.add_argument("--all", action="store_true", help="every user of the tenant")
+    export.add_argument("-o", "--output", help="the file to write (default: standard output)")
+    imp = add(
+        "import", cmd_import,
+        "import an export, or a LlamaIndex SimpleChatStore JSON file (idempotent)",
+    )  # fmt: skip
+    imp.add_argument("file")
+    imp.add_argument(
+        "--user",
+        help="SimpleChatStore files: make every chat-store key a session of this user "
+        "(default: each key is a user, with one session of the same name)",
+    )
+    forget = add("forget", cmd_forget, "delete everything remembered of a user")
+    forget.add_argument("user")
+    forget.add_argument("--yes", action="store_true", help="confirm")
+    add("reindex", cmd_reindex, "rebuild the dense indexes from the system of record")
+    add("reconcile", cmd_reconcile, "bring the dense indexes in line with the system of record")
+    add("purge-expired", cmd_purge_expired, "delete the records whose time to live is over")
+    add("stats", cmd_stats, "counts, sizes on disk and pending index work")
     demo = commands.add_parser("demo", help="run the offline two-conversation demo")
     demo.add_argument(
         "--path", type=Path, default=None, help="memory directory (default: a new temporary one)"
     )
-    args = parser.parse_args(argv)
-    if args.command == "demo":
-        from .demo import run_demo
+    demo.set_defaults(run=cmd_demo)
+    return parser
 
-        run_demo(args.path)
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point of the ``llama-memory`` command; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    from .errors import EmbeddingDimensionError, LlamaMemoryError
+
+    try:
+        args.run(args)
+    except BrokenPipeError:
+        # Output piped into a reader that stopped (`| head`): not an error of ours.
+        sys.stdout = open(os.devnull, "w")
+        return 0
+    except (CommandError, LlamaMemoryError, ValueError, KeyError, OSError) as exc:
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        if isinstance(exc, EmbeddingDimensionError) or type(exc).__name__ == "EmbeddingMismatchError":
+            message = f"{message} (pass it with --embed-model MODULE:NAME)"
+        print(f"llama-memory {args.command}: error: {message}", file=sys.stderr)
+        return 1
     return 0
 
 

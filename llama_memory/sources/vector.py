@@ -446,6 +446,17 @@ class VectorSource(MemorySource):
             # reconcile() drops the collection later.
             self.index.drop(scope.tenant_id, user)
 
+    def forget_records(self, ids: Sequence[str], scope: Scope) -> None:
+        """Drop the vectors of records of the scope's user already deleted from the
+        system of record: from Chroma, the overlay and the vectors held in memory."""
+        user = scope.require_user(f"the {self.name!r} memory source")
+        with self._lock:
+            for record_id in ids:
+                self._overlay.pop(record_id, None)
+            # Loaded again on the next search: a held set must not keep deleted vectors.
+            self._resident.pop((scope.tenant_id, user), None)
+            self.index.delete(scope.tenant_id, user, list(ids))
+
     # -- embedding ----------------------------------------------------------------------
 
     def _embed_texts(self, texts: list[str]) -> list[np.ndarray]:

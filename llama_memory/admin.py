@@ -1,0 +1,830 @@
+"""Manage a memory store: what is remembered of each user, and why it is shown.
+
+:class:`MemoryAdmin` opens a memory directory (the ``path=`` of
+``ComposableMemory.from_defaults``) for one tenant and works on all its users: list
+users, sessions and records, look at a user's profile and triples, search and explain
+the block ``get()`` would inject, delete one record, forget a user, export and import
+(a versioned JSON Lines format, and LlamaIndex ``SimpleChatStore`` files), reindex,
+reconcile, purge expired records and count what the store holds. The ``llama-memory``
+command line is a thin layer over it::
+
+    from llama_memory import MemoryAdmin
+
+    with MemoryAdmin("./memory") as admin:
+        for user in admin.users():
+            print(user.user_id, user.records)
+        admin.export("alice.jsonl", users=["alice"])
+
+The admin opens the store with every kind of source that has data in it (past
+messages and the profile always, knowledge triples when there are any), so nothing
+stored is hidden because an application's memory would not have opened it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import islice
+from pathlib import Path
+from typing import IO, Any, Optional, Union
+from uuid import uuid4
+
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.base.llms.types import ChatMessage
+from pydantic import ValidationError
+
+from .buffer import ChatBuffer
+from .compose import MemoryBlock
+from .errors import LlamaMemoryError, StorageError
+from .memory import (
+    DEFAULT_MEMORY_TOKEN_LIMIT,
+    DEFAULT_TOP_K,
+    ComposableMemory,
+    default_vector_source,
+    resolve_embed_model,
+)
+from .messages import dump_message, load_message, to_epoch
+from .progress import Progress
+from .sources.base import MemorySource
+from .sources.profile import ProfileChange, ProfileSource
+from .sources.triples import KnowledgeTriple, TripleSource, _search_text, default_triple_source
+from .sources.vector import VectorSource
+from .storage.admin import SessionSummary, StoreAdmin, StoreCounts, UserSummary
+from .storage.chroma import CHROMA_DIRNAME, http_client, server_address
+from .storage.reconcile import ReconcileReport
+from .storage.sqlite import DB_FILENAME, SQLiteChatLog, SQLiteStore
+from .types import MemoryRecord, Scope, now
+
+__all__ = [
+    "EXPORT_FORMAT",
+    "EXPORT_VERSION",
+    "MemoryAdmin",
+    "SessionSummary",
+    "StoreNotFoundError",
+    "StoreStats",
+    "UnknownUserError",
+    "UserOverview",
+    "UserSummary",
+]
+
+#: The ``format`` field of an export's header line.
+EXPORT_FORMAT = "llama-memory-export"
+#: The export format's version; an import refuses a newer one.
+EXPORT_VERSION = 1
+#: Rows written to the store per transaction during an import.
+IMPORT_BATCH = 500
+
+Time = Union[float, int, str, Any]
+
+
+class StoreNotFoundError(LlamaMemoryError, FileNotFoundError):
+    """The path given is not a memory directory (no ``memory.sqlite3`` in it)."""
+
+
+class UnknownUserError(LlamaMemoryError, KeyError):
+    """The store has nothing of the user asked for (in this tenant)."""
+
+    def __str__(self) -> str:  # KeyError would print the message quoted
+        return str(self.args[0])
+
+
+@dataclass
+class UserOverview:
+    """What is remembered of one user (:meth:`MemoryAdmin.show`).
+
+    Attributes:
+        summary: counts (sessions, messages, records, triples, profile fields).
+        profile: the current profile as a nested dict.
+        triples: the knowledge triples that hold now.
+        recent: the latest long-term records, newest first.
+        sessions: the user's conversations.
+    """
+
+    summary: UserSummary
+    profile: dict[str, Any] = field(default_factory=dict)
+    triples: list[KnowledgeTriple] = field(default_factory=list)
+    recent: list[MemoryRecord] = field(default_factory=list)
+    sessions: list[SessionSummary] = field(default_factory=list)
+
+
+@dataclass
+class StoreStats:
+    """What a store holds for a tenant (:meth:`MemoryAdmin.stats`).
+
+    Attributes:
+        counts: users, sessions, messages, records by source, triples, profile rows,
+            records waiting for the dense index (``counts.pending``) and expired ones
+            not purged yet.
+        sizes: bytes on disk: ``sqlite`` (the file with its WAL), ``chroma`` (the
+            embedded index), ``total``.
+        schema_version: the SQLite schema version.
+        tenants: every tenant in the store.
+    """
+
+    counts: StoreCounts
+    sizes: dict[str, int]
+    schema_version: int
+    tenants: list[str]
+
+
+class MemoryAdmin:
+    """Every user of one tenant of a memory store, for inspection and maintenance.
+
+    Args:
+        path: the memory directory (``path=`` of ``ComposableMemory.from_defaults``).
+        tenant_id: the tenant to work on.
+        embed_model: the embedding model the store was built with (default as
+            ``from_defaults``: ``Settings.embed_model`` if set, else the offline
+            model). Loaded only by what needs it (search, explain, import, reindex).
+        create: create the store when ``path`` holds none (for an import);
+            otherwise :class:`StoreNotFoundError`, so a mistyped path never
+            leaves an empty store behind.
+        top_k: records per source of the memories built for :meth:`search` and
+            :meth:`explain` (use your application's).
+        memory_token_limit: the token budget of their memory block.
+        chroma_url: server mode: the Chroma server holding the store's vectors
+            (``"http://host:port"``), as given to ``from_defaults``. A store used in
+            server mode is refused without it, so that no command reads, deletes or
+            rebuilds vectors in an embedded index the application never uses.
+        chroma_client: any Chroma client instead of ``chroma_url``.
+
+    Close it (or use ``with``) to write waiting vectors and release the files.
+    """
+
+    def __init__(
+        self,
+        path: Union[str, Path],
+        tenant_id: str = "default",
+        *,
+        embed_model: Optional[BaseEmbedding] = None,
+        create: bool = False,
+        top_k: int = DEFAULT_TOP_K,
+        memory_token_limit: int = DEFAULT_MEMORY_TOKEN_LIMIT,
+        chroma_url: Optional[str] = None,
+        chroma_client: Any = None,
+    ) -> None:
+        if not isinstance(tenant_id, str) or not tenant_id:
+            raise ValueError(f"tenant_id must be a non-empty string, got {tenant_id!r}")
+        self.path = Path(path)
+        if not create and not (self.path / DB_FILENAME).is_file():
+            what = "does not exist" if not self.path.exists() else f"holds no {DB_FILENAME}"
+            raise StoreNotFoundError(
+                f"no memory store at {self.path}: the path {what}. Pass the directory given "
+                "as path= to ComposableMemory.from_defaults (an import creates a new one)"
+            )
+        self.tenant_id = tenant_id
+        self.top_k = top_k
+        self.memory_token_limit = memory_token_limit
+        self._embed_model = embed_model
+        if chroma_url is not None and chroma_client is not None:
+            raise ValueError("pass chroma_url or chroma_client, not both")
+        self._chroma_url = chroma_url
+        self._chroma_client = chroma_client
+        if chroma_url is not None:
+            server_address(chroma_url)  # a malformed URL is refused now, not at first use
+        self.store = SQLiteStore(self.path)
+        self._admin = StoreAdmin(self.store)
+        self._vector: Optional[VectorSource] = None
+        self._profile: Optional[ProfileSource] = None
+        self._triples: Optional[TripleSource] = None
+        self._closed = False
+
+    # -- life cycle ---------------------------------------------------------------------
+
+    def __enter__(self) -> "MemoryAdmin":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Write waiting vectors to the index and close the store (twice is harmless)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            for source in self._open_sources():
+                source.close()
+        finally:
+            self.store.close()
+
+    # -- sources, opened when first needed ---------------------------------------------
+
+    def _open_sources(self) -> list[MemorySource]:
+        return [s for s in (self._vector, self._profile, self._triples) if s is not None]
+
+    def _chroma(self) -> Any:
+        """The Chroma client of a server-mode store (None: the embedded index under
+        ``path``); connected on first use."""
+        if self._chroma_client is None and self._chroma_url is not None:
+            self._chroma_client = http_client(*server_address(self._chroma_url))
+        if (
+            self._chroma_client is None
+            and self.store.get_meta("store_id") is not None
+            and not (self.path / CHROMA_DIRNAME).exists()
+        ):
+            # A store id is given to a store used with a Chroma client (server mode),
+            # and such a store has no embedded index of its own.
+            raise LlamaMemoryError(
+                f"the store at {self.path} keeps its vectors on a Chroma server: pass its "
+                "address (--chroma-url http://host:port, or MemoryAdmin(..., chroma_url=...))"
+            )
+        return self._chroma_client
+
+    def _embed(self) -> BaseEmbedding:
+        if self._embed_model is None:
+            self._embed_model = resolve_embed_model(None)
+        return self._embed_model
+
+    @property
+    def profile_source(self) -> ProfileSource:
+        """The profile source on this store (opened on first use; no model needed)."""
+        if self._profile is None:
+            self._profile = ProfileSource(self.store)
+        return self._profile
+
+    @property
+    def vector_source(self) -> VectorSource:
+        """The past-messages source on this store (loads the embedding model and Chroma)."""
+        if self._vector is None:
+            self._vector = default_vector_source(self.store, self.path, self._embed(), self._chroma())
+        return self._vector
+
+    def triple_source(self, create: bool = False) -> Optional[TripleSource]:
+        """The knowledge-triple source when the store holds triples (or ``create``),
+        else None."""
+        if self._triples is None and (create or self._admin.has_triples()):
+            self._triples = default_triple_source(
+                self.store, self.path, self._embed(), self._chroma()
+            )
+        return self._triples
+
+    def sources(self) -> list[MemorySource]:
+        """Every source kind that has data in the store: past messages and the profile,
+        and knowledge triples when there are any."""
+        triples = self.triple_source()
+        return [self.vector_source, self.profile_source, *([triples] if triples else [])]
+
+    def memory(self, user_id: str, session_id: Optional[str] = None) -> ComposableMemory:
+        """A memory of ``user_id`` on this store, with the admin's sources, as an
+        application would open it: ``session_id`` resumes that conversation (its
+        window is what the block is deduplicated against), default a new, empty one.
+        It shares the admin's sources: close the admin, not the memory."""
+        session = session_id or uuid4().hex
+        scope = Scope(user_id=user_id, session_id=session, tenant_id=self.tenant_id)
+        return ComposableMemory(
+            primary_memory=ChatBuffer.from_defaults(chat_log=SQLiteChatLog(self.store, scope)),
+            secondary_memory_sources=self.sources(),
+            user_id=user_id,
+            session_id=session,
+            tenant_id=self.tenant_id,
+            path=str(self.path),
+            top_k=self.top_k,
+            memory_token_limit=self.memory_token_limit,
+        )
+
+    # -- listing ----------------------------------------------------------------------
+
+    def users(self) -> list[UserSummary]:
+        """Every user of the tenant with what is stored of them, sorted by id."""
+        return self._admin.users(self.tenant_id)
+
+    def user(self, user_id: str) -> UserSummary:
+        """One user's counts; :class:`UnknownUserError` when the tenant has nothing of them."""
+        for summary in self.users():
+            if summary.user_id == user_id:
+                return summary
+        known = [u.user_id for u in self.users()]
+        shown = ", ".join(map(repr, known[:10])) + (", ..." if len(known) > 10 else "")
+        raise UnknownUserError(
+            f"no user {user_id!r} in tenant {self.tenant_id!r} of {self.path}"
+            + (f"; its users are {shown}" if known else "; it has no users")
+        )
+
+    def sessions(self, user_id: str) -> list[SessionSummary]:
+        """The user's conversations, oldest first (:class:`UnknownUserError` for a
+        user the tenant does not know)."""
+        self.user(user_id)
+        return self._admin.sessions(self.tenant_id, user_id)
+
+    def records(
+        self,
+        user_id: str,
+        *,
+        session_id: Optional[str] = None,
+        source: Optional[str] = None,
+        since: Optional[Time] = None,
+        until: Optional[Time] = None,
+        limit: Optional[int] = None,
+        newest_first: bool = False,
+    ) -> list[MemoryRecord]:
+        """The user's long-term records with their provenance, in the order written.
+
+        Args:
+            user_id: whose records.
+            session_id: only those written in this conversation.
+            source: only those of this source (``"vector"``...).
+            since: only those that happened at or after this time (their event time,
+                else when stored): a datetime, date, epoch seconds or ISO string.
+            until: only those that happened before this time.
+            limit: at most this many.
+            newest_first: the latest first (default the oldest first).
+        """
+        self.user(user_id)
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+            raise ValueError(f"limit must be a non-negative integer or None, got {limit!r}")
+        return self._admin.records(
+            self.tenant_id,
+            user_id,
+            session_id=session_id,
+            source=source,
+            since=None if since is None else to_epoch(since),
+            until=None if until is None else to_epoch(until),
+            limit=limit,
+            newest_first=newest_first,
+        )
+
+    def profile(self, user_id: str) -> dict[str, Any]:
+        """The user's current profile as a nested dict (``{}`` when none)."""
+        return self.profile_source.get_profile(self._scope(user_id))
+
+    def profile_history(self, user_id: str) -> list[ProfileChange]:
+        """Every value each profile field has had, oldest first."""
+        return self.profile_source.history(None, self._scope(user_id))
+
+    def triples(self, user_id: str, include_history: bool = False) -> list[KnowledgeTriple]:
+        """The user's knowledge triples that have not expired, oldest first: those that
+        hold now, or all with ``include_history`` (read from SQLite alone: no model or
+        Chroma needed)."""
+        rows = self._admin.triple_rows(
+            self.tenant_id,
+            self._scope(user_id).require_user(),
+            current_only=not include_history,
+            alive_at=now(),
+            by_validity=True,
+        )
+        return [_to_triple(self.tenant_id, row) for row in rows]
+
+    def show(self, user_id: str, recent: int = 10) -> UserOverview:
+        """Counts, profile, current triples, the ``recent`` latest records and the
+        sessions of one user."""
+        return UserOverview(
+            summary=self.user(user_id),
+            profile=self.profile(user_id),
+            triples=self.triples(user_id),
+            recent=self.records(user_id, limit=recent, newest_first=True),
+            sessions=self._admin.sessions(self.tenant_id, user_id),
+        )
+
+    # -- retrieval ------------------------------------------------------------------------
+
+    def search(self, user_id: str, query: str, k: int = DEFAULT_TOP_K) -> list[MemoryRecord]:
+        """What ``memory.search(query, k)`` returns for the user: records with scores,
+        sources and provenance."""
+        self.user(user_id)
+        _require_text(query, "query")
+        return self.memory(user_id).search(query, k)
+
+    def explain(self, user_id: str, query: str, session_id: Optional[str] = None) -> MemoryBlock:
+        """The block ``get(query)`` injects for the user, built by the memory's own
+        composition, with what was left out (duplicates of the window or of each
+        other, over the token budget). ``session_id``: resume that conversation (its
+        window counts for deduplication); default a new one."""
+        self.user(user_id)
+        _require_text(query, "query")
+        memory = self.memory(user_id, session_id)
+        memory.get(query)
+        return memory.last_block
+
+    # -- deleting -------------------------------------------------------------------------
+
+    def delete_record(self, user_id: str, record_id: str) -> str:
+        """Delete one of the user's records, or knowledge triples, by id, from every
+        index: its row, lexical entry and vector copy in SQLite, and its vector in
+        Chroma. Returns the name of the source it belonged to; KeyError naming the id
+        when the user has none such. The system of record goes first: if Chroma cannot
+        be reached, the record is gone all the same (nothing retrieves a vector without
+        its row), a StorageError says so, and :meth:`reconcile` drops the vector later."""
+        self.user(user_id)
+        scope = self._scope(user_id)
+        # Opened before anything is deleted: a refusal (a server-mode store without its
+        # address, another embedding model) must leave the record in place.
+        vector, triples = self.vector_source, self.triple_source()
+        source = self._admin.delete_record(self.tenant_id, user_id, record_id)
+        if source is not None:
+            if source == vector.name:
+                vector.forget_records([record_id], scope)
+            return source
+        if triples is not None and self._admin.delete_triple(self.tenant_id, user_id, record_id):
+            triples.index.delete(self.tenant_id, user_id, [record_id])
+            return triples.name
+        raise KeyError(
+            f"user {user_id!r} has no record or triple with id {record_id!r}: take the id "
+            "from `llama-memory search` or MemoryAdmin.records()"
+        )
+
+    def forget(self, user_id: str) -> None:
+        """Remove every trace of the user in this tenant: chat history, records, profile
+        (with history), triples and their vectors (as ``memory.forget()``). A dense
+        index that cannot be reached raises StorageError after the system of record
+        was cleaned (run :meth:`reconcile` once it is back)."""
+        self.user(user_id)
+        scope = self._scope(user_id)
+        sources = self.sources()  # opened first: a refusal must leave the user in place
+        self.store.delete_user(scope)
+        failures = []
+        for source in sources:
+            try:
+                source.forget(scope)
+            except StorageError as exc:
+                failures.append(f"{source.name}: {exc}")
+        if failures:
+            raise StorageError(
+                f"forget: user {user_id!r} was removed from the system of record, but not from "
+                f"every index ({'; '.join(failures)}); run reconcile once it is reachable"
+            )
+
+    # -- maintenance ----------------------------------------------------------------------
+
+    def reindex(self, progress: Optional[Progress] = None) -> int:
+        """Rebuild the dense indexes (past messages, triples) from the system of record,
+        for every tenant and user; return how many records were embedded."""
+        sources = [s for s in self.sources() if isinstance(s, (VectorSource, TripleSource))]
+        total, _ = self._backlog()
+        with _watching(progress, lambda: self._backlog()[1], total):
+            return sum(source.reindex() for source in sources)
+
+    def flush(self, progress: Optional[Progress] = None) -> int:
+        """Embed every record (and triple) still waiting for the dense index, of every
+        tenant; return how many."""
+        sources = [s for s in self.sources() if isinstance(s, (VectorSource, TripleSource))]
+        with _watching(progress, lambda: self._backlog()[1], self._backlog()[1]):
+            return sum(source.flush() for source in sources)
+
+    def _backlog(self) -> tuple[int, int]:
+        return self._admin.index_backlog(self.vector_source.name)
+
+    def reconcile(self) -> dict[str, ReconcileReport]:
+        """Bring the dense indexes in line with the system of record, for every user
+        (see ``ComposableMemory.reconcile``); what each source did, by name."""
+        return {source.name: source.reconcile(True) for source in self.sources()}
+
+    def purge_expired(self) -> int:
+        """Delete the records, triples and profile values whose time to live is over, from
+        every index; return how many."""
+        return sum(source.purge_expired() for source in self.sources())
+
+    def stats(self) -> StoreStats:
+        """Counts, sizes on disk and pending index work of the tenant."""
+        sqlite = sum(
+            _size(self.path / (DB_FILENAME + suffix)) for suffix in ("", "-wal", "-shm")
+        )
+        chroma = _size(self.path / CHROMA_DIRNAME)
+        return StoreStats(
+            counts=self._admin.counts(self.tenant_id, now()),
+            sizes={"sqlite": sqlite, "chroma": chroma, "total": sqlite + chroma},
+            schema_version=self.store.schema_version,
+            tenants=self._admin.tenants(),
+        )
+
+    # -- export ---------------------------------------------------------------------------
+
+    def export_rows(self, users: Optional[Sequence[str]] = None) -> Iterator[dict[str, Any]]:
+        """The export as dicts: a header (``format``, ``version``, ``tenant``, ``users``),
+        then every row of each user (all users of the tenant when ``users`` is None).
+        The same store always gives the same rows, in the same order."""
+        chosen = self._export_users(users)
+        yield _header(self.tenant_id, chosen)
+        for user in chosen:
+            yield from self._admin.export_rows(self.tenant_id, user)
+
+    def export(
+        self,
+        to: Union[str, Path, IO[str]],
+        users: Optional[Sequence[str]] = None,
+        progress: Optional[Progress] = None,
+    ) -> int:
+        """Write the export as JSON Lines (one JSON object a line, the header first) to
+        a file path or a text stream; return how many rows after the header."""
+        chosen = self._export_users(users)
+        if progress is not None:
+            progress.total = self._admin.count_export_rows(self.tenant_id, chosen)
+        rows = self.export_rows(chosen)
+        if isinstance(to, (str, Path)):
+            with open(to, "w", encoding="utf-8") as stream:
+                return _write_lines(stream, rows, progress)
+        return _write_lines(to, rows, progress)
+
+    def _export_users(self, users: Optional[Sequence[str]]) -> list[str]:
+        if users is None:
+            return [u.user_id for u in self.users()]
+        if isinstance(users, str):
+            raise TypeError(f"users takes a list of user ids, not the string {users!r}")
+        for user in users:
+            self.user(user)
+        return list(dict.fromkeys(users))
+
+    # -- import ---------------------------------------------------------------------------
+
+    def import_rows(
+        self, rows: Iterable[Mapping[str, Any]], progress: Optional[Progress] = None
+    ) -> Counter[str]:
+        """Import an export (dicts as :meth:`export_rows` gives, the header first) into
+        this tenant; return how many rows of each kind were new. Importing the same rows
+        again changes nothing; into a store that has some of them, only the rest is
+        added. Records and triples are embedded before it returns."""
+        iterator = iter(rows)
+        header = next(iterator, None)
+        _check_header(header)
+        added: Counter[str] = Counter()
+        line = 1
+        while True:
+            batch = [_check_row(dict(row), line + i + 1) for i, row in enumerate(islice(iterator, IMPORT_BATCH))]
+            if not batch:
+                break
+            line += len(batch)
+            if any(r["kind"] == "profile" for r in batch):
+                self.profile_source  # noqa: B018 - creates its table
+            if any(r["kind"] == "triple" for r in batch):
+                self.triple_source(create=True)
+            texts = [
+                _search_text(r["subject"], r["predicate"], r["object"]) if r["kind"] == "triple" else ""
+                for r in batch
+            ]
+            try:
+                added += self._admin.import_rows(self.tenant_id, batch, texts)
+            except ValidationError as exc:
+                raise ValueError(f"import: a chat message is not a valid ChatMessage: {exc}") from exc
+            if progress is not None:
+                progress.advance(len(batch))
+        if added["record"] or added["triple"]:
+            self.flush(progress and progress.child("embedding"))
+        return added
+
+    def import_file(
+        self,
+        path: Union[str, Path],
+        *,
+        user_id: Optional[str] = None,
+        progress: Optional[Progress] = None,
+    ) -> Counter[str]:
+        """Import a file: an export of :meth:`export` (JSON Lines), or a LlamaIndex
+        ``SimpleChatStore`` JSON file (see :meth:`import_chat_store`; ``user_id``
+        applies to it only). Returns how many rows of each kind were new."""
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"no file to import at {path}")
+        with open(path, encoding="utf-8") as stream:
+            first = stream.readline()
+        try:
+            head = json.loads(first) if first.strip() else None
+        except json.JSONDecodeError:
+            head = None  # a pretty-printed JSON document: not JSON Lines
+        if isinstance(head, dict) and head.get("format") == EXPORT_FORMAT:
+            if user_id is not None:
+                raise ValueError(
+                    "user_id applies to SimpleChatStore files; an export keeps its users"
+                )
+            if progress is not None:
+                progress.total = max(0, _count_lines(path) - 1)
+            with open(path, encoding="utf-8") as stream:
+                return self.import_rows(_read_lines(stream), progress)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise ValueError(
+                f"{path} is neither a llama-memory export (JSON Lines with a header line whose "
+                f"format is {EXPORT_FORMAT!r}) nor a SimpleChatStore JSON file: {exc}"
+            ) from None
+        return self.import_chat_store(data, user_id=user_id, progress=progress)
+
+    def import_chat_store(
+        self,
+        data: Union[Mapping[str, Any], str],
+        *,
+        user_id: Optional[str] = None,
+        progress: Optional[Progress] = None,
+    ) -> Counter[str]:
+        """Import a LlamaIndex ``SimpleChatStore`` (what ``SimpleChatStore.persist()``
+        writes: ``{"store": {key: [message, ...]}, ...}``, or that as a JSON string).
+
+        Each key's messages become one session: by default the key is the user id and
+        the session id (LlamaIndex apps usually key a chat store by user); with
+        ``user_id`` every key becomes a session of that user. The messages go in as
+        ``memory.put_messages`` puts them (chat history and the long-term sources), so
+        search finds them; messages a session already holds are skipped, so importing
+        twice changes nothing. Returns ``{"message": new messages, "session": sessions
+        touched}``.
+        """
+        if isinstance(data, str):
+            data = json.loads(data)
+        store = data.get("store") if isinstance(data, Mapping) else None
+        if not isinstance(store, Mapping) or not all(isinstance(v, list) for v in store.values()):
+            raise ValueError(
+                "not a SimpleChatStore file: expected a JSON object with a 'store' object "
+                "mapping each chat-store key to a list of messages (SimpleChatStore.persist())"
+            )
+        conversations: list[tuple[str, str, list[ChatMessage]]] = []
+        for key, messages in store.items():
+            if not isinstance(key, str) or not key:
+                raise ValueError(f"SimpleChatStore key {key!r} is not a non-empty string")
+            parsed = []
+            for position, message in enumerate(messages):
+                try:
+                    parsed.append(ChatMessage.model_validate(message))
+                except ValidationError as exc:
+                    raise ValueError(
+                        f"SimpleChatStore key {key!r}, message {position}: not a ChatMessage ({exc})"
+                    ) from None
+            conversations.append((user_id or key, key, parsed))
+        if progress is not None:
+            progress.total = sum(len(m) for _, _, m in conversations)
+        added: Counter[str] = Counter()
+        for user, session, messages in conversations:
+            held = Counter(
+                dump_message(load_message(m))
+                for m in self._admin.chat_messages(self.tenant_id, user, session)
+            )
+            new = []
+            for message in messages:
+                text = dump_message(message)
+                if held[text] > 0:
+                    held[text] -= 1
+                else:
+                    new.append(message)
+            if new:
+                self.memory(user, session).put_messages(new)
+                added["message"] += len(new)
+                added["session"] += 1
+            if progress is not None:
+                progress.advance(len(messages))
+        if added["message"]:
+            self.flush(progress and progress.child("embedding"))
+        return added
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _scope(self, user_id: str) -> Scope:
+        if not isinstance(user_id, str) or not user_id:
+            raise ValueError(f"user_id must be a non-empty string, got {user_id!r}")
+        return Scope(user_id=user_id, tenant_id=self.tenant_id)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _to_triple(tenant_id: str, row: Mapping[str, Any]) -> KnowledgeTriple:
+    """A triple row (as exported) as :class:`KnowledgeTriple` reads it back: provenance
+    gathered from its mentions."""
+    mentions = row["mentions"]
+    return KnowledgeTriple(
+        subject=row["subject"],
+        predicate=row["predicate"],
+        object=row["object"],
+        id=row["id"],
+        user_id=row["user"],
+        tenant_id=tenant_id,
+        session_id=mentions[0]["session"] if mentions else None,
+        session_ids=tuple(dict.fromkeys(m["session"] for m in mentions if m["session"])),
+        message_ids=tuple(dict.fromkeys(i for m in mentions for i in m["message_ids"])),
+        event_time=min((m["event_time"] for m in mentions), default=None),
+        ingested_at=row["ingested_at"],
+        valid_from=row["valid_from"],
+        valid_to=row["valid_to"],
+        superseded_by=row["superseded_by"],
+        mentions=len(mentions),
+        expires_at=row["expires_at"],
+    )
+
+
+def _require_text(value: Any, what: str) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{what} must be a non-empty string, got {value!r}")
+
+
+def _size(path: Path) -> int:
+    """Bytes of a file, or of every file under a directory (0 when missing)."""
+    if path.is_file():
+        return path.stat().st_size
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.path.getsize(os.path.join(root, name))
+            except OSError:  # removed meanwhile
+                pass
+    return total
+
+
+def _header(tenant_id: str, users: Sequence[str]) -> dict[str, Any]:
+    # No export time: the same store must give the same file (export, import, export).
+    return {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "tenant": tenant_id, "users": list(users)}
+
+
+def _check_header(header: Any) -> None:
+    if not isinstance(header, Mapping) or header.get("format") != EXPORT_FORMAT:
+        raise ValueError(
+            f"not a llama-memory export: its first row must be the header "
+            f"{{'format': {EXPORT_FORMAT!r}, 'version': ...}}, got {header!r:.200}"
+        )
+    version = header.get("version")
+    if not isinstance(version, int) or version > EXPORT_VERSION or version < 1:
+        raise ValueError(
+            f"export format version {version!r} is not supported by this llama-memory "
+            f"(it reads versions 1 to {EXPORT_VERSION}): upgrade llama-memory"
+        )
+
+
+#: The fields each kind of export row must have.
+_ROW_FIELDS: dict[str, tuple[str, ...]] = {
+    "message": ("user", "session", "created_at", "message"),
+    "record": ("user", "source", "session", "role", "text", "message_ids", "event_time",
+               "ingested_at", "metadata", "ttl", "expires_at"),
+    "profile": ("user", "path", "value", "removed", "op", "session", "message_ids",
+                "created_at", "superseded_at", "ttl", "expires_at"),
+    "triple": ("user", "id", "subject", "predicate", "object", "subject_key", "predicate_key",
+               "object_key", "valid_from", "valid_to", "superseded_by", "ingested_at", "ttl",
+               "expires_at", "mentions"),
+}  # fmt: skip
+
+
+def _check_row(row: dict[str, Any], line: int) -> dict[str, Any]:
+    kind = row.get("kind")
+    if kind not in _ROW_FIELDS:
+        raise ValueError(
+            f"export row {line}: unknown kind {kind!r} (expected one of {sorted(_ROW_FIELDS)})"
+        )
+    missing = [f for f in _ROW_FIELDS[kind] if f not in row]
+    if missing:
+        raise ValueError(f"export row {line} ({kind}): missing fields {missing}")
+    if not isinstance(row["user"], str) or not row["user"]:
+        raise ValueError(f"export row {line} ({kind}): user must be a non-empty string")
+    return row
+
+
+def _read_lines(stream: IO[str]) -> Iterator[dict[str, Any]]:
+    for number, line in enumerate(stream, start=1):
+        if not line.strip():
+            continue
+        try:
+            yield json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"line {number} of the export is not JSON: {exc}") from None
+
+
+def _count_lines(path: Path) -> int:
+    with open(path, "rb") as stream:
+        return sum(1 for line in stream if line.strip())
+
+
+def _write_lines(
+    stream: IO[str], rows: Iterable[dict[str, Any]], progress: Optional[Progress]
+) -> int:
+    written = -1  # the header is not counted
+    for row in rows:
+        # sort_keys: one store, one file, byte for byte.
+        stream.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
+        written += 1
+        if progress is not None and written > 0:
+            progress.advance()
+    return max(written, 0)
+
+
+class _watching:
+    """Show the progress of work the sources do internally (embedding what is pending):
+    a thread polls how much is still waiting and moves the bar."""
+
+    def __init__(self, progress: Optional[Progress], remaining: Callable[[], int], total: int) -> None:
+        self.progress = progress
+        self.remaining = remaining
+        self.total = total
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    def __enter__(self) -> "_watching":
+        if self.progress is not None and self.progress.enabled:
+            self.progress.total = self.total
+            self._thread = threading.Thread(target=self._poll, daemon=True)
+            self._thread.start()
+        return self
+
+    def _poll(self) -> None:
+        assert self.progress is not None
+        while not self._stop.wait(0.25):
+            try:
+                self.progress.update(max(0, self.total - self.remaining()))
+            except Exception:  # noqa: BLE001 - a bar must never break the work it shows
+                return
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self.progress is not None:
+            if exc[0] is None:
+                self.progress.update(self.total)
+            self.progress.close()  # ends the bar's line before anything else is printed
