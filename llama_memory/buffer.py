@@ -423,13 +423,19 @@ class ChatBuffer(BaseMemory):
         """Bring in what other writers committed to a shared log since the last read."""
         if not self._shared:
             return
-        # A write of this buffer under way brings the others' messages in itself:
-        # do not wait for it (reads never wait on this buffer's log writes).
+        # No lock of this buffer is held while the log is asked: a writer holds the
+        # log's storage while it waits for `_write_lock`, so holding that lock here
+        # would deadlock.
+        cursor = self._cursor
+        changes = cast(SharedChatLog, self._log).changes(cursor)
+        if changes is None:
+            return
+        # A write of this buffer under way brings the others' messages in itself: do
+        # not wait for it (reads never wait on this buffer's log writes).
         if not self._write_lock.acquire(blocking=False):
             return
         try:
-            changes = cast(SharedChatLog, self._log).changes(self._cursor)
-            if changes is not None:
+            if self._cursor is cursor:  # else another read or a write got there first
                 self._apply(changes)
         finally:
             self._write_lock.release()

@@ -416,6 +416,7 @@ class ComposableMemory(BaseMemory):
             token_limit=self.memory_token_limit,
             tokenizer=self.tokenizer_fn,
             duplicates=duplicates,
+            session_id=self.session_id,
         )
 
     def _latest_user_text(self, window: Sequence[ChatMessage]) -> Optional[str]:

@@ -448,10 +448,20 @@ class SQLiteStore:
             )
             self._insert_chat(conn, scope, messages)
 
-    def change_stamp(self) -> tuple[int, int]:
+    def change_stamp(self, wait: bool = True) -> Optional[tuple[int, int]]:
         """A value that changes whenever anything is committed to the file, by this
         connection or another (another memory object, another process): equal stamps
-        mean nothing changed in between. Costs no read of any table."""
+        mean nothing changed in between. Costs no read of any table. With
+        ``wait=False``, None instead of waiting while another thread writes through
+        this connection."""
+        if not self._lock.acquire(blocking=wait):
+            return None
+        try:
+            return self.data_version(), self._commits
+        finally:
+            self._lock.release()
+
+    def _stamp(self) -> tuple[int, int]:
         with self._lock:
             return self.data_version(), self._commits
 
@@ -480,7 +490,7 @@ class SQLiteStore:
         the append started from.
         """
         with self.transaction("append chat history") as conn:
-            stamp = self.change_stamp()
+            stamp = self._stamp()
             before = self._chat_since(conn, scope, after)
             self._insert_chat(conn, scope, messages)
             after_append = self._chat_bounds(conn, scope)
@@ -491,7 +501,7 @@ class SQLiteStore:
     ) -> tuple[ChatRows, tuple[int, int]]:
         """:meth:`replace_chat`, returning the new bounds and the stamp it started from."""
         with self.transaction("replace chat history") as conn:
-            stamp = self.change_stamp()
+            stamp = self._stamp()
             conn.execute(
                 "DELETE FROM chat_messages WHERE tenant_id = ? AND user_id = ? AND session_id = ?",
                 _session_key(scope),
@@ -974,9 +984,12 @@ class SQLiteChatLog:
 
     def changes(self, cursor: Optional[ChatCursor]) -> Optional[ChatLogChanges]:
         """What was committed since ``cursor`` (everything when it is None), or None
-        when nothing at all was committed to the file since (one ``PRAGMA``)."""
-        stamp = self.store.change_stamp()  # before the rows: a later commit shows next time
-        if cursor is not None and cursor.stamp == stamp:
+        when nothing at all was committed to the file since (one ``PRAGMA``), or
+        when another thread is writing through this store right now."""
+        # Read before the rows: a commit after it shows next time. A reader never waits
+        # for another thread's write through this store: it learns the news next time.
+        stamp = self.store.change_stamp(wait=cursor is None)
+        if stamp is None or (cursor is not None and cursor.stamp == stamp):
             return None
         rows = self.store.chat_since(self.scope, cursor.last if cursor is not None else 0)
         return ChatLogChanges(
