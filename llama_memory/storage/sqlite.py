@@ -512,12 +512,13 @@ class SQLiteStore:
 
     @staticmethod
     def _chat_bounds(conn: sqlite3.Connection, scope: Scope) -> ChatRows:
-        row = conn.execute(
-            "SELECT MIN(seq), MAX(seq) FROM chat_messages "
-            "WHERE tenant_id = ? AND user_id = ? AND session_id = ?",
-            _session_key(scope),
-        ).fetchone()
-        return ChatRows([], row[0], row[1] or 0)
+        # Two queries: SQLite answers a lone MIN or MAX from the index in one step, but
+        # scans the session's rows for both in one query.
+        key = _session_key(scope)
+        where = "FROM chat_messages WHERE tenant_id = ? AND user_id = ? AND session_id = ?"
+        first = conn.execute(f"SELECT MIN(seq) {where}", key).fetchone()[0]
+        last = conn.execute(f"SELECT MAX(seq) {where}", key).fetchone()[0]
+        return ChatRows([], first, last or 0)
 
     @classmethod
     def _chat_since(cls, conn: sqlite3.Connection, scope: Scope, after: int) -> ChatRows:
