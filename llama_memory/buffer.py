@@ -612,10 +612,26 @@ class ChatBuffer(BaseMemory):
 
         Pass ``chat_log=`` to reattach a log; the log is then the source of truth
         and the serialized ``chat_history`` is ignored (it may be stale).
+
+        A ``ChatMemoryBuffer``'s dict loads too: its history is read from the
+        ``SimpleChatStore`` under ``chat_store_key``. Any other chat store raises
+        ``ValueError`` (its messages are elsewhere): pass ``chat_history=`` then.
         """
         data = {**data, **kwargs}
         data.pop("class_name", None)
+        store = data.pop("chat_store", None)
+        key = data.pop("chat_store_key", "chat_history")
         history = data.pop("chat_history", None)
+        if store is not None and history is None:
+            # Loading it as nothing would be a silent loss of the conversation.
+            held = store.get("store") if isinstance(store, dict) else None
+            if not isinstance(held, dict):
+                raise ValueError(
+                    "ChatBuffer.from_dict reads a ChatMemoryBuffer's history from a "
+                    f"SimpleChatStore only, got chat_store={store!r}: pass the messages as "
+                    "chat_history= (e.g. chat_history=old_buffer.get_all())"
+                )
+            history = held.get(key, [])
         if data.get("chat_log") is None and history is not None:
             data["chat_history"] = [
                 m if isinstance(m, ChatMessage) else ChatMessage.model_validate(m)

@@ -180,3 +180,21 @@ def test_same_windows_as_chat_memory_buffer_on_a_longer_chat() -> None:
     for limit in range(last_turn, ours.token_count + 1):
         stock.token_limit = ours.token_limit = limit
         assert ours.get() == stock.get(), limit
+
+
+def test_from_dict_reads_a_chat_memory_buffer_dict() -> None:
+    """Beyond the upstream file: a ChatMemoryBuffer's dict (its history in a
+    SimpleChatStore) loads into a ChatBuffer with its messages, not as an empty one."""
+    data = {
+        "token_limit": 5,
+        "chat_store": {
+            "store": {"chat_history": [m.model_dump(mode="json") for m in DIALOGUE]},
+            "class_name": "SimpleChatStore",
+        },
+        "chat_store_key": "chat_history",
+        "class_name": "ChatMemoryBuffer",
+    }
+    restored = ChatBuffer.from_dict(data)
+    assert restored.get_all() == DIALOGUE and restored.token_limit == 5
+    with pytest.raises(ValueError, match="chat_history="):
+        ChatBuffer.from_dict({**data, "chat_store": {"class_name": "RedisChatStore"}})
