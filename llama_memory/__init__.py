@@ -11,7 +11,7 @@ the prompt::
     response = await agent.run("Where should I eat tonight?", memory=memory)
 """
 
-from .buffer import ChatBuffer, ChatLog
+from .buffer import ChatBuffer, ChatLog, ChatLogChanges, SharedChatLog
 from .compose import MemoryBlock
 from .embeddings import OfflineEmbedding, default_embedding
 from .errors import (
@@ -35,6 +35,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ChatBuffer",
     "ChatLog",
+    "ChatLogChanges",
     "ComposableMemory",
     "EmbeddingDimensionError",
     "Expiry",
@@ -52,6 +53,7 @@ __all__ = [
     "ReconcileReport",
     "Scope",
     "ScopeError",
+    "SharedChatLog",
     "StorageError",
     "StoredMessage",
     "TripleError",

@@ -2,7 +2,7 @@
 
 :class:`ChatBuffer` is a drop-in replacement for LlamaIndex's ``ChatMemoryBuffer``
 (it is a :class:`~llama_index.core.memory.BaseMemory`, so it can be handed to an
-agent as ``memory=``). It differs from the stock buffer in three ways:
+agent as ``memory=``). It differs from the stock buffer in these ways:
 
 * **Tokens are counted once.** Each message is tokenized when it enters the
   buffer and the count is cached, so :meth:`ChatBuffer.get` costs time
@@ -443,8 +443,12 @@ class ChatBuffer(BaseMemory):
     def _shared_log(self) -> Optional[SharedChatLog]:
         return cast(SharedChatLog, self._log) if self._shared else None
 
-    def _apply(self, changes: Optional[ChatLogChanges], own: Sequence[ChatMessage] = (),
-               own_counts: Sequence[int] = ()) -> None:
+    def _apply(
+        self,
+        changes: Optional[ChatLogChanges],
+        own: Sequence[ChatMessage] = (),
+        own_counts: Sequence[int] = (),
+    ) -> None:
         """Apply what others committed, then this buffer's own ``own`` messages
         (already in the log). Must be called with ``_write_lock`` held."""
         if changes is None:
