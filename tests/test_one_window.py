@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.utils import get_tokenizer
 
@@ -17,6 +18,7 @@ from llama_memory import ComposableMemory
 from llama_memory.buffer import ChatBuffer
 from llama_memory.compose import THIS_CONVERSATION
 from llama_memory.storage.sqlite import SQLiteChatLog, SQLiteStore
+from llama_memory.testing import ScriptedLLM, message_plain_text
 from llama_memory.types import Scope
 
 
@@ -186,3 +188,23 @@ def test_a_record_of_this_conversation_is_labelled_so(make_memory) -> None:
     bike = [line for line in lines if "Brompton" in line]
     assert car and all(THIS_CONVERSATION in line for line in car), lines
     assert bike and all(THIS_CONVERSATION not in line for line in bike), lines
+
+
+async def test_an_agent_served_by_two_workers_sees_the_whole_conversation(make_memory) -> None:
+    """A web app: each turn of one conversation lands on either of two workers, each with
+    its own memory object on the conversation. The LLM sees every earlier turn, once, as
+    chat messages, whichever worker served them."""
+    workers_ = [make_memory(session_id="chat-42"), make_memory(session_id="chat-42")]
+    said = ["My name is Ada.", "I live in Lisbon.", "I keep bees.", "What do you know about me?"]
+    llm = ScriptedLLM([f"Reply {i}." for i in range(len(said))])
+    agent = FunctionAgent(llm=llm, system_prompt="Be brief.")
+    for turn, text in enumerate(said):
+        await agent.run(user_msg=text, memory=workers_[turn % 2])
+    last = llm.calls[-1]
+    chat = [message_plain_text(m) for m in last.messages if m.role != MessageRole.SYSTEM]
+    assert chat == [
+        "My name is Ada.", "Reply 0.", "I live in Lisbon.", "Reply 1.",
+        "I keep bees.", "Reply 2.", "What do you know about me?",
+    ]
+    # the earlier turns are in the window, so none comes back as a record of the past
+    assert all("Ada" not in text and "bees" not in text for text in last.system_texts())
