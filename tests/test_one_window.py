@@ -208,3 +208,19 @@ async def test_an_agent_served_by_two_workers_sees_the_whole_conversation(make_m
     ]
     # the earlier turns are in the window, so none comes back as a record of the past
     assert all("Ada" not in text and "bees" not in text for text in last.system_texts())
+
+
+def test_own_writes_leave_nothing_to_read(tmp_path: Path) -> None:
+    """After its own write (alone or inside a larger transaction) a buffer's next check
+    finds nothing new: its own messages are never read back."""
+    store = SQLiteStore(tmp_path)
+    log = SQLiteChatLog(store, Scope(user_id="alice", session_id="s"))
+    buffer = ChatBuffer(chat_log=log)
+    buffer.put(user("alone"))
+    assert log.changes(buffer._cursor) is None
+    with store.transaction("a larger write"):
+        buffer.put(user("inside"))
+    assert log.changes(buffer._cursor) is None
+    buffer.set([user("set")])
+    assert log.changes(buffer._cursor) is None
+    assert [m.content for m in buffer.get_all()] == ["set"]

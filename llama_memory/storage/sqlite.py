@@ -461,9 +461,12 @@ class SQLiteStore:
         finally:
             self._lock.release()
 
-    def _stamp(self) -> tuple[int, int]:
+    def _stamp_after_commit(self) -> tuple[int, int]:
+        """Inside a write: the :meth:`change_stamp` once it commits. Nothing else can
+        commit before it (it holds the write lock), and its commit is this connection's
+        next one; if it fails, the stamp is simply stale and the next check reads."""
         with self._lock:
-            return self.data_version(), self._commits
+            return self.data_version(), self._commits + 1
 
     def chat_since(self, scope: Scope, after: int) -> ChatRows:
         """One conversation's messages stored after sequence number ``after``, with its
@@ -486,11 +489,11 @@ class SQLiteStore:
 
         Returns, read under the write lock (nothing else can commit meanwhile): the
         conversation as :meth:`chat_since` ``after`` saw it before the append, its
-        bounds after the append (no rows), and the :meth:`change_stamp` of the state
-        the append started from.
+        bounds after the append (no rows), and the :meth:`change_stamp` once the
+        append is committed.
         """
         with self.transaction("append chat history") as conn:
-            stamp = self._stamp()
+            stamp = self._stamp_after_commit()
             before = self._chat_since(conn, scope, after)
             self._insert_chat(conn, scope, messages)
             after_append = self._chat_bounds(conn, scope)
@@ -499,9 +502,9 @@ class SQLiteStore:
     def replace_chat_bounds(
         self, scope: Scope, messages: Sequence[ChatMessage]
     ) -> tuple[ChatRows, tuple[int, int]]:
-        """:meth:`replace_chat`, returning the new bounds and the stamp it started from."""
+        """:meth:`replace_chat`, returning the new bounds and the stamp once committed."""
         with self.transaction("replace chat history") as conn:
-            stamp = self._stamp()
+            stamp = self._stamp_after_commit()
             conn.execute(
                 "DELETE FROM chat_messages WHERE tenant_id = ? AND user_id = ? AND session_id = ?",
                 _session_key(scope),
