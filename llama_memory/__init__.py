@@ -13,7 +13,7 @@ the prompt::
 
 from .admin import MemoryAdmin
 from .agents import RunMemoryTool
-from .buffer import ChatBuffer, ChatLog
+from .buffer import ChatBuffer, ChatLog, ChatLogChanges, SharedChatLog
 from .compose import MemoryBlock
 from .embeddings import OfflineEmbedding, default_embedding
 from .errors import (
@@ -42,6 +42,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ChatBuffer",
     "ChatLog",
+    "ChatLogChanges",
     "ComposableMemory",
     "EmbeddingDimensionError",
     "EmbeddingMismatchError",
@@ -65,6 +66,7 @@ __all__ = [
     "RunMemoryTool",
     "Scope",
     "ScopeError",
+    "SharedChatLog",
     "StorageError",
     "StoredMessage",
     "TripleError",

@@ -2,7 +2,7 @@
 
 :class:`ChatBuffer` is a drop-in replacement for LlamaIndex's ``ChatMemoryBuffer``
 (it is a :class:`~llama_index.core.memory.BaseMemory`, so it can be handed to an
-agent as ``memory=``). It differs from the stock buffer in three ways:
+agent as ``memory=``). It differs from the stock buffer in these ways:
 
 * **Tokens are counted once.** Each message is tokenized when it enters the
   buffer and the count is cached, so :meth:`ChatBuffer.get` costs time
@@ -13,6 +13,9 @@ agent as ``memory=``). It differs from the stock buffer in three ways:
 * **Optional write-through persistence.** Given a :class:`ChatLog`, the buffer
   loads the conversation from it and writes every change to it *before* changing
   memory, so a storage failure raises and leaves the buffer as it was.
+* **One conversation, one window.** Given a :class:`SharedChatLog` (the SQLite chat
+  log is one), every buffer on the same conversation (threads, processes) sees the
+  messages the others commit, in commit order, at a cost that follows what is new.
 
 Messages are stored as given (the same objects come back from ``get()``), so
 content blocks, tool calls and ``additional_kwargs`` are kept losslessly.
@@ -26,7 +29,16 @@ import json
 import logging
 import pickle
 import threading
-from typing import Any, Callable, Optional, Protocol, Sequence, runtime_checkable
+from typing import (
+    Any,
+    Callable,
+    NamedTuple,
+    Optional,
+    Protocol,
+    Sequence,
+    cast,
+    runtime_checkable,
+)
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.bridge.pydantic import (
@@ -39,14 +51,14 @@ from llama_index.core.bridge.pydantic import (
 from llama_index.core.memory.types import BaseMemory
 from llama_index.core.utils import get_tokenizer
 
-from .messages import message_text, role_name
+from .messages import message_text
 
 try:  # ToolCallBlock only exists in recent llama-index-core releases.
     from llama_index.core.base.llms.types import ToolCallBlock as _ToolCallBlock
 except ImportError:  # pragma: no cover - depends on the installed llama-index version
     _ToolCallBlock = None  # type: ignore[assignment,misc]
 
-__all__ = ["ChatBuffer", "ChatLog", "DEFAULT_TOKEN_LIMIT"]
+__all__ = ["ChatBuffer", "ChatLog", "ChatLogChanges", "DEFAULT_TOKEN_LIMIT", "SharedChatLog"]
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +84,42 @@ class ChatLog(Protocol):
 
     def clear(self) -> None:
         """Delete every stored message of this conversation."""
+        ...
+
+
+class ChatLogChanges(NamedTuple):
+    """What other writers committed to a :class:`SharedChatLog` since a reader's cursor.
+
+    Attributes:
+        messages: the messages committed since the cursor, in commit order.
+        replaced: True when ``messages`` is the whole conversation (it was replaced or
+            cleared meanwhile, or the reader had read nothing yet), False when they
+            follow what the reader already has.
+        cursor: where the reader is now; opaque, pass it back to the log.
+    """
+
+    messages: list[ChatMessage]
+    replaced: bool
+    cursor: Any
+
+
+@runtime_checkable
+class SharedChatLog(ChatLog, Protocol):
+    """A chat log that other writers (other buffers, threads, processes) write to as
+    well. A buffer keeps a cursor of how far it has read and asks for what is new."""
+
+    def changes(self, cursor: Any) -> Optional[ChatLogChanges]:
+        """What was committed since ``cursor`` (None: from the start), or None when
+        nothing changed. Must be cheap when nothing changed: it runs on every read."""
+        ...
+
+    def append_after(self, cursor: Any, messages: Sequence[ChatMessage]) -> ChatLogChanges:
+        """Append ``messages`` atomically after whatever others committed since
+        ``cursor``; return those (not ``messages``) and the cursor after ``messages``."""
+        ...
+
+    def replace_all(self, messages: Sequence[ChatMessage]) -> Any:
+        """Make ``messages`` the whole conversation; return the cursor after them."""
         ...
 
 
@@ -128,15 +176,35 @@ class ChatBuffer(BaseMemory):
       message at all, it is the system message plus the last message, as
       LlamaIndex's ``ChatMemoryBuffer`` does.
 
-    A message's tokens are ``tokenizer_fn(f"{role}: {text}")``, with the JSON of
-    its tool calls (``additional_kwargs["tool_calls"]`` and ``ToolCallBlock``
-    blocks) appended on a new line; only text and tool calls are counted (images
-    and other media are not). The count is taken once, when the message enters
-    the buffer, and cached. Messages are stored as given: mutating a message
-    after putting it does not update its count.
+    **Token counting.** ``token_limit`` means what it means for
+    ``ChatMemoryBuffer``: the tokens of the messages' content. A message counts
+    ``len(tokenizer_fn(text))``, its text as ``ChatMemoryBuffer`` counts it (no role
+    prefix, no per-message overhead), so at the same ``token_limit`` both keep the
+    same messages. Two deliberate differences: the window's count is the sum of its
+    messages' counts (``ChatMemoryBuffer`` tokenizes their contents joined by spaces,
+    which can differ by a token at a boundary, and re-tokenizes the whole window on
+    every step), and a message's tool calls (``additional_kwargs["tool_calls"]`` and
+    ``ToolCallBlock`` blocks) count too, as their JSON on a new line, because they
+    are sent to the LLM (``ChatMemoryBuffer`` counts a tool-call message with no
+    text as the string ``"None"``). Images and other media are not counted. The
+    count is taken once, when the message enters the buffer, and cached; messages
+    are stored as given: mutating a message after putting it does not update its
+    count.
+
+    **Several writers.** With a :class:`SharedChatLog` (e.g. the SQLite chat log of
+    ``ComposableMemory``), every read first asks the log what other buffers on the
+    same conversation committed since the last read (with SQLite: one
+    ``PRAGMA data_version``; when something changed, the new rows only, by index)
+    and applies it: their messages are added in commit order (and counted once), a
+    ``set()``/``reset()`` by another writer replaces the history. A write appends
+    after whatever others committed first, in the same transaction. Messages this
+    buffer wrote are never read back.
 
     Thread-safe: writes are serialized and every read sees a consistent state.
-    Reads never wait on chat-log I/O.
+    Reads never wait for this buffer's own chat-log writes: a read that finds one
+    under way skips the check (the write brings in what others committed). With a
+    shared log a read does the change check above, which is I/O (cheap) and raises
+    if the storage fails.
     """
 
     # Validate assignments too: `buffer.token_limit = 0` must fail like the constructor.
@@ -157,6 +225,9 @@ class ChatBuffer(BaseMemory):
     _counts: list[int] = PrivateAttr(default_factory=list)
     _total: int = PrivateAttr(default=0)
     _log: Optional[ChatLog] = PrivateAttr(default=None)
+    # With a SharedChatLog: the log's cursor (how far this buffer has read).
+    _shared: bool = PrivateAttr(default=False)
+    _cursor: Any = PrivateAttr(default=None)
     # `_lock` guards the in-memory lists and is only held for list operations;
     # `_write_lock` serializes writers across "write the log, then memory" so the
     # log and memory see writes in the same order. Readers take only `_lock`, so
@@ -181,12 +252,28 @@ class ChatBuffer(BaseMemory):
             **data: the fields, ``token_limit`` and ``tokenizer_fn``.
         """
         super().__init__(**data)
-        self._log = chat_log
+        self._attach(chat_log)
         if chat_history is not None:
             self.set(chat_history)
         elif chat_log is not None:
-            messages = list(chat_log.load())
-            self._replace_state(messages, [self._count_tokens(m) for m in messages])
+            self._load()
+
+    def _attach(self, log: Optional[ChatLog]) -> None:
+        self._log = log
+        self._shared = isinstance(log, SharedChatLog)
+        self._cursor = None
+
+    def _load(self) -> None:
+        """Read the whole conversation from the log."""
+        log = self._log
+        if log is None:
+            return
+        with self._write_lock:
+            if isinstance(log, SharedChatLog):
+                self._apply(log.changes(None))
+            else:
+                messages = list(log.load())
+                self._replace_state(messages, [self._count_tokens(m) for m in messages])
 
     @model_validator(mode="before")
     @classmethod
@@ -236,8 +323,9 @@ class ChatBuffer(BaseMemory):
         return self._count_tokens(message)
 
     def _count_tokens(self, message: ChatMessage) -> int:
-        # One tokenizer call per message: callers (and tests) rely on it.
-        text = f"{role_name(message)}: {message_text(message)}"
+        # One tokenizer call per message: callers (and tests) rely on it. The text
+        # alone, as ChatMemoryBuffer counts it, so token_limit means the same.
+        text = message_text(message)
         calls = _tool_call_payload(message)
         if calls:
             text += "\n" + json.dumps(
@@ -248,6 +336,7 @@ class ChatBuffer(BaseMemory):
     @property
     def token_count(self) -> int:
         """Total tokens of the whole history (from the cached counts)."""
+        self._refresh()
         with self._lock:
             return self._total
 
@@ -306,6 +395,7 @@ class ChatBuffer(BaseMemory):
         ignored. Raises ``ValueError`` if ``initial_token_count > token_limit``.
         See the class docstring for the truncation rules and the overflow case.
         """
+        self._refresh()
         with self._lock:
             keep_system, start = self._window(initial_token_count)
             head = self._messages[:1] if keep_system else []
@@ -315,6 +405,7 @@ class ChatBuffer(BaseMemory):
         self, input: Optional[str] = None, initial_token_count: int = 0, **kwargs: Any
     ) -> int:
         """Tokens of the messages ``get()`` would return (not incl. ``initial_token_count``)."""
+        self._refresh()
         with self._lock:
             keep_system, start = self._window(initial_token_count)
             head = self._counts[0] if keep_system else 0
@@ -322,8 +413,59 @@ class ChatBuffer(BaseMemory):
 
     def get_all(self) -> list[ChatMessage]:
         """The whole history, oldest first (a new list of the stored messages)."""
+        self._refresh()
         with self._lock:
             return list(self._messages)
+
+    # ------------------------------------------------------------------ other writers
+
+    def _refresh(self) -> None:
+        """Bring in what other writers committed to a shared log since the last read."""
+        if not self._shared:
+            return
+        # No lock of this buffer is held while the log is asked: a writer holds the
+        # log's storage while it waits for `_write_lock`, so holding that lock here
+        # would deadlock.
+        cursor = self._cursor
+        changes = cast(SharedChatLog, self._log).changes(cursor)
+        if changes is None:
+            return
+        # A write of this buffer under way brings the others' messages in itself: do
+        # not wait for it (reads never wait on this buffer's log writes).
+        if not self._write_lock.acquire(blocking=False):
+            return
+        try:
+            if self._cursor is cursor:  # else another read or a write got there first
+                self._apply(changes)
+        finally:
+            self._write_lock.release()
+
+    def _shared_log(self) -> Optional[SharedChatLog]:
+        return cast(SharedChatLog, self._log) if self._shared else None
+
+    def _apply(
+        self,
+        changes: Optional[ChatLogChanges],
+        own: Sequence[ChatMessage] = (),
+        own_counts: Sequence[int] = (),
+    ) -> None:
+        """Apply what others committed, then this buffer's own ``own`` messages
+        (already in the log). Must be called with ``_write_lock`` held."""
+        if changes is None:
+            return
+        theirs = list(changes.messages)
+        counts = [self._count_tokens(m) for m in theirs]  # outside _lock: reads go on
+        with self._lock:
+            if changes.replaced:
+                self._messages, self._counts, self._total = theirs, counts, sum(counts)
+            else:
+                self._messages.extend(theirs)
+                self._counts.extend(counts)
+                self._total += sum(counts)
+            self._messages.extend(own)
+            self._counts.extend(own_counts)
+            self._total += sum(own_counts)
+            self._cursor = changes.cursor
 
     # ------------------------------------------------------------------ writing
 
@@ -353,6 +495,12 @@ class ChatBuffer(BaseMemory):
         # Tokenize before taking the locks: it needs no shared state.
         counts = [self._count_tokens(m) for m in batch]
         with self._write_lock:
+            shared = self._shared_log()
+            if shared is not None:
+                # After whatever others committed since the last read, in one write.
+                changes = shared.append_after(self._cursor, batch)
+                self._apply(changes, batch, counts)
+                return
             if self._log is not None:
                 self._log.append(batch)  # first: if it raises, memory is untouched
             with self._lock:
@@ -378,16 +526,24 @@ class ChatBuffer(BaseMemory):
                 entry[1] if entry is not None and entry[0] is message else self._count_tokens(message)
             )
         with self._write_lock:
-            if self._log is not None:
+            cursor, shared = self._cursor, self._shared_log()
+            if shared is not None:
+                cursor = shared.replace_all(batch)
+            elif self._log is not None:
                 self._log.replace(batch)
             self._replace_state(batch, counts)
+            self._cursor = cursor
 
     def reset(self) -> None:
         """Delete the whole history (and clear the chat log)."""
         with self._write_lock:
-            if self._log is not None:
+            cursor, shared = self._cursor, self._shared_log()
+            if shared is not None:
+                cursor = shared.replace_all([])
+            elif self._log is not None:
                 self._log.clear()
             self._replace_state([], [])
+            self._cursor = cursor
 
     # ------------------------------------------------------------------ async
     # Everything in memory is fast, so without a chat log the sync methods run
@@ -445,16 +601,41 @@ class ChatBuffer(BaseMemory):
         data["chat_history"] = [m.model_dump(mode="json") for m in self.get_all()]
         return data
 
+    def to_string(self) -> str:
+        """:meth:`to_dict` as a JSON string (``ChatMemoryBuffer.to_string``)."""
+        return json.dumps(self.to_dict())
+
+    @classmethod
+    def from_string(cls, json_str: str, **kwargs: Any) -> "ChatBuffer":
+        """Inverse of :meth:`to_string`; ``kwargs`` as for :meth:`from_dict`."""
+        return cls.from_dict(json.loads(json_str), **kwargs)
+
     @classmethod
     def from_dict(cls, data: dict[str, Any], **kwargs: Any) -> "ChatBuffer":
         """Inverse of :meth:`to_dict`.
 
         Pass ``chat_log=`` to reattach a log; the log is then the source of truth
         and the serialized ``chat_history`` is ignored (it may be stale).
+
+        A ``ChatMemoryBuffer``'s dict loads too: its history is read from the
+        ``SimpleChatStore`` under ``chat_store_key``. Any other chat store raises
+        ``ValueError`` (its messages are elsewhere): pass ``chat_history=`` then.
         """
         data = {**data, **kwargs}
         data.pop("class_name", None)
+        store = data.pop("chat_store", None)
+        key = data.pop("chat_store_key", "chat_history")
         history = data.pop("chat_history", None)
+        if store is not None and history is None:
+            # Loading it as nothing would be a silent loss of the conversation.
+            held = store.get("store") if isinstance(store, dict) else None
+            if not isinstance(held, dict):
+                raise ValueError(
+                    "ChatBuffer.from_dict reads a ChatMemoryBuffer's history from a "
+                    f"SimpleChatStore only, got chat_store={store!r}: pass the messages as "
+                    "chat_history= (e.g. chat_history=old_buffer.get_all())"
+                )
+            history = held.get(key, [])
         if data.get("chat_log") is None and history is not None:
             data["chat_history"] = [
                 m if isinstance(m, ChatMessage) else ChatMessage.model_validate(m)
@@ -468,7 +649,8 @@ class ChatBuffer(BaseMemory):
         with self._lock:
             counts = list(self._counts)
         clone = type(self).model_construct(_fields_set=set(self.model_fields_set), **fields)
-        clone._log = self._log
+        clone._attach(self._log)
+        clone._cursor = self._cursor  # same messages, read as far
         clone._replace_state(messages, counts)
         return clone
 
@@ -526,5 +708,6 @@ class ChatBuffer(BaseMemory):
         if state["tokenizer_fn"] is None:
             # A different (default) tokenizer now: the cached counts are stale.
             counts = [self._count_tokens(m) for m in messages]
-        self._log = state["chat_log"]
         self._replace_state(messages, counts)
+        # A log that travelled is the source of truth again: the next read reloads it.
+        self._attach(state["chat_log"])

@@ -258,7 +258,9 @@ class ComposableMemory(BaseMemory):
                 ``[]`` for a buffer-only memory.
             user_id: whose memory this is; required by long-term sources.
             session_id: this conversation; a new random id by default. Reopening a
-                ``path`` with the same ``session_id`` resumes the conversation.
+                ``path`` with the same ``session_id`` resumes the conversation, and
+                memory objects open on it at once (threads, web workers) share one
+                window: each sees every committed message, in commit order.
             tenant_id: separates applications that share one store.
             path: a directory for the SQLite file and Chroma index; ``None`` keeps
                 everything in memory.
@@ -631,6 +633,7 @@ class ComposableMemory(BaseMemory):
             token_limit=self.memory_token_limit,
             tokenizer=self.tokenizer_fn,
             duplicates=duplicates,
+            session_id=self.session_id,
         )
 
     def _latest_user_text(self, window: Sequence[ChatMessage]) -> Optional[str]:

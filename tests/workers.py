@@ -342,3 +342,52 @@ def open_as_unprivileged(conn: Connection, path: str) -> None:
         conn.send(("opened", message_texts(memory.search("harbour", k=10))))
     except Exception as exc:
         conn.send(("error", type(exc).__name__, str(exc)))
+
+
+def turn_taker(
+    conn: Connection, path: str, me: int, plan: list[tuple[str, list[str]]], turn: Any, changed: Any
+) -> None:
+    """Take every other turn of ``plan`` (``me`` is 0 or 1) in the one conversation
+    ``"shared"`` of ``path``, beside the other process. Before each of its turns, note
+    ``(turn, history ids, window ids)``; a turn is ``("put", ids)`` (one user and one
+    assistant message per pair of ids), ``("set", ids)`` or ``("reset", [])``. Send
+    ``("done", notes)`` (the last note taken after every turn) or ``("error", traceback)``."""
+    try:
+        memory = ComposableMemory.from_defaults(
+            user_id="alice", session_id="shared", path=path, embed_model=model(), token_limit=60
+        )
+        notes: list[tuple[int, list[str], list[str]]] = []
+
+        def note(t: int) -> None:
+            window = [m for m in memory.get() if m.role != "system"]
+            ids = [m.additional_kwargs["message_id"] for m in memory.get_all()]
+            notes.append((t, ids, [m.additional_kwargs["message_id"] for m in window]))
+
+        def say(mid: str) -> ChatMessage:
+            role = "user" if mid.endswith("u") else "assistant"
+            return ChatMessage(role=role, content=f"{role} says {mid}", additional_kwargs={"message_id": mid})
+
+        for t, (action, ids) in enumerate(plan):
+            if t % 2 != me:
+                continue
+            with changed:
+                if not changed.wait_for(lambda: turn.value == t, timeout=120):
+                    raise TimeoutError(f"turn {t} never came")
+            note(t)
+            if action == "put":
+                memory.put_messages([say(mid) for mid in ids])
+            elif action == "set":
+                memory.set([say(mid) for mid in ids])
+            else:
+                memory.reset()
+            with changed:
+                turn.value = t + 1
+                changed.notify_all()
+        with changed:
+            if not changed.wait_for(lambda: turn.value == len(plan), timeout=120):
+                raise TimeoutError("the other process never finished")
+        note(len(plan))
+        memory.close()
+        conn.send(("done", notes))
+    except BaseException:
+        conn.send(("error", traceback.format_exc()))

@@ -35,6 +35,7 @@ from typing import NamedTuple, Optional
 
 from llama_index.core.base.llms.types import ChatMessage
 
+from ..buffer import ChatLogChanges
 from ..errors import StorageError
 from ..expiry import ALIVE_SQL
 from ..messages import dump_message, load_message
@@ -248,6 +249,15 @@ class NewRecord:
     expires_at: Optional[float] = None
 
 
+class ChatRows(NamedTuple):
+    """Messages of one conversation and its bounds: the sequence numbers of its first
+    (None when it is empty) and last (0 when empty) stored messages."""
+
+    messages: list[ChatMessage]
+    first: Optional[int]
+    last: int
+
+
 class PendingRecord(NamedTuple):
     """A record waiting for its vector: what the dense index needs to add it."""
 
@@ -279,6 +289,8 @@ class SQLiteStore:
         self._depth = 0  # how many transaction() blocks are open (nested ones join)
         self._after_commit: list[Callable[[], object]] = []
         self._word_counts: OrderedDict[str, tuple[int, int]] = OrderedDict()
+        # Commits of this connection: PRAGMA data_version only counts other connections'.
+        self._commits = 0
         if path is None:
             self.file: Optional[Path] = None
             target = ":memory:"
@@ -347,6 +359,7 @@ class SQLiteStore:
                 try:
                     yield self._conn
                     self._conn.execute("COMMIT")
+                    self._commits += 1
                 except BaseException:
                     self._after_commit.clear()
                     if self._conn.in_transaction:
@@ -485,6 +498,91 @@ class SQLiteStore:
                 _session_key(scope),
             )
             self._insert_chat(conn, scope, messages)
+
+    def change_stamp(self, wait: bool = True) -> Optional[tuple[int, int]]:
+        """A value that changes whenever anything is committed to the file, by this
+        connection or another (another memory object, another process): equal stamps
+        mean nothing changed in between. Costs no read of any table. With
+        ``wait=False``, None instead of waiting while another thread writes through
+        this connection."""
+        if not self._lock.acquire(blocking=wait):
+            return None
+        try:
+            return self.data_version(), self._commits
+        finally:
+            self._lock.release()
+
+    def _stamp_after_commit(self) -> tuple[int, int]:
+        """Inside a write: the :meth:`change_stamp` once it commits. Nothing else can
+        commit before it (it holds the write lock), and its commit is this connection's
+        next one; if it fails, the stamp is simply stale and the next check reads."""
+        with self._lock:
+            return self.data_version(), self._commits + 1
+
+    def chat_since(self, scope: Scope, after: int) -> ChatRows:
+        """One conversation's messages stored after sequence number ``after``, with its
+        first and last sequence numbers, read in one snapshot. Both use the session
+        index: the cost follows the new rows, not the length of the conversation."""
+        with self._lock, self._errors("read new chat history"):
+            own = not self._conn.in_transaction
+            if own:  # one snapshot: the rows and the bounds must agree
+                self._conn.execute("BEGIN")
+            try:
+                return self._chat_since(self._conn, scope, after)
+            finally:
+                if own:
+                    self._conn.execute("COMMIT")
+
+    def append_chat_after(
+        self, scope: Scope, after: int, messages: Sequence[ChatMessage]
+    ) -> tuple[ChatRows, ChatRows, tuple[int, int]]:
+        """Append messages to one conversation and say what was committed before them.
+
+        Returns, read under the write lock (nothing else can commit meanwhile): the
+        conversation as :meth:`chat_since` ``after`` saw it before the append, its
+        bounds after the append (no rows), and the :meth:`change_stamp` once the
+        append is committed.
+        """
+        with self.transaction("append chat history") as conn:
+            stamp = self._stamp_after_commit()
+            before = self._chat_since(conn, scope, after)
+            self._insert_chat(conn, scope, messages)
+            after_append = self._chat_bounds(conn, scope)
+        return before, after_append, stamp
+
+    def replace_chat_bounds(
+        self, scope: Scope, messages: Sequence[ChatMessage]
+    ) -> tuple[ChatRows, tuple[int, int]]:
+        """:meth:`replace_chat`, returning the new bounds and the stamp once committed."""
+        with self.transaction("replace chat history") as conn:
+            stamp = self._stamp_after_commit()
+            conn.execute(
+                "DELETE FROM chat_messages WHERE tenant_id = ? AND user_id = ? AND session_id = ?",
+                _session_key(scope),
+            )
+            self._insert_chat(conn, scope, messages)
+            bounds = self._chat_bounds(conn, scope)
+        return bounds, stamp
+
+    @staticmethod
+    def _chat_bounds(conn: sqlite3.Connection, scope: Scope) -> ChatRows:
+        # Two queries: SQLite answers a lone MIN or MAX from the index in one step, but
+        # scans the session's rows for both in one query.
+        key = _session_key(scope)
+        where = "FROM chat_messages WHERE tenant_id = ? AND user_id = ? AND session_id = ?"
+        first = conn.execute(f"SELECT MIN(seq) {where}", key).fetchone()[0]
+        last = conn.execute(f"SELECT MAX(seq) {where}", key).fetchone()[0]
+        return ChatRows([], first, last or 0)
+
+    @classmethod
+    def _chat_since(cls, conn: sqlite3.Connection, scope: Scope, after: int) -> ChatRows:
+        rows = conn.execute(
+            "SELECT seq, message_json FROM chat_messages "
+            "WHERE tenant_id = ? AND user_id = ? AND session_id = ? AND seq > ? ORDER BY seq",
+            (*_session_key(scope), after),
+        ).fetchall()
+        bounds = cls._chat_bounds(conn, scope)
+        return ChatRows([load_message(row["message_json"]) for row in rows], bounds.first, bounds.last)
 
     def sessions(self, scope: Scope) -> list[str]:
         """The session ids with stored chat history for the scope's user, oldest first."""
@@ -908,8 +1006,24 @@ class SQLiteStore:
         return [PendingRecord(r["id"], r["text"], r["tenant_id"], r["user_id"]) for r in rows]
 
 
+class ChatCursor(NamedTuple):
+    """How far a reader of a :class:`SQLiteChatLog` has read: the store's
+    :meth:`~SQLiteStore.change_stamp` then, and the bounds of the conversation it saw
+    (see :class:`ChatRows`)."""
+
+    stamp: tuple[int, int]
+    first: Optional[int]
+    last: int
+
+
 class SQLiteChatLog:
-    """One conversation's persisted messages: the :class:`~llama_memory.buffer.ChatLog` of a buffer."""
+    """One conversation's persisted messages: the :class:`~llama_memory.buffer.ChatLog` of a buffer.
+
+    It is a :class:`~llama_memory.buffer.SharedChatLog`: every buffer on the same
+    file and session (threads, processes) sees the messages the others commit, in
+    commit order. Sequence numbers only grow (``AUTOINCREMENT``), so a conversation
+    whose first sequence number changed was replaced or cleared by another writer.
+    """
 
     def __init__(self, store: SQLiteStore, scope: Scope) -> None:
         self.store = store
@@ -930,6 +1044,45 @@ class SQLiteChatLog:
     def clear(self) -> None:
         """Remove all messages."""
         self.store.replace_chat(self.scope, [])
+
+    def changes(self, cursor: Optional[ChatCursor]) -> Optional[ChatLogChanges]:
+        """What was committed since ``cursor`` (everything when it is None), or None
+        when nothing at all was committed to the file since (one ``PRAGMA``), or
+        when another thread is writing through this store right now."""
+        # Read before the rows: a commit after it shows next time. A reader never waits
+        # for another thread's write through this store: it learns the news next time.
+        stamp = self.store.change_stamp(wait=cursor is None)
+        if stamp is None or (cursor is not None and cursor.stamp == stamp):
+            return None
+        rows = self.store.chat_since(self.scope, cursor.last if cursor is not None else 0)
+        return ChatLogChanges(
+            rows.messages, _replaced(cursor, rows.first), ChatCursor(stamp, rows.first, rows.last)
+        )
+
+    def append_after(
+        self, cursor: Optional[ChatCursor], messages: Sequence[ChatMessage]
+    ) -> ChatLogChanges:
+        """Append ``messages`` after whatever was committed since ``cursor``, which is
+        returned (the cursor returned is after ``messages``)."""
+        before, bounds, stamp = self.store.append_chat_after(
+            self.scope, cursor.last if cursor is not None else 0, messages
+        )
+        return ChatLogChanges(
+            before.messages, _replaced(cursor, before.first), ChatCursor(stamp, bounds.first, bounds.last)
+        )
+
+    def replace_all(self, messages: Sequence[ChatMessage]) -> ChatCursor:
+        """Make ``messages`` the whole conversation; return the cursor after them."""
+        bounds, stamp = self.store.replace_chat_bounds(self.scope, messages)
+        return ChatCursor(stamp, bounds.first, bounds.last)
+
+
+def _replaced(cursor: Optional[ChatCursor], first: Optional[int]) -> bool:
+    """Whether the rows read after ``cursor`` are the whole conversation rather than
+    an addition: nothing was read before, or the first message the reader saw is gone
+    (another writer replaced or cleared the conversation; its new rows all come after
+    the cursor). A reader that saw an empty conversation takes every row as new."""
+    return cursor is None or (cursor.first is not None and first != cursor.first)
 
 
 def _switch_to_wal(conn: sqlite3.Connection, timeout: float) -> None:
