@@ -252,6 +252,9 @@ def cmd_explain(args: argparse.Namespace) -> None:
     print("\nleft out:")
     print(f"  {block.dropped_duplicates} as duplicates (already in the conversation window, or repeated)")
     print(f"  {block.dropped_for_budget} for the token budget ({limit} tokens)")
+    for item in block.left_out:
+        print(f"  - {item.reason}:")
+        _print_record(None, item.record)
 
 
 def cmd_delete(args: argparse.Namespace) -> None:

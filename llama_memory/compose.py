@@ -57,6 +57,8 @@ class MemoryBlock:
         dropped_duplicates: records left out as duplicates of the window or of each other.
         dropped_for_budget: records left out because the budget was full (an excerpt
             counts its messages, so cutting one down to its best message counts too).
+        left_out: what was left out and why, record by record, in ranking order
+            (:class:`LeftOut`): the counts above, itemised.
     """
 
     text: str = ""
@@ -64,6 +66,7 @@ class MemoryBlock:
     token_count: int = 0
     dropped_duplicates: int = 0
     dropped_for_budget: int = 0
+    left_out: list["LeftOut"] = field(default_factory=list)
 
     def _repr_html_(self) -> str:
         """The records injected, per source, with scores, and what was left out (Jupyter)."""
@@ -72,6 +75,29 @@ class MemoryBlock:
     def __repr__(self) -> str:
         """One line: records by source, tokens, what was left out (the text is ``.text``)."""
         return block_summary(self)
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """A record a block did not show (whole or in part), and why.
+
+    Attributes:
+        record: the record as retrieved (an excerpt with all its messages).
+        reason: :data:`DUPLICATE` (the window or an earlier record shows it already),
+            :data:`OVER_BUDGET` (no room left) or :data:`CUT_TO_FIT` (an excerpt shown
+            as its best message only; ``record`` is the whole excerpt).
+    """
+
+    record: MemoryRecord
+    reason: str
+
+
+#: :attr:`LeftOut.reason` of a record already shown by the window or an earlier record.
+DUPLICATE = "duplicate"
+#: :attr:`LeftOut.reason` of a record there was no room for in the token budget.
+OVER_BUDGET = "over budget"
+#: :attr:`LeftOut.reason` of an excerpt shown as its best message only, for the budget.
+CUT_TO_FIT = "cut to fit"
 
 
 def interleave(ranked_lists: Iterable[Sequence[MemoryRecord]]) -> list[MemoryRecord]:
@@ -85,12 +111,15 @@ def interleave(ranked_lists: Iterable[Sequence[MemoryRecord]]) -> list[MemoryRec
 
 
 def deduplicate(
-    records: Iterable[MemoryRecord], already_shown: Iterable[str] = ()
+    records: Iterable[MemoryRecord],
+    already_shown: Iterable[str] = (),
+    left_out: Optional[list[LeftOut]] = None,
 ) -> tuple[list[MemoryRecord], int]:
     """Drop records whose normalised text is in ``already_shown`` or came earlier.
 
     An excerpt (a record with ``parts``) loses only the parts already shown, and is
-    dropped when none is left. Returns the kept records and how many were dropped.
+    dropped when none is left. Returns the kept records and how many were dropped;
+    the dropped records are appended to ``left_out`` when one is given.
     """
     seen = {normalize_text(t) for t in already_shown}
     kept: list[MemoryRecord] = []
@@ -100,6 +129,8 @@ def deduplicate(
         key = normalize_text(left.text) if left is not None else ""
         if left is None or key in seen:
             dropped += 1
+            if left_out is not None:
+                left_out.append(LeftOut(record, DUPLICATE))
             continue
         seen.add(key)
         seen.update(normalize_text(p.text) for p in left.parts)
@@ -149,9 +180,15 @@ def compose_block(
     they fit. The returned block never exceeds ``token_limit`` tokens. Records of
     the conversation ``session_id`` are labelled as such (see :func:`render_item`).
     """
-    kept, duplicates = deduplicate(records, window_texts(window))
+    left_out: list[LeftOut] = []
+    kept, duplicates = deduplicate(records, window_texts(window), left_out)
     return fit_block(
-        kept, token_limit=token_limit, tokenizer=tokenizer, duplicates=duplicates, session_id=session_id
+        kept,
+        token_limit=token_limit,
+        tokenizer=tokenizer,
+        duplicates=duplicates,
+        session_id=session_id,
+        left_out=left_out,
     )
 
 
@@ -167,12 +204,15 @@ def fit_block(
     tokenizer: Tokenizer,
     duplicates: int = 0,
     session_id: Optional[str] = None,
+    left_out: Sequence[LeftOut] = (),
 ) -> MemoryBlock:
     """The block of already deduplicated records (:func:`deduplicate`), in order,
-    within ``token_limit`` tokens; ``duplicates`` is reported as dropped for that.
+    within ``token_limit`` tokens; ``duplicates`` is reported as dropped for that,
+    and ``left_out`` (what deduplication dropped) starts the block's ``left_out``.
     Records of the conversation ``session_id`` are labelled as such."""
-    result = MemoryBlock(dropped_duplicates=duplicates)
+    result = MemoryBlock(dropped_duplicates=duplicates, left_out=list(left_out))
     if not kept or token_limit <= 0:
+        result.left_out.extend(LeftOut(record, OVER_BUDGET) for record in kept)
         return result
     every_line = [render_item(record, session_id) for record in kept]
     text = render_block(every_line)
@@ -191,18 +231,21 @@ def fit_block(
     note_room = _line_tokens(tokenizer, note[0]) + 1
     lines: list[str] = []
     dropped: Counter = Counter()  # by source, for the note that says what was left out
+    shown_from: list[MemoryRecord] = []  # the retrieved record behind each line
     for record, whole in zip(kept, every_line):
         for candidate, line in _renderings(record, whole, session_id):
             cost = _line_tokens(tokenizer, line) + 1  # +1 for the joining newline
             if cost <= budget - (note_room if lines else 0):
                 lines.append(line)
                 result.records.append(candidate)
+                shown_from.append(record)
                 budget -= cost
                 # The messages cut from an excerpt are left out too, and said so.
                 dropped[record.source] += _size(record) - _size(candidate)
                 break
         else:
             dropped[record.source] += _size(record)
+            result.left_out.append(LeftOut(record, OVER_BUDGET))
     # Token counts of parts need not add up to the count of the whole, and the note
     # needs room: check the whole, note included, and drop from the end until it fits.
     while lines:
@@ -218,6 +261,10 @@ def fit_block(
         lines.pop()
         last = result.records.pop()
         dropped[last.source] += _size(last)
+        result.left_out.append(LeftOut(shown_from.pop(), OVER_BUDGET))
+    result.left_out.extend(
+        LeftOut(record, CUT_TO_FIT) for record, shown in zip(shown_from, result.records) if shown is not record
+    )
     result.dropped_for_budget = sum(dropped.values())
     return result
 

@@ -26,6 +26,7 @@ from pydantic import BaseModel
 from .agents import RunMemoryTool, drops_leading_system_message
 from .buffer import ChatBuffer
 from .compose import (
+    LeftOut,
     MemoryBlock,
     deduplicate,
     fit_block,
@@ -621,12 +622,14 @@ class ComposableMemory(BaseMemory):
         most = self.top_k + min(len(window), self.top_k)
         fetch = min(most, self.top_k + max([1 if window else 0, *self._window_overlaps]))
         records = self._retrieve(query, fetch)
-        kept, duplicates = deduplicate(records, shown)
+        left_out: list[LeftOut] = []
+        kept, duplicates = deduplicate(records, shown, left_out)
         if duplicates and fetch < most and _short_of(records, kept, fetch, self.top_k):
             # The window shows more of what was found than last time: ask once more,
             # for as many more as it showed.
             records = self._retrieve(query, min(most, fetch + duplicates))
-            kept, duplicates = deduplicate(records, shown)
+            left_out = []
+            kept, duplicates = deduplicate(records, shown, left_out)
         self._window_overlaps.append(duplicates)
         return fit_block(
             kept,
@@ -634,6 +637,7 @@ class ComposableMemory(BaseMemory):
             tokenizer=self.tokenizer_fn,
             duplicates=duplicates,
             session_id=self.session_id,
+            left_out=left_out,
         )
 
     def _latest_user_text(self, window: Sequence[ChatMessage]) -> Optional[str]:

@@ -157,10 +157,15 @@ def block_html(block: "MemoryBlock") -> str:
 
 
 def _left_out(block: "MemoryBlock") -> str:
-    return (
+    summary = (
         f"<p>Left out: {block.dropped_duplicates} already shown (in the conversation or an "
         f"earlier record), {block.dropped_for_budget} over the token budget.</p>"
     )
+    if not block.left_out:
+        return summary
+    rows = [[item.reason, *_record_row(i + 1, item.record)[1:]] for i, item in enumerate(block.left_out)]
+    table = html_table(("why",) + _RECORD_HEADERS[1:], rows, caption="Left out", faded=[True] * len(rows))
+    return summary + table
 
 
 @dataclass

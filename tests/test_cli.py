@@ -280,6 +280,7 @@ def test_explain_prints_exactly_the_block_get_injects(
     assert [r["id"] for r in explained["records"]] == [r.id for r in block.records]
     assert explained["token_count"] == block.token_count <= explained["token_limit"] == 1500
     assert explained["dropped_duplicates"] == 0 and explained["dropped_for_budget"] == 0
+    assert explained["left_out"] == [] == block.left_out
 
 
 def test_stats_counts_sizes_and_pending_work(runs: Runs) -> None:

@@ -207,3 +207,22 @@ def test_every_line_of_an_excerpt_names_its_speaker_and_none_prints_none() -> No
     assert record.parts[1].transcript == "assistant: Her name is Luna."
     assert "None" not in record.transcript
     assert MemoryRecord(text="Alice lives in Lisbon", source="triples").transcript == "Alice lives in Lisbon"
+
+
+def test_the_block_itemises_what_it_left_out_and_why() -> None:
+    from llama_memory.compose import CUT_TO_FIT, DUPLICATE, OVER_BUDGET
+
+    tokenizer = get_tokenizer()
+    shown = MemoryRecord(text="I adopted a cat.", source="vector", role="user", id="shown")
+    long = _excerpt(["Her name is Luna.", "She likes tuna " * 20, "And naps all day " * 20], hit=0)
+    other = MemoryRecord(text="Bob lives in Porto " * 30, source="vector", role="user", id="other")
+    small = 2 + compose_block([hit_of(long)], window=[], token_limit=500, tokenizer=tokenizer).token_count
+    block = compose_block([shown, long, other], window=[user("I adopted a cat.")],
+                          token_limit=small, tokenizer=tokenizer)
+    assert [r.text for r in block.records] == ["Her name is Luna."]
+    assert [(item.record.id, item.reason) for item in block.left_out] == [
+        ("shown", DUPLICATE), ("other", OVER_BUDGET), (long.id, CUT_TO_FIT)
+    ]
+    assert block.left_out[2].record is long  # the whole excerpt, as retrieved
+    assert block.dropped_duplicates == 1
+    assert block.dropped_for_budget == 3  # two messages cut from the excerpt, and "other"
