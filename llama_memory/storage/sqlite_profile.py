@@ -69,8 +69,9 @@ class SQLiteProfileRows:
     def __init__(self, store: SQLiteStore) -> None:
         if not isinstance(store, SQLiteStore):
             raise TypeError(
-                f"SQLiteProfileRows needs a SQLiteStore, not {type(store).__name__}: "
-                "pass the memory's store, e.g. SQLiteStore(path)"
+                "the profile is kept in a SQLiteStore (or any implementation of "
+                f"llama_memory.storage.ports.ProfileRows), not {type(store).__name__} "
+                f"{store!r}: pass the memory's store, e.g. ProfileSource(SQLiteStore('./memory'))"
             )
         self.store = store
         store.ensure_schema("profile", MIGRATIONS)
