@@ -389,6 +389,25 @@ def test_profiles_are_isolated_per_user_and_tenant(profile: ProfileSource) -> No
         profile.retrieve("", Scope(), 5)
 
 
+def test_a_profile_source_on_something_other_than_a_store_says_what_to_pass(
+    tmp_path: Path,
+) -> None:
+    # A path is the most likely mistake: the memory takes one, the source takes the store.
+    with pytest.raises(TypeError, match=r"not str .*ProfileSource\(SQLiteStore\('./memory'\)\)"):
+        ProfileSource(str(tmp_path / "memory"))  # type: ignore[arg-type]
+
+
+def test_a_write_inside_an_open_store_transaction_joins_it(
+    profile: ProfileSource, store: SQLiteStore
+) -> None:
+    # The memory writes a batch to every source all or nothing this way.
+    with pytest.raises(RuntimeError, match="after the profile write"):
+        with store.transaction("a batch"):
+            profile.set_field("diet", "vegan", ALICE)
+            raise RuntimeError("failed after the profile write")
+    assert profile.get_profile(ALICE) == {} and row_count(store) == 0
+
+
 def test_profile_persists_across_processes(tmp_path: Path) -> None:
     path = tmp_path / "memory"
     script = textwrap.dedent(

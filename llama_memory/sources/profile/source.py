@@ -1,0 +1,414 @@
+"""The profile source: the user's profile in the memory block, updates, history, forgetting."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Callable, Optional, Union
+
+from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.utils import get_tokenizer
+from pydantic import BaseModel
+
+from ...expiry import NEVER, TTL, Expiry
+from ...storage.ports.profile import ProfileChange, ProfileRows, ProfileWrite
+from ...types import MemoryRecord, Scope, StoredMessage, now
+from ...views import ProfileView
+from ..base import MemorySource
+from .extraction import extract_profile
+from .ops import Draft, ProfileOp, UpdateInput, to_ops
+from .paths import ProfileUpdateError, path_problem, raise_if_bad_path, render_value, unflatten
+from .schema import schema_errors, schema_importance
+from .tools import profile_tools
+
+#: Default token share of the profile in the memory block.
+DEFAULT_MAX_TOKENS = 500
+#: Default cap on the number of fields shown.
+DEFAULT_MAX_RECORDS = 100
+
+
+class ProfileSource(MemorySource):
+    """The user's profile: one current document per user, always in the memory block.
+
+    Args:
+        store: where the profile rows are kept: the SQLite system of record (the
+            memory's own store, or another ``SQLiteStore`` on the same directory; the
+            source keeps its table there), or any implementation of the
+            :class:`~llama_memory.storage.ports.ProfileRows` port.
+        schema: a pydantic model the profile follows. Updates are validated against
+            it (field names, types, constraints) before anything is written.
+            Required fields may be missing: a profile fills up over time.
+        max_records: at most this many fields are shown in the memory block.
+        max_tokens: the profile's share of the memory block, in tokens. When the
+            profile needs more, the most important, then most recently changed,
+            fields are kept and a last line says how many were left out.
+        importance: per-path importance (higher is shown first), e.g.
+            ``{"name": 10, "allergies": 8}``; a path's nearest listed ancestor
+            applies. Overrides ``json_schema_extra={"importance": ...}`` of the
+            schema's fields. Fields without one have importance 0.
+        tokenizer_fn: counts tokens for ``max_tokens`` (default LlamaIndex's).
+        name: the source's name in the memory block and in ``memory.source(name)``.
+        priority: the memory block serves higher priorities first; the default (10)
+            is above the vector source's, so the profile is never crowded out.
+        expiry: default time to live of new field values, refresh on read, and the
+            clock (default: kept until forgotten); ``update_profile(ttl=...)``
+            overrides it. An expired value reads as absent.
+    """
+
+    query_independent = True  # the whole current profile, whatever the query
+
+    def __init__(
+        self,
+        store: Any,
+        *,
+        schema: Optional[type[BaseModel]] = None,
+        max_records: int = DEFAULT_MAX_RECORDS,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        importance: Optional[Mapping[str, float]] = None,
+        tokenizer_fn: Optional[Callable[[str], Sequence]] = None,
+        name: str = "profile",
+        priority: int = 10,
+        expiry: Expiry = NEVER,
+    ) -> None:
+        if schema is not None and not (isinstance(schema, type) and issubclass(schema, BaseModel)):
+            raise TypeError(f"schema must be a pydantic model class, not {schema!r}")
+        if max_records < 0 or max_tokens < 0:
+            raise ValueError(
+                f"max_records and max_tokens must be zero or more, got {max_records}, {max_tokens}"
+            )
+        for path in importance or {}:
+            problem = path_problem(path)
+            if problem:
+                raise ValueError(f"importance: {path}: {problem}")
+        self.schema = schema
+        self.max_records = max_records
+        self.max_tokens = max_tokens
+        self.importance = dict(importance or {})
+        self.tokenizer_fn = tokenizer_fn or get_tokenizer()
+        self.name = name
+        self.priority = priority
+        self.expiry = expiry
+        self._importance_cache: dict[str, float] = {}
+        self._costs: dict[str, int] = {}  # line -> tokens; the same fields render on every get
+        self.rows: ProfileRows = _profile_rows(store)
+        # The SQLite store, kept as the attribute the memory uses to write a batch in one
+        # transaction (``ComposableMemory._one_write``).
+        self.store = getattr(self.rows, "store", store)
+
+    # -- reading --------------------------------------------------------------------
+
+    def get_profile(self, scope: Scope) -> dict[str, Any]:
+        """The user's current profile as a nested dict (``{}`` when there is none)."""
+        return unflatten((row.path, row.value) for row in self._current(scope))
+
+    def view(self, scope: Scope) -> ProfileView:
+        """The current profile with its whole history: a table in Jupyter, text in a
+        terminal (:class:`~llama_memory.views.ProfileView`)."""
+        return ProfileView(self.get_profile(scope), self.history(None, scope))
+
+    def history(self, path: Optional[str], scope: Scope) -> list[ProfileChange]:
+        """Every value the field at ``path`` (and the fields beneath it) has had, and
+        its removals, oldest first; ``path=None`` gives the whole profile's history."""
+        scope.require_user(f"the {self.name!r} memory source")
+        if path is not None:
+            raise_if_bad_path(path)
+        return self.rows.history(scope, self.expiry.now(), path)
+
+    def retrieve(self, query: str, scope: Scope, k: int) -> list[MemoryRecord]:
+        """The current profile as records, one per field, whatever ``query`` is.
+
+        The profile is one document that belongs in every prompt, so ``k`` (a
+        relevance cut) does not shorten it: ``max_records`` and ``max_tokens`` do.
+        Records are ordered by importance, then by how recently the field
+        changed; when fields are left out, a last record says how many. Each
+        record's ``metadata`` holds the field's ``path``, ``value``,
+        ``importance``, ``op`` and ``updated_at``.
+        """
+        current = self._current(scope)
+        if not current or self.max_records == 0 or self.max_tokens == 0:
+            return []  # nothing stored, or the profile is switched off in the block
+        ranked = sorted(
+            current, key=lambda r: (self.importance_of(r.path), r.created_at, r.id), reverse=True
+        )
+        shown = ranked[: self.max_records]
+        records = [self._to_record(row, scope) for row in shown]
+        left_out = len(ranked) - len(shown)
+        kept, cut = self._fit(records)
+        left_out += cut
+        if self.expiry.refresh_on_read and kept:
+            returned = {r.id for r in kept}
+            refreshed = [row.id for row in shown if f"{self.name}:{row.id}" in returned]
+            self.rows.refresh_expiry(refreshed, self.expiry.now())
+        if left_out:
+            s = "s" if left_out > 1 else ""
+            kept.append(
+                MemoryRecord(
+                    text=f"({left_out} more profile field{s} left out for the token budget)",
+                    source=self.name,
+                    user_id=scope.user_id,
+                    metadata={"note": True, "left_out": left_out},
+                )
+            )
+        return kept
+
+    def importance_of(self, path: str) -> float:
+        """The importance of a field: from ``importance=``, else the schema, else 0."""
+        cached = self._importance_cache.get(path)
+        if cached is not None:
+            return cached
+        value = schema_importance(self.schema, path) if self.schema is not None else None
+        best = -1
+        for key, weight in self.importance.items():
+            if (path == key or path.startswith(key + ".")) and len(key) > best:
+                best, value = len(key), weight
+        result = float(value) if value is not None else 0.0
+        self._importance_cache[path] = result
+        return result
+
+    # -- writing --------------------------------------------------------------------
+
+    def add(self, messages: Sequence[StoredMessage], scope: Scope) -> None:
+        """Nothing: the profile changes only through explicit updates, the agent
+        tools or extraction, never from raw messages."""
+
+    def update_profile(
+        self,
+        update: UpdateInput,
+        scope: Scope,
+        *,
+        session_id: Optional[str] = None,
+        message_ids: Sequence[str] = (),
+        ttl: Optional[TTL] = None,
+    ) -> list[ProfileChange]:
+        """Apply an update to the user's profile, all of it or nothing.
+
+        Args:
+            update: either a list of operations (:class:`ProfileOp` or dicts
+                ``{"op", "path", "value"}``) applied in order, or a JSON merge
+                patch (RFC 7386): a dict (or a pydantic model; its set fields) whose
+                objects are merged into the profile field by field, where ``None``
+                removes a field and any other value replaces it. A null is never
+                stored: ``set`` needs a value, and null members of an object value
+                are left out.
+            scope: whose profile; its ``session_id`` is the default provenance.
+            session_id: the conversation the update came from (default the scope's).
+            message_ids: ids of the messages it came from.
+            ttl: how long the values written are kept (seconds or a timedelta);
+                default the source's ``expiry.ttl``.
+
+        Returns:
+            The rows written, in order. Setting a field to the value it has, or
+            removing what is not there, writes nothing.
+
+        Raises:
+            ProfileUpdateError: an operation, path or value is invalid (unknown op,
+                malformed path, not JSON, not valid for the schema, append to a
+                non-list...); every problem is listed, each with its field, and
+                nothing is written.
+        """
+        ops = to_ops(update)
+        return self._update(scope, lambda current: ops, session_id, message_ids, ttl)
+
+    def _update(
+        self,
+        scope: Scope,
+        make_ops: Callable[[dict[str, Any]], Sequence[Union[ProfileOp, tuple[str, str]]]],
+        session_id: Optional[str],
+        message_ids: Sequence[str],
+        ttl: Optional[TTL] = None,
+    ) -> list[ProfileChange]:
+        """Apply ``make_ops(current leaves)`` in one transaction, or raise and write nothing."""
+        scope.require_user(f"the {self.name!r} memory source")
+        session = session_id if session_id is not None else scope.session_id
+        ids = tuple(str(m) for m in message_ids)
+        lifetime = self.expiry.for_write(ttl)
+
+        def decide(current: list[ProfileChange]) -> ProfileWrite:
+            # Called by the port inside its write transaction with the current rows, so
+            # concurrent updates (other threads, other processes) apply one after the
+            # other. An expired value is not among them: it counts as absent.
+            old = {row.path: row.value for row in current}
+            row_ids = {row.path: row.id for row in current}
+            draft = Draft(old, self.schema)
+            for op in make_ops(old):
+                if isinstance(op, tuple):  # an operation that did not even parse
+                    draft.problems.append(op)
+                else:
+                    draft.apply(op)
+            plan = draft.plan()
+            if not draft.problems and self.schema is not None and plan.touched:
+                draft.problems.extend(schema_errors(self.schema, draft.leaves, plan.touched))
+            if draft.problems:
+                raise ProfileUpdateError(draft.problems)  # the port writes nothing
+            return ProfileWrite(
+                supersede=tuple(row_ids[path] for path in plan.superseded),
+                insert=tuple(plan.inserts),
+                written_at=now(),
+                session_id=session,
+                message_ids=ids,
+                ttl=lifetime[0],
+                expires_at=lifetime[1],
+            )
+
+        return self.rows.update(scope, self.expiry.now(), decide)
+
+    def set_field(
+        self, path: str, value: Any, scope: Scope, **provenance: Any
+    ) -> list[ProfileChange]:
+        """Give the field at ``path`` a new value (a dict value replaces the whole
+        object; ``None`` is refused, use :meth:`remove_field`).
+        ``provenance``: ``session_id=``, ``message_ids=``."""
+        op = {"op": "set", "path": path, "value": value}
+        return self.update_profile([op], scope, **provenance)
+
+    def append(
+        self, path: str, value: Any, scope: Scope, **provenance: Any
+    ) -> list[ProfileChange]:
+        """Add ``value`` to the list at ``path`` (created if missing; an item already
+        in the list is not added twice)."""
+        op = {"op": "append", "path": path, "value": value}
+        return self.update_profile([op], scope, **provenance)
+
+    def remove_item(
+        self, path: str, value: Any, scope: Scope, **provenance: Any
+    ) -> list[ProfileChange]:
+        """Remove ``value`` from the list at ``path``."""
+        op = {"op": "remove", "path": path, "value": value}
+        return self.update_profile([op], scope, **provenance)
+
+    def remove_field(
+        self, path: str, scope: Scope, *, with_history: bool = False, **provenance: Any
+    ) -> list[ProfileChange]:
+        """Remove the field at ``path`` (and the fields beneath it).
+
+        By default the removal is recorded and the old values stay in
+        :meth:`history`; ``with_history=True`` erases every trace of the field.
+        """
+        if not with_history:
+            return self.update_profile([{"op": "remove", "path": path}], scope, **provenance)
+        scope.require_user(f"the {self.name!r} memory source")
+        raise_if_bad_path(path)
+        self.rows.erase(scope, path)
+        return []
+
+    # -- forgetting -------------------------------------------------------------------
+
+    def forget(self, scope: Scope, with_history: bool = True) -> None:
+        """Remove the user's whole profile.
+
+        ``with_history=True`` (the default, "forget me") deletes every row,
+        history included; ``False`` records the removal of every field and keeps
+        the old values in :meth:`history`.
+        """
+        scope.require_user(f"forgetting in the {self.name!r} memory source")
+        if not with_history:
+            # The fields to remove are read in the same transaction as the removal, so
+            # a field written concurrently cannot survive a "forget".
+            self._update(
+                scope,
+                lambda current: [
+                    ProfileOp(op="remove", path=top)
+                    for top in dict.fromkeys(path.split(".", 1)[0] for path in current)
+                ],
+                None,
+                (),
+            )
+            return
+        self.rows.erase(scope)
+        self._costs.clear()  # rendered lines, the user's among them
+
+    def purge_expired(self) -> int:
+        """Delete expired field values (their history rows too); return how many rows."""
+        return self.rows.purge_expired(self.expiry.now())
+
+    def reset(self, scope: Scope) -> None:
+        """Delete the user's profile and its history (what ``memory.reset()`` calls)."""
+        self.forget(scope, with_history=True)
+
+    # -- hooks: agent tools and LLM extraction ---------------------------------------------
+
+    def tools(self, scope: Scope) -> list[Any]:
+        """``update_profile`` and ``get_profile`` tools bound to ``scope``: the LLM
+        never chooses whose profile it touches."""
+        return profile_tools(self, scope)
+
+    def extract(self, messages: Sequence[ChatMessage], llm: Any, scope: Scope) -> None:
+        """Ask ``llm`` for profile operations learned from ``messages`` and apply them.
+
+        The LLM sees the current profile and the conversation's user and
+        assistant turns and answers with a :class:`ProfileUpdate` (a tool call
+        for a function-calling LLM, JSON otherwise). The operations are
+        validated together and applied in one transaction, with the messages'
+        ids and the scope's session as provenance.
+
+        Raises:
+            ExtractionError: the output was malformed, or its operations were
+                rejected (the message lists each problem); nothing was written.
+        """
+        extract_profile(self, messages, llm, scope)
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _current(self, scope: Scope) -> list[ProfileChange]:
+        scope.require_user(f"the {self.name!r} memory source")
+        return self.rows.current(scope, self.expiry.now())
+
+    def _to_record(self, row: ProfileChange, scope: Scope) -> MemoryRecord:
+        importance = self.importance_of(row.path)
+        return MemoryRecord(
+            text=f"{row.path}: {render_value(row.value)}",
+            score=importance,
+            source=self.name,
+            user_id=scope.user_id,
+            session_id=row.session_id,
+            message_ids=list(row.message_ids),
+            # No event time: the block's label stays "[profile]", which saves tokens on
+            # every line; the time of the change is in ingested_at and metadata.
+            event_time=None,
+            ingested_at=row.created_at,
+            id=f"{self.name}:{row.id}",
+            metadata={
+                "path": row.path,
+                "value": row.value,
+                "importance": importance,
+                "op": row.op,
+                "updated_at": row.created_at,
+            },
+        )
+
+    def _fit(self, records: list[MemoryRecord]) -> tuple[list[MemoryRecord], int]:
+        """Keep records, in order, while they fit in ``max_tokens``; return them and how
+        many were left out. Costs approximate the block's rendering of each line."""
+        costs = [self._line_cost(r.text) for r in records]
+        if sum(costs) <= self.max_tokens:
+            return records, 0
+        # Something is left out: keep room for the line that says so.
+        budget = self.max_tokens - self._line_cost(
+            f"({len(records)} more profile fields left out for the token budget)"
+        )
+        kept = []
+        for record, cost in zip(records, costs):
+            if cost <= budget:  # a long field is skipped, a shorter one after it may fit
+                kept.append(record)
+                budget -= cost
+        return kept, len(records) - len(kept)
+
+    def _line_cost(self, text: str) -> int:
+        cost = self._costs.get(text)
+        if cost is None:
+            if len(self._costs) > 4096:
+                self._costs.clear()
+            # compose renders '- [name] "text"' plus a newline.
+            cost = self._costs[text] = len(self.tokenizer_fn(f'- [{self.name}] "{text}"')) + 1
+        return cost
+
+
+def _profile_rows(store: Any) -> ProfileRows:
+    """The port implementation for ``store``: itself, or SQLite rows on a ``SQLiteStore``."""
+    if isinstance(store, ProfileRows):
+        return store
+    # ``ProfileSource(SQLiteStore(...))`` as before the ports existed. Imported here, not
+    # at the top, so that the source depends on the port only; construction
+    # (llama_memory.config) is where backends are chosen.
+    from ...storage.sqlite_profile import SQLiteProfileRows
+
+    return SQLiteProfileRows(store)

@@ -1,0 +1,1 @@
+from .profile import ProfileChange, ProfileRows, ProfileValue, ProfileWrite  # noqa: F401
