@@ -648,3 +648,12 @@ def test_one_get_embeds_its_query_once_for_both_sources(tmp_path: Path, embed_mo
         memory.close()
     assert queries == 1
     assert after_put == 1
+
+
+def test_a_source_built_on_a_bare_store_says_what_to_pass(tmp_path: Path, embed_model) -> None:
+    store = SQLiteStore(tmp_path)
+    try:
+        with pytest.raises(TypeError, match=r"not SQLiteStore: pass SQLiteTripleTimeline\(store\)"):
+            TripleSource(store, None, embed_model)  # type: ignore[arg-type]
+    finally:
+        store.close()

@@ -105,6 +105,12 @@ class TripleSource(MemorySource):
         priority: int = 5,
         expiry: Expiry = NEVER,
     ) -> None:
+        if not isinstance(timeline, TripleTimeline):
+            raise TypeError(
+                f"TripleSource takes a triple timeline, not {type(timeline).__name__}: pass "
+                "SQLiteTripleTimeline(store) (llama_memory.storage.sqlite_triples), or build "
+                "the source with default_triple_source(store, path, embed_model)"
+            )
         if hops not in (1, 2):
             raise ValueError(f"hops must be 1 or 2, got {hops!r}")
         if batch_size <= 0:

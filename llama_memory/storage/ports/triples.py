@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Optional, Protocol
+from typing import Any, Optional, Protocol, runtime_checkable
 
 __all__ = [
     "NewTriple",
@@ -164,6 +164,7 @@ class TripleRef:
     object: str = ""
 
 
+@runtime_checkable
 class TripleTimeline(Protocol):
     """Knowledge triples, their provenance and their lexical index, for every user."""
 
