@@ -28,6 +28,7 @@ __all__ = [
     "TripleEdge",
     "TripleMention",
     "TripleRef",
+    "TripleRow",
     "TripleTimeline",
 ]
 
@@ -83,19 +84,16 @@ class TimelineEntry:
 
 
 @dataclass(frozen=True)
-class NewTriple:
-    """A triple to insert, with its first mention.
+class TripleRow:
+    """What every triple row holds: whose fact, its text and keys, and its interval.
 
     Attributes:
-        id: its id (chosen by the caller: a random id, not a content hash, as the same
-            fact may hold again later as a new interval).
+        id: the triple's id.
         tenant_id, user_id: whose fact it is.
         subject, predicate, object: the text as shown.
         subject_key, predicate_key, object_key: the normalised matching keys.
-        valid_from, valid_to, superseded_by: its interval and its successor.
-        ttl, expires_at: its lifetime (``None``: kept until forgotten).
-        search_text: what the lexical index holds of it.
-        mention: the statement that created it.
+        valid_from, valid_to, superseded_by: its interval (``valid_to`` ``None``: it
+            holds now) and the triple that replaced it.
     """
 
     id: str
@@ -110,6 +108,19 @@ class NewTriple:
     valid_from: float
     valid_to: Optional[float]
     superseded_by: Optional[str]
+
+
+@dataclass(frozen=True)
+class NewTriple(TripleRow):
+    """A triple to insert, with its first mention. Its ``id`` is chosen by the caller (a
+    random id, not a content hash: the same fact may hold again later as a new interval).
+
+    Attributes:
+        ttl, expires_at: its lifetime (``None``: kept until forgotten).
+        search_text: what the lexical index holds of it.
+        mention: the statement that created it (its ``ingested_at`` is the triple's).
+    """
+
     ttl: Optional[float]
     expires_at: Optional[float]
     search_text: str
@@ -117,21 +128,9 @@ class NewTriple:
 
 
 @dataclass(frozen=True)
-class StoredTriple:
-    """A triple as read back, with every mention (oldest stored first)."""
+class StoredTriple(TripleRow):
+    """A triple as read back, with its lifetime and every mention (oldest stored first)."""
 
-    id: str
-    tenant_id: str
-    user_id: str
-    subject: str
-    predicate: str
-    object: str
-    subject_key: str
-    predicate_key: str
-    object_key: str
-    valid_from: float
-    valid_to: Optional[float]
-    superseded_by: Optional[str]
     ingested_at: float
     ttl: Optional[float]
     expires_at: Optional[float]
