@@ -1,9 +1,3 @@
-"""Storage ports: what the sources need from storage, as interfaces a backend implements.
-
-Each port takes and returns plain domain rows (frozen dataclasses), never a
-connection, SQL or a backend's row positions.
-"""
-
 from .triples import (  # noqa: F401
     NewTriple,
     StoredTriple,
@@ -11,5 +5,6 @@ from .triples import (  # noqa: F401
     TripleEdge,
     TripleMention,
     TripleRef,
+    TripleRow,
     TripleTimeline,
 )
