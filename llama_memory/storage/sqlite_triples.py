@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from typing import Any, Optional
 
 from ..expiry import ALIVE_SQL
+from ..types import Scope
 from .ports.triples import (
     IndexFlags,
     NewTriple,
@@ -97,9 +98,10 @@ class SQLiteTripleTimeline:
     # -- the update rules ----------------------------------------------------------------
 
     def timeline(
-        self, tenant_id: str, user_id: str, subject_key: str, predicate_key: str
+        self, scope: Scope, subject_key: str, predicate_key: str
     ) -> list[TimelineEntry]:
         """Every triple of the (subject, predicate) pair, by valid_from then write order."""
+        tenant_id, user_id = _owner(scope)
         rows = self.store.query(
             "read a triple timeline",
             f"SELECT {_TIMELINE_COLUMNS} FROM triples WHERE tenant_id = ? AND user_id = ? "
@@ -109,9 +111,10 @@ class SQLiteTripleTimeline:
         return [_entry(r) for r in rows]
 
     def current(
-        self, tenant_id: str, user_id: str, subject_key: str, predicate_key: str, object_key: str
+        self, scope: Scope, subject_key: str, predicate_key: str, object_key: str
     ) -> Optional[TimelineEntry]:
         """The triple with these keys that holds now, if any."""
+        tenant_id, user_id = _owner(scope)
         rows = self.store.query(
             "read a current triple",
             f"SELECT {_TIMELINE_COLUMNS} FROM triples WHERE tenant_id = ? AND user_id = ? "
@@ -120,8 +123,9 @@ class SQLiteTripleTimeline:
         )
         return _entry(rows[0]) if rows else None
 
-    def entity_spelling(self, tenant_id: str, user_id: str, entity_key: str) -> Optional[str]:
+    def entity_spelling(self, scope: Scope, entity_key: str) -> Optional[str]:
         """The entity's text in the user's earliest-written triple naming it."""
+        tenant_id, user_id = _owner(scope)
         rows = self.store.query(
             "read an entity's spelling",
             "SELECT text FROM (SELECT subject AS text, seq FROM triples WHERE tenant_id = ? "
@@ -131,8 +135,9 @@ class SQLiteTripleTimeline:
         )
         return rows[0][0] if rows else None
 
-    def predicate_spelling(self, tenant_id: str, user_id: str, predicate_key: str) -> Optional[str]:
+    def predicate_spelling(self, scope: Scope, predicate_key: str) -> Optional[str]:
         """The predicate's text in the user's earliest-written triple with it."""
+        tenant_id, user_id = _owner(scope)
         rows = self.store.query(
             "read a predicate's spelling",
             "SELECT predicate FROM triples WHERE tenant_id = ? AND user_id = ? "
@@ -190,8 +195,7 @@ class SQLiteTripleTimeline:
 
     def select(
         self,
-        tenant_id: str,
-        user_id: str,
+        scope: Scope,
         alive_at: float,
         *,
         ids: Optional[Sequence[str]] = None,
@@ -200,6 +204,7 @@ class SQLiteTripleTimeline:
         predicate_key: Optional[str] = None,
     ) -> list[StoredTriple]:
         """The user's unexpired triples matching the filters, by valid_from, write order."""
+        tenant_id, user_id = _owner(scope)
         where, params = ["tenant_id = ?", "user_id = ?"], [tenant_id, user_id]
         if ids is not None:
             if not ids:
@@ -235,8 +240,9 @@ class SQLiteTripleTimeline:
                 mentions.setdefault(m["triple_seq"], []).append(_mention(m))
         return [_stored(r, mentions.get(r["seq"], ())) for r in rows]
 
-    def counts(self, tenant_id: str, user_id: str, alive_at: float) -> tuple[int, int]:
+    def counts(self, scope: Scope, alive_at: float) -> tuple[int, int]:
         """(all triples, current triples) of the user, not counting expired ones."""
+        tenant_id, user_id = _owner(scope)
         row = self.store.query(
             "count triples",
             "SELECT COUNT(*), COALESCE(SUM(valid_to IS NULL), 0) FROM triples "
@@ -245,8 +251,9 @@ class SQLiteTripleTimeline:
         )[0]
         return int(row[0]), int(row[1])
 
-    def current_ids(self, tenant_id: str, user_id: str, ids: Sequence[str]) -> set[str]:
+    def current_ids(self, scope: Scope, ids: Sequence[str]) -> set[str]:
         """Which of ``ids`` are the user's current triples."""
+        tenant_id, user_id = _owner(scope)
         found: set[str] = set()
         for start in range(0, len(ids), _CHUNK):
             chunk = list(ids[start : start + _CHUNK])
@@ -262,9 +269,10 @@ class SQLiteTripleTimeline:
         return found
 
     def search_words(
-        self, tenant_id: str, user_id: str, query: str, k: int, include_history: bool
+        self, scope: Scope, query: str, k: int, include_history: bool
     ) -> list[str]:
         """Ids of the user's triples best matching ``query``'s words (FTS5 bm25)."""
+        tenant_id, user_id = _owner(scope)
         match = fts_query(query)  # quoted words: user text is never read as FTS5 syntax
         if not match:
             return []
@@ -279,9 +287,10 @@ class SQLiteTripleTimeline:
         return [r["id"] for r in rows]
 
     def touching(
-        self, tenant_id: str, user_id: str, entity_keys: Sequence[str], include_history: bool
+        self, scope: Scope, entity_keys: Sequence[str], include_history: bool
     ) -> list[TripleEdge]:
         """The user's triples whose subject or object is one of ``entity_keys``."""
+        tenant_id, user_id = _owner(scope)
         if not entity_keys:
             return []
         marks = ",".join("?" * len(entity_keys))
@@ -295,8 +304,9 @@ class SQLiteTripleTimeline:
         )
         return [TripleEdge(r["id"], r["subject_key"], r["object_key"], r["valid_from"]) for r in rows]
 
-    def entity_names(self, tenant_id: str, user_id: str) -> list[str]:
+    def entity_names(self, scope: Scope) -> list[str]:
         """Subjects and objects of the user's current triples, newest first."""
+        tenant_id, user_id = _owner(scope)
         rows = self.store.query(
             "read known entities",
             "SELECT subject AS name, valid_from FROM triples WHERE tenant_id = ? AND user_id = ? "
@@ -341,8 +351,9 @@ class SQLiteTripleTimeline:
         with self.store.transaction("reset triple index flags") as conn:
             conn.execute("UPDATE triples SET indexed = 0")
 
-    def index_flags(self, owner: Optional[tuple[str, str]] = None) -> IndexFlags:
+    def index_flags(self, scope: Optional[Scope] = None) -> IndexFlags:
         """Every triple id and whether it is indexed, per (tenant, user)."""
+        owner = _owner(scope) if scope is not None else None
         where = " WHERE tenant_id = ? AND user_id = ?" if owner is not None else ""
         flags: IndexFlags = {}
         for r in self.store.query(
@@ -355,8 +366,9 @@ class SQLiteTripleTimeline:
 
     # -- forgetting ------------------------------------------------------------------------
 
-    def delete_user(self, tenant_id: str, user_id: str) -> None:
+    def delete_user(self, scope: Scope) -> None:
         """Delete the user's triples, provenance and lexical entries."""
+        tenant_id, user_id = _owner(scope)
         with self.store.transaction("delete knowledge triples") as conn:
             seqs = [
                 (r["seq"],)
@@ -375,6 +387,10 @@ class SQLiteTripleTimeline:
             ).fetchall()
             _delete_rows(conn, [(r["seq"],) for r in rows])
         return [TripleRef(r["tenant_id"], r["user_id"], r["id"]) for r in rows]
+
+
+def _owner(scope: Scope) -> tuple[str, str]:
+    return scope.tenant_id, scope.require_user("the knowledge-triple store")
 
 
 def _insert_mention(conn: Any, triple_id: str, m: TripleMention) -> None:

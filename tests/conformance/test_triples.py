@@ -18,6 +18,7 @@ from typing import Optional
 
 import pytest
 
+from llama_memory import Scope
 from llama_memory.storage.ports.triples import (
     NewTriple,
     TimelineEntry,
@@ -28,6 +29,9 @@ from llama_memory.storage.sqlite import SQLiteStore
 from llama_memory.storage.sqlite_triples import SQLiteTripleTimeline
 
 T0 = 1_700_000_000.0
+ALICE = Scope(user_id="alice")
+BOB = Scope(user_id="bob")
+ACME_ALICE = Scope(user_id="alice", tenant_id="acme")
 
 Opener = Callable[[], TripleTimeline]
 
@@ -102,7 +106,7 @@ def test_a_triple_and_its_mentions_persist_across_openings(open_backend: Opener)
     with first.transaction("write"):
         first.insert(new("t1"))
         first.add_mention("t1", mention(T0 + 5, "s2", ("m1",)), None, None)
-    [row] = open_backend().select("default", "alice", T0)
+    [row] = open_backend().select(ALICE, T0)
     assert (row.id, row.subject, row.predicate, row.object) == ("t1", "Alice", "lives in", "Paris")
     assert (row.subject_key, row.predicate_key, row.object_key) == ("alice", "lives_in", "paris")
     assert (row.valid_from, row.valid_to, row.superseded_by) == (T0, None, None)
@@ -121,8 +125,8 @@ def test_a_failed_transaction_writes_nothing(timeline: TripleTimeline) -> None:
             timeline.insert(new("t1"))
             timeline.end(["t1"], T0 + 1, "t2")
             raise RuntimeError("the batch fails half way")
-    assert timeline.select("default", "alice", T0) == []
-    assert timeline.counts("default", "alice", T0) == (0, 0)
+    assert timeline.select(ALICE, T0) == []
+    assert timeline.counts(ALICE, T0) == (0, 0)
 
 
 def test_writes_inside_a_transaction_see_each_other_and_join_it(timeline: TripleTimeline) -> None:
@@ -131,9 +135,9 @@ def test_writes_inside_a_transaction_see_each_other_and_join_it(timeline: Triple
             timeline.insert(new("t1"))
             with timeline.transaction("inner"):  # joins: committed only with the outer one
                 timeline.insert(new("t2", obj="Berlin", start=T0 + 10))
-            assert ids(timeline.timeline("default", "alice", "alice", "lives_in")) == ["t1", "t2"]
+            assert ids(timeline.timeline(ALICE, "alice", "lives_in")) == ["t1", "t2"]
             raise RuntimeError("the outer write fails")
-    assert timeline.timeline("default", "alice", "alice", "lives_in") == []
+    assert timeline.timeline(ALICE, "alice", "lives_in") == []
 
 
 # --------------------------------------------------------------------------- the update rules
@@ -145,7 +149,7 @@ def test_a_timeline_is_ordered_by_start_then_write_order(timeline: TripleTimelin
         timeline.insert(new("early", obj="Paris", start=T0, end=T0 + 20, successor="late"))
         timeline.insert(new("tie", obj="Rome", start=T0, end=T0 + 20, successor="late"))
         timeline.insert(new("other", predicate="works at", obj="ACME"))
-    entries = timeline.timeline("default", "alice", "alice", "lives_in")
+    entries = timeline.timeline(ALICE, "alice", "lives_in")
     assert entries == [
         TimelineEntry("early", "paris", T0, T0 + 20),
         TimelineEntry("tie", "rome", T0, T0 + 20),
@@ -158,15 +162,15 @@ def test_superseding_ends_the_old_triple_and_keeps_it_in_history(timeline: Tripl
         timeline.insert(new("paris"))
         timeline.insert(new("berlin", obj="Berlin", start=T0 + 10))
         timeline.end(["paris"], T0 + 10, "berlin")
-    assert timeline.current("default", "alice", "alice", "lives_in", "paris") is None
-    assert timeline.current("default", "alice", "alice", "lives_in", "berlin") == TimelineEntry(
+    assert timeline.current(ALICE, "alice", "lives_in", "paris") is None
+    assert timeline.current(ALICE, "alice", "lives_in", "berlin") == TimelineEntry(
         "berlin", "berlin", T0 + 10
     )
-    assert ids(timeline.select("default", "alice", T0, include_history=False)) == ["berlin"]
-    [old, now] = timeline.select("default", "alice", T0, subject_key="alice", predicate_key="lives_in")
+    assert ids(timeline.select(ALICE, T0, include_history=False)) == ["berlin"]
+    [old, now] = timeline.select(ALICE, T0, subject_key="alice", predicate_key="lives_in")
     assert (old.valid_to, old.superseded_by, now.valid_to) == (T0 + 10, "berlin", None)
-    assert timeline.counts("default", "alice", T0) == (2, 1)
-    assert timeline.current_ids("default", "alice", ["paris", "berlin", "nope"]) == {"berlin"}
+    assert timeline.counts(ALICE, T0) == (2, 1)
+    assert timeline.current_ids(ALICE, ["paris", "berlin", "nope"]) == {"berlin"}
 
 
 def test_a_mention_renews_the_lifetime_and_a_start_can_move(timeline: TripleTimeline) -> None:
@@ -174,9 +178,9 @@ def test_a_mention_renews_the_lifetime_and_a_start_can_move(timeline: TripleTime
         timeline.insert(new("t1", ttl=100))
         timeline.add_mention("t1", mention(T0 + 50), 100, T0 + 150)
         timeline.move_start("t1", T0 - 30)
-    [entry] = timeline.timeline("default", "alice", "alice", "lives_in")
+    [entry] = timeline.timeline(ALICE, "alice", "lives_in")
     assert (entry.valid_from, entry.ttl, entry.expires_at) == (T0 - 30, 100, T0 + 150)
-    [row] = timeline.select("default", "alice", T0)
+    [row] = timeline.select(ALICE, T0)
     assert len(row.mentions) == 2 and row.expires_at == T0 + 150
 
 
@@ -184,10 +188,10 @@ def test_spellings_are_those_first_written(timeline: TripleTimeline) -> None:
     with timeline.transaction("write"):
         timeline.insert(new("t1", subject="John", predicate="likes", obj="Alice"))
         timeline.insert(new("t2", subject="alice", predicate="LIKES", obj="pizza"))
-    assert timeline.entity_spelling("default", "alice", "alice") == "Alice"  # as an object first
-    assert timeline.predicate_spelling("default", "alice", "likes") == "likes"
-    assert timeline.entity_spelling("default", "alice", "nobody") is None
-    assert timeline.entity_spelling("default", "bob", "alice") is None
+    assert timeline.entity_spelling(ALICE, "alice") == "Alice"  # as an object first
+    assert timeline.predicate_spelling(ALICE, "likes") == "likes"
+    assert timeline.entity_spelling(ALICE, "nobody") is None
+    assert timeline.entity_spelling(BOB, "alice") is None
 
 
 # --------------------------------------------------------------------------- reads
@@ -200,14 +204,14 @@ def test_lexical_search_matches_words_safely_and_current_triples_by_default(
         timeline.insert(new("paris", obj="Paris", end=T0 + 10, successor="berlin"))
         timeline.insert(new("berlin", obj="Berlin", start=T0 + 10))
         timeline.insert(new("pizza", predicate="likes", obj="pizza"))
-    assert timeline.search_words("default", "alice", "Paris or Berlin?", 10, False) == ["berlin"]
-    assert set(timeline.search_words("default", "alice", "Paris or Berlin?", 10, True)) == {
+    assert timeline.search_words(ALICE, "Paris or Berlin?", 10, False) == ["berlin"]
+    assert set(timeline.search_words(ALICE, "Paris or Berlin?", 10, True)) == {
         "paris",
         "berlin",
     }
     # Query syntax in user text is read as plain words, never as an error.
-    assert timeline.search_words("default", "alice", 'pizza" OR (NEAR* -', 10, False) == ["pizza"]
-    assert timeline.search_words("default", "alice", "?!", 10, False) == []
+    assert timeline.search_words(ALICE, 'pizza" OR (NEAR* -', 10, False) == ["pizza"]
+    assert timeline.search_words(ALICE, "?!", 10, False) == []
 
 
 def test_the_neighbourhood_and_known_entities(timeline: TripleTimeline) -> None:
@@ -215,13 +219,13 @@ def test_the_neighbourhood_and_known_entities(timeline: TripleTimeline) -> None:
         timeline.insert(new("friend", subject="Alice", predicate="has friend", obj="John", start=T0))
         timeline.insert(new("likes", subject="John", predicate="likes", obj="pizza", start=T0 + 5))
         timeline.insert(new("old", subject="Bob", predicate="knows", obj="John", end=T0 + 1, successor="x"))
-    assert {e.id for e in timeline.touching("default", "alice", ["john"], False)} == {"friend", "likes"}
-    assert {e.id for e in timeline.touching("default", "alice", ["john"], True)} == {
+    assert {e.id for e in timeline.touching(ALICE, ["john"], False)} == {"friend", "likes"}
+    assert {e.id for e in timeline.touching(ALICE, ["john"], True)} == {
         "friend",
         "likes",
         "old",
     }
-    names = timeline.entity_names("default", "alice")
+    names = timeline.entity_names(ALICE)
     assert names[:2] in (["John", "pizza"], ["pizza", "John"]) and set(names) == {"Alice", "John", "pizza"}
 
 
@@ -232,14 +236,14 @@ def test_expired_triples_are_never_read_and_are_purged(timeline: TripleTimeline)
     with timeline.transaction("write"):
         timeline.insert(new("brief", obj="Paris", ttl=10))
         timeline.insert(new("kept", predicate="likes", obj="pizza"))
-    assert timeline.counts("default", "alice", T0 + 5) == (2, 2)
-    assert ids(timeline.select("default", "alice", T0 + 11)) == ["kept"]
-    assert timeline.counts("default", "alice", T0 + 11) == (1, 1)
+    assert timeline.counts(ALICE, T0 + 5) == (2, 2)
+    assert ids(timeline.select(ALICE, T0 + 11)) == ["kept"]
+    assert timeline.counts(ALICE, T0 + 11) == (1, 1)
     timeline.refresh_expiry(["brief", "kept"], T0 + 8)  # read at +8: lives until +18
-    assert ids(timeline.select("default", "alice", T0 + 15)) == ["brief", "kept"]
+    assert ids(timeline.select(ALICE, T0 + 15)) == ["brief", "kept"]
     gone = timeline.delete_expired(T0 + 20)
     assert [(r.tenant_id, r.user_id, r.id) for r in gone] == [("default", "alice", "brief")]
-    assert ids(timeline.select("default", "alice", 0.0)) == ["kept"]
+    assert ids(timeline.select(ALICE, 0.0)) == ["kept"]
 
 
 # --------------------------------------------------------------------------- forgetting and isolation
@@ -252,15 +256,15 @@ def test_users_and_tenants_are_isolated_and_forgetting_one_keeps_the_others(
         timeline.insert(new("a", user="alice"))
         timeline.insert(new("b", user="bob"))
         timeline.insert(new("c", user="alice", tenant="acme"))
-    assert ids(timeline.select("default", "alice", T0)) == ["a"]
-    assert ids(timeline.select("default", "bob", T0, ids=["a", "b", "c"])) == ["b"]
-    assert timeline.search_words("default", "bob", "Paris", 10, False) == ["b"]
-    assert timeline.current_ids("default", "bob", ["a", "c"]) == set()
-    timeline.delete_user("default", "alice")
-    assert timeline.select("default", "alice", T0) == []
-    assert timeline.search_words("default", "alice", "Paris", 10, True) == []
-    assert ids(timeline.select("default", "bob", T0)) == ["b"]
-    assert ids(timeline.select("acme", "alice", T0)) == ["c"]
+    assert ids(timeline.select(ALICE, T0)) == ["a"]
+    assert ids(timeline.select(BOB, T0, ids=["a", "b", "c"])) == ["b"]
+    assert timeline.search_words(BOB, "Paris", 10, False) == ["b"]
+    assert timeline.current_ids(BOB, ["a", "c"]) == set()
+    timeline.delete_user(ALICE)
+    assert timeline.select(ALICE, T0) == []
+    assert timeline.search_words(ALICE, "Paris", 10, True) == []
+    assert ids(timeline.select(BOB, T0)) == ["b"]
+    assert ids(timeline.select(ACME_ALICE, T0)) == ["c"]
 
 
 # --------------------------------------------------------------------------- dense index bookkeeping
@@ -276,7 +280,7 @@ def test_pending_triples_until_marked_indexed_and_the_flags(timeline: TripleTime
     timeline.mark_indexed(["a"])
     assert ids(timeline.pending(10)) == ["b"]
     assert timeline.index_flags() == {("default", "alice"): {"a": True}, ("default", "bob"): {"b": False}}
-    assert timeline.index_flags(("default", "bob")) == {("default", "bob"): {"b": False}}
+    assert timeline.index_flags(BOB) == {("default", "bob"): {"b": False}}
     timeline.mark_all_unindexed()
     assert ids(timeline.pending(10)) == ["a", "b"]
 
@@ -302,4 +306,4 @@ def test_concurrent_writers_on_separate_connections_lose_nothing(open_backend: O
     for thread in threads:
         thread.join()
     assert errors == []
-    assert open_backend().counts("default", "alice", T0) == (30, 30)
+    assert open_backend().counts(ALICE, T0) == (30, 30)

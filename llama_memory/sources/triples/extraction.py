@@ -42,14 +42,14 @@ def extract_triples(
 ) -> list[KnowledgeTriple]:
     """Turn ``messages`` into triples with ``llm``'s structured output and store them in
     ``source`` (see :meth:`TripleSource.extract`)."""
-    user = scope.require_user(f"the {source.name!r} memory source")
+    scope.require_user(f"the {source.name!r} memory source")
     shown = [m for m in messages if role_name(m) in ("user", "assistant") and message_text(m).strip()]
     if not shown:
         return []
     conversation = "\n".join(
         f"{role_name(m)}: {json.dumps(message_text(m), ensure_ascii=False)}" for m in shown
     )
-    known = known_entities(source.timeline.entity_names(scope.tenant_id, user))
+    known = known_entities(source.timeline.entity_names(scope))
     output = structured_output(
         llm,
         ExtractedTriples,

@@ -49,7 +49,7 @@ from .model import (
 )
 from .normalize import normalize_entity, normalize_predicate, search_text
 from .search import rank_triples, triple_record
-from .timeline import Written, decide, renewed_expiry
+from .timeline import Decision, Written, decide, renewed_expiry
 from .tools import knowledge_tools
 
 if TYPE_CHECKING:  # pragma: no cover - for annotations only
@@ -73,8 +73,10 @@ class TripleSource(MemorySource):
     """Facts as (subject, predicate, object) triples, superseded instead of lost.
 
     Args:
-        timeline: the triple timeline (the system of record, e.g.
-            :class:`~llama_memory.storage.sqlite_triples.SQLiteTripleTimeline`).
+        store: the triple timeline, the system of record (a
+            :class:`~llama_memory.storage.ports.triples.TripleTimeline`, e.g.
+            ``SQLiteTripleTimeline(store)``), or a ``SQLiteStore`` to keep the
+            triples in (as before the ports existed).
         index: the dense index derived from it (give it its own prefix, e.g.
             :data:`TRIPLE_COLLECTION`; one collection per user).
         embed_model: any LlamaIndex embedding; its dimension is recorded in the
@@ -94,7 +96,7 @@ class TripleSource(MemorySource):
 
     def __init__(
         self,
-        timeline: TripleTimeline,
+        store: Any,
         index: "DenseIndex",
         embed_model: BaseEmbedding,
         *,
@@ -105,18 +107,12 @@ class TripleSource(MemorySource):
         priority: int = 5,
         expiry: Expiry = NEVER,
     ) -> None:
-        if not isinstance(timeline, TripleTimeline):
-            raise TypeError(
-                f"TripleSource takes a triple timeline, not {type(timeline).__name__}: pass "
-                "SQLiteTripleTimeline(store) (llama_memory.storage.sqlite_triples), or build "
-                "the source with default_triple_source(store, path, embed_model)"
-            )
         if hops not in (1, 2):
             raise ValueError(f"hops must be 1 or 2, got {hops!r}")
         if batch_size <= 0:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
-        self.timeline = timeline
-        self.store = timeline.store
+        self.timeline = _triple_timeline(store)
+        self.store = self.timeline.store
         self.index = index
         self.embed_model = embed_model
         self.hops = hops
@@ -201,7 +197,7 @@ class TripleSource(MemorySource):
         origin: str,
         ttl: Optional[TTL] = None,
     ) -> list[Written]:
-        user = scope.require_user(f"the {self.name!r} memory source")
+        scope.require_user(f"the {self.name!r} memory source")
         prepared = prepare_all(triples)  # all validated before anything is written
         try:
             default_time = now() if event_time is None else to_epoch(event_time)
@@ -215,13 +211,12 @@ class TripleSource(MemorySource):
             for item in prepared:
                 stated = item.stated_at if item.stated_at is not None else default_time
                 mention = TripleMention(scope.session_id, ids, stated, ingested, origin)
-                results.append(self._write_one(scope.tenant_id, user, item, mention, lifetime))
+                results.append(self._write_one(scope, item, mention, lifetime))
         return results
 
     def _write_one(
         self,
-        tenant: str,
-        user: str,
+        scope: Scope,
         item: Prepared,
         mention: TripleMention,
         lifetime: tuple[Optional[float], Optional[float]],
@@ -232,10 +227,10 @@ class TripleSource(MemorySource):
         functional = item.predicate_key in self._functional
         entries: list[TimelineEntry]
         if functional:
-            entries = self.timeline.timeline(tenant, user, item.subject_key, item.predicate_key)
+            entries = self.timeline.timeline(scope, item.subject_key, item.predicate_key)
         else:  # only the current triple with this value matters: one indexed lookup
             same = self.timeline.current(
-                tenant, user, item.subject_key, item.predicate_key, item.object_key
+                scope, item.subject_key, item.predicate_key, item.object_key
             )
             entries = [same] if same is not None else []
         decision = decide(entries, item.object_key, t, functional)
@@ -247,39 +242,35 @@ class TripleSource(MemorySource):
             self.timeline.add_mention(target.id, mention, *renewed)
             successor = target.id
         else:
-            successor = self._insert(tenant, user, item, mention, lifetime, decision.valid_to, decision.superseded_by)
+            successor = self._insert(scope, item, mention, lifetime, decision)
         if decision.ends:
             self.timeline.end(decision.ends, t, successor)
         return Written(successor, decision.creates, decision.ends)
 
     def _insert(
         self,
-        tenant: str,
-        user: str,
+        scope: Scope,
         item: Prepared,
         mention: TripleMention,
         lifetime: tuple[Optional[float], Optional[float]],
-        valid_to: Optional[float],
-        superseded_by: Optional[str],
+        decision: Decision,
     ) -> str:
         # The spellings the user's graph already uses: an entity is shown the way it was
         # first written ("Alice", even when a later statement says "alice"), so one node
         # never reads two ways.
-        subject = self.timeline.entity_spelling(tenant, user, item.subject_key) or item.subject
-        predicate = (
-            self.timeline.predicate_spelling(tenant, user, item.predicate_key) or item.predicate
-        )
-        obj = self.timeline.entity_spelling(tenant, user, item.object_key) or item.object
+        subject = self.timeline.entity_spelling(scope, item.subject_key) or item.subject
+        predicate = self.timeline.predicate_spelling(scope, item.predicate_key) or item.predicate
+        obj = self.timeline.entity_spelling(scope, item.object_key) or item.object
         # A random id, not a content hash: the same fact may hold again later (a
         # move back to Paris) and is then a new interval with an id of its own.
         triple_id = uuid.uuid4().hex
         self.timeline.insert(
             NewTriple(
-                id=triple_id, tenant_id=tenant, user_id=user,
+                id=triple_id, tenant_id=scope.tenant_id, user_id=scope.require_user(),
                 subject=subject, predicate=predicate, object=obj,
                 subject_key=item.subject_key, predicate_key=item.predicate_key,
-                object_key=item.object_key, valid_from=mention.event_time, valid_to=valid_to,
-                superseded_by=superseded_by, ttl=lifetime[0], expires_at=lifetime[1],
+                object_key=item.object_key, valid_from=mention.event_time, valid_to=decision.valid_to,
+                superseded_by=decision.superseded_by, ttl=lifetime[0], expires_at=lifetime[1],
                 search_text=search_text(subject, predicate, obj), mention=mention,
             )
         )  # fmt: skip
@@ -298,10 +289,9 @@ class TripleSource(MemorySource):
         """The user's triples (current ones only, unless ``include_history``), oldest
         first, optionally for one subject and/or predicate (matched normalised)."""
         scope = _scope(scope)
-        user = scope.require_user(f"the {self.name!r} memory source")
+        scope.require_user(f"the {self.name!r} memory source")
         rows = self.timeline.select(
-            scope.tenant_id,
-            user,
+            scope,
             self.expiry.now(),
             include_history=include_history,
             subject_key=normalize_entity(subject) if subject is not None else None,
@@ -326,16 +316,16 @@ class TripleSource(MemorySource):
     def count(self, scope: Who, *, include_history: bool = False) -> int:
         """How many triples the user has (current ones only, unless ``include_history``)."""
         scope = _scope(scope)
-        total, current = self.timeline.counts(scope.tenant_id, scope.require_user(), self.expiry.now())
+        scope.require_user()
+        total, current = self.timeline.counts(scope, self.expiry.now())
         return total if include_history else current
 
     def _by_ids(self, ids: Sequence[str], scope: Scope) -> list[KnowledgeTriple]:
         """Triples by id, in the order given (repeats kept), within the scope."""
         if not ids:
             return []
-        rows = self.timeline.select(
-            scope.tenant_id, scope.require_user(), self.expiry.now(), ids=ids
-        )
+        scope.require_user()
+        rows = self.timeline.select(scope, self.expiry.now(), ids=ids)
         found = {r.id: to_triple(r) for r in rows}
         return [found[i] for i in ids if i in found]
 
@@ -368,24 +358,23 @@ class TripleSource(MemorySource):
         the fact that leads to it. Only current triples unless ``include_history``.
         """
         scope = _scope(scope)
-        user = scope.require_user(f"the {self.name!r} memory source")
+        scope.require_user(f"the {self.name!r} memory source")
         hops = self.hops if hops is None else hops
         if hops not in (1, 2):
             raise ValueError(f"hops must be 1 or 2, got {hops!r}")
         if not query.strip() or k <= 0:
             return []
-        tenant = scope.tenant_id
-        total, current = self.timeline.counts(tenant, user, self.expiry.now())
+        total, current = self.timeline.counts(scope, self.expiry.now())
         if (total if include_history else current) == 0:
             return []  # nothing to find: skip embedding the query
         with self._lock:
             self._index_pending()
         fetch = k if include_history else k + total - current
-        dense = self._dense_ranking(query, tenant, user, k, fetch, include_history)
-        lexical = self.timeline.search_words(tenant, user, query, k, include_history)
+        dense = self._dense_ranking(query, scope, k, fetch, include_history)
+        lexical = self.timeline.search_words(scope, query, k, include_history)
 
         def touching(keys: Sequence[str]) -> list[TripleEdge]:
-            return self.timeline.touching(tenant, user, keys, include_history)
+            return self.timeline.touching(scope, keys, include_history)
 
         scores, matched = rank_triples(query, dense, lexical, touching, k, hops)
         ordered = sorted(scores, key=lambda i: scores[i], reverse=True)
@@ -398,16 +387,16 @@ class TripleSource(MemorySource):
         return [triple_record(triples[i], scores[i], matched[i], self.name) for i in ranked]
 
     def _dense_ranking(
-        self, query: str, tenant: str, user: str, k: int, fetch: int, include_history: bool
+        self, query: str, scope: Scope, k: int, fetch: int, include_history: bool
     ) -> list[str]:
         # Superseded triples keep their vectors (history is searchable, and the index
         # has no delete), so the caller asks for ``fetch`` = k + the superseded count:
         # enough to still find k current ones after filtering.
         vector = self._query_vector(query)
-        hits = [i for i, _ in self.index.query(tenant, user, vector, fetch)]
+        hits = [i for i, _ in self.index.query(scope.tenant_id, scope.require_user(), vector, fetch)]
         if include_history or not hits:
             return hits[:k]
-        current = self.timeline.current_ids(tenant, user, hits)
+        current = self.timeline.current_ids(scope, hits)
         return [i for i in hits if i in current][:k]
 
     def _query_vector(self, query: str) -> np.ndarray:
@@ -445,7 +434,7 @@ class TripleSource(MemorySource):
         owner = (scope.tenant_id, scope.require_user()) if scope is not None else None
         with self._lock:
             report = reconcile_index(
-                self.index, lambda: self.timeline.index_flags(owner), self.timeline.mark_indexed, owner
+                self.index, lambda: self.timeline.index_flags(scope), self.timeline.mark_indexed, owner
             )
             if catch_up:
                 report.indexed = self._index_pending()
@@ -492,7 +481,7 @@ class TripleSource(MemorySource):
         """Delete the user's triples, their provenance and their vectors."""
         user = scope.require_user(f"resetting the {self.name!r} memory source")
         with self._lock:
-            self.timeline.delete_user(scope.tenant_id, user)
+            self.timeline.delete_user(scope)
             self._vectors.clear()  # recent texts, the user's among them
             # Last: when the index is unreachable the record is already clean, and
             # reconcile() drops the collection later.
@@ -536,3 +525,22 @@ class TripleSource(MemorySource):
 
         return cast(Path, plot(self.to_networkx(scope), path, **kwargs))
 
+
+def _triple_timeline(store: Any) -> TripleTimeline:
+    """The port implementation for ``store``: itself, or the SQLite timeline on a
+    ``SQLiteStore``; a clear error for anything else."""
+    if isinstance(store, TripleTimeline):
+        return store
+    # Imported here, not at the top: the source depends on the port only, and
+    # construction (default_triple_source) is where backends are chosen.
+    from ...storage.sqlite import SQLiteStore
+    from ...storage.sqlite_triples import SQLiteTripleTimeline
+
+    if isinstance(store, SQLiteStore):
+        return SQLiteTripleTimeline(store)
+    raise TypeError(
+        f"TripleSource takes a triple timeline or a SQLiteStore, not {type(store).__name__} "
+        f"{store!r}: pass SQLiteStore(path), SQLiteTripleTimeline(store) "
+        "(llama_memory.storage.sqlite_triples), or build the source with "
+        "default_triple_source(store, path, embed_model)"
+    )

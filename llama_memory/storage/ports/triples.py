@@ -21,6 +21,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Optional, Protocol, runtime_checkable
 
+from ...types import Scope
+
 __all__ = [
     "NewTriple",
     "StoredTriple",
@@ -181,24 +183,24 @@ class TripleTimeline(Protocol):
     # -- the update rules' reads and writes (inside a transaction) ---------------------
 
     def timeline(
-        self, tenant_id: str, user_id: str, subject_key: str, predicate_key: str
+        self, scope: Scope, subject_key: str, predicate_key: str
     ) -> list[TimelineEntry]:
         """Every triple of the (subject, predicate) pair, expired ones included, by
         ``valid_from`` then write order."""
         ...
 
     def current(
-        self, tenant_id: str, user_id: str, subject_key: str, predicate_key: str, object_key: str
+        self, scope: Scope, subject_key: str, predicate_key: str, object_key: str
     ) -> Optional[TimelineEntry]:
         """The triple with these three keys that holds now (at most one does), if any."""
         ...
 
-    def entity_spelling(self, tenant_id: str, user_id: str, entity_key: str) -> Optional[str]:
+    def entity_spelling(self, scope: Scope, entity_key: str) -> Optional[str]:
         """The text the user's earliest-written triple naming this entity (as subject or
         object) gives it, if any."""
         ...
 
-    def predicate_spelling(self, tenant_id: str, user_id: str, predicate_key: str) -> Optional[str]:
+    def predicate_spelling(self, scope: Scope, predicate_key: str) -> Optional[str]:
         """The text the user's earliest-written triple with this predicate gives it."""
         ...
 
@@ -228,8 +230,7 @@ class TripleTimeline(Protocol):
 
     def select(
         self,
-        tenant_id: str,
-        user_id: str,
+        scope: Scope,
         alive_at: float,
         *,
         ids: Optional[Sequence[str]] = None,
@@ -242,29 +243,29 @@ class TripleTimeline(Protocol):
         optionally of one subject and/or predicate key."""
         ...
 
-    def counts(self, tenant_id: str, user_id: str, alive_at: float) -> tuple[int, int]:
+    def counts(self, scope: Scope, alive_at: float) -> tuple[int, int]:
         """(all triples, current triples) of the user, not counting expired ones."""
         ...
 
-    def current_ids(self, tenant_id: str, user_id: str, ids: Sequence[str]) -> set[str]:
+    def current_ids(self, scope: Scope, ids: Sequence[str]) -> set[str]:
         """Which of ``ids`` are the user's current triples."""
         ...
 
     def search_words(
-        self, tenant_id: str, user_id: str, query: str, k: int, include_history: bool
+        self, scope: Scope, query: str, k: int, include_history: bool
     ) -> list[str]:
         """Ids of the user's triples whose words best match ``query`` (any word of it, as
         plain words: never query syntax), best first, at most ``k``."""
         ...
 
     def touching(
-        self, tenant_id: str, user_id: str, entity_keys: Sequence[str], include_history: bool
+        self, scope: Scope, entity_keys: Sequence[str], include_history: bool
     ) -> list[TripleEdge]:
         """The user's triples whose subject or object is one of ``entity_keys``, in no
         particular order."""
         ...
 
-    def entity_names(self, tenant_id: str, user_id: str) -> list[str]:
+    def entity_names(self, scope: Scope) -> list[str]:
         """Subjects and objects of the user's current triples as written, newest first
         (repeats kept)."""
         ...
@@ -288,14 +289,14 @@ class TripleTimeline(Protocol):
         """Flag every triple as waiting for the dense index (a rebuild)."""
         ...
 
-    def index_flags(self, owner: Optional[tuple[str, str]] = None) -> IndexFlags:
+    def index_flags(self, scope: Optional[Scope] = None) -> IndexFlags:
         """Every triple id and whether it is in the dense index, per (tenant, user), for
         every user or one (tenant, user)."""
         ...
 
     # -- forgetting ----------------------------------------------------------------------
 
-    def delete_user(self, tenant_id: str, user_id: str) -> None:
+    def delete_user(self, scope: Scope) -> None:
         """Delete the user's triples, their provenance and lexical entries."""
         ...
 
