@@ -18,6 +18,7 @@ The package, read in this order:
 - :mod:`.normalize`: matching keys of entities and predicates, display, query entities;
 - :mod:`.model`: :class:`KnowledgeTriple`, the tool/extraction models, validation;
 - :mod:`.timeline`: the update rules as pure functions (no database);
+- :mod:`.writes`: a batch validated whole, the rules applied through the port;
 - :mod:`.search`: how retrieval ranks (fusion, second hop);
 - :mod:`.source`: :class:`TripleSource` on the triple timeline port
   (:mod:`llama_memory.storage.ports.triples`) and a dense index;
@@ -41,7 +42,7 @@ from .model import (
 )
 from .normalize import USER_ENTITY, display_predicate, normalize_entity, normalize_predicate
 from .normalize import search_text as _search_text  # noqa: F401 - llama_memory.admin's import
-from .source import TripleSource
+from .source import TripleSource, Who
 
 __all__ = [
     "DEFAULT_FUNCTIONAL_PREDICATES",
@@ -57,6 +58,7 @@ __all__ = [
     "TripleError",
     "TripleInput",
     "TripleSource",
+    "Who",
     "default_triple_source",
     "display_predicate",
     "normalize_entity",

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import uuid
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union, cast
@@ -25,32 +24,19 @@ from llama_index.core.base.llms.types import ChatMessage
 from ...embeddings import vector_cache
 from ...errors import StorageError
 from ...expiry import NEVER, TTL, Expiry
-from ...messages import to_epoch
-from ...storage.ports.triples import (
-    NewTriple,
-    TimelineEntry,
-    TripleEdge,
-    TripleMention,
-    TripleTimeline,
-)
+from ...storage.ports.triples import TripleEdge, TripleTimeline
 from ...storage.reconcile import ReconcileReport, reconcile_index
-from ...types import MemoryRecord, Scope, StoredMessage, now
+from ...types import MemoryRecord, Scope, StoredMessage
 from ...views import TripleTable
 from ..base import MemorySource
 from ..dimension import DimensionGuard
 from .extraction import extract_triples
-from .model import (
-    DEFAULT_FUNCTIONAL_PREDICATES,
-    KnowledgeTriple,
-    Prepared,
-    TripleError,
-    prepare_all,
-    to_triple,
-)
+from .model import DEFAULT_FUNCTIONAL_PREDICATES, KnowledgeTriple, to_triple
 from .normalize import normalize_entity, normalize_predicate, search_text
 from .search import rank_triples, triple_record
-from .timeline import Decision, Written, decide, renewed_expiry
+from .timeline import Written
 from .tools import knowledge_tools
+from .writes import write_triples
 
 if TYPE_CHECKING:  # pragma: no cover - for annotations only
     import networkx
@@ -198,83 +184,11 @@ class TripleSource(MemorySource):
         ttl: Optional[TTL] = None,
     ) -> list[Written]:
         scope.require_user(f"the {self.name!r} memory source")
-        prepared = prepare_all(triples)  # all validated before anything is written
-        try:
-            default_time = now() if event_time is None else to_epoch(event_time)
-        except ValueError as exc:
-            raise TripleError(f"event_time: {exc}") from exc
-        ids = tuple(str(m) for m in message_ids)
-        lifetime = self.expiry.for_write(ttl)
-        results: list[Written] = []
-        with self._lock, self.timeline.transaction("add knowledge triples"):
-            ingested = now()
-            for item in prepared:
-                stated = item.stated_at if item.stated_at is not None else default_time
-                mention = TripleMention(scope.session_id, ids, stated, ingested, origin)
-                results.append(self._write_one(scope, item, mention, lifetime))
-        return results
-
-    def _write_one(
-        self,
-        scope: Scope,
-        item: Prepared,
-        mention: TripleMention,
-        lifetime: tuple[Optional[float], Optional[float]],
-    ) -> Written:
-        """Apply the update rules (:func:`.timeline.decide`) to one triple, inside the
-        caller's transaction."""
-        t = mention.event_time
-        functional = item.predicate_key in self._functional
-        entries: list[TimelineEntry]
-        if functional:
-            entries = self.timeline.timeline(scope, item.subject_key, item.predicate_key)
-        else:  # only the current triple with this value matters: one indexed lookup
-            same = self.timeline.current(
-                scope, item.subject_key, item.predicate_key, item.object_key
-            )
-            entries = [same] if same is not None else []
-        decision = decide(entries, item.object_key, t, functional)
-        if decision.target is not None:
-            target = next(e for e in entries if e.id == decision.target)
-            if decision.start is not None:
-                self.timeline.move_start(target.id, decision.start)
-            renewed = renewed_expiry(target.ttl, target.expires_at, *lifetime)
-            self.timeline.add_mention(target.id, mention, *renewed)
-            successor = target.id
-        else:
-            successor = self._insert(scope, item, mention, lifetime, decision)
-        if decision.ends:
-            self.timeline.end(decision.ends, t, successor)
-        return Written(successor, decision.creates, decision.ends)
-
-    def _insert(
-        self,
-        scope: Scope,
-        item: Prepared,
-        mention: TripleMention,
-        lifetime: tuple[Optional[float], Optional[float]],
-        decision: Decision,
-    ) -> str:
-        # The spellings the user's graph already uses: an entity is shown the way it was
-        # first written ("Alice", even when a later statement says "alice"), so one node
-        # never reads two ways.
-        subject = self.timeline.entity_spelling(scope, item.subject_key) or item.subject
-        predicate = self.timeline.predicate_spelling(scope, item.predicate_key) or item.predicate
-        obj = self.timeline.entity_spelling(scope, item.object_key) or item.object
-        # A random id, not a content hash: the same fact may hold again later (a
-        # move back to Paris) and is then a new interval with an id of its own.
-        triple_id = uuid.uuid4().hex
-        self.timeline.insert(
-            NewTriple(
-                id=triple_id, tenant_id=scope.tenant_id, user_id=scope.require_user(),
-                subject=subject, predicate=predicate, object=obj,
-                subject_key=item.subject_key, predicate_key=item.predicate_key,
-                object_key=item.object_key, valid_from=mention.event_time, valid_to=decision.valid_to,
-                superseded_by=decision.superseded_by, ttl=lifetime[0], expires_at=lifetime[1],
-                search_text=search_text(subject, predicate, obj), mention=mention,
-            )
-        )  # fmt: skip
-        return triple_id
+        with self._lock:
+            return write_triples(
+                self.timeline, self._functional, self.expiry.for_write(ttl),
+                triples, scope, event_time, message_ids, origin,
+            )  # fmt: skip
 
     # -- reading the store -----------------------------------------------------------------
 
