@@ -23,7 +23,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
-from .sources.triples import KnowledgeTriple, display_predicate, normalize_entity
+from .sources.triples.model import KnowledgeTriple
+from .sources.triples.normalize import display_predicate, normalize_entity
 
 if TYPE_CHECKING:  # pragma: no cover
     import networkx

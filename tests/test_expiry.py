@@ -19,6 +19,7 @@ from llama_memory.sources import ProfileSource, TripleSource
 from llama_memory.sources import profile as profile_module
 from llama_memory.sources import triples as triples_module
 from llama_memory.storage.sqlite import DB_FILENAME, MIGRATIONS, SQLiteStore, sql_statements
+from llama_memory.storage.sqlite_triples import MIGRATIONS as TRIPLE_MIGRATIONS
 
 START = 1_800_000_000.0
 
@@ -176,7 +177,7 @@ def test_a_store_from_before_expiry_opens_and_upgrades(tmp_path: Path, embed_mod
     conn.commit()
     conn.close()
     old = SQLiteStore(tmp_path)  # records migrate to v3 here
-    old.ensure_schema("triples", triples_module._SOURCE_SCHEMA[:1])
+    old.ensure_schema("triples", TRIPLE_MIGRATIONS[:1])
     old.ensure_schema("profile", profile_module.MIGRATIONS[:1])
     with old.transaction("old rows") as conn:
         conn.execute(
@@ -196,7 +197,7 @@ def test_a_store_from_before_expiry_opens_and_upgrades(tmp_path: Path, embed_mod
     try:
         store = memory.source("vector").store
         assert store.schema_version == len(MIGRATIONS)
-        assert store.get_meta("schema:triples") == str(len(triples_module._SOURCE_SCHEMA))
+        assert store.get_meta("schema:triples") == str(len(TRIPLE_MIGRATIONS))
         assert store.get_meta("schema:profile") == str(len(profile_module.MIGRATIONS))
         # Old rows have no expiry: they are kept, whatever the new default ttl.
         assert "I keep bees on the roof" in texts(memory.search("bees", k=5))

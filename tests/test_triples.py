@@ -648,3 +648,22 @@ def test_one_get_embeds_its_query_once_for_both_sources(tmp_path: Path, embed_mo
         memory.close()
     assert queries == 1
     assert after_put == 1
+
+
+def test_a_source_takes_a_store_or_a_timeline_and_says_what_to_pass_otherwise(
+    tmp_path: Path, embed_model
+) -> None:
+    from llama_memory.storage.chroma import open_index
+    from llama_memory.storage.sqlite_triples import SQLiteTripleTimeline
+
+    store = SQLiteStore(tmp_path)
+    index = open_index("llama_memory_triples", tmp_path, None, None)
+    try:
+        with pytest.raises(TypeError, match=r"not str '/some/dir': pass SQLiteStore\(path\)"):
+            TripleSource("/some/dir", index, embed_model)
+        on_store = TripleSource(store, index, embed_model)  # as before the ports existed
+        on_store.add_triples([("Alice", "lives in", "Paris")], "alice")
+        on_timeline = TripleSource(SQLiteTripleTimeline(store), index, embed_model)
+        assert [t.object for t in on_timeline.triples("alice")] == ["Paris"]
+    finally:
+        store.close()

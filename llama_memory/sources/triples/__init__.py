@@ -1,0 +1,66 @@
+"""Knowledge-triple memory: facts as (subject, predicate, object), superseded instead of lost.
+
+A :class:`TripleSource` remembers structured facts about the user and the people,
+places and things in their life, such as ``(Alice, has friend, John)``. Update
+rules (see ``docs/triples.md``):
+
+- a triple identical to a current one (after normalisation) is stored once, and
+  every new statement of it is recorded as a *mention* (session, message ids,
+  event and ingestion time): its provenance grows;
+- for a *functional* predicate (one value at a time: ``lives in``, ``name``...),
+  a new object for the same subject supersedes the current triple: the old one
+  gets ``valid_to`` and ``superseded_by`` and stays in :meth:`TripleSource.history`;
+- retrieval returns only current triples unless history is asked for; nothing is
+  deleted except by an explicit ``reset``/``forget``.
+
+The package, read in this order:
+
+- :mod:`.normalize`: matching keys of entities and predicates, display, query entities;
+- :mod:`.model`: :class:`KnowledgeTriple`, the tool/extraction models, validation;
+- :mod:`.timeline`: the update rules as pure functions (no database);
+- :mod:`.writes`: a batch validated whole, the rules applied through the port;
+- :mod:`.search`: how retrieval ranks (fusion, second hop);
+- :mod:`.source`: :class:`TripleSource` on the triple timeline port
+  (:mod:`llama_memory.storage.ports.triples`) and a dense index;
+- :mod:`.tools`, :mod:`.extraction`: the agent tools and LLM extraction;
+- :mod:`.defaults`: :func:`default_triple_source` (SQLite + Chroma).
+"""
+
+from ...extraction import ExtractionError
+from .defaults import default_triple_source
+from .extraction import EXTRACTION_PROMPT
+from .model import (
+    DEFAULT_FUNCTIONAL_PREDICATES,
+    MAX_PART_CHARS,
+    TRIPLE_COLLECTION,
+    ExtractedTriples,
+    KnowledgeTriple,
+    SaveKnowledgeArgs,
+    SearchKnowledgeArgs,
+    TripleError,
+    TripleInput,
+)
+from .normalize import USER_ENTITY, display_predicate, normalize_entity, normalize_predicate
+from .normalize import search_text as _search_text  # noqa: F401 - llama_memory.admin's import
+from .source import TripleSource, Who
+
+__all__ = [
+    "DEFAULT_FUNCTIONAL_PREDICATES",
+    "EXTRACTION_PROMPT",
+    "MAX_PART_CHARS",
+    "TRIPLE_COLLECTION",
+    "USER_ENTITY",
+    "ExtractedTriples",
+    "ExtractionError",
+    "KnowledgeTriple",
+    "SaveKnowledgeArgs",
+    "SearchKnowledgeArgs",
+    "TripleError",
+    "TripleInput",
+    "TripleSource",
+    "Who",
+    "default_triple_source",
+    "display_predicate",
+    "normalize_entity",
+    "normalize_predicate",
+]

@@ -1,0 +1,460 @@
+"""The knowledge-triple source: writes through the update rules, reads, retrieval,
+the dense index's upkeep and forgetting, on the triple timeline port.
+
+Facts arrive three ways, never from plain conversation messages (``add`` does
+nothing): :meth:`TripleSource.add_triples`, the agent tools (:meth:`TripleSource.tools`,
+bound to the memory's user) and LLM extraction (:meth:`TripleSource.extract`). The
+update rules are pure functions in :mod:`.timeline`; retrieval's ranking is in
+:mod:`.search`. The timeline port is the system of record (with the lexical index);
+the dense index is derived from it, per user, and rebuildable.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional, Union, cast
+
+import numpy as np
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.base.llms.types import ChatMessage
+
+from ...embeddings import vector_cache
+from ...errors import StorageError
+from ...expiry import NEVER, TTL, Expiry
+from ...storage.ports.triples import TripleEdge, TripleTimeline
+from ...storage.reconcile import ReconcileReport, reconcile_index
+from ...types import MemoryRecord, Scope, StoredMessage
+from ...views import TripleTable
+from ..base import MemorySource
+from ..dimension import DimensionGuard
+from .extraction import extract_triples
+from .model import DEFAULT_FUNCTIONAL_PREDICATES, KnowledgeTriple, to_triple
+from .normalize import normalize_entity, normalize_predicate, search_text
+from .search import rank_triples, triple_record
+from .timeline import Written
+from .tools import knowledge_tools
+from .writes import write_triples
+
+if TYPE_CHECKING:  # pragma: no cover - for annotations only
+    import networkx
+
+    from ...storage.chroma import DenseIndex  # the vector index port, once storage has one
+
+__all__ = ["TripleSource", "Who"]
+
+logger = logging.getLogger(__name__)
+
+#: A scope, or a user id for the default tenant.
+Who = Union[Scope, str]
+
+
+def _scope(who: Who) -> Scope:
+    return who if isinstance(who, Scope) else Scope(user_id=who)
+
+
+class TripleSource(MemorySource):
+    """Facts as (subject, predicate, object) triples, superseded instead of lost.
+
+    Args:
+        store: the triple timeline, the system of record (a
+            :class:`~llama_memory.storage.ports.triples.TripleTimeline`, e.g.
+            ``SQLiteTripleTimeline(store)``), or a ``SQLiteStore`` to keep the
+            triples in (as before the ports existed).
+        index: the dense index derived from it (give it its own prefix, e.g.
+            :data:`TRIPLE_COLLECTION`; one collection per user).
+        embed_model: any LlamaIndex embedding; its dimension is recorded in the
+            store and a model of another dimension is refused.
+        functional_predicates: predicates that hold one value at a time (a new
+            object supersedes the current one); default
+            :data:`DEFAULT_FUNCTIONAL_PREDICATES`. More can be declared later
+            with :meth:`declare_functional`.
+        hops: the entity neighbourhood retrieval adds: 1 (triples touching an
+            entity the query names) or 2 (also triples touching their neighbours).
+        batch_size: how many triples are embedded per call to the model.
+        name: the source's name in the memory block.
+        priority: its place in the memory block (the profile is 10, past messages 0).
+        expiry: default time to live of new triples, refresh on read, and the clock
+            (default: kept until forgotten); ``add_triples(ttl=...)`` overrides it.
+    """
+
+    def __init__(
+        self,
+        store: Any,
+        index: "DenseIndex",
+        embed_model: BaseEmbedding,
+        *,
+        functional_predicates: Iterable[str] = DEFAULT_FUNCTIONAL_PREDICATES,
+        hops: int = 1,
+        batch_size: int = 64,
+        name: str = "triples",
+        priority: int = 5,
+        expiry: Expiry = NEVER,
+    ) -> None:
+        if hops not in (1, 2):
+            raise ValueError(f"hops must be 1 or 2, got {hops!r}")
+        if batch_size <= 0:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        self.timeline = _triple_timeline(store)
+        self.store = self.timeline.store
+        self.index = index
+        self.embed_model = embed_model
+        self.hops = hops
+        self.batch_size = batch_size
+        self.name = name
+        self.priority = priority
+        self.expiry = expiry
+        self._functional: set[str] = set()
+        self.declare_functional(*functional_predicates)
+        self._lock = threading.RLock()
+        self._dimensions = DimensionGuard(self.store, embed_model, key_prefix="triples:")
+        # Shared with the other sources of this model: one embedding of a query per get().
+        self._vectors = vector_cache(embed_model)
+
+    # -- functional predicates --------------------------------------------------------
+
+    def declare_functional(self, *predicates: str) -> None:
+        """Declare predicates that hold one value at a time for a subject.
+
+        Applies to triples written from now on; triples already stored keep their
+        validity (a predicate declared late may have several current values until
+        the next statement of it supersedes them).
+        """
+        for predicate in predicates:
+            key = normalize_predicate(predicate) if isinstance(predicate, str) else ""
+            if not key:
+                raise ValueError(f"not a predicate: {predicate!r}")
+            self._functional.add(key)
+
+    def is_functional(self, predicate: str) -> bool:
+        """Whether ``predicate`` holds one value at a time (after normalisation)."""
+        return normalize_predicate(predicate) in self._functional
+
+    # -- writing ----------------------------------------------------------------------
+
+    def add(self, messages: Sequence[StoredMessage], scope: Scope) -> None:
+        """Does nothing: triples come from :meth:`add_triples`, the tools or :meth:`extract`,
+        not from every message (past messages are the vector source's job)."""
+
+    def add_triples(
+        self,
+        triples: Iterable[Any],
+        scope: Who,
+        *,
+        event_time: Any = None,
+        message_ids: Sequence[str] = (),
+        ttl: Optional[TTL] = None,
+    ) -> list[KnowledgeTriple]:
+        """Store facts for the scope's user, all in one transaction.
+
+        Args:
+            triples: ``KnowledgeTriple``s, mappings with ``subject``, ``predicate``
+                and ``object``, or ``(subject, predicate, object)`` tuples.
+            scope: whose facts they are (a :class:`Scope`, or a user id).
+            event_time: when they were stated (datetime, date, epoch seconds or ISO
+                string; default now). A triple's own ``valid_from``/``event_time``
+                wins.
+            message_ids: ids of the chat messages they came from.
+            ttl: how long they are kept (seconds or a timedelta); default the
+                source's ``expiry.ttl``. Stating a known fact again renews it (the
+                later expiry wins; a fact kept forever stays so).
+
+        Returns:
+            The stored triples, in the order given (an identical triple already
+            known comes back with its grown provenance).
+
+        Raises:
+            TripleError: a triple was malformed; nothing was written.
+            ScopeError: the scope has no user.
+        """
+        written = self._write(
+            triples, _scope(scope), event_time, message_ids, origin="api", ttl=ttl
+        )
+        return self._by_ids([w.id for w in written], _scope(scope))
+
+    def _write(
+        self,
+        triples: Iterable[Any],
+        scope: Scope,
+        event_time: Any,
+        message_ids: Sequence[str],
+        origin: str,
+        ttl: Optional[TTL] = None,
+    ) -> list[Written]:
+        scope.require_user(f"the {self.name!r} memory source")
+        with self._lock:
+            return write_triples(
+                self.timeline, self._functional, self.expiry.for_write(ttl),
+                triples, scope, event_time, message_ids, origin,
+            )  # fmt: skip
+
+    # -- reading the store -----------------------------------------------------------------
+
+    def triples(
+        self,
+        scope: Who,
+        *,
+        include_history: bool = False,
+        subject: Optional[str] = None,
+        predicate: Optional[str] = None,
+    ) -> list[KnowledgeTriple]:
+        """The user's triples (current ones only, unless ``include_history``), oldest
+        first, optionally for one subject and/or predicate (matched normalised)."""
+        scope = _scope(scope)
+        scope.require_user(f"the {self.name!r} memory source")
+        rows = self.timeline.select(
+            scope,
+            self.expiry.now(),
+            include_history=include_history,
+            subject_key=normalize_entity(subject) if subject is not None else None,
+            predicate_key=normalize_predicate(predicate) if predicate is not None else None,
+        )
+        return [to_triple(r) for r in rows]
+
+    def view(self, scope: Who, *, include_history: bool = True, draw: bool = True) -> TripleTable:
+        """The user's triples as a table, with the graph of the current ones drawn inline
+        in Jupyter (``draw``); superseded ones too unless ``include_history=False``
+        (:class:`~llama_memory.views.TripleTable`)."""
+        scope = _scope(scope)
+        return TripleTable(
+            self.triples(scope, include_history=include_history), name=scope.user_id or "", draw=draw
+        )
+
+    def history(self, subject: str, predicate: str, scope: Who) -> list[KnowledgeTriple]:
+        """Every value ``subject``'s ``predicate`` has had, oldest first: the supersede
+        chain (each one's ``superseded_by`` is the next one's id), current one last."""
+        return self.triples(scope, include_history=True, subject=subject, predicate=predicate)
+
+    def count(self, scope: Who, *, include_history: bool = False) -> int:
+        """How many triples the user has (current ones only, unless ``include_history``)."""
+        scope = _scope(scope)
+        scope.require_user()
+        total, current = self.timeline.counts(scope, self.expiry.now())
+        return total if include_history else current
+
+    def _by_ids(self, ids: Sequence[str], scope: Scope) -> list[KnowledgeTriple]:
+        """Triples by id, in the order given (repeats kept), within the scope."""
+        if not ids:
+            return []
+        scope.require_user()
+        rows = self.timeline.select(scope, self.expiry.now(), ids=ids)
+        found = {r.id: to_triple(r) for r in rows}
+        return [found[i] for i in ids if i in found]
+
+    # -- retrieval ---------------------------------------------------------------------
+
+    def retrieve(self, query: str, scope: Scope, k: int) -> list[MemoryRecord]:
+        """Up to ``k`` current triples for ``query`` (see :meth:`search`); none for an
+        empty query."""
+        return self.search(query, scope, k)
+
+    def search(
+        self,
+        query: str,
+        scope: Who,
+        k: int = 10,
+        *,
+        include_history: bool = False,
+        hops: Optional[int] = None,
+    ) -> list[MemoryRecord]:
+        """The triples that best answer ``query``, as records rendered
+        ``subject — predicate — object (since date)``, best first.
+
+        Three rankings are fused by reciprocal rank (each list adds
+        ``1 / (60 + rank)``, :func:`llama_memory.retrieval.fuse_rankings`): by meaning
+        (the dense index), by words (the lexical index), and the 1-hop neighbourhood
+        of the entities the query names (triples whose subject or object appears in
+        it, those touching two named entities first). With ``hops=2``, a triple one
+        step further, reached through a neighbour entity, scores half the best score
+        of the triples that lead to it: it can outrank a weak match by meaning, never
+        the fact that leads to it. Only current triples unless ``include_history``.
+        """
+        scope = _scope(scope)
+        scope.require_user(f"the {self.name!r} memory source")
+        hops = self.hops if hops is None else hops
+        if hops not in (1, 2):
+            raise ValueError(f"hops must be 1 or 2, got {hops!r}")
+        if not query.strip() or k <= 0:
+            return []
+        total, current = self.timeline.counts(scope, self.expiry.now())
+        if (total if include_history else current) == 0:
+            return []  # nothing to find: skip embedding the query
+        with self._lock:
+            self._index_pending()
+        fetch = k if include_history else k + total - current
+        dense = self._dense_ranking(query, scope, k, fetch, include_history)
+        lexical = self.timeline.search_words(scope, query, k, include_history)
+
+        def touching(keys: Sequence[str]) -> list[TripleEdge]:
+            return self.timeline.touching(scope, keys, include_history)
+
+        scores, matched = rank_triples(query, dense, lexical, touching, k, hops)
+        ordered = sorted(scores, key=lambda i: scores[i], reverse=True)
+        triples = {t.id: t for t in self._by_ids(ordered[:k], scope)}
+        if len(triples) < len(ordered[:k]):  # some expired: look further down
+            triples = {t.id: t for t in self._by_ids(ordered, scope)}
+        ranked = [i for i in ordered if i in triples][:k]
+        if self.expiry.refresh_on_read and ranked:
+            self.timeline.refresh_expiry(ranked, self.expiry.now())
+        return [triple_record(triples[i], scores[i], matched[i], self.name) for i in ranked]
+
+    def _dense_ranking(
+        self, query: str, scope: Scope, k: int, fetch: int, include_history: bool
+    ) -> list[str]:
+        # Superseded triples keep their vectors (history is searchable, and the index
+        # has no delete), so the caller asks for ``fetch`` = k + the superseded count:
+        # enough to still find k current ones after filtering.
+        vector = self._query_vector(query)
+        hits = [i for i, _ in self.index.query(scope.tenant_id, scope.require_user(), vector, fetch)]
+        if include_history or not hits:
+            return hits[:k]
+        current = self.timeline.current_ids(scope, hits)
+        return [i for i in hits if i in current][:k]
+
+    def _query_vector(self, query: str) -> np.ndarray:
+        vector = self._vectors.query(query)
+        self._dimensions.check_vectors(len(vector))
+        return vector
+
+    # -- the dense index -----------------------------------------------------------------
+
+    def flush(self) -> int:
+        """Embed every triple the dense index has not seen yet; return how many."""
+        with self._lock:
+            return self._index_pending()
+
+    def reindex(self) -> int:
+        """Rebuild the dense index from the system of record; return triples indexed."""
+        with self._lock:
+            self.index.clear()
+            self.timeline.mark_all_unindexed()
+            return self._index_pending()
+
+    def close(self) -> None:
+        """Index what is waiting, so the next process need not embed it again. An
+        unreachable index is logged, not raised: the triples stay flagged as waiting."""
+        try:
+            self.flush()
+        except StorageError as exc:
+            logger.warning("closing with triples not written to the dense index: %s", exc)
+
+    def reconcile(self, catch_up: bool = True, scope: Optional[Scope] = None) -> ReconcileReport:
+        """Bring the dense index in line with the triples, for every user or the scope's
+        user (see :func:`~llama_memory.storage.reconcile.reconcile_index`); with
+        ``catch_up``, embed and write the missing vectors now, else before the next
+        search."""
+        owner = (scope.tenant_id, scope.require_user()) if scope is not None else None
+        with self._lock:
+            report = reconcile_index(
+                self.index, lambda: self.timeline.index_flags(scope), self.timeline.mark_indexed, owner
+            )
+            if catch_up:
+                report.indexed = self._index_pending()
+            return report
+
+    def purge_expired(self) -> int:
+        """Delete expired triples (current or not), their provenance and their vectors;
+        return how many. A triple they superseded keeps its ``superseded_by`` id."""
+        with self._lock:
+            gone = self.timeline.delete_expired(self.expiry.now())
+            by_user: dict[tuple[str, str], list[str]] = {}
+            for ref in gone:
+                by_user.setdefault((ref.tenant_id, ref.user_id), []).append(ref.id)
+            for (tenant, user), ids in by_user.items():
+                self.index.delete(tenant, user, ids)
+            return len(gone)
+
+    def _index_pending(self) -> int:
+        # Triples are written rarely (a tool call, an extraction), so unlike the
+        # vector source there is no overlay: pending rows go to the index in one
+        # upsert per user before the next read, and are then flagged.
+        done = 0
+        while True:
+            rows = self.timeline.pending(self.batch_size)
+            if not rows:
+                return done
+            texts = [search_text(r.subject, r.predicate, r.object) for r in rows]
+            vectors = self.embed_model.get_text_embedding_batch(texts)
+            if vectors:
+                self._dimensions.check_vectors(len(vectors[0]))
+            by_user: dict[tuple[str, str], list[int]] = {}
+            for i, r in enumerate(rows):
+                by_user.setdefault((r.tenant_id, r.user_id), []).append(i)
+            for (tenant, user), positions in by_user.items():
+                self.index.upsert(
+                    tenant, user, [rows[i].id for i in positions], [vectors[i] for i in positions]
+                )
+            self.timeline.mark_indexed([r.id for r in rows])
+            done += len(rows)
+
+    # -- forgetting ----------------------------------------------------------------------
+
+    def reset(self, scope: Scope) -> None:
+        """Delete the user's triples, their provenance and their vectors."""
+        user = scope.require_user(f"resetting the {self.name!r} memory source")
+        with self._lock:
+            self.timeline.delete_user(scope)
+            self._vectors.clear()  # recent texts, the user's among them
+            # Last: when the index is unreachable the record is already clean, and
+            # reconcile() drops the collection later.
+            self.index.drop(scope.tenant_id, user)
+
+    # -- tools, extraction, graph ------------------------------------------------------------
+
+    def tools(self, scope: Scope) -> list[Any]:
+        """``save_knowledge`` and ``search_knowledge`` as LlamaIndex ``FunctionTool``s,
+        acting for the scope's user (the LLM's arguments never choose the user)."""
+        return knowledge_tools(self, scope)
+
+    def extract(  # returns what it stored; the memory ignores it
+        self, messages: Sequence[ChatMessage], llm: Any, scope: Scope
+    ) -> list[KnowledgeTriple]:
+        """Turn ``messages`` into triples with ``llm``'s structured output, and store them.
+
+        User and assistant messages with text are shown to the LLM; if there are
+        none the LLM is not called. The whole output is validated before anything
+        is written, in one transaction.
+
+        Raises:
+            ExtractionError: the LLM's output was malformed or held an invalid
+                triple; nothing was written.
+        """
+        return extract_triples(self, messages, llm, scope)
+
+    def to_networkx(self, scope: Who, *, include_history: bool = False) -> "networkx.MultiDiGraph":
+        """The user's current knowledge graph (see :func:`llama_memory.graph.to_networkx`)."""
+        from ...graph import to_networkx
+
+        scope = _scope(scope)
+        return to_networkx(
+            self.triples(scope, include_history=include_history), name=scope.require_user()
+        )
+
+    def plot(self, path: Union[str, Path], scope: Who, **kwargs: Any) -> Path:
+        """Draw the user's current knowledge graph to an image file (see
+        :func:`llama_memory.graph.plot`); return its path."""
+        from ...graph import plot
+
+        return cast(Path, plot(self.to_networkx(scope), path, **kwargs))
+
+
+def _triple_timeline(store: Any) -> TripleTimeline:
+    """The port implementation for ``store``: itself, or the SQLite timeline on a
+    ``SQLiteStore``; a clear error for anything else."""
+    if isinstance(store, TripleTimeline):
+        return store
+    # Imported here, not at the top: the source depends on the port only, and
+    # construction (default_triple_source) is where backends are chosen.
+    from ...storage.sqlite import SQLiteStore
+    from ...storage.sqlite_triples import SQLiteTripleTimeline
+
+    if isinstance(store, SQLiteStore):
+        return SQLiteTripleTimeline(store)
+    raise TypeError(
+        f"TripleSource takes a triple timeline or a SQLiteStore, not {type(store).__name__} "
+        f"{store!r}: pass SQLiteStore(path), SQLiteTripleTimeline(store) "
+        "(llama_memory.storage.sqlite_triples), or build the source with "
+        "default_triple_source(store, path, embed_model)"
+    )

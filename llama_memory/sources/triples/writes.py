@@ -1,0 +1,121 @@
+"""Writing triples: a batch validated whole, then the update rules (:mod:`.timeline`)
+applied through the triple timeline port, in one transaction."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from typing import AbstractSet, Any, Optional
+
+from ...messages import to_epoch
+from ...storage.ports.triples import NewTriple, TimelineEntry, TripleMention, TripleTimeline
+from ...types import Scope, now
+from .model import Prepared, TripleError, prepare_all
+from .normalize import search_text
+from .timeline import Decision, Written, decide, renewed_expiry
+
+__all__ = ["write_triples"]
+
+
+def write_triples(
+    timeline: TripleTimeline,
+    functional_keys: AbstractSet[str],
+    lifetime: tuple[Optional[float], Optional[float]],
+    triples: Iterable[Any],
+    scope: Scope,
+    event_time: Any,
+    message_ids: Sequence[str],
+    origin: str,
+) -> list[Written]:
+    """Store ``triples`` for the scope's user, all or nothing; return what each did.
+
+    Args:
+        timeline: where they are kept.
+        functional_keys: the normalised predicates that hold one value at a time.
+        lifetime: ``(ttl, expires_at)`` of what is written now (``None``: forever).
+        triples: what the caller gave (validated whole before anything is written).
+        scope: whose facts they are, and the session they were stated in.
+        event_time: when they were stated (default now); a triple's own date wins.
+        message_ids: the chat messages they came from.
+        origin: how they arrived (``"api"``, ``"tool"``, ``"extraction"``).
+
+    Raises:
+        TripleError: a triple (or ``event_time``) was malformed; nothing was written.
+    """
+    prepared = prepare_all(triples)  # all validated before anything is written
+    try:
+        default_time = now() if event_time is None else to_epoch(event_time)
+    except ValueError as exc:
+        raise TripleError(f"event_time: {exc}") from exc
+    ids = tuple(str(m) for m in message_ids)
+    results: list[Written] = []
+    with timeline.transaction("add knowledge triples"):
+        ingested = now()
+        for item in prepared:
+            stated = item.stated_at if item.stated_at is not None else default_time
+            mention = TripleMention(scope.session_id, ids, stated, ingested, origin)
+            results.append(_write_one(timeline, functional_keys, scope, item, mention, lifetime))
+    return results
+
+
+def _write_one(
+    timeline: TripleTimeline,
+    functional_keys: AbstractSet[str],
+    scope: Scope,
+    item: Prepared,
+    mention: TripleMention,
+    lifetime: tuple[Optional[float], Optional[float]],
+) -> Written:
+    """Apply the update rules (:func:`.timeline.decide`) to one triple, inside the
+    caller's transaction."""
+    t = mention.event_time
+    functional = item.predicate_key in functional_keys
+    entries: list[TimelineEntry]
+    if functional:
+        entries = timeline.timeline(scope, item.subject_key, item.predicate_key)
+    else:  # only the current triple with this value matters: one indexed lookup
+        same = timeline.current(scope, item.subject_key, item.predicate_key, item.object_key)
+        entries = [same] if same is not None else []
+    decision = decide(entries, item.object_key, t, functional)
+    if decision.target is not None:
+        target = next(e for e in entries if e.id == decision.target)
+        if decision.start is not None:
+            timeline.move_start(target.id, decision.start)
+        renewed = renewed_expiry(target.ttl, target.expires_at, *lifetime)
+        timeline.add_mention(target.id, mention, *renewed)
+        successor = target.id
+    else:
+        successor = _insert(timeline, scope, item, mention, lifetime, decision)
+    if decision.ends:
+        timeline.end(decision.ends, t, successor)
+    return Written(successor, decision.creates, decision.ends)
+
+
+def _insert(
+    timeline: TripleTimeline,
+    scope: Scope,
+    item: Prepared,
+    mention: TripleMention,
+    lifetime: tuple[Optional[float], Optional[float]],
+    decision: Decision,
+) -> str:
+    # The spellings the user's graph already uses: an entity is shown the way it was
+    # first written ("Alice", even when a later statement says "alice"), so one node
+    # never reads two ways.
+    subject = timeline.entity_spelling(scope, item.subject_key) or item.subject
+    predicate = timeline.predicate_spelling(scope, item.predicate_key) or item.predicate
+    obj = timeline.entity_spelling(scope, item.object_key) or item.object
+    # A random id, not a content hash: the same fact may hold again later (a
+    # move back to Paris) and is then a new interval with an id of its own.
+    triple_id = uuid.uuid4().hex
+    timeline.insert(
+        NewTriple(
+            id=triple_id, tenant_id=scope.tenant_id, user_id=scope.require_user(),
+            subject=subject, predicate=predicate, object=obj,
+            subject_key=item.subject_key, predicate_key=item.predicate_key,
+            object_key=item.object_key, valid_from=mention.event_time, valid_to=decision.valid_to,
+            superseded_by=decision.superseded_by, ttl=lifetime[0], expires_at=lifetime[1],
+            search_text=search_text(subject, predicate, obj), mention=mention,
+        )
+    )  # fmt: skip
+    return triple_id
