@@ -6,7 +6,7 @@ memory only ever see these types and plain domain rows (``MemoryRecord``, ``Scop
 ``NewRecord``...): no connection, no SQL, no rowid. See docs/architecture.md.
 """
 
-from .base import MetaStore, Storage, Transactional
+from .base import MetaStore, Storage, Transactional, UserDeletion
 from .chat import ChatLog, ChatLogChanges, ChatStore, SharedChatLog
 from .jobs import JOB_STATES, Job, JobQueue
 from .lexical import LexicalIndex
@@ -30,6 +30,7 @@ __all__ = [
     "SharedChatLog",
     "Storage",
     "Transactional",
+    "UserDeletion",
     "Vector",
     "VectorCopies",
     "VectorIndex",

@@ -62,8 +62,19 @@ class MetaStore(Protocol):
 
 
 @runtime_checkable
+class UserDeletion(Protocol):
+    """Forgetting a user."""
+
+    def delete_user(self, scope: Scope, source: Optional[str] = None) -> list[str]:
+        """Delete one user's records of ``source``; without ``source``, the user from
+        every kind of row of the store (records, chat history, triples, profile,
+        jobs...): the right to be forgotten. Returns the deleted record ids."""
+        ...
+
+
+@runtime_checkable
 class Storage(
-    Transactional, MetaStore, RecordStore, IndexedRows, LexicalIndex, VectorCopies, JobQueue, Protocol
+    Transactional, MetaStore, UserDeletion, RecordStore, IndexedRows, LexicalIndex, VectorCopies, JobQueue, Protocol
 ):
     """Everything a memory needs from its system of record, as one object: what a
     second backend implements (``llama_memory.storage.sqlite.SQLiteStore`` is the
@@ -81,12 +92,6 @@ class Storage(
 
     def sessions(self, scope: Scope) -> list[str]:
         """The scope user's session ids with stored messages, oldest first."""
-        ...
-
-    def delete_user(self, scope: Scope, source: Optional[str] = None) -> list[str]:
-        """Delete one user's records of ``source``; without ``source``, the user from
-        every kind of row of the store (records, chat history, triples, profile...):
-        the right to be forgotten. Returns the deleted record ids."""
         ...
 
     def purge_expired(self, at: float) -> list[PendingRecord]:

@@ -69,6 +69,11 @@ class RecordStore(Protocol):
         integer that grows with write order within the store (a sequence column)."""
         ...
 
+    def ensure_session_order(self) -> None:
+        """Prepare what :meth:`session_neighbours` needs (SQLite: an index, created once
+        per file); a backend that needs nothing does nothing."""
+        ...
+
     def count_records(self, source: str, scope: Optional[Scope] = None) -> int:
         """How many records ``source`` holds (for one user when ``scope`` is given)."""
         ...
