@@ -6,14 +6,13 @@ import asyncio
 import difflib
 import inspect
 import logging
-import os
 import threading
 import warnings
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, ContextManager, Literal, Optional, Union
+from typing import Any, ContextManager, Literal, Optional, Union, cast
 from uuid import uuid4
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -24,7 +23,6 @@ from llama_index.core.utils import get_tokenizer
 from pydantic import BaseModel
 
 from .agents import RunMemoryTool, drops_leading_system_message
-from .buffer import ChatBuffer
 from .compose import (
     MemoryBlock,
     deduplicate,
@@ -33,8 +31,13 @@ from .compose import (
     interleave,
     window_texts,
 )
+from .config import DENSE_COLLECTIONS as DENSE_COLLECTIONS  # re-exported: their old home
+from .config import VECTOR_COLLECTION as VECTOR_COLLECTION
+from .config import build_memory, check_restorable
+from .config import default_vector_source as default_vector_source
+from .config import resolve_embed_model as resolve_embed_model
 from .errors import LlamaMemoryError, MemoryClosedError, RestoreWarning, StorageError
-from .expiry import TTL, Expiry, ttl_seconds
+from .expiry import TTL
 from .instrumentation import (
     MemoryBlockEvent,
     MemoryExtractionEvent,
@@ -53,39 +56,31 @@ from .messages import (
 )
 from .restore import (
     embedding_from_dict,
-    embedding_to_dict,
     import_class,
     primary_from_dict,
     primary_to_dict,
     qualified_name,
     restore_hook_arguments,
 )
-from .sources.base import MemorySource
-from .sources.dimension import forget_embedding_model
+from .sources.base import (
+    Closable,
+    Expiring,
+    Extracting,
+    Forgettable,
+    MemorySource,
+    ProfileHolder,
+    Reconcilable,
+    Reindexable,
+    Stored,
+    TripleHolder,
+    WithTools,
+)
+from .sources.base import Source as SourceProtocol
 from .sources.llama_index import LlamaIndexMemorySource
 from .sources.profile import ProfileSource
-from .sources.triples import (
-    TRIPLE_COLLECTION,
-    KnowledgeTriple,
-    TripleSource,
-    default_triple_source,
-)
-from .sources.vector import VectorSource
-from .storage.chroma import (
-    CHROMA_DIRNAME,
-    http_client,
-    open_index,
-    persistent_client,
-    server_address,
-)
+from .sources.triples import KnowledgeTriple, TripleSource
+from .storage.ports import Storage
 from .storage.reconcile import ReconcileReport
-from .storage.sqlite import (
-    DB_FILENAME,
-    SQLiteChatLog,
-    SQLiteStore,
-    memory_path,
-    store_exists,
-)
 from .types import MemoryRecord, Scope, StoredMessage, now
 from .views import RecordList
 
@@ -100,11 +95,6 @@ DEFAULT_TOKEN_LIMIT = 3000
 DEFAULT_MEMORY_TOKEN_LIMIT = 1500
 #: Default number of records each source retrieves per query.
 DEFAULT_TOP_K = 10
-#: Collection-name prefix of the default vector source (one collection per user).
-VECTOR_COLLECTION = "llama_memory_vector"
-#: Every kind of dense-index collection the default sources keep for a user:
-#: ``forget()`` drops them all, also those of sources the memory was not opened with.
-DENSE_COLLECTIONS = (VECTOR_COLLECTION, TRIPLE_COLLECTION)
 #: The keyword arguments LlamaIndex itself passes to a memory (llama-index-core 0.14):
 #: chat engines call ``memory_cls.from_defaults(chat_history=..., token_limit=...)``,
 #: agents build their default memory with ``from_defaults(llm=...)``, and chat engines
@@ -164,8 +154,8 @@ class ComposableMemory(BaseMemory):
         default=0, description="Run extraction every N user turns when llm is set (0: on demand)."
     )
 
-    _sources: list[MemorySource] = PrivateAttr(default_factory=list)
-    _store: Optional[SQLiteStore] = PrivateAttr(default=None)
+    _sources: list[SourceProtocol] = PrivateAttr(default_factory=list)
+    _store: Optional[Storage] = PrivateAttr(default=None)
     _lock: Any = PrivateAttr(default_factory=threading.RLock)
     _last_block: MemoryBlock = PrivateAttr(default_factory=MemoryBlock)
     # How many retrieved records the window already showed at the last few get() calls:
@@ -177,9 +167,10 @@ class ComposableMemory(BaseMemory):
     _source_kind: str = PrivateAttr(default="custom")
     _primary_default: bool = PrivateAttr(default=False)  # built by from_defaults
     _closed: bool = PrivateAttr(default=False)
-    # The Chroma client the default sources were given (None: the embedded one under
-    # path): forget() drops the user's collections of every kind on it.
-    _dense_client: Any = PrivateAttr(default=None)
+    _warned_not_atomic: bool = PrivateAttr(default=False)
+    # Drops a (tenant, user)'s dense collections of every kind the default sources keep
+    # (forget()); set by config.build_memory, which knows where they are.
+    _drop_dense: Optional[Callable[[tuple[str, str]], None]] = PrivateAttr(default=None)
     _user_turns_pending: int = PrivateAttr(default=0)  # user messages not yet extracted from
     _extracted_upto: int = PrivateAttr(default=0)  # get_all() index extraction has reached
     # What to_dict says of server mode and expiry (from_defaults arguments).
@@ -201,16 +192,18 @@ class ComposableMemory(BaseMemory):
     def model_post_init(self, __context: Any) -> None:
         """Wrap LlamaIndex memories given as secondary sources so all speak one protocol."""
         self._source_kind = "none" if not self.secondary_memory_sources else "custom"
+        for s in self.secondary_memory_sources:
+            if not isinstance(s, (SourceProtocol, BaseMemory)):
+                raise TypeError(
+                    "secondary_memory_sources takes llama-memory sources (name, priority, add, "
+                    "retrieve: see llama_memory.sources.base.Source) or LlamaIndex BaseMemory "
+                    f"objects, not {type(s).__name__}"
+                )
+        # A LlamaIndex memory is wrapped so that all speak the one source protocol.
         self._sources = [
-            s if isinstance(s, MemorySource) else LlamaIndexMemorySource(s, f"{s.class_name()}#{i + 1}")
+            LlamaIndexMemorySource(s, f"{s.class_name()}#{i + 1}") if isinstance(s, BaseMemory) else s
             for i, s in enumerate(self.secondary_memory_sources)
         ]
-        for s in self.secondary_memory_sources:
-            if not isinstance(s, (MemorySource, BaseMemory)):
-                raise TypeError(
-                    "secondary_memory_sources takes llama-memory sources or LlamaIndex "
-                    f"BaseMemory objects, not {type(s).__name__}"
-                )
 
     @classmethod
     def class_name(cls) -> str:
@@ -327,127 +320,52 @@ class ComposableMemory(BaseMemory):
         """
         if kwargs:
             _reject_unknown("ComposableMemory.from_defaults()", kwargs, _parameters(cls.from_defaults))
-        _check_embed_model(embed_model)
-        if path is not None:
-            memory_path(path)  # a URL or a non-path fails here, before anything is created
-        history = _messages_arg(chat_history, "chat_history") if chat_history is not None else []
-        tokenizer = tokenizer_fn or get_tokenizer()
-        session_id = session_id or uuid4().hex
-        scope = Scope(user_id=user_id, session_id=session_id, tenant_id=tenant_id)
-        expiry = Expiry(
-            ttl=ttl_seconds(ttl), refresh_on_read=refresh_on_read, **({"clock": clock} if clock else {})
-        )
-        server = _server(chroma_host, chroma_port, chroma_url, chroma_client, path)
-        given_client = chroma_client is not None
-        if server is not None:
-            chroma_client = http_client(*server)
-        if path is not None:
-            # Absolute at creation: a saved dict (a workflow Context) restored from another
-            # working directory must reopen this store, not a new one there.
-            path = os.path.abspath(os.path.expanduser(os.fspath(path)))
-        store = SQLiteStore(path)
-        built_primary = primary_memory is None
-        if primary_memory is None:
-            primary_memory = ChatBuffer.from_defaults(
-                token_limit=token_limit,
-                tokenizer_fn=tokenizer,
-                chat_log=SQLiteChatLog(store, scope) if path is not None else None,
-            )
-        default_sources = secondary_memory_sources is None
-        # The one model of the default sources, recorded by to_dict.
-        model = resolve_embed_model(embed_model) if default_sources or triples else None
-        if reembed:
-            forget_embedding_model(store, vector=default_sources, triples=triples)
-        # Everything in an empty list comes from the flags below, which to_dict records.
-        no_sources = secondary_memory_sources == []
-        if secondary_memory_sources is None:
-            scope.require_user("the default long-term (vector) memory")
-            secondary_memory_sources = [
-                default_vector_source(store, path, model, chroma_client, expiry)
-            ]
-        if not (
-            profile is None
-            or isinstance(profile, bool)
-            or (isinstance(profile, type) and issubclass(profile, BaseModel))
-        ):
-            raise TypeError(f"profile takes True, False, None or a pydantic model class, not {profile!r}")
-        if profile is not False and (default_sources or profile is not None):
-            scope.require_user("the profile memory")
-            if not any(isinstance(s, ProfileSource) for s in secondary_memory_sources):
-                schema = profile if isinstance(profile, type) else None
-                secondary_memory_sources = [
-                    *secondary_memory_sources, ProfileSource(store, schema=schema, expiry=expiry)
-                ]
-        if triples and not any(isinstance(s, TripleSource) for s in secondary_memory_sources):
-            scope.require_user("the knowledge-triple memory")
-            secondary_memory_sources = [
-                *secondary_memory_sources,
-                default_triple_source(
-                    store, path, resolve_embed_model(model), chroma_client, expiry=expiry
-                ),
-            ]
-        memory = cls(
+        return build_memory(
+            cls,
             primary_memory=primary_memory,
             secondary_memory_sources=secondary_memory_sources,
             user_id=user_id,
             session_id=session_id,
             tenant_id=tenant_id,
             path=path,
+            embed_model=embed_model,
+            token_limit=token_limit,
             memory_token_limit=memory_token_limit,
             top_k=top_k,
             insert_method=insert_method,
-            tokenizer_fn=tokenizer,
+            tokenizer_fn=tokenizer_fn,
+            chroma_client=chroma_client,
             llm=llm,
             extract_every=extract_every,
+            profile=profile,
+            triples=triples,
+            chroma_host=chroma_host,
+            chroma_port=chroma_port,
+            chroma_url=chroma_url,
+            ttl=ttl,
+            refresh_on_read=refresh_on_read,
+            clock=clock,
+            history=_messages_arg(chat_history, "chat_history") if chat_history is not None else [],
+            reembed=reembed,
         )
-        memory._store = store
-        memory._dense_client = chroma_client
-        memory._primary_default = built_primary
-        if model is not None:
-            memory._config["embed_model"] = embedding_to_dict(model)
-        # Live objects a dict cannot carry: to_dict leaves a marker, from_dict asks for them.
-        if llm is not None:
-            memory._config["llm"] = {"qualified_name": qualified_name(type(llm))}
-        if tokenizer_fn is not None:
-            memory._config["tokenizer_fn"] = {"name": getattr(tokenizer_fn, "__qualname__", "?")}
-        if given_client:
-            memory._config["chroma_client"] = {"qualified_name": qualified_name(type(chroma_client))}
-        if default_sources:
-            memory._source_kind = "default"
-        elif no_sources:
-            memory._source_kind = "none"
-        if server is not None:
-            host, port, secure = server
-            memory._config["chroma_url"] = f"{'https' if secure else 'http'}://{host}:{port}"
-        if expiry.ttl is not None or refresh_on_read:
-            memory._config.update(ttl=expiry.ttl, refresh_on_read=refresh_on_read)
-        if reembed:
-            try:
-                with memory._lock:
-                    count = memory.reindex()
-            except Exception:
-                memory.close()
-                raise
-            logger.info("store %s re-embedded with %s: %d records", path, model, count)
-        elif chroma_client is not None and user_id:
-            # An index on a server (or any given client) can drift from the record while
-            # this store is closed: catch this user's up now (one Chroma read per
-            # source). Missing vectors are flagged and embedded on the first read;
-            # orphans are deleted at once. Other users: reconcile().
-            try:
-                with memory._lock:
-                    reports = {s.name: s.reconcile(False, memory.scope) for s in memory._sources}
-            except Exception:
-                memory.close()  # do not leave the store open behind a failed open
-                raise
-            logger.info("dense index of %r reconciled on open: %s", user_id, reports)
-        if history:
-            try:
-                memory.set(history)
-            except Exception:
-                memory.close()  # as above: no store left open behind a failed open
-                raise
-        return memory
+
+    def _opened(
+        self,
+        storage: Storage,
+        *,
+        drop_dense: Callable[[tuple[str, str]], None],
+        primary_default: bool,
+        source_kind: str,
+        config: dict[str, Any],
+    ) -> None:
+        """Attach what :func:`~llama_memory.config.build_memory` opened: the store (the
+        transaction port every write of a batch joins), how to drop a user's dense
+        collections of every kind, and what :meth:`to_dict` says of the build."""
+        self._store = storage
+        self._drop_dense = drop_dense
+        self._primary_default = primary_default
+        self._source_kind = source_kind
+        self._config.update(config)
 
     # -- scope and sources ------------------------------------------------------------
 
@@ -484,8 +402,8 @@ class ComposableMemory(BaseMemory):
         return Scope(user_id=self.user_id, session_id=self.session_id, tenant_id=self.tenant_id)
 
     @property
-    def sources(self) -> list[MemorySource]:
-        """The secondary sources as :class:`MemorySource` objects (LlamaIndex memories wrapped)."""
+    def sources(self) -> list[SourceProtocol]:
+        """The secondary sources (LlamaIndex memories wrapped as :class:`MemorySource`)."""
         return list(self._sources)
 
     @property
@@ -495,7 +413,7 @@ class ComposableMemory(BaseMemory):
 
     # -- reading ------------------------------------------------------------------------
 
-    def source(self, name: str) -> MemorySource:
+    def source(self, name: str) -> SourceProtocol:
         """The secondary source called ``name`` (``"vector"``...); KeyError naming the
         available ones otherwise."""
         for source in self._sources:
@@ -516,7 +434,10 @@ class ComposableMemory(BaseMemory):
         self._check_open()
         scope = self.scope
         return [
-            RunMemoryTool(self, source, tool) for source in self._sources for tool in source.tools(scope)
+            RunMemoryTool(self, source, tool, ComposableMemory)
+            for source in self._sources
+            if isinstance(source, WithTools)
+            for tool in source.tools(scope)
         ]
 
     @dispatcher.span
@@ -583,12 +504,13 @@ class ComposableMemory(BaseMemory):
             raise TypeError(f"search() query must be a str, not {type(query).__name__} {_short(query)}")
         with self._lock:
             self._check_open()
-            relevant = [s for s in self._sources if not s.query_independent]
+            # A query-independent source (a profile) is not ranked by relevance.
+            relevant = [s for s in self._sources if not getattr(s, "query_independent", False)]
             records, _ = deduplicate(self._retrieve(query, k, relevant))
             return RecordList(records[:k])
 
     def _retrieve(
-        self, query: str, k: int, sources: Optional[Sequence[MemorySource]] = None
+        self, query: str, k: int, sources: Optional[Sequence[SourceProtocol]] = None
     ) -> list[MemoryRecord]:
         scope = self.scope
         sources = self._sources if sources is None else sources
@@ -599,7 +521,7 @@ class ComposableMemory(BaseMemory):
         return merged
 
     @dispatcher.span
-    def retrieve_from(self, source: MemorySource, query: str, scope: Scope, k: int) -> list[MemoryRecord]:
+    def retrieve_from(self, source: SourceProtocol, query: str, scope: Scope, k: int) -> list[MemoryRecord]:
         """One source's records for ``query`` (a span and a
         :class:`~llama_memory.instrumentation.MemoryRetrievalEvent` of its own)."""
         watch = Stopwatch()
@@ -704,14 +626,15 @@ class ComposableMemory(BaseMemory):
                 messages = history[min(self._extracted_upto, len(history)) :]
             scope = self.scope
             for source in self._sources:
-                self._extract_with(source, messages, llm, scope)
+                if isinstance(source, Extracting):
+                    self._extract_with(source, messages, llm, scope)
             # Advance only once every source succeeded: a failed extraction is retried.
             if automatic:
                 self._extracted_upto = len(history)
             self._user_turns_pending = 0
 
     def _extract_with(
-        self, source: MemorySource, messages: Sequence[ChatMessage], llm: Any, scope: Scope
+        self, source: Extracting, messages: Sequence[ChatMessage], llm: Any, scope: Scope
     ) -> None:
         watch = Stopwatch()
         error: Optional[str] = None
@@ -724,7 +647,7 @@ class ComposableMemory(BaseMemory):
             dispatcher.event(
                 MemoryExtractionEvent(
                     **self._event_scope(),
-                    source=source.name,
+                    source=getattr(source, "name", type(source).__name__),
                     messages=len(messages),
                     error=error,
                     duration_ms=watch.elapsed_ms,
@@ -755,8 +678,8 @@ class ComposableMemory(BaseMemory):
         """The knowledge-triple source (``history``, ``to_networkx``, ``plot``...);
         LlamaMemoryError when this memory has none."""
         for source in self._sources:
-            if isinstance(source, TripleSource):
-                return source
+            if isinstance(source, TripleHolder):
+                return cast("TripleSource", source)
         raise LlamaMemoryError(
             "this memory has no knowledge-triple source: build it with "
             "ComposableMemory.from_defaults(..., triples=True) or pass a TripleSource"
@@ -767,8 +690,8 @@ class ComposableMemory(BaseMemory):
         """The user-profile source (``get_profile``, ``set_field``, ``history``...);
         LlamaMemoryError when this memory has none."""
         for source in self._sources:
-            if isinstance(source, ProfileSource):
-                return source
+            if isinstance(source, ProfileHolder):
+                return cast("ProfileSource", source)
         raise LlamaMemoryError(
             "this memory has no profile source: build it with the default sources, or "
             "ComposableMemory.from_defaults(..., profile=True), or pass a ProfileSource"
@@ -789,17 +712,30 @@ class ComposableMemory(BaseMemory):
                 self.primary_memory.set(list(messages))
 
     def _one_write(self, action: str) -> ContextManager[Any]:
-        """One SQLite transaction for the chat history and the sources' records, so a
-        crash or an error keeps all of a batch or none of it. The sources write first:
-        the in-memory buffer changes last, once nothing else can fail but the commit.
+        """One transaction of the memory's store for the chat history and the sources'
+        records, so a crash or an error keeps all of a batch or none of it. The sources
+        write first: the in-memory buffer changes last, once nothing else can fail but
+        the commit.
 
-        Only when every store written to is the memory's own (the default): a second
-        connection to the same file would wait for this transaction's lock forever.
+        Every writer that writes to a store (:class:`~llama_memory.sources.base.Stored`)
+        must write to this one: a writer on another store (another connection to the
+        same file would wait for this transaction's lock forever) makes the batch
+        non-atomic, which is logged once.
         """
-        log = getattr(self.primary_memory, "chat_log", None)
-        writers = [getattr(log, "store", None)] + [getattr(s, "store", None) for s in self._sources]
-        stores = {id(w) for w in writers if isinstance(w, SQLiteStore)}
-        if self._store is None or stores - {id(self._store)}:
+        if self._store is None:
+            return nullcontext()
+        log = getattr(self.primary_memory, "chat_log", None)  # a ChatBuffer's; others have none
+        others = [
+            w for w in [log, *self._sources] if isinstance(w, Stored) and w.store is not self._store
+        ]
+        if others:
+            if not self._warned_not_atomic:
+                self._warned_not_atomic = True
+                logger.warning(
+                    "writes of this memory are not atomic: %s use another store than the "
+                    "memory's; build them on the memory's store for all-or-nothing batches",
+                    [getattr(w, "name", type(w).__name__) for w in others],
+                )
             return nullcontext()
         return self._store.transaction(action)
 
@@ -885,12 +821,15 @@ class ComposableMemory(BaseMemory):
         failures are raised together at the end."""
         failures: list[str] = []
         for source in self._sources:
+            if not isinstance(source, Forgettable):
+                continue
             try:
                 source.forget(scope)
             except StorageError as exc:
                 failures.append(f"{source.name}: {exc}")
         try:
-            self._drop_dense_collections(scope)
+            if self._drop_dense is not None:
+                self._drop_dense((scope.tenant_id, scope.require_user()))
         except StorageError as exc:
             failures.append(f"dense index: {exc}")
         if failures:
@@ -900,27 +839,13 @@ class ComposableMemory(BaseMemory):
                 "reachable again"
             )
 
-    def _drop_dense_collections(self, scope: Scope) -> None:
-        """Drop the user's collections of every kind the default sources keep, on this
-        store's Chroma (its namespace on a given client or server, else the embedded
-        index under ``path``): a source this memory was not opened with (triples) may
-        have written some. An in-memory store shares its collections with no one."""
-        client = self._dense_client
-        if client is None:
-            if self.path is None or not (Path(self.path) / CHROMA_DIRNAME).is_dir():
-                return  # no Chroma index was ever created beside this store
-            client = persistent_client(self.path)
-        namespace = self._store.store_id if self._dense_client is not None and self._store else None
-        for prefix in DENSE_COLLECTIONS:
-            open_index(prefix, None, client, namespace).drop(scope.tenant_id, scope.require_user())
-
     def purge_expired(self) -> int:
         """Delete the records whose time to live is over from every source and index;
         return how many. (Expired records are never retrieved anyway; this frees the
         space and removes them for good.)"""
         with self._lock:
             self._check_open()
-            return sum(source.purge_expired() for source in self._sources)
+            return sum(s.purge_expired() for s in self._sources if isinstance(s, Expiring))
 
     # -- maintenance --------------------------------------------------------------------
 
@@ -931,17 +856,21 @@ class ComposableMemory(BaseMemory):
         store. Opening a memory in server mode does it for its own user; call this after
         a Chroma server was down, wiped or restored, or a forget() could not reach it.
         Returns what each source did, by name."""
+        return self._reconcile_sources(catch_up, None)
+
+    def _reconcile_sources(self, catch_up: bool, scope: Optional[Scope]) -> dict[str, ReconcileReport]:
+        """Every derived index's :meth:`reconcile`, for every user or the scope's."""
         with self._lock:
             self._check_open()
-            return {source.name: source.reconcile(catch_up) for source in self._sources}
+            return {
+                s.name: s.reconcile(catch_up, scope) for s in self._sources if isinstance(s, Reconcilable)
+            }
 
     def reindex(self) -> int:
         """Rebuild every derived dense index from the system of record; return records indexed."""
         with self._lock:
             self._check_open()
-            return sum(
-                s.reindex() for s in self._sources if isinstance(s, (VectorSource, TripleSource))
-            )
+            return sum(s.reindex() for s in self._sources if isinstance(s, Reindexable))
 
     def close(self) -> None:
         """Write what is waiting to the indexes and release the sources' and the store's
@@ -953,7 +882,8 @@ class ComposableMemory(BaseMemory):
             self._closed = True
             try:
                 for source in self._sources:
-                    source.close()
+                    if isinstance(source, Closable):
+                        source.close()
             finally:
                 if self._store is not None:
                     self._store.close()
@@ -1012,7 +942,7 @@ class ComposableMemory(BaseMemory):
         primary: Any = "default" if self._primary_default else primary_to_dict(self.primary_memory)
         profile: Any = False
         for source in self._sources:
-            if isinstance(source, ProfileSource):
+            if isinstance(source, ProfileHolder):
                 schema = source.schema
                 profile = qualified_name(schema) if schema is not None else True
         data: dict[str, Any] = {
@@ -1028,7 +958,7 @@ class ComposableMemory(BaseMemory):
             "token_limit": getattr(self.primary_memory, "token_limit", DEFAULT_TOKEN_LIMIT),
             "primary": primary if primary is not None else "custom",
             "sources": self._source_kind,
-            "triples": any(isinstance(s, TripleSource) for s in self._sources),
+            "triples": any(isinstance(s, TripleHolder) for s in self._sources),
             "profile": profile,
             **self._config,
         }
@@ -1075,14 +1005,7 @@ class ComposableMemory(BaseMemory):
             elif kind == "none":
                 config[argument] = []
         _restore_live_parts(config)
-        path = config.get("path")
-        if path is not None and not store_exists(path):
-            raise StorageError(
-                f"cannot restore this memory: its store {path} does not exist (no "
-                f"{DB_FILENAME} there; moved or deleted?). Pass path= to from_dict with where "
-                "the store is now; restoring never opens a new, empty memory in its place "
-                "(ComposableMemory.from_defaults starts one)"
-            )
+        check_restorable(config.get("path"))
         history = config.pop("chat_history", None)
         memory = cls.from_defaults(**config)
         if history and memory.path is None:
@@ -1169,22 +1092,6 @@ def _reject_unknown(where: str, given: Sequence[str] | dict[str, Any], valid: Se
         raise TypeError(f"{where} got an unexpected keyword argument {name!r}; {hint}")
 
 
-def _check_embed_model(embed_model: Any) -> None:
-    """TypeError unless ``embed_model`` is None or a LlamaIndex embedding object."""
-    if embed_model is None or isinstance(embed_model, BaseEmbedding):
-        return
-    if isinstance(embed_model, str):
-        raise TypeError(
-            f"embed_model takes an embedding object, not the model name {embed_model!r}: pass "
-            f"e.g. OpenAIEmbedding(model={embed_model!r}) (from llama_index.embeddings.openai), "
-            "or any LlamaIndex BaseEmbedding"
-        )
-    raise TypeError(
-        f"embed_model takes a LlamaIndex embedding (a BaseEmbedding such as "
-        f"OpenAIEmbedding(...)), not {type(embed_model).__name__} {_short(embed_model)}"
-    )
-
-
 def _short(value: Any, limit: int = 60) -> str:
     """``repr(value)``, cut to ``limit`` characters for an error message."""
     text = repr(value)
@@ -1223,55 +1130,3 @@ def _messages_arg(messages: Any, where: str) -> list[ChatMessage]:
             raise TypeError(_not_a_message(where, message, many=True, position=position))
     return list(messages)
 
-
-def default_vector_source(
-    store: SQLiteStore,
-    path: Optional[Union[str, Path]],
-    embed_model: Optional[BaseEmbedding],
-    chroma_client: Any = None,
-    expiry: Optional[Expiry] = None,
-) -> VectorSource:
-    """The default long-term source: past messages in SQLite + a Chroma index (on
-    ``chroma_client`` when given, with collections named after the store's id)."""
-    namespace = store.store_id if chroma_client is not None else None
-    index = open_index(VECTOR_COLLECTION, path, chroma_client, namespace)
-    return VectorSource(store, index, resolve_embed_model(embed_model), expiry=expiry or Expiry())
-
-
-def _server(
-    host: Optional[str],
-    port: int,
-    url: Optional[str],
-    client: Any,
-    path: Optional[Union[str, Path]],
-) -> Optional[tuple[str, int, bool]]:
-    """``(host, port, ssl)`` of the Chroma server asked for, or None; ValueError for
-    contradicting arguments."""
-    if host is None and url is None:
-        return None
-    if host is not None and url is not None:
-        raise ValueError("pass chroma_host (and chroma_port) or chroma_url, not both")
-    if client is not None:
-        raise ValueError("pass chroma_client or a Chroma server address, not both")
-    if path is None:
-        raise ValueError(
-            "server mode needs path=: SQLite under path is the system of record, and "
-            "vectors on a shared server must not outlive an in-memory store"
-        )
-    if url is not None:
-        return server_address(url)
-    return str(host), int(port), False
-
-
-def resolve_embed_model(embed_model: Optional[BaseEmbedding]) -> BaseEmbedding:
-    """The given model, else ``Settings.embed_model`` if one was set, else the offline default."""
-    if embed_model is not None:
-        return embed_model
-    from llama_index.core import Settings
-
-    configured = getattr(Settings, "_embed_model", None)
-    if configured is not None:
-        return configured
-    from .embeddings import default_embedding
-
-    return default_embedding()

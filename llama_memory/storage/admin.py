@@ -21,8 +21,8 @@ from typing import Any, Optional
 
 from llama_index.core.base.llms.types import ChatMessage
 
-from ..messages import dump_message
 from ..types import MemoryRecord
+from .codec import dump_message
 from .sqlite import SQLiteStore, content_hash
 from .sqlite.records import _record_id, _to_record
 

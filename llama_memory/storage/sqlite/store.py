@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Hashable
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from ...types import Scope
+from ..ports.base import Storage
 from ..ports.records import PendingRecord
 from .chat import ChatTables, SQLiteChatLog
 from .jobs import JobTables
@@ -102,3 +103,9 @@ def _user_tables(conn: sqlite3.Connection) -> list[str]:
         if {"tenant_id", "user_id"} <= {col[1] for col in conn.execute(f'PRAGMA table_info("{name}")')}
     ]
 
+
+
+if TYPE_CHECKING:  # mypy checks here that the store implements every port
+
+    def _implements_the_ports(store: SQLiteStore) -> Storage:
+        return store
