@@ -23,6 +23,7 @@ from llama_index.core.memory.types import BaseMemory
 from llama_index.core.utils import get_tokenizer
 from pydantic import BaseModel
 
+from .arguments import short
 from .buffer import ChatBuffer
 from .errors import StorageError
 from .restore import embedding_to_dict, qualified_name
@@ -299,11 +300,6 @@ def check_embed_model(embed_model: Any) -> None:
         )
     raise TypeError(
         f"embed_model takes a LlamaIndex embedding (a BaseEmbedding such as "
-        f"OpenAIEmbedding(...)), not {type(embed_model).__name__} {_short(embed_model)}"
+        f"OpenAIEmbedding(...)), not {type(embed_model).__name__} {short(embed_model)}"
     )
 
-
-def _short(value: Any, limit: int = 60) -> str:
-    """``repr(value)``, cut to ``limit`` characters for an error message."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."

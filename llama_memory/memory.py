@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import difflib
-import inspect
 import logging
 import threading
-import warnings
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
@@ -23,6 +20,7 @@ from llama_index.core.utils import get_tokenizer
 from pydantic import BaseModel
 
 from .agents import RunMemoryTool, drops_leading_system_message
+from .arguments import messages_arg, not_a_message, parameters, reject_unknown, short
 from .compose import (
     MemoryBlock,
     deduplicate,
@@ -36,7 +34,7 @@ from .config import VECTOR_COLLECTION as VECTOR_COLLECTION
 from .config import build_memory, check_restorable
 from .config import default_vector_source as default_vector_source
 from .config import resolve_embed_model as resolve_embed_model
-from .errors import LlamaMemoryError, MemoryClosedError, RestoreWarning, StorageError
+from .errors import LlamaMemoryError, MemoryClosedError, StorageError
 from .expiry import TTL
 from .instrumentation import (
     MemoryBlockEvent,
@@ -55,12 +53,11 @@ from .messages import (
     role_name,
 )
 from .restore import (
-    embedding_from_dict,
-    import_class,
     primary_from_dict,
     primary_to_dict,
     qualified_name,
     restore_hook_arguments,
+    restore_live_parts,
 )
 from .sources.base import (
     Closable,
@@ -102,15 +99,6 @@ DEFAULT_TOP_K = 10
 #: other unknown keyword argument is a TypeError); ``get`` passes its extra keyword
 #: arguments to the primary memory.
 LLAMA_INDEX_KWARGS = ("chat_history", "token_limit", "llm", "initial_token_count")
-# ChatMemoryBuffer.from_defaults arguments that have no meaning here, with what to do
-# instead (said in the TypeError rather than ignored: the conversation would silently
-# not be where the user thinks it is).
-_NOT_SUPPORTED = {
-    "chat_store": "the conversation is kept in SQLite under path=; pass path=...",
-    "chat_store_key": "pass session_id= (and user_id=) to name the conversation",
-}
-
-
 class ComposableMemory(BaseMemory):
     """A chat buffer for this conversation plus long-term sources, composed into one memory.
 
@@ -186,7 +174,7 @@ class ComposableMemory(BaseMemory):
     def __init__(self, **data: Any) -> None:
         """Build a memory from its fields (:meth:`from_defaults` is the usual way);
         TypeError naming an unknown keyword argument and the closest valid one."""
-        _reject_unknown("ComposableMemory()", data, [*type(self).model_fields, "class_name"])
+        reject_unknown("ComposableMemory()", data, [*type(self).model_fields, "class_name"])
         super().__init__(**data)
 
     def model_post_init(self, __context: Any) -> None:
@@ -319,7 +307,7 @@ class ComposableMemory(BaseMemory):
             ValueError: a ``path`` that is a database URL (``path`` is a directory).
         """
         if kwargs:
-            _reject_unknown("ComposableMemory.from_defaults()", kwargs, _parameters(cls.from_defaults))
+            reject_unknown("ComposableMemory.from_defaults()", kwargs, parameters(cls.from_defaults))
         return build_memory(
             cls,
             primary_memory=primary_memory,
@@ -345,7 +333,7 @@ class ComposableMemory(BaseMemory):
             ttl=ttl,
             refresh_on_read=refresh_on_read,
             clock=clock,
-            history=_messages_arg(chat_history, "chat_history") if chat_history is not None else [],
+            history=messages_arg(chat_history, "chat_history") if chat_history is not None else [],
             reembed=reembed,
         )
 
@@ -455,7 +443,7 @@ class ComposableMemory(BaseMemory):
     def _get(self, input: Optional[str], insert_method: InsertMethod, **kwargs: Any) -> list[ChatMessage]:
         if input is not None and not isinstance(input, str):
             raise TypeError(
-                f"get() input must be a str or None, not {type(input).__name__} {_short(input)}: "
+                f"get() input must be a str or None, not {type(input).__name__} {short(input)}: "
                 "pass the text to retrieve for, e.g. the user's message"
             )
         watch = Stopwatch()
@@ -501,7 +489,7 @@ class ComposableMemory(BaseMemory):
         by relevance; read them from the source (``memory.profile``).
         """
         if not isinstance(query, str):
-            raise TypeError(f"search() query must be a str, not {type(query).__name__} {_short(query)}")
+            raise TypeError(f"search() query must be a str, not {type(query).__name__} {short(query)}")
         with self._lock:
             self._check_open()
             # A query-independent source (a profile) is not ranked by relevance.
@@ -570,13 +558,13 @@ class ComposableMemory(BaseMemory):
     def put(self, message: ChatMessage) -> None:
         """Add a message to the conversation and to every long-term source."""
         if not isinstance(message, ChatMessage):
-            raise TypeError(_not_a_message("put()", message, many=False))
+            raise TypeError(not_a_message("put()", message, many=False))
         self.put_messages([message])
 
     @dispatcher.span
     def put_messages(self, messages: list[ChatMessage]) -> None:
         """Add messages (one batch for the buffer and for each source)."""
-        messages = _messages_arg(messages, "put_messages()")
+        messages = messages_arg(messages, "put_messages()")
         if not messages:
             return
         watch = Stopwatch()
@@ -703,7 +691,7 @@ class ComposableMemory(BaseMemory):
         (``SimpleComposableMemory.set`` appends all of them to the secondaries again,
         duplicating what they already hold; here only new messages are added.)
         """
-        messages = _messages_arg(messages, "set()")
+        messages = messages_arg(messages, "set()")
         with self._lock:
             self._check_open()
             stored = self._stored(_new_messages(self.primary_memory.get_all(), messages))
@@ -1004,52 +992,13 @@ class ComposableMemory(BaseMemory):
                 )
             elif kind == "none":
                 config[argument] = []
-        _restore_live_parts(config)
+        restore_live_parts(config)
         check_restorable(config.get("path"))
         history = config.pop("chat_history", None)
         memory = cls.from_defaults(**config)
         if history and memory.path is None:
             memory.primary_memory.set([ChatMessage.model_validate(m) for m in history])
         return memory
-
-
-def _restore_live_parts(config: dict[str, Any]) -> None:
-    """Turn what :meth:`ComposableMemory.to_dict` wrote of live objects back into
-    ``from_defaults`` arguments, in place: rebuild what can be (the embedding model, the
-    profile schema), refuse or warn for what was not given again."""
-    if isinstance(config.get("embed_model"), dict):
-        config["embed_model"] = embedding_from_dict(config["embed_model"])
-    if isinstance(config.get("profile"), str):
-        config["profile"] = import_class(
-            config["profile"], "the profile schema", "profile=YourSchema to from_dict"
-        )
-    if isinstance(config.get("chroma_client"), dict):
-        raise LlamaMemoryError(
-            f"this ComposableMemory used a Chroma client of its own "
-            f"({config['chroma_client'].get('qualified_name')}), a live object a dict cannot "
-            "carry: pass it again, ComposableMemory.from_dict(data, chroma_client=...), or "
-            "from a restore hook (llama_memory.set_restore_hook)"
-        )
-    if isinstance(config.get("llm"), dict):
-        marker = config.pop("llm")
-        warnings.warn(
-            f"this ComposableMemory had an llm ({marker.get('qualified_name')}), a live object "
-            "a dict cannot carry; the restored memory has none, so nothing is extracted "
-            f"(extract_every={config.get('extract_every', 0)} does nothing) until you pass "
-            "llm= to from_dict or return it from a restore hook (llama_memory.set_restore_hook)",
-            RestoreWarning,
-            stacklevel=3,
-        )
-    if isinstance(config.get("tokenizer_fn"), dict):
-        marker = config.pop("tokenizer_fn")
-        warnings.warn(
-            f"this ComposableMemory counted tokens with a tokenizer_fn of its own "
-            f"({marker.get('name')}), which a dict cannot carry; the restored memory counts "
-            "with the default until you pass tokenizer_fn= to from_dict or return it from a "
-            "restore hook (llama_memory.set_restore_hook)",
-            RestoreWarning,
-            stacklevel=3,
-        )
 
 
 def _short_of(
@@ -1072,61 +1021,4 @@ def _new_messages(before: Sequence[ChatMessage], messages: Sequence[ChatMessage]
     known = {dump_message(m) for m in before}
     return [m for m in candidates if dump_message(m) not in known]
 
-
-def _parameters(function: Callable[..., Any]) -> list[str]:
-    """The names a function takes as keyword arguments (not ``*args``/``**kwargs``)."""
-    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    return [p.name for p in inspect.signature(function).parameters.values() if p.kind in kinds]
-
-
-def _reject_unknown(where: str, given: Sequence[str] | dict[str, Any], valid: Sequence[str]) -> None:
-    """TypeError for the first name of ``given`` not in ``valid``, naming the closest
-    valid one (a typo must not be ignored: ``memory_token_limt=10`` would do nothing)."""
-    for name in given:
-        if name in valid:
-            continue
-        hint = _NOT_SUPPORTED.get(name)
-        if hint is None:
-            close = difflib.get_close_matches(name, valid, n=1)
-            hint = f"did you mean {close[0]!r}?" if close else f"valid ones: {', '.join(sorted(valid))}"
-        raise TypeError(f"{where} got an unexpected keyword argument {name!r}; {hint}")
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    """``repr(value)``, cut to ``limit`` characters for an error message."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _not_a_message(where: str, value: Any, many: bool, position: int = 0) -> str:
-    """What was wrong with a value given where a ChatMessage was expected, and what to pass."""
-    takes = "ChatMessage objects" if many else "a ChatMessage"
-    what = f"message {position} is" if many else "it was given"
-    if isinstance(value, str):
-        fix = f"pass ChatMessage(role=\"user\", content={_short(value)})"
-    elif isinstance(value, dict):
-        fix = "pass ChatMessage(**message) or ChatMessage.model_validate(message)"
-    elif not many and isinstance(value, (list, tuple)):
-        fix = "for several messages call put_messages(messages)"
-    else:
-        fix = "pass a llama_index.core.llms.ChatMessage"
-    return f"{where} takes {takes}; {what} a {type(value).__name__} ({_short(value)}): {fix}"
-
-
-def _messages_arg(messages: Any, where: str) -> list[ChatMessage]:
-    """``messages`` as a list of ChatMessage; TypeError naming the first bad one (before
-    anything is written)."""
-    if isinstance(messages, ChatMessage):
-        raise TypeError(
-            f"{where} takes a list of ChatMessage, not one ChatMessage: pass [message]"
-        )
-    if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, (list, tuple, deque)):
-        raise TypeError(
-            f"{where} takes a list of ChatMessage, not {type(messages).__name__} "
-            f"{_short(messages)}: pass e.g. [ChatMessage(role=\"user\", content=\"...\")]"
-        )
-    for position, message in enumerate(messages):
-        if not isinstance(message, ChatMessage):
-            raise TypeError(_not_a_message(where, message, many=True, position=position))
-    return list(messages)
 

@@ -43,7 +43,24 @@ class HybridSearch:
         lexical_weight: float = 1.0,
     ) -> list[tuple[str, float]]:
         """Every candidate of the two retrievers (``pool`` each) of the scope's user, by
-        fused score, best first."""
+        fused score (:func:`~.fusion.fuse_scores`), best first."""
+        lexical, dense = self.candidates(
+            query, scope, pool, dense_weight=dense_weight, lexical_weight=lexical_weight
+        )
+        return fuse_scores(lexical, dense, lexical_weight=lexical_weight, dense_weight=dense_weight)
+
+    def candidates(
+        self,
+        query: str,
+        scope: Scope,
+        pool: int,
+        *,
+        dense_weight: float = 1.0,
+        lexical_weight: float = 1.0,
+    ) -> tuple[list[tuple[str, float]], dict[str, float]]:
+        """The two rankings before fusion: lexical (id, score) best first, and the cosine
+        by id of the dense candidates and, where it can be had, of the lexical ones. A
+        caller with more signals (the triple source's entity links) fuses them itself."""
         sync = self.sync
         owner = (scope.tenant_id, scope.require_user(f"the {sync.collection!r} memory source"))
         with sync.lock:
@@ -81,4 +98,4 @@ class HybridSearch:
             # else: what is left was written by another process after this search began
             # and is not embedded yet; it competes on words alone until the next search.
             add_cosines(dense, vectors, vector)
-        return fuse_scores(lexical, dense, lexical_weight=lexical_weight, dense_weight=dense_weight)
+        return lexical, dense

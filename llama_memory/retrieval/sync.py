@@ -13,6 +13,10 @@ again on the next read.
 Also here: reconciling the index with the rows, re-indexing, and the users' vectors
 held in memory (:class:`~llama_memory.storage.resident.ResidentVectors`), loaded from
 the copies and kept up to date with this sync's own writes.
+
+Another collection (triples) uses it by implementing
+:class:`~llama_memory.storage.ports.IndexedRows` for its rows (``collection`` names
+them); with ``resident_limit=0`` it needs no vector copies at all.
 """
 
 from __future__ import annotations
