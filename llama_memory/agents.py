@@ -59,12 +59,17 @@ class RunMemoryTool(FunctionTool):
     """
 
     def __init__(
-        self, origin: "ComposableMemory", source: Source, tool: BaseTool, host: "type[ComposableMemory]"
+        self,
+        origin: "ComposableMemory",
+        source: Source,
+        tool: BaseTool,
+        host: "Optional[type[ComposableMemory]]" = None,
     ) -> None:
         """Wrap ``tool``, one of ``source.tools(origin.scope)``; ``host`` is the memory
-        class a run's memory must be (given by memory.py: this module does not import it)."""
+        class a run's memory must be an instance of (default ``origin``'s class; memory.py
+        passes ``ComposableMemory``: this module does not import memory.py)."""
         self._origin = origin
-        self._host = host
+        self._host = host or type(origin)
         self._source = source
         self._tool = tool
         super().__init__(fn=self._run, async_fn=self._arun, metadata=tool.metadata)

@@ -8,7 +8,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Optional, Protocol, runtime_checkable
 
 from ...types import Scope
-from .chat import SharedChatLog
+from .chat import ChatStore
 from .jobs import JobQueue
 from .lexical import LexicalIndex
 from .records import IndexedRows, PendingRecord, RecordStore
@@ -74,7 +74,16 @@ class UserDeletion(Protocol):
 
 @runtime_checkable
 class Storage(
-    Transactional, MetaStore, UserDeletion, RecordStore, IndexedRows, LexicalIndex, VectorCopies, JobQueue, Protocol
+    Transactional,
+    MetaStore,
+    UserDeletion,
+    ChatStore,
+    RecordStore,
+    IndexedRows,
+    LexicalIndex,
+    VectorCopies,
+    JobQueue,
+    Protocol,
 ):
     """Everything a memory needs from its system of record, as one object: what a
     second backend implements (``llama_memory.storage.sqlite.SQLiteStore`` is the
@@ -84,14 +93,6 @@ class Storage(
     @property
     def store_id(self) -> str:
         """A random id of this store, kept in it: it namespaces derived indexes."""
-        ...
-
-    def chat_log(self, scope: Scope) -> SharedChatLog:
-        """The log of the scope's conversation."""
-        ...
-
-    def sessions(self, scope: Scope) -> list[str]:
-        """The scope user's session ids with stored messages, oldest first."""
         ...
 
     def purge_expired(self, at: float) -> list[PendingRecord]:

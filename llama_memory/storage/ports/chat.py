@@ -8,6 +8,8 @@ from typing import Any, NamedTuple, Optional, Protocol, runtime_checkable
 
 from llama_index.core.base.llms.types import ChatMessage
 
+from ...types import Scope
+
 
 @runtime_checkable
 class ChatLog(Protocol):
@@ -75,10 +77,10 @@ class SharedChatLog(ChatLog, Protocol):
 class ChatStore(Protocol):
     """The chat tables of a store: every conversation of every user."""
 
-    def chat_log(self, scope: Any) -> SharedChatLog:
+    def chat_log(self, scope: Scope) -> SharedChatLog:
         """The log of the scope's conversation (tenant, user, session)."""
         ...
 
-    def sessions(self, scope: Any) -> list[str]:
+    def sessions(self, scope: Scope) -> list[str]:
         """The session ids with stored messages for the scope's user, oldest first."""
         ...
