@@ -55,6 +55,17 @@ def test_a_job_whose_worker_died_is_claimed_again_after_its_lease(backend) -> No
     assert queue.ack(taken)
 
 
+def test_a_job_out_of_attempts_whose_worker_died_is_dead_and_the_next_one_is_claimed(backend) -> None:
+    queue = backend.open()
+    doomed = queue.enqueue("extract", {}, max_attempts=1, run_at=100.0)
+    waiting = queue.enqueue("extract", {}, run_at=101.0)
+    held = queue.claim("dies", lease=10.0, now=102.0)
+    assert held is not None and held.id == doomed
+    nxt = queue.claim("w2", lease=10.0, now=200.0)  # doomed's lease is over; it had 1 attempt
+    assert nxt is not None and nxt.id == waiting
+    assert queue.counts()["dead"] == 1
+
+
 def test_kinds_and_dedup_keys(backend) -> None:
     queue = backend.open()
     one = queue.enqueue("extract", {"n": 1}, dedup_key="extract:alice:s1")

@@ -98,17 +98,24 @@ class JobTables(SQLiteConnection):
         at = time.time() if now is None else now
         kind_clause = f" AND kind IN ({','.join('?' * len(kinds))})" if kinds else ""
         with self.transaction("claim a job") as conn:
-            # A running job whose lease ran out is runnable again (its worker died).
-            row = conn.execute(
-                "SELECT * FROM jobs WHERE ((state = 'queued' AND run_at <= ?) OR "
-                "(state = 'running' AND lease_until <= ?))" + kind_clause + " ORDER BY run_at, seq LIMIT 1",
-                (at, at, *(kinds or ())),
-            ).fetchone()
-            if row is None:
-                return None
-            if row["attempts"] >= row["max_attempts"]:  # its last worker died: dead now
-                conn.execute("UPDATE jobs SET state = 'dead', worker = NULL WHERE id = ?", (row["id"],))
-                return None
+            while True:
+                # A running job whose lease ran out is runnable again (its worker died).
+                row = conn.execute(
+                    "SELECT * FROM jobs WHERE ((state = 'queued' AND run_at <= ?) OR "
+                    "(state = 'running' AND lease_until <= ?))" + kind_clause
+                    + " ORDER BY run_at, seq LIMIT 1",
+                    (at, at, *(kinds or ())),
+                ).fetchone()
+                if row is None:
+                    return None
+                if row["attempts"] < row["max_attempts"]:
+                    break
+                # Its last worker died holding it: out of attempts, dead; look further.
+                conn.execute(
+                    "UPDATE jobs SET state = 'dead', worker = NULL, lease_until = NULL, "
+                    "last_error = coalesce(last_error, 'lease expired') WHERE id = ?",
+                    (row["id"],),
+                )
             conn.execute(
                 "UPDATE jobs SET state = 'running', worker = ?, lease_until = ?, "
                 "attempts = attempts + 1 WHERE id = ?",
