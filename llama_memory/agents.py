@@ -28,7 +28,7 @@ from llama_index.core.tools import (
 from llama_index.core.workflow import Context
 
 from .errors import ScopeError
-from .sources.base import MemorySource
+from .sources.base import Source, WithTools
 
 if TYPE_CHECKING:
     from .memory import ComposableMemory
@@ -58,9 +58,18 @@ class RunMemoryTool(FunctionTool):
     ``Context`` is no parameter of the schema.
     """
 
-    def __init__(self, origin: "ComposableMemory", source: MemorySource, tool: BaseTool) -> None:
-        """Wrap ``tool``, one of ``source.tools(origin.scope)``."""
+    def __init__(
+        self,
+        origin: "ComposableMemory",
+        source: Source,
+        tool: BaseTool,
+        host: "Optional[type[ComposableMemory]]" = None,
+    ) -> None:
+        """Wrap ``tool``, one of ``source.tools(origin.scope)``; ``host`` is the memory
+        class a run's memory must be an instance of (default ``origin``'s class; memory.py
+        passes ``ComposableMemory``: this module does not import memory.py)."""
         self._origin = origin
+        self._host = host or type(origin)
         self._source = source
         self._tool = tool
         super().__init__(fn=self._run, async_fn=self._arun, metadata=tool.metadata)
@@ -101,12 +110,10 @@ class RunMemoryTool(FunctionTool):
 
     def _tool_of(self, memory: Any) -> AsyncBaseTool:
         """The same tool of the same source of ``memory``, bound to its user."""
-        from .memory import ComposableMemory  # memory.py imports this module
-
         if memory is self._origin:
             return adapt_to_async_tool(self._tool)
         name = self.metadata.get_name()
-        if not isinstance(memory, ComposableMemory):
+        if not isinstance(memory, self._host):
             raise ScopeError(
                 f"the {name!r} tool acts for the memory of the agent run calling it, and this "
                 f"run's memory is a {type(memory).__name__}, not a ComposableMemory, so it has "
@@ -121,7 +128,7 @@ class RunMemoryTool(FunctionTool):
             ),
             None,
         )
-        if source is None:
+        if not isinstance(source, WithTools):
             raise ScopeError(
                 f"the {name!r} tool acts for the memory of the agent run calling it, and this "
                 f"run's memory (user {memory.user_id!r}) has no {self._source.name!r} source "

@@ -32,12 +32,9 @@ import threading
 from typing import (
     Any,
     Callable,
-    NamedTuple,
     Optional,
-    Protocol,
     Sequence,
     cast,
-    runtime_checkable,
 )
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
@@ -52,6 +49,7 @@ from llama_index.core.memory.types import BaseMemory
 from llama_index.core.utils import get_tokenizer
 
 from .messages import message_text
+from .storage.ports.chat import ChatLog, ChatLogChanges, SharedChatLog
 
 try:  # ToolCallBlock only exists in recent llama-index-core releases.
     from llama_index.core.base.llms.types import ToolCallBlock as _ToolCallBlock
@@ -64,63 +62,6 @@ logger = logging.getLogger(__name__)
 
 #: Token limit used when none is given (the same as LlamaIndex's ChatMemoryBuffer).
 DEFAULT_TOKEN_LIMIT = 3000
-
-
-@runtime_checkable
-class ChatLog(Protocol):
-    """Where a buffer persists its messages (one conversation)."""
-
-    def load(self) -> list[ChatMessage]:
-        """Return every stored message, oldest first."""
-        ...
-
-    def append(self, messages: Sequence[ChatMessage]) -> None:
-        """Add ``messages`` (in order) after the stored ones."""
-        ...
-
-    def replace(self, messages: Sequence[ChatMessage]) -> None:
-        """Make ``messages`` the whole stored conversation."""
-        ...
-
-    def clear(self) -> None:
-        """Delete every stored message of this conversation."""
-        ...
-
-
-class ChatLogChanges(NamedTuple):
-    """What other writers committed to a :class:`SharedChatLog` since a reader's cursor.
-
-    Attributes:
-        messages: the messages committed since the cursor, in commit order.
-        replaced: True when ``messages`` is the whole conversation (it was replaced or
-            cleared meanwhile, or the reader had read nothing yet), False when they
-            follow what the reader already has.
-        cursor: where the reader is now; opaque, pass it back to the log.
-    """
-
-    messages: list[ChatMessage]
-    replaced: bool
-    cursor: Any
-
-
-@runtime_checkable
-class SharedChatLog(ChatLog, Protocol):
-    """A chat log that other writers (other buffers, threads, processes) write to as
-    well. A buffer keeps a cursor of how far it has read and asks for what is new."""
-
-    def changes(self, cursor: Any) -> Optional[ChatLogChanges]:
-        """What was committed since ``cursor`` (None: from the start), or None when
-        nothing changed. Must be cheap when nothing changed: it runs on every read."""
-        ...
-
-    def append_after(self, cursor: Any, messages: Sequence[ChatMessage]) -> ChatLogChanges:
-        """Append ``messages`` atomically after whatever others committed since
-        ``cursor``; return those (not ``messages``) and the cursor after ``messages``."""
-        ...
-
-    def replace_all(self, messages: Sequence[ChatMessage]) -> Any:
-        """Make ``messages`` the whole conversation; return the cursor after them."""
-        ...
 
 
 def _json_default(value: Any) -> Any:

@@ -23,7 +23,7 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock
 
 from .excerpts import hit_of, without
 from .messages import format_time, message_text
-from .storage.sqlite import normalize_text
+from .text import normalize_text
 from .types import MemoryRecord
 from .views import block_html, block_summary
 

@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import difflib
-import inspect
 import logging
-import os
 import threading
-import warnings
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, ContextManager, Literal, Optional, Union
+from typing import Any, ContextManager, Literal, Optional, Union, cast
 from uuid import uuid4
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -24,7 +20,7 @@ from llama_index.core.utils import get_tokenizer
 from pydantic import BaseModel
 
 from .agents import RunMemoryTool, drops_leading_system_message
-from .buffer import ChatBuffer
+from .arguments import messages_arg, not_a_message, parameters, reject_unknown, short
 from .compose import (
     LeftOut,
     MemoryBlock,
@@ -34,8 +30,13 @@ from .compose import (
     interleave,
     window_texts,
 )
-from .errors import LlamaMemoryError, MemoryClosedError, RestoreWarning, StorageError
-from .expiry import TTL, Expiry, ttl_seconds
+from .config import DENSE_COLLECTIONS as DENSE_COLLECTIONS  # re-exported: their old home
+from .config import VECTOR_COLLECTION as VECTOR_COLLECTION
+from .config import build_memory, check_restorable
+from .config import default_vector_source as default_vector_source
+from .config import resolve_embed_model as resolve_embed_model
+from .errors import LlamaMemoryError, MemoryClosedError, StorageError
+from .expiry import TTL
 from .instrumentation import (
     MemoryBlockEvent,
     MemoryExtractionEvent,
@@ -53,40 +54,31 @@ from .messages import (
     role_name,
 )
 from .restore import (
-    embedding_from_dict,
-    embedding_to_dict,
-    import_class,
     primary_from_dict,
     primary_to_dict,
     qualified_name,
     restore_hook_arguments,
+    restore_live_parts,
 )
-from .sources.base import MemorySource
-from .sources.dimension import forget_embedding_model
+from .sources.base import (
+    Closable,
+    Expiring,
+    Extracting,
+    Forgettable,
+    MemorySource,
+    ProfileHolder,
+    Reconcilable,
+    Reindexable,
+    Stored,
+    TripleHolder,
+    WithTools,
+)
+from .sources.base import Source as SourceProtocol
 from .sources.llama_index import LlamaIndexMemorySource
 from .sources.profile import ProfileSource
-from .sources.triples import (
-    TRIPLE_COLLECTION,
-    KnowledgeTriple,
-    TripleSource,
-    default_triple_source,
-)
-from .sources.vector import VectorSource
-from .storage.chroma import (
-    CHROMA_DIRNAME,
-    http_client,
-    open_index,
-    persistent_client,
-    server_address,
-)
+from .sources.triples import KnowledgeTriple, TripleSource
+from .storage.ports import Storage
 from .storage.reconcile import ReconcileReport
-from .storage.sqlite import (
-    DB_FILENAME,
-    SQLiteChatLog,
-    SQLiteStore,
-    memory_path,
-    store_exists,
-)
 from .types import MemoryRecord, Scope, StoredMessage, now
 from .views import RecordList
 
@@ -101,11 +93,6 @@ DEFAULT_TOKEN_LIMIT = 3000
 DEFAULT_MEMORY_TOKEN_LIMIT = 1500
 #: Default number of records each source retrieves per query.
 DEFAULT_TOP_K = 10
-#: Collection-name prefix of the default vector source (one collection per user).
-VECTOR_COLLECTION = "llama_memory_vector"
-#: Every kind of dense-index collection the default sources keep for a user:
-#: ``forget()`` drops them all, also those of sources the memory was not opened with.
-DENSE_COLLECTIONS = (VECTOR_COLLECTION, TRIPLE_COLLECTION)
 #: The keyword arguments LlamaIndex itself passes to a memory (llama-index-core 0.14):
 #: chat engines call ``memory_cls.from_defaults(chat_history=..., token_limit=...)``,
 #: agents build their default memory with ``from_defaults(llm=...)``, and chat engines
@@ -113,15 +100,6 @@ DENSE_COLLECTIONS = (VECTOR_COLLECTION, TRIPLE_COLLECTION)
 #: other unknown keyword argument is a TypeError); ``get`` passes its extra keyword
 #: arguments to the primary memory.
 LLAMA_INDEX_KWARGS = ("chat_history", "token_limit", "llm", "initial_token_count")
-# ChatMemoryBuffer.from_defaults arguments that have no meaning here, with what to do
-# instead (said in the TypeError rather than ignored: the conversation would silently
-# not be where the user thinks it is).
-_NOT_SUPPORTED = {
-    "chat_store": "the conversation is kept in SQLite under path=; pass path=...",
-    "chat_store_key": "pass session_id= (and user_id=) to name the conversation",
-}
-
-
 class ComposableMemory(BaseMemory):
     """A chat buffer for this conversation plus long-term sources, composed into one memory.
 
@@ -165,8 +143,8 @@ class ComposableMemory(BaseMemory):
         default=0, description="Run extraction every N user turns when llm is set (0: on demand)."
     )
 
-    _sources: list[MemorySource] = PrivateAttr(default_factory=list)
-    _store: Optional[SQLiteStore] = PrivateAttr(default=None)
+    _sources: list[SourceProtocol] = PrivateAttr(default_factory=list)
+    _store: Optional[Storage] = PrivateAttr(default=None)
     _lock: Any = PrivateAttr(default_factory=threading.RLock)
     _last_block: MemoryBlock = PrivateAttr(default_factory=MemoryBlock)
     # How many retrieved records the window already showed at the last few get() calls:
@@ -178,9 +156,10 @@ class ComposableMemory(BaseMemory):
     _source_kind: str = PrivateAttr(default="custom")
     _primary_default: bool = PrivateAttr(default=False)  # built by from_defaults
     _closed: bool = PrivateAttr(default=False)
-    # The Chroma client the default sources were given (None: the embedded one under
-    # path): forget() drops the user's collections of every kind on it.
-    _dense_client: Any = PrivateAttr(default=None)
+    _warned_not_atomic: bool = PrivateAttr(default=False)
+    # Drops a (tenant, user)'s dense collections of every kind the default sources keep
+    # (forget()); set by config.build_memory, which knows where they are.
+    _drop_dense: Optional[Callable[[tuple[str, str]], None]] = PrivateAttr(default=None)
     _user_turns_pending: int = PrivateAttr(default=0)  # user messages not yet extracted from
     _extracted_upto: int = PrivateAttr(default=0)  # get_all() index extraction has reached
     # What to_dict says of server mode and expiry (from_defaults arguments).
@@ -196,22 +175,24 @@ class ComposableMemory(BaseMemory):
     def __init__(self, **data: Any) -> None:
         """Build a memory from its fields (:meth:`from_defaults` is the usual way);
         TypeError naming an unknown keyword argument and the closest valid one."""
-        _reject_unknown("ComposableMemory()", data, [*type(self).model_fields, "class_name"])
+        reject_unknown("ComposableMemory()", data, [*type(self).model_fields, "class_name"])
         super().__init__(**data)
 
     def model_post_init(self, __context: Any) -> None:
         """Wrap LlamaIndex memories given as secondary sources so all speak one protocol."""
         self._source_kind = "none" if not self.secondary_memory_sources else "custom"
+        for s in self.secondary_memory_sources:
+            if not isinstance(s, (SourceProtocol, BaseMemory)):
+                raise TypeError(
+                    "secondary_memory_sources takes llama-memory sources (name, priority, add, "
+                    "retrieve: see llama_memory.sources.base.Source) or LlamaIndex BaseMemory "
+                    f"objects, not {type(s).__name__}"
+                )
+        # A LlamaIndex memory is wrapped so that all speak the one source protocol.
         self._sources = [
-            s if isinstance(s, MemorySource) else LlamaIndexMemorySource(s, f"{s.class_name()}#{i + 1}")
+            LlamaIndexMemorySource(s, f"{s.class_name()}#{i + 1}") if isinstance(s, BaseMemory) else s
             for i, s in enumerate(self.secondary_memory_sources)
         ]
-        for s in self.secondary_memory_sources:
-            if not isinstance(s, (MemorySource, BaseMemory)):
-                raise TypeError(
-                    "secondary_memory_sources takes llama-memory sources or LlamaIndex "
-                    f"BaseMemory objects, not {type(s).__name__}"
-                )
 
     @classmethod
     def class_name(cls) -> str:
@@ -327,128 +308,53 @@ class ComposableMemory(BaseMemory):
             ValueError: a ``path`` that is a database URL (``path`` is a directory).
         """
         if kwargs:
-            _reject_unknown("ComposableMemory.from_defaults()", kwargs, _parameters(cls.from_defaults))
-        _check_embed_model(embed_model)
-        if path is not None:
-            memory_path(path)  # a URL or a non-path fails here, before anything is created
-        history = _messages_arg(chat_history, "chat_history") if chat_history is not None else []
-        tokenizer = tokenizer_fn or get_tokenizer()
-        session_id = session_id or uuid4().hex
-        scope = Scope(user_id=user_id, session_id=session_id, tenant_id=tenant_id)
-        expiry = Expiry(
-            ttl=ttl_seconds(ttl), refresh_on_read=refresh_on_read, **({"clock": clock} if clock else {})
-        )
-        server = _server(chroma_host, chroma_port, chroma_url, chroma_client, path)
-        given_client = chroma_client is not None
-        if server is not None:
-            chroma_client = http_client(*server)
-        if path is not None:
-            # Absolute at creation: a saved dict (a workflow Context) restored from another
-            # working directory must reopen this store, not a new one there.
-            path = os.path.abspath(os.path.expanduser(os.fspath(path)))
-        store = SQLiteStore(path)
-        built_primary = primary_memory is None
-        if primary_memory is None:
-            primary_memory = ChatBuffer.from_defaults(
-                token_limit=token_limit,
-                tokenizer_fn=tokenizer,
-                chat_log=SQLiteChatLog(store, scope) if path is not None else None,
-            )
-        default_sources = secondary_memory_sources is None
-        # The one model of the default sources, recorded by to_dict.
-        model = resolve_embed_model(embed_model) if default_sources or triples else None
-        if reembed:
-            forget_embedding_model(store, vector=default_sources, triples=triples)
-        # Everything in an empty list comes from the flags below, which to_dict records.
-        no_sources = secondary_memory_sources == []
-        if secondary_memory_sources is None:
-            scope.require_user("the default long-term (vector) memory")
-            secondary_memory_sources = [
-                default_vector_source(store, path, model, chroma_client, expiry)
-            ]
-        if not (
-            profile is None
-            or isinstance(profile, bool)
-            or (isinstance(profile, type) and issubclass(profile, BaseModel))
-        ):
-            raise TypeError(f"profile takes True, False, None or a pydantic model class, not {profile!r}")
-        if profile is not False and (default_sources or profile is not None):
-            scope.require_user("the profile memory")
-            if not any(isinstance(s, ProfileSource) for s in secondary_memory_sources):
-                schema = profile if isinstance(profile, type) else None
-                secondary_memory_sources = [
-                    *secondary_memory_sources, ProfileSource(store, schema=schema, expiry=expiry)
-                ]
-        if triples and not any(isinstance(s, TripleSource) for s in secondary_memory_sources):
-            scope.require_user("the knowledge-triple memory")
-            secondary_memory_sources = [
-                *secondary_memory_sources,
-                default_triple_source(
-                    store, path, resolve_embed_model(model), chroma_client, expiry=expiry
-                ),
-            ]
-        memory = cls(
+            reject_unknown("ComposableMemory.from_defaults()", kwargs, parameters(cls.from_defaults))
+        return build_memory(
+            cls,
             primary_memory=primary_memory,
             secondary_memory_sources=secondary_memory_sources,
             user_id=user_id,
             session_id=session_id,
             tenant_id=tenant_id,
             path=path,
+            embed_model=embed_model,
+            token_limit=token_limit,
             memory_token_limit=memory_token_limit,
             top_k=top_k,
             insert_method=insert_method,
-            tokenizer_fn=tokenizer,
+            tokenizer_fn=tokenizer_fn,
+            chroma_client=chroma_client,
             llm=llm,
             extract_every=extract_every,
+            profile=profile,
+            triples=triples,
+            chroma_host=chroma_host,
+            chroma_port=chroma_port,
+            chroma_url=chroma_url,
+            ttl=ttl,
+            refresh_on_read=refresh_on_read,
+            clock=clock,
+            history=messages_arg(chat_history, "chat_history") if chat_history is not None else [],
+            reembed=reembed,
         )
-        memory._store = store
-        memory._dense_client = chroma_client
-        memory._primary_default = built_primary
-        if model is not None:
-            memory._config["embed_model"] = embedding_to_dict(model)
-        # Live objects a dict cannot carry: to_dict leaves a marker, from_dict asks for them.
-        if llm is not None:
-            memory._config["llm"] = {"qualified_name": qualified_name(type(llm))}
-        if tokenizer_fn is not None:
-            memory._config["tokenizer_fn"] = {"name": getattr(tokenizer_fn, "__qualname__", "?")}
-        if given_client:
-            memory._config["chroma_client"] = {"qualified_name": qualified_name(type(chroma_client))}
-        if default_sources:
-            memory._source_kind = "default"
-        elif no_sources:
-            memory._source_kind = "none"
-        if server is not None:
-            host, port, secure = server
-            memory._config["chroma_url"] = f"{'https' if secure else 'http'}://{host}:{port}"
-        if expiry.ttl is not None or refresh_on_read:
-            memory._config.update(ttl=expiry.ttl, refresh_on_read=refresh_on_read)
-        if reembed:
-            try:
-                with memory._lock:
-                    count = memory.reindex()
-            except Exception:
-                memory.close()
-                raise
-            logger.info("store %s re-embedded with %s: %d records", path, model, count)
-        elif chroma_client is not None and user_id:
-            # An index on a server (or any given client) can drift from the record while
-            # this store is closed: catch this user's up now (one Chroma read per
-            # source). Missing vectors are flagged and embedded on the first read;
-            # orphans are deleted at once. Other users: reconcile().
-            try:
-                with memory._lock:
-                    reports = {s.name: s.reconcile(False, memory.scope) for s in memory._sources}
-            except Exception:
-                memory.close()  # do not leave the store open behind a failed open
-                raise
-            logger.info("dense index of %r reconciled on open: %s", user_id, reports)
-        if history:
-            try:
-                memory.set(history)
-            except Exception:
-                memory.close()  # as above: no store left open behind a failed open
-                raise
-        return memory
+
+    def _opened(
+        self,
+        storage: Storage,
+        *,
+        drop_dense: Callable[[tuple[str, str]], None],
+        primary_default: bool,
+        source_kind: str,
+        config: dict[str, Any],
+    ) -> None:
+        """Attach what :func:`~llama_memory.config.build_memory` opened: the store (the
+        transaction port every write of a batch joins), how to drop a user's dense
+        collections of every kind, and what :meth:`to_dict` says of the build."""
+        self._store = storage
+        self._drop_dense = drop_dense
+        self._primary_default = primary_default
+        self._source_kind = source_kind
+        self._config.update(config)
 
     # -- scope and sources ------------------------------------------------------------
 
@@ -485,8 +391,8 @@ class ComposableMemory(BaseMemory):
         return Scope(user_id=self.user_id, session_id=self.session_id, tenant_id=self.tenant_id)
 
     @property
-    def sources(self) -> list[MemorySource]:
-        """The secondary sources as :class:`MemorySource` objects (LlamaIndex memories wrapped)."""
+    def sources(self) -> list[SourceProtocol]:
+        """The secondary sources (LlamaIndex memories wrapped as :class:`MemorySource`)."""
         return list(self._sources)
 
     @property
@@ -496,7 +402,7 @@ class ComposableMemory(BaseMemory):
 
     # -- reading ------------------------------------------------------------------------
 
-    def source(self, name: str) -> MemorySource:
+    def source(self, name: str) -> SourceProtocol:
         """The secondary source called ``name`` (``"vector"``...); KeyError naming the
         available ones otherwise."""
         for source in self._sources:
@@ -517,7 +423,10 @@ class ComposableMemory(BaseMemory):
         self._check_open()
         scope = self.scope
         return [
-            RunMemoryTool(self, source, tool) for source in self._sources for tool in source.tools(scope)
+            RunMemoryTool(self, source, tool, ComposableMemory)
+            for source in self._sources
+            if isinstance(source, WithTools)
+            for tool in source.tools(scope)
         ]
 
     @dispatcher.span
@@ -535,7 +444,7 @@ class ComposableMemory(BaseMemory):
     def _get(self, input: Optional[str], insert_method: InsertMethod, **kwargs: Any) -> list[ChatMessage]:
         if input is not None and not isinstance(input, str):
             raise TypeError(
-                f"get() input must be a str or None, not {type(input).__name__} {_short(input)}: "
+                f"get() input must be a str or None, not {type(input).__name__} {short(input)}: "
                 "pass the text to retrieve for, e.g. the user's message"
             )
         watch = Stopwatch()
@@ -581,15 +490,16 @@ class ComposableMemory(BaseMemory):
         by relevance; read them from the source (``memory.profile``).
         """
         if not isinstance(query, str):
-            raise TypeError(f"search() query must be a str, not {type(query).__name__} {_short(query)}")
+            raise TypeError(f"search() query must be a str, not {type(query).__name__} {short(query)}")
         with self._lock:
             self._check_open()
-            relevant = [s for s in self._sources if not s.query_independent]
+            # A query-independent source (a profile) is not ranked by relevance.
+            relevant = [s for s in self._sources if not getattr(s, "query_independent", False)]
             records, _ = deduplicate(self._retrieve(query, k, relevant))
             return RecordList(records[:k])
 
     def _retrieve(
-        self, query: str, k: int, sources: Optional[Sequence[MemorySource]] = None
+        self, query: str, k: int, sources: Optional[Sequence[SourceProtocol]] = None
     ) -> list[MemoryRecord]:
         scope = self.scope
         sources = self._sources if sources is None else sources
@@ -600,7 +510,7 @@ class ComposableMemory(BaseMemory):
         return merged
 
     @dispatcher.span
-    def retrieve_from(self, source: MemorySource, query: str, scope: Scope, k: int) -> list[MemoryRecord]:
+    def retrieve_from(self, source: SourceProtocol, query: str, scope: Scope, k: int) -> list[MemoryRecord]:
         """One source's records for ``query`` (a span and a
         :class:`~llama_memory.instrumentation.MemoryRetrievalEvent` of its own)."""
         watch = Stopwatch()
@@ -652,13 +562,13 @@ class ComposableMemory(BaseMemory):
     def put(self, message: ChatMessage) -> None:
         """Add a message to the conversation and to every long-term source."""
         if not isinstance(message, ChatMessage):
-            raise TypeError(_not_a_message("put()", message, many=False))
+            raise TypeError(not_a_message("put()", message, many=False))
         self.put_messages([message])
 
     @dispatcher.span
     def put_messages(self, messages: list[ChatMessage]) -> None:
         """Add messages (one batch for the buffer and for each source)."""
-        messages = _messages_arg(messages, "put_messages()")
+        messages = messages_arg(messages, "put_messages()")
         if not messages:
             return
         watch = Stopwatch()
@@ -708,14 +618,15 @@ class ComposableMemory(BaseMemory):
                 messages = history[min(self._extracted_upto, len(history)) :]
             scope = self.scope
             for source in self._sources:
-                self._extract_with(source, messages, llm, scope)
+                if isinstance(source, Extracting):
+                    self._extract_with(source, messages, llm, scope)
             # Advance only once every source succeeded: a failed extraction is retried.
             if automatic:
                 self._extracted_upto = len(history)
             self._user_turns_pending = 0
 
     def _extract_with(
-        self, source: MemorySource, messages: Sequence[ChatMessage], llm: Any, scope: Scope
+        self, source: Extracting, messages: Sequence[ChatMessage], llm: Any, scope: Scope
     ) -> None:
         watch = Stopwatch()
         error: Optional[str] = None
@@ -728,7 +639,7 @@ class ComposableMemory(BaseMemory):
             dispatcher.event(
                 MemoryExtractionEvent(
                     **self._event_scope(),
-                    source=source.name,
+                    source=getattr(source, "name", type(source).__name__),
                     messages=len(messages),
                     error=error,
                     duration_ms=watch.elapsed_ms,
@@ -759,8 +670,8 @@ class ComposableMemory(BaseMemory):
         """The knowledge-triple source (``history``, ``to_networkx``, ``plot``...);
         LlamaMemoryError when this memory has none."""
         for source in self._sources:
-            if isinstance(source, TripleSource):
-                return source
+            if isinstance(source, TripleHolder):
+                return cast("TripleSource", source)
         raise LlamaMemoryError(
             "this memory has no knowledge-triple source: build it with "
             "ComposableMemory.from_defaults(..., triples=True) or pass a TripleSource"
@@ -771,8 +682,8 @@ class ComposableMemory(BaseMemory):
         """The user-profile source (``get_profile``, ``set_field``, ``history``...);
         LlamaMemoryError when this memory has none."""
         for source in self._sources:
-            if isinstance(source, ProfileSource):
-                return source
+            if isinstance(source, ProfileHolder):
+                return cast("ProfileSource", source)
         raise LlamaMemoryError(
             "this memory has no profile source: build it with the default sources, or "
             "ComposableMemory.from_defaults(..., profile=True), or pass a ProfileSource"
@@ -784,7 +695,7 @@ class ComposableMemory(BaseMemory):
         (``SimpleComposableMemory.set`` appends all of them to the secondaries again,
         duplicating what they already hold; here only new messages are added.)
         """
-        messages = _messages_arg(messages, "set()")
+        messages = messages_arg(messages, "set()")
         with self._lock:
             self._check_open()
             stored = self._stored(_new_messages(self.primary_memory.get_all(), messages))
@@ -793,17 +704,30 @@ class ComposableMemory(BaseMemory):
                 self.primary_memory.set(list(messages))
 
     def _one_write(self, action: str) -> ContextManager[Any]:
-        """One SQLite transaction for the chat history and the sources' records, so a
-        crash or an error keeps all of a batch or none of it. The sources write first:
-        the in-memory buffer changes last, once nothing else can fail but the commit.
+        """One transaction of the memory's store for the chat history and the sources'
+        records, so a crash or an error keeps all of a batch or none of it. The sources
+        write first: the in-memory buffer changes last, once nothing else can fail but
+        the commit.
 
-        Only when every store written to is the memory's own (the default): a second
-        connection to the same file would wait for this transaction's lock forever.
+        Every writer that writes to a store (:class:`~llama_memory.sources.base.Stored`)
+        must write to this one: a writer on another store (another connection to the
+        same file would wait for this transaction's lock forever) makes the batch
+        non-atomic, which is logged once.
         """
-        log = getattr(self.primary_memory, "chat_log", None)
-        writers = [getattr(log, "store", None)] + [getattr(s, "store", None) for s in self._sources]
-        stores = {id(w) for w in writers if isinstance(w, SQLiteStore)}
-        if self._store is None or stores - {id(self._store)}:
+        if self._store is None:
+            return nullcontext()
+        log = getattr(self.primary_memory, "chat_log", None)  # a ChatBuffer's; others have none
+        others = [
+            w for w in [log, *self._sources] if isinstance(w, Stored) and w.store is not self._store
+        ]
+        if others:
+            if not self._warned_not_atomic:
+                self._warned_not_atomic = True
+                logger.warning(
+                    "writes of this memory are not atomic: %s use another store than the "
+                    "memory's; build them on the memory's store for all-or-nothing batches",
+                    [getattr(w, "name", type(w).__name__) for w in others],
+                )
             return nullcontext()
         return self._store.transaction(action)
 
@@ -889,12 +813,15 @@ class ComposableMemory(BaseMemory):
         failures are raised together at the end."""
         failures: list[str] = []
         for source in self._sources:
+            if not isinstance(source, Forgettable):
+                continue
             try:
                 source.forget(scope)
             except StorageError as exc:
                 failures.append(f"{source.name}: {exc}")
         try:
-            self._drop_dense_collections(scope)
+            if self._drop_dense is not None:
+                self._drop_dense((scope.tenant_id, scope.require_user()))
         except StorageError as exc:
             failures.append(f"dense index: {exc}")
         if failures:
@@ -904,27 +831,13 @@ class ComposableMemory(BaseMemory):
                 "reachable again"
             )
 
-    def _drop_dense_collections(self, scope: Scope) -> None:
-        """Drop the user's collections of every kind the default sources keep, on this
-        store's Chroma (its namespace on a given client or server, else the embedded
-        index under ``path``): a source this memory was not opened with (triples) may
-        have written some. An in-memory store shares its collections with no one."""
-        client = self._dense_client
-        if client is None:
-            if self.path is None or not (Path(self.path) / CHROMA_DIRNAME).is_dir():
-                return  # no Chroma index was ever created beside this store
-            client = persistent_client(self.path)
-        namespace = self._store.store_id if self._dense_client is not None and self._store else None
-        for prefix in DENSE_COLLECTIONS:
-            open_index(prefix, None, client, namespace).drop(scope.tenant_id, scope.require_user())
-
     def purge_expired(self) -> int:
         """Delete the records whose time to live is over from every source and index;
         return how many. (Expired records are never retrieved anyway; this frees the
         space and removes them for good.)"""
         with self._lock:
             self._check_open()
-            return sum(source.purge_expired() for source in self._sources)
+            return sum(s.purge_expired() for s in self._sources if isinstance(s, Expiring))
 
     # -- maintenance --------------------------------------------------------------------
 
@@ -935,17 +848,21 @@ class ComposableMemory(BaseMemory):
         store. Opening a memory in server mode does it for its own user; call this after
         a Chroma server was down, wiped or restored, or a forget() could not reach it.
         Returns what each source did, by name."""
+        return self._reconcile_sources(catch_up, None)
+
+    def _reconcile_sources(self, catch_up: bool, scope: Optional[Scope]) -> dict[str, ReconcileReport]:
+        """Every derived index's :meth:`reconcile`, for every user or the scope's."""
         with self._lock:
             self._check_open()
-            return {source.name: source.reconcile(catch_up) for source in self._sources}
+            return {
+                s.name: s.reconcile(catch_up, scope) for s in self._sources if isinstance(s, Reconcilable)
+            }
 
     def reindex(self) -> int:
         """Rebuild every derived dense index from the system of record; return records indexed."""
         with self._lock:
             self._check_open()
-            return sum(
-                s.reindex() for s in self._sources if isinstance(s, (VectorSource, TripleSource))
-            )
+            return sum(s.reindex() for s in self._sources if isinstance(s, Reindexable))
 
     def close(self) -> None:
         """Write what is waiting to the indexes and release the sources' and the store's
@@ -957,7 +874,8 @@ class ComposableMemory(BaseMemory):
             self._closed = True
             try:
                 for source in self._sources:
-                    source.close()
+                    if isinstance(source, Closable):
+                        source.close()
             finally:
                 if self._store is not None:
                     self._store.close()
@@ -1016,7 +934,7 @@ class ComposableMemory(BaseMemory):
         primary: Any = "default" if self._primary_default else primary_to_dict(self.primary_memory)
         profile: Any = False
         for source in self._sources:
-            if isinstance(source, ProfileSource):
+            if isinstance(source, ProfileHolder):
                 schema = source.schema
                 profile = qualified_name(schema) if schema is not None else True
         data: dict[str, Any] = {
@@ -1032,7 +950,7 @@ class ComposableMemory(BaseMemory):
             "token_limit": getattr(self.primary_memory, "token_limit", DEFAULT_TOKEN_LIMIT),
             "primary": primary if primary is not None else "custom",
             "sources": self._source_kind,
-            "triples": any(isinstance(s, TripleSource) for s in self._sources),
+            "triples": any(isinstance(s, TripleHolder) for s in self._sources),
             "profile": profile,
             **self._config,
         }
@@ -1078,59 +996,13 @@ class ComposableMemory(BaseMemory):
                 )
             elif kind == "none":
                 config[argument] = []
-        _restore_live_parts(config)
-        path = config.get("path")
-        if path is not None and not store_exists(path):
-            raise StorageError(
-                f"cannot restore this memory: its store {path} does not exist (no "
-                f"{DB_FILENAME} there; moved or deleted?). Pass path= to from_dict with where "
-                "the store is now; restoring never opens a new, empty memory in its place "
-                "(ComposableMemory.from_defaults starts one)"
-            )
+        restore_live_parts(config)
+        check_restorable(config.get("path"))
         history = config.pop("chat_history", None)
         memory = cls.from_defaults(**config)
         if history and memory.path is None:
             memory.primary_memory.set([ChatMessage.model_validate(m) for m in history])
         return memory
-
-
-def _restore_live_parts(config: dict[str, Any]) -> None:
-    """Turn what :meth:`ComposableMemory.to_dict` wrote of live objects back into
-    ``from_defaults`` arguments, in place: rebuild what can be (the embedding model, the
-    profile schema), refuse or warn for what was not given again."""
-    if isinstance(config.get("embed_model"), dict):
-        config["embed_model"] = embedding_from_dict(config["embed_model"])
-    if isinstance(config.get("profile"), str):
-        config["profile"] = import_class(
-            config["profile"], "the profile schema", "profile=YourSchema to from_dict"
-        )
-    if isinstance(config.get("chroma_client"), dict):
-        raise LlamaMemoryError(
-            f"this ComposableMemory used a Chroma client of its own "
-            f"({config['chroma_client'].get('qualified_name')}), a live object a dict cannot "
-            "carry: pass it again, ComposableMemory.from_dict(data, chroma_client=...), or "
-            "from a restore hook (llama_memory.set_restore_hook)"
-        )
-    if isinstance(config.get("llm"), dict):
-        marker = config.pop("llm")
-        warnings.warn(
-            f"this ComposableMemory had an llm ({marker.get('qualified_name')}), a live object "
-            "a dict cannot carry; the restored memory has none, so nothing is extracted "
-            f"(extract_every={config.get('extract_every', 0)} does nothing) until you pass "
-            "llm= to from_dict or return it from a restore hook (llama_memory.set_restore_hook)",
-            RestoreWarning,
-            stacklevel=3,
-        )
-    if isinstance(config.get("tokenizer_fn"), dict):
-        marker = config.pop("tokenizer_fn")
-        warnings.warn(
-            f"this ComposableMemory counted tokens with a tokenizer_fn of its own "
-            f"({marker.get('name')}), which a dict cannot carry; the restored memory counts "
-            "with the default until you pass tokenizer_fn= to from_dict or return it from a "
-            "restore hook (llama_memory.set_restore_hook)",
-            RestoreWarning,
-            stacklevel=3,
-        )
 
 
 def _short_of(
@@ -1154,128 +1026,3 @@ def _new_messages(before: Sequence[ChatMessage], messages: Sequence[ChatMessage]
     return [m for m in candidates if dump_message(m) not in known]
 
 
-def _parameters(function: Callable[..., Any]) -> list[str]:
-    """The names a function takes as keyword arguments (not ``*args``/``**kwargs``)."""
-    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    return [p.name for p in inspect.signature(function).parameters.values() if p.kind in kinds]
-
-
-def _reject_unknown(where: str, given: Sequence[str] | dict[str, Any], valid: Sequence[str]) -> None:
-    """TypeError for the first name of ``given`` not in ``valid``, naming the closest
-    valid one (a typo must not be ignored: ``memory_token_limt=10`` would do nothing)."""
-    for name in given:
-        if name in valid:
-            continue
-        hint = _NOT_SUPPORTED.get(name)
-        if hint is None:
-            close = difflib.get_close_matches(name, valid, n=1)
-            hint = f"did you mean {close[0]!r}?" if close else f"valid ones: {', '.join(sorted(valid))}"
-        raise TypeError(f"{where} got an unexpected keyword argument {name!r}; {hint}")
-
-
-def _check_embed_model(embed_model: Any) -> None:
-    """TypeError unless ``embed_model`` is None or a LlamaIndex embedding object."""
-    if embed_model is None or isinstance(embed_model, BaseEmbedding):
-        return
-    if isinstance(embed_model, str):
-        raise TypeError(
-            f"embed_model takes an embedding object, not the model name {embed_model!r}: pass "
-            f"e.g. OpenAIEmbedding(model={embed_model!r}) (from llama_index.embeddings.openai), "
-            "or any LlamaIndex BaseEmbedding"
-        )
-    raise TypeError(
-        f"embed_model takes a LlamaIndex embedding (a BaseEmbedding such as "
-        f"OpenAIEmbedding(...)), not {type(embed_model).__name__} {_short(embed_model)}"
-    )
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    """``repr(value)``, cut to ``limit`` characters for an error message."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _not_a_message(where: str, value: Any, many: bool, position: int = 0) -> str:
-    """What was wrong with a value given where a ChatMessage was expected, and what to pass."""
-    takes = "ChatMessage objects" if many else "a ChatMessage"
-    what = f"message {position} is" if many else "it was given"
-    if isinstance(value, str):
-        fix = f"pass ChatMessage(role=\"user\", content={_short(value)})"
-    elif isinstance(value, dict):
-        fix = "pass ChatMessage(**message) or ChatMessage.model_validate(message)"
-    elif not many and isinstance(value, (list, tuple)):
-        fix = "for several messages call put_messages(messages)"
-    else:
-        fix = "pass a llama_index.core.llms.ChatMessage"
-    return f"{where} takes {takes}; {what} a {type(value).__name__} ({_short(value)}): {fix}"
-
-
-def _messages_arg(messages: Any, where: str) -> list[ChatMessage]:
-    """``messages`` as a list of ChatMessage; TypeError naming the first bad one (before
-    anything is written)."""
-    if isinstance(messages, ChatMessage):
-        raise TypeError(
-            f"{where} takes a list of ChatMessage, not one ChatMessage: pass [message]"
-        )
-    if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, (list, tuple, deque)):
-        raise TypeError(
-            f"{where} takes a list of ChatMessage, not {type(messages).__name__} "
-            f"{_short(messages)}: pass e.g. [ChatMessage(role=\"user\", content=\"...\")]"
-        )
-    for position, message in enumerate(messages):
-        if not isinstance(message, ChatMessage):
-            raise TypeError(_not_a_message(where, message, many=True, position=position))
-    return list(messages)
-
-
-def default_vector_source(
-    store: SQLiteStore,
-    path: Optional[Union[str, Path]],
-    embed_model: Optional[BaseEmbedding],
-    chroma_client: Any = None,
-    expiry: Optional[Expiry] = None,
-) -> VectorSource:
-    """The default long-term source: past messages in SQLite + a Chroma index (on
-    ``chroma_client`` when given, with collections named after the store's id)."""
-    namespace = store.store_id if chroma_client is not None else None
-    index = open_index(VECTOR_COLLECTION, path, chroma_client, namespace)
-    return VectorSource(store, index, resolve_embed_model(embed_model), expiry=expiry or Expiry())
-
-
-def _server(
-    host: Optional[str],
-    port: int,
-    url: Optional[str],
-    client: Any,
-    path: Optional[Union[str, Path]],
-) -> Optional[tuple[str, int, bool]]:
-    """``(host, port, ssl)`` of the Chroma server asked for, or None; ValueError for
-    contradicting arguments."""
-    if host is None and url is None:
-        return None
-    if host is not None and url is not None:
-        raise ValueError("pass chroma_host (and chroma_port) or chroma_url, not both")
-    if client is not None:
-        raise ValueError("pass chroma_client or a Chroma server address, not both")
-    if path is None:
-        raise ValueError(
-            "server mode needs path=: SQLite under path is the system of record, and "
-            "vectors on a shared server must not outlive an in-memory store"
-        )
-    if url is not None:
-        return server_address(url)
-    return str(host), int(port), False
-
-
-def resolve_embed_model(embed_model: Optional[BaseEmbedding]) -> BaseEmbedding:
-    """The given model, else ``Settings.embed_model`` if one was set, else the offline default."""
-    if embed_model is not None:
-        return embed_model
-    from llama_index.core import Settings
-
-    configured = getattr(Settings, "_embed_model", None)
-    if configured is not None:
-        return configured
-    from .embeddings import default_embedding
-
-    return default_embedding()

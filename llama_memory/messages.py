@@ -7,12 +7,14 @@ tool calls and ``additional_kwargs`` (``tool_call_id``, ...), and
 
 from __future__ import annotations
 
-import json
 import uuid
 from datetime import date, datetime, timezone
 from typing import Any, Optional
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock
+
+from .storage.codec import dump_message
+from .storage.codec import load_message as load_message  # re-exported: its old home
 
 #: ``additional_kwargs`` keys read for a message's id (the first one present wins).
 MESSAGE_ID_KEYS = ("message_id", "id")
@@ -32,11 +34,6 @@ def role_name(message: ChatMessage) -> str:
     return role.value if isinstance(role, MessageRole) else str(role)
 
 
-def dump_message(message: ChatMessage) -> str:
-    """Serialise a message to JSON, losslessly."""
-    return json.dumps(message.model_dump(mode="json"), ensure_ascii=False)
-
-
 def check_storable(message: ChatMessage, position: int = 0) -> None:
     """Raise ``ValueError`` naming the message if it holds text UTF-8 cannot store: a
     lone surrogate (``"\\ud800"``, left by decoding bytes with ``errors="surrogateescape"``
@@ -50,11 +47,6 @@ def check_storable(message: ChatMessage, position: int = 0) -> None:
             f"({exc.reason}: {data[exc.start : exc.end]!r}); nothing was stored. Clean it "
             "first, e.g. text.encode('utf-8', 'replace').decode('utf-8')"
         ) from None
-
-
-def load_message(data: str) -> ChatMessage:
-    """Inverse of :func:`dump_message`."""
-    return ChatMessage.model_validate(json.loads(data))
 
 
 def declared_message_id(message: ChatMessage) -> Optional[str]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import json
 import threading
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, Optional
 
@@ -21,7 +22,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.memory.types import BaseMemory
 
-from .errors import LlamaMemoryError
+from .errors import LlamaMemoryError, RestoreWarning
 
 __all__ = [
     "RestoreHook",
@@ -229,3 +230,42 @@ def primary_from_dict(entry: Mapping[str, Any]) -> BaseMemory:
         return cls.from_dict(dict(entry.get("data") or {}))
     except Exception as exc:
         raise LlamaMemoryError(f"cannot rebuild {what}: {exc}; pass {instead}") from exc
+
+
+def restore_live_parts(config: dict[str, Any]) -> None:
+    """Turn what :meth:`ComposableMemory.to_dict` wrote of live objects back into
+    ``from_defaults`` arguments, in place: rebuild what can be (the embedding model, the
+    profile schema), refuse or warn for what was not given again."""
+    if isinstance(config.get("embed_model"), dict):
+        config["embed_model"] = embedding_from_dict(config["embed_model"])
+    if isinstance(config.get("profile"), str):
+        config["profile"] = import_class(
+            config["profile"], "the profile schema", "profile=YourSchema to from_dict"
+        )
+    if isinstance(config.get("chroma_client"), dict):
+        raise LlamaMemoryError(
+            f"this ComposableMemory used a Chroma client of its own "
+            f"({config['chroma_client'].get('qualified_name')}), a live object a dict cannot "
+            "carry: pass it again, ComposableMemory.from_dict(data, chroma_client=...), or "
+            "from a restore hook (llama_memory.set_restore_hook)"
+        )
+    if isinstance(config.get("llm"), dict):
+        marker = config.pop("llm")
+        warnings.warn(
+            f"this ComposableMemory had an llm ({marker.get('qualified_name')}), a live object "
+            "a dict cannot carry; the restored memory has none, so nothing is extracted "
+            f"(extract_every={config.get('extract_every', 0)} does nothing) until you pass "
+            "llm= to from_dict or return it from a restore hook (llama_memory.set_restore_hook)",
+            RestoreWarning,
+            stacklevel=3,
+        )
+    if isinstance(config.get("tokenizer_fn"), dict):
+        marker = config.pop("tokenizer_fn")
+        warnings.warn(
+            f"this ComposableMemory counted tokens with a tokenizer_fn of its own "
+            f"({marker.get('name')}), which a dict cannot carry; the restored memory counts "
+            "with the default until you pass tokenizer_fn= to from_dict or return it from a "
+            "restore hook (llama_memory.set_restore_hook)",
+            RestoreWarning,
+            stacklevel=3,
+        )

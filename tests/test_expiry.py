@@ -19,7 +19,7 @@ from llama_memory.sources import ProfileSource, TripleSource
 from llama_memory.sources import profile as profile_module
 from llama_memory.sources import triples as triples_module
 from llama_memory.storage.sqlite import DB_FILENAME, MIGRATIONS, SQLiteStore, sql_statements
-from llama_memory.storage.sqlite_triples import MIGRATIONS as TRIPLE_MIGRATIONS
+from llama_memory.storage.sqlite.triples import MIGRATIONS as TRIPLE_MIGRATIONS
 
 START = 1_800_000_000.0
 

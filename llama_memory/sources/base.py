@@ -1,21 +1,153 @@
-"""The protocol every memory source implements."""
+"""What a memory source is: one narrow protocol, optional protocols, and a base class.
+
+Every source does what :class:`Source` says: it has a ``name`` and a ``priority``,
+takes in messages (``add``) and retrieves records for a query within a scope
+(``retrieve``). The rest is optional, each its own protocol that the memory checks
+for before calling it: :class:`Forgettable` (``reset``/``forget``),
+:class:`Reconcilable`, :class:`Reindexable`, :class:`Expiring`, :class:`WithTools`,
+:class:`Extracting`, :class:`Closable`, and :class:`Stored` (a source that writes to
+a store takes part in the memory's transaction). :class:`MemorySource` implements
+them all with defaults that do nothing: subclass it, or implement only what you need.
+
+``priority`` orders sources in the memory block, higher first, the way LlamaIndex's
+``Memory`` orders its memory blocks by ``priority`` when they overflow; there, a
+block of priority 0 is never truncated and higher numbers are truncated first, so
+the scales run opposite ways: a llama-memory source of higher priority is served
+first from the block's token budget (what does not fit is left out).
+"""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Any, Optional
+from typing import Any, Optional, Protocol, runtime_checkable
 
 from llama_index.core.base.llms.types import ChatMessage
 
+from ..storage.ports import Transactional
 from ..storage.reconcile import ReconcileReport
 from ..types import MemoryRecord, Scope, StoredMessage
+
+
+@runtime_checkable
+class Source(Protocol):
+    """What every source must do: a name and a priority, take in messages, retrieve."""
+
+    #: Short name shown next to each injected item (``"vector"``, ``"triples"``...).
+    name: str
+    #: Order in the memory block: higher first; equal priorities share round-robin.
+    priority: int
+
+    def add(self, messages: Sequence[StoredMessage], scope: Scope) -> None:
+        """Take in new conversation messages (a source that learns nothing from them
+        does nothing)."""
+        ...
+
+    def retrieve(self, query: str, scope: Scope, k: int) -> list[MemoryRecord]:
+        """Up to ``k`` records relevant to ``query``, best first, all within ``scope``."""
+        ...
+
+
+@runtime_checkable
+class Forgettable(Protocol):
+    """A source that holds per-user data it can delete."""
+
+    def reset(self, scope: Scope) -> None:
+        """Remove what this source holds for the scope's user."""
+        ...
+
+    def forget(self, scope: Scope) -> None:
+        """Remove every trace of the scope's user, in every index and cache."""
+        ...
+
+
+@runtime_checkable
+class Reconcilable(Protocol):
+    """A source that keeps a derived index."""
+
+    def reconcile(self, catch_up: bool = True, scope: Optional[Scope] = None) -> ReconcileReport:
+        """Bring derived indexes in line with the system of record."""
+        ...
+
+
+@runtime_checkable
+class Reindexable(Protocol):
+    """A source whose dense index can be rebuilt from the system of record."""
+
+    def reindex(self) -> int:
+        """Rebuild the dense index; return how many records were indexed."""
+        ...
+
+
+@runtime_checkable
+class Expiring(Protocol):
+    """A source whose records can expire."""
+
+    def purge_expired(self) -> int:
+        """Delete records whose time to live is over; return how many."""
+        ...
+
+
+@runtime_checkable
+class WithTools(Protocol):
+    """A source that offers agent tools."""
+
+    def tools(self, scope: Scope) -> list[Any]:
+        """LlamaIndex tools acting within ``scope``."""
+        ...
+
+
+@runtime_checkable
+class Extracting(Protocol):
+    """A source that derives structured memories with an LLM."""
+
+    def extract(self, messages: Sequence[ChatMessage], llm: Any, scope: Scope) -> Any:
+        """Derive and store structured memories from ``messages``."""
+        ...
+
+
+@runtime_checkable
+class Closable(Protocol):
+    """A source that holds resources."""
+
+    def close(self) -> None:
+        """Release them."""
+        ...
+
+
+@runtime_checkable
+class Stored(Protocol):
+    """A source (or chat log) that writes to a store: the memory writes a batch to all
+    of them in one transaction of that store when they share it."""
+
+    store: Transactional
+
+
+@runtime_checkable
+class ProfileHolder(Protocol):
+    """A source holding the user's profile (``memory.profile``)."""
+
+    schema: Any
+
+    def get_profile(self, scope: Scope) -> Any:
+        """The scope user's profile."""
+        ...
+
+
+@runtime_checkable
+class TripleHolder(Protocol):
+    """A source holding knowledge triples (``memory.triple_source``)."""
+
+    def add_triples(self, triples: Sequence[Any], scope: Scope, **kwargs: Any) -> Any:
+        """Store triples for the scope's user."""
+        ...
 
 
 class MemorySource(ABC):
     """A secondary memory: it receives the conversation and retrieves records for a query.
 
-    A source does four things: ``add`` messages, ``retrieve`` records for a
+    The base class of the built-in sources: it implements :class:`Source` and every
+    optional protocol of this module with defaults. A source does four things: ``add`` messages, ``retrieve`` records for a
     query, ``reset`` what it holds for a scope, and ``forget`` a user entirely.
     Scope is strict: a source never returns records of a user other than
     ``scope.user_id``.

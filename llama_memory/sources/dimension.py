@@ -11,7 +11,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 
 from ..embeddings import vector_cache
 from ..errors import EmbeddingDimensionError, EmbeddingMismatchError
-from ..storage.sqlite import SQLiteStore
+from ..storage.ports import MetaStore
 
 #: The same model must give its fingerprint a cosine of at least this with the recorded
 #: one. Reruns of one model differ by far less (a remote model's nondeterminism, another
@@ -29,7 +29,7 @@ def model_label(model: BaseEmbedding) -> str:
     return f"{model.class_name()}:{getattr(model, 'model_name', '') or ''}"
 
 
-def forget_embedding_model(store: SQLiteStore, *, vector: bool, triples: bool) -> None:
+def forget_embedding_model(store: MetaStore, *, vector: bool, triples: bool) -> None:
     """Drop what the store recorded of the embedding model of the default vector source
     and/or the triple source, so that the next model to embed is recorded as theirs: the
     first step of re-embedding them. (A source not re-embedded keeps its record, and
@@ -55,7 +55,7 @@ class DimensionGuard:
         key_prefix: separates the records of sources that keep their own vectors.
     """
 
-    def __init__(self, store: SQLiteStore, embed_model: BaseEmbedding, key_prefix: str = "") -> None:
+    def __init__(self, store: MetaStore, embed_model: BaseEmbedding, key_prefix: str = "") -> None:
         self.store = store
         self.embed_model = embed_model
         self.dim_key = f"{key_prefix}embedding_dimension"

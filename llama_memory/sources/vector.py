@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
-from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple, Optional
+from collections.abc import Sequence
+from typing import Optional, Protocol
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -14,12 +13,18 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from ..embeddings import embedding_dimension, vector_cache
 from ..errors import StorageError
 from ..excerpts import JOIN_GAP, pack_excerpts
-from ..expiry import NEVER, Expiry
-from ..retrieval import fuse_scores
-from ..storage.chroma import DenseIndex
-from ..storage.reconcile import ReconcileReport, reconcile_index
-from ..storage.resident import ResidentVectors
-from ..storage.sqlite import NewRecord, SQLiteStore
+from ..retrieval.hybrid import HybridSearch
+from ..retrieval.sync import IndexSync, SyncedRows
+from ..storage.expiry import NEVER, Expiry
+from ..storage.ports import (
+    LexicalIndex,
+    MetaStore,
+    NewRecord,
+    RecordStore,
+    UserDeletion,
+    VectorIndex,
+)
+from ..storage.reconcile import ReconcileReport
 from ..types import MemoryRecord, Scope, StoredMessage
 from .base import MemorySource
 from .dimension import DimensionGuard
@@ -32,10 +37,9 @@ logger = logging.getLogger(__name__)
 RESIDENT_LIMIT = 20_000
 
 
-class _Embedded(NamedTuple):
-    tenant_id: str
-    user_id: str
-    vector: np.ndarray
+class VectorStorage(RecordStore, LexicalIndex, SyncedRows, MetaStore, UserDeletion, Protocol):
+    """The ports the vector source uses: records, the lexical index, index flags and
+    vector copies, transactions, meta, forgetting (any :class:`~llama_memory.storage.ports.Storage`)."""
 
 
 class VectorSource(MemorySource):
@@ -47,19 +51,20 @@ class VectorSource(MemorySource):
     normalised scores; then groups the best messages with their neighbours into
     excerpts of the conversation (:mod:`llama_memory.excerpts`).
 
-    Writing: the record goes to the SQLite system of record at once, in one
+    Writing: the record goes to the system of record at once, in one
     transaction per call, and that is all ``put`` costs.
 
-    Indexing is deferred and batched. Before a retrieval, records without a
-    vector are embedded (in batches) and kept in an in-memory overlay that is
-    searched exactly alongside the Chroma index; the overlay is written to Chroma
-    once ``batch_size`` vectors wait in it, on :meth:`flush` and on :meth:`close`.
-    So an agent turn does not pay for a Chroma write, a bulk import embeds and
-    writes in batches, and a crash loses nothing: rows whose vectors never reached
-    Chroma are still flagged in SQLite and embedded again on the next read.
+    Indexing is deferred and batched by the index sync
+    (:class:`~llama_memory.retrieval.sync.IndexSync`): before a retrieval, records
+    without a vector are embedded (in batches) and kept in an in-memory overlay that
+    is searched exactly alongside the dense index; the overlay is written to the
+    index once ``batch_size`` vectors wait in it, on :meth:`flush` and on
+    :meth:`close`. Retrieval is the one hybrid search
+    (:class:`~llama_memory.retrieval.hybrid.HybridSearch`). The source itself holds
+    no SQL: it speaks to storage through its ports.
 
     Args:
-        store: the system of record.
+        store: the system of record (any :class:`VectorStorage`: the SQLite store).
         index: the dense index derived from it (one Chroma collection per user).
         embed_model: any LlamaIndex embedding; its dimension, name and fingerprint
             (the vector of a fixed probe text) are recorded in the store, and another
@@ -88,8 +93,8 @@ class VectorSource(MemorySource):
 
     def __init__(
         self,
-        store: SQLiteStore,
-        index: DenseIndex,
+        store: VectorStorage,
+        index: VectorIndex,
         embed_model: BaseEmbedding,
         *,
         roles: Sequence[str] = ("user", "assistant"),
@@ -112,22 +117,14 @@ class VectorSource(MemorySource):
         self.index = index
         self.embed_model = embed_model
         self.roles = frozenset(roles)
-        self.batch_size = batch_size
         self.name = name
         self.dense_weight = dense_weight
         self.lexical_weight = lexical_weight
         self.candidate_factor = candidate_factor
         self.excerpt_messages = excerpt_messages
         self.expiry = expiry
-        self.resident_limit = resident_limit
         store.ensure_session_order()
-        self._lock = threading.RLock()
-        self._overlay: dict[str, _Embedded] = {}
         self._unflushed = 0  # records added since the last flush
-        # Users' vectors held in memory (None: too many, or not all copied), valid while
-        # no other connection has written to the store (see _resident_vectors).
-        self._resident: dict[tuple[str, str], Optional[ResidentVectors]] = {}
-        self._data_version: Optional[int] = None
         # Shared with the other sources of this model: a query is embedded once per get(),
         # and (symmetric models) not at all when it is the user message just embedded.
         self._vectors = vector_cache(embed_model)
@@ -135,6 +132,25 @@ class VectorSource(MemorySource):
         known = embedding_dimension(embed_model)
         if known is not None:
             self._dimensions.check(known)
+        self._sync = IndexSync(
+            store, index, name, self._embed_texts, batch_size=batch_size, resident_limit=resident_limit
+        )
+        self._lock = self._sync.lock
+        self._search = HybridSearch(self._sync, store, self._query_vector)
+
+    @property
+    def batch_size(self) -> int:
+        """Records embedded per call, and vectors waiting before a dense-index write."""
+        return self._sync.batch_size
+
+    @property
+    def resident_limit(self) -> int:
+        """Users with at most this many indexed records are searched in memory."""
+        return self._sync.resident_limit
+
+    @resident_limit.setter
+    def resident_limit(self, value: int) -> None:
+        self._sync.resident_limit = value
 
     # -- writing --------------------------------------------------------------------
 
@@ -177,25 +193,19 @@ class VectorSource(MemorySource):
 
     def flush(self) -> int:
         """Embed every record still without a vector and write all waiting vectors to
-        Chroma; return how many vectors were written."""
+        the dense index; return how many vectors were written."""
         with self._lock:
             self._unflushed = 0
-            written = self._embed_pending()
-            return written + self._write_overlay()
+            return self._sync.flush()
 
     def reindex(self) -> int:
         """Rebuild the dense index from the system of record; return how many records."""
-        with self._lock:
-            self.index.clear()
-            self._overlay.clear()
-            self._resident.clear()
-            self.store.mark_all_unindexed(self.name)
-            return self.flush()
+        return self._sync.reindex()
 
     def close(self) -> None:
-        """Write waiting vectors to Chroma, so the next process need not embed them again.
-        An unreachable index is logged, not raised: the records stay flagged as waiting
-        and are embedded again after reopening."""
+        """Write waiting vectors to the dense index, so the next process need not embed
+        them again. An unreachable index is logged, not raised: the records stay
+        flagged as waiting and are embedded again after reopening."""
         try:
             self.flush()
         except StorageError as exc:
@@ -207,18 +217,7 @@ class VectorSource(MemorySource):
         with ``catch_up``, embed and write the missing vectors now, else on the next
         read or flush."""
         owner = (scope.tenant_id, scope.require_user()) if scope is not None else None
-        with self._lock:
-            # Waiting vectors first, so the index holds all it is going to hold.
-            written = self._write_overlay()
-            self._resident.clear()  # records it finds missing from Chroma lose their copies
-            report = reconcile_index(
-                self.index,
-                lambda: self.store.index_flags(self.name, owner),
-                lambda ids, indexed: self.store.mark_indexed(ids, indexed),
-                owner,
-            )
-            report.indexed = written + (self.flush() if catch_up else 0)
-            return report
+        return self._sync.reconcile(catch_up, owner)
 
     def purge_expired(self) -> int:
         """Delete expired records from the record and the dense index; return how many."""
@@ -226,50 +225,10 @@ class VectorSource(MemorySource):
             gone = self.store.delete_expired(self.name, self.expiry.now())
             by_user: dict[tuple[str, str], list[str]] = {}
             for row in gone:
-                self._overlay.pop(row.id, None)
                 by_user.setdefault((row.tenant_id, row.user_id), []).append(row.id)
-            for (tenant, user), ids in by_user.items():
-                self._resident.pop((tenant, user), None)
-                self.index.delete(tenant, user, ids)
+            for owner, ids in by_user.items():
+                self._sync.forget(owner, ids)
             return len(gone)
-
-    def _embed_pending(self) -> int:
-        """Embed waiting records into the overlay; return how many vectors reached Chroma
-        on the way (the overlay is written whenever a batch is full)."""
-        written = 0
-        while True:
-            # Overlay rows are still pending in SQLite: ask for enough to see a full batch
-            # of the others.
-            limit = len(self._overlay) + self.batch_size
-            rows = self.store.pending_records(self.name, limit)
-            fresh = [r for r in rows if r.id not in self._overlay]
-            if not fresh:
-                return written
-            vectors = self._embed_texts([r.text for r in fresh])
-            for row, vector in zip(fresh, vectors):
-                self._overlay[row.id] = _Embedded(row.tenant_id, row.user_id, vector)
-            if len(self._overlay) >= self.batch_size:
-                written += self._write_overlay()
-            if len(rows) < limit:  # that was every pending row: no need to ask again
-                return written
-
-    def _write_overlay(self) -> int:
-        by_user: dict[tuple[str, str], list[str]] = {}
-        for record_id, item in self._overlay.items():
-            by_user.setdefault((item.tenant_id, item.user_id), []).append(record_id)
-        for (tenant, user), ids in by_user.items():
-            self.index.upsert(tenant, user, ids, [self._overlay[i].vector for i in ids])
-        written = list(self._overlay)
-        copies = [_encode(self._overlay[i].vector) for i in written]
-        self.store.mark_indexed(written, vectors=copies)
-        for key, ids in by_user.items():
-            resident = self._resident.get(key)
-            if resident is not None:
-                resident.add(ids, [self._overlay[i].vector for i in ids])
-                if len(resident) > self.resident_limit:
-                    self._resident[key] = None  # grown too large: Chroma answers now
-        self._overlay.clear()
-        return len(written)
 
     # -- reading --------------------------------------------------------------------
 
@@ -333,100 +292,9 @@ class VectorSource(MemorySource):
 
     def _fused(self, query: str, scope: Scope, user: str, pool: int) -> list[tuple[str, float]]:
         """Every candidate of the two retrievers (``pool`` each), by fused score."""
-        with self._lock:
-            self._embed_pending()
-            vector = self._query_vector(query)
-            waiting = {
-                record_id: item.vector
-                for record_id, item in self._overlay.items()
-                if item.tenant_id == scope.tenant_id and item.user_id == user
-            }
-            # Held vectors serve only the dense side: none are loaded when it is off.
-            resident = (
-                self._resident_vectors(scope.tenant_id, user, len(vector))
-                if self.dense_weight > 0
-                else None
-            )
-            dense: dict[str, float] = {}
-            if resident is not None:
-                dense = dict(resident.search(vector, pool))
-        if self.dense_weight > 0:
-            if resident is None:
-                dense = dict(self.index.query(scope.tenant_id, user, vector, pool))
-            if waiting:
-                self._cosines(dense, waiting, vector)
-            dense = dict(sorted(dense.items(), key=lambda item: item[1], reverse=True)[:pool])
-        lexical = (
-            self.store.search_text(query, scope, self.name, pool) if self.lexical_weight > 0 else []
+        return self._search.search(
+            query, scope, pool, dense_weight=self.dense_weight, lexical_weight=self.lexical_weight
         )
-        if dense and lexical:
-            # A lexical candidate outside the dense pool still gets its cosine, so that
-            # fusion compares like with like (a missing score would count as the worst).
-            missing = [i for i, _ in lexical if i not in dense]
-            vectors: dict[str, Any] = {i: waiting[i] for i in missing if i in waiting}
-            rest = [i for i in missing if i not in vectors]
-            if resident is not None:
-                with self._lock:
-                    vectors.update(resident.vectors(rest))
-                rest = [i for i in rest if i not in vectors]
-            vectors.update(self._vector_copies(rest, len(vector)))
-            rest = [i for i in rest if i not in vectors]
-            if resident is None:  # records indexed before copies were kept
-                vectors.update(self.index.vectors(scope.tenant_id, user, rest))
-            # else: what is left was written by another process after this search began
-            # and is not embedded yet; it competes on words alone until the next search.
-            self._cosines(dense, vectors, vector)
-        return fuse_scores(
-            lexical, dense, lexical_weight=self.lexical_weight, dense_weight=self.dense_weight
-        )
-
-    def _resident_vectors(
-        self, tenant_id: str, user_id: str, dimension: int
-    ) -> Optional[ResidentVectors]:
-        """The user's vectors held in memory, loaded on first use; None when the user
-        has more than ``resident_limit`` of them, or some lack a copy in SQLite (Chroma
-        answers then). Call with the lock held.
-
-        What this source writes it adds here itself; a write by anyone else (another
-        memory on the file, another process) changes the store's data version, and
-        then every user's set is loaded again.
-        """
-        if self.resident_limit <= 0:
-            return None
-        version = self.store.data_version()
-        if version != self._data_version:
-            self._resident.clear()
-            self._data_version = version
-        key = (tenant_id, user_id)
-        if key not in self._resident:
-            copies = self.store.user_vectors(self.name, tenant_id, user_id, self.resident_limit)
-            resident: Optional[ResidentVectors] = None
-            blobs = list(copies.values()) if copies is not None else []
-            if copies is not None and all(_encodes(blob, dimension) for blob in blobs):
-                # One decode of all the copies at once: reloading follows every write by
-                # another connection, and decoding them one by one took 3x as long.
-                resident = ResidentVectors(dimension)
-                resident.add(list(copies), _decode(b"".join(blobs)).reshape(-1, dimension))
-            self._resident[key] = resident
-        held = self._resident[key]
-        return held if held is not None and len(held) <= self.resident_limit else None
-
-    def _vector_copies(self, ids: Sequence[str], dimension: int) -> dict[str, np.ndarray]:
-        """The vectors of records kept in the system of record (:func:`_encode`), by id;
-        a copy of another dimension (from before a model change) is left out."""
-        copies = self.store.stored_vectors(ids).items()
-        return {i: _decode(blob) for i, blob in copies if _encodes(blob, dimension)}
-
-    @staticmethod
-    def _cosines(into: dict[str, float], vectors: Mapping[str, Any], query: np.ndarray) -> None:
-        """Add the cosine of each vector with ``query`` to ``into`` (the larger one wins
-        where both have an id)."""
-        if not vectors:
-            return
-        ids = list(vectors)
-        matrix = np.stack([np.asarray(vectors[i], dtype=np.float32) for i in ids])
-        for record_id, score in zip(ids, _cosine(matrix, query)):
-            into[record_id] = max(score, into.get(record_id, -1.0))
 
     # -- forgetting -------------------------------------------------------------------
 
@@ -435,27 +303,14 @@ class VectorSource(MemorySource):
         user = scope.require_user(f"resetting the {self.name!r} memory source")
         with self._lock:
             self.store.delete_user(scope, source=self.name)
-            for record_id in [
-                i for i, item in self._overlay.items()
-                if item.tenant_id == scope.tenant_id and item.user_id == user
-            ]:
-                del self._overlay[record_id]
-            self._resident.pop((scope.tenant_id, user), None)
             self._vectors.clear()  # it holds recent texts, the user's among them
-            # Last: when the index is unreachable the record is already clean, and
-            # reconcile() drops the collection later.
-            self.index.drop(scope.tenant_id, user)
+            self._sync.forget((scope.tenant_id, user))
 
     def forget_records(self, ids: Sequence[str], scope: Scope) -> None:
         """Drop the vectors of records of the scope's user already deleted from the
-        system of record: from Chroma, the overlay and the vectors held in memory."""
+        system of record: from the dense index, the overlay and the vectors held in memory."""
         user = scope.require_user(f"the {self.name!r} memory source")
-        with self._lock:
-            for record_id in ids:
-                self._overlay.pop(record_id, None)
-            # Loaded again on the next search: a held set must not keep deleted vectors.
-            self._resident.pop((scope.tenant_id, user), None)
-            self.index.delete(scope.tenant_id, user, list(ids))
+        self._sync.forget((scope.tenant_id, user), list(ids))
 
     # -- embedding ----------------------------------------------------------------------
 
@@ -470,28 +325,3 @@ class VectorSource(MemorySource):
         self._dimensions.check_vectors(len(vector))
         return vector
 
-
-def _encode(vector: Any) -> bytes:
-    """A record vector's copy for the system of record: its direction (all a cosine
-    needs) as float16, half the bytes of float32; the cosines it gives differ from
-    the exact ones by about 1e-3."""
-    array = np.asarray(vector, dtype=np.float32)
-    norm = float(np.linalg.norm(array))
-    return (array / norm if norm > 0 else array).astype(np.float16).tobytes()
-
-
-def _decode(data: bytes) -> np.ndarray:
-    """The vector :func:`_encode` made (or several, end to end), as float32."""
-    return np.frombuffer(data, dtype=np.float16).astype(np.float32)
-
-
-def _encodes(data: bytes, dimension: int) -> bool:
-    """Whether ``data`` is the copy of a vector of ``dimension`` (not one from before a
-    change of model)."""
-    return len(data) == dimension * np.dtype(np.float16).itemsize
-
-
-def _cosine(matrix: np.ndarray, vector: np.ndarray) -> list[float]:
-    """Cosine similarity of each row of ``matrix`` with ``vector``."""
-    norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(vector) or 1.0)
-    return (matrix @ vector / np.where(norms == 0, 1.0, norms)).tolist()

@@ -21,9 +21,10 @@ from typing import Any, Optional
 
 from llama_index.core.base.llms.types import ChatMessage
 
-from ..messages import dump_message
 from ..types import MemoryRecord
-from .sqlite import SQLiteStore, _record_id, _to_record, content_hash
+from .codec import dump_message
+from .sqlite import SQLiteStore, content_hash
+from .sqlite.records import _record_id, _to_record
 
 #: Tables a source adds to the file when it is first opened on it.
 TRIPLE_TABLES = ("triples", "triple_mentions", "triples_fts")

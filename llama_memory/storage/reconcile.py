@@ -22,10 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Callable, Optional
 
-from .chroma import DenseIndex
-
-#: Every record id and whether the index holds it, per (tenant, user).
-IndexFlags = dict[tuple[str, str], dict[str, bool]]
+from .ports.records import IndexFlags
+from .ports.vectors import VectorIndex
 
 
 @dataclass
@@ -55,7 +53,7 @@ class ReconcileReport:
 
 
 def reconcile_index(
-    index: DenseIndex,
+    index: VectorIndex,
     read_flags: Callable[[], IndexFlags],
     set_flags: Callable[[Sequence[str], bool], None],
     owner: Optional[tuple[str, str]] = None,

@@ -21,7 +21,7 @@ from llama_memory.expiry import Expiry
 from llama_memory.sources.profile import ProfileSource, ProfileUpdateError
 from llama_memory.storage.ports import ProfileRows, ProfileValue, ProfileWrite
 from llama_memory.storage.sqlite import SQLiteStore
-from llama_memory.storage.sqlite_profile import SQLiteProfileRows
+from llama_memory.storage.sqlite.profile import SQLiteProfileRows
 
 ALICE = Scope(user_id="alice", session_id="s1")
 BOB = Scope(user_id="bob", session_id="b1")

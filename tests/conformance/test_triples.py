@@ -26,7 +26,7 @@ from llama_memory.storage.ports.triples import (
     TripleTimeline,
 )
 from llama_memory.storage.sqlite import SQLiteStore
-from llama_memory.storage.sqlite_triples import SQLiteTripleTimeline
+from llama_memory.storage.sqlite.triples import SQLiteTripleTimeline
 
 T0 = 1_700_000_000.0
 ALICE = Scope(user_id="alice")

@@ -61,7 +61,7 @@ def __getattr__(name: str) -> Any:
     storage now, and is loaded only when asked for so that this package depends on
     the port, not on a backend."""
     if name == "MIGRATIONS":
-        from ...storage.sqlite_profile import MIGRATIONS
+        from ...storage.sqlite.profile import MIGRATIONS
 
         return MIGRATIONS
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -409,6 +409,6 @@ def _profile_rows(store: Any) -> ProfileRows:
     # ``ProfileSource(SQLiteStore(...))`` as before the ports existed. Imported here, not
     # at the top, so that the source depends on the port only; construction
     # (llama_memory.config) is where backends are chosen.
-    from ...storage.sqlite_profile import SQLiteProfileRows
+    from ...storage.sqlite.profile import SQLiteProfileRows
 
     return SQLiteProfileRows(store)

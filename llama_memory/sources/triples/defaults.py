@@ -13,7 +13,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 
 from ...storage.chroma import open_index
 from ...storage.sqlite import SQLiteStore
-from ...storage.sqlite_triples import SQLiteTripleTimeline
+from ...storage.sqlite.triples import SQLiteTripleTimeline
 from .model import TRIPLE_COLLECTION
 from .source import TripleSource
 

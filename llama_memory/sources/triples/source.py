@@ -448,13 +448,13 @@ def _triple_timeline(store: Any) -> TripleTimeline:
     # Imported here, not at the top: the source depends on the port only, and
     # construction (default_triple_source) is where backends are chosen.
     from ...storage.sqlite import SQLiteStore
-    from ...storage.sqlite_triples import SQLiteTripleTimeline
+    from ...storage.sqlite.triples import SQLiteTripleTimeline
 
     if isinstance(store, SQLiteStore):
         return SQLiteTripleTimeline(store)
     raise TypeError(
         f"TripleSource takes a triple timeline or a SQLiteStore, not {type(store).__name__} "
         f"{store!r}: pass SQLiteStore(path), SQLiteTripleTimeline(store) "
-        "(llama_memory.storage.sqlite_triples), or build the source with "
+        "(llama_memory.storage.sqlite.triples), or build the source with "
         "default_triple_source(store, path, embed_model)"
     )

@@ -1,8 +1,44 @@
-"""Storage ports: what everything above storage may ask of a backend (plain rows in and
-out, no connections, no SQL). Each backend implements them (``llama_memory.storage``)."""
+"""The storage ports: the interfaces everything above ``llama_memory.storage`` depends on.
 
-from .profile import ProfileChange, ProfileRows, ProfileValue, ProfileWrite  # noqa: F401
-from .triples import (  # noqa: F401
+A backend implements them (``llama_memory.storage.sqlite`` with FTS5, and
+``llama_memory.storage.chroma`` for the dense index); sources, retrieval and the
+memory only ever see these types and plain domain rows (``MemoryRecord``, ``Scope``,
+``NewRecord``...): no connection, no SQL, no rowid. See docs/architecture.md.
+"""
+
+from .base import MetaStore, Storage, Transactional, UserDeletion
+from .chat import ChatLog, ChatLogChanges, ChatStore, SharedChatLog
+from .jobs import JOB_STATES, Job, JobQueue
+from .lexical import LexicalIndex
+from .records import IndexedRows, IndexFlags, NewRecord, PendingRecord, RecordStore
+from .vectors import Vector, VectorCopies, VectorIndex
+
+__all__ = [
+    "JOB_STATES",
+    "ChatLog",
+    "ChatLogChanges",
+    "ChatStore",
+    "IndexFlags",
+    "IndexedRows",
+    "Job",
+    "JobQueue",
+    "LexicalIndex",
+    "MetaStore",
+    "NewRecord",
+    "PendingRecord",
+    "RecordStore",
+    "SharedChatLog",
+    "Storage",
+    "Transactional",
+    "UserDeletion",
+    "Vector",
+    "VectorCopies",
+    "VectorIndex",
+]
+# Ports of the triple timeline (issue 14, part T) and of profile rows (part P) are
+# imported below, one line each.
+from .profile import ProfileChange, ProfileRows, ProfileValue, ProfileWrite  # noqa: E402
+from .triples import (  # noqa: E402
     NewTriple,
     StoredTriple,
     TimelineEntry,
@@ -12,3 +48,18 @@ from .triples import (  # noqa: F401
     TripleRow,
     TripleTimeline,
 )
+
+__all__ += [
+    "NewTriple",
+    "ProfileChange",
+    "ProfileRows",
+    "ProfileValue",
+    "ProfileWrite",
+    "StoredTriple",
+    "TimelineEntry",
+    "TripleEdge",
+    "TripleMention",
+    "TripleRef",
+    "TripleRow",
+    "TripleTimeline",
+]

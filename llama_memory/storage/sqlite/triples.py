@@ -14,9 +14,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Optional
 
-from ..expiry import ALIVE_SQL
-from ..types import Scope
-from .ports.triples import (
+from ...types import Scope
+from ..ports.triples import (
     IndexFlags,
     NewTriple,
     StoredTriple,
@@ -25,7 +24,9 @@ from .ports.triples import (
     TripleMention,
     TripleRef,
 )
-from .sqlite import SQLiteStore, fts_query
+from .expiry import ALIVE_SQL
+from .lexical import fts_query
+from .store import SQLiteStore
 
 __all__ = ["MIGRATIONS", "SQLiteTripleTimeline"]
 

@@ -13,10 +13,10 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
-from ..expiry import ALIVE_SQL
-from ..types import Scope
-from .ports.profile import ProfileChange, ProfileWrite
-from .sqlite import SQLiteStore
+from ...types import Scope
+from ..ports.profile import ProfileChange, ProfileWrite
+from .expiry import ALIVE_SQL
+from .store import SQLiteStore
 
 #: The profile's own schema in the memory's SQLite file (see ``SQLiteStore.ensure_schema``).
 MIGRATIONS: tuple[str, ...] = (

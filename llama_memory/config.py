@@ -1,0 +1,305 @@
+"""Building a memory: the composition root, where backends are chosen and wired.
+
+:meth:`ComposableMemory.from_defaults <llama_memory.memory.ComposableMemory.from_defaults>`
+lands here. This module opens the store (SQLite under ``path``) and the dense index
+(embedded Chroma, a given client, or a Chroma server from its address), builds the
+default sources (past messages, profile, triples) on them, and hands the memory the
+ports it works through. The memory class itself knows no backend: a second backend
+is wired in here.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional, TypeVar, Union
+from uuid import uuid4
+
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.memory.types import BaseMemory
+from llama_index.core.utils import get_tokenizer
+from pydantic import BaseModel
+
+from .arguments import short
+from .buffer import ChatBuffer
+from .errors import StorageError
+from .restore import embedding_to_dict, qualified_name
+from .sources.base import MemorySource, ProfileHolder, TripleHolder
+from .sources.dimension import forget_embedding_model
+from .sources.profile import ProfileSource
+from .sources.triples import TRIPLE_COLLECTION, default_triple_source
+from .sources.vector import VectorSource
+from .storage.chroma import (
+    CHROMA_DIRNAME,
+    http_client,
+    open_index,
+    persistent_client,
+    server_address,
+)
+from .storage.expiry import TTL, Expiry, ttl_seconds
+from .storage.sqlite import DB_FILENAME, SQLiteStore, memory_path, store_exists
+from .types import Scope
+
+if TYPE_CHECKING:
+    from .memory import ComposableMemory
+
+logger = logging.getLogger(__name__)
+
+M = TypeVar("M", bound="ComposableMemory")
+Source = Union[MemorySource, BaseMemory]
+
+#: Collection-name prefix of the default vector source (one collection per user).
+VECTOR_COLLECTION = "llama_memory_vector"
+#: Every kind of dense-index collection the default sources keep for a user:
+#: ``forget()`` drops them all, also those of sources the memory was not opened with.
+DENSE_COLLECTIONS = (VECTOR_COLLECTION, TRIPLE_COLLECTION)
+
+
+def build_memory(
+    cls: type[M],
+    *,
+    primary_memory: Optional[BaseMemory],
+    secondary_memory_sources: Optional[list[Source]],
+    user_id: Optional[str],
+    session_id: Optional[str],
+    tenant_id: str,
+    path: Optional[Union[str, Path]],
+    embed_model: Optional[BaseEmbedding],
+    token_limit: int,
+    memory_token_limit: int,
+    top_k: int,
+    insert_method: str,
+    tokenizer_fn: Optional[Callable[[str], Sequence]],
+    chroma_client: Any,
+    llm: Any,
+    extract_every: int,
+    profile: Union[bool, type[BaseModel], None],
+    triples: bool,
+    chroma_host: Optional[str],
+    chroma_port: int,
+    chroma_url: Optional[str],
+    ttl: Optional[TTL],
+    refresh_on_read: bool,
+    clock: Optional[Callable[[], float]],
+    history: Sequence[ChatMessage],
+    reembed: bool,
+) -> M:
+    """What :meth:`ComposableMemory.from_defaults` does (its docstring says what each
+    argument means): open the store and the dense index, build the default sources,
+    construct the memory, then reconcile, re-embed or set the history it was asked to."""
+    check_embed_model(embed_model)
+    if path is not None:
+        memory_path(path)  # a URL or a non-path fails here, before anything is created
+    tokenizer = tokenizer_fn or get_tokenizer()
+    session_id = session_id or uuid4().hex
+    scope = Scope(user_id=user_id, session_id=session_id, tenant_id=tenant_id)
+    expiry = Expiry(
+        ttl=ttl_seconds(ttl), refresh_on_read=refresh_on_read, **({"clock": clock} if clock else {})
+    )
+    server = chroma_server(chroma_host, chroma_port, chroma_url, chroma_client, path)
+    given_client = chroma_client is not None
+    if server is not None:
+        chroma_client = http_client(*server)
+    if path is not None:
+        # Absolute at creation: a saved dict (a workflow Context) restored from another
+        # working directory must reopen this store, not a new one there.
+        path = os.path.abspath(os.path.expanduser(os.fspath(path)))
+    store = SQLiteStore(path)
+    built_primary = primary_memory is None
+    if primary_memory is None:
+        primary_memory = ChatBuffer.from_defaults(
+            token_limit=token_limit,
+            tokenizer_fn=tokenizer,
+            chat_log=store.chat_log(scope) if path is not None else None,
+        )
+    default_sources = secondary_memory_sources is None
+    # The one model of the default sources, recorded by to_dict.
+    model = resolve_embed_model(embed_model) if default_sources or triples else None
+    if reembed:
+        forget_embedding_model(store, vector=default_sources, triples=triples)
+    # Everything in an empty list comes from the flags below, which to_dict records.
+    no_sources = secondary_memory_sources == []
+    if secondary_memory_sources is None:
+        scope.require_user("the default long-term (vector) memory")
+        secondary_memory_sources = [default_vector_source(store, path, model, chroma_client, expiry)]
+    if not (
+        profile is None
+        or isinstance(profile, bool)
+        or (isinstance(profile, type) and issubclass(profile, BaseModel))
+    ):
+        raise TypeError(f"profile takes True, False, None or a pydantic model class, not {profile!r}")
+    if profile is not False and (default_sources or profile is not None):
+        scope.require_user("the profile memory")
+        if not any(isinstance(s, ProfileHolder) for s in secondary_memory_sources):
+            schema = profile if isinstance(profile, type) else None
+            secondary_memory_sources = [
+                *secondary_memory_sources, ProfileSource(store, schema=schema, expiry=expiry)
+            ]
+    if triples and not any(isinstance(s, TripleHolder) for s in secondary_memory_sources):
+        scope.require_user("the knowledge-triple memory")
+        secondary_memory_sources = [
+            *secondary_memory_sources,
+            default_triple_source(store, path, resolve_embed_model(model), chroma_client, expiry=expiry),
+        ]
+    memory = cls(
+        primary_memory=primary_memory,
+        secondary_memory_sources=secondary_memory_sources,
+        user_id=user_id,
+        session_id=session_id,
+        tenant_id=tenant_id,
+        path=path,
+        memory_token_limit=memory_token_limit,
+        top_k=top_k,
+        insert_method=insert_method,
+        tokenizer_fn=tokenizer,
+        llm=llm,
+        extract_every=extract_every,
+    )
+    config: dict[str, Any] = {}
+    if model is not None:
+        config["embed_model"] = embedding_to_dict(model)
+    # Live objects a dict cannot carry: to_dict leaves a marker, from_dict asks for them.
+    if llm is not None:
+        config["llm"] = {"qualified_name": qualified_name(type(llm))}
+    if tokenizer_fn is not None:
+        config["tokenizer_fn"] = {"name": getattr(tokenizer_fn, "__qualname__", "?")}
+    if given_client:
+        config["chroma_client"] = {"qualified_name": qualified_name(type(chroma_client))}
+    if server is not None:
+        host, port, secure = server
+        config["chroma_url"] = f"{'https' if secure else 'http'}://{host}:{port}"
+    if expiry.ttl is not None or refresh_on_read:
+        config.update(ttl=expiry.ttl, refresh_on_read=refresh_on_read)
+    memory._opened(
+        store,
+        drop_dense=lambda owner: drop_dense_collections(memory.path, chroma_client, store, owner),
+        primary_default=built_primary,
+        source_kind="default" if default_sources else "none" if no_sources else "custom",
+        config=config,
+    )
+    if reembed:
+        try:
+            count = memory.reindex()
+        except Exception:
+            memory.close()
+            raise
+        logger.info("store %s re-embedded with %s: %d records", path, model, count)
+    elif chroma_client is not None and user_id:
+        # An index on a server (or any given client) can drift from the record while
+        # this store is closed: catch this user's up now (one Chroma read per
+        # source). Missing vectors are flagged and embedded on the first read;
+        # orphans are deleted at once. Other users: reconcile().
+        try:
+            reports = memory._reconcile_sources(False, memory.scope)
+        except Exception:
+            memory.close()  # do not leave the store open behind a failed open
+            raise
+        logger.info("dense index of %r reconciled on open: %s", user_id, reports)
+    if history:
+        try:
+            memory.set(list(history))
+        except Exception:
+            memory.close()  # as above: no store left open behind a failed open
+            raise
+    return memory
+
+
+def default_vector_source(
+    store: SQLiteStore,
+    path: Optional[Union[str, Path]],
+    embed_model: Optional[BaseEmbedding],
+    chroma_client: Any = None,
+    expiry: Optional[Expiry] = None,
+) -> VectorSource:
+    """The default long-term source: past messages in SQLite + a Chroma index (on
+    ``chroma_client`` when given, with collections named after the store's id)."""
+    namespace = store.store_id if chroma_client is not None else None
+    index = open_index(VECTOR_COLLECTION, path, chroma_client, namespace)
+    return VectorSource(store, index, resolve_embed_model(embed_model), expiry=expiry or Expiry())
+
+
+def drop_dense_collections(
+    path: Optional[str], client: Any, store: SQLiteStore, owner: tuple[str, str]
+) -> None:
+    """Drop one (tenant, user)'s collections of every kind the default sources keep, on
+    the store's Chroma (its namespace on a given client or server, else the embedded
+    index under ``path``): a source the memory was not opened with (triples) may have
+    written some. An in-memory store shares its collections with no one."""
+    namespace = store.store_id if client is not None else None
+    if client is None:
+        if path is None or not (Path(path) / CHROMA_DIRNAME).is_dir():
+            return  # no Chroma index was ever created beside this store
+        client = persistent_client(path)
+    for prefix in DENSE_COLLECTIONS:
+        open_index(prefix, None, client, namespace).drop(*owner)
+
+
+def check_restorable(path: Optional[str]) -> None:
+    """StorageError unless ``path`` (a restored memory's) holds a store: restoring
+    never opens a new, empty memory in its place."""
+    if path is not None and not store_exists(path):
+        raise StorageError(
+            f"cannot restore this memory: its store {path} does not exist (no "
+            f"{DB_FILENAME} there; moved or deleted?). Pass path= to from_dict with where "
+            "the store is now; restoring never opens a new, empty memory in its place "
+            "(ComposableMemory.from_defaults starts one)"
+        )
+
+
+def chroma_server(
+    host: Optional[str],
+    port: int,
+    url: Optional[str],
+    client: Any,
+    path: Optional[Union[str, Path]],
+) -> Optional[tuple[str, int, bool]]:
+    """``(host, port, ssl)`` of the Chroma server asked for, or None; ValueError for
+    contradicting arguments."""
+    if host is None and url is None:
+        return None
+    if host is not None and url is not None:
+        raise ValueError("pass chroma_host (and chroma_port) or chroma_url, not both")
+    if client is not None:
+        raise ValueError("pass chroma_client or a Chroma server address, not both")
+    if path is None:
+        raise ValueError(
+            "server mode needs path=: SQLite under path is the system of record, and "
+            "vectors on a shared server must not outlive an in-memory store"
+        )
+    if url is not None:
+        return server_address(url)
+    return str(host), int(port), False
+
+
+def resolve_embed_model(embed_model: Optional[BaseEmbedding]) -> BaseEmbedding:
+    """The given model, else ``Settings.embed_model`` if one was set, else the offline default."""
+    if embed_model is not None:
+        return embed_model
+    from llama_index.core import Settings
+
+    configured = getattr(Settings, "_embed_model", None)
+    if configured is not None:
+        return configured
+    from .embeddings import default_embedding
+
+    return default_embedding()
+
+
+def check_embed_model(embed_model: Any) -> None:
+    """TypeError unless ``embed_model`` is None or a LlamaIndex embedding object."""
+    if embed_model is None or isinstance(embed_model, BaseEmbedding):
+        return
+    if isinstance(embed_model, str):
+        raise TypeError(
+            f"embed_model takes an embedding object, not the model name {embed_model!r}: pass "
+            f"e.g. OpenAIEmbedding(model={embed_model!r}) (from llama_index.embeddings.openai), "
+            "or any LlamaIndex BaseEmbedding"
+        )
+    raise TypeError(
+        f"embed_model takes a LlamaIndex embedding (a BaseEmbedding such as "
+        f"OpenAIEmbedding(...)), not {type(embed_model).__name__} {short(embed_model)}"
+    )
+

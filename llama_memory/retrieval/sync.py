@@ -1,0 +1,234 @@
+"""The one index sync: rows of the system of record -> vectors in the dense index.
+
+Every indexed collection (past messages; triples can use it too) goes the same way:
+rows are written with an ``indexed`` flag off; before a search (or when a batch is
+full) the waiting rows are embedded in batches into an in-memory overlay that is
+searched exactly alongside the dense index; the overlay is written to the index once
+``batch_size`` vectors wait in it, on :meth:`IndexSync.flush` and on close, and the
+rows are then marked indexed with a copy of their vector. So an agent turn does not
+pay for an index write, a bulk import embeds and writes in batches, and a crash loses
+nothing: rows whose vectors never reached the index are still flagged and embedded
+again on the next read.
+
+Also here: reconciling the index with the rows, re-indexing, and the users' vectors
+held in memory (:class:`~llama_memory.storage.resident.ResidentVectors`), loaded from
+the copies and kept up to date with this sync's own writes.
+
+Another collection (triples) uses it by implementing
+:class:`~llama_memory.storage.ports.IndexedRows` for its rows (``collection`` names
+them); with ``resident_limit=0`` it needs no vector copies at all.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, NamedTuple, Optional, Protocol
+
+import numpy as np
+
+from ..storage.ports import IndexedRows, Transactional, VectorCopies, VectorIndex
+from ..storage.reconcile import ReconcileReport, reconcile_index
+from ..storage.resident import ResidentVectors
+from .vectors import decode, encode, encodes
+
+
+class SyncedRows(IndexedRows, VectorCopies, Transactional, Protocol):
+    """What the index sync needs of the system of record: the index flags of the
+    collection, the vector copies, and the change token."""
+
+
+class _Embedded(NamedTuple):
+    tenant_id: str
+    user_id: str
+    vector: np.ndarray
+
+
+class IndexSync:
+    """Keeps one collection's dense index in step with its rows.
+
+    Args:
+        rows: the system of record (index flags, vector copies, change token).
+        index: the dense index derived from it.
+        collection: the rows' collection (the source's name).
+        embed: texts -> vectors, in one call (it batches as it likes).
+        batch_size: rows embedded per call, and vectors waiting before an index write.
+        resident_limit: a user with at most this many indexed rows has their vectors
+            held in memory and searched exactly there; 0 always asks the index.
+    """
+
+    def __init__(
+        self,
+        rows: SyncedRows,
+        index: VectorIndex,
+        collection: str,
+        embed: Callable[[list[str]], list[np.ndarray]],
+        *,
+        batch_size: int = 256,
+        resident_limit: int = 20_000,
+    ) -> None:
+        if batch_size <= 0:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        self.rows = rows
+        self.index = index
+        self.collection = collection
+        self.embed = embed
+        self.batch_size = batch_size
+        self.resident_limit = resident_limit
+        #: Held by every operation on the overlay and the held vectors (and by the
+        #: source around its own reads of them).
+        self.lock = threading.RLock()
+        self.overlay: dict[str, _Embedded] = {}
+        # Users' vectors held in memory (None: too many, or not all copied), valid while
+        # no other connection has written to the store (see resident()).
+        self._resident: dict[tuple[str, str], Optional[ResidentVectors]] = {}
+        self._token: Optional[Hashable] = None
+
+    # -- writing the index -----------------------------------------------------------------
+
+    def flush(self) -> int:
+        """Embed every waiting row and write all waiting vectors to the index; return
+        how many vectors were written."""
+        with self.lock:
+            written = self.embed_pending()
+            return written + self.write_overlay()
+
+    def embed_pending(self) -> int:
+        """Embed waiting rows into the overlay; return how many vectors reached the
+        index on the way (the overlay is written whenever a batch is full)."""
+        written = 0
+        with self.lock:
+            while True:
+                # Overlay rows are still pending in the record: ask for enough to see a
+                # full batch of the others.
+                limit = len(self.overlay) + self.batch_size
+                rows = self.rows.pending_records(self.collection, limit)
+                fresh = [r for r in rows if r.id not in self.overlay]
+                if not fresh:
+                    return written
+                vectors = self.embed([r.text for r in fresh])
+                for row, vector in zip(fresh, vectors):
+                    self.overlay[row.id] = _Embedded(row.tenant_id, row.user_id, vector)
+                if len(self.overlay) >= self.batch_size:
+                    written += self.write_overlay()
+                if len(rows) < limit:  # that was every pending row: no need to ask again
+                    return written
+
+    def write_overlay(self) -> int:
+        """Write the overlay's vectors to the index and mark their rows indexed."""
+        with self.lock:
+            by_user: dict[tuple[str, str], list[str]] = {}
+            for record_id, item in self.overlay.items():
+                by_user.setdefault((item.tenant_id, item.user_id), []).append(record_id)
+            for (tenant, user), ids in by_user.items():
+                self.index.upsert(tenant, user, ids, [self.overlay[i].vector for i in ids])
+            written = list(self.overlay)
+            copies = [encode(self.overlay[i].vector) for i in written]
+            self.rows.mark_indexed(written, vectors=copies)
+            for key, ids in by_user.items():
+                resident = self._resident.get(key)
+                if resident is not None:
+                    resident.add(ids, [self.overlay[i].vector for i in ids])
+                    if len(resident) > self.resident_limit:
+                        self._resident[key] = None  # grown too large: the index answers now
+            self.overlay.clear()
+            return len(written)
+
+    def reindex(self) -> int:
+        """Rebuild the dense index from the rows; return how many were indexed."""
+        with self.lock:
+            self.index.clear()
+            self.overlay.clear()
+            self._resident.clear()
+            self.rows.mark_all_unindexed(self.collection)
+            return self.flush()
+
+    def reconcile(self, catch_up: bool = True, owner: Optional[tuple[str, str]] = None) -> ReconcileReport:
+        """Bring the index in line with the rows, for every user or one (tenant, user)
+        ``owner`` (see :func:`~llama_memory.storage.reconcile.reconcile_index`); with
+        ``catch_up``, embed and write the missing vectors now."""
+        with self.lock:
+            # Waiting vectors first, so the index holds all it is going to hold.
+            written = self.write_overlay()
+            self._resident.clear()  # rows it finds missing from the index lose their copies
+            report = reconcile_index(
+                self.index,
+                lambda: self.rows.index_flags(self.collection, owner),
+                lambda ids, indexed: self.rows.mark_indexed(ids, indexed),
+                owner,
+            )
+            report.indexed = written + (self.flush() if catch_up else 0)
+            return report
+
+    # -- forgetting ----------------------------------------------------------------------
+
+    def forget(self, owner: tuple[str, str], ids: Optional[Sequence[str]] = None) -> None:
+        """Drop vectors of rows already deleted from the record: ``ids`` of one (tenant,
+        user) ``owner``, or (``ids`` None) the whole user, index partition included."""
+        with self.lock:
+            if ids is None:
+                for record_id in [
+                    i for i, item in self.overlay.items() if (item.tenant_id, item.user_id) == owner
+                ]:
+                    del self.overlay[record_id]
+            else:
+                for record_id in ids:
+                    self.overlay.pop(record_id, None)
+            # Loaded again on the next search: a held set must not keep deleted vectors.
+            self._resident.pop(owner, None)
+            if ids is None:
+                # Last: when the index is unreachable the record is already clean, and
+                # reconcile() drops the partition later.
+                self.index.drop(*owner)
+            else:
+                self.index.delete(*owner, list(ids))
+
+    # -- reading -------------------------------------------------------------------------
+
+    def waiting(self, owner: tuple[str, str]) -> dict[str, np.ndarray]:
+        """The overlay's vectors of one user (embedded, not yet in the index)."""
+        with self.lock:
+            return {
+                record_id: item.vector
+                for record_id, item in self.overlay.items()
+                if (item.tenant_id, item.user_id) == owner
+            }
+
+    def resident(self, owner: tuple[str, str], dimension: int) -> Optional[ResidentVectors]:
+        """The user's vectors held in memory, loaded on first use; None when the user
+        has more than ``resident_limit`` of them, or some lack a copy (the index
+        answers then).
+
+        What this sync writes it adds there itself; a write by anyone else (another
+        memory on the store, another process) changes the store's change token, and
+        then every user's set is loaded again.
+        """
+        if self.resident_limit <= 0:
+            return None
+        with self.lock:
+            token = self.rows.change_token()
+            if token != self._token:
+                self._resident.clear()
+                self._token = token
+            if owner not in self._resident:
+                copies = self.rows.user_vectors(self.collection, *owner, self.resident_limit)
+                resident: Optional[ResidentVectors] = None
+                blobs = list(copies.values()) if copies is not None else []
+                if copies is not None and all(encodes(blob, dimension) for blob in blobs):
+                    # One decode of all the copies at once: reloading follows every write by
+                    # another connection, and decoding them one by one took 3x as long.
+                    resident = ResidentVectors(dimension)
+                    resident.add(list(copies), decode(b"".join(blobs)).reshape(-1, dimension))
+                self._resident[owner] = resident
+            held = self._resident[owner]
+            return held if held is not None and len(held) <= self.resident_limit else None
+
+    def vector_copies(self, ids: Sequence[str], dimension: int) -> dict[str, np.ndarray]:
+        """The vectors of rows kept in the record, by id; a copy of another dimension
+        (from before a model change) is left out."""
+        copies = self.rows.stored_vectors(ids).items()
+        return {i: decode(blob) for i, blob in copies if encodes(blob, dimension)}
+
+    def index_vectors(self, owner: tuple[str, str], ids: Sequence[str]) -> dict[str, Any]:
+        """The vectors the dense index holds of some of one user's ids."""
+        return self.index.vectors(*owner, ids)

@@ -1,0 +1,86 @@
+"""The chat log port: one conversation's messages, in commit order, shared by every
+reader of the store (threads, processes, web workers)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple, Optional, Protocol, runtime_checkable
+
+from llama_index.core.base.llms.types import ChatMessage
+
+from ...types import Scope
+
+
+@runtime_checkable
+class ChatLog(Protocol):
+    """Where a buffer persists its messages (one conversation)."""
+
+    def load(self) -> list[ChatMessage]:
+        """Return every stored message, oldest first."""
+        ...
+
+    def append(self, messages: Sequence[ChatMessage]) -> None:
+        """Add ``messages`` (in order) after the stored ones."""
+        ...
+
+    def replace(self, messages: Sequence[ChatMessage]) -> None:
+        """Make ``messages`` the whole stored conversation."""
+        ...
+
+    def clear(self) -> None:
+        """Delete every stored message of this conversation."""
+        ...
+
+
+class ChatLogChanges(NamedTuple):
+    """What other writers committed to a :class:`SharedChatLog` since a reader's cursor.
+
+    Attributes:
+        messages: the messages committed since the cursor, in commit order.
+        replaced: True when ``messages`` is the whole conversation (it was replaced or
+            cleared meanwhile, or the reader had read nothing yet), False when they
+            follow what the reader already has.
+        cursor: where the reader is now; opaque, pass it back to the log.
+    """
+
+    messages: list[ChatMessage]
+    replaced: bool
+    cursor: Any
+
+
+@runtime_checkable
+class SharedChatLog(ChatLog, Protocol):
+    """A chat log that other writers (other buffers, threads, processes) write to as
+    well. A buffer keeps a cursor of how far it has read and asks for what is new.
+
+    A backend's cursor is opaque to the caller: SQLite's holds a change stamp and the
+    conversation's first and last sequence numbers; another backend may hold anything
+    that lets it answer "what is new since" and "was the conversation replaced".
+    """
+
+    def changes(self, cursor: Any) -> Optional[ChatLogChanges]:
+        """What was committed since ``cursor`` (None: from the start), or None when
+        nothing changed. Must be cheap when nothing changed: it runs on every read."""
+        ...
+
+    def append_after(self, cursor: Any, messages: Sequence[ChatMessage]) -> ChatLogChanges:
+        """Append ``messages`` atomically after whatever others committed since
+        ``cursor``; return those (not ``messages``) and the cursor after ``messages``."""
+        ...
+
+    def replace_all(self, messages: Sequence[ChatMessage]) -> Any:
+        """Make ``messages`` the whole conversation; return the cursor after them."""
+        ...
+
+
+@runtime_checkable
+class ChatStore(Protocol):
+    """The chat tables of a store: every conversation of every user."""
+
+    def chat_log(self, scope: Scope) -> SharedChatLog:
+        """The log of the scope's conversation (tenant, user, session)."""
+        ...
+
+    def sessions(self, scope: Scope) -> list[str]:
+        """The session ids with stored messages for the scope's user, oldest first."""
+        ...

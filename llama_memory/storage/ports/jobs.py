@@ -1,0 +1,85 @@
+"""The job queue port: durable work items (background memory formation, issue 17),
+claimed by one worker at a time under a lease, acknowledged or retried."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional, Protocol, runtime_checkable
+
+#: A job's states: waiting to run (or to be retried), claimed by a worker, done, or
+#: failed for good (out of attempts).
+JOB_STATES = ("queued", "running", "done", "dead")
+
+
+@dataclass(frozen=True)
+class Job:
+    """One claimed job.
+
+    Attributes:
+        id: the queue's id of the job.
+        kind: what to do (``"extract"``...); workers claim the kinds they know.
+        payload: the job's arguments, plain JSON data.
+        tenant_id, user_id: whose job (``None`` for store-wide work).
+        attempts: how many times it has been claimed, this time included.
+        max_attempts: after this many failed attempts it is dead.
+        worker: who holds it now.
+        lease_until: epoch seconds; past it, another worker may claim it again.
+    """
+
+    id: str
+    kind: str
+    payload: dict[str, Any] = field(compare=False)
+    tenant_id: Optional[str]
+    user_id: Optional[str]
+    attempts: int
+    max_attempts: int
+    worker: str
+    lease_until: float
+
+
+@runtime_checkable
+class JobQueue(Protocol):
+    """At-least-once delivery: a claimed job whose worker dies (its lease runs out) is
+    claimed again; a job is done only once acknowledged by the worker holding it.
+
+    Semantics every backend keeps (``tests/conformance/test_jobs.py``): a job is claimed
+    by one worker at a time; jobs come out in the order they may run (``run_at``, then
+    the order queued); ``dedup_key`` makes queuing idempotent while a job with that key
+    is queued or running; a failure retries after ``retry_in`` seconds until
+    ``max_attempts`` is reached, then the job is dead.
+    """
+
+    def enqueue(
+        self,
+        kind: str,
+        payload: dict[str, Any],
+        *,
+        tenant_id: Optional[str] = None,
+        user_id: Optional[str] = None,
+        run_at: Optional[float] = None,
+        max_attempts: int = 3,
+        dedup_key: Optional[str] = None,
+    ) -> str:
+        """Queue a job (joining an open transaction); return its id (the existing
+        job's id when ``dedup_key`` matches one queued or running)."""
+        ...
+
+    def claim(
+        self, worker: str, *, kinds: Optional[list[str]] = None, lease: float = 60.0, now: Optional[float] = None
+    ) -> Optional[Job]:
+        """The next job that may run now (of ``kinds`` when given), leased to ``worker``
+        for ``lease`` seconds; None when there is none."""
+        ...
+
+    def ack(self, job: Job) -> bool:
+        """Mark the job done; False when the lease was lost (another worker claimed it)."""
+        ...
+
+    def fail(self, job: Job, error: str, *, retry_in: float = 30.0, now: Optional[float] = None) -> str:
+        """Record a failed attempt: queued again after ``retry_in`` seconds, or dead when
+        out of attempts; return the new state (or ``"lost"`` when the lease was lost)."""
+        ...
+
+    def counts(self, kind: Optional[str] = None) -> dict[str, int]:
+        """How many jobs are in each state of :data:`JOB_STATES`."""
+        ...

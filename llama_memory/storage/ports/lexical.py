@@ -1,0 +1,19 @@
+"""The lexical index port: records found by their words (BM25 or the backend's own
+full-text ranking), best first."""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from ...types import Scope
+
+
+@runtime_checkable
+class LexicalIndex(Protocol):
+    """Full-text search over the records of one user and source."""
+
+    def search_text(self, query: str, scope: Scope, source: str, limit: int) -> list[tuple[str, float]]:
+        """Records of the scope's user whose text (or event date in words, "8 May 2023")
+        shares words with ``query``, best first, as (id, score) with higher scores
+        better. Free text: the backend quotes it (no query syntax reaches the index)."""
+        ...

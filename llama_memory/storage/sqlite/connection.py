@@ -1,0 +1,308 @@
+"""The connection of the SQLite system of record: opening, transactions, migrations, meta.
+
+One connection per store object, shared by all threads behind a lock; WAL mode and
+a busy timeout let several processes use one file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Optional
+
+from ...errors import StorageError
+from .schema import MIGRATIONS, sql_statements
+
+#: File name of the system of record inside a memory directory.
+DB_FILENAME = "memory.sqlite3"
+
+# A database URL given as a path ("sqlite:///m.db", "postgresql://..."): a scheme of two
+# characters or more, then ":/" (one letter is a Windows drive, "C:/..."; a Path made of
+# "sqlite:///m.db" reads "sqlite:/m.db").
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:/")
+
+
+def memory_path(path: object) -> Path:
+    """``path`` as a directory ``Path``; TypeError for what is not a path, ValueError
+    for a database URL (a memory's path is a directory; URLs are not supported yet)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(
+            f"path takes a directory as a str or pathlib.Path, not {type(path).__name__} "
+            f"{path!r}: pass e.g. path='./memory'"
+        )
+    text = str(os.fspath(path))
+    if _URL.match(text):
+        raise ValueError(
+            f"path={text!r} looks like a database URL, but path is a directory where "
+            "llama-memory keeps its SQLite file and Chroma index (e.g. path='./memory'); "
+            "database URLs are not supported yet"
+        )
+    return Path(text)
+
+
+def store_exists(path: Path | str) -> bool:
+    """Whether ``path`` is a memory directory holding a store (its database file)."""
+    return (Path(path) / DB_FILENAME).is_file()
+
+
+class SQLiteConnection:
+    """The plumbing every part of :class:`~llama_memory.storage.sqlite.SQLiteStore`
+    shares: one thread-safe connection, transactions that nest, migrations, meta.
+
+    Args:
+        path: directory of the memory (the file :data:`DB_FILENAME` is created in
+            it), or ``None`` for a private in-memory database.
+
+    Every ``sqlite3.Error`` is re-raised as
+    :class:`~llama_memory.errors.StorageError` naming the file.
+    """
+
+    def __init__(self, path: Optional[Path | str] = None, *, timeout: float = 30.0) -> None:
+        self._lock = threading.RLock()
+        self._depth = 0  # how many transaction() blocks are open (nested ones join)
+        self._after_commit: list[Callable[[], object]] = []
+        self._word_counts: OrderedDict[str, tuple[int, int]] = OrderedDict()
+        # Commits of this connection: PRAGMA data_version only counts other connections'.
+        self._commits = 0
+        if path is None:
+            self.file: Optional[Path] = None
+            target = ":memory:"
+        else:
+            directory = memory_path(path)
+            if directory.exists() and not directory.is_dir():
+                raise StorageError(f"memory path {directory} exists and is not a directory")
+            try:
+                directory.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StorageError(f"cannot create memory directory {directory}: {exc}") from exc
+            self.file = directory / DB_FILENAME
+            target = str(self.file)
+            for part in (directory, self.file):
+                # Said at once: SQLite would open a read-only file and fail on the first put.
+                if part.exists() and not os.access(part, os.W_OK):
+                    raise StorageError(
+                        f"memory path {part} is read-only: llama-memory writes every message "
+                        "there; make it writable, or open a copy of the directory"
+                    )
+        with self._errors("open"):
+            self._conn = sqlite3.connect(
+                target, timeout=timeout, check_same_thread=False, isolation_level=None
+            )
+            self._conn.row_factory = sqlite3.Row
+            if self.file is not None:
+                _switch_to_wal(self._conn, timeout)
+                self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.execute("PRAGMA foreign_keys=ON")
+            self._migrate()
+
+    # -- plumbing -----------------------------------------------------------------
+
+    @property
+    def location(self) -> str:
+        """The database file, or ``":memory:"``; used in error messages."""
+        return str(self.file) if self.file is not None else ":memory:"
+
+    @contextmanager
+    def _errors(self, action: str) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise StorageError(f"SQLite store {self.location}: {action} failed: {exc}") from exc
+
+    @contextmanager
+    def transaction(self, action: str) -> Iterator[sqlite3.Connection]:
+        """One atomic write: committed on success, rolled back (and raised) on failure.
+
+        Yields the connection; ``action`` names the write in a :class:`StorageError`.
+        A transaction opened inside another one (in the same thread) joins it: its
+        writes commit or roll back with the outer one, so a memory can write a
+        message to the chat history and to every source all or nothing.
+        """
+        with self._lock:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield self._conn
+                finally:
+                    self._depth -= 1
+                return
+            with self._errors(action):
+                self._conn.execute("BEGIN IMMEDIATE")
+                self._depth = 1
+                try:
+                    yield self._conn
+                    self._conn.execute("COMMIT")
+                    self._commits += 1
+                except BaseException:
+                    self._after_commit.clear()
+                    if self._conn.in_transaction:
+                        self._conn.execute("ROLLBACK")
+                    raise
+                finally:
+                    self._depth = 0
+            callbacks, self._after_commit = self._after_commit, []
+        # Outside the lock: a callback (indexing) takes its source's lock, and sources
+        # take that lock before this one.
+        for callback in callbacks:
+            callback()
+
+    def after_commit(self, callback: Callable[[], object]) -> None:
+        """Run ``callback`` once the open transaction commits (at once when none is
+        open); it is dropped if the transaction rolls back. Work that must not run
+        inside a write (embedding, writing Chroma) waits for the commit this way."""
+        with self._lock:
+            if self._depth:
+                self._after_commit.append(callback)
+                return
+        callback()
+
+    def query(self, action: str, sql: str, params: Sequence = ()) -> list[sqlite3.Row]:
+        """Run one read statement; ``action`` names it in a :class:`StorageError`."""
+        with self._lock, self._errors(action):
+            return self._conn.execute(sql, params).fetchall()
+
+    def _migrate(self) -> None:
+        version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > len(MIGRATIONS):
+            raise StorageError(
+                f"SQLite store {self.location} has schema version {version}, newer than this "
+                f"release of llama-memory understands ({len(MIGRATIONS)}): upgrade llama-memory"
+            )
+        for step in range(version, len(MIGRATIONS)):
+            with self.transaction(f"migration to schema version {step + 1}") as conn:
+                # Read again under the write lock: another process opening the same new
+                # directory at the same moment may have applied this step already.
+                if conn.execute("PRAGMA user_version").fetchone()[0] > step:
+                    continue
+                for statement in sql_statements(MIGRATIONS[step]):
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {step + 1}")
+
+    def ensure_schema(self, component: str, migrations: Sequence[str]) -> None:
+        """Apply a component's own ordered migrations (its tables live in this file too).
+
+        A source that keeps more than records (triples, a profile) owns its schema:
+        its version is kept in the meta table under ``schema:<component>``, and
+        entry i of ``migrations`` brings it from version i to i + 1, on open.
+        """
+        key = f"schema:{component}"
+        with self._lock:
+            rows = self.query("read schema version", "SELECT value FROM meta WHERE key = ?", (key,))
+            version = int(rows[0]["value"]) if rows else 0
+            if version > len(migrations):
+                raise StorageError(
+                    f"SQLite store {self.location}: the {component!r} schema is at version "
+                    f"{version}, newer than this release understands ({len(migrations)}): "
+                    "upgrade llama-memory"
+                )
+            for step in range(version, len(migrations)):
+                with self.transaction(f"{component} migration to version {step + 1}") as conn:
+                    done = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+                    if done is not None and int(done[0]) > step:
+                        continue  # applied meanwhile by another process (see _migrate)
+                    for statement in sql_statements(migrations[step]):
+                        conn.execute(statement)
+                    conn.execute(
+                        "INSERT INTO meta (key, value) VALUES (?, ?) "
+                        "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                        (key, str(step + 1)),
+                    )
+
+    @property
+    def schema_version(self) -> int:
+        """The schema version of the open database."""
+        return int(self.query("read schema version", "PRAGMA user_version")[0][0])
+
+    def close(self) -> None:
+        """Close the connection (further calls raise StorageError)."""
+        with self._lock:
+            self._conn.close()
+
+    # -- meta ---------------------------------------------------------------------
+
+    def get_meta(self, key: str) -> Optional[str]:
+        """The value stored under ``key`` in the meta table, or None."""
+        rows = self.query("read meta", "SELECT value FROM meta WHERE key = ?", (key,))
+        return rows[0]["value"] if rows else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Store ``value`` under ``key`` in the meta table."""
+        with self.transaction("write meta") as conn:
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?) "
+                "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
+
+    def set_meta_once(self, key: str, value: str) -> str:
+        """Store ``value`` under ``key`` unless a value is there already; return the value
+        kept (atomic: of two processes recording at once, both see the first one's)."""
+        with self.transaction("write meta") as conn:
+            conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)", (key, value))
+            return str(conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()[0])
+
+    def delete_meta(self, keys: Sequence[str]) -> None:
+        """Remove ``keys`` from the meta table (absent ones are ignored)."""
+        with self.transaction("delete meta") as conn:
+            conn.executemany("DELETE FROM meta WHERE key = ?", [(k,) for k in keys])
+
+    # -- identity, expiry and reconciliation ------------------------------------------------
+
+    @property
+    def store_id(self) -> str:
+        """A random id given to this store when first asked, kept in the meta table: it
+        keeps the collections of different stores apart on a shared Chroma server."""
+        with self.transaction("read store id") as conn:
+            conn.execute(
+                "INSERT OR IGNORE INTO meta (key, value) VALUES ('store_id', ?)",
+                (uuid.uuid4().hex[:12],),
+            )
+            return str(conn.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()[0])
+
+    def change_stamp(self, wait: bool = True) -> Optional[tuple[int, int]]:
+        """A value that changes whenever anything is committed to the file, by this
+        connection or another (another memory object, another process): equal stamps
+        mean nothing changed in between. Costs no read of any table. With
+        ``wait=False``, None instead of waiting while another thread writes through
+        this connection."""
+        if not self._lock.acquire(blocking=wait):
+            return None
+        try:
+            return self.data_version(), self._commits
+        finally:
+            self._lock.release()
+
+    def _stamp_after_commit(self) -> tuple[int, int]:
+        """Inside a write: the :meth:`change_stamp` once it commits. Nothing else can
+        commit before it (it holds the write lock), and its commit is this connection's
+        next one; if it fails, the stamp is simply stale and the next check reads."""
+        with self._lock:
+            return self.data_version(), self._commits + 1
+    def data_version(self) -> int:
+        """A number that changes whenever another connection (another memory on this
+        file, another process) commits a change; this one's own commits leave it."""
+        return int(self.query("read data version", "PRAGMA data_version")[0][0])
+
+
+
+def _switch_to_wal(conn: sqlite3.Connection, timeout: float) -> None:
+    """Put the file in WAL mode. Processes that open a new file at the same moment race
+    for the change, and SQLite reports the loser's "database is locked" at once, without
+    waiting its busy timeout: so try again, for up to ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)

@@ -1,0 +1,171 @@
+"""The job queue in SQLite (table ``jobs``): the :class:`~llama_memory.storage.ports.jobs.JobQueue`
+port. A claim is one ``UPDATE`` under the write lock, so two workers (threads or
+processes) never hold one job; a lease that runs out makes the job claimable again."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any, Optional
+
+from ...errors import StorageError
+from ..ports.jobs import JOB_STATES, Job
+from .connection import SQLiteConnection
+
+JOB_MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE jobs (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        kind TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        tenant_id TEXT,
+        user_id TEXT,
+        state TEXT NOT NULL DEFAULT 'queued',
+        run_at REAL NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        max_attempts INTEGER NOT NULL,
+        worker TEXT,
+        lease_until REAL,
+        dedup_key TEXT,
+        last_error TEXT,
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX jobs_ready ON jobs (state, run_at, seq);
+    CREATE UNIQUE INDEX jobs_dedup ON jobs (dedup_key)
+        WHERE dedup_key IS NOT NULL AND state IN ('queued', 'running');
+    """,
+)
+
+
+class JobTables(SQLiteConnection):
+    """The job queue part of the store (created on first use)."""
+
+    _jobs_ready = False
+
+    def _jobs(self) -> None:
+        if not self._jobs_ready:
+            self.ensure_schema("jobs", JOB_MIGRATIONS)
+            self._jobs_ready = True
+
+    def enqueue(
+        self,
+        kind: str,
+        payload: dict[str, Any],
+        *,
+        tenant_id: Optional[str] = None,
+        user_id: Optional[str] = None,
+        run_at: Optional[float] = None,
+        max_attempts: int = 3,
+        dedup_key: Optional[str] = None,
+    ) -> str:
+        """Queue a job; see :meth:`~llama_memory.storage.ports.jobs.JobQueue.enqueue`."""
+        if not kind:
+            raise ValueError("enqueue() needs a job kind, e.g. kind='extract'")
+        if max_attempts < 1:
+            raise ValueError(f"max_attempts must be 1 or more, got {max_attempts}")
+        try:
+            data = json.dumps(payload)
+        except TypeError as exc:
+            raise TypeError(f"a job's payload must be JSON data (dicts, lists, str, numbers): {exc}") from exc
+        self._jobs()
+        created = time.time()
+        with self.transaction("queue a job") as conn:
+            if dedup_key is not None:
+                row = conn.execute(
+                    "SELECT id FROM jobs WHERE dedup_key = ? AND state IN ('queued', 'running')",
+                    (dedup_key,),
+                ).fetchone()
+                if row is not None:
+                    return str(row["id"])
+            job_id = uuid.uuid4().hex
+            conn.execute(
+                "INSERT INTO jobs (id, kind, payload, tenant_id, user_id, run_at, max_attempts, "
+                "dedup_key, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (job_id, kind, data, tenant_id, user_id, run_at if run_at is not None else created,
+                 max_attempts, dedup_key, created),
+            )
+        return job_id
+
+    def claim(
+        self, worker: str, *, kinds: Optional[list[str]] = None, lease: float = 60.0, now: Optional[float] = None
+    ) -> Optional[Job]:
+        """The next runnable job, leased to ``worker``; see the port."""
+        if lease <= 0:
+            raise ValueError(f"lease must be positive seconds, got {lease}")
+        self._jobs()
+        at = time.time() if now is None else now
+        kind_clause = f" AND kind IN ({','.join('?' * len(kinds))})" if kinds else ""
+        with self.transaction("claim a job") as conn:
+            while True:
+                # A running job whose lease ran out is runnable again (its worker died).
+                row = conn.execute(
+                    "SELECT * FROM jobs WHERE ((state = 'queued' AND run_at <= ?) OR "
+                    "(state = 'running' AND lease_until <= ?))" + kind_clause
+                    + " ORDER BY run_at, seq LIMIT 1",
+                    (at, at, *(kinds or ())),
+                ).fetchone()
+                if row is None:
+                    return None
+                if row["attempts"] < row["max_attempts"]:
+                    break
+                # Its last worker died holding it: out of attempts, dead; look further.
+                conn.execute(
+                    "UPDATE jobs SET state = 'dead', worker = NULL, lease_until = NULL, "
+                    "last_error = coalesce(last_error, 'lease expired') WHERE id = ?",
+                    (row["id"],),
+                )
+            conn.execute(
+                "UPDATE jobs SET state = 'running', worker = ?, lease_until = ?, "
+                "attempts = attempts + 1 WHERE id = ?",
+                (worker, at + lease, row["id"]),
+            )
+        return Job(
+            id=row["id"],
+            kind=row["kind"],
+            payload=json.loads(row["payload"]),
+            tenant_id=row["tenant_id"],
+            user_id=row["user_id"],
+            attempts=row["attempts"] + 1,
+            max_attempts=row["max_attempts"],
+            worker=worker,
+            lease_until=at + lease,
+        )
+
+    def ack(self, job: Job) -> bool:
+        """Mark ``job`` done; False when its lease was lost."""
+        self._jobs()
+        with self.transaction("acknowledge a job") as conn:
+            cur = conn.execute(
+                "UPDATE jobs SET state = 'done', lease_until = NULL WHERE id = ? AND state = 'running' "
+                "AND worker = ? AND attempts = ?",
+                (job.id, job.worker, job.attempts),
+            )
+        return cur.rowcount == 1
+
+    def fail(self, job: Job, error: str, *, retry_in: float = 30.0, now: Optional[float] = None) -> str:
+        """Record a failed attempt of ``job``; return its new state (or ``"lost"``)."""
+        if retry_in < 0:
+            raise ValueError(f"retry_in must be zero or more seconds, got {retry_in}")
+        self._jobs()
+        at = time.time() if now is None else now
+        state = "dead" if job.attempts >= job.max_attempts else "queued"
+        with self.transaction("fail a job") as conn:
+            cur = conn.execute(
+                "UPDATE jobs SET state = ?, worker = NULL, lease_until = NULL, run_at = ?, "
+                "last_error = ? WHERE id = ? AND state = 'running' AND worker = ? AND attempts = ?",
+                (state, at + retry_in, error, job.id, job.worker, job.attempts),
+            )
+        return state if cur.rowcount == 1 else "lost"
+
+    def counts(self, kind: Optional[str] = None) -> dict[str, int]:
+        """How many jobs are in each state."""
+        self._jobs()
+        where, params = (" WHERE kind = ?", (kind,)) if kind is not None else ("", ())
+        rows = self.query("count jobs", "SELECT state, COUNT(*) AS n FROM jobs" + where + " GROUP BY state", params)
+        found = {row["state"]: int(row["n"]) for row in rows}
+        unknown = set(found) - set(JOB_STATES)
+        if unknown:
+            raise StorageError(f"job queue {self.location}: unknown job states {sorted(unknown)}")
+        return {state: found.get(state, 0) for state in JOB_STATES}

@@ -1,0 +1,148 @@
+"""Lexical search over records in SQLite's FTS5 index (kept by triggers, see the schema)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from ...types import Scope
+from .connection import SQLiteConnection
+
+# Words too common to help a lexical query; dropping them keeps FTS5 from scoring every row.
+_STOPWORDS = frozenset(
+    "a an and are as at be been but by did do does for from had has have he her hers him his how "
+    "i if in into is it its me my of on or our she so than that the their them then there these "
+    "they this to was we were what when where which who whom why will with would you your".split()
+)
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+#: rare word), and scoring its matches is most of what lexical search costs (a word in 40%
+#: of 30,000 records: 30 of 45 ms).
+MAX_TERM_SHARE = 0.25
+#: Below this many indexed records every word is kept: counting costs more than it saves.
+PRUNE_FROM_RECORDS = 2000
+#: In a large store, lexical search scores at most about this many matches (rows x
+#: words), the rarest words first: BM25 costs a few microseconds per match, and a
+#: word of 100,000 records would otherwise cost more than the rest of a get().
+LEXICAL_POSTINGS_BUDGET = 1000
+#: How many words' match counts are remembered (see :meth:`SQLiteStore._word_count`).
+_WORD_COUNTS_CACHED = 4096
+#: search_text first takes this many times ``limit`` of the index's best matches and
+#: keeps the user's; only if too few are theirs does it join every match to its record.
+_OWNER_OVERFETCH = 2
+
+
+def fts_words(text: str) -> list[str]:
+    """The distinct non-stopwords of a text, lower-cased, in order."""
+    return list(dict.fromkeys(w for w in _WORD.findall(text.casefold()) if w not in _STOPWORDS))
+
+
+def fts_query(text: str) -> str:
+    """An FTS5 MATCH expression for free text: its distinct non-stopwords, OR-ed and quoted
+    (so that no user text is read as FTS5 syntax). '' when nothing is left."""
+    return _match_any(fts_words(text))
+
+
+def _match_any(words: Sequence[str]) -> str:
+    return " OR ".join(f'"{w}"' for w in words)
+
+
+class LexicalTables(SQLiteConnection):
+    """The lexical index part of the store (table ``records_fts``)."""
+
+    def search_text(self, query: str, scope: Scope, source: str, limit: int) -> list[tuple[str, float]]:
+        """Records of the scope's user whose text (or event date) shares words with
+        ``query``, best first, as (id, score) with BM25 scores turned positive."""
+        user = scope.require_user(f"the {source!r} memory source")
+        words = fts_words(query)
+        if not words or limit <= 0:
+            return []
+        owner = (source, scope.tenant_id, user)
+        with self._lock:
+            match = _match_any(self._selective_words(words))
+            # First the best matches of the whole index, without the join to records: a
+            # store usually holds one user's records, and then these are the answer.
+            # Only when too few of them are the user's does the join run (exact either way:
+            # the user's top ``limit`` are the first ``limit`` of theirs in the global order).
+            fetch = limit * _OWNER_OVERFETCH
+            top = self.query(
+                "search text",
+                "SELECT rowid, -bm25(records_fts, 1.0, 0.5) AS score FROM records_fts "
+                "WHERE records_fts MATCH ? ORDER BY score DESC LIMIT ?",
+                (match, fetch),
+            )
+            ids = self._ids_of_owner([row["rowid"] for row in top], owner)
+            found = [(ids[row["rowid"]], float(row["score"])) for row in top if row["rowid"] in ids]
+            if len(found) >= limit or len(top) < fetch:
+                return found[:limit]
+            # ORDER BY the alias: repeating bm25(...) there would score every row twice.
+            rows = self.query(
+                "search text",
+                "SELECT r.id AS id, -bm25(records_fts, 1.0, 0.5) AS score FROM records_fts "
+                "JOIN records r ON r.rowid = records_fts.rowid "
+                "WHERE records_fts MATCH ? AND r.source = ? AND r.tenant_id = ? AND r.user_id = ? "
+                "ORDER BY score DESC LIMIT ?",
+                (match, *owner, limit),
+            )
+        return [(row["id"], float(row["score"])) for row in rows]
+
+    def _ids_of_owner(self, rowids: Sequence[int], owner: tuple[str, str, str]) -> dict[int, str]:
+        """The record ids of those ``rowids`` whose (source, tenant, user) is ``owner``."""
+        if not rowids:
+            return {}
+        rows = self.query(
+            "search text",
+            "SELECT rowid, id, source, tenant_id, user_id FROM records "
+            f"WHERE rowid IN ({','.join('?' * len(rowids))})",
+            tuple(rowids),
+        )
+        return {
+            row["rowid"]: row["id"]
+            for row in rows
+            if (row["source"], row["tenant_id"], row["user_id"]) == owner
+        }
+
+    def _selective_words(self, words: list[str]) -> list[str]:
+        """The words worth scoring. In a large store (from :data:`PRUNE_FROM_RECORDS`
+        indexed records) a word found in more than :data:`MAX_TERM_SHARE` of them is
+        dropped, and the rest are kept rarest first while their matches add up to at most
+        :data:`LEXICAL_POSTINGS_BUDGET` (the rarest always kept): BM25 scores every
+        matching row before it can sort, so this bounds a search's cost by a constant
+        instead of by the store's size. Small stores keep every word."""
+        if len(words) < 2:
+            return words
+        # max(rowid) is instant and close to the row count (deletions only make it larger,
+        # which keeps more words: the safe side).
+        total = self.query("size lexical index", "SELECT max(rowid) FROM records_fts")[0][0] or 0
+        if total < PRUNE_FROM_RECORDS:
+            return words
+        counts = {word: self._word_count(word, total) for word in words}
+        common = [w for w in words if counts[w] > MAX_TERM_SHARE * total]
+        kept: list[str] = []
+        postings = 0
+        for word in sorted((w for w in words if w not in common), key=counts.__getitem__):
+            if kept and postings + counts[word] > LEXICAL_POSTINGS_BUDGET:
+                break
+            kept.append(word)
+            postings += counts[word]
+        return kept or [min(words, key=counts.__getitem__)]
+
+    def _word_count(self, word: str, total: int) -> int:
+        """How many indexed records match ``word``; counted again only once the index
+        has grown by a tenth since (a count walks the word's whole posting list)."""
+        cached = self._word_counts.get(word)
+        if cached is not None and total <= cached[1] * 1.1:
+            self._word_counts.move_to_end(word)
+            return cached[0]
+        count = int(self.query(
+            "count word matches",
+            "SELECT count(*) FROM records_fts WHERE records_fts MATCH ?",
+            (_match_any([word]),),
+        )[0][0])
+        self._word_counts[word] = (count, total)
+        self._word_counts.move_to_end(word)
+        while len(self._word_counts) > _WORD_COUNTS_CACHED:
+            self._word_counts.popitem(last=False)
+        return count
+

@@ -1,0 +1,271 @@
+"""Long-term records in the SQLite system of record: write with dedup, read, session
+order, index flags and expiry."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from collections.abc import Sequence
+from typing import Optional
+
+from ...text import content_hash
+from ...types import MemoryRecord, Scope, now
+from ..expiry import is_alive, later_expiry
+from ..ports.records import NewRecord, PendingRecord
+from .connection import SQLiteConnection
+from .expiry import ALIVE_SQL
+from .schema import SESSION_ORDER_MIGRATIONS
+
+
+class RecordTables(SQLiteConnection):
+    """The records part of the store (table ``records``)."""
+
+    # -- long-term records ----------------------------------------------------------------
+
+    def add_records(self, records: Sequence[NewRecord]) -> list[str]:
+        """Write records in one transaction; return their ids.
+
+        A record whose normalised text (and role) the same user already has in the
+        same source is not stored twice: the existing row's ``message_ids`` grow
+        instead, and its id is returned.
+        """
+        ids: list[str] = []
+        ingested = now()
+        with self.transaction("add records") as conn:
+            for rec in records:
+                user = rec.scope.require_user(f"the {rec.source!r} memory source")
+                digest = content_hash(rec.text, rec.role)
+                existing = conn.execute(
+                    "SELECT id, message_ids, ttl, expires_at FROM records WHERE source = ? "
+                    "AND tenant_id = ? AND user_id = ? AND content_hash = ?",
+                    (rec.source, rec.scope.tenant_id, user, digest),
+                ).fetchone()
+                if existing is not None:
+                    known = json.loads(existing["message_ids"])
+                    merged = known + [m for m in rec.message_ids if m not in known]
+                    if merged != known:
+                        conn.execute(
+                            "UPDATE records SET message_ids = ? WHERE id = ?",
+                            (json.dumps(merged), existing["id"]),
+                        )
+                    # Saying it again renews it: the later expiry wins, "forever" wins all.
+                    lasting = later_expiry(
+                        (existing["ttl"], existing["expires_at"]), (rec.ttl, rec.expires_at)
+                    )
+                    if lasting != (existing["ttl"], existing["expires_at"]):
+                        conn.execute(
+                            "UPDATE records SET ttl = ?, expires_at = ? WHERE id = ?",
+                            (*lasting, existing["id"]),
+                        )
+                    ids.append(existing["id"])
+                    continue
+                record_id = _record_id(rec.source, rec.scope.tenant_id, user, digest)
+                conn.execute(
+                    "INSERT INTO records (id, source, tenant_id, user_id, session_id, role, text, "
+                    "content_hash, message_ids, event_time, ingested_at, metadata, ttl, "
+                    "expires_at, indexed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
+                    (
+                        record_id,
+                        rec.source,
+                        rec.scope.tenant_id,
+                        user,
+                        rec.scope.session_id,
+                        rec.role,
+                        rec.text,
+                        digest,
+                        json.dumps(list(rec.message_ids)),
+                        rec.event_time,
+                        ingested,
+                        json.dumps(rec.metadata or {}),
+                        rec.ttl if rec.expires_at is not None else None,
+                        rec.expires_at,
+                    ),
+                )
+                ids.append(record_id)
+        return ids
+
+    def get_records(
+        self, ids: Sequence[str], scope: Scope, source: str, alive_at: Optional[float] = None
+    ) -> dict[str, MemoryRecord]:
+        """Records by id, restricted to the scope's tenant and user and to ``source``
+        (and, given ``alive_at``, to those not expired at that time)."""
+        if not ids:
+            return {}
+        user = scope.require_user(f"the {source!r} memory source")
+        marks = ",".join("?" * len(ids))
+        # Look up by primary key only and check the scope here: with the scope columns in
+        # the WHERE clause SQLite prefers the (source, tenant, user) index and scans the
+        # user's rows (2 ms at 2,000 records instead of 0.2 ms).
+        rows = self.query(
+            "read records", f"SELECT * FROM records WHERE id IN ({marks})", tuple(ids)
+        )
+        return {
+            row["id"]: _to_record(row)
+            for row in rows
+            if (row["source"], row["tenant_id"], row["user_id"]) == (source, scope.tenant_id, user)
+            and (alive_at is None or is_alive(row["expires_at"], alive_at))
+        }
+
+    def session_neighbours(
+        self, ids: Sequence[str], scope: Scope, source: str, radius: int
+    ) -> dict[str, list[tuple[int, str]]]:
+        """For each record id of the scope's user in ``source``: the ids of the records
+        of its session from ``radius`` before it to ``radius`` after it, itself
+        included, as (position, id) in the order they were written. Ids not found (or
+        another user's) are left out.
+
+        Call :meth:`ensure_session_order` once first, or each lookup scans the user's
+        records.
+        """
+        if not ids or radius < 0:
+            return {}
+        user = scope.require_user(f"the {source!r} memory source")
+        marks = ",".join("?" * len(ids))
+        hits = [
+            row
+            for row in self.query(
+                "read record positions",
+                f"SELECT id, rowid AS pos, session_id, source, tenant_id, user_id FROM records "
+                f"WHERE id IN ({marks})",
+                tuple(ids),
+            )
+            if (row["source"], row["tenant_id"], row["user_id"]) == (source, scope.tenant_id, user)
+        ]
+        if not hits:
+            return {}
+        # One statement for all hits: per hit, the rows up to it and the rows after it
+        # in its session, each read backwards or forwards along records_by_session.
+        same = "source = ? AND tenant_id = ? AND user_id = ? AND session_id IS ?"
+        parts, params = [], []
+        for n, hit in enumerate(hits):
+            key = (source, scope.tenant_id, user, hit["session_id"])
+            parts.append(
+                f"SELECT * FROM (SELECT {n} AS hit, rowid AS pos, id FROM records WHERE {same} "
+                f"AND rowid <= ? ORDER BY rowid DESC LIMIT ?)"
+            )
+            parts.append(
+                f"SELECT * FROM (SELECT {n} AS hit, rowid AS pos, id FROM records WHERE {same} "
+                f"AND rowid > ? ORDER BY rowid LIMIT ?)"
+            )
+            params += [*key, hit["pos"], radius + 1, *key, hit["pos"], radius]
+        rows = self.query("read session neighbours", " UNION ALL ".join(parts), params)
+        found: dict[str, list[tuple[int, str]]] = {hit["id"]: [] for hit in hits}
+        for row in rows:
+            found[hits[row["hit"]]["id"]].append((row["pos"], row["id"]))
+        return {hit: sorted(around) for hit, around in found.items()}
+
+    def ensure_session_order(self) -> None:
+        """Create the index that finds a record's session neighbours (once per file)."""
+        self.ensure_schema("session-order", SESSION_ORDER_MIGRATIONS)
+
+    def pending_records(self, source: str, limit: int) -> list[PendingRecord]:
+        """Up to ``limit`` records the dense index has not caught up with, oldest first."""
+        rows = self.query(
+            "read pending records",
+            "SELECT id, text, tenant_id, user_id FROM records "
+            "WHERE source = ? AND indexed = 0 ORDER BY rowid LIMIT ?",
+            (source, limit),
+        )
+        return [PendingRecord(r["id"], r["text"], r["tenant_id"], r["user_id"]) for r in rows]
+
+    def mark_indexed(
+        self, ids: Sequence[str], indexed: bool = True, vectors: Optional[Sequence[bytes]] = None
+    ) -> None:
+        """Record that the dense index holds (or no longer holds) these records.
+
+        ``vectors`` (one encoded vector per id) keeps a copy of each record's vector
+        (:meth:`stored_vectors`); un-indexing a record drops its copy.
+        """
+        if vectors is not None and len(vectors) != len(ids):
+            raise ValueError(f"{len(ids)} record ids but {len(vectors)} vectors")
+        with self.transaction("mark records indexed") as conn:
+            conn.executemany(
+                "UPDATE records SET indexed = ? WHERE id = ?", [(int(indexed), i) for i in ids]
+            )
+            if not indexed:
+                conn.executemany("DELETE FROM record_vectors WHERE id = ?", [(i,) for i in ids])
+            elif vectors is not None:
+                conn.executemany(
+                    "INSERT OR REPLACE INTO record_vectors (id, vector) "
+                    "SELECT id, ? FROM records WHERE id = ?",  # a record deleted meanwhile: none
+                    [(v, i) for i, v in zip(ids, vectors)],
+                )
+
+    def mark_all_unindexed(self, source: str) -> int:
+        """Flag every record of ``source`` for re-indexing (their vector copies are
+        dropped: the model may have changed); return how many."""
+        with self.transaction("reset index flags") as conn:
+            conn.execute(
+                "DELETE FROM record_vectors WHERE id IN (SELECT id FROM records WHERE source = ?)",
+                (source,),
+            )
+            cur = conn.execute("UPDATE records SET indexed = 0 WHERE source = ?", (source,))
+            return cur.rowcount
+
+    def count_records(self, source: str, scope: Optional[Scope] = None) -> int:
+        """How many records ``source`` holds (for one user when ``scope`` is given)."""
+        sql = "SELECT COUNT(*) FROM records WHERE source = ?"
+        params: tuple[str, ...] = (source,)
+        if scope is not None:
+            sql += " AND tenant_id = ? AND user_id = ?"
+            params += (scope.tenant_id, scope.require_user())
+        return int(self.query("count records", sql, params)[0][0])
+
+    def index_flags(
+        self, source: str, owner: Optional[tuple[str, str]] = None
+    ) -> dict[tuple[str, str], dict[str, bool]]:
+        """Every record id of ``source`` (of one (tenant, user) ``owner``, or all) and
+        whether the dense index holds it, per (tenant, user): what reconciling the
+        index compares Chroma with."""
+        where = " AND tenant_id = ? AND user_id = ?" if owner is not None else ""
+        flags: dict[tuple[str, str], dict[str, bool]] = {}
+        for row in self.query(
+            "read index flags",
+            "SELECT id, tenant_id, user_id, indexed FROM records WHERE source = ?" + where,
+            (source, *(owner or ())),
+        ):
+            flags.setdefault((row["tenant_id"], row["user_id"]), {})[row["id"]] = bool(row["indexed"])
+        return flags
+
+    def refresh_expiry(self, ids: Sequence[str], at: float) -> None:
+        """Make records that have a time to live expire ``ttl`` seconds after ``at``."""
+        with self.transaction("refresh expiry") as conn:
+            conn.executemany(
+                "UPDATE records SET expires_at = ? + ttl WHERE id = ? AND ttl IS NOT NULL",
+                [(at, i) for i in ids],
+            )
+
+    def delete_expired(self, source: str, at: float) -> list[PendingRecord]:
+        """Delete the records of ``source`` expired at ``at``; return what was deleted
+        (ids and owners, for the dense index)."""
+        with self.transaction("purge expired records") as conn:
+            rows = conn.execute(
+                "SELECT id, text, tenant_id, user_id FROM records "
+                f"WHERE source = ? AND NOT {ALIVE_SQL}",
+                (source, at),
+            ).fetchall()
+            conn.executemany("DELETE FROM records WHERE id = ?", [(r["id"],) for r in rows])
+        return [PendingRecord(r["id"], r["text"], r["tenant_id"], r["user_id"]) for r in rows]
+
+def _record_id(source: str, tenant: str, user: str, digest: str) -> str:
+    # Deterministic, so a record re-written after a crash gets the same id in both stores.
+    key = f"{source}\x1f{tenant}\x1f{user}\x1f{digest}"
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
+
+
+def _to_record(row: sqlite3.Row) -> MemoryRecord:
+    return MemoryRecord(
+        id=row["id"],
+        text=row["text"],
+        source=row["source"],
+        user_id=row["user_id"],
+        session_id=row["session_id"],
+        role=row["role"],
+        message_ids=json.loads(row["message_ids"]),
+        event_time=row["event_time"],
+        ingested_at=row["ingested_at"],
+        metadata=json.loads(row["metadata"]),
+        expires_at=row["expires_at"],
+    )
+

@@ -1,0 +1,111 @@
+"""The schema of the SQLite system of record and the steps that migrate it.
+
+The schema version is kept in ``PRAGMA user_version``; :data:`MIGRATIONS` is the
+ordered list of steps applied on open, so a store written by an older release
+opens in a newer one.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+# The event date in words, e.g. "8 May 2023", computed in SQL inside the FTS trigger
+# (questions say "in May 2023", not "2023-05-08").
+_EVENT_DATE_SQL = (
+    "CASE WHEN new.event_time IS NULL THEN '' ELSE "
+    "ltrim(strftime('%d', new.event_time, 'unixepoch'), '0') || ' ' || "
+    "CASE strftime('%m', new.event_time, 'unixepoch') WHEN '01' THEN 'January' WHEN '02' THEN 'February' WHEN '03' THEN 'March' WHEN '04' THEN 'April' WHEN '05' THEN 'May' WHEN '06' THEN 'June' WHEN '07' THEN 'July' WHEN '08' THEN 'August' WHEN '09' THEN 'September' WHEN '10' THEN 'October' WHEN '11' THEN 'November' WHEN '12' THEN 'December' END || ' ' || "
+    "strftime('%Y', new.event_time, 'unixepoch') END"
+)
+
+#: Ordered schema migrations; entry i brings the schema from version i to i + 1.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE meta (
+        key TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    );
+    CREATE TABLE chat_messages (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        tenant_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        message_json TEXT NOT NULL,
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX chat_messages_by_session
+        ON chat_messages (tenant_id, user_id, session_id, seq);
+    CREATE TABLE records (
+        id TEXT PRIMARY KEY,
+        source TEXT NOT NULL,
+        tenant_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        session_id TEXT,
+        role TEXT,
+        text TEXT NOT NULL,
+        content_hash TEXT NOT NULL,
+        message_ids TEXT NOT NULL,
+        event_time REAL,
+        ingested_at REAL NOT NULL,
+        metadata TEXT NOT NULL DEFAULT '{}',
+        indexed INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE UNIQUE INDEX records_by_content
+        ON records (source, tenant_id, user_id, content_hash);
+    CREATE INDEX records_pending ON records (source, indexed);
+    """,
+    # 2: lexical search. Each record's text, and its event date in words ("8 May 2023"),
+    # in an FTS5 index kept in step with the records table by triggers.
+    f"""
+    CREATE VIRTUAL TABLE records_fts USING fts5(text, event_date, tokenize = 'porter unicode61');
+    CREATE TRIGGER records_fts_insert AFTER INSERT ON records BEGIN
+        INSERT INTO records_fts (rowid, text, event_date) VALUES (new.rowid, new.text, {_EVENT_DATE_SQL});
+    END;
+    CREATE TRIGGER records_fts_delete AFTER DELETE ON records BEGIN
+        DELETE FROM records_fts WHERE rowid = old.rowid;
+    END;
+    INSERT INTO records_fts (rowid, text, event_date)
+        SELECT rowid, text, {_EVENT_DATE_SQL.replace("new.", "")} FROM records;
+    """,
+    # 3: expiry. A record's time to live (seconds, for refresh on read) and when it
+    # expires (epoch seconds); NULL for both: kept until forgotten.
+    """
+    ALTER TABLE records ADD COLUMN ttl REAL;
+    ALTER TABLE records ADD COLUMN expires_at REAL;
+    CREATE INDEX records_expiring ON records (expires_at) WHERE expires_at IS NOT NULL;
+    """,
+    # 4: a copy of each indexed record's vector (as the source encodes it), so that a
+    # search reads the vectors of its lexical candidates by primary key here instead of
+    # asking the dense index for them (one more round trip per search). Deleting a record
+    # deletes its copy.
+    """
+    CREATE TABLE record_vectors (id TEXT PRIMARY KEY, vector BLOB NOT NULL) WITHOUT ROWID;
+    CREATE TRIGGER record_vectors_delete AFTER DELETE ON records BEGIN
+        DELETE FROM record_vectors WHERE id = old.id;
+    END;
+    """,
+)
+
+#: Migrations of the index behind :meth:`SQLiteStore.session_neighbours` (records of one
+#: session in the order written), kept apart from :data:`MIGRATIONS` as an optional part.
+SESSION_ORDER_MIGRATIONS: tuple[str, ...] = (
+    "CREATE INDEX IF NOT EXISTS records_by_session "
+    "ON records (source, tenant_id, user_id, session_id)",
+)
+
+
+def sql_statements(script: str) -> list[str]:
+    """Split an SQL script into complete statements (a trigger body's ``;`` included)."""
+    statements, current = [], ""
+    for piece in script.split(";"):
+        current += piece + ";"
+        if sqlite3.complete_statement(current):
+            if current.strip(" \n\t;"):
+                statements.append(current.strip())
+            current = ""
+    if current.strip(" \n\t;"):
+        raise ValueError(f"incomplete SQL statement: {current.strip()!r}")
+    return statements
+
+
+#: In a large store, a query word found in more than this share of the indexed records is

@@ -1,0 +1,110 @@
+"""The job queue: claim, ack, retry, dead, leases, dedup, one worker per job."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+
+def test_a_job_is_claimed_once_and_done_when_acknowledged(backend) -> None:
+    queue = backend.open()
+    job_id = queue.enqueue("extract", {"session": "s1"}, tenant_id="default", user_id="alice")
+    job = queue.claim("w1")
+    assert job is not None and (job.id, job.kind, job.payload, job.user_id, job.attempts) == (
+        job_id, "extract", {"session": "s1"}, "alice", 1
+    )
+    assert backend.open().claim("w2") is None  # held by w1
+    assert queue.ack(job)
+    assert queue.counts() == {"queued": 0, "running": 0, "done": 1, "dead": 0}
+    assert queue.claim("w2", now=1e12) is None
+
+
+def test_jobs_come_out_in_the_order_they_may_run(backend) -> None:
+    queue = backend.open()
+    late = queue.enqueue("a", {}, run_at=50.0)
+    first = queue.enqueue("a", {}, run_at=10.0)
+    second = queue.enqueue("a", {}, run_at=10.0)
+    claimed = [queue.claim("w", now=100.0) for _ in range(3)]
+    assert [j.id for j in claimed if j] == [first, second, late]
+    assert queue.enqueue("a", {}, run_at=500.0) and queue.claim("w", now=100.0) is None
+
+
+def test_a_failed_job_is_retried_later_then_dead_when_out_of_attempts(backend) -> None:
+    queue = backend.open()
+    queue.enqueue("extract", {}, max_attempts=2, run_at=100.0)
+    job = queue.claim("w", now=100.0)
+    assert job is not None and queue.fail(job, "LLM timeout", retry_in=30.0, now=100.0) == "queued"
+    assert queue.claim("w", now=120.0) is None  # not yet
+    again = queue.claim("w", now=131.0)
+    assert again is not None and again.attempts == 2
+    assert queue.fail(again, "LLM timeout", now=131.0) == "dead"
+    assert queue.claim("w", now=1e12) is None
+    assert queue.counts()["dead"] == 1
+
+
+def test_a_job_whose_worker_died_is_claimed_again_after_its_lease(backend) -> None:
+    queue = backend.open()
+    queue.enqueue("extract", {}, run_at=100.0)
+    lost = queue.claim("dead-worker", lease=10.0, now=100.0)
+    assert queue.claim("w2", now=105.0) is None
+    taken = queue.claim("w2", lease=10.0, now=111.0)
+    assert taken is not None and taken.attempts == 2
+    assert lost is not None and not queue.ack(lost)  # its lease was lost
+    assert queue.fail(lost, "late", now=112.0) == "lost"
+    assert queue.ack(taken)
+
+
+def test_a_job_out_of_attempts_whose_worker_died_is_dead_and_the_next_one_is_claimed(backend) -> None:
+    queue = backend.open()
+    doomed = queue.enqueue("extract", {}, max_attempts=1, run_at=100.0)
+    waiting = queue.enqueue("extract", {}, run_at=101.0)
+    held = queue.claim("dies", lease=10.0, now=102.0)
+    assert held is not None and held.id == doomed
+    nxt = queue.claim("w2", lease=10.0, now=200.0)  # doomed's lease is over; it had 1 attempt
+    assert nxt is not None and nxt.id == waiting
+    assert queue.counts()["dead"] == 1
+
+
+def test_kinds_and_dedup_keys(backend) -> None:
+    queue = backend.open()
+    one = queue.enqueue("extract", {"n": 1}, dedup_key="extract:alice:s1")
+    assert queue.enqueue("extract", {"n": 2}, dedup_key="extract:alice:s1") == one
+    queue.enqueue("reindex", {})
+    job = queue.claim("w", kinds=["reindex"], now=1e12)
+    assert job is not None and job.kind == "reindex"
+    extract = queue.claim("w", kinds=["extract"], now=1e12)
+    assert extract is not None and queue.ack(extract)
+    # Done: the key is free again.
+    assert queue.enqueue("extract", {"n": 3}, dedup_key="extract:alice:s1") != one
+
+
+def test_concurrent_workers_never_share_a_job(backend) -> None:
+    queue = backend.open()
+    for n in range(20):
+        queue.enqueue("extract", {"n": n})
+    claimed: list[str] = []
+    lock = threading.Lock()
+
+    def work() -> None:
+        store = backend.open()  # a connection of its own, as another process has
+        while (job := store.claim(threading.current_thread().name, now=1e12)) is not None:
+            with lock:
+                claimed.append(job.id)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(claimed) == len(set(claimed)) == 20
+
+
+def test_bad_input_is_refused_with_what_to_pass(backend) -> None:
+    queue = backend.open()
+    with pytest.raises(ValueError, match="kind"):
+        queue.enqueue("", {})
+    with pytest.raises(TypeError, match="JSON"):
+        queue.enqueue("extract", {"when": object()})
+    with pytest.raises(ValueError, match="max_attempts"):
+        queue.enqueue("extract", {}, max_attempts=0)

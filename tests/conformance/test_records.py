@@ -1,0 +1,116 @@
+"""Records: persistence, dedup, expiry, isolation, forgetting, through the ports."""
+
+from __future__ import annotations
+
+from llama_memory.storage.ports import NewRecord, Storage
+from llama_memory.types import Scope
+
+ALICE = Scope(user_id="alice", session_id="s1")
+BOB = Scope(user_id="bob", session_id="s1")
+
+
+def note(text: str, scope: Scope = ALICE, mid: str = "m1", **kwargs) -> NewRecord:
+    return NewRecord(source="vector", scope=scope, text=text, message_ids=(mid,), event_time=1.0, **kwargs)
+
+
+def test_a_record_written_is_read_back_by_another_store_object(backend) -> None:
+    first: Storage = backend.open()
+    [record_id] = first.add_records([note("I keep bees on the roof", role="user")])
+    first.close()
+    again = backend.open()
+    record = again.get_records([record_id], ALICE, "vector")[record_id]
+    assert (record.text, record.role, record.user_id, record.message_ids) == (
+        "I keep bees on the roof", "user", "alice", ["m1"]
+    )
+    assert again.count_records("vector", ALICE) == 1
+
+
+def test_the_same_text_is_stored_once_and_collects_its_message_ids(backend) -> None:
+    store = backend.open()
+    first = store.add_records([note("Bees  ON the roof", mid="m1")])
+    second = store.add_records([note("bees on the roof", mid="m2")])
+    assert first == second
+    assert store.get_records(first, ALICE, "vector")[first[0]].message_ids == ["m1", "m2"]
+    assert store.count_records("vector") == 1
+    # Another user's identical text is theirs: a record of its own.
+    assert store.add_records([note("bees on the roof", BOB)]) != first
+
+
+def test_reads_never_cross_users_or_sources(backend) -> None:
+    store = backend.open()
+    [mine] = store.add_records([note("my locker code is 4471")])
+    store.add_records([note("my locker code is 9902", BOB)])
+    assert store.get_records([mine], BOB, "vector") == {}
+    assert store.get_records([mine], ALICE, "triples") == {}
+    assert [i for i, _ in store.search_text("locker code", ALICE, "vector", 10)] == [mine]
+    assert store.search_text("locker", Scope(user_id="carol"), "vector", 10) == []
+
+
+def test_expired_records_are_not_read_and_purge_deletes_them(backend) -> None:
+    store = backend.open()
+    [short] = store.add_records([note("parking spot 12", ttl=10.0, expires_at=110.0)])
+    [lasting] = store.add_records([note("born in Lyon")])
+    assert set(store.get_records([short, lasting], ALICE, "vector", alive_at=100.0)) == {short, lasting}
+    assert set(store.get_records([short, lasting], ALICE, "vector", alive_at=111.0)) == {lasting}
+    gone = store.purge_expired(111.0)
+    assert [g.id for g in gone] == [short]
+    assert store.get_records([short], ALICE, "vector") == {}
+
+
+def test_stating_a_record_again_renews_it_and_forever_wins(backend) -> None:
+    store = backend.open()
+    [record_id] = store.add_records([note("parking spot 12", ttl=10.0, expires_at=110.0)])
+    store.add_records([note("parking spot 12", ttl=10.0, expires_at=150.0)])
+    assert store.get_records([record_id], ALICE, "vector")[record_id].expires_at == 150.0
+    store.add_records([note("parking spot 12", ttl=10.0, expires_at=120.0)])  # earlier: kept
+    assert store.get_records([record_id], ALICE, "vector")[record_id].expires_at == 150.0
+    store.add_records([note("parking spot 12")])  # kept forever now
+    assert store.get_records([record_id], ALICE, "vector")[record_id].expires_at is None
+
+
+def test_refresh_on_read_moves_the_expiry_of_records_with_a_ttl_only(backend) -> None:
+    store = backend.open()
+    [short] = store.add_records([note("parking spot 12", ttl=10.0, expires_at=110.0)])
+    [lasting] = store.add_records([note("born in Lyon")])
+    store.refresh_expiry([short, lasting], 200.0)
+    rows = store.get_records([short, lasting], ALICE, "vector")
+    assert (rows[short].expires_at, rows[lasting].expires_at) == (210.0, None)
+
+
+def test_forgetting_a_user_deletes_their_rows_of_every_kind_and_no_one_elses(backend) -> None:
+    from llama_index.core.base.llms.types import ChatMessage
+
+    store = backend.open()
+    [mine] = store.add_records([note("my locker code is 4471")])
+    [theirs] = store.add_records([note("my locker code is 9902", BOB)])
+    store.chat_log(ALICE).append([ChatMessage(role="user", content="hello")])
+    store.chat_log(BOB).append([ChatMessage(role="user", content="hi")])
+    store.enqueue("extract", {"n": 1}, tenant_id="default", user_id="alice")
+    assert store.delete_user(ALICE) == [mine]
+    assert store.get_records([mine], ALICE, "vector") == {}
+    assert store.search_text("locker", ALICE, "vector", 10) == []
+    assert store.chat_log(ALICE).load() == []
+    assert store.claim("w") is None  # their queued job went with them
+    assert set(store.get_records([theirs], BOB, "vector")) == {theirs}
+    assert [m.content for m in store.chat_log(BOB).load()] == ["hi"]
+
+
+def test_index_flags_follow_the_writes_and_reindexing(backend) -> None:
+    store = backend.open()
+    ids = store.add_records([note("one"), note("two")])
+    assert [p.id for p in store.pending_records("vector", 10)] == ids
+    store.mark_indexed(ids[:1], vectors=[b"\x00\x3c" * 4])
+    assert [p.id for p in store.pending_records("vector", 10)] == ids[1:]
+    assert store.stored_vectors(ids) == {ids[0]: b"\x00\x3c" * 4}
+    assert store.index_flags("vector") == {("default", "alice"): {ids[0]: True, ids[1]: False}}
+    assert store.mark_all_unindexed("vector") == 2
+    assert store.stored_vectors(ids) == {}
+
+
+def test_session_neighbours_are_in_write_order(backend) -> None:
+    store = backend.open()
+    store.ensure_session_order()
+    ids = store.add_records([note(f"turn {n}", mid=f"m{n}") for n in range(5)])
+    around = store.session_neighbours([ids[2]], ALICE, "vector", 1)[ids[2]]
+    assert [record_id for _, record_id in around] == ids[1:4]
+    assert [p for p, _ in around] == sorted(p for p, _ in around)

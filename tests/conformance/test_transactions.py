@@ -1,0 +1,53 @@
+"""The transaction spanning the ports: all or nothing, nested writes join it."""
+
+from __future__ import annotations
+
+import pytest
+from llama_index.core.base.llms.types import ChatMessage
+
+from llama_memory.storage.ports import NewRecord
+from llama_memory.types import Scope
+
+ALICE = Scope(user_id="alice", session_id="s1")
+
+
+class Boom(Exception):
+    pass
+
+
+def test_a_failed_batch_leaves_nothing_of_any_port(backend) -> None:
+    store = backend.open()
+    ran: list[str] = []
+    with pytest.raises(Boom):
+        with store.transaction("put messages"):
+            store.chat_log(ALICE).append([ChatMessage(role="user", content="hello")])
+            store.add_records([NewRecord("vector", ALICE, "hello", ("m1",), 1.0)])
+            store.enqueue("extract", {"m": "m1"})
+            store.after_commit(lambda: ran.append("indexed"))
+            raise Boom()
+    again = backend.open()
+    assert again.chat_log(ALICE).load() == []
+    assert again.count_records("vector") == 0
+    assert again.claim("w") is None
+    assert ran == []  # work waiting for the commit is dropped with it
+
+
+def test_a_committed_batch_is_all_there_and_then_runs_its_after_commit_work(backend) -> None:
+    store = backend.open()
+    ran: list[int] = []
+    with store.transaction("put messages"):
+        with store.transaction("nested"):  # joins the outer one
+            store.add_records([NewRecord("vector", ALICE, "hello", ("m1",), 1.0)])
+        store.chat_log(ALICE).append([ChatMessage(role="user", content="hello")])
+        store.after_commit(lambda: ran.append(backend.open().count_records("vector")))
+        assert ran == []
+    assert ran == [1]  # ran after the commit: another store object sees the record
+    assert [m.content for m in backend.open().chat_log(ALICE).load()] == ["hello"]
+
+
+def test_the_change_token_moves_when_another_store_object_commits(backend) -> None:
+    reader, writer = backend.open(), backend.open()
+    before = reader.change_token()
+    assert reader.change_token() == before
+    writer.add_records([NewRecord("vector", ALICE, "hello", ("m1",), 1.0)])
+    assert reader.change_token() != before

@@ -1,0 +1,189 @@
+"""The layers hold: storage knowledge stays in ``llama_memory/storage/``, and the
+package's modules import each other without cycles.
+
+Outside ``storage/`` no module imports a backend (``sqlite3``, ``chromadb``, the
+``storage.sqlite`` or ``storage.chroma`` modules) or holds SQL, except the modules of
+:data:`ALLOWED`, each for the reason given there.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "llama_memory"
+
+#: Backend modules: only ``llama_memory/storage/`` and the allowed modules import them.
+BACKENDS = re.compile(r"^(sqlite3|chromadb|psycopg\w*|llama_memory\.storage\.(sqlite|chroma))(\.|$)")
+#: SQL statements as they are written in this code base (keywords in capitals).
+SQL = re.compile(
+    r"\b(SELECT\s.+\sFROM|INSERT\s+(OR\s+\w+\s+)?INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|"
+    r"CREATE\s+(TABLE|(UNIQUE\s+)?INDEX|VIRTUAL\s+TABLE|TRIGGER)|PRAGMA\s+\w+)",
+    re.DOTALL,
+)
+
+#: Modules outside storage/ that may import a backend (B) or hold SQL (S), and why.
+ALLOWED: dict[str, tuple[str, str]] = {
+    "config.py": ("B", "the composition root: it chooses and opens the backends"),
+    "admin.py": ("B", "MemoryAdmin opens the stores of a directory (file names, clients)"),
+    "cli.py": ("B", "names the store's files (DB_FILENAME, CHROMA_DIRNAME) for `info`"),
+    "expiry.py": ("B", "re-exports ALIVE_SQL to the triple and profile sources until they move"),
+    # Until issue 14's parts T and P land, these two still run their own SQL (the lead
+    # removes them from this list at merge):
+    "sources/triples": ("BS", "triple timeline SQL moves to storage/sqlite/triples.py (part T)"),
+    "sources/profile": ("BS", "profile rows SQL moves to storage/sqlite/profile.py (part P)"),
+}
+
+
+def _modules() -> dict[str, Path]:
+    return {
+        ".".join(("llama_memory", *path.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(
+            ".__init__"
+        ): path
+        for path in sorted(PACKAGE.rglob("*.py"))
+    }
+
+
+def _imports(name: str, path: Path, *, runtime_only: bool) -> set[str]:
+    """The absolute names a module imports (relative imports resolved), also inside
+    functions; with ``runtime_only``, not those under ``if TYPE_CHECKING:``."""
+    tree = ast.parse(path.read_text())
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if runtime_only and isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                continue
+            if isinstance(child, ast.Import):
+                found.update(alias.name for alias in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                base = package
+                for _ in range(child.level - 1):
+                    base = base.rpartition(".")[0]
+                module = child.module or ""
+                target = (f"{base}.{module}" if module else base) if child.level else module
+                found.add(target)
+                found.update(f"{target}.{alias.name}" for alias in child.names)
+            visit(child)
+
+    visit(tree)
+    return found
+
+
+def _strings(path: Path) -> list[str]:
+    """The string constants of a module that are not docstrings (prose may name SQL)."""
+    tree = ast.parse(path.read_text())
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+    ]
+
+
+def _allowed(relative: str, kind: str) -> bool:
+    return any(
+        (relative == key or relative.startswith(key + "/") or relative == key + ".py") and kind in kinds
+        for key, (kinds, _) in ALLOWED.items()
+    )
+
+
+def test_no_module_outside_storage_imports_a_backend_or_holds_sql() -> None:
+    offences = []
+    for name, path in _modules().items():
+        relative = path.relative_to(PACKAGE).as_posix()
+        if relative.startswith("storage/"):
+            continue
+        backends = sorted(i for i in _imports(name, path, runtime_only=False) if BACKENDS.match(i))
+        if backends and not _allowed(relative, "B"):
+            offences.append(f"{relative} imports {backends}")
+        sql = [text for text in _strings(path) if SQL.search(text)]
+        if sql and not _allowed(relative, "S"):
+            offences.append(f"{relative} holds SQL: {sql[0][:60]!r}")
+    assert offences == [], "storage knowledge outside llama_memory/storage/:\n" + "\n".join(offences)
+
+
+def test_the_allow_list_names_only_modules_that_need_it() -> None:
+    """An entry whose module no longer imports a backend or holds SQL goes from the list."""
+    modules = _modules()
+    for key, (kinds, why) in ALLOWED.items():
+        paths = [p for p in modules.values() if _allowed(p.relative_to(PACKAGE).as_posix(), kinds[0])
+                 and (p.relative_to(PACKAGE).as_posix() in (key, key + ".py")
+                      or p.relative_to(PACKAGE).as_posix().startswith(key + "/"))]
+        assert paths, f"ALLOWED names {key}, which does not exist"
+        names = {n for n, p in modules.items() if p in paths}
+        imports_backend = any(
+            BACKENDS.match(i) for n in names for i in _imports(n, modules[n], runtime_only=False)
+        )
+        holds_sql = any(SQL.search(text) for p in paths for text in _strings(p))
+        needed = ("B" in kinds and imports_backend) or ("S" in kinds and holds_sql)
+        assert needed, f"{key} no longer needs its place in ALLOWED ({why}): remove it"
+
+
+#: Cycles known and left, each with why (a cycle is a pair of modules that need each other
+#: at run time, a function-level import included).
+KNOWN_CYCLES = {
+    # TripleSource.to_networkx/plot import graph, which imports the triple data model;
+    # part T splits sources/triples.py into a package, and graph then imports its model
+    # module only (the lead removes these at merge).
+    ("llama_memory.graph", "llama_memory.sources.triples"),
+    ("llama_memory.graph", "llama_memory.sources.triples", "llama_memory.views"),
+}
+
+
+def _runtime_graph() -> dict[str, set[str]]:
+    modules = _modules()
+    graph = {
+        name: {i for i in _imports(name, path, runtime_only=True) if i in modules and i != name}
+        for name, path in modules.items()
+    }
+    # A submodule imports its parent package first by Python's rules: not a cycle of ours.
+    for name, targets in graph.items():
+        targets -= {p for p in targets if name.startswith(p + ".")}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> set[tuple[str, ...]]:
+    """Every simple cycle (of up to 6 modules), each from its smallest name."""
+    found: set[tuple[str, ...]] = set()
+
+    def walk(start: str, node: str, path: list[str]) -> None:
+        for target in graph[node]:
+            if target == start:
+                at = path.index(min(path))
+                found.add(tuple(path[at:] + path[:at]))
+            elif target not in path and target > start and len(path) < 6:
+                walk(start, target, [*path, target])
+
+    for name in graph:
+        walk(name, name, [name])
+    return found
+
+
+def test_the_package_has_no_import_cycles() -> None:
+    cycles = _cycles(_runtime_graph()) - KNOWN_CYCLES
+    assert cycles == set(), "import cycles:\n" + "\n".join(" -> ".join(c) for c in sorted(cycles))
+
+
+def test_storage_depends_on_nothing_above_it() -> None:
+    """Storage is the bottom layer: of the package, it imports only itself and the
+    leaf modules of plain domain types, errors and text helpers."""
+    leaves = {"llama_memory.types", "llama_memory.errors", "llama_memory.text"}
+    graph = _runtime_graph()
+    above = {
+        name: sorted(t for t in targets if not t.startswith("llama_memory.storage") and t not in leaves)
+        for name, targets in graph.items()
+        if name.startswith("llama_memory.storage")
+    }
+    assert {name: t for name, t in above.items() if t} == {}
+    uses_storage = sorted(t for t in graph["llama_memory.compose"] if t.startswith("llama_memory.storage"))
+    assert uses_storage == []  # composing a block needs no storage (its text helper is in text.py)
