@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -64,13 +65,30 @@ def _sqlite(location: Path) -> Backend:
     )
 
 
-#: Every backend the suite runs on, by name.
-BACKENDS: dict[str, Callable[[Path], Backend]] = {"sqlite": _sqlite}
+def _postgres(url: str) -> Backend:
+    from llama_memory.storage.postgres import PgVectorIndex, PostgresStore
+
+    index_store: list[PostgresStore] = []
+
+    def open_index() -> VectorIndex:
+        if not index_store:  # one store object serves the indexes; closed with the rest
+            index_store.append(backend.open())
+        return PgVectorIndex(index_store[0], "conformance")
+
+    backend = Backend("postgres", lambda: PostgresStore(url, max_size=2), open_index)
+    return backend
+
+
+#: Every backend the suite runs on, by name, given its location: a directory for
+#: SQLite, the URL of a new database on the test server for PostgreSQL.
+BACKENDS: dict[str, Callable[[Any], Backend]] = {"sqlite": _sqlite, "postgres": _postgres}
 
 
 @pytest.fixture(params=sorted(BACKENDS))
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    """Each backend in turn, on a fresh location."""
-    made = BACKENDS[request.param](tmp_path / "store")
+    """Each backend in turn, on a fresh location (PostgreSQL: a new database on the
+    session's server, started by the first test that needs it)."""
+    location = request.getfixturevalue("postgres_url") if request.param == "postgres" else tmp_path / "store"
+    made = BACKENDS[request.param](location)
     yield made
     made.close()

@@ -1,0 +1,163 @@
+"""Chat history in PostgreSQL: each conversation's messages, losslessly as JSON, in
+commit order, shared by every worker on the database."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, NamedTuple, Optional
+
+from llama_index.core.base.llms.types import ChatMessage
+
+from ...types import Scope, now
+from ..codec import dump_message
+from ..ports.chat import ChatLogChanges
+from .connection import Connection, PostgresConnection
+
+# One statement, so one snapshot: the conversation's bounds and its rows after a cursor.
+_SINCE = (
+    "WITH b AS (SELECT min(seq) AS first, max(seq) AS last FROM chat_messages "
+    "WHERE tenant_id = %(t)s AND user_id = %(u)s AND session_id = %(s)s) "
+    "SELECT b.first, b.last, m.seq, m.message_json FROM b LEFT JOIN chat_messages m "
+    "ON m.tenant_id = %(t)s AND m.user_id = %(u)s AND m.session_id = %(s)s AND m.seq > %(after)s "
+    "ORDER BY m.seq"
+)
+
+
+class ChatCursor(NamedTuple):
+    """How far a reader of a :class:`PostgresChatLog` has read: the sequence numbers of
+    the first (None when empty) and last (0 when empty) messages it saw. Sequence
+    numbers only grow, so a conversation whose first number changed was replaced."""
+
+    first: Optional[int]
+    last: int
+
+
+class ChatTables(PostgresConnection):
+    """The chat history part of the store (table ``chat_messages``)."""
+
+    def _since(self, scope: Scope, after: int) -> tuple[list[ChatMessage], ChatCursor]:
+        rows = self.query("read chat history", _SINCE, {**_key(scope), "after": after})
+        messages = [_load(row["message_json"]) for row in rows if row["seq"] is not None]
+        first = rows[0]["first"] if rows else None
+        last = rows[0]["last"] if rows else None
+        return messages, ChatCursor(first, last or 0)
+
+    def _lock_conversation(self, conn: Connection, scope: Scope) -> None:
+        # Writers of one conversation take turns until they commit, so that sequence
+        # numbers (taken after the lock) follow commit order: a reader that has seen
+        # seq n never misses a later commit with a smaller one.
+        key = _key(scope)
+        conn.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+            (json.dumps([key["t"], key["u"], key["s"]]),),
+        )
+
+    def _insert(self, conn: Connection, scope: Scope, messages: Sequence[ChatMessage]) -> None:
+        if not messages:
+            return
+        key = _key(scope)
+        created = now()
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO chat_messages (tenant_id, user_id, session_id, message_json, created_at) "
+                "VALUES (%s, %s, %s, %s, %s)",
+                [(key["t"], key["u"], key["s"], dump_message(m), created) for m in messages],
+            )
+
+    def append_chat_after(
+        self, scope: Scope, after: int, messages: Sequence[ChatMessage]
+    ) -> tuple[list[ChatMessage], ChatCursor, ChatCursor]:
+        """Append messages to one conversation under its lock; return what others
+        committed after ``after`` before them, the bounds then, and the bounds after."""
+        with self.transaction("append chat history") as conn:
+            self._lock_conversation(conn, scope)
+            before, bounds = self._since(scope, after)
+            self._insert(conn, scope, messages)
+            _, end = self._since(scope, 2**62)
+        return before, bounds, end
+
+    def replace_chat(self, scope: Scope, messages: Sequence[ChatMessage]) -> ChatCursor:
+        """Make ``messages`` the whole conversation; return its bounds after."""
+        with self.transaction("replace chat history") as conn:
+            self._lock_conversation(conn, scope)
+            key = _key(scope)
+            conn.execute(
+                "DELETE FROM chat_messages WHERE tenant_id = %s AND user_id = %s AND session_id = %s",
+                (key["t"], key["u"], key["s"]),
+            )
+            self._insert(conn, scope, messages)
+            _, end = self._since(scope, 2**62)
+        return end
+
+    def sessions(self, scope: Scope) -> list[str]:
+        """The session ids with stored chat history for the scope's user, oldest first."""
+        rows = self.query(
+            "list sessions",
+            "SELECT session_id FROM chat_messages WHERE tenant_id = %s AND user_id = %s "
+            "GROUP BY session_id ORDER BY min(seq)",
+            (scope.tenant_id, scope.user_id or ""),
+        )
+        return [row["session_id"] for row in rows]
+
+
+class PostgresChatLog:
+    """One conversation's persisted messages: a
+    :class:`~llama_memory.storage.ports.chat.SharedChatLog`. Every worker on the
+    database sees the messages the others commit, in commit order; "nothing changed"
+    costs one index lookup of the conversation's bounds."""
+
+    def __init__(self, store: ChatTables, scope: Scope) -> None:
+        self.store = store
+        self.scope = scope
+
+    def load(self) -> list[ChatMessage]:
+        """The conversation's messages, oldest first."""
+        return self.store._since(self.scope, 0)[0]
+
+    def append(self, messages: Sequence[ChatMessage]) -> None:
+        """Append messages."""
+        self.store.append_chat_after(self.scope, 2**62, messages)
+
+    def replace(self, messages: Sequence[ChatMessage]) -> None:
+        """Replace all messages."""
+        self.store.replace_chat(self.scope, messages)
+
+    def clear(self) -> None:
+        """Remove all messages."""
+        self.store.replace_chat(self.scope, [])
+
+    def changes(self, cursor: Optional[ChatCursor]) -> Optional[ChatLogChanges]:
+        """What was committed since ``cursor`` (everything when it is None), or None
+        when the conversation is as the cursor saw it."""
+        messages, bounds = self.store._since(self.scope, cursor.last if cursor is not None else 0)
+        if cursor is not None and bounds == cursor:
+            return None
+        return ChatLogChanges(messages, _replaced(cursor, bounds.first), bounds)
+
+    def append_after(self, cursor: Optional[ChatCursor], messages: Sequence[ChatMessage]) -> ChatLogChanges:
+        """Append ``messages`` after whatever was committed since ``cursor``, which is
+        returned (the cursor returned is after ``messages``)."""
+        before, bounds, end = self.store.append_chat_after(
+            self.scope, cursor.last if cursor is not None else 0, messages
+        )
+        return ChatLogChanges(before, _replaced(cursor, bounds.first), end)
+
+    def replace_all(self, messages: Sequence[ChatMessage]) -> ChatCursor:
+        """Make ``messages`` the whole conversation; return the cursor after them."""
+        return self.store.replace_chat(self.scope, messages)
+
+
+def _replaced(cursor: Optional[ChatCursor], first: Optional[int]) -> bool:
+    """Whether rows read after ``cursor`` are the whole conversation (nothing read
+    before, or the first message the reader saw is gone) rather than an addition."""
+    return cursor is None or (cursor.first is not None and first != cursor.first)
+
+
+def _load(data: Any) -> ChatMessage:
+    return ChatMessage.model_validate(data if not isinstance(data, str) else json.loads(data))
+
+
+def _key(scope: Scope) -> dict[str, str]:
+    # The buffer of an anonymous memory is still persisted, under the empty user.
+    return {"t": scope.tenant_id, "u": scope.user_id or "", "s": scope.session_id or ""}

@@ -1,0 +1,227 @@
+"""The connection pool of the PostgreSQL system of record: transactions that span every
+port, migrations under an advisory lock, meta, and errors that name the server."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, Optional
+
+import psycopg
+from psycopg.rows import DictRow, dict_row
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from ...errors import StorageError
+from .schema import MIGRATION_LOCK, MIGRATIONS, VERSION_TABLE
+
+#: A connection of the pool: rows come back as dicts.
+Connection = psycopg.Connection[DictRow]
+
+
+def describe_url(url: str) -> str:
+    """``host:port/dbname`` of a connection URL, without user or password (for errors)."""
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "<unparsable PostgreSQL URL>"
+    host = info.get("host") or "localhost"
+    return f"{host}:{info.get('port') or 5432}/{info.get('dbname') or ''}"
+
+
+class PostgresConnection:
+    """The plumbing every part of :class:`~llama_memory.storage.postgres.PostgresStore`
+    shares: a bounded pool, thread-local transactions that nest, migrations, meta.
+
+    Args:
+        url: a ``postgresql://`` URL (libpq connection string).
+        max_size: most connections this store object opens (a bounded pool: behind
+            pgbouncer, keep the sum over workers under its pool size).
+        max_idle: seconds an idle connection above ``min_size`` is kept.
+        max_lifetime: seconds after which a connection is replaced (proxies and
+            load balancers cut old connections).
+        prepare_threshold: psycopg's; pass ``None`` behind pgbouncer in transaction
+            mode (no server-side prepared statements there).
+        timeout: seconds to wait for a connection before raising StorageError.
+
+    Every connection is checked when taken from the pool, so one cut by the server or
+    a proxy is replaced instead of failing the call. Every ``psycopg`` error is
+    re-raised as :class:`~llama_memory.errors.StorageError` naming the server.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 4,
+        max_idle: float = 300.0,
+        max_lifetime: float = 1800.0,
+        prepare_threshold: Optional[int] = 5,
+        timeout: float = 10.0,
+    ) -> None:
+        if not isinstance(url, str) or not url.startswith(("postgresql://", "postgres://")):
+            raise ValueError(
+                f"a PostgreSQL store takes a URL such as 'postgresql://user@host:5432/dbname', "
+                f"not {url!r}"
+            )
+        if not 1 <= min_size <= max_size:
+            raise ValueError(f"need 1 <= min_size <= max_size, got min_size={min_size}, max_size={max_size}")
+        self.location = describe_url(url)
+        self._timeout = timeout
+        self._local = threading.local()
+        self._pool: ConnectionPool[Connection] = ConnectionPool(
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            max_idle=max_idle,
+            max_lifetime=max_lifetime,
+            check=ConnectionPool.check_connection,
+            connection_class=Connection,
+            kwargs={"autocommit": True, "row_factory": dict_row, "prepare_threshold": prepare_threshold},
+            timeout=timeout,
+            name=f"llama-memory {self.location}",
+            open=False,
+        )
+        with self._errors("connect"):
+            self._pool.open(wait=True, timeout=timeout)
+        try:
+            self._migrate()
+        except BaseException:
+            self._pool.close()
+            raise
+
+    # -- plumbing -----------------------------------------------------------------
+
+    @contextmanager
+    def _errors(self, action: str) -> Iterator[None]:
+        try:
+            yield
+        except (psycopg.Error, PoolTimeout) as exc:
+            raise StorageError(f"PostgreSQL store {self.location}: {action} failed: {exc}") from exc
+
+    def _held(self) -> Optional[Connection]:
+        """The connection of this thread's open transaction, if any."""
+        return getattr(self._local, "conn", None)
+
+    @contextmanager
+    def transaction(self, action: str) -> Iterator[Connection]:
+        """One atomic write: committed on success, rolled back (and raised) on failure.
+
+        Yields the connection the transaction holds; ``action`` names the write in a
+        :class:`StorageError`. A transaction opened inside another one in the same
+        thread joins it (every port's write goes through the held connection), so a
+        memory writes a batch to the chat log and to every source all or nothing.
+        """
+        local = self._local
+        held = self._held()
+        if held is not None:
+            local.depth += 1
+            try:
+                yield held
+            finally:
+                local.depth -= 1
+            return
+        callbacks: list[Callable[[], object]] = []
+        with self._errors(action):
+            with self._pool.connection() as conn:
+                local.conn, local.depth, local.after = conn, 1, []
+                try:
+                    with conn.transaction():
+                        yield conn
+                    callbacks = local.after
+                finally:
+                    local.conn, local.depth, local.after = None, 0, []
+        for callback in callbacks:  # committed: run what waited for it
+            callback()
+
+    def after_commit(self, callback: Callable[[], object]) -> None:
+        """Run ``callback`` once this thread's open transaction commits (at once when
+        none is open); it is dropped if the transaction rolls back."""
+        if self._held() is not None:
+            self._local.after.append(callback)
+            return
+        callback()
+
+    def query(
+        self, action: str, sql: Any, params: Sequence[Any] | Mapping[str, Any] = ()
+    ) -> list[dict[str, Any]]:
+        """Run one statement and return its rows (in this thread's transaction when one
+        is open, else as its own); ``action`` names it in a :class:`StorageError`."""
+        held = self._held()
+        if held is not None:
+            cur = held.execute(sql, params)
+            return cur.fetchall() if cur.description else []
+        with self._errors(action), self._pool.connection() as conn:
+            cur = conn.execute(sql, params)
+            return cur.fetchall() if cur.description else []
+
+    def change_token(self) -> Hashable:
+        """The server's current snapshot (``pg_current_snapshot()``): it changes when
+        any transaction that wrote commits, and only then, so data read after reading
+        it is never older than the token says."""
+        return str(self.query("read change token", "SELECT pg_current_snapshot()::text AS s")[0]["s"])
+
+    def _migrate(self) -> None:
+        with self.transaction("migrate the schema") as conn:
+            # Workers starting at once on a new database migrate one after the other.
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+            conn.execute(VERSION_TABLE)
+            row = conn.execute("SELECT coalesce(max(version), 0) AS v FROM llama_memory_migrations").fetchone()
+            version = int(row["v"]) if row else 0
+            if version > len(MIGRATIONS):
+                raise StorageError(
+                    f"PostgreSQL store {self.location} has schema version {version}, newer than "
+                    f"this release of llama-memory understands ({len(MIGRATIONS)}): upgrade llama-memory"
+                )
+            for step in range(version, len(MIGRATIONS)):
+                for statement in MIGRATIONS[step]:
+                    conn.execute(statement)
+                conn.execute("INSERT INTO llama_memory_migrations (version) VALUES (%s)", (step + 1,))
+
+    @property
+    def schema_version(self) -> int:
+        """The schema version of the database."""
+        rows = self.query("read schema version", "SELECT coalesce(max(version), 0) AS v FROM llama_memory_migrations")
+        return int(rows[0]["v"])
+
+    def close(self) -> None:
+        """Close the pool (further calls raise StorageError)."""
+        self._pool.close()
+
+    # -- meta ---------------------------------------------------------------------
+
+    def get_meta(self, key: str) -> Optional[str]:
+        """The value stored under ``key`` in the meta table, or None."""
+        rows = self.query("read meta", "SELECT value FROM meta WHERE key = %s", (key,))
+        return str(rows[0]["value"]) if rows else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Store ``value`` under ``key`` in the meta table."""
+        with self.transaction("write meta") as conn:
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES (%s, %s) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
+
+    def set_meta_once(self, key: str, value: str) -> str:
+        """Store ``value`` under ``key`` unless a value is there; return the value kept."""
+        with self.transaction("write meta") as conn:
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING", (key, value)
+            )
+            row = conn.execute("SELECT value FROM meta WHERE key = %s", (key,)).fetchone()
+            assert row is not None
+            return str(row["value"])
+
+    def delete_meta(self, keys: Sequence[str]) -> None:
+        """Remove ``keys`` from the meta table (absent ones are ignored)."""
+        with self.transaction("delete meta") as conn:
+            conn.execute("DELETE FROM meta WHERE key = ANY(%s)", (list(keys),))
+
+    @property
+    def store_id(self) -> str:
+        """A random id given to this store when first asked, kept in the meta table."""
+        return self.set_meta_once("store_id", uuid.uuid4().hex[:12])

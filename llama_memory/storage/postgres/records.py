@@ -1,0 +1,294 @@
+"""Long-term records in PostgreSQL: write with dedup, read, session order, index flags,
+expiry, their full-text index (a generated ``tsvector``) and vector copies."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from collections.abc import Sequence
+from typing import Any, Optional
+
+from psycopg.types.json import Jsonb
+
+from ...text import content_hash
+from ...types import MemoryRecord, Scope, now
+from ..expiry import later_expiry
+from ..ports.records import NewRecord, PendingRecord
+from .connection import PostgresConnection
+
+_COLUMNS = (
+    "id, source, tenant_id, user_id, session_id, role, text, message_ids, event_time, "
+    "ingested_at, metadata, expires_at"
+)
+_WORD = re.compile(r"\w+", re.UNICODE)
+# Month names in English whatever the process locale (the lexical index is English).
+_MONTHS = (
+    "January February March April May June July August September October November December".split()
+)
+
+
+class RecordTables(PostgresConnection):
+    """The records part of the store (table ``records``)."""
+
+    def add_records(self, records: Sequence[NewRecord]) -> list[str]:
+        """Write records in one transaction; return their ids.
+
+        A record whose normalised text (and role) the same user already has in the
+        same source is stored once: the existing row's message ids grow and its expiry
+        is renewed (the later wins, "forever" wins all). Concurrent writers of the same
+        text meet on the unique key, and the merge runs under the row's lock.
+        """
+        ids: list[str] = []
+        ingested = now()
+        with self.transaction("add records") as conn:
+            for rec in records:
+                user = rec.scope.require_user(f"the {rec.source!r} memory source")
+                digest = content_hash(rec.text, rec.role)
+                record_id = _record_id(rec.source, rec.scope.tenant_id, user, digest)
+                inserted = conn.execute(
+                    "INSERT INTO records (id, source, tenant_id, user_id, session_id, role, text, "
+                    "event_date, content_hash, message_ids, event_time, ingested_at, metadata, ttl, "
+                    "expires_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                    "ON CONFLICT (tenant_id, user_id, source, content_hash) DO NOTHING RETURNING id",
+                    (
+                        record_id, rec.source, rec.scope.tenant_id, user, rec.scope.session_id,
+                        rec.role, rec.text, _event_date(rec.event_time), digest,
+                        Jsonb(list(rec.message_ids)), rec.event_time, ingested,
+                        Jsonb(rec.metadata or {}), rec.ttl if rec.expires_at is not None else None,
+                        rec.expires_at,
+                    ),
+                ).fetchone()  # fmt: skip
+                if inserted is not None:
+                    ids.append(record_id)
+                    continue
+                existing = conn.execute(
+                    "SELECT id, message_ids, ttl, expires_at FROM records WHERE tenant_id = %s "
+                    "AND user_id = %s AND source = %s AND content_hash = %s FOR UPDATE",
+                    (rec.scope.tenant_id, user, rec.source, digest),
+                ).fetchone()
+                assert existing is not None  # the conflict that refused the insert
+                known = list(existing["message_ids"])
+                merged = known + [m for m in rec.message_ids if m not in known]
+                lasting = later_expiry((existing["ttl"], existing["expires_at"]), (rec.ttl, rec.expires_at))
+                if merged != known or lasting != (existing["ttl"], existing["expires_at"]):
+                    conn.execute(
+                        "UPDATE records SET message_ids = %s, ttl = %s, expires_at = %s "
+                        "WHERE tenant_id = %s AND user_id = %s AND id = %s",
+                        (Jsonb(merged), *lasting, rec.scope.tenant_id, user, existing["id"]),
+                    )
+                ids.append(existing["id"])
+        return ids
+
+    def get_records(
+        self, ids: Sequence[str], scope: Scope, source: str, alive_at: Optional[float] = None
+    ) -> dict[str, MemoryRecord]:
+        """Records by id, of the scope's tenant and user and of ``source`` only (and,
+        given ``alive_at``, not expired then)."""
+        if not ids:
+            return {}
+        user = scope.require_user(f"the {source!r} memory source")
+        alive = "" if alive_at is None else " AND (expires_at IS NULL OR expires_at > %s)"
+        rows = self.query(
+            "read records",
+            f"SELECT {_COLUMNS} FROM records WHERE tenant_id = %s AND user_id = %s "
+            f"AND id = ANY(%s) AND source = %s{alive}",
+            (scope.tenant_id, user, list(ids), source, *(() if alive_at is None else (alive_at,))),
+        )
+        return {row["id"]: _to_record(row) for row in rows}
+
+    def session_neighbours(
+        self, ids: Sequence[str], scope: Scope, source: str, radius: int
+    ) -> dict[str, list[tuple[int, str]]]:
+        """For each id: the records of its session from ``radius`` before to ``radius``
+        after it, as (position, id) in write order (positions: the ``seq`` column)."""
+        if not ids or radius < 0:
+            return {}
+        user = scope.require_user(f"the {source!r} memory source")
+        # Per hit, the rows up to it and after it in its session, along records_by_session.
+        rows = self.query(
+            "read session neighbours",
+            "SELECT h.id AS hit, n.seq AS pos, n.id AS id FROM records h "
+            "CROSS JOIN LATERAL ("
+            "  (SELECT seq, id FROM records r WHERE r.tenant_id = h.tenant_id AND r.user_id = h.user_id"
+            "   AND r.source = h.source AND r.session_id IS NOT DISTINCT FROM h.session_id"
+            "   AND r.seq <= h.seq ORDER BY r.seq DESC LIMIT %(before)s)"
+            "  UNION ALL"
+            "  (SELECT seq, id FROM records r WHERE r.tenant_id = h.tenant_id AND r.user_id = h.user_id"
+            "   AND r.source = h.source AND r.session_id IS NOT DISTINCT FROM h.session_id"
+            "   AND r.seq > h.seq ORDER BY r.seq LIMIT %(after)s)"
+            ") n "
+            "WHERE h.tenant_id = %(t)s AND h.user_id = %(u)s AND h.source = %(s)s AND h.id = ANY(%(ids)s)",
+            {"before": radius + 1, "after": radius, "t": scope.tenant_id, "u": user, "s": source, "ids": list(ids)},
+        )
+        found: dict[str, list[tuple[int, str]]] = {}
+        for row in rows:
+            found.setdefault(row["hit"], []).append((int(row["pos"]), row["id"]))
+        return {hit: sorted(around) for hit, around in found.items()}
+
+    def ensure_session_order(self) -> None:
+        """Nothing to do: the session index is part of the schema."""
+
+    def count_records(self, source: str, scope: Optional[Scope] = None) -> int:
+        """How many records ``source`` holds (for one user when ``scope`` is given)."""
+        if scope is None:
+            rows = self.query("count records", "SELECT count(*) AS n FROM records WHERE source = %s", (source,))
+        else:
+            rows = self.query(
+                "count records",
+                "SELECT count(*) AS n FROM records WHERE tenant_id = %s AND user_id = %s AND source = %s",
+                (scope.tenant_id, scope.require_user(), source),
+            )
+        return int(rows[0]["n"])
+
+    def refresh_expiry(self, ids: Sequence[str], at: float) -> None:
+        """Make records that have a time to live expire ``ttl`` seconds after ``at``."""
+        if ids:
+            with self.transaction("refresh expiry") as conn:
+                conn.execute(
+                    "UPDATE records SET expires_at = %s + ttl WHERE id = ANY(%s) AND ttl IS NOT NULL",
+                    (at, list(ids)),
+                )
+
+    def delete_expired(self, source: str, at: float) -> list[PendingRecord]:
+        """Delete the records of ``source`` expired at ``at``; return them."""
+        with self.transaction("purge expired records") as conn:
+            rows = conn.execute(
+                "DELETE FROM records WHERE source = %s AND expires_at IS NOT NULL AND expires_at <= %s "
+                "RETURNING id, text, tenant_id, user_id",
+                (source, at),
+            ).fetchall()
+        return [PendingRecord(r["id"], r["text"], r["tenant_id"], r["user_id"]) for r in rows]
+
+    # -- index flags and vector copies ----------------------------------------------------
+
+    def pending_records(self, source: str, limit: int) -> list[PendingRecord]:
+        """Up to ``limit`` records the dense index has not caught up with, oldest first."""
+        rows = self.query(
+            "read pending records",
+            "SELECT id, text, tenant_id, user_id FROM records WHERE source = %s AND NOT indexed "
+            "ORDER BY seq LIMIT %s",
+            (source, limit),
+        )
+        return [PendingRecord(r["id"], r["text"], r["tenant_id"], r["user_id"]) for r in rows]
+
+    def mark_indexed(
+        self, ids: Sequence[str], indexed: bool = True, vectors: Optional[Sequence[bytes]] = None
+    ) -> None:
+        """Record that the dense index holds (or no longer holds) these records, keeping
+        ``vectors`` (one encoded vector per id) as their copies; un-indexing drops them."""
+        if vectors is not None and len(vectors) != len(ids):
+            raise ValueError(f"{len(ids)} record ids but {len(vectors)} vectors")
+        with self.transaction("mark records indexed") as conn, conn.cursor() as cur:
+            if not indexed:
+                cur.execute("UPDATE records SET indexed = false, vector = NULL WHERE id = ANY(%s)", (list(ids),))
+            elif vectors is None:
+                cur.execute("UPDATE records SET indexed = true WHERE id = ANY(%s)", (list(ids),))
+            else:
+                cur.executemany(
+                    "UPDATE records SET indexed = true, vector = %s WHERE id = %s",
+                    [(bytes(v), i) for i, v in zip(ids, vectors)],
+                )
+
+    def mark_all_unindexed(self, source: str) -> int:
+        """Flag every record of ``source`` for re-indexing (copies dropped); return how many."""
+        with self.transaction("reset index flags") as conn:
+            cur = conn.execute("UPDATE records SET indexed = false, vector = NULL WHERE source = %s", (source,))
+            return cur.rowcount
+
+    def index_flags(self, source: str, owner: Optional[tuple[str, str]] = None) -> dict[tuple[str, str], dict[str, bool]]:
+        """Every record id of ``source`` (of one (tenant, user) ``owner``, or all) and
+        whether the dense index holds it, per (tenant, user)."""
+        if owner is None:
+            rows = self.query(
+                "read index flags", "SELECT id, tenant_id, user_id, indexed FROM records WHERE source = %s "
+                "ORDER BY seq", (source,),
+            )  # fmt: skip
+        else:
+            rows = self.query(
+                "read index flags",
+                "SELECT id, tenant_id, user_id, indexed FROM records WHERE tenant_id = %s AND user_id = %s "
+                "AND source = %s ORDER BY seq",
+                (*owner, source),
+            )
+        flags: dict[tuple[str, str], dict[str, bool]] = {}
+        for row in rows:
+            flags.setdefault((row["tenant_id"], row["user_id"]), {})[row["id"]] = bool(row["indexed"])
+        return flags
+
+    def stored_vectors(self, ids: Sequence[str]) -> dict[str, bytes]:
+        """The vector copies of these records, by id (ids without one left out)."""
+        if not ids:
+            return {}
+        rows = self.query(
+            "read record vectors",
+            "SELECT id, vector FROM records WHERE id = ANY(%s) AND vector IS NOT NULL",
+            (list(ids),),
+        )
+        return {row["id"]: bytes(row["vector"]) for row in rows}
+
+    def user_vectors(self, source: str, tenant_id: str, user_id: str, limit: int) -> Optional[dict[str, bytes]]:
+        """Every vector copy of one user's indexed records of ``source`` (one statement,
+        one snapshot); None when they are more than ``limit`` or one has no copy."""
+        rows = self.query(
+            "read user vectors",
+            "SELECT id, vector FROM records WHERE tenant_id = %s AND user_id = %s AND source = %s "
+            "AND indexed LIMIT %s",
+            (tenant_id, user_id, source, limit + 1),
+        )
+        if len(rows) > limit or any(row["vector"] is None for row in rows):
+            return None
+        return {row["id"]: bytes(row["vector"]) for row in rows}
+
+    # -- lexical search ---------------------------------------------------------------------
+
+    def search_text(self, query: str, scope: Scope, source: str, limit: int) -> list[tuple[str, float]]:
+        """Records of the scope's user whose text (or event date in words) shares words
+        with ``query``, best first, as (id, ``ts_rank_cd`` score).
+
+        The query's words are OR-ed (as on SQLite) through ``websearch_to_tsquery``,
+        which reads no operator but "or" and quotes: no user text is query syntax.
+        """
+        user = scope.require_user(f"the {source!r} memory source")
+        words = list(dict.fromkeys(w for w in _WORD.findall(query.casefold()) if w != "or"))
+        if not words or limit <= 0:
+            return []
+        rows = self.query(
+            "search text",
+            "SELECT id, ts_rank_cd(tsv, q) AS score FROM records, "
+            "websearch_to_tsquery('english', %s) AS q WHERE tenant_id = %s AND user_id = %s "
+            "AND source = %s AND tsv @@ q ORDER BY score DESC, seq LIMIT %s",
+            (" or ".join(words), scope.tenant_id, user, source, limit),
+        )
+        return [(row["id"], float(row["score"])) for row in rows]
+
+
+def _event_date(event_time: Optional[float]) -> str:
+    """The event date in words, e.g. "8 May 2023" (UTC), as the lexical index reads it."""
+    if event_time is None:
+        return ""
+    day = time.gmtime(event_time)
+    return f"{day.tm_mday} {_MONTHS[day.tm_mon - 1]} {day.tm_year}"
+
+
+def _record_id(source: str, tenant: str, user: str, digest: str) -> str:
+    # Deterministic and equal to the SQLite backend's: a store copied across keeps its ids.
+    key = f"{source}\x1f{tenant}\x1f{user}\x1f{digest}"
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
+
+
+def _to_record(row: dict[str, Any]) -> MemoryRecord:
+    return MemoryRecord(
+        id=row["id"],
+        text=row["text"],
+        source=row["source"],
+        user_id=row["user_id"],
+        session_id=row["session_id"],
+        role=row["role"],
+        message_ids=list(row["message_ids"]),
+        event_time=row["event_time"],
+        ingested_at=row["ingested_at"],
+        metadata=row["metadata"] if isinstance(row["metadata"], dict) else json.loads(row["metadata"]),
+        expires_at=row["expires_at"],
+    )

@@ -1,0 +1,123 @@
+"""The schema of the PostgreSQL system of record and the ordered steps that migrate it.
+
+Every table with per-user rows leads its primary key and its indexes with
+``(tenant_id, user_id)``: a user's queries never scan another user's rows, and the
+tables can be distributed by user with a sharding extension (docs/howto/postgres.md).
+Entry i of :data:`MIGRATIONS` brings the schema from version i to i + 1; the versions
+applied are recorded in ``llama_memory_migrations``.
+"""
+
+from __future__ import annotations
+
+#: The advisory lock key under which migrations run (many workers opening one new
+#: database at once would otherwise collide creating the same tables).
+MIGRATION_LOCK = 0x6C6C6D656D  # "llmem"
+
+#: The version table, created before any migration runs.
+VERSION_TABLE = """
+CREATE TABLE IF NOT EXISTS llama_memory_migrations (
+    version integer PRIMARY KEY,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)
+"""
+
+#: Ordered schema migrations; each entry is a list of statements run in one transaction.
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        "CREATE EXTENSION IF NOT EXISTS vector",
+        """
+        CREATE TABLE meta (
+            key text PRIMARY KEY,
+            value text NOT NULL
+        )
+        """,
+        # message_json is text, not jsonb: lossless (jsonb refuses the NUL character).
+        # Sequence numbers order one conversation: appends to a conversation take its
+        # advisory lock first, so within a conversation seq order is commit order.
+        """
+        CREATE TABLE chat_messages (
+            tenant_id text NOT NULL,
+            user_id text NOT NULL,
+            session_id text NOT NULL,
+            seq bigserial NOT NULL,
+            message_json text NOT NULL,
+            created_at double precision NOT NULL,
+            PRIMARY KEY (tenant_id, user_id, session_id, seq)
+        )
+        """,
+        # The event date in words ("8 May 2023") is written by the code (to_char is not
+        # immutable, so it cannot feed a generated column); the tsvector is generated.
+        """
+        CREATE TABLE records (
+            tenant_id text NOT NULL,
+            user_id text NOT NULL,
+            source text NOT NULL,
+            id text NOT NULL,
+            seq bigserial NOT NULL,
+            session_id text,
+            role text,
+            text text NOT NULL,
+            event_date text NOT NULL DEFAULT '',
+            content_hash text NOT NULL,
+            message_ids jsonb NOT NULL,
+            event_time double precision,
+            ingested_at double precision NOT NULL,
+            metadata jsonb NOT NULL DEFAULT '{}',
+            ttl double precision,
+            expires_at double precision,
+            indexed boolean NOT NULL DEFAULT false,
+            vector bytea,
+            tsv tsvector GENERATED ALWAYS AS (
+                setweight(to_tsvector('english'::regconfig, text), 'A') ||
+                setweight(to_tsvector('english'::regconfig, event_date), 'B')
+            ) STORED,
+            PRIMARY KEY (tenant_id, user_id, id),
+            UNIQUE (tenant_id, user_id, source, content_hash)
+        )
+        """,
+        "CREATE INDEX records_by_source ON records (tenant_id, user_id, source, seq)",
+        "CREATE INDEX records_by_session ON records (tenant_id, user_id, source, session_id, seq)",
+        # Vector copies are read by id alone (VectorCopies.stored_vectors takes no scope).
+        "CREATE INDEX records_by_id ON records (id)",
+        "CREATE INDEX records_pending ON records (source, seq) WHERE NOT indexed",
+        "CREATE INDEX records_expiring ON records (expires_at) WHERE expires_at IS NOT NULL",
+        "CREATE INDEX records_tsv ON records USING gin (tsv)",
+        # The dense index (the VectorIndex port): one partition per (tenant, user) and
+        # collection. The column has no fixed dimension yet, so it is searched exactly
+        # (per user, along the btree); an HNSW index needs one (issue 15, later).
+        """
+        CREATE TABLE record_embeddings (
+            tenant_id text NOT NULL,
+            user_id text NOT NULL,
+            collection text NOT NULL,
+            id text NOT NULL,
+            embedding vector NOT NULL,
+            PRIMARY KEY (tenant_id, user_id, collection, id)
+        )
+        """,
+        "CREATE INDEX record_embeddings_by_collection ON record_embeddings (collection)",
+        """
+        CREATE TABLE jobs (
+            seq bigserial PRIMARY KEY,
+            id text NOT NULL UNIQUE,
+            kind text NOT NULL,
+            payload jsonb NOT NULL,
+            tenant_id text,
+            user_id text,
+            state text NOT NULL DEFAULT 'queued',
+            run_at double precision NOT NULL,
+            attempts integer NOT NULL DEFAULT 0,
+            max_attempts integer NOT NULL,
+            worker text,
+            lease_until double precision,
+            dedup_key text,
+            last_error text,
+            created_at double precision NOT NULL
+        )
+        """,
+        "CREATE INDEX jobs_ready ON jobs (state, run_at, seq)",
+        "CREATE INDEX jobs_by_user ON jobs (tenant_id, user_id)",
+        "CREATE UNIQUE INDEX jobs_dedup ON jobs (dedup_key) "
+        "WHERE dedup_key IS NOT NULL AND state IN ('queued', 'running')",
+    ),
+)
