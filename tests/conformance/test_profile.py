@@ -27,7 +27,7 @@ ALICE = Scope(user_id="alice", session_id="s1")
 BOB = Scope(user_id="bob", session_id="b1")
 ALICE_ELSEWHERE = Scope(user_id="alice", session_id="s1", tenant_id="other-app")
 
-BACKENDS = ["sqlite"]
+BACKENDS = ["sqlite", "postgres"]
 
 
 class Backend:
@@ -53,6 +53,11 @@ class Backend:
 
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    if request.param == "postgres":
+        pytest.skip(
+            "PostgreSQL backend: the profile rows port (ProfileRows: fields, history) is "
+            "not implemented in llama_memory.storage.postgres yet"
+        )
     opened = Backend(request.param, tmp_path)
     yield opened
     opened.close()
