@@ -239,3 +239,16 @@ def test_when_nothing_is_relevant_the_profile_still_shows(history, message) -> N
 
     assert [r.source for r in memory.last_block.records] == ["profile"]
     assert "name: Alice" in memory.last_block.text
+
+
+def test_records_left_out_as_irrelevant_are_listed_with_their_reason(history) -> None:
+    memory = history(session_id="now")
+
+    memory.get("What's the capital of Australia?")
+
+    block = memory.last_block
+    assert block.dropped_irrelevant > 0
+    reasons = [item.reason for item in block.left_out]
+    assert reasons.count("not relevant") == block.dropped_irrelevant
+    assert all(item.record.relevance < memory.min_relevance for item in block.left_out
+               if item.reason == "not relevant")
