@@ -251,6 +251,7 @@ def cmd_explain(args: argparse.Namespace) -> None:
         _print_record(rank, record)
     print("\nleft out:")
     print(f"  {block.dropped_duplicates} as duplicates (already in the conversation window, or repeated)")
+    print(f"  {block.dropped_irrelevant} as not relevant (relevance below min_relevance)")
     print(f"  {block.dropped_for_budget} for the token budget ({limit} tokens)")
     for item in block.left_out:
         print(f"  - {item.reason}:")

@@ -23,6 +23,7 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock
 
 from .excerpts import hit_of, without
 from .messages import format_time, message_text
+from .relevance import content_words, stem
 from .text import normalize_text
 from .types import MemoryRecord
 from .views import block_html, block_summary
@@ -57,6 +58,8 @@ class MemoryBlock:
         dropped_duplicates: records left out as duplicates of the window or of each other.
         dropped_for_budget: records left out because the budget was full (an excerpt
             counts its messages, so cutting one down to its best message counts too).
+        dropped_irrelevant: records left out because their calibrated relevance was
+            below the memory's ``min_relevance``.
         left_out: what was left out and why, record by record, in ranking order
             (:class:`LeftOut`): the counts above, itemised.
     """
@@ -66,6 +69,7 @@ class MemoryBlock:
     token_count: int = 0
     dropped_duplicates: int = 0
     dropped_for_budget: int = 0
+    dropped_irrelevant: int = 0
     left_out: list["LeftOut"] = field(default_factory=list)
 
     def _repr_html_(self) -> str:
@@ -83,9 +87,11 @@ class LeftOut:
 
     Attributes:
         record: the record as retrieved (an excerpt with all its messages).
-        reason: :data:`DUPLICATE` (the window or an earlier record shows it already),
-            :data:`OVER_BUDGET` (no room left) or :data:`CUT_TO_FIT` (an excerpt shown
-            as its best message only; ``record`` is the whole excerpt).
+        reason: :data:`DUPLICATE` (the window or an earlier record shows it already,
+            or another source states the same fact), :data:`IRRELEVANT` (its relevance
+            is below ``min_relevance``), :data:`OVER_BUDGET` (no room left) or
+            :data:`CUT_TO_FIT` (an excerpt shown as its best message only; ``record`` is
+            the whole excerpt).
     """
 
     record: MemoryRecord
@@ -94,6 +100,8 @@ class LeftOut:
 
 #: :attr:`LeftOut.reason` of a record already shown by the window or an earlier record.
 DUPLICATE = "duplicate"
+#: :attr:`LeftOut.reason` of a record whose calibrated relevance is below ``min_relevance``.
+IRRELEVANT = "not relevant"
 #: :attr:`LeftOut.reason` of a record there was no room for in the token budget.
 OVER_BUDGET = "over budget"
 #: :attr:`LeftOut.reason` of an excerpt shown as its best message only, for the budget.
@@ -115,7 +123,8 @@ def deduplicate(
     already_shown: Iterable[str] = (),
     left_out: Optional[list[LeftOut]] = None,
 ) -> tuple[list[MemoryRecord], int]:
-    """Drop records whose normalised text is in ``already_shown`` or came earlier.
+    """Drop records whose normalised text is in ``already_shown`` or came earlier, then
+    show each fact once across sources (:func:`merge_near_duplicates`).
 
     An excerpt (a record with ``parts``) loses only the parts already shown, and is
     dropped when none is left. Returns the kept records and how many were dropped;
@@ -135,7 +144,91 @@ def deduplicate(
         seen.add(key)
         seen.update(normalize_text(p.text) for p in left.parts)
         kept.append(left)
-    return kept, dropped
+    merged, near = merge_near_duplicates(kept, left_out)
+    return merged, dropped + near
+
+
+#: Two statements are the same fact when this share of the shorter one's content words
+#: (stemmed) is in the longer one, and they share at least :data:`_NEAR_MIN_SHARED`.
+NEAR_DUPLICATE_SHARE = 0.75
+_NEAR_MIN_SHARED = 2
+
+
+def fact_words(record: MemoryRecord) -> frozenset[str]:
+    """The stemmed content words of what a record states: a profile field's path and
+    value, a triple's subject, predicate and object (not its dates), a message's text."""
+    meta = record.metadata
+    if "path" in meta and "value" in meta:
+        text = f"{str(meta['path']).replace('_', ' ').replace('.', ' ')} {meta['value']}"
+    elif "subject" in meta and "predicate" in meta and "object" in meta:
+        text = f"{meta['subject']} {meta['predicate']} {meta['object']}"
+    else:
+        text = record.text
+    return frozenset(stem(w) for w in content_words(text))
+
+
+def merge_near_duplicates(
+    records: Sequence[MemoryRecord], left_out: Optional[list[LeftOut]] = None
+) -> tuple[list[MemoryRecord], int]:
+    """Show each fact once across sources: when a profile field, a triple or a past
+    message (an excerpt's messages one by one) state the same fact in other words
+    (:data:`NEAR_DUPLICATE_SHARE` of the shorter's content words in the longer), the
+    most specific one (more content words; the earlier on a tie) is kept, and the others
+    are left out, their provenance kept on it in ``metadata["also_in"]`` (source, id,
+    text, message ids). Records of one source are not compared with each other (exact
+    duplicates are gone already). Returns the records and how many were left out; what
+    was left out (a record, or an excerpt's message) is appended to ``left_out`` as a
+    :data:`DUPLICATE` when one is given."""
+    units = [(i, part) for i, r in enumerate(records) for part in (r.parts or [r])]
+    if len({r.source for r in records}) < 2:
+        return list(records), 0
+    found = [fact_words(part) for _, part in units]
+    gone: set[int] = set()  # indexes into units
+    keeper_of: dict[int, list[MemoryRecord]] = {}
+    for a in range(len(units)):
+        if a in gone or len(found[a]) < _NEAR_MIN_SHARED:
+            continue
+        for b in range(a + 1, len(units)):
+            if b in gone or units[a][1].source == units[b][1].source:
+                continue
+            shared = len(found[a] & found[b])
+            shorter = min(len(found[a]), len(found[b]))
+            if shared < _NEAR_MIN_SHARED or shared < NEAR_DUPLICATE_SHARE * shorter:
+                continue
+            keep, drop = (a, b) if len(found[a]) >= len(found[b]) else (b, a)
+            gone.add(drop)
+            keeper_of.setdefault(keep, []).append(units[drop][1])
+            if drop == a:
+                break
+    if not gone:
+        return list(records), 0
+    dropped_parts = {id(units[u][1]) for u in gone}
+    out: list[MemoryRecord] = []
+    count = 0
+    for i, record in enumerate(records):
+        left = without(record, lambda part: id(part) in dropped_parts)
+        if left is None:
+            count += 1
+            if left_out is not None:
+                left_out.append(LeftOut(record, DUPLICATE))
+            continue
+        for part in record.parts:
+            if id(part) in dropped_parts:
+                count += 1
+                if left_out is not None:
+                    left_out.append(LeftOut(part, DUPLICATE))
+        for u, others in keeper_of.items():
+            if units[u][0] == i and u not in gone:
+                also = left.metadata.setdefault("also_in", [])
+                also.extend(_provenance(o) for o in others)
+        out.append(left)
+    return out, count
+
+
+def _provenance(record: MemoryRecord) -> dict[str, object]:
+    """What is kept of a near-duplicate left out in favour of another record."""
+    return {"source": record.source, "id": record.id, "text": record.text,
+            "message_ids": list(record.message_ids)}
 
 
 def render_item(record: MemoryRecord, session_id: Optional[str] = None) -> str:

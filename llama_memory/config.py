@@ -26,6 +26,7 @@ from pydantic import BaseModel
 from .arguments import short
 from .buffer import ChatBuffer
 from .errors import StorageError
+from .relevance import DEFAULT_MIN_RELEVANCE
 from .restore import embedding_to_dict, qualified_name
 from .sources.base import MemorySource, ProfileHolder, TripleHolder
 from .sources.dimension import forget_embedding_model
@@ -86,6 +87,7 @@ def build_memory(
     clock: Optional[Callable[[], float]],
     history: Sequence[ChatMessage],
     reembed: bool,
+    min_relevance: float = DEFAULT_MIN_RELEVANCE,
 ) -> M:
     """What :meth:`ComposableMemory.from_defaults` does (its docstring says what each
     argument means): open the store and the dense index, build the default sources,
@@ -157,6 +159,7 @@ def build_memory(
         tokenizer_fn=tokenizer,
         llm=llm,
         extract_every=extract_every,
+        min_relevance=min_relevance,
     )
     config: dict[str, Any] = {}
     if model is not None:

@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from .agents import RunMemoryTool, drops_leading_system_message
 from .arguments import messages_arg, not_a_message, parameters, reject_unknown, short
 from .compose import (
+    IRRELEVANT,
     LeftOut,
     MemoryBlock,
     deduplicate,
@@ -53,6 +54,7 @@ from .messages import (
     message_time,
     role_name,
 )
+from .relevance import DEFAULT_MIN_RELEVANCE, QueryPlan, choose_query
 from .restore import (
     primary_from_dict,
     primary_to_dict,
@@ -67,6 +69,7 @@ from .sources.base import (
     Forgettable,
     MemorySource,
     ProfileHolder,
+    Recent,
     Reconcilable,
     Reindexable,
     Stored,
@@ -142,6 +145,10 @@ class ComposableMemory(BaseMemory):
     extract_every: int = Field(
         default=0, description="Run extraction every N user turns when llm is set (0: on demand)."
     )
+    min_relevance: float = Field(
+        default=DEFAULT_MIN_RELEVANCE,
+        description="Records whose calibrated relevance is below this stay out of the block.",
+    )
 
     _sources: list[SourceProtocol] = PrivateAttr(default_factory=list)
     _store: Optional[Storage] = PrivateAttr(default=None)
@@ -164,6 +171,16 @@ class ComposableMemory(BaseMemory):
     _extracted_upto: int = PrivateAttr(default=0)  # get_all() index extraction has reached
     # What to_dict says of server mode and expiry (from_defaults arguments).
     _config: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    @field_validator("min_relevance")
+    @classmethod
+    def _a_relevance(cls, value: float) -> float:
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(
+                f"min_relevance is a calibrated relevance between 0 and 1 (0 keeps every "
+                f"record), got {value}"
+            )
+        return value
 
     @field_validator("memory_token_limit", "top_k", "extract_every")
     @classmethod
@@ -228,6 +245,7 @@ class ComposableMemory(BaseMemory):
         clock: Optional[Callable[[], float]] = None,
         chat_history: Optional[Sequence[ChatMessage]] = None,
         reembed: bool = False,
+        min_relevance: float = DEFAULT_MIN_RELEVANCE,
         **kwargs: Any,
     ) -> "ComposableMemory":
         """Build a memory with sensible defaults.
@@ -295,6 +313,10 @@ class ComposableMemory(BaseMemory):
                 record (the dense index is rebuilt) before returning. The way out of an
                 :class:`~llama_memory.errors.EmbeddingModelError`; close the memories
                 still open on the store with the old model first.
+            min_relevance: records whose calibrated ``relevance`` (0..1, see
+                :mod:`llama_memory.relevance`) is below this stay out of the memory
+                block; 0 keeps everything retrieved. Records not ranked by relevance
+                (the profile, a custom source's records) are always kept.
             **kwargs: none is accepted: an unknown keyword argument is a TypeError
                 naming it and the closest valid one. Of what LlamaIndex itself passes
                 to a memory (:data:`LLAMA_INDEX_KWARGS`), ``chat_history``,
@@ -336,6 +358,7 @@ class ComposableMemory(BaseMemory):
             clock=clock,
             history=messages_arg(chat_history, "chat_history") if chat_history is not None else [],
             reembed=reembed,
+            min_relevance=min_relevance,
         )
 
     def _opened(
@@ -452,7 +475,7 @@ class ComposableMemory(BaseMemory):
             self._check_open()
             window = self.primary_memory.get(input=input, **kwargs)
             query = input if input else self._latest_user_text(window)
-            block = self._compose(query, window)
+            block = self._compose(self._plan(query, window), window)
             self._last_block = block
             messages = insert_block(window, block.text, insert_method)
         dispatcher.event(
@@ -520,10 +543,25 @@ class ComposableMemory(BaseMemory):
         )
         return records
 
-    def _compose(self, query: Optional[str], window: Sequence[ChatMessage]) -> MemoryBlock:
+    def _plan(self, query: Optional[str], window: Sequence[ChatMessage]) -> QueryPlan:
+        """What to retrieve for (:func:`~llama_memory.relevance.choose_query`)."""
+        # The two latest user messages are all it looks at (the latest is usually the query).
+        latest = [m for m in reversed(window) if m.role == MessageRole.USER][:2]
+        return choose_query(query, [message_text(m) for m in reversed(latest)])
+
+    def _compose(self, plan: QueryPlan, window: Sequence[ChatMessage]) -> MemoryBlock:
         if not self._sources:
             return MemoryBlock()
-        query = query or ""
+        left_out: list[LeftOut] = []
+        if plan.kind == "none":  # small talk: only what does not depend on the query
+            sources = [s for s in self._sources if getattr(s, "query_independent", False)]
+            records, duplicates = deduplicate(
+                self._retrieve("", self.top_k, sources), window_texts(window), left_out
+            )
+            return fit_block(
+                records, token_limit=self.memory_token_limit, tokenizer=self.tokenizer_fn,
+                duplicates=duplicates, session_id=self.session_id, left_out=left_out,
+            )
         shown = window_texts(window)
         # What the window already shows is dropped afterwards, so ask for more than top_k:
         # as many more as the window showed last time, at least one (the latest user
@@ -531,17 +569,19 @@ class ComposableMemory(BaseMemory):
         # top_k more.
         most = self.top_k + min(len(window), self.top_k)
         fetch = min(most, self.top_k + max([1 if window else 0, *self._window_overlaps]))
-        records = self._retrieve(query, fetch)
-        left_out: list[LeftOut] = []
-        kept, duplicates = deduplicate(records, shown, left_out)
-        if duplicates and fetch < most and _short_of(records, kept, fetch, self.top_k):
+        # Irrelevant records go first, so that one never stands for a fact in the
+        # near-duplicate merge and then leaves the block with it.
+        records = self._retrieve_for(plan, fetch)
+        relevant, left_out = self._relevant(records)
+        kept, duplicates = deduplicate(relevant, shown, left_out)
+        if duplicates and fetch < most and _short_of(relevant, kept, fetch, self.top_k):
             # The window shows more of what was found than last time: ask once more,
             # for as many more as it showed.
-            records = self._retrieve(query, min(most, fetch + duplicates))
-            left_out = []
-            kept, duplicates = deduplicate(records, shown, left_out)
+            records = self._retrieve_for(plan, min(most, fetch + duplicates))
+            relevant, left_out = self._relevant(records)
+            kept, duplicates = deduplicate(relevant, shown, left_out)
         self._window_overlaps.append(duplicates)
-        return fit_block(
+        block = fit_block(
             kept,
             token_limit=self.memory_token_limit,
             tokenizer=self.tokenizer_fn,
@@ -549,6 +589,32 @@ class ComposableMemory(BaseMemory):
             session_id=self.session_id,
             left_out=left_out,
         )
+        block.dropped_irrelevant = len(records) - len(relevant)
+        return block
+
+    def _relevant(self, records: Sequence[MemoryRecord]) -> tuple[list[MemoryRecord], list[LeftOut]]:
+        """The records at or above ``min_relevance`` (those without a relevance stay),
+        and the others as left out, :data:`~llama_memory.compose.IRRELEVANT`."""
+        kept: list[MemoryRecord] = []
+        dropped: list[LeftOut] = []
+        for r in records:
+            if r.relevance is None or r.relevance >= self.min_relevance:
+                kept.append(r)
+            else:
+                dropped.append(LeftOut(r, IRRELEVANT))
+        return kept, dropped
+
+    def _retrieve_for(self, plan: QueryPlan, k: int) -> list[MemoryRecord]:
+        """The sources' records for a plan: by its text, and, for a message that refers
+        back in time, first what each source holds of that time (:class:`Recent`)."""
+        if plan.kind != "time":
+            return self._retrieve(plan.text, k)
+        by_text = self._retrieve(plan.text, k) if plan.text else self._retrieve("", k, [
+            s for s in self._sources if getattr(s, "query_independent", False)
+        ])
+        scope, span = self.scope, plan.span(now())
+        by_time = [r for s in self._sources if isinstance(s, Recent) for r in s.recent(scope, k, span)]
+        return by_time + by_text
 
     def _latest_user_text(self, window: Sequence[ChatMessage]) -> Optional[str]:
         for messages in (window, self.primary_memory.get_all()):
@@ -947,6 +1013,7 @@ class ComposableMemory(BaseMemory):
             "top_k": self.top_k,
             "insert_method": self.insert_method,
             "extract_every": self.extract_every,
+            "min_relevance": self.min_relevance,
             "token_limit": getattr(self.primary_memory, "token_limit", DEFAULT_TOKEN_LIMIT),
             "primary": primary if primary is not None else "custom",
             "sources": self._source_kind,

@@ -55,8 +55,12 @@ class MemoryRecord:
 
     Attributes:
         text: what is remembered, as it will be shown to the LLM.
-        score: relevance for the query that retrieved it (higher is better; only
-            comparable within one source).
+        score: rank score for the query that retrieved it (higher is better; rescaled
+            per query and only comparable within one source and one query).
+        relevance: absolute, calibrated relevance to the query in 0..1 (an estimated
+            probability that the record answers it, :mod:`llama_memory.relevance`),
+            comparable across queries, stores and sources; None for a record not ranked
+            by relevance (a profile field, a custom source's record).
         source: the name of the source that holds it (``"vector"``, ...).
         user_id, session_id: the scope it was written in.
         message_ids: ids of the chat messages it came from.
@@ -84,6 +88,7 @@ class MemoryRecord:
     metadata: dict[str, Any] = field(default_factory=dict)
     expires_at: Optional[float] = None
     parts: list["MemoryRecord"] = field(default_factory=list)
+    relevance: Optional[float] = None
 
     @property
     def transcript(self) -> str:

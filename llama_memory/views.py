@@ -159,7 +159,8 @@ def block_html(block: "MemoryBlock") -> str:
 def _left_out(block: "MemoryBlock") -> str:
     summary = (
         f"<p>Left out: {block.dropped_duplicates} already shown (in the conversation or an "
-        f"earlier record), {block.dropped_for_budget} over the token budget.</p>"
+        f"earlier record), {block.dropped_irrelevant} not relevant (below min_relevance), "
+        f"{block.dropped_for_budget} over the token budget.</p>"
     )
     if not block.left_out:
         return summary

@@ -6,7 +6,7 @@ LoCoMo, docs/benchmarks.md)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
@@ -41,12 +41,17 @@ class HybridSearch:
         *,
         dense_weight: float = 1.0,
         lexical_weight: float = 1.0,
+        cosines: Optional[dict[str, float]] = None,
     ) -> list[tuple[str, float]]:
         """Every candidate of the two retrievers (``pool`` each) of the scope's user, by
-        fused score (:func:`~.fusion.fuse_scores`), best first."""
+        fused score (:func:`~.fusion.fuse_scores`), best first. Given ``cosines``, the
+        candidates' cosines with the query are put in it (fused scores are rescaled per
+        query; a cosine is absolute evidence, :mod:`llama_memory.relevance`)."""
         lexical, dense = self.candidates(
             query, scope, pool, dense_weight=dense_weight, lexical_weight=lexical_weight
         )
+        if cosines is not None:
+            cosines.update(dense)
         return fuse_scores(lexical, dense, lexical_weight=lexical_weight, dense_weight=dense_weight)
 
     def candidates(

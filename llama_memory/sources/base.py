@@ -4,7 +4,7 @@ Every source does what :class:`Source` says: it has a ``name`` and a ``priority`
 takes in messages (``add``) and retrieves records for a query within a scope
 (``retrieve``). The rest is optional, each its own protocol that the memory checks
 for before calling it: :class:`Forgettable` (``reset``/``forget``),
-:class:`Reconcilable`, :class:`Reindexable`, :class:`Expiring`, :class:`WithTools`,
+:class:`Reconcilable`, :class:`Reindexable`, :class:`Expiring`, :class:`Recent`, :class:`WithTools`,
 :class:`Extracting`, :class:`Closable`, and :class:`Stored` (a source that writes to
 a store takes part in the memory's transaction). :class:`MemorySource` implements
 them all with defaults that do nothing: subclass it, or implement only what you need.
@@ -107,6 +107,19 @@ class Extracting(Protocol):
 
 
 @runtime_checkable
+class Recent(Protocol):
+    """A source that can give its records by time, for a message that refers back
+    ("what did we talk about last time?", "what did I say yesterday?")."""
+
+    def recent(
+        self, scope: Scope, k: int, span: Optional[tuple[float, float]] = None
+    ) -> list[MemoryRecord]:
+        """Up to ``k`` records of ``span`` (start, end in epoch seconds), or of the
+        latest earlier session when ``span`` is None."""
+        ...
+
+
+@runtime_checkable
 class Closable(Protocol):
     """A source that holds resources."""
 
@@ -195,6 +208,14 @@ class MemorySource(ABC):
         for the scope's user only; with ``catch_up``, write what is missing now. The
         default keeps no derived index."""
         return ReconcileReport()
+
+    def recent(
+        self, scope: Scope, k: int, span: Optional[tuple[float, float]] = None
+    ) -> list[MemoryRecord]:
+        """Records by time, for a message that refers back ("what did we talk about last
+        time?"): up to ``k`` of those from ``span`` (start, end in epoch seconds), or
+        of the latest earlier session when ``span`` is None. None by default."""
+        return []
 
     def purge_expired(self) -> int:
         """Delete records whose time to live is over; return how many (default: none)."""

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
-from typing import Optional, Protocol
+from collections.abc import Mapping, Sequence
+from typing import Literal, Optional, Protocol, Union
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
 from ..embeddings import embedding_dimension, vector_cache
 from ..errors import StorageError
-from ..excerpts import JOIN_GAP, pack_excerpts
+from ..excerpts import JOIN_GAP, hit_of, join_parts, pack_excerpts
+from ..relevance import Calibration, calibrate, calibration_for
 from ..retrieval.hybrid import HybridSearch
 from ..retrieval.sync import IndexSync, SyncedRows
 from ..storage.expiry import NEVER, Expiry
@@ -89,6 +90,10 @@ class VectorSource(MemorySource):
         resident_limit: a user with at most this many indexed records has their
             vectors held in memory (from the copies in SQLite) and searched exactly
             there, instead of asking Chroma; 0 always asks Chroma.
+        calibration: turns a record's evidence (cosine, lexical share...) into its
+            absolute ``relevance`` (:mod:`llama_memory.relevance`); by default the one
+            fitted for the default offline model, and none for other models (their
+            records get ``relevance=None`` and are not filtered).
     """
 
     def __init__(
@@ -106,6 +111,7 @@ class VectorSource(MemorySource):
         excerpt_messages: float = 2.5,
         expiry: Expiry = NEVER,
         resident_limit: int = RESIDENT_LIMIT,
+        calibration: Union[Calibration, None, Literal["auto"]] = "auto",
     ) -> None:
         if batch_size <= 0:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
@@ -123,6 +129,7 @@ class VectorSource(MemorySource):
         self.candidate_factor = candidate_factor
         self.excerpt_messages = excerpt_messages
         self.expiry = expiry
+        self.calibration = calibration_for(embed_model) if calibration == "auto" else calibration
         store.ensure_session_order()
         self._unflushed = 0  # records added since the last flush
         # Shared with the other sources of this model: a query is embedded once per get(),
@@ -235,11 +242,14 @@ class VectorSource(MemorySource):
     def retrieve(self, query: str, scope: Scope, k: int) -> list[MemoryRecord]:
         """The ``k`` records of the scope's user that best match ``query``: excerpts of
         consecutive messages when ``excerpt_messages`` > 1 (see :mod:`llama_memory.excerpts`),
-        single messages otherwise."""
+        single messages otherwise. Each carries its calibrated ``relevance`` (that of the
+        message that made it) and, in ``metadata["evidence"]``, the cosine and lexical
+        share it was computed from."""
         user = scope.require_user(f"the {self.name!r} memory source")
         if not query.strip() or k <= 0:
             return []
-        ranked = self._fused(query, scope, user, max(k * self.candidate_factor, k))
+        cosines: dict[str, float] = {}
+        ranked = self._fused(query, scope, user, max(k * self.candidate_factor, k), cosines)
         # The system of record has the last word: a vector whose row is gone, or has
         # expired, is skipped, and get_records checks the user again.
         alive_at = self.expiry.now()
@@ -250,6 +260,50 @@ class VectorSource(MemorySource):
         if self.expiry.refresh_on_read and results:
             read = [p.id for r in results for p in (r.parts or [r]) if p.id]
             self.store.refresh_expiry(read, alive_at)
+        self._calibrate(query, results, cosines, scope)
+        return results
+
+    def _calibrate(
+        self,
+        query: str,
+        records: Sequence[MemoryRecord],
+        cosines: Mapping[str, float],
+        scope: Scope,
+    ) -> None:
+        """Set each record's absolute ``relevance`` from the evidence of its hit."""
+        if self.calibration is None:
+            return
+
+        def hit(record: MemoryRecord) -> tuple[Optional[str], str]:
+            part = hit_of(record)
+            return part.id, part.text
+
+        def word_counts(words: Sequence[str]) -> tuple[int, dict[str, int]]:
+            return self.store.word_counts(words, scope)
+
+        calibrate(query, records, cosines, word_counts, self.calibration, hit)
+
+    def recent(
+        self, scope: Scope, k: int, span: Optional[tuple[float, float]] = None
+    ) -> list[MemoryRecord]:
+        """The latest messages of ``span``, or of the latest earlier session, as one
+        excerpt per session (as many messages as a search of ``k`` excerpts may hold),
+        marked ``metadata["retrieved_by"] = "time"``; their ``relevance`` is None: they
+        are what the message asked for, whatever their words."""
+        scope.require_user(f"the {self.name!r} memory source")
+        if k <= 0:
+            return []
+        rows = self.store.recent_records(
+            scope, self.name, math.ceil(self.excerpt_messages * k), span, self.expiry.now()
+        )
+        by_session: dict[Optional[str], list[MemoryRecord]] = {}
+        for row in rows:
+            by_session.setdefault(row.session_id, []).append(row)
+        results = []
+        for parts in list(by_session.values())[-k:]:
+            record = join_parts(parts, parts[-1])
+            record.metadata["retrieved_by"] = "time"
+            results.append(record)
         return results
 
     def _excerpts(
@@ -290,10 +344,14 @@ class VectorSource(MemorySource):
                 results.append(record)
         return results
 
-    def _fused(self, query: str, scope: Scope, user: str, pool: int) -> list[tuple[str, float]]:
-        """Every candidate of the two retrievers (``pool`` each), by fused score."""
+    def _fused(
+        self, query: str, scope: Scope, user: str, pool: int, cosines: dict[str, float]
+    ) -> list[tuple[str, float]]:
+        """Every candidate of the two retrievers (``pool`` each), by fused score; the
+        candidates' cosines with the query are put in ``cosines``."""
         return self._search.search(
-            query, scope, pool, dense_weight=self.dense_weight, lexical_weight=self.lexical_weight
+            query, scope, pool, dense_weight=self.dense_weight,
+            lexical_weight=self.lexical_weight, cosines=cosines,
         )
 
     # -- forgetting -------------------------------------------------------------------

@@ -114,3 +114,35 @@ def test_session_neighbours_are_in_write_order(backend) -> None:
     around = store.session_neighbours([ids[2]], ALICE, "vector", 1)[ids[2]]
     assert [record_id for _, record_id in around] == ids[1:4]
     assert [p for p, _ in around] == sorted(p for p, _ in around)
+
+
+def test_recent_records_are_the_latest_earlier_session_or_a_span_of_time(backend) -> None:
+    store = backend.open()
+    earlier = Scope(user_id="alice", session_id="monday")
+    store.add_records([
+        NewRecord(source="vector", scope=earlier, text=f"monday {n}", message_ids=(f"a{n}",), event_time=100.0 + n)
+        for n in range(3)
+    ])
+    store.add_records([
+        NewRecord(source="vector", scope=ALICE, text="today", message_ids=("t",), event_time=500.0),
+        NewRecord(source="vector", scope=BOB, text="bob later", message_ids=("b",), event_time=900.0),
+    ])
+    # "Last time": the latest session other than the scope's own, oldest first, at most limit.
+    assert [r.text for r in store.recent_records(ALICE, "vector", 2)] == ["monday 1", "monday 2"]
+    # A span of event time, whatever the session; another user's records never.
+    assert [r.text for r in store.recent_records(ALICE, "vector", 10, (101.0, 501.0))] == [
+        "monday 1", "monday 2", "today"
+    ]
+    # Expired records are not recent (given alive_at).
+    store.add_records([NewRecord(source="vector", scope=earlier, text="monday gone", message_ids=("g",),
+                                 event_time=103.0, ttl=10.0, expires_at=150.0)])
+    assert [r.text for r in store.recent_records(ALICE, "vector", 1)] == ["monday gone"]
+    assert [r.text for r in store.recent_records(ALICE, "vector", 1, alive_at=200.0)] == ["monday 2"]
+
+
+def test_word_counts_give_what_an_idf_needs(backend) -> None:
+    store = backend.open()
+    store.add_records([note("bees on the roof"), note("bees in the garden", mid="m2"), note("a red car", mid="m3")])
+    total, counts = store.word_counts(["bees", "roof", "zeppelin"], ALICE)
+    assert total >= 3
+    assert counts == {"bees": 2, "roof": 1, "zeppelin": 0}

@@ -24,6 +24,7 @@ from llama_index.core.base.llms.types import ChatMessage
 from ...embeddings import vector_cache
 from ...errors import StorageError
 from ...expiry import NEVER, TTL, Expiry
+from ...relevance import calibrate, calibration_for
 from ...storage.ports.triples import TripleEdge, TripleTimeline
 from ...storage.reconcile import ReconcileReport, reconcile_index
 from ...types import MemoryRecord, Scope, StoredMessage
@@ -247,8 +248,36 @@ class TripleSource(MemorySource):
 
     def retrieve(self, query: str, scope: Scope, k: int) -> list[MemoryRecord]:
         """Up to ``k`` current triples for ``query`` (see :meth:`search`); none for an
-        empty query."""
-        return self.search(query, scope, k)
+        empty query. Each carries its calibrated ``relevance`` (:meth:`_calibrate`)."""
+        records = self.search(query, scope, k)
+        self._calibrate(query, records, scope)
+        return records
+
+    def _calibrate(self, query: str, records: Sequence[MemoryRecord], scope: Scope) -> None:
+        """Give each triple its ``relevance`` (:mod:`llama_memory.relevance`): the
+        calibration fitted on past messages, applied to the triple's words (subject,
+        predicate, object) and its cosine with the query. Not fitted on triples: no
+        benchmark of triples exists yet. None for an embedding model without a
+        calibration."""
+        calibration = calibration_for(self.embed_model)
+        if calibration is None or not records:
+            return
+        vector = self._query_vector(query)
+        found = self.index.vectors(scope.tenant_id, scope.require_user(), [r.id for r in records if r.id])
+        cosines = {}
+        for record_id, v in found.items():
+            array = np.asarray(v, dtype=np.float32)
+            norm = float(np.linalg.norm(array) * np.linalg.norm(vector)) or 1.0
+            cosines[record_id] = float(array @ vector) / norm
+
+        def words_of(record: MemoryRecord) -> tuple[Optional[str], str]:
+            meta = record.metadata
+            return record.id, f"{meta['subject']} {meta['predicate']} {meta['object']}"
+
+        def word_counts(words: Sequence[str]) -> tuple[int, dict[str, int]]:
+            return self.store.word_counts(words, scope)
+
+        calibrate(query, records, cosines, word_counts, calibration, words_of)
 
     def search(
         self,

@@ -3,7 +3,8 @@ full-text ranking), best first."""
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from collections.abc import Sequence
+from typing import Optional, Protocol, runtime_checkable
 
 from ...types import Scope
 
@@ -16,4 +17,13 @@ class LexicalIndex(Protocol):
         """Records of the scope's user whose text (or event date in words, "8 May 2023")
         shares words with ``query``, best first, as (id, score) with higher scores
         better. Free text: the backend quotes it (no query syntax reaches the index)."""
+        ...
+
+    def word_counts(
+        self, words: Sequence[str], scope: Optional[Scope] = None
+    ) -> tuple[int, dict[str, int]]:
+        """(about how many records the index holds, how many match each of ``words``):
+        what an inverse document frequency needs (:mod:`llama_memory.relevance`). A
+        word no record holds but the scope's user's triples or current profile do
+        counts as held by one. Counts may be cached and a little stale."""
         ...

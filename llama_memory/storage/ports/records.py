@@ -74,6 +74,19 @@ class RecordStore(Protocol):
         per file); a backend that needs nothing does nothing."""
         ...
 
+    def recent_records(
+        self,
+        scope: Scope,
+        source: str,
+        limit: int,
+        span: Optional[tuple[float, float]] = None,
+        alive_at: Optional[float] = None,
+    ) -> list[MemoryRecord]:
+        """The scope's user's latest records of ``source``, oldest first: at most
+        ``limit`` of those whose event time is in ``span`` (start, end in epoch
+        seconds), or, without a span, of the latest session other than the scope's own."""
+        ...
+
     def count_records(self, source: str, scope: Optional[Scope] = None) -> int:
         """How many records ``source`` holds (for one user when ``scope`` is given)."""
         ...

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Optional
 
 from ...types import Scope
 from .connection import SQLiteConnection
@@ -127,6 +128,53 @@ class LexicalTables(SQLiteConnection):
             kept.append(word)
             postings += counts[word]
         return kept or [min(words, key=counts.__getitem__)]
+
+    def word_counts(
+        self, words: Sequence[str], scope: Optional[Scope] = None
+    ) -> tuple[int, dict[str, int]]:
+        """About how many records the lexical index holds (all sources and users), and
+        how many match each word (as FTS5 matches it, stemmed): what an idf needs.
+        Counts are cached until the index grows by a tenth. A word no record holds but
+        a knowledge triple or a current profile field of the scope's user does (a
+        user's name often appears only there) counts as held by one: the store knows it."""
+        with self._lock:
+            total = self.query("size lexical index", "SELECT max(rowid) FROM records_fts")[0][0] or 0
+            counts = {word: self._word_count(word, total) for word in dict.fromkeys(words)}
+            unseen = [w for w, n in counts.items() if n == 0]
+            for word in self._known_elsewhere(unseen, scope) if scope and scope.user_id else ():
+                counts[word] = 1
+            return int(total), counts
+
+    def _known_elsewhere(self, words: Sequence[str], scope: Scope) -> list[str]:
+        """Those of ``words`` found in the user's triples or current profile fields
+        (tables that exist only once a triple or profile source has opened the file)."""
+        if not words:
+            return []
+        tables = {
+            row[0]
+            for row in self.query(
+                "find tables",
+                "SELECT name FROM sqlite_master WHERE name IN ('triples_fts', 'profile_fields')",
+            )
+        }
+        known = []
+        for word in words:
+            if "triples_fts" in tables and self.query(
+                "find word in triples",
+                "SELECT 1 FROM triples_fts JOIN triples AS t ON t.seq = triples_fts.rowid "
+                "WHERE triples_fts MATCH ? AND t.tenant_id = ? AND t.user_id = ? LIMIT 1",
+                (_match_any([word]), scope.tenant_id, scope.user_id),
+            ):
+                known.append(word)
+            elif "profile_fields" in tables and self.query(
+                "find word in profiles",
+                "SELECT 1 FROM profile_fields WHERE tenant_id = ? AND user_id = ? "
+                "AND superseded_at IS NULL AND instr(lower(path || ' ' || "
+                "coalesce(value_json, '')), ?) > 0 LIMIT 1",
+                (scope.tenant_id, scope.user_id, word.casefold()),
+            ):
+                known.append(word)
+        return known
 
     def _word_count(self, word: str, total: int) -> int:
         """How many indexed records match ``word``; counted again only once the index

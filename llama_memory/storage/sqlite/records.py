@@ -159,6 +159,42 @@ class RecordTables(SQLiteConnection):
         """Create the index that finds a record's session neighbours (once per file)."""
         self.ensure_schema("session-order", SESSION_ORDER_MIGRATIONS)
 
+    def recent_records(
+        self,
+        scope: Scope,
+        source: str,
+        limit: int,
+        span: Optional[tuple[float, float]] = None,
+        alive_at: Optional[float] = None,
+    ) -> list[MemoryRecord]:
+        """The scope's user's latest records of ``source``, oldest first: at most
+        ``limit`` of those whose event time is in ``span`` (start, end), or, without a
+        span, of the latest session other than the scope's own (what "last time" means)."""
+        user = scope.require_user(f"the {source!r} memory source")
+        owner = (source, scope.tenant_id, user)
+        alive = f"AND {ALIVE_SQL}" if alive_at is not None else ""
+        extra: tuple = (alive_at,) if alive_at is not None else ()
+        args: tuple[object, ...]
+        if span is not None:
+            where, args = "event_time >= ? AND event_time < ?", (span[0], span[1])
+        else:
+            latest = self.query(
+                "latest session",
+                "SELECT session_id FROM records WHERE source = ? AND tenant_id = ? AND user_id = ? "
+                f"AND session_id IS NOT ? {alive} ORDER BY event_time DESC, rowid DESC LIMIT 1",
+                (*owner, scope.session_id, *extra),
+            )
+            if not latest:
+                return []
+            where, args = "session_id IS ?", (latest[0]["session_id"],)
+        rows = self.query(
+            "recent records",
+            f"SELECT * FROM records WHERE source = ? AND tenant_id = ? AND user_id = ? AND {where} "
+            f"{alive} ORDER BY event_time DESC, rowid DESC LIMIT ?",
+            (*owner, *args, *extra, limit),
+        )
+        return [_to_record(row) for row in reversed(rows)]
+
     def pending_records(self, source: str, limit: int) -> list[PendingRecord]:
         """Up to ``limit`` records the dense index has not caught up with, oldest first."""
         rows = self.query(

@@ -1,0 +1,411 @@
+"""Noise: what the memory block injects when there is nothing to inject, and what it keeps
+when there is (LoCoMo, DESIGN.md section 6).
+
+For each conversation, a store is built as ``bench.locomo`` builds it (one memory per
+LoCoMo session, every turn put with its date and dia_id), then a memory of session
+``"eval"`` (``top_k=10``, empty buffer) answers three query sets through ``get()``:
+
+* **small talk**: greetings, thanks and acknowledgements (:data:`SMALL_TALK_QUERIES`);
+* **never said**: the questions of the next conversation in the file (its people and
+  events were never mentioned in this store);
+* **real**: the conversation's own questions (categories 1-4 with evidence).
+
+Per set: mean and p95 tokens of the injected block, mean records shown, share of empty
+blocks; for the real questions, the block's turn recall (evidence turns among the message
+ids of the records it shows), per category, as ``bench.locomo`` measures it.
+
+``--fit`` also fits the relevance calibration (:mod:`llama_memory.relevance`) on the
+records ``search(question, 10)`` returns (unfiltered), and reports leave-one-conversation-
+out: for each conversation, the logistic model and the ``min_relevance`` threshold are
+chosen on the other conversations only (never-said queries whose store or questions are
+the held-out conversation's are left out of its training set too) and the held-out
+conversation's block is simulated with them. The threshold of a fold is the largest whose
+training real-question block recall is within ``--max-recall-loss`` of the unfiltered one.
+
+Run::
+
+    .venv/bin/python -m bench.noise                       # ../shared/data/locomo/locomo_dev.json
+    .venv/bin/python -m bench.noise --fit --json bench/results/noise.json
+    .venv/bin/python -m bench.noise --min-relevance 0     # every retrieved record (no filter)
+    .venv/bin/python -m bench.noise --smoke               # tests/data/locomo_tiny.json, seconds
+
+LoCoMo is CC BY-NC 4.0: read from outside the repository; the report holds ids and figures only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+
+from bench.locomo import (
+    BLOCK_TOP_K,
+    CATEGORIES,
+    DEFAULT_DATA,
+    OVERALL,
+    SMOKE_DATA,
+    Ours,
+    load_average,
+    load_dataset,
+    score,
+    summary,
+)
+
+#: Small talk, as users type it.
+SMALL_TALK_QUERIES = (
+    "hi", "hello", "hey!", "thanks", "thank you!", "ok", "okay", "great!", "cool", "nice",
+    "good morning", "thanks a lot!", "ok thanks", "sounds good", "bye", "lol", "yes", "no",
+    "how are you?", "awesome, thank you",
+)
+SETS = ("small_talk", "never_said", "real")
+#: Never-said questions when the data holds one conversation only (``--smoke``).
+NEVER_SAID_FALLBACK = (
+    "What's the capital of Australia?", "When did Marco sell his sailing boat?",
+    "Which hospital did Priya start working at?", "How much did the new roof cost?",
+)
+#: How much training block recall a threshold may cost (``--fit``): held-out folds lose
+#: more than training ones, so this keeps a margin below the issue's 0.01.
+MAX_RECALL_LOSS = 0.003
+#: Records whose relevance is at least this are kept in a simulated block (``--fit``).
+THRESHOLDS = tuple(round(x, 3) for x in np.arange(0.0, 0.951, 0.01))
+#: The block's fixed lines (open, intro, close) in tokens, for the simulation.
+BLOCK_OVERHEAD = 30
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+def run(
+    data: Path,
+    select: Optional[Sequence[int]] = None,
+    min_relevance: Optional[float] = None,
+    log: Callable[[str], None] = print,
+    limit_questions: Optional[int] = None,
+) -> dict[str, Any]:
+    """Build each conversation's store, ask the three sets, return the report with the
+    per-query rows (``rows``) and, for ``--fit``, the searched records (``records``)."""
+    from llama_memory import default_embedding
+
+    try:  # the query choice, when the library makes one (bench.noise also measures older code)
+        from llama_memory.relevance import choose_query as plan_of
+    except ImportError:
+        plan_of = None
+    started = time.time()
+    dataset = load_dataset(data, None, select)
+    conversations = dataset.conversations
+    default_embedding().load()
+    rows: list[dict[str, Any]] = []
+    records: list[dict[str, Any]] = []
+    for position, conversation in enumerate(conversations):
+        other = conversations[(position + 1) % len(conversations)]
+        sets: dict[str, list[tuple[str, Any]]] = {
+            "small_talk": [(q, None) for q in SMALL_TALK_QUERIES],
+            "never_said": [(q.question, None) for q in other.questions[:limit_questions]]
+            if other is not conversation else [(q, None) for q in NEVER_SAID_FALLBACK],
+            "real": [(q.question, q) for q in conversation.questions[:limit_questions]],
+        }
+        retriever = Ours()
+        try:
+            retriever.build(conversation)
+            memory = retriever.memory
+            if min_relevance is not None:
+                memory.min_relevance = min_relevance
+            tokenizer = memory.tokenizer_fn
+            for name, queries in sets.items():
+                for text, question in queries:
+                    t0 = time.perf_counter()
+                    memory.get(text)
+                    get_ms = (time.perf_counter() - t0) * 1000
+                    block = memory.last_block
+                    ids = [i for r in block.records for i in r.message_ids]
+                    row: dict[str, Any] = {
+                        "conversation": conversation.sample_id, "set": name,
+                        "question_of": other.sample_id if name == "never_said" else conversation.sample_id,
+                        "tokens": block.token_count, "records": len(block.records), "get_ms": get_ms,
+                    }
+                    if plan_of is not None:
+                        row["plan"] = plan_of(text).kind
+                    if question is not None:
+                        row.update(category=question.category, qa_index=question.index,
+                                   block_recall=score([ids], question.evidence, 1)["turn_recall"])
+                    rows.append(row)
+                    query_index = len(rows) - 1
+                    for rank, record in enumerate(memory.search(text, k=BLOCK_TOP_K)):
+                        records.append({
+                            "query": query_index, "rank": rank,
+                            "evidence": record.metadata.get("evidence") or {},
+                            "relevance": getattr(record, "relevance", None),
+                            "line_tokens": len(tokenizer(_line(record))) + 1,
+                            "ids": list(record.message_ids),
+                            "label": int(bool(question is not None
+                                              and set(record.message_ids) & set(question.evidence))),
+                        })
+        finally:
+            retriever.close()
+        mine = [r for r in rows if r["conversation"] == conversation.sample_id]
+        log(f"  {conversation.sample_id}: " + "; ".join(
+            f"{name} {statistics.fmean(r['tokens'] for r in mine if r['set'] == name):.0f} tokens"
+            for name in SETS if any(r["set"] == name for r in mine)
+        ) + f" (load {load_average()})")
+    return {
+        "meta": {"data": str(data), "conversations": [c.sample_id for c in conversations],
+                 "min_relevance": min_relevance, "duration_s": round(time.time() - started, 1),
+                 "load_after": load_average()},
+        "sets": aggregate(rows),
+        "rows": rows,
+        "records": records,
+    }
+
+
+def _line(record: Any) -> str:
+    from llama_memory.compose import render_item
+
+    return render_item(record)
+
+
+def aggregate(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Per set: tokens and records (mean, p95), empty blocks; block recall of the real set."""
+    out: dict[str, Any] = {}
+    for name in SETS:
+        mine = [r for r in rows if r["set"] == name]
+        if not mine:
+            continue
+        tokens = summary([r["tokens"] for r in mine])
+        out[name] = {
+            "n": len(mine), "tokens_mean": tokens["mean"], "tokens_p95": tokens["p95"],
+            "records_mean": statistics.fmean(r["records"] for r in mine),
+            "empty": sum(1 for r in mine if r["records"] == 0),
+            "get_ms_median": statistics.median(r["get_ms"] for r in mine),
+        }
+        plans = Counter(r["plan"] for r in mine if "plan" in r)
+        if plans:
+            out[name]["query_choice"] = dict(plans)
+        if name == "real":
+            out[name]["block_recall"] = block_recall(mine)
+    return out
+
+
+def block_recall(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Mean block recall per category and overall."""
+    groups: dict[str, list[float]] = {}
+    for r in rows:
+        for group in (CATEGORIES[r["category"]], OVERALL):
+            groups.setdefault(group, []).append(r["block_recall"])
+    order = [*CATEGORIES.values(), OVERALL]
+    return {g: statistics.fmean(groups[g]) for g in order if g in groups}
+
+
+# --------------------------------------------------------------------------- fitting
+
+
+#: The inputs of the calibration (names of :meth:`llama_memory.relevance.Evidence.features`).
+FEATURES = ("cosine", "lexical", "best_cosine", "best_lexical", "unknown", "unknown_name")
+
+
+def features(records: Sequence[dict[str, Any]], names: Sequence[str] = FEATURES) -> np.ndarray:
+    """The calibration's inputs per record, as a matrix (a missing one counts 0)."""
+    return np.array([[r["evidence"].get(n) or 0.0 for n in names] for r in records]).reshape(-1, len(names))
+
+
+def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1e-3, steps: int = 50) -> np.ndarray:
+    """Logistic regression by Newton's method; returns [intercept, weights...]."""
+    x1 = np.hstack([np.ones((len(x), 1)), x])
+    w = np.zeros(x1.shape[1])
+    for _ in range(steps):
+        p = 1 / (1 + np.exp(-np.clip(x1 @ w, -50, 50)))
+        grad = x1.T @ (p - y) + l2 * np.r_[0, w[1:]]
+        hess = (x1 * (p * (1 - p))[:, None]).T @ x1 + l2 * np.diag(np.r_[0, np.ones(len(w) - 1)])
+        step = np.linalg.pinv(hess) @ grad  # pinv: a tiny or one-class training set stays finite
+        w -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    return w
+
+
+def relevance_of(w: np.ndarray, records: Sequence[dict[str, Any]]) -> np.ndarray:
+    x1 = np.hstack([np.ones((len(records), 1)), features(records)])
+    return 1 / (1 + np.exp(-np.clip(x1 @ w, -50, 50)))
+
+
+def simulate(
+    rows: Sequence[dict[str, Any]], records: Sequence[dict[str, Any]], relevance: np.ndarray,
+    threshold: float, budget: int, evidence: dict[int, set[str]],
+) -> dict[str, Any]:
+    """The blocks of ``rows`` when only records of relevance >= threshold are kept
+    (small talk: none, as the library decides before retrieving)."""
+    by_query: dict[int, list[int]] = {}
+    for j, r in enumerate(records):
+        by_query.setdefault(r["query"], []).append(j)
+    out: dict[str, list[float]] = {}
+    recall: list[float] = []
+    for q, row in rows:
+        tokens = 0.0
+        ids: set[str] = set()
+        if row["set"] != "small_talk":
+            used = BLOCK_OVERHEAD
+            for j in by_query.get(q, []):
+                if relevance[j] >= threshold and used + records[j]["line_tokens"] <= budget:
+                    used += records[j]["line_tokens"]
+                    ids.update(records[j]["ids"])
+            tokens = used if ids else 0
+        out.setdefault(row["set"], []).append(tokens)
+        if row["set"] == "real":
+            wanted = evidence[q]
+            recall.append(len(wanted & ids) / len(wanted))
+    return {"tokens": {s: statistics.fmean(v) for s, v in out.items()},
+            "recall": statistics.fmean(recall) if recall else float("nan")}
+
+
+#: What a positive is in the fit: ``"asked"``, a record retrieved for a real question
+#: (the store holds what it asks about); ``"answers"``, a record holding its evidence.
+LABEL = "asked"
+
+
+def _label(record: dict[str, Any], rows: Sequence[dict[str, Any]], label: str) -> int:
+    if label == "answers":
+        return int(record["label"])
+    return int(rows[record["query"]]["set"] == "real")
+
+
+def leave_one_out(
+    report: dict[str, Any], data: Path, select: Optional[Sequence[int]], max_loss: float,
+    budget: int, label: str = LABEL,
+) -> dict[str, Any]:
+    """Fit per fold on the other conversations, choose the threshold there, score the fold
+    (the last fold, on all conversations, gives the library's default)."""
+    dataset = load_dataset(data, None, select)
+    questions = {(c.sample_id, q.index): q for c in dataset.conversations for q in c.questions}
+    rows, records = report["rows"], report["records"]
+    evidence = {i: set(questions[(r["conversation"], r["qa_index"])].evidence)
+                for i, r in enumerate(rows) if r["set"] == "real"}
+    conversations = report["meta"]["conversations"]
+    folds = []
+    for held in [*conversations, None]:
+        def uses(row: dict[str, Any]) -> bool:
+            return held is not None and held in (row["conversation"], row["question_of"])
+
+        train_rows = [(i, r) for i, r in enumerate(rows) if not uses(r)]
+        train_q = {i for i, _ in train_rows}
+        train = [r for r in records if r["query"] in train_q and rows[r["query"]]["set"] != "small_talk"]
+        w = fit_logistic(features(train), np.array([_label(r, rows, label) for r in train], dtype=float))
+        rel = relevance_of(w, records)
+        base = simulate(train_rows, records, rel, 0.0, budget, evidence)
+        chosen = 0.0
+        for t in THRESHOLDS:
+            if simulate(train_rows, records, rel, t, budget, evidence)["recall"] >= base["recall"] - max_loss:
+                chosen = t
+        fold: dict[str, Any] = {"held_out": held or "(all: the default)",
+                                "weights": dict(zip(("intercept", *FEATURES), map(float, w))),
+                                "threshold": chosen}
+        if held is not None:
+            # The held-out store's three sets (its never-said questions are another
+            # conversation's: nothing fitted on this store saw them asked of it).
+            test_rows = [(i, r) for i, r in enumerate(rows) if r["conversation"] == held]
+            fold["before"] = simulate(test_rows, records, rel, 0.0, budget, evidence)
+            fold["after"] = simulate(test_rows, records, rel, chosen, budget, evidence)
+        folds.append(fold)
+    return {"max_recall_loss": max_loss, "label": label, "features": list(FEATURES), "folds": folds}
+
+
+# --------------------------------------------------------------------------- output
+
+
+def format_report(report: dict[str, Any]) -> str:
+    lines = [f"bench.noise: {len(report['meta']['conversations'])} conversations, min_relevance "
+             f"{report['meta']['min_relevance'] if report['meta']['min_relevance'] is not None else 'default'}",
+             f"{'set':<11} {'n':>5} {'tokens mean':>12} {'p95':>6} {'records':>8} {'empty':>6} {'get ms':>7}"]
+    for name, s in report["sets"].items():
+        lines.append(f"{name:<11} {s['n']:>5} {s['tokens_mean']:>12.1f} {s['tokens_p95']:>6.0f} "
+                     f"{s['records_mean']:>8.2f} {s['empty']:>6} {s['get_ms_median']:>7.1f}")
+    lines.append("query choice (llama_memory.relevance.choose_query): " + "; ".join(
+        f"{name} " + ", ".join(f"{k} {v}" for k, v in s["query_choice"].items())
+        for name, s in report["sets"].items() if s.get("query_choice")))
+    real = report["sets"].get("real")
+    if real:
+        lines.append("block recall (real): " + ", ".join(f"{g} {v:.3f}" for g, v in real["block_recall"].items()))
+    loo = report.get("leave_one_out")
+    if loo:
+        lines += ["", f"leave-one-conversation-out (threshold: the largest whose training block recall "
+                  f"is within {loo['max_recall_loss']} of the unfiltered one; simulated blocks; label: "
+                  f"{loo['label']})",
+                  f"{'held out':<20} {'thr':>5} {'recall before':>13} {'after':>6} "
+                  f"{'never-said tokens before':>24} {'after':>6} {'real tokens after':>17}  weights"]
+        for f in loo["folds"]:
+            line = f"{f['held_out']:<20} {f['threshold']:>5.2f}"
+            if "after" in f:
+                b, a = f["before"], f["after"]
+                line += (f" {b['recall']:>13.3f} {a['recall']:>6.3f} "
+                         f"{b['tokens'].get('never_said', float('nan')):>24.1f} "
+                         f"{a['tokens'].get('never_said', float('nan')):>6.1f} "
+                         f"{a['tokens'].get('real', float('nan')):>17.1f}")
+            else:
+                line += " " * 71
+            line += "  " + ", ".join(f"{k} {v:.2f}" for k, v in f["weights"].items())
+            lines.append(line)
+    lines.append(f"{report['meta']['duration_s']} s, load after {report['meta']['load_after']}")
+    return "\n".join(lines)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
+    """Run the benchmark; print the tables; write the JSON when asked."""
+    parser = argparse.ArgumentParser(prog="python -m bench.noise", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=None, help=f"LoCoMo-schema JSON (default {DEFAULT_DATA})")
+    parser.add_argument("--conversations", default=None, help="0-based positions, comma-separated")
+    parser.add_argument("--min-relevance", type=float, default=None,
+                        help="the memory's min_relevance (default: the library's default)")
+    parser.add_argument("--fit", action="store_true",
+                        help="fit the calibration and report leave-one-conversation-out folds")
+    parser.add_argument("--max-recall-loss", type=float, default=MAX_RECALL_LOSS,
+                        help="--fit: the block recall a threshold may cost on the training folds")
+    parser.add_argument("--budget", type=int, default=1500, help="--fit: the simulated block's token budget")
+    parser.add_argument("--limit-questions", type=int, default=None, help="at most N questions per set")
+    parser.add_argument("--json", type=Path, default=None, help="also write the report here")
+    parser.add_argument("--from-json", type=Path, default=None,
+                        help="--fit on the rows of an earlier --json report instead of building stores")
+    parser.add_argument("--label", choices=("asked", "answers"), default=LABEL,
+                        help="--fit: what a positive record is (see LABEL)")
+    parser.add_argument("--smoke", action="store_true", help=f"run on {SMOKE_DATA.name}, in seconds")
+    args = parser.parse_args(argv)
+    data = args.data or (SMOKE_DATA if args.smoke else DEFAULT_DATA)
+    if not data.is_file():
+        parser.error(f"no data file at {data}")
+    if args.min_relevance is not None and not 0 <= args.min_relevance <= 1:
+        parser.error("--min-relevance is between 0 and 1")
+    select = [int(c) for c in args.conversations.split(",")] if args.conversations else None
+    print(f"bench.noise: {data}; load average {load_average()}", flush=True)
+    if args.from_json is not None:
+        report = json.loads(args.from_json.read_text())
+    else:
+        report = run(data, select, args.min_relevance, log=lambda s: print(s, flush=True),
+                     limit_questions=args.limit_questions)
+    if args.fit:
+        report["leave_one_out"] = leave_one_out(
+            report, data, select, args.max_recall_loss, args.budget, args.label
+        )
+    print()
+    print(format_report(report))
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=1, default=_jsonable))
+        print(f"\nwrote {args.json}")
+    return report
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return str(value)
+
+
+if __name__ == "__main__":
+    main()
+    sys.exit(0)
