@@ -41,7 +41,7 @@ from .writes import write_triples
 if TYPE_CHECKING:  # pragma: no cover - for annotations only
     import networkx
 
-    from ...storage.chroma import DenseIndex  # the vector index port, once storage has one
+    from ...storage.ports.vectors import VectorIndex
 
 __all__ = ["TripleSource", "Who"]
 
@@ -83,7 +83,7 @@ class TripleSource(MemorySource):
     def __init__(
         self,
         store: Any,
-        index: "DenseIndex",
+        index: "VectorIndex",
         embed_model: BaseEmbedding,
         *,
         functional_predicates: Iterable[str] = DEFAULT_FUNCTIONAL_PREDICATES,
