@@ -157,3 +157,9 @@ def test_path_and_store_are_exclusive_and_chroma_goes_with_path(tmp_path: Any) -
 
 def test_the_store_behind_a_memory_is_postgres(make_pg: Make) -> None:
     assert isinstance(make_pg()._store, PostgresStore)
+
+
+def test_a_refused_url_never_shows_its_password() -> None:
+    with pytest.raises(ValueError, match="not a 'mysql' URL") as refused:
+        PostgresStore("mysql://app:hunter2@db.example.com/memory")
+    assert "hunter2" not in str(refused.value)

@@ -46,6 +46,14 @@ def url_without_password(conninfo: str) -> str:
     return f"postgresql://{netloc}/{quote(str(dbname or ''), safe='')}" + (f"?{query}" if query else "")
 
 
+def _shown(value: object) -> str:
+    """What an error may say of a refused ``store``: a string's scheme only (a URL
+    may hold a password), else its type."""
+    if isinstance(value, str):
+        return f"a {value.partition(':')[0][:20]!r} URL" if ":" in value else "that string"
+    return type(value).__name__
+
+
 class PostgresConnection:
     """The plumbing every part of :class:`~llama_memory.storage.postgres.PostgresStore`
     shares: a bounded pool, thread-local transactions that nest, migrations, meta.
@@ -104,7 +112,7 @@ class PostgresConnection:
         if not isinstance(url, str) or not url.startswith(("postgresql://", "postgres://")):
             raise ValueError(
                 f"a PostgreSQL store takes a URL such as 'postgresql://user@host:5432/dbname' "
-                f"or a psycopg_pool.ConnectionPool, not {type(url).__name__} {url!r}"
+                f"or a psycopg_pool.ConnectionPool, not {_shown(url)}"
             )
         if not 1 <= min_size <= max_size:
             raise ValueError(f"need 1 <= min_size <= max_size, got min_size={min_size}, max_size={max_size}")
