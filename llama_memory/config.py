@@ -1,8 +1,9 @@
 """Building a memory: the composition root, where backends are chosen and wired.
 
 :meth:`ComposableMemory.from_defaults <llama_memory.memory.ComposableMemory.from_defaults>`
-lands here. This module opens the store (SQLite under ``path``) and the dense index
-(embedded Chroma, a given client, or a Chroma server from its address), builds the
+lands here. This module opens the store (SQLite under ``path``, or PostgreSQL with
+pgvector from ``store=``) and the dense index (embedded Chroma, a given client, a
+Chroma server from its address, or pgvector in the PostgreSQL store), builds the
 default sources (past messages, profile, triples) on them, and hands the memory the
 ports it works through. The memory class itself knows no backend: a second backend
 is wired in here.
@@ -88,11 +89,15 @@ def build_memory(
     history: Sequence[ChatMessage],
     reembed: bool,
     min_relevance: float = DEFAULT_MIN_RELEVANCE,
+    store_at: Any = None,
 ) -> M:
     """What :meth:`ComposableMemory.from_defaults` does (its docstring says what each
     argument means): open the store and the dense index, build the default sources,
     construct the memory, then reconcile, re-embed or set the history it was asked to."""
     check_embed_model(embed_model)
+    postgres = store_at is not None
+    if postgres:
+        check_postgres_arguments(path, chroma_client, chroma_host, chroma_url)
     if path is not None:
         memory_path(path)  # a URL or a non-path fails here, before anything is created
     tokenizer = tokenizer_fn or get_tokenizer()
@@ -101,7 +106,7 @@ def build_memory(
     expiry = Expiry(
         ttl=ttl_seconds(ttl), refresh_on_read=refresh_on_read, **({"clock": clock} if clock else {})
     )
-    server = chroma_server(chroma_host, chroma_port, chroma_url, chroma_client, path)
+    server = None if postgres else chroma_server(chroma_host, chroma_port, chroma_url, chroma_client, path)
     given_client = chroma_client is not None
     if server is not None:
         chroma_client = http_client(*server)
@@ -109,13 +114,13 @@ def build_memory(
         # Absolute at creation: a saved dict (a workflow Context) restored from another
         # working directory must reopen this store, not a new one there.
         path = os.path.abspath(os.path.expanduser(os.fspath(path)))
-    store = SQLiteStore(path)
+    store: Any = open_postgres(store_at) if postgres else SQLiteStore(path)
     built_primary = primary_memory is None
     if primary_memory is None:
         primary_memory = ChatBuffer.from_defaults(
             token_limit=token_limit,
             tokenizer_fn=tokenizer,
-            chat_log=store.chat_log(scope) if path is not None else None,
+            chat_log=store.chat_log(scope) if path is not None or postgres else None,
         )
     default_sources = secondary_memory_sources is None
     # The one model of the default sources, recorded by to_dict.
@@ -126,7 +131,11 @@ def build_memory(
     no_sources = secondary_memory_sources == []
     if secondary_memory_sources is None:
         scope.require_user("the default long-term (vector) memory")
-        secondary_memory_sources = [default_vector_source(store, path, model, chroma_client, expiry)]
+        secondary_memory_sources = [
+            postgres_vector_source(store, model, expiry)
+            if postgres
+            else default_vector_source(store, path, model, chroma_client, expiry)
+        ]
     if not (
         profile is None
         or isinstance(profile, bool)
@@ -137,15 +146,18 @@ def build_memory(
         scope.require_user("the profile memory")
         if not any(isinstance(s, ProfileHolder) for s in secondary_memory_sources):
             schema = profile if isinstance(profile, type) else None
+            rows = postgres_profile_rows(store) if postgres else store
             secondary_memory_sources = [
-                *secondary_memory_sources, ProfileSource(store, schema=schema, expiry=expiry)
+                *secondary_memory_sources, ProfileSource(rows, schema=schema, expiry=expiry)
             ]
     if triples and not any(isinstance(s, TripleHolder) for s in secondary_memory_sources):
         scope.require_user("the knowledge-triple memory")
-        secondary_memory_sources = [
-            *secondary_memory_sources,
-            default_triple_source(store, path, resolve_embed_model(model), chroma_client, expiry=expiry),
-        ]
+        triple_source = (
+            postgres_triple_source(store, resolve_embed_model(model), expiry)
+            if postgres
+            else default_triple_source(store, path, resolve_embed_model(model), chroma_client, expiry=expiry)
+        )
+        secondary_memory_sources = [*secondary_memory_sources, triple_source]
     memory = cls(
         primary_memory=primary_memory,
         secondary_memory_sources=secondary_memory_sources,
@@ -176,9 +188,17 @@ def build_memory(
         config["chroma_url"] = f"{'https' if secure else 'http'}://{host}:{port}"
     if expiry.ttl is not None or refresh_on_read:
         config.update(ttl=expiry.ttl, refresh_on_read=refresh_on_read)
+    if postgres:
+        # The URL without its password; a pool is a live object: from_dict asks for it.
+        config["store"] = (
+            store.url if isinstance(store_at, str)
+            else {"qualified_name": qualified_name(type(store_at)), "url": store.url}
+        )
     memory._opened(
         store,
-        drop_dense=lambda owner: drop_dense_collections(memory.path, chroma_client, store, owner),
+        # PostgreSQL: the vectors are rows that delete_user removed in its transaction.
+        drop_dense=(lambda owner: None) if postgres
+        else lambda owner: drop_dense_collections(memory.path, chroma_client, store, owner),
         primary_default=built_primary,
         source_kind="default" if default_sources else "none" if no_sources else "custom",
         config=config,
@@ -208,6 +228,65 @@ def build_memory(
             memory.close()  # as above: no store left open behind a failed open
             raise
     return memory
+
+
+def check_postgres_arguments(
+    path: Any, chroma_client: Any, chroma_host: Optional[str], chroma_url: Optional[str]
+) -> None:
+    """ValueError for arguments that contradict ``store=`` (a PostgreSQL store)."""
+    if path is not None:
+        raise ValueError(
+            f"pass path= (a directory for SQLite and Chroma) or store= (a PostgreSQL URL or "
+            f"pool), not both: got path={path!r} and store=..."
+        )
+    if chroma_client is not None or chroma_host is not None or chroma_url is not None:
+        raise ValueError(
+            "with store= the vectors live in PostgreSQL (pgvector), in the same database: "
+            "chroma_client, chroma_host and chroma_url go with path= only; drop them"
+        )
+
+
+def open_postgres(store: Any) -> Any:
+    """A :class:`~llama_memory.storage.postgres.PostgresStore` on ``store`` (a
+    ``postgresql://`` URL or a ``psycopg_pool.ConnectionPool``); ImportError naming the
+    extra to install when psycopg is missing."""
+    if not isinstance(store, str) and type(store).__module__.split(".")[0] != "psycopg_pool":
+        raise TypeError(
+            f"store takes a PostgreSQL URL ('postgresql://user@host:5432/dbname') or a "
+            f"psycopg_pool.ConnectionPool, not {type(store).__name__} {short(store)}; for a "
+            "SQLite directory pass path= instead"
+        )
+    try:
+        from .storage.postgres import PostgresStore
+    except ImportError as exc:
+        raise ImportError(
+            f"store= needs the PostgreSQL driver ({exc}): pip install 'llama-memory[postgres]'"
+        ) from exc
+    return PostgresStore(store)
+
+
+def postgres_vector_source(store: Any, embed_model: Optional[BaseEmbedding], expiry: Expiry) -> VectorSource:
+    """The default long-term source on a PostgreSQL store, its vectors in pgvector."""
+    from .storage.postgres import PgVectorIndex
+
+    index = PgVectorIndex(store, VECTOR_COLLECTION)
+    return VectorSource(store, index, resolve_embed_model(embed_model), expiry=expiry)
+
+
+def postgres_profile_rows(store: Any) -> Any:
+    """The profile rows port on a PostgreSQL store."""
+    from .storage.postgres import PostgresProfileRows
+
+    return PostgresProfileRows(store)
+
+
+def postgres_triple_source(store: Any, embed_model: BaseEmbedding, expiry: Expiry) -> Any:
+    """The triple source on a PostgreSQL store, its vectors in pgvector."""
+    from .sources.triples import TripleSource
+    from .storage.postgres import PgVectorIndex, PostgresTripleTimeline
+
+    index = PgVectorIndex(store, TRIPLE_COLLECTION)
+    return TripleSource(PostgresTripleTimeline(store), index, embed_model, expiry=expiry)
 
 
 def default_vector_source(

@@ -246,6 +246,7 @@ class ComposableMemory(BaseMemory):
         chat_history: Optional[Sequence[ChatMessage]] = None,
         reembed: bool = False,
         min_relevance: float = DEFAULT_MIN_RELEVANCE,
+        store: Any = None,
         **kwargs: Any,
     ) -> "ComposableMemory":
         """Build a memory with sensible defaults.
@@ -262,8 +263,17 @@ class ComposableMemory(BaseMemory):
                 memory objects open on it at once (threads, web workers) share one
                 window: each sees every committed message, in commit order.
             tenant_id: separates applications that share one store.
-            path: a directory for the SQLite file and Chroma index; ``None`` keeps
-                everything in memory.
+            path: a directory for the SQLite file and Chroma index; ``None`` (and no
+                ``store``) keeps everything in memory.
+            store: a PostgreSQL database instead of ``path``: a URL
+                (``"postgresql://user@host:5432/dbname"``; install
+                ``llama-memory[postgres]``) or an open ``psycopg_pool.ConnectionPool``.
+                Everything is kept there: chat logs, records, vectors (pgvector),
+                profile, triples, jobs; app servers on several machines share one
+                memory. Not with ``path`` or a Chroma argument (ValueError).
+                :meth:`to_dict` keeps the URL without its password: on restore, libpq
+                reads it from ``PGPASSWORD`` or ``~/.pgpass``, or pass ``store=`` to
+                :meth:`from_dict` (or return it from a restore hook).
             embed_model: any LlamaIndex embedding; default ``Settings.embed_model``
                 when one was set explicitly, else the offline MiniLM ONNX model.
             token_limit: token limit of the default chat buffer.
@@ -327,7 +337,8 @@ class ComposableMemory(BaseMemory):
             TypeError: an unknown keyword argument, an ``embed_model`` that is not an
                 embedding object (such as a model name), a ``chat_history`` that is
                 not a list of ``ChatMessage``.
-            ValueError: a ``path`` that is a database URL (``path`` is a directory).
+            ValueError: a ``path`` that is a database URL (``path`` is a directory),
+                ``path`` and ``store`` both given.
         """
         if kwargs:
             reject_unknown("ComposableMemory.from_defaults()", kwargs, parameters(cls.from_defaults))
@@ -359,6 +370,7 @@ class ComposableMemory(BaseMemory):
             history=messages_arg(chat_history, "chat_history") if chat_history is not None else [],
             reembed=reembed,
             min_relevance=min_relevance,
+            store_at=store,
         )
 
     def _opened(
@@ -989,7 +1001,10 @@ class ComposableMemory(BaseMemory):
         """The configuration that reopens this memory (see :meth:`from_dict`); plain JSON
         data, as a workflow ``Context`` saves it.
 
-        A memory with a ``path`` (absolute) is restored from its files; an in-memory
+        A memory with a ``path`` (absolute) is restored from its files, one on a
+        PostgreSQL ``store`` from its database (the URL is kept without its password:
+        libpq reads it from ``PGPASSWORD`` or ``~/.pgpass`` on restore; a pool is a live
+        object, passed again as ``store=``); an in-memory
         one carries its chat history in the dict. The embedding model is carried by
         class and configuration (credentials left out), a profile schema by import
         path, a primary memory LlamaIndex can serialise (``ChatBuffer``,
@@ -1021,7 +1036,7 @@ class ComposableMemory(BaseMemory):
             "profile": profile,
             **self._config,
         }
-        if self.path is None and self._primary_default:
+        if self.path is None and "store" not in self._config and self._primary_default:
             data["chat_history"] = [m.model_dump(mode="json") for m in self.get_all()]
         return data
 
@@ -1067,7 +1082,7 @@ class ComposableMemory(BaseMemory):
         check_restorable(config.get("path"))
         history = config.pop("chat_history", None)
         memory = cls.from_defaults(**config)
-        if history and memory.path is None:
+        if history and memory.path is None and "store" not in memory._config:
             memory.primary_memory.set([ChatMessage.model_validate(m) for m in history])
         return memory
 

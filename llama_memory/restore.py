@@ -249,6 +249,13 @@ def restore_live_parts(config: dict[str, Any]) -> None:
             "carry: pass it again, ComposableMemory.from_dict(data, chroma_client=...), or "
             "from a restore hook (llama_memory.set_restore_hook)"
         )
+    if isinstance(config.get("store"), dict):
+        raise LlamaMemoryError(
+            f"this ComposableMemory used a connection pool of the application's "
+            f"({config['store'].get('qualified_name')} on {config['store'].get('url')}), a live "
+            "object a dict cannot carry: pass it again, ComposableMemory.from_dict(data, "
+            "store=pool) (or the database URL), or from a restore hook (llama_memory.set_restore_hook)"
+        )
     if isinstance(config.get("llm"), dict):
         marker = config.pop("llm")
         warnings.warn(

@@ -335,7 +335,7 @@ def test_get_input_must_be_a_string(make_memory) -> None:
 @pytest.mark.parametrize("url", ["sqlite:///m.db", "postgresql://me@db/memory", Path("sqlite:///m.db")])
 def test_a_database_url_as_path_is_refused_and_creates_nothing(tmp_path: Path, monkeypatch, embed_model, url) -> None:
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(ValueError, match="path is a directory.*database URLs are not supported yet"):
+    with pytest.raises(ValueError, match="path is a directory.*pass store=.postgresql:.*instead of path"):
         ComposableMemory.from_defaults(user_id="alice", path=url, embed_model=embed_model)
     assert list(tmp_path.iterdir()) == []
 

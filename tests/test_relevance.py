@@ -252,3 +252,22 @@ def test_records_left_out_as_irrelevant_are_listed_with_their_reason(history) ->
     assert reasons.count("not relevant") == block.dropped_irrelevant
     assert all(item.record.relevance < memory.min_relevance for item in block.left_out
                if item.reason == "not relevant")
+
+
+def test_a_fact_holding_every_word_of_the_question_answers_it(tmp_path, embed_model) -> None:
+    # "where do I live?" has a low cosine with "user lives in Porto" (0.28): the calibration,
+    # fitted on messages, would leave the fact out; holding the question's words, it stays.
+    from llama_memory import ComposableMemory
+
+    memory = ComposableMemory.from_defaults(
+        user_id="alice", path=tmp_path, embed_model=embed_model, triples=True
+    )
+    try:
+        memory.add_triples([("user", "lives in", "Porto"), ("user", "likes", "sailing")])
+        memory.get("where do I live?")
+        shown = [r.text for r in memory.last_block.records]
+        assert any("Porto" in t for t in shown) and not any("sailing" in t for t in shown)
+        memory.get("What did Caroline paint last summer?")  # never said: still nothing
+        assert memory.last_block.records == []
+    finally:
+        memory.close()

@@ -391,3 +391,21 @@ def turn_taker(
         conn.send(("done", notes))
     except BaseException:
         conn.send(("error", traceback.format_exc()))
+
+
+def postgres_recaller(conn: Connection, url: str, user: str, session: str, query: str) -> None:
+    """Open a memory of ``user`` on the PostgreSQL database ``url`` (another process, no
+    shared local file: as another app server would) and send what it retrieves for
+    ``query``, as texts, then the block a ``get`` injects."""
+    try:
+        memory = ComposableMemory.from_defaults(
+            user_id=user, session_id=session, store=url, embed_model=model()
+        )
+        try:
+            texts = [r.text for r in memory.search(query)]
+            block = memory.get(query)[0].content
+            conn.send(("ok", texts, block))
+        finally:
+            memory.close()
+    except BaseException:
+        conn.send(("error", traceback.format_exc(), ""))

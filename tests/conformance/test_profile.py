@@ -34,16 +34,22 @@ class Backend:
     """Opens port implementations on one storage; each ``rows()`` is a new connection,
     as another process would have."""
 
-    def __init__(self, kind: str, tmp_path: Path) -> None:
+    def __init__(self, kind: str, location: Any) -> None:
         self.kind = kind
-        self.tmp_path = tmp_path
+        self.location = location  # a directory (SQLite) or a database URL (PostgreSQL)
         self._opened: list[Any] = []
 
     def rows(self) -> ProfileRows:
         if self.kind == "sqlite":
-            store = SQLiteStore(self.tmp_path / "memory")
+            store = SQLiteStore(self.location / "memory")
             self._opened.append(store)
             return SQLiteProfileRows(store)
+        if self.kind == "postgres":
+            from llama_memory.storage.postgres import PostgresProfileRows, PostgresStore
+
+            pg = PostgresStore(self.location, max_size=2)
+            self._opened.append(pg)
+            return PostgresProfileRows(pg)
         raise AssertionError(f"unknown backend {self.kind}")
 
     def close(self) -> None:
@@ -53,12 +59,8 @@ class Backend:
 
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    if request.param == "postgres":
-        pytest.skip(
-            "PostgreSQL backend: the profile rows port (ProfileRows: fields, history) is "
-            "not implemented in llama_memory.storage.postgres yet"
-        )
-    opened = Backend(request.param, tmp_path)
+    location = request.getfixturevalue("postgres_url") if request.param == "postgres" else tmp_path
+    opened = Backend(request.param, location)
     yield opened
     opened.close()
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import pytest
 
@@ -51,21 +51,37 @@ def _sqlite(location: Path) -> tuple[Opener, Callable[[], None]]:
     return open_timeline, close
 
 
-def _postgres(location: Path) -> tuple[Opener, Callable[[], None]]:
-    pytest.skip(
-        "PostgreSQL backend: the triple timeline port (TripleTimeline: triples, mentions, "
-        "their lexical index) is not implemented in llama_memory.storage.postgres yet"
-    )
+def _postgres(url: str) -> tuple[Opener, Callable[[], None]]:
+    from llama_memory.storage.postgres import PostgresStore, PostgresTripleTimeline
+
+    stores: list[PostgresStore] = []
+
+    def open_timeline() -> TripleTimeline:
+        store = PostgresStore(url, max_size=2)
+        stores.append(store)
+        return PostgresTripleTimeline(store)
+
+    def close() -> None:
+        for store in stores:
+            store.close()
+
+    return open_timeline, close
 
 
-BACKENDS = {"sqlite": _sqlite, "postgres": _postgres}
+#: Each backend's opener, given its location: a directory for SQLite, the URL of a new
+#: database on the test server for PostgreSQL.
+BACKENDS: dict[str, Callable[[Any], tuple[Opener, Callable[[], None]]]] = {
+    "sqlite": _sqlite,
+    "postgres": _postgres,
+}
 
 
 @pytest.fixture(params=sorted(BACKENDS))
 def open_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
     """Opens the backend's triple timeline on one location, as often as asked (each
     opening is another connection, as another process would have)."""
-    opener, close = BACKENDS[request.param](tmp_path)
+    location = request.getfixturevalue("postgres_url") if request.param == "postgres" else tmp_path
+    opener, close = BACKENDS[request.param](location)
     yield opener
     close()
 

@@ -42,7 +42,7 @@ from .writes import write_triples
 if TYPE_CHECKING:  # pragma: no cover - for annotations only
     import networkx
 
-    from ...storage.chroma import DenseIndex  # the vector index port, once storage has one
+    from ...storage.ports.vectors import VectorIndex
 
 __all__ = ["TripleSource", "Who"]
 
@@ -54,6 +54,11 @@ Who = Union[Scope, str]
 
 def _scope(who: Who) -> Scope:
     return who if isinstance(who, Scope) else Scope(user_id=who)
+
+
+#: A triple's share of the query's content words (weighted by rarity) from which it
+#: answers the query whatever the calibration says (see ``TripleSource._calibrate``).
+FULL_MATCH = 0.999
 
 
 class TripleSource(MemorySource):
@@ -84,7 +89,7 @@ class TripleSource(MemorySource):
     def __init__(
         self,
         store: Any,
-        index: "DenseIndex",
+        index: "VectorIndex",
         embed_model: BaseEmbedding,
         *,
         functional_predicates: Iterable[str] = DEFAULT_FUNCTIONAL_PREDICATES,
@@ -278,6 +283,13 @@ class TripleSource(MemorySource):
             return self.store.word_counts(words, scope)
 
         calibrate(query, records, cosines, word_counts, calibration, words_of)
+        # The calibration was fitted on messages, where words weigh little next to the
+        # query's best cosine, and a short fact has a low cosine with most questions
+        # ("where do I live?" / "user lives in Porto": 0.28). A fact that holds every
+        # content word of the query answers it: it is relevant whatever its cosine.
+        for record in records:
+            if record.metadata["evidence"].get("lexical", 0.0) >= FULL_MATCH:
+                record.relevance = 1.0
 
     def search(
         self,

@@ -5,13 +5,17 @@ Install it with ``pip install 'llama-memory[postgres]'``. :class:`PostgresStore`
 implements every port of :mod:`llama_memory.storage.ports` (the ``Storage`` facade);
 :class:`PgVectorIndex` is the dense index in the same database. Tables are keyed by
 ``(tenant_id, user_id, ...)``; the schema is migrated on open (:data:`MIGRATIONS`).
-Not yet here: the profile and triple ports, ``from_defaults(store="postgresql://...")``.
+:class:`PostgresProfileRows` and :class:`PostgresTripleTimeline` keep the profile and
+the knowledge triples in it. ``ComposableMemory.from_defaults(store="postgresql://...")``
+opens a whole memory on it.
 """
 
 from .chat import ChatCursor, PostgresChatLog
 from .connection import PostgresConnection, describe_url
+from .profile import PostgresProfileRows
 from .schema import MIGRATIONS
 from .store import PostgresStore
+from .triples import PostgresTripleTimeline
 from .vectors import PgVectorIndex
 
 __all__ = [
@@ -20,6 +24,8 @@ __all__ = [
     "PgVectorIndex",
     "PostgresChatLog",
     "PostgresConnection",
+    "PostgresProfileRows",
     "PostgresStore",
+    "PostgresTripleTimeline",
     "describe_url",
 ]

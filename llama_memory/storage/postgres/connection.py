@@ -7,7 +7,8 @@ import threading
 import uuid
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, Optional
+from typing import Any, Optional, Union
+from urllib.parse import quote, urlencode
 
 import psycopg
 from psycopg.rows import DictRow, dict_row
@@ -30,12 +31,39 @@ def describe_url(url: str) -> str:
     return f"{host}:{info.get('port') or 5432}/{info.get('dbname') or ''}"
 
 
+def url_without_password(conninfo: str) -> str:
+    """A ``postgresql://`` URL of ``conninfo`` (a URL or ``key=value`` string) without
+    its password: what a saved configuration may hold. libpq supplies the password on
+    reconnecting (``PGPASSWORD``, ``~/.pgpass``)."""
+    info = psycopg.conninfo.conninfo_to_dict(conninfo)
+    info.pop("password", None)
+    user, host, port, dbname = (info.pop(k, None) for k in ("user", "host", "port", "dbname"))
+    netloc = f"{quote(str(user), safe='')}@" if user else ""
+    if host:  # a socket directory is a path: percent-encoded; an IPv6 address: bracketed
+        netloc += f"[{host}]" if ":" in str(host) else quote(str(host), safe="")
+    netloc += f":{port}" if port else ""
+    query = urlencode({k: str(v) for k, v in info.items() if v is not None})
+    return f"postgresql://{netloc}/{quote(str(dbname or ''), safe='')}" + (f"?{query}" if query else "")
+
+
+def _shown(value: object) -> str:
+    """What an error may say of a refused ``store``: a string's scheme only (a URL
+    may hold a password), else its type."""
+    if isinstance(value, str):
+        return f"a {value.partition(':')[0][:20]!r} URL" if ":" in value else "that string"
+    return type(value).__name__
+
+
 class PostgresConnection:
     """The plumbing every part of :class:`~llama_memory.storage.postgres.PostgresStore`
     shares: a bounded pool, thread-local transactions that nest, migrations, meta.
 
     Args:
-        url: a ``postgresql://`` URL (libpq connection string).
+        url: a ``postgresql://`` URL (libpq connection string), or an open
+            ``psycopg_pool.ConnectionPool`` of the application's: its connections are
+            borrowed (with autocommit and dict rows while the store holds them, set
+            back on return), the pool settings below are then the pool's, and
+            :meth:`close` leaves the pool open.
         max_size: most connections this store object opens (a bounded pool: behind
             pgbouncer, keep the sum over workers under its pool size).
         max_idle: seconds an idle connection above ``min_size`` is kept.
@@ -52,7 +80,7 @@ class PostgresConnection:
 
     def __init__(
         self,
-        url: str,
+        url: Union[str, "ConnectionPool[Any]"],
         *,
         min_size: int = 1,
         max_size: int = 4,
@@ -61,17 +89,37 @@ class PostgresConnection:
         prepare_threshold: Optional[int] = 5,
         timeout: float = 10.0,
     ) -> None:
+        self._local = threading.local()
+        self._timeout = timeout
+        if isinstance(url, ConnectionPool):
+            if url.closed:
+                raise ValueError(
+                    f"the ConnectionPool {url.name!r} is closed: open it first (pool.open(), or "
+                    "ConnectionPool(..., open=True)), or pass the database URL instead"
+                )
+            self._owns_pool = False
+            self._pool: ConnectionPool[Any] = url
+            self.location = f"pool {url.name!r}"
+            dsn = url.conninfo
+            if not isinstance(dsn, str):  # a function making it: ask a connection (libpq
+                with self._errors("connect"), url.connection(timeout=timeout) as conn:
+                    dsn = conn.info.dsn  # leaves the password out)
+            self.location = describe_url(dsn)
+            #: The URL of the database, without its password.
+            self.url = url_without_password(dsn)
+            self._migrate_or_close()
+            return
         if not isinstance(url, str) or not url.startswith(("postgresql://", "postgres://")):
             raise ValueError(
-                f"a PostgreSQL store takes a URL such as 'postgresql://user@host:5432/dbname', "
-                f"not {url!r}"
+                f"a PostgreSQL store takes a URL such as 'postgresql://user@host:5432/dbname' "
+                f"or a psycopg_pool.ConnectionPool, not {_shown(url)}"
             )
         if not 1 <= min_size <= max_size:
             raise ValueError(f"need 1 <= min_size <= max_size, got min_size={min_size}, max_size={max_size}")
         self.location = describe_url(url)
-        self._timeout = timeout
-        self._local = threading.local()
-        self._pool: ConnectionPool[Connection] = ConnectionPool(
+        self.url = url_without_password(url)
+        self._owns_pool = True
+        self._pool = ConnectionPool(
             url,
             min_size=min_size,
             max_size=max_size,
@@ -86,10 +134,13 @@ class PostgresConnection:
         )
         with self._errors("connect"):
             self._pool.open(wait=True, timeout=timeout)
+        self._migrate_or_close()
+
+    def _migrate_or_close(self) -> None:
         try:
             self._migrate()
         except BaseException:
-            self._pool.close()
+            self.close()
             raise
 
     # -- plumbing -----------------------------------------------------------------
@@ -100,6 +151,24 @@ class PostgresConnection:
             yield
         except (psycopg.Error, PoolTimeout) as exc:
             raise StorageError(f"PostgreSQL store {self.location}: {action} failed: {exc}") from exc
+
+    @contextmanager
+    def _connection(self) -> Iterator[Connection]:
+        """A connection from the pool, with autocommit and dict rows (a borrowed
+        connection of the application's pool gets its own settings back after)."""
+        with self._pool.connection(timeout=self._timeout) as conn:
+            if self._owns_pool:
+                yield conn
+                return
+            saved = conn.autocommit, conn.row_factory
+            conn.autocommit, conn.row_factory = True, dict_row
+            try:
+                yield conn
+            finally:
+                try:
+                    conn.autocommit, conn.row_factory = saved
+                except psycopg.Error:
+                    pass  # a broken connection: the pool discards it on return
 
     def _held(self) -> Optional[Connection]:
         """The connection of this thread's open transaction, if any."""
@@ -125,7 +194,7 @@ class PostgresConnection:
             return
         callbacks: list[Callable[[], object]] = []
         with self._errors(action):
-            with self._pool.connection() as conn:
+            with self._connection() as conn:
                 local.conn, local.depth, local.after = conn, 1, []
                 try:
                     with conn.transaction():
@@ -153,7 +222,7 @@ class PostgresConnection:
         if held is not None:
             cur = held.execute(sql, params)
             return cur.fetchall() if cur.description else []
-        with self._errors(action), self._pool.connection() as conn:
+        with self._errors(action), self._connection() as conn:
             cur = conn.execute(sql, params)
             return cur.fetchall() if cur.description else []
 
@@ -187,8 +256,10 @@ class PostgresConnection:
         return int(rows[0]["v"])
 
     def close(self) -> None:
-        """Close the pool (further calls raise StorageError)."""
-        self._pool.close()
+        """Close the pool (further calls raise StorageError); a pool the application
+        passed stays open (it is the application's to close)."""
+        if self._owns_pool:
+            self._pool.close()
 
     # -- meta ---------------------------------------------------------------------
 

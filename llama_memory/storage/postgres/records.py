@@ -243,6 +243,72 @@ class RecordTables(PostgresConnection):
 
     # -- lexical search ---------------------------------------------------------------------
 
+    def recent_records(
+        self,
+        scope: Scope,
+        source: str,
+        limit: int,
+        span: Optional[tuple[float, float]] = None,
+        alive_at: Optional[float] = None,
+    ) -> list[MemoryRecord]:
+        """The scope's user's latest records of ``source``, oldest first: at most
+        ``limit`` of those whose event time is in ``span`` (start, end), or, without a
+        span, of the latest session other than the scope's own (what "last time" means)."""
+        user = scope.require_user(f"the {source!r} memory source")
+        owner = (scope.tenant_id, user, source)
+        alive = "" if alive_at is None else " AND (expires_at IS NULL OR expires_at > %s)"
+        extra: tuple[Any, ...] = () if alive_at is None else (alive_at,)
+        args: tuple[Any, ...]
+        if span is not None:
+            where, args = "event_time >= %s AND event_time < %s", (span[0], span[1])
+        else:
+            latest = self.query(
+                "latest session",
+                "SELECT session_id FROM records WHERE tenant_id = %s AND user_id = %s AND source = %s "
+                f"AND session_id IS DISTINCT FROM %s{alive} ORDER BY event_time DESC NULLS LAST, seq DESC LIMIT 1",
+                (*owner, scope.session_id, *extra),
+            )
+            if not latest:
+                return []
+            where, args = "session_id IS NOT DISTINCT FROM %s", (latest[0]["session_id"],)
+        rows = self.query(
+            "recent records",
+            f"SELECT {_COLUMNS} FROM records WHERE tenant_id = %s AND user_id = %s AND source = %s "
+            f"AND {where}{alive} ORDER BY event_time DESC NULLS LAST, seq DESC LIMIT %s",
+            (*owner, *args, *extra, limit),
+        )
+        return [_to_record(row) for row in reversed(rows)]
+
+    def word_counts(
+        self, words: Sequence[str], scope: Optional[Scope] = None
+    ) -> tuple[int, dict[str, int]]:
+        """About how many records the lexical index holds (all sources and users), and
+        how many match each word (stemmed as the index is): what an idf needs. A word no
+        record holds but a triple or a current profile field of the scope's user does
+        counts as held by one (a user's name often appears only there)."""
+        total = int(self.query("size lexical index", "SELECT count(*) AS n FROM records")[0]["n"])
+        counts: dict[str, int] = {}
+        for word in dict.fromkeys(words):
+            counts[word] = int(self.query(
+                "count word matches",
+                "SELECT count(*) AS n FROM records WHERE tsv @@ plainto_tsquery('english', %s)",
+                (word,),
+            )[0]["n"])
+        unseen = [w for w, n in counts.items() if n == 0]
+        if scope is not None and scope.user_id and unseen:
+            for word in unseen:
+                if self.query(
+                    "find word in triples or profiles",
+                    "SELECT 1 FROM triples WHERE tenant_id = %s AND user_id = %s "
+                    "AND tsv @@ plainto_tsquery('english', %s) "
+                    "UNION ALL SELECT 1 FROM profile_fields WHERE tenant_id = %s AND user_id = %s "
+                    "AND superseded_at IS NULL AND strpos(lower(path || ' ' || coalesce(value_json, '')), %s) > 0 "
+                    "LIMIT 1",
+                    (scope.tenant_id, scope.user_id, word, scope.tenant_id, scope.user_id, word.casefold()),
+                ):
+                    counts[word] = 1
+        return total, counts
+
     def search_text(self, query: str, scope: Scope, source: str, limit: int) -> list[tuple[str, float]]:
         """Records of the scope's user whose text (or event date in words) shares words
         with ``query``, best first, as (id, ``ts_rank_cd`` score).

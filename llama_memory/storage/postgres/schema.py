@@ -120,4 +120,83 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE UNIQUE INDEX jobs_dedup ON jobs (dedup_key) "
         "WHERE dedup_key IS NOT NULL AND state IN ('queued', 'running')",
     ),
+    # 2: profile rows and the triple timeline (the ProfileRows and TripleTimeline ports).
+    (
+        # One row per value a field had; a removal has no value. value_json is text
+        # (JSON escapes NUL, which neither text nor jsonb would store raw).
+        """
+        CREATE TABLE profile_fields (
+            tenant_id text NOT NULL,
+            user_id text NOT NULL,
+            id bigserial NOT NULL,
+            path text NOT NULL,
+            value_json text,
+            op text NOT NULL,
+            session_id text,
+            message_ids jsonb NOT NULL DEFAULT '[]',
+            created_at double precision NOT NULL,
+            superseded_at double precision,
+            ttl double precision,
+            expires_at double precision,
+            PRIMARY KEY (tenant_id, user_id, id)
+        )
+        """,
+        "CREATE INDEX profile_fields_current ON profile_fields (tenant_id, user_id, id) "
+        "WHERE superseded_at IS NULL",
+        # refresh_expiry names rows by id alone.
+        "CREATE INDEX profile_fields_by_id ON profile_fields (id)",
+        "CREATE INDEX profile_fields_expiring ON profile_fields (expires_at) "
+        "WHERE expires_at IS NOT NULL",
+        # seq is the write order (ties of valid_from, first spellings). The port names
+        # triples by id alone in some writes: hence the index on id.
+        """
+        CREATE TABLE triples (
+            tenant_id text NOT NULL,
+            user_id text NOT NULL,
+            id text NOT NULL,
+            seq bigserial NOT NULL,
+            subject text NOT NULL,
+            predicate text NOT NULL,
+            object text NOT NULL,
+            subject_key text NOT NULL,
+            predicate_key text NOT NULL,
+            object_key text NOT NULL,
+            valid_from double precision NOT NULL,
+            valid_to double precision,
+            superseded_by text,
+            ingested_at double precision NOT NULL,
+            ttl double precision,
+            expires_at double precision,
+            indexed boolean NOT NULL DEFAULT false,
+            search_text text NOT NULL,
+            tsv tsvector GENERATED ALWAYS AS (to_tsvector('english'::regconfig, search_text)) STORED,
+            PRIMARY KEY (tenant_id, user_id, id)
+        )
+        """,
+        "CREATE UNIQUE INDEX triples_one_current ON triples "
+        "(tenant_id, user_id, subject_key, predicate_key, object_key) WHERE valid_to IS NULL",
+        "CREATE INDEX triples_by_subject ON triples "
+        "(tenant_id, user_id, subject_key, predicate_key, valid_from)",
+        "CREATE INDEX triples_by_object ON triples (tenant_id, user_id, object_key)",
+        "CREATE INDEX triples_by_id ON triples (id)",
+        "CREATE INDEX triples_pending ON triples (seq) WHERE NOT indexed",
+        "CREATE INDEX triples_expiring ON triples (expires_at) WHERE expires_at IS NOT NULL",
+        "CREATE INDEX triples_tsv ON triples USING gin (tsv)",
+        """
+        CREATE TABLE triple_mentions (
+            tenant_id text NOT NULL,
+            user_id text NOT NULL,
+            triple_id text NOT NULL,
+            seq bigserial NOT NULL,
+            session_id text,
+            message_ids jsonb NOT NULL DEFAULT '[]',
+            event_time double precision NOT NULL,
+            ingested_at double precision NOT NULL,
+            origin text NOT NULL,
+            PRIMARY KEY (tenant_id, user_id, triple_id, seq),
+            FOREIGN KEY (tenant_id, user_id, triple_id) REFERENCES triples (tenant_id, user_id, id)
+                ON DELETE CASCADE
+        )
+        """,
+    ),
 )

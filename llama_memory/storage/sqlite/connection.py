@@ -32,7 +32,7 @@ _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:/")
 
 def memory_path(path: object) -> Path:
     """``path`` as a directory ``Path``; TypeError for what is not a path, ValueError
-    for a database URL (a memory's path is a directory; URLs are not supported yet)."""
+    for a database URL (a memory's path is a directory; a PostgreSQL URL goes to ``store=``)."""
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(
             f"path takes a directory as a str or pathlib.Path, not {type(path).__name__} "
@@ -43,7 +43,7 @@ def memory_path(path: object) -> Path:
         raise ValueError(
             f"path={text!r} looks like a database URL, but path is a directory where "
             "llama-memory keeps its SQLite file and Chroma index (e.g. path='./memory'); "
-            "database URLs are not supported yet"
+            "for a PostgreSQL database pass store='postgresql://...' instead of path"
         )
     return Path(text)
 
