@@ -14,10 +14,10 @@ import pytest
 
 from helpers import assistant, message_texts, user
 from llama_memory import ComposableMemory, Scope
+from llama_memory.config import default_profile_source, default_triple_source
 from llama_memory.expiry import Expiry
-from llama_memory.sources import ProfileSource, TripleSource
+from llama_memory.sources import TripleSource
 from llama_memory.sources import profile as profile_module
-from llama_memory.sources import triples as triples_module
 from llama_memory.storage.sqlite import DB_FILENAME, MIGRATIONS, SQLiteStore, sql_statements
 from llama_memory.storage.sqlite.triples import MIGRATIONS as TRIPLE_MIGRATIONS
 
@@ -211,8 +211,8 @@ def test_a_store_from_before_expiry_opens_and_upgrades(tmp_path: Path, embed_mod
 def test_sources_take_an_expiry_of_their_own(tmp_path: Path, embed_model, clock: Clock) -> None:
     store = SQLiteStore(tmp_path)
     expiry = Expiry(ttl=10, clock=clock)
-    profile = ProfileSource(store, expiry=expiry)
-    triples = triples_module.default_triple_source(store, tmp_path, embed_model, expiry=expiry)
+    profile = default_profile_source(store, expiry=expiry)
+    triples = default_triple_source(store, tmp_path, embed_model, expiry=expiry)
     assert isinstance(triples, TripleSource)
     scope = Scope(user_id="zoe")
     profile.set_field("mood", "sleepy", scope)

@@ -98,6 +98,11 @@ def ids(rows: list) -> list[str]:
     return [r.id for r in rows]
 
 
+def words(found: list[tuple[str, float]]) -> list[str]:
+    """The ids of a lexical search's (id, score) pairs, best first."""
+    return [i for i, _ in found]
+
+
 # --------------------------------------------------------------------------- persistence
 
 
@@ -204,13 +209,14 @@ def test_lexical_search_matches_words_safely_and_current_triples_by_default(
         timeline.insert(new("paris", obj="Paris", end=T0 + 10, successor="berlin"))
         timeline.insert(new("berlin", obj="Berlin", start=T0 + 10))
         timeline.insert(new("pizza", predicate="likes", obj="pizza"))
-    assert timeline.search_words(ALICE, "Paris or Berlin?", 10, False) == ["berlin"]
-    assert set(timeline.search_words(ALICE, "Paris or Berlin?", 10, True)) == {
+    [(berlin, score)] = timeline.search_words(ALICE, "Paris or Berlin?", 10, False)
+    assert berlin == "berlin" and score > 0  # higher is better: fusion divides by the best
+    assert set(words(timeline.search_words(ALICE, "Paris or Berlin?", 10, True))) == {
         "paris",
         "berlin",
     }
     # Query syntax in user text is read as plain words, never as an error.
-    assert timeline.search_words(ALICE, 'pizza" OR (NEAR* -', 10, False) == ["pizza"]
+    assert words(timeline.search_words(ALICE, 'pizza" OR (NEAR* -', 10, False)) == ["pizza"]
     assert timeline.search_words(ALICE, "?!", 10, False) == []
 
 
@@ -258,7 +264,7 @@ def test_users_and_tenants_are_isolated_and_forgetting_one_keeps_the_others(
         timeline.insert(new("c", user="alice", tenant="acme"))
     assert ids(timeline.select(ALICE, T0)) == ["a"]
     assert ids(timeline.select(BOB, T0, ids=["a", "b", "c"])) == ["b"]
-    assert timeline.search_words(BOB, "Paris", 10, False) == ["b"]
+    assert words(timeline.search_words(BOB, "Paris", 10, False)) == ["b"]
     assert timeline.current_ids(BOB, ["a", "c"]) == set()
     timeline.delete_user(ALICE)
     assert timeline.select(ALICE, T0) == []

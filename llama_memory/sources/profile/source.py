@@ -30,10 +30,10 @@ class ProfileSource(MemorySource):
     """The user's profile: one current document per user, always in the memory block.
 
     Args:
-        store: where the profile rows are kept: the SQLite system of record (the
-            memory's own store, or another ``SQLiteStore`` on the same directory; the
-            source keeps its table there), or any implementation of the
-            :class:`~llama_memory.storage.ports.ProfileRows` port.
+        store: where the profile rows are kept: any implementation of the
+            :class:`~llama_memory.storage.ports.ProfileRows` port (SQLite:
+            ``SQLiteProfileRows(store)`` on the memory's store;
+            :func:`llama_memory.config.default_profile_source` builds the source so).
         schema: a pydantic model the profile follows. Updates are validated against
             it (field names, types, constraints) before anything is written.
             Required fields may be missing: a profile fills up over time.
@@ -403,12 +403,12 @@ class ProfileSource(MemorySource):
 
 
 def _profile_rows(store: Any) -> ProfileRows:
-    """The port implementation for ``store``: itself, or SQLite rows on a ``SQLiteStore``."""
+    """``store`` if it is profile rows; a clear error for anything else."""
     if isinstance(store, ProfileRows):
         return store
-    # ``ProfileSource(SQLiteStore(...))`` as before the ports existed. Imported here, not
-    # at the top, so that the source depends on the port only; construction
-    # (llama_memory.config) is where backends are chosen.
-    from ...storage.sqlite.profile import SQLiteProfileRows
-
-    return SQLiteProfileRows(store)
+    raise TypeError(
+        f"ProfileSource takes profile rows (the ProfileRows port), not {type(store).__name__} "
+        f"{store!r}: pass SQLiteProfileRows(SQLiteStore('./memory')) "
+        "(llama_memory.storage.sqlite.profile), or build the source with "
+        "llama_memory.config.default_profile_source(store)"
+    )
