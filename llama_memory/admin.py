@@ -39,6 +39,7 @@ from pydantic import ValidationError
 
 from .buffer import ChatBuffer
 from .compose import MemoryBlock
+from .config import default_profile_source, default_triple_source
 from .errors import LlamaMemoryError, StorageError
 from .memory import (
     DEFAULT_MEMORY_TOKEN_LIMIT,
@@ -51,7 +52,6 @@ from .messages import dump_message, load_message, to_epoch
 from .progress import Progress
 from .sources.base import MemorySource
 from .sources.profile import ProfileChange, ProfileSource
-from .config import default_profile_source, default_triple_source
 from .sources.triples import KnowledgeTriple, TripleSource
 from .sources.triples.model import to_triple
 from .sources.triples.normalize import search_text

@@ -20,8 +20,8 @@ from pydantic import BaseModel, Field
 
 from helpers import assistant, user
 from llama_memory import ComposableMemory, Scope, ScopeError
-from llama_memory.extraction import ExtractionError
 from llama_memory.config import default_profile_source, default_vector_source
+from llama_memory.extraction import ExtractionError
 from llama_memory.sources.profile import ProfileOp, ProfileSource, ProfileUpdateError
 from llama_memory.storage.sqlite import SQLiteStore
 from scripted_llm import ScriptedLLM, ToolCallReply, message_plain_text

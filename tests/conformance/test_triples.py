@@ -1,7 +1,7 @@
 """Conformance of a triple timeline backend: the behaviour every implementation of
 :class:`~llama_memory.storage.ports.triples.TripleTimeline` must have, written
-against the port only, parametrised by backend (a PostgreSQL backend adds itself
-to ``BACKENDS`` and runs exactly these tests).
+against the port only, parametrised by backend (the one ``backend`` fixture of
+``conftest.py``: a PostgreSQL backend adds itself there and runs exactly these tests).
 
 Covers persistence, transactions (all or nothing, joining an open one), the update
 rules' reads and writes, history, expiry (filter, refresh on read, purge),
@@ -12,9 +12,8 @@ writers.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import Optional
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Optional
 
 import pytest
 
@@ -25,8 +24,9 @@ from llama_memory.storage.ports.triples import (
     TripleMention,
     TripleTimeline,
 )
-from llama_memory.storage.sqlite import SQLiteStore
-from llama_memory.storage.sqlite.triples import SQLiteTripleTimeline
+
+if TYPE_CHECKING:
+    from .conftest import Backend
 
 T0 = 1_700_000_000.0
 ALICE = Scope(user_id="alice")
@@ -36,31 +36,11 @@ ACME_ALICE = Scope(user_id="alice", tenant_id="acme")
 Opener = Callable[[], TripleTimeline]
 
 
-def _sqlite(location: Path) -> tuple[Opener, Callable[[], None]]:
-    stores: list[SQLiteStore] = []
-
-    def open_timeline() -> TripleTimeline:
-        store = SQLiteStore(location)
-        stores.append(store)
-        return SQLiteTripleTimeline(store)
-
-    def close() -> None:
-        for store in stores:
-            store.close()
-
-    return open_timeline, close
-
-
-BACKENDS = {"sqlite": _sqlite}
-
-
-@pytest.fixture(params=sorted(BACKENDS))
-def open_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
+@pytest.fixture
+def open_backend(backend: Backend) -> Opener:
     """Opens the backend's triple timeline on one location, as often as asked (each
     opening is another connection, as another process would have)."""
-    opener, close = BACKENDS[request.param](tmp_path)
-    yield opener
-    close()
+    return backend.triples
 
 
 @pytest.fixture

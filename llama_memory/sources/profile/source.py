@@ -9,11 +9,11 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.utils import get_tokenizer
 from pydantic import BaseModel
 
-from ...expiry import NEVER, TTL, Expiry
+from ...storage.expiry import NEVER, TTL, Expiry
 from ...storage.ports.profile import ProfileChange, ProfileRows, ProfileWrite
 from ...types import MemoryRecord, Scope, StoredMessage, now
 from ...views import ProfileView
-from ..base import MemorySource
+from ..base import MemorySource, require_port
 from .extraction import extract_profile
 from .ops import Draft, ProfileOp, UpdateInput, to_ops
 from .paths import ProfileUpdateError, path_problem, raise_if_bad_path, render_value, unflatten
@@ -89,7 +89,11 @@ class ProfileSource(MemorySource):
         self.expiry = expiry
         self._importance_cache: dict[str, float] = {}
         self._costs: dict[str, int] = {}  # line -> tokens; the same fields render on every get
-        self.rows: ProfileRows = _profile_rows(store)
+        self.rows: ProfileRows = require_port(
+            store, ProfileRows, "ProfileSource",
+            "SQLiteProfileRows(SQLiteStore('./memory')) (llama_memory.storage.sqlite.profile), "
+            "or build the source with llama_memory.config.default_profile_source(store)",
+        )  # fmt: skip
         # The SQLite store, kept as the attribute the memory uses to write a batch in one
         # transaction (``ComposableMemory._one_write``).
         self.store = getattr(self.rows, "store", store)
@@ -400,15 +404,3 @@ class ProfileSource(MemorySource):
             # compose renders '- [name] "text"' plus a newline.
             cost = self._costs[text] = len(self.tokenizer_fn(f'- [{self.name}] "{text}"')) + 1
         return cost
-
-
-def _profile_rows(store: Any) -> ProfileRows:
-    """``store`` if it is profile rows; a clear error for anything else."""
-    if isinstance(store, ProfileRows):
-        return store
-    raise TypeError(
-        f"ProfileSource takes profile rows (the ProfileRows port), not {type(store).__name__} "
-        f"{store!r}: pass SQLiteProfileRows(SQLiteStore('./memory')) "
-        "(llama_memory.storage.sqlite.profile), or build the source with "
-        "llama_memory.config.default_profile_source(store)"
-    )

@@ -16,7 +16,6 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union, cast
 
-import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage
 
@@ -31,7 +30,7 @@ from ...storage.ports.triples import TripleEdge, TripleTimeline
 from ...storage.reconcile import ReconcileReport
 from ...types import MemoryRecord, Scope, StoredMessage
 from ...views import TripleTable
-from ..base import MemorySource
+from ..base import MemorySource, require_port
 from ..dimension import DimensionGuard
 from .extraction import extract_triples
 from .index import TripleRows, TripleWords
@@ -105,9 +104,11 @@ class TripleSource(MemorySource):
             raise ValueError(f"fusion takes one of {FUSIONS}, not {fusion!r}")
         if hops not in (1, 2):
             raise ValueError(f"hops must be 1 or 2, got {hops!r}")
-        if batch_size <= 0:
-            raise ValueError(f"batch_size must be positive, got {batch_size}")
-        self.timeline = _triple_timeline(store)
+        self.timeline: TripleTimeline = require_port(
+            store, TripleTimeline, "TripleSource",
+            "SQLiteTripleTimeline(SQLiteStore(path)) (llama_memory.storage.sqlite), or build the "
+            "source with llama_memory.config.default_triple_source(store, path, embed_model)",
+        )  # fmt: skip
         self.store = self.timeline.store
         self.index = index
         self.embed_model = embed_model
@@ -124,7 +125,7 @@ class TripleSource(MemorySource):
         # The one index sync, as for past messages; no vector copies are kept (triples are
         # few per user, and a search asks the dense index for what it lacks).
         self._sync = IndexSync(
-            TripleRows(self.timeline), index, name, self._embed_texts,
+            TripleRows(self.timeline), index, name, self._dimensions.documents,
             batch_size=batch_size, resident_limit=0,
         )  # fmt: skip
         self._lock = self._sync.lock
@@ -312,7 +313,7 @@ class TripleSource(MemorySource):
         # Triples are written rarely (a tool call, an extraction): what waits goes to the
         # index now, in one write per user, rather than waiting in the overlay for a batch.
         self._sync.flush()
-        hybrid = HybridSearch(self._sync, TripleWords(self.timeline, include_history), self._query_vector)
+        hybrid = HybridSearch(self._sync, TripleWords(self.timeline, include_history), self._dimensions.query)
         lexical, dense = hybrid.candidates(query, scope, pool)
         if not include_history and dense:
             alive = self.timeline.current_ids(scope, list(dense))
@@ -343,18 +344,7 @@ class TripleSource(MemorySource):
         owner = (scope.tenant_id, scope.require_user())
         vectors: dict[str, Any] = {i: v for i, v in self._sync.waiting(owner).items() if i in missing}
         vectors.update(self._sync.index_vectors(owner, [i for i in missing if i not in vectors]))
-        add_cosines(dense, vectors, self._query_vector(query))
-
-    def _embed_texts(self, texts: list[str]) -> list[np.ndarray]:
-        vectors = self._vectors.documents(texts)
-        if vectors:
-            self._dimensions.check_vectors(len(vectors[0]))
-        return vectors
-
-    def _query_vector(self, query: str) -> np.ndarray:
-        vector = self._vectors.query(query)
-        self._dimensions.check_vectors(len(vector))
-        return vector
+        add_cosines(dense, vectors, self._dimensions.query(query))
 
     # -- the dense index -----------------------------------------------------------------
 
@@ -442,15 +432,3 @@ class TripleSource(MemorySource):
         from ...graph import plot
 
         return cast(Path, plot(self.to_networkx(scope), path, **kwargs))
-
-
-def _triple_timeline(store: Any) -> TripleTimeline:
-    """``store`` if it is a triple timeline; a clear error for anything else."""
-    if isinstance(store, TripleTimeline):
-        return store
-    raise TypeError(
-        f"TripleSource takes a triple timeline (the TripleTimeline port), not "
-        f"{type(store).__name__} {store!r}: pass SQLiteTripleTimeline(SQLiteStore(path)) "
-        "(llama_memory.storage.sqlite), or build the source with "
-        "llama_memory.config.default_triple_source(store, path, embed_model)"
-    )
