@@ -39,6 +39,7 @@ from pydantic import ValidationError
 
 from .buffer import ChatBuffer
 from .compose import MemoryBlock
+from .config import default_profile_source, default_triple_source
 from .errors import LlamaMemoryError, StorageError
 from .memory import (
     DEFAULT_MEMORY_TOKEN_LIMIT,
@@ -51,12 +52,15 @@ from .messages import dump_message, load_message, to_epoch
 from .progress import Progress
 from .sources.base import MemorySource
 from .sources.profile import ProfileChange, ProfileSource
-from .sources.triples import KnowledgeTriple, TripleSource, _search_text, default_triple_source
+from .sources.triples import KnowledgeTriple, TripleSource
+from .sources.triples.model import to_triple
+from .sources.triples.normalize import search_text
 from .sources.vector import VectorSource
 from .storage.admin import SessionSummary, StoreAdmin, StoreCounts, UserSummary
 from .storage.chroma import CHROMA_DIRNAME, http_client, server_address
 from .storage.reconcile import ReconcileReport
 from .storage.sqlite import DB_FILENAME, SQLiteChatLog, SQLiteStore
+from .storage.sqlite.triples import SQLiteTripleTimeline
 from .types import MemoryRecord, Scope, now
 
 __all__ = [
@@ -244,7 +248,7 @@ class MemoryAdmin:
     def profile_source(self) -> ProfileSource:
         """The profile source on this store (opened on first use; no model needed)."""
         if self._profile is None:
-            self._profile = ProfileSource(self.store)
+            self._profile = default_profile_source(self.store)
         return self._profile
 
     @property
@@ -360,14 +364,13 @@ class MemoryAdmin:
         """The user's knowledge triples that have not expired, oldest first: those that
         hold now, or all with ``include_history`` (read from SQLite alone: no model or
         Chroma needed)."""
-        rows = self._admin.triple_rows(
-            self.tenant_id,
-            self._scope(user_id).require_user(),
-            current_only=not include_history,
-            alive_at=now(),
-            by_validity=True,
-        )
-        return [_to_triple(self.tenant_id, row) for row in rows]
+        scope = self._scope(user_id)
+        scope.require_user()
+        if not self._admin.has_triples():
+            return []  # no table to read (and none created by reading)
+        # Through the triple timeline port, as the source reads them.
+        rows = SQLiteTripleTimeline(self.store).select(scope, now(), include_history=include_history)
+        return [to_triple(row) for row in rows]
 
     def show(self, user_id: str, recent: int = 10) -> UserOverview:
         """Counts, profile, current triples, the ``recent`` latest records and the
@@ -552,7 +555,7 @@ class MemoryAdmin:
             if any(r["kind"] == "triple" for r in batch):
                 self.triple_source(create=True)
             texts = [
-                _search_text(r["subject"], r["predicate"], r["object"]) if r["kind"] == "triple" else ""
+                search_text(r["subject"], r["predicate"], r["object"]) if r["kind"] == "triple" else ""
                 for r in batch
             ]
             try:
@@ -675,30 +678,6 @@ class MemoryAdmin:
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _to_triple(tenant_id: str, row: Mapping[str, Any]) -> KnowledgeTriple:
-    """A triple row (as exported) as :class:`KnowledgeTriple` reads it back: provenance
-    gathered from its mentions."""
-    mentions = row["mentions"]
-    return KnowledgeTriple(
-        subject=row["subject"],
-        predicate=row["predicate"],
-        object=row["object"],
-        id=row["id"],
-        user_id=row["user"],
-        tenant_id=tenant_id,
-        session_id=mentions[0]["session"] if mentions else None,
-        session_ids=tuple(dict.fromkeys(m["session"] for m in mentions if m["session"])),
-        message_ids=tuple(dict.fromkeys(i for m in mentions for i in m["message_ids"])),
-        event_time=min((m["event_time"] for m in mentions), default=None),
-        ingested_at=row["ingested_at"],
-        valid_from=row["valid_from"],
-        valid_to=row["valid_to"],
-        superseded_by=row["superseded_by"],
-        mentions=len(mentions),
-        expires_at=row["expires_at"],
-    )
 
 
 def _require_text(value: Any, what: str) -> None:

@@ -32,7 +32,7 @@ from .restore import embedding_to_dict, qualified_name
 from .sources.base import MemorySource, ProfileHolder, TripleHolder
 from .sources.dimension import forget_embedding_model
 from .sources.profile import ProfileSource
-from .sources.triples import TRIPLE_COLLECTION, default_triple_source
+from .sources.triples import TRIPLE_COLLECTION, TripleSource
 from .sources.vector import VectorSource
 from .storage.chroma import (
     CHROMA_DIRNAME,
@@ -43,6 +43,8 @@ from .storage.chroma import (
 )
 from .storage.expiry import TTL, Expiry, ttl_seconds
 from .storage.sqlite import DB_FILENAME, SQLiteStore, memory_path, store_exists
+from .storage.sqlite.profile import SQLiteProfileRows
+from .storage.sqlite.triples import SQLiteTripleTimeline
 from .types import Scope
 
 if TYPE_CHECKING:
@@ -146,9 +148,13 @@ def build_memory(
         scope.require_user("the profile memory")
         if not any(isinstance(s, ProfileHolder) for s in secondary_memory_sources):
             schema = profile if isinstance(profile, type) else None
-            rows = postgres_profile_rows(store) if postgres else store
+            profile_source = (
+                ProfileSource(postgres_profile_rows(store), schema=schema, expiry=expiry)
+                if postgres
+                else default_profile_source(store, schema=schema, expiry=expiry)
+            )
             secondary_memory_sources = [
-                *secondary_memory_sources, ProfileSource(rows, schema=schema, expiry=expiry)
+                *secondary_memory_sources, profile_source
             ]
     if triples and not any(isinstance(s, TripleHolder) for s in secondary_memory_sources):
         scope.require_user("the knowledge-triple memory")
@@ -301,6 +307,28 @@ def default_vector_source(
     namespace = store.store_id if chroma_client is not None else None
     index = open_index(VECTOR_COLLECTION, path, chroma_client, namespace)
     return VectorSource(store, index, resolve_embed_model(embed_model), expiry=expiry or Expiry())
+
+
+def default_triple_source(
+    store: SQLiteStore,
+    path: Optional[Union[str, Path]],
+    embed_model: BaseEmbedding,
+    chroma_client: Any = None,
+    **kwargs: Any,
+) -> TripleSource:
+    """A :class:`TripleSource` on ``store``'s triple timeline with a Chroma index beside
+    it: the given client (a server's; collections named after the store's id), else the
+    persistent one under ``path``, else (in memory) collections of its own in the
+    process-wide ephemeral client. ``kwargs`` go to the source."""
+    namespace = store.store_id if chroma_client is not None else None
+    index = open_index(TRIPLE_COLLECTION, path, chroma_client, namespace)
+    return TripleSource(SQLiteTripleTimeline(store), index, embed_model, **kwargs)
+
+
+def default_profile_source(store: SQLiteStore, **kwargs: Any) -> ProfileSource:
+    """A :class:`ProfileSource` on ``store``'s profile rows (the table is created or
+    migrated on open). ``kwargs`` go to the source (``schema``, ``expiry``...)."""
+    return ProfileSource(SQLiteProfileRows(store), **kwargs)
 
 
 def drop_dense_collections(

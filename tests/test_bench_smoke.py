@@ -69,3 +69,15 @@ def test_speed_smoke_reports_figures_for_every_memory(
 
     # --plot: a PNG
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_triple_benchmark_runs_and_score_fusion_keeps_its_lead() -> None:
+    """``bench.triples`` runs end to end, and the fusion the triple source uses by default
+    (chosen by it, docs/benchmarks.md) still finds the answer first more often."""
+    from bench import triples
+
+    results = triples.run(hops=(1,))
+    scores, rrf = results["runs"]["scores hops=1"], results["runs"]["rrf hops=1"]
+    assert results["data_version"] == triples.DATA_VERSION
+    assert scores["hit@1"] > rrf["hit@1"] and scores["mrr@5"] > rrf["mrr@5"]
+    assert "scores hops=1" in triples.report(results)

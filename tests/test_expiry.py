@@ -14,11 +14,11 @@ import pytest
 
 from helpers import assistant, message_texts, user
 from llama_memory import ComposableMemory, Scope
+from llama_memory.config import default_profile_source, default_triple_source
 from llama_memory.expiry import Expiry
-from llama_memory.sources import ProfileSource, TripleSource
-from llama_memory.sources import profile as profile_module
-from llama_memory.sources import triples as triples_module
+from llama_memory.sources import TripleSource
 from llama_memory.storage.sqlite import DB_FILENAME, MIGRATIONS, SQLiteStore, sql_statements
+from llama_memory.storage.sqlite.profile import MIGRATIONS as PROFILE_MIGRATIONS
 from llama_memory.storage.sqlite.triples import MIGRATIONS as TRIPLE_MIGRATIONS
 
 START = 1_800_000_000.0
@@ -182,7 +182,7 @@ def test_a_store_from_before_expiry_opens_and_upgrades(tmp_path: Path, embed_mod
     conn.close()
     old = SQLiteStore(tmp_path)  # records migrate to v3 here
     old.ensure_schema("triples", TRIPLE_MIGRATIONS[:1])
-    old.ensure_schema("profile", profile_module.MIGRATIONS[:1])
+    old.ensure_schema("profile", PROFILE_MIGRATIONS[:1])
     with old.transaction("old rows") as conn:
         conn.execute(
             "INSERT INTO triples (id, tenant_id, user_id, subject, predicate, object, subject_key,"
@@ -202,7 +202,7 @@ def test_a_store_from_before_expiry_opens_and_upgrades(tmp_path: Path, embed_mod
         store = memory.source("vector").store
         assert store.schema_version == len(MIGRATIONS)
         assert store.get_meta("schema:triples") == str(len(TRIPLE_MIGRATIONS))
-        assert store.get_meta("schema:profile") == str(len(profile_module.MIGRATIONS))
+        assert store.get_meta("schema:profile") == str(len(PROFILE_MIGRATIONS))
         # Old rows have no expiry: they are kept, whatever the new default ttl.
         assert "I keep bees on the roof" in texts(memory.search("bees", k=5))
         assert [t.object for t in memory.triple_source.triples(Scope(user_id="alice"))] == ["honey"]
@@ -215,8 +215,8 @@ def test_a_store_from_before_expiry_opens_and_upgrades(tmp_path: Path, embed_mod
 def test_sources_take_an_expiry_of_their_own(tmp_path: Path, embed_model, clock: Clock) -> None:
     store = SQLiteStore(tmp_path)
     expiry = Expiry(ttl=10, clock=clock)
-    profile = ProfileSource(store, expiry=expiry)
-    triples = triples_module.default_triple_source(store, tmp_path, embed_model, expiry=expiry)
+    profile = default_profile_source(store, expiry=expiry)
+    triples = default_triple_source(store, tmp_path, embed_model, expiry=expiry)
     assert isinstance(triples, TripleSource)
     scope = Scope(user_id="zoe")
     profile.set_field("mood", "sleepy", scope)

@@ -28,11 +28,6 @@ ALLOWED: dict[str, tuple[str, str]] = {
     "config.py": ("B", "the composition root: it chooses and opens the backends"),
     "admin.py": ("B", "MemoryAdmin opens the stores of a directory (file names, clients)"),
     "cli.py": ("B", "names the store's files (DB_FILENAME, CHROMA_DIRNAME) for `info`"),
-    "expiry.py": ("B", "re-exports ALIVE_SQL to the triple and profile sources until they move"),
-    # Until issue 14's parts T and P land, these two still run their own SQL (the lead
-    # removes them from this list at merge):
-    "sources/triples": ("BS", "triple timeline SQL moves to storage/sqlite/triples.py (part T)"),
-    "sources/profile": ("BS", "profile rows SQL moves to storage/sqlite/profile.py (part P)"),
 }
 
 
@@ -131,13 +126,7 @@ def test_the_allow_list_names_only_modules_that_need_it() -> None:
 
 #: Cycles known and left, each with why (a cycle is a pair of modules that need each other
 #: at run time, a function-level import included).
-KNOWN_CYCLES = {
-    # TripleSource.to_networkx/plot import graph, which imports the triple data model;
-    # part T splits sources/triples.py into a package, and graph then imports its model
-    # module only (the lead removes these at merge).
-    ("llama_memory.graph", "llama_memory.sources.triples"),
-    ("llama_memory.graph", "llama_memory.sources.triples", "llama_memory.views"),
-}
+KNOWN_CYCLES: set[tuple[str, ...]] = set()
 
 
 def _runtime_graph() -> dict[str, set[str]]:

@@ -20,8 +20,8 @@ from pydantic import BaseModel, Field
 
 from helpers import assistant, user
 from llama_memory import ComposableMemory, Scope, ScopeError
+from llama_memory.config import default_profile_source, default_vector_source
 from llama_memory.extraction import ExtractionError
-from llama_memory.memory import default_vector_source
 from llama_memory.sources.profile import ProfileOp, ProfileSource, ProfileUpdateError
 from llama_memory.storage.sqlite import SQLiteStore
 from scripted_llm import ScriptedLLM, ToolCallReply, message_plain_text
@@ -63,7 +63,7 @@ def store(tmp_path: Path):
 
 @pytest.fixture
 def profile(store: SQLiteStore) -> ProfileSource:
-    return ProfileSource(store)
+    return default_profile_source(store)
 
 
 @pytest.fixture
@@ -86,7 +86,7 @@ def open_memory(tmp_path: Path):
         sources: list[Any] = []
         if vector:
             sources.append(default_vector_source(store, path, embed_model))
-        sources.append(ProfileSource(store, **(profile_kwargs or {})))
+        sources.append(default_profile_source(store, **(profile_kwargs or {})))
         memory = ComposableMemory.from_defaults(
             user_id=user_id, session_id=session_id, path=path,
             secondary_memory_sources=sources, **kwargs,
@@ -214,7 +214,7 @@ def test_null_is_never_stored(profile: ProfileSource) -> None:
 
 
 def test_schema_validates_updates_naming_the_field_and_the_problem(store: SQLiteStore) -> None:
-    profile = ProfileSource(store, schema=UserProfile)
+    profile = default_profile_source(store, schema=UserProfile)
     # Required fields may be missing: a profile fills up over time.
     profile.update_profile({"diet": "vegetarian", "travel": {"seat": "window"}}, ALICE)
     profile.update_profile({"notes": {"coffee": "black"}}, ALICE)
@@ -256,8 +256,8 @@ def test_schema_validates_updates_naming_the_field_and_the_problem(store: SQLite
 def test_stored_fields_that_break_a_newer_schema_do_not_block_other_updates(
     store: SQLiteStore,
 ) -> None:
-    ProfileSource(store).set_field("age", "unknown", ALICE)  # written before the schema existed
-    profile = ProfileSource(store, schema=UserProfile)
+    default_profile_source(store).set_field("age", "unknown", ALICE)  # written before the schema existed
+    profile = default_profile_source(store, schema=UserProfile)
     profile.set_field("diet", "vegan", ALICE)
     assert profile.get_profile(ALICE) == {"age": "unknown", "diet": "vegan"}
     with pytest.raises(ProfileUpdateError, match="age"):
@@ -318,7 +318,7 @@ def test_tight_budget_keeps_important_then_recent_fields_and_says_what_was_left_
 
 
 def test_importance_argument_overrides_the_schema(store: SQLiteStore) -> None:
-    profile = ProfileSource(store, schema=UserProfile, importance={"travel": 20, "name": 1})
+    profile = default_profile_source(store, schema=UserProfile, importance={"travel": 20, "name": 1})
     profile.update_profile({"name": "Alice", "travel": {"seat": "aisle"}, "diet": "vegan"}, ALICE)
     assert [r.text for r in profile.retrieve("", ALICE, 10)] == [
         "travel.seat: aisle", "name: Alice", "diet: vegan",
@@ -392,9 +392,16 @@ def test_profiles_are_isolated_per_user_and_tenant(profile: ProfileSource) -> No
 def test_a_profile_source_on_something_other_than_a_store_says_what_to_pass(
     tmp_path: Path,
 ) -> None:
-    # A path is the most likely mistake: the memory takes one, the source takes the store.
-    with pytest.raises(TypeError, match=r"not str .*ProfileSource\(SQLiteStore\('./memory'\)\)"):
+    # A path is the most likely mistake: the memory takes one, the source takes the port;
+    # a bare store too (before 0.x the source wrapped one itself; config does that now).
+    with pytest.raises(TypeError, match=r"not str .*pass SQLiteProfileRows\(SQLiteStore\('./memory'\)\)"):
         ProfileSource(str(tmp_path / "memory"))  # type: ignore[arg-type]
+    store = SQLiteStore(tmp_path / "memory")
+    try:
+        with pytest.raises(TypeError, match=r"not SQLiteStore .*default_profile_source\(store\)"):
+            ProfileSource(store)
+    finally:
+        store.close()
 
 
 def test_a_write_inside_an_open_store_transaction_joins_it(
@@ -412,11 +419,11 @@ def test_profile_persists_across_processes(tmp_path: Path) -> None:
     path = tmp_path / "memory"
     script = textwrap.dedent(
         f"""
-        from llama_memory.sources.profile import ProfileSource
+        from llama_memory.config import default_profile_source
         from llama_memory.storage.sqlite import SQLiteStore
         from llama_memory.types import Scope
         store = SQLiteStore({str(path)!r})
-        profile = ProfileSource(store)
+        profile = default_profile_source(store)
         scope = Scope(user_id="alice", session_id="other-process")
         profile.update_profile({{"diet": "vegetarian", "travel": {{"seat": "window"}}}}, scope)
         profile.set_field("diet", "vegan", scope, message_ids=["m42"])
@@ -427,7 +434,7 @@ def test_profile_persists_across_processes(tmp_path: Path) -> None:
 
     store = SQLiteStore(path)
     try:
-        profile = ProfileSource(store)  # the schema exists: opening migrates nothing
+        profile = default_profile_source(store)  # the schema exists: opening migrates nothing
         assert profile.get_profile(ALICE) == {"diet": "vegan", "travel": {"seat": "window"}}
         last = profile.history("diet", ALICE)[-1]
         assert (last.session_id, last.message_ids) == ("other-process", ["m42"])
@@ -438,7 +445,7 @@ def test_profile_persists_across_processes(tmp_path: Path) -> None:
 def test_concurrent_writers_on_one_file_newer_wins(tmp_path: Path) -> None:
     first, second = SQLiteStore(tmp_path / "m"), SQLiteStore(tmp_path / "m")
     try:
-        a, b = ProfileSource(first), ProfileSource(second)
+        a, b = default_profile_source(first), default_profile_source(second)
         a.update_profile({"diet": "vegetarian", "city": "Lisbon"}, ALICE)
         b.set_field("diet", "vegan", ALICE)  # b read the state a committed
         a.append("likes", "jazz", ALICE)
@@ -550,7 +557,7 @@ def test_extract_with_a_text_llm_parses_json(profile: ProfileSource) -> None:
 def test_malformed_or_invalid_extraction_is_rejected_whole(
     store: SQLiteStore, reply: Any, message: str
 ) -> None:
-    profile = ProfileSource(store, schema=UserProfile)
+    profile = default_profile_source(store, schema=UserProfile)
     profile.set_field("diet", "vegetarian", ALICE)
     rows = row_count(store)
     with pytest.raises(ExtractionError, match=message):

@@ -11,8 +11,10 @@ from collections.abc import Sequence
 import pytest
 
 from llama_memory.sources.triples.model import to_triple
+from llama_memory.sources.triples.normalize import query_entities
 from llama_memory.sources.triples.search import neighbourhood, rank_triples, triple_record
-from llama_memory.sources.triples.timeline import Decision, decide, renewed_expiry
+from llama_memory.sources.triples.timeline import Decision, decide
+from llama_memory.storage.expiry import later_expiry
 from llama_memory.storage.ports.triples import (
     StoredTriple,
     TimelineEntry,
@@ -114,7 +116,8 @@ def test_the_timeline_is_read_in_time_order_whatever_order_it_comes_in() -> None
     ],
 )
 def test_stating_a_fact_again_renews_it(kept: tuple, stated: tuple, expected: tuple) -> None:
-    assert renewed_expiry(*kept, *stated) == expected
+    # The one rule of storage/expiry.py, the same for records, triples and profile values.
+    assert later_expiry(kept, stated) == expected
 
 
 # --------------------------------------------------------------------------- ranking
@@ -125,6 +128,17 @@ def edges_touching(edges: Sequence[TripleEdge]):
         return [e for e in edges if e.subject_key in keys or e.object_key in keys]
 
     return touching
+
+
+def rank(query: str, dense: list[str], lexical: list[str], edges: Sequence[TripleEdge], k: int,
+         hops: int, fusion: str = "scores"):
+    """rank_triples as the source calls it: the query's named entities and their
+    neighbourhood first; made-up cosines and word scores falling with rank."""
+    named = query_entities(query)
+    touching = edges_touching(edges)
+    cosines = {i: 0.9 - 0.1 * n for n, i in enumerate(dense)}
+    words = [(i, 10.0 - n) for n, i in enumerate(lexical)]
+    return rank_triples(named, neighbourhood(named, touching), words, cosines, touching, k, hops, fusion)
 
 
 def test_triples_touching_two_named_entities_come_first_then_the_newest() -> None:
@@ -140,18 +154,31 @@ def test_triples_touching_two_named_entities_come_first_then_the_newest() -> Non
 
 def test_a_second_hop_reaches_facts_about_a_neighbour_but_never_above_the_first() -> None:
     edges = [TripleEdge("friend", "alice", "john", 1), TripleEdge("likes", "john", "pizza", 2)]
-    one, _ = rank_triples("who is Alice's friend", [], [], edges_touching(edges), 10, hops=1)
+    one, _ = rank("who is Alice's friend", [], [], edges, 10, hops=1)
     assert set(one) == {"friend"}
-    two, matched = rank_triples("who is Alice's friend", [], [], edges_touching(edges), 10, hops=2)
+    two, matched = rank("who is Alice's friend", [], [], edges, 10, hops=2)
     assert set(two) == {"friend", "likes"}
     assert two["likes"] == pytest.approx(0.5 * two["friend"])
     assert matched == {"friend": ["entity"], "likes": ["2-hop"]}
 
 
-def test_the_three_rankings_are_fused_and_each_match_is_named() -> None:
-    scores, matched = rank_triples("pizza", ["a", "b"], ["b"], edges_touching([]), 10, hops=1)
+@pytest.mark.parametrize("fusion", ["scores", "rrf"])
+def test_the_three_rankings_are_fused_and_each_match_is_named(fusion: str) -> None:
+    scores, matched = rank("pizza", ["b", "a"], ["b"], [], 10, hops=1, fusion=fusion)
     assert scores["b"] > scores["a"]
     assert matched == {"a": ["dense"], "b": ["dense", "lexical"]}
+
+
+def test_score_fusion_adds_the_share_of_the_named_entities_a_triple_touches() -> None:
+    # "c" is found by its entities alone: it scores by them, and by its cosine
+    # (here the worst of the candidates, so 0), never above a triple found by all three.
+    edges = [TripleEdge("b", "john", "pizza", 1), TripleEdge("c", "john", "mary", 2)]
+    scores, matched = rank("Does John like pizza?", ["b", "a"], ["b"], edges, 10, hops=1)
+    assert scores["b"] == pytest.approx(1.0)  # best by words, by meaning and by entities
+    assert scores["c"] == pytest.approx(1 / 6)  # touches one of the two named entities
+    assert matched["c"] == ["entity"] and scores["a"] == pytest.approx(0.0)
+    with pytest.raises(ValueError, match="fusion must be one of"):
+        rank("pizza", [], [], [], 10, hops=1, fusion="sum")
 
 
 # --------------------------------------------------------------------------- rows to the API

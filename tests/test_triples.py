@@ -22,13 +22,12 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
 from helpers import assistant, user
 from llama_memory import ComposableMemory, Scope, ScopeError
+from llama_memory.config import default_triple_source, default_vector_source
 from llama_memory.extraction import ExtractionError
-from llama_memory.memory import default_vector_source
 from llama_memory.sources.triples import (
     KnowledgeTriple,
     TripleError,
     TripleSource,
-    default_triple_source,
     normalize_entity,
     normalize_predicate,
 )
@@ -324,7 +323,7 @@ def test_persists_across_processes(tmp_path: Path, source: TripleSource) -> None
         """
         import sys
         from llama_memory import Scope, default_embedding
-        from llama_memory.sources.triples import default_triple_source
+        from llama_memory.config import default_triple_source
         from llama_memory.storage.sqlite import SQLiteStore
 
         store = SQLiteStore(sys.argv[1])
@@ -658,7 +657,7 @@ def test_one_get_embeds_its_query_once_for_both_sources(tmp_path: Path, embed_mo
     assert after_put == 1
 
 
-def test_a_source_takes_a_store_or_a_timeline_and_says_what_to_pass_otherwise(
+def test_a_source_takes_a_timeline_and_says_what_to_pass_otherwise(
     tmp_path: Path, embed_model
 ) -> None:
     from llama_memory.storage.chroma import open_index
@@ -667,10 +666,16 @@ def test_a_source_takes_a_store_or_a_timeline_and_says_what_to_pass_otherwise(
     store = SQLiteStore(tmp_path)
     index = open_index("llama_memory_triples", tmp_path, None, None)
     try:
-        with pytest.raises(TypeError, match=r"not str '/some/dir': pass SQLiteStore\(path\)"):
-            TripleSource("/some/dir", index, embed_model)
-        on_store = TripleSource(store, index, embed_model)  # as before the ports existed
-        on_store.add_triples([("Alice", "lives in", "Paris")], "alice")
+        with pytest.raises(
+            TypeError, match=r"not str '/some/dir': pass SQLiteTripleTimeline\(SQLiteStore\(path\)\)"
+        ):
+            TripleSource("/some/dir", index, embed_model)  # type: ignore[arg-type]
+        # A bare store too: before 0.x the source wrapped one itself; config does it now.
+        with pytest.raises(TypeError, match=r"not SQLiteStore .*config.default_triple_source"):
+            TripleSource(store, index, embed_model)  # type: ignore[arg-type]
+        default_triple_source(store, tmp_path, embed_model).add_triples(
+            [("Alice", "lives in", "Paris")], "alice"
+        )
         on_timeline = TripleSource(SQLiteTripleTimeline(store), index, embed_model)
         assert [t.object for t in on_timeline.triples("alice")] == ["Paris"]
     finally:

@@ -238,3 +238,18 @@ class MemorySource(ABC):
 
     def close(self) -> None:
         """Release resources (connections); the default holds none."""
+
+
+def require_port(value: Any, port: Any, source: str, instead: str) -> Any:
+    """``value`` if it implements the storage ``port`` (a runtime-checkable protocol);
+    else a TypeError saying what ``source`` takes and what to pass ``instead``.
+
+    Sources take ports only: which backend implements them is chosen in
+    ``llama_memory.config``. (``port`` is typed ``Any``: mypy takes no protocol class
+    for a ``type[P]``; the caller annotates what it gets.)"""
+    if isinstance(value, port):
+        return value
+    raise TypeError(
+        f"{source} takes {port.__name__} (a storage port), not {type(value).__name__} "
+        f"{value!r}: pass {instead}"
+    )

@@ -81,6 +81,21 @@ class DimensionGuard:
             )
         self._confirmed = dim
 
+    def documents(self, texts: list[str]) -> list[np.ndarray]:
+        """``texts`` embedded as documents through the model's shared vector cache, checked
+        (what a source's index sync embeds)."""
+        vectors = vector_cache(self.embed_model).documents(texts)
+        if vectors:
+            self.check_vectors(len(vectors[0]))
+        return vectors
+
+    def query(self, text: str) -> np.ndarray:
+        """``text`` embedded as a query through the shared vector cache (once per query
+        for every source of this model), checked."""
+        vector = vector_cache(self.embed_model).query(text)
+        self.check_vectors(len(vector))
+        return vector
+
     def check_vectors(self, dim: int) -> None:
         """Check the dimension of vectors just made, then (once) the model's identity."""
         self.check(dim)

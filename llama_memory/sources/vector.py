@@ -7,7 +7,6 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Literal, Optional, Protocol, Union
 
-import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
 from ..embeddings import embedding_dimension, vector_cache
@@ -140,10 +139,11 @@ class VectorSource(MemorySource):
         if known is not None:
             self._dimensions.check(known)
         self._sync = IndexSync(
-            store, index, name, self._embed_texts, batch_size=batch_size, resident_limit=resident_limit
+            store, index, name, self._dimensions.documents, batch_size=batch_size,
+            resident_limit=resident_limit,
         )
         self._lock = self._sync.lock
-        self._search = HybridSearch(self._sync, store, self._query_vector)
+        self._search = HybridSearch(self._sync, store, self._dimensions.query)
 
     @property
     def batch_size(self) -> int:
@@ -372,14 +372,4 @@ class VectorSource(MemorySource):
 
     # -- embedding ----------------------------------------------------------------------
 
-    def _embed_texts(self, texts: list[str]) -> list[np.ndarray]:
-        vectors = self._vectors.documents(texts)
-        if vectors:
-            self._dimensions.check_vectors(len(vectors[0]))
-        return vectors
-
-    def _query_vector(self, query: str) -> np.ndarray:
-        vector = self._vectors.query(query)
-        self._dimensions.check_vectors(len(vector))
-        return vector
 

@@ -421,31 +421,17 @@ class StoreAdmin:
         if "triples" in tables:
             yield from self.triple_rows(tenant_id, user_id)
 
-    def triple_rows(
-        self,
-        tenant_id: str,
-        user_id: str,
-        *,
-        current_only: bool = False,
-        alive_at: Optional[float] = None,
-        by_validity: bool = False,
-    ) -> list[dict[str, Any]]:
+    def triple_rows(self, tenant_id: str, user_id: str) -> list[dict[str, Any]]:
         """The user's knowledge triples as export rows (each with its mentions), in the
-        order written or, ``by_validity``, by ``valid_from``: only those that hold now
-        (``current_only``), only those not expired at ``alive_at``."""
+        order written. (Reading triples as the API shows them goes through the triple
+        timeline port, :class:`~llama_memory.storage.sqlite.triples.SQLiteTripleTimeline`.)"""
         if "triples" not in self.tables():
             return []
-        where = "tenant_id = ? AND user_id = ?"
-        params: list[Any] = [tenant_id, user_id]
-        if current_only:
-            where += " AND valid_to IS NULL"
-        if alive_at is not None:
-            where += " AND (expires_at IS NULL OR expires_at > ?)"
-            params.append(alive_at)
-        order = "valid_from, seq" if by_validity else "seq"
         out = []
         for row in self.store.query(
-            "read triples", f"SELECT * FROM triples WHERE {where} ORDER BY {order}", params
+            "read triples",
+            "SELECT * FROM triples WHERE tenant_id = ? AND user_id = ? ORDER BY seq",
+            (tenant_id, user_id),
         ):
             mentions = self.store.query(
                 "read triple mentions",

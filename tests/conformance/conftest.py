@@ -1,12 +1,11 @@
-"""The ``backend`` fixture: every conformance test runs once per storage backend.
+"""The one ``backend`` fixture: every conformance test runs once per storage backend.
 
-Today the SQLite backend (``llama_memory.storage.sqlite`` + an in-process Chroma for
-the dense index). A new backend (PostgreSQL, issue 15) adds a :class:`Backend` to
-:data:`BACKENDS` and must pass every test here unchanged.
-
-Where the rest goes: the triple timeline's conformance tests (issue 14, part T) go in
-``test_triples.py`` and the profile rows' (part P) in ``test_profile.py`` of this
-directory, using ``backend.open()`` and building their port implementation on it.
+SQLite (``llama_memory.storage.sqlite`` + an in-process Chroma for the dense index) and
+PostgreSQL (``llama_memory.storage.postgres`` with pgvector, on the test server). A new backend adds a :class:`Backend` to
+:data:`BACKENDS`, giving every port implementation (the ``Storage`` facade, the dense
+index, the triple timeline, the profile rows), and must pass every test of this
+directory unchanged: records, chat log, jobs, transactions, vector index, triples and
+profile all take this fixture.
 """
 
 from __future__ import annotations
@@ -17,22 +16,28 @@ from typing import Any
 
 import pytest
 
-from llama_memory.storage.ports import Storage, VectorIndex
+from llama_memory.storage.ports import ProfileRows, Storage, VectorIndex
+from llama_memory.storage.ports.triples import TripleTimeline
 
 
 class Backend:
     """One storage backend under test: opens store objects on one location (several
-    objects on one location stand for several processes) and dense indexes."""
+    objects on one location stand for several processes), dense indexes, and the
+    triple timeline and profile rows ports on a new store object each."""
 
     def __init__(
         self,
         name: str,
         open_store: Callable[[], Storage],
         open_index: Callable[[], VectorIndex],
+        triples_on: Callable[[Storage], TripleTimeline],
+        profile_on: Callable[[Storage], ProfileRows],
     ) -> None:
         self.name = name
         self._open_store = open_store
         self._open_index = open_index
+        self._triples_on = triples_on
+        self._profile_on = profile_on
         self._opened: list[Storage] = []
 
     def open(self) -> Storage:
@@ -44,6 +49,15 @@ class Backend:
     def index(self) -> VectorIndex:
         """A dense index of its own."""
         return self._open_index()
+
+    def triples(self) -> TripleTimeline:
+        """The triple timeline on a new store object (another connection, as another
+        process would have)."""
+        return self._triples_on(self.open())
+
+    def profile_rows(self) -> ProfileRows:
+        """The profile rows on a new store object (another connection)."""
+        return self._profile_on(self.open())
 
     def close(self) -> None:
         """Close every store opened."""
@@ -57,16 +71,33 @@ class Backend:
 def _sqlite(location: Path) -> Backend:
     from llama_memory.storage.chroma import DenseIndex, ephemeral_client
     from llama_memory.storage.sqlite import SQLiteStore
+    from llama_memory.storage.sqlite.profile import SQLiteProfileRows
+    from llama_memory.storage.sqlite.triples import SQLiteTripleTimeline
+
+    def sqlite_store(store: Storage) -> SQLiteStore:
+        assert isinstance(store, SQLiteStore)
+        return store
 
     return Backend(
         "sqlite",
         lambda: SQLiteStore(location),
         lambda: DenseIndex(ephemeral_client(), DenseIndex.unique_prefix("conformance")),
+        lambda store: SQLiteTripleTimeline(sqlite_store(store)),
+        lambda store: SQLiteProfileRows(sqlite_store(store)),
     )
 
 
 def _postgres(url: str) -> Backend:
-    from llama_memory.storage.postgres import PgVectorIndex, PostgresStore
+    from llama_memory.storage.postgres import (
+        PgVectorIndex,
+        PostgresProfileRows,
+        PostgresStore,
+        PostgresTripleTimeline,
+    )
+
+    def postgres_store(store: Storage) -> PostgresStore:
+        assert isinstance(store, PostgresStore)
+        return store
 
     index_store: list[PostgresStore] = []
 
@@ -75,7 +106,13 @@ def _postgres(url: str) -> Backend:
             index_store.append(backend.open())
         return PgVectorIndex(index_store[0], "conformance")
 
-    backend = Backend("postgres", lambda: PostgresStore(url, max_size=2), open_index)
+    backend = Backend(
+        "postgres",
+        lambda: PostgresStore(url, max_size=2),
+        open_index,
+        lambda store: PostgresTripleTimeline(postgres_store(store)),
+        lambda store: PostgresProfileRows(postgres_store(store)),
+    )
     return backend
 
 

@@ -2,17 +2,14 @@
 
 Every backend must pass these: current values, history, merge patch, removal,
 expiry, forget, isolation, atomic and serialised updates. They drive the port
-directly and through a ``ProfileSource`` built on it, on real storage. A new
-backend adds itself to ``BACKENDS`` (the lead merges this fixture with the
-storage conformance fixture).
+directly and through a ``ProfileSource`` built on it, on real storage, once per
+backend of the one ``backend`` fixture (``conftest.py``).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import pytest
 
@@ -20,50 +17,13 @@ from llama_memory import Scope
 from llama_memory.expiry import Expiry
 from llama_memory.sources.profile import ProfileSource, ProfileUpdateError
 from llama_memory.storage.ports import ProfileRows, ProfileValue, ProfileWrite
-from llama_memory.storage.sqlite import SQLiteStore
-from llama_memory.storage.sqlite.profile import SQLiteProfileRows
+
+if TYPE_CHECKING:
+    from .conftest import Backend
 
 ALICE = Scope(user_id="alice", session_id="s1")
 BOB = Scope(user_id="bob", session_id="b1")
 ALICE_ELSEWHERE = Scope(user_id="alice", session_id="s1", tenant_id="other-app")
-
-BACKENDS = ["sqlite", "postgres"]
-
-
-class Backend:
-    """Opens port implementations on one storage; each ``rows()`` is a new connection,
-    as another process would have."""
-
-    def __init__(self, kind: str, location: Any) -> None:
-        self.kind = kind
-        self.location = location  # a directory (SQLite) or a database URL (PostgreSQL)
-        self._opened: list[Any] = []
-
-    def rows(self) -> ProfileRows:
-        if self.kind == "sqlite":
-            store = SQLiteStore(self.location / "memory")
-            self._opened.append(store)
-            return SQLiteProfileRows(store)
-        if self.kind == "postgres":
-            from llama_memory.storage.postgres import PostgresProfileRows, PostgresStore
-
-            pg = PostgresStore(self.location, max_size=2)
-            self._opened.append(pg)
-            return PostgresProfileRows(pg)
-        raise AssertionError(f"unknown backend {self.kind}")
-
-    def close(self) -> None:
-        for opened in self._opened:
-            opened.close()
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    location = request.getfixturevalue("postgres_url") if request.param == "postgres" else tmp_path
-    opened = Backend(request.param, location)
-    yield opened
-    opened.close()
-
 
 class Clock:
     """A settable clock, so expiry is tested without sleeping."""
@@ -76,14 +36,14 @@ class Clock:
 
 
 def source(backend: Backend, **kwargs: Any) -> ProfileSource:
-    return ProfileSource(backend.rows(), **kwargs)
+    return ProfileSource(backend.profile_rows(), **kwargs)
 
 
 # --------------------------------------------------------------------------- current values
 
 
 def test_the_backend_implements_the_port_and_the_source_uses_it(backend: Backend) -> None:
-    rows = backend.rows()
+    rows = backend.profile_rows()
     assert isinstance(rows, ProfileRows)
     assert ProfileSource(rows).rows is rows
 
@@ -94,7 +54,7 @@ def test_current_values_are_the_newest_and_other_connections_see_them(backend: B
     profile.set_field("diet", "vegetarian", ALICE)
     profile.update_profile({"travel": {"seat": "aisle"}, "allergies": ["nuts"]}, ALICE)
 
-    current = backend.rows().current(ALICE, at=2_000.0)
+    current = backend.profile_rows().current(ALICE, at=2_000.0)
     assert {(r.path, r.op) for r in current} == {
         ("diet", "set"), ("travel.seat", "set"), ("allergies", "set")
     }
@@ -178,7 +138,7 @@ def test_a_rejected_update_writes_nothing(backend: Backend) -> None:
 
 
 def test_the_port_writes_nothing_when_the_decision_raises(backend: Backend) -> None:
-    rows = backend.rows()
+    rows = backend.profile_rows()
     rows.update(ALICE, 1_000.0, lambda current: ProfileWrite(
         insert=(ProfileValue("diet", "set", "vegan"),), written_at=1_000.0
     ))  # fmt: skip
@@ -189,7 +149,7 @@ def test_the_port_writes_nothing_when_the_decision_raises(backend: Backend) -> N
 
     with pytest.raises(RuntimeError, match="changed my mind"):
         rows.update(ALICE, 1_001.0, supersede_then_fail)
-    assert backend.rows().current(ALICE, 1_001.0) == [diet]
+    assert backend.profile_rows().current(ALICE, 1_001.0) == [diet]
 
 
 def test_removing_a_field_with_its_history_erases_every_trace(backend: Backend) -> None:
@@ -199,7 +159,7 @@ def test_removing_a_field_with_its_history_erases_every_trace(backend: Backend) 
     profile.remove_field("travel", ALICE, with_history=True)
 
     assert [c.path for c in source(backend).history(None, ALICE)] == ["diet"]
-    assert backend.rows().erase(ALICE, "diet") == 1
+    assert backend.profile_rows().erase(ALICE, "diet") == 1
 
 
 # --------------------------------------------------------------------------- expiry
@@ -222,7 +182,7 @@ def test_an_expired_value_reads_as_absent_and_purge_deletes_it(backend: Backend)
     assert profile.purge_expired() == 2  # alice's first diet, bob's diet
     assert profile.get_profile(ALICE) == {"name": "Alice", "diet": "vegan"}
     assert source(backend).get_profile(BOB) == {}
-    assert backend.rows().purge_expired(clock.now) == 0
+    assert backend.profile_rows().purge_expired(clock.now) == 0
 
 
 def test_refresh_on_read_makes_a_value_live_its_ttl_again(backend: Backend) -> None:

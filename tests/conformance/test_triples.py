@@ -1,7 +1,7 @@
 """Conformance of a triple timeline backend: the behaviour every implementation of
 :class:`~llama_memory.storage.ports.triples.TripleTimeline` must have, written
-against the port only, parametrised by backend (a PostgreSQL backend adds itself
-to ``BACKENDS`` and runs exactly these tests).
+against the port only, parametrised by backend (the one ``backend`` fixture of
+``conftest.py``: a PostgreSQL backend adds itself there and runs exactly these tests).
 
 Covers persistence, transactions (all or nothing, joining an open one), the update
 rules' reads and writes, history, expiry (filter, refresh on read, purge),
@@ -12,9 +12,8 @@ writers.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import Any, Optional
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Optional
 
 import pytest
 
@@ -25,8 +24,9 @@ from llama_memory.storage.ports.triples import (
     TripleMention,
     TripleTimeline,
 )
-from llama_memory.storage.sqlite import SQLiteStore
-from llama_memory.storage.sqlite.triples import SQLiteTripleTimeline
+
+if TYPE_CHECKING:
+    from .conftest import Backend
 
 T0 = 1_700_000_000.0
 ALICE = Scope(user_id="alice")
@@ -36,54 +36,11 @@ ACME_ALICE = Scope(user_id="alice", tenant_id="acme")
 Opener = Callable[[], TripleTimeline]
 
 
-def _sqlite(location: Path) -> tuple[Opener, Callable[[], None]]:
-    stores: list[SQLiteStore] = []
-
-    def open_timeline() -> TripleTimeline:
-        store = SQLiteStore(location)
-        stores.append(store)
-        return SQLiteTripleTimeline(store)
-
-    def close() -> None:
-        for store in stores:
-            store.close()
-
-    return open_timeline, close
-
-
-def _postgres(url: str) -> tuple[Opener, Callable[[], None]]:
-    from llama_memory.storage.postgres import PostgresStore, PostgresTripleTimeline
-
-    stores: list[PostgresStore] = []
-
-    def open_timeline() -> TripleTimeline:
-        store = PostgresStore(url, max_size=2)
-        stores.append(store)
-        return PostgresTripleTimeline(store)
-
-    def close() -> None:
-        for store in stores:
-            store.close()
-
-    return open_timeline, close
-
-
-#: Each backend's opener, given its location: a directory for SQLite, the URL of a new
-#: database on the test server for PostgreSQL.
-BACKENDS: dict[str, Callable[[Any], tuple[Opener, Callable[[], None]]]] = {
-    "sqlite": _sqlite,
-    "postgres": _postgres,
-}
-
-
-@pytest.fixture(params=sorted(BACKENDS))
-def open_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
+@pytest.fixture
+def open_backend(backend: Backend) -> Opener:
     """Opens the backend's triple timeline on one location, as often as asked (each
     opening is another connection, as another process would have)."""
-    location = request.getfixturevalue("postgres_url") if request.param == "postgres" else tmp_path
-    opener, close = BACKENDS[request.param](location)
-    yield opener
-    close()
+    return backend.triples
 
 
 @pytest.fixture
@@ -119,6 +76,11 @@ def new(
 
 def ids(rows: list) -> list[str]:
     return [r.id for r in rows]
+
+
+def words(found: list[tuple[str, float]]) -> list[str]:
+    """The ids of a lexical search's (id, score) pairs, best first."""
+    return [i for i, _ in found]
 
 
 # --------------------------------------------------------------------------- persistence
@@ -227,13 +189,14 @@ def test_lexical_search_matches_words_safely_and_current_triples_by_default(
         timeline.insert(new("paris", obj="Paris", end=T0 + 10, successor="berlin"))
         timeline.insert(new("berlin", obj="Berlin", start=T0 + 10))
         timeline.insert(new("pizza", predicate="likes", obj="pizza"))
-    assert timeline.search_words(ALICE, "Paris or Berlin?", 10, False) == ["berlin"]
-    assert set(timeline.search_words(ALICE, "Paris or Berlin?", 10, True)) == {
+    [(berlin, score)] = timeline.search_words(ALICE, "Paris or Berlin?", 10, False)
+    assert berlin == "berlin" and score > 0  # higher is better: fusion divides by the best
+    assert set(words(timeline.search_words(ALICE, "Paris or Berlin?", 10, True))) == {
         "paris",
         "berlin",
     }
     # Query syntax in user text is read as plain words, never as an error.
-    assert timeline.search_words(ALICE, 'pizza" OR (NEAR* -', 10, False) == ["pizza"]
+    assert words(timeline.search_words(ALICE, 'pizza" OR (NEAR* -', 10, False)) == ["pizza"]
     assert timeline.search_words(ALICE, "?!", 10, False) == []
 
 
@@ -281,7 +244,7 @@ def test_users_and_tenants_are_isolated_and_forgetting_one_keeps_the_others(
         timeline.insert(new("c", user="alice", tenant="acme"))
     assert ids(timeline.select(ALICE, T0)) == ["a"]
     assert ids(timeline.select(BOB, T0, ids=["a", "b", "c"])) == ["b"]
-    assert timeline.search_words(BOB, "Paris", 10, False) == ["b"]
+    assert words(timeline.search_words(BOB, "Paris", 10, False)) == ["b"]
     assert timeline.current_ids(BOB, ["a", "c"]) == set()
     timeline.delete_user(ALICE)
     assert timeline.select(ALICE, T0) == []

@@ -28,8 +28,6 @@ patch, the in-memory draft an update is applied to), ``source`` (the source),
 
 from __future__ import annotations
 
-from typing import Any
-
 from ...storage.ports.profile import ProfileChange
 from .extraction import EXTRACTION_PROMPT
 from .ops import ProfileOp, ProfileUpdate, UpdateInput
@@ -43,7 +41,6 @@ __all__ = [
     "EXTRACTION_PROMPT",
     "MAX_PATH_DEPTH",
     "MAX_PATH_LENGTH",
-    "MIGRATIONS",
     "OPS",
     "ProfileChange",
     "ProfileOp",
@@ -55,13 +52,3 @@ __all__ = [
     "render_value",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    """``MIGRATIONS``, the SQLite schema of the profile, from its old place: it lives in
-    storage now, and is loaded only when asked for so that this package depends on
-    the port, not on a backend."""
-    if name == "MIGRATIONS":
-        from ...storage.sqlite.profile import MIGRATIONS
-
-        return MIGRATIONS
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

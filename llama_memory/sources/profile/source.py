@@ -9,11 +9,11 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.utils import get_tokenizer
 from pydantic import BaseModel
 
-from ...expiry import NEVER, TTL, Expiry
+from ...storage.expiry import NEVER, TTL, Expiry
 from ...storage.ports.profile import ProfileChange, ProfileRows, ProfileWrite
 from ...types import MemoryRecord, Scope, StoredMessage, now
 from ...views import ProfileView
-from ..base import MemorySource
+from ..base import MemorySource, require_port
 from .extraction import extract_profile
 from .ops import Draft, ProfileOp, UpdateInput, to_ops
 from .paths import ProfileUpdateError, path_problem, raise_if_bad_path, render_value, unflatten
@@ -30,10 +30,10 @@ class ProfileSource(MemorySource):
     """The user's profile: one current document per user, always in the memory block.
 
     Args:
-        store: where the profile rows are kept: the SQLite system of record (the
-            memory's own store, or another ``SQLiteStore`` on the same directory; the
-            source keeps its table there), or any implementation of the
-            :class:`~llama_memory.storage.ports.ProfileRows` port.
+        store: where the profile rows are kept: any implementation of the
+            :class:`~llama_memory.storage.ports.ProfileRows` port (SQLite:
+            ``SQLiteProfileRows(store)`` on the memory's store;
+            :func:`llama_memory.config.default_profile_source` builds the source so).
         schema: a pydantic model the profile follows. Updates are validated against
             it (field names, types, constraints) before anything is written.
             Required fields may be missing: a profile fills up over time.
@@ -89,7 +89,11 @@ class ProfileSource(MemorySource):
         self.expiry = expiry
         self._importance_cache: dict[str, float] = {}
         self._costs: dict[str, int] = {}  # line -> tokens; the same fields render on every get
-        self.rows: ProfileRows = _profile_rows(store)
+        self.rows: ProfileRows = require_port(
+            store, ProfileRows, "ProfileSource",
+            "SQLiteProfileRows(SQLiteStore('./memory')) (llama_memory.storage.sqlite.profile), "
+            "or build the source with llama_memory.config.default_profile_source(store)",
+        )  # fmt: skip
         # The SQLite store, kept as the attribute the memory uses to write a batch in one
         # transaction (``ComposableMemory._one_write``).
         self.store = getattr(self.rows, "store", store)
@@ -400,15 +404,3 @@ class ProfileSource(MemorySource):
             # compose renders '- [name] "text"' plus a newline.
             cost = self._costs[text] = len(self.tokenizer_fn(f'- [{self.name}] "{text}"')) + 1
         return cost
-
-
-def _profile_rows(store: Any) -> ProfileRows:
-    """The port implementation for ``store``: itself, or SQLite rows on a ``SQLiteStore``."""
-    if isinstance(store, ProfileRows):
-        return store
-    # ``ProfileSource(SQLiteStore(...))`` as before the ports existed. Imported here, not
-    # at the top, so that the source depends on the port only; construction
-    # (llama_memory.config) is where backends are chosen.
-    from ...storage.sqlite.profile import SQLiteProfileRows
-
-    return SQLiteProfileRows(store)

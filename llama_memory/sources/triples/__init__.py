@@ -20,14 +20,15 @@ The package, read in this order:
 - :mod:`.timeline`: the update rules as pure functions (no database);
 - :mod:`.writes`: a batch validated whole, the rules applied through the port;
 - :mod:`.search`: how retrieval ranks (fusion, second hop);
+- :mod:`.index`: the timeline as the one index sync and hybrid search see it;
 - :mod:`.source`: :class:`TripleSource` on the triple timeline port
   (:mod:`llama_memory.storage.ports.triples`) and a dense index;
-- :mod:`.tools`, :mod:`.extraction`: the agent tools and LLM extraction;
-- :mod:`.defaults`: :func:`default_triple_source` (SQLite + Chroma).
+- :mod:`.tools`, :mod:`.extraction`: the agent tools and LLM extraction.
+
+Built on SQLite + Chroma by :func:`llama_memory.config.default_triple_source`.
 """
 
 from ...extraction import ExtractionError
-from .defaults import default_triple_source
 from .extraction import EXTRACTION_PROMPT
 from .model import (
     DEFAULT_FUNCTIONAL_PREDICATES,
@@ -41,7 +42,6 @@ from .model import (
     TripleInput,
 )
 from .normalize import USER_ENTITY, display_predicate, normalize_entity, normalize_predicate
-from .normalize import search_text as _search_text  # noqa: F401 - llama_memory.admin's import
 from .source import TripleSource, Who
 
 __all__ = [
@@ -59,7 +59,6 @@ __all__ = [
     "TripleInput",
     "TripleSource",
     "Who",
-    "default_triple_source",
     "display_predicate",
     "normalize_entity",
     "normalize_predicate",

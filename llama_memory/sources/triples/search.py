@@ -1,20 +1,21 @@
-"""How triple retrieval ranks: three rankings fused, plus the optional second hop.
+"""How triple retrieval ranks: words, meaning and the named entities fused, plus the
+optional second hop.
 
-Pure functions over ids and edges: the source fetches the rankings (dense index,
-lexical index) and passes a way to read the entity neighbourhood.
+Pure functions over ids, scores and edges: the source fetches the candidates (the one
+hybrid search, :meth:`~llama_memory.retrieval.hybrid.HybridSearch.candidates`) and
+passes a way to read the entity neighbourhood.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
-from ...retrieval import fuse_rankings
+from ...retrieval import fuse_rankings, fuse_scores
 from ...storage.ports.triples import TripleEdge
 from ...types import MemoryRecord
 from .model import KnowledgeTriple
-from .normalize import query_entities
 
-__all__ = ["neighbourhood", "rank_triples", "triple_record"]
+__all__ = ["FUSIONS", "neighbourhood", "rank_triples", "triple_record"]
 
 _HOP_DECAY = 0.5  # a 2-hop triple's share of the score of the 1-hop triple leading to it
 _MAX_FRONTIER = 50  # neighbour entities expanded for 2 hops, strongest first
@@ -35,24 +36,58 @@ def neighbourhood(entities: set[str], touching: Touching) -> list[TripleEdge]:
     )
 
 
+#: The fusions :func:`rank_triples` offers; ``"scores"`` is the default, chosen by
+#: measurement (``python -m bench.triples``, docs/benchmarks.md).
+FUSIONS = ("scores", "rrf")
+
+
 def rank_triples(
-    query: str,
-    dense: Sequence[str],
-    lexical: Sequence[str],
+    named: set[str],
+    near: Sequence[TripleEdge],
+    lexical: Sequence[tuple[str, float]],
+    dense: Mapping[str, float],
     touching: Touching,
     k: int,
     hops: int,
+    fusion: str = "scores",
 ) -> tuple[dict[str, float], dict[str, list[str]]]:
-    """Scores of triple ids for ``query`` and which signals matched each one.
+    """Scores of triple ids and which signals matched each one.
 
-    The dense and lexical rankings and the 1-hop neighbourhood of the entities the
-    query names are fused by reciprocal rank; with ``hops=2`` a triple reached
-    through a neighbour entity adds half the best score of the triples leading to it.
+    Args:
+        named: the entity keys the query names; ``near``: their neighbourhood
+            (:func:`neighbourhood`).
+        lexical: (id, word score) best first; ``dense``: cosine by id of the dense
+            candidates and, where known, of the others (the hybrid search's
+            :meth:`~llama_memory.retrieval.hybrid.HybridSearch.candidates`).
+        touching: reads the triples touching entities (the second hop).
+        k: how many are wanted: the top ``k`` of each ranking count as its matches.
+        hops: 1, or 2 to add the neighbours' triples.
+        fusion: ``"scores"``: the normalised lexical and dense scores are fused as the
+            vector source fuses them (:func:`~llama_memory.retrieval.fuse_scores`) and
+            the entity signal (the share of the named entities a triple touches) is
+            added with the same weight; ``"rrf"``: the three rankings' top ``k`` fused
+            by reciprocal rank.
+
+    With ``hops=2`` a triple reached through a neighbour entity adds half the best
+    score of the triples leading to it.
     """
-    named = query_entities(query)
-    near = neighbourhood(named, touching)
-    lists = {"dense": list(dense), "lexical": list(lexical), "entity": [r.id for r in near][:k]}
-    scores = dict(fuse_rankings([([(i, 0.0) for i in ids], 1.0) for ids in lists.values()]))
+    if fusion not in FUSIONS:
+        raise ValueError(f"fusion must be one of {FUSIONS}, got {fusion!r}")
+    by_cosine = sorted(dense, key=lambda i: dense[i], reverse=True)
+    lists = {
+        "dense": by_cosine[:k],
+        "lexical": [i for i, _ in lexical][:k],
+        "entity": [r.id for r in near][:k],
+    }
+    if fusion == "rrf":
+        scores = dict(fuse_rankings([([(i, 0.0) for i in ids], 1.0) for ids in lists.values()]))
+    else:
+        # Two of three parts from words and meaning, one from the entities named.
+        scores = {i: 2 * s / 3 for i, s in fuse_scores(lexical, dense)}
+        most = max((len({r.subject_key, r.object_key} & named) for r in near), default=0)
+        for r in near:
+            share = len({r.subject_key, r.object_key} & named) / most
+            scores[r.id] = scores.get(r.id, 0.0) + share / 3
     matched = {i: [label for label, ids in lists.items() if i in ids] for i in scores}
     if hops == 2 and near:
         # Spread from each 1-hop triple to the entity at its far end.

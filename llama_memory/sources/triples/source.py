@@ -12,37 +12,38 @@ the dense index is derived from it, per user, and rebuildable.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union, cast
 
-import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage
 
 from ...embeddings import vector_cache
 from ...errors import StorageError
-from ...expiry import NEVER, TTL, Expiry
 from ...relevance import calibrate, calibration_for
+from ...retrieval.hybrid import HybridSearch
+from ...retrieval.sync import IndexSync
+from ...retrieval.vectors import add_cosines
+from ...storage.expiry import NEVER, TTL, Expiry
+from ...storage.ports import VectorIndex
 from ...storage.ports.triples import TripleEdge, TripleTimeline
-from ...storage.reconcile import ReconcileReport, reconcile_index
+from ...storage.reconcile import ReconcileReport
 from ...types import MemoryRecord, Scope, StoredMessage
 from ...views import TripleTable
-from ..base import MemorySource
+from ..base import MemorySource, require_port
 from ..dimension import DimensionGuard
 from .extraction import extract_triples
+from .index import TripleRows, TripleWords
 from .model import DEFAULT_FUNCTIONAL_PREDICATES, KnowledgeTriple, to_triple
-from .normalize import normalize_entity, normalize_predicate, search_text
-from .search import rank_triples, triple_record
+from .normalize import normalize_entity, normalize_predicate, query_entities
+from .search import FUSIONS, neighbourhood, rank_triples, triple_record
 from .timeline import Written
 from .tools import knowledge_tools
 from .writes import write_triples
 
 if TYPE_CHECKING:  # pragma: no cover - for annotations only
     import networkx
-
-    from ...storage.ports.vectors import VectorIndex
 
 __all__ = ["TripleSource", "Who"]
 
@@ -67,10 +68,11 @@ class TripleSource(MemorySource):
     Args:
         store: the triple timeline, the system of record (a
             :class:`~llama_memory.storage.ports.triples.TripleTimeline`, e.g.
-            ``SQLiteTripleTimeline(store)``), or a ``SQLiteStore`` to keep the
-            triples in (as before the ports existed).
-        index: the dense index derived from it (give it its own prefix, e.g.
-            :data:`TRIPLE_COLLECTION`; one collection per user).
+            ``SQLiteTripleTimeline(store)``; :func:`llama_memory.config.default_triple_source`
+            builds the whole source on a ``SQLiteStore``).
+        index: the dense index derived from it (a
+            :class:`~llama_memory.storage.ports.VectorIndex`; give it its own prefix,
+            e.g. :data:`TRIPLE_COLLECTION`; one collection per user).
         embed_model: any LlamaIndex embedding; its dimension is recorded in the
             store and a model of another dimension is refused.
         functional_predicates: predicates that hold one value at a time (a new
@@ -79,17 +81,21 @@ class TripleSource(MemorySource):
             with :meth:`declare_functional`.
         hops: the entity neighbourhood retrieval adds: 1 (triples touching an
             entity the query names) or 2 (also triples touching their neighbours).
-        batch_size: how many triples are embedded per call to the model.
+        batch_size: how many triples are embedded per call to the model, and how many
+            embedded ones wait (searched in memory) before a dense-index write.
         name: the source's name in the memory block.
         priority: its place in the memory block (the profile is 10, past messages 0).
         expiry: default time to live of new triples, refresh on read, and the clock
             (default: kept until forgotten); ``add_triples(ttl=...)`` overrides it.
+        fusion: how words, meaning and the named entities are fused: ``"scores"``
+            (normalised scores, the default, chosen by ``python -m bench.triples``) or
+            ``"rrf"`` (reciprocal rank, the fusion before 0.x; see :meth:`search`).
     """
 
     def __init__(
         self,
-        store: Any,
-        index: "VectorIndex",
+        store: TripleTimeline,
+        index: VectorIndex,
         embed_model: BaseEmbedding,
         *,
         functional_predicates: Iterable[str] = DEFAULT_FUNCTIONAL_PREDICATES,
@@ -98,26 +104,42 @@ class TripleSource(MemorySource):
         name: str = "triples",
         priority: int = 5,
         expiry: Expiry = NEVER,
+        fusion: str = "scores",
     ) -> None:
+        if fusion not in FUSIONS:
+            raise ValueError(f"fusion takes one of {FUSIONS}, not {fusion!r}")
         if hops not in (1, 2):
             raise ValueError(f"hops must be 1 or 2, got {hops!r}")
-        if batch_size <= 0:
-            raise ValueError(f"batch_size must be positive, got {batch_size}")
-        self.timeline = _triple_timeline(store)
+        self.timeline: TripleTimeline = require_port(
+            store, TripleTimeline, "TripleSource",
+            "SQLiteTripleTimeline(SQLiteStore(path)) (llama_memory.storage.sqlite), or build the "
+            "source with llama_memory.config.default_triple_source(store, path, embed_model)",
+        )  # fmt: skip
         self.store = self.timeline.store
         self.index = index
         self.embed_model = embed_model
         self.hops = hops
-        self.batch_size = batch_size
+        self.fusion = fusion
         self.name = name
         self.priority = priority
         self.expiry = expiry
         self._functional: set[str] = set()
         self.declare_functional(*functional_predicates)
-        self._lock = threading.RLock()
         self._dimensions = DimensionGuard(self.store, embed_model, key_prefix="triples:")
         # Shared with the other sources of this model: one embedding of a query per get().
         self._vectors = vector_cache(embed_model)
+        # The one index sync, as for past messages; no vector copies are kept (triples are
+        # few per user, and a search asks the dense index for what it lacks).
+        self._sync = IndexSync(
+            TripleRows(self.timeline), index, name, self._dimensions.documents,
+            batch_size=batch_size, resident_limit=0,
+        )  # fmt: skip
+        self._lock = self._sync.lock
+
+    @property
+    def batch_size(self) -> int:
+        """Triples embedded per call, and embedded ones waiting before an index write."""
+        return self._sync.batch_size
 
     # -- functional predicates --------------------------------------------------------
 
@@ -267,13 +289,10 @@ class TripleSource(MemorySource):
         calibration = calibration_for(self.embed_model)
         if calibration is None or not records:
             return
-        vector = self._query_vector(query)
+        vector = self._dimensions.query(query)
         found = self.index.vectors(scope.tenant_id, scope.require_user(), [r.id for r in records if r.id])
-        cosines = {}
-        for record_id, v in found.items():
-            array = np.asarray(v, dtype=np.float32)
-            norm = float(np.linalg.norm(array) * np.linalg.norm(vector)) or 1.0
-            cosines[record_id] = float(array @ vector) / norm
+        cosines: dict[str, float] = {}
+        add_cosines(cosines, found, vector)
 
         def words_of(record: MemoryRecord) -> tuple[Optional[str], str]:
             meta = record.metadata
@@ -303,11 +322,15 @@ class TripleSource(MemorySource):
         """The triples that best answer ``query``, as records rendered
         ``subject — predicate — object (since date)``, best first.
 
-        Three rankings are fused by reciprocal rank (each list adds
-        ``1 / (60 + rank)``, :func:`llama_memory.retrieval.fuse_rankings`): by meaning
-        (the dense index), by words (the lexical index), and the 1-hop neighbourhood
-        of the entities the query names (triples whose subject or object appears in
-        it, those touching two named entities first). With ``hops=2``, a triple one
+        Candidates come from the one hybrid search
+        (:class:`~llama_memory.retrieval.hybrid.HybridSearch`: by words in the lexical
+        index, by meaning in the dense index) and from the 1-hop neighbourhood of the
+        entities the query names (triples whose subject or object appears in it, those
+        touching two named entities first). With the default ``fusion="scores"`` a
+        triple scores two thirds of its fused normalised word and meaning scores
+        (:func:`llama_memory.retrieval.fuse_scores`, as past messages) plus one third of
+        the share of the named entities it touches; with ``fusion="rrf"`` the three
+        rankings are fused by reciprocal rank. With ``hops=2``, a triple one
         step further, reached through a neighbour entity, scores half the best score
         of the triples that lead to it: it can outrank a weak match by meaning, never
         the fact that leads to it. Only current triples unless ``include_history``.
@@ -322,16 +345,25 @@ class TripleSource(MemorySource):
         total, current = self.timeline.counts(scope, self.expiry.now())
         if (total if include_history else current) == 0:
             return []  # nothing to find: skip embedding the query
-        with self._lock:
-            self._index_pending()
-        fetch = k if include_history else k + total - current
-        dense = self._dense_ranking(query, scope, k, fetch, include_history)
-        lexical = self.timeline.search_words(scope, query, k, include_history)
+        # Superseded triples keep their vectors (history is searchable), so the dense side
+        # asks for k + the superseded count: enough to still find k current ones.
+        pool = k if include_history else k + total - current
+        # Triples are written rarely (a tool call, an extraction): what waits goes to the
+        # index now, in one write per user, rather than waiting in the overlay for a batch.
+        self._sync.flush()
+        hybrid = HybridSearch(self._sync, TripleWords(self.timeline, include_history), self._dimensions.query)
+        lexical, dense = hybrid.candidates(query, scope, pool)
+        if not include_history and dense:
+            alive = self.timeline.current_ids(scope, list(dense))
+            dense = {i: c for i, c in dense.items() if i in alive}
 
         def touching(keys: Sequence[str]) -> list[TripleEdge]:
             return self.timeline.touching(scope, keys, include_history)
 
-        scores, matched = rank_triples(query, dense, lexical, touching, k, hops)
+        named = query_entities(query)
+        near = neighbourhood(named, touching)
+        self._add_cosines(dense, [r.id for r in near], scope, query)
+        scores, matched = rank_triples(named, near, lexical, dense, touching, k, hops, self.fusion)
         ordered = sorted(scores, key=lambda i: scores[i], reverse=True)
         triples = {t.id: t for t in self._by_ids(ordered[:k], scope)}
         if len(triples) < len(ordered[:k]):  # some expired: look further down
@@ -341,37 +373,27 @@ class TripleSource(MemorySource):
             self.timeline.refresh_expiry(ranked, self.expiry.now())
         return [triple_record(triples[i], scores[i], matched[i], self.name) for i in ranked]
 
-    def _dense_ranking(
-        self, query: str, scope: Scope, k: int, fetch: int, include_history: bool
-    ) -> list[str]:
-        # Superseded triples keep their vectors (history is searchable, and the index
-        # has no delete), so the caller asks for ``fetch`` = k + the superseded count:
-        # enough to still find k current ones after filtering.
-        vector = self._query_vector(query)
-        hits = [i for i, _ in self.index.query(scope.tenant_id, scope.require_user(), vector, fetch)]
-        if include_history or not hits:
-            return hits[:k]
-        current = self.timeline.current_ids(scope, hits)
-        return [i for i in hits if i in current][:k]
-
-    def _query_vector(self, query: str) -> np.ndarray:
-        vector = self._vectors.query(query)
-        self._dimensions.check_vectors(len(vector))
-        return vector
+    def _add_cosines(self, dense: dict[str, float], ids: Sequence[str], scope: Scope, query: str) -> None:
+        """Give the entity candidates their cosine too, so that score fusion compares like
+        with like (a triple found by its entity alone would count as the worst match)."""
+        missing = [i for i in ids if i not in dense]
+        if not missing:
+            return
+        owner = (scope.tenant_id, scope.require_user())
+        vectors: dict[str, Any] = {i: v for i, v in self._sync.waiting(owner).items() if i in missing}
+        vectors.update(self._sync.index_vectors(owner, [i for i in missing if i not in vectors]))
+        add_cosines(dense, vectors, self._dimensions.query(query))
 
     # -- the dense index -----------------------------------------------------------------
 
     def flush(self) -> int:
-        """Embed every triple the dense index has not seen yet; return how many."""
-        with self._lock:
-            return self._index_pending()
+        """Embed every triple the dense index has not seen yet and write the waiting
+        vectors to it; return how many were written."""
+        return self._sync.flush()
 
     def reindex(self) -> int:
         """Rebuild the dense index from the system of record; return triples indexed."""
-        with self._lock:
-            self.index.clear()
-            self.timeline.mark_all_unindexed()
-            return self._index_pending()
+        return self._sync.reindex()
 
     def close(self) -> None:
         """Index what is waiting, so the next process need not embed it again. An
@@ -387,13 +409,7 @@ class TripleSource(MemorySource):
         ``catch_up``, embed and write the missing vectors now, else before the next
         search."""
         owner = (scope.tenant_id, scope.require_user()) if scope is not None else None
-        with self._lock:
-            report = reconcile_index(
-                self.index, lambda: self.timeline.index_flags(scope), self.timeline.mark_indexed, owner
-            )
-            if catch_up:
-                report.indexed = self._index_pending()
-            return report
+        return self._sync.reconcile(catch_up, owner)
 
     def purge_expired(self) -> int:
         """Delete expired triples (current or not), their provenance and their vectors;
@@ -403,32 +419,9 @@ class TripleSource(MemorySource):
             by_user: dict[tuple[str, str], list[str]] = {}
             for ref in gone:
                 by_user.setdefault((ref.tenant_id, ref.user_id), []).append(ref.id)
-            for (tenant, user), ids in by_user.items():
-                self.index.delete(tenant, user, ids)
+            for owner, ids in by_user.items():
+                self._sync.forget(owner, ids)
             return len(gone)
-
-    def _index_pending(self) -> int:
-        # Triples are written rarely (a tool call, an extraction), so unlike the
-        # vector source there is no overlay: pending rows go to the index in one
-        # upsert per user before the next read, and are then flagged.
-        done = 0
-        while True:
-            rows = self.timeline.pending(self.batch_size)
-            if not rows:
-                return done
-            texts = [search_text(r.subject, r.predicate, r.object) for r in rows]
-            vectors = self.embed_model.get_text_embedding_batch(texts)
-            if vectors:
-                self._dimensions.check_vectors(len(vectors[0]))
-            by_user: dict[tuple[str, str], list[int]] = {}
-            for i, r in enumerate(rows):
-                by_user.setdefault((r.tenant_id, r.user_id), []).append(i)
-            for (tenant, user), positions in by_user.items():
-                self.index.upsert(
-                    tenant, user, [rows[i].id for i in positions], [vectors[i] for i in positions]
-                )
-            self.timeline.mark_indexed([r.id for r in rows])
-            done += len(rows)
 
     # -- forgetting ----------------------------------------------------------------------
 
@@ -438,9 +431,7 @@ class TripleSource(MemorySource):
         with self._lock:
             self.timeline.delete_user(scope)
             self._vectors.clear()  # recent texts, the user's among them
-            # Last: when the index is unreachable the record is already clean, and
-            # reconcile() drops the collection later.
-            self.index.drop(scope.tenant_id, user)
+            self._sync.forget((scope.tenant_id, user))  # the index last: see IndexSync.forget
 
     # -- tools, extraction, graph ------------------------------------------------------------
 
@@ -479,23 +470,3 @@ class TripleSource(MemorySource):
         from ...graph import plot
 
         return cast(Path, plot(self.to_networkx(scope), path, **kwargs))
-
-
-def _triple_timeline(store: Any) -> TripleTimeline:
-    """The port implementation for ``store``: itself, or the SQLite timeline on a
-    ``SQLiteStore``; a clear error for anything else."""
-    if isinstance(store, TripleTimeline):
-        return store
-    # Imported here, not at the top: the source depends on the port only, and
-    # construction (default_triple_source) is where backends are chosen.
-    from ...storage.sqlite import SQLiteStore
-    from ...storage.sqlite.triples import SQLiteTripleTimeline
-
-    if isinstance(store, SQLiteStore):
-        return SQLiteTripleTimeline(store)
-    raise TypeError(
-        f"TripleSource takes a triple timeline or a SQLiteStore, not {type(store).__name__} "
-        f"{store!r}: pass SQLiteStore(path), SQLiteTripleTimeline(store) "
-        "(llama_memory.storage.sqlite.triples), or build the source with "
-        "default_triple_source(store, path, embed_model)"
-    )

@@ -14,7 +14,9 @@ time ``t``:
   newer. When the next known value is this very value, that triple simply held
   since earlier: its start moves to ``t``.
 
-Stating a fact again renews it (:func:`renewed_expiry`). These functions read
+Stating a fact again renews it (the later expiry wins:
+:func:`llama_memory.storage.expiry.later_expiry`, the same for every kind of record,
+applied by :mod:`.writes`). These functions read
 timeline entries and return decisions; the source applies them through the
 storage port, inside one transaction.
 """
@@ -27,7 +29,7 @@ from typing import Optional
 
 from ...storage.ports.triples import TimelineEntry
 
-__all__ = ["Decision", "Written", "decide", "renewed_expiry"]
+__all__ = ["Decision", "Written", "decide"]
 
 
 @dataclass(frozen=True)
@@ -88,21 +90,6 @@ def decide(
         # The value that comes next is this one: it has simply held since earlier.
         return Decision(target=following.id, start=at, ends=ends)
     return Decision(valid_to=following.valid_from, superseded_by=following.id, ends=ends)
-
-
-def renewed_expiry(
-    ttl: Optional[float],
-    expires_at: Optional[float],
-    stated_ttl: Optional[float],
-    stated_expires_at: Optional[float],
-) -> tuple[Optional[float], Optional[float]]:
-    """``(ttl, expires_at)`` of a triple stated again: the later expiry wins, and a
-    triple (or a statement) kept forever makes it kept forever."""
-    if expires_at is None or stated_expires_at is None:
-        return None, None
-    if stated_expires_at > expires_at:
-        return stated_ttl, stated_expires_at
-    return ttl, expires_at
 
 
 @dataclass(frozen=True)

@@ -8,11 +8,12 @@ from collections.abc import Iterable, Sequence
 from typing import AbstractSet, Any, Optional
 
 from ...messages import to_epoch
+from ...storage.expiry import later_expiry
 from ...storage.ports.triples import NewTriple, TimelineEntry, TripleMention, TripleTimeline
 from ...types import Scope, now
 from .model import Prepared, TripleError, prepare_all
 from .normalize import search_text
-from .timeline import Decision, Written, decide, renewed_expiry
+from .timeline import Decision, Written, decide
 
 __all__ = ["write_triples"]
 
@@ -81,7 +82,7 @@ def _write_one(
         target = next(e for e in entries if e.id == decision.target)
         if decision.start is not None:
             timeline.move_start(target.id, decision.start)
-        renewed = renewed_expiry(target.ttl, target.expires_at, *lifetime)
+        renewed = later_expiry((target.ttl, target.expires_at), lifetime)
         timeline.add_mention(target.id, mention, *renewed)
         successor = target.id
     else:

@@ -253,9 +253,10 @@ class TripleTimeline(Protocol):
 
     def search_words(
         self, scope: Scope, query: str, k: int, include_history: bool
-    ) -> list[str]:
-        """Ids of the user's triples whose words best match ``query`` (any word of it, as
-        plain words: never query syntax), best first, at most ``k``."""
+    ) -> list[tuple[str, float]]:
+        """The user's triples whose words best match ``query`` (any word of it, as plain
+        words: never query syntax), best first, at most ``k``, as (id, score): higher is
+        better (SQLite: BM25 turned positive); score fusion divides by the best one."""
         ...
 
     def touching(

@@ -221,8 +221,11 @@ class PostgresTripleTimeline:
         )
         return {r["id"] for r in rows}
 
-    def search_words(self, scope: Scope, query: str, k: int, include_history: bool) -> list[str]:
-        """Ids of the user's triples best matching ``query``'s words (``ts_rank_cd``).
+    def search_words(
+        self, scope: Scope, query: str, k: int, include_history: bool
+    ) -> list[tuple[str, float]]:
+        """The user's triples best matching ``query``'s words, as (id, ``ts_rank_cd``
+        score), best first.
 
         The words are OR-ed through ``websearch_to_tsquery``, which reads no operator
         but "or" and quotes: no user text is query syntax.
@@ -234,12 +237,13 @@ class PostgresTripleTimeline:
         current = "" if include_history else " AND valid_to IS NULL"
         rows = self.store.query(
             "search knowledge triples by words",
-            "SELECT id FROM triples, websearch_to_tsquery('english', %s) AS q "
+            "SELECT id, ts_rank_cd(tsv, q) AS score FROM triples, "
+            "websearch_to_tsquery('english', %s) AS q "
             f"WHERE tenant_id = %s AND user_id = %s{current} AND tsv @@ q "
-            "ORDER BY ts_rank_cd(tsv, q) DESC, seq LIMIT %s",
+            "ORDER BY score DESC, seq LIMIT %s",
             (" or ".join(words), *owner, k),
         )
-        return [r["id"] for r in rows]
+        return [(r["id"], float(r["score"])) for r in rows]
 
     def touching(
         self, scope: Scope, entity_keys: Sequence[str], include_history: bool

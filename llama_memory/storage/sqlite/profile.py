@@ -71,7 +71,7 @@ class SQLiteProfileRows:
             raise TypeError(
                 "the profile is kept in a SQLiteStore (or any implementation of "
                 f"llama_memory.storage.ports.ProfileRows), not {type(store).__name__} "
-                f"{store!r}: pass the memory's store, e.g. ProfileSource(SQLiteStore('./memory'))"
+                f"{store!r}: pass the memory's store, e.g. SQLiteProfileRows(SQLiteStore('./memory'))"
             )
         self.store = store
         store.ensure_schema("profile", MIGRATIONS)

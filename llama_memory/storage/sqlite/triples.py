@@ -271,8 +271,9 @@ class SQLiteTripleTimeline:
 
     def search_words(
         self, scope: Scope, query: str, k: int, include_history: bool
-    ) -> list[str]:
-        """Ids of the user's triples best matching ``query``'s words (FTS5 bm25)."""
+    ) -> list[tuple[str, float]]:
+        """The user's triples best matching ``query``'s words, as (id, FTS5 BM25 score
+        turned positive), best first."""
         tenant_id, user_id = _owner(scope)
         match = fts_query(query)  # quoted words: user text is never read as FTS5 syntax
         if not match:
@@ -280,12 +281,13 @@ class SQLiteTripleTimeline:
         current = "" if include_history else " AND t.valid_to IS NULL"
         rows = self.store.query(
             "search knowledge triples by words",
-            "SELECT t.id FROM triples_fts JOIN triples AS t ON t.seq = triples_fts.rowid "
+            "SELECT t.id AS id, -bm25(triples_fts) AS score FROM triples_fts "
+            "JOIN triples AS t ON t.seq = triples_fts.rowid "
             f"WHERE triples_fts MATCH ? AND t.tenant_id = ? AND t.user_id = ?{current} "
-            "ORDER BY bm25(triples_fts) LIMIT ?",
+            "ORDER BY score DESC LIMIT ?",
             (match, tenant_id, user_id, k),
         )
-        return [r["id"] for r in rows]
+        return [(r["id"], float(r["score"])) for r in rows]
 
     def touching(
         self, scope: Scope, entity_keys: Sequence[str], include_history: bool

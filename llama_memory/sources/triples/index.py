@@ -1,0 +1,98 @@
+"""The triple timeline as the shared retrieval parts see it: rows for the one index sync
+(:class:`~llama_memory.retrieval.sync.IndexSync`) and a lexical index for the one hybrid
+search (:class:`~llama_memory.retrieval.hybrid.HybridSearch`).
+
+Adapters only, no storage of their own: the triple timeline port keeps its own
+signatures (a triple is not a message record), and these translate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Optional
+
+from ...storage.ports import IndexFlags, PendingRecord
+from ...storage.ports.triples import TripleTimeline
+from ...types import Scope
+from .normalize import search_text
+
+__all__ = ["TripleRows", "TripleWords"]
+
+
+class TripleRows:
+    """The triples' index flags, as :class:`~llama_memory.retrieval.sync.SyncedRows`.
+
+    Triples keep no vector copies (the sync runs them with ``resident_limit=0``: a
+    search asks the dense index), so the copy and change-token reads answer "none".
+    """
+
+    def __init__(self, timeline: TripleTimeline) -> None:
+        self.timeline = timeline
+
+    def pending_records(self, source: str, limit: int) -> list[PendingRecord]:
+        """Triples waiting for the dense index, with the text that is embedded."""
+        return [
+            PendingRecord(r.id, search_text(r.subject, r.predicate, r.object), r.tenant_id, r.user_id)
+            for r in self.timeline.pending(limit)
+        ]
+
+    def mark_indexed(
+        self, ids: Sequence[str], indexed: bool = True, vectors: Optional[Sequence[bytes]] = None
+    ) -> None:
+        """Flag triples as in the dense index (``vectors``, the copies, are not kept)."""
+        self.timeline.mark_indexed(ids, indexed)
+
+    def mark_all_unindexed(self, source: str) -> int:
+        """Flag every triple as waiting for the dense index; return how many there are."""
+        total = sum(len(flags) for flags in self.timeline.index_flags().values())
+        self.timeline.mark_all_unindexed()
+        return total
+
+    def index_flags(self, source: str, owner: Optional[tuple[str, str]] = None) -> IndexFlags:
+        """Every triple id and whether the index holds it, per (tenant, user)."""
+        scope = Scope(tenant_id=owner[0], user_id=owner[1]) if owner is not None else None
+        return self.timeline.index_flags(scope)
+
+    def stored_vectors(self, ids: Sequence[str]) -> dict[str, bytes]:
+        """None kept: the hybrid search reads missing cosines from the dense index."""
+        return {}
+
+    def user_vectors(
+        self, source: str, tenant_id: str, user_id: str, limit: int
+    ) -> Optional[dict[str, bytes]]:
+        """None kept (see the class)."""
+        return None
+
+    def transaction(self, action: str) -> AbstractContextManager[Any]:
+        """The timeline's transaction."""
+        return self.timeline.transaction(action)
+
+    def after_commit(self, callback: Callable[[], object]) -> None:
+        """Run ``callback`` once the store's open transaction commits."""
+        self.timeline.store.after_commit(callback)
+
+    def change_token(self) -> Hashable:
+        """Constant: no vectors are held in memory, so nothing needs reloading."""
+        return None
+
+
+class TripleWords:
+    """The triples' lexical index as a :class:`~llama_memory.storage.ports.LexicalIndex`,
+    for current triples only or (``include_history``) superseded ones too."""
+
+    def __init__(self, timeline: TripleTimeline, include_history: bool) -> None:
+        self.timeline = timeline
+        self.include_history = include_history
+
+    def search_text(self, query: str, scope: Scope, source: str, limit: int) -> list[tuple[str, float]]:
+        """(triple id, score) best first for ``query``'s words."""
+        return self.timeline.search_words(scope, query, limit, self.include_history)
+
+    def word_counts(
+        self, words: Sequence[str], scope: Optional[Scope] = None
+    ) -> tuple[int, dict[str, int]]:
+        """What an idf needs (the store's lexical index answers: it counts triples and
+        profile fields of the user too)."""
+        counts: tuple[int, dict[str, int]] = self.timeline.store.word_counts(words, scope)
+        return counts
