@@ -76,6 +76,7 @@ def build_memory(
     chroma_client: Any,
     llm: Any,
     extract_every: int,
+    extract_in: str,
     profile: Union[bool, type[BaseModel], None],
     triples: bool,
     chroma_host: Optional[str],
@@ -157,6 +158,7 @@ def build_memory(
         tokenizer_fn=tokenizer,
         llm=llm,
         extract_every=extract_every,
+        extract_in=extract_in,
     )
     config: dict[str, Any] = {}
     if model is not None:

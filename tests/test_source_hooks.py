@@ -87,9 +87,11 @@ def test_extraction_runs_every_n_user_turns_on_new_messages_only() -> None:
     memory.put(assistant("ok"))
     assert notes.extracted == []
     memory.put(user("two"))
+    memory.flush()  # the pass runs in the background; flush waits for it
     assert [texts for texts, _, _ in notes.extracted] == [["one", "ok", "two"]]
     assert notes.extracted[0][1] is llm and notes.extracted[0][2].user_id == "alice"
     memory.put_messages([user("three"), user("four")])
+    memory.flush()
     assert [texts for texts, _, _ in notes.extracted][-1] == ["three", "four"]
 
 
@@ -115,7 +117,9 @@ def test_failed_automatic_extraction_keeps_the_messages_and_retries_later() -> N
         user_id="alice", secondary_memory_sources=[source], llm=object(), extract_every=1
     )
     memory.put(user("first"))  # extraction fails; put does not
+    memory.flush()
     memory.put(user("second"))
+    memory.flush()
     assert [m.content for m in memory.get_all()] == ["first", "second"]
     assert [texts for texts, _, _ in source.extracted] == [["first"], ["first", "second"]]
     with pytest.raises(Exception, match="malformed"):
