@@ -40,6 +40,7 @@ from .storage.chroma import (
     server_address,
 )
 from .storage.expiry import TTL, Expiry, ttl_seconds
+from .storage.ports import Storage
 from .storage.sqlite import DB_FILENAME, SQLiteStore, memory_path, store_exists
 from .types import Scope
 
@@ -305,3 +306,10 @@ def check_embed_model(embed_model: Any) -> None:
         f"OpenAIEmbedding(...)), not {type(embed_model).__name__} {short(embed_model)}"
     )
 
+
+
+def open_queue(path: Union[str, Path]) -> Storage:
+    """The existing store under ``path``, for a worker process to claim jobs from;
+    StorageError when there is none (a worker never creates an empty store)."""
+    check_restorable(os.fspath(path))
+    return SQLiteStore(path)

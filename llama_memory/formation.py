@@ -108,7 +108,9 @@ def run_pass(
     todo = list(history[unextracted_from(history, before) :])
     if not todo:
         return 0
-    event_scope = {"tenant_id": scope.tenant_id, "user_id": scope.user_id, "session_id": scope.session_id}
+    event_scope: dict[str, Any] = {
+        "tenant_id": scope.tenant_id, "user_id": scope.user_id, "session_id": scope.session_id,
+    }
 
     def observed(source: Any, call: Callable[[], Any]) -> Any:
         watch, error = Stopwatch(), None
@@ -123,21 +125,23 @@ def run_pass(
                 messages=len(todo), error=error, duration_ms=watch.elapsed_ms,
             ))  # fmt: skip
 
-    applies = [
-        (s, observed(s, lambda s=s: s.propose(todo, llm, scope))) for s in sources if isinstance(s, Proposing)
-    ]
+    def propose(source: Proposing) -> Optional[Callable[[], Any]]:
+        return observed(source, lambda: source.propose(todo, llm, scope))
+
+    applies = [(s, propose(s)) for s in sources if isinstance(s, Proposing)]
     others = [s for s in sources if isinstance(s, Extracting) and not isinstance(s, Proposing)]
     cursor = json.dumps({"upto": len(history), "last": _fingerprint(history[-1])})
     with lock or nullcontext():
         if store.get_meta(key) != before:
             return 0  # applied meanwhile by another worker: never twice
         for source in others:
-            observed(source, lambda source=source: source.extract(todo, llm, scope))
+            extract = source.extract
+            observed(source, lambda: extract(todo, llm, scope))
         # A source on another store cannot join this transaction (its connection would
         # wait for this one's lock): it writes first, on its own, as in put().
         apart = [a for s, a in applies if a is not None and isinstance(s, Stored) and s.store is not store]
-        for apply in apart:
-            apply()
+        for write in apart:
+            write()
         with store.transaction("apply an extraction pass"):
             if store.get_meta(key) != before:
                 return 0
