@@ -64,6 +64,12 @@ def cursor_key(scope: Scope) -> str:
     return "extraction_cursor:" + json.dumps([scope.tenant_id, scope.user_id, scope.session_id])
 
 
+def job_key(scope: Scope) -> str:
+    """The dedup key of a session's pass: one waits (or runs) at a time; it reads every
+    message after the cursor when it runs, so the turns of a burst share one pass."""
+    return "extract:" + json.dumps([scope.tenant_id, scope.user_id, scope.session_id])
+
+
 def _fingerprint(message: ChatMessage) -> str:
     return hashlib.sha256(dump_message(message).encode()).hexdigest()[:16]
 
@@ -167,15 +173,17 @@ class FormationWorker:
         queue: JobQueue,
         run: Callable[[Job], Any],
         *,
+        after: Optional[Callable[[Job], Any]] = None,
         name: Optional[str] = None,
         lease: float = DEFAULT_LEASE,
         poll: float = POLL_SECONDS,
     ) -> None:
-        """``run(job)`` does a job's work; ``lease``: seconds a job is held before
+        """``run(job)`` does a job's work; ``after(job)`` runs once it is acknowledged
+        (a follow-up for what arrived meanwhile); ``lease``: seconds a job is held before
         another worker may take it over; ``poll``: seconds between looks at the queue."""
         if lease <= 0 or poll <= 0:
             raise ValueError(f"lease and poll must be positive seconds, got {lease} and {poll}")
-        self.queue, self.run, self.lease, self.poll = queue, run, lease, poll
+        self.queue, self.run, self.after, self.lease, self.poll = queue, run, after, lease, poll
         self.name = name or f"worker-{uuid.uuid4().hex[:8]}"
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -196,6 +204,8 @@ class FormationWorker:
         else:
             if not self.queue.ack(job):
                 logger.warning("extraction job %s ran past its lease; another worker took it over", job.id)
+            elif self.after is not None:
+                self.after(job)
         return True
 
     def start(self) -> None:

@@ -37,7 +37,15 @@ from .config import default_vector_source as default_vector_source
 from .config import resolve_embed_model as resolve_embed_model
 from .errors import LlamaMemoryError, MemoryClosedError, StorageError
 from .expiry import TTL
-from .formation import EXTRACT_JOB, MAX_ATTEMPTS, FormationWorker, run_pass
+from .formation import (
+    EXTRACT_JOB,
+    MAX_ATTEMPTS,
+    FormationWorker,
+    cursor_key,
+    job_key,
+    run_pass,
+    unextracted_from,
+)
 from .instrumentation import (
     MemoryBlockEvent,
     MemoryExtractionEvent,
@@ -601,10 +609,7 @@ class ComposableMemory(BaseMemory):
                 self.primary_memory.put_messages(list(messages))
                 if due and self._store is not None:
                     # In the messages' transaction: a crash cannot keep them and lose the pass.
-                    self._store.enqueue(
-                        EXTRACT_JOB, self._job_payload(), tenant_id=self.tenant_id,
-                        user_id=self.user_id, max_attempts=MAX_ATTEMPTS,
-                    )  # fmt: skip
+                    self._queue_pass(self.scope, self._job_payload())
             dispatcher.event(
                 MemoryPutEvent(
                     **self._event_scope(),
@@ -636,22 +641,44 @@ class ComposableMemory(BaseMemory):
             "memory": self.to_dict() if self.path is not None else None,
         }
 
+    def _queue_pass(self, scope: Scope, payload: dict[str, Any]) -> None:
+        """Queue the session's pass unless one is waiting or running already."""
+        assert self._store is not None
+        self._store.enqueue(
+            EXTRACT_JOB, payload, tenant_id=scope.tenant_id, user_id=scope.user_id,
+            max_attempts=MAX_ATTEMPTS, dedup_key=job_key(scope),
+        )  # fmt: skip
+
+    def _follow_up(self, job: Job) -> None:
+        """After a pass is acknowledged: messages that arrived while it ran found it
+        running (their put queued nothing), so queue the session's next pass for them."""
+        scope = _job_scope(job)
+        history = self._history(scope)
+        assert self._store is not None
+        if unextracted_from(history, self._store.get_meta(cursor_key(scope))) < len(history):
+            self._queue_pass(scope, job.payload)
+
+    def _history(self, scope: Scope) -> list[ChatMessage]:
+        """The scope's conversation: this memory's own, or one from the store."""
+        assert self._store is not None
+        if scope == self.scope:
+            with self._lock:
+                self._check_open()
+                return self.primary_memory.get_all()
+        return self._store.chat_log(scope).load()
+
     def _formation_worker(self) -> FormationWorker:
         """This memory's worker thread, started on first use."""
         if self._worker is None:
             assert self._store is not None
-            self._worker = FormationWorker(self._store, self._run_job)
+            self._worker = FormationWorker(self._store, self._run_job, after=self._follow_up)
             self._worker.start()
         return self._worker
 
     def _run_job(self, job: Job) -> int:
         """Run one ``extract`` job with this memory's sources and LLM (any session of
         the store: the sources take the scope as an argument)."""
-        payload = job.payload
-        scope = Scope(
-            user_id=payload.get("user_id"), session_id=payload["session_id"],
-            tenant_id=payload.get("tenant_id", "default"),
-        )  # fmt: skip
+        scope = _job_scope(job)
         if self.llm is None:
             raise LlamaMemoryError("this worker has no LLM to extract with: give the memory llm=")
         return self._pass(scope, self.llm)
@@ -659,12 +686,7 @@ class ComposableMemory(BaseMemory):
     def _pass(self, scope: Scope, llm: Any) -> int:
         """One extraction pass of the scope's session (see :func:`~llama_memory.formation.run_pass`)."""
         assert self._store is not None
-        if scope == self.scope:
-            with self._lock:
-                self._check_open()
-                history = self.primary_memory.get_all()
-        else:
-            history = self._store.chat_log(scope).load()
+        history = self._history(scope)
         return run_pass(self._store, self._sources, scope, llm, history, lock=self._lock)
 
     def flush(self, timeout: Optional[float] = None) -> None:
@@ -1107,6 +1129,15 @@ class ComposableMemory(BaseMemory):
         if history and memory.path is None:
             memory.primary_memory.set([ChatMessage.model_validate(m) for m in history])
         return memory
+
+
+def _job_scope(job: Job) -> Scope:
+    """Whose session an ``extract`` job is for."""
+    payload = job.payload
+    return Scope(
+        user_id=payload.get("user_id"), session_id=payload["session_id"],
+        tenant_id=payload.get("tenant_id", "default"),
+    )
 
 
 def _short_of(

@@ -63,6 +63,9 @@ def run_worker(
     memories: dict[str, ComposableMemory] = {}
 
     def run(job: Job) -> int:
+        return memory_for(job)._run_job(job)
+
+    def memory_for(job: Job) -> ComposableMemory:
         config = job.payload.get("memory")
         if not isinstance(config, dict):
             raise LlamaMemoryError("this job carries no memory configuration (its memory is not on disk)")
@@ -72,9 +75,11 @@ def run_worker(
         if memory is None:
             memory = ComposableMemory.from_dict(config, **{**memory_kwargs, "llm": llm, "extract_in": "worker"})
             memories[key] = memory
-        return memory._run_job(job)
+        return memory
 
-    worker = FormationWorker(queue, run, name=name, lease=lease, poll=poll)
+    worker = FormationWorker(
+        queue, run, after=lambda job: memory_for(job)._follow_up(job), name=name, lease=lease, poll=poll
+    )
     stop = stop or threading.Event()
     ran = 0
     try:

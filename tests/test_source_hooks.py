@@ -118,10 +118,13 @@ def test_failed_automatic_extraction_keeps_the_messages_and_retries_later() -> N
     )
     memory.put(user("first"))  # extraction fails; put does not
     memory.flush()
-    memory.put(user("second"))
-    memory.flush()
+    memory.put(user("second"))  # the failed pass waits for its retry: nothing more queued
+    memory.flush()  # does not wait for a retry's backoff
     assert [m.content for m in memory.get_all()] == ["first", "second"]
-    assert [texts for texts, _, _ in source.extracted] == [["first"], ["first", "second"]]
+    assert [texts for texts, _, _ in source.extracted] == [["first"]]
+    # The pass is queued again (retried with backoff), and its retry will read every
+    # message after the cursor, "second" included.
+    assert memory._store is not None and memory._store.counts("extract")["queued"] == 1
     with pytest.raises(Exception, match="malformed"):
         memory.extract()  # on demand, the error is the caller's
 
