@@ -127,12 +127,16 @@ class StoreStats:
             embedded index), ``total``.
         schema_version: the SQLite schema version.
         tenants: every tenant in the store.
+        jobs: background jobs (extraction passes) by state: ``queued`` (waiting,
+            or waiting for a retry), ``running``, ``done``, ``dead`` (failed for
+            good; the store keeps the last error), for the whole store.
     """
 
     counts: StoreCounts
     sizes: dict[str, int]
     schema_version: int
     tenants: list[str]
+    jobs: dict[str, int] = field(default_factory=dict)
 
 
 class MemoryAdmin:
@@ -492,6 +496,7 @@ class MemoryAdmin:
             sizes={"sqlite": sqlite, "chroma": chroma, "total": sqlite + chroma},
             schema_version=self.store.schema_version,
             tenants=self._admin.tenants(),
+            jobs=self.store.counts(),
         )
 
     # -- export ---------------------------------------------------------------------------

@@ -390,6 +390,9 @@ def cmd_stats(args: argparse.Namespace) -> None:
     detail = ", ".join(f"{k} {v}" for k, v in c.pending.items() if v)
     print(f"  waiting for the dense index: {pending}" + (f" ({detail})" if detail else ""))
     print(f"  expired, not purged yet: {c.expired}")
+    jobs = stats.jobs
+    if any(jobs.values()):
+        print("  extraction jobs: " + ", ".join(f"{state} {n}" for state, n in jobs.items()))
     sizes = stats.sizes
     print(
         f"  on disk: {_size(sizes['total'])} (SQLite {_size(sizes['sqlite'])}, "
@@ -397,6 +400,42 @@ def cmd_stats(args: argparse.Namespace) -> None:
     )
     if len(stats.tenants) > 1:
         print(f"  tenants in this store: {', '.join(stats.tenants)}")
+
+
+def cmd_worker(args: argparse.Namespace) -> None:
+    import signal
+    import threading
+
+    from .worker import run_worker
+
+    llm = _load_object(args.llm, "--llm", "a LlamaIndex LLM (or a function returning one)")
+    stop = threading.Event()
+    # SIGTERM (a service manager stopping it) ends the loop after the running pass.
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    kwargs: dict[str, Any] = {}
+    if args.embed_model is not None:
+        kwargs["embed_model"] = _load_embedding(args.embed_model)
+    try:
+        ran = run_worker(args.store, llm, once=args.once, stop=stop, lease=args.lease, **kwargs)
+    except KeyboardInterrupt:
+        return
+    if args.json:
+        return _print_json({"jobs": ran})
+    print(f"ran {ran} extraction jobs")
+
+
+def _load_object(spec: str, option: str, what: str) -> Any:
+    """The object named ``module:name`` (called when it is a function or class)."""
+    import importlib
+
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise CommandError(f"{option} takes module:name, {what}, e.g. myapp.llms:make_llm; got {spec!r}")
+    try:
+        found = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise CommandError(f"{option} {spec}: cannot load it: {exc}") from None
+    return found() if callable(found) else found
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
@@ -504,6 +543,17 @@ def build_parser() -> argparse.ArgumentParser:
     add("reconcile", cmd_reconcile, "bring the dense indexes in line with the system of record")
     add("purge-expired", cmd_purge_expired, "delete the records whose time to live is over")
     add("stats", cmd_stats, "counts, sizes on disk and pending index work")
+    worker = add("worker", cmd_worker, "run the extraction passes queued in the store (extract_every)")
+    worker.add_argument(
+        "--llm", required=True, metavar="MODULE:NAME",
+        help="the LLM to extract with: a LlamaIndex LLM (or a function returning one) "
+        "importable as MODULE:NAME",
+    )  # fmt: skip
+    worker.add_argument("--once", action="store_true", help="run the jobs due now, then exit")
+    worker.add_argument(
+        "--lease", type=float, default=300.0,
+        help="seconds a job is held before another worker may take it over (default 300)",
+    )  # fmt: skip
     demo = commands.add_parser("demo", help="run the offline two-conversation demo")
     demo.add_argument(
         "--path", type=Path, default=None, help="memory directory (default: a new temporary one)"

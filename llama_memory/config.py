@@ -42,6 +42,7 @@ from .storage.chroma import (
     server_address,
 )
 from .storage.expiry import TTL, Expiry, ttl_seconds
+from .storage.ports import Storage
 from .storage.sqlite import DB_FILENAME, SQLiteStore, memory_path, store_exists
 from .storage.sqlite.profile import SQLiteProfileRows
 from .storage.sqlite.triples import SQLiteTripleTimeline
@@ -80,6 +81,7 @@ def build_memory(
     chroma_client: Any,
     llm: Any,
     extract_every: int,
+    extract_in: str,
     profile: Union[bool, type[BaseModel], None],
     triples: bool,
     chroma_host: Optional[str],
@@ -178,6 +180,7 @@ def build_memory(
         llm=llm,
         extract_every=extract_every,
         min_relevance=min_relevance,
+        extract_in=extract_in,
     )
     config: dict[str, Any] = {}
     if model is not None:
@@ -413,3 +416,10 @@ def check_embed_model(embed_model: Any) -> None:
         f"OpenAIEmbedding(...)), not {type(embed_model).__name__} {short(embed_model)}"
     )
 
+
+
+def open_queue(path: Union[str, Path]) -> Storage:
+    """The existing store under ``path``, for a worker process to claim jobs from;
+    StorageError when there is none (a worker never creates an empty store)."""
+    check_restorable(os.fspath(path))
+    return SQLiteStore(path)

@@ -38,6 +38,15 @@ from .config import default_vector_source as default_vector_source
 from .config import resolve_embed_model as resolve_embed_model
 from .errors import LlamaMemoryError, MemoryClosedError, StorageError
 from .expiry import TTL
+from .formation import (
+    EXTRACT_JOB,
+    MAX_ATTEMPTS,
+    FormationWorker,
+    cursor_key,
+    job_key,
+    run_pass,
+    unextracted_from,
+)
 from .instrumentation import (
     MemoryBlockEvent,
     MemoryExtractionEvent,
@@ -81,6 +90,7 @@ from .sources.llama_index import LlamaIndexMemorySource
 from .sources.profile import ProfileSource
 from .sources.triples import KnowledgeTriple, TripleSource
 from .storage.ports import Storage
+from .storage.ports.jobs import Job
 from .storage.reconcile import ReconcileReport
 from .types import MemoryRecord, Scope, StoredMessage, now
 from .views import RecordList
@@ -88,6 +98,7 @@ from .views import RecordList
 logger = logging.getLogger(__name__)
 
 InsertMethod = Literal["system", "user"]
+ExtractIn = Literal["thread", "worker"]
 Source = Union[MemorySource, BaseMemory]
 
 #: Default token limit of the primary chat buffer (the same as ``ChatMemoryBuffer``'s).
@@ -143,7 +154,12 @@ class ComposableMemory(BaseMemory):
         default=None, exclude=True, description="LLM for sources that extract structured memories."
     )
     extract_every: int = Field(
-        default=0, description="Run extraction every N user turns when llm is set (0: on demand)."
+        default=0, description="Queue an extraction pass every N user turns (0: on demand)."
+    )
+    extract_in: ExtractIn = Field(
+        default="thread",
+        description='Who runs queued passes: "thread" (this memory, with llm) or "worker" '
+        "(llama-memory worker processes).",
     )
     min_relevance: float = Field(
         default=DEFAULT_MIN_RELEVANCE,
@@ -168,7 +184,8 @@ class ComposableMemory(BaseMemory):
     # (forget()); set by config.build_memory, which knows where they are.
     _drop_dense: Optional[Callable[[tuple[str, str]], None]] = PrivateAttr(default=None)
     _user_turns_pending: int = PrivateAttr(default=0)  # user messages not yet extracted from
-    _extracted_upto: int = PrivateAttr(default=0)  # get_all() index extraction has reached
+    _extracted_upto: int = PrivateAttr(default=0)  # without a store: where extraction is
+    _worker: Optional[FormationWorker] = PrivateAttr(default=None)  # started by the first job
     # What to_dict says of server mode and expiry (from_defaults arguments).
     _config: dict[str, Any] = PrivateAttr(default_factory=dict)
 
@@ -235,6 +252,7 @@ class ComposableMemory(BaseMemory):
         chroma_client: Any = None,
         llm: Any = None,
         extract_every: int = 0,
+        extract_in: ExtractIn = "thread",
         profile: Union[bool, type[BaseModel], None] = None,
         triples: bool = False,
         chroma_host: Optional[str] = None,
@@ -286,8 +304,14 @@ class ComposableMemory(BaseMemory):
                 collections are named after the store's id, as in server mode).
             llm: a LlamaIndex LLM for sources that extract structured memories from
                 the conversation (see :meth:`extract`).
-            extract_every: with ``llm``, extract automatically every this many user
-                turns (0: only when :meth:`extract` is called).
+            extract_every: every this many user turns, ``put()`` queues an extraction
+                pass (0: only when :meth:`extract` is called); it runs in the
+                background and never makes ``put()`` wait (see docs/formation.md).
+                :meth:`flush` waits for it.
+            extract_in: who runs the queued passes: ``"thread"`` (default), a thread
+                of this memory, with ``llm`` (without ``llm`` nothing is queued);
+                ``"worker"``: ``llama-memory worker --store PATH`` processes, which
+                bring their own LLM (this memory needs none).
             profile: the user-profile source (:class:`ProfileSource`) on this
                 memory's store. ``None``: part of the default sources only; ``True``
                 or a pydantic model class (the profile's schema): also added to
@@ -359,6 +383,7 @@ class ComposableMemory(BaseMemory):
             chroma_client=chroma_client,
             llm=llm,
             extract_every=extract_every,
+            extract_in=extract_in,
             profile=profile,
             triples=triples,
             chroma_host=chroma_host,
@@ -645,7 +670,9 @@ class ComposableMemory(BaseMemory):
 
     @dispatcher.span
     def put_messages(self, messages: list[ChatMessage]) -> None:
-        """Add messages (one batch for the buffer and for each source)."""
+        """Add messages (one batch for the buffer and for each source). When an
+        extraction pass falls due (``extract_every`` user turns), it is queued in the
+        same transaction and runs in the background: ``put`` never waits for an LLM."""
         messages = messages_arg(messages, "put_messages()")
         if not messages:
             return
@@ -653,9 +680,14 @@ class ComposableMemory(BaseMemory):
         stored = self._stored(messages)  # validates (e.g. timestamps) before anything is written
         with self._lock:
             self._check_open()
+            turns = self._user_turns_pending + sum(m.role == "user" for m in stored)
+            due = 0 < self.extract_every <= turns and (self.llm is not None or self.extract_in == "worker")
             with self._one_write("put messages"):
                 self._add_to_sources(stored)
                 self.primary_memory.put_messages(list(messages))
+                if due and self._store is not None:
+                    # In the messages' transaction: a crash cannot keep them and lose the pass.
+                    self._queue_pass(self.scope, self._job_payload())
             dispatcher.event(
                 MemoryPutEvent(
                     **self._event_scope(),
@@ -665,29 +697,117 @@ class ComposableMemory(BaseMemory):
                     duration_ms=watch.elapsed_ms,
                 )
             )
-            self._user_turns_pending += sum(m.role == "user" for m in stored)
-            if self.llm is not None and 0 < self.extract_every <= self._user_turns_pending:
+            self._user_turns_pending = 0 if due else turns
+            if not due:
+                return
+            if self._store is None:  # built by hand, without a store: no queue
                 try:
                     self.extract()
                 except LlamaMemoryError as exc:
-                    # The messages are stored; a bad LLM answer must not fail the agent's
-                    # run. The same messages are tried again at the next extraction.
                     logger.warning("automatic extraction failed, will retry: %s", exc)
+                return
+            if self.extract_in == "thread":
+                self._formation_worker().wake()
+
+    def _job_payload(self) -> dict[str, Any]:
+        """Whose pass a job is, and (for a worker process) how to open the memory."""
+        return {
+            "tenant_id": self.tenant_id,
+            "user_id": self.user_id,
+            "session_id": self.session_id,
+            # A worker process rebuilds the sources from this (a memory on disk only).
+            "memory": self.to_dict() if self.path is not None else None,
+        }
+
+    def _queue_pass(self, scope: Scope, payload: dict[str, Any]) -> None:
+        """Queue the session's pass unless one is waiting or running already."""
+        assert self._store is not None
+        self._store.enqueue(
+            EXTRACT_JOB, payload, tenant_id=scope.tenant_id, user_id=scope.user_id,
+            max_attempts=MAX_ATTEMPTS, dedup_key=job_key(scope),
+        )  # fmt: skip
+
+    def _follow_up(self, job: Job) -> None:
+        """After a pass is acknowledged: messages that arrived while it ran found it
+        running (their put queued nothing), so queue the session's next pass for them."""
+        scope = _job_scope(job)
+        history = self._history(scope)
+        assert self._store is not None
+        if unextracted_from(history, self._store.get_meta(cursor_key(scope))) < len(history):
+            self._queue_pass(scope, job.payload)
+
+    def _history(self, scope: Scope) -> list[ChatMessage]:
+        """The scope's conversation: this memory's own, or one from the store."""
+        assert self._store is not None
+        if scope == self.scope:
+            with self._lock:
+                self._check_open()
+                return self.primary_memory.get_all()
+        return self._store.chat_log(scope).load()
+
+    def _formation_worker(self) -> FormationWorker:
+        """This memory's worker thread, started on first use."""
+        if self._worker is None:
+            assert self._store is not None
+            self._worker = FormationWorker(self._store, self._run_job, after=self._follow_up)
+            self._worker.start()
+        return self._worker
+
+    def _run_job(self, job: Job) -> int:
+        """Run one ``extract`` job with this memory's sources and LLM (any session of
+        the store: the sources take the scope as an argument)."""
+        scope = _job_scope(job)
+        if self.llm is None:
+            raise LlamaMemoryError("this worker has no LLM to extract with: give the memory llm=")
+        return self._pass(scope, self.llm)
+
+    def _pass(self, scope: Scope, llm: Any) -> int:
+        """One extraction pass of the scope's session (see :func:`~llama_memory.formation.run_pass`)."""
+        assert self._store is not None
+        history = self._history(scope)
+        return run_pass(self._store, self._sources, scope, llm, history, lock=self._lock)
+
+    def flush(self, timeout: Optional[float] = None) -> None:
+        """Wait until the queued extraction passes that may run now are done (for
+        tests, notebooks and shutdown). A failed pass waiting for its retry is not
+        waited for (``llama-memory stats`` shows failed jobs).
+
+        Args:
+            timeout: seconds to wait at most; TimeoutError past it.
+
+        With ``extract_in="worker"`` (or without ``llm``) this memory runs no pass
+        and returns at once.
+        """
+        self._check_open()
+        if self._store is None or self.llm is None or self.extract_in != "thread":
+            return
+        if not self._formation_worker().flush(timeout):
+            raise TimeoutError(f"flush(): extraction passes still running after {timeout} s")
+
+    async def aflush(self, timeout: Optional[float] = None) -> None:
+        """Async :meth:`flush`."""
+        await asyncio.to_thread(self.flush, timeout)
 
     @dispatcher.span
     def extract(
         self, messages: Optional[Sequence[ChatMessage]] = None, llm: Any = None
     ) -> None:
-        """Let every source derive structured memories (triples, profile...) with an LLM.
+        """Let every source derive structured memories (triples, profile...) with an LLM,
+        now, in the calling thread.
 
         Args:
             messages: what to extract from; default the conversation's messages
-                not extracted from yet.
+                not extracted from yet (after the session's persisted cursor, which
+                this pass moves).
             llm: default the memory's ``llm``.
         """
         llm = llm or self.llm
         if llm is None:
             raise ValueError("extract() needs an LLM: pass llm=, or build the memory with llm=")
+        self._check_open()
+        if messages is None and self._store is not None:
+            self._pass(self.scope, llm)
+            return
         with self._lock:
             self._check_open()
             history = self.primary_memory.get_all()
@@ -701,7 +821,6 @@ class ComposableMemory(BaseMemory):
             # Advance only once every source succeeded: a failed extraction is retried.
             if automatic:
                 self._extracted_upto = len(history)
-            self._user_turns_pending = 0
 
     def _extract_with(
         self, source: Extracting, messages: Sequence[ChatMessage], llm: Any, scope: Scope
@@ -943,9 +1062,15 @@ class ComposableMemory(BaseMemory):
             return sum(s.reindex() for s in self._sources if isinstance(s, Reindexable))
 
     def close(self) -> None:
-        """Write what is waiting to the indexes and release the sources' and the store's
+        """Stop the extraction worker thread (after the pass running now; the passes
+        still queued stay in the store: call :meth:`flush` first to run them), write
+        what is waiting to the indexes and release the sources' and the store's
         resources. Closing twice is harmless; other calls after it raise
         :class:`~llama_memory.errors.MemoryClosedError` ("this memory is closed")."""
+        worker = self._worker
+        if worker is not None:
+            # Before taking the lock: the job running now applies its pass under it.
+            worker.stop()
         with self._lock:
             if self._closed:
                 return
@@ -1029,6 +1154,7 @@ class ComposableMemory(BaseMemory):
             "insert_method": self.insert_method,
             "extract_every": self.extract_every,
             "min_relevance": self.min_relevance,
+            "extract_in": self.extract_in,
             "token_limit": getattr(self.primary_memory, "token_limit", DEFAULT_TOKEN_LIMIT),
             "primary": primary if primary is not None else "custom",
             "sources": self._source_kind,
@@ -1085,6 +1211,15 @@ class ComposableMemory(BaseMemory):
         if history and memory.path is None and "store" not in memory._config:
             memory.primary_memory.set([ChatMessage.model_validate(m) for m in history])
         return memory
+
+
+def _job_scope(job: Job) -> Scope:
+    """Whose session an ``extract`` job is for."""
+    payload = job.payload
+    return Scope(
+        user_id=payload.get("user_id"), session_id=payload["session_id"],
+        tenant_id=payload.get("tenant_id", "default"),
+    )
 
 
 def _short_of(

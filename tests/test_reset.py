@@ -134,11 +134,13 @@ def test_after_reset_extraction_starts_from_the_new_conversation() -> None:
         user_id="alice", secondary_memory_sources=[source], llm=ScriptedLLM(), extract_every=2
     )
     memory.put_messages([user("one"), assistant("1"), user("two"), assistant("2")])
+    memory.flush()  # extraction runs in the background
     assert source.extracted == [["one", "1", "two", "2"]]
     memory.put(user("three"))  # one user turn pending ...
     memory.reset()  # ... in the conversation that is gone
     memory.put(user("four"))
     assert len(source.extracted) == 1  # one turn of the new conversation: not yet
     memory.put_messages([assistant("4"), user("five")])
+    memory.flush()
     # Everything of the new conversation, from its first message.
     assert source.extracted[-1] == ["four", "4", "five"]

@@ -87,9 +87,11 @@ def test_extraction_runs_every_n_user_turns_on_new_messages_only() -> None:
     memory.put(assistant("ok"))
     assert notes.extracted == []
     memory.put(user("two"))
+    memory.flush()  # the pass runs in the background; flush waits for it
     assert [texts for texts, _, _ in notes.extracted] == [["one", "ok", "two"]]
     assert notes.extracted[0][1] is llm and notes.extracted[0][2].user_id == "alice"
     memory.put_messages([user("three"), user("four")])
+    memory.flush()
     assert [texts for texts, _, _ in notes.extracted][-1] == ["three", "four"]
 
 
@@ -115,9 +117,14 @@ def test_failed_automatic_extraction_keeps_the_messages_and_retries_later() -> N
         user_id="alice", secondary_memory_sources=[source], llm=object(), extract_every=1
     )
     memory.put(user("first"))  # extraction fails; put does not
-    memory.put(user("second"))
+    memory.flush()
+    memory.put(user("second"))  # the failed pass waits for its retry: nothing more queued
+    memory.flush()  # does not wait for a retry's backoff
     assert [m.content for m in memory.get_all()] == ["first", "second"]
-    assert [texts for texts, _, _ in source.extracted] == [["first"], ["first", "second"]]
+    assert [texts for texts, _, _ in source.extracted] == [["first"]]
+    # The pass is queued again (retried with backoff), and its retry will read every
+    # message after the cursor, "second" included.
+    assert memory._store is not None and memory._store.counts("extract")["queued"] == 1
     with pytest.raises(Exception, match="malformed"):
         memory.extract()  # on demand, the error is the caller's
 

@@ -452,9 +452,11 @@ def test_memory_extracts_automatically_every_n_user_turns(open_memory) -> None:
     memory = open_memory(llm=llm, extract_every=1)
     triples = memory.source("triples")
     memory.put(user("I work at Acme."))
+    memory.flush()  # the pass runs in the background; flush waits for it
     assert [t.object for t in triples.triples(memory.scope)] == ["Acme"]
     memory.put(assistant("Nice."))
     memory.put(user("Actually I just changed jobs, I'm at Globex now."))
+    memory.flush()
     assert [t.object for t in triples.history("User", "works at", memory.scope)] == ["Acme", "Globex"]
     assert llm.remaining == 0
     # The second extraction saw only the messages not extracted from yet.

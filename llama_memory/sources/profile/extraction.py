@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Optional
 
 from llama_index.core.base.llms.types import ChatMessage
 
@@ -46,6 +46,17 @@ def extract_profile(
 ) -> None:
     """Ask ``llm`` for profile operations learned from ``messages`` and apply them to
     ``source`` (see :meth:`ProfileSource.extract`)."""
+    apply = propose_profile(source, messages, llm, scope)
+    if apply is not None:
+        apply()
+
+
+def propose_profile(
+    source: ProfileSource, messages: Sequence[ChatMessage], llm: Any, scope: Scope
+) -> Optional[Callable[[], None]]:
+    """Ask ``llm`` for the profile operations of ``messages`` (the one LLM call, nothing
+    written); return what applies them (joining an open transaction), or None when
+    there is nothing to apply."""
     scope.require_user(f"the {source.name!r} memory source")
     # Each text JSON-quoted: a message cannot start a line that poses as another turn.
     transcript = [
@@ -54,7 +65,7 @@ def extract_profile(
         if role_name(m) in ("user", "assistant") and message_text(m).strip()
     ]
     if not any(line.startswith("user: ") for line in transcript):
-        return  # nothing the user said: no LLM call
+        return None  # nothing the user said: no LLM call
     result = structured_output(
         llm,
         ProfileUpdate,
@@ -69,11 +80,13 @@ def extract_profile(
         conversation="\n".join(transcript),
     )
     if not result.operations:
-        return
-    ids = [declared_message_id(m) for m in messages]
-    try:
-        source.update_profile(
-            result.operations, scope, message_ids=[i for i in ids if i is not None]
-        )
-    except ProfileUpdateError as exc:
-        raise ExtractionError(f"the LLM's profile operations were rejected: {exc}") from exc
+        return None
+    ids = [i for i in (declared_message_id(m) for m in messages) if i is not None]
+
+    def apply() -> None:
+        try:
+            source.update_profile(result.operations, scope, message_ids=ids)
+        except ProfileUpdateError as exc:
+            raise ExtractionError(f"the LLM's profile operations were rejected: {exc}") from exc
+
+    return apply

@@ -14,7 +14,7 @@ from ...storage.ports.profile import ProfileChange, ProfileRows, ProfileWrite
 from ...types import MemoryRecord, Scope, StoredMessage, now
 from ...views import ProfileView
 from ..base import MemorySource, require_port
-from .extraction import extract_profile
+from .extraction import extract_profile, propose_profile
 from .ops import Draft, ProfileOp, UpdateInput, to_ops
 from .paths import ProfileUpdateError, path_problem, raise_if_bad_path, render_value, unflatten
 from .schema import schema_errors, schema_importance
@@ -349,6 +349,15 @@ class ProfileSource(MemorySource):
                 rejected (the message lists each problem); nothing was written.
         """
         extract_profile(self, messages, llm, scope)
+
+    def propose(
+        self, messages: Sequence[ChatMessage], llm: Any, scope: Scope
+    ) -> Optional[Callable[[], Any]]:
+        """The first half of :meth:`extract`: ask ``llm`` (nothing is written) and return
+        what applies the operations (it joins an open transaction), or None when there
+        is nothing to apply. Background formation applies it in the transaction that
+        moves the session's extraction cursor, so a pass is applied once."""
+        return propose_profile(self, messages, llm, scope)
 
     # -- internals -----------------------------------------------------------------------
 

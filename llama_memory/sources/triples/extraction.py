@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Optional
 
 from llama_index.core.base.llms.types import ChatMessage
 
@@ -17,7 +17,7 @@ from .normalize import normalize_entity
 if TYPE_CHECKING:  # pragma: no cover - the source imports this module
     from .source import TripleSource
 
-__all__ = ["EXTRACTION_PROMPT", "extract_triples", "known_entities"]
+__all__ = ["EXTRACTION_PROMPT", "extract_triples", "known_entities", "propose_triples"]
 
 #: What the extracting LLM is asked; ``{conversation}`` and ``{known_entities}`` are
 #: filled in (values are substituted as they are, so braces in messages are safe).
@@ -42,10 +42,21 @@ def extract_triples(
 ) -> list[KnowledgeTriple]:
     """Turn ``messages`` into triples with ``llm``'s structured output and store them in
     ``source`` (see :meth:`TripleSource.extract`)."""
+    apply = propose_triples(source, messages, llm, scope)
+    return apply() if apply is not None else []
+
+
+def propose_triples(
+    source: "TripleSource", messages: Sequence[ChatMessage], llm: Any, scope: Scope
+) -> Optional[Callable[[], list[KnowledgeTriple]]]:
+    """Ask ``llm`` for the triples of ``messages`` (the one LLM call, nothing written);
+    return what stores them (joining an open transaction), or None when there is
+    nothing to ask about. Background formation asks first and applies later, in
+    the transaction that moves its cursor."""
     scope.require_user(f"the {source.name!r} memory source")
     shown = [m for m in messages if role_name(m) in ("user", "assistant") and message_text(m).strip()]
     if not shown:
-        return []
+        return None
     conversation = "\n".join(
         f"{role_name(m)}: {json.dumps(message_text(m), ensure_ascii=False)}" for m in shown
     )
@@ -59,13 +70,17 @@ def extract_triples(
     )
     stated = max(message_time(m, default=now()) for m in shown)
     ids = [i for i in (declared_message_id(m) for m in shown) if i]
-    try:
-        written = source._write(output.triples, scope, stated, ids, origin="extraction")
-    except TripleError as exc:
-        raise ExtractionError(
-            f"the LLM's knowledge triples were rejected, nothing was stored: {exc}"
-        ) from exc
-    return source._by_ids([w.id for w in written], scope)
+
+    def apply() -> list[KnowledgeTriple]:
+        try:
+            written = source._write(output.triples, scope, stated, ids, origin="extraction")
+        except TripleError as exc:
+            raise ExtractionError(
+                f"the LLM's knowledge triples were rejected, nothing was stored: {exc}"
+            ) from exc
+        return source._by_ids([w.id for w in written], scope)
+
+    return apply
 
 
 def known_entities(names: Sequence[str], limit: int = 30) -> list[str]:

@@ -12,7 +12,7 @@ the dense index is derived from it, per user, and rebuildable.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union, cast
 
@@ -33,7 +33,7 @@ from ...types import MemoryRecord, Scope, StoredMessage
 from ...views import TripleTable
 from ..base import MemorySource, require_port
 from ..dimension import DimensionGuard
-from .extraction import extract_triples
+from .extraction import extract_triples, propose_triples
 from .index import TripleRows, TripleWords
 from .model import DEFAULT_FUNCTIONAL_PREDICATES, KnowledgeTriple, to_triple
 from .normalize import normalize_entity, normalize_predicate, query_entities
@@ -454,6 +454,15 @@ class TripleSource(MemorySource):
                 triple; nothing was written.
         """
         return extract_triples(self, messages, llm, scope)
+
+    def propose(
+        self, messages: Sequence[ChatMessage], llm: Any, scope: Scope
+    ) -> Optional[Callable[[], Any]]:
+        """The first half of :meth:`extract`: ask ``llm`` (nothing is written) and return
+        what stores the answer (it joins an open transaction), or None when there was
+        nothing to ask. Background formation applies it in the transaction that moves
+        the session's extraction cursor, so a pass is applied once."""
+        return propose_triples(self, messages, llm, scope)
 
     def to_networkx(self, scope: Who, *, include_history: bool = False) -> "networkx.MultiDiGraph":
         """The user's current knowledge graph (see :func:`llama_memory.graph.to_networkx`)."""

@@ -1,0 +1,97 @@
+"""Extraction passes run by a process of their own: ``llama-memory worker --store PATH``.
+
+Memories built with ``extract_every=N`` queue a pass every N user turns (see
+docs/formation.md). A server whose memories are built with ``extract_in="worker"``
+runs none itself: one or more worker processes claim the passes from the store's
+queue, each pass once, with the LLM they are given.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from .config import open_queue
+from .errors import LlamaMemoryError
+from .formation import DEFAULT_LEASE, POLL_SECONDS, FormationWorker
+from .memory import ComposableMemory
+from .storage.ports.jobs import Job
+
+logger = logging.getLogger(__name__)
+
+
+def run_worker(
+    path: Union[str, Path],
+    llm: Any,
+    *,
+    once: bool = False,
+    stop: Optional[threading.Event] = None,
+    lease: float = DEFAULT_LEASE,
+    poll: float = POLL_SECONDS,
+    name: Optional[str] = None,
+    **memory_kwargs: Any,
+) -> int:
+    """Run the extraction passes queued in the store under ``path``; return how many
+    jobs were run (done or failed).
+
+    Args:
+        path: the memory directory (``path=`` of the memories that queue the passes).
+        llm: the LlamaIndex LLM the passes extract with.
+        once: run the jobs that may run now, then return; else run until ``stop``
+            is set.
+        stop: set it to stop after the job running now.
+        lease: seconds a job is held; if this process dies, another worker takes
+            the job over once the lease runs out.
+        poll: seconds between looks at an empty queue.
+        name: this worker's name in the queue (default a random one).
+        **memory_kwargs: what a job's memory configuration cannot carry, passed to
+            :meth:`ComposableMemory.from_dict` (``embed_model=``, a profile
+            ``schema``...).
+
+    Each job carries the configuration of the memory that queued it
+    (:meth:`ComposableMemory.to_dict`): the worker opens a memory like it once and
+    runs every pass of that configuration with it. A job from a memory with custom
+    sources fails with the error of ``from_dict`` (pass the sources in
+    ``memory_kwargs``); a job of an in-memory store cannot reach a worker.
+    """
+    if llm is None:
+        raise ValueError("run_worker() needs an LLM to extract with: pass llm=")
+    queue = open_queue(path)
+    memories: dict[str, ComposableMemory] = {}
+
+    def run(job: Job) -> int:
+        return memory_for(job)._run_job(job)
+
+    def memory_for(job: Job) -> ComposableMemory:
+        config = job.payload.get("memory")
+        if not isinstance(config, dict):
+            raise LlamaMemoryError("this job carries no memory configuration (its memory is not on disk)")
+        # One memory per configuration: the sources take the job's scope as an argument.
+        key = json.dumps({k: v for k, v in config.items() if k not in ("user_id", "session_id")}, sort_keys=True)
+        memory = memories.get(key)
+        if memory is None:
+            memory = ComposableMemory.from_dict(config, **{**memory_kwargs, "llm": llm, "extract_in": "worker"})
+            memories[key] = memory
+        return memory
+
+    worker = FormationWorker(
+        queue, run, after=lambda job: memory_for(job)._follow_up(job), name=name, lease=lease, poll=poll
+    )
+    stop = stop or threading.Event()
+    ran = 0
+    try:
+        while not stop.is_set():
+            if worker.run_once():
+                ran += 1
+            elif once:
+                break
+            else:
+                stop.wait(poll)
+    finally:
+        for memory in memories.values():
+            memory.close()
+        queue.close()
+    return ran

@@ -1,0 +1,207 @@
+"""Memory formation off the hot path (issue 17): passes queued by put() as jobs, run by a
+worker thread or worker processes, applied once (persisted cursor, compare-and-set)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from helpers import assistant, user
+from llama_memory import ComposableMemory
+from llama_memory.admin import MemoryAdmin
+from llama_memory.formation import FormationWorker
+from llama_memory.testing import ScriptedLLM, ToolCallReply
+from llama_memory.worker import run_worker
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def ops(*operations: dict) -> ToolCallReply:
+    """What a function-calling LLM answers to structured_predict(ProfileUpdate, ...)."""
+    return ToolCallReply("ProfileUpdate", {"operations": list(operations)})
+
+
+def likes(value: str) -> ToolCallReply:
+    return ops({"op": "append", "path": "likes", "value": value})
+
+
+def open_memory(path: Path, session: str = "s1", user_id: str = "alice", **kwargs: Any) -> ComposableMemory:
+    """A memory with the profile source only (no embedding model needed)."""
+    return ComposableMemory.from_defaults(
+        user_id=user_id, session_id=session, path=path, secondary_memory_sources=[], profile=True, **kwargs
+    )
+
+
+def test_put_queues_a_pass_that_flush_waits_for(tmp_path: Path) -> None:
+    llm = ScriptedLLM([likes("jazz")])
+    memory = open_memory(tmp_path, llm=llm, extract_every=1)
+    try:
+        memory.put(user("I like jazz."))
+        memory.flush()
+        assert memory.profile.get_profile(memory.scope) == {"likes": ["jazz"]}
+        assert MemoryAdmin(tmp_path).stats().jobs["done"] == 1
+    finally:
+        memory.close()
+
+
+def test_reopening_does_not_extract_the_session_again(tmp_path: Path) -> None:
+    memory = open_memory(tmp_path)
+    memory.put_messages([user("I like jazz."), assistant("Noted.")])
+    memory.extract(llm=ScriptedLLM([likes("jazz")]))
+    memory.close()
+    again = open_memory(tmp_path)
+    try:
+        # Nothing new since the persisted cursor: no LLM call (an empty script raises).
+        again.extract(llm=ScriptedLLM([]))
+        again.put(user("And Coltrane."))
+        llm = ScriptedLLM([likes("Coltrane")])
+        again.extract(llm=llm)
+        assert "I like jazz." not in llm.calls[0].text()  # only what was new
+        assert again.profile.get_profile(again.scope) == {"likes": ["jazz", "Coltrane"]}
+        assert len(again.profile.history("likes", again.scope)) == 2
+    finally:
+        again.close()
+
+
+def test_a_pass_is_applied_once_when_two_memories_race(tmp_path: Path) -> None:
+    first, second = open_memory(tmp_path), open_memory(tmp_path)
+    first.put(user("I like jazz."))
+
+    def answer_after_the_other_applied(messages: list) -> ToolCallReply:
+        # The other worker runs the same pass to the end while this one waits for its LLM.
+        second.extract(llm=ScriptedLLM([likes("jazz")]))
+        return likes("jazz")
+
+    try:
+        first.extract(llm=ScriptedLLM([answer_after_the_other_applied]))
+        assert first.profile.get_profile(first.scope) == {"likes": ["jazz"]}
+        assert len(first.profile.history("likes", first.scope)) == 1
+    finally:
+        first.close()
+        second.close()
+
+
+def test_two_workers_on_one_queue_run_each_job_once(tmp_path: Path) -> None:
+    sessions = [f"s{i}" for i in range(6)]
+    for session in sessions:  # the memories only queue: worker processes extract
+        memory = open_memory(tmp_path, session, f"user-{session}", extract_in="worker", extract_every=1)
+        memory.put(user(f"I like {session}."))
+        memory.close()
+    calls: list[str] = []
+
+    def llm() -> ScriptedLLM:
+        def reply(messages: list) -> ToolCallReply:
+            text = str(messages[-1].content)
+            found = next(s for s in sessions if f"I like {s}." in text)
+            calls.append(found)
+            time.sleep(0.05)  # so the two workers overlap
+            return likes(found)
+
+        return ScriptedLLM([reply] * len(sessions))
+
+    ran: list[int] = []
+    workers = [
+        threading.Thread(target=lambda: ran.append(run_worker(tmp_path, llm(), once=True)))
+        for _ in range(2)
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(60)
+    assert sum(ran) == len(sessions) and sorted(calls) == sessions
+    assert MemoryAdmin(tmp_path).stats().jobs == {"queued": 0, "running": 0, "done": 6, "dead": 0}
+    for session in sessions:
+        memory = open_memory(tmp_path, session, f"user-{session}")  # a profile is per user
+        assert memory.profile.get_profile(memory.scope) == {"likes": [session]}
+        memory.close()
+
+
+def test_a_job_survives_the_kill_of_its_worker_process(tmp_path: Path) -> None:
+    store = tmp_path / "memory"
+    memory = open_memory(store, extract_in="worker", extract_every=1)
+    memory.put(user("I like jazz."))
+    memory.close()
+    started = tmp_path / "started"
+    (tmp_path / "hanging_llm.py").write_text(textwrap.dedent(f"""
+        import time
+        from llama_memory.testing import ScriptedLLM
+
+        def hang(messages):
+            open({str(started)!r}, "w").close()
+            time.sleep(120)
+
+        def make():
+            return ScriptedLLM([hang])
+    """))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "llama_memory.cli", "worker", "--store", str(store),
+         "--llm", "hanging_llm:make", "--lease", "1"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not started.exists():  # the worker is inside the pass's LLM call
+            assert process.poll() is None, process.stderr.read() if process.stderr else ""
+            assert time.monotonic() < deadline, "the worker process never called its LLM"
+            time.sleep(0.05)
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(10)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert MemoryAdmin(store).stats().jobs["running"] == 1  # held by the dead worker
+    time.sleep(1.1)  # its lease runs out
+    assert run_worker(store, ScriptedLLM([likes("jazz")]), once=True) == 1
+    assert MemoryAdmin(store).stats().jobs == {"queued": 0, "running": 0, "done": 1, "dead": 0}
+    reopened = open_memory(store)
+    try:
+        assert reopened.profile.get_profile(reopened.scope) == {"likes": ["jazz"]}
+    finally:
+        reopened.close()
+
+
+def test_a_job_out_of_attempts_is_dead_with_its_error(tmp_path: Path) -> None:
+    memory = open_memory(tmp_path)
+    try:
+        store = memory._store
+        assert store is not None
+        store.enqueue("extract", {"session_id": "s1"}, max_attempts=1)
+
+        def fails(job: Any) -> None:
+            raise RuntimeError("the LLM is down")
+
+        assert FormationWorker(store, fails).run_once()
+        assert MemoryAdmin(tmp_path).stats().jobs["dead"] == 1
+    finally:
+        memory.close()
+
+
+def test_get_is_not_blocked_by_a_running_pass(tmp_path: Path) -> None:
+    release = threading.Event()
+    calling = threading.Event()
+
+    def slow(messages: list) -> ToolCallReply:
+        calling.set()
+        release.wait(30)
+        return likes("jazz")
+
+    memory = open_memory(tmp_path, llm=ScriptedLLM([slow]), extract_every=1)
+    try:
+        memory.put(user("I like jazz."))  # returns while the pass waits for its LLM
+        assert calling.wait(30)
+        memory.put(assistant("Noted."))
+        assert [m.content for m in memory.get()][-2:] == ["I like jazz.", "Noted."]
+        release.set()
+        memory.flush(timeout=30)
+        assert memory.profile.get_profile(memory.scope) == {"likes": ["jazz"]}
+    finally:
+        release.set()
+        memory.close()
