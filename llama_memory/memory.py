@@ -3,99 +3,44 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import threading
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, ContextManager, Literal, Optional, Union, cast
+from typing import Any, Literal, Optional, Union, cast
 from uuid import uuid4
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
-from llama_index.core.base.llms.types import ChatMessage, MessageRole
+from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.bridge.pydantic import Field, PrivateAttr, SerializeAsAny, field_validator
 from llama_index.core.memory.types import BaseMemory
 from llama_index.core.utils import get_tokenizer
 from pydantic import BaseModel
 
+from . import composer, maintenance, writing
 from .agents import RunMemoryTool, drops_leading_system_message
-from .arguments import messages_arg, not_a_message, parameters, reject_unknown, short
-from .compose import (
-    IRRELEVANT,
-    LeftOut,
-    MemoryBlock,
-    deduplicate,
-    fit_block,
-    insert_block,
-    interleave,
-    window_texts,
-)
+from .arguments import messages_arg, not_a_message, parameters, reject_unknown
+from .compose import MemoryBlock
 from .config import DENSE_COLLECTIONS as DENSE_COLLECTIONS  # re-exported: their old home
 from .config import VECTOR_COLLECTION as VECTOR_COLLECTION
 from .config import build_memory, check_restorable
 from .config import default_vector_source as default_vector_source
 from .config import resolve_embed_model as resolve_embed_model
-from .errors import LlamaMemoryError, MemoryClosedError, StorageError
+from .errors import LlamaMemoryError, MemoryClosedError
 from .expiry import TTL
-from .formation import (
-    EXTRACT_JOB,
-    MAX_ATTEMPTS,
-    FormationWorker,
-    cursor_key,
-    job_key,
-    run_pass,
-    unextracted_from,
-)
-from .instrumentation import (
-    MemoryBlockEvent,
-    MemoryExtractionEvent,
-    MemoryPutEvent,
-    Stopwatch,
-    dispatcher,
-    retrieval_event,
-)
-from .messages import (
-    check_storable,
-    dump_message,
-    message_id,
-    message_text,
-    message_time,
-    role_name,
-)
-from .relevance import DEFAULT_MIN_RELEVANCE, QueryPlan, choose_query
-from .restore import (
-    primary_from_dict,
-    primary_to_dict,
-    qualified_name,
-    restore_hook_arguments,
-    restore_live_parts,
-)
-from .sources.base import (
-    Closable,
-    Expiring,
-    Extracting,
-    Forgettable,
-    MemorySource,
-    ProfileHolder,
-    Recent,
-    Reconcilable,
-    Reindexable,
-    Stored,
-    TripleHolder,
-    WithTools,
-)
+from .formation import FormationWorker
+from .instrumentation import Stopwatch, dispatcher, retrieval_event
+from .relevance import DEFAULT_MIN_RELEVANCE
+from .restore import memory_to_dict, restore_hook_arguments, restore_live_parts, restore_parts
+from .sources.base import MemorySource, ProfileHolder, TripleHolder, WithTools
 from .sources.base import Source as SourceProtocol
 from .sources.llama_index import LlamaIndexMemorySource
 from .sources.profile import ProfileSource
 from .sources.triples import KnowledgeTriple, TripleSource
 from .storage.ports import Storage
-from .storage.ports.jobs import Job
 from .storage.reconcile import ReconcileReport
-from .types import MemoryRecord, Scope, StoredMessage, now
+from .types import MemoryRecord, Scope
 from .views import RecordList
-
-logger = logging.getLogger(__name__)
 
 InsertMethod = Literal["system", "user"]
 ExtractIn = Literal["thread", "worker"]
@@ -499,37 +444,7 @@ class ComposableMemory(BaseMemory):
                 retrieves.
             **kwargs: passed to the primary memory (e.g. ``initial_token_count``).
         """
-        return self._get(input, self.insert_method, **kwargs)
-
-    def _get(self, input: Optional[str], insert_method: InsertMethod, **kwargs: Any) -> list[ChatMessage]:
-        if input is not None and not isinstance(input, str):
-            raise TypeError(
-                f"get() input must be a str or None, not {type(input).__name__} {short(input)}: "
-                "pass the text to retrieve for, e.g. the user's message"
-            )
-        watch = Stopwatch()
-        with self._lock:
-            self._check_open()
-            window = self.primary_memory.get(input=input, **kwargs)
-            query = input if input else self._latest_user_text(window)
-            block = self._compose(self._plan(query, window), window)
-            self._last_block = block
-            messages = insert_block(window, block.text, insert_method)
-        dispatcher.event(
-            MemoryBlockEvent(
-                **self._event_scope(),
-                query=query or "",
-                record_ids=[r.id for r in block.records],
-                sources=[r.source for r in block.records],
-                token_count=block.token_count,
-                token_limit=self.memory_token_limit,
-                dropped_duplicates=block.dropped_duplicates,
-                dropped_for_budget=block.dropped_for_budget,
-                window_messages=len(window),
-                duration_ms=watch.elapsed_ms,
-            )
-        )
-        return messages
+        return composer.get_messages(self, input, self.insert_method, **kwargs)
 
     def _event_scope(self) -> dict[str, Any]:
         """Whose memory, for the instrumentation events."""
@@ -549,25 +464,7 @@ class ComposableMemory(BaseMemory):
         merged round-robin; duplicates are dropped. Query-independent sources (the profile) are left out: they are not ranked
         by relevance; read them from the source (``memory.profile``).
         """
-        if not isinstance(query, str):
-            raise TypeError(f"search() query must be a str, not {type(query).__name__} {short(query)}")
-        with self._lock:
-            self._check_open()
-            # A query-independent source (a profile) is not ranked by relevance.
-            relevant = [s for s in self._sources if not getattr(s, "query_independent", False)]
-            records, _ = deduplicate(self._retrieve(query, k, relevant))
-            return RecordList(records[:k])
-
-    def _retrieve(
-        self, query: str, k: int, sources: Optional[Sequence[SourceProtocol]] = None
-    ) -> list[MemoryRecord]:
-        scope = self.scope
-        sources = self._sources if sources is None else sources
-        merged: list[MemoryRecord] = []
-        for priority in sorted({s.priority for s in sources}, reverse=True):
-            tier = [s for s in sources if s.priority == priority]
-            merged.extend(interleave(self.retrieve_from(source, query, scope, k) for source in tier))
-        return merged
+        return composer.search_records(self, query, k)
 
     @dispatcher.span
     def retrieve_from(self, source: SourceProtocol, query: str, scope: Scope, k: int) -> list[MemoryRecord]:
@@ -579,86 +476,6 @@ class ComposableMemory(BaseMemory):
             retrieval_event(self._event_scope(), source.name, query, k, records, watch.elapsed_ms)
         )
         return records
-
-    def _plan(self, query: Optional[str], window: Sequence[ChatMessage]) -> QueryPlan:
-        """What to retrieve for (:func:`~llama_memory.relevance.choose_query`)."""
-        # The two latest user messages are all it looks at (the latest is usually the query).
-        latest = [m for m in reversed(window) if m.role == MessageRole.USER][:2]
-        return choose_query(query, [message_text(m) for m in reversed(latest)])
-
-    def _compose(self, plan: QueryPlan, window: Sequence[ChatMessage]) -> MemoryBlock:
-        if not self._sources:
-            return MemoryBlock()
-        left_out: list[LeftOut] = []
-        if plan.kind == "none":  # small talk: only what does not depend on the query
-            sources = [s for s in self._sources if getattr(s, "query_independent", False)]
-            records, duplicates = deduplicate(
-                self._retrieve("", self.top_k, sources), window_texts(window), left_out
-            )
-            return fit_block(
-                records, token_limit=self.memory_token_limit, tokenizer=self.tokenizer_fn,
-                duplicates=duplicates, session_id=self.session_id, left_out=left_out,
-            )
-        shown = window_texts(window)
-        # What the window already shows is dropped afterwards, so ask for more than top_k:
-        # as many more as the window showed last time, at least one (the latest user
-        # message, the usual query, is stored too and comes back first), and at most
-        # top_k more.
-        most = self.top_k + min(len(window), self.top_k)
-        fetch = min(most, self.top_k + max([1 if window else 0, *self._window_overlaps]))
-        # Irrelevant records go first, so that one never stands for a fact in the
-        # near-duplicate merge and then leaves the block with it.
-        records = self._retrieve_for(plan, fetch)
-        relevant, left_out = self._relevant(records)
-        kept, duplicates = deduplicate(relevant, shown, left_out)
-        if duplicates and fetch < most and _short_of(relevant, kept, fetch, self.top_k):
-            # The window shows more of what was found than last time: ask once more,
-            # for as many more as it showed.
-            records = self._retrieve_for(plan, min(most, fetch + duplicates))
-            relevant, left_out = self._relevant(records)
-            kept, duplicates = deduplicate(relevant, shown, left_out)
-        self._window_overlaps.append(duplicates)
-        block = fit_block(
-            kept,
-            token_limit=self.memory_token_limit,
-            tokenizer=self.tokenizer_fn,
-            duplicates=duplicates,
-            session_id=self.session_id,
-            left_out=left_out,
-        )
-        block.dropped_irrelevant = len(records) - len(relevant)
-        return block
-
-    def _relevant(self, records: Sequence[MemoryRecord]) -> tuple[list[MemoryRecord], list[LeftOut]]:
-        """The records at or above ``min_relevance`` (those without a relevance stay),
-        and the others as left out, :data:`~llama_memory.compose.IRRELEVANT`."""
-        kept: list[MemoryRecord] = []
-        dropped: list[LeftOut] = []
-        for r in records:
-            if r.relevance is None or r.relevance >= self.min_relevance:
-                kept.append(r)
-            else:
-                dropped.append(LeftOut(r, IRRELEVANT))
-        return kept, dropped
-
-    def _retrieve_for(self, plan: QueryPlan, k: int) -> list[MemoryRecord]:
-        """The sources' records for a plan: by its text, and, for a message that refers
-        back in time, first what each source holds of that time (:class:`Recent`)."""
-        if plan.kind != "time":
-            return self._retrieve(plan.text, k)
-        by_text = self._retrieve(plan.text, k) if plan.text else self._retrieve("", k, [
-            s for s in self._sources if getattr(s, "query_independent", False)
-        ])
-        scope, span = self.scope, plan.span(now())
-        by_time = [r for s in self._sources if isinstance(s, Recent) for r in s.recent(scope, k, span)]
-        return by_time + by_text
-
-    def _latest_user_text(self, window: Sequence[ChatMessage]) -> Optional[str]:
-        for messages in (window, self.primary_memory.get_all()):
-            for message in reversed(messages):
-                if message.role == MessageRole.USER and message_text(message).strip():
-                    return message_text(message)
-        return None
 
     # -- writing ------------------------------------------------------------------------
 
@@ -673,99 +490,7 @@ class ComposableMemory(BaseMemory):
         """Add messages (one batch for the buffer and for each source). When an
         extraction pass falls due (``extract_every`` user turns), it is queued in the
         same transaction and runs in the background: ``put`` never waits for an LLM."""
-        messages = messages_arg(messages, "put_messages()")
-        if not messages:
-            return
-        watch = Stopwatch()
-        stored = self._stored(messages)  # validates (e.g. timestamps) before anything is written
-        with self._lock:
-            self._check_open()
-            turns = self._user_turns_pending + sum(m.role == "user" for m in stored)
-            due = 0 < self.extract_every <= turns and (self.llm is not None or self.extract_in == "worker")
-            with self._one_write("put messages"):
-                self._add_to_sources(stored)
-                self.primary_memory.put_messages(list(messages))
-                if due and self._store is not None:
-                    # In the messages' transaction: a crash cannot keep them and lose the pass.
-                    self._queue_pass(self.scope, self._job_payload())
-            dispatcher.event(
-                MemoryPutEvent(
-                    **self._event_scope(),
-                    messages=len(stored),
-                    roles=[m.role for m in stored],
-                    message_ids=[m.message_id for m in stored],
-                    duration_ms=watch.elapsed_ms,
-                )
-            )
-            self._user_turns_pending = 0 if due else turns
-            if not due:
-                return
-            if self._store is None:  # built by hand, without a store: no queue
-                try:
-                    self.extract()
-                except LlamaMemoryError as exc:
-                    logger.warning("automatic extraction failed, will retry: %s", exc)
-                return
-            if self.extract_in == "thread":
-                self._formation_worker().wake()
-
-    def _job_payload(self) -> dict[str, Any]:
-        """Whose pass a job is, and (for a worker process) how to open the memory."""
-        return {
-            "tenant_id": self.tenant_id,
-            "user_id": self.user_id,
-            "session_id": self.session_id,
-            # A worker process rebuilds the sources from this (a memory on disk only).
-            "memory": self.to_dict() if self.path is not None else None,
-        }
-
-    def _queue_pass(self, scope: Scope, payload: dict[str, Any]) -> None:
-        """Queue the session's pass unless one is waiting or running already."""
-        assert self._store is not None
-        self._store.enqueue(
-            EXTRACT_JOB, payload, tenant_id=scope.tenant_id, user_id=scope.user_id,
-            max_attempts=MAX_ATTEMPTS, dedup_key=job_key(scope),
-        )  # fmt: skip
-
-    def _follow_up(self, job: Job) -> None:
-        """After a pass is acknowledged: messages that arrived while it ran found it
-        running (their put queued nothing), so queue the session's next pass for them."""
-        scope = _job_scope(job)
-        history = self._history(scope)
-        assert self._store is not None
-        if unextracted_from(history, self._store.get_meta(cursor_key(scope))) < len(history):
-            self._queue_pass(scope, job.payload)
-
-    def _history(self, scope: Scope) -> list[ChatMessage]:
-        """The scope's conversation: this memory's own, or one from the store."""
-        assert self._store is not None
-        if scope == self.scope:
-            with self._lock:
-                self._check_open()
-                return self.primary_memory.get_all()
-        return self._store.chat_log(scope).load()
-
-    def _formation_worker(self) -> FormationWorker:
-        """This memory's worker thread, started on first use."""
-        if self._worker is None:
-            assert self._store is not None
-            self._worker = FormationWorker(self._store, self._run_job, after=self._follow_up)
-            self._worker.start()
-        return self._worker
-
-    def _run_job(self, job: Job) -> int:
-        """Run one ``extract`` job with this memory's sources and LLM (any session of
-        the store: the sources take the scope as an argument)."""
-        scope = _job_scope(job)
-        if self.llm is None:
-            raise LlamaMemoryError("this worker has no LLM to extract with: give the memory llm=")
-        return self._pass(scope, self.llm)
-
-    def _pass(self, scope: Scope, llm: Any) -> int:
-        """One extraction pass of the scope's session (see :func:`~llama_memory.formation.run_pass`)."""
-        assert self._store is not None
-        history = self._history(scope)
-        return run_pass(self._store, self._sources, scope, llm, history, lock=self._lock)
+        writing.put_messages(self, messages)
 
     def flush(self, timeout: Optional[float] = None) -> None:
         """Wait until the queued extraction passes that may run now are done (for
@@ -778,20 +503,14 @@ class ComposableMemory(BaseMemory):
         With ``extract_in="worker"`` (or without ``llm``) this memory runs no pass
         and returns at once.
         """
-        self._check_open()
-        if self._store is None or self.llm is None or self.extract_in != "thread":
-            return
-        if not self._formation_worker().flush(timeout):
-            raise TimeoutError(f"flush(): extraction passes still running after {timeout} s")
+        writing.flush(self, timeout)
 
     async def aflush(self, timeout: Optional[float] = None) -> None:
         """Async :meth:`flush`."""
         await asyncio.to_thread(self.flush, timeout)
 
     @dispatcher.span
-    def extract(
-        self, messages: Optional[Sequence[ChatMessage]] = None, llm: Any = None
-    ) -> None:
+    def extract(self, messages: Optional[Sequence[ChatMessage]] = None, llm: Any = None) -> None:
         """Let every source derive structured memories (triples, profile...) with an LLM,
         now, in the calling thread.
 
@@ -801,47 +520,7 @@ class ComposableMemory(BaseMemory):
                 this pass moves).
             llm: default the memory's ``llm``.
         """
-        llm = llm or self.llm
-        if llm is None:
-            raise ValueError("extract() needs an LLM: pass llm=, or build the memory with llm=")
-        self._check_open()
-        if messages is None and self._store is not None:
-            self._pass(self.scope, llm)
-            return
-        with self._lock:
-            self._check_open()
-            history = self.primary_memory.get_all()
-            automatic = messages is None
-            if messages is None:
-                messages = history[min(self._extracted_upto, len(history)) :]
-            scope = self.scope
-            for source in self._sources:
-                if isinstance(source, Extracting):
-                    self._extract_with(source, messages, llm, scope)
-            # Advance only once every source succeeded: a failed extraction is retried.
-            if automatic:
-                self._extracted_upto = len(history)
-
-    def _extract_with(
-        self, source: Extracting, messages: Sequence[ChatMessage], llm: Any, scope: Scope
-    ) -> None:
-        watch = Stopwatch()
-        error: Optional[str] = None
-        try:
-            source.extract(messages, llm, scope)
-        except Exception as exc:
-            error = f"{type(exc).__name__}: {exc}"
-            raise
-        finally:
-            dispatcher.event(
-                MemoryExtractionEvent(
-                    **self._event_scope(),
-                    source=getattr(source, "name", type(source).__name__),
-                    messages=len(messages),
-                    error=error,
-                    duration_ms=watch.elapsed_ms,
-                )
-            )
+        writing.extract(self, messages, llm)
 
     def add_triples(
         self,
@@ -892,65 +571,7 @@ class ComposableMemory(BaseMemory):
         (``SimpleComposableMemory.set`` appends all of them to the secondaries again,
         duplicating what they already hold; here only new messages are added.)
         """
-        messages = messages_arg(messages, "set()")
-        with self._lock:
-            self._check_open()
-            stored = self._stored(_new_messages(self.primary_memory.get_all(), messages))
-            with self._one_write("set messages"):
-                self._add_to_sources(stored)
-                self.primary_memory.set(list(messages))
-
-    def _one_write(self, action: str) -> ContextManager[Any]:
-        """One transaction of the memory's store for the chat history and the sources'
-        records, so a crash or an error keeps all of a batch or none of it. The sources
-        write first: the in-memory buffer changes last, once nothing else can fail but
-        the commit.
-
-        Every writer that writes to a store (:class:`~llama_memory.sources.base.Stored`)
-        must write to this one: a writer on another store (another connection to the
-        same file would wait for this transaction's lock forever) makes the batch
-        non-atomic, which is logged once.
-        """
-        if self._store is None:
-            return nullcontext()
-        log = getattr(self.primary_memory, "chat_log", None)  # a ChatBuffer's; others have none
-        others = [
-            w for w in [log, *self._sources] if isinstance(w, Stored) and w.store is not self._store
-        ]
-        if others:
-            if not self._warned_not_atomic:
-                self._warned_not_atomic = True
-                logger.warning(
-                    "writes of this memory are not atomic: %s use another store than the "
-                    "memory's; build them on the memory's store for all-or-nothing batches",
-                    [getattr(w, "name", type(w).__name__) for w in others],
-                )
-            return nullcontext()
-        return self._store.transaction(action)
-
-    @staticmethod
-    def _stored(messages: Sequence[ChatMessage]) -> list[StoredMessage]:
-        """The messages with id, text and event time, as sources receive them."""
-        received = now()
-        for position, message in enumerate(messages):
-            check_storable(message, position)
-        return [
-            StoredMessage(
-                message_id=message_id(m),
-                role=role_name(m),
-                text=message_text(m),
-                event_time=message_time(m, default=received),
-                message=m,
-            )
-            for m in messages
-        ]
-
-    def _add_to_sources(self, stored: Sequence[StoredMessage]) -> None:
-        if not stored:
-            return
-        scope = self.scope
-        for source in self._sources:
-            source.add(stored, scope)
+        writing.set_messages(self, messages)
 
     def reset(self) -> None:
         """Start this conversation afresh: clear the primary memory and this session's
@@ -992,49 +613,13 @@ class ComposableMemory(BaseMemory):
         so, and :meth:`reconcile` drops their vectors once the index is back (as
         does opening a memory of that user in server mode).
         """
-        user = user_id if user_id is not None else self.user_id
-        scope = Scope(user_id=user, tenant_id=self.tenant_id)
-        scope.require_user("forget()")
-        with self._lock:
-            self._check_open()
-            if user == self.user_id:
-                self.primary_memory.reset()
-                self._extracted_upto = self._user_turns_pending = 0
-            if self._store is not None:
-                self._store.delete_user(scope)  # every table, any source, every session
-            self._forget_in_indexes(scope, user)
-
-    def _forget_in_indexes(self, scope: Scope, user: Any) -> None:
-        """Call every source's ``forget``, then drop the user's collections of every
-        kind; one index that cannot be reached does not stop the others, and the
-        failures are raised together at the end."""
-        failures: list[str] = []
-        for source in self._sources:
-            if not isinstance(source, Forgettable):
-                continue
-            try:
-                source.forget(scope)
-            except StorageError as exc:
-                failures.append(f"{source.name}: {exc}")
-        try:
-            if self._drop_dense is not None:
-                self._drop_dense((scope.tenant_id, scope.require_user()))
-        except StorageError as exc:
-            failures.append(f"dense index: {exc}")
-        if failures:
-            raise StorageError(
-                f"forget: user {user!r} was removed from the system of record, but not yet "
-                f"from every index ({'; '.join(failures)}); call reconcile() once it is "
-                "reachable again"
-            )
+        maintenance.forget(self, user_id)
 
     def purge_expired(self) -> int:
         """Delete the records whose time to live is over from every source and index;
         return how many. (Expired records are never retrieved anyway; this frees the
         space and removes them for good.)"""
-        with self._lock:
-            self._check_open()
-            return sum(s.purge_expired() for s in self._sources if isinstance(s, Expiring))
+        return maintenance.purge_expired(self)
 
     # -- maintenance --------------------------------------------------------------------
 
@@ -1049,17 +634,11 @@ class ComposableMemory(BaseMemory):
 
     def _reconcile_sources(self, catch_up: bool, scope: Optional[Scope]) -> dict[str, ReconcileReport]:
         """Every derived index's :meth:`reconcile`, for every user or the scope's."""
-        with self._lock:
-            self._check_open()
-            return {
-                s.name: s.reconcile(catch_up, scope) for s in self._sources if isinstance(s, Reconcilable)
-            }
+        return maintenance.reconcile(self, catch_up, scope)
 
     def reindex(self) -> int:
         """Rebuild every derived dense index from the system of record; return records indexed."""
-        with self._lock:
-            self._check_open()
-            return sum(s.reindex() for s in self._sources if isinstance(s, Reindexable))
+        return maintenance.reindex(self)
 
     def close(self) -> None:
         """Stop the extraction worker thread (after the pass running now; the passes
@@ -1067,21 +646,7 @@ class ComposableMemory(BaseMemory):
         what is waiting to the indexes and release the sources' and the store's
         resources. Closing twice is harmless; other calls after it raise
         :class:`~llama_memory.errors.MemoryClosedError` ("this memory is closed")."""
-        worker = self._worker
-        if worker is not None:
-            # Before taking the lock: the job running now applies its pass under it.
-            worker.stop()
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            try:
-                for source in self._sources:
-                    if isinstance(source, Closable):
-                        source.close()
-            finally:
-                if self._store is not None:
-                    self._store.close()
+        maintenance.close(self)
 
     # -- async: the sync work runs in a thread, serialised by the memory's lock -----------
 
@@ -1094,7 +659,8 @@ class ComposableMemory(BaseMemory):
         leading system message, which would be the memory's own.
         """
         react = await drops_leading_system_message()
-        return await asyncio.to_thread(self._get, input, "user" if react else self.insert_method, **kwargs)
+        insert_method = "user" if react else self.insert_method
+        return await asyncio.to_thread(composer.get_messages, self, input, insert_method, **kwargs)
 
     async def aget_all(self) -> list[ChatMessage]:
         """Async :meth:`get_all`."""
@@ -1137,34 +703,7 @@ class ComposableMemory(BaseMemory):
         sources, a Chroma client, a tokenizer function) are marked, and
         :meth:`from_dict` asks for them instead of silently building defaults.
         """
-        primary: Any = "default" if self._primary_default else primary_to_dict(self.primary_memory)
-        profile: Any = False
-        for source in self._sources:
-            if isinstance(source, ProfileHolder):
-                schema = source.schema
-                profile = qualified_name(schema) if schema is not None else True
-        data: dict[str, Any] = {
-            "class_name": self.class_name(),
-            "user_id": self.user_id,
-            "session_id": self.session_id,
-            "tenant_id": self.tenant_id,
-            "path": self.path,
-            "memory_token_limit": self.memory_token_limit,
-            "top_k": self.top_k,
-            "insert_method": self.insert_method,
-            "extract_every": self.extract_every,
-            "min_relevance": self.min_relevance,
-            "extract_in": self.extract_in,
-            "token_limit": getattr(self.primary_memory, "token_limit", DEFAULT_TOKEN_LIMIT),
-            "primary": primary if primary is not None else "custom",
-            "sources": self._source_kind,
-            "triples": any(isinstance(s, TripleHolder) for s in self._sources),
-            "profile": profile,
-            **self._config,
-        }
-        if self.path is None and "store" not in self._config and self._primary_default:
-            data["chat_history"] = [m.model_dump(mode="json") for m in self.get_all()]
-        return data
+        return memory_to_dict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], **kwargs: Any) -> "ComposableMemory":
@@ -1190,20 +729,7 @@ class ComposableMemory(BaseMemory):
         """
         config = {**data, **restore_hook_arguments(data), **kwargs}
         config.pop("class_name", None)
-        for part, argument in (("primary", "primary_memory"), ("sources", "secondary_memory_sources")):
-            kind = config.pop(part, "default")
-            if argument in config:
-                continue
-            if isinstance(kind, dict):
-                config[argument] = primary_from_dict(kind)
-            elif kind == "custom":
-                raise LlamaMemoryError(
-                    f"this ComposableMemory was built with a custom {argument}, a live object "
-                    f"a dict cannot carry: pass it again, ComposableMemory.from_dict(data, "
-                    f"{argument}=...), or from a restore hook (llama_memory.set_restore_hook)"
-                )
-            elif kind == "none":
-                config[argument] = []
+        restore_parts(config)
         restore_live_parts(config)
         check_restorable(config.get("path"))
         history = config.pop("chat_history", None)
@@ -1211,35 +737,4 @@ class ComposableMemory(BaseMemory):
         if history and memory.path is None and "store" not in memory._config:
             memory.primary_memory.set([ChatMessage.model_validate(m) for m in history])
         return memory
-
-
-def _job_scope(job: Job) -> Scope:
-    """Whose session an ``extract`` job is for."""
-    payload = job.payload
-    return Scope(
-        user_id=payload.get("user_id"), session_id=payload["session_id"],
-        tenant_id=payload.get("tenant_id", "default"),
-    )
-
-
-def _short_of(
-    records: Sequence[MemoryRecord], kept: Sequence[MemoryRecord], fetch: int, top_k: int
-) -> bool:
-    """Whether a source gave all ``fetch`` records asked for (so it may have more) but
-    fewer than ``top_k`` of them survived deduplication."""
-    found = Counter(r.source for r in records)
-    left = Counter(r.source for r in kept)
-    return any(n >= fetch and left[source] < top_k for source, n in found.items())
-
-
-def _new_messages(before: Sequence[ChatMessage], messages: Sequence[ChatMessage]) -> list[ChatMessage]:
-    """The messages not already in ``before``: by identity, else by serialised content
-    (linear; comparing pydantic messages pairwise is quadratic)."""
-    same_object = {id(m) for m in before}
-    candidates = [m for m in messages if id(m) not in same_object]
-    if not candidates:
-        return []
-    known = {dump_message(m) for m in before}
-    return [m for m in candidates if dump_message(m) not in known]
-
 

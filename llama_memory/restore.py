@@ -16,23 +16,30 @@ import json
 import threading
 import warnings
 from collections.abc import Callable, Mapping
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.memory.types import BaseMemory
 
+from .buffer import DEFAULT_TOKEN_LIMIT
 from .errors import LlamaMemoryError, RestoreWarning
+from .sources.base import ProfileHolder, TripleHolder
+
+if TYPE_CHECKING:
+    from .memory import ComposableMemory
 
 __all__ = [
     "RestoreHook",
     "embedding_from_dict",
     "embedding_to_dict",
     "import_class",
+    "memory_to_dict",
     "primary_from_dict",
     "primary_to_dict",
     "qualified_name",
     "restore_hook_arguments",
+    "restore_parts",
     "set_restore_hook",
 ]
 
@@ -276,3 +283,56 @@ def restore_live_parts(config: dict[str, Any]) -> None:
             RestoreWarning,
             stacklevel=3,
         )
+
+
+def memory_to_dict(memory: ComposableMemory) -> dict[str, Any]:
+    """The body of :meth:`ComposableMemory.to_dict`: the memory's configuration, with
+    markers for the live parts a dict cannot carry."""
+    primary: Any = "default" if memory._primary_default else primary_to_dict(memory.primary_memory)
+    profile: Any = False
+    for source in memory._sources:
+        if isinstance(source, ProfileHolder):
+            schema = source.schema
+            profile = qualified_name(schema) if schema is not None else True
+    data: dict[str, Any] = {
+        "class_name": memory.class_name(),
+        "user_id": memory.user_id,
+        "session_id": memory.session_id,
+        "tenant_id": memory.tenant_id,
+        "path": memory.path,
+        "memory_token_limit": memory.memory_token_limit,
+        "top_k": memory.top_k,
+        "insert_method": memory.insert_method,
+        "extract_every": memory.extract_every,
+        "min_relevance": memory.min_relevance,
+        "extract_in": memory.extract_in,
+        "token_limit": getattr(memory.primary_memory, "token_limit", DEFAULT_TOKEN_LIMIT),
+        "primary": primary if primary is not None else "custom",
+        "sources": memory._source_kind,
+        "triples": any(isinstance(s, TripleHolder) for s in memory._sources),
+        "profile": profile,
+        **memory._config,
+    }
+    if memory.path is None and "store" not in memory._config and memory._primary_default:
+        data["chat_history"] = [m.model_dump(mode="json") for m in memory.get_all()]
+    return data
+
+
+def restore_parts(config: dict[str, Any]) -> None:
+    """Turn what :meth:`ComposableMemory.to_dict` wrote of the primary memory and the
+    sources back into ``from_defaults`` arguments, in place: a serialised primary memory
+    is rebuilt, "none" is no sources, and "custom" (live objects) must be given again."""
+    for part, argument in (("primary", "primary_memory"), ("sources", "secondary_memory_sources")):
+        kind = config.pop(part, "default")
+        if argument in config:
+            continue
+        if isinstance(kind, dict):
+            config[argument] = primary_from_dict(kind)
+        elif kind == "custom":
+            raise LlamaMemoryError(
+                f"this ComposableMemory was built with a custom {argument}, a live object "
+                f"a dict cannot carry: pass it again, ComposableMemory.from_dict(data, "
+                f"{argument}=...), or from a restore hook (llama_memory.set_restore_hook)"
+            )
+        elif kind == "none":
+            config[argument] = []

@@ -19,6 +19,7 @@ from .errors import LlamaMemoryError
 from .formation import DEFAULT_LEASE, POLL_SECONDS, FormationWorker
 from .memory import ComposableMemory
 from .storage.ports.jobs import Job
+from .writing import follow_up, run_job
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +64,7 @@ def run_worker(
     memories: dict[str, ComposableMemory] = {}
 
     def run(job: Job) -> int:
-        return memory_for(job)._run_job(job)
+        return run_job(memory_for(job), job)
 
     def memory_for(job: Job) -> ComposableMemory:
         config = job.payload.get("memory")
@@ -78,7 +79,7 @@ def run_worker(
         return memory
 
     worker = FormationWorker(
-        queue, run, after=lambda job: memory_for(job)._follow_up(job), name=name, lease=lease, poll=poll
+        queue, run, after=lambda job: follow_up(memory_for(job), job), name=name, lease=lease, poll=poll
     )
     stop = stop or threading.Event()
     ran = 0

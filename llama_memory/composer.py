@@ -1,0 +1,200 @@
+"""How a :class:`~llama_memory.memory.ComposableMemory` builds the memory block of a
+``get``: what to retrieve for (:func:`~llama_memory.relevance.choose_query`), from which
+sources and how many records, which of them are relevant enough, and the block that
+fits the token budget (:mod:`llama_memory.compose` holds the block's parts).
+
+Functions of one memory (its sources, limits and the state it keeps between ``get``
+calls); the memory's ``get``, ``aget`` and ``search`` call them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Optional
+
+from llama_index.core.base.llms.types import ChatMessage, MessageRole
+
+from .arguments import short
+from .compose import (
+    IRRELEVANT,
+    LeftOut,
+    MemoryBlock,
+    deduplicate,
+    fit_block,
+    insert_block,
+    interleave,
+    window_texts,
+)
+from .instrumentation import MemoryBlockEvent, Stopwatch, dispatcher
+from .messages import message_text
+from .relevance import QueryPlan, choose_query
+from .sources.base import Recent
+from .sources.base import Source as SourceProtocol
+from .types import MemoryRecord, now
+from .views import RecordList
+
+if TYPE_CHECKING:
+    from .memory import ComposableMemory, InsertMethod
+
+
+def get_messages(
+    memory: ComposableMemory, input: Optional[str], insert_method: InsertMethod, **kwargs: Any
+) -> list[ChatMessage]:
+    """The body of :meth:`ComposableMemory.get`: the primary memory's messages with the
+    block for ``input`` (or the latest user message) inserted by ``insert_method``."""
+    if input is not None and not isinstance(input, str):
+        raise TypeError(
+            f"get() input must be a str or None, not {type(input).__name__} {short(input)}: "
+            "pass the text to retrieve for, e.g. the user's message"
+        )
+    watch = Stopwatch()
+    with memory._lock:
+        memory._check_open()
+        window = memory.primary_memory.get(input=input, **kwargs)
+        query = input if input else latest_user_text(memory, window)
+        block = compose_block(memory, plan_query(query, window), window)
+        memory._last_block = block
+        messages = insert_block(window, block.text, insert_method)
+    dispatcher.event(
+        MemoryBlockEvent(
+            **memory._event_scope(),
+            query=query or "",
+            record_ids=[r.id for r in block.records],
+            sources=[r.source for r in block.records],
+            token_count=block.token_count,
+            token_limit=memory.memory_token_limit,
+            dropped_duplicates=block.dropped_duplicates,
+            dropped_for_budget=block.dropped_for_budget,
+            window_messages=len(window),
+            duration_ms=watch.elapsed_ms,
+        )
+    )
+    return messages
+
+
+def search_records(memory: ComposableMemory, query: str, k: int) -> RecordList:
+    """The body of :meth:`ComposableMemory.search`."""
+    if not isinstance(query, str):
+        raise TypeError(f"search() query must be a str, not {type(query).__name__} {short(query)}")
+    with memory._lock:
+        memory._check_open()
+        # A query-independent source (a profile) is not ranked by relevance.
+        relevant = [s for s in memory._sources if not getattr(s, "query_independent", False)]
+        records, _ = deduplicate(retrieve(memory, query, k, relevant))
+        return RecordList(records[:k])
+
+
+def retrieve(
+    memory: ComposableMemory, query: str, k: int, sources: Optional[Sequence[SourceProtocol]] = None
+) -> list[MemoryRecord]:
+    """The sources' records for ``query`` (default every source): higher priorities
+    first, the rankings of one priority merged round-robin."""
+    scope = memory.scope
+    sources = memory._sources if sources is None else sources
+    merged: list[MemoryRecord] = []
+    for priority in sorted({s.priority for s in sources}, reverse=True):
+        tier = [s for s in sources if s.priority == priority]
+        merged.extend(interleave(memory.retrieve_from(source, query, scope, k) for source in tier))
+    return merged
+
+
+def plan_query(query: Optional[str], window: Sequence[ChatMessage]) -> QueryPlan:
+    """What to retrieve for (:func:`~llama_memory.relevance.choose_query`)."""
+    # The two latest user messages are all it looks at (the latest is usually the query).
+    latest = [m for m in reversed(window) if m.role == MessageRole.USER][:2]
+    return choose_query(query, [message_text(m) for m in reversed(latest)])
+
+
+def compose_block(memory: ComposableMemory, plan: QueryPlan, window: Sequence[ChatMessage]) -> MemoryBlock:
+    """The memory block for a plan: the relevant records the window does not show
+    already, within the memory's token budget."""
+    if not memory._sources:
+        return MemoryBlock()
+    top_k = memory.top_k
+    left_out: list[LeftOut] = []
+    if plan.kind == "none":  # small talk: only what does not depend on the query
+        sources = [s for s in memory._sources if getattr(s, "query_independent", False)]
+        records, duplicates = deduplicate(
+            retrieve(memory, "", top_k, sources), window_texts(window), left_out
+        )
+        return fit_block(
+            records, token_limit=memory.memory_token_limit, tokenizer=memory.tokenizer_fn,
+            duplicates=duplicates, session_id=memory.session_id, left_out=left_out,
+        )
+    shown = window_texts(window)
+    # What the window already shows is dropped afterwards, so ask for more than top_k:
+    # as many more as the window showed last time, at least one (the latest user
+    # message, the usual query, is stored too and comes back first), and at most
+    # top_k more.
+    most = top_k + min(len(window), top_k)
+    fetch = min(most, top_k + max([1 if window else 0, *memory._window_overlaps]))
+    # Irrelevant records go first, so that one never stands for a fact in the
+    # near-duplicate merge and then leaves the block with it.
+    records = retrieve_for(memory, plan, fetch)
+    relevant, left_out = relevant_records(records, memory.min_relevance)
+    kept, duplicates = deduplicate(relevant, shown, left_out)
+    if duplicates and fetch < most and short_of(relevant, kept, fetch, top_k):
+        # The window shows more of what was found than last time: ask once more,
+        # for as many more as it showed.
+        records = retrieve_for(memory, plan, min(most, fetch + duplicates))
+        relevant, left_out = relevant_records(records, memory.min_relevance)
+        kept, duplicates = deduplicate(relevant, shown, left_out)
+    memory._window_overlaps.append(duplicates)
+    block = fit_block(
+        kept,
+        token_limit=memory.memory_token_limit,
+        tokenizer=memory.tokenizer_fn,
+        duplicates=duplicates,
+        session_id=memory.session_id,
+        left_out=left_out,
+    )
+    block.dropped_irrelevant = len(records) - len(relevant)
+    return block
+
+
+def relevant_records(
+    records: Sequence[MemoryRecord], min_relevance: float
+) -> tuple[list[MemoryRecord], list[LeftOut]]:
+    """The records at or above ``min_relevance`` (those without a relevance stay),
+    and the others as left out, :data:`~llama_memory.compose.IRRELEVANT`."""
+    kept: list[MemoryRecord] = []
+    dropped: list[LeftOut] = []
+    for r in records:
+        if r.relevance is None or r.relevance >= min_relevance:
+            kept.append(r)
+        else:
+            dropped.append(LeftOut(r, IRRELEVANT))
+    return kept, dropped
+
+
+def retrieve_for(memory: ComposableMemory, plan: QueryPlan, k: int) -> list[MemoryRecord]:
+    """The sources' records for a plan: by its text, and, for a message that refers
+    back in time, first what each source holds of that time (:class:`Recent`)."""
+    if plan.kind != "time":
+        return retrieve(memory, plan.text, k)
+    by_text = retrieve(memory, plan.text, k) if plan.text else retrieve(memory, "", k, [
+        s for s in memory._sources if getattr(s, "query_independent", False)
+    ])
+    scope, span = memory.scope, plan.span(now())
+    by_time = [r for s in memory._sources if isinstance(s, Recent) for r in s.recent(scope, k, span)]
+    return by_time + by_text
+
+
+def latest_user_text(memory: ComposableMemory, window: Sequence[ChatMessage]) -> Optional[str]:
+    """The latest user message with text: in the window, else in the whole conversation."""
+    for messages in (window, memory.primary_memory.get_all()):
+        for message in reversed(messages):
+            if message.role == MessageRole.USER and message_text(message).strip():
+                return message_text(message)
+    return None
+
+
+def short_of(
+    records: Sequence[MemoryRecord], kept: Sequence[MemoryRecord], fetch: int, top_k: int
+) -> bool:
+    """Whether a source gave all ``fetch`` records asked for (so it may have more) but
+    fewer than ``top_k`` of them survived deduplication."""
+    found = Counter(r.source for r in records)
+    left = Counter(r.source for r in kept)
+    return any(n >= fetch and left[source] < top_k for source, n in found.items())
