@@ -157,15 +157,30 @@ def relevant_records(
     records: Sequence[MemoryRecord], min_relevance: float
 ) -> tuple[list[MemoryRecord], list[LeftOut]]:
     """The records at or above ``min_relevance`` (those without a relevance stay),
-    and the others as left out, :data:`~llama_memory.compose.IRRELEVANT`."""
+    and the others as left out, :data:`~llama_memory.compose.IRRELEVANT`.
+
+    The calibration judges a question mostly by its best match among past messages
+    (is it about this user's history at all?). A fact (a record that is no turn of a
+    conversation: a triple) is a few words, with a low cosine with any question, so its
+    own score says little: when some past message of the query is relevant, the
+    question is about this user, and their facts found for it stay too (ranked by their
+    source, within the block's budget)."""
+    about_user = any(
+        _is_turn(r) and r.relevance is not None and r.relevance >= min_relevance for r in records
+    )
     kept: list[MemoryRecord] = []
     dropped: list[LeftOut] = []
     for r in records:
-        if r.relevance is None or r.relevance >= min_relevance:
+        if r.relevance is None or r.relevance >= min_relevance or (about_user and not _is_turn(r)):
             kept.append(r)
         else:
             dropped.append(LeftOut(r, IRRELEVANT))
     return kept, dropped
+
+
+def _is_turn(record: MemoryRecord) -> bool:
+    """Whether a record is a turn of a conversation (a message, or an excerpt of them)."""
+    return bool(record.role or record.parts)
 
 
 def retrieve_for(memory: ComposableMemory, plan: QueryPlan, k: int) -> list[MemoryRecord]:

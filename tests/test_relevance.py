@@ -271,3 +271,29 @@ def test_a_fact_holding_every_word_of_the_question_answers_it(tmp_path, embed_mo
         assert memory.last_block.records == []
     finally:
         memory.close()
+
+
+def test_facts_come_with_a_question_about_the_users_history(tmp_path, embed_model) -> None:
+    # Notebook 02's second conversation: a fact is a few words with a low cosine with any
+    # question ("John likes pizza" / "Where should I go for dinner tonight?"); when past
+    # messages of the question are relevant, the user's facts found for it show too.
+    from llama_index.core.llms import ChatMessage
+
+    from llama_memory import ComposableMemory
+
+    first = ComposableMemory.from_defaults(
+        user_id="john", session_id="c1", path=tmp_path, embed_model=embed_model, triples=True
+    )
+    first.put_messages([ChatMessage(role="user", content="I love pizza."),
+                        ChatMessage(role="assistant", content="Pizza is great.")])
+    first.add_triples([("John", "likes", "pizza")])
+    first.close()
+    later = ComposableMemory.from_defaults(
+        user_id="john", session_id="c2", path=tmp_path, embed_model=embed_model, triples=True
+    )
+    try:
+        later.put(ChatMessage(role="user", content="Where should I go for dinner tonight?"))
+        later.get()
+        assert "John — likes — pizza" in later.last_block.text
+    finally:
+        later.close()
