@@ -28,6 +28,7 @@ from .instrumentation import MemoryExtractionEvent, Stopwatch, dispatcher
 from .messages import dump_message
 from .sources.base import Extracting, Stored
 from .storage.ports import Storage
+from .storage.ports.base import user_meta_key
 from .storage.ports.jobs import Job, JobQueue
 from .types import Scope
 
@@ -60,8 +61,9 @@ class Proposing(Protocol):
 
 
 def cursor_key(scope: Scope) -> str:
-    """The meta key of a session's extraction cursor."""
-    return "extraction_cursor:" + json.dumps([scope.tenant_id, scope.user_id, scope.session_id])
+    """The meta key of a session's extraction cursor (a user meta key: forgotten with
+    the user)."""
+    return user_meta_key("extraction_cursor", scope)
 
 
 def job_key(scope: Scope) -> str:

@@ -205,3 +205,23 @@ def test_get_is_not_blocked_by_a_running_pass(tmp_path: Path) -> None:
     finally:
         release.set()
         memory.close()
+
+
+def test_forget_deletes_the_users_extraction_cursors_and_no_one_elses(tmp_path: Path) -> None:
+    from llama_memory.formation import cursor_key
+
+    alice, bob = open_memory(tmp_path), open_memory(tmp_path, "s1", "bob")
+    try:
+        for memory in (alice, bob):
+            memory.put(user("I like jazz."))
+            memory.extract(llm=ScriptedLLM([likes("jazz")]))
+        store = alice._store
+        assert store is not None
+        assert store.get_meta(cursor_key(alice.scope)) and store.get_meta(cursor_key(bob.scope))
+        alice.forget()
+        # The cursor (a count and a message hash) is the user's data too: forgotten with them.
+        assert store.get_meta(cursor_key(alice.scope)) is None
+        assert store.get_meta(cursor_key(bob.scope)) is not None
+    finally:
+        alice.close()
+        bob.close()

@@ -146,3 +146,20 @@ def test_word_counts_give_what_an_idf_needs(backend) -> None:
     total, counts = store.word_counts(["bees", "roof", "zeppelin"], ALICE)
     assert total >= 3
     assert counts == {"bees": 2, "roof": 1, "zeppelin": 0}
+
+
+def test_forgetting_a_user_deletes_their_meta_keys_and_no_one_elses(backend) -> None:
+    from llama_memory.storage.ports.base import user_meta_key
+
+    store = backend.open()
+    tricky = Scope(user_id='alice", "x', session_id="s1")  # quoting keeps users apart
+    for scope in (ALICE, Scope(user_id="alice", session_id="s2"), BOB, tricky):
+        store.set_meta(user_meta_key("cursor", scope), "state")
+    store.set_meta("store-wide", "kept")
+    store.delete_user(ALICE)
+    again = backend.open()
+    assert again.get_meta(user_meta_key("cursor", ALICE)) is None
+    assert again.get_meta(user_meta_key("cursor", Scope(user_id="alice", session_id="s2"))) is None
+    assert again.get_meta(user_meta_key("cursor", BOB)) == "state"
+    assert again.get_meta(user_meta_key("cursor", tricky)) == "state"
+    assert again.get_meta("store-wide") == "kept"

@@ -3,6 +3,7 @@ operations that cross every kind of row (forgetting a user, purging what expired
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Hashable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Optional, Protocol, runtime_checkable
@@ -59,6 +60,19 @@ class MetaStore(Protocol):
     def delete_meta(self, keys: Sequence[str]) -> None:
         """Remove ``keys`` (absent ones ignored)."""
         ...
+
+
+def user_meta_key(kind: str, scope: Scope) -> str:
+    """A meta key that belongs to one user's session (``kind:["tenant", "user",
+    "session"]``, e.g. an extraction cursor): ``delete_user`` deletes every such key of
+    the user, so per-user state kept in the meta table is forgotten with the user."""
+    return f"{kind}:" + json.dumps([scope.tenant_id, scope.user_id, scope.session_id])
+
+
+def user_meta_infix(tenant_id: str, user_id: str) -> str:
+    """What every :func:`user_meta_key` of one user contains (JSON quoting makes it
+    unambiguous: no other user's key holds it)."""
+    return ":" + json.dumps([tenant_id, user_id])[:-1] + ", "
 
 
 @runtime_checkable

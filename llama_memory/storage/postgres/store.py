@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Optional
 
 from ...types import Scope
-from ..ports.base import Storage
+from ..ports.base import Storage, user_meta_infix
 from ..ports.records import PendingRecord
 from .chat import ChatTables, PostgresChatLog
 from .connection import Connection
@@ -66,6 +66,7 @@ class PostgresStore(ChatTables, RecordTables, JobTables):
             ).fetchall()
             for table in self._user_tables(conn):
                 conn.execute(f'DELETE FROM "{table}" WHERE tenant_id = %s AND user_id = %s', owner)
+            conn.execute("DELETE FROM meta WHERE strpos(key, %s) > 0", (user_meta_infix(*owner),))
         return [row["id"] for row in rows]
 
     @staticmethod

@@ -8,7 +8,7 @@ from collections.abc import Hashable
 from typing import TYPE_CHECKING, Optional
 
 from ...types import Scope
-from ..ports.base import Storage
+from ..ports.base import Storage, user_meta_infix
 from ..ports.records import PendingRecord
 from .chat import ChatTables, SQLiteChatLog
 from .jobs import JobTables
@@ -86,6 +86,7 @@ class SQLiteStore(ChatTables, RecordTables, LexicalTables, VectorTables, JobTabl
                     for statement in _USER_DEPENDENTS.get(table, ()):
                         conn.execute(statement, owner)
                     conn.execute(f'DELETE FROM "{table}" WHERE tenant_id = ? AND user_id = ?', owner)
+                conn.execute("DELETE FROM meta WHERE instr(key, ?) > 0", (user_meta_infix(*owner),))
         return [row["id"] for row in rows]
 
 
