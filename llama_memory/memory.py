@@ -545,25 +545,29 @@ class ComposableMemory(BaseMemory):
     def triple_source(self) -> TripleSource:
         """The knowledge-triple source (``history``, ``to_networkx``, ``plot``...);
         LlamaMemoryError when this memory has none."""
-        for source in self._sources:
-            if isinstance(source, TripleHolder):
-                return cast("TripleSource", source)
-        raise LlamaMemoryError(
+        return cast("TripleSource", self._source_of(
+            TripleHolder,
             "this memory has no knowledge-triple source: build it with "
-            "ComposableMemory.from_defaults(..., triples=True) or pass a TripleSource"
-        )
+            "ComposableMemory.from_defaults(..., triples=True) or pass a TripleSource",
+        ))
 
     @property
     def profile(self) -> ProfileSource:
         """The user-profile source (``get_profile``, ``set_field``, ``history``...);
         LlamaMemoryError when this memory has none."""
-        for source in self._sources:
-            if isinstance(source, ProfileHolder):
-                return cast("ProfileSource", source)
-        raise LlamaMemoryError(
+        return cast("ProfileSource", self._source_of(
+            ProfileHolder,
             "this memory has no profile source: build it with the default sources, or "
-            "ComposableMemory.from_defaults(..., profile=True), or pass a ProfileSource"
-        )
+            "ComposableMemory.from_defaults(..., profile=True), or pass a ProfileSource",
+        ))
+
+    def _source_of(self, kind: type, missing: str) -> SourceProtocol:
+        """The first source that implements the protocol ``kind``; LlamaMemoryError
+        saying ``missing`` when none does."""
+        for source in self._sources:
+            if isinstance(source, kind):
+                return source
+        raise LlamaMemoryError(missing)
 
     def set(self, messages: list[ChatMessage]) -> None:
         """Replace the conversation; messages new to it also reach the long-term sources.
