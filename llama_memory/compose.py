@@ -236,8 +236,7 @@ def render_item(record: MemoryRecord, session_id: Optional[str] = None) -> str:
     of the conversation ``session_id`` (a record with a role, or an excerpt) are
     labelled :data:`THIS_CONVERSATION` too. Other records (a profile field, a fact)
     are not turns of a conversation, wherever they were learnt."""
-    turn = bool(record.role or record.parts)
-    here = THIS_CONVERSATION if turn and session_id is not None and record.session_id == session_id else ""
+    here = THIS_CONVERSATION if record.is_turn and session_id is not None and record.session_id == session_id else ""
     label = ", ".join(p for p in (record.source, here, format_time(record.event_time)) if p)
     speaker = f"{record.role}: " if record.role else ""
     quoted = json.dumps(record.text, ensure_ascii=False).translate(_ESCAPES)

@@ -166,21 +166,16 @@ def relevant_records(
     question is about this user, and their facts found for it stay too (ranked by their
     source, within the block's budget)."""
     about_user = any(
-        _is_turn(r) and r.relevance is not None and r.relevance >= min_relevance for r in records
+        r.is_turn and r.relevance is not None and r.relevance >= min_relevance for r in records
     )
     kept: list[MemoryRecord] = []
     dropped: list[LeftOut] = []
     for r in records:
-        if r.relevance is None or r.relevance >= min_relevance or (about_user and not _is_turn(r)):
+        if r.relevance is None or r.relevance >= min_relevance or (about_user and not r.is_turn):
             kept.append(r)
         else:
             dropped.append(LeftOut(r, IRRELEVANT))
     return kept, dropped
-
-
-def _is_turn(record: MemoryRecord) -> bool:
-    """Whether a record is a turn of a conversation (a message, or an excerpt of them)."""
-    return bool(record.role or record.parts)
 
 
 def retrieve_for(memory: ComposableMemory, plan: QueryPlan, k: int) -> list[MemoryRecord]:

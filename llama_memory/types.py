@@ -91,6 +91,12 @@ class MemoryRecord:
     relevance: Optional[float] = None
 
     @property
+    def is_turn(self) -> bool:
+        """Whether the record is a turn of a conversation (a message, or an excerpt of
+        them), rather than something learnt from one (a fact, a profile field)."""
+        return bool(self.role or self.parts)
+
+    @property
     def transcript(self) -> str:
         """The record as a reader should see it: ``"role: text"`` for a chat message,
         the text alone otherwise (an excerpt's text already names the role on each of
