@@ -9,7 +9,8 @@ import pytest
 
 from bench.chroma_server import ChromaServer
 from bench.postgres_server import PostgresServer
-from llama_memory import ComposableMemory, OfflineEmbedding, default_embedding
+from helpers import memory_factory
+from llama_memory import OfflineEmbedding, default_embedding
 
 
 @pytest.fixture(scope="session")
@@ -27,22 +28,8 @@ def memory_dir(tmp_path: Path) -> Path:
 @pytest.fixture
 def make_memory(memory_dir: Path, embed_model: OfflineEmbedding):
     """Build persistent memories on one directory; closes them at the end."""
-    made: list[ComposableMemory] = []
-
-    def make(user_id: str = "alice", session_id: str = "s1", **kwargs) -> ComposableMemory:
-        kwargs.setdefault("path", memory_dir)
-        memory = ComposableMemory.from_defaults(
-            user_id=user_id, session_id=session_id, embed_model=embed_model, **kwargs
-        )
-        made.append(memory)
-        return memory
-
-    yield make
-    for memory in made:
-        try:
-            memory.close()
-        except Exception:
-            pass
+    with memory_factory(embed_model, path=memory_dir) as make:
+        yield make
 
 
 @pytest.fixture(scope="session")

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
-from llama_memory import MemoryRecord
+from llama_memory import ComposableMemory, MemoryRecord
 
 
 def user(text: str, **kwargs) -> ChatMessage:
@@ -85,3 +86,26 @@ class Jittered(BaseEmbedding):
 
     async def _aget_query_embedding(self, query: str) -> list[float]:
         return self._get_query_embedding(query)
+
+
+@contextmanager
+def memory_factory(embed_model: BaseEmbedding, **defaults: Any) -> Iterator[Callable[..., ComposableMemory]]:
+    """A ``make(user_id="alice", session_id="s1", **kwargs)`` that builds memories with
+    ``defaults`` (``path=``, ``store=``...) and the given model; closes them all on exit."""
+    made: list[ComposableMemory] = []
+
+    def make(user_id: str = "alice", session_id: str = "s1", **kwargs: Any) -> ComposableMemory:
+        memory = ComposableMemory.from_defaults(
+            user_id=user_id, session_id=session_id, embed_model=embed_model, **{**defaults, **kwargs}
+        )
+        made.append(memory)
+        return memory
+
+    try:
+        yield make
+    finally:
+        for memory in made:
+            try:
+                memory.close()
+            except Exception:
+                pass

@@ -13,7 +13,7 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 import workers
-from helpers import assistant, user
+from helpers import assistant, memory_factory, user
 from llama_memory import ComposableMemory, LlamaMemoryError, OfflineEmbedding
 from llama_memory.storage.postgres import PostgresStore
 
@@ -23,22 +23,8 @@ Make = Callable[..., ComposableMemory]
 @pytest.fixture
 def make_pg(postgres_url: str, embed_model: OfflineEmbedding) -> Iterator[Make]:
     """Build memories on the test's database; closes them at the end."""
-    made: list[ComposableMemory] = []
-
-    def make(user_id: str = "alice", session_id: str = "s1", **kwargs: Any) -> ComposableMemory:
-        kwargs.setdefault("store", postgres_url)
-        memory = ComposableMemory.from_defaults(
-            user_id=user_id, session_id=session_id, embed_model=embed_model, **kwargs
-        )
-        made.append(memory)
-        return memory
-
-    yield make
-    for memory in made:
-        try:
-            memory.close()
-        except Exception:
-            pass
+    with memory_factory(embed_model, store=postgres_url) as make:
+        yield make
 
 
 def _count(url: str, sql: str) -> int:
