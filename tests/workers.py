@@ -21,6 +21,7 @@ import multiprocessing.forkserver
 import os
 import random
 import sqlite3
+import time
 import traceback
 from collections import Counter
 from multiprocessing.connection import Connection
@@ -409,3 +410,91 @@ def postgres_recaller(conn: Connection, url: str, user: str, session: str, query
             memory.close()
     except BaseException:
         conn.send(("error", traceback.format_exc(), ""))
+
+
+def postgres_bulk_writer(conn: Connection, url: str, user: str, size: int, hold: bool) -> None:
+    """Write batches of ``size`` messages of ``user`` to the PostgreSQL database ``url``
+    until killed, sending ``("ack", ids)`` after each put_messages returned. With
+    ``hold``: one batch inside an explicit ``store.transaction()`` that is never left
+    (the process sleeps in it, to be killed there)."""
+    from helpers import WordHashEmbedding
+
+    try:
+        memory = ComposableMemory.from_defaults(
+            user_id=user, session_id="bulk", store=url, embed_model=WordHashEmbedding()
+        )
+        for batch in range(10**6):
+            ids = message_ids_of(f"{user}-b{batch}", size)
+            messages = [
+                ChatMessage(role="user", content=f"{user} bulk note {mid}", additional_kwargs={"message_id": mid})
+                for mid in ids
+            ]
+            if hold:
+                store = memory._store
+                assert store is not None
+                with store.transaction("held by a client about to be killed"):
+                    memory.put_messages(messages)
+                    conn.send(("inside", ids))
+                    while True:
+                        time.sleep(1)
+            memory.put_messages(messages)
+            conn.send(("ack", ids))
+    except BaseException:
+        conn.send(("error", traceback.format_exc()))
+
+
+def app_server(conn: Connection, url: str, home: str) -> None:
+    """One of several app servers behind a load balancer, on the PostgreSQL database
+    ``url`` only (its own working directory ``home``, no shared local file). Serves
+    requests from ``conn`` until ``None``:
+
+    - ``("turn", user, session, n)``: ``get()`` then ``put`` the user's message and the
+      assistant's, as one turn of an agent; answers ``("ok", ids, foreign)`` with the
+      acknowledged message ids and any marker of another user seen in what ``get()``
+      and ``search()`` returned;
+    - ``("window", user, session)``: answers ``("ok", ids of get_all(), ids of get()'s
+      window)``.
+    """
+    import re
+
+    from helpers import WordHashEmbedding
+
+    os.chdir(home)
+    memories: dict[tuple[str, str], ComposableMemory] = {}
+    marker = re.compile(r"MARK-(\w+?)-")
+
+    def memory_of(user: str, session: str) -> ComposableMemory:
+        if (user, session) not in memories:
+            memories[user, session] = ComposableMemory.from_defaults(
+                user_id=user, session_id=session, store=url, embed_model=WordHashEmbedding(), token_limit=200
+            )
+        return memories[user, session]
+
+    def ids_of(messages: list[ChatMessage]) -> list[str]:
+        return [m.additional_kwargs["message_id"] for m in messages if m.role != "system"]
+
+    try:
+        while (request := conn.recv()) is not None:
+            kind, user, session, *rest = request
+            memory = memory_of(user, session)
+            if kind == "window":
+                conn.send(("ok", ids_of(memory.get_all()), ids_of(memory.get())))
+                continue
+            (n,) = rest
+            seen = [m.content or "" for m in memory.get(f"what did {user} say about topic {n}?")]
+            seen += [r.text for r in memory.search(f"topic {n} note")]
+            foreign = sorted({u for text in seen for u in marker.findall(text) if u != user})
+            ids = [f"{user}-{session}-t{n}-u", f"{user}-{session}-t{n}-a"]
+            memory.put(ChatMessage(
+                role="user", content=f"MARK-{user}- {user} says topic {n} note {WORDS[n % len(WORDS)]}",
+                additional_kwargs={"message_id": ids[0]},
+            ))
+            memory.put(ChatMessage(
+                role="assistant", content=f"MARK-{user}- noted topic {n} for {user}",
+                additional_kwargs={"message_id": ids[1]},
+            ))
+            conn.send(("ok", ids, foreign))
+        for memory in memories.values():
+            memory.close()
+    except BaseException:
+        conn.send(("error", traceback.format_exc(), []))

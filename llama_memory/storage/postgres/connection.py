@@ -4,6 +4,7 @@ port, migrations under an advisory lock, meta, and errors that name the server."
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -12,13 +13,22 @@ from urllib.parse import quote, urlencode
 
 import psycopg
 from psycopg.rows import DictRow, dict_row
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from ...errors import StorageError
 from .schema import MIGRATION_LOCK, MIGRATIONS, VERSION_TABLE
 
 #: A connection of the pool: rows come back as dicts.
 Connection = psycopg.Connection[DictRow]
+
+#: Seconds a call waits for a pooled connection before asking the server itself whether
+#: it is up: a call to a dead server fails in about this long, not the whole timeout.
+PROBE_AFTER = 0.5
+
+
+class ServerUnreachable(psycopg.OperationalError):
+    """A new connection to the server failed (it is down, restarting or cut off): the
+    store raises it, as a StorageError, at once instead of waiting for the pool."""
 
 
 def describe_url(url: str) -> str:
@@ -91,6 +101,11 @@ class PostgresConnection:
     ) -> None:
         self._local = threading.local()
         self._timeout = timeout
+        # Set when a call found the server unreachable: the next call asks the server
+        # directly (failing fast while it is down) and, once it answers, starts afresh.
+        self._down = False
+        self._closed = False
+        self._recovering = threading.Lock()
         if isinstance(url, ConnectionPool):
             if url.closed:
                 raise ValueError(
@@ -119,19 +134,20 @@ class PostgresConnection:
         self.location = describe_url(url)
         self.url = url_without_password(url)
         self._owns_pool = True
-        self._pool = ConnectionPool(
-            url,
-            min_size=min_size,
-            max_size=max_size,
-            max_idle=max_idle,
-            max_lifetime=max_lifetime,
-            check=ConnectionPool.check_connection,
-            connection_class=Connection,
-            kwargs={"autocommit": True, "row_factory": dict_row, "prepare_threshold": prepare_threshold},
-            timeout=timeout,
-            name=f"llama-memory {self.location}",
-            open=False,
-        )
+        self._pool_settings: dict[str, Any] = {
+            "conninfo": url,
+            "min_size": min_size,
+            "max_size": max_size,
+            "max_idle": max_idle,
+            "max_lifetime": max_lifetime,
+            # Checked when taken: a connection cut by the server or a proxy is replaced.
+            "check": ConnectionPool.check_connection,
+            "connection_class": Connection,
+            "kwargs": {"autocommit": True, "row_factory": dict_row, "prepare_threshold": prepare_threshold},
+            "timeout": timeout,
+            "name": f"llama-memory {self.location}",
+        }
+        self._pool = ConnectionPool(**self._pool_settings, open=False)
         with self._errors("connect"):
             self._pool.open(wait=True, timeout=timeout)
         self._migrate_or_close()
@@ -156,19 +172,95 @@ class PostgresConnection:
     def _connection(self) -> Iterator[Connection]:
         """A connection from the pool, with autocommit and dict rows (a borrowed
         connection of the application's pool gets its own settings back after)."""
-        with self._pool.connection(timeout=self._timeout) as conn:
-            if self._owns_pool:
-                yield conn
-                return
-            saved = conn.autocommit, conn.row_factory
-            conn.autocommit, conn.row_factory = True, dict_row
-            try:
-                yield conn
-            finally:
+        pool, conn = self._take()
+        try:
+            with conn:  # as ConnectionPool.connection(): a failed body rolls back
+                if self._owns_pool:
+                    yield conn
+                    return
+                saved = conn.autocommit, conn.row_factory
+                conn.autocommit, conn.row_factory = True, dict_row
                 try:
-                    conn.autocommit, conn.row_factory = saved
-                except psycopg.Error:
-                    pass  # a broken connection: the pool discards it on return
+                    yield conn
+                finally:
+                    try:
+                        conn.autocommit, conn.row_factory = saved
+                    except psycopg.Error:
+                        pass  # a broken connection: the pool discards it on return
+        finally:
+            pool.putconn(conn)
+
+    def _take(self) -> tuple["ConnectionPool[Any]", Connection]:
+        """A checked connection and the pool it came from, within the timeout.
+
+        Raises ServerUnreachable soon (about :data:`PROBE_AFTER` s) when the server does
+        not take a new connection, and PoolTimeout when it does but every connection of
+        the pool stays in use for the whole timeout.
+        """
+        if self._down:
+            self._recover()
+        deadline = time.monotonic() + self._timeout
+        for attempt in (1, 2):  # a second time only if the pool was replaced meanwhile
+            pool = self._pool
+            try:
+                try:
+                    return pool, pool.getconn(timeout=min(PROBE_AFTER, self._timeout))
+                except PoolTimeout:
+                    pass
+                reason = self._probe()
+                if reason is not None:
+                    self._down = True
+                    raise ServerUnreachable(f"cannot connect to the server: {reason}") from None
+                # The server answers: replace at once the idle connections it (or a proxy)
+                # cut, instead of checking them one by one with the pool's back-off.
+                pool.check()
+                try:
+                    return pool, pool.getconn(timeout=max(deadline - time.monotonic(), 0.001))
+                except PoolTimeout:
+                    raise PoolTimeout(
+                        f"no connection free after {self._timeout:g} s: the server answers, but all "
+                        f"{pool.max_size} connections of the pool stay in use (a larger max_size, or "
+                        "fewer threads per process)"
+                    ) from None
+            except PoolClosed:
+                if attempt == 2 or pool is self._pool or self._closed:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _probe(self) -> Optional[str]:
+        """None when a new connection to the server opens (closed at once), else why not
+        (libpq's message: it names host and port, never the password)."""
+        conninfo = self._pool.conninfo
+        kwargs = self._pool.kwargs
+        try:
+            conn = psycopg.connect(
+                conninfo() if callable(conninfo) else conninfo,
+                **(kwargs() if callable(kwargs) else kwargs or {}),  # type: ignore[operator]
+                connect_timeout=max(2, round(min(self._timeout, 5))),
+            )
+        except psycopg.Error as exc:
+            return " ".join(str(exc).split()) or type(exc).__name__
+        conn.close()
+        return None
+
+    def _recover(self) -> None:
+        """After a call found the server down: ask it again (ServerUnreachable at once if
+        it is still down); once it answers, replace an own pool by a fresh one, whose
+        connections open now, instead of waiting out the old pool's reconnection back-off
+        (which grows with the outage). An application's pool is checked instead."""
+        with self._recovering:
+            if not self._down:
+                return  # another thread recovered meanwhile
+            reason = self._probe()
+            if reason is not None:
+                raise ServerUnreachable(f"cannot connect to the server: {reason}")
+            if self._owns_pool and not self._closed:
+                old, self._pool = self._pool, ConnectionPool(**self._pool_settings, open=False)
+                self._pool.open(wait=False)
+                old.close(timeout=0.5)  # connections still out are closed on their return
+            else:
+                self._pool.check()
+            self._down = False
 
     def _held(self) -> Optional[Connection]:
         """The connection of this thread's open transaction, if any."""
@@ -258,8 +350,10 @@ class PostgresConnection:
     def close(self) -> None:
         """Close the pool (further calls raise StorageError); a pool the application
         passed stays open (it is the application's to close)."""
+        self._closed = True
         if self._owns_pool:
-            self._pool.close()
+            with self._recovering:
+                self._pool.close()
 
     # -- meta ---------------------------------------------------------------------
 
