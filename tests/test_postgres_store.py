@@ -4,11 +4,14 @@ errors that name the server, connections cut by the server replaced."""
 from __future__ import annotations
 
 import threading
+import time
 
 import psycopg
 import pytest
 
 from bench.postgres_server import free_port
+from helpers import user
+from llama_memory import ComposableMemory
 from llama_memory.errors import StorageError
 from llama_memory.storage.ports import NewRecord
 from llama_memory.storage.postgres import MIGRATIONS, PostgresStore
@@ -71,3 +74,45 @@ def test_connections_cut_by_the_server_are_replaced_without_failing_a_call(postg
     assert cut is not None and cut[0] >= 1
     assert set(store.get_records([record_id], ALICE, "vector")) == {record_id}
     store.close()
+
+
+
+def _cut_every_connection(url: str) -> int:
+    """Terminate every other connection to the database, as a proxy or a failover would."""
+    with psycopg.connect(url, autocommit=True) as admin:
+        row = admin.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def test_a_pool_full_of_cut_connections_is_replaced_at_once_not_one_check_at_a_time(postgres_url: str) -> None:
+    store = PostgresStore(postgres_url, min_size=4, max_size=4)
+    try:
+        [record_id] = store.add_records([NewRecord("vector", ALICE, "bees on the roof", ("m1",), 1.0)])
+        deadline = time.monotonic() + 5
+        while store._pool.get_stats()["pool_available"] < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)  # the pool opens its min_size connections in the background
+        assert _cut_every_connection(postgres_url) == 4
+        started = time.monotonic()
+        assert set(store.get_records([record_id], ALICE, "vector")) == {record_id}
+        elapsed = time.monotonic() - started
+        # psycopg_pool alone checks them one by one, sleeping 1 s, 2 s... after each failure.
+        assert elapsed < 1.5, f"{elapsed:.1f} s to replace 4 cut connections"
+    finally:
+        store.close()
+
+
+def test_a_memory_whose_connections_were_cut_answers_on_the_same_objects(
+    postgres_url: str, embed_model: object
+) -> None:
+    memory = ComposableMemory.from_defaults(user_id="alice", session_id="s1", store=postgres_url, embed_model=embed_model)
+    try:
+        memory.put(user("bees on the roof"))
+        assert _cut_every_connection(postgres_url) >= 1
+        memory.put(user("after the cut"))
+        assert [m.content for m in memory.get_all()] == ["bees on the roof", "after the cut"]
+        assert "bees" in (memory.get("where are the bees?")[0].content or "")
+    finally:
+        memory.close()
