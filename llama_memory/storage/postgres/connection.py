@@ -84,8 +84,15 @@ class PostgresConnection:
         timeout: seconds to wait for a connection before raising StorageError.
 
     Every connection is checked when taken from the pool, so one cut by the server or
-    a proxy is replaced instead of failing the call. Every ``psycopg`` error is
-    re-raised as :class:`~llama_memory.errors.StorageError` naming the server.
+    a proxy is replaced instead of failing the call; when no connection comes within
+    :data:`PROBE_AFTER` seconds, the store opens one itself: if that fails the server is
+    down and the call raises at once, else the pool's idle connections are all checked
+    (the cut ones replaced together). While the server is down every call raises at once;
+    the first call after it answers again gets a new pool (an application's pool: its
+    connections checked). Every ``psycopg`` error is re-raised as
+    :class:`~llama_memory.errors.StorageError` naming the server (``host:port/dbname``,
+    with libpq's reason; never the password). A write that failed is never retried: it
+    may have committed before the connection broke.
     """
 
     def __init__(
