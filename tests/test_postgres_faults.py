@@ -245,5 +245,8 @@ def test_a_client_killed_mid_transaction_leaves_no_partial_write(server: Postgre
     )
     try:
         assert len(memory.get_all()) == len(acked)
+        # The dead client's locks went with its transaction: its conversation takes writes.
+        memory.put(user("written after the kill"))
+        assert len(memory.get_all()) == len(acked) + 1
     finally:
         memory.close()
