@@ -100,7 +100,7 @@ def test_a_pool_full_of_cut_connections_is_replaced_at_once_not_one_check_at_a_t
         elapsed = time.monotonic() - started
         # psycopg_pool alone checks them one by one, sleeping 1 s, 2 s... after each failure.
         print(f"\n4 cut connections replaced in {elapsed:.2f} s")
-        assert elapsed < 1.5, f"{elapsed:.1f} s to replace 4 cut connections"
+        assert elapsed < 3.0, f"{elapsed:.1f} s to replace 4 cut connections"
     finally:
         store.close()
 
