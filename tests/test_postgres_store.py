@@ -53,8 +53,11 @@ def test_a_schema_newer_than_the_code_is_refused_with_what_to_do(postgres_url: s
 
 def test_an_unreachable_server_raises_a_storage_error_naming_it() -> None:
     port = free_port()
-    with pytest.raises(StorageError, match=f"PostgreSQL store 127.0.0.1:{port}/memory"):
-        PostgresStore(f"postgresql://someone:secret@127.0.0.1:{port}/memory", timeout=1.0)
+    started = time.monotonic()
+    with pytest.raises(StorageError, match=f"PostgreSQL store 127.0.0.1:{port}/memory") as caught:
+        PostgresStore(f"postgresql://someone:secret@127.0.0.1:{port}/memory")
+    assert "Connection refused" in str(caught.value) and "secret" not in str(caught.value)
+    assert time.monotonic() - started < 3.0  # at once, not after the pool's 10 s timeout
 
 
 def test_a_url_that_is_not_postgresql_is_refused_with_an_example() -> None:

@@ -156,6 +156,11 @@ class PostgresConnection:
         }
         self._pool = ConnectionPool(**self._pool_settings, open=False)
         with self._errors("connect"):
+            # A server that is down says why at once (the pool would wait its timeout
+            # and say only that no connection came).
+            reason = self._probe()
+            if reason is not None:
+                raise ServerUnreachable(f"cannot connect to the server: {reason}")
             self._pool.open(wait=True, timeout=timeout)
         self._migrate_or_close()
 
