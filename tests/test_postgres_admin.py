@@ -15,9 +15,11 @@ import pytest
 
 from bench.postgres_server import PostgresServer
 from helpers import assistant, memory_factory, user
-from llama_memory import MemoryAdmin, OfflineEmbedding
+from llama_memory import ComposableMemory, MemoryAdmin, OfflineEmbedding
 from llama_memory.admin import UnknownUserError
 from llama_memory.cli import main
+from llama_memory.testing import ScriptedLLM, ToolCallReply
+from llama_memory.worker import run_worker
 
 
 @pytest.fixture
@@ -112,3 +114,32 @@ def test_export_from_postgres_imports_into_sqlite_and_back_unchanged(
     run(capsys, "export", "--all", "-o", str(third), "--store", other)
     assert first.read_text() == second.read_text() == third.read_text()
     assert len(first.read_text().splitlines()) == 1 + 4 + 4 + 2 + 1
+
+
+def test_the_worker_runs_the_passes_queued_in_a_postgres_store(postgres_url: str, capsys: Any) -> None:
+    memory = ComposableMemory.from_defaults(
+        user_id="alice", session_id="s1", store=postgres_url, secondary_memory_sources=[], profile=True,
+        extract_in="worker", extract_every=1,
+    )  # fmt: skip
+    try:
+        memory.put(user("I like jazz."))
+        assert run(capsys, "stats", "--store", postgres_url)["jobs"]["queued"] == 1
+        llm = ScriptedLLM([ToolCallReply("ProfileUpdate", {"operations": [
+            {"op": "append", "path": "likes", "value": "jazz"}]})])  # fmt: skip
+        assert run_worker(postgres_url, llm, once=True) == 1
+        assert memory.profile.get_profile(memory.scope) == {"likes": ["jazz"]}
+        assert run(capsys, "stats", "--store", postgres_url)["jobs"]["done"] == 1
+    finally:
+        memory.close()
+
+
+def test_purge_expired_and_reconcile_on_postgres(postgres_url: str, capsys: Any, embed_model: OfflineEmbedding) -> None:
+    clock = [1_000_000.0]
+    with memory_factory(embed_model, store=postgres_url) as make:
+        memory = make("alice", "s1", ttl=60, clock=lambda: clock[0])
+        memory.put(user("A note that will not last."))
+    assert run(capsys, "stats", "--store", postgres_url)["counts"]["expired"] == 1  # its clock is long past
+    assert run(capsys, "purge-expired", "--store", postgres_url) == {"purged": 1}
+    assert _rows(postgres_url, "records", "alice") == 0
+    assert _rows(postgres_url, "record_embeddings", "alice") == 0
+    assert "vector" in run(capsys, "reconcile", "--store", postgres_url)
