@@ -77,6 +77,8 @@ def test_show_search_and_delete_on_postgres(pg_store: str, capsys: Any, embed_mo
     found = run(capsys, "search", "alice", "where do I live?", "--store", pg_store)
     assert found and "Lisbon" in found[0]["text"]
     assert all("4711" not in r["text"] for r in found)  # never another user's
+    explained = run(capsys, "explain", "alice", "where do I live?", "--session", "s1", "--store", pg_store)
+    assert "Lisbon" in json.dumps(explained) and "4711" not in json.dumps(explained)
     target = next(r for r in found if r["source"] == "vector")
     deleted = run(capsys, "delete", "alice", target["id"], "--store", pg_store)
     assert deleted == {"deleted": target["id"], "source": "vector"}

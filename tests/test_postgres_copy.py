@@ -127,6 +127,18 @@ def test_a_user_whose_copy_fails_is_left_out_whole(
         assert "bob" not in users and users["alice"].messages == 3  # alice (first) is whole
 
 
+def test_a_directory_that_never_queued_a_job_or_held_a_triple_copies(
+    tmp_path: Path, postgres_url: str, embed_model: OfflineEmbedding
+) -> None:
+    directory = tmp_path / "memory"
+    with memory_factory(embed_model, path=directory) as make:
+        make("dana", "d1").put(user("Dana keeps bees on the roof."))
+    report = copy_store(directory, postgres_url, embed_model=embed_model)
+    assert report.users == {"default": ["dana"]} and report.rows["job"] == 0 and report.embedded == 1
+    with memory_factory(embed_model, store=postgres_url) as make:
+        assert "bees" in make("dana", "d1").search("what does Dana keep?", 1)[0].text
+
+
 def test_the_copy_command(tmp_path: Path, postgres_url: str, embed_model: OfflineEmbedding, capsys: Any) -> None:
     directory = tmp_path / "memory"
     _fill(directory, embed_model)

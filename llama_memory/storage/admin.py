@@ -604,6 +604,8 @@ class StoreAdmin:
 
     def user_jobs(self, tenant_id: str, user_id: str) -> list[dict[str, Any]]:
         """The user's jobs still to run (queued, or running under a lease), oldest first."""
+        if "jobs" not in self.tables():
+            return []  # the queue's table is made when a memory first queues a job
         rows = self.store.query(
             "read jobs",
             "SELECT kind, payload, run_at, attempts, max_attempts, dedup_key, last_error, created_at "
