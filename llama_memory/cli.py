@@ -465,10 +465,11 @@ def cmd_copy(args: argparse.Namespace) -> None:
     kwargs: dict[str, Any] = {}
     if args.embed_model is not None:
         kwargs["embed_model"] = _load_embedding(args.embed_model)
-    report = copy_store(
-        args.source, args.target, tenant_id=args.tenant, skip_existing=args.skip_existing,
-        chroma_url=args.chroma_url, **kwargs,
-    )  # fmt: skip
+    with _progress("copying") as progress:
+        report = copy_store(
+            args.source, args.target, tenant_id=args.tenant, skip_existing=args.skip_existing,
+            chroma_url=args.chroma_url, progress=progress, **kwargs,
+        )  # fmt: skip
     if args.json:
         return _print_json(report)
     for tenant, users in report.users.items():

@@ -87,7 +87,12 @@ def copy_store(
         ValueError: ``target`` is not a PostgreSQL URL, or ``source`` is one.
     """
     if not is_postgres_url(target):
-        raise ValueError(f"copy --to takes a PostgreSQL URL ('postgresql://user@host:5432/dbname'), got {target!r}")
+        # Not echoed: a URL of another scheme may hold a password.
+        scheme = target.partition("://")[0] if isinstance(target, str) and "://" in target else None
+        raise ValueError(
+            "copy --to takes a PostgreSQL URL ('postgresql://user@host:5432/dbname'), got "
+            + (f"a {scheme[:20]!r} URL" if scheme else f"{type(target).__name__} that is not one")
+        )
     if isinstance(source, str) and is_postgres_url(source):
         raise ValueError("copy --from takes a SQLite memory directory; the source is already PostgreSQL")
     report = CopyReport()

@@ -145,3 +145,12 @@ def test_purge_expired_and_reconcile_on_postgres(postgres_url: str, capsys: Any,
     assert _rows(postgres_url, "records", "alice") == 0
     assert _rows(postgres_url, "record_embeddings", "alice") == 0
     assert "vector" in run(capsys, "reconcile", "--store", postgres_url)
+
+
+def test_bad_arguments_on_postgres_say_what_was_wrong(postgres_url: str, tmp_path: Path, capsys: Any) -> None:
+    with pytest.raises(ValueError, match="keeps its vectors in the same database"):
+        MemoryAdmin(postgres_url, chroma_url="http://127.0.0.1:8000")
+    assert main(["copy", "--from", str(tmp_path), "--to", str(tmp_path / "other")]) == 1
+    assert "copy --to takes a PostgreSQL URL" in capsys.readouterr().err
+    assert main(["copy", "--from", postgres_url, "--to", postgres_url]) == 1
+    assert "copy --from takes a SQLite memory directory" in capsys.readouterr().err
