@@ -39,7 +39,14 @@ from pydantic import ValidationError
 
 from .buffer import ChatBuffer
 from .compose import MemoryBlock
-from .config import default_profile_source, default_triple_source
+from .config import (
+    default_profile_source,
+    default_triple_source,
+    open_postgres,
+    postgres_profile_rows,
+    postgres_triple_source,
+    postgres_vector_source,
+)
 from .errors import LlamaMemoryError, StorageError
 from .memory import (
     DEFAULT_MEMORY_TOKEN_LIMIT,
@@ -56,10 +63,12 @@ from .sources.triples import KnowledgeTriple, TripleSource
 from .sources.triples.model import to_triple
 from .sources.triples.normalize import search_text
 from .sources.vector import VectorSource
-from .storage.admin import SessionSummary, StoreAdmin, StoreCounts, UserSummary
+from .storage.admin import StoreAdmin
 from .storage.chroma import CHROMA_DIRNAME, http_client, server_address
+from .storage.expiry import Expiry
+from .storage.ports.admin import AdminRows, SessionSummary, StoreCounts, UserSummary
 from .storage.reconcile import ReconcileReport
-from .storage.sqlite import DB_FILENAME, SQLiteChatLog, SQLiteStore
+from .storage.sqlite import DB_FILENAME, SQLiteStore
 from .storage.sqlite.triples import SQLiteTripleTimeline
 from .types import MemoryRecord, Scope, now
 
@@ -124,9 +133,11 @@ class StoreStats:
             records waiting for the dense index (``counts.pending``) and expired ones
             not purged yet.
         sizes: bytes on disk: ``sqlite`` (the file with its WAL), ``chroma`` (the
-            embedded index), ``total``.
+            embedded index), ``total``; on PostgreSQL ``postgres`` (the tables with their
+            indexes) and ``total``.
         schema_version: the SQLite schema version.
         tenants: every tenant in the store.
+        location: the store: its directory, or ``host:port/dbname`` (no password).
         jobs: background jobs (extraction passes) by state: ``queued`` (waiting,
             or waiting for a retry), ``running``, ``done``, ``dead`` (failed for
             good; the store keeps the last error), for the whole store.
@@ -137,13 +148,18 @@ class StoreStats:
     schema_version: int
     tenants: list[str]
     jobs: dict[str, int] = field(default_factory=dict)
+    location: str = ""
 
 
 class MemoryAdmin:
     """Every user of one tenant of a memory store, for inspection and maintenance.
 
     Args:
-        path: the memory directory (``path=`` of ``ComposableMemory.from_defaults``).
+        path: the memory directory (``path=`` of ``ComposableMemory.from_defaults``),
+            or a PostgreSQL store: its ``postgresql://`` URL (``store=`` of
+            ``from_defaults``; needs the ``postgres`` extra). On PostgreSQL the vectors
+            are in the same database (no Chroma argument) and ``create`` is implied:
+            the database exists, its tables are made on open.
         tenant_id: the tenant to work on.
         embed_model: the embedding model the store was built with (default as
             ``from_defaults``: ``Settings.embed_model`` if set, else the offline
@@ -177,8 +193,10 @@ class MemoryAdmin:
     ) -> None:
         if not isinstance(tenant_id, str) or not tenant_id:
             raise ValueError(f"tenant_id must be a non-empty string, got {tenant_id!r}")
-        self.path = Path(path)
-        if not create and not (self.path / DB_FILENAME).is_file():
+        #: The PostgreSQL URL given (None: a SQLite directory).
+        self.url: Optional[str] = path if isinstance(path, str) and is_postgres_url(path) else None
+        self.path = Path("." if self.url is not None else path)
+        if self.url is None and not create and not (self.path / DB_FILENAME).is_file():
             what = "does not exist" if not self.path.exists() else f"holds no {DB_FILENAME}"
             raise StoreNotFoundError(
                 f"no memory store at {self.path}: the path {what}. Pass the directory given "
@@ -194,8 +212,21 @@ class MemoryAdmin:
         self._chroma_client = chroma_client
         if chroma_url is not None:
             server_address(chroma_url)  # a malformed URL is refused now, not at first use
-        self.store = SQLiteStore(self.path)
-        self._admin = StoreAdmin(self.store)
+        self.store: Any
+        self._admin: AdminRows
+        if self.url is not None:
+            if chroma_url is not None or chroma_client is not None:
+                raise ValueError(
+                    "a PostgreSQL store keeps its vectors in the same database (pgvector): "
+                    "drop chroma_url / chroma_client (--chroma-url)"
+                )
+            from .storage.postgres.admin import PostgresStoreAdmin
+
+            self.store = open_postgres(self.url)
+            self._admin = PostgresStoreAdmin(self.store)
+        else:
+            self.store = SQLiteStore(self.path)
+            self._admin = StoreAdmin(self.store)
         self._vector: Optional[VectorSource] = None
         self._profile: Optional[ProfileSource] = None
         self._triples: Optional[TripleSource] = None
@@ -252,23 +283,30 @@ class MemoryAdmin:
     def profile_source(self) -> ProfileSource:
         """The profile source on this store (opened on first use; no model needed)."""
         if self._profile is None:
-            self._profile = default_profile_source(self.store)
+            self._profile = (
+                ProfileSource(postgres_profile_rows(self.store)) if self.url is not None
+                else default_profile_source(self.store)
+            )  # fmt: skip
         return self._profile
 
     @property
     def vector_source(self) -> VectorSource:
         """The past-messages source on this store (loads the embedding model and Chroma)."""
         if self._vector is None:
-            self._vector = default_vector_source(self.store, self.path, self._embed(), self._chroma())
+            self._vector = (
+                postgres_vector_source(self.store, self._embed(), Expiry()) if self.url is not None
+                else default_vector_source(self.store, self.path, self._embed(), self._chroma())
+            )  # fmt: skip
         return self._vector
 
     def triple_source(self, create: bool = False) -> Optional[TripleSource]:
         """The knowledge-triple source when the store holds triples (or ``create``),
         else None."""
         if self._triples is None and (create or self._admin.has_triples()):
-            self._triples = default_triple_source(
-                self.store, self.path, self._embed(), self._chroma()
-            )
+            self._triples = (
+                postgres_triple_source(self.store, self._embed(), Expiry()) if self.url is not None
+                else default_triple_source(self.store, self.path, self._embed(), self._chroma())
+            )  # fmt: skip
         return self._triples
 
     def sources(self) -> list[MemorySource]:
@@ -285,12 +323,12 @@ class MemoryAdmin:
         session = session_id or uuid4().hex
         scope = Scope(user_id=user_id, session_id=session, tenant_id=self.tenant_id)
         return ComposableMemory(
-            primary_memory=ChatBuffer.from_defaults(chat_log=SQLiteChatLog(self.store, scope)),
+            primary_memory=ChatBuffer.from_defaults(chat_log=self.store.chat_log(scope)),
             secondary_memory_sources=self.sources(),
             user_id=user_id,
             session_id=session,
             tenant_id=self.tenant_id,
-            path=str(self.path),
+            path=None if self.url is not None else str(self.path),
             top_k=self.top_k,
             memory_token_limit=self.memory_token_limit,
         )
@@ -309,7 +347,7 @@ class MemoryAdmin:
         known = [u.user_id for u in self.users()]
         shown = ", ".join(map(repr, known[:10])) + (", ..." if len(known) > 10 else "")
         raise UnknownUserError(
-            f"no user {user_id!r} in tenant {self.tenant_id!r} of {self.path}"
+            f"no user {user_id!r} in tenant {self.tenant_id!r} of {self.location}"
             + (f"; its users are {shown}" if known else "; it has no users")
         )
 
@@ -373,7 +411,14 @@ class MemoryAdmin:
         if not self._admin.has_triples():
             return []  # no table to read (and none created by reading)
         # Through the triple timeline port, as the source reads them.
-        rows = SQLiteTripleTimeline(self.store).select(scope, now(), include_history=include_history)
+        timeline: Any
+        if self.url is not None:
+            from .storage.postgres import PostgresTripleTimeline
+
+            timeline = PostgresTripleTimeline(self.store)
+        else:
+            timeline = SQLiteTripleTimeline(self.store)
+        rows = timeline.select(scope, now(), include_history=include_history)
         return [to_triple(row) for row in rows]
 
     def show(self, user_id: str, recent: int = 10) -> UserOverview:
@@ -487,16 +532,26 @@ class MemoryAdmin:
 
     def stats(self) -> StoreStats:
         """Counts, sizes on disk and pending index work of the tenant."""
-        sqlite = sum(
-            _size(self.path / (DB_FILENAME + suffix)) for suffix in ("", "-wal", "-shm")
-        )
-        chroma = _size(self.path / CHROMA_DIRNAME)
+        sizes: dict[str, int]
+        if self.url is not None:
+            from .storage.postgres.admin import PostgresStoreAdmin
+
+            assert isinstance(self._admin, PostgresStoreAdmin)
+            postgres = self._admin.size_bytes()
+            sizes = {"postgres": postgres, "total": postgres}
+        else:
+            sqlite = sum(
+                _size(self.path / (DB_FILENAME + suffix)) for suffix in ("", "-wal", "-shm")
+            )
+            chroma = _size(self.path / CHROMA_DIRNAME)
+            sizes = {"sqlite": sqlite, "chroma": chroma, "total": sqlite + chroma}
         return StoreStats(
             counts=self._admin.counts(self.tenant_id, now()),
-            sizes={"sqlite": sqlite, "chroma": chroma, "total": sqlite + chroma},
+            sizes=sizes,
             schema_version=self.store.schema_version,
             tenants=self._admin.tenants(),
             jobs=self.store.counts(),
+            location=self.location,
         )
 
     # -- export ---------------------------------------------------------------------------
@@ -674,7 +729,18 @@ class MemoryAdmin:
             self.flush(progress and progress.child("embedding"))
         return added
 
+    @property
+    def rows(self) -> AdminRows:
+        """The store's admin port (plain rows, any tenant): what a copy between stores
+        reads and writes (:func:`llama_memory.copying.copy_store`)."""
+        return self._admin
+
     # -- internals ------------------------------------------------------------------------
+
+    @property
+    def location(self) -> str:
+        """The store as an error names it: the directory, or ``host:port/dbname``."""
+        return self.store.location if self.url is not None else str(self.path)
 
     def _scope(self, user_id: str) -> Scope:
         if not isinstance(user_id, str) or not user_id:
@@ -683,6 +749,11 @@ class MemoryAdmin:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def is_postgres_url(value: object) -> bool:
+    """Whether a store argument (``--store``, ``MemoryAdmin(path)``) is a PostgreSQL URL."""
+    return isinstance(value, str) and value.startswith(("postgresql://", "postgres://"))
 
 
 def _require_text(value: Any, what: str) -> None:

@@ -1,7 +1,8 @@
 """The ``llama-memory`` command line: see and manage what a memory store remembers.
 
 A thin layer over :class:`llama_memory.admin.MemoryAdmin`: every command opens the
-memory directory given as ``--store`` (the ``path=`` of ``from_defaults``) for one
+memory directory given as ``--store`` (the ``path=`` of ``from_defaults``, or a
+``postgresql://`` URL, the ``store=``) for one
 ``--tenant``, prints for people or, with ``--json``, for scripts, and exits non-zero
 with a message on stderr when something is wrong.
 """
@@ -22,8 +23,10 @@ from typing import Any, Callable, Optional
 DESCRIPTION = """\
 See and manage what a llama-memory store remembers.
 
-Every command but `demo` works on a memory directory (--store, the path= given to
-ComposableMemory.from_defaults) and one tenant (--tenant, default "default").
+Every command but `demo` and `copy` works on a memory directory (--store, the path=
+given to ComposableMemory.from_defaults) or a PostgreSQL store (--store
+postgresql://..., the store= of from_defaults) and one tenant (--tenant, default
+"default").
 --json prints JSON for scripts. A mistyped --store is an error: only `import`
 creates a store.
 """
@@ -37,6 +40,8 @@ examples:
   llama-memory export --all -o backup.jsonl --store ./memory
   llama-memory import backup.jsonl --store ./other-memory
   llama-memory import chat_store.json --store ./memory     (a SimpleChatStore file)
+  llama-memory stats --store postgresql://app@db:5432/memory
+  llama-memory copy --from ./memory --to postgresql://app@db:5432/memory
 """
 
 
@@ -283,6 +288,11 @@ def cmd_export(args: argparse.Namespace) -> None:
         print(f"exported {rows} rows to {args.output}")
 
 
+def is_postgres_url(value: str) -> bool:
+    """Whether ``--store`` names a PostgreSQL database rather than a directory."""
+    return value.startswith(("postgresql://", "postgres://"))
+
+
 def cmd_import(args: argparse.Namespace) -> None:
     file = Path(args.file)
     if not file.is_file():
@@ -292,6 +302,10 @@ def cmd_import(args: argparse.Namespace) -> None:
     from .storage.chroma import CHROMA_DIRNAME, OPEN_LOCK
     from .storage.sqlite import DB_FILENAME
 
+    if is_postgres_url(args.store):  # one transaction per batch; no files to clean up
+        with _open(args, create=True) as admin, _progress("importing") as progress:
+            added = admin.import_file(file, user_id=args.user, progress=progress)
+        return _print_import(args, added)
     store = Path(args.store)
     # What a failed import into a new store must remove: no empty store is left behind.
     created = [
@@ -313,6 +327,10 @@ def cmd_import(args: argparse.Namespace) -> None:
                 elif path.exists():
                     path.unlink()
         raise
+    _print_import(args, added)
+
+
+def _print_import(args: argparse.Namespace, added: Any) -> None:
     if args.json:
         return _print_json({"tenant": args.tenant, "added": dict(added)})
     names = {"message": "messages", "record": "records", "profile": "profile rows",
@@ -380,7 +398,7 @@ def cmd_stats(args: argparse.Namespace) -> None:
     if args.json:
         return _print_json(stats)
     c = stats.counts
-    print(f"store {args.store} (schema {stats.schema_version}), tenant {args.tenant or 'default'}")
+    print(f"store {stats.location} (schema {stats.schema_version}), tenant {args.tenant or 'default'}")
     print(f"  users {c.users}, sessions {c.sessions}, messages {c.messages}")
     for source, n in c.records.items():
         print(f"  records [{source}] {n}")
@@ -394,10 +412,13 @@ def cmd_stats(args: argparse.Namespace) -> None:
     if any(jobs.values()):
         print("  extraction jobs: " + ", ".join(f"{state} {n}" for state, n in jobs.items()))
     sizes = stats.sizes
-    print(
-        f"  on disk: {_size(sizes['total'])} (SQLite {_size(sizes['sqlite'])}, "
-        f"Chroma {_size(sizes['chroma'])})"
-    )
+    if "postgres" in sizes:
+        print(f"  in the database: {_size(sizes['postgres'])} (tables and their indexes)")
+    else:
+        print(
+            f"  on disk: {_size(sizes['total'])} (SQLite {_size(sizes['sqlite'])}, "
+            f"Chroma {_size(sizes['chroma'])})"
+        )
     if len(stats.tenants) > 1:
         print(f"  tenants in this store: {', '.join(stats.tenants)}")
 
@@ -438,6 +459,27 @@ def _load_object(spec: str, option: str, what: str) -> Any:
     return found() if callable(found) else found
 
 
+def cmd_copy(args: argparse.Namespace) -> None:
+    from .copying import copy_store
+
+    kwargs: dict[str, Any] = {}
+    if args.embed_model is not None:
+        kwargs["embed_model"] = _load_embedding(args.embed_model)
+    with _progress("copying") as progress:
+        report = copy_store(
+            args.source, args.target, tenant_id=args.tenant, skip_existing=args.skip_existing,
+            chroma_url=args.chroma_url, progress=progress, **kwargs,
+        )  # fmt: skip
+    if args.json:
+        return _print_json(report)
+    for tenant, users in report.users.items():
+        print(f"tenant {tenant}: copied {len(users)} users ({', '.join(users)})")
+    for tenant, users in report.skipped.items():
+        print(f"tenant {tenant}: skipped {len(users)} users already there ({', '.join(users)})")
+    print("rows: " + ", ".join(f"{kind} {n}" for kind, n in sorted(report.rows.items())))
+    print(f"embedded {report.embedded} records and triples into pgvector")
+
+
 def cmd_demo(args: argparse.Namespace) -> None:
     from .demo import run_demo
 
@@ -468,25 +510,28 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"llama-memory {__version__}")
-    store = argparse.ArgumentParser(add_help=False)
+    # Options of every command that opens a store (the parents copy them: added first).
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument(
+        "--chroma-url", metavar="URL",
+        help="server mode: the Chroma server holding the store's vectors (http://host:port)",
+    )  # fmt: skip
+    options.add_argument(
+        "--embed-model", metavar="MODULE:NAME",
+        help="the embedding model the store was built with, if not the offline default: "
+        "a BaseEmbedding object (or a function returning one) importable as MODULE:NAME",
+    )  # fmt: skip
+    options.add_argument("--json", action="store_true", help="print JSON, for scripts")
+    store = argparse.ArgumentParser(add_help=False, parents=[options])
     store.add_argument(
-        "--store", required=True, metavar="PATH",
-        help="the memory directory (path= of ComposableMemory.from_defaults)",
+        "--store", required=True, metavar="PATH|URL",
+        help="the memory directory (path= of ComposableMemory.from_defaults), or a "
+        "postgresql:// URL (store= of from_defaults)",
     )  # fmt: skip
     store.add_argument(
         "--tenant", default=None,
         help='the tenant (default "default"; for import, the tenant the export was taken from)',
     )  # fmt: skip
-    store.add_argument(
-        "--chroma-url", metavar="URL",
-        help="server mode: the Chroma server holding the store's vectors (http://host:port)",
-    )  # fmt: skip
-    store.add_argument(
-        "--embed-model", metavar="MODULE:NAME",
-        help="the embedding model the store was built with, if not the offline default: "
-        "a BaseEmbedding object (or a function returning one) importable as MODULE:NAME",
-    )  # fmt: skip
-    store.add_argument("--json", action="store_true", help="print JSON, for scripts")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def add(name: str, run: Callable[[argparse.Namespace], None], help: str) -> argparse.ArgumentParser:
@@ -554,6 +599,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--lease", type=float, default=300.0,
         help="seconds a job is held before another worker may take it over (default 300)",
     )  # fmt: skip
+    copy = commands.add_parser(
+        "copy", parents=[options], help="copy a SQLite memory directory into PostgreSQL",
+        description="Copy every user of a SQLite memory directory (chat logs, records, profile, "
+        "triples, extraction cursors, waiting jobs) into a PostgreSQL store, one transaction per "
+        "user, then embed the records and triples into pgvector. Refuses when the database "
+        "already holds some of the users (see --skip-existing).",
+    )  # fmt: skip
+    copy.add_argument("--from", dest="source", required=True, metavar="PATH", help="the memory directory")
+    copy.add_argument("--to", dest="target", required=True, metavar="URL", help="postgresql://user@host:5432/dbname")
+    copy.add_argument("--tenant", default=None, help="copy this tenant only (default: every tenant)")
+    copy.add_argument(
+        "--skip-existing", action="store_true",
+        help="leave out users the database already holds (resume a copy that stopped)",
+    )  # fmt: skip
+    copy.set_defaults(run=cmd_copy)
     demo = commands.add_parser("demo", help="run the offline two-conversation demo")
     demo.add_argument(
         "--path", type=Path, default=None, help="memory directory (default: a new temporary one)"

@@ -419,7 +419,10 @@ def check_embed_model(embed_model: Any) -> None:
 
 
 def open_queue(path: Union[str, Path]) -> Storage:
-    """The existing store under ``path``, for a worker process to claim jobs from;
-    StorageError when there is none (a worker never creates an empty store)."""
+    """The existing store under ``path`` (or the PostgreSQL store at a ``postgresql://``
+    URL), for a worker process to claim jobs from; StorageError when a directory holds
+    none (a worker never creates an empty store)."""
+    if isinstance(path, str) and path.startswith(("postgresql://", "postgres://")):
+        return open_postgres(path)  # type: ignore[no-any-return]
     check_restorable(os.fspath(path))
     return SQLiteStore(path)

@@ -39,7 +39,8 @@ def run_worker(
     jobs were run (done or failed).
 
     Args:
-        path: the memory directory (``path=`` of the memories that queue the passes).
+        path: the memory directory (``path=`` of the memories that queue the passes),
+            or the ``postgresql://`` URL of their PostgreSQL store.
         llm: the LlamaIndex LLM the passes extract with.
         once: run the jobs that may run now, then return; else run until ``stop``
             is set.

@@ -173,8 +173,9 @@ def job_payload(memory: ComposableMemory) -> dict[str, Any]:
         "tenant_id": memory.tenant_id,
         "user_id": memory.user_id,
         "session_id": memory.session_id,
-        # A worker process rebuilds the sources from this (a memory on disk only).
-        "memory": memory.to_dict() if memory.path is not None else None,
+        # A worker process rebuilds the sources from this (a memory on disk or in a
+        # PostgreSQL store; an in-memory one has nothing a worker could open).
+        "memory": memory.to_dict() if memory.path is not None or "store" in memory._config else None,
     }
 
 

@@ -15,6 +15,9 @@ between are allowed); they are invisible on the rendered page:
   and times in the memory block aside, so a sample shown to readers is the real format.
 * ``<!-- docs-test: output -->`` on a non-Python block: the block must be exactly what the
   Python block above it printed (dates and times in memory-block lines aside).
+* ``<!-- docs-test: postgres — <why> -->``: the block reads the environment variable
+  ``DATABASE_URL``; the test sets it (for the whole page) to a database of the tests' real
+  PostgreSQL server (the ``postgres_server`` fixture).
 
 ``python`` blocks run; every other language (``bash``, plain output) is not run unless it
 carries ``llm-receives``.
@@ -40,7 +43,7 @@ from llama_memory.testing import LLMCall, ScriptedLLM, ToolCallReply, message_pl
 
 MARKER = re.compile(r"^<!--\s*docs-test:\s*(?P<key>[\w-]+)\s*[—:-]?\s*(?P<arg>.*?)\s*-->$")
 FENCE = re.compile(r"^```(?P<lang>[\w+-]*)\s*$")
-MARKER_KEYS = ("skip", "llm", "llm-receives", "output")
+MARKER_KEYS = ("skip", "llm", "llm-receives", "output", "postgres")
 #: Markers that make the test check a non-Python block.
 CHECKS = ("llm-receives", "output")
 #: What the scripted LLM answers when the page queued nothing for a call.

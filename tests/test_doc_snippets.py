@@ -13,7 +13,8 @@ Offline: OpenAI is the only thing replaced, since it is outside the machine (see
 :mod:`doc_snippets`): ``OpenAI(...)`` is a scripted LLM fed by the page's ``llm`` markers,
 ``OpenAIEmbedding(...)`` a hashed-words embedding of the real dimension. A page that names
 the Chroma server ``chroma.internal`` talks to the real loopback server of the
-``chroma_server`` fixture. Everything else (SQLite, Chroma, the offline MiniLM model,
+``chroma_server`` fixture; a page with ``postgres`` markers reads ``DATABASE_URL``, set to a
+database of the real server of the ``postgres_server`` fixture. Everything else (SQLite, Chroma, the offline MiniLM model,
 LlamaIndex's agents) is real. Markers (``<!-- docs-test: ... -->``) are described in
 :mod:`doc_snippets`.
 """
@@ -214,6 +215,17 @@ def docs_chroma_server(request: pytest.FixtureRequest, monkeypatch: pytest.Monke
     monkeypatch.setattr(chromadb, "HttpClient", redirected)
 
 
+@pytest.fixture
+def docs_postgres(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``DATABASE_URL``: one database of the tests' real PostgreSQL for every docs page."""
+    if not _docs_database:
+        _docs_database.append(request.getfixturevalue("postgres_server").create_database("docs_snippets"))
+    monkeypatch.setenv("DATABASE_URL", _docs_database[0])
+
+
+_docs_database: list[str] = []
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("block", BLOCKS, ids=lambda block: block.id)
 def test_doc_snippet(
@@ -228,6 +240,8 @@ def test_doc_snippet(
     run = page_runs(block.page)
     if DOCS_CHROMA_HOST in run.text:
         request.getfixturevalue("docs_chroma_server")
+    if "docs-test: postgres" in run.text:
+        request.getfixturevalue("docs_postgres")
     run.run_through(block, monkeypatch)
 
 

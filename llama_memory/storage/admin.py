@@ -14,15 +14,17 @@ on the file; every function here treats a missing table as empty.
 from __future__ import annotations
 
 import json
+import uuid
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from llama_index.core.base.llms.types import ChatMessage
 
 from ..types import MemoryRecord
 from .codec import dump_message
+from .ports.admin import SessionSummary, StoreCounts, UserSummary
+from .ports.base import user_meta_infix
 from .sqlite import SQLiteStore, content_hash
 from .sqlite.records import _record_id, _to_record
 
@@ -31,77 +33,9 @@ TRIPLE_TABLES = ("triples", "triple_mentions", "triples_fts")
 PROFILE_TABLE = "profile_fields"
 
 
-@dataclass(frozen=True)
-class UserSummary:
-    """One user of a tenant and how much is remembered of them.
-
-    Attributes:
-        user_id: the user.
-        sessions: conversations with stored chat history.
-        messages: chat messages stored (all sessions).
-        records: long-term records (every source that keeps records: past messages...).
-        triples: knowledge triples that currently hold.
-        profile_fields: fields of the current profile.
-        last_active: the latest time something of theirs was written (epoch seconds).
-    """
-
-    user_id: str
-    sessions: int = 0
-    messages: int = 0
-    records: int = 0
-    triples: int = 0
-    profile_fields: int = 0
-    last_active: Optional[float] = None
-
-
-@dataclass(frozen=True)
-class SessionSummary:
-    """One conversation of a user.
-
-    Attributes:
-        session_id: the session.
-        messages: chat messages stored in it.
-        records: long-term records written from it.
-        first_at, last_at: when its first and latest messages were stored (epoch
-            seconds; None for a session known only from records).
-    """
-
-    session_id: str
-    messages: int = 0
-    records: int = 0
-    first_at: Optional[float] = None
-    last_at: Optional[float] = None
-
-
-@dataclass
-class StoreCounts:
-    """What a store holds for one tenant, and what its dense index has not caught up with.
-
-    Attributes:
-        users, sessions, messages: chat history.
-        records: long-term records by source name.
-        triples, triples_current: knowledge triples (with history) and those that hold.
-        profile_rows, profile_fields: profile rows (with history) and current fields.
-        pending: records (by source name, ``"triples"`` for triples) written but not
-            in the dense index yet: embedded on the next read, flush or reindex.
-        expired: records, triples and profile rows past their time to live, not yet
-            purged.
-    """
-
-    users: int = 0
-    sessions: int = 0
-    messages: int = 0
-    records: dict[str, int] = field(default_factory=dict)
-    triples: int = 0
-    triples_current: int = 0
-    profile_rows: int = 0
-    profile_fields: int = 0
-    pending: dict[str, int] = field(default_factory=dict)
-    expired: int = 0
-
-
 class StoreAdmin:
-    """Administrative reads and writes on one store, for one tenant at a time."""
+    """Administrative reads and writes on one SQLite store, for one tenant at a time
+    (the :class:`~llama_memory.storage.ports.admin.AdminRows` port on SQLite)."""
 
     def __init__(self, store: SQLiteStore) -> None:
         self.store = store
@@ -648,3 +582,62 @@ class StoreAdmin:
             (tenant_id, user_id, session_id),
         )
         return [row["message_json"] for row in rows]
+
+    # -- what a copy to another store carries besides the export rows -----------------
+
+    def user_meta(self, tenant_id: str, user_id: str) -> dict[str, str]:
+        """The user's meta entries (per-session state such as extraction cursors)."""
+        infix = user_meta_infix(tenant_id, user_id)
+        rows = self.store.query(
+            "read user meta", "SELECT key, value FROM meta WHERE instr(key, ?) > 0 ORDER BY key", (infix,)
+        )
+        return {row["key"]: row["value"] for row in rows}
+
+    def store_meta(self) -> dict[str, str]:
+        """The store-wide meta entries (the embedding fingerprints...), without any
+        user's entries and without the store's own id."""
+        rows = self.store.query("read meta", "SELECT key, value FROM meta ORDER BY key")
+        return {
+            row["key"]: row["value"] for row in rows
+            if row["key"] != "store_id" and not _is_user_key(row["key"])
+        }  # fmt: skip
+
+    def user_jobs(self, tenant_id: str, user_id: str) -> list[dict[str, Any]]:
+        """The user's jobs still to run (queued, or running under a lease), oldest first."""
+        if "jobs" not in self.tables():
+            return []  # the queue's table is made when a memory first queues a job
+        rows = self.store.query(
+            "read jobs",
+            "SELECT kind, payload, run_at, attempts, max_attempts, dedup_key, last_error, created_at "
+            "FROM jobs WHERE tenant_id = ? AND user_id = ? AND state IN ('queued', 'running') "
+            "ORDER BY seq",
+            (tenant_id, user_id),
+        )
+        return [{**dict(row), "payload": json.loads(row["payload"])} for row in rows]
+
+    def add_meta(self, entries: dict[str, str]) -> None:
+        """Write meta entries, keeping any value the store already has for a key."""
+        with self.store.transaction("write meta") as conn:
+            conn.executemany(
+                "INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)", list(entries.items())
+            )
+
+    def add_jobs(self, tenant_id: str, user_id: str, jobs: Sequence[dict[str, Any]]) -> None:
+        """Queue jobs (as :meth:`user_jobs` gives them) for the user, each queued again."""
+        with self.store.transaction("queue jobs") as conn:
+            for job in jobs:
+                conn.execute(
+                    "INSERT OR IGNORE INTO jobs (id, kind, payload, tenant_id, user_id, run_at, "
+                    "attempts, max_attempts, dedup_key, last_error, created_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        uuid.uuid4().hex, job["kind"], json.dumps(job["payload"]), tenant_id, user_id,
+                        job["run_at"], job["attempts"], job["max_attempts"], job["dedup_key"],
+                        job["last_error"], job["created_at"],
+                    ),
+                )  # fmt: skip
+
+
+def _is_user_key(key: str) -> bool:
+    """Whether a meta key is a :func:`user_meta_key` (``kind:["tenant", "user", ...``)."""
+    return ':["' in key
