@@ -17,7 +17,7 @@ from typing import Any
 from llama_index.core.base.llms.types import ChatMessage
 
 from llama_memory import ComposableMemory
-from llama_memory.testing import ScriptedLLM, ToolCallReply
+from llama_memory.testing import ScriptedLLM, ToolCallReply, pass_answer
 
 LLM_SECONDS = 2.0
 
@@ -25,7 +25,7 @@ LLM_SECONDS = 2.0
 def slow_reply(messages: list[Any]) -> ToolCallReply:
     """A profile update after LLM_SECONDS, as a slow LLM would give it."""
     time.sleep(LLM_SECONDS)
-    return ToolCallReply("ProfileUpdate", {"operations": [{"op": "append", "path": "likes", "value": "x"}]})
+    return pass_answer(profile=[{"op": "append", "path": "likes", "value": "x"}])
 
 
 def percentile(values: list[float], p: float) -> float:

@@ -25,10 +25,11 @@ from .formation import (
     FormationWorker,
     cursor_key,
     job_key,
+    run_parts,
     run_pass,
     unextracted_from,
 )
-from .instrumentation import MemoryExtractionEvent, MemoryPutEvent, Stopwatch, dispatcher
+from .instrumentation import MemoryPutEvent, Stopwatch, dispatcher
 from .messages import (
     check_storable,
     dump_message,
@@ -37,7 +38,7 @@ from .messages import (
     message_time,
     role_name,
 )
-from .sources.base import Extracting, Stored
+from .sources.base import Stored
 from .storage.ports.jobs import Job
 from .types import Scope, StoredMessage, now
 
@@ -242,7 +243,8 @@ def flush(memory: ComposableMemory, timeout: Optional[float]) -> None:
 
 
 def extract(memory: ComposableMemory, messages: Optional[Sequence[ChatMessage]], llm: Any) -> None:
-    """The body of :meth:`ComposableMemory.extract`."""
+    """The body of :meth:`ComposableMemory.extract`: the session's pass (one LLM call
+    for every part), or a pass over the ``messages`` given, with no cursor."""
     llm = llm or memory.llm
     if llm is None:
         raise ValueError("extract() needs an LLM: pass llm=, or build the memory with llm=")
@@ -256,37 +258,10 @@ def extract(memory: ComposableMemory, messages: Optional[Sequence[ChatMessage]],
         automatic = messages is None
         if messages is None:
             messages = history[min(memory._extracted_upto, len(history)) :]
-        scope = memory.scope
-        for source in memory._sources:
-            if isinstance(source, Extracting):
-                extract_with(memory, source, messages, llm, scope)
+        run_parts(memory._sources, memory.scope, llm, messages)
         # Advance only once every source succeeded: a failed extraction is retried.
         if automatic:
             memory._extracted_upto = len(history)
-
-
-def extract_with(
-    memory: ComposableMemory, source: Extracting, messages: Sequence[ChatMessage], llm: Any, scope: Scope
-) -> None:
-    """One source's extraction, reported by a :class:`MemoryExtractionEvent` (with its
-    error, if it failed)."""
-    watch = Stopwatch()
-    error: Optional[str] = None
-    try:
-        source.extract(messages, llm, scope)
-    except Exception as exc:
-        error = f"{type(exc).__name__}: {exc}"
-        raise
-    finally:
-        dispatcher.event(
-            MemoryExtractionEvent(
-                **memory._event_scope(),
-                source=getattr(source, "name", type(source).__name__),
-                messages=len(messages),
-                error=error,
-                duration_ms=watch.elapsed_ms,
-            )
-        )
 
 
 def job_scope(job: Job) -> Scope:

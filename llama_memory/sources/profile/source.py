@@ -9,12 +9,13 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.utils import get_tokenizer
 from pydantic import BaseModel
 
+from ...formation import ask_pass, pass_window
 from ...storage.expiry import NEVER, TTL, Expiry
 from ...storage.ports.profile import ProfileChange, ProfileRows, ProfileWrite
 from ...types import MemoryRecord, Scope, StoredMessage, now
 from ...views import ProfileView
 from ..base import MemorySource, require_port
-from .extraction import extract_profile, propose_profile
+from .extraction import apply_profile, parse_profile, profile_prompt
 from .ops import Draft, ProfileOp, UpdateInput, to_ops
 from .paths import ProfileUpdateError, path_problem, raise_if_bad_path, render_value, unflatten
 from .schema import schema_errors, schema_importance
@@ -336,28 +337,50 @@ class ProfileSource(MemorySource):
         return profile_tools(self, scope)
 
     def extract(self, messages: Sequence[ChatMessage], llm: Any, scope: Scope) -> None:
-        """Ask ``llm`` for profile operations learned from ``messages`` and apply them.
+        """Ask ``llm`` for profile operations learned from ``messages`` and apply them,
+        with one LLM call (this source alone as the part of a pass,
+        :func:`llama_memory.formation.ask_pass`).
 
         The LLM sees the current profile and the conversation's user and
-        assistant turns and answers with a :class:`ProfileUpdate` (a tool call
-        for a function-calling LLM, JSON otherwise). The operations are
-        validated together and applied in one transaction, with the messages'
-        ids and the scope's session as provenance.
+        assistant turns. The operations are validated together and applied in
+        one transaction, with the messages' ids and the scope's session as
+        provenance.
 
         Raises:
             ExtractionError: the output was malformed, or its operations were
                 rejected (the message lists each problem); nothing was written.
         """
-        extract_profile(self, messages, llm, scope)
+        window = pass_window(scope, messages)
+        parsed = ask_pass(llm, [self], window)
+        if self.pass_field in parsed:
+            apply_profile(self, parsed[self.pass_field], window)
 
-    def propose(
-        self, messages: Sequence[ChatMessage], llm: Any, scope: Scope
-    ) -> Optional[Callable[[], Any]]:
-        """The first half of :meth:`extract`: ask ``llm`` (nothing is written) and return
-        what applies the operations (it joins an open transaction), or None when there
-        is nothing to apply. Background formation applies it in the transaction that
-        moves the session's extraction cursor, so a pass is applied once."""
-        return propose_profile(self, messages, llm, scope)
+    # -- a part of the formation pass (llama_memory.formation.PassPart) --------------------
+
+    @property
+    def pass_field(self) -> str:
+        """The key of the pass's answer this source owns: its name (``"profile"``)."""
+        return self.name
+
+    def pass_prompt(self, window: Any) -> str:
+        """What the pass asks for under :attr:`pass_field`: profile operations (set,
+        append, remove), shown the current profile."""
+        scope: Scope = window.scope
+        scope.require_user(f"the {self.name!r} memory source")
+        return profile_prompt(self, scope)
+
+    def parse_pass(self, value: Any, window: Any) -> list[ProfileOp]:
+        """Validate the answer (a list of operations); writes nothing.
+
+        Raises:
+            ProfileUpdateError: the answer or an operation was malformed.
+        """
+        return parse_profile(value)
+
+    def apply_pass(self, parsed: list[ProfileOp], window: Any) -> None:
+        """Apply the operations, joining the pass's open transaction: "remove" ends a
+        field (its history is kept)."""
+        apply_profile(self, parsed, window)
 
     # -- internals -----------------------------------------------------------------------
 

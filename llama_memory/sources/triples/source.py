@@ -12,7 +12,7 @@ the dense index is derived from it, per user, and rebuildable.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union, cast
 
@@ -21,6 +21,7 @@ from llama_index.core.base.llms.types import ChatMessage
 
 from ...embeddings import vector_cache
 from ...errors import StorageError
+from ...formation import ask_pass, pass_window
 from ...relevance import calibrate, calibration_for
 from ...retrieval.hybrid import HybridSearch
 from ...retrieval.sync import IndexSync
@@ -33,7 +34,7 @@ from ...types import MemoryRecord, Scope, StoredMessage
 from ...views import TripleTable
 from ..base import MemorySource, require_port
 from ..dimension import DimensionGuard
-from .extraction import extract_triples, propose_triples
+from .extraction import ParsedTriples, apply_triples, parse_triples, triples_prompt
 from .index import TripleRows, TripleWords
 from .model import DEFAULT_FUNCTIONAL_PREDICATES, KnowledgeTriple, to_triple
 from .normalize import normalize_entity, normalize_predicate, query_entities
@@ -443,26 +444,50 @@ class TripleSource(MemorySource):
     def extract(  # returns what it stored; the memory ignores it
         self, messages: Sequence[ChatMessage], llm: Any, scope: Scope
     ) -> list[KnowledgeTriple]:
-        """Turn ``messages`` into triples with ``llm``'s structured output, and store them.
+        """Turn ``messages`` into new and retracted triples with one LLM call (this
+        source alone as the part of a pass, :func:`llama_memory.formation.ask_pass`),
+        and store them.
 
         User and assistant messages with text are shown to the LLM; if there are
-        none the LLM is not called. The whole output is validated before anything
-        is written, in one transaction.
+        none the LLM is not called. The whole answer is validated before anything
+        is written.
 
         Raises:
-            ExtractionError: the LLM's output was malformed or held an invalid
+            ExtractionError: the LLM's answer was malformed or held an invalid
                 triple; nothing was written.
         """
-        return extract_triples(self, messages, llm, scope)
+        window = pass_window(scope, messages)
+        parsed = ask_pass(llm, [self], window)
+        if self.pass_field not in parsed:
+            return []
+        return self._by_ids(apply_triples(self, parsed[self.pass_field], window), scope)
 
-    def propose(
-        self, messages: Sequence[ChatMessage], llm: Any, scope: Scope
-    ) -> Optional[Callable[[], Any]]:
-        """The first half of :meth:`extract`: ask ``llm`` (nothing is written) and return
-        what stores the answer (it joins an open transaction), or None when there was
-        nothing to ask. Background formation applies it in the transaction that moves
-        the session's extraction cursor, so a pass is applied once."""
-        return propose_triples(self, messages, llm, scope)
+    # -- a part of the formation pass (llama_memory.formation.PassPart) --------------------
+
+    @property
+    def pass_field(self) -> str:
+        """The key of the pass's answer this source owns: its name (``"triples"``)."""
+        return self.name
+
+    def pass_prompt(self, window: Any) -> str:
+        """What the pass asks for under :attr:`pass_field`: new and retracted triples,
+        with the user's known names and current facts."""
+        scope: Scope = window.scope
+        scope.require_user(f"the {self.name!r} memory source")
+        return triples_prompt(self, scope, self.expiry.now())
+
+    def parse_pass(self, value: Any, window: Any) -> ParsedTriples:
+        """Validate the answer (``{"new": [...], "retracted": [...]}``); writes nothing.
+
+        Raises:
+            TripleError: the answer or one of its triples was malformed.
+        """
+        return parse_triples(value)
+
+    def apply_pass(self, parsed: ParsedTriples, window: Any) -> None:
+        """Store the new triples and end the retracted ones (their history is kept),
+        joining the pass's open transaction."""
+        apply_triples(self, parsed, window)
 
     def to_networkx(self, scope: Who, *, include_history: bool = False) -> "networkx.MultiDiGraph":
         """The user's current knowledge graph (see :func:`llama_memory.graph.to_networkx`)."""
