@@ -336,3 +336,61 @@ def test_a_text_llm_answers_json_parsed_strictly(tmp_path: Path) -> None:
         assert memory.profile.get_profile(memory.scope) == {"likes": ["jazz"]}
     finally:
         memory.close()
+
+
+# -- retraction and conflict (issue 17, point 4) ----------------------------------------------
+
+
+def test_a_retraction_ends_the_triple_and_keeps_its_history(tmp_path: Path, embed_model: Any) -> None:
+    memory = full_memory(tmp_path, embed_model)
+    try:
+        triples = memory.triple_source
+        memory.put(user("I love steak."))
+        memory.extract(llm=ScriptedLLM([steak(new=[("User", "likes", "steak")])]))
+        memory.put(user("I don't eat meat any more."))
+        llm = ScriptedLLM([steak(retracted=[("User", "likes", "steak")])])
+        memory.extract(llm=llm)
+        assert '"object": "steak"' in llm.calls[0].text()  # the pass was shown the current facts
+        assert triples.triples(memory.scope) == []
+        [ended] = triples.history("User", "likes", memory.scope)
+        assert ended.object == "steak" and ended.valid_to is not None and ended.superseded_by is None
+        memory.get("What do I like to eat?")
+        assert [r.text for r in memory.last_block.records if r.source == "triples"] == []
+    finally:
+        memory.close()
+
+
+def test_a_pass_removes_a_profile_field_and_keeps_its_history(tmp_path: Path) -> None:
+    memory = open_memory(tmp_path)
+    try:
+        memory.put(user("I am vegetarian."))
+        memory.extract(llm=ScriptedLLM([ops({"op": "set", "path": "diet", "value": "vegetarian"})]))
+        memory.put(user("Forget my diet, it changes all the time."))
+        memory.extract(llm=ScriptedLLM([ops({"op": "remove", "path": "diet"})]))
+        assert memory.profile.get_profile(memory.scope) == {}
+        assert [(h.value, h.removed) for h in memory.profile.history("diet", memory.scope)] == [
+            ("vegetarian", False), (None, True),
+        ]
+    finally:
+        memory.close()
+
+
+def test_the_block_shows_the_value_a_recent_change_replaced(tmp_path: Path, embed_model: Any) -> None:
+    memory = full_memory(tmp_path, embed_model, min_relevance=0.0)
+    try:
+        for city in ("Porto", "Lisbon", "Madrid"):
+            memory.put(user(f"I live in {city}."))
+            memory.extract(llm=ScriptedLLM([steak(
+                new=[("User", "lives in", city)], profile=[{"op": "set", "path": "city", "value": city}],
+            )]))  # fmt: skip
+        block = "\n".join(str(m.content) for m in memory.get("Where do I live?"))
+        today = time.strftime("%Y-%m-%d", time.gmtime())
+        assert f"User — lives in — Madrid (since {today}; before: Lisbon)" in block
+        assert f"city: Madrid (since {today}; before: Lisbon)" in block
+        assert "before: Porto" not in block  # never more than one value before
+        # Outside the window (here: none), the block shows the current values alone.
+        memory.triple_source.changed_within = memory.profile.changed_within = 0
+        block = "\n".join(str(m.content) for m in memory.get("Where do I live now?"))
+        assert "User — lives in — Madrid (since" in block and "before:" not in block
+    finally:
+        memory.close()

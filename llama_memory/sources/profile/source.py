@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
 from typing import Any, Callable, Optional, Union
 
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.utils import get_tokenizer
 from pydantic import BaseModel
 
+from ...conflicts import CHANGED_WITHIN, is_recent, since_before, window_seconds
 from ...formation import ask_pass, pass_window
 from ...storage.expiry import NEVER, TTL, Expiry
 from ...storage.ports.profile import ProfileChange, ProfileRows, ProfileWrite
@@ -53,6 +55,10 @@ class ProfileSource(MemorySource):
         expiry: default time to live of new field values, refresh on read, and the
             clock (default: kept until forgotten); ``update_profile(ttl=...)``
             overrides it. An expired value reads as absent.
+        changed_within: seconds (or a timedelta): a field set this recently to a new
+            value is shown with the one it replaced, ``city: Lisbon (since 2026-03-02;
+            before: Porto)``, so the agent can check with the user; default 90 days, 0
+            never.
     """
 
     query_independent = True  # the whole current profile, whatever the query
@@ -69,6 +75,7 @@ class ProfileSource(MemorySource):
         name: str = "profile",
         priority: int = 10,
         expiry: Expiry = NEVER,
+        changed_within: Union[float, timedelta, None] = CHANGED_WITHIN,
     ) -> None:
         if schema is not None and not (isinstance(schema, type) and issubclass(schema, BaseModel)):
             raise TypeError(f"schema must be a pydantic model class, not {schema!r}")
@@ -88,6 +95,7 @@ class ProfileSource(MemorySource):
         self.name = name
         self.priority = priority
         self.expiry = expiry
+        self.changed_within = window_seconds(changed_within)
         self._importance_cache: dict[str, float] = {}
         self._costs: dict[str, int] = {}  # line -> tokens; the same fields render on every get
         self.rows: ProfileRows = require_port(
@@ -135,7 +143,8 @@ class ProfileSource(MemorySource):
             current, key=lambda r: (self.importance_of(r.path), r.created_at, r.id), reverse=True
         )
         shown = ranked[: self.max_records]
-        records = [self._to_record(row, scope) for row in shown]
+        before = self._replaced(shown, scope)
+        records = [self._to_record(row, scope, before.get(row.id)) for row in shown]
         left_out = len(ranked) - len(shown)
         kept, cut = self._fit(records)
         left_out += cut
@@ -388,10 +397,27 @@ class ProfileSource(MemorySource):
         scope.require_user(f"the {self.name!r} memory source")
         return self.rows.current(scope, self.expiry.now())
 
-    def _to_record(self, row: ProfileChange, scope: Scope) -> MemoryRecord:
+    def _replaced(self, rows: Sequence[ProfileChange], scope: Scope) -> dict[int, str]:
+        """The value each field set within ``changed_within`` replaced, rendered:
+        ``{row id: old value}``, one per field. Only recent changes read their history,
+        so an ordinary profile reads nothing more."""
+        now = self.expiry.now()
+        found: dict[int, str] = {}
+        for row in rows:
+            if row.op != "set" or not is_recent(row.created_at, now, self.changed_within):
+                continue
+            same = [h for h in self.rows.history(scope, now, row.path) if h.path == row.path]
+            at = next((n for n, h in enumerate(same) if h.id == row.id), 0)
+            previous = same[at - 1] if at > 0 else None
+            if previous is not None and not previous.removed and previous.value != row.value:
+                found[row.id] = render_value(previous.value)
+        return found
+
+    def _to_record(self, row: ProfileChange, scope: Scope, before: Optional[str] = None) -> MemoryRecord:
         importance = self.importance_of(row.path)
+        note = f" ({since_before(row.created_at, before)})" if before is not None else ""
         return MemoryRecord(
-            text=f"{row.path}: {render_value(row.value)}",
+            text=f"{row.path}: {render_value(row.value)}{note}",
             score=importance,
             source=self.name,
             user_id=scope.user_id,
@@ -408,6 +434,7 @@ class ProfileSource(MemorySource):
                 "importance": importance,
                 "op": row.op,
                 "updated_at": row.created_at,
+                "before": before,
             },
         )
 

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union, cast
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage
 
+from ...conflicts import CHANGED_WITHIN, is_recent, window_seconds
 from ...embeddings import vector_cache
 from ...errors import StorageError
 from ...formation import ask_pass, pass_window
@@ -91,6 +93,9 @@ class TripleSource(MemorySource):
         fusion: how words, meaning and the named entities are fused: ``"scores"``
             (normalised scores, the default, chosen by ``python -m bench.triples``) or
             ``"rrf"`` (reciprocal rank, the fusion before 0.x; see :meth:`search`).
+        changed_within: seconds (or a timedelta): a current fact that replaced another
+            value this recently is rendered with it, ``(since 2026-03-02; before:
+            Porto)``, so the agent can check with the user; default 90 days, 0 never.
     """
 
     def __init__(
@@ -106,6 +111,7 @@ class TripleSource(MemorySource):
         priority: int = 5,
         expiry: Expiry = NEVER,
         fusion: str = "scores",
+        changed_within: Union[float, timedelta, None] = CHANGED_WITHIN,
     ) -> None:
         if fusion not in FUSIONS:
             raise ValueError(f"fusion takes one of {FUSIONS}, not {fusion!r}")
@@ -124,6 +130,7 @@ class TripleSource(MemorySource):
         self.name = name
         self.priority = priority
         self.expiry = expiry
+        self.changed_within = window_seconds(changed_within)
         self._functional: set[str] = set()
         self.declare_functional(*functional_predicates)
         self._dimensions = DimensionGuard(self.store, embed_model, key_prefix="triples:")
@@ -372,7 +379,28 @@ class TripleSource(MemorySource):
         ranked = [i for i in ordered if i in triples][:k]
         if self.expiry.refresh_on_read and ranked:
             self.timeline.refresh_expiry(ranked, self.expiry.now())
-        return [triple_record(triples[i], scores[i], matched[i], self.name) for i in ranked]
+        before = self._replaced([triples[i] for i in ranked], scope)
+        return [triple_record(triples[i], scores[i], matched[i], self.name, before.get(i)) for i in ranked]
+
+    def _replaced(self, triples: Sequence[KnowledgeTriple], scope: Scope) -> dict[str, str]:
+        """The value each current triple replaced, for those that replaced one within
+        ``changed_within`` (a one-valued predicate changed): ``{id: old object}``, one
+        per fact. Read only for recent triples, so an ordinary search reads nothing."""
+        now = self.expiry.now()
+        found: dict[str, str] = {}
+        for triple in triples:
+            if triple.id is None or not triple.current or not is_recent(
+                triple.valid_from, now, self.changed_within
+            ):
+                continue
+            pair = self.timeline.select(
+                scope, now, include_history=True, subject_key=normalize_entity(triple.subject),
+                predicate_key=normalize_predicate(triple.predicate),
+            )  # fmt: skip
+            replaced = [t for t in pair if t.superseded_by == triple.id]
+            if replaced:
+                found[triple.id] = max(replaced, key=lambda t: t.valid_to or 0.0).object
+        return found
 
     def _add_cosines(self, dense: dict[str, float], ids: Sequence[str], scope: Scope, query: str) -> None:
         """Give the entity candidates their cosine too, so that score fusion compares like
