@@ -82,6 +82,7 @@ def build_memory(
     llm: Any,
     extract_every: int,
     extract_in: str,
+    extract_after_quiet: float,
     profile: Union[bool, type[BaseModel], None],
     triples: bool,
     chroma_host: Optional[str],
@@ -181,6 +182,7 @@ def build_memory(
         extract_every=extract_every,
         min_relevance=min_relevance,
         extract_in=extract_in,
+        extract_after_quiet=extract_after_quiet,
     )
     config: dict[str, Any] = {}
     if model is not None:

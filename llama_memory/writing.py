@@ -10,6 +10,7 @@ Functions of one memory; the memory's ``put_messages``, ``set``, ``extract`` and
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from functools import partial
@@ -59,13 +60,17 @@ def put_messages(memory: ComposableMemory, messages: list[ChatMessage]) -> None:
     with memory._lock:
         memory._check_open()
         turns = memory._user_turns_pending + sum(m.role == "user" for m in stored)
-        due = 0 < memory.extract_every <= turns and (memory.llm is not None or memory.extract_in == "worker")
+        extracting = memory.llm is not None or memory.extract_in == "worker"
+        due = extracting and 0 < memory.extract_every <= turns
+        # Debounce: the session's pass falls due once it has been quiet long enough.
+        later = extracting and not due and memory.extract_after_quiet > 0 and memory._store is not None
         with one_write(memory, "put messages"):
             add_to_sources(memory, stored)
             memory.primary_memory.put_messages(list(messages))
-            if due and memory._store is not None:
+            if (due or later) and memory._store is not None:
                 # In the messages' transaction: a crash cannot keep them and lose the pass.
-                queue_pass(memory, memory.scope, job_payload(memory))
+                run_at = time.time() + memory.extract_after_quiet if later else None
+                queue_pass(memory, memory.scope, job_payload(memory), run_at)
         dispatcher.event(
             MemoryPutEvent(
                 **memory._event_scope(),
@@ -76,6 +81,8 @@ def put_messages(memory: ComposableMemory, messages: list[ChatMessage]) -> None:
             )
         )
         memory._user_turns_pending = 0 if due else turns
+        if later and memory.extract_in == "thread":
+            formation_worker(memory)  # started, not woken: the pass is not due yet
         if not due:
             return
         if memory._store is None:  # built by hand, without a store: no queue
@@ -179,12 +186,21 @@ def job_payload(memory: ComposableMemory) -> dict[str, Any]:
     }
 
 
-def queue_pass(memory: ComposableMemory, scope: Scope, payload: dict[str, Any]) -> None:
-    """Queue the session's pass unless one is waiting or running already."""
-    assert memory._store is not None
-    memory._store.enqueue(
+def queue_pass(
+    memory: ComposableMemory, scope: Scope, payload: dict[str, Any], run_at: Optional[float] = None
+) -> None:
+    """Queue the session's pass to run at ``run_at`` (default now) unless one is waiting
+    or running already. With ``extract_after_quiet``, a waiting one is moved to
+    ``run_at`` instead: each put pushes it back, or brings it forward when
+    ``extract_every`` makes it due now."""
+    store = memory._store
+    assert store is not None
+    key = job_key(scope)
+    if memory.extract_after_quiet > 0 and store.defer(key, time.time() if run_at is None else run_at):
+        return
+    store.enqueue(
         EXTRACT_JOB, payload, tenant_id=scope.tenant_id, user_id=scope.user_id,
-        max_attempts=MAX_ATTEMPTS, dedup_key=job_key(scope),
+        run_at=run_at, max_attempts=MAX_ATTEMPTS, dedup_key=key,
     )  # fmt: skip
 
 
@@ -238,6 +254,8 @@ def flush(memory: ComposableMemory, timeout: Optional[float]) -> None:
     memory._check_open()
     if memory._store is None or memory.llm is None or memory.extract_in != "thread":
         return
+    if memory.extract_after_quiet > 0:  # flush does not wait for the quiet: the pass is due now
+        memory._store.defer(job_key(memory.scope), time.time())
     if not formation_worker(memory).flush(timeout):
         raise TimeoutError(f"flush(): extraction passes still running after {timeout} s")
 

@@ -394,3 +394,44 @@ def test_the_block_shows_the_value_a_recent_change_replaced(tmp_path: Path, embe
         assert "User — lives in — Madrid (since" in block and "before:" not in block
     finally:
         memory.close()
+
+
+# -- debounce (issue 17, point 1) -----------------------------------------------------------
+
+
+def test_a_burst_of_puts_makes_one_pass_after_the_quiet(tmp_path: Path) -> None:
+    llm = ScriptedLLM([likes("jazz")])
+    memory = open_memory(tmp_path, llm=llm, extract_after_quiet=0.6)
+    try:
+        assert memory.to_dict()["extract_after_quiet"] == 0.6
+        for text in ("I like jazz.", "Especially Coltrane.", "And Miles."):
+            memory.put(user(text))
+            time.sleep(0.3)  # shorter than the quiet: each put pushes the pass back
+        last_put = time.monotonic()
+        assert llm.calls == []
+        assert MemoryAdmin(tmp_path).stats().jobs["queued"] == 1  # one job per session
+        deadline = time.monotonic() + 10
+        while not llm.calls and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(llm.calls) == 1 and time.monotonic() - last_put >= 0.6
+        assert "And Miles." in llm.calls[0].text() and "I like jazz." in llm.calls[0].text()
+        memory.flush()
+        assert memory.profile.get_profile(memory.scope) == {"likes": ["jazz"]}
+    finally:
+        memory.close()
+
+
+def test_extract_every_brings_a_quiet_pass_forward(tmp_path: Path) -> None:
+    llm = ScriptedLLM([likes("jazz")])
+    memory = open_memory(tmp_path, llm=llm, extract_after_quiet=3600, extract_every=2)
+    try:
+        memory.put(user("I like jazz."))  # queued for an hour from now
+        memory.put(user("Especially Coltrane."))  # two user turns: due now, whichever first
+        deadline = time.monotonic() + 10
+        while not llm.calls and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(llm.calls) == 1
+        memory.flush()
+        assert MemoryAdmin(tmp_path).stats().jobs["done"] == 1
+    finally:
+        memory.close()
