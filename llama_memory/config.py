@@ -27,6 +27,7 @@ from pydantic import BaseModel
 from .arguments import short
 from .buffer import ChatBuffer
 from .errors import StorageError
+from .formation import warm_up
 from .relevance import DEFAULT_MIN_RELEVANCE
 from .restore import embedding_to_dict, qualified_name
 from .sources.base import MemorySource, ProfileHolder, TripleHolder
@@ -238,6 +239,10 @@ def build_memory(
         except Exception:
             memory.close()  # as above: no store left open behind a failed open
             raise
+    if llm is not None and extract_in == "thread" and (extract_every or extract_after_quiet):
+        # The first pass's one-time Python work, paid here rather than by the worker
+        # thread while put() and get() run (it holds the GIL): see docs/benchmarks.md.
+        warm_up(memory._sources)
     return memory
 
 

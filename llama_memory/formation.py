@@ -192,6 +192,23 @@ def ask_pass(llm: Any, parts: Sequence[PassPart], window: PassWindow) -> dict[st
     return _observed(SimpleNamespace(name="pass:" + "+".join(fields)), window, ask)
 
 
+def warm_up(sources: Sequence[Any]) -> None:
+    """Do the one-time work of a pass over these sources' parts now (the answer's
+    model, its JSON schema, LlamaIndex's structured-output modules), so that the first
+    pass, run by a worker thread while the application calls put() and get(), does
+    not (its pure-Python work holds the GIL)."""
+    fields = tuple(s.pass_field for s in sources if isinstance(s, PassPart))
+    if not fields:
+        return
+    model = _answer_model(fields)
+    try:
+        from llama_index.core.program.function_program import get_function_tool
+    except ImportError:  # pragma: no cover - another LlamaIndex layout: only a warm-up
+        model.model_json_schema()
+        return
+    get_function_tool(model)
+
+
 def apply_pass(parts: Sequence[PassPart], parsed: dict[str, Any], window: PassWindow) -> None:
     """Apply every part's parsed answer (inside the caller's transaction, if any)."""
     for part in parts:

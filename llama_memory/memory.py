@@ -138,6 +138,8 @@ class ComposableMemory(BaseMemory):
     _worker: Optional[FormationWorker] = PrivateAttr(default=None)  # started by the first job
     # What to_dict says of server mode and expiry (from_defaults arguments).
     _config: dict[str, Any] = PrivateAttr(default_factory=dict)
+    # The payload of this memory's extraction jobs, by scope (writing.job_payload).
+    _job_payload: Optional[tuple[tuple[Any, ...], dict[str, Any]]] = PrivateAttr(default=None)
 
     @field_validator("min_relevance")
     @classmethod

@@ -176,14 +176,21 @@ def new_messages(before: Sequence[ChatMessage], messages: Sequence[ChatMessage])
 
 
 def job_payload(memory: ComposableMemory) -> dict[str, Any]:
-    """Whose pass a job is, and (for a worker process) how to open the memory."""
-    return {
+    """Whose pass a job is, and (for a worker process) how to open the memory: made
+    once per scope (``to_dict()`` costs more than the rest of a put)."""
+    key = (memory.tenant_id, memory.user_id, memory.session_id)
+    cached = memory._job_payload
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    payload = {
         "tenant_id": memory.tenant_id,
         "user_id": memory.user_id,
         "session_id": memory.session_id,
         # A worker process rebuilds the sources from this (a memory on disk only).
         "memory": memory.to_dict() if memory.path is not None else None,
     }
+    memory._job_payload = (key, payload)
+    return payload
 
 
 def queue_pass(

@@ -11,7 +11,6 @@ from llama_index.core.utils import get_tokenizer
 from pydantic import BaseModel
 
 from ...conflicts import CHANGED_WITHIN, is_recent, since_before, window_seconds
-from ...formation import ask_pass, pass_window
 from ...storage.expiry import NEVER, TTL, Expiry
 from ...storage.ports.profile import ProfileChange, ProfileRows, ProfileWrite
 from ...types import MemoryRecord, Scope, StoredMessage, now
@@ -359,6 +358,10 @@ class ProfileSource(MemorySource):
             ExtractionError: the output was malformed, or its operations were
                 rejected (the message lists each problem); nothing was written.
         """
+        # Imported here: formation imports sources.base, which runs this package's
+        # __init__ (and so this module) first.
+        from ...formation import ask_pass, pass_window
+
         window = pass_window(scope, messages)
         parsed = ask_pass(llm, [self], window)
         if self.pass_field in parsed:

@@ -23,7 +23,6 @@ from llama_index.core.base.llms.types import ChatMessage
 from ...conflicts import CHANGED_WITHIN, is_recent, window_seconds
 from ...embeddings import vector_cache
 from ...errors import StorageError
-from ...formation import ask_pass, pass_window
 from ...relevance import calibrate, calibration_for
 from ...retrieval.hybrid import HybridSearch
 from ...retrieval.sync import IndexSync
@@ -484,6 +483,10 @@ class TripleSource(MemorySource):
             ExtractionError: the LLM's answer was malformed or held an invalid
                 triple; nothing was written.
         """
+        # Imported here: formation imports sources.base, which runs this package's
+        # __init__ (and so this module) first.
+        from ...formation import ask_pass, pass_window
+
         window = pass_window(scope, messages)
         parsed = ask_pass(llm, [self], window)
         if self.pass_field not in parsed:
