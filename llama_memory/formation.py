@@ -434,18 +434,24 @@ class FormationWorker:
         self._idle = threading.Condition()
         self._asked = self._done = 0  # flush requests made / served
         self._thread: Optional[threading.Thread] = None
+        #: The job this worker is running now (None between jobs): a put of that session
+        #: need not queue anything, :attr:`after` runs once the job is done.
+        self.running: Optional[Job] = None
 
     def run_once(self) -> bool:
         """Claim and run one job; False when none may run now."""
         job = self.queue.claim(self.name, kinds=[EXTRACT_JOB], lease=self.lease)
         if job is None:
             return False
+        self.running = job
         try:
             self.run(job)
         except Exception as exc:
+            self.running = None
             state = self.queue.fail(job, f"{type(exc).__name__}: {exc}", retry_in=retry_in(job.attempts))
             logger.warning("extraction job %s failed (attempt %d, now %s): %s", job.id, job.attempts, state, exc)
         else:
+            self.running = None  # before the follow-up reads what arrived meanwhile
             if not self.queue.ack(job):
                 logger.warning("extraction job %s ran past its lease; another worker took it over", job.id)
             elif self.after is not None:

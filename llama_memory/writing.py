@@ -67,7 +67,7 @@ def put_messages(memory: ComposableMemory, messages: list[ChatMessage]) -> None:
         with one_write(memory, "put messages"):
             add_to_sources(memory, stored)
             memory.primary_memory.put_messages(list(messages))
-            if (due or later) and memory._store is not None:
+            if (due or later) and memory._store is not None and not pass_running(memory):
                 # In the messages' transaction: a crash cannot keep them and lose the pass.
                 run_at = time.time() + memory.extract_after_quiet if later else None
                 queue_pass(memory, memory.scope, job_payload(memory), run_at)
@@ -191,6 +191,15 @@ def job_payload(memory: ComposableMemory) -> dict[str, Any]:
     }
     memory._job_payload = (key, payload)
     return payload
+
+
+def pass_running(memory: ComposableMemory) -> bool:
+    """Whether this memory's worker thread is running its session's pass now: a put
+    then queues nothing (the queue would find that job and return it: a write and a
+    JSON payload for nothing), and the follow-up queues the next pass once it is done.
+    Read under the memory's lock, which the follow-up takes to read the conversation."""
+    running = memory._worker.running if memory._worker is not None else None
+    return running is not None and job_scope(running) == memory.scope
 
 
 def queue_pass(

@@ -435,3 +435,28 @@ def test_extract_every_brings_a_quiet_pass_forward(tmp_path: Path) -> None:
         assert MemoryAdmin(tmp_path).stats().jobs["done"] == 1
     finally:
         memory.close()
+
+
+def test_a_turn_put_while_its_sessions_pass_runs_gets_the_next_pass(tmp_path: Path) -> None:
+    release, calling = threading.Event(), threading.Event()
+
+    def slow(messages: list) -> ToolCallReply:
+        calling.set()
+        release.wait(30)
+        return likes("jazz")
+
+    llm = ScriptedLLM([slow, likes("Coltrane")])
+    memory = open_memory(tmp_path, llm=llm, extract_every=1)
+    try:
+        memory.put(user("I like jazz."))
+        assert calling.wait(30)
+        memory.put(user("And Coltrane."))  # the pass is running: put queues nothing itself
+        release.set()
+        memory.flush(timeout=30)
+        memory.flush(timeout=30)  # the follow-up pass, queued once the first was done
+        assert len(llm.calls) == 2 and "And Coltrane." in llm.calls[1].text()
+        assert "I like jazz." not in llm.calls[1].text()
+        assert memory.profile.get_profile(memory.scope) == {"likes": ["jazz", "Coltrane"]}
+    finally:
+        release.set()
+        memory.close()
