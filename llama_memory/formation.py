@@ -4,9 +4,10 @@ When extraction falls due, ``put()`` queues an ``"extract"`` job in the same
 transaction as the messages (the store's :class:`~llama_memory.storage.ports.jobs.JobQueue`).
 A :class:`FormationWorker` (a thread of the memory, or ``llama-memory worker`` in
 another process) claims it and runs one *pass*: the messages of the session after
-its persisted cursor go to each extracting source's LLM call, outside any lock;
-the answers are then applied, and the cursor moved, in one transaction, and only
-if the cursor is still where the pass started. So a pass is applied once whatever
+its persisted cursor go to **one** structured LLM call, outside any lock, whose JSON
+answer has one key per :class:`PassPart` (the triple and profile sources, and any part
+registered on the memory); every part is parsed (all or nothing), then applied, and the
+cursor moved, in one transaction, only if the cursor is still where the pass started. So a pass is applied once whatever
 happens: a reopen, a worker killed mid-pass (its lease runs out and the job runs
 again, finding nothing new), two workers on the same session.
 """
