@@ -27,6 +27,7 @@ from pydantic import BaseModel
 from .arguments import short
 from .buffer import ChatBuffer
 from .errors import StorageError
+from .formation import warm_up
 from .relevance import DEFAULT_MIN_RELEVANCE
 from .restore import embedding_to_dict, qualified_name
 from .sources.base import MemorySource, ProfileHolder, TripleHolder
@@ -82,6 +83,7 @@ def build_memory(
     llm: Any,
     extract_every: int,
     extract_in: str,
+    extract_after_quiet: float,
     profile: Union[bool, type[BaseModel], None],
     triples: bool,
     chroma_host: Optional[str],
@@ -181,6 +183,7 @@ def build_memory(
         extract_every=extract_every,
         min_relevance=min_relevance,
         extract_in=extract_in,
+        extract_after_quiet=extract_after_quiet,
     )
     config: dict[str, Any] = {}
     if model is not None:
@@ -236,6 +239,10 @@ def build_memory(
         except Exception:
             memory.close()  # as above: no store left open behind a failed open
             raise
+    if llm is not None and extract_in == "thread" and (extract_every or extract_after_quiet):
+        # The first pass's one-time Python work, paid here rather than by the worker
+        # thread while put() and get() run (it holds the GIL): see docs/benchmarks.md.
+        warm_up(memory._sources)
     return memory
 
 

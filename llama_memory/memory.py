@@ -101,6 +101,11 @@ class ComposableMemory(BaseMemory):
     extract_every: int = Field(
         default=0, description="Queue an extraction pass every N user turns (0: on demand)."
     )
+    extract_after_quiet: float = Field(
+        default=0.0,
+        description="Queue an extraction pass once the session has been quiet this many seconds "
+        "(0: off); each put() pushes it back.",
+    )
     extract_in: ExtractIn = Field(
         default="thread",
         description='Who runs queued passes: "thread" (this memory, with llm) or "worker" '
@@ -133,6 +138,8 @@ class ComposableMemory(BaseMemory):
     _worker: Optional[FormationWorker] = PrivateAttr(default=None)  # started by the first job
     # What to_dict says of server mode and expiry (from_defaults arguments).
     _config: dict[str, Any] = PrivateAttr(default_factory=dict)
+    # The payload of this memory's extraction jobs, by scope (writing.job_payload).
+    _job_payload: Optional[tuple[tuple[Any, ...], dict[str, Any]]] = PrivateAttr(default=None)
 
     @field_validator("min_relevance")
     @classmethod
@@ -144,9 +151,9 @@ class ComposableMemory(BaseMemory):
             )
         return value
 
-    @field_validator("memory_token_limit", "top_k", "extract_every")
+    @field_validator("memory_token_limit", "top_k", "extract_every", "extract_after_quiet")
     @classmethod
-    def _non_negative(cls, value: int) -> int:
+    def _non_negative(cls, value: Any) -> Any:
         if value < 0:
             raise ValueError(f"must be zero or more, got {value}")
         return value
@@ -198,6 +205,7 @@ class ComposableMemory(BaseMemory):
         llm: Any = None,
         extract_every: int = 0,
         extract_in: ExtractIn = "thread",
+        extract_after_quiet: float = 0.0,
         profile: Union[bool, type[BaseModel], None] = None,
         triples: bool = False,
         chroma_host: Optional[str] = None,
@@ -253,6 +261,10 @@ class ComposableMemory(BaseMemory):
                 pass (0: only when :meth:`extract` is called); it runs in the
                 background and never makes ``put()`` wait (see docs/formation.md).
                 :meth:`flush` waits for it.
+            extract_after_quiet: seconds of quiet after which a pass falls due
+                (debounce, as LangGraph's ``ReflectionExecutor``): each ``put()``
+                pushes the session's queued pass back to now + this (0: off). With
+                ``extract_every`` too, whichever comes first.
             extract_in: who runs the queued passes: ``"thread"`` (default), a thread
                 of this memory, with ``llm`` (without ``llm`` nothing is queued);
                 ``"worker"``: ``llama-memory worker --store PATH`` processes, which
@@ -329,6 +341,7 @@ class ComposableMemory(BaseMemory):
             llm=llm,
             extract_every=extract_every,
             extract_in=extract_in,
+            extract_after_quiet=extract_after_quiet,
             profile=profile,
             triples=triples,
             chroma_host=chroma_host,

@@ -306,6 +306,7 @@ def memory_to_dict(memory: ComposableMemory) -> dict[str, Any]:
         "extract_every": memory.extract_every,
         "min_relevance": memory.min_relevance,
         "extract_in": memory.extract_in,
+        "extract_after_quiet": memory.extract_after_quiet,
         "token_limit": getattr(memory.primary_memory, "token_limit", DEFAULT_TOKEN_LIMIT),
         "primary": primary if primary is not None else "custom",
         "sources": memory._source_kind,

@@ -48,6 +48,8 @@ from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_ca
 from llama_index.core.llms.function_calling import FunctionCallingLLM
 from llama_index.core.llms.llm import ToolSelection
 
+from .formation import PASS_ANSWER
+
 
 @dataclass
 class ToolCallReply:
@@ -323,3 +325,11 @@ class ScriptedLLM(FunctionCallingLLM):
         if not selections and error_on_no_tool_call:
             raise ValueError("expected a tool call in the response, got none")
         return selections
+
+
+def pass_answer(**parts: Any) -> ToolCallReply:
+    """What a function-calling LLM answers to a formation pass: the one structured
+    answer, one keyword per part (``triples={"new": [...], "retracted": [...]}``,
+    ``profile=[{"op": "set", ...}]``). Script a ``str`` holding the same JSON object for
+    ``ScriptedLLM(function_calling=False)``."""
+    return ToolCallReply(PASS_ANSWER, dict(parts))

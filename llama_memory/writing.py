@@ -10,6 +10,7 @@ Functions of one memory; the memory's ``put_messages``, ``set``, ``extract`` and
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from functools import partial
@@ -25,10 +26,11 @@ from .formation import (
     FormationWorker,
     cursor_key,
     job_key,
+    run_parts,
     run_pass,
     unextracted_from,
 )
-from .instrumentation import MemoryExtractionEvent, MemoryPutEvent, Stopwatch, dispatcher
+from .instrumentation import MemoryPutEvent, Stopwatch, dispatcher
 from .messages import (
     check_storable,
     dump_message,
@@ -37,7 +39,7 @@ from .messages import (
     message_time,
     role_name,
 )
-from .sources.base import Extracting, Stored
+from .sources.base import Stored
 from .storage.ports.jobs import Job
 from .types import Scope, StoredMessage, now
 
@@ -58,13 +60,17 @@ def put_messages(memory: ComposableMemory, messages: list[ChatMessage]) -> None:
     with memory._lock:
         memory._check_open()
         turns = memory._user_turns_pending + sum(m.role == "user" for m in stored)
-        due = 0 < memory.extract_every <= turns and (memory.llm is not None or memory.extract_in == "worker")
+        extracting = memory.llm is not None or memory.extract_in == "worker"
+        due = extracting and 0 < memory.extract_every <= turns
+        # Debounce: the session's pass falls due once it has been quiet long enough.
+        later = extracting and not due and memory.extract_after_quiet > 0 and memory._store is not None
         with one_write(memory, "put messages"):
             add_to_sources(memory, stored)
             memory.primary_memory.put_messages(list(messages))
-            if due and memory._store is not None:
+            if (due or later) and memory._store is not None and not pass_running(memory):
                 # In the messages' transaction: a crash cannot keep them and lose the pass.
-                queue_pass(memory, memory.scope, job_payload(memory))
+                run_at = time.time() + memory.extract_after_quiet if later else None
+                queue_pass(memory, memory.scope, job_payload(memory), run_at)
         dispatcher.event(
             MemoryPutEvent(
                 **memory._event_scope(),
@@ -75,6 +81,8 @@ def put_messages(memory: ComposableMemory, messages: list[ChatMessage]) -> None:
             )
         )
         memory._user_turns_pending = 0 if due else turns
+        if later and memory.extract_in == "thread":
+            formation_worker(memory)  # started, not woken: the pass is not due yet
         if not due:
             return
         if memory._store is None:  # built by hand, without a store: no queue
@@ -168,8 +176,13 @@ def new_messages(before: Sequence[ChatMessage], messages: Sequence[ChatMessage])
 
 
 def job_payload(memory: ComposableMemory) -> dict[str, Any]:
-    """Whose pass a job is, and (for a worker process) how to open the memory."""
-    return {
+    """Whose pass a job is, and (for a worker process) how to open the memory: made
+    once per scope (``to_dict()`` costs more than the rest of a put)."""
+    key = (memory.tenant_id, memory.user_id, memory.session_id)
+    cached = memory._job_payload
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    payload = {
         "tenant_id": memory.tenant_id,
         "user_id": memory.user_id,
         "session_id": memory.session_id,
@@ -177,14 +190,34 @@ def job_payload(memory: ComposableMemory) -> dict[str, Any]:
         # PostgreSQL store; an in-memory one has nothing a worker could open).
         "memory": memory.to_dict() if memory.path is not None or "store" in memory._config else None,
     }
+    memory._job_payload = (key, payload)
+    return payload
 
 
-def queue_pass(memory: ComposableMemory, scope: Scope, payload: dict[str, Any]) -> None:
-    """Queue the session's pass unless one is waiting or running already."""
-    assert memory._store is not None
-    memory._store.enqueue(
+def pass_running(memory: ComposableMemory) -> bool:
+    """Whether this memory's worker thread is running its session's pass now: a put
+    then queues nothing (the queue would find that job and return it: a write and a
+    JSON payload for nothing), and the follow-up queues the next pass once it is done.
+    Read under the memory's lock, which the follow-up takes to read the conversation."""
+    running = memory._worker.running if memory._worker is not None else None
+    return running is not None and job_scope(running) == memory.scope
+
+
+def queue_pass(
+    memory: ComposableMemory, scope: Scope, payload: dict[str, Any], run_at: Optional[float] = None
+) -> None:
+    """Queue the session's pass to run at ``run_at`` (default now) unless one is waiting
+    or running already. With ``extract_after_quiet``, a waiting one is moved to
+    ``run_at`` instead: each put pushes it back, or brings it forward when
+    ``extract_every`` makes it due now."""
+    store = memory._store
+    assert store is not None
+    key = job_key(scope)
+    if memory.extract_after_quiet > 0 and store.defer(key, time.time() if run_at is None else run_at):
+        return
+    store.enqueue(
         EXTRACT_JOB, payload, tenant_id=scope.tenant_id, user_id=scope.user_id,
-        max_attempts=MAX_ATTEMPTS, dedup_key=job_key(scope),
+        run_at=run_at, max_attempts=MAX_ATTEMPTS, dedup_key=key,
     )  # fmt: skip
 
 
@@ -238,12 +271,15 @@ def flush(memory: ComposableMemory, timeout: Optional[float]) -> None:
     memory._check_open()
     if memory._store is None or memory.llm is None or memory.extract_in != "thread":
         return
+    if memory.extract_after_quiet > 0:  # flush does not wait for the quiet: the pass is due now
+        memory._store.defer(job_key(memory.scope), time.time())
     if not formation_worker(memory).flush(timeout):
         raise TimeoutError(f"flush(): extraction passes still running after {timeout} s")
 
 
 def extract(memory: ComposableMemory, messages: Optional[Sequence[ChatMessage]], llm: Any) -> None:
-    """The body of :meth:`ComposableMemory.extract`."""
+    """The body of :meth:`ComposableMemory.extract`: the session's pass (one LLM call
+    for every part), or a pass over the ``messages`` given, with no cursor."""
     llm = llm or memory.llm
     if llm is None:
         raise ValueError("extract() needs an LLM: pass llm=, or build the memory with llm=")
@@ -257,37 +293,10 @@ def extract(memory: ComposableMemory, messages: Optional[Sequence[ChatMessage]],
         automatic = messages is None
         if messages is None:
             messages = history[min(memory._extracted_upto, len(history)) :]
-        scope = memory.scope
-        for source in memory._sources:
-            if isinstance(source, Extracting):
-                extract_with(memory, source, messages, llm, scope)
+        run_parts(memory._sources, memory.scope, llm, messages)
         # Advance only once every source succeeded: a failed extraction is retried.
         if automatic:
             memory._extracted_upto = len(history)
-
-
-def extract_with(
-    memory: ComposableMemory, source: Extracting, messages: Sequence[ChatMessage], llm: Any, scope: Scope
-) -> None:
-    """One source's extraction, reported by a :class:`MemoryExtractionEvent` (with its
-    error, if it failed)."""
-    watch = Stopwatch()
-    error: Optional[str] = None
-    try:
-        source.extract(messages, llm, scope)
-    except Exception as exc:
-        error = f"{type(exc).__name__}: {exc}"
-        raise
-    finally:
-        dispatcher.event(
-            MemoryExtractionEvent(
-                **memory._event_scope(),
-                source=getattr(source, "name", type(source).__name__),
-                messages=len(messages),
-                error=error,
-                duration_ms=watch.elapsed_ms,
-            )
-        )
 
 
 def job_scope(job: Job) -> Scope:

@@ -13,19 +13,23 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from helpers import assistant, user
 from llama_memory import ComposableMemory
 from llama_memory.admin import MemoryAdmin
+from llama_memory.extraction import ExtractionError
 from llama_memory.formation import FormationWorker
-from llama_memory.testing import ScriptedLLM, ToolCallReply
+from llama_memory.sources.base import MemorySource
+from llama_memory.testing import ScriptedLLM, ToolCallReply, pass_answer
 from llama_memory.worker import run_worker
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def ops(*operations: dict) -> ToolCallReply:
-    """What a function-calling LLM answers to structured_predict(ProfileUpdate, ...)."""
-    return ToolCallReply("ProfileUpdate", {"operations": list(operations)})
+    """What a function-calling LLM answers to a pass whose one part is the profile."""
+    return pass_answer(profile=list(operations))
 
 
 def likes(value: str) -> ToolCallReply:
@@ -225,3 +229,234 @@ def test_forget_deletes_the_users_extraction_cursors_and_no_one_elses(tmp_path: 
     finally:
         alice.close()
         bob.close()
+
+
+# -- one structured LLM call per pass (issue 17, point 3) ------------------------------------
+
+
+class Notes(MemorySource):
+    """A part registered by the application: any source with the three pass methods."""
+
+    name = "notes"
+
+    def __init__(self) -> None:
+        self.applied: list[Any] = []
+
+    def retrieve(self, query: str, scope: Any, k: int) -> list:
+        return []
+
+    def add(self, messages: Any, scope: Any) -> None:
+        pass
+
+    def reset(self, scope: Any) -> None:
+        pass
+
+    pass_field = "notes"
+
+    def pass_prompt(self, window: Any) -> str:
+        return 'a list of short notes, e.g. ["likes jazz"].'
+
+    def parse_pass(self, value: Any, window: Any) -> list[str]:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ValueError(f"notes must be a list of strings, got {value!r}")
+        return value
+
+    def apply_pass(self, parsed: list[str], window: Any) -> None:
+        self.applied.append((parsed, window.message_ids))
+
+
+def full_memory(path: Path, embed_model: Any, *parts: Any, **kwargs: Any) -> ComposableMemory:
+    """A memory with the profile and triple sources (and ``parts``), no past messages."""
+    return ComposableMemory.from_defaults(
+        user_id="alice", session_id="s1", path=path, embed_model=embed_model,
+        secondary_memory_sources=list(parts), profile=True, triples=True, **kwargs,
+    )  # fmt: skip
+
+
+def steak(*, new: tuple = (), retracted: tuple = (), profile: tuple = (), **parts: Any) -> ToolCallReply:
+    def triple(t: tuple) -> dict:
+        return dict(zip(("subject", "predicate", "object"), t))
+
+    return pass_answer(
+        triples={"new": [triple(t) for t in new], "retracted": [triple(t) for t in retracted]},
+        profile=list(profile), **parts,
+    )  # fmt: skip
+
+
+def test_a_pass_asks_the_llm_once_for_every_part(tmp_path: Path, embed_model: Any) -> None:
+    notes = Notes()
+    llm = ScriptedLLM([steak(
+        new=[("User", "likes", "steak")], profile=[{"op": "set", "path": "city", "value": "Porto"}],
+        notes=["likes steak"],
+    )])  # fmt: skip
+    memory = full_memory(tmp_path, embed_model, notes, llm=llm, extract_every=1)  # notes joins the pass
+    try:
+        memory.put(user("I live in Porto and I love steak.", message_id="m1"))
+        memory.flush()
+        assert len(llm.calls) == 1 and llm.calls[0].tool_names == ["FormationPass"]
+        prompt = llm.calls[0].text()
+        assert all(f'"{key}":' in prompt for key in ("triples", "profile", "notes"))
+        assert [t.text() for t in memory.triple_source.triples(memory.scope)] == ["User — likes — steak"]
+        assert memory.profile.get_profile(memory.scope) == {"city": "Porto"}
+        assert notes.applied == [(["likes steak"], ["m1"])]
+    finally:
+        memory.close()
+
+
+def test_a_bad_answer_writes_nothing_and_the_job_is_retried(tmp_path: Path, embed_model: Any) -> None:
+    memory = full_memory(tmp_path, embed_model, extract_in="worker", extract_every=1)
+    memory.put(user("I love steak. Call me Al."))
+    memory.close()
+    # The triples are fine, the profile operation is not: the whole pass fails.
+    bad = steak(new=[("User", "likes", "steak")], profile=[{"op": "upsert", "path": "name"}])
+    assert run_worker(tmp_path, ScriptedLLM([bad]), once=True, embed_model=embed_model) == 1
+    assert MemoryAdmin(tmp_path).stats().jobs == {"queued": 1, "running": 0, "done": 0, "dead": 0}
+    again = full_memory(tmp_path, embed_model)
+    try:
+        assert again.triple_source.count(again.scope, include_history=True) == 0
+        assert again.profile.get_profile(again.scope) == {}
+        # The retry reads the same messages (the cursor did not move).
+        llm = ScriptedLLM([steak(new=[("User", "likes", "steak")])])
+        again.extract(llm=llm)
+        assert "I love steak." in llm.calls[0].text()
+        assert again.triple_source.count(again.scope) == 1
+    finally:
+        again.close()
+
+
+def test_a_text_llm_answers_json_parsed_strictly(tmp_path: Path) -> None:
+    memory = open_memory(tmp_path)
+    try:
+        memory.put(user("I like jazz."))
+        for wrong in ['{"profile": [], "extra": 1}', 'Sure! {"profile": []}', '["profile"]']:
+            with pytest.raises(ExtractionError, match="pass's answer"):
+                memory.extract(llm=ScriptedLLM([wrong], function_calling=False))
+        answer = '```json\n{"profile": [{"op": "append", "path": "likes", "value": "jazz"}]}\n```'
+        memory.extract(llm=ScriptedLLM([answer], function_calling=False))
+        assert memory.profile.get_profile(memory.scope) == {"likes": ["jazz"]}
+    finally:
+        memory.close()
+
+
+# -- retraction and conflict (issue 17, point 4) ----------------------------------------------
+
+
+def test_a_retraction_ends_the_triple_and_keeps_its_history(tmp_path: Path, embed_model: Any) -> None:
+    memory = full_memory(tmp_path, embed_model)
+    try:
+        triples = memory.triple_source
+        memory.put(user("I love steak."))
+        memory.extract(llm=ScriptedLLM([steak(new=[("User", "likes", "steak")])]))
+        memory.put(user("I don't eat meat any more."))
+        llm = ScriptedLLM([steak(retracted=[("User", "likes", "steak")])])
+        memory.extract(llm=llm)
+        assert '"object": "steak"' in llm.calls[0].text()  # the pass was shown the current facts
+        assert triples.triples(memory.scope) == []
+        [ended] = triples.history("User", "likes", memory.scope)
+        assert ended.object == "steak" and ended.valid_to is not None and ended.superseded_by is None
+        memory.get("What do I like to eat?")
+        assert [r.text for r in memory.last_block.records if r.source == "triples"] == []
+    finally:
+        memory.close()
+
+
+def test_a_pass_removes_a_profile_field_and_keeps_its_history(tmp_path: Path) -> None:
+    memory = open_memory(tmp_path)
+    try:
+        memory.put(user("I am vegetarian."))
+        memory.extract(llm=ScriptedLLM([ops({"op": "set", "path": "diet", "value": "vegetarian"})]))
+        memory.put(user("Forget my diet, it changes all the time."))
+        memory.extract(llm=ScriptedLLM([ops({"op": "remove", "path": "diet"})]))
+        assert memory.profile.get_profile(memory.scope) == {}
+        assert [(h.value, h.removed) for h in memory.profile.history("diet", memory.scope)] == [
+            ("vegetarian", False), (None, True),
+        ]
+    finally:
+        memory.close()
+
+
+def test_the_block_shows_the_value_a_recent_change_replaced(tmp_path: Path, embed_model: Any) -> None:
+    memory = full_memory(tmp_path, embed_model, min_relevance=0.0)
+    try:
+        for city in ("Porto", "Lisbon", "Madrid"):
+            memory.put(user(f"I live in {city}."))
+            memory.extract(llm=ScriptedLLM([steak(
+                new=[("User", "lives in", city)], profile=[{"op": "set", "path": "city", "value": city}],
+            )]))  # fmt: skip
+        block = "\n".join(str(m.content) for m in memory.get("Where do I live?"))
+        today = time.strftime("%Y-%m-%d", time.gmtime())
+        assert f"User — lives in — Madrid (since {today}; before: Lisbon)" in block
+        assert f"city: Madrid (since {today}; before: Lisbon)" in block
+        assert "before: Porto" not in block  # never more than one value before
+        # Outside the window (here: none), the block shows the current values alone.
+        memory.triple_source.changed_within = memory.profile.changed_within = 0
+        block = "\n".join(str(m.content) for m in memory.get("Where do I live now?"))
+        assert "User — lives in — Madrid (since" in block and "before:" not in block
+    finally:
+        memory.close()
+
+
+# -- debounce (issue 17, point 1) -----------------------------------------------------------
+
+
+def test_a_burst_of_puts_makes_one_pass_after_the_quiet(tmp_path: Path) -> None:
+    llm = ScriptedLLM([likes("jazz")])
+    memory = open_memory(tmp_path, llm=llm, extract_after_quiet=0.6)
+    try:
+        assert memory.to_dict()["extract_after_quiet"] == 0.6
+        for text in ("I like jazz.", "Especially Coltrane.", "And Miles."):
+            memory.put(user(text))
+            time.sleep(0.3)  # shorter than the quiet: each put pushes the pass back
+        last_put = time.monotonic()
+        assert llm.calls == []
+        assert MemoryAdmin(tmp_path).stats().jobs["queued"] == 1  # one job per session
+        deadline = time.monotonic() + 10
+        while not llm.calls and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(llm.calls) == 1 and time.monotonic() - last_put >= 0.6
+        assert "And Miles." in llm.calls[0].text() and "I like jazz." in llm.calls[0].text()
+        memory.flush()
+        assert memory.profile.get_profile(memory.scope) == {"likes": ["jazz"]}
+    finally:
+        memory.close()
+
+
+def test_extract_every_brings_a_quiet_pass_forward(tmp_path: Path) -> None:
+    llm = ScriptedLLM([likes("jazz")])
+    memory = open_memory(tmp_path, llm=llm, extract_after_quiet=3600, extract_every=2)
+    try:
+        memory.put(user("I like jazz."))  # queued for an hour from now
+        memory.put(user("Especially Coltrane."))  # two user turns: due now, whichever first
+        deadline = time.monotonic() + 10
+        while not llm.calls and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(llm.calls) == 1
+        memory.flush()
+        assert MemoryAdmin(tmp_path).stats().jobs["done"] == 1
+    finally:
+        memory.close()
+
+
+def test_a_turn_put_while_its_sessions_pass_runs_gets_the_next_pass(tmp_path: Path) -> None:
+    release, calling = threading.Event(), threading.Event()
+
+    def slow(messages: list) -> ToolCallReply:
+        calling.set()
+        release.wait(30)
+        return likes("jazz")
+
+    llm = ScriptedLLM([slow, likes("Coltrane")])
+    memory = open_memory(tmp_path, llm=llm, extract_every=1)
+    try:
+        memory.put(user("I like jazz."))
+        assert calling.wait(30)
+        memory.put(user("And Coltrane."))  # the pass is running: put queues nothing itself
+        release.set()
+        memory.flush(timeout=30)
+        memory.flush(timeout=30)  # the follow-up pass, queued once the first was done
+        assert len(llm.calls) == 2 and "And Coltrane." in llm.calls[1].text()
+        assert "I like jazz." not in llm.calls[1].text()
+        assert memory.profile.get_profile(memory.scope) == {"likes": ["jazz", "Coltrane"]}
+    finally:
+        release.set()
+        memory.close()

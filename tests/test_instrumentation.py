@@ -26,7 +26,7 @@ from llama_memory.instrumentation import (
     MemoryPutEvent,
     MemoryRetrievalEvent,
 )
-from llama_memory.testing import ScriptedLLM, ToolCallReply
+from llama_memory.testing import ScriptedLLM, pass_answer
 
 
 class Recorder(BaseEventHandler):
@@ -145,13 +145,13 @@ def test_extraction_emits_an_event_per_source_with_its_error(
     )
     try:
         memory.put(user("I live in Lisbon."))
-        memory.extract(llm=ScriptedLLM([ToolCallReply("ExtractedTriples", {"triples": triples})]))
+        memory.extract(llm=ScriptedLLM([pass_answer(triples={"new": triples, "retracted": []})]))
         memory.put(user("I moved to Porto."))
         with pytest.raises(AssertionError):
             memory.extract(llm=ScriptedLLM([]))  # nothing scripted: the pass fails
     finally:
         memory.close()
     done, failed = events.of(MemoryExtractionEvent)
-    assert (done.source, done.messages, done.error) == ("triples", 1, None)
-    assert failed.source == "triples" and failed.messages == 1
+    assert (done.source, done.messages, done.error) == ("pass:triples", 1, None)
+    assert failed.source == "pass:triples" and failed.messages == 1
     assert failed.error and "script is empty" in failed.error

@@ -24,6 +24,7 @@ from llama_memory.config import default_profile_source, default_vector_source
 from llama_memory.extraction import ExtractionError
 from llama_memory.sources.profile import ProfileOp, ProfileSource, ProfileUpdateError
 from llama_memory.storage.sqlite import SQLiteStore
+from llama_memory.testing import pass_answer
 from scripted_llm import ScriptedLLM, ToolCallReply, message_plain_text
 
 ALICE = Scope(user_id="alice", session_id="s1")
@@ -492,8 +493,8 @@ def test_tools_are_bound_to_the_memory_user(open_memory) -> None:
 
 
 def _ops_reply(*ops: dict) -> ToolCallReply:
-    """What a function-calling LLM answers to structured_predict(ProfileUpdate, ...)."""
-    return ToolCallReply("ProfileUpdate", {"operations": list(ops)})
+    """What a function-calling LLM answers to a pass whose one part is the profile."""
+    return pass_answer(profile=list(ops))
 
 
 def test_extract_on_demand_applies_the_llm_operations_with_provenance(open_memory) -> None:
@@ -516,7 +517,7 @@ def test_extract_on_demand_applies_the_llm_operations_with_provenance(open_memor
     assert (change.session_id, change.message_ids) == ("s1", ["u1", "a1", "u2"])
     # The LLM was offered the output class as a tool and saw the profile and the conversation.
     [call] = llm.calls
-    assert call.tool_names == ["ProfileUpdate"]
+    assert call.tool_names == ["FormationPass"]
     prompt = call.text()
     assert '"city": "Lisbon"' in prompt and 'user: "And I moved to Porto."' in prompt
     assert 'assistant: "Good to know!"' in prompt
@@ -536,7 +537,7 @@ def test_extract_every_n_user_turns(open_memory) -> None:
 
 def test_extract_with_a_text_llm_parses_json(profile: ProfileSource) -> None:
     llm = ScriptedLLM(
-        ['{"operations": [{"op": "set", "path": "travel.seat", "value": "aisle"}]}'],
+        ['{"profile": [{"op": "set", "path": "travel.seat", "value": "aisle"}]}'],
         function_calling=False,
     )
     profile.extract([user("Aisle seats for me, always.")], llm, ALICE)
@@ -546,10 +547,9 @@ def test_extract_with_a_text_llm_parses_json(profile: ProfileSource) -> None:
 @pytest.mark.parametrize(
     ("reply", "message"),
     [
-        ("I think the user is vegetarian.", "did not produce a valid ProfileUpdate"),
-        (ToolCallReply("ProfileUpdate", {"operations": [{"op": "upsert", "path": "diet"}]}),
-         "did not produce a valid ProfileUpdate"),
-        (ToolCallReply("SomethingElse", {}), "did not produce a valid ProfileUpdate"),
+        ("I think the user is vegetarian.", "did not produce a valid FormationPass"),
+        (pass_answer(profile=[{"op": "upsert", "path": "diet"}]), "'profile' answer was rejected.*op"),
+        (ToolCallReply("SomethingElse", {}), "did not produce a valid FormationPass"),
         (_ops_reply({"op": "set", "path": "diet", "value": "vegan"},
                     {"op": "set", "path": "nickname", "value": "Al"}),
          "operations were rejected.*nickname: unknown field"),

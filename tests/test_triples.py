@@ -32,6 +32,7 @@ from llama_memory.sources.triples import (
     normalize_predicate,
 )
 from llama_memory.storage.sqlite import SQLiteStore
+from llama_memory.testing import pass_answer
 from scripted_llm import ScriptedLLM, ToolCallReply, message_plain_text
 
 ALICE = Scope(user_id="alice", session_id="s1")
@@ -389,9 +390,8 @@ def search_for_nothing(source: TripleSource) -> str:
 
 
 def extraction_reply(*triples: tuple[str, str, str]) -> ToolCallReply:
-    return ToolCallReply(
-        "ExtractedTriples",
-        {"triples": [dict(zip(("subject", "predicate", "object"), t)) for t in triples]},
+    return pass_answer(
+        triples={"new": [dict(zip(("subject", "predicate", "object"), t)) for t in triples], "retracted": []}
     )
 
 
@@ -407,7 +407,7 @@ def test_extraction_writes_validated_triples_with_provenance(source: TripleSourc
     assert stored[0].valid_from == epoch("2023-05-08T10:00:05")
     # The LLM saw the conversation (as quoted data) and was offered the output tool.
     [call] = llm.calls
-    assert call.tool_names == ["ExtractedTriples"]
+    assert call.tool_names == ["FormationPass"]
     assert '"I live in Lisbon with my dog Rex."' in call.text()
     # "I" in a question reaches the user's own node.
     assert texts(source.search("Where do I live?", ALICE, k=1))[0].startswith("User — lives in")
@@ -417,11 +417,8 @@ def test_extraction_writes_validated_triples_with_provenance(source: TripleSourc
     "reply",
     [
         # A triple without an object: the output does not validate.
-        ToolCallReply(
-            "ExtractedTriples",
-            {"triples": [{"subject": "User", "predicate": "likes", "object": "tea"},
-                         {"subject": "User", "predicate": "likes"}]},
-        ),
+        pass_answer(triples={"new": [{"subject": "User", "predicate": "likes", "object": "tea"},
+                                     {"subject": "User", "predicate": "likes"}]}),
         # Valid shape, but an empty subject next to a good triple.
         extraction_reply(("User", "likes", "tea"), ("", "likes", "coffee")),
         # No tool call at all: plain text.
@@ -466,7 +463,7 @@ def test_memory_extracts_automatically_every_n_user_turns(open_memory) -> None:
 def test_failed_on_demand_extraction_writes_nothing_and_can_be_retried(open_memory) -> None:
     memory = open_memory()
     memory.put(user("My sister Maria is a dentist."))
-    with pytest.raises(ExtractionError, match="ExtractedTriples"):
+    with pytest.raises(ExtractionError, match="FormationPass"):
         memory.extract(llm=ScriptedLLM(["Maria is a dentist."]))
     assert memory.source("triples").count(memory.scope) == 0
     memory.extract(llm=ScriptedLLM([extraction_reply(("Maria", "works as", "dentist"))]))

@@ -79,6 +79,19 @@ def test_kinds_and_dedup_keys(backend) -> None:
     assert queue.enqueue("extract", {"n": 3}, dedup_key="extract:alice:s1") != one
 
 
+def test_defer_moves_a_queued_job_never_a_running_one(backend) -> None:
+    queue = backend.open()
+    assert not queue.defer("extract:alice:s1", 200.0)  # nothing queued under that key
+    one = queue.enqueue("extract", {}, dedup_key="extract:alice:s1", run_at=100.0)
+    with queue.transaction("a put"):  # joins the caller's transaction
+        assert queue.defer("extract:alice:s1", 200.0)
+    assert queue.claim("w", now=150.0) is None  # pushed back
+    job = queue.claim("w", now=200.0)
+    assert job is not None and job.id == one
+    assert not queue.defer("extract:alice:s1", 1e12)  # running: left alone
+    assert queue.ack(job)
+
+
 def test_concurrent_workers_never_share_a_job(backend) -> None:
     queue = backend.open()
     for n in range(20):

@@ -158,6 +158,15 @@ def test_superseding_ends_the_old_triple_and_keeps_it_in_history(timeline: Tripl
     assert timeline.current_ids(ALICE, ["paris", "berlin", "nope"]) == {"berlin"}
 
 
+def test_a_retracted_triple_ends_with_no_successor_and_stays_in_history(timeline: TripleTimeline) -> None:
+    timeline.insert(new("paris"))
+    timeline.end(["paris"], T0 + 10, None)  # "I don't live in Paris any more"
+    assert timeline.current(ALICE, "alice", "lives_in", "paris") is None
+    [old] = timeline.select(ALICE, T0, subject_key="alice", predicate_key="lives_in")
+    assert (old.valid_to, old.superseded_by) == (T0 + 10, None)
+    assert timeline.counts(ALICE, T0) == (1, 0)
+
+
 def test_a_mention_renews_the_lifetime_and_a_start_can_move(timeline: TripleTimeline) -> None:
     with timeline.transaction("write"):
         timeline.insert(new("t1", ttl=100))

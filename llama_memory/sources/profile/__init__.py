@@ -29,7 +29,7 @@ patch, the in-memory draft an update is applied to), ``source`` (the source),
 from __future__ import annotations
 
 from ...storage.ports.profile import ProfileChange
-from .extraction import EXTRACTION_PROMPT
+from .extraction import PART_PROMPT
 from .ops import ProfileOp, ProfileUpdate, UpdateInput
 from .paths import MAX_PATH_DEPTH, MAX_PATH_LENGTH, OPS, ProfileUpdateError, render_value
 from .schema import describe_schema
@@ -38,7 +38,7 @@ from .source import DEFAULT_MAX_RECORDS, DEFAULT_MAX_TOKENS, ProfileSource
 __all__ = [
     "DEFAULT_MAX_RECORDS",
     "DEFAULT_MAX_TOKENS",
-    "EXTRACTION_PROMPT",
+    "PART_PROMPT",
     "MAX_PATH_DEPTH",
     "MAX_PATH_LENGTH",
     "OPS",

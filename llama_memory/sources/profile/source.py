@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
 from typing import Any, Callable, Optional, Union
 
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.utils import get_tokenizer
 from pydantic import BaseModel
 
+from ...conflicts import CHANGED_WITHIN, is_recent, since_before, window_seconds
 from ...storage.expiry import NEVER, TTL, Expiry
 from ...storage.ports.profile import ProfileChange, ProfileRows, ProfileWrite
 from ...types import MemoryRecord, Scope, StoredMessage, now
 from ...views import ProfileView
 from ..base import MemorySource, require_port
-from .extraction import extract_profile, propose_profile
+from .extraction import apply_profile, parse_profile, profile_prompt
 from .ops import Draft, ProfileOp, UpdateInput, to_ops
 from .paths import ProfileUpdateError, path_problem, raise_if_bad_path, render_value, unflatten
 from .schema import schema_errors, schema_importance
@@ -52,6 +54,10 @@ class ProfileSource(MemorySource):
         expiry: default time to live of new field values, refresh on read, and the
             clock (default: kept until forgotten); ``update_profile(ttl=...)``
             overrides it. An expired value reads as absent.
+        changed_within: seconds (or a timedelta): a field set this recently to a new
+            value is shown with the one it replaced, ``city: Lisbon (since 2026-03-02;
+            before: Porto)``, so the agent can check with the user; default 90 days, 0
+            never.
     """
 
     query_independent = True  # the whole current profile, whatever the query
@@ -68,6 +74,7 @@ class ProfileSource(MemorySource):
         name: str = "profile",
         priority: int = 10,
         expiry: Expiry = NEVER,
+        changed_within: Union[float, timedelta, None] = CHANGED_WITHIN,
     ) -> None:
         if schema is not None and not (isinstance(schema, type) and issubclass(schema, BaseModel)):
             raise TypeError(f"schema must be a pydantic model class, not {schema!r}")
@@ -87,6 +94,7 @@ class ProfileSource(MemorySource):
         self.name = name
         self.priority = priority
         self.expiry = expiry
+        self.changed_within = window_seconds(changed_within)
         self._importance_cache: dict[str, float] = {}
         self._costs: dict[str, int] = {}  # line -> tokens; the same fields render on every get
         self.rows: ProfileRows = require_port(
@@ -134,7 +142,8 @@ class ProfileSource(MemorySource):
             current, key=lambda r: (self.importance_of(r.path), r.created_at, r.id), reverse=True
         )
         shown = ranked[: self.max_records]
-        records = [self._to_record(row, scope) for row in shown]
+        before = self._replaced(shown, scope)
+        records = [self._to_record(row, scope, before.get(row.id)) for row in shown]
         left_out = len(ranked) - len(shown)
         kept, cut = self._fit(records)
         left_out += cut
@@ -336,28 +345,54 @@ class ProfileSource(MemorySource):
         return profile_tools(self, scope)
 
     def extract(self, messages: Sequence[ChatMessage], llm: Any, scope: Scope) -> None:
-        """Ask ``llm`` for profile operations learned from ``messages`` and apply them.
+        """Ask ``llm`` for profile operations learned from ``messages`` and apply them,
+        with one LLM call (this source alone as the part of a pass,
+        :func:`llama_memory.formation.ask_pass`).
 
         The LLM sees the current profile and the conversation's user and
-        assistant turns and answers with a :class:`ProfileUpdate` (a tool call
-        for a function-calling LLM, JSON otherwise). The operations are
-        validated together and applied in one transaction, with the messages'
-        ids and the scope's session as provenance.
+        assistant turns. The operations are validated together and applied in
+        one transaction, with the messages' ids and the scope's session as
+        provenance.
 
         Raises:
             ExtractionError: the output was malformed, or its operations were
                 rejected (the message lists each problem); nothing was written.
         """
-        extract_profile(self, messages, llm, scope)
+        # Imported here: formation imports sources.base, which runs this package's
+        # __init__ (and so this module) first.
+        from ...formation import ask_pass, pass_window
 
-    def propose(
-        self, messages: Sequence[ChatMessage], llm: Any, scope: Scope
-    ) -> Optional[Callable[[], Any]]:
-        """The first half of :meth:`extract`: ask ``llm`` (nothing is written) and return
-        what applies the operations (it joins an open transaction), or None when there
-        is nothing to apply. Background formation applies it in the transaction that
-        moves the session's extraction cursor, so a pass is applied once."""
-        return propose_profile(self, messages, llm, scope)
+        window = pass_window(scope, messages)
+        parsed = ask_pass(llm, [self], window)
+        if self.pass_field in parsed:
+            apply_profile(self, parsed[self.pass_field], window)
+
+    # -- a part of the formation pass (llama_memory.formation.PassPart) --------------------
+
+    @property
+    def pass_field(self) -> str:
+        """The key of the pass's answer this source owns: its name (``"profile"``)."""
+        return self.name
+
+    def pass_prompt(self, window: Any) -> str:
+        """What the pass asks for under :attr:`pass_field`: profile operations (set,
+        append, remove), shown the current profile."""
+        scope: Scope = window.scope
+        scope.require_user(f"the {self.name!r} memory source")
+        return profile_prompt(self, scope)
+
+    def parse_pass(self, value: Any, window: Any) -> list[ProfileOp]:
+        """Validate the answer (a list of operations); writes nothing.
+
+        Raises:
+            ProfileUpdateError: the answer or an operation was malformed.
+        """
+        return parse_profile(value)
+
+    def apply_pass(self, parsed: list[ProfileOp], window: Any) -> None:
+        """Apply the operations, joining the pass's open transaction: "remove" ends a
+        field (its history is kept)."""
+        apply_profile(self, parsed, window)
 
     # -- internals -----------------------------------------------------------------------
 
@@ -365,10 +400,27 @@ class ProfileSource(MemorySource):
         scope.require_user(f"the {self.name!r} memory source")
         return self.rows.current(scope, self.expiry.now())
 
-    def _to_record(self, row: ProfileChange, scope: Scope) -> MemoryRecord:
+    def _replaced(self, rows: Sequence[ProfileChange], scope: Scope) -> dict[int, str]:
+        """The value each field set within ``changed_within`` replaced, rendered:
+        ``{row id: old value}``, one per field. Only recent changes read their history,
+        so an ordinary profile reads nothing more."""
+        now = self.expiry.now()
+        found: dict[int, str] = {}
+        for row in rows:
+            if row.op != "set" or not is_recent(row.created_at, now, self.changed_within):
+                continue
+            same = [h for h in self.rows.history(scope, now, row.path) if h.path == row.path]
+            at = next((n for n, h in enumerate(same) if h.id == row.id), 0)
+            previous = same[at - 1] if at > 0 else None
+            if previous is not None and not previous.removed and previous.value != row.value:
+                found[row.id] = render_value(previous.value)
+        return found
+
+    def _to_record(self, row: ProfileChange, scope: Scope, before: Optional[str] = None) -> MemoryRecord:
         importance = self.importance_of(row.path)
+        note = f" ({since_before(row.created_at, before)})" if before is not None else ""
         return MemoryRecord(
-            text=f"{row.path}: {render_value(row.value)}",
+            text=f"{row.path}: {render_value(row.value)}{note}",
             score=importance,
             source=self.name,
             user_id=scope.user_id,
@@ -385,6 +437,7 @@ class ProfileSource(MemorySource):
                 "importance": importance,
                 "op": row.op,
                 "updated_at": row.created_at,
+                "before": before,
             },
         )
 

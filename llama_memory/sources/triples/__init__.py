@@ -29,7 +29,7 @@ Built on SQLite + Chroma by :func:`llama_memory.config.default_triple_source`.
 """
 
 from ...extraction import ExtractionError
-from .extraction import EXTRACTION_PROMPT
+from .extraction import PART_PROMPT
 from .model import (
     DEFAULT_FUNCTIONAL_PREDICATES,
     MAX_PART_CHARS,
@@ -46,7 +46,7 @@ from .source import TripleSource, Who
 
 __all__ = [
     "DEFAULT_FUNCTIONAL_PREDICATES",
-    "EXTRACTION_PROMPT",
+    "PART_PROMPT",
     "MAX_PART_CHARS",
     "TRIPLE_COLLECTION",
     "USER_ENTITY",

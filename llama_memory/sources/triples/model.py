@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
 from llama_index.core.bridge.pydantic import BaseModel, Field
 
+from ...conflicts import since_before
 from ...errors import LlamaMemoryError
 from ...messages import to_epoch
 from .normalize import display_predicate, normalize_entity, normalize_predicate
@@ -127,12 +128,15 @@ class KnowledgeTriple:
         """``John — likes — pizza``: the fact alone."""
         return f"{self.subject} — {display_predicate(self.predicate)} — {self.object}"
 
-    def render(self) -> str:
+    def render(self, before: Optional[str] = None) -> str:
         """The fact with its validity: ``John — lives in — New York (since 2023-05-08)``,
-        or ``(2020-01-01 to 2023-05-08)`` for a superseded one."""
+        or ``(2020-01-01 to 2023-05-08)`` for a superseded one; ``before``, the value
+        a current fact replaced, adds ``; before: Boston`` (a recent change)."""
         if self.valid_from is None:
             return self.text()
         if self.valid_to is None:
+            if before is not None:
+                return f"{self.text()} ({since_before(self.valid_from, before)})"
             return f"{self.text()} (since {_date(self.valid_from)})"
         return f"{self.text()} ({_date(self.valid_from)} to {_date(self.valid_to)})"
 

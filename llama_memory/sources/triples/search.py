@@ -9,6 +9,7 @@ passes a way to read the entity neighbourhood.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import Optional
 
 from ...retrieval import fuse_rankings, fuse_scores
 from ...storage.ports.triples import TripleEdge
@@ -107,14 +108,15 @@ def rank_triples(
 
 
 def triple_record(
-    triple: KnowledgeTriple, score: float, matched: list[str], source: str
+    triple: KnowledgeTriple, score: float, matched: list[str], source: str, before: Optional[str] = None
 ) -> MemoryRecord:
-    """A retrieved triple as a memory record of ``source``, rendered with its validity."""
+    """A retrieved triple as a memory record of ``source``, rendered with its validity
+    (and ``before``, the value it recently replaced, if any)."""
     # event_time stays None on purpose: the rendered text already carries
     # "(since ...)", and the memory block would print the date twice. The
     # statement time is in the metadata.
     return MemoryRecord(
-        text=triple.render(),
+        text=triple.render(before),
         score=score,
         source=source,
         user_id=triple.user_id,
@@ -136,5 +138,6 @@ def triple_record(
             "mentions": triple.mentions,
             "current": triple.current,
             "matched_by": matched,
+            "before": before,
         },
     )

@@ -12,13 +12,15 @@ the dense index is derived from it, per user, and rebuildable.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union, cast
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage
 
+from ...conflicts import CHANGED_WITHIN, is_recent, window_seconds
 from ...embeddings import vector_cache
 from ...errors import StorageError
 from ...relevance import calibrate, calibration_for
@@ -33,7 +35,7 @@ from ...types import MemoryRecord, Scope, StoredMessage
 from ...views import TripleTable
 from ..base import MemorySource, require_port
 from ..dimension import DimensionGuard
-from .extraction import extract_triples, propose_triples
+from .extraction import ParsedTriples, apply_triples, parse_triples, triples_prompt
 from .index import TripleRows, TripleWords
 from .model import DEFAULT_FUNCTIONAL_PREDICATES, KnowledgeTriple, to_triple
 from .normalize import normalize_entity, normalize_predicate, query_entities
@@ -90,6 +92,9 @@ class TripleSource(MemorySource):
         fusion: how words, meaning and the named entities are fused: ``"scores"``
             (normalised scores, the default, chosen by ``python -m bench.triples``) or
             ``"rrf"`` (reciprocal rank, the fusion before 0.x; see :meth:`search`).
+        changed_within: seconds (or a timedelta): a current fact that replaced another
+            value this recently is rendered with it, ``(since 2026-03-02; before:
+            Porto)``, so the agent can check with the user; default 90 days, 0 never.
     """
 
     def __init__(
@@ -105,6 +110,7 @@ class TripleSource(MemorySource):
         priority: int = 5,
         expiry: Expiry = NEVER,
         fusion: str = "scores",
+        changed_within: Union[float, timedelta, None] = CHANGED_WITHIN,
     ) -> None:
         if fusion not in FUSIONS:
             raise ValueError(f"fusion takes one of {FUSIONS}, not {fusion!r}")
@@ -123,6 +129,7 @@ class TripleSource(MemorySource):
         self.name = name
         self.priority = priority
         self.expiry = expiry
+        self.changed_within = window_seconds(changed_within)
         self._functional: set[str] = set()
         self.declare_functional(*functional_predicates)
         self._dimensions = DimensionGuard(self.store, embed_model, key_prefix="triples:")
@@ -371,7 +378,28 @@ class TripleSource(MemorySource):
         ranked = [i for i in ordered if i in triples][:k]
         if self.expiry.refresh_on_read and ranked:
             self.timeline.refresh_expiry(ranked, self.expiry.now())
-        return [triple_record(triples[i], scores[i], matched[i], self.name) for i in ranked]
+        before = self._replaced([triples[i] for i in ranked], scope)
+        return [triple_record(triples[i], scores[i], matched[i], self.name, before.get(i)) for i in ranked]
+
+    def _replaced(self, triples: Sequence[KnowledgeTriple], scope: Scope) -> dict[str, str]:
+        """The value each current triple replaced, for those that replaced one within
+        ``changed_within`` (a one-valued predicate changed): ``{id: old object}``, one
+        per fact. Read only for recent triples, so an ordinary search reads nothing."""
+        now = self.expiry.now()
+        found: dict[str, str] = {}
+        for triple in triples:
+            if triple.id is None or not triple.current or not is_recent(
+                triple.valid_from, now, self.changed_within
+            ):
+                continue
+            pair = self.timeline.select(
+                scope, now, include_history=True, subject_key=normalize_entity(triple.subject),
+                predicate_key=normalize_predicate(triple.predicate),
+            )  # fmt: skip
+            replaced = [t for t in pair if t.superseded_by == triple.id]
+            if replaced:
+                found[triple.id] = max(replaced, key=lambda t: t.valid_to or 0.0).object
+        return found
 
     def _add_cosines(self, dense: dict[str, float], ids: Sequence[str], scope: Scope, query: str) -> None:
         """Give the entity candidates their cosine too, so that score fusion compares like
@@ -443,26 +471,54 @@ class TripleSource(MemorySource):
     def extract(  # returns what it stored; the memory ignores it
         self, messages: Sequence[ChatMessage], llm: Any, scope: Scope
     ) -> list[KnowledgeTriple]:
-        """Turn ``messages`` into triples with ``llm``'s structured output, and store them.
+        """Turn ``messages`` into new and retracted triples with one LLM call (this
+        source alone as the part of a pass, :func:`llama_memory.formation.ask_pass`),
+        and store them.
 
         User and assistant messages with text are shown to the LLM; if there are
-        none the LLM is not called. The whole output is validated before anything
-        is written, in one transaction.
+        none the LLM is not called. The whole answer is validated before anything
+        is written.
 
         Raises:
-            ExtractionError: the LLM's output was malformed or held an invalid
+            ExtractionError: the LLM's answer was malformed or held an invalid
                 triple; nothing was written.
         """
-        return extract_triples(self, messages, llm, scope)
+        # Imported here: formation imports sources.base, which runs this package's
+        # __init__ (and so this module) first.
+        from ...formation import ask_pass, pass_window
 
-    def propose(
-        self, messages: Sequence[ChatMessage], llm: Any, scope: Scope
-    ) -> Optional[Callable[[], Any]]:
-        """The first half of :meth:`extract`: ask ``llm`` (nothing is written) and return
-        what stores the answer (it joins an open transaction), or None when there was
-        nothing to ask. Background formation applies it in the transaction that moves
-        the session's extraction cursor, so a pass is applied once."""
-        return propose_triples(self, messages, llm, scope)
+        window = pass_window(scope, messages)
+        parsed = ask_pass(llm, [self], window)
+        if self.pass_field not in parsed:
+            return []
+        return self._by_ids(apply_triples(self, parsed[self.pass_field], window), scope)
+
+    # -- a part of the formation pass (llama_memory.formation.PassPart) --------------------
+
+    @property
+    def pass_field(self) -> str:
+        """The key of the pass's answer this source owns: its name (``"triples"``)."""
+        return self.name
+
+    def pass_prompt(self, window: Any) -> str:
+        """What the pass asks for under :attr:`pass_field`: new and retracted triples,
+        with the user's known names and current facts."""
+        scope: Scope = window.scope
+        scope.require_user(f"the {self.name!r} memory source")
+        return triples_prompt(self, scope, self.expiry.now())
+
+    def parse_pass(self, value: Any, window: Any) -> ParsedTriples:
+        """Validate the answer (``{"new": [...], "retracted": [...]}``); writes nothing.
+
+        Raises:
+            TripleError: the answer or one of its triples was malformed.
+        """
+        return parse_triples(value)
+
+    def apply_pass(self, parsed: ParsedTriples, window: Any) -> None:
+        """Store the new triples and end the retracted ones (their history is kept),
+        joining the pass's open transaction."""
+        apply_triples(self, parsed, window)
 
     def to_networkx(self, scope: Who, *, include_history: bool = False) -> "networkx.MultiDiGraph":
         """The user's current knowledge graph (see :func:`llama_memory.graph.to_networkx`)."""

@@ -15,7 +15,7 @@ from .model import Prepared, TripleError, prepare_all
 from .normalize import search_text
 from .timeline import Decision, Written, decide
 
-__all__ = ["write_triples"]
+__all__ = ["retract_triples", "write_triples"]
 
 
 def write_triples(
@@ -120,3 +120,17 @@ def _insert(
         )
     )  # fmt: skip
     return triple_id
+
+
+def retract_triples(timeline: TripleTimeline, scope: Scope, retracted: Sequence[Prepared], at: float) -> list[str]:
+    """End the current triples a statement says no longer hold ("I don't eat meat any
+    more"): their interval ends at ``at`` with no successor, their history is kept. A
+    retracted triple that is not current is left alone. Returns the ids ended."""
+    ended: list[str] = []
+    with timeline.transaction("retract knowledge triples"):
+        for item in retracted:
+            current = timeline.current(scope, item.subject_key, item.predicate_key, item.object_key)
+            if current is not None:
+                timeline.end([current.id], max(at, current.valid_from), None)
+                ended.append(current.id)
+    return ended

@@ -45,7 +45,7 @@ class JobQueue(Protocol):
     Semantics every backend keeps (``tests/conformance/test_jobs.py``): a job is claimed
     by one worker at a time; jobs come out in the order they may run (``run_at``, then
     the order queued); ``dedup_key`` makes queuing idempotent while a job with that key
-    is queued or running; a failure retries after ``retry_in`` seconds until
+    is queued or running; ``defer`` moves a queued job's ``run_at`` (never a running one's); a failure retries after ``retry_in`` seconds until
     ``max_attempts`` is reached, then the job is dead.
     """
 
@@ -62,6 +62,12 @@ class JobQueue(Protocol):
     ) -> str:
         """Queue a job (joining an open transaction); return its id (the existing
         job's id when ``dedup_key`` matches one queued or running)."""
+        ...
+
+    def defer(self, dedup_key: str, run_at: float) -> bool:
+        """Move the queued job with this ``dedup_key`` (one not running) to run at
+        ``run_at`` (joining an open transaction); False when no such job is queued.
+        A debounce: each new message pushes its session's pass back."""
         ...
 
     def claim(

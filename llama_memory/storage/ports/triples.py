@@ -222,8 +222,8 @@ class TripleTimeline(Protocol):
         """Set a triple's ``valid_from`` (earlier evidence that it held)."""
         ...
 
-    def end(self, triple_ids: Sequence[str], valid_to: float, superseded_by: str) -> None:
-        """End triples' intervals at ``valid_to``, replaced by ``superseded_by``."""
+    def end(self, triple_ids: Sequence[str], valid_to: float, superseded_by: Optional[str]) -> None:
+        """End triples' intervals at ``valid_to``, replaced by ``superseded_by`` (``None``: retracted, nothing replaces them)."""
         ...
 
     # -- reads -------------------------------------------------------------------------

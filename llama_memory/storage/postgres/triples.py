@@ -143,8 +143,8 @@ class PostgresTripleTimeline:
         with self.store.transaction("move a triple's start") as conn:
             conn.execute("UPDATE triples SET valid_from = %s WHERE id = %s", (valid_from, triple_id))
 
-    def end(self, triple_ids: Sequence[str], valid_to: float, superseded_by: str) -> None:
-        """End triples' intervals at ``valid_to``, replaced by ``superseded_by``."""
+    def end(self, triple_ids: Sequence[str], valid_to: float, superseded_by: Optional[str]) -> None:
+        """End triples' intervals at ``valid_to``, replaced by ``superseded_by`` (``None``: retracted, nothing replaces them)."""
         if triple_ids:
             with self.store.transaction("supersede triples") as conn:
                 conn.execute(

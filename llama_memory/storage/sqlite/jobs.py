@@ -133,6 +133,15 @@ class JobTables(SQLiteConnection):
             lease_until=at + lease,
         )
 
+    def defer(self, dedup_key: str, run_at: float) -> bool:
+        """Move the queued job with ``dedup_key`` to ``run_at``; see the port."""
+        self._jobs()
+        with self.transaction("defer a job") as conn:
+            cur = conn.execute(
+                "UPDATE jobs SET run_at = ? WHERE dedup_key = ? AND state = 'queued'", (run_at, dedup_key)
+            )
+        return cur.rowcount > 0
+
     def ack(self, job: Job) -> bool:
         """Mark ``job`` done; False when its lease was lost."""
         self._jobs()

@@ -184,8 +184,8 @@ class SQLiteTripleTimeline:
         with self.store.transaction("move a triple's start") as conn:
             conn.execute("UPDATE triples SET valid_from = ? WHERE id = ?", (valid_from, triple_id))
 
-    def end(self, triple_ids: Sequence[str], valid_to: float, superseded_by: str) -> None:
-        """End triples' intervals at ``valid_to``, replaced by ``superseded_by``."""
+    def end(self, triple_ids: Sequence[str], valid_to: float, superseded_by: Optional[str]) -> None:
+        """End triples' intervals at ``valid_to``, replaced by ``superseded_by`` (``None``: retracted, nothing replaces them)."""
         with self.store.transaction("supersede triples") as conn:
             conn.executemany(
                 "UPDATE triples SET valid_to = ?, superseded_by = ? WHERE id = ?",

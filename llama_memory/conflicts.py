@@ -1,0 +1,38 @@
+"""Recent changes the memory block points out (issue 17, point 4): when a fact's value
+replaced another one lately ("lives in Lisbon" after "Porto"), the block says so, once
+per fact, so the agent can check with the user rather than trust either value blindly.
+Shared by the triple and the profile sources' renderings."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Optional, Union
+
+#: Default window: a value that replaced another within this many seconds (90 days)
+#: is shown with the value before it.
+CHANGED_WITHIN = 90 * 86400.0
+
+
+def window_seconds(value: Union[float, int, timedelta, None], name: str = "changed_within") -> float:
+    """A change window in seconds (``None`` or 0: never show the value before).
+
+    Raises:
+        ValueError: a negative or non-numeric window.
+    """
+    if value is None:
+        return 0.0
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
+        raise ValueError(f"{name} must be seconds (or a timedelta) of zero or more, got {value!r}")
+    return float(seconds)
+
+
+def is_recent(since: Optional[float], now: float, window: float) -> bool:
+    """Whether a value that holds since ``since`` replaced its predecessor within the window."""
+    return window > 0 and since is not None and now - since <= window
+
+
+def since_before(since: float, before: str) -> str:
+    """``since 2026-03-02; before: Porto``: the note of a value that replaced another."""
+    day = datetime.fromtimestamp(since, tz=timezone.utc).strftime("%Y-%m-%d")
+    return f"since {day}; before: {before}"
