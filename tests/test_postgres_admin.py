@@ -18,7 +18,7 @@ from helpers import assistant, memory_factory, user
 from llama_memory import ComposableMemory, MemoryAdmin, OfflineEmbedding
 from llama_memory.admin import UnknownUserError
 from llama_memory.cli import main
-from llama_memory.testing import ScriptedLLM, ToolCallReply
+from llama_memory.testing import ScriptedLLM, pass_answer
 from llama_memory.worker import run_worker
 
 
@@ -126,8 +126,7 @@ def test_the_worker_runs_the_passes_queued_in_a_postgres_store(postgres_url: str
     try:
         memory.put(user("I like jazz."))
         assert run(capsys, "stats", "--store", postgres_url)["jobs"]["queued"] == 1
-        llm = ScriptedLLM([ToolCallReply("ProfileUpdate", {"operations": [
-            {"op": "append", "path": "likes", "value": "jazz"}]})])  # fmt: skip
+        llm = ScriptedLLM([pass_answer(profile=[{"op": "append", "path": "likes", "value": "jazz"}])])
         assert run_worker(postgres_url, llm, once=True) == 1
         assert memory.profile.get_profile(memory.scope) == {"likes": ["jazz"]}
         assert run(capsys, "stats", "--store", postgres_url)["jobs"]["done"] == 1
