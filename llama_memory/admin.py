@@ -39,8 +39,9 @@ from pydantic import ValidationError
 
 from .buffer import ChatBuffer
 from .compose import MemoryBlock
-from .config import default_profile_source, default_triple_source
+from .config import default_profile_source, default_triple_source, open_instructions
 from .errors import LlamaMemoryError, StorageError
+from .instructions import Instruction
 from .memory import (
     DEFAULT_MEMORY_TOKEN_LIMIT,
     DEFAULT_TOP_K,
@@ -104,6 +105,7 @@ class UserOverview:
         summary: counts (sessions, messages, records, triples, profile fields).
         profile: the current profile as a nested dict.
         triples: the knowledge triples that hold now.
+        instructions: the standing instructions the assistant follows for the user.
         recent: the latest long-term records, newest first.
         sessions: the user's conversations.
     """
@@ -111,6 +113,7 @@ class UserOverview:
     summary: UserSummary
     profile: dict[str, Any] = field(default_factory=dict)
     triples: list[KnowledgeTriple] = field(default_factory=list)
+    instructions: list[Instruction] = field(default_factory=list)
     recent: list[MemoryRecord] = field(default_factory=list)
     sessions: list[SessionSummary] = field(default_factory=list)
 
@@ -364,6 +367,13 @@ class MemoryAdmin:
         """Every value each profile field has had, oldest first."""
         return self.profile_source.history(None, self._scope(user_id))
 
+    def instructions(self, user_id: str, include_history: bool = False) -> list[Instruction]:
+        """The standing instructions the assistant follows for the user, oldest first;
+        with ``include_history``, replaced and removed ones too."""
+        instructions = open_instructions(self.store, self._scope(user_id))
+        assert instructions is not None  # _scope gives a user
+        return instructions.history() if include_history else instructions.current()
+
     def triples(self, user_id: str, include_history: bool = False) -> list[KnowledgeTriple]:
         """The user's knowledge triples that have not expired, oldest first: those that
         hold now, or all with ``include_history`` (read from SQLite alone: no model or
@@ -377,12 +387,13 @@ class MemoryAdmin:
         return [to_triple(row) for row in rows]
 
     def show(self, user_id: str, recent: int = 10) -> UserOverview:
-        """Counts, profile, current triples, the ``recent`` latest records and the
-        sessions of one user."""
+        """Counts, profile, current triples, instructions, the ``recent`` latest records
+        and the sessions of one user."""
         return UserOverview(
             summary=self.user(user_id),
             profile=self.profile(user_id),
             triples=self.triples(user_id),
+            instructions=self.instructions(user_id),
             recent=self.records(user_id, limit=recent, newest_first=True),
             sessions=self._admin.sessions(self.tenant_id, user_id),
         )

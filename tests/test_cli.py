@@ -68,6 +68,7 @@ def build_store(path: Path, embed_model: Any) -> None:
     profile = memory.source("profile")
     profile.set_field("diet", "vegetarian", memory.scope, message_ids=["m1"])  # type: ignore[attr-defined]
     profile.set_field("diet", "vegan", memory.scope)  # type: ignore[attr-defined]
+    memory.instructions.add("Answer in French.", reason="practising")
     memory.add_triples([("Alice", "lives in", "Porto")], event_time="2020-01-01")
     memory.add_triples([("Alice", "lives in", "Lisbon")], event_time="2024-04-02", message_ids=["m2"])
     memory.close()
@@ -242,9 +243,11 @@ def test_show_gives_profile_current_triples_recent_records_and_counts(
     assert [(t["subject"], t["object"]) for t in shown["triples"]] == [("Alice", "Lisbon")]
     assert [r["text"] for r in shown["recent"]][0] == "My favourite food is ramen."
     assert shown["summary"]["messages"] == 5
+    assert [(i["text"], i["reason"]) for i in shown["instructions"]] == [("Answer in French.", "practising")]
     assert main(["show", "alice", "--store", str(stores["shared"])]) == 0
     text = capsys.readouterr().out
     assert '"diet": "vegan"' in text and "Alice — lives in — Lisbon (since 2024-04-02)" in text
+    assert "instructions:\n  Answer in French.  [i" in text
 
 
 def test_records_filters_by_session(runs: Runs) -> None:
