@@ -40,6 +40,7 @@ def test_the_block_shows_instructions_first_as_instructions_and_records_as_quote
     assert lines[4] == BLOCK_INTRO and lines[-1] == BLOCK_CLOSE
     assert any("Lisbon" in line and line.endswith('"') for line in lines[5:-1])  # quoted records
     assert later.last_block.instructions == ["Answer in French.", "No bullet points."]
+    assert repr(later.last_block).startswith("MemoryBlock(2 instructions, ")
 
 
 def test_instructions_are_never_cut_by_the_budget_and_show_for_any_query(make_memory) -> None:
