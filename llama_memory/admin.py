@@ -61,6 +61,7 @@ from .storage.admin import SessionSummary, StoreAdmin, StoreCounts, UserSummary
 from .storage.chroma import CHROMA_DIRNAME, http_client, server_address
 from .storage.reconcile import ReconcileReport
 from .storage.sqlite import DB_FILENAME, SQLiteChatLog, SQLiteStore
+from .storage.sqlite.profile import SQLiteProfileRows
 from .storage.sqlite.triples import SQLiteTripleTimeline
 from .types import MemoryRecord, Scope, now
 
@@ -79,7 +80,7 @@ __all__ = [
 #: The ``format`` field of an export's header line.
 EXPORT_FORMAT = "llama-memory-export"
 #: The export format's version; an import refuses a newer one.
-EXPORT_VERSION = 1
+EXPORT_VERSION = 2  # 2: "instruction" rows (procedural memory); version 1 files still import
 #: Rows written to the store per transaction during an import.
 IMPORT_BATCH = 500
 
@@ -287,7 +288,7 @@ class MemoryAdmin:
         It shares the admin's sources: close the admin, not the memory."""
         session = session_id or uuid4().hex
         scope = Scope(user_id=user_id, session_id=session, tenant_id=self.tenant_id)
-        return ComposableMemory(
+        memory = ComposableMemory(
             primary_memory=ChatBuffer.from_defaults(chat_log=SQLiteChatLog(self.store, scope)),
             secondary_memory_sources=self.sources(),
             user_id=user_id,
@@ -297,6 +298,10 @@ class MemoryAdmin:
             top_k=self.top_k,
             memory_token_limit=self.memory_token_limit,
         )
+        # The user's instructions head every block the application's memory builds:
+        # explain() must show them too.
+        memory._instructions = open_instructions(self.store, scope)
+        return memory
 
     # -- listing ----------------------------------------------------------------------
 
@@ -568,6 +573,8 @@ class MemoryAdmin:
             line += len(batch)
             if any(r["kind"] == "profile" for r in batch):
                 self.profile_source  # noqa: B018 - creates its table
+            if any(r["kind"] == "instruction" for r in batch):
+                SQLiteProfileRows(self.store, "instructions")  # creates its table
             if any(r["kind"] == "triple" for r in batch):
                 self.triple_source(create=True)
             texts = [
@@ -741,6 +748,8 @@ _ROW_FIELDS: dict[str, tuple[str, ...]] = {
                "ingested_at", "metadata", "ttl", "expires_at"),
     "profile": ("user", "path", "value", "removed", "op", "session", "message_ids",
                 "created_at", "superseded_at", "ttl", "expires_at"),
+    "instruction": ("user", "path", "value", "removed", "op", "session", "message_ids",
+                    "created_at", "superseded_at", "ttl", "expires_at"),
     "triple": ("user", "id", "subject", "predicate", "object", "subject_key", "predicate_key",
                "object_key", "valid_from", "valid_to", "superseded_by", "ingested_at", "ttl",
                "expires_at", "mentions"),

@@ -315,13 +315,15 @@ def test_export_import_export_gives_the_same_file_and_import_is_idempotent(
     ok(export_a)
     a = (stores["base"] / "a.jsonl").read_text()
     rows = [json.loads(line) for line in a.splitlines()]
-    assert rows[0] == {"format": EXPORT_FORMAT, "version": 1, "tenant": "default", "users": ["alice", "bob"]}
+    assert rows[0] == {"format": EXPORT_FORMAT, "version": 2, "tenant": "default", "users": ["alice", "bob"]}
     kinds = [r["kind"] for r in rows[1:]]
     assert kinds.count("message") == 6 and kinds.count("record") == 4
     assert kinds.count("profile") == 2 and kinds.count("triple") == 2  # histories included
+    [instruction] = [r for r in rows[1:] if r["kind"] == "instruction"]
+    assert instruction["value"]["text"] == "Answer in French." and instruction["op"] == "add"
     call = next(r for r in rows[1:] if r["kind"] == "message" and r["message"]["role"] == "assistant")
     assert call["message"]["blocks"][0]["tool_call_id"] == "c1"
-    assert as_json(first)["added"] == {"message": 6, "record": 4, "profile": 2, "triple": 2}
+    assert as_json(first)["added"] == {"message": 6, "record": 4, "profile": 2, "instruction": 1, "triple": 2}
     assert as_json(second)["added"] == {}
     ok(export_b)
     assert (stores["base"] / "b.jsonl").read_text() == a

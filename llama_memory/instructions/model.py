@@ -158,7 +158,9 @@ def plan_rows(
     inserts: list[ProfileValue] = []
 
     def value_of(op: InstructionOp) -> dict[str, Any]:
-        return {"text": op.text, "reason": op.reason, "origin": origin}
+        # Keys in sorted order, as an export writes them: an import of the export into
+        # this store finds the same value_json, so it knows the row is held already.
+        return {"origin": origin, "reason": op.reason, "text": op.text}
 
     def unwrite(entry: _Entry) -> None:
         if entry.written is not None:
