@@ -42,12 +42,14 @@ from .compose import MemoryBlock
 from .config import (
     default_profile_source,
     default_triple_source,
+    open_instructions,
     open_postgres,
     postgres_profile_rows,
     postgres_triple_source,
     postgres_vector_source,
 )
 from .errors import LlamaMemoryError, StorageError
+from .instructions import Instruction
 from .memory import (
     DEFAULT_MEMORY_TOKEN_LIMIT,
     DEFAULT_TOP_K,
@@ -69,6 +71,7 @@ from .storage.expiry import Expiry
 from .storage.ports.admin import AdminRows, SessionSummary, StoreCounts, UserSummary
 from .storage.reconcile import ReconcileReport
 from .storage.sqlite import DB_FILENAME, SQLiteStore
+from .storage.sqlite.profile import SQLiteProfileRows
 from .storage.sqlite.triples import SQLiteTripleTimeline
 from .types import MemoryRecord, Scope, now
 
@@ -87,7 +90,7 @@ __all__ = [
 #: The ``format`` field of an export's header line.
 EXPORT_FORMAT = "llama-memory-export"
 #: The export format's version; an import refuses a newer one.
-EXPORT_VERSION = 1
+EXPORT_VERSION = 2  # 2: "instruction" rows (procedural memory); version 1 files still import
 #: Rows written to the store per transaction during an import.
 IMPORT_BATCH = 500
 
@@ -113,6 +116,7 @@ class UserOverview:
         summary: counts (sessions, messages, records, triples, profile fields).
         profile: the current profile as a nested dict.
         triples: the knowledge triples that hold now.
+        instructions: the standing instructions the assistant follows for the user.
         recent: the latest long-term records, newest first.
         sessions: the user's conversations.
     """
@@ -120,6 +124,7 @@ class UserOverview:
     summary: UserSummary
     profile: dict[str, Any] = field(default_factory=dict)
     triples: list[KnowledgeTriple] = field(default_factory=list)
+    instructions: list[Instruction] = field(default_factory=list)
     recent: list[MemoryRecord] = field(default_factory=list)
     sessions: list[SessionSummary] = field(default_factory=list)
 
@@ -322,7 +327,7 @@ class MemoryAdmin:
         It shares the admin's sources: close the admin, not the memory."""
         session = session_id or uuid4().hex
         scope = Scope(user_id=user_id, session_id=session, tenant_id=self.tenant_id)
-        return ComposableMemory(
+        memory = ComposableMemory(
             primary_memory=ChatBuffer.from_defaults(chat_log=self.store.chat_log(scope)),
             secondary_memory_sources=self.sources(),
             user_id=user_id,
@@ -332,6 +337,10 @@ class MemoryAdmin:
             top_k=self.top_k,
             memory_token_limit=self.memory_token_limit,
         )
+        # The user's instructions head every block the application's memory builds:
+        # explain() must show them too.
+        memory._instructions = open_instructions(self.store, scope)
+        return memory
 
     # -- listing ----------------------------------------------------------------------
 
@@ -402,6 +411,13 @@ class MemoryAdmin:
         """Every value each profile field has had, oldest first."""
         return self.profile_source.history(None, self._scope(user_id))
 
+    def instructions(self, user_id: str, include_history: bool = False) -> list[Instruction]:
+        """The standing instructions the assistant follows for the user, oldest first;
+        with ``include_history``, replaced and removed ones too."""
+        instructions = open_instructions(self.store, self._scope(user_id))
+        assert instructions is not None  # _scope gives a user
+        return instructions.history() if include_history else instructions.current()
+
     def triples(self, user_id: str, include_history: bool = False) -> list[KnowledgeTriple]:
         """The user's knowledge triples that have not expired, oldest first: those that
         hold now, or all with ``include_history`` (read from SQLite alone: no model or
@@ -422,12 +438,13 @@ class MemoryAdmin:
         return [to_triple(row) for row in rows]
 
     def show(self, user_id: str, recent: int = 10) -> UserOverview:
-        """Counts, profile, current triples, the ``recent`` latest records and the
-        sessions of one user."""
+        """Counts, profile, current triples, instructions, the ``recent`` latest records
+        and the sessions of one user."""
         return UserOverview(
             summary=self.user(user_id),
             profile=self.profile(user_id),
             triples=self.triples(user_id),
+            instructions=self.instructions(user_id),
             recent=self.records(user_id, limit=recent, newest_first=True),
             sessions=self._admin.sessions(self.tenant_id, user_id),
         )
@@ -612,6 +629,8 @@ class MemoryAdmin:
             line += len(batch)
             if any(r["kind"] == "profile" for r in batch):
                 self.profile_source  # noqa: B018 - creates its table
+            if any(r["kind"] == "instruction" for r in batch) and isinstance(self.store, SQLiteStore):
+                SQLiteProfileRows(self.store, "instructions")  # creates its table (PostgreSQL: a migration)
             if any(r["kind"] == "triple" for r in batch):
                 self.triple_source(create=True)
             texts = [
@@ -801,6 +820,8 @@ _ROW_FIELDS: dict[str, tuple[str, ...]] = {
                "ingested_at", "metadata", "ttl", "expires_at"),
     "profile": ("user", "path", "value", "removed", "op", "session", "message_ids",
                 "created_at", "superseded_at", "ttl", "expires_at"),
+    "instruction": ("user", "path", "value", "removed", "op", "session", "message_ids",
+                    "created_at", "superseded_at", "ttl", "expires_at"),
     "triple": ("user", "id", "subject", "predicate", "object", "subject_key", "predicate_key",
                "object_key", "valid_from", "valid_to", "superseded_by", "ingested_at", "ttl",
                "expires_at", "mentions"),

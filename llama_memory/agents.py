@@ -15,7 +15,7 @@ Two things an agent run needs that the memory cannot see from its own arguments:
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Protocol, runtime_checkable
 
 from llama_index.core.async_utils import asyncio_run
 from llama_index.core.tools import (
@@ -28,7 +28,7 @@ from llama_index.core.tools import (
 from llama_index.core.workflow import Context
 
 from .errors import ScopeError
-from .sources.base import Source, WithTools
+from .types import Scope
 
 if TYPE_CHECKING:
     from .memory import ComposableMemory
@@ -37,6 +37,18 @@ if TYPE_CHECKING:
 RUN_MEMORY_KEY = "memory"
 #: The name under which agents pass their ``Context`` to a :class:`RunMemoryTool`.
 CTX_PARAM = "ctx"
+
+
+@runtime_checkable
+class ToolHolder(Protocol):
+    """What offers the tools of ``memory.tools()``: a source with tools
+    (:class:`~llama_memory.sources.base.WithTools`), or the memory's instructions."""
+
+    name: str
+
+    def tools(self, scope: Scope) -> list[Any]:
+        """The holder's agent tools, acting for ``scope``."""
+        ...
 
 
 class RunMemoryTool(FunctionTool):
@@ -61,11 +73,12 @@ class RunMemoryTool(FunctionTool):
     def __init__(
         self,
         origin: "ComposableMemory",
-        source: Source,
+        source: ToolHolder,
         tool: BaseTool,
         host: "Optional[type[ComposableMemory]]" = None,
     ) -> None:
-        """Wrap ``tool``, one of ``source.tools(origin.scope)``; ``host`` is the memory
+        """Wrap ``tool``, one of ``source.tools(origin.scope)`` (``source``: a source, or
+        the memory's instructions); ``host`` is the memory
         class a run's memory must be an instance of (default ``origin``'s class; memory.py
         passes ``ComposableMemory``: this module does not import memory.py)."""
         self._origin = origin
@@ -120,19 +133,17 @@ class RunMemoryTool(FunctionTool):
                 f"no user to act for. Run the agent with memory=ComposableMemory.from_defaults("
                 f"user_id=..., ...) (a memory with a {self._source.name!r} source)."
             )
-        source = next(
-            (
-                s
-                for s in memory._sources
-                if type(s) is type(self._source) and s.name == self._source.name
-            ),
+        # The sources, and what else offers tools (the user's instructions).
+        holders = memory._tool_holders()
+        source: Optional[ToolHolder] = next(
+            (s for s in holders if type(s) is type(self._source) and s.name == self._source.name),
             None,
         )
-        if not isinstance(source, WithTools):
+        if source is None:
             raise ScopeError(
                 f"the {name!r} tool acts for the memory of the agent run calling it, and this "
                 f"run's memory (user {memory.user_id!r}) has no {self._source.name!r} source "
-                f"(it has {[s.name for s in memory._sources]}). Run the agent with a memory "
+                f"(it has {[s.name for s in holders]}). Run the agent with a memory "
                 f"that has one, or build the agent's tools from a memory like the run's."
             )
         for tool in source.tools(memory.scope):

@@ -209,6 +209,11 @@ def cmd_show(args: argparse.Namespace) -> None:
         print(f"  {triple.render()}  [{triple.id}]")
     if not overview.triples:
         print("  (none)")
+    print("\ninstructions:")
+    for instruction in overview.instructions:
+        print(f"  {instruction.text}  [{instruction.id}, since {_when(instruction.created_at)}]")
+    if not overview.instructions:
+        print("  (none)")
     print(f"\nrecent records (newest first, up to {args.recent}):")
     for record in overview.recent:
         print(f"  {_when(record.event_time)}  [{record.source}] {_short(record.transcript, 80)}  [{record.id}]")
@@ -541,7 +546,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add("users", cmd_users, "list the users of the tenant, with what is stored of each")
     add("sessions", cmd_sessions, "list a user's conversations").add_argument("user")
-    show = add("show", cmd_show, "a user's profile, current triples, recent records and counts")
+    show = add("show", cmd_show, "a user's profile, current triples, instructions, recent records and counts")
     show.add_argument("user")
     show.add_argument("--recent", type=_positive, default=10, help="records shown (default 10)")
     records = add("records", cmd_records, "list a user's long-term records, with filters")

@@ -107,10 +107,15 @@ def plan_query(query: Optional[str], window: Sequence[ChatMessage]) -> QueryPlan
 
 
 def compose_block(memory: ComposableMemory, plan: QueryPlan, window: Sequence[ChatMessage]) -> MemoryBlock:
-    """The memory block for a plan: the relevant records the window does not show
-    already, within the memory's token budget."""
+    """The memory block for a plan: the user's instructions, then the relevant records
+    the window does not show already, within the memory's token budget."""
+    # The user's standing instructions: whatever the query, first, outside the budget.
+    instructions = memory._instructions.texts() if memory._instructions is not None else []
     if not memory._sources:
-        return MemoryBlock()
+        return fit_block(
+            [], token_limit=memory.memory_token_limit, tokenizer=memory.tokenizer_fn,
+            instructions=instructions,
+        )
     top_k = memory.top_k
     left_out: list[LeftOut] = []
     if plan.kind == "none":  # small talk: only what does not depend on the query
@@ -121,6 +126,7 @@ def compose_block(memory: ComposableMemory, plan: QueryPlan, window: Sequence[Ch
         return fit_block(
             records, token_limit=memory.memory_token_limit, tokenizer=memory.tokenizer_fn,
             duplicates=duplicates, session_id=memory.session_id, left_out=left_out,
+            instructions=instructions,
         )
     shown = window_texts(window)
     # What the window already shows is dropped afterwards, so ask for more than top_k:
@@ -148,6 +154,7 @@ def compose_block(memory: ComposableMemory, plan: QueryPlan, window: Sequence[Ch
         duplicates=duplicates,
         session_id=memory.session_id,
         left_out=left_out,
+        instructions=instructions,
     )
     block.dropped_irrelevant = len(records) - len(relevant)
     return block

@@ -28,6 +28,7 @@ from .arguments import short
 from .buffer import ChatBuffer
 from .errors import StorageError
 from .formation import warm_up
+from .instructions import Instructions
 from .relevance import DEFAULT_MIN_RELEVANCE
 from .restore import embedding_to_dict, qualified_name
 from .sources.base import MemorySource, ProfileHolder, TripleHolder
@@ -214,6 +215,7 @@ def build_memory(
         primary_default=built_primary,
         source_kind="default" if default_sources else "none" if no_sources else "custom",
         config=config,
+        instructions=open_instructions(store, scope, clock),
     )
     if reembed:
         try:
@@ -242,7 +244,7 @@ def build_memory(
     if llm is not None and extract_in == "thread" and (extract_every or extract_after_quiet):
         # The first pass's one-time Python work, paid here rather than by the worker
         # thread while put() and get() run (it holds the GIL): see docs/benchmarks.md.
-        warm_up(memory._sources)
+        warm_up(memory._pass_parts())
     return memory
 
 
@@ -289,11 +291,25 @@ def postgres_vector_source(store: Any, embed_model: Optional[BaseEmbedding], exp
     return VectorSource(store, index, resolve_embed_model(embed_model), expiry=expiry)
 
 
-def postgres_profile_rows(store: Any) -> Any:
-    """The profile rows port on a PostgreSQL store."""
+def postgres_profile_rows(store: Any, document: str = "profile") -> Any:
+    """The profile rows port on a PostgreSQL store (``document``: ``"profile"`` or
+    ``"instructions"``)."""
     from .storage.postgres import PostgresProfileRows
 
-    return PostgresProfileRows(store)
+    return PostgresProfileRows(store, document)
+
+
+def open_instructions(store: Any, scope: Scope, clock: Optional[Callable[[], float]] = None) -> Optional[Instructions]:
+    """The user's instructions (procedural memory) in ``store`` (SQLite or PostgreSQL),
+    or None for a memory without a user (instructions are a user's)."""
+    if scope.user_id is None:
+        return None
+    rows = (
+        SQLiteProfileRows(store, document="instructions")
+        if isinstance(store, SQLiteStore)
+        else postgres_profile_rows(store, "instructions")
+    )
+    return Instructions(rows, scope, **({"clock": clock} if clock else {}))
 
 
 def postgres_triple_source(store: Any, embed_model: BaseEmbedding, expiry: Expiry) -> Any:

@@ -112,7 +112,7 @@ PASS_ANSWER = "FormationPass"
 
 PASS_PROMPT = """\
 You keep the long-term memory an assistant has of its user. Read the conversation \
-below and update that memory. Answer with one JSON object with exactly these keys: \
+below and update that memory. Answer with one JSON object with these keys: \
 {keys}. What each key holds:
 
 {parts}
@@ -168,7 +168,7 @@ def ask_pass(llm: Any, parts: Sequence[PassPart], window: PassWindow) -> dict[st
     strictly (:func:`parse_answer`).
 
     Raises:
-        ExtractionError: the answer was malformed, missed a key, had an unknown one,
+        ExtractionError: the answer was malformed, had an unknown key,
             or a part rejected its value (the message names the key).
         ValueError: two parts own the same key.
     """
@@ -182,6 +182,8 @@ def ask_pass(llm: Any, parts: Sequence[PassPart], window: PassWindow) -> dict[st
         answer = _answer(llm, fields, pass_prompt(parts, window))
         parsed: dict[str, Any] = {}
         for part in parts:
+            if answer.get(part.pass_field) is None:
+                continue  # nothing new for this part (an LLM may leave its key out)
             try:
                 parsed[part.pass_field] = part.parse_pass(answer[part.pass_field], window)
             except ValueError as exc:
@@ -234,10 +236,11 @@ def _function_calling(llm: Any) -> bool:
 
 @lru_cache(maxsize=32)
 def _answer_model(fields: tuple[str, ...]) -> type[BaseModel]:
-    """The pydantic model of a pass's answer: one required key per part; the parts
-    validate their values themselves."""
+    """The pydantic model of a pass's answer: one key per part (left out or null:
+    nothing new for that part) and no other; the parts validate their values themselves."""
     definitions: dict[str, Any] = {
-        f: (Any, Field(description=f"The {f!r} update, as the prompt describes it.")) for f in fields
+        f: (Optional[Any], Field(default=None, description=f"The {f!r} update, as the prompt describes it."))
+        for f in fields
     }
     return create_model(  # type: ignore[call-overload,no-any-return]
         PASS_ANSWER, __config__=ConfigDict(extra="forbid"),
@@ -247,10 +250,11 @@ def _answer_model(fields: tuple[str, ...]) -> type[BaseModel]:
 
 def parse_answer(text: str, fields: Sequence[str]) -> dict[str, Any]:
     """A pass's JSON answer given as text: one object (a ```json fence around it is
-    allowed, nothing else) with exactly ``fields`` as keys.
+    allowed, nothing else) whose keys are among ``fields`` (a key left out: nothing new
+    for that part, as an LLM with nothing to say for it often answers).
 
     Raises:
-        ExtractionError: it was not JSON, not an object, or its keys were not ``fields``.
+        ExtractionError: it was not JSON, not an object, or it had a key not in ``fields``.
     """
     body = text.strip()
     fenced = re.fullmatch(r"```(?:json)?\s*(.*?)\s*```", body, re.DOTALL)
@@ -262,13 +266,9 @@ def parse_answer(text: str, fields: Sequence[str]) -> dict[str, Any]:
         raise ExtractionError(f"the pass's answer is not JSON ({exc}); it began {text[:120]!r}") from exc
     if not isinstance(data, dict):
         raise ExtractionError(f"the pass's answer must be a JSON object with keys {list(fields)}, got {type(data).__name__}")
-    missing = [f for f in fields if f not in data]
     unknown = [k for k in data if k not in fields]
-    if missing or unknown:
-        raise ExtractionError(
-            f"the pass's answer must have exactly the keys {list(fields)}: "
-            f"missing {missing}, unknown {unknown}"
-        )
+    if unknown:
+        raise ExtractionError(f"the pass's answer may only have the keys {list(fields)}: unknown {unknown}")
     return data
 
 

@@ -29,6 +29,7 @@ from .config import resolve_embed_model as resolve_embed_model
 from .errors import LlamaMemoryError, MemoryClosedError
 from .expiry import TTL
 from .formation import FormationWorker
+from .instructions import Instructions
 from .instrumentation import Stopwatch, dispatcher, retrieval_event
 from .relevance import DEFAULT_MIN_RELEVANCE
 from .restore import memory_to_dict, restore_hook_arguments, restore_live_parts, restore_parts
@@ -140,6 +141,9 @@ class ComposableMemory(BaseMemory):
     _config: dict[str, Any] = PrivateAttr(default_factory=dict)
     # The payload of this memory's extraction jobs, by scope (writing.job_payload).
     _job_payload: Optional[tuple[tuple[Any, ...], dict[str, Any]]] = PrivateAttr(default=None)
+    # The user's standing instructions (procedural memory), in the store; set by
+    # config.build_memory when the memory has a user.
+    _instructions: Optional[Instructions] = PrivateAttr(default=None)
 
     @field_validator("min_relevance")
     @classmethod
@@ -364,11 +368,14 @@ class ComposableMemory(BaseMemory):
         primary_default: bool,
         source_kind: str,
         config: dict[str, Any],
+        instructions: Optional[Instructions] = None,
     ) -> None:
         """Attach what :func:`~llama_memory.config.build_memory` opened: the store (the
         transaction port every write of a batch joins), how to drop a user's dense
-        collections of every kind, and what :meth:`to_dict` says of the build."""
+        collections of every kind, the user's instructions, and what :meth:`to_dict`
+        says of the build."""
         self._store = storage
+        self._instructions = instructions
         self._drop_dense = drop_dense
         self._primary_default = primary_default
         self._source_kind = source_kind
@@ -441,11 +448,22 @@ class ComposableMemory(BaseMemory):
         self._check_open()
         scope = self.scope
         return [
-            RunMemoryTool(self, source, tool, ComposableMemory)
-            for source in self._sources
-            if isinstance(source, WithTools)
-            for tool in source.tools(scope)
+            RunMemoryTool(self, holder, tool, ComposableMemory)
+            for holder in self._tool_holders()
+            for tool in holder.tools(scope)
         ]
+
+    def _pass_parts(self) -> list[Any]:
+        """What a formation pass asks about: the sources, and the user's instructions
+        (the pass's ``"instructions"`` part; see formation.PassPart)."""
+        return list(self._sources) if self._instructions is None else [*self._sources, self._instructions]
+
+    def _tool_holders(self) -> list[Any]:
+        """What offers agent tools: the sources that have some, and the instructions
+        (``update_instructions``). A :class:`RunMemoryTool` finds its tool's holder in
+        a run's memory here."""
+        holders: list[Any] = [s for s in self._sources if isinstance(s, WithTools)]
+        return holders if self._instructions is None else [*holders, self._instructions]
 
     @dispatcher.span
     def get(self, input: Optional[str] = None, **kwargs: Any) -> list[ChatMessage]:
@@ -573,6 +591,21 @@ class ComposableMemory(BaseMemory):
             "this memory has no profile source: build it with the default sources, or "
             "ComposableMemory.from_defaults(..., profile=True), or pass a ProfileSource",
         ))
+
+    @property
+    def instructions(self) -> Instructions:
+        """The standing instructions the assistant follows for this user (procedural
+        memory): ``current()``, ``history()``, ``add(text)``, ``remove(text_or_id)``,
+        ``replace(old, new)``. Shown first in the memory block on every ``get``, as
+        instructions; kept in the store with their history; ``forget()`` removes them.
+        LlamaMemoryError for a memory without a user or a store."""
+        self._check_open()
+        if self._instructions is None:
+            raise LlamaMemoryError(
+                "this memory keeps no instructions: they need a user and a store, e.g. "
+                "ComposableMemory.from_defaults(user_id='alice', path='./memory')"
+            )
+        return self._instructions
 
     def _source_of(self, kind: type, missing: str) -> SourceProtocol:
         """The first source that implements the protocol ``kind``; LlamaMemoryError

@@ -126,12 +126,15 @@ def _one_line(text: str, width: int = 100) -> str:
 
 def block_summary(block: "MemoryBlock") -> str:
     """``MemoryBlock(3 records: vector 2, profile 1; 412 tokens; left out: 2 duplicates,
-    1 for the budget)``: a block in one line."""
+    1 for the budget)``: a block in one line (``2 instructions, `` first when it shows
+    the user's instructions)."""
     if not block.text:
         shown = "empty"
     else:
+        instructions = block.instructions
         shown = (
-            f"{_plural(len(block.records), 'record')}: {_count_by_source(block.records)}; "
+            (f"{_plural(len(instructions), 'instruction')}, " if instructions else "")
+            + f"{_plural(len(block.records), 'record')}: {_count_by_source(block.records)}; "
             f"{block.token_count} tokens"
         )
     return (

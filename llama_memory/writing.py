@@ -263,7 +263,7 @@ def one_pass(memory: ComposableMemory, scope: Scope, llm: Any) -> int:
     """One extraction pass of the scope's session (see :func:`~llama_memory.formation.run_pass`)."""
     assert memory._store is not None
     history = conversation(memory, scope)
-    return run_pass(memory._store, memory._sources, scope, llm, history, lock=memory._lock)
+    return run_pass(memory._store, memory._pass_parts(), scope, llm, history, lock=memory._lock)
 
 
 def flush(memory: ComposableMemory, timeout: Optional[float]) -> None:
@@ -293,7 +293,7 @@ def extract(memory: ComposableMemory, messages: Optional[Sequence[ChatMessage]],
         automatic = messages is None
         if messages is None:
             messages = history[min(memory._extracted_upto, len(history)) :]
-        run_parts(memory._sources, memory.scope, llm, messages)
+        run_parts(memory._pass_parts(), memory.scope, llm, messages)
         # Advance only once every source succeeded: a failed extraction is retried.
         if automatic:
             memory._extracted_upto = len(history)

@@ -107,7 +107,7 @@ async def test_one_agent_built_with_one_users_tools_serves_two_users_concurrentl
         assert "saved" in results[1] and name in results[1]
 
     # Outside a run, the same tools act for the memory they came from: Alice's.
-    update, get, save, search = alice.tools()  # fresh, as an app would call them
+    update, get, save, search, _instructions = alice.tools()  # fresh, as an app would call them
     update.call(operations=[{"op": "set", "path": "diet", "value": "vegetarian"}])
     await save.acall(triples=[{"subject": "Alice", "predicate": "works at", "object": "Acme"}])
     assert profile_of(alice) == {"name": "Alice", "diet": "vegetarian"}
@@ -165,7 +165,7 @@ async def test_a_workflow_step_passing_its_context_acts_for_the_memory_it_keeps(
     from llama_index.core.workflow import Context, StartEvent, StopEvent, Workflow, step
 
     alice, bob = open_memory("alice"), open_memory("bob")
-    update, _ = alice.tools()
+    update, *_ = alice.tools()
 
     class Step(Workflow):
         @step

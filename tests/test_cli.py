@@ -68,6 +68,7 @@ def build_store(path: Path, embed_model: Any) -> None:
     profile = memory.source("profile")
     profile.set_field("diet", "vegetarian", memory.scope, message_ids=["m1"])  # type: ignore[attr-defined]
     profile.set_field("diet", "vegan", memory.scope)  # type: ignore[attr-defined]
+    memory.instructions.add("Answer in French.", reason="practising")
     memory.add_triples([("Alice", "lives in", "Porto")], event_time="2020-01-01")
     memory.add_triples([("Alice", "lives in", "Lisbon")], event_time="2024-04-02", message_ids=["m2"])
     memory.close()
@@ -242,9 +243,11 @@ def test_show_gives_profile_current_triples_recent_records_and_counts(
     assert [(t["subject"], t["object"]) for t in shown["triples"]] == [("Alice", "Lisbon")]
     assert [r["text"] for r in shown["recent"]][0] == "My favourite food is ramen."
     assert shown["summary"]["messages"] == 5
+    assert [(i["text"], i["reason"]) for i in shown["instructions"]] == [("Answer in French.", "practising")]
     assert main(["show", "alice", "--store", str(stores["shared"])]) == 0
     text = capsys.readouterr().out
     assert '"diet": "vegan"' in text and "Alice — lives in — Lisbon (since 2024-04-02)" in text
+    assert "instructions:\n  Answer in French.  [i" in text
 
 
 def test_records_filters_by_session(runs: Runs) -> None:
@@ -312,13 +315,15 @@ def test_export_import_export_gives_the_same_file_and_import_is_idempotent(
     ok(export_a)
     a = (stores["base"] / "a.jsonl").read_text()
     rows = [json.loads(line) for line in a.splitlines()]
-    assert rows[0] == {"format": EXPORT_FORMAT, "version": 1, "tenant": "default", "users": ["alice", "bob"]}
+    assert rows[0] == {"format": EXPORT_FORMAT, "version": 2, "tenant": "default", "users": ["alice", "bob"]}
     kinds = [r["kind"] for r in rows[1:]]
     assert kinds.count("message") == 6 and kinds.count("record") == 4
     assert kinds.count("profile") == 2 and kinds.count("triple") == 2  # histories included
+    [instruction] = [r for r in rows[1:] if r["kind"] == "instruction"]
+    assert instruction["value"]["text"] == "Answer in French." and instruction["op"] == "add"
     call = next(r for r in rows[1:] if r["kind"] == "message" and r["message"]["role"] == "assistant")
     assert call["message"]["blocks"][0]["tool_call_id"] == "c1"
-    assert as_json(first)["added"] == {"message": 6, "record": 4, "profile": 2, "triple": 2}
+    assert as_json(first)["added"] == {"message": 6, "record": 4, "profile": 2, "instruction": 1, "triple": 2}
     assert as_json(second)["added"] == {}
     ok(export_b)
     assert (stores["base"] / "b.jsonl").read_text() == a

@@ -460,3 +460,16 @@ def test_a_turn_put_while_its_sessions_pass_runs_gets_the_next_pass(tmp_path: Pa
     finally:
         release.set()
         memory.close()
+
+
+def test_the_pass_writes_the_users_instructions_and_later_blocks_show_them(tmp_path: Path) -> None:
+    llm = ScriptedLLM([pass_answer(instructions=[{"op": "add", "text": "Answer in French."}])])
+    memory = open_memory(tmp_path, llm=llm, extract_every=1)
+    try:
+        memory.put(user("From now on, please answer in French."))
+        memory.flush(timeout=30)
+        assert '"instructions"' in llm.calls[0].text()  # the instructions are a part of the one call
+        assert [i.text for i in memory.instructions.current()] == ["Answer in French."]
+        assert "Answer in French." in memory.get("bonjour")[0].content
+    finally:
+        memory.close()

@@ -465,7 +465,7 @@ def test_concurrent_writers_on_one_file_newer_wins(tmp_path: Path) -> None:
 def test_tools_are_bound_to_the_memory_user(open_memory) -> None:
     memory = open_memory(user_id="alice", profile_kwargs={"schema": UserProfile})
     bob = open_memory(user_id="bob")
-    update, get = memory.tools()
+    update, get, _instructions = memory.tools()
     assert (update.metadata.name, get.metadata.name) == ("update_profile", "get_profile")
     assert "travel.seat" in update.metadata.description  # the schema's fields are listed
     # What an LLM integration sends as the tool's parameters: operations only, no user.
@@ -607,7 +607,7 @@ async def test_preferences_told_in_session_1_shape_the_prompt_of_session_2(
     # The profile is served before the vector source's records.
     lines = [line for line in block.splitlines() if line.startswith("- [")]
     assert lines[0].startswith("- [profile]") and lines[1].startswith("- [profile]")
-    assert set(first_call.tool_names) == {"update_profile", "get_profile"}
+    assert set(first_call.tool_names) == {"update_profile", "get_profile", "update_instructions"}
 
     # Another user's session 2 sees none of it.
     carol = open_memory(user_id="carol", session_id="c2", vector=True, embed_model=embed_model)

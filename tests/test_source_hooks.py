@@ -71,8 +71,8 @@ def test_higher_priority_sources_are_served_first_from_the_budget() -> None:
 def test_tools_are_bound_to_the_memory_user() -> None:
     notes = NotesSource()
     memory = ComposableMemory.from_defaults(user_id="bob", secondary_memory_sources=[notes])
-    [tool] = memory.tools()
-    assert tool.metadata.name == "save_note"
+    tool, instructions = memory.tools()  # the source's, then the user's instructions'
+    assert (tool.metadata.name, instructions.metadata.name) == ("save_note", "update_instructions")
     tool.call(note="allergic to peanuts")
     assert notes.notes == {"bob": ["allergic to peanuts"]}
 

@@ -42,7 +42,7 @@ def test_a_source_of_the_narrow_protocol_serves_every_memory_call() -> None:
     memory.put(user("bees live on my roof"))
     memory.put(user("the weather is grey"))
     assert [r.text for r in memory.search("bees")] == ["bees live on my roof"]
-    assert memory.tools() == []
+    assert [t.metadata.name for t in memory.tools()] == ["update_instructions"]  # none of the source
     memory.extract(llm=ScriptedLLM())  # nothing to extract with: nothing happens
     assert memory.reconcile() == {} and memory.reindex() == 0 and memory.purge_expired() == 0
     memory.forget()  # the diary keeps no per-user data the memory could delete

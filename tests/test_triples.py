@@ -490,7 +490,9 @@ def test_memory_block_shows_current_triples_first(open_memory) -> None:
     shown = [r.source for r in later.last_block.records]
     assert shown[0] == "triples" and "vector" in shown
     assert later.search("Where does Alice live?", k=3)[0].source == "triples"
-    assert {t.metadata.name for t in later.tools()} == {"save_knowledge", "search_knowledge"}
+    assert {t.metadata.name for t in later.tools()} == {
+        "save_knowledge", "search_knowledge", "update_instructions"
+    }
 
 
 # --------------------------------------------------------------------------- agents (LangGraph tutorial)
@@ -512,7 +514,7 @@ async def test_agent_saves_knowledge_in_one_session_and_recalls_it_in_the_next(o
     agent = FunctionAgent(llm=llm, tools=memory.tools(), system_prompt=system_prompt)
     await agent.run(user_msg="My friend John likes pizza", memory=memory)
     assert llm.remaining == 0
-    assert llm.calls[0].tool_names == ["save_knowledge", "search_knowledge"]
+    assert llm.calls[0].tool_names == ["save_knowledge", "search_knowledge", "update_instructions"]
     tool_result = next(m for m in llm.calls[1].messages if m.role == MessageRole.TOOL)
     assert "Alice — has friend — John (saved)" in message_plain_text(tool_result)
 

@@ -31,6 +31,10 @@ from .sqlite.records import _record_id, _to_record
 #: Tables a source adds to the file when it is first opened on it.
 TRIPLE_TABLES = ("triples", "triple_mentions", "triples_fts")
 PROFILE_TABLE = "profile_fields"
+#: The table of the user's instructions (procedural memory): the same rows as the profile's.
+INSTRUCTION_TABLE = "instruction_fields"
+#: The export kinds of the documents kept as profile rows, and their tables.
+DOCUMENT_KINDS = {"profile": PROFILE_TABLE, "instruction": INSTRUCTION_TABLE}
 
 
 class StoreAdmin:
@@ -288,10 +292,11 @@ class StoreAdmin:
             where = "WHERE tenant_id = ? AND user_id = ?"
             total += self.store.query("count", f"SELECT COUNT(*) FROM chat_messages {where}", owner)[0][0]
             total += self.store.query("count", f"SELECT COUNT(*) FROM records {where}", owner)[0][0]
-            if PROFILE_TABLE in tables:
-                total += self.store.query(
-                    "count", f"SELECT COUNT(*) FROM {PROFILE_TABLE} {where}", owner
-                )[0][0]
+            for table in DOCUMENT_KINDS.values():
+                if table in tables:
+                    total += self.store.query(
+                        "count", f"SELECT COUNT(*) FROM {table} {where}", owner
+                    )[0][0]
             if "triples" in tables:
                 total += self.store.query("count", f"SELECT COUNT(*) FROM triples {where}", owner)[0][0]
         return total
@@ -333,13 +338,15 @@ class StoreAdmin:
                 "expires_at": row["expires_at"],
             }
         tables = self.tables()
-        if PROFILE_TABLE in tables:
+        for kind, table in DOCUMENT_KINDS.items():
+            if table not in tables:
+                continue
             for row in self.store.query(
-                "export profile", f"SELECT * FROM {PROFILE_TABLE} {where} ORDER BY id", owner
+                f"export {kind}", f"SELECT * FROM {table} {where} ORDER BY id", owner
             ):
                 removed = row["value_json"] is None
                 yield {
-                    "kind": "profile",
+                    "kind": kind,
                     "user": user_id,
                     "path": row["path"],
                     "value": None if removed else json.loads(row["value_json"]),
@@ -412,18 +419,20 @@ class StoreAdmin:
           again (a session holding it twice keeps two);
         - a record already held (same source, user and text) only gains the message
           ids it lacked;
-        - a profile row already in the history (same path, operation, value, time) is
-          skipped; afterwards each field has one current value, the latest;
+        - a profile (or instructions) row already in the history (same path, operation,
+          value, time) is skipped; afterwards each field (instruction) has one current
+          value, the latest;
         - a triple already held (same id) is skipped; one that holds now and whose
           fact the user already holds under another id adds its mentions to it.
 
         ``triple_texts`` gives, per row (in order; ignored for other kinds), the text
         the triple's lexical index holds. The profile and triple tables must exist
-        (the caller opens those sources first) when such rows are given.
+        (the caller opens those sources first) when such rows are given; so must the
+        instructions table for ``instruction`` rows.
         """
         new: Counter[str] = Counter()
         seen_messages: Counter[tuple[Any, ...]] = Counter()
-        profile_paths: set[tuple[str, str]] = set()
+        document_paths: set[tuple[str, str, str]] = set()  # (table, user, path)
         with self.store.transaction("import") as conn:
             for row, triple_text in zip(rows, triple_texts):
                 kind = row["kind"]
@@ -473,19 +482,20 @@ class StoreAdmin:
                         ),
                     )  # fmt: skip
                     new[kind] += 1
-                elif kind == "profile":
+                elif kind in DOCUMENT_KINDS:  # a profile or an instructions row
+                    table = DOCUMENT_KINDS[kind]
                     value_json = (
                         None if row["removed"] else json.dumps(row["value"], ensure_ascii=False)
                     )
                     held = conn.execute(
-                        f"SELECT 1 FROM {PROFILE_TABLE} WHERE tenant_id = ? AND user_id = ? "
+                        f"SELECT 1 FROM {table} WHERE tenant_id = ? AND user_id = ? "
                         "AND path = ? AND op = ? AND created_at = ? AND value_json IS ?",
                         (tenant_id, user, row["path"], row["op"], row["created_at"], value_json),
                     ).fetchone()
                     if held is not None:
                         continue
                     conn.execute(
-                        f"INSERT INTO {PROFILE_TABLE} (tenant_id, user_id, path, value_json, op, "
+                        f"INSERT INTO {table} (tenant_id, user_id, path, value_json, op, "
                         "session_id, message_ids, created_at, superseded_at, ttl, expires_at) "
                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (
@@ -494,13 +504,13 @@ class StoreAdmin:
                             row["superseded_at"], row["ttl"], row["expires_at"],
                         ),
                     )  # fmt: skip
-                    profile_paths.add((user, row["path"]))
+                    document_paths.add((table, user, row["path"]))
                     new[kind] += 1
                 elif kind == "triple":
                     if self._import_triple(conn, tenant_id, user, row, triple_text):
                         new[kind] += 1
-            for user, path in profile_paths:
-                self._one_current_value(conn, tenant_id, user, path)
+            for table, user, path in document_paths:
+                self._one_current_value(conn, table, tenant_id, user, path)
         return new
 
     @staticmethod
@@ -557,18 +567,19 @@ class StoreAdmin:
         return same is None
 
     @staticmethod
-    def _one_current_value(conn: Any, tenant_id: str, user: str, path: str) -> None:
-        """Leave one current row for a profile field: the latest written; the others are
-        superseded when it was written (histories merged from two stores)."""
+    def _one_current_value(conn: Any, table: str, tenant_id: str, user: str, path: str) -> None:
+        """Leave one current row for a profile field (or an instruction: ``table``): the
+        latest written; the others are superseded when it was written (histories merged
+        from two stores)."""
         rows = conn.execute(
-            f"SELECT id, created_at FROM {PROFILE_TABLE} WHERE tenant_id = ? AND user_id = ? "
+            f"SELECT id, created_at FROM {table} WHERE tenant_id = ? AND user_id = ? "
             "AND path = ? AND superseded_at IS NULL ORDER BY created_at, id",
             (tenant_id, user, path),
         ).fetchall()
         if len(rows) > 1:
             latest = rows[-1]["created_at"]
             conn.executemany(
-                f"UPDATE {PROFILE_TABLE} SET superseded_at = ? WHERE id = ?",
+                f"UPDATE {table} SET superseded_at = ? WHERE id = ?",
                 [(latest, r["id"]) for r in rows[:-1]],
             )
 

@@ -4,8 +4,8 @@ SQLite (``llama_memory.storage.sqlite`` + an in-process Chroma for the dense ind
 PostgreSQL (``llama_memory.storage.postgres`` with pgvector, on the test server). A new backend adds a :class:`Backend` to
 :data:`BACKENDS`, giving every port implementation (the ``Storage`` facade, the dense
 index, the triple timeline, the profile rows), and must pass every test of this
-directory unchanged: records, chat log, jobs, transactions, vector index, triples and
-profile all take this fixture.
+directory unchanged: records, chat log, jobs, transactions, vector index, triples,
+profile and instructions all take this fixture.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class Backend:
         open_store: Callable[[], Storage],
         open_index: Callable[[], VectorIndex],
         triples_on: Callable[[Storage], TripleTimeline],
-        profile_on: Callable[[Storage], ProfileRows],
+        profile_on: Callable[[Storage, str], ProfileRows],
     ) -> None:
         self.name = name
         self._open_store = open_store
@@ -55,9 +55,10 @@ class Backend:
         process would have)."""
         return self._triples_on(self.open())
 
-    def profile_rows(self) -> ProfileRows:
-        """The profile rows on a new store object (another connection)."""
-        return self._profile_on(self.open())
+    def profile_rows(self, document: str = "profile") -> ProfileRows:
+        """The profile rows on a new store object (another connection); ``document``
+        ``"instructions"``: the rows of the user's instructions."""
+        return self._profile_on(self.open(), document)
 
     def close(self) -> None:
         """Close every store opened."""
@@ -83,7 +84,7 @@ def _sqlite(location: Path) -> Backend:
         lambda: SQLiteStore(location),
         lambda: DenseIndex(ephemeral_client(), DenseIndex.unique_prefix("conformance")),
         lambda store: SQLiteTripleTimeline(sqlite_store(store)),
-        lambda store: SQLiteProfileRows(sqlite_store(store)),
+        lambda store, document: SQLiteProfileRows(sqlite_store(store), document),
     )
 
 
@@ -111,7 +112,7 @@ def _postgres(url: str) -> Backend:
         lambda: PostgresStore(url, max_size=2),
         open_index,
         lambda store: PostgresTripleTimeline(postgres_store(store)),
-        lambda store: PostgresProfileRows(postgres_store(store)),
+        lambda store, document: PostgresProfileRows(postgres_store(store), document),
     )
     return backend
 

@@ -8,6 +8,10 @@ without a value. The port reads and writes those rows as plain
 writes (operations, merge patch, schema) live above it, in
 ``llama_memory.sources.profile``, and reach storage through :meth:`ProfileRows.update`.
 
+The same rows keep a second document of the user, their standing **instructions**
+(procedural memory, ``llama_memory.instructions``): one path per instruction, in a
+table of its own. :data:`DOCUMENTS` names the documents a backend keeps.
+
 Expiry: a row may carry a time to live; every read takes the time ``at`` that
 decides what has expired, so an expired value reads as absent before it is purged.
 """
@@ -19,6 +23,20 @@ from dataclasses import dataclass
 from typing import Any, Optional, Protocol, runtime_checkable
 
 from ...types import Scope
+
+#: The documents kept as profile rows, each in its own table: the user's profile, and
+#: the instructions the assistant follows for them (procedural memory).
+DOCUMENTS: dict[str, str] = {"profile": "profile_fields", "instructions": "instruction_fields"}
+
+
+def document_table(document: str) -> str:
+    """The table of a document of :data:`DOCUMENTS`; ValueError naming the known ones."""
+    if not isinstance(document, str) or document not in DOCUMENTS:
+        raise ValueError(
+            f"document takes one of {sorted(DOCUMENTS)} (each is a table of the store), "
+            f"not {document!r}"
+        )
+    return DOCUMENTS[document]
 
 
 @dataclass(frozen=True)

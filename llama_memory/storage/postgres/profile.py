@@ -1,7 +1,8 @@
 """Profile rows (the :class:`~llama_memory.storage.ports.ProfileRows` port) in PostgreSQL.
 
-Table ``profile_fields`` (migration 2 of :data:`~llama_memory.storage.postgres.MIGRATIONS`):
-one row per value a field had, with provenance and expiry, the same rows as on SQLite.
+Table ``profile_fields`` (migration 2 of :data:`~llama_memory.storage.postgres.MIGRATIONS`),
+and ``instruction_fields`` for the instructions document (migration 3; see
+:data:`~llama_memory.storage.ports.profile.DOCUMENTS`): one row per value a field had, with provenance and expiry, the same rows as on SQLite.
 Statements run through the store's ``transaction``/``query``, so a write made inside
 an open transaction of the store joins it.
 """
@@ -15,7 +16,7 @@ from typing import Any, Optional
 from psycopg.types.json import Jsonb
 
 from ...types import Scope
-from ..ports.profile import ProfileChange, ProfileWrite
+from ..ports.profile import ProfileChange, ProfileWrite, document_table
 from .connection import Connection
 from .store import PostgresStore
 
@@ -24,7 +25,7 @@ ALIVE_SQL = "(expires_at IS NULL OR expires_at > %s)"
 
 _SELECT = (
     "SELECT id, path, value_json, op, session_id, message_ids, created_at, superseded_at "
-    "FROM profile_fields "
+    "FROM {table} "
 )
 _CURRENT = (
     _SELECT + "WHERE tenant_id = %s AND user_id = %s AND superseded_at IS NULL "
@@ -39,27 +40,34 @@ class PostgresProfileRows:
 
     Args:
         store: the PostgreSQL system of record; it provides the transactions.
+        document: which document of the user these rows hold (a key of
+            :data:`~llama_memory.storage.ports.profile.DOCUMENTS`): ``"profile"``, or
+            ``"instructions"`` (procedural memory), each in its own table.
     """
 
-    def __init__(self, store: PostgresStore) -> None:
+    def __init__(self, store: PostgresStore, document: str = "profile") -> None:
         if not isinstance(store, PostgresStore):
             raise TypeError(
                 f"PostgresProfileRows keeps the profile in a PostgresStore, not "
                 f"{type(store).__name__} {store!r}: pass PostgresStore('postgresql://...')"
             )
         self.store = store
+        self.document = document
+        self._table = document_table(document)
+        self._select = _SELECT.format(table=self._table)
+        self._current = _CURRENT.format(table=self._table)
 
     def current(self, scope: Scope, at: float) -> list[ProfileChange]:
         """The user's current field values, oldest row first (see the port)."""
-        rows = self.store.query("read profile", _CURRENT, (*_owner(scope), at))
+        rows = self.store.query(f"read {self.document}", self._current, (*_owner(scope), at))
         return [_to_change(row) for row in rows]
 
     def history(self, scope: Scope, at: float, path: Optional[str] = None) -> list[ProfileChange]:
         """The rows of ``path`` and beneath it (all with None), oldest first (see the port)."""
         where, params = ("", ()) if path is None else (f" AND {_SUBTREE}", (path, path + "."))
         rows = self.store.query(
-            "read profile history",
-            _SELECT + f"WHERE tenant_id = %s AND user_id = %s AND {ALIVE_SQL}" + where + " ORDER BY id",
+            f"read {self.document} history",
+            self._select + f"WHERE tenant_id = %s AND user_id = %s AND {ALIVE_SQL}" + where + " ORDER BY id",
             (*_owner(scope), at, *params),
         )
         return [_to_change(row) for row in rows]
@@ -69,15 +77,15 @@ class PostgresProfileRows:
     ) -> list[ProfileChange]:
         """Read the current rows, ``decide``, write, in one transaction (see the port)."""
         owner = _owner(scope)
-        with self.store.transaction("update profile") as conn:
+        with self.store.transaction(f"update {self.document}") as conn:
             # Updates of one user's profile take turns (other threads, other workers):
             # each reads the rows the previous one committed.
-            _lock_profile(conn, owner)
-            old = [_to_change(r) for r in conn.execute(_CURRENT, (*owner, at)).fetchall()]
+            _lock_document(conn, self.document, owner)
+            old = [_to_change(r) for r in conn.execute(self._current, (*owner, at)).fetchall()]
             write = decide(old)
             if write.supersede:
                 conn.execute(
-                    "UPDATE profile_fields SET superseded_at = %s WHERE tenant_id = %s "
+                    f"UPDATE {self._table} SET superseded_at = %s WHERE tenant_id = %s "
                     "AND user_id = %s AND id = ANY(%s)",
                     (write.written_at, *owner, list(write.supersede)),
                 )
@@ -85,7 +93,7 @@ class PostgresProfileRows:
             for new in write.insert:
                 value_json = None if new.removed else json.dumps(new.value, ensure_ascii=False)
                 row = conn.execute(
-                    "INSERT INTO profile_fields (tenant_id, user_id, path, value_json, op, "
+                    f"INSERT INTO {self._table} (tenant_id, user_id, path, value_json, op, "
                     "session_id, message_ids, created_at, ttl, expires_at) "
                     "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
                     (
@@ -112,10 +120,10 @@ class PostgresProfileRows:
     def erase(self, scope: Scope, path: Optional[str] = None) -> int:
         """Delete the rows of ``path`` and beneath it (all with None) (see the port)."""
         where, params = ("", ()) if path is None else (f" AND {_SUBTREE}", (path, path + "."))
-        action = "forget profile" if path is None else "erase profile field"
+        action = f"forget {self.document}" if path is None else f"erase {self.document} field"
         with self.store.transaction(action) as conn:
             cursor = conn.execute(
-                "DELETE FROM profile_fields WHERE tenant_id = %s AND user_id = %s" + where,
+                f"DELETE FROM {self._table} WHERE tenant_id = %s AND user_id = %s" + where,
                 (*_owner(scope), *params),
             )
             return int(cursor.rowcount)
@@ -123,17 +131,17 @@ class PostgresProfileRows:
     def refresh_expiry(self, ids: Sequence[int], at: float) -> None:
         """Rows ``ids`` that have a ttl live it again from ``at`` (see the port)."""
         if ids:
-            with self.store.transaction("refresh profile expiry") as conn:
+            with self.store.transaction(f"refresh {self.document} expiry") as conn:
                 conn.execute(
-                    "UPDATE profile_fields SET expires_at = %s + ttl WHERE id = ANY(%s) "
+                    f"UPDATE {self._table} SET expires_at = %s + ttl WHERE id = ANY(%s) "
                     "AND ttl IS NOT NULL",
                     (at, list(ids)),
                 )
 
     def purge_expired(self, at: float) -> int:
         """Delete every user's rows expired at ``at`` (see the port)."""
-        with self.store.transaction("purge expired profile fields") as conn:
-            cursor = conn.execute(f"DELETE FROM profile_fields WHERE NOT {ALIVE_SQL}", (at,))
+        with self.store.transaction(f"purge expired {self.document} fields") as conn:
+            cursor = conn.execute(f"DELETE FROM {self._table} WHERE NOT {ALIVE_SQL}", (at,))
             return int(cursor.rowcount)
 
 
@@ -141,9 +149,11 @@ def _owner(scope: Scope) -> tuple[str, str]:
     return scope.tenant_id, scope.require_user("the profile memory")
 
 
-def _lock_profile(conn: Connection, owner: tuple[str, str]) -> None:
+def _lock_document(conn: Connection, document: str, owner: tuple[str, str]) -> None:
+    # The profile's key is unchanged (["profile", tenant, user]): processes of an older
+    # release that update the same profile still take the same lock.
     conn.execute(
-        "SELECT pg_advisory_xact_lock(hashtextextended(%s, 1))", (json.dumps(["profile", *owner]),)
+        "SELECT pg_advisory_xact_lock(hashtextextended(%s, 1))", (json.dumps([document, *owner]),)
     )
 
 

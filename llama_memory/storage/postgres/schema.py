@@ -199,4 +199,30 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
     ),
+    # 3: the instructions document (procedural memory): the same rows as the profile's.
+    (
+        """
+        CREATE TABLE instruction_fields (
+            tenant_id text NOT NULL,
+            user_id text NOT NULL,
+            id bigserial NOT NULL,
+            path text NOT NULL,
+            value_json text,
+            op text NOT NULL,
+            session_id text,
+            message_ids jsonb NOT NULL DEFAULT '[]',
+            created_at double precision NOT NULL,
+            superseded_at double precision,
+            ttl double precision,
+            expires_at double precision,
+            PRIMARY KEY (tenant_id, user_id, id)
+        )
+        """,
+        "CREATE INDEX instruction_fields_current ON instruction_fields (tenant_id, user_id, id) "
+        "WHERE superseded_at IS NULL",
+        # refresh_expiry names rows by id alone; purge_expired scans the expiring ones.
+        "CREATE INDEX instruction_fields_by_id ON instruction_fields (id)",
+        "CREATE INDEX instruction_fields_expiring ON instruction_fields (expires_at) "
+        "WHERE expires_at IS NOT NULL",
+    ),
 )

@@ -1,7 +1,8 @@
 """Profile rows (the :class:`~llama_memory.storage.ports.ProfileRows` port) in SQLite.
 
-One table, ``profile_fields``, in the memory's SQLite file: one row per value a
-field had, with provenance and expiry. Statements run through the store's
+One table per document (``profile_fields``, ``instruction_fields``: see
+:data:`~llama_memory.storage.ports.profile.DOCUMENTS`) in the memory's SQLite file:
+one row per value a field had, with provenance and expiry. Statements run through the store's
 ``transaction``/``query``, so a write made inside an open transaction of the
 store joins it.
 """
@@ -14,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
 from ...types import Scope
-from ..ports.profile import ProfileChange, ProfileWrite
+from ..ports.profile import ProfileChange, ProfileWrite, document_table
 from .expiry import ALIVE_SQL
 from .store import SQLiteStore
 
@@ -43,9 +44,33 @@ MIGRATIONS: tuple[str, ...] = (
     """,
 )
 
+#: The instructions document's table (same rows as the profile's; see
+#: :data:`~llama_memory.storage.ports.profile.DOCUMENTS`), created whole.
+INSTRUCTION_MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE instruction_fields (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        tenant_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        path TEXT NOT NULL,
+        value_json TEXT,
+        op TEXT NOT NULL,
+        session_id TEXT,
+        message_ids TEXT NOT NULL DEFAULT '[]',
+        created_at REAL NOT NULL,
+        superseded_at REAL,
+        ttl REAL,
+        expires_at REAL
+    );
+    CREATE INDEX instruction_fields_current ON instruction_fields (tenant_id, user_id, superseded_at);
+    """,
+)
+#: Each document's migrations, applied under its own schema component name.
+_MIGRATIONS = {"profile": MIGRATIONS, "instructions": INSTRUCTION_MIGRATIONS}
+
 _SELECT = (
     "SELECT id, path, value_json, op, session_id, message_ids, created_at, superseded_at "
-    "FROM profile_fields "
+    "FROM {table} "
 )
 _CURRENT = (
     _SELECT + "WHERE tenant_id = ? AND user_id = ? AND superseded_at IS NULL "
@@ -64,9 +89,12 @@ class SQLiteProfileRows:
 
     Args:
         store: the memory's SQLite system of record; it provides the transactions.
+        document: which document of the user these rows hold (a key of
+            :data:`~llama_memory.storage.ports.profile.DOCUMENTS`): ``"profile"``, or
+            ``"instructions"`` (procedural memory), each in its own table.
     """
 
-    def __init__(self, store: SQLiteStore) -> None:
+    def __init__(self, store: SQLiteStore, document: str = "profile") -> None:
         if not isinstance(store, SQLiteStore):
             raise TypeError(
                 "the profile is kept in a SQLiteStore (or any implementation of "
@@ -74,19 +102,24 @@ class SQLiteProfileRows:
                 f"{store!r}: pass the memory's store, e.g. SQLiteProfileRows(SQLiteStore('./memory'))"
             )
         self.store = store
-        store.ensure_schema("profile", MIGRATIONS)
+        self.document = document
+        table = document_table(document)
+        store.ensure_schema(document, _MIGRATIONS[document])
+        self._select = _SELECT.format(table=table)
+        self._current = _CURRENT.format(table=table)
+        self._table = table
 
     def current(self, scope: Scope, at: float) -> list[ProfileChange]:
         """The user's current field values, oldest row first (see the port)."""
-        rows = self.store.query("read profile", _CURRENT, (scope.tenant_id, scope.user_id, at))
+        rows = self.store.query(f"read {self.document}", self._current, (scope.tenant_id, scope.user_id, at))
         return [_to_change(row) for row in rows]
 
     def history(self, scope: Scope, at: float, path: Optional[str] = None) -> list[ProfileChange]:
         """The rows of ``path`` and beneath it (all with None), oldest first (see the port)."""
         where, params = ("", ()) if path is None else (f" AND {_SUBTREE}", _subtree_params(path))
         rows = self.store.query(
-            "read profile history",
-            _SELECT + f"WHERE tenant_id = ? AND user_id = ? AND {ALIVE_SQL}" + where + " ORDER BY id",
+            f"read {self.document} history",
+            self._select + f"WHERE tenant_id = ? AND user_id = ? AND {ALIVE_SQL}" + where + " ORDER BY id",
             (scope.tenant_id, scope.user_id, at, *params),
         )
         return [_to_change(row) for row in rows]
@@ -95,13 +128,13 @@ class SQLiteProfileRows:
         self, scope: Scope, at: float, decide: Callable[[list[ProfileChange]], ProfileWrite]
     ) -> list[ProfileChange]:
         """Read the current rows, ``decide``, write, in one transaction (see the port)."""
-        with self.store.transaction("update profile") as conn:
+        with self.store.transaction(f"update {self.document}") as conn:
             # Read inside the write transaction (BEGIN IMMEDIATE holds the write lock),
             # so concurrent updates apply one after the other.
-            old = [_to_change(r) for r in conn.execute(_CURRENT, (scope.tenant_id, scope.user_id, at))]
+            old = [_to_change(r) for r in conn.execute(self._current, (scope.tenant_id, scope.user_id, at))]
             write = decide(old)
             conn.executemany(
-                "UPDATE profile_fields SET superseded_at = ? WHERE id = ?",
+                f"UPDATE {self._table} SET superseded_at = ? WHERE id = ?",
                 [(write.written_at, row_id) for row_id in write.supersede],
             )
             message_ids = json.dumps(list(write.message_ids))
@@ -109,7 +142,7 @@ class SQLiteProfileRows:
             for new in write.insert:
                 value_json = None if new.removed else json.dumps(new.value, ensure_ascii=False)
                 cursor = conn.execute(
-                    "INSERT INTO profile_fields (tenant_id, user_id, path, value_json, op, "
+                    f"INSERT INTO {self._table} (tenant_id, user_id, path, value_json, op, "
                     "session_id, message_ids, created_at, ttl, expires_at) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
@@ -136,26 +169,26 @@ class SQLiteProfileRows:
     def erase(self, scope: Scope, path: Optional[str] = None) -> int:
         """Delete the rows of ``path`` and beneath it (all with None) (see the port)."""
         where, params = ("", ()) if path is None else (f" AND {_SUBTREE}", _subtree_params(path))
-        action = "forget profile" if path is None else "erase profile field"
+        action = f"forget {self.document}" if path is None else f"erase {self.document} field"
         with self.store.transaction(action) as conn:
             cursor = conn.execute(
-                "DELETE FROM profile_fields WHERE tenant_id = ? AND user_id = ?" + where,
+                f"DELETE FROM {self._table} WHERE tenant_id = ? AND user_id = ?" + where,
                 (scope.tenant_id, scope.user_id, *params),
             )
             return int(cursor.rowcount)
 
     def refresh_expiry(self, ids: Sequence[int], at: float) -> None:
         """Rows ``ids`` that have a ttl live it again from ``at`` (see the port)."""
-        with self.store.transaction("refresh profile expiry") as conn:
+        with self.store.transaction(f"refresh {self.document} expiry") as conn:
             conn.executemany(
-                "UPDATE profile_fields SET expires_at = ? + ttl WHERE id = ? AND ttl IS NOT NULL",
+                f"UPDATE {self._table} SET expires_at = ? + ttl WHERE id = ? AND ttl IS NOT NULL",
                 [(at, row_id) for row_id in ids],
             )
 
     def purge_expired(self, at: float) -> int:
         """Delete every user's rows expired at ``at`` (see the port)."""
-        with self.store.transaction("purge expired profile fields") as conn:
-            cursor = conn.execute(f"DELETE FROM profile_fields WHERE NOT {ALIVE_SQL}", (at,))
+        with self.store.transaction(f"purge expired {self.document} fields") as conn:
+            cursor = conn.execute(f"DELETE FROM {self._table} WHERE NOT {ALIVE_SQL}", (at,))
             return int(cursor.rowcount)
 
 
