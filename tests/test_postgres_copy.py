@@ -20,7 +20,7 @@ QUERIES = ("where does Carla live?", "what does Bob sail?")
 
 def _fill(path: Path, embed_model: OfflineEmbedding) -> None:
     """Two users with chat logs in two sessions, records (some expiring), profile
-    history, triples with history, and a queued extraction job."""
+    history, instructions with history, triples with history, and a queued extraction job."""
     with memory_factory(embed_model, path=path, triples=True) as make:
         alice = make("alice", "s1", ttl=3600 * 24 * 30, extract_every=1, extract_in="worker")
         alice.put(user("My sister Carla lives in Lisbon and teaches the cello."))
@@ -28,6 +28,8 @@ def _fill(path: Path, embed_model: OfflineEmbedding) -> None:
         alice.profile.set_field("city", "Porto", alice.scope)
         alice.profile.set_field("city", "Lisbon", alice.scope)  # history: Porto superseded
         alice.add_triples([("Carla", "lives in", "Lisbon"), ("user", "plays", "piano")])
+        alice.instructions.add("Answer in French.")
+        alice.instructions.replace("Answer in French.", "Answer in Portuguese.")  # history: French replaced
         make("alice", "s2").put(user("I started learning the violin."))
         bob = make("bob", "b1")
         bob.put(user("Bob sails a small boat called Wren on weekends."))
@@ -46,6 +48,7 @@ def _view(memory: ComposableMemory, admin: MemoryAdmin) -> dict[str, Any]:
         "block": memory.get(QUERIES[0])[0].content,
         "profile": memory.profile.get_profile(memory.scope),
         "history": [(c.path, c.value, c.superseded_at is None) for c in memory.profile.history(None, memory.scope)],
+        "instructions": [(i.id, i.text, i.op, i.superseded_at is None) for i in memory.instructions.history()],
         "triples": [
             (t.subject, t.predicate, t.object, t.valid_to, t.id)
             for t in admin.triples(memory.user_id or "", include_history=True)

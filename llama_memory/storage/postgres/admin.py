@@ -29,10 +29,13 @@ from .store import PostgresStore
 
 #: Tables whose size :meth:`PostgresStoreAdmin.size_bytes` adds up (with their indexes).
 TABLES = (
-    "chat_messages", "records", "record_embeddings", "profile_fields", "triples",
-    "triple_mentions", "jobs", "meta",
+    "chat_messages", "records", "record_embeddings", "profile_fields", "instruction_fields",
+    "triples", "triple_mentions", "jobs", "meta",
 )  # fmt: skip
 _OWNER = "WHERE tenant_id = %s AND user_id = %s"
+#: The export kind of each document of profile rows and its table (as on SQLite:
+#: ``storage.admin.DOCUMENT_KINDS``): the profile and the user's instructions.
+DOCUMENT_KINDS = {"profile": "profile_fields", "instruction": "instruction_fields"}
 
 
 class PostgresStoreAdmin:
@@ -236,7 +239,7 @@ class PostgresStoreAdmin:
             "count",
             "SELECT " + " + ".join(
                 f"(SELECT count(*) FROM {table} WHERE tenant_id = %(t)s AND user_id = ANY(%(u)s))"
-                for table in ("chat_messages", "records", "profile_fields", "triples")
+                for table in ("chat_messages", "records", *DOCUMENT_KINDS.values(), "triples")
             ) + " AS n",
             {"t": tenant_id, "u": list(users)},
         )
@@ -262,18 +265,21 @@ class PostgresStoreAdmin:
                 "ingested_at": row["ingested_at"], "metadata": row["metadata"],
                 "ttl": row["ttl"], "expires_at": row["expires_at"],
             }  # fmt: skip
-        for row in self.store.query(
-            "export profile", f"SELECT * FROM profile_fields {_OWNER} ORDER BY id", owner
-        ):
+        for kind, table in DOCUMENT_KINDS.items():
+            yield from self._document_rows(kind, table, owner)
+        yield from self.triple_rows(tenant_id, user_id)
+
+    def _document_rows(self, kind: str, table: str, owner: tuple[str, str]) -> Iterator[dict[str, Any]]:
+        """One user's rows of a document of profile rows (the profile, the instructions)."""
+        for row in self.store.query(f"export {kind} rows", f"SELECT * FROM {table} {_OWNER} ORDER BY id", owner):
             removed = row["value_json"] is None
             yield {
-                "kind": "profile", "user": user_id, "path": row["path"],
+                "kind": kind, "user": owner[1], "path": row["path"],
                 "value": None if removed else json.loads(row["value_json"]), "removed": removed,
                 "op": row["op"], "session": row["session_id"],
                 "message_ids": list(row["message_ids"]), "created_at": row["created_at"],
                 "superseded_at": row["superseded_at"], "ttl": row["ttl"], "expires_at": row["expires_at"],
             }  # fmt: skip
-        yield from self.triple_rows(tenant_id, user_id)
 
     def triple_rows(self, tenant_id: str, user_id: str) -> list[dict[str, Any]]:
         """The user's knowledge triples as export rows (each with its mentions), in the
@@ -312,7 +318,7 @@ class PostgresStoreAdmin:
         skipped, as on SQLite (:meth:`llama_memory.storage.admin.StoreAdmin.import_rows`)."""
         new: Counter[str] = Counter()
         seen_messages: Counter[tuple[Any, ...]] = Counter()
-        profile_paths: set[tuple[str, str]] = set()
+        document_paths: set[tuple[str, str, str]] = set()
         with self.store.transaction("import") as conn:
             for row, triple_text in zip(rows, triple_texts):
                 kind, user = row["kind"], row["user"]
@@ -334,14 +340,14 @@ class PostgresStoreAdmin:
                         new[kind] += 1
                 elif kind == "record":
                     new[kind] += _import_record(conn, tenant_id, user, row)
-                elif kind == "profile":
-                    if _import_profile(conn, tenant_id, user, row):
-                        profile_paths.add((user, row["path"]))
+                elif kind in DOCUMENT_KINDS:  # a profile or an instructions row
+                    if _import_document_row(conn, DOCUMENT_KINDS[kind], tenant_id, user, row):
+                        document_paths.add((DOCUMENT_KINDS[kind], user, row["path"]))
                         new[kind] += 1
                 elif kind == "triple":
                     new[kind] += _import_triple(conn, tenant_id, user, row, triple_text)
-            for user, path in sorted(profile_paths):
-                _one_current_value(conn, tenant_id, user, path)
+            for table, user, path in sorted(document_paths):
+                _one_current_value(conn, table, tenant_id, user, path)
         return new
 
     def chat_messages(self, tenant_id: str, user_id: str, session_id: str) -> list[str]:
@@ -433,18 +439,19 @@ def _import_record(conn: Connection, tenant_id: str, user: str, row: dict[str, A
     return 1
 
 
-def _import_profile(conn: Connection, tenant_id: str, user: str, row: dict[str, Any]) -> bool:
-    """Write one profile row unless the history already has it; whether it was written."""
+def _import_document_row(conn: Connection, table: str, tenant_id: str, user: str, row: dict[str, Any]) -> bool:
+    """Write one row of a document of profile rows (``table``: the profile's, the
+    instructions') unless its history already has it; whether it was written."""
     value_json = None if row["removed"] else json.dumps(row["value"], ensure_ascii=False)
     held = conn.execute(
-        f"SELECT 1 FROM profile_fields {_OWNER} AND path = %s AND op = %s AND created_at = %s "
+        f"SELECT 1 FROM {table} {_OWNER} AND path = %s AND op = %s AND created_at = %s "
         "AND value_json IS NOT DISTINCT FROM %s",
         (tenant_id, user, row["path"], row["op"], row["created_at"], value_json),
     ).fetchone()
     if held is not None:
         return False
     conn.execute(
-        "INSERT INTO profile_fields (tenant_id, user_id, path, value_json, op, session_id, "
+        f"INSERT INTO {table} (tenant_id, user_id, path, value_json, op, session_id, "
         "message_ids, created_at, superseded_at, ttl, expires_at) "
         "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
         (
@@ -506,16 +513,17 @@ def _import_triple(conn: Connection, tenant_id: str, user: str, row: dict[str, A
     return int(same is None)
 
 
-def _one_current_value(conn: Connection, tenant_id: str, user: str, path: str) -> None:
-    """Leave one current row for a profile field: the latest written (as on SQLite)."""
+def _one_current_value(conn: Connection, table: str, tenant_id: str, user: str, path: str) -> None:
+    """Leave one current row for a profile field (an instruction: ``table``): the latest
+    written (as on SQLite)."""
     rows = conn.execute(
-        f"SELECT id, created_at FROM profile_fields {_OWNER} AND path = %s AND superseded_at IS NULL "
+        f"SELECT id, created_at FROM {table} {_OWNER} AND path = %s AND superseded_at IS NULL "
         "ORDER BY created_at, id",
         (tenant_id, user, path),
     ).fetchall()
     if len(rows) > 1:
         latest = rows[-1]["created_at"]
         conn.execute(
-            f"UPDATE profile_fields SET superseded_at = %s {_OWNER} AND id = ANY(%s)",
+            f"UPDATE {table} SET superseded_at = %s {_OWNER} AND id = ANY(%s)",
             (latest, tenant_id, user, [r["id"] for r in rows[:-1]]),
         )
