@@ -83,12 +83,12 @@ def vector_bytes(vector: np.ndarray) -> bytes:
 
 
 def copy_vectors(
-    index: PgVectorIndex, owners: Sequence[str], ids: Sequence[str], vectors: np.ndarray
+    index: PgVectorIndex, owners: Sequence[str], ids: Sequence[str], vectors: np.ndarray, tenant_id: str = TENANT
 ) -> None:
     """Bulk load vectors of many users of ``index`` with binary COPY, and set their counts
     (what :meth:`PgVectorIndex.upsert` keeps, row by row)."""
-    names = {user: index.collection_name(TENANT, user).encode() for user in set(owners)}
-    tenant = TENANT.encode()
+    names = {user: index.collection_name(tenant_id, user).encode() for user in set(owners)}
+    tenant = tenant_id.encode()
     rows = (
         (tenant, user.encode(), names[user], i.encode(), vector_bytes(v))
         for user, i, v in zip(owners, ids, vectors)
@@ -106,9 +106,9 @@ def copy_vectors(
             copy.write(b"".join(batch))
         conn.execute(
             "INSERT INTO vector_counts (tenant_id, user_id, collection, n) SELECT tenant_id, user_id, "
-            "collection, count(*) FROM record_embeddings WHERE tenant_id = %s GROUP BY 1, 2, 3 "
-            "ON CONFLICT (tenant_id, user_id, collection) DO UPDATE SET n = excluded.n",
-            (TENANT,),
+            "collection, count(*) FROM record_embeddings WHERE tenant_id = %s AND user_id = ANY(%s) "
+            "GROUP BY 1, 2, 3 ON CONFLICT (tenant_id, user_id, collection) DO UPDATE SET n = excluded.n",
+            (tenant_id, list(set(owners))),
         )
 
 
