@@ -204,16 +204,20 @@ def fresh(url: str) -> PostgresStore:
     return store
 
 
-def run(url: str, rows: int, queries: int, layouts: Sequence[str], sweep: Sequence[int], seed: int = 7) -> dict[str, Any]:
+def run(
+    url: str, rows: int, queries: int, layouts: Sequence[str], sweep: Sequence[int], seed: int = 7,
+    topics: int = 500, spread: float = 0.8,
+) -> dict[str, Any]:
     """Every layout at ``rows`` rows, then the exact-search sweep; the report."""
     rng = np.random.default_rng(seed)
     report: dict[str, Any] = {"rows": rows, "k": K, "dimension": DIMENSION, "layouts": {},
+                              "topics": topics, "spread": spread,
                               "load_average_before": os.getloadavg()[0]}  # fmt: skip
     for name in layouts:
         store = fresh(url)
         try:
             owners = layout(name, rows)
-            vectors = clustered_vectors(rows, rng)
+            vectors = clustered_vectors(rows, rng, topics=topics, spread=spread)
             start = time.perf_counter()
             copy_vectors(PgVectorIndex(store, PREFIX), owners, [f"r{i}" for i in range(rows)], vectors)
             copy_s = time.perf_counter() - start
@@ -244,12 +248,16 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
     parser.add_argument("--layouts", default="10pct,all", help="10pct and/or all")
     parser.add_argument("--sweep", default="1000,5000,10000,20000,50000",
                         help="user sizes of the exact-search sweep ('' for none)")
+    parser.add_argument("--topics", type=int, default=500,
+                        help="clusters of the synthetic vectors (more: fewer near neighbours, harder)")
+    parser.add_argument("--spread", type=float, default=0.8, help="noise around each cluster centre")
     parser.add_argument("--url", default=None, help="an existing server (default: a throwaway one)")
     parser.add_argument("--json", type=Path, default=None, help="also write the report here")
     args = parser.parse_args(argv)
     sweep = [int(s) for s in args.sweep.split(",") if s]
     with database(args.url) as url:
-        report = run(url, args.rows, args.queries, args.layouts.split(","), sweep)
+        report = run(url, args.rows, args.queries, args.layouts.split(","), sweep,
+                     topics=args.topics, spread=args.spread)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=2))

@@ -262,7 +262,7 @@ def main(args: Any) -> dict[str, Any]:
         args.size_list, args.gets, args.seconds = list(SMOKE["sizes"]), SMOKE["gets"], SMOKE["seconds"]
         args.worker_list, args.bulk_list = list(SMOKE["workers"]), [(1, SMOKE["pg_records"])]
     else:
-        args.size_list = [max(args.sizes)]
+        args.size_list = [max(args.sizes)] if args.sizes else []  # --sizes 0: records only
         args.worker_list = [int(s) for s in args.workers.split(",") if s]
         args.bulk_list = [(1, n) for n in (int(s) for s in args.pg_records.split(",") if s)]
         if args.pg_users:

@@ -1268,7 +1268,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     if any(n < 1 for n in args.records) or args.bulk < 0:
         parser.error("--records must be positive, --bulk zero or more")
     args.embeddings = [e.strip() for e in args.embeddings.split(",") if e.strip()]
-    if args.sizes == [0] and (args.records or args.bulk):
+    if args.sizes == [0] and (args.records or args.bulk or "postgres" in args.backend):
         args.sizes = []  # --sizes 0: only the --records / --bulk modes
     elif not args.sizes or min(args.sizes) < 1 or args.gets < 1 or args.input_gets < 0 or args.batch < 1:
         parser.error("sizes and --gets must be positive, --input-gets zero or more, --batch positive")
