@@ -61,6 +61,12 @@ def test_large_users_are_searched_through_hnsw_with_full_rows_recall_and_isolati
         assert similarities == sorted(similarities, reverse=True)  # re-sorted by exact distance
         recalls.append(recall_at([i for i, _ in found], [i for i, _ in truth]))
     assert np.mean(recalls) >= 0.95, recalls
+
+    # A walk cut short (max_scan_tuples=1) near other's rows still returns k of big's rows.
+    starved = PgVectorIndex(store, "v", hnsw_threshold=200, ef_search=10, max_scan_tuples=1)
+    for q in queries_near(other, 3, rng):
+        found = starved.query("t", "big", q.tolist(), K)
+        assert len(found) == K and all(i.startswith("big-") for i, _ in found)
     store.close()
     assert _hnsw_scans(postgres_url) > 0  # the HNSW path ran, not the exact one
 
@@ -86,3 +92,5 @@ def test_bad_search_settings_are_refused(store: PostgresStore) -> None:
         PgVectorIndex(store, "v", hnsw_threshold=0)
     with pytest.raises(ValueError, match="ef_search"):
         PgVectorIndex(store, "v", ef_search=5000)
+    with pytest.raises(ValueError, match="max_scan_tuples"):
+        PgVectorIndex(store, "v", max_scan_tuples=0)

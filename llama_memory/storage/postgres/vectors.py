@@ -51,6 +51,8 @@ class PgVectorIndex:
         hnsw_threshold: users with at least this many vectors in the collection are
             searched through HNSW, smaller ones exactly (:data:`HNSW_THRESHOLD`).
         ef_search: pgvector's ``hnsw.ef_search`` for those searches.
+        max_scan_tuples: pgvector's ``hnsw.max_scan_tuples`` for them
+            (:data:`MAX_SCAN_TUPLES`).
 
     A small user is searched exactly (cosine, along the primary key's btree: the query
     cannot use the HNSW index, whose key is a cast expression). A large user is searched
@@ -69,6 +71,7 @@ class PgVectorIndex:
         *,
         hnsw_threshold: int = HNSW_THRESHOLD,
         ef_search: int = EF_SEARCH,
+        max_scan_tuples: int = MAX_SCAN_TUPLES,
     ) -> None:
         if hnsw_threshold < 1:
             raise ValueError(f"hnsw_threshold must be at least 1, got {hnsw_threshold}")
@@ -77,7 +80,10 @@ class PgVectorIndex:
         self.store = store
         self.prefix = prefix
         self.hnsw_threshold = hnsw_threshold
+        if max_scan_tuples < 1:
+            raise ValueError(f"max_scan_tuples must be at least 1, got {max_scan_tuples}")
         self.ef_search = ef_search
+        self.max_scan_tuples = max_scan_tuples
         self._indexed_dimensions: set[int] = set()
 
     def collection_name(self, tenant_id: str, user_id: str) -> str:
@@ -204,7 +210,7 @@ class PgVectorIndex:
             "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
             "set_config('enable_sort', 'off', true), "
             "set_config('hnsw.ef_search', %s, true), set_config('hnsw.max_scan_tuples', %s, true)",
-            (str(max(self.ef_search, candidates)), str(MAX_SCAN_TUPLES)),
+            (str(max(self.ef_search, candidates)), str(self.max_scan_tuples)),
         )
         d = int(dimension)
         # relaxed_order returns rows nearly in order: take more candidates than asked
