@@ -138,9 +138,9 @@ def recall_at(found: Sequence[str], truth: Sequence[str]) -> float:
     return len(set(found) & set(truth)) / len(truth) if truth else 1.0
 
 
-def measure(store: PostgresStore, user: str, queries: np.ndarray, k: int = K) -> dict[str, Any]:
+def measure(store: PostgresStore, user: str, queries: np.ndarray, k: int = K, ef_search: int = 100) -> dict[str, Any]:
     """Recall@k of the HNSW path against the exact one for one user, and their latencies."""
-    approximate = PgVectorIndex(store, PREFIX, hnsw_threshold=1)
+    approximate = PgVectorIndex(store, PREFIX, hnsw_threshold=1, ef_search=ef_search)
     exact = PgVectorIndex(store, PREFIX, hnsw_threshold=10**12)
     recalls, returned, hnsw_ms, exact_ms = [], [], [], []
     for q in queries:
@@ -206,7 +206,7 @@ def fresh(url: str) -> PostgresStore:
 
 def run(
     url: str, rows: int, queries: int, layouts: Sequence[str], sweep: Sequence[int], seed: int = 7,
-    topics: int = 500, spread: float = 0.8,
+    topics: int = 500, spread: float = 0.8, ef_searches: Sequence[int] = (100,),
 ) -> dict[str, Any]:
     """Every layout at ``rows`` rows, then the exact-search sweep; the report."""
     rng = np.random.default_rng(seed)
@@ -223,10 +223,13 @@ def run(
             copy_s = time.perf_counter() - start
             build_s = build_hnsw(PgVectorIndex(store, PREFIX))
             mine = vectors[np.array([o == "big" for o in owners])]
-            result = measure(store, "big", queries_near(mine, queries, rng))
-            result.update(copy_s=copy_s, hnsw_build_s=build_s)
-            report["layouts"][name] = result
-            print(f"{name}: {json.dumps(result)}", flush=True)
+            asked = queries_near(mine, queries, rng)
+            for ef in ef_searches:
+                result = measure(store, "big", asked, ef_search=ef)
+                result.update(copy_s=copy_s, hnsw_build_s=build_s, ef_search=ef)
+                label = name if ef == ef_searches[0] else f"{name} ef_search={ef}"
+                report["layouts"][label] = result
+                print(f"{label}: {json.dumps(result)}", flush=True)
         finally:
             store.close()
     if sweep:
@@ -251,13 +254,16 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
     parser.add_argument("--topics", type=int, default=500,
                         help="clusters of the synthetic vectors (more: fewer near neighbours, harder)")
     parser.add_argument("--spread", type=float, default=0.8, help="noise around each cluster centre")
+    parser.add_argument("--ef-search", default="100",
+                        help="hnsw.ef_search values to measure, comma-separated (the first is the default's)")
     parser.add_argument("--url", default=None, help="an existing server (default: a throwaway one)")
     parser.add_argument("--json", type=Path, default=None, help="also write the report here")
     args = parser.parse_args(argv)
     sweep = [int(s) for s in args.sweep.split(",") if s]
     with database(args.url) as url:
         report = run(url, args.rows, args.queries, args.layouts.split(","), sweep,
-                     topics=args.topics, spread=args.spread)
+                     topics=args.topics, spread=args.spread,
+                     ef_searches=[int(e) for e in args.ef_search.split(",") if e])
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=2))

@@ -94,3 +94,25 @@ def test_bad_search_settings_are_refused(store: PostgresStore) -> None:
         PgVectorIndex(store, "v", ef_search=5000)
     with pytest.raises(ValueError, match="max_scan_tuples"):
         PgVectorIndex(store, "v", max_scan_tuples=0)
+
+
+def test_a_write_never_builds_the_hnsw_index_over_existing_rows(store: PostgresStore, postgres_url: str) -> None:
+    """An upgraded store (rows, no index): writes leave the build to ensure_hnsw, and
+    searches stay exact and complete until it is built."""
+    rng = np.random.default_rng(5)
+    index = PgVectorIndex(store, "v", hnsw_threshold=20)
+    vectors = clustered_vectors(60, rng, dimension=DIMENSION)
+    index.upsert("t", "u", [f"a{i}" for i in range(30)], vectors[:30].tolist())
+    name = PgVectorIndex.hnsw_index_name(DIMENSION)
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f"DROP INDEX {name}")  # as before migration 3 and its first write
+    later = PgVectorIndex(store, "v", hnsw_threshold=20)
+    later.upsert("t", "u", [f"a{i}" for i in range(30, 60)], vectors[30:].tolist())
+    exists = "SELECT to_regclass(%s) IS NOT NULL"
+    with psycopg.connect(postgres_url) as conn:
+        assert conn.execute(exists, (name,)).fetchone() == (False,)
+    assert len(later.query("t", "u", vectors[0].tolist(), K)) == K  # exact meanwhile
+    later.ensure_hnsw(DIMENSION)
+    with psycopg.connect(postgres_url) as conn:
+        assert conn.execute(exists, (name,)).fetchone() == (True,)
+    assert later.query("t", "u", vectors[0].tolist(), 1)[0][0] == "a0"

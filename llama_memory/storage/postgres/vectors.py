@@ -85,6 +85,9 @@ class PgVectorIndex:
         self.ef_search = ef_search
         self.max_scan_tuples = max_scan_tuples
         self._indexed_dimensions: set[int] = set()
+        # Dimensions whose index this object's writes need not look for again (present,
+        # or absent over existing rows: left to ensure_hnsw).
+        self._checked_dimensions: set[int] = set()
 
     def collection_name(self, tenant_id: str, user_id: str) -> str:
         """The name of one user's partition."""
@@ -102,7 +105,7 @@ class PgVectorIndex:
             return
         key = self._key(tenant_id, user_id)
         with self.store.transaction("write vectors") as conn:
-            for dimension in {len(e) for e in embeddings}:
+            for dimension in {len(e) for e in embeddings} - self._checked_dimensions:
                 self._ensure_hnsw(conn, dimension)
             # One statement for the batch; xmax = 0 tells a new row from a replaced one,
             # so that the user's count grows by the new rows only.
@@ -147,21 +150,36 @@ class PgVectorIndex:
         )
 
     def ensure_hnsw(self, dimension: int) -> None:
-        """Create the HNSW index of ``dimension`` if absent (writes do it for each new
-        dimension; call it after a bulk load, which builds faster than row by row)."""
+        """Create the HNSW index of ``dimension`` if absent, over every row already there
+        (after a bulk load: building at once is faster than row by row; it blocks writers
+        while it builds, see :meth:`hnsw_index_sql` for a concurrent build)."""
         with self.store.transaction("create the HNSW index") as conn:
-            self._ensure_hnsw(conn, dimension)
+            self._ensure_hnsw(conn, dimension, build=True)
 
-    def _ensure_hnsw(self, conn: Connection, dimension: int) -> None:
-        if dimension in self._indexed_dimensions:
-            return
+    def _ensure_hnsw(self, conn: Connection, dimension: int, build: bool = False) -> None:
+        """Create the index of a new dimension, empty, as its first vector is written.
+
+        A write never builds it over existing rows (an upgraded store, a bulk load):
+        that takes minutes at 100k rows and would block every writer meanwhile; such a
+        store is searched exactly until ``ensure_hnsw`` (or the concurrent statement)
+        builds it."""
         if self._has_hnsw(conn, dimension):
+            self._checked_dimensions.add(dimension)
             return
         name = self.hnsw_index_name(dimension)
         # Workers writing a new dimension at once would collide creating the index.
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (name,))
+        if not build:
+            rows = conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM record_embeddings WHERE vector_dims(embedding) = %s) AS held",
+                (int(dimension),),
+            ).fetchone()
+            if rows is not None and rows["held"]:
+                self.store.after_commit(lambda: self._checked_dimensions.add(dimension))
+                return
         conn.execute(self.hnsw_index_sql(dimension))
         self.store.after_commit(lambda: self._indexed_dimensions.add(dimension))
+        self.store.after_commit(lambda: self._checked_dimensions.add(dimension))
 
     def query(self, tenant_id: str, user_id: str, embedding: Vector, k: int) -> list[tuple[str, float]]:
         """The ``k`` nearest of one user's vectors, as (id, cosine similarity): exact for
