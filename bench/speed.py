@@ -78,6 +78,9 @@ Run::
         --bulk 10000 --plot bench/results/get-latency.png --json bench/results/speed.json
     .venv/bin/python -m bench.speed --profile out.txt --sizes 2000 --embeddings offline
                                                            # pyinstrument profile of ours' get()
+    .venv/bin/python -m bench.speed --backend sqlite,postgres --sizes 2000
+                                                           # SQLite and PostgreSQL side by side
+                                                           # (bench/pg_speed.py, its own options)
 
 The machine's load average is recorded before and after each run: other
 processes on the machine (test runs) inflate every figure, so compare figures of
