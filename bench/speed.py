@@ -78,6 +78,9 @@ Run::
         --bulk 10000 --plot bench/results/get-latency.png --json bench/results/speed.json
     .venv/bin/python -m bench.speed --profile out.txt --sizes 2000 --embeddings offline
                                                            # pyinstrument profile of ours' get()
+    .venv/bin/python -m bench.speed --backend sqlite,postgres --sizes 2000
+                                                           # SQLite and PostgreSQL side by side
+                                                           # (bench/pg_speed.py, its own options)
 
 The machine's load average is recorded before and after each run: other
 processes on the machine (test runs) inflate every figure, so compare figures of
@@ -1243,6 +1246,20 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--profile", type=Path, default=None,
                         help="instead of the benchmark, profile ours' get() at the largest size with "
                              "the first of --embeddings (needs pyinstrument); write the text here")
+    parser.add_argument("--backend", default="sqlite",
+                        help="sqlite (this comparison with LlamaIndex's memories), or sqlite,postgres: "
+                             "the backends side by side (bench/pg_speed.py; history of the largest --sizes)")
+    parser.add_argument("--url", default=None,
+                        help="--backend postgres: an existing server (default: a throwaway one)")
+    parser.add_argument("--workers", default="1,2,4", help="--backend postgres: worker processes of get()")
+    parser.add_argument("--seconds", type=float, default=5.0,
+                        help="--backend postgres: seconds of get() per throughput run")
+    parser.add_argument("--pg-records", default="100000",
+                        help="--backend postgres: one user holding this many COPY-loaded records")
+    parser.add_argument("--pg-users", type=int, default=0,
+                        help="--backend postgres: also this many users of --pg-per-user records each "
+                             "(1000 for 1M records)")
+    parser.add_argument("--pg-per-user", type=int, default=1000, help="see --pg-users")
     args = parser.parse_args(argv)
     if args.smoke:
         args.sizes, args.gets, args.input_gets = list(SMOKE_SIZES), SMOKE_GETS, SMOKE_INPUT_GETS
@@ -1254,7 +1271,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     if any(n < 1 for n in args.records) or args.bulk < 0:
         parser.error("--records must be positive, --bulk zero or more")
     args.embeddings = [e.strip() for e in args.embeddings.split(",") if e.strip()]
-    if args.sizes == [0] and (args.records or args.bulk):
+    if args.sizes == [0] and (args.records or args.bulk or "postgres" in args.backend):
         args.sizes = []  # --sizes 0: only the --records / --bulk modes
     elif not args.sizes or min(args.sizes) < 1 or args.gets < 1 or args.input_gets < 0 or args.batch < 1:
         parser.error("sizes and --gets must be positive, --input-gets zero or more, --batch positive")
@@ -1264,6 +1281,12 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
     """Run the benchmark, print the table, write the JSON if asked; return the report."""
     args = parse_args(argv)
+    if "postgres" in args.backend.split(","):
+        from bench import pg_speed
+
+        return pg_speed.main(args)
+    if args.backend != "sqlite":
+        raise SystemExit(f"--backend takes sqlite and/or postgres, not {args.backend!r}")
     if args.profile is not None:
         text = profile_ours(max(args.sizes), args.gets, args.batch, args.seed, args.profile,
                             args.embeddings[0])

@@ -81,3 +81,23 @@ def test_triple_benchmark_runs_and_score_fusion_keeps_its_lead() -> None:
     assert results["data_version"] == triples.DATA_VERSION
     assert scores["hit@1"] > rrf["hit@1"] and scores["mrr@5"] > rrf["mrr@5"]
     assert "scores hops=1" in triples.report(results)
+
+
+def test_backend_benchmark_smoke_reports_sqlite_and_postgres_side_by_side(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """``bench.speed --backend sqlite,postgres --smoke`` (bench/pg_speed.py) runs end to
+    end on the test server: history turns and throughput for both backends, and the
+    COPY-loaded records of PostgreSQL."""
+    plot = tmp_path / "pg-speed.png"
+    report = speed.main(["--backend", "sqlite,postgres", "--smoke", "--url", postgres_url, "--plot", str(plot)])
+
+    assert {r["backend"] for r in report["turns"]} == {"sqlite", "postgres"}
+    for r in report["turns"]:
+        assert r["get_median_ms"] > 0 and r["put_median_ms"] > 0, r
+    assert {(t["backend"], t["status"]) for t in report["throughput"]} == {("sqlite", "ok"), ("postgres", "ok")}
+    assert all(t["gets_per_s"] > 0 for t in report["throughput"])
+    [loaded] = report["bulk"]
+    assert loaded["records"] == 300 and loaded["search_found"] == 10 and loaded["get_median_ms"] > 0
+    assert report["get_postgres_over_sqlite"] > 0 and report["query_embedding"]["median_ms"] > 0
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -83,8 +83,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX records_expiring ON records (expires_at) WHERE expires_at IS NOT NULL",
         "CREATE INDEX records_tsv ON records USING gin (tsv)",
         # The dense index (the VectorIndex port): one partition per (tenant, user) and
-        # collection. The column has no fixed dimension yet, so it is searched exactly
-        # (per user, along the btree); an HNSW index needs one (issue 15, later).
+        # collection. The column has no fixed dimension: an HNSW index per dimension is
+        # added when a dimension is first written (PgVectorIndex.ensure_hnsw).
         """
         CREATE TABLE record_embeddings (
             tenant_id text NOT NULL,
@@ -224,5 +224,25 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX instruction_fields_by_id ON instruction_fields (id)",
         "CREATE INDEX instruction_fields_expiring ON instruction_fields (expires_at) "
         "WHERE expires_at IS NOT NULL",
+    ),
+    # 4: how many vectors each user has per collection, kept by PgVectorIndex in the
+    # transaction of every write, so that a search knows in one row read whether the
+    # user is small (searched exactly) or large (searched through HNSW). A count(*)
+    # per search would cost as much as the exact search it is meant to avoid.
+    (
+        """
+        CREATE TABLE vector_counts (
+            tenant_id text NOT NULL,
+            user_id text NOT NULL,
+            collection text NOT NULL,
+            n bigint NOT NULL,
+            PRIMARY KEY (tenant_id, user_id, collection)
+        )
+        """,
+        "INSERT INTO vector_counts (tenant_id, user_id, collection, n) "
+        "SELECT tenant_id, user_id, collection, count(*) FROM record_embeddings "
+        "GROUP BY tenant_id, user_id, collection",
+        # The HNSW indexes are not created here: they need the embedding dimension,
+        # which only the first vector written tells (PgVectorIndex.ensure_hnsw).
     ),
 )

@@ -10,7 +10,24 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..ports.vectors import Vector
+from .connection import Connection
 from .store import PostgresStore
+
+#: Users with at least this many vectors in a collection are searched through the HNSW
+#: index; smaller ones exactly. Measured here (docs/benchmarks.md, "PostgreSQL", 384
+#: dimensions): the exact search's time grows with the user's rows (5-6x from 1,000 to
+#: 10,000), the HNSW search's does not, and the two meet near 10,000 rows; below it,
+#: exact is as fast and its recall is 1.
+HNSW_THRESHOLD = 10_000
+
+#: ``hnsw.ef_search`` of a search (pgvector's default is 40): the candidate list of the
+#: graph walk; with iterative scan, the size of each batch of candidates.
+EF_SEARCH = 100
+
+#: ``hnsw.max_scan_tuples`` of a search (pgvector's default is 20,000): how many index
+#: tuples an iterative scan may visit before it stops. A user holding 1% of the table
+#: needs about ef_search / 1% of them; if it stops short, the exact search takes over.
+MAX_SCAN_TUPLES = 50_000
 
 
 def _literal(vector: Vector) -> str:
@@ -31,13 +48,46 @@ class PgVectorIndex:
         prefix: names this index's collections (as Chroma's ``DenseIndex`` does), so
             that several indexes share the table.
 
-    Searches are exact (cosine, per user along the primary key's btree): the column
-    has no fixed dimension yet, which an HNSW index needs.
+        hnsw_threshold: users with at least this many vectors in the collection are
+            searched through HNSW, smaller ones exactly (:data:`HNSW_THRESHOLD`).
+        ef_search: pgvector's ``hnsw.ef_search`` for those searches.
+        max_scan_tuples: pgvector's ``hnsw.max_scan_tuples`` for them
+            (:data:`MAX_SCAN_TUPLES`).
+
+    A small user is searched exactly (cosine, along the primary key's btree: the query
+    cannot use the HNSW index, whose key is a cast expression). A large user is searched
+    through the HNSW index of the query's dimension with pgvector's iterative scan
+    (``hnsw.iterative_scan = relaxed_order``: the walk goes on until it has found enough
+    of this user's rows instead of stopping at ``ef_search`` rows of anyone's), the
+    candidates re-sorted by exact distance. When the walk still returns fewer than
+    ``k`` rows of a user who has them, the exact search answers instead: a search never
+    returns fewer rows than asked.
     """
 
-    def __init__(self, store: PostgresStore, prefix: str) -> None:
+    def __init__(
+        self,
+        store: PostgresStore,
+        prefix: str,
+        *,
+        hnsw_threshold: int = HNSW_THRESHOLD,
+        ef_search: int = EF_SEARCH,
+        max_scan_tuples: int = MAX_SCAN_TUPLES,
+    ) -> None:
+        if hnsw_threshold < 1:
+            raise ValueError(f"hnsw_threshold must be at least 1, got {hnsw_threshold}")
+        if not 1 <= ef_search <= 1000:
+            raise ValueError(f"ef_search must be between 1 and 1000 (pgvector's range), got {ef_search}")
         self.store = store
         self.prefix = prefix
+        self.hnsw_threshold = hnsw_threshold
+        if max_scan_tuples < 1:
+            raise ValueError(f"max_scan_tuples must be at least 1, got {max_scan_tuples}")
+        self.ef_search = ef_search
+        self.max_scan_tuples = max_scan_tuples
+        self._indexed_dimensions: set[int] = set()
+        # Dimensions whose index this object's writes need not look for again (present,
+        # or absent over existing rows: left to ensure_hnsw).
+        self._checked_dimensions: set[int] = set()
 
     def collection_name(self, tenant_id: str, user_id: str) -> str:
         """The name of one user's partition."""
@@ -51,26 +101,148 @@ class PgVectorIndex:
         """Add or replace one user's vectors (joining the store's open transaction)."""
         if len(ids) != len(embeddings):
             raise ValueError(f"{len(ids)} ids but {len(embeddings)} embeddings")
+        if not ids:
+            return
         key = self._key(tenant_id, user_id)
-        with self.store.transaction("write vectors") as conn, conn.cursor() as cur:
-            cur.executemany(
+        with self.store.transaction("write vectors") as conn:
+            for dimension in {len(e) for e in embeddings} - self._checked_dimensions:
+                self._ensure_hnsw(conn, dimension)
+            # One statement for the batch; xmax = 0 tells a new row from a replaced one,
+            # so that the user's count grows by the new rows only.
+            rows = conn.execute(
                 "INSERT INTO record_embeddings (tenant_id, user_id, collection, id, embedding) "
-                "VALUES (%s, %s, %s, %s, %s::vector) ON CONFLICT (tenant_id, user_id, collection, id) "
-                "DO UPDATE SET embedding = excluded.embedding",
-                [(*key, i, _literal(e)) for i, e in zip(ids, embeddings)],
+                "SELECT %s, %s, %s, i, e::vector FROM unnest(%s::text[], %s::text[]) AS v(i, e) "
+                "ON CONFLICT (tenant_id, user_id, collection, id) "
+                "DO UPDATE SET embedding = excluded.embedding RETURNING (xmax = 0) AS inserted",
+                (*key, list(ids), [_literal(e) for e in embeddings]),
+            ).fetchall()
+            self._add_to_count(conn, key, sum(1 for row in rows if row["inserted"]))
+
+    @staticmethod
+    def _add_to_count(conn: Connection, key: tuple[str, str, str], delta: int) -> None:
+        if delta:
+            conn.execute(
+                "INSERT INTO vector_counts (tenant_id, user_id, collection, n) VALUES (%s, %s, %s, %s) "
+                "ON CONFLICT (tenant_id, user_id, collection) DO UPDATE SET n = vector_counts.n + excluded.n",
+                (*key, delta),
             )
 
+    @staticmethod
+    def hnsw_index_name(dimension: int) -> str:
+        """The name of the HNSW index of vectors of ``dimension``."""
+        return f"record_embeddings_hnsw_{int(dimension)}"
+
+    @classmethod
+    def hnsw_index_sql(cls, dimension: int, *, concurrently: bool = False) -> str:
+        """The statement creating the HNSW index of ``dimension`` (with ``concurrently``:
+        to build it ahead of an upgrade without blocking writers, docs/howto/postgres.md)."""
+        d = int(dimension)
+        if not 1 <= d <= 2000:
+            raise ValueError(f"pgvector's HNSW indexes vectors of 1 to 2000 dimensions, not {dimension}")
+        # An expression index, partial on the dimension, rather than a typed column: the
+        # table holds every collection (messages, triples), whose models may differ, and
+        # an existing store needs no rewrite of its rows. Searches name the same
+        # expression and predicate, so only they can use it; exact searches cannot.
+        return (
+            f"CREATE INDEX {'CONCURRENTLY ' if concurrently else ''}IF NOT EXISTS "
+            f"{cls.hnsw_index_name(d)} ON record_embeddings USING hnsw "
+            f"((embedding::vector({d})) vector_cosine_ops) WHERE vector_dims(embedding) = {d}"
+        )
+
+    def ensure_hnsw(self, dimension: int) -> None:
+        """Create the HNSW index of ``dimension`` if absent, over every row already there
+        (after a bulk load: building at once is faster than row by row; it blocks writers
+        while it builds, see :meth:`hnsw_index_sql` for a concurrent build)."""
+        with self.store.transaction("create the HNSW index") as conn:
+            self._ensure_hnsw(conn, dimension, build=True)
+
+    def _ensure_hnsw(self, conn: Connection, dimension: int, build: bool = False) -> None:
+        """Create the index of a new dimension, empty, as its first vector is written.
+
+        A write never builds it over existing rows (an upgraded store, a bulk load):
+        that takes minutes at 100k rows and would block every writer meanwhile; such a
+        store is searched exactly until ``ensure_hnsw`` (or the concurrent statement)
+        builds it."""
+        if self._has_hnsw(conn, dimension):
+            self._checked_dimensions.add(dimension)
+            return
+        name = self.hnsw_index_name(dimension)
+        # Workers writing a new dimension at once would collide creating the index.
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (name,))
+        if not build:
+            rows = conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM record_embeddings WHERE vector_dims(embedding) = %s) AS held",
+                (int(dimension),),
+            ).fetchone()
+            if rows is not None and rows["held"]:
+                self.store.after_commit(lambda: self._checked_dimensions.add(dimension))
+                return
+        conn.execute(self.hnsw_index_sql(dimension))
+        self.store.after_commit(lambda: self._indexed_dimensions.add(dimension))
+        self.store.after_commit(lambda: self._checked_dimensions.add(dimension))
+
     def query(self, tenant_id: str, user_id: str, embedding: Vector, k: int) -> list[tuple[str, float]]:
-        """The ``k`` nearest of one user's vectors, as (id, cosine similarity)."""
+        """The ``k`` nearest of one user's vectors, as (id, cosine similarity): exact for
+        a user with fewer than ``hnsw_threshold`` vectors, else through HNSW."""
         if k <= 0:
             return []
-        rows = self.store.query(
-            "search vectors",
-            "SELECT id, 1 - (embedding <=> %s::vector) AS similarity FROM record_embeddings "
-            "WHERE tenant_id = %s AND user_id = %s AND collection = %s "
-            "ORDER BY embedding <=> %s::vector LIMIT %s",
-            (_literal(embedding), *self._key(tenant_id, user_id), _literal(embedding), k),
+        key = self._key(tenant_id, user_id)
+        query = _literal(embedding)
+        with self.store.transaction("search vectors") as conn:
+            row = conn.execute(
+                "SELECT n FROM vector_counts WHERE tenant_id = %s AND user_id = %s AND collection = %s", key
+            ).fetchone()
+            held = int(row["n"]) if row else 0
+            if held >= self.hnsw_threshold and held > k and self._has_hnsw(conn, len(embedding)):
+                found = self._approximate(conn, key, query, len(embedding), k)
+                if len(found) >= k:
+                    return found
+            rows = conn.execute(
+                "SELECT id, 1 - (embedding <=> %s::vector) AS similarity FROM record_embeddings "
+                "WHERE tenant_id = %s AND user_id = %s AND collection = %s "
+                "ORDER BY embedding <=> %s::vector LIMIT %s",
+                (query, *key, query, k),
+            ).fetchall()
+        return [(row["id"], float(row["similarity"])) for row in rows]
+
+    def _has_hnsw(self, conn: Connection, dimension: int) -> bool:
+        if dimension not in self._indexed_dimensions:
+            present = conn.execute(
+                "SELECT to_regclass(%s) IS NOT NULL AS present", (self.hnsw_index_name(dimension),)
+            ).fetchone()
+            if not (present and present["present"]):
+                return False  # an upgraded store before its index is built: exact
+            self._indexed_dimensions.add(dimension)
+        return True
+
+    def _approximate(
+        self, conn: Connection, key: tuple[str, str, str], query: str, dimension: int, k: int
+    ) -> list[tuple[str, float]]:
+        """One user's ``k`` nearest through the HNSW index of ``dimension``, re-sorted."""
+        candidates = max(2 * k, 20)
+        # set_config(..., true) is SET LOCAL: these settings end with the transaction.
+        # enable_sort off: the planner would otherwise often prefer the btree and a sort
+        # of the user's rows (exact, but what this path is here to avoid); only the HNSW
+        # scan yields rows in distance order (the outer sort of the candidates remains).
+        conn.execute(
+            "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
+            "set_config('enable_sort', 'off', true), "
+            "set_config('hnsw.ef_search', %s, true), set_config('hnsw.max_scan_tuples', %s, true)",
+            (str(max(self.ef_search, candidates)), str(self.max_scan_tuples)),
         )
+        d = int(dimension)
+        # relaxed_order returns rows nearly in order: take more candidates than asked
+        # and sort them by exact distance (MATERIALIZED keeps the walk's LIMIT inside).
+        rows = conn.execute(
+            f"WITH candidates AS MATERIALIZED (SELECT id, embedding::vector({d}) <=> %s::vector({d}) "
+            "AS distance FROM record_embeddings WHERE tenant_id = %s AND user_id = %s "
+            f"AND collection = %s AND vector_dims(embedding) = {d} "
+            f"ORDER BY embedding::vector({d}) <=> %s::vector({d}) LIMIT %s) "
+            "SELECT id, 1 - distance AS similarity FROM candidates ORDER BY distance LIMIT %s",
+            (query, *key, query, candidates, k),
+        ).fetchall()
+        # Inside a caller's longer transaction the settings would outlive this search.
+        conn.execute("RESET enable_sort; RESET hnsw.iterative_scan")
         return [(row["id"], float(row["similarity"])) for row in rows]
 
     def vectors(self, tenant_id: str, user_id: str, ids: Sequence[str]) -> dict[str, Vector]:
@@ -86,14 +258,13 @@ class PgVectorIndex:
         return {row["id"]: _parse(row["embedding"]) for row in rows}
 
     def count(self, tenant_id: str, user_id: str) -> int:
-        """How many vectors one user has."""
+        """How many vectors one user has (the count kept with every write)."""
         rows = self.store.query(
             "count vectors",
-            "SELECT count(*) AS n FROM record_embeddings WHERE tenant_id = %s AND user_id = %s "
-            "AND collection = %s",
+            "SELECT n FROM vector_counts WHERE tenant_id = %s AND user_id = %s AND collection = %s",
             self._key(tenant_id, user_id),
         )
-        return int(rows[0]["n"])
+        return int(rows[0]["n"]) if rows else 0
 
     def ids(self, tenant_id: str, user_id: str) -> set[str]:
         """Every id of one user."""
@@ -107,12 +278,14 @@ class PgVectorIndex:
     def delete(self, tenant_id: str, user_id: str, ids: Sequence[str]) -> None:
         """Delete some of one user's vectors."""
         if ids:
+            key = self._key(tenant_id, user_id)
             with self.store.transaction("delete vectors") as conn:
-                conn.execute(
+                deleted = conn.execute(
                     "DELETE FROM record_embeddings WHERE tenant_id = %s AND user_id = %s "
-                    "AND collection = %s AND id = ANY(%s)",
-                    (*self._key(tenant_id, user_id), list(ids)),
-                )
+                    "AND collection = %s AND id = ANY(%s) RETURNING id",
+                    (*key, list(ids)),
+                ).fetchall()
+                self._add_to_count(conn, key, -len(deleted))
 
     def drop(self, tenant_id: str, user_id: str) -> None:
         """Delete one user's partition."""
@@ -131,11 +304,11 @@ class PgVectorIndex:
     def clear(self) -> None:
         """Delete every partition of this index (re-indexing)."""
         with self.store.transaction("clear vectors") as conn:
-            conn.execute(
-                "DELETE FROM record_embeddings WHERE starts_with(collection, %s)", (self.prefix + "-",)
-            )
+            for table in ("record_embeddings", "vector_counts"):
+                conn.execute(f"DELETE FROM {table} WHERE starts_with(collection, %s)", (self.prefix + "-",))
 
     def drop_collection(self, name: str) -> None:
         """Delete one partition by name (nothing if absent)."""
         with self.store.transaction("drop vector collection") as conn:
-            conn.execute("DELETE FROM record_embeddings WHERE collection = %s", (name,))
+            for table in ("record_embeddings", "vector_counts"):
+                conn.execute(f"DELETE FROM {table} WHERE collection = %s", (name,))
