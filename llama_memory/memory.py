@@ -28,7 +28,7 @@ from .config import default_vector_source as default_vector_source
 from .config import resolve_embed_model as resolve_embed_model
 from .errors import LlamaMemoryError, MemoryClosedError
 from .expiry import TTL
-from .formation import FormationWorker
+from .formation import FormationWorker, PassPart
 from .instructions import Instructions
 from .instrumentation import Stopwatch, dispatcher, retrieval_event
 from .relevance import DEFAULT_MIN_RELEVANCE
@@ -455,8 +455,14 @@ class ComposableMemory(BaseMemory):
 
     def _pass_parts(self) -> list[Any]:
         """What a formation pass asks about: the sources, and the user's instructions
-        (the pass's ``"instructions"`` part; see formation.PassPart)."""
-        return list(self._sources) if self._instructions is None else [*self._sources, self._instructions]
+        (the pass's ``"instructions"`` part). The instructions ride on the pass's one
+        structured call made for another part (the profile, the triples): alone they
+        never make a call of their own, so a memory of user-supplied sources only keeps
+        its sources' own extraction and LLM calls as they were."""
+        parts = list(self._sources)
+        if self._instructions is not None and any(isinstance(s, PassPart) for s in parts):
+            parts.append(self._instructions)
+        return parts
 
     def _tool_holders(self) -> list[Any]:
         """What offers agent tools: the sources that have some, and the instructions

@@ -152,6 +152,6 @@ def test_extraction_emits_an_event_per_source_with_its_error(
     finally:
         memory.close()
     done, failed = events.of(MemoryExtractionEvent)
-    assert (done.source, done.messages, done.error) == ("pass:triples", 1, None)
-    assert failed.source == "pass:triples" and failed.messages == 1
+    assert (done.source, done.messages, done.error) == ("pass:triples+instructions", 1, None)
+    assert failed.source == "pass:triples+instructions" and failed.messages == 1
     assert failed.error and "script is empty" in failed.error
