@@ -459,7 +459,7 @@ class ComposableMemory(BaseMemory):
         structured call made for another part (the profile, the triples): alone they
         never make a call of their own, so a memory of user-supplied sources only keeps
         its sources' own extraction and LLM calls as they were."""
-        parts = list(self._sources)
+        parts: list[Any] = list(self._sources)
         if self._instructions is not None and any(isinstance(s, PassPart) for s in parts):
             parts.append(self._instructions)
         return parts
