@@ -90,9 +90,15 @@ def run(
     min_relevance: Optional[float] = None,
     log: Callable[[str], None] = print,
     limit_questions: Optional[int] = None,
+    agent_flow: bool = False,
 ) -> dict[str, Any]:
     """Build each conversation's store, ask the three sets, return the report with the
-    per-query rows (``rows``) and, for ``--fit``, the searched records (``records``)."""
+    per-query rows (``rows``) and, for ``--fit``, the searched records (``records``).
+
+    ``agent_flow``: each query is first ``put()`` into the session, as an agent stores the
+    user's message before it calls ``get()`` (:func:`ask_as_agent`)."""
+    from llama_index.core.base.llms.types import ChatMessage, MessageRole
+
     from llama_memory import default_embedding
 
     try:  # the query choice, when the library makes one (bench.noise also measures older code)
@@ -122,6 +128,8 @@ def run(
             tokenizer = memory.tokenizer_fn
             for name, queries in sets.items():
                 for text, question in queries:
+                    if agent_flow:
+                        memory.put(ChatMessage(role=MessageRole.USER, content=text))
                     t0 = time.perf_counter()
                     memory.get(text)
                     get_ms = (time.perf_counter() - t0) * 1000
@@ -139,6 +147,8 @@ def run(
                                    block_recall=score([ids], question.evidence, 1)["turn_recall"])
                     rows.append(row)
                     query_index = len(rows) - 1
+                    if agent_flow:  # the records for --fit: evidence as get() sees it, without the query
+                        take_back(memory)
                     for rank, record in enumerate(memory.search(text, k=BLOCK_TOP_K)):
                         records.append({
                             "query": query_index, "rank": rank,
@@ -158,12 +168,28 @@ def run(
         ) + f" (load {load_average()})")
     return {
         "meta": {"data": str(data), "conversations": [c.sample_id for c in conversations],
-                 "min_relevance": min_relevance, "duration_s": round(time.time() - started, 1),
+                 "min_relevance": min_relevance, "agent_flow": agent_flow, "duration_s": round(time.time() - started, 1),
                  "load_after": load_average()},
         "sets": aggregate(rows),
         "rows": rows,
         "records": records,
     }
+
+
+def take_back(memory: Any) -> None:
+    """Undo the agent flow's ``put()`` of a query: delete this session's records (the
+    query) from the store and its indexes, and clear the buffer, so that every query of
+    a set meets the same store (the conversation's own messages), as in the default flow."""
+    from llama_memory.storage.admin import StoreAdmin
+
+    scope = memory.scope
+    vector = memory.source("vector")
+    admin = StoreAdmin(vector.store)
+    ids = [r.id for r in admin.records(scope.tenant_id, scope.user_id, session_id=scope.session_id)]
+    for record_id in ids:
+        admin.delete_record(scope.tenant_id, scope.user_id, record_id)
+    vector.forget_records(ids, scope)
+    memory.reset()
 
 
 def _line(record: Any) -> str:
@@ -321,7 +347,8 @@ def leave_one_out(
 
 def format_report(report: dict[str, Any]) -> str:
     lines = [f"bench.noise: {len(report['meta']['conversations'])} conversations, min_relevance "
-             f"{report['meta']['min_relevance'] if report['meta']['min_relevance'] is not None else 'default'}",
+             f"{report['meta']['min_relevance'] if report['meta']['min_relevance'] is not None else 'default'}"
+             f"{', agent flow (each query put() before get())' if report['meta'].get('agent_flow') else ''}",
              f"{'set':<11} {'n':>5} {'tokens mean':>12} {'p95':>6} {'records':>8} {'empty':>6} {'get ms':>7}"]
     for name, s in report["sets"].items():
         lines.append(f"{name:<11} {s['n']:>5} {s['tokens_mean']:>12.1f} {s['tokens_p95']:>6.0f} "
@@ -374,6 +401,8 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
     parser.add_argument("--label", choices=("asked", "answers"), default=LABEL,
                         help="--fit: what a positive record is (see LABEL)")
     parser.add_argument("--smoke", action="store_true", help=f"run on {SMOKE_DATA.name}, in seconds")
+    parser.add_argument("--agent-flow", action="store_true",
+                        help="put() each query into the session before get(), as an agent does")
     args = parser.parse_args(argv)
     data = args.data or (SMOKE_DATA if args.smoke else DEFAULT_DATA)
     if not data.is_file():
@@ -386,7 +415,7 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
         report = json.loads(args.from_json.read_text())
     else:
         report = run(data, select, args.min_relevance, log=lambda s: print(s, flush=True),
-                     limit_questions=args.limit_questions)
+                     limit_questions=args.limit_questions, agent_flow=args.agent_flow)
     if args.fit:
         report["leave_one_out"] = leave_one_out(
             report, data, select, args.max_recall_loss, args.budget, args.label
