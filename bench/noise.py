@@ -162,9 +162,13 @@ def run(
                         row.update(support=sorted(support), supported=int(bool(support & set(ids))))
                     rows.append(row)
                     query_index = len(rows) - 1
-                    if agent_flow:  # the records for --fit: evidence as get() sees it, without the query
+                    # The records for --fit, with the evidence get() saw (in the agent flow:
+                    # without the query, which the window shows).
+                    found = (searched_beside(memory, text) if agent_flow
+                             else memory.search(text, k=BLOCK_TOP_K))
+                    if agent_flow:
                         take_back(memory)
-                    for rank, record in enumerate(memory.search(text, k=BLOCK_TOP_K)):
+                    for rank, record in enumerate(found):
                         records.append({
                             "query": query_index, "rank": rank,
                             "evidence": record.metadata.get("evidence") or {},
@@ -197,6 +201,17 @@ def load_recommendations(path: Path = RECOMMEND_DATA) -> dict[str, dict[str, set
     data = json.loads(path.read_text())
     return {conversation: {query: set(ids) for query, ids in queries}
             for conversation, queries in data["queries"].items()}
+
+
+def searched_beside(memory: Any, text: str) -> list[Any]:
+    """What ``search(text)`` returns, leaving the window's messages out as ``get()`` does
+    (so with the same evidence: the store's word counts are cached, and once the query
+    is taken back they would still count it)."""
+    from llama_memory.compose import window_texts
+    from llama_memory.text import normalize_text
+
+    shown = frozenset(normalize_text(t) for t in window_texts(memory.get_all()))
+    return list(memory.source("vector").retrieve_beside(text, memory.scope, BLOCK_TOP_K, shown))
 
 
 def take_back(memory: Any) -> None:
