@@ -472,7 +472,7 @@ class ComposableMemory(BaseMemory):
     ) -> list[MemoryRecord]:
         """One source's records for ``query`` (a span and a
         :class:`~llama_memory.instrumentation.MemoryRetrievalEvent` of its own); a
-        :class:`~llama_memory.sources.base.WindowAware` source leaves out the records
+        ``WindowAware`` source (the vector source) leaves out the records
         whose normalised text is in ``shown`` (the window's own messages)."""
         watch = Stopwatch()
         if shown and isinstance(source, WindowAware):
