@@ -66,7 +66,11 @@ SMALL_TALK_QUERIES = (
     "good morning", "thanks a lot!", "ok thanks", "sounds good", "bye", "lol", "yes", "no",
     "how are you?", "awesome, thank you",
 )
-SETS = ("small_talk", "never_said", "real")
+SETS = ("small_talk", "never_said", "never_said_requests", "real", "recommend")
+#: Requests that need what the user stated without naming it ("where should I eat
+#: tonight?" against "my favourite dairy-free treat..."), per LoCoMo conversation, with
+#: the dia_ids that support each (:func:`load_recommendations`).
+RECOMMEND_DATA = Path(__file__).resolve().parent / "data" / "recommendations.json"
 #: Never-said questions when the data holds one conversation only (``--smoke``).
 NEVER_SAID_FALLBACK = (
     "What's the capital of Australia?", "When did Marco sell his sailing boat?",
@@ -90,9 +94,15 @@ def run(
     min_relevance: Optional[float] = None,
     log: Callable[[str], None] = print,
     limit_questions: Optional[int] = None,
+    agent_flow: bool = False,
 ) -> dict[str, Any]:
     """Build each conversation's store, ask the three sets, return the report with the
-    per-query rows (``rows``) and, for ``--fit``, the searched records (``records``)."""
+    per-query rows (``rows``) and, for ``--fit``, the searched records (``records``).
+
+    ``agent_flow``: each query is first ``put()`` into the session, as an agent stores the
+    user's message before it calls ``get()`` (:func:`ask_as_agent`)."""
+    from llama_index.core.base.llms.types import ChatMessage, MessageRole
+
     from llama_memory import default_embedding
 
     try:  # the query choice, when the library makes one (bench.noise also measures older code)
@@ -102,6 +112,9 @@ def run(
     started = time.time()
     dataset = load_dataset(data, None, select)
     conversations = dataset.conversations
+    recommendations = load_recommendations()
+    asked = Counter(q for queries in recommendations.values() for q in queries)
+    generic = {q for q, n in asked.items() if n > 1}
     default_embedding().load()
     rows: list[dict[str, Any]] = []
     records: list[dict[str, Any]] = []
@@ -112,6 +125,11 @@ def run(
             "never_said": [(q.question, None) for q in other.questions[:limit_questions]]
             if other is not conversation else [(q, None) for q in NEVER_SAID_FALLBACK],
             "real": [(q.question, q) for q in conversation.questions[:limit_questions]],
+            # The next conversation's requests that are its own (not "plan my weekend",
+            # which any history may serve): first-person requests this store cannot serve.
+            "never_said_requests": [(q, None) for q in recommendations.get(other.sample_id, {})
+                                    if q not in generic] if other is not conversation else [],
+            "recommend": [(q, None) for q in recommendations.get(conversation.sample_id, {})],
         }
         retriever = Ours()
         try:
@@ -122,6 +140,8 @@ def run(
             tokenizer = memory.tokenizer_fn
             for name, queries in sets.items():
                 for text, question in queries:
+                    if agent_flow:
+                        memory.put(ChatMessage(role=MessageRole.USER, content=text))
                     t0 = time.perf_counter()
                     memory.get(text)
                     get_ms = (time.perf_counter() - t0) * 1000
@@ -129,7 +149,7 @@ def run(
                     ids = [i for r in block.records for i in r.message_ids]
                     row: dict[str, Any] = {
                         "conversation": conversation.sample_id, "set": name,
-                        "question_of": other.sample_id if name == "never_said" else conversation.sample_id,
+                        "question_of": other.sample_id if name.startswith("never_said") else conversation.sample_id,
                         "tokens": block.token_count, "records": len(block.records), "get_ms": get_ms,
                     }
                     if plan_of is not None:
@@ -137,17 +157,26 @@ def run(
                     if question is not None:
                         row.update(category=question.category, qa_index=question.index,
                                    block_recall=score([ids], question.evidence, 1)["turn_recall"])
+                    support = recommendations.get(conversation.sample_id, {}).get(text, set()) if name == "recommend" else set()
+                    if support:
+                        row.update(support=sorted(support), supported=int(bool(support & set(ids))))
                     rows.append(row)
                     query_index = len(rows) - 1
-                    for rank, record in enumerate(memory.search(text, k=BLOCK_TOP_K)):
+                    # The records for --fit, with the evidence get() saw (in the agent flow:
+                    # without the query, which the window shows).
+                    found = (searched_beside(memory, text) if agent_flow
+                             else memory.search(text, k=BLOCK_TOP_K))
+                    if agent_flow:
+                        take_back(memory)
+                    for rank, record in enumerate(found):
                         records.append({
                             "query": query_index, "rank": rank,
                             "evidence": record.metadata.get("evidence") or {},
                             "relevance": getattr(record, "relevance", None),
                             "line_tokens": len(tokenizer(_line(record))) + 1,
                             "ids": list(record.message_ids),
-                            "label": int(bool(question is not None
-                                              and set(record.message_ids) & set(question.evidence))),
+                            "label": int(bool(set(record.message_ids)
+                                              & (set(question.evidence) if question is not None else support))),
                         })
         finally:
             retriever.close()
@@ -158,12 +187,47 @@ def run(
         ) + f" (load {load_average()})")
     return {
         "meta": {"data": str(data), "conversations": [c.sample_id for c in conversations],
-                 "min_relevance": min_relevance, "duration_s": round(time.time() - started, 1),
+                 "min_relevance": min_relevance, "agent_flow": agent_flow, "duration_s": round(time.time() - started, 1),
                  "load_after": load_average()},
         "sets": aggregate(rows),
         "rows": rows,
         "records": records,
     }
+
+
+def load_recommendations(path: Path = RECOMMEND_DATA) -> dict[str, dict[str, set[str]]]:
+    """The recommendation requests of :data:`RECOMMEND_DATA`: per conversation, each
+    query with the dia_ids that support it."""
+    data = json.loads(path.read_text())
+    return {conversation: {query: set(ids) for query, ids in queries}
+            for conversation, queries in data["queries"].items()}
+
+
+def searched_beside(memory: Any, text: str) -> list[Any]:
+    """What ``search(text)`` returns, leaving the window's messages out as ``get()`` does
+    (so with the same evidence: the store's word counts are cached, and once the query
+    is taken back they would still count it)."""
+    from llama_memory.compose import window_texts
+    from llama_memory.text import normalize_text
+
+    shown = frozenset(normalize_text(t) for t in window_texts(memory.get_all()))
+    return list(memory.source("vector").retrieve_beside(text, memory.scope, BLOCK_TOP_K, shown))
+
+
+def take_back(memory: Any) -> None:
+    """Undo the agent flow's ``put()`` of a query: delete this session's records (the
+    query) from the store and its indexes, and clear the buffer, so that every query of
+    a set meets the same store (the conversation's own messages), as in the default flow."""
+    from llama_memory.storage.admin import StoreAdmin
+
+    scope = memory.scope
+    vector = memory.source("vector")
+    admin = StoreAdmin(vector.store)
+    ids = [r.id for r in admin.records(scope.tenant_id, scope.user_id, session_id=scope.session_id)]
+    for record_id in ids:
+        admin.delete_record(scope.tenant_id, scope.user_id, record_id)
+    vector.forget_records(ids, scope)
+    memory.reset()
 
 
 def _line(record: Any) -> str:
@@ -191,6 +255,8 @@ def aggregate(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
             out[name]["query_choice"] = dict(plans)
         if name == "real":
             out[name]["block_recall"] = block_recall(mine)
+        if name == "recommend":
+            out[name]["supported"] = statistics.fmean(r["supported"] for r in mine)
     return out
 
 
@@ -208,7 +274,8 @@ def block_recall(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
 
 
 #: The inputs of the calibration (names of :meth:`llama_memory.relevance.Evidence.features`).
-FEATURES = ("cosine", "lexical", "best_cosine", "best_lexical", "unknown", "unknown_name")
+FEATURES = ("cosine", "lexical", "best_cosine", "best_lexical", "unknown", "unknown_name",
+            "personal", "personal_cosine")
 
 
 def features(records: Sequence[dict[str, Any]], names: Sequence[str] = FEATURES) -> np.ndarray:
@@ -247,6 +314,7 @@ def simulate(
         by_query.setdefault(r["query"], []).append(j)
     out: dict[str, list[float]] = {}
     recall: list[float] = []
+    supported: list[float] = []
     for q, row in rows:
         tokens = 0.0
         ids: set[str] = set()
@@ -261,8 +329,11 @@ def simulate(
         if row["set"] == "real":
             wanted = evidence[q]
             recall.append(len(wanted & ids) / len(wanted))
+        elif row["set"] == "recommend":
+            supported.append(float(bool(evidence[q] & ids)))
     return {"tokens": {s: statistics.fmean(v) for s, v in out.items()},
-            "recall": statistics.fmean(recall) if recall else float("nan")}
+            "recall": statistics.fmean(recall) if recall else float("nan"),
+            "supported": statistics.fmean(supported) if supported else float("nan")}
 
 
 #: What a positive is in the fit: ``"asked"``, a record retrieved for a real question
@@ -273,20 +344,25 @@ LABEL = "asked"
 def _label(record: dict[str, Any], rows: Sequence[dict[str, Any]], label: str) -> int:
     if label == "answers":
         return int(record["label"])
-    return int(rows[record["query"]]["set"] == "real")
+    return int(rows[record["query"]]["set"] in ("real", "recommend"))
 
 
 def leave_one_out(
     report: dict[str, Any], data: Path, select: Optional[Sequence[int]], max_loss: float,
-    budget: int, label: str = LABEL,
+    budget: int, label: str = LABEL, max_support_loss: float = 0.0,
 ) -> dict[str, Any]:
     """Fit per fold on the other conversations, choose the threshold there, score the fold
-    (the last fold, on all conversations, gives the library's default)."""
+    (the last fold, on all conversations, gives the library's default). The threshold
+    is the largest whose training block recall is within ``max_loss`` of the unfiltered
+    one and whose training recommendation requests keep their support within
+    ``max_support_loss`` (records retrieved for real questions and for recommendation
+    requests are the positives of the fit)."""
     dataset = load_dataset(data, None, select)
     questions = {(c.sample_id, q.index): q for c in dataset.conversations for q in c.questions}
     rows, records = report["rows"], report["records"]
     evidence = {i: set(questions[(r["conversation"], r["qa_index"])].evidence)
                 for i, r in enumerate(rows) if r["set"] == "real"}
+    evidence.update({i: set(r["support"]) for i, r in enumerate(rows) if r.get("support")})
     conversations = report["meta"]["conversations"]
     folds = []
     for held in [*conversations, None]:
@@ -301,7 +377,10 @@ def leave_one_out(
         base = simulate(train_rows, records, rel, 0.0, budget, evidence)
         chosen = 0.0
         for t in THRESHOLDS:
-            if simulate(train_rows, records, rel, t, budget, evidence)["recall"] >= base["recall"] - max_loss:
+            tried = simulate(train_rows, records, rel, t, budget, evidence)
+            if tried["recall"] >= base["recall"] - max_loss and not (
+                tried["supported"] < base["supported"] - max_support_loss - 1e-9
+            ):
                 chosen = t
         fold: dict[str, Any] = {"held_out": held or "(all: the default)",
                                 "weights": dict(zip(("intercept", *FEATURES), map(float, w))),
@@ -313,7 +392,8 @@ def leave_one_out(
             fold["before"] = simulate(test_rows, records, rel, 0.0, budget, evidence)
             fold["after"] = simulate(test_rows, records, rel, chosen, budget, evidence)
         folds.append(fold)
-    return {"max_recall_loss": max_loss, "label": label, "features": list(FEATURES), "folds": folds}
+    return {"max_recall_loss": max_loss, "max_support_loss": max_support_loss, "label": label,
+            "features": list(FEATURES), "folds": folds}
 
 
 # --------------------------------------------------------------------------- output
@@ -321,7 +401,8 @@ def leave_one_out(
 
 def format_report(report: dict[str, Any]) -> str:
     lines = [f"bench.noise: {len(report['meta']['conversations'])} conversations, min_relevance "
-             f"{report['meta']['min_relevance'] if report['meta']['min_relevance'] is not None else 'default'}",
+             f"{report['meta']['min_relevance'] if report['meta']['min_relevance'] is not None else 'default'}"
+             f"{', agent flow (each query put() before get())' if report['meta'].get('agent_flow') else ''}",
              f"{'set':<11} {'n':>5} {'tokens mean':>12} {'p95':>6} {'records':>8} {'empty':>6} {'get ms':>7}"]
     for name, s in report["sets"].items():
         lines.append(f"{name:<11} {s['n']:>5} {s['tokens_mean']:>12.1f} {s['tokens_p95']:>6.0f} "
@@ -332,13 +413,17 @@ def format_report(report: dict[str, Any]) -> str:
     real = report["sets"].get("real")
     if real:
         lines.append("block recall (real): " + ", ".join(f"{g} {v:.3f}" for g, v in real["block_recall"].items()))
+    recommend = report["sets"].get("recommend")
+    if recommend:
+        lines.append(f"recommendation requests whose block holds a supporting message: {recommend['supported']:.3f}")
     loo = report.get("leave_one_out")
     if loo:
         lines += ["", f"leave-one-conversation-out (threshold: the largest whose training block recall "
-                  f"is within {loo['max_recall_loss']} of the unfiltered one; simulated blocks; label: "
-                  f"{loo['label']})",
+                  f"is within {loo['max_recall_loss']} of the unfiltered one and whose recommendation "
+                  f"support is within {loo.get('max_support_loss', 0.0)}; simulated blocks; label: {loo['label']})",
                   f"{'held out':<20} {'thr':>5} {'recall before':>13} {'after':>6} "
-                  f"{'never-said tokens before':>24} {'after':>6} {'real tokens after':>17}  weights"]
+                  f"{'never-said tokens before':>24} {'after':>6} {'real tokens after':>17} "
+                  f"{'supported before':>16} {'after':>6}  weights"]
         for f in loo["folds"]:
             line = f"{f['held_out']:<20} {f['threshold']:>5.2f}"
             if "after" in f:
@@ -346,9 +431,10 @@ def format_report(report: dict[str, Any]) -> str:
                 line += (f" {b['recall']:>13.3f} {a['recall']:>6.3f} "
                          f"{b['tokens'].get('never_said', float('nan')):>24.1f} "
                          f"{a['tokens'].get('never_said', float('nan')):>6.1f} "
-                         f"{a['tokens'].get('real', float('nan')):>17.1f}")
+                         f"{a['tokens'].get('real', float('nan')):>17.1f} "
+                         f"{b.get('supported', float('nan')):>16.3f} {a.get('supported', float('nan')):>6.3f}")
             else:
-                line += " " * 71
+                line += " " * 95
             line += "  " + ", ".join(f"{k} {v:.2f}" for k, v in f["weights"].items())
             lines.append(line)
     lines.append(f"{report['meta']['duration_s']} s, load after {report['meta']['load_after']}")
@@ -366,6 +452,8 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
                         help="fit the calibration and report leave-one-conversation-out folds")
     parser.add_argument("--max-recall-loss", type=float, default=MAX_RECALL_LOSS,
                         help="--fit: the block recall a threshold may cost on the training folds")
+    parser.add_argument("--max-support-loss", type=float, default=0.0,
+                        help="--fit: the share of recommendation requests a threshold may leave unsupported")
     parser.add_argument("--budget", type=int, default=1500, help="--fit: the simulated block's token budget")
     parser.add_argument("--limit-questions", type=int, default=None, help="at most N questions per set")
     parser.add_argument("--json", type=Path, default=None, help="also write the report here")
@@ -374,6 +462,8 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
     parser.add_argument("--label", choices=("asked", "answers"), default=LABEL,
                         help="--fit: what a positive record is (see LABEL)")
     parser.add_argument("--smoke", action="store_true", help=f"run on {SMOKE_DATA.name}, in seconds")
+    parser.add_argument("--agent-flow", action="store_true",
+                        help="put() each query into the session before get(), as an agent does")
     args = parser.parse_args(argv)
     data = args.data or (SMOKE_DATA if args.smoke else DEFAULT_DATA)
     if not data.is_file():
@@ -386,10 +476,10 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
         report = json.loads(args.from_json.read_text())
     else:
         report = run(data, select, args.min_relevance, log=lambda s: print(s, flush=True),
-                     limit_questions=args.limit_questions)
+                     limit_questions=args.limit_questions, agent_flow=args.agent_flow)
     if args.fit:
         report["leave_one_out"] = leave_one_out(
-            report, data, select, args.max_recall_loss, args.budget, args.label
+            report, data, select, args.max_recall_loss, args.budget, args.label, args.max_support_loss
         )
     print()
     print(format_report(report))

@@ -28,9 +28,10 @@ from .compose import (
 )
 from .instrumentation import MemoryBlockEvent, Stopwatch, dispatcher
 from .messages import message_text
-from .relevance import QueryPlan, choose_query
+from .relevance import QueryPlan, choose_query, serves_personal_request
 from .sources.base import Recent
 from .sources.base import Source as SourceProtocol
+from .text import normalize_text
 from .types import MemoryRecord, now
 from .views import RecordList
 
@@ -86,16 +87,21 @@ def search_records(memory: ComposableMemory, query: str, k: int) -> RecordList:
 
 
 def retrieve(
-    memory: ComposableMemory, query: str, k: int, sources: Optional[Sequence[SourceProtocol]] = None
+    memory: ComposableMemory,
+    query: str,
+    k: int,
+    sources: Optional[Sequence[SourceProtocol]] = None,
+    shown: frozenset[str] = frozenset(),
 ) -> list[MemoryRecord]:
     """The sources' records for ``query`` (default every source): higher priorities
-    first, the rankings of one priority merged round-robin."""
+    first, the rankings of one priority merged round-robin. Records whose normalised
+    text is in ``shown`` (the window's messages) are left out by the sources that can."""
     scope = memory.scope
     sources = memory._sources if sources is None else sources
     merged: list[MemoryRecord] = []
     for priority in sorted({s.priority for s in sources}, reverse=True):
         tier = [s for s in sources if s.priority == priority]
-        merged.extend(interleave(memory.retrieve_from(source, query, scope, k) for source in tier))
+        merged.extend(interleave(memory.retrieve_from(source, query, scope, k, shown) for source in tier))
     return merged
 
 
@@ -130,20 +136,24 @@ def compose_block(memory: ComposableMemory, plan: QueryPlan, window: Sequence[Ch
         )
     shown = window_texts(window)
     # What the window already shows is dropped afterwards, so ask for more than top_k:
-    # as many more as the window showed last time, at least one (the latest user
-    # message, the usual query, is stored too and comes back first), and at most
-    # top_k more.
+    # as many more as the window showed last time, and at most top_k more. The vector
+    # source leaves the window's own messages out itself (the latest user message,
+    # stored before get(), among them); a source that does not is asked once more below.
     most = top_k + min(len(window), top_k)
-    fetch = min(most, top_k + max([1 if window else 0, *memory._window_overlaps]))
+    fetch = min(most, top_k + max([0, *memory._window_overlaps]))
     # Irrelevant records go first, so that one never stands for a fact in the
     # near-duplicate merge and then leaves the block with it.
-    records = retrieve_for(memory, plan, fetch)
+    # The window's own messages are stored too (an agent puts the user's message before
+    # it calls get()): left out of retrieval and of the evidence of relevance, or the
+    # query would match itself and every question would look like one about this user.
+    own = frozenset(normalize_text(t) for t in shown)
+    records = retrieve_for(memory, plan, fetch, own)
     relevant, left_out = relevant_records(records, memory.min_relevance)
     kept, duplicates = deduplicate(relevant, shown, left_out)
     if duplicates and fetch < most and short_of(relevant, kept, fetch, top_k):
         # The window shows more of what was found than last time: ask once more,
         # for as many more as it showed.
-        records = retrieve_for(memory, plan, min(most, fetch + duplicates))
+        records = retrieve_for(memory, plan, min(most, fetch + duplicates), own)
         relevant, left_out = relevant_records(records, memory.min_relevance)
         kept, duplicates = deduplicate(relevant, shown, left_out)
     memory._window_overlaps.append(duplicates)
@@ -171,26 +181,35 @@ def relevant_records(
     conversation: a triple) is a few words, with a low cosine with any question, so its
     own score says little: when some past message of the query is relevant, the
     question is about this user, and their facts found for it stay too (ranked by their
-    source, within the block's budget)."""
+    source, within the block's budget). A record that serves a request in the first
+    person by its own cosine stays too (:func:`~llama_memory.relevance.serves_personal_request`)."""
     about_user = any(
         r.is_turn and r.relevance is not None and r.relevance >= min_relevance for r in records
     )
     kept: list[MemoryRecord] = []
     dropped: list[LeftOut] = []
     for r in records:
-        if r.relevance is None or r.relevance >= min_relevance or (about_user and not r.is_turn):
+        if (
+            r.relevance is None
+            or r.relevance >= min_relevance
+            or (about_user and not r.is_turn)
+            or (min_relevance > 0 and serves_personal_request(r))
+        ):
             kept.append(r)
         else:
             dropped.append(LeftOut(r, IRRELEVANT))
     return kept, dropped
 
 
-def retrieve_for(memory: ComposableMemory, plan: QueryPlan, k: int) -> list[MemoryRecord]:
+def retrieve_for(
+    memory: ComposableMemory, plan: QueryPlan, k: int, shown: frozenset[str] = frozenset()
+) -> list[MemoryRecord]:
     """The sources' records for a plan: by its text, and, for a message that refers
-    back in time, first what each source holds of that time (:class:`Recent`)."""
+    back in time, first what each source holds of that time (:class:`Recent`).
+    ``shown``: as for :func:`retrieve`."""
     if plan.kind != "time":
-        return retrieve(memory, plan.text, k)
-    by_text = retrieve(memory, plan.text, k) if plan.text else retrieve(memory, "", k, [
+        return retrieve(memory, plan.text, k, shown=shown)
+    by_text = retrieve(memory, plan.text, k, shown=shown) if plan.text else retrieve(memory, "", k, [
         s for s in memory._sources if getattr(s, "query_independent", False)
     ])
     scope, span = memory.scope, plan.span(now())

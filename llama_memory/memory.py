@@ -33,7 +33,7 @@ from .instructions import Instructions
 from .instrumentation import Stopwatch, dispatcher, retrieval_event
 from .relevance import DEFAULT_MIN_RELEVANCE
 from .restore import memory_to_dict, restore_hook_arguments, restore_live_parts, restore_parts
-from .sources.base import MemorySource, ProfileHolder, TripleHolder, WithTools
+from .sources.base import MemorySource, ProfileHolder, TripleHolder, WindowAware, WithTools
 from .sources.base import Source as SourceProtocol
 from .sources.llama_index import LlamaIndexMemorySource
 from .sources.profile import ProfileSource
@@ -504,11 +504,18 @@ class ComposableMemory(BaseMemory):
         return composer.search_records(self, query, k)
 
     @dispatcher.span
-    def retrieve_from(self, source: SourceProtocol, query: str, scope: Scope, k: int) -> list[MemoryRecord]:
+    def retrieve_from(
+        self, source: SourceProtocol, query: str, scope: Scope, k: int, shown: frozenset[str] = frozenset()
+    ) -> list[MemoryRecord]:
         """One source's records for ``query`` (a span and a
-        :class:`~llama_memory.instrumentation.MemoryRetrievalEvent` of its own)."""
+        :class:`~llama_memory.instrumentation.MemoryRetrievalEvent` of its own); a
+        ``WindowAware`` source (the vector source) leaves out the records
+        whose normalised text is in ``shown`` (the window's own messages)."""
         watch = Stopwatch()
-        records = source.retrieve(query, scope, k)
+        if shown and isinstance(source, WindowAware):
+            records = source.retrieve_beside(query, scope, k, shown)
+        else:
+            records = source.retrieve(query, scope, k)
         dispatcher.event(
             retrieval_event(self._event_scope(), source.name, query, k, records, watch.elapsed_ms)
         )

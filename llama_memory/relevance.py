@@ -131,6 +131,9 @@ class Evidence:
             store contains (a question about things never said has many).
         unknown_name: 1.0 when the query names someone or something (a capitalised word
             after the first) that no record contains, else 0.0.
+        personal: 1.0 when the query is in the first person ("where should I eat?",
+            "plan my weekend"): a request about the user, which what they said of
+            themselves may serve without sharing a word with it (:func:`is_personal`).
     """
 
     cosine: Optional[float]
@@ -139,6 +142,7 @@ class Evidence:
     best_lexical: float = 0.0
     unknown: float = 0.0
     unknown_name: float = 0.0
+    personal: float = 0.0
 
     def features(self) -> dict[str, float]:
         """The calibration's inputs by name (products included)."""
@@ -152,7 +156,35 @@ class Evidence:
             "best_cosine_lexical": self.best_cosine * self.best_lexical,
             "unknown": self.unknown,
             "unknown_name": self.unknown_name,
+            "personal": self.personal,
+            "personal_cosine": self.personal * cosine,
         }
+
+
+#: A record whose own cosine with a request in the first person is at least this serves
+#: it whatever the store's best match (:func:`serves_personal_request`). With the
+#: calibrated model unrelated texts sit below 0.1 ("where should I eat tonight?" against
+#: brake-pad prices: 0.04), a stated preference above 0.25 ("I'm vegetarian": 0.26);
+#: measured on bench.noise's recommendation requests (docs/benchmarks.md).
+PERSONAL_MIN_COSINE = 0.2
+
+
+def serves_personal_request(record: MemoryRecord) -> bool:
+    """Whether a record serves a first-person request ("where should I eat tonight?",
+    "plan my weekend") by its own evidence: the request is about the user, and the
+    record, close in meaning (:data:`PERSONAL_MIN_COSINE`), is what they said. The
+    calibration judges a query by the store's best match, which in a small store is far
+    from any request that shares no word with what the user said."""
+    evidence = record.metadata.get("evidence") or {}
+    return bool(evidence.get("personal")) and (evidence.get("cosine") or 0.0) >= PERSONAL_MIN_COSINE
+
+
+_FIRST_PERSON = frozenset("i me my mine myself we us our ours ourselves i'm im i've ive i'd i'll".split())
+
+
+def is_personal(query: str) -> bool:
+    """Whether a query speaks of the user in the first person (I, me, my, we, our)."""
+    return any(w in _FIRST_PERSON for w in words(query))
 
 
 def unknown_evidence(query: str, counts: Mapping[str, int], weights: Mapping[str, float]) -> tuple[float, float]:
@@ -188,6 +220,7 @@ def calibrate(
     word_counts: Callable[[Sequence[str]], tuple[int, Mapping[str, int]]],
     calibration: "Calibration",
     text_of: Callable[[MemoryRecord], tuple[Optional[str], str]],
+    left_out: Sequence[str] = (),
 ) -> None:
     """Set ``relevance`` and ``metadata["evidence"]`` on each of a query's records.
 
@@ -200,11 +233,14 @@ def calibrate(
         calibration: the model.
         text_of: a record's (id, text) that the evidence is about (for an excerpt,
             the message that made it).
+        left_out: texts of stored records that are no evidence (the conversation's own
+            latest messages, the query among them): their words are not counted as
+            known to the store (:func:`without_texts`).
     """
     if not records:
         return
     query_words = content_words(query)
-    total, counts = word_counts(query_words)
+    total, counts = without_texts(*word_counts(query_words), left_out)
     weights = {w: idf(n, total) for w, n in counts.items()}
     unknown, unknown_name = unknown_evidence(query, counts, weights)
     targets = [text_of(r) for r in records]
@@ -218,9 +254,26 @@ def calibrate(
             best_lexical=max(shares),
             unknown=unknown,
             unknown_name=unknown_name,
+            personal=float(is_personal(query)),
         )
         record.relevance = calibration.relevance(evidence)
         record.metadata["evidence"] = evidence.features()
+
+
+def without_texts(
+    total: int, counts: Mapping[str, int], texts: Sequence[str]
+) -> tuple[int, dict[str, int]]:
+    """Word counts (from :meth:`word_counts <llama_memory.storage.ports.LexicalIndex.word_counts>`)
+    as if the records of ``texts`` were not stored: each word's count less the texts that
+    hold it (by :func:`stem`, close to the index's stemming), never below 0. The store's
+    counts may be cached and miss the latest records; then a word of the query only is
+    counted as unknown, which is the point."""
+    if not texts:
+        return total, dict(counts)
+    stems = [{stem(w) for w in words(t)} for t in texts]
+    return max(total - len(texts), 0), {
+        w: max(n - sum(stem(w) in s for s in stems), 0) for w, n in counts.items()
+    }
 
 
 #: The embedding model the calibration was fitted with: cosines of another model are on

@@ -103,7 +103,9 @@ def test_window_content_is_not_injected_again(make_memory) -> None:
     messages = memory.get("pizza")
     assert block_of(messages) == ""
     assert messages == memory.get_all()
-    assert memory.last_block.dropped_duplicates > 0
+    # Stored and found, but left out: the window shows it (the vector source leaves the
+    # window's own messages out of a get(), issue 16).
+    assert any("pizza" in r.text for r in memory.search("pizza"))
 
 
 def test_second_get_replaces_the_block(make_memory) -> None:
@@ -335,7 +337,7 @@ def test_the_block_still_holds_top_k_records_when_the_window_shows_the_best(make
     block = memory.last_block
     shown = {m.content for m in memory.get_all()}
     texts = [hit_of(r).text for r in block.records]
-    # The first ask (top_k + 1 = 4) loses records to the window (the question is stored
-    # too), leaving fewer than top_k: the memory asks again, for top_k + 3.
+    # The window's messages (the question is stored too) are left out by the vector
+    # source itself, so the block still holds top_k records the window does not show.
     assert len(texts) >= 3 and not shown & set(texts), texts
-    assert set(texts) <= set(notes[2:]) and block.dropped_duplicates >= 2
+    assert set(texts) <= set(notes[2:])

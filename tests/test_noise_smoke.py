@@ -29,3 +29,13 @@ def test_noise_smoke_reports_every_query_set_and_the_folds(
     assert folds[-1]["held_out"] == "(all: the default)"
     assert set(folds[-1]["weights"]) == {"intercept", *noise.FEATURES}
     assert "leave-one-conversation-out" in printed and "block recall (real)" in printed
+
+
+def test_noise_smoke_agent_flow_puts_each_query_first_and_still_injects_nothing_never_said() -> None:
+    # As an agent does: the query is stored before get(); it must not be its own evidence.
+    report = noise.main(["--smoke", "--agent-flow"])
+
+    assert report["meta"]["agent_flow"] is True
+    sets = report["sets"]
+    assert sets["never_said"]["tokens_mean"] <= 60
+    assert sets["real"]["tokens_mean"] > 0 and sets["real"]["block_recall"]["overall"] > 0.9

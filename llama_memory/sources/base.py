@@ -120,6 +120,21 @@ class Recent(Protocol):
 
 
 @runtime_checkable
+class WindowAware(Protocol):
+    """A source whose records include the conversation's own latest messages (an agent
+    stores the user's message before it asks the memory): it can leave the ones the
+    window shows out of a retrieval, and out of the evidence of how relevant the others
+    are (the query would otherwise match itself)."""
+
+    def retrieve_beside(
+        self, query: str, scope: Scope, k: int, shown: frozenset[str]
+    ) -> list[MemoryRecord]:
+        """:meth:`Source.retrieve`, leaving out the records whose normalised text
+        (:func:`llama_memory.text.normalize_text`) is in ``shown``."""
+        ...
+
+
+@runtime_checkable
 class Closable(Protocol):
     """A source that holds resources."""
 

@@ -25,6 +25,7 @@ from ..storage.ports import (
     VectorIndex,
 )
 from ..storage.reconcile import ReconcileReport
+from ..text import normalize_text
 from ..types import MemoryRecord, Scope, StoredMessage
 from .base import MemorySource
 from .dimension import DimensionGuard
@@ -245,6 +246,17 @@ class VectorSource(MemorySource):
         single messages otherwise. Each carries its calibrated ``relevance`` (that of the
         message that made it) and, in ``metadata["evidence"]``, the cosine and lexical
         share it was computed from."""
+        return self.retrieve_beside(query, scope, k, frozenset())
+
+    def retrieve_beside(
+        self, query: str, scope: Scope, k: int, shown: frozenset[str]
+    ) -> list[MemoryRecord]:
+        """:meth:`retrieve`, leaving out the records whose normalised text is in
+        ``shown``: the conversation's own latest messages, which the window shows (an
+        agent stores the user's message before it asks). They are left out of the
+        evidence too: the query's best cosine and its words' counts in the store are
+        those of the other records, or the query would match itself (cosine 1, every
+        word known) and any question would look like one about this user's history."""
         user = scope.require_user(f"the {self.name!r} memory source")
         if not query.strip() or k <= 0:
             return []
@@ -253,6 +265,14 @@ class VectorSource(MemorySource):
         # The system of record has the last word: a vector whose row is gone, or has
         # expired, is skipped, and get_records checks the user again.
         alive_at = self.expiry.now()
+        own_texts: list[str] = []
+        if shown and ranked:
+            rows = self.store.get_records([i for i, _ in ranked], scope, self.name)
+            own = {i for i, row in rows.items() if normalize_text(row.text) in shown}
+            own_texts = [rows[i].text for i in own]
+            ranked = [(i, score) for i, score in ranked if i not in own]
+            for i in own:
+                cosines.pop(i, None)
         if self.excerpt_messages > 1:
             results = self._excerpts(ranked, scope, k, alive_at)
         else:
@@ -260,7 +280,7 @@ class VectorSource(MemorySource):
         if self.expiry.refresh_on_read and results:
             read = [p.id for r in results for p in (r.parts or [r]) if p.id]
             self.store.refresh_expiry(read, alive_at)
-        self._calibrate(query, results, cosines, scope)
+        self._calibrate(query, results, cosines, scope, own_texts)
         return results
 
     def _calibrate(
@@ -269,6 +289,7 @@ class VectorSource(MemorySource):
         records: Sequence[MemoryRecord],
         cosines: Mapping[str, float],
         scope: Scope,
+        left_out: Sequence[str] = (),
     ) -> None:
         """Set each record's absolute ``relevance`` from the evidence of its hit."""
         if self.calibration is None:
@@ -281,7 +302,7 @@ class VectorSource(MemorySource):
         def word_counts(words: Sequence[str]) -> tuple[int, dict[str, int]]:
             return self.store.word_counts(words, scope)
 
-        calibrate(query, records, cosines, word_counts, self.calibration, hit)
+        calibrate(query, records, cosines, word_counts, self.calibration, hit, left_out)
 
     def recent(
         self, scope: Scope, k: int, span: Optional[tuple[float, float]] = None
