@@ -72,3 +72,20 @@ def test_a_hop_weight_outside_zero_to_one_is_refused(make_memory, weight) -> Non
     source = memory.source("vector")
     with pytest.raises(ValueError, match="hop_weight"):
         VectorSource(source.store, source.index, source.embed_model, hop_weight=weight)
+
+
+def test_the_bench_chooses_each_folds_weight_without_the_held_out_conversation() -> None:
+    from bench.multihop import leave_one_out
+
+    def row(conversation: str, weight: float, recall: float) -> dict:
+        return {"conversation": conversation, "weight": weight, "category": "multi-hop",
+                "block_recall": recall, "tokens": 1000, "get_ms": 1.0}
+
+    # a and b gain with the hop, c loses: c's fold is chosen on a and b only (the hop,
+    # whatever it costs c); a's on b and c, where c's loss outweighs b's gain (no hop).
+    rows = [row("a", 0.0, 0.5), row("a", 0.5, 0.7), row("b", 0.0, 0.5), row("b", 0.5, 0.6),
+            row("c", 0.0, 0.9), row("c", 0.5, 0.1)]
+    folds = {f["held_out"]: f for f in leave_one_out(rows)["folds"]}
+    assert folds["c"]["weight"] == 0.5 and folds["c"]["after"]["recall"]["overall"] == 0.1
+    assert folds["a"]["weight"] == 0.0
+    assert leave_one_out(rows, max_tokens=900)["folds"][0]["weight"] == 0.0  # every block too large
