@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import message_texts, user
+from helpers import memory_factory, message_texts, user
 from llama_memory.retrieval.hops import link_words, second_hop
 
 QUESTION = "What did Caroline do after the support group?"
@@ -22,14 +22,24 @@ OTHERS = (
 )
 
 
-@pytest.fixture
-def sessions(make_memory):
-    """SEED, LINKED and OTHERS, each said in a session of its own."""
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.xfail(
+    strict=True, reason="known gap: on PostgreSQL the linked message does not make this "
+    "block; its text search ranks by ts_rank_cd, without the idf that lets SQLite's BM25 "
+    "weigh the rare link words above the question's common ones (the likely cause)"))])
+def sessions(request, embed_model):
+    """SEED, LINKED and OTHERS, each said in a session of its own, on each backend (the
+    hop uses the lexical index port only: word counts and a text search)."""
+    if request.param == "sqlite":
+        make = request.getfixturevalue("make_memory")
+    else:
+        factory = memory_factory(embed_model, store=request.getfixturevalue("postgres_url"))
+        make = factory.__enter__()
+        request.addfinalizer(lambda: factory.__exit__(None, None, None))
     for n, text in enumerate([SEED, *OTHERS, LINKED]):
-        memory = make_memory(session_id=f"old-{n}")
+        memory = make(session_id=f"old-{n}")
         memory.put(user(text))
         memory.close()
-    return make_memory
+    return make
 
 
 def test_a_second_hop_brings_what_the_best_hit_names_from_another_session(sessions) -> None:
