@@ -96,7 +96,7 @@ class VectorSource(MemorySource):
             records get ``relevance=None`` and are not filtered).
         hop_weight: what the second hop (:mod:`llama_memory.retrieval.hops`: messages of
             other sessions that share the best hits' rare words) is worth against the
-            first ranking, 0 to 1; 0 turns it off.
+            first ranking, 0 to 1; 0 turns it off (so does ``lexical_weight=0``).
     """
 
     def __init__(
@@ -366,8 +366,9 @@ class VectorSource(MemorySource):
     def _hop(
         self, query: str, scope: Scope, ranked: list[tuple[str, float]], pool: int
     ) -> list[tuple[str, float]]:
-        """``ranked`` with the second hop's candidates (:func:`~llama_memory.retrieval.hops.second_hop`)."""
-        if self.hop_weight <= 0 or not ranked:
+        """``ranked`` with the second hop's candidates (:func:`~llama_memory.retrieval.hops.second_hop`);
+        none when the lexical side is off (the hop is a search by words)."""
+        if self.hop_weight <= 0 or self.lexical_weight <= 0 or not ranked:
             return ranked
         seeds = self.store.get_records([i for i, _ in ranked[:SEEDS]], scope, self.name)
         return second_hop(
