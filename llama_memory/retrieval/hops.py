@@ -83,7 +83,12 @@ def second_hop(
     if weight <= 0 or seeds <= 0 or not ranked:
         return list(ranked)
     tops = [(i, s) for i, s in ranked[:seeds] if i in seed_texts]
-    words = {w for i, _ in tops for w in content_words(seed_texts[i])}
+    # Only the words that could link are counted (a count is a look-up in the index).
+    asked = {stem(w) for w in content_words(query)}
+    words = {
+        w for i, _ in tops for w in content_words(seed_texts[i])
+        if stem(w) not in asked and not w.isdigit()
+    }
     total, counts = word_counts(sorted(words))
     scores = dict(ranked)
     for seed, seed_score in tops:
