@@ -13,6 +13,7 @@ from ..embeddings import embedding_dimension, vector_cache
 from ..errors import StorageError
 from ..excerpts import JOIN_GAP, hit_of, join_parts, pack_excerpts
 from ..relevance import Calibration, calibrate, calibration_for
+from ..retrieval.hops import HOP_WEIGHT, SEEDS, second_hop
 from ..retrieval.hybrid import HybridSearch
 from ..retrieval.sync import IndexSync, SyncedRows
 from ..storage.expiry import NEVER, Expiry
@@ -94,6 +95,9 @@ class VectorSource(MemorySource):
             absolute ``relevance`` (:mod:`llama_memory.relevance`); by default the one
             fitted for the default offline model, and none for other models (their
             records get ``relevance=None`` and are not filtered).
+        hop_weight: what the second hop (:mod:`llama_memory.retrieval.hops`: messages of
+            other sessions that share the best hits' rare words) is worth against the
+            first ranking, 0 to 1; 0 turns it off (so does ``lexical_weight=0``).
     """
 
     def __init__(
@@ -112,6 +116,7 @@ class VectorSource(MemorySource):
         expiry: Expiry = NEVER,
         resident_limit: int = RESIDENT_LIMIT,
         calibration: Union[Calibration, None, Literal["auto"]] = "auto",
+        hop_weight: float = HOP_WEIGHT,
     ) -> None:
         if batch_size <= 0:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
@@ -119,8 +124,11 @@ class VectorSource(MemorySource):
             raise ValueError(
                 f"excerpt_messages must be 1 (single messages) or more, got {excerpt_messages}"
             )
+        if not 0 <= hop_weight <= 1:
+            raise ValueError(f"hop_weight is between 0 (no second hop) and 1, got {hop_weight}")
         self.store = store
         self.index = index
+        self.hop_weight = hop_weight
         self.embed_model = embed_model
         self.roles = frozenset(roles)
         self.name = name
@@ -261,7 +269,8 @@ class VectorSource(MemorySource):
         if not query.strip() or k <= 0:
             return []
         cosines: dict[str, float] = {}
-        ranked = self._fused(query, scope, user, max(k * self.candidate_factor, k), cosines)
+        pool = max(k * self.candidate_factor, k)
+        ranked = self._hop(query, scope, self._fused(query, scope, user, pool, cosines), pool)
         # The system of record has the last word: a vector whose row is gone, or has
         # expired, is skipped, and get_records checks the user again.
         alive_at = self.expiry.now()
@@ -373,6 +382,24 @@ class VectorSource(MemorySource):
         return self._search.search(
             query, scope, pool, dense_weight=self.dense_weight,
             lexical_weight=self.lexical_weight, cosines=cosines,
+        )
+
+    def _hop(
+        self, query: str, scope: Scope, ranked: list[tuple[str, float]], pool: int
+    ) -> list[tuple[str, float]]:
+        """``ranked`` with the second hop's candidates (:func:`~llama_memory.retrieval.hops.second_hop`);
+        none when the lexical side is off (the hop is a search by words)."""
+        if self.hop_weight <= 0 or self.lexical_weight <= 0 or not ranked:
+            return ranked
+        seeds = self.store.get_records([i for i, _ in ranked[:SEEDS]], scope, self.name)
+        return second_hop(
+            query,
+            ranked,
+            {i: r.text for i, r in seeds.items()},
+            lambda words: self.store.word_counts(words, scope),
+            lambda text: self.store.search_text(text, scope, self.name, pool),
+            self.hop_weight,
+            seeds=SEEDS,
         )
 
     # -- forgetting -------------------------------------------------------------------

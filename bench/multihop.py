@@ -1,0 +1,187 @@
+"""Multi-hop: the second hop's weight, chosen and scored leave-one-conversation-out (LoCoMo).
+
+For each conversation a store is built as ``bench.locomo`` builds it (one memory per
+LoCoMo session, every turn put with its date and dia_id), then a memory of session
+``"eval"`` (``top_k=10``, empty buffer) answers the conversation's questions through
+``get()`` once per weight of the second hop (``VectorSource.hop_weight``, see
+``llama_memory.retrieval.hops``; 0 is the memory without it). Per weight: the block's
+turn recall (evidence turns among the message ids of the records shown, as
+``bench.locomo`` measures it) per category and overall, mean block tokens, median
+``get()`` ms.
+
+Leave-one-conversation-out: for each conversation, the weight is the one with the best
+*training* block recall overall (the other conversations; ties: the smaller weight)
+among those whose training mean block is at most ``--max-tokens``; the held-out
+conversation is scored with it (with one conversation only, as ``--smoke``, its fold is
+chosen on itself). The pooled held-out rows give the figures per category.
+
+Run::
+
+    .venv/bin/python -m bench.multihop                     # ../shared/data/locomo/locomo_dev.json, ~10 min
+    .venv/bin/python -m bench.multihop --weights 0,0.5 --json bench/results/multihop.json
+    .venv/bin/python -m bench.multihop --smoke             # tests/data/locomo_tiny.json, seconds
+
+LoCoMo is CC BY-NC 4.0: read from outside the repository; the report holds ids and figures only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Optional
+
+from bench.locomo import (
+    CATEGORIES,
+    DEFAULT_DATA,
+    OVERALL,
+    SMOKE_DATA,
+    Ours,
+    load_average,
+    load_dataset,
+    score,
+)
+
+#: The weights tried by default (0: no second hop).
+WEIGHTS = (0.0, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0)
+#: The issue's ceiling on the mean block.
+MAX_TOKENS = 1200
+
+
+def run(
+    data: Path,
+    weights: Sequence[float],
+    select: Optional[Sequence[int]] = None,
+    log: Callable[[str], None] = print,
+) -> list[dict[str, Any]]:
+    """One row per (weight, question): block recall, tokens, get() ms."""
+    from llama_memory import default_embedding
+
+    default_embedding().load()
+    rows: list[dict[str, Any]] = []
+    for conversation in load_dataset(data, None, select).conversations:
+        retriever = Ours()
+        try:
+            retriever.build(conversation)
+            memory = retriever.memory
+            source = memory.source("vector")
+            for weight in weights:
+                source.hop_weight = weight
+                for q in conversation.questions:
+                    t0 = time.perf_counter()
+                    memory.get(q.question)
+                    get_ms = (time.perf_counter() - t0) * 1000
+                    block = memory.last_block
+                    ids = [i for r in block.records for i in r.message_ids]
+                    rows.append({
+                        "weight": weight, "conversation": conversation.sample_id,
+                        "category": CATEGORIES[q.category], "qa_index": q.index,
+                        "tokens": block.token_count, "get_ms": get_ms,
+                        "block_recall": score([ids], q.evidence, 1)["turn_recall"],
+                    })
+        finally:
+            retriever.close()
+        log(f"  {conversation.sample_id} (load {load_average()})")
+    return rows
+
+
+def figures(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Block recall per category and overall, mean tokens, median get() ms."""
+    recall = {c: statistics.fmean(r["block_recall"] for r in rows if r["category"] == c)
+              for c in CATEGORIES.values() if any(r["category"] == c for r in rows)}
+    recall[OVERALL] = statistics.fmean(r["block_recall"] for r in rows)
+    return {"n": len(rows), "recall": recall, "tokens": statistics.fmean(r["tokens"] for r in rows),
+            "get_ms_median": statistics.median(r["get_ms"] for r in rows)}
+
+
+def leave_one_out(rows: Sequence[dict[str, Any]], max_tokens: float = MAX_TOKENS) -> dict[str, Any]:
+    """Per held-out conversation: the weight chosen on the others, its figures before
+    (weight 0) and after; and the pooled held-out figures."""
+    weights = sorted({r["weight"] for r in rows})
+    conversations = list(dict.fromkeys(r["conversation"] for r in rows))
+    folds, pooled, base = [], [], []
+    for held in conversations:
+        train = [r for r in rows if r["conversation"] != held] or list(rows)
+        by_weight = {w: figures([r for r in train if r["weight"] == w]) for w in weights}
+        allowed = [w for w in weights if by_weight[w]["tokens"] <= max_tokens] or [min(weights)]
+        chosen = max(allowed, key=lambda w: (round(by_weight[w]["recall"][OVERALL], 4), -w))
+        before = [r for r in rows if r["conversation"] == held and r["weight"] == min(weights)]
+        after = [r for r in rows if r["conversation"] == held and r["weight"] == chosen]
+        pooled += after
+        base += before
+        folds.append({"held_out": held, "weight": chosen, "before": figures(before), "after": figures(after)})
+    return {"folds": folds, "before": figures(base), "after": figures(pooled), "max_tokens": max_tokens}
+
+
+def format_report(report: dict[str, Any]) -> str:
+    cats = [*CATEGORIES.values(), OVERALL]
+    head = " ".join(f"{c:>11}" for c in cats) + f" {'tokens':>7} {'get ms':>7}"
+
+    def line(label: str, f: dict[str, Any]) -> str:
+        return f"{label:<18}" + " ".join(
+            f"{f['recall'][c]:>11.3f}" if c in f["recall"] else f"{'-':>11}" for c in cats
+        ) + f" {f['tokens']:>7.0f} {f['get_ms_median']:>7.1f}"
+
+    lines = ["block recall per hop weight (all conversations)", f"{'weight':<18}" + head]
+    lines += [line(f"{w:.2f}", f) for w, f in report["weights"].items()]
+    loo = report["leave_one_out"]
+    lines += ["", f"leave-one-conversation-out (weight: best training block recall overall, mean "
+              f"block <= {loo['max_tokens']} tokens)", f"{'held out / weight':<18}" + head]
+    for f in loo["folds"]:
+        lines.append(line(f"{f['held_out']} 0", f["before"]))
+        lines.append(line(f"{f['held_out']} {f['weight']:.2f}", f["after"]))
+    lines.append(line("pooled before", loo["before"]))
+    lines.append(line("pooled after", loo["after"]))
+    lines.append(f"{report['meta']['duration_s']} s, load before {report['meta']['load_before']}, "
+                 f"after {report['meta']['load_after']}")
+    return "\n".join(lines)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
+    """Run the benchmark; print the tables; write the JSON when asked."""
+    parser = argparse.ArgumentParser(prog="python -m bench.multihop", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=None, help=f"LoCoMo-schema JSON (default {DEFAULT_DATA})")
+    parser.add_argument("--conversations", default=None, help="0-based positions, comma-separated")
+    parser.add_argument("--weights", default=",".join(map(str, WEIGHTS)),
+                        help="hop weights to try, comma-separated (0: no second hop)")
+    parser.add_argument("--max-tokens", type=float, default=MAX_TOKENS,
+                        help="a weight whose training mean block is larger is not chosen")
+    parser.add_argument("--json", type=Path, default=None, help="also write the report here")
+    parser.add_argument("--smoke", action="store_true", help=f"run on {SMOKE_DATA.name}, in seconds")
+    args = parser.parse_args(argv)
+    data = args.data or (SMOKE_DATA if args.smoke else DEFAULT_DATA)
+    if not data.is_file():
+        parser.error(f"no data file at {data}")
+    try:
+        weights = sorted({float(w) for w in args.weights.split(",")})
+    except ValueError:
+        parser.error(f"--weights are numbers between 0 and 1, comma-separated, got {args.weights!r}")
+    if not all(0 <= w <= 1 for w in weights):
+        parser.error(f"--weights are between 0 and 1, got {args.weights!r}")
+    select = [int(c) for c in args.conversations.split(",")] if args.conversations else None
+    started, load_before = time.time(), load_average()
+    print(f"bench.multihop: {data}; load average {load_before}", flush=True)
+    rows = run(data, weights, select, log=lambda s: print(s, flush=True))
+    report = {
+        "meta": {"data": str(data), "weights": weights, "duration_s": round(time.time() - started, 1),
+                 "load_before": load_before, "load_after": load_average()},
+        "weights": {w: figures([r for r in rows if r["weight"] == w]) for w in weights},
+        "leave_one_out": leave_one_out(rows, args.max_tokens),
+        "rows": rows,
+    }
+    print()
+    print(format_report(report))
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=1))
+        print(f"\nwrote {args.json}")
+    return report
+
+
+if __name__ == "__main__":
+    main()
+    sys.exit(0)

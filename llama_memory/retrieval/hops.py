@@ -1,0 +1,106 @@
+"""The second hop: what the best hits of a search name leads to other messages.
+
+Evidence for a question is often spread over sessions ("Where did Caroline move from?":
+one session says she moved from her home country, a later one that her home country is
+Sweden). The first search finds the message that shares the question's words; the
+other one shares none, only the first one's words ("home country"). So, after the first
+ranking (:func:`second_hop`):
+
+1. the best ``seeds`` hits are the seeds;
+2. each seed's *link words* are its content words that the query does not have and that
+   are rare in the store (held by at least two records, the seed and another, and by at
+   most :data:`MAX_LINK_SHARE` of them): names, places, things; common words link
+   everything to everything;
+3. a lexical search for the query's words and a seed's link words finds the messages
+   that carry the link, the query's words adding to it where they occur;
+4. those candidates join the ranking with ``weight`` times their normalised score times
+   the seed's score (a hop is never worth more than its seed), or keep their own score
+   when it is higher.
+
+A lexical hop only: it needs no new embedding (a seed's text is searched as words), so
+it costs one indexed text search per seed. The weight is chosen by
+leave-one-conversation-out on LoCoMo (``python -m bench.noise --hops``; the figures are
+in docs/benchmarks.md, "Multi-hop").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from ..relevance import content_words, stem
+
+#: How many of the first ranking's hits seed a second hop.
+SEEDS = 3
+#: How many link words a seed contributes (the rarest).
+LINKS = 4
+#: What a hop is worth against the first ranking, by default (chosen by leave-one-out).
+HOP_WEIGHT = 0.5
+#: A word held by more than this share of the store's records is no link.
+MAX_LINK_SHARE = 0.02
+
+Ranking = Sequence[tuple[str, float]]
+
+
+def link_words(
+    seed_text: str,
+    query: str,
+    counts: Mapping[str, int],
+    total: int,
+    links: int = LINKS,
+) -> list[str]:
+    """A seed's link words, rarest first: content words of ``seed_text`` not in ``query``
+    (compared by stem), held by 2 to ``MAX_LINK_SHARE * total`` records (``counts``: records
+    holding each word; ``total``: records in the store)."""
+    asked = {stem(w) for w in content_words(query)}
+    most = max(2, int(MAX_LINK_SHARE * total))
+    candidates = [
+        w for w in content_words(seed_text)
+        if stem(w) not in asked and not w.isdigit() and 2 <= counts.get(w, 0) <= most
+    ]
+    return sorted(candidates, key=lambda w: counts[w])[:links]
+
+
+def second_hop(
+    query: str,
+    ranked: Ranking,
+    seed_texts: Mapping[str, str],
+    word_counts: Callable[[Sequence[str]], tuple[int, Mapping[str, int]]],
+    search: Callable[[str], Ranking],
+    weight: float,
+    seeds: int = SEEDS,
+) -> list[tuple[str, float]]:
+    """``ranked`` with what its best hits link to (see the module), best first.
+
+    Args:
+        query: the query of the first search.
+        ranked: its fused ranking, (id, score in 0..1) best first.
+        seed_texts: the text of (at least) the first ``seeds`` ids of ``ranked``.
+        word_counts: gives (records in the store, records holding each word).
+        search: a lexical search, (id, score) best first, for a text.
+        weight: what a hop is worth against the first ranking (0 turns it off).
+        seeds: how many of the best hits are followed.
+    """
+    if weight <= 0 or seeds <= 0 or not ranked:
+        return list(ranked)
+    tops = [(i, s) for i, s in ranked[:seeds] if i in seed_texts]
+    # Only the words that could link are counted (a count is a look-up in the index).
+    asked = {stem(w) for w in content_words(query)}
+    words = {
+        w for i, _ in tops for w in content_words(seed_texts[i])
+        if stem(w) not in asked and not w.isdigit()
+    }
+    total, counts = word_counts(sorted(words))
+    scores = dict(ranked)
+    for seed, seed_score in tops:
+        links = link_words(seed_texts[seed], query, counts, total)
+        if not links:
+            continue
+        found = [(i, s) for i, s in search(" ".join([query, *links])) if i != seed]
+        best = max((s for _, s in found), default=0.0)
+        if best <= 0:
+            continue
+        for record_id, score in found:
+            hop = weight * seed_score * score / best
+            if hop > scores.get(record_id, 0.0):
+                scores[record_id] = hop
+    return sorted(scores.items(), key=lambda pair: pair[1], reverse=True)

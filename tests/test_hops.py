@@ -1,0 +1,101 @@
+"""The second hop (issue 16, multi-hop): what the best hit names leads to other sessions."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers import memory_factory, message_texts, user
+from llama_memory.retrieval.hops import link_words, second_hop
+
+QUESTION = "What did Caroline do after the support group?"
+#: The first hop: shares the question's words, and names a place.
+SEED = "Caroline: I went to the support group at the Rainbow Lighthouse yesterday, so moving."
+#: The second hop: a later session about that place, without one word of the question.
+LINKED = "The Rainbow Lighthouse asked me to lead their painting workshop next month!"
+#: Other sessions, closer to the question's words than LINKED is.
+OTHERS = (
+    "Caroline: my cousin runs a support group for new parents in Leeds.",
+    "I did some yoga to relax, then cooked dinner.",
+    "Caroline: the dentist says my teeth are fine.",
+    "I bought a new bike helmet, the old one was cracked.",
+    "The weather forecast says rain all week, what a shame.",
+)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.xfail(
+    strict=True, reason="known gap: on PostgreSQL the linked message does not make this "
+    "block; its text search ranks by ts_rank_cd, without the idf that lets SQLite's BM25 "
+    "weigh the rare link words above the question's common ones (the likely cause)"))])
+def sessions(request, embed_model):
+    """SEED, LINKED and OTHERS, each said in a session of its own, on each backend (the
+    hop uses the lexical index port only: word counts and a text search)."""
+    if request.param == "sqlite":
+        make = request.getfixturevalue("make_memory")
+    else:
+        factory = memory_factory(embed_model, store=request.getfixturevalue("postgres_url"))
+        make = factory.__enter__()
+        request.addfinalizer(lambda: factory.__exit__(None, None, None))
+    for n, text in enumerate([SEED, *OTHERS, LINKED]):
+        memory = make(session_id=f"old-{n}")
+        memory.put(user(text))
+        memory.close()
+    return make
+
+
+def test_a_second_hop_brings_what_the_best_hit_names_from_another_session(sessions) -> None:
+    memory = sessions(session_id="now", top_k=3)
+    memory.get(QUESTION)
+    shown = message_texts(memory.last_block.records)
+    assert SEED in shown
+    assert LINKED in shown  # it shares no word with the question: only the hop finds it
+
+    memory.source("vector").hop_weight = 0  # the control: without the hop it is not found
+    memory.get(QUESTION)
+    assert LINKED not in message_texts(memory.last_block.records)
+
+
+def test_link_words_are_the_seeds_rare_words_that_the_question_lacks() -> None:
+    counts = {"caroline": 7, "support": 3, "group": 3, "rainbow": 2, "lighthouse": 2,
+              "went": 40, "yesterday": 30, "moving": 1}
+    # caroline, support, group: in the question; went, yesterday: too common (over 2% of
+    # 1,000 records); moving: only the seed has it, it links to nothing.
+    assert link_words(SEED, QUESTION, counts, total=1000) == ["rainbow", "lighthouse"]
+
+
+def test_a_hop_is_worth_at_most_its_weight_times_its_seed() -> None:
+    ranked = [("seed", 0.9), ("other", 0.6)]
+    hop = second_hop(
+        QUESTION, ranked, {"seed": SEED, "other": "Caroline: I like yoga."},
+        lambda words: (1000, {w: 2 for w in words}),
+        lambda text: [("linked", 8.0), ("other", 2.0)],
+        weight=0.5,
+    )
+    assert hop == [("seed", 0.9), ("other", 0.6), ("linked", pytest.approx(0.45))]
+    assert second_hop(QUESTION, ranked, {}, lambda w: (0, {}), lambda t: [], weight=0) == ranked
+
+
+@pytest.mark.parametrize("weight", [-0.1, 1.5])
+def test_a_hop_weight_outside_zero_to_one_is_refused(make_memory, weight) -> None:
+    from llama_memory.sources.vector import VectorSource
+
+    memory = make_memory()
+    source = memory.source("vector")
+    with pytest.raises(ValueError, match="hop_weight"):
+        VectorSource(source.store, source.index, source.embed_model, hop_weight=weight)
+
+
+def test_the_bench_chooses_each_folds_weight_without_the_held_out_conversation() -> None:
+    from bench.multihop import leave_one_out
+
+    def row(conversation: str, weight: float, recall: float) -> dict:
+        return {"conversation": conversation, "weight": weight, "category": "multi-hop",
+                "block_recall": recall, "tokens": 1000, "get_ms": 1.0}
+
+    # a and b gain with the hop, c loses: c's fold is chosen on a and b only (the hop,
+    # whatever it costs c); a's on b and c, where c's loss outweighs b's gain (no hop).
+    rows = [row("a", 0.0, 0.5), row("a", 0.5, 0.7), row("b", 0.0, 0.5), row("b", 0.5, 0.6),
+            row("c", 0.0, 0.9), row("c", 0.5, 0.1)]
+    folds = {f["held_out"]: f for f in leave_one_out(rows)["folds"]}
+    assert folds["c"]["weight"] == 0.5 and folds["c"]["after"]["recall"]["overall"] == 0.1
+    assert folds["a"]["weight"] == 0.0
+    assert leave_one_out(rows, max_tokens=900)["folds"][0]["weight"] == 0.0  # every block too large
