@@ -93,6 +93,8 @@ def close(memory: ComposableMemory) -> None:
             return
         memory._closed = True
         try:
+            if memory._usage is not None:
+                memory._usage.write()
             for source in memory._sources:
                 if isinstance(source, Closable):
                     source.close()

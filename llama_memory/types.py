@@ -117,6 +117,10 @@ class MemoryRecord:
         return datetime.fromtimestamp(self.event_time, tz=timezone.utc)
 
 
+#: ``metadata["kind"]`` of a session summary (episodic memory, :mod:`llama_memory.sources.episodic`).
+SUMMARY_KIND = "summary"
+
+
 def now() -> float:
     """Seconds since the epoch; one place to read the clock."""
     return time.time()

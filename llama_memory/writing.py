@@ -62,6 +62,8 @@ def put_messages(memory: ComposableMemory, messages: list[ChatMessage]) -> None:
         with one_write(memory, "put messages"):
             add_to_sources(memory, stored)
             memory.primary_memory.put_messages(list(messages))
+            if memory._usage is not None and memory._usage.pending:
+                memory._usage.write()  # the blocks' notes ride on this commit
             if due and memory._store is not None:
                 # In the messages' transaction: a crash cannot keep them and lose the pass.
                 queue_pass(memory, memory.scope, job_payload(memory))
@@ -235,6 +237,9 @@ def one_pass(memory: ComposableMemory, scope: Scope, llm: Any) -> int:
 def flush(memory: ComposableMemory, timeout: Optional[float]) -> None:
     """The body of :meth:`ComposableMemory.flush`."""
     memory._check_open()
+    if memory._usage is not None:
+        with memory._lock:
+            memory._usage.write()
     if memory._store is None or memory.llm is None or memory.extract_in != "thread":
         return
     if not formation_worker(memory).flush(timeout):

@@ -14,6 +14,7 @@ from ..errors import StorageError
 from ..excerpts import JOIN_GAP, hit_of, join_parts, pack_excerpts
 from ..relevance import Calibration, calibrate, calibration_for
 from ..retrieval.hybrid import HybridSearch
+from ..retrieval.salience import Salience
 from ..retrieval.sync import IndexSync, SyncedRows
 from ..storage.expiry import NEVER, Expiry
 from ..storage.ports import (
@@ -93,6 +94,9 @@ class VectorSource(MemorySource):
             absolute ``relevance`` (:mod:`llama_memory.relevance`); by default the one
             fitted for the default offline model, and none for other models (their
             records get ``relevance=None`` and are not filtered).
+        salience: the weights of recency and importance in the ranking
+            (:mod:`llama_memory.retrieval.salience`); ``NO_SALIENCE`` ranks by the
+            match alone.
     """
 
     def __init__(
@@ -111,6 +115,7 @@ class VectorSource(MemorySource):
         expiry: Expiry = NEVER,
         resident_limit: int = RESIDENT_LIMIT,
         calibration: Union[Calibration, None, Literal["auto"]] = "auto",
+        salience: Optional[Salience] = None,
     ) -> None:
         if batch_size <= 0:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
@@ -128,6 +133,7 @@ class VectorSource(MemorySource):
         self.candidate_factor = candidate_factor
         self.excerpt_messages = excerpt_messages
         self.expiry = expiry
+        self.salience = salience if salience is not None else Salience()
         self.calibration = calibration_for(embed_model) if calibration == "auto" else calibration
         store.ensure_session_order()
         self._unflushed = 0  # records added since the last flush
@@ -261,7 +267,7 @@ class VectorSource(MemorySource):
             read = [p.id for r in results for p in (r.parts or [r]) if p.id]
             self.store.refresh_expiry(read, alive_at)
         self._calibrate(query, results, cosines, scope)
-        return results
+        return self.salience.rerank(results, alive_at)
 
     def _calibrate(
         self,

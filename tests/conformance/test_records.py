@@ -195,3 +195,13 @@ def test_delete_records_deletes_only_the_scopes_user_and_source(backend) -> None
     assert set(store.get_records([mine, kept], ALICE, "vector")) == {kept}
     assert set(store.get_records([bobs], BOB, "vector")) == {bobs}
     assert [i for i, _ in store.search_text("summary", ALICE, "vector", 10)] == [kept]
+
+
+def test_session_records_are_the_sessions_own_in_write_order(backend) -> None:
+    store = backend.open()
+    other = Scope(user_id="alice", session_id="s2")
+    first = store.add_records([note("first of s1", mid="a"), note("in s2", other, mid="b")])
+    second = store.add_records([note("second of s1", mid="c"), note("bob's s1", BOB, mid="d")])
+    assert [r.id for r in store.session_records(ALICE, "vector", 10)] == [first[0], second[0]]
+    assert [r.text for r in store.session_records(ALICE, "vector", 1)] == ["first of s1"]
+    assert store.session_records(ALICE, "episodic", 10) == []

@@ -96,6 +96,11 @@ class RecordStore(Protocol):
         seconds), or, without a span, of the latest session other than the scope's own."""
         ...
 
+    def session_records(self, scope: Scope, source: str, limit: int) -> list[MemoryRecord]:
+        """The first ``limit`` records of ``source`` in the scope's session, in write
+        order (what a session summary sums up)."""
+        ...
+
     def count_records(self, source: str, scope: Optional[Scope] = None) -> int:
         """How many records ``source`` holds (for one user when ``scope`` is given)."""
         ...

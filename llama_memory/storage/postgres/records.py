@@ -137,6 +137,17 @@ class RecordTables(PostgresConnection):
     def ensure_session_order(self) -> None:
         """Nothing to do: the session index is part of the schema."""
 
+    def session_records(self, scope: Scope, source: str, limit: int) -> list[MemoryRecord]:
+        """The first ``limit`` records of ``source`` in the scope's session, in write order."""
+        user = scope.require_user(f"the {source!r} memory source")
+        rows = self.query(
+            "session records",
+            f"SELECT {_COLUMNS} FROM records WHERE tenant_id = %s AND user_id = %s AND source = %s "
+            "AND session_id IS NOT DISTINCT FROM %s ORDER BY seq LIMIT %s",
+            (scope.tenant_id, user, source, scope.session_id, limit),
+        )
+        return [_to_record(row) for row in rows]
+
     def count_records(self, source: str, scope: Optional[Scope] = None) -> int:
         """How many records ``source`` holds (for one user when ``scope`` is given)."""
         if scope is None:

@@ -202,6 +202,17 @@ class RecordTables(SQLiteConnection):
         )
         return [_to_record(row) for row in reversed(rows)]
 
+    def session_records(self, scope: Scope, source: str, limit: int) -> list[MemoryRecord]:
+        """The first ``limit`` records of ``source`` in the scope's session, in write order."""
+        user = scope.require_user(f"the {source!r} memory source")
+        rows = self.query(
+            "session records",
+            "SELECT * FROM records WHERE source = ? AND tenant_id = ? AND user_id = ? "
+            "AND session_id IS ? ORDER BY rowid LIMIT ?",
+            (source, scope.tenant_id, user, scope.session_id, limit),
+        )
+        return [_to_record(row) for row in rows]
+
     def pending_records(self, source: str, limit: int) -> list[PendingRecord]:
         """Up to ``limit`` records the dense index has not caught up with, oldest first."""
         rows = self.query(
