@@ -24,14 +24,14 @@ MIN_SENTENCE_CHARS = 20
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
+def split_sentences(text: str) -> list[str]:
+    """The sentences of ``text`` (split after ``.``, ``!`` or ``?``), stripped, non-empty."""
+    return [s.strip() for s in _SENTENCE_END.split(text.strip()) if s.strip()]
+
+
 def sentences_of(messages: Sequence[StoredMessage]) -> list[tuple[str, str]]:
     """(role, sentence) of every message with text, in order."""
-    found = []
-    for m in messages:
-        for sentence in _SENTENCE_END.split(m.text.strip()):
-            if sentence.strip():
-                found.append((m.role, sentence.strip()))
-    return found
+    return [(m.role, s) for m in messages for s in split_sentences(m.text)]
 
 
 def extractive_summary(
