@@ -94,9 +94,10 @@ class EpisodicMemory:
             gone = store.delete_records([old], scope, name) if old else []
             [record_id] = store.add_records([record])
             store.set_meta(key, record_id)
-        dropped = [g.id for g in gone if g.id != record_id]
-        if dropped:  # its vector: only once the deletion is committed
-            store.after_commit(lambda: self.source.forget_records(dropped, scope))
+            dropped = [g.id for g in gone if g.id != record_id]
+            if dropped:  # its vector goes once the deletion is committed (the outer
+                # transaction's commit, in a pass), and stays if it rolls back
+                store.after_commit(lambda: self.source.forget_records(dropped, scope))
         return record_id
 
     def summary(self, scope: Scope) -> Optional[MemoryRecord]:
