@@ -23,6 +23,13 @@ The protocol is DESIGN.md section 6. For each conversation (one LoCoMo sample):
 * **ours-messages** (ablation, only when named in ``--retrievers``): ``ours`` with
   its vector source set to return single messages (``excerpt_messages=1``): the same
   fused ranking, without excerpts.
+* **ours-summaries** (only when named): ``ours`` with each session summarised offline
+  (``memory.summarise()``, extractive) after it is written. A summary record carries
+  every message id of its session as provenance; it is credited here only with the
+  turns it quotes (a sentence of theirs is in it), so a summary never scores for turns
+  it does not show.
+* **ours-no-salience** (ablation, only when named): ``ours`` ranked by the match alone
+  (``NO_SALIENCE``: no importance and recency terms, the ranking before issue 17).
 
 What a record is: the baselines return one turn per record. ``ours`` returns
 excerpts (``llama_memory.excerpts``): a record may carry several consecutive turns
@@ -87,9 +94,10 @@ SMOKE_DATA = REPO_ROOT / "tests" / "data" / "locomo_tiny.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 OVERALL = "overall"
 #: Every retriever, in report order.
-RETRIEVERS = ("ours", "bm25", "bm25-dates", "dense", "ours-messages")
+RETRIEVERS = ("ours", "bm25", "bm25-dates", "dense", "ours-messages", "ours-summaries", "ours-no-salience")
 #: Short column labels of the table.
-SHORT = {"ours": "ours", "bm25": "bm25", "bm25-dates": "bm25d", "dense": "dense", "ours-messages": "oursm"}
+SHORT = {"ours": "ours", "bm25": "bm25", "bm25-dates": "bm25d", "dense": "dense", "ours-messages": "oursm",
+         "ours-summaries": "ourssum", "ours-no-salience": "oursns"}
 #: What ``--retrievers`` runs when not given (``ours-messages`` is an ablation, asked for by name).
 DEFAULT_RETRIEVERS = ("ours", "bm25", "bm25-dates", "dense")
 #: Metrics per k, in report order.
@@ -407,10 +415,13 @@ class Ours(Retriever):
     """``ComposableMemory`` through its public API only."""
 
     name = "ours"
+    #: Whether each session is summarised (offline) after it is written.
+    summarise = False
 
     def __init__(self) -> None:
         self.workdir: Optional[Path] = None
         self.memory: Any = None
+        self.turn_texts: dict[str, str] = {}
 
     def build(self, conversation: Conversation) -> dict[str, Any]:
         from llama_index.core.base.llms.types import ChatMessage, MessageRole
@@ -424,6 +435,7 @@ class Ours(Retriever):
         for n, turns in conversation.sessions.items():
             messages = []
             for t in turns:
+                self.turn_texts[t.dia_id] = t.text
                 kwargs: dict[str, Any] = {"message_id": t.dia_id}
                 if t.when is not None:
                     kwargs["timestamp"] = t.when.isoformat()
@@ -437,6 +449,8 @@ class Ours(Retriever):
             try:
                 t0 = time.perf_counter()
                 memory.put_messages(messages)
+                if self.summarise:
+                    memory.summarise()
                 t1 = time.perf_counter()
             finally:
                 memory.close()
@@ -449,12 +463,26 @@ class Ours(Retriever):
         return {"ingest_s": ingest_s, "put_messages_s": put_s, "close_s": close_s}
 
     def search(self, question: str, k: int) -> Ranked:
-        return [list(r.message_ids) for r in self.memory.search(question, k=k)]
+        return [self.credited(r) for r in self.memory.search(question, k=k)]
 
     def block_tokens(self, question: str) -> Optional[tuple[int, int, list[str]]]:
         self.memory.get(question)
         block = self.memory.last_block
-        return block.token_count, len(block.records), [i for r in block.records for i in r.message_ids]
+        return block.token_count, len(block.records), [i for r in block.records for i in self.credited(r)]
+
+    def credited(self, record: Any) -> list[str]:
+        """The turns a record is scored for: its message ids; for a session summary,
+        only the turns it quotes (its provenance covers the whole session)."""
+        from llama_memory.compose import is_summary
+        from llama_memory.sources.summarise import MIN_SENTENCE_CHARS, split_sentences
+
+        if not is_summary(record):
+            return list(record.message_ids)
+        return [
+            m for m in record.message_ids
+            if any(len(s) >= MIN_SENTENCE_CHARS and s in record.text
+                   for s in split_sentences(self.turn_texts.get(m, "")))
+        ]
 
     def close(self) -> None:
         if self.memory is not None:
@@ -478,6 +506,26 @@ class OursMessages(Ours):
 
     def block_tokens(self, question: str) -> Optional[tuple[int, int, list[str]]]:
         return None  # the block figures are those of ``ours``
+
+
+class OursSummaries(Ours):
+    """``ours`` with every session summarised offline after it is written."""
+
+    name = "ours-summaries"
+    summarise = True
+
+
+class OursNoSalience(Ours):
+    """Ablation: ``ours`` ranked by the match alone (no importance or recency)."""
+
+    name = "ours-no-salience"
+
+    def build(self, conversation: Conversation) -> dict[str, Any]:
+        from llama_memory.retrieval.salience import NO_SALIENCE
+
+        figures = super().build(conversation)
+        self.memory.source("vector").salience = NO_SALIENCE
+        return figures
 
 
 _WORD_RE = re.compile(r"\w+", re.UNICODE)
@@ -567,6 +615,10 @@ def make_retriever(name: str, bm25_stopwords: bool = False) -> Retriever:
         return Ours()
     if name == "ours-messages":
         return OursMessages()
+    if name == "ours-summaries":
+        return OursSummaries()
+    if name == "ours-no-salience":
+        return OursNoSalience()
     if name in ("bm25", "bm25-dates"):
         return BM25(with_dates=name == "bm25-dates", stopwords=STOPWORDS if bm25_stopwords else ())
     if name == "dense":
@@ -735,7 +787,7 @@ def run(
                                 for name in retrievers},
         "questions": rows,
     }
-    if "ours" in retrievers:
+    if block_tokens:  # one "ours" variant per run gives block figures (ours, ours-summaries...)
         report["latency_ms"]["ours get()"] = summary(get_ms)
         report["block"] = {"tokens": summary(block_tokens), "records": summary(block_records),
                            "empty_blocks": sum(1 for t in block_tokens if t == 0),

@@ -25,7 +25,7 @@ from .excerpts import hit_of, without
 from .messages import format_time, message_text
 from .relevance import content_words, stem
 from .text import normalize_text
-from .types import MemoryRecord
+from .types import SUMMARY_KIND, MemoryRecord
 from .views import block_html, block_summary
 
 BLOCK_OPEN = "<memory>"
@@ -97,7 +97,8 @@ class LeftOut:
             or another source states the same fact), :data:`IRRELEVANT` (its relevance
             is below ``min_relevance``), :data:`OVER_BUDGET` (no room left) or
             :data:`CUT_TO_FIT` (an excerpt shown as its best message only; ``record`` is
-            the whole excerpt).
+            the whole excerpt) or :data:`SUMMARISED` (the budget was tight and a session
+            summary in the block covers all its messages).
     """
 
     record: MemoryRecord
@@ -112,6 +113,9 @@ IRRELEVANT = "not relevant"
 OVER_BUDGET = "over budget"
 #: :attr:`LeftOut.reason` of an excerpt shown as its best message only, for the budget.
 CUT_TO_FIT = "cut to fit"
+#: :attr:`LeftOut.reason` of an excerpt left out, for a tight budget, because a session
+#: summary in the block covers every one of its messages.
+SUMMARISED = "covered by a summary"
 
 
 def interleave(ranked_lists: Iterable[Sequence[MemoryRecord]]) -> list[MemoryRecord]:
@@ -245,6 +249,8 @@ def render_item(record: MemoryRecord, session_id: Optional[str] = None) -> str:
     here = THIS_CONVERSATION if record.is_turn and session_id is not None and record.session_id == session_id else ""
     label = ", ".join(p for p in (record.source, here, format_time(record.event_time)) if p)
     speaker = f"{record.role}: " if record.role else ""
+    if is_summary(record):
+        speaker = f"summary of the session of {format_time(record.event_time) or 'unknown date'}: "
     quoted = json.dumps(record.text, ensure_ascii=False).translate(_ESCAPES)
     return f"- [{label}] {speaker}{quoted}"
 
@@ -269,6 +275,23 @@ def render_block(lines: Sequence[str], instructions: Sequence[str] = ()) -> str:
     head = render_instructions(instructions)
     body = [BLOCK_INTRO, *lines] if lines or not head else []
     return "\n".join([BLOCK_OPEN, *head, *body, BLOCK_CLOSE])
+
+
+def is_summary(record: MemoryRecord) -> bool:
+    """Whether the record is a session summary (episodic memory)."""
+    return record.metadata.get("kind") == SUMMARY_KIND
+
+
+def covered_by_summaries(records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
+    """The records (turns: excerpts or messages) whose every message a session summary
+    among ``records`` covers (its ``message_ids``)."""
+    covered = {m for r in records if is_summary(r) for m in r.message_ids}
+    if not covered:
+        return []
+    return [
+        r for r in records
+        if r.is_turn and not is_summary(r) and r.message_ids and set(r.message_ids) <= covered
+    ]
 
 
 def left_out_note(dropped: Counter) -> list[str]:
@@ -341,6 +364,19 @@ def fit_block(
     # When everything fits, one count of the whole block is all it costs. A block far
     # longer than the budget is not counted whole: the lines are counted anyway below.
     if len(text) <= _CHARS_PER_TOKEN_OVER * token_limit:
+        count = len(tokenizer(text))
+        if count <= token_limit:
+            result.text, result.token_count, result.records = text, count, list(kept)
+            return result
+    # Tight: a session summary stands in for the excerpts it covers (fewer tokens for
+    # the same session), before anything is cut for the budget.
+    standing_in = covered_by_summaries(kept)
+    if standing_in:
+        gone = {id(r) for r in standing_in}
+        result.left_out.extend(LeftOut(r, SUMMARISED) for r in standing_in)
+        pairs = [(r, line) for r, line in zip(kept, every_line) if id(r) not in gone]
+        kept, every_line = [r for r, _ in pairs], [line for _, line in pairs]
+        text = render_block(every_line, instructions)
         count = len(tokenizer(text))
         if count <= token_limit:
             result.text, result.token_count, result.records = text, count, list(kept)

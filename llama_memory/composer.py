@@ -33,6 +33,7 @@ from .sources.base import Recent
 from .sources.base import Source as SourceProtocol
 from .text import normalize_text
 from .types import MemoryRecord, now
+from .usage import UsageLog
 from .views import RecordList
 
 if TYPE_CHECKING:
@@ -56,6 +57,7 @@ def get_messages(
         query = input if input else latest_user_text(memory, window)
         block = compose_block(memory, plan_query(query, window), window)
         memory._last_block = block
+        usage_log(memory).note(block.records, now())
         messages = insert_block(window, block.text, insert_method)
     dispatcher.event(
         MemoryBlockEvent(
@@ -72,6 +74,13 @@ def get_messages(
         )
     )
     return messages
+
+
+def usage_log(memory: ComposableMemory) -> UsageLog:
+    """The memory's log of records shown in blocks (made on first use, on its store)."""
+    if memory._usage is None:
+        memory._usage = UsageLog(memory._store)
+    return memory._usage
 
 
 def search_records(memory: ComposableMemory, query: str, k: int) -> RecordList:

@@ -93,9 +93,13 @@ def close(memory: ComposableMemory) -> None:
             return
         memory._closed = True
         try:
-            for source in memory._sources:
-                if isinstance(source, Closable):
-                    source.close()
+            try:
+                if memory._usage is not None:
+                    memory._usage.write()
+            finally:  # the sources close even if the last uses could not be written
+                for source in memory._sources:
+                    if isinstance(source, Closable):
+                        source.close()
         finally:
             if memory._store is not None:
                 memory._store.close()

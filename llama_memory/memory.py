@@ -35,12 +35,16 @@ from .relevance import DEFAULT_MIN_RELEVANCE
 from .restore import memory_to_dict, restore_hook_arguments, restore_live_parts, restore_parts
 from .sources.base import MemorySource, ProfileHolder, TripleHolder, WindowAware, WithTools
 from .sources.base import Source as SourceProtocol
+from .sources.episodic import EpisodicMemory
 from .sources.llama_index import LlamaIndexMemorySource
 from .sources.profile import ProfileSource
+from .sources.summarise import SUMMARY_SENTENCES
 from .sources.triples import KnowledgeTriple, TripleSource
+from .sources.vector import VectorSource
 from .storage.ports import Storage
 from .storage.reconcile import ReconcileReport
 from .types import MemoryRecord, Scope
+from .usage import UsageLog
 from .views import RecordList
 
 InsertMethod = Literal["system", "user"]
@@ -121,6 +125,8 @@ class ComposableMemory(BaseMemory):
     _store: Optional[Storage] = PrivateAttr(default=None)
     _lock: Any = PrivateAttr(default_factory=threading.RLock)
     _last_block: MemoryBlock = PrivateAttr(default_factory=MemoryBlock)
+    # The records shown in blocks, waiting to be written as their last_used (usage.py).
+    _usage: Optional[UsageLog] = PrivateAttr(default=None)
     # How many retrieved records the window already showed at the last few get() calls:
     # the next one asks for the most of them more than top_k (the window changes little
     # between turns, and asking again costs a whole retrieval).
@@ -454,14 +460,20 @@ class ComposableMemory(BaseMemory):
         ]
 
     def _pass_parts(self) -> list[Any]:
-        """What a formation pass asks about: the sources, and the user's instructions
-        (the pass's ``"instructions"`` part). The instructions ride on the pass's one
-        structured call made for another part (the profile, the triples): alone they
-        never make a call of their own, so a memory of user-supplied sources only keeps
-        its sources' own extraction and LLM calls as they were."""
+        """What a formation pass asks about: the sources, the user's instructions (the
+        pass's ``"instructions"`` part) and the session's summary (``"summary"``, kept by
+        the vector source of past messages). These two ride on the pass's one structured
+        call made for another part (the profile, the triples): alone they never make a
+        call of their own, so a memory of user-supplied sources only keeps its sources'
+        own extraction and LLM calls as they were."""
         parts: list[Any] = list(self._sources)
-        if self._instructions is not None and any(isinstance(s, PassPart) for s in parts):
+        if not any(isinstance(s, PassPart) for s in parts):
+            return parts
+        if self._instructions is not None:
             parts.append(self._instructions)
+        vector = next((s for s in self._sources if isinstance(s, VectorSource)), None)
+        if vector is not None and self.user_id is not None:  # the session's summary, episodic memory
+            parts.append(EpisodicMemory(vector))
         return parts
 
     def _tool_holders(self) -> list[Any]:
@@ -619,6 +631,33 @@ class ComposableMemory(BaseMemory):
                 "ComposableMemory.from_defaults(user_id='alice', path='./memory')"
             )
         return self._instructions
+
+    @property
+    def episodic(self) -> EpisodicMemory:
+        """The session summaries (episodic memory), kept in the vector source of past
+        messages; LlamaMemoryError when this memory has none."""
+        source = self._source_of(
+            VectorSource,
+            "this memory has no vector source of past messages to keep session summaries in: "
+            "build it with ComposableMemory.from_defaults(...) or pass a VectorSource",
+        )
+        return EpisodicMemory(cast(VectorSource, source))
+
+    def summarise(self, session_id: Optional[str] = None, sentences: int = SUMMARY_SENTENCES) -> Optional[str]:
+        """Summarise a session offline (extractive, no LLM: its most central sentences)
+        and keep it as the session's summary, replacing the previous one; return the
+        summary's record id, or None when the session has nothing to sum up.
+
+        Args:
+            session_id: the session (default: this memory's).
+            sentences: how many sentences the summary keeps.
+        """
+        if session_id is not None and (not isinstance(session_id, str) or not session_id):
+            raise ValueError(f"summarise() session_id must be a non-empty str or None, got {session_id!r}")
+        with self._lock:
+            self._check_open()
+            scope = Scope(self.user_id, session_id or self.session_id, self.tenant_id)
+            return self.episodic.summarise(scope, sentences)
 
     def _source_of(self, kind: type, missing: str) -> SourceProtocol:
         """The first source that implements the protocol ``kind``; LlamaMemoryError

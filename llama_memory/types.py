@@ -70,6 +70,10 @@ class MemoryRecord:
         id: the record's id in its source's storage.
         metadata: anything else the source wants to keep.
         expires_at: when it expires (seconds since the epoch, UTC); None: never.
+        importance: how much it matters, 0..1, as a formation pass judged it; None:
+            not judged (ranking then uses simple signals, :mod:`llama_memory.retrieval.salience`).
+        last_used: when it was last shown in a memory block (seconds since the epoch,
+            UTC); None: never (or not recorded yet: uses are written in batches).
         parts: for a record that groups several (an excerpt of a conversation, see
             :mod:`llama_memory.excerpts`), the records it is made of, in order: its
             ``text`` and ``message_ids`` are theirs joined. Empty for a plain record.
@@ -89,6 +93,8 @@ class MemoryRecord:
     expires_at: Optional[float] = None
     parts: list["MemoryRecord"] = field(default_factory=list)
     relevance: Optional[float] = None
+    importance: Optional[float] = None
+    last_used: Optional[float] = None
 
     @property
     def is_turn(self) -> bool:
@@ -109,6 +115,10 @@ class MemoryRecord:
         if self.event_time is None:
             return None
         return datetime.fromtimestamp(self.event_time, tz=timezone.utc)
+
+
+#: ``metadata["kind"]`` of a session summary (episodic memory, :mod:`llama_memory.sources.episodic`).
+SUMMARY_KIND = "summary"
 
 
 def now() -> float:

@@ -67,6 +67,8 @@ def put_messages(memory: ComposableMemory, messages: list[ChatMessage]) -> None:
         with one_write(memory, "put messages"):
             add_to_sources(memory, stored)
             memory.primary_memory.put_messages(list(messages))
+            if memory._usage is not None and memory._usage.pending:
+                memory._usage.write()  # the blocks' notes ride on this commit
             if (due or later) and memory._store is not None and not pass_running(memory):
                 # In the messages' transaction: a crash cannot keep them and lose the pass.
                 run_at = time.time() + memory.extract_after_quiet if later else None
@@ -269,6 +271,9 @@ def one_pass(memory: ComposableMemory, scope: Scope, llm: Any) -> int:
 def flush(memory: ComposableMemory, timeout: Optional[float]) -> None:
     """The body of :meth:`ComposableMemory.flush`."""
     memory._check_open()
+    if memory._usage is not None:
+        with memory._lock:
+            memory._usage.write()
     if memory._store is None or memory.llm is None or memory.extract_in != "thread":
         return
     if memory.extract_after_quiet > 0:  # flush does not wait for the quiet: the pass is due now

@@ -473,3 +473,20 @@ def test_the_pass_writes_the_users_instructions_and_later_blocks_show_them(tmp_p
         assert "Answer in French." in memory.get("bonjour")[0].content
     finally:
         memory.close()
+
+
+def test_the_pass_of_the_default_sources_writes_the_sessions_summary(tmp_path: Path, embed_model: Any) -> None:
+    summary = "Alice said she plays the cello in a quartet on Thursdays."
+    llm = ScriptedLLM([pass_answer(summary=summary)])
+    memory = ComposableMemory.from_defaults(
+        user_id="alice", session_id="s1", path=tmp_path, embed_model=embed_model, llm=llm, extract_every=1
+    )
+    try:
+        memory.put(user("I play the cello in a quartet, every Thursday."))
+        memory.flush(timeout=30)
+        assert '"summary"' in llm.calls[0].text() and '"profile"' in llm.calls[0].text()  # one call
+        current = memory.episodic.summary(memory.scope)
+        assert current is not None and current.text == summary
+        assert any(r.text == summary for r in memory.search("quartet cello"))  # found like a message
+    finally:
+        memory.close()

@@ -211,3 +211,17 @@ def test_fts_query_escapes_and_ors_the_words() -> None:
     for text in ('AND OR NOT', 'a "quoted" * ^start col:umn (x) {y} -z +w', "NEAR(a b)"):
         db.execute("SELECT * FROM t WHERE t MATCH ?", (locomo.fts_query(text),)).fetchall()
     assert db.execute("SELECT count(*) FROM t WHERE t MATCH ?", (locomo.fts_query("NOT"),)).fetchone()[0] == 1
+
+
+def test_a_summary_is_credited_only_with_the_turns_it_quotes() -> None:
+    from llama_memory.types import SUMMARY_KIND, MemoryRecord
+
+    ours = locomo.Ours()
+    ours.turn_texts = {"D1:1": "Hi! I adopted a puppy named Rex last week.", "D1:2": "Nice to hear that you are well today."}
+    summary = MemoryRecord(
+        "user: I adopted a puppy named Rex last week.", message_ids=["D1:1", "D1:2"],
+        metadata={"kind": SUMMARY_KIND},
+    )
+    assert ours.credited(summary) == ["D1:1"]
+    assert ours.credited(MemoryRecord("x", message_ids=["D1:2"])) == ["D1:2"]
+    assert "ours-summaries" in locomo.RETRIEVERS and "ours-no-salience" in locomo.RETRIEVERS

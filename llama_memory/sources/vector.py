@@ -15,6 +15,7 @@ from ..excerpts import JOIN_GAP, hit_of, join_parts, pack_excerpts
 from ..relevance import Calibration, calibrate, calibration_for
 from ..retrieval.hops import HOP_WEIGHT, SEEDS, second_hop
 from ..retrieval.hybrid import HybridSearch
+from ..retrieval.salience import Salience
 from ..retrieval.sync import IndexSync, SyncedRows
 from ..storage.expiry import NEVER, Expiry
 from ..storage.ports import (
@@ -98,6 +99,9 @@ class VectorSource(MemorySource):
         hop_weight: what the second hop (:mod:`llama_memory.retrieval.hops`: messages of
             other sessions that share the best hits' rare words) is worth against the
             first ranking, 0 to 1; 0 turns it off (so does ``lexical_weight=0``).
+        salience: the weights of recency and importance in the ranking
+            (:mod:`llama_memory.retrieval.salience`); ``NO_SALIENCE`` ranks by the
+            match alone.
     """
 
     def __init__(
@@ -117,6 +121,7 @@ class VectorSource(MemorySource):
         resident_limit: int = RESIDENT_LIMIT,
         calibration: Union[Calibration, None, Literal["auto"]] = "auto",
         hop_weight: float = HOP_WEIGHT,
+        salience: Optional[Salience] = None,
     ) -> None:
         if batch_size <= 0:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
@@ -137,6 +142,7 @@ class VectorSource(MemorySource):
         self.candidate_factor = candidate_factor
         self.excerpt_messages = excerpt_messages
         self.expiry = expiry
+        self.salience = salience if salience is not None else Salience()
         self.calibration = calibration_for(embed_model) if calibration == "auto" else calibration
         store.ensure_session_order()
         self._unflushed = 0  # records added since the last flush
@@ -290,7 +296,7 @@ class VectorSource(MemorySource):
             read = [p.id for r in results for p in (r.parts or [r]) if p.id]
             self.store.refresh_expiry(read, alive_at)
         self._calibrate(query, results, cosines, scope, own_texts)
-        return results
+        return self.salience.rerank(results, alive_at)
 
     def _calibrate(
         self,

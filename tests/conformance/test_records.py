@@ -163,3 +163,45 @@ def test_forgetting_a_user_deletes_their_meta_keys_and_no_one_elses(backend) -> 
     assert again.get_meta(user_meta_key("cursor", BOB)) == "state"
     assert again.get_meta(user_meta_key("cursor", tricky)) == "state"
     assert again.get_meta("store-wide") == "kept"
+
+
+def test_importance_is_kept_and_the_higher_wins_when_stated_again(backend) -> None:
+    store = backend.open()
+    [plain] = store.add_records([note("I water the plants on Sundays")])
+    [judged] = store.add_records([note("I am allergic to peanuts", importance=0.6)])
+    store.add_records([note("i am allergic to peanuts", mid="m2", importance=0.9)])
+    store.add_records([note("I am allergic to peanuts", mid="m3", importance=0.2)])
+    read = backend.open().get_records([plain, judged], ALICE, "vector")
+    assert (read[plain].importance, read[judged].importance) == (None, 0.9)
+
+
+def test_last_used_only_moves_forward_and_is_read_by_another_store_object(backend) -> None:
+    store = backend.open()
+    [shown, unseen] = store.add_records([note("I keep bees"), note("I like jazz")])
+    store.mark_used([shown, "no-such-id"], 200.0)
+    store.mark_used([shown], 150.0)  # an older batch written late: ignored
+    read = backend.open().get_records([shown, unseen], ALICE, "vector")
+    assert (read[shown].last_used, read[unseen].last_used) == (200.0, None)
+
+
+def test_delete_records_deletes_only_the_scopes_user_and_source(backend) -> None:
+    store = backend.open()
+    [mine, kept] = store.add_records([note("summary one"), note("summary two")])
+    [bobs] = store.add_records([note("summary one", BOB)])
+    with store.transaction("replace a summary"):
+        gone = store.delete_records([mine, bobs], ALICE, "vector")
+    assert [(g.id, g.user_id) for g in gone] == [(mine, "alice")]
+    assert store.delete_records([kept], ALICE, "episodic") == []
+    assert set(store.get_records([mine, kept], ALICE, "vector")) == {kept}
+    assert set(store.get_records([bobs], BOB, "vector")) == {bobs}
+    assert [i for i, _ in store.search_text("summary", ALICE, "vector", 10)] == [kept]
+
+
+def test_session_records_are_the_sessions_own_in_write_order(backend) -> None:
+    store = backend.open()
+    other = Scope(user_id="alice", session_id="s2")
+    first = store.add_records([note("first of s1", mid="a"), note("in s2", other, mid="b")])
+    second = store.add_records([note("second of s1", mid="c"), note("bob's s1", BOB, mid="d")])
+    assert [r.id for r in store.session_records(ALICE, "vector", 10)] == [first[0], second[0]]
+    assert [r.text for r in store.session_records(ALICE, "vector", 1)] == ["first of s1"]
+    assert store.session_records(ALICE, "episodic", 10) == []

@@ -24,6 +24,9 @@ class NewRecord:
     #: Time to live in seconds and expiry time (epoch seconds); None: kept forever.
     ttl: Optional[float] = None
     expires_at: Optional[float] = None
+    #: How much it matters, 0..1 (a formation pass's judgement); None: not judged. A
+    #: record stated again keeps the higher of the two.
+    importance: Optional[float] = None
 
 
 class PendingRecord(NamedTuple):
@@ -34,6 +37,12 @@ class PendingRecord(NamedTuple):
     text: str
     tenant_id: str
     user_id: str
+
+
+def more_important(new: Optional[float], old: Optional[float]) -> bool:
+    """Whether a record stated again with importance ``new`` takes it over its stored
+    ``old`` one: the higher wins, a judgement wins over none (every backend's dedup)."""
+    return new is not None and (old is None or new > old)
 
 
 #: Every record id of a collection and whether the dense index holds it, per (tenant, user).
@@ -87,6 +96,11 @@ class RecordStore(Protocol):
         seconds), or, without a span, of the latest session other than the scope's own."""
         ...
 
+    def session_records(self, scope: Scope, source: str, limit: int) -> list[MemoryRecord]:
+        """The first ``limit`` records of ``source`` in the scope's session, in write
+        order (what a session summary sums up)."""
+        ...
+
     def count_records(self, source: str, scope: Optional[Scope] = None) -> int:
         """How many records ``source`` holds (for one user when ``scope`` is given)."""
         ...
@@ -98,6 +112,17 @@ class RecordStore(Protocol):
     def delete_expired(self, source: str, at: float) -> list[PendingRecord]:
         """Delete the records of ``source`` expired at ``at``; return them (for the
         dense index)."""
+        ...
+
+    def delete_records(self, ids: Sequence[str], scope: Scope, source: str) -> list[PendingRecord]:
+        """Delete these records of the scope's user in ``source`` (joining an open
+        transaction); return what was deleted (for the dense index). Ids of another
+        user or source, or unknown, are ignored."""
+        ...
+
+    def mark_used(self, ids: Sequence[str], at: float) -> None:
+        """Record that these records were shown at ``at`` (``last_used`` only moves
+        forward; unknown ids are ignored). Callers batch it: it is a write."""
         ...
 
 

@@ -15,12 +15,12 @@ from psycopg.types.json import Jsonb
 from ...text import content_hash
 from ...types import MemoryRecord, Scope, now
 from ..expiry import later_expiry
-from ..ports.records import NewRecord, PendingRecord
+from ..ports.records import NewRecord, PendingRecord, more_important
 from .connection import PostgresConnection
 
 _COLUMNS = (
     "id, source, tenant_id, user_id, session_id, role, text, message_ids, event_time, "
-    "ingested_at, metadata, expires_at"
+    "ingested_at, metadata, expires_at, importance, last_used"
 )
 _WORD = re.compile(r"\w+", re.UNICODE)
 # Month names in English whatever the process locale (the lexical index is English).
@@ -50,21 +50,22 @@ class RecordTables(PostgresConnection):
                 inserted = conn.execute(
                     "INSERT INTO records (id, source, tenant_id, user_id, session_id, role, text, "
                     "event_date, content_hash, message_ids, event_time, ingested_at, metadata, ttl, "
-                    "expires_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                    "expires_at, importance) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
                     "ON CONFLICT (tenant_id, user_id, source, content_hash) DO NOTHING RETURNING id",
                     (
                         record_id, rec.source, rec.scope.tenant_id, user, rec.scope.session_id,
                         rec.role, rec.text, _event_date(rec.event_time), digest,
                         Jsonb(list(rec.message_ids)), rec.event_time, ingested,
                         Jsonb(rec.metadata or {}), rec.ttl if rec.expires_at is not None else None,
-                        rec.expires_at,
+                        rec.expires_at, rec.importance,
                     ),
                 ).fetchone()  # fmt: skip
                 if inserted is not None:
                     ids.append(record_id)
                     continue
                 existing = conn.execute(
-                    "SELECT id, message_ids, ttl, expires_at FROM records WHERE tenant_id = %s "
+                    "SELECT id, message_ids, ttl, expires_at, importance FROM records WHERE tenant_id = %s "
                     "AND user_id = %s AND source = %s AND content_hash = %s FOR UPDATE",
                     (rec.scope.tenant_id, user, rec.source, digest),
                 ).fetchone()
@@ -77,6 +78,12 @@ class RecordTables(PostgresConnection):
                         "UPDATE records SET message_ids = %s, ttl = %s, expires_at = %s "
                         "WHERE tenant_id = %s AND user_id = %s AND id = %s",
                         (Jsonb(merged), *lasting, rec.scope.tenant_id, user, existing["id"]),
+                    )
+                if more_important(rec.importance, existing["importance"]):
+                    conn.execute(
+                        "UPDATE records SET importance = %s "
+                        "WHERE tenant_id = %s AND user_id = %s AND id = %s",
+                        (rec.importance, rec.scope.tenant_id, user, existing["id"]),
                     )
                 ids.append(existing["id"])
         return ids
@@ -130,6 +137,17 @@ class RecordTables(PostgresConnection):
     def ensure_session_order(self) -> None:
         """Nothing to do: the session index is part of the schema."""
 
+    def session_records(self, scope: Scope, source: str, limit: int) -> list[MemoryRecord]:
+        """The first ``limit`` records of ``source`` in the scope's session, in write order."""
+        user = scope.require_user(f"the {source!r} memory source")
+        rows = self.query(
+            "session records",
+            f"SELECT {_COLUMNS} FROM records WHERE tenant_id = %s AND user_id = %s AND source = %s "
+            "AND session_id IS NOT DISTINCT FROM %s ORDER BY seq LIMIT %s",
+            (scope.tenant_id, user, source, scope.session_id, limit),
+        )
+        return [_to_record(row) for row in rows]
+
     def count_records(self, source: str, scope: Optional[Scope] = None) -> int:
         """How many records ``source`` holds (for one user when ``scope`` is given)."""
         if scope is None:
@@ -160,6 +178,29 @@ class RecordTables(PostgresConnection):
                 (source, at),
             ).fetchall()
         return [PendingRecord(r["id"], r["text"], r["tenant_id"], r["user_id"]) for r in rows]
+
+    def delete_records(self, ids: Sequence[str], scope: Scope, source: str) -> list[PendingRecord]:
+        """Delete these records of the scope's user in ``source``; return what was deleted."""
+        if not ids:
+            return []
+        user = scope.require_user(f"the {source!r} memory source")
+        with self.transaction("delete records") as conn:
+            rows = conn.execute(
+                "DELETE FROM records WHERE tenant_id = %s AND user_id = %s AND id = ANY(%s) "
+                "AND source = %s RETURNING id, text, tenant_id, user_id",
+                (scope.tenant_id, user, list(ids), source),
+            ).fetchall()
+        return [PendingRecord(r["id"], r["text"], r["tenant_id"], r["user_id"]) for r in rows]
+
+    def mark_used(self, ids: Sequence[str], at: float) -> None:
+        """Record that these records were shown at ``at`` (``last_used`` only moves forward)."""
+        if ids:
+            with self.transaction("mark records used") as conn:
+                conn.execute(
+                    "UPDATE records SET last_used = %s WHERE id = ANY(%s) "
+                    "AND (last_used IS NULL OR last_used < %s)",
+                    (at, list(ids), at),
+                )
 
     # -- index flags and vector copies ----------------------------------------------------
 
@@ -357,4 +398,6 @@ def _to_record(row: dict[str, Any]) -> MemoryRecord:
         ingested_at=row["ingested_at"],
         metadata=row["metadata"] if isinstance(row["metadata"], dict) else json.loads(row["metadata"]),
         expires_at=row["expires_at"],
+        importance=row["importance"],
+        last_used=row["last_used"],
     )

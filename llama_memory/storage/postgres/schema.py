@@ -245,4 +245,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # The HNSW indexes are not created here: they need the embedding dimension,
         # which only the first vector written tells (PgVectorIndex.ensure_hnsw).
     ),
+    # 5 (issue 17, importance and recency): how much a record matters (0..1, set by a
+    # formation pass; NULL: judged from simple signals at ranking time) and when it was
+    # last shown in a memory block (epoch seconds; NULL: never).
+    (
+        "ALTER TABLE records ADD COLUMN importance double precision",
+        "ALTER TABLE records ADD COLUMN last_used double precision",
+    ),
 )

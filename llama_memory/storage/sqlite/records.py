@@ -12,7 +12,7 @@ from typing import Optional
 from ...text import content_hash
 from ...types import MemoryRecord, Scope, now
 from ..expiry import is_alive, later_expiry
-from ..ports.records import NewRecord, PendingRecord
+from ..ports.records import NewRecord, PendingRecord, more_important
 from .connection import SQLiteConnection
 from .expiry import ALIVE_SQL
 from .schema import SESSION_ORDER_MIGRATIONS
@@ -37,7 +37,7 @@ class RecordTables(SQLiteConnection):
                 user = rec.scope.require_user(f"the {rec.source!r} memory source")
                 digest = content_hash(rec.text, rec.role)
                 existing = conn.execute(
-                    "SELECT id, message_ids, ttl, expires_at FROM records WHERE source = ? "
+                    "SELECT id, message_ids, ttl, expires_at, importance FROM records WHERE source = ? "
                     "AND tenant_id = ? AND user_id = ? AND content_hash = ?",
                     (rec.source, rec.scope.tenant_id, user, digest),
                 ).fetchone()
@@ -58,13 +58,19 @@ class RecordTables(SQLiteConnection):
                             "UPDATE records SET ttl = ?, expires_at = ? WHERE id = ?",
                             (*lasting, existing["id"]),
                         )
+                    if more_important(rec.importance, existing["importance"]):
+                        conn.execute(
+                            "UPDATE records SET importance = ? WHERE id = ?",
+                            (rec.importance, existing["id"]),
+                        )
                     ids.append(existing["id"])
                     continue
                 record_id = _record_id(rec.source, rec.scope.tenant_id, user, digest)
                 conn.execute(
                     "INSERT INTO records (id, source, tenant_id, user_id, session_id, role, text, "
                     "content_hash, message_ids, event_time, ingested_at, metadata, ttl, "
-                    "expires_at, indexed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
+                    "expires_at, importance, indexed) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
                     (
                         record_id,
                         rec.source,
@@ -80,6 +86,7 @@ class RecordTables(SQLiteConnection):
                         json.dumps(rec.metadata or {}),
                         rec.ttl if rec.expires_at is not None else None,
                         rec.expires_at,
+                        rec.importance,
                     ),
                 )
                 ids.append(record_id)
@@ -195,6 +202,17 @@ class RecordTables(SQLiteConnection):
         )
         return [_to_record(row) for row in reversed(rows)]
 
+    def session_records(self, scope: Scope, source: str, limit: int) -> list[MemoryRecord]:
+        """The first ``limit`` records of ``source`` in the scope's session, in write order."""
+        user = scope.require_user(f"the {source!r} memory source")
+        rows = self.query(
+            "session records",
+            "SELECT * FROM records WHERE source = ? AND tenant_id = ? AND user_id = ? "
+            "AND session_id IS ? ORDER BY rowid LIMIT ?",
+            (source, scope.tenant_id, user, scope.session_id, limit),
+        )
+        return [_to_record(row) for row in rows]
+
     def pending_records(self, source: str, limit: int) -> list[PendingRecord]:
         """Up to ``limit`` records the dense index has not caught up with, oldest first."""
         rows = self.query(
@@ -284,6 +302,34 @@ class RecordTables(SQLiteConnection):
             conn.executemany("DELETE FROM records WHERE id = ?", [(r["id"],) for r in rows])
         return [PendingRecord(r["id"], r["text"], r["tenant_id"], r["user_id"]) for r in rows]
 
+    def delete_records(self, ids: Sequence[str], scope: Scope, source: str) -> list[PendingRecord]:
+        """Delete these records of the scope's user in ``source``; return what was
+        deleted. Their lexical entries and vector copies go with them (triggers)."""
+        if not ids:
+            return []
+        user = scope.require_user(f"the {source!r} memory source")
+        marks = ",".join("?" * len(ids))
+        with self.transaction("delete records") as conn:
+            rows = conn.execute(
+                f"SELECT id, text, tenant_id, user_id FROM records WHERE id IN ({marks}) "
+                "AND source = ? AND tenant_id = ? AND user_id = ?",
+                (*ids, source, scope.tenant_id, user),
+            ).fetchall()
+            conn.executemany("DELETE FROM records WHERE id = ?", [(r["id"],) for r in rows])
+        return [PendingRecord(r["id"], r["text"], r["tenant_id"], r["user_id"]) for r in rows]
+
+    def mark_used(self, ids: Sequence[str], at: float) -> None:
+        """Record that these records were shown at ``at`` (``last_used`` only moves forward)."""
+        if not ids:
+            return
+        with self.transaction("mark records used") as conn:
+            conn.executemany(
+                "UPDATE records SET last_used = ? WHERE id = ? "
+                "AND (last_used IS NULL OR last_used < ?)",
+                [(at, i, at) for i in ids],
+            )
+
+
 def _record_id(source: str, tenant: str, user: str, digest: str) -> str:
     # Deterministic, so a record re-written after a crash gets the same id in both stores.
     key = f"{source}\x1f{tenant}\x1f{user}\x1f{digest}"
@@ -303,5 +349,7 @@ def _to_record(row: sqlite3.Row) -> MemoryRecord:
         ingested_at=row["ingested_at"],
         metadata=json.loads(row["metadata"]),
         expires_at=row["expires_at"],
+        importance=row["importance"],
+        last_used=row["last_used"],
     )
 

@@ -1,0 +1,73 @@
+"""Focused timing of get() with and without issue 17's hot-path additions: noting the
+records a block shows (``llama_memory.usage``) and the importance and recency rerank
+(``llama_memory.retrieval.salience``), modes alternated, on one store of 500 messages.
+
+Run: ``python -m bench.salience_timing`` (about a minute on an idle machine).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import time
+
+from llama_index.core.base.llms.types import ChatMessage
+
+from llama_memory import ComposableMemory, composer
+from llama_memory.embeddings import OfflineEmbedding
+from llama_memory.retrieval.salience import NO_SALIENCE, Salience
+
+MODES = ("before", "after", "usage only", "salience only")
+
+
+class NoUsage:
+    """A usage log that notes nothing (the "before")."""
+
+    def note(self, *args: object) -> None:
+        """Note nothing."""
+
+
+def main(rounds: int = 4) -> dict[str, list[float]]:
+    """Time get() per mode; print and return the times (ms) per mode."""
+    path, model = tempfile.mkdtemp(), OfflineEmbedding()
+    writer = ComposableMemory.from_defaults(user_id="a", session_id="s0", path=path, embed_model=model)
+    writer.put_messages([
+        ChatMessage(role="user" if i % 2 == 0 else "assistant",
+                    content=f"Message {i}: about topic {i % 37} and the city number {i % 11}.")
+        for i in range(500)
+    ])
+    writer.close()
+    memory = ComposableMemory.from_defaults(user_id="a", session_id="eval", path=path, embed_model=model)
+    source = memory.source("vector")
+    questions = [f"what did I say about topic {i}?" for i in range(37)]
+    for question in questions:  # warm up: the query embeddings are cached
+        memory.get(question)
+    real_log = composer.usage_log
+    times: dict[str, list[float]] = {mode: [] for mode in MODES}
+    try:
+        for _ in range(rounds):
+            for mode in MODES:
+                source.salience = Salience() if mode in ("after", "salience only") else NO_SALIENCE
+                use_log = mode in ("after", "usage only")
+                composer.usage_log = real_log if use_log else (lambda memory: NoUsage())  # type: ignore[assignment,return-value]
+                for question in questions:
+                    started = time.perf_counter()
+                    memory.get(question)
+                    times[mode].append((time.perf_counter() - started) * 1000)
+    finally:
+        composer.usage_log = real_log
+    print(f"load average {os.getloadavg()}")
+    for mode, values in times.items():
+        values.sort()
+        print(f"{mode:14} get() ms median {statistics.median(values):.2f} "
+              f"p95 {values[int(len(values) * 0.95)]:.2f} n {len(values)}")
+    started = time.perf_counter()
+    written = memory._usage.write() if memory._usage is not None else 0
+    print(f"one write of {written} noted ids: {(time.perf_counter() - started) * 1000:.2f} ms")
+    memory.close()
+    return times
+
+
+if __name__ == "__main__":
+    main()
