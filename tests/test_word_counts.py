@@ -86,3 +86,23 @@ def test_postgres_finds_unseen_words_of_the_users_triples_in_one_statement(postg
         assert store.word_counts(["zorblax"], Scope(user_id="bob"))[1] == {"zorblax": 0}
     finally:
         store.close()
+
+
+def test_postgres_estimates_a_common_words_count_from_the_statistics_of_a_large_table(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pg_records, "ESTIMATE_SIZE_FROM", 3)
+    store = PostgresStore(postgres_url)
+    try:
+        store.add_records(notes([f"bees in hive {i}" for i in range(10)]))
+        store.query("analyze", "ANALYZE records")
+        store.add_records(notes(["bees by the door", "bees on the roof"], Scope(user_id="bob", session_id="s1")))
+        fresh = PostgresStore(postgres_url)  # nothing remembered
+        try:
+            # "bees" is in every analysed row: 1.0 x the estimated 10 rows (12 are there);
+            # "roof", in no analysed row, is counted; so is a word that is no lexeme.
+            assert fresh.word_counts(["bees", "roof", "the"], ALICE) == (10, {"bees": 10, "roof": 1, "the": 0})
+        finally:
+            fresh.close()
+    finally:
+        store.close()

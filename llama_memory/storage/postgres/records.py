@@ -332,10 +332,10 @@ class RecordTables(PostgresConnection):
         counts as held by one (a user's name often appears only there).
 
         The size is the planner's estimate once the table is large (a ``count(*)`` of
-        1M rows costs more than the rest of a ``get()``); a word's count is remembered
-        until the table has grown by a tenth (counting a common word at 1M rows walks
-        hundreds of thousands of rows); the words not remembered are counted in one
-        statement."""
+        1M rows costs more than the rest of a ``get()``), and so is a common word's count
+        there (the share of rows holding it, from the statistics ANALYZE keeps); a
+        word's count is remembered until the table has grown by a tenth; the words
+        neither remembered nor estimated are counted in one statement."""
         total = self._records_size()
         counts: dict[str, int] = {}
         missing: list[str] = []
@@ -345,6 +345,23 @@ class RecordTables(PostgresConnection):
                 missing.append(word)
             else:
                 counts[word] = cached
+        if missing and total >= ESTIMATE_SIZE_FROM:
+            # A common word's count is a walk of a long posting list (about a second at
+            # 1M rows); ANALYZE keeps the share of rows holding each common lexeme: use
+            # it. A word it does not list is rarer than every listed one: counted below.
+            for row in self.query(
+                "estimate word matches",
+                "SELECT w AS word, (SELECT s.most_common_elem_freqs[array_position("
+                "s.most_common_elems::text::text[], l.lex[1])] FROM pg_stats AS s "
+                "WHERE s.schemaname = current_schema() AND s.tablename = 'records' AND s.attname = 'tsv' "
+                "AND cardinality(l.lex) = 1) AS share FROM unnest(%s::text[]) AS w, "
+                "LATERAL (SELECT tsvector_to_array(to_tsvector('english', w)) AS lex) AS l",
+                (missing,),
+            ):
+                if row["share"] is not None:
+                    counts[row["word"]] = max(1, round(float(row["share"]) * total))
+                    self._word_counts.put(row["word"], counts[row["word"]], total)
+            missing = [w for w in missing if w not in counts]
         if missing:
             for row in self.query(
                 "count word matches",
