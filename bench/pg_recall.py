@@ -18,6 +18,11 @@ Run::
     .venv/bin/python -m bench.pg_recall                      # 100k rows, ~5 min on 2 cores
     .venv/bin/python -m bench.pg_recall --rows 20000 --json bench/results/pg_recall.json
     .venv/bin/python -m bench.pg_recall --url postgresql://...  # an existing server
+    .venv/bin/python -m bench.pg_recall --data real --rows 20000 --sweep ''  # real embeddings
+
+``--data real`` loads the offline model's vectors of real-looking texts instead
+(:mod:`bench.real_texts`: LoCoMo sentences recombined, embedded once and cached) and
+asks LoCoMo's questions; recall is then measured on what a deployment stores.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from bench import real_texts
 from llama_memory.storage.postgres import PgVectorIndex, PostgresStore
 
 DIMENSION = 384
@@ -206,24 +212,30 @@ def fresh(url: str) -> PostgresStore:
 
 def run(
     url: str, rows: int, queries: int, layouts: Sequence[str], sweep: Sequence[int], seed: int = 7,
-    topics: int = 500, spread: float = 0.8, ef_searches: Sequence[int] = (100,),
+    topics: int = 500, spread: float = 0.8, ef_searches: Sequence[int] = (100,), data: str = "synthetic",
 ) -> dict[str, Any]:
-    """Every layout at ``rows`` rows, then the exact-search sweep; the report."""
+    """Every layout at ``rows`` rows, then the exact-search sweep; the report. ``data``:
+    ``synthetic`` (clustered vectors, queries near stored ones) or ``real`` (the offline
+    model's vectors of :mod:`bench.real_texts`, queries LoCoMo's questions)."""
+    if data not in ("synthetic", "real"):
+        raise ValueError(f"unknown data {data!r}: synthetic or real")
     rng = np.random.default_rng(seed)
-    report: dict[str, Any] = {"rows": rows, "k": K, "dimension": DIMENSION, "layouts": {},
+    real = real_texts.cached_vectors(rows, seed) if data == "real" else None
+    report: dict[str, Any] = {"rows": rows, "k": K, "dimension": DIMENSION, "layouts": {}, "data": data,
                               "topics": topics, "spread": spread,
                               "load_average_before": os.getloadavg()[0]}  # fmt: skip
     for name in layouts:
         store = fresh(url)
         try:
             owners = layout(name, rows)
-            vectors = clustered_vectors(rows, rng, topics=topics, spread=spread)
+            vectors = real if real is not None else clustered_vectors(rows, rng, topics=topics, spread=spread)
             start = time.perf_counter()
             copy_vectors(PgVectorIndex(store, PREFIX), owners, [f"r{i}" for i in range(rows)], vectors)
             copy_s = time.perf_counter() - start
             build_s = build_hnsw(PgVectorIndex(store, PREFIX))
             mine = vectors[np.array([o == "big" for o in owners])]
-            asked = queries_near(mine, queries, rng)
+            asked = (real_texts.embed(real_texts.questions(queries, seed)) if real is not None
+                     else queries_near(mine, queries, rng))  # fmt: skip
             for ef in ef_searches:
                 result = measure(store, "big", asked, ef_search=ef)
                 result.update(copy_s=copy_s, hnsw_build_s=build_s, ef_search=ef)
@@ -256,6 +268,9 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
     parser.add_argument("--spread", type=float, default=0.8, help="noise around each cluster centre")
     parser.add_argument("--ef-search", default="100",
                         help="hnsw.ef_search values to measure, comma-separated (the first is the default's)")
+    parser.add_argument("--data", default="synthetic", choices=("synthetic", "real"),
+                        help="real: the offline model's vectors of LoCoMo-based texts (bench.real_texts), "
+                             "cached under /tmp/llama-memory-bench; queries are LoCoMo's questions")
     parser.add_argument("--url", default=None, help="an existing server (default: a throwaway one)")
     parser.add_argument("--json", type=Path, default=None, help="also write the report here")
     args = parser.parse_args(argv)
@@ -263,7 +278,7 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
     with database(args.url) as url:
         report = run(url, args.rows, args.queries, args.layouts.split(","), sweep,
                      topics=args.topics, spread=args.spread,
-                     ef_searches=[int(e) for e in args.ef_search.split(",") if e])
+                     ef_searches=[int(e) for e in args.ef_search.split(",") if e], data=args.data)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=2))

@@ -16,6 +16,7 @@ from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from ...errors import StorageError
+from ..word_counts import WordCountCache
 from .schema import MIGRATION_LOCK, MIGRATIONS, VERSION_TABLE
 
 #: A connection of the pool: rows come back as dicts.
@@ -113,6 +114,8 @@ class PostgresConnection:
         self._down = False
         self._closed = False
         self._recovering = threading.Lock()
+        # Match counts of words in the full-text index (RecordTables.word_counts).
+        self._word_counts = WordCountCache()
         if isinstance(url, ConnectionPool):
             if url.closed:
                 raise ValueError(

@@ -54,6 +54,7 @@ class PostgresStore(ChatTables, RecordTables, JobTables):
         user = scope.require_user("forgetting a user")
         owner = (scope.tenant_id, user)
         with self.transaction("delete user") as conn:
+            self._word_counts.clear()  # the counts shrink with the deleted rows
             if source is not None:
                 rows = conn.execute(
                     "DELETE FROM records WHERE tenant_id = %s AND user_id = %s AND source = %s "

@@ -12,13 +12,13 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
 from ...errors import StorageError
+from ..word_counts import WordCountCache
 from .schema import MIGRATIONS, sql_statements
 
 #: File name of the system of record inside a memory directory.
@@ -69,7 +69,7 @@ class SQLiteConnection:
         self._lock = threading.RLock()
         self._depth = 0  # how many transaction() blocks are open (nested ones join)
         self._after_commit: list[Callable[[], object]] = []
-        self._word_counts: OrderedDict[str, tuple[int, int]] = OrderedDict()
+        self._word_counts = WordCountCache()
         # Commits of this connection: PRAGMA data_version only counts other connections'.
         self._commits = 0
         if path is None:

@@ -27,8 +27,6 @@ PRUNE_FROM_RECORDS = 2000
 #: words), the rarest words first: BM25 costs a few microseconds per match, and a
 #: word of 100,000 records would otherwise cost more than the rest of a get().
 LEXICAL_POSTINGS_BUDGET = 1000
-#: How many words' match counts are remembered (see :meth:`SQLiteStore._word_count`).
-_WORD_COUNTS_CACHED = 4096
 #: search_text first takes this many times ``limit`` of the index's best matches and
 #: keeps the user's; only if too few are theirs does it join every match to its record.
 _OWNER_OVERFETCH = 2
@@ -179,18 +177,14 @@ class LexicalTables(SQLiteConnection):
     def _word_count(self, word: str, total: int) -> int:
         """How many indexed records match ``word``; counted again only once the index
         has grown by a tenth since (a count walks the word's whole posting list)."""
-        cached = self._word_counts.get(word)
-        if cached is not None and total <= cached[1] * 1.1:
-            self._word_counts.move_to_end(word)
-            return cached[0]
+        cached = self._word_counts.get(word, total)
+        if cached is not None:
+            return cached
         count = int(self.query(
             "count word matches",
             "SELECT count(*) FROM records_fts WHERE records_fts MATCH ?",
             (_match_any([word]),),
         )[0][0])
-        self._word_counts[word] = (count, total)
-        self._word_counts.move_to_end(word)
-        while len(self._word_counts) > _WORD_COUNTS_CACHED:
-            self._word_counts.popitem(last=False)
+        self._word_counts.put(word, count, total)
         return count
 
