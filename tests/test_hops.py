@@ -22,10 +22,7 @@ OTHERS = (
 )
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.xfail(
-    strict=True, reason="known gap: on PostgreSQL the linked message does not make this "
-    "block; its text search ranks by ts_rank_cd, without the idf that lets SQLite's BM25 "
-    "weigh the rare link words above the question's common ones (the likely cause)"))])
+@pytest.fixture(params=["sqlite", "postgres"])
 def sessions(request, embed_model):
     """SEED, LINKED and OTHERS, each said in a session of its own, on each backend (the
     hop uses the lexical index port only: word counts and a text search)."""
@@ -62,7 +59,7 @@ def test_link_words_are_the_seeds_rare_words_that_the_question_lacks() -> None:
     assert link_words(SEED, QUESTION, counts, total=1000) == ["rainbow", "lighthouse"]
 
 
-def test_a_hop_is_worth_at_most_its_weight_times_its_seed() -> None:
+def test_a_hop_is_worth_at_most_its_weight_times_its_best_seed() -> None:
     ranked = [("seed", 0.9), ("other", 0.6)]
     hop = second_hop(
         QUESTION, ranked, {"seed": SEED, "other": "Caroline: I like yoga."},
@@ -70,8 +67,48 @@ def test_a_hop_is_worth_at_most_its_weight_times_its_seed() -> None:
         lambda text: [("linked", 8.0), ("other", 2.0)],
         weight=0.5,
     )
+    # both seeds have link words, and one search cannot tell through which one "linked"
+    # came: it is worth the weight times the best seed followed (0.9), no more.
     assert hop == [("seed", 0.9), ("other", 0.6), ("linked", pytest.approx(0.45))]
     assert second_hop(QUESTION, ranked, {}, lambda w: (0, {}), lambda t: [], weight=0) == ranked
+
+
+def test_the_hop_searches_once_for_every_seeds_link_words() -> None:
+    searched: list[str] = []
+
+    def search(text: str) -> list[tuple[str, float]]:
+        searched.append(text)
+        return [("linked", 1.0)]
+
+    texts = {"a": SEED, "b": "Caroline: my cousin plays the oboe.", "c": "Caroline: I like yoga."}
+    second_hop(QUESTION, [("a", 0.9), ("b", 0.8), ("c", 0.7)], texts,
+               lambda words: (1000, {w: 2 for w in words}), search, weight=0.5)
+    assert len(searched) == 1  # one search per seed cost three times as much (issue 16)
+    assert all(w in searched[0].split() for w in ("rainbow", "oboe", "yoga"))
+
+
+def test_a_get_with_the_hop_makes_one_text_search_more(make_memory) -> None:
+    for n, text in enumerate([SEED, *OTHERS, LINKED]):
+        memory = make_memory(session_id=f"old-{n}")
+        memory.put(user(text))
+        memory.close()
+    memory = make_memory(session_id="now", top_k=3)
+    store = memory.source("vector").store
+    calls: list[str] = []
+    search_text = store.search_text
+
+    def counted(text, *args, **kwargs):
+        calls.append(text)
+        return search_text(text, *args, **kwargs)
+
+    store.search_text = counted
+    memory.get(QUESTION)
+    with_hop = len(calls)
+    assert LINKED in message_texts(memory.last_block.records)
+    calls.clear()
+    memory.source("vector").hop_weight = 0
+    memory.get(QUESTION)
+    assert with_hop - len(calls) == 1
 
 
 @pytest.mark.parametrize("weight", [-0.1, 1.5])

@@ -11,14 +11,15 @@ ranking (:func:`second_hop`):
    are rare in the store (held by at least two records, the seed and another, and by at
    most :data:`MAX_LINK_SHARE` of them): names, places, things; common words link
    everything to everything;
-3. a lexical search for the query's words and a seed's link words finds the messages
+3. a lexical search for the query's words and the seeds' link words finds the messages
    that carry the link, the query's words adding to it where they occur;
 4. those candidates join the ranking with ``weight`` times their normalised score times
-   the seed's score (a hop is never worth more than its seed), or keep their own score
-   when it is higher.
+   the best followed seed's score (a hop is never worth more than a seed), or keep
+   their own score when it is higher.
 
-A lexical hop only: it needs no new embedding (a seed's text is searched as words), so
-it costs one indexed text search per seed. The weight is chosen by
+A lexical hop only: it needs no new embedding (a seed's text is searched as words), and
+every seed's link words go into one text search (with the query's words), so it costs
+one indexed text search and one look-up of word counts per retrieval. The weight is chosen by
 leave-one-conversation-out on LoCoMo (``python -m bench.noise --hops``; the figures are
 in docs/benchmarks.md, "Multi-hop").
 """
@@ -76,7 +77,7 @@ def second_hop(
         ranked: its fused ranking, (id, score in 0..1) best first.
         seed_texts: the text of (at least) the first ``seeds`` ids of ``ranked``.
         word_counts: gives (records in the store, records holding each word).
-        search: a lexical search, (id, score) best first, for a text.
+        search: a lexical search, (id, score) best first, for a text; called once.
         weight: what a hop is worth against the first ranking (0 turns it off).
         seeds: how many of the best hits are followed.
     """
@@ -90,17 +91,23 @@ def second_hop(
         if stem(w) not in asked and not w.isdigit()
     }
     total, counts = word_counts(sorted(words))
+    linking = [(i, s, link_words(seed_texts[i], query, counts, total)) for i, s in tops]
+    linking = [(i, s, links) for i, s, links in linking if links]
+    if not linking:
+        return list(ranked)
+    # One search for every seed's links at once (a search per seed cost three times as
+    # much, for 0.003 more multi-hop recall: docs/benchmarks.md, "Multi-hop"). Which seed
+    # a candidate came through is not known: it is anchored on the best one followed
+    # (the weakest one instead lets a weak seed's chance link, a word as plain as "says"
+    # held by two records, sink the best seed's real one: tests/test_hops.py).
+    anchor = max(s for _, s, _ in linking)
+    links = dict.fromkeys(w for _, _, seed_links in linking for w in seed_links)
+    seeded = {i for i, _ in tops}
+    found = [(i, s) for i, s in search(" ".join([query, *links])) if i not in seeded]
+    best = max((s for _, s in found), default=0.0)
     scores = dict(ranked)
-    for seed, seed_score in tops:
-        links = link_words(seed_texts[seed], query, counts, total)
-        if not links:
-            continue
-        found = [(i, s) for i, s in search(" ".join([query, *links])) if i != seed]
-        best = max((s for _, s in found), default=0.0)
-        if best <= 0:
-            continue
-        for record_id, score in found:
-            hop = weight * seed_score * score / best
-            if hop > scores.get(record_id, 0.0):
-                scores[record_id] = hop
+    for record_id, score in found if best > 0 else ():
+        hop = weight * anchor * score / best
+        if hop > scores.get(record_id, 0.0):
+            scores[record_id] = hop
     return sorted(scores.items(), key=lambda pair: pair[1], reverse=True)
