@@ -136,3 +136,14 @@ def test_the_bench_chooses_each_folds_weight_without_the_held_out_conversation()
     assert folds["c"]["weight"] == 0.5 and folds["c"]["after"]["recall"]["overall"] == 0.1
     assert folds["a"]["weight"] == 0.0
     assert leave_one_out(rows, max_tokens=900)["folds"][0]["weight"] == 0.0  # every block too large
+
+
+def test_the_hop_cost_bench_times_get_with_and_without_the_hop() -> None:
+    from bench import hop_cost
+
+    report = hop_cost.main(["--smoke", "--questions", "4"])
+
+    assert set(report["get_ms_median"]) == {
+        f"{label}, {ask}" for label in ("with", "without") for ask in ("first (embeds)", "again")
+    }
+    assert report["hop_ms_median"] > 0  # the hop ran (and was timed) when on
