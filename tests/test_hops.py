@@ -59,18 +59,23 @@ def test_link_words_are_the_seeds_rare_words_that_the_question_lacks() -> None:
     assert link_words(SEED, QUESTION, counts, total=1000) == ["rainbow", "lighthouse"]
 
 
-def test_a_hop_is_worth_at_most_its_weight_times_its_best_seed() -> None:
+def test_a_hop_is_worth_at_most_its_weight_times_its_seed() -> None:
     ranked = [("seed", 0.9), ("other", 0.6)]
+    found = {"linked": LINKED, "yoga-fan": "Caroline: more yoga for me."}
     hop = second_hop(
         QUESTION, ranked, {"seed": SEED, "other": "Caroline: I like yoga."},
         lambda words: (1000, {w: 2 for w in words}),
-        lambda text: [("linked", 8.0), ("other", 2.0)],
+        lambda text: [("linked", 8.0), ("yoga-fan", 2.0)],
+        lambda ids: {i: found[i] for i in ids},
         weight=0.5,
     )
-    # both seeds have link words, and one search cannot tell through which one "linked"
-    # came: it is worth the weight times the best seed followed (0.9), no more.
-    assert hop == [("seed", 0.9), ("other", 0.6), ("linked", pytest.approx(0.45))]
-    assert second_hop(QUESTION, ranked, {}, lambda w: (0, {}), lambda t: [], weight=0) == ranked
+    # One search serves both seeds, but each candidate is reckoned by the seed whose
+    # links it holds, normalised among that seed's: "yoga-fan" is other's best link
+    # (0.5 x 0.6), not a quarter of seed's (0.5 x 0.9 x 2 / 8).
+    assert hop == [("seed", 0.9), ("other", 0.6), ("linked", pytest.approx(0.45)),
+                   ("yoga-fan", pytest.approx(0.3))]
+    assert second_hop(QUESTION, ranked, {}, lambda w: (0, {}), lambda t: [], lambda i: {},
+                      weight=0) == ranked
 
 
 def test_the_hop_searches_once_for_every_seeds_link_words() -> None:
@@ -82,17 +87,14 @@ def test_the_hop_searches_once_for_every_seeds_link_words() -> None:
 
     texts = {"a": SEED, "b": "Caroline: my cousin plays the oboe.", "c": "Caroline: I like yoga."}
     second_hop(QUESTION, [("a", 0.9), ("b", 0.8), ("c", 0.7)], texts,
-               lambda words: (1000, {w: 2 for w in words}), search, weight=0.5)
+               lambda words: (1000, {w: 2 for w in words}), search,
+               lambda ids: {"linked": LINKED}, weight=0.5)
     assert len(searched) == 1  # one search per seed cost three times as much (issue 16)
     assert all(w in searched[0].split() for w in ("rainbow", "oboe", "yoga"))
 
 
-def test_a_get_with_the_hop_makes_one_text_search_more(make_memory) -> None:
-    for n, text in enumerate([SEED, *OTHERS, LINKED]):
-        memory = make_memory(session_id=f"old-{n}")
-        memory.put(user(text))
-        memory.close()
-    memory = make_memory(session_id="now", top_k=3)
+def test_a_get_with_the_hop_makes_one_text_search_more(sessions) -> None:
+    memory = sessions(session_id="now", top_k=3)
     store = memory.source("vector").store
     calls: list[str] = []
     search_text = store.search_text

@@ -404,6 +404,7 @@ class VectorSource(MemorySource):
             {i: r.text for i, r in seeds.items()},
             lambda words: self.store.word_counts(words, scope),
             lambda text: self.store.search_text(text, scope, self.name, pool),
+            lambda ids: {i: r.text for i, r in self.store.get_records(ids, scope, self.name).items()},
             self.hop_weight,
             seeds=SEEDS,
         )
