@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from helpers import memory_factory, message_texts, user
-from llama_memory.retrieval.hops import link_words, second_hop
+from llama_memory.retrieval.hops import HOP_FOUND, link_words, second_hop
 
 QUESTION = "What did Caroline do after the support group?"
 #: The first hop: shares the question's words, and names a place.
@@ -96,17 +96,20 @@ def test_the_hop_searches_once_for_every_seeds_link_words() -> None:
 def test_a_get_with_the_hop_makes_one_text_search_more(sessions) -> None:
     memory = sessions(session_id="now", top_k=3)
     store = memory.source("vector").store
-    calls: list[str] = []
+    calls: list[int] = []
     search_text = store.search_text
 
-    def counted(text, *args, **kwargs):
-        calls.append(text)
-        return search_text(text, *args, **kwargs)
+    def counted(text, scope, source, limit):
+        calls.append(limit)
+        return search_text(text, scope, source, limit)
 
     store.search_text = counted
     memory.get(QUESTION)
     with_hop = len(calls)
     assert LINKED in message_texts(memory.last_block.records)
+    # the first search ranks k x candidate_factor messages; the hop's, k x HOP_FOUND
+    first, hop = calls[-2:]
+    assert hop * memory.source("vector").candidate_factor == first * HOP_FOUND
     calls.clear()
     memory.source("vector").hop_weight = 0
     memory.get(QUESTION)
