@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from helpers import memory_factory, message_texts, user
-from llama_memory.retrieval.hops import link_words, second_hop
+from llama_memory.retrieval.hops import HOP_FOUND, link_words, second_hop
 
 QUESTION = "What did Caroline do after the support group?"
 #: The first hop: shares the question's words, and names a place.
@@ -22,10 +22,7 @@ OTHERS = (
 )
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.xfail(
-    strict=True, reason="known gap: on PostgreSQL the linked message does not make this "
-    "block; its text search ranks by ts_rank_cd, without the idf that lets SQLite's BM25 "
-    "weigh the rare link words above the question's common ones (the likely cause)"))])
+@pytest.fixture(params=["sqlite", "postgres"])
 def sessions(request, embed_model):
     """SEED, LINKED and OTHERS, each said in a session of its own, on each backend (the
     hop uses the lexical index port only: word counts and a text search)."""
@@ -64,14 +61,59 @@ def test_link_words_are_the_seeds_rare_words_that_the_question_lacks() -> None:
 
 def test_a_hop_is_worth_at_most_its_weight_times_its_seed() -> None:
     ranked = [("seed", 0.9), ("other", 0.6)]
+    found = {"linked": LINKED, "yoga-fan": "Caroline: more yoga for me."}
     hop = second_hop(
         QUESTION, ranked, {"seed": SEED, "other": "Caroline: I like yoga."},
         lambda words: (1000, {w: 2 for w in words}),
-        lambda text: [("linked", 8.0), ("other", 2.0)],
+        lambda text: [("linked", 8.0), ("yoga-fan", 2.0)],
+        lambda ids: {i: found[i] for i in ids},
         weight=0.5,
     )
-    assert hop == [("seed", 0.9), ("other", 0.6), ("linked", pytest.approx(0.45))]
-    assert second_hop(QUESTION, ranked, {}, lambda w: (0, {}), lambda t: [], weight=0) == ranked
+    # One search serves both seeds, but each candidate is reckoned by the seed whose
+    # links it holds, normalised among that seed's: "yoga-fan" is other's best link
+    # (0.5 x 0.6), not a quarter of seed's (0.5 x 0.9 x 2 / 8).
+    assert hop == [("seed", 0.9), ("other", 0.6), ("linked", pytest.approx(0.45)),
+                   ("yoga-fan", pytest.approx(0.3))]
+    assert second_hop(QUESTION, ranked, {}, lambda w: (0, {}), lambda t: [], lambda i: {},
+                      weight=0) == ranked
+
+
+def test_the_hop_searches_once_for_every_seeds_link_words() -> None:
+    searched: list[str] = []
+
+    def search(text: str) -> list[tuple[str, float]]:
+        searched.append(text)
+        return [("linked", 1.0)]
+
+    texts = {"a": SEED, "b": "Caroline: my cousin plays the oboe.", "c": "Caroline: I like yoga."}
+    second_hop(QUESTION, [("a", 0.9), ("b", 0.8), ("c", 0.7)], texts,
+               lambda words: (1000, {w: 2 for w in words}), search,
+               lambda ids: {"linked": LINKED}, weight=0.5)
+    assert len(searched) == 1  # one search per seed cost three times as much (issue 16)
+    assert all(w in searched[0].split() for w in ("rainbow", "oboe", "yoga"))
+
+
+def test_a_get_with_the_hop_makes_one_text_search_more(sessions) -> None:
+    memory = sessions(session_id="now", top_k=3)
+    store = memory.source("vector").store
+    calls: list[int] = []
+    search_text = store.search_text
+
+    def counted(text, scope, source, limit):
+        calls.append(limit)
+        return search_text(text, scope, source, limit)
+
+    store.search_text = counted
+    memory.get(QUESTION)
+    with_hop = len(calls)
+    assert LINKED in message_texts(memory.last_block.records)
+    # the first search ranks k x candidate_factor messages; the hop's, k x HOP_FOUND
+    first, hop = calls[-2:]
+    assert hop * memory.source("vector").candidate_factor == first * HOP_FOUND
+    calls.clear()
+    memory.source("vector").hop_weight = 0
+    memory.get(QUESTION)
+    assert with_hop - len(calls) == 1
 
 
 @pytest.mark.parametrize("weight", [-0.1, 1.5])
@@ -99,3 +141,14 @@ def test_the_bench_chooses_each_folds_weight_without_the_held_out_conversation()
     assert folds["c"]["weight"] == 0.5 and folds["c"]["after"]["recall"]["overall"] == 0.1
     assert folds["a"]["weight"] == 0.0
     assert leave_one_out(rows, max_tokens=900)["folds"][0]["weight"] == 0.0  # every block too large
+
+
+def test_the_hop_cost_bench_times_get_with_and_without_the_hop() -> None:
+    from bench import hop_cost
+
+    report = hop_cost.main(["--smoke", "--questions", "4"])
+
+    assert set(report["get_ms_median"]) == {
+        f"{label}, {ask}" for label in ("with", "without") for ask in ("first (embeds)", "again")
+    }
+    assert report["hop_ms_median"] > 0  # the hop ran (and was timed) when on

@@ -13,7 +13,7 @@ from ..embeddings import embedding_dimension, vector_cache
 from ..errors import StorageError
 from ..excerpts import JOIN_GAP, hit_of, join_parts, pack_excerpts
 from ..relevance import Calibration, calibrate, calibration_for
-from ..retrieval.hops import HOP_WEIGHT, SEEDS, second_hop
+from ..retrieval.hops import HOP_FOUND, HOP_WEIGHT, SEEDS, second_hop
 from ..retrieval.hybrid import HybridSearch
 from ..retrieval.salience import Salience
 from ..retrieval.sync import IndexSync, SyncedRows
@@ -276,7 +276,7 @@ class VectorSource(MemorySource):
             return []
         cosines: dict[str, float] = {}
         pool = max(k * self.candidate_factor, k)
-        ranked = self._hop(query, scope, self._fused(query, scope, user, pool, cosines), pool)
+        ranked = self._hop(query, scope, self._fused(query, scope, user, pool, cosines), k)
         # The system of record has the last word: a vector whose row is gone, or has
         # expired, is skipped, and get_records checks the user again.
         alive_at = self.expiry.now()
@@ -391,19 +391,21 @@ class VectorSource(MemorySource):
         )
 
     def _hop(
-        self, query: str, scope: Scope, ranked: list[tuple[str, float]], pool: int
+        self, query: str, scope: Scope, ranked: list[tuple[str, float]], k: int
     ) -> list[tuple[str, float]]:
-        """``ranked`` with the second hop's candidates (:func:`~llama_memory.retrieval.hops.second_hop`);
-        none when the lexical side is off (the hop is a search by words)."""
+        """``ranked`` with the second hop's candidates (:func:`~llama_memory.retrieval.hops.second_hop`)
+        for a retrieval of ``k``; none when the lexical side is off (the hop is a search by words)."""
         if self.hop_weight <= 0 or self.lexical_weight <= 0 or not ranked:
             return ranked
         seeds = self.store.get_records([i for i, _ in ranked[:SEEDS]], scope, self.name)
+        found = HOP_FOUND * k
         return second_hop(
             query,
             ranked,
             {i: r.text for i, r in seeds.items()},
             lambda words: self.store.word_counts(words, scope),
-            lambda text: self.store.search_text(text, scope, self.name, pool),
+            lambda text: self.store.search_text(text, scope, self.name, found),
+            lambda ids: {i: r.text for i, r in self.store.get_records(ids, scope, self.name).items()},
             self.hop_weight,
             seeds=SEEDS,
         )
