@@ -23,18 +23,14 @@ from llama_index.core.base.llms.types import ChatMessage
 
 from ..types import MemoryRecord
 from .codec import dump_message
-from .ports.admin import SessionSummary, StoreCounts, UserSummary
+from .ports.admin import DOCUMENT_KINDS, SessionSummary, StoreCounts, UserSummary
 from .ports.base import user_meta_infix
 from .sqlite import SQLiteStore, content_hash
 from .sqlite.records import _record_id, _to_record
 
 #: Tables a source adds to the file when it is first opened on it.
 TRIPLE_TABLES = ("triples", "triple_mentions", "triples_fts")
-PROFILE_TABLE = "profile_fields"
-#: The table of the user's instructions (procedural memory): the same rows as the profile's.
-INSTRUCTION_TABLE = "instruction_fields"
-#: The export kinds of the documents kept as profile rows, and their tables.
-DOCUMENT_KINDS = {"profile": PROFILE_TABLE, "instruction": INSTRUCTION_TABLE}
+PROFILE_TABLE = DOCUMENT_KINDS["profile"]
 
 
 class StoreAdmin:

@@ -12,6 +12,14 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Protocol
 
 from ...types import MemoryRecord
+from .profile import document_table
+
+#: The export kinds of the documents kept as profile rows (the profile, the user's
+#: instructions), and their tables, on every backend.
+DOCUMENT_KINDS: dict[str, str] = {
+    "profile": document_table("profile"),
+    "instruction": document_table("instructions"),
+}
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from psycopg.types.json import Jsonb
 from ...text import content_hash
 from ...types import MemoryRecord
 from ..codec import dump_message
-from ..ports.admin import SessionSummary, StoreCounts, UserSummary
+from ..ports.admin import DOCUMENT_KINDS, SessionSummary, StoreCounts, UserSummary
 from ..ports.base import user_meta_infix
 from .connection import Connection
 from .records import _event_date, _record_id, _to_record
@@ -33,9 +33,6 @@ TABLES = (
     "triples", "triple_mentions", "jobs", "meta",
 )  # fmt: skip
 _OWNER = "WHERE tenant_id = %s AND user_id = %s"
-#: The export kind of each document of profile rows and its table (as on SQLite:
-#: ``storage.admin.DOCUMENT_KINDS``): the profile and the user's instructions.
-DOCUMENT_KINDS = {"profile": "profile_fields", "instruction": "instruction_fields"}
 
 
 class PostgresStoreAdmin:
