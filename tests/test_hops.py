@@ -116,6 +116,25 @@ def test_a_get_with_the_hop_makes_one_text_search_more(sessions) -> None:
     assert with_hop - len(calls) == 1
 
 
+def test_a_get_reads_each_record_from_the_store_once(sessions) -> None:
+    memory = sessions(session_id="now", top_k=3)
+    store = memory.source("vector").store
+    read: list[str] = []
+    get_records = store.get_records
+
+    def spy(ids, scope, source, alive_at=None):
+        read.extend(ids)
+        return get_records(ids, scope, source, alive_at)
+
+    store.get_records = spy
+    # The agent flow: the user's message is stored first, and left out as the window's own;
+    # the hop, that check and the excerpts each want records of the same candidates.
+    memory.put(user(QUESTION))
+    memory.get()
+    assert LINKED in message_texts(memory.last_block.records)  # the hop ran
+    assert read and sorted(read) == sorted(set(read))  # none read twice
+
+
 @pytest.mark.parametrize("weight", [-0.1, 1.5])
 def test_a_hop_weight_outside_zero_to_one_is_refused(make_memory, weight) -> None:
     from llama_memory.sources.vector import VectorSource
