@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from helpers import memory_factory, message_texts, user
-from llama_memory.retrieval.hops import HOP_FOUND, link_words, second_hop
+from llama_memory.retrieval.hops import HOP_FOUND, content_stems, link_words, second_hop
 
 QUESTION = "What did Caroline do after the support group?"
 #: The first hop: shares the question's words, and names a place.
@@ -133,6 +133,19 @@ def test_a_get_reads_each_record_from_the_store_once(sessions) -> None:
     memory.get()
     assert LINKED in message_texts(memory.last_block.records)  # the hop ran
     assert read and sorted(read) == sorted(set(read))  # none read twice
+
+
+def test_the_hop_stems_a_found_text_once_and_forgets_it_with_the_user(sessions) -> None:
+    memory = sessions(session_id="now", top_k=3)
+    content_stems.cache_clear()
+    memory.get(QUESTION)
+    assert LINKED in message_texts(memory.last_block.records)
+    stemmed = content_stems.cache_info()
+    memory.get(QUESTION)  # the same messages found again: their stems are not computed again
+    again = content_stems.cache_info()
+    assert again.hits > stemmed.hits and again.misses == stemmed.misses
+    memory.forget()
+    assert content_stems.cache_info().currsize == 0  # no text of a forgotten user stays held
 
 
 @pytest.mark.parametrize("weight", [-0.1, 1.5])

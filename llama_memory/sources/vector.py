@@ -13,7 +13,7 @@ from ..embeddings import embedding_dimension, vector_cache
 from ..errors import StorageError
 from ..excerpts import JOIN_GAP, hit_of, join_parts, pack_excerpts
 from ..relevance import Calibration, calibrate, calibration_for
-from ..retrieval.hops import HOP_FOUND, HOP_WEIGHT, SEEDS, second_hop
+from ..retrieval.hops import HOP_FOUND, HOP_WEIGHT, SEEDS, content_stems, second_hop
 from ..retrieval.hybrid import HybridSearch
 from ..retrieval.reads import RecordReads
 from ..retrieval.salience import Salience
@@ -251,6 +251,8 @@ class VectorSource(MemorySource):
                 by_user.setdefault((row.tenant_id, row.user_id), []).append(row.id)
             for owner, ids in by_user.items():
                 self._sync.forget(owner, ids)
+            if gone:
+                content_stems.cache_clear()  # it may hold their texts
             return len(gone)
 
     # -- reading --------------------------------------------------------------------
@@ -440,6 +442,7 @@ class VectorSource(MemorySource):
         with self._lock:
             self.store.delete_user(scope, source=self.name)
             self._vectors.clear()  # it holds recent texts, the user's among them
+            content_stems.cache_clear()  # so does the hop's cache of stems
             self._sync.forget((scope.tenant_id, user))
 
     def forget_records(self, ids: Sequence[str], scope: Scope) -> None:
@@ -447,6 +450,7 @@ class VectorSource(MemorySource):
         system of record: from the dense index, the overlay and the vectors held in memory."""
         user = scope.require_user(f"the {self.name!r} memory source")
         self._sync.forget((scope.tenant_id, user), list(ids))
+        content_stems.cache_clear()  # it may hold their texts
 
     # -- embedding ----------------------------------------------------------------------
 
