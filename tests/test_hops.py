@@ -175,10 +175,12 @@ def test_the_bench_chooses_each_folds_weight_without_the_held_out_conversation()
     assert leave_one_out(rows, max_tokens=900)["folds"][0]["weight"] == 0.0  # every block too large
 
 
-def test_the_hop_cost_bench_times_get_with_and_without_the_hop() -> None:
+@pytest.mark.parametrize("flow", [[], ["--agent-flow"]], ids=["get(question)", "agent flow"])
+def test_the_hop_cost_bench_times_get_with_and_without_the_hop(flow) -> None:
     from bench import hop_cost
 
-    report = hop_cost.main(["--smoke", "--questions", "4"])
+    report = hop_cost.main(["--smoke", "--questions", "4", *flow])
+    assert report["agent_flow"] == bool(flow)
 
     assert set(report["get_ms_median"]) == {
         f"{label}, {ask}" for label in ("with", "without") for ask in ("first (embeds)", "again")
