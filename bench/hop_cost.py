@@ -5,7 +5,10 @@ question is asked with the hop off (``hop_weight=0``) and on (``--weight``), the
 alternating question by question, so that load changes touch both alike. The first
 ``get()`` of a question embeds it (the cost an agent pays for a new message); the second
 finds its vector cached (as right after ``put(user)``). Reported: median ``get()`` ms
-of each, and the median time spent in the hop itself (``VectorSource._hop``).
+of each, and the median time spent in the hop itself (``VectorSource._hop``); each also
+in CPU time (``get_cpu_ms_median``: the process's, embedding threads included;
+``hop_cpu_ms_median``: the calling thread's), which the other work on a shared machine
+moves much less than the wall clock.
 
 ``--agent-flow`` asks as an agent does (as ``bench.speed`` does): each question is first
 ``put()`` as the user's message of the evaluation session, then ``get()`` is called with
@@ -51,16 +54,19 @@ def measure(
         source = memory.source("vector")
         hop = source._hop
         hop_ms: list[float] = []
+        hop_cpu_ms: list[float] = []
 
         def timed_hop(*args: Any, **kwargs: Any) -> Any:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             out = hop(*args, **kwargs)
             if source.hop_weight > 0:
                 hop_ms.append((time.perf_counter() - t0) * 1000)
+                hop_cpu_ms.append((time.thread_time() - c0) * 1000)
             return out
 
         source._hop = timed_hop
         ms: dict[tuple[str, str], list[float]] = {}
+        cpu_ms: dict[tuple[str, str], list[float]] = {}
         settings = [("without", 0.0), ("with", weight)]
         for n, q in enumerate(conv.questions[:questions]):
             one, other = settings if n % 2 == 0 else settings[::-1]
@@ -69,9 +75,10 @@ def measure(
             # the first get embeds the question; the next two find it embedded
             for (label, w), ask in ((one, "first (embeds)"), (other, "again"), (one, "again")):
                 source.hop_weight = w
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 memory.get() if agent_flow else memory.get(q.question)
                 ms.setdefault((label, ask), []).append((time.perf_counter() - t0) * 1000)
+                cpu_ms.setdefault((label, ask), []).append((time.process_time() - c0) * 1000)
         return {
             "conversation": conv.sample_id,
             "messages": sum(len(t) for t in conv.sessions.values()),
@@ -79,7 +86,10 @@ def measure(
             "agent_flow": agent_flow,
             "get_ms_median": {f"{label}, {ask}": round(statistics.median(v), 1)
                               for (label, ask), v in sorted(ms.items())},
+            "get_cpu_ms_median": {f"{label}, {ask}": round(statistics.median(v), 1)
+                                  for (label, ask), v in sorted(cpu_ms.items())},
             "hop_ms_median": round(statistics.median(hop_ms), 2) if hop_ms else None,
+            "hop_cpu_ms_median": round(statistics.median(hop_cpu_ms), 2) if hop_cpu_ms else None,
             "load": load_average(),
         }
     finally:
