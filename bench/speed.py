@@ -67,7 +67,9 @@ Optional modes, after the per-turn comparison:
   ``--bulk-embedding`` (default offline), embedding included (ours: ``flush()`` inside
   the timing), for every memory; stock stops at the build cap and its rate is taken
   over the messages it reached;
-* ``--plot PATH``: a PNG of get() median latency against history length (log y).
+* ``--plot PATH``: a PNG of get() median latency against history length (log y);
+* ``--hop-weight W``: ours with the second hop at weight ``W`` (0: off; issue 16's
+  latency target compares the two).
 
 Run::
 
@@ -360,9 +362,17 @@ class OverCap(Exception):
     """A run exceeded one of the caps."""
 
 
+#: ``--hop-weight``: the second hop's weight in ours (None: the library's default).
+HOP_WEIGHT: Optional[float] = None
+
+
 def make_ours(embed_model: BaseEmbedding, path: Path) -> ComposableMemory:
-    """Ours with its defaults: ChatBuffer + VectorSource (SQLite + Chroma) under ``path``."""
-    return ComposableMemory.from_defaults(user_id="u", path=path, embed_model=embed_model)
+    """Ours with its defaults: ChatBuffer + VectorSource (SQLite + Chroma) under ``path``
+    (the second hop's weight set to :data:`HOP_WEIGHT` when given)."""
+    memory = ComposableMemory.from_defaults(user_id="u", path=path, embed_model=embed_model)
+    if HOP_WEIGHT is not None:
+        memory.source("vector").hop_weight = HOP_WEIGHT
+    return memory
 
 
 #: Chroma client and collection of each live ``Memory`` built here, by ``id(memory)``.
@@ -1243,6 +1253,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                              f"(e.g. {OURS}: the stock ones take minutes at 1,000+ messages)")
     parser.add_argument("--plot", type=Path, default=None,
                         help="write a PNG of get() median latency against history length here")
+    parser.add_argument("--hop-weight", type=float, default=None,
+                        help="ours: the second hop's weight, 0 (off) to 1 (default: the library's)")
     parser.add_argument("--profile", type=Path, default=None,
                         help="instead of the benchmark, profile ours' get() at the largest size with "
                              "the first of --embeddings (needs pyinstrument); write the text here")
@@ -1275,12 +1287,16 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         args.sizes = []  # --sizes 0: only the --records / --bulk modes
     elif not args.sizes or min(args.sizes) < 1 or args.gets < 1 or args.input_gets < 0 or args.batch < 1:
         parser.error("sizes and --gets must be positive, --input-gets zero or more, --batch positive")
+    if args.hop_weight is not None and not 0 <= args.hop_weight <= 1:
+        parser.error(f"--hop-weight is between 0 (no second hop) and 1, got {args.hop_weight}")
     return args
 
 
 def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
     """Run the benchmark, print the table, write the JSON if asked; return the report."""
     args = parse_args(argv)
+    global HOP_WEIGHT
+    HOP_WEIGHT = args.hop_weight
     if "postgres" in args.backend.split(","):
         from bench import pg_speed
 

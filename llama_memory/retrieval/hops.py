@@ -29,6 +29,7 @@ in docs/benchmarks.md, "Multi-hop").
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from functools import lru_cache
 
 from ..relevance import content_words, stem
 
@@ -45,7 +46,19 @@ MAX_LINK_SHARE = 0.02
 #: round's, 1 lost multi-hop recall); each found message's text is read, so fewer cost less.
 HOP_FOUND = 2
 
+#: How many texts' stems :func:`content_stems` keeps.
+STEMS_KEPT = 4096
+
 Ranking = Sequence[tuple[str, float]]
+
+
+@lru_cache(maxsize=STEMS_KEPT)
+def content_stems(text: str) -> frozenset[str]:
+    """The stems of a text's content words. Cached: the hop asks which link words each
+    found message holds, and the same messages are found again and again (a record's
+    text never changes). A source that forgets records calls ``cache_clear()``, so no
+    forgotten text stays held here."""
+    return frozenset(stem(w) for w in content_words(text))
 
 
 def link_words(
@@ -115,11 +128,8 @@ def second_hop(
     if not found:
         return list(ranked)
     every_link = {stem(w) for w in links}
-    # the stems of each found record's link words (content words are stemmed once)
-    held = {
-        i: {stem(w) for w in content_words(t)} & every_link
-        for i, t in texts([i for i, _ in found]).items()
-    }
+    # the stems of each found record's link words
+    held = {i: content_stems(t) & every_link for i, t in texts([i for i, _ in found]).items()}
     scores = dict(ranked)
     for seed_score, seed_links in linking:
         wanted = {stem(w) for w in seed_links}

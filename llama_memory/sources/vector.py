@@ -13,8 +13,9 @@ from ..embeddings import embedding_dimension, vector_cache
 from ..errors import StorageError
 from ..excerpts import JOIN_GAP, hit_of, join_parts, pack_excerpts
 from ..relevance import Calibration, calibrate, calibration_for
-from ..retrieval.hops import HOP_FOUND, HOP_WEIGHT, SEEDS, second_hop
+from ..retrieval.hops import HOP_FOUND, HOP_WEIGHT, SEEDS, content_stems, second_hop
 from ..retrieval.hybrid import HybridSearch
+from ..retrieval.reads import RecordReads
 from ..retrieval.salience import Salience
 from ..retrieval.sync import IndexSync, SyncedRows
 from ..storage.expiry import NEVER, Expiry
@@ -250,6 +251,8 @@ class VectorSource(MemorySource):
                 by_user.setdefault((row.tenant_id, row.user_id), []).append(row.id)
             for owner, ids in by_user.items():
                 self._sync.forget(owner, ids)
+            if gone:
+                content_stems.cache_clear()  # it may hold their texts
             return len(gone)
 
     # -- reading --------------------------------------------------------------------
@@ -276,27 +279,38 @@ class VectorSource(MemorySource):
             return []
         cosines: dict[str, float] = {}
         pool = max(k * self.candidate_factor, k)
-        ranked = self._hop(query, scope, self._fused(query, scope, user, pool, cosines), k)
+        # Each record is read once per retrieval, whoever asks for it (the hop, the own
+        # messages' check, the excerpts): docs/benchmarks.md, "The second hop's cost".
+        reads = RecordReads(self.store, scope, self.name)
+        ranked = self._hop(query, scope, self._fused(query, scope, user, pool, cosines), k, reads)
         # The system of record has the last word: a vector whose row is gone, or has
         # expired, is skipped, and get_records checks the user again.
         alive_at = self.expiry.now()
-        own_texts: list[str] = []
-        if shown and ranked:
-            rows = self.store.get_records([i for i, _ in ranked], scope, self.name)
-            own = {i for i, row in rows.items() if normalize_text(row.text) in shown}
-            own_texts = [rows[i].text for i in own]
-            ranked = [(i, score) for i, score in ranked if i not in own]
-            for i in own:
-                cosines.pop(i, None)
+        own = self._own(ranked, shown, reads)
+        own_texts = list(reads.texts(list(own)).values())
+        ranked = [(i, score) for i, score in ranked if i not in own]
+        for i in own:
+            cosines.pop(i, None)
         if self.excerpt_messages > 1:
-            results = self._excerpts(ranked, scope, k, alive_at)
+            results = self._excerpts(ranked, scope, k, alive_at, reads)
         else:
-            results = self._single(ranked, scope, k, alive_at)
+            results = self._single(ranked, k, alive_at, reads)
         if self.expiry.refresh_on_read and results:
             read = [p.id for r in results for p in (r.parts or [r]) if p.id]
             self.store.refresh_expiry(read, alive_at)
         self._calibrate(query, results, cosines, scope, own_texts)
         return self.salience.rerank(results, alive_at)
+
+    @staticmethod
+    def _own(
+        ranked: Sequence[tuple[str, float]], shown: frozenset[str], reads: RecordReads
+    ) -> set[str]:
+        """The ids of ``ranked`` whose normalised text is in ``shown`` (the window's own
+        messages)."""
+        if not shown or not ranked:
+            return set()
+        rows = reads.get([i for i, _ in ranked])
+        return {i for i, row in rows.items() if normalize_text(row.text) in shown}
 
     def _calibrate(
         self,
@@ -343,9 +357,15 @@ class VectorSource(MemorySource):
         return results
 
     def _excerpts(
-        self, ranked: list[tuple[str, float]], scope: Scope, k: int, alive_at: float
+        self,
+        ranked: list[tuple[str, float]],
+        scope: Scope,
+        k: int,
+        alive_at: float,
+        reads: RecordReads,
     ) -> list[MemoryRecord]:
-        """Up to ``k`` excerpts around the best of ``ranked`` (live records only)."""
+        """Up to ``k`` excerpts around the best of ``ranked`` (live records only, read
+        through ``reads``)."""
         for attempt in range(2):
             excerpts = pack_excerpts(
                 ranked,
@@ -353,25 +373,24 @@ class VectorSource(MemorySource):
                 k,
                 math.ceil(self.excerpt_messages * k),
             )
-            members = self.store.get_records(
-                [i for e in excerpts for i in e.record_ids], scope, self.name, alive_at
-            )
+            members = reads.get([i for e in excerpts for i in e.record_ids], alive_at)
             results = [r for r in (e.as_record(members) for e in excerpts) if r is not None]
             if len(results) == len(excerpts) or attempt:
                 return results
             # A hit had expired or gone: pack again from the live candidates only.
-            alive = self.store.get_records([i for i, _ in ranked], scope, self.name, alive_at)
+            alive = reads.get([i for i, _ in ranked], alive_at)
             ranked = [(i, score) for i, score in ranked if i in alive]
         return results
 
     def _single(
-        self, ranked: list[tuple[str, float]], scope: Scope, k: int, alive_at: float
+        self, ranked: list[tuple[str, float]], k: int, alive_at: float, reads: RecordReads
     ) -> list[MemoryRecord]:
-        """The ``k`` best live records of ``ranked``, one message each."""
+        """The ``k`` best live records of ``ranked``, one message each (read through
+        ``reads``)."""
         ids = [record_id for record_id, _ in ranked]
-        rows = self.store.get_records(ids[:k], scope, self.name, alive_at)
+        rows = reads.get(ids[:k], alive_at)
         if len(rows) < len(ids[:k]):  # some expired or gone: look further down
-            rows = self.store.get_records(ids, scope, self.name, alive_at)
+            rows = reads.get(ids, alive_at)
         results: list[MemoryRecord] = []
         for record_id, score in ranked:
             record = rows.get(record_id)
@@ -391,21 +410,26 @@ class VectorSource(MemorySource):
         )
 
     def _hop(
-        self, query: str, scope: Scope, ranked: list[tuple[str, float]], k: int
+        self,
+        query: str,
+        scope: Scope,
+        ranked: list[tuple[str, float]],
+        k: int,
+        reads: RecordReads,
     ) -> list[tuple[str, float]]:
         """``ranked`` with the second hop's candidates (:func:`~llama_memory.retrieval.hops.second_hop`)
-        for a retrieval of ``k``; none when the lexical side is off (the hop is a search by words)."""
+        for a retrieval of ``k``, the records' texts read through ``reads``; none when the
+        lexical side is off (the hop is a search by words)."""
         if self.hop_weight <= 0 or self.lexical_weight <= 0 or not ranked:
             return ranked
-        seeds = self.store.get_records([i for i, _ in ranked[:SEEDS]], scope, self.name)
         found = HOP_FOUND * k
         return second_hop(
             query,
             ranked,
-            {i: r.text for i, r in seeds.items()},
+            reads.texts([i for i, _ in ranked[:SEEDS]]),
             lambda words: self.store.word_counts(words, scope),
             lambda text: self.store.search_text(text, scope, self.name, found),
-            lambda ids: {i: r.text for i, r in self.store.get_records(ids, scope, self.name).items()},
+            reads.texts,
             self.hop_weight,
             seeds=SEEDS,
         )
@@ -418,6 +442,7 @@ class VectorSource(MemorySource):
         with self._lock:
             self.store.delete_user(scope, source=self.name)
             self._vectors.clear()  # it holds recent texts, the user's among them
+            content_stems.cache_clear()  # so does the hop's cache of stems
             self._sync.forget((scope.tenant_id, user))
 
     def forget_records(self, ids: Sequence[str], scope: Scope) -> None:
@@ -425,6 +450,7 @@ class VectorSource(MemorySource):
         system of record: from the dense index, the overlay and the vectors held in memory."""
         user = scope.require_user(f"the {self.name!r} memory source")
         self._sync.forget((scope.tenant_id, user), list(ids))
+        content_stems.cache_clear()  # it may hold their texts
 
     # -- embedding ----------------------------------------------------------------------
 
