@@ -1,0 +1,182 @@
+"""Real async behind ``aget``/``aput`` on PostgreSQL (issue 15, point 3): the sync
+pipeline runs on the event loop through llama_memory.asyncbridge, each statement
+awaited on psycopg's AsyncConnectionPool, with no thread per call. Real server (the
+``postgres_url`` fixture), the real offline embedding model, real agents driven by
+ScriptedLLM."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any, Callable
+
+import psycopg
+import pytest
+from llama_index.core.agent.workflow import FunctionAgent
+
+from helpers import assistant, memory_factory, user
+from llama_memory import ComposableMemory, OfflineEmbedding
+from llama_memory.asyncbridge import SuspendedCallError
+from llama_memory.buffer import ChatBuffer
+from llama_memory.errors import StorageError
+from llama_memory.testing import ScriptedLLM
+
+Make = Callable[..., ComposableMemory]
+
+
+@pytest.fixture
+def make_pg(postgres_url: str, embed_model: OfflineEmbedding) -> Iterator[Make]:
+    with memory_factory(embed_model, store=postgres_url) as make:
+        yield make
+
+
+@pytest.fixture
+def to_thread_calls(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every asyncio.to_thread call made while the test runs."""
+    calls: list[Any] = []
+    real = asyncio.to_thread
+
+    async def spy(fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        calls.append(fn)
+        return await real(fn, *args, **kwargs)
+
+    monkeypatch.setattr(asyncio, "to_thread", spy)
+    return calls
+
+
+def chat_rows(url: str, user_id: str) -> list[str]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT message_json::jsonb -> 'blocks' -> 0 ->> 'text' FROM chat_messages WHERE user_id = %s ORDER BY 1",
+            (user_id,),
+        ).fetchall()
+    return [r[0] for r in rows]
+
+
+async def test_a_function_agent_on_a_postgres_memory_sees_what_a_sync_get_shows(make_pg: Make) -> None:
+    memory = make_pg()
+    memory.put_messages([user("My sister Carla lives in Lisbon and plays the cello."), assistant("Noted.")])
+    memory.put_messages([user("Let us talk about something else."), assistant("Sure.")])
+    llm = ScriptedLLM(["She lives in Lisbon."])
+    agent = FunctionAgent(llm=llm, system_prompt="You are helpful.")
+    answer = await agent.run(user_msg="Where does Carla live?", memory=memory)
+    assert "Lisbon" in str(answer)
+    shown = "\n".join(m.content or "" for m in llm.calls[0].messages)
+    assert "Carla lives in Lisbon" in shown
+    # The same block a sync get() builds for that input, in another session (in this
+    # one the fact is still in the window, so no block repeats it).
+    sync_memory = make_pg(session_id="s2")
+    sync_memory.get("Where does Carla live?")
+    async_memory = make_pg(session_id="s2")
+    await async_memory.aget("Where does Carla live?")
+    assert async_memory.last_block.text == sync_memory.last_block.text != ""
+    # The agent's turn is stored once.
+    assert [m.content for m in memory.get_all()[-2:]] == ["Where does Carla live?", "She lives in Lisbon."]
+
+
+async def test_fifty_aput_and_aget_calls_start_no_thread(make_pg: Make, to_thread_calls: list[Any]) -> None:
+    memory = make_pg()
+    await memory.aput(user("warm-up"))  # the loop's pool opens
+    threads = threading.active_count()
+    for i in range(25):
+        await memory.aput(user(f"message number {i}"))
+        await memory.aget(f"number {i}")
+    assert to_thread_calls == []
+    assert asyncio.get_running_loop()._default_executor is None  # type: ignore[attr-defined]
+    assert threading.active_count() == threads
+    assert len(memory.get_all()) == 26
+
+
+async def test_the_loop_runs_on_while_the_database_makes_aput_wait(
+    make_pg: Make, postgres_url: str, to_thread_calls: list[Any]
+) -> None:
+    memory = make_pg()
+    await memory.aput(user("before the lock"))
+    with psycopg.connect(postgres_url) as blocker:
+        blocker.execute("LOCK TABLE chat_messages IN ACCESS EXCLUSIVE MODE")
+        put = asyncio.create_task(memory.aput(user("written while the table was locked")))
+        ticks = 0
+        start = time.monotonic()
+        while time.monotonic() - start < 0.3:
+            await asyncio.sleep(0.01)
+            ticks += 1
+        assert not put.done()  # the database holds it...
+        assert ticks >= 10  # ...and the loop went on meanwhile
+        blocker.rollback()  # releases the lock
+        await asyncio.wait_for(put, 10)
+    assert to_thread_calls == []  # and no thread did the waiting
+    assert chat_rows(postgres_url, "alice") == ["before the lock", "written while the table was locked"]
+
+
+async def test_twenty_users_on_one_store_at_once_each_see_only_their_own(
+    make_pg: Make, postgres_url: str, to_thread_calls: list[Any]
+) -> None:
+    writers = [make_pg(f"user{i}") for i in range(20)]
+    readers = [make_pg(f"user{i}", session_id="s2") for i in range(20)]
+
+    async def turn(i: int) -> str:
+        await writers[i].aput(user(f"My locker code is {1000 + i} and my pet is called Rex{i}."))
+        await writers[i].aput(assistant("Noted."))
+        await readers[i].aget("What is my locker code?")  # another session: from the records
+        return readers[i].last_block.text
+
+    blocks = await asyncio.gather(*(turn(i) for i in range(20)))
+    for i, block in enumerate(blocks):
+        assert str(1000 + i) in block
+        assert all(str(1000 + j) not in block for j in range(20) if j != i)
+        assert chat_rows(postgres_url, f"user{i}") == [f"My locker code is {1000 + i} and my pet is called Rex{i}.", "Noted."]
+    assert to_thread_calls == []
+
+
+def test_a_memory_works_from_two_successive_event_loops(make_pg: Make, postgres_url: str) -> None:
+    memory = make_pg()
+    asyncio.run(memory.aput(user("said in the first loop")))
+    asyncio.run(memory.aput(user("said in the second loop")))
+    assert [m.content for m in asyncio.run(memory.aget_all())] == ["said in the first loop", "said in the second loop"]
+    assert memory.get_all()[-1].content == "said in the second loop"  # sync calls still work
+
+
+async def test_a_server_that_refuses_connections_fails_aget_fast_naming_it(make_pg: Make, postgres_url: str) -> None:
+    memory = make_pg()
+    await memory.aput(user("hello"))
+    dbname = postgres_url.rsplit("/", 1)[1]
+    with psycopg.connect(postgres_url.rsplit("/", 1)[0] + "/postgres", autocommit=True) as admin:
+        admin.execute(f'ALTER DATABASE "{dbname}" ALLOW_CONNECTIONS false')
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (dbname,))
+        try:
+            start = time.monotonic()
+            with pytest.raises(StorageError) as raised:
+                await memory.aget("hello")
+            assert time.monotonic() - start < 5
+            host_port = postgres_url.split("@")[-1].split("/")[0]
+            assert host_port in str(raised.value)
+        finally:
+            admin.execute(f'ALTER DATABASE "{dbname}" ALLOW_CONNECTIONS true')
+    assert [m.content for m in await memory.aget()] == ["hello"]  # back once it answers
+
+
+async def test_a_sync_call_from_the_loop_while_an_async_call_waits_raises(
+    make_pg: Make, postgres_url: str
+) -> None:
+    memory = make_pg()
+    await memory.aput(user("first"))
+    with psycopg.connect(postgres_url) as blocker:
+        blocker.execute("LOCK TABLE chat_messages IN ACCESS EXCLUSIVE MODE")
+        put = asyncio.create_task(memory.aput(user("second")))
+        await asyncio.sleep(0.2)
+        with pytest.raises(SuspendedCallError, match="await the async method"):
+            memory.get()
+        blocker.rollback()
+    await put
+
+
+async def test_a_chat_buffer_on_a_postgres_log_is_bridged(
+    make_pg: Make, to_thread_calls: list[Any]
+) -> None:
+    buffer = make_pg().primary_memory
+    assert isinstance(buffer, ChatBuffer)
+    await buffer.aput(user("straight into the buffer"))
+    assert [m.content for m in await buffer.aget_all()] == ["straight into the buffer"]
+    assert to_thread_calls == []
