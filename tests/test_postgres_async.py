@@ -16,7 +16,7 @@ import psycopg
 import pytest
 from llama_index.core.agent.workflow import FunctionAgent
 
-from helpers import assistant, memory_factory, user
+from helpers import WordHashEmbedding, assistant, memory_factory, user
 from llama_memory import ComposableMemory, OfflineEmbedding
 from llama_memory.asyncbridge import SuspendedCallError
 from llama_memory.buffer import ChatBuffer
@@ -55,7 +55,9 @@ def chat_rows(url: str, user_id: str) -> list[str]:
     return [r[0] for r in rows]
 
 
-async def test_a_function_agent_on_a_postgres_memory_sees_what_a_sync_get_shows(make_pg: Make) -> None:
+async def test_a_function_agent_on_a_postgres_memory_sees_what_a_sync_get_shows(
+    make_pg: Make, to_thread_calls: list[Any]
+) -> None:
     memory = make_pg()
     memory.put_messages([user("My sister Carla lives in Lisbon and plays the cello."), assistant("Noted.")])
     memory.put_messages([user("Let us talk about something else."), assistant("Sure.")])
@@ -65,6 +67,7 @@ async def test_a_function_agent_on_a_postgres_memory_sees_what_a_sync_get_shows(
     assert "Lisbon" in str(answer)
     shown = "\n".join(m.content or "" for m in llm.calls[0].messages)
     assert "Carla lives in Lisbon" in shown
+    assert to_thread_calls == []  # the agent's memory calls were bridged
     # The same block a sync get() builds for that input, in another session (in this
     # one the fact is still in the window, so no block repeats it).
     sync_memory = make_pg(session_id="s2")
@@ -130,15 +133,18 @@ async def test_twenty_users_on_one_store_at_once_each_see_only_their_own(
     assert to_thread_calls == []
 
 
-def test_a_memory_works_from_two_successive_event_loops(make_pg: Make, postgres_url: str) -> None:
+def test_a_memory_works_from_two_successive_event_loops(make_pg: Make, to_thread_calls: list[Any]) -> None:
     memory = make_pg()
     asyncio.run(memory.aput(user("said in the first loop")))
-    asyncio.run(memory.aput(user("said in the second loop")))
+    asyncio.run(memory.aput(user("said in the second loop")))  # a new loop: a new async pool
+    assert to_thread_calls == []
     assert [m.content for m in asyncio.run(memory.aget_all())] == ["said in the first loop", "said in the second loop"]
     assert memory.get_all()[-1].content == "said in the second loop"  # sync calls still work
 
 
-async def test_a_server_that_refuses_connections_fails_aget_fast_naming_it(make_pg: Make, postgres_url: str) -> None:
+async def test_a_server_that_refuses_connections_fails_aget_fast_naming_it(
+    make_pg: Make, postgres_url: str, to_thread_calls: list[Any]
+) -> None:
     memory = make_pg()
     await memory.aput(user("hello"))
     dbname = postgres_url.rsplit("/", 1)[1]
@@ -152,6 +158,7 @@ async def test_a_server_that_refuses_connections_fails_aget_fast_naming_it(make_
             assert time.monotonic() - start < 5
             host_port = postgres_url.split("@")[-1].split("/")[0]
             assert host_port in str(raised.value)
+            assert to_thread_calls == []  # the probe was awaited too
         finally:
             admin.execute(f'ALTER DATABASE "{dbname}" ALLOW_CONNECTIONS true')
     assert [m.content for m in await memory.aget()] == ["hello"]  # back once it answers
@@ -179,4 +186,50 @@ async def test_a_chat_buffer_on_a_postgres_log_is_bridged(
     assert isinstance(buffer, ChatBuffer)
     await buffer.aput(user("straight into the buffer"))
     assert [m.content for m in await buffer.aget_all()] == ["straight into the buffer"]
+    assert to_thread_calls == []
+
+
+class AsyncAPIEmbedding(WordHashEmbedding):
+    """A model with an async API of its own (as OpenAI's): its async calls wait 0.2 s
+    on the loop, as an HTTP request would; the sync ones are counted."""
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        CALLS.append("async query")
+        await asyncio.sleep(0.2)
+        return self._vector(query)
+
+    async def _aget_text_embedding(self, text: str) -> list[float]:
+        CALLS.append("async text")
+        await asyncio.sleep(0.2)
+        return self._vector(text)
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        CALLS.append("sync query")
+        return self._vector(query)
+
+
+CALLS: list[str] = []
+
+
+async def test_a_model_with_an_async_api_is_awaited_on_the_loop(
+    postgres_url: str, to_thread_calls: list[Any]
+) -> None:
+    with memory_factory(AsyncAPIEmbedding(), store=postgres_url) as make:
+        memory = make()
+        CALLS.clear()
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        ticking = asyncio.create_task(ticker())
+        await memory.aput(user("The boat is moored in Porto."))
+        await memory.aget("Where is the boat moored?")
+        ticking.cancel()
+    assert "async query" in CALLS and "sync query" not in CALLS
+    assert "async text" in CALLS  # the put's document vectors too
+    assert ticks >= 20  # the loop ran while the model's calls waited
     assert to_thread_calls == []
