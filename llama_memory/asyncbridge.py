@@ -27,10 +27,30 @@ class _Bridge(greenlet.greenlet):
     """A greenlet running sync code for a coroutine (its parent)."""
 
     def __init__(self, fn: Callable[..., Any], parent: greenlet.greenlet) -> None:
-        super().__init__(fn, parent)
+        super().__init__(self._body, parent)
+        self._fn = fn
+        #: Run (last first) inside the greenlet when ``fn`` ends: see :func:`on_exit`.
+        self.exits: list[Callable[[], object]] = []
         # The caller's context vars (as a coroutine's task would see them): the pipeline
         # reads e.g. the instrumentation span and the active agent from them.
         self.gr_context = contextvars.copy_context()
+
+
+    def _body(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return self._fn(*args, **kwargs)
+        finally:
+            while self.exits:
+                self.exits.pop()()
+
+
+def on_exit(callback: Callable[[], object]) -> None:
+    """Run ``callback`` when the current bridged call ends (inside it, so it may
+    :func:`await_only`): e.g. give back a connection the call kept for its statements."""
+    current = greenlet.getcurrent()
+    if not isinstance(current, _Bridge):
+        raise RuntimeError("on_exit() called outside run_bridged()")
+    current.exits.append(callback)
 
 
 def in_bridge() -> bool:

@@ -18,7 +18,7 @@ import psycopg
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTimeout
 
-from ...asyncbridge import await_only, in_bridge
+from ...asyncbridge import await_only, in_bridge, on_exit
 from ...errors import StorageError
 from ..word_counts import WordCountCache
 from .bridged import BridgedPool
@@ -128,6 +128,9 @@ class PostgresConnection:
         # The async pools of bridged calls (aget/aput), one per event loop (a pool's
         # connections belong to the loop that opened them).
         self._async_pools: dict[asyncio.AbstractEventLoop, BridgedPool] = {}
+        # The connection each bridged call keeps for all its statements (taken once,
+        # checked once), given back when the call ends.
+        self._pinned: dict[greenlet.greenlet, tuple[Any, Any]] = {}
         self._timeout = timeout
         # Set when a call found the server unreachable: the next call asks the server
         # directly (failing fast while it is down) and, once it answers, starts afresh.
@@ -247,6 +250,10 @@ class PostgresConnection:
     def _connection(self) -> Iterator[Connection]:
         """A connection from the pool, with autocommit and dict rows (a borrowed
         connection of the application's pool gets its own settings back after)."""
+        if in_bridge():
+            with self._pinned_connection() as conn:
+                yield conn
+            return
         pool, conn = self._take()
         try:
             with conn:  # as ConnectionPool.connection(): a failed body rolls back
@@ -264,6 +271,29 @@ class PostgresConnection:
                         pass  # a broken connection: the pool discards it on return
         finally:
             pool.putconn(conn)
+
+    @contextmanager
+    def _pinned_connection(self) -> Iterator[Connection]:
+        """The connection of this bridged call: taken by its first statement and kept
+        until the call ends, so a get's statements share one pool round and one check;
+        given back at once when a statement fails (the pool checks it)."""
+        me = greenlet.getcurrent()
+        pinned = self._pinned.get(me)
+        if pinned is None:
+            pinned = self._pinned[me] = self._take()
+            on_exit(lambda: self._unpin(me))
+        conn = pinned[1]
+        try:
+            with conn:  # a failed body rolls back
+                yield conn
+        except BaseException:
+            self._unpin(me)
+            raise
+
+    def _unpin(self, me: greenlet.greenlet) -> None:
+        pinned = self._pinned.pop(me, None)
+        if pinned is not None:
+            pinned[0].putconn(pinned[1])
 
     def _take(self) -> tuple["ConnectionPool[Any]", Connection]:
         """A checked connection and the pool it came from, within the timeout.
