@@ -243,3 +243,18 @@ async def test_a_model_with_an_async_api_is_awaited_on_the_loop(
     assert "async text" in CALLS  # the put's document vectors too
     assert ticks >= 20  # the loop ran while the model's calls waited
     assert to_thread_calls == []
+
+
+async def test_a_cancelled_aput_leaves_the_memory_usable(make_pg: Make, postgres_url: str) -> None:
+    memory = make_pg()
+    await memory.aput(user("before"))
+    with psycopg.connect(postgres_url) as blocker:
+        blocker.execute("LOCK TABLE chat_messages IN ACCESS EXCLUSIVE MODE")
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(memory.aput(user("never acknowledged")), 0.3)
+        blocker.rollback()
+    # The cancelled call gave back its locks and its connection: the memory goes on.
+    await memory.aput(user("after"))
+    assert "after" in [m.content for m in await memory.aget()]
+    assert "after" in chat_rows(postgres_url, "alice")
+    memory.get()  # and a sync call on this thread finds no lock left held
