@@ -23,12 +23,10 @@ content blocks, tool calls and ``additional_kwargs`` are kept losslessly.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 import logging
 import pickle
-import threading
 from typing import (
     Any,
     Callable,
@@ -48,6 +46,7 @@ from llama_index.core.bridge.pydantic import (
 from llama_index.core.memory.types import BaseMemory
 from llama_index.core.utils import get_tokenizer
 
+from .asyncbridge import BridgeSafeRLock, LoopLocks, run_io
 from .messages import message_text
 from .storage.ports.chat import ChatLog, ChatLogChanges, SharedChatLog
 
@@ -173,8 +172,10 @@ class ChatBuffer(BaseMemory):
     # `_write_lock` serializes writers across "write the log, then memory" so the
     # log and memory see writes in the same order. Readers take only `_lock`, so
     # a slow chat-log write never blocks get() (or the event loop in aget()).
-    _lock: Any = PrivateAttr(default_factory=threading.RLock)
-    _write_lock: Any = PrivateAttr(default_factory=threading.RLock)
+    # (Held by one thread or one bridged async call: see llama_memory.asyncbridge.)
+    _lock: Any = PrivateAttr(default_factory=BridgeSafeRLock)
+    _write_lock: Any = PrivateAttr(default_factory=BridgeSafeRLock)
+    _loop_locks: LoopLocks = PrivateAttr(default_factory=LoopLocks)  # serialise async calls
 
     def __init__(
         self,
@@ -488,47 +489,52 @@ class ChatBuffer(BaseMemory):
 
     # ------------------------------------------------------------------ async
     # Everything in memory is fast, so without a chat log the sync methods run
-    # directly on the event loop (no thread hop per call). Writes to a chat log
-    # may do I/O, so they go to a worker thread. Reads never touch the log nor
-    # wait for a log write (see `_write_lock`), so they always run directly.
+    # directly on the event loop (no thread hop per call). With a log on a store whose
+    # I/O can be awaited (PostgreSQL from a URL) they run on the loop through
+    # llama_memory.asyncbridge, no thread; with another log (a SQLite file) writes go to
+    # a worker thread and reads, which never wait for a log write, run directly.
+
+    def _log_store(self) -> Any:
+        return getattr(self._log, "store", None)
+
+    async def _write(self, fn: Callable[..., Any], *args: Any) -> Any:
+        if self._log is None:
+            return fn(*args)
+        return await run_io(self._loop_locks, self._log_store(), fn, *args)
+
+    async def _read(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        if self._log is not None and getattr(self._log_store(), "supports_async", False):
+            return await run_io(self._loop_locks, self._log_store(), fn, *args, **kwargs)
+        return fn(*args, **kwargs)
 
     async def aget(
         self, input: Optional[str] = None, initial_token_count: int = 0, **kwargs: Any
     ) -> list[ChatMessage]:
-        """Async :meth:`get`."""
-        return self.get(input=input, initial_token_count=initial_token_count, **kwargs)
+        """Async :meth:`get` (on the event loop; a PostgreSQL log's reads awaited)."""
+        return cast(
+            list[ChatMessage],
+            await self._read(self.get, input=input, initial_token_count=initial_token_count, **kwargs),
+        )
 
     async def aget_all(self) -> list[ChatMessage]:
-        """Async :meth:`get_all`."""
-        return self.get_all()
+        """Async :meth:`get_all` (as :meth:`aget`)."""
+        return cast(list[ChatMessage], await self._read(self.get_all))
 
     async def aput(self, message: ChatMessage) -> None:
-        """Async :meth:`put`."""
-        if self._log is None:
-            self.put(message)
-        else:
-            await asyncio.to_thread(self.put, message)
+        """Async :meth:`put`: bridged on a PostgreSQL log, a worker thread on another."""
+        await self._write(self.put, message)
 
     async def aput_messages(self, messages: Sequence[ChatMessage]) -> None:
-        """Async :meth:`put_messages`."""
-        if self._log is None:
-            self.put_messages(messages)
-        else:
-            await asyncio.to_thread(self.put_messages, list(messages))
+        """Async :meth:`put_messages` (as :meth:`aput`)."""
+        await self._write(self.put_messages, list(messages))
 
     async def aset(self, messages: Sequence[ChatMessage]) -> None:
-        """Async :meth:`set`."""
-        if self._log is None:
-            self.set(messages)
-        else:
-            await asyncio.to_thread(self.set, list(messages))
+        """Async :meth:`set` (as :meth:`aput`)."""
+        await self._write(self.set, list(messages))
 
     async def areset(self) -> None:
-        """Async :meth:`reset`."""
-        if self._log is None:
-            self.reset()
-        else:
-            await asyncio.to_thread(self.reset)
+        """Async :meth:`reset` (as :meth:`aput`)."""
+        await self._write(self.reset)
 
     # ------------------------------------------------------------------ serialization
 

@@ -35,6 +35,7 @@ import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
 from pydantic import BaseModel, Field, PrivateAttr
 
+from llama_memory.asyncbridge import await_only, in_bridge
 from llama_memory.errors import ModelIntegrityError
 
 if TYPE_CHECKING:  # pragma: no cover - imported lazily at run time
@@ -492,6 +493,16 @@ PROBE_TEXT = (
 VECTORS_KEPT = 256
 
 
+def awaits_io(model: BaseEmbedding) -> bool:
+    """Whether to await ``model``'s async API here: inside a bridged async call
+    (:mod:`~llama_memory.asyncbridge`) and for a model with an async API of its own (an
+    HTTP client such as OpenAI's). A local model (the offline one, whose async API only
+    hands the work to a thread) runs inline: it is CPU work, not waiting."""
+    if not in_bridge() or isinstance(model, OfflineEmbedding):
+        return False
+    return type(model)._aget_query_embedding is not BaseEmbedding._aget_query_embedding
+
+
 class VectorCache:
     """Recent vectors of one embedding model by text, shared by every source that uses it.
 
@@ -527,7 +538,12 @@ class VectorCache:
             if vector is not None:
                 self._queries.move_to_end(text)
                 return vector
-        vector = np.asarray(self.model.get_query_embedding(text), dtype=np.float32)
+        model = self.model
+        if awaits_io(model):  # an API call: awaited on the event loop, not blocking it
+            embedded = await_only(model.aget_query_embedding(text))
+        else:
+            embedded = model.get_query_embedding(text)
+        vector = np.asarray(embedded, dtype=np.float32)
         self._keep([text], [vector])
         return vector
 
@@ -536,17 +552,20 @@ class VectorCache:
         batch call; for a symmetric model, known query vectors are reused and the new
         vectors kept as query vectors."""
         if not self._symmetric:
-            return [np.asarray(v, dtype=np.float32) for v in self.model.get_text_embedding_batch(texts)]
+            return [np.asarray(v, dtype=np.float32) for v in self._batch(texts)]
         with self._lock:
             known = [self._queries.get(t) for t in texts]
         missing = [t for t, v in zip(texts, known) if v is None]
-        fresh = iter(
-            [np.asarray(v, dtype=np.float32) for v in self.model.get_text_embedding_batch(missing)]
-            if missing else []
-        )
+        fresh = iter([np.asarray(v, dtype=np.float32) for v in self._batch(missing)] if missing else [])
         vectors = [v if v is not None else next(fresh) for v in known]
         self._keep(texts, vectors)
         return vectors
+
+    def _batch(self, texts: list[str]) -> list[Embedding]:
+        model = self.model
+        if awaits_io(model):
+            return await_only(model.aget_text_embedding_batch(texts))
+        return model.get_text_embedding_batch(texts)
 
     def fingerprint(self) -> np.ndarray:
         """The model's document vector of :data:`PROBE_TEXT` (float32), embedded once per

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -20,6 +19,7 @@ from pydantic import BaseModel
 from . import composer, maintenance, writing
 from .agents import RunMemoryTool, drops_leading_system_message
 from .arguments import messages_arg, not_a_message, parameters, reject_unknown
+from .asyncbridge import BridgeSafeRLock, LoopLocks, run_io
 from .compose import MemoryBlock
 from .config import DENSE_COLLECTIONS as DENSE_COLLECTIONS  # re-exported: their old home
 from .config import VECTOR_COLLECTION as VECTOR_COLLECTION
@@ -123,7 +123,10 @@ class ComposableMemory(BaseMemory):
 
     _sources: list[SourceProtocol] = PrivateAttr(default_factory=list)
     _store: Optional[Storage] = PrivateAttr(default=None)
-    _lock: Any = PrivateAttr(default_factory=threading.RLock)
+    # Held by one thread or one bridged async call (aget/aput on PostgreSQL run as
+    # greenlets of the loop's thread, which a threading.RLock would not tell apart).
+    _lock: Any = PrivateAttr(default_factory=BridgeSafeRLock)
+    _loop_locks: LoopLocks = PrivateAttr(default_factory=LoopLocks)  # serialise async calls
     _last_block: MemoryBlock = PrivateAttr(default_factory=MemoryBlock)
     # The records shown in blocks, waiting to be written as their last_used (usage.py).
     _usage: Optional[UsageLog] = PrivateAttr(default=None)
@@ -562,7 +565,8 @@ class ComposableMemory(BaseMemory):
         writing.flush(self, timeout)
 
     async def aflush(self, timeout: Optional[float] = None) -> None:
-        """Async :meth:`flush`."""
+        """Async :meth:`flush`, in a worker thread on every store: it waits for the
+        extraction worker or runs the LLM pass itself."""
         await asyncio.to_thread(self.flush, timeout)
 
     @dispatcher.span
@@ -750,11 +754,20 @@ class ComposableMemory(BaseMemory):
         :class:`~llama_memory.errors.MemoryClosedError` ("this memory is closed")."""
         maintenance.close(self)
 
-    # -- async: the sync work runs in a thread, serialised by the memory's lock -----------
+    # -- async: the sync work, awaited on the loop (PostgreSQL) or in a thread -----------
+    # On a PostgreSQL store opened from a URL the sync body runs on the event loop
+    # through llama_memory.asyncbridge, each statement awaited on an AsyncConnectionPool:
+    # no thread per call. On SQLite/Chroma (local files, their own sync clients) and on
+    # an application's sync ConnectionPool it runs in a worker thread. Either way one
+    # memory's calls run one at a time.
+
+    async def _run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return await run_io(self._loop_locks, self._store, fn, *args, **kwargs)
 
     @dispatcher.span
     async def aget(self, input: Optional[str] = None, **kwargs: Any) -> list[ChatMessage]:
-        """Async :meth:`get` (what agents call).
+        """Async :meth:`get` (what agents call): on the event loop without a thread on
+        a PostgreSQL store opened from a URL, else in a worker thread.
 
         In a step of a ``ReActAgent`` without a ``system_prompt``, the block goes into
         the latest user message whatever ``insert_method`` says: that agent drops a
@@ -762,31 +775,33 @@ class ComposableMemory(BaseMemory):
         """
         react = await drops_leading_system_message()
         insert_method = "user" if react else self.insert_method
-        return await asyncio.to_thread(composer.get_messages, self, input, insert_method, **kwargs)
+        return cast(
+            list[ChatMessage], await self._run(composer.get_messages, self, input, insert_method, **kwargs)
+        )
 
     async def aget_all(self) -> list[ChatMessage]:
-        """Async :meth:`get_all`."""
-        return await asyncio.to_thread(self.get_all)
+        """Async :meth:`get_all` (bridged on PostgreSQL, as :meth:`aget`)."""
+        return cast(list[ChatMessage], await self._run(self.get_all))
 
     async def aput(self, message: ChatMessage) -> None:
-        """Async :meth:`put`."""
-        await asyncio.to_thread(self.put, message)
+        """Async :meth:`put` (bridged on PostgreSQL, as :meth:`aget`)."""
+        await self._run(self.put, message)
 
     async def aput_messages(self, messages: list[ChatMessage]) -> None:
-        """Async :meth:`put_messages`."""
-        await asyncio.to_thread(self.put_messages, messages)
+        """Async :meth:`put_messages` (bridged on PostgreSQL, as :meth:`aget`)."""
+        await self._run(self.put_messages, messages)
 
     async def aset(self, messages: list[ChatMessage]) -> None:
-        """Async :meth:`set`."""
-        await asyncio.to_thread(self.set, messages)
+        """Async :meth:`set` (bridged on PostgreSQL, as :meth:`aget`)."""
+        await self._run(self.set, messages)
 
     async def areset(self) -> None:
-        """Async :meth:`reset`."""
-        await asyncio.to_thread(self.reset)
+        """Async :meth:`reset` (bridged on PostgreSQL, as :meth:`aget`)."""
+        await self._run(self.reset)
 
     async def asearch(self, query: str, k: int = DEFAULT_TOP_K) -> list[MemoryRecord]:
-        """Async :meth:`search`."""
-        return await asyncio.to_thread(self.search, query, k)
+        """Async :meth:`search` (bridged on PostgreSQL, as :meth:`aget`)."""
+        return cast(list[MemoryRecord], await self._run(self.search, query, k))
 
     # -- serialisation: restorable from configuration, not from live objects -------------
 

@@ -3,20 +3,25 @@ port, migrations under an advisory lock, meta, and errors that name the server."
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 import uuid
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 from urllib.parse import quote, urlencode
 
+import greenlet
 import psycopg
 from psycopg.rows import DictRow, dict_row
-from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTimeout
 
+from ...asyncbridge import await_only, in_bridge, on_exit
 from ...errors import StorageError
 from ..word_counts import WordCountCache
+from .bridged import BridgedPool
 from .schema import MIGRATION_LOCK, MIGRATIONS, VERSION_TABLE
 
 #: A connection of the pool: rows come back as dicts.
@@ -65,6 +70,16 @@ def _shown(value: object) -> str:
     return type(value).__name__
 
 
+@dataclass
+class _Held:
+    """The open transaction of one thread or bridged call: its connection, how deeply
+    transactions nest in it, and what waits for its commit."""
+
+    conn: Any
+    depth: int = 1
+    after: list[Callable[[], object]] = field(default_factory=list)
+
+
 class PostgresConnection:
     """The plumbing every part of :class:`~llama_memory.storage.postgres.PostgresStore`
     shares: a bounded pool, thread-local transactions that nest, migrations, meta.
@@ -107,7 +122,15 @@ class PostgresConnection:
         prepare_threshold: Optional[int] = 5,
         timeout: float = 10.0,
     ) -> None:
-        self._local = threading.local()
+        # The open transaction of each thread, or of each bridged call (a greenlet: many
+        # run in the event loop's thread, so a thread-local would mix them up).
+        self._held_by: dict[greenlet.greenlet, _Held] = {}
+        # The async pools of bridged calls (aget/aput), one per event loop (a pool's
+        # connections belong to the loop that opened them).
+        self._async_pools: dict[asyncio.AbstractEventLoop, BridgedPool] = {}
+        # The connection each bridged call keeps for all its statements (taken once,
+        # checked once), given back when the call ends.
+        self._pinned: dict[greenlet.greenlet, tuple[Any, Any]] = {}
         self._timeout = timeout
         # Set when a call found the server unreachable: the next call asks the server
         # directly (failing fast while it is down) and, once it answers, starts afresh.
@@ -167,6 +190,46 @@ class PostgresConnection:
             self._pool.open(wait=True, timeout=timeout)
         self._migrate_or_close()
 
+    @property
+    def supports_async(self) -> bool:
+        """Whether ``aget``/``aput`` run on the event loop without a thread (through
+        :mod:`~llama_memory.asyncbridge`, on an ``AsyncConnectionPool`` per loop): true
+        for a store opened from a URL; an application's ``ConnectionPool`` is sync, so
+        its a* calls run in a worker thread."""
+        return self._owns_pool
+
+    def _current_pool(self) -> Any:
+        """The pool of this call: the sync pool, or inside a bridged call the async pool
+        of the running event loop (opened on first use; those of closed loops dropped)."""
+        if not in_bridge():
+            return self._pool
+        if self._closed:
+            raise PoolClosed(f"the store {self.location} is closed")
+        if not self._owns_pool:
+            raise RuntimeError(
+                "a PostgreSQL store on an application's ConnectionPool serves async calls from a "
+                "worker thread: run the sync call, not a bridged one"
+            )
+        loop = asyncio.get_running_loop()
+        pool = self._async_pools.get(loop)
+        if pool is not None:
+            return pool
+        for old in [old for old in self._async_pools if old.is_closed()]:
+            # asyncio.run() closed its loop, cancelling the pool's tasks: its
+            # connections can no longer be closed politely (they close when collected).
+            del self._async_pools[old]
+        settings = {
+            **self._pool_settings,
+            "check": AsyncConnectionPool.check_connection,
+            "connection_class": psycopg.AsyncConnection,
+        }
+        fresh = BridgedPool(AsyncConnectionPool(**settings, open=False))
+        await_only(fresh.async_pool.open(wait=False))
+        pool = self._async_pools.setdefault(loop, fresh)
+        if pool is not fresh:  # another call of this loop opened one meanwhile
+            fresh.close(timeout=0.5)
+        return pool
+
     def _migrate_or_close(self) -> None:
         try:
             self._migrate()
@@ -187,6 +250,10 @@ class PostgresConnection:
     def _connection(self) -> Iterator[Connection]:
         """A connection from the pool, with autocommit and dict rows (a borrowed
         connection of the application's pool gets its own settings back after)."""
+        if in_bridge():
+            with self._pinned_connection() as conn:
+                yield conn
+            return
         pool, conn = self._take()
         try:
             with conn:  # as ConnectionPool.connection(): a failed body rolls back
@@ -205,6 +272,29 @@ class PostgresConnection:
         finally:
             pool.putconn(conn)
 
+    @contextmanager
+    def _pinned_connection(self) -> Iterator[Connection]:
+        """The connection of this bridged call: taken by its first statement and kept
+        until the call ends, so a get's statements share one pool round and one check;
+        given back at once when a statement fails (the pool checks it)."""
+        me = greenlet.getcurrent()
+        pinned = self._pinned.get(me)
+        if pinned is None:
+            pinned = self._pinned[me] = self._take()
+            on_exit(lambda: self._unpin(me))
+        conn = pinned[1]
+        try:
+            with conn:  # a failed body rolls back
+                yield conn
+        except BaseException:
+            self._unpin(me)
+            raise
+
+    def _unpin(self, me: greenlet.greenlet) -> None:
+        pinned = self._pinned.pop(me, None)
+        if pinned is not None:
+            pinned[0].putconn(pinned[1])
+
     def _take(self) -> tuple["ConnectionPool[Any]", Connection]:
         """A checked connection and the pool it came from, within the timeout.
 
@@ -216,7 +306,7 @@ class PostgresConnection:
             self._recover()
         deadline = time.monotonic() + self._timeout
         for attempt in (1, 2):  # a second time only if the pool was replaced meanwhile
-            pool = self._pool
+            pool = self._current_pool()
             try:
                 try:
                     return pool, pool.getconn(timeout=min(PROBE_AFTER, self._timeout))
@@ -238,7 +328,7 @@ class PostgresConnection:
                         "fewer threads per process)"
                     ) from None
             except PoolClosed:
-                if attempt == 2 or pool is self._pool or self._closed:
+                if attempt == 2 or self._closed or pool is self._current_pool():
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -247,15 +337,19 @@ class PostgresConnection:
         (libpq's message: it names host and port, never the password)."""
         conninfo = self._pool.conninfo
         kwargs = self._pool.kwargs
+        args: dict[str, Any] = {
+            **(kwargs() if callable(kwargs) else kwargs or {}),  # type: ignore[operator]
+            "connect_timeout": max(2, round(min(self._timeout, 5))),
+        }
+        dsn = conninfo() if callable(conninfo) else conninfo
         try:
-            conn = psycopg.connect(
-                conninfo() if callable(conninfo) else conninfo,
-                **(kwargs() if callable(kwargs) else kwargs or {}),  # type: ignore[operator]
-                connect_timeout=max(2, round(min(self._timeout, 5))),
-            )
+            if in_bridge():  # the loop runs on while the server is asked
+                aconn = await_only(psycopg.AsyncConnection.connect(dsn, **args))
+                await_only(aconn.close())
+            else:
+                psycopg.connect(dsn, **args).close()
         except psycopg.Error as exc:
             return " ".join(str(exc).split()) or type(exc).__name__
-        conn.close()
         return None
 
     def _recover(self) -> None:
@@ -263,23 +357,32 @@ class PostgresConnection:
         it is still down); once it answers, replace an own pool by a fresh one, whose
         connections open now, instead of waiting out the old pool's reconnection back-off
         (which grows with the outage). An application's pool is checked instead."""
+        # Asked outside the lock: a bridged call awaits the answer, and a thread lock
+        # held meanwhile would block the other bridged calls of the loop's thread.
+        reason = self._probe()
+        if reason is not None:
+            raise ServerUnreachable(f"cannot connect to the server: {reason}")
+        old: Any = None
         with self._recovering:
             if not self._down:
                 return  # another thread recovered meanwhile
-            reason = self._probe()
-            if reason is not None:
-                raise ServerUnreachable(f"cannot connect to the server: {reason}")
             if self._owns_pool and not self._closed:
                 old, self._pool = self._pool, ConnectionPool(**self._pool_settings, open=False)
                 self._pool.open(wait=False)
-                old.close(timeout=0.5)  # connections still out are closed on their return
-            else:
-                self._pool.check()
+                # The async pools are dropped too: each loop's next call opens a fresh one.
+                old_async, self._async_pools = self._async_pools, {}
             self._down = False
+        if old is None:
+            self._current_pool().check()
+            return
+        old.close(timeout=0.5)  # connections still out are closed on their return
+        for loop, pool in old_async.items():
+            _close_async_pool(loop, pool)
 
     def _held(self) -> Optional[Connection]:
-        """The connection of this thread's open transaction, if any."""
-        return getattr(self._local, "conn", None)
+        """The connection of this thread's (or bridged call's) open transaction, if any."""
+        held = self._held_by.get(greenlet.getcurrent())
+        return held.conn if held is not None else None
 
     @contextmanager
     def transaction(self, action: str) -> Iterator[Connection]:
@@ -290,33 +393,34 @@ class PostgresConnection:
         thread joins it (every port's write goes through the held connection), so a
         memory writes a batch to the chat log and to every source all or nothing.
         """
-        local = self._local
-        held = self._held()
+        me = greenlet.getcurrent()
+        held = self._held_by.get(me)
         if held is not None:
-            local.depth += 1
+            held.depth += 1
             try:
-                yield held
+                yield held.conn
             finally:
-                local.depth -= 1
+                held.depth -= 1
             return
         callbacks: list[Callable[[], object]] = []
         with self._errors(action):
             with self._connection() as conn:
-                local.conn, local.depth, local.after = conn, 1, []
+                self._held_by[me] = held = _Held(conn)
                 try:
                     with conn.transaction():
                         yield conn
-                    callbacks = local.after
+                    callbacks = held.after
                 finally:
-                    local.conn, local.depth, local.after = None, 0, []
+                    del self._held_by[me]
         for callback in callbacks:  # committed: run what waited for it
             callback()
 
     def after_commit(self, callback: Callable[[], object]) -> None:
         """Run ``callback`` once this thread's open transaction commits (at once when
         none is open); it is dropped if the transaction rolls back."""
-        if self._held() is not None:
-            self._local.after.append(callback)
+        held = self._held_by.get(greenlet.getcurrent())
+        if held is not None:
+            held.after.append(callback)
             return
         callback()
 
@@ -369,6 +473,9 @@ class PostgresConnection:
         if self._owns_pool:
             with self._recovering:
                 self._pool.close()
+                pools, self._async_pools = self._async_pools, {}
+            for loop, pool in pools.items():
+                _close_async_pool(loop, pool)
 
     # -- meta ---------------------------------------------------------------------
 
@@ -405,3 +512,24 @@ class PostgresConnection:
     def store_id(self) -> str:
         """A random id given to this store when first asked, kept in the meta table."""
         return self.set_meta_once("store_id", uuid.uuid4().hex[:12])
+
+
+def _close_async_pool(loop: asyncio.AbstractEventLoop, pool: BridgedPool) -> None:
+    """Close an async pool from sync code, in its own loop: awaited inside a bridged call
+    of that loop, scheduled on it when it runs elsewhere (or here, outside the bridge);
+    a pool of a closed loop is only dropped (its tasks were cancelled with the loop)."""
+    if loop.is_closed():
+        return
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:
+        if in_bridge():
+            pool.close(timeout=0.5)
+        else:
+            loop.create_task(pool.async_pool.close(timeout=0.5))
+    elif loop.is_running():
+        asyncio.run_coroutine_threadsafe(pool.async_pool.close(timeout=0.5), loop)
+    else:
+        loop.run_until_complete(pool.async_pool.close(timeout=0.5))

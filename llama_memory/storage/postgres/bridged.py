@@ -1,0 +1,139 @@
+"""The sync face of psycopg's async pool, for code running inside
+:func:`~llama_memory.asyncbridge.run_bridged`: every call awaits the async psycopg call
+on the event loop (:func:`~llama_memory.asyncbridge.await_only`), so the one sync body
+of the store and its ports serves ``aget``/``aput`` without a thread.
+
+Only what :mod:`~llama_memory.storage.postgres` uses is covered: a pool's
+``getconn/putconn/check/close``; a connection's ``execute``, ``cursor``,
+``transaction`` and ``with conn:``; a cursor's ``execute``, ``executemany``,
+``fetchone``, ``fetchall``, ``description``, ``rowcount`` and ``with cur:``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from types import TracebackType
+from typing import Any, Optional
+
+import psycopg
+from psycopg.rows import DictRow
+from psycopg_pool import AsyncConnectionPool
+
+from ...asyncbridge import await_only
+
+
+class BridgedCursor:
+    """An ``AsyncCursor`` with the sync cursor's methods."""
+
+    def __init__(self, cursor: "psycopg.AsyncCursor[DictRow]") -> None:
+        self._cursor = cursor
+
+    def execute(self, sql: Any, params: Sequence[Any] | Mapping[str, Any] = ()) -> "BridgedCursor":
+        """Run one statement."""
+        await_only(self._cursor.execute(sql, params))
+        return self
+
+    def executemany(self, sql: Any, params_seq: Sequence[Any]) -> None:
+        """Run one statement for each set of parameters."""
+        await_only(self._cursor.executemany(sql, params_seq))
+
+    def fetchone(self) -> Optional[DictRow]:
+        """The next row, or None."""
+        return await_only(self._cursor.fetchone())
+
+    def fetchall(self) -> list[DictRow]:
+        """The remaining rows."""
+        return await_only(self._cursor.fetchall())
+
+    @property
+    def description(self) -> Any:
+        """The columns of the result (None for a statement without rows)."""
+        return self._cursor.description
+
+    @property
+    def rowcount(self) -> int:
+        """Rows the last statement touched."""
+        return self._cursor.rowcount
+
+    def __enter__(self) -> "BridgedCursor":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        await_only(self._cursor.close())
+
+
+class BridgedConnection:
+    """An ``AsyncConnection`` with the sync connection's methods."""
+
+    def __init__(self, conn: "psycopg.AsyncConnection[DictRow]") -> None:
+        self.async_connection = conn
+
+    def execute(self, sql: Any, params: Sequence[Any] | Mapping[str, Any] = ()) -> BridgedCursor:
+        """Run one statement; its cursor holds the rows."""
+        return BridgedCursor(await_only(self.async_connection.execute(sql, params)))
+
+    def cursor(self) -> BridgedCursor:
+        """A new cursor (closed by ``with``)."""
+        return BridgedCursor(self.async_connection.cursor())
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """A transaction block: committed when the body ends, rolled back if it raises."""
+        block = self.async_connection.transaction()
+        await_only(block.__aenter__())
+        try:
+            yield
+        except BaseException as exc:
+            if not await_only(block.__aexit__(type(exc), exc, exc.__traceback__)):
+                raise
+        else:
+            await_only(block.__aexit__(None, None, None))
+
+    def __enter__(self) -> "BridgedConnection":
+        await_only(self.async_connection.__aenter__())
+        return self
+
+    def __exit__(
+        self, exc_type: Optional[type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
+    ) -> None:
+        # A pooled connection is not closed here (psycopg leaves that to the pool).
+        await_only(self.async_connection.__aexit__(exc_type, exc, tb))
+
+
+class BridgedPool:
+    """An ``AsyncConnectionPool`` (of one event loop) with the sync pool's methods."""
+
+    def __init__(self, pool: "AsyncConnectionPool[Any]") -> None:
+        self.async_pool = pool
+
+    @property
+    def max_size(self) -> int:
+        """Most connections the pool opens."""
+        return self.async_pool.max_size
+
+    @property
+    def conninfo(self) -> Any:
+        """The pool's connection string (or the function making it)."""
+        return self.async_pool.conninfo
+
+    @property
+    def kwargs(self) -> Any:
+        """The pool's connection arguments."""
+        return self.async_pool.kwargs
+
+    def getconn(self, timeout: Optional[float] = None) -> BridgedConnection:
+        """A connection, within ``timeout`` seconds (PoolTimeout else)."""
+        return BridgedConnection(await_only(self.async_pool.getconn(timeout=timeout)))
+
+    def putconn(self, conn: BridgedConnection) -> None:
+        """Give a connection back."""
+        await_only(self.async_pool.putconn(conn.async_connection))
+
+    def check(self) -> None:
+        """Check the idle connections, replacing the broken ones."""
+        await_only(self.async_pool.check())
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Close the pool."""
+        await_only(self.async_pool.close(timeout=timeout))
