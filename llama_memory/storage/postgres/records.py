@@ -26,6 +26,8 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 #: From this many rows (by the planner's estimate) on, word_counts gives the estimate
 #: of the table's size instead of counting it (a count of 1M rows: ~100 ms).
 ESTIMATE_SIZE_FROM = 100_000
+#: The default of :attr:`RecordTables.rank_candidates`.
+RANK_CANDIDATES = 100
 # Month names in English whatever the process locale (the lexical index is English).
 _MONTHS = (
     "January February March April May June July August September October November December".split()
@@ -34,6 +36,12 @@ _MONTHS = (
 
 class RecordTables(PostgresConnection):
     """The records part of the store (table ``records``)."""
+
+    #: How many of a user's matching rows :meth:`search_text` scores with
+    #: ``ts_rank_cd`` (at least the ``limit`` asked): the best by ``ts_rank``, which
+    #: costs a fifth as much a row. Measured on real rows (docs/benchmarks.md, "PostgreSQL
+    #: get() speed, idle machine"), the top 30 stayed the same as ranking every row.
+    rank_candidates: int = RANK_CANDIDATES
 
     def add_records(self, records: Sequence[NewRecord]) -> list[str]:
         """Write records in one transaction; return their ids.
@@ -412,12 +420,17 @@ class RecordTables(PostgresConnection):
         words = list(dict.fromkeys(w for w in _WORD.findall(query.casefold()) if w != "or"))
         if not words or limit <= 0:
             return []
+        # ts_rank_cd costs ~15 us a row (cover density over every position); ts_rank a
+        # fifth of it. A user's question shares a common word with hundreds of their rows,
+        # so the cheap rank picks the candidates and only those get the real score.
+        candidates = max(self.rank_candidates, limit)
         rows = self.query(
             "search text",
-            "SELECT id, ts_rank_cd(tsv, q) AS score FROM records, "
-            "websearch_to_tsquery('english', %s) AS q WHERE tenant_id = %s AND user_id = %s "
-            "AND source = %s AND tsv @@ q ORDER BY score DESC, seq LIMIT %s",
-            (" or ".join(words), scope.tenant_id, user, source, limit),
+            "SELECT id, ts_rank_cd(tsv, q) AS score FROM ("
+            "SELECT id, seq, tsv, q FROM records, websearch_to_tsquery('english', %s) AS q "
+            "WHERE tenant_id = %s AND user_id = %s AND source = %s AND tsv @@ q "
+            "ORDER BY ts_rank(tsv, q) DESC, seq LIMIT %s) AS c ORDER BY score DESC, seq LIMIT %s",
+            (" or ".join(words), scope.tenant_id, user, source, candidates, limit),
         )
         return [(row["id"], float(row["score"])) for row in rows]
 
