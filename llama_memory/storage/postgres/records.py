@@ -399,15 +399,15 @@ class RecordTables(PostgresConnection):
         """How many rows ``records`` holds: the planner's estimate (kept by autovacuum
         and ANALYZE) from :data:`ESTIMATE_SIZE_FROM` rows on, an exact count below it
         (cheap there, and a new table has no estimate yet)."""
+        # One statement (one round trip): the count runs only below the threshold.
         rows = self.query(
             "size lexical index",
-            "SELECT greatest(c.reltuples, 0)::bigint AS estimate FROM pg_class AS c "
-            "WHERE c.oid = to_regclass('records')",
+            "SELECT CASE WHEN e.n >= %s THEN e.n ELSE (SELECT count(*) FROM records) END AS n "
+            "FROM (SELECT coalesce((SELECT greatest(c.reltuples, 0)::bigint FROM pg_class AS c "
+            "WHERE c.oid = to_regclass('records')), 0) AS n) AS e",
+            (ESTIMATE_SIZE_FROM,),
         )
-        estimate = int(rows[0]["estimate"]) if rows else 0
-        if estimate >= ESTIMATE_SIZE_FROM:
-            return estimate
-        return int(self.query("size lexical index", "SELECT count(*) AS n FROM records")[0]["n"])
+        return int(rows[0]["n"])
 
     def search_text(self, query: str, scope: Scope, source: str, limit: int) -> list[tuple[str, float]]:
         """Records of the scope's user whose text (or event date in words) shares words
