@@ -61,36 +61,48 @@ def timed_store(times: dict[str, float]) -> Iterator[None]:
         PostgresConnection.transaction = transaction  # type: ignore[method-assign]
 
 
-def profile(url: str, gets: int, seed: int = 8, user: str = USER) -> dict[str, Any]:
-    """Medians (ms) of each part of ``gets`` calls of ``get(input=...)`` of ``user``."""
+def profile(url: str, gets: int, seed: int = 8, user: str = USER, turns: bool = False) -> dict[str, Any]:
+    """Medians (ms) of each part of ``gets`` calls of ``get(input=...)`` of ``user``;
+    with ``turns``, of ``get()`` in turns as ``bench.speed`` times them (the user's
+    message put before, the reply after: the get() embeds the message just put)."""
     memory = open_memory("postgres", url, user)
     cls = type(default_embedding())  # the model open_memory gives every memory
-    questions = [u.content or "" for u, _ in speed.make_workload(0, gets + 1, seed)[1]]
+    workload = speed.make_workload(0, gets + 1, seed)[1]
+    questions = [u.content or "" for u, _ in workload]
     memory.get(input=questions[-1])  # warm-up
     parts: dict[str, list[float]] = defaultdict(list)
-    embed = cls._get_query_embedding
-    for question in questions[:gets]:
+    embed, embed_texts = cls._get_query_embedding, cls._get_text_embeddings
+    for turn, question in enumerate(questions[:gets]):
+        if turns:
+            memory.put(workload[turn][0].model_copy(deep=True))
         times: dict[str, float] = defaultdict(float)
 
-        def timed_embed(model: Any, text: str, _times: dict[str, float] = times) -> Any:
-            start = time.perf_counter()
-            try:
-                return embed(model, text)
-            finally:
-                _times["query embedding"] += time.perf_counter() - start
+        def timed(part: str, method: Any, _times: dict[str, float] = times) -> Any:
+            def run(model: Any, text: Any) -> Any:
+                start = time.perf_counter()
+                try:
+                    return method(model, text)
+                finally:
+                    _times[part] += time.perf_counter() - start
 
-        cls._get_query_embedding = timed_embed  # type: ignore[method-assign]
+            return run
+
+        cls._get_query_embedding = timed("query embedding", embed)  # type: ignore[method-assign]
+        # The messages put since the last get() are embedded by it (the index's sync).
+        cls._get_text_embeddings = timed("embedding of new messages", embed_texts)  # type: ignore[method-assign]
         try:
             with timed_store(times):
                 start = time.perf_counter()
-                memory.get(input=question)
+                memory.get() if turns else memory.get(input=question)
                 total = time.perf_counter() - start
         finally:
-            cls._get_query_embedding = embed  # type: ignore[method-assign]
+            cls._get_query_embedding, cls._get_text_embeddings = embed, embed_texts  # type: ignore[method-assign]
         parts["get() total"].append(total * 1000)
         for name, seconds in times.items():
             parts[name].append(seconds * 1000)
         parts["rest (Python)"].append((total - sum(times.values())) * 1000)
+        if turns:
+            memory.put(workload[turn][1].model_copy(deep=True))
     memory.close()
     return {name: {"median_ms": statistics.median(v + [0.0] * (gets - len(v))), "max_ms": max(v)}
             for name, v in sorted(parts.items(), key=lambda kv: -statistics.median(kv[1]))}  # fmt: skip
@@ -102,9 +114,11 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
     parser.add_argument("--url", required=True, help="a database loaded by bench.speed --backend postgres")
     parser.add_argument("--gets", type=int, default=20)
     parser.add_argument("--user", default=USER)
+    parser.add_argument("--turns", action="store_true",
+                        help="time get() in turns as bench.speed does (a message put before each)")
     args = parser.parse_args(argv)
     load = os.getloadavg()[0]
-    report = {"load_average_before": load, "parts": profile(args.url, args.gets, user=args.user),
+    report = {"load_average_before": load, "parts": profile(args.url, args.gets, user=args.user, turns=args.turns),
               "load_average_after": os.getloadavg()[0]}  # fmt: skip
     print(json.dumps(report, indent=2))
     return report

@@ -30,12 +30,13 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
-from bench import pg_recall, speed
+from bench import pg_recall, real_texts, speed
 from llama_memory import ComposableMemory, default_embedding
+from llama_memory.embeddings import THREADS_VARIABLE
 from llama_memory.storage.postgres import PgVectorIndex, PostgresStore
 
 USER = "u"
@@ -73,10 +74,30 @@ def turns(memory: ComposableMemory, size: int, gets: int, seed: int) -> dict[str
             "get_p95_ms": speed.p95(get_ms), "put_median_ms": speed.median(put_ms)}  # fmt: skip
 
 
-def _worker(backend: str, where: str, seconds: float, index: int, ready: Any, go: Any, out: Any) -> None:
+def worker_threads(mode: str, workers: int) -> Optional[int]:
+    """The offline model's threads in each of ``workers`` processes for an
+    ``--embed-threads`` mode: ``share`` the cores among them (at least 1 each), ``cores``
+    None (each process a thread per core, the model's default), or a number."""
+    if mode == "share":
+        return max(1, len(os.sched_getaffinity(0)) // workers)
+    if mode == "cores":
+        return None
+    if mode.isdigit() and int(mode) >= 1:
+        return int(mode)
+    raise ValueError(f"--embed-threads takes share, cores or a number of threads, not {mode!r}")
+
+
+def _worker(
+    backend: str, where: str, seconds: float, index: int, ready: Any, go: Any, out: Any, threads: Optional[int]
+) -> None:
     """One app server: open the memory, wait for the others, then for ``seconds`` call
     ``get(input=...)`` with a new question each time (an agent's call after a tool
-    round: retrieval and its query embedding run every time)."""
+    round: retrieval and its query embedding run every time). ``threads``: the offline
+    model's, set as an app would, through the environment (None: the model's default)."""
+    if threads is None:
+        os.environ.pop(THREADS_VARIABLE, None)
+    else:
+        os.environ[THREADS_VARIABLE] = str(threads)
     try:
         memory = open_memory(backend, where)
         questions = [u.content or "" for u, _ in speed.make_workload(0, 1000, 100 + index)[1]]
@@ -94,12 +115,15 @@ def _worker(backend: str, where: str, seconds: float, index: int, ready: Any, go
         out.put(f"{type(exc).__name__}: {exc}")
 
 
-def throughput(backend: str, where: str, workers: int, seconds: float) -> dict[str, Any]:
+def throughput(backend: str, where: str, workers: int, seconds: float, mode: str = "share") -> dict[str, Any]:
     """Total ``get(input=...)`` calls per second of ``workers`` processes on one memory
-    (the same user and session: the worst case for contention)."""
+    (the same user and session: the worst case for contention), the offline model's
+    threads in each given by ``mode`` (:func:`worker_threads`)."""
+    threads = worker_threads(mode, workers)
     ctx = multiprocessing.get_context("spawn")
     ready, out, go = ctx.Queue(), ctx.Queue(), ctx.Event()
-    procs = [ctx.Process(target=_worker, args=(backend, where, seconds, i, ready, go, out)) for i in range(workers)]
+    procs = [ctx.Process(target=_worker, args=(backend, where, seconds, i, ready, go, out, threads))
+             for i in range(workers)]  # fmt: skip
     for p in procs:
         p.start()
     oks = [ready.get(timeout=300) for _ in procs]
@@ -108,15 +132,31 @@ def throughput(backend: str, where: str, workers: int, seconds: float) -> dict[s
     for p in procs:
         p.join(timeout=60)
     errors = [r for r in results if isinstance(r, str)]
+    shown = {"workers": workers, "embed_threads": mode, "threads_per_worker": threads}
     if errors or not all(oks):
-        return {"workers": workers, "status": "error", "error": errors[0] if errors else "a worker failed"}
+        return {**shown, "status": "error", "error": errors[0] if errors else "a worker failed"}
     total = sum(int(r) for r in results)
-    return {"workers": workers, "status": "ok", "gets": total, "gets_per_s": total / seconds}
+    return {**shown, "status": "ok", "gets": total, "gets_per_s": total / seconds}
 
 
-def copy_records(store: PostgresStore, users: Sequence[str], per_user: int, seed: int) -> float:
+#: How many distinct texts the bulk records' texts are drawn from (``--pg-texts real``).
+REAL_TEXTS = 50_000
+
+
+def copy_records(
+    store: PostgresStore, users: Sequence[str], per_user: int, seed: int, texts: str = "real"
+) -> float:
     """Bulk load ``per_user`` indexed records (text and vector) for each of ``users`` with
-    COPY, as the vector source would hold them; return the seconds it took."""
+    COPY, as the vector source would hold them; return the seconds it took.
+
+    ``texts``: ``real``, each record one or two LoCoMo sentences recombined
+    (:func:`bench.real_texts.texts`: a question's words match some of a user's records,
+    as in a real memory); ``words``, the earlier synthetic text of 5 of 16 words, which
+    every record shares with any question naming one of them. The vectors are synthetic
+    either way (clustered, :mod:`bench.pg_recall`)."""
+    if texts not in ("real", "words"):
+        raise ValueError(f"texts must be 'real' or 'words', not {texts!r}")
+    pool = real_texts.texts(REAL_TEXTS, seed) if texts == "real" else []
     rng = np.random.default_rng(seed)
     index = PgVectorIndex(store, "llama_memory_vector")
     start = time.perf_counter()
@@ -125,8 +165,11 @@ def copy_records(store: PostgresStore, users: Sequence[str], per_user: int, seed
         owners = [u for u in chunk for _ in range(per_user)]
         ids = [f"{u}-{i:07d}" for u in chunk for i in range(per_user)]
         buf = io.StringIO()
-        for user, rid in zip(owners, ids):
-            text = f"note {rid} about {pg_recall_words(rid)}"
+        for n, (user, rid) in enumerate(zip(owners, ids), start=first * per_user):
+            if pool:  # spread over the pool: a user's records are distinct texts
+                text = pool[(n * 7919) % len(pool)].replace("\\", " ").replace("\t", " ").replace("\n", " ")
+            else:
+                text = f"note {rid} about {pg_recall_words(rid)}"
             buf.write("\t".join(("default", user, "vector", rid, "s", "user", text, "", rid, "[]",
                                  "1700000000", "1700000000", "{}", "t")) + "\n")  # fmt: skip
         with store.transaction("bench: copy records") as conn:
@@ -149,7 +192,7 @@ def pg_recall_words(rid: str) -> str:
     return " ".join(_WORDS[(h >> (4 * i)) % len(_WORDS)] for i in range(5))
 
 
-def bulk(url: str, users: int, per_user: int, gets: int, seed: int) -> dict[str, Any]:
+def bulk(url: str, users: int, per_user: int, gets: int, seed: int, texts: str = "real") -> dict[str, Any]:
     """get(input=...) and search() of one user among ``users`` x ``per_user`` records
     bulk-loaded by COPY. The HNSW index is built after the load (at once, faster than
     row by row) when the user is above the threshold; below it, the search is exact and
@@ -164,7 +207,7 @@ def bulk(url: str, users: int, per_user: int, gets: int, seed: int) -> dict[str,
     try:
         with store.transaction("bench: drop hnsw") as conn:  # rebuilt below, after the load
             conn.execute(f"DROP INDEX IF EXISTS {index.hnsw_index_name(pg_recall.DIMENSION)}")
-        load_s = copy_records(store, names, per_user, seed)
+        load_s = copy_records(store, names, per_user, seed, texts)
         start = time.perf_counter()
         if hnsw:
             with store.transaction("bench: build hnsw") as conn:
@@ -186,7 +229,8 @@ def bulk(url: str, users: int, per_user: int, gets: int, seed: int) -> dict[str,
         found = len(memory.search(question, k=10))
         search_ms.append(speed._ms(start))
     memory.close()
-    return {"records": users * per_user, "users": users, "load_s": load_s, "hnsw": hnsw, "index_s": index_s,
+    return {"records": users * per_user, "users": users, "texts": texts, "load_s": load_s, "hnsw": hnsw,
+            "index_s": index_s,
             "get_median_ms": speed.median(get_ms), "get_p95_ms": speed.p95(get_ms),
             "search_median_ms": speed.median(search_ms), "search_p95_ms": speed.p95(search_ms),
             "search_found": found}  # fmt: skip
@@ -208,14 +252,17 @@ def run(args: Any, url: str, new_database: Any) -> dict[str, Any]:
                 print(f"{backend:8} {size:>6} msgs: get {row['get_median_ms']:.1f} ms, put {row['put_median_ms']:.1f} ms", flush=True)
                 if size == args.size_list[-1]:
                     for n in args.worker_list:
-                        t = {"backend": backend, "messages": size, **throughput(backend, where, n, args.seconds)}
-                        report["throughput"].append(t)
-                        print(f"{backend:8} {n} workers: {t.get('gets_per_s', t.get('error'))}", flush=True)
+                        for mode in args.thread_modes:  # back to back: the same load for each
+                            t = {"backend": backend, "messages": size,
+                                 **throughput(backend, where, n, args.seconds, mode)}  # fmt: skip
+                            report["throughput"].append(t)
+                            print(f"{backend:8} {n} workers, embed threads {mode}: "
+                                  f"{t.get('gets_per_s', t.get('error'))}", flush=True)  # fmt: skip
             finally:
                 shutil.rmtree(workdir, ignore_errors=True)
     if "postgres" in backends:
         for users, per_user in args.bulk_list:
-            row = bulk(new_database(), users, per_user, args.gets, args.seed)
+            row = bulk(new_database(), users, per_user, args.gets, args.seed, args.pg_texts)
             report["bulk"].append(row)
             print(f"postgres {row['records']} records / {users} users: get {row['get_median_ms']:.1f} ms, "
                   f"search {row['search_median_ms']:.1f} ms (load {row['load_s']:.0f} s, HNSW {row['index_s']:.0f} s)",
@@ -243,8 +290,11 @@ def plot(report: dict[str, Any], path: Path) -> Path:
     for backend in sorted({r["backend"] for r in report["turns"]}):
         rows = [r for r in report["turns"] if r["backend"] == backend]
         left.plot([r["messages"] for r in rows], [r["get_median_ms"] for r in rows], "o-", label=backend)
-        t = [r for r in report["throughput"] if r["backend"] == backend and r["status"] == "ok"]
-        right.plot([r["workers"] for r in t], [r["gets_per_s"] for r in t], "o-", label=backend)
+        for mode in dict.fromkeys(r.get("embed_threads", "cores") for r in report["throughput"]):
+            t = [r for r in report["throughput"] if r["backend"] == backend and r["status"] == "ok"
+                 and r.get("embed_threads", "cores") == mode]  # fmt: skip
+            right.plot([r["workers"] for r in t], [r["gets_per_s"] for r in t], "o-",
+                       label=f"{backend}, embed threads: {mode}")  # fmt: skip
     left.set(xlabel="messages of history", ylabel="get() median, ms", title="get() latency")
     right.set(xlabel="worker processes", ylabel="get() / s, total", title="get() throughput")
     left.legend()
@@ -267,6 +317,9 @@ def main(args: Any) -> dict[str, Any]:
         args.bulk_list = [(1, n) for n in (int(s) for s in args.pg_records.split(",") if s)]
         if args.pg_users:
             args.bulk_list.append((args.pg_users, args.pg_per_user))
+    args.thread_modes = [m for m in args.embed_threads.split(",") if m]
+    for mode in args.thread_modes:
+        worker_threads(mode, 1)  # a bad mode says so before any load
     with pg_recall.database(args.url) as url:
         made = [0]
 

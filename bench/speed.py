@@ -1272,6 +1272,15 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         help="--backend postgres: also this many users of --pg-per-user records each "
                              "(1000 for 1M records)")
     parser.add_argument("--pg-per-user", type=int, default=1000, help="see --pg-users")
+    parser.add_argument("--pg-texts", default="real", choices=("real", "words"),
+                        help="--backend postgres: the bulk records' texts: LoCoMo sentences recombined "
+                             "(bench/real_texts.py), or 'words', the earlier 5 of 16 words each (every "
+                             "record then matches a question's full-text search)")
+    parser.add_argument("--embed-threads", default="share",
+                        help="--backend postgres: the offline model's threads in each throughput worker, "
+                             "comma-separated modes run back to back: 'share' (cores // workers, at "
+                             "least 1: $LLAMA_MEMORY_EMBED_THREADS), 'cores' (every worker a thread per "
+                             "core, the default before), or a number")
     args = parser.parse_args(argv)
     if args.smoke:
         args.sizes, args.gets, args.input_gets = list(SMOKE_SIZES), SMOKE_GETS, SMOKE_INPUT_GETS

@@ -131,6 +131,37 @@ def _cpu_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+#: The environment variable that sets the offline model's onnxruntime threads in a
+#: process (when ``num_threads`` is not given): an app running several worker processes
+#: on one machine sets it to cores // workers.
+THREADS_VARIABLE = "LLAMA_MEMORY_EMBED_THREADS"
+
+
+def embed_threads() -> int:
+    """The onnxruntime intra-op threads of an :class:`OfflineEmbedding` given no
+    ``num_threads``: :data:`THREADS_VARIABLE` when set, else the CPUs this process may
+    run on.
+
+    Each process's session starts that many threads, and their workers spin while they
+    wait: N worker processes on a machine of N or fewer cores, each with a thread per
+    core, fight over the cores (measured in docs/benchmarks.md, "PostgreSQL get() speed,
+    idle machine": total throughput fell from 1 to 4 workers).
+    """
+    value = os.environ.get(THREADS_VARIABLE, "").strip()
+    if not value:
+        return _cpu_threads()
+    try:
+        threads = int(value)
+    except ValueError:
+        threads = 0
+    if threads < 1:
+        raise ValueError(
+            f"{THREADS_VARIABLE} must be a whole number of threads, at least 1 (e.g. the "
+            f"cores divided by the worker processes), not {value!r}"
+        )
+    return threads
+
+
 class OfflineEmbedding(BaseEmbedding):
     """all-MiniLM-L6-v2 (int8 ONNX) run locally with onnxruntime; needs no network or model hub.
 
@@ -179,7 +210,10 @@ class OfflineEmbedding(BaseEmbedding):
     )
     num_threads: int | None = Field(
         default=None,
-        description="onnxruntime intra-op threads; None means the CPUs this process may use.",
+        description=(
+            "onnxruntime intra-op threads; None means $LLAMA_MEMORY_EMBED_THREADS when set, "
+            "else the CPUs this process may use."
+        ),
         gt=0,
         frozen=True,
     )
@@ -256,7 +290,7 @@ class OfflineEmbedding(BaseEmbedding):
         tokenizer.enable_padding(pad_id=0 if pad_id is None else pad_id, pad_token="[PAD]")
 
         options = ort.SessionOptions()
-        options.intra_op_num_threads = self.num_threads or _cpu_threads()
+        options.intra_op_num_threads = self.num_threads or embed_threads()
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL

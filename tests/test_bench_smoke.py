@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -90,14 +91,20 @@ def test_backend_benchmark_smoke_reports_sqlite_and_postgres_side_by_side(
     end on the test server: history turns and throughput for both backends, and the
     COPY-loaded records of PostgreSQL."""
     plot = tmp_path / "pg-speed.png"
-    report = speed.main(["--backend", "sqlite,postgres", "--smoke", "--url", postgres_url, "--plot", str(plot)])
+    report = speed.main(["--backend", "sqlite,postgres", "--smoke", "--url", postgres_url, "--plot", str(plot),
+                         "--embed-threads", "share,cores"])  # fmt: skip
 
     assert {r["backend"] for r in report["turns"]} == {"sqlite", "postgres"}
     for r in report["turns"]:
         assert r["get_median_ms"] > 0 and r["put_median_ms"] > 0, r
-    assert {(t["backend"], t["status"]) for t in report["throughput"]} == {("sqlite", "ok"), ("postgres", "ok")}
+    assert {(t["backend"], t["status"], t["embed_threads"]) for t in report["throughput"]} == {
+        (backend, "ok", mode) for backend in ("sqlite", "postgres") for mode in ("share", "cores")
+    }
+    # One worker shares the cores with nobody: its threads are the CPUs it may use.
+    assert {t["threads_per_worker"] for t in report["throughput"]} == {len(os.sched_getaffinity(0)), None}
     assert all(t["gets_per_s"] > 0 for t in report["throughput"])
     [loaded] = report["bulk"]
     assert loaded["records"] == 300 and loaded["search_found"] == 10 and loaded["get_median_ms"] > 0
+    assert loaded["texts"] == "real"  # LoCoMo sentences, not the 16 words of before
     assert report["get_postgres_over_sqlite"] > 0 and report["query_embedding"]["median_ms"] > 0
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

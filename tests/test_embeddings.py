@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 import pickle
 import shutil
 import threading
@@ -17,11 +18,13 @@ from tokenizers import Tokenizer
 
 from llama_memory.embeddings import (
     MODEL_SHA256,
+    THREADS_VARIABLE,
     TOKENIZER_SHA256,
     OfflineEmbedding,
     default_embedding,
     default_model_path,
     default_tokenizer_path,
+    embed_threads,
     embedding_dimension,
 )
 from llama_memory.errors import ModelIntegrityError
@@ -254,3 +257,24 @@ def test_vector_cache_is_shared_per_model_and_reuses_vectors_only_when_symmetric
     assert other is not cache
     [doc] = other.documents(["x"])
     assert other.query("x") is not doc and other.query("x") is other.query("x")
+
+
+def test_the_threads_variable_sets_the_sessions_threads_unless_num_threads_is_given(monkeypatch) -> None:
+    # A worker process among several: its session takes the threads the variable gives.
+    monkeypatch.setenv(THREADS_VARIABLE, "3")
+    assert embed_threads() == 3
+    model = OfflineEmbedding()
+    model.get_query_embedding("how many threads")
+    assert model._session is not None and model._session.get_session_options().intra_op_num_threads == 3
+    given = OfflineEmbedding(num_threads=1)
+    given.get_query_embedding("how many threads")
+    assert given._session is not None and given._session.get_session_options().intra_op_num_threads == 1
+    monkeypatch.delenv(THREADS_VARIABLE)
+    assert embed_threads() == len(os.sched_getaffinity(0))
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "two", "1.5"])
+def test_a_bad_threads_variable_says_what_it_takes(monkeypatch, value: str) -> None:
+    monkeypatch.setenv(THREADS_VARIABLE, value)
+    with pytest.raises(ValueError, match=f"LLAMA_MEMORY_EMBED_THREADS must be .* at least 1.*not '{value}'"):
+        OfflineEmbedding().get_query_embedding("how many threads")

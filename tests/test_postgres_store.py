@@ -120,3 +120,20 @@ def test_a_memory_whose_connections_were_cut_answers_on_the_same_objects(
         assert "bees" in (memory.get("where are the bees?")[0].content or "")
     finally:
         memory.close()
+
+
+def test_the_change_token_moves_when_a_write_running_at_the_last_read_commits(postgres_url: str) -> None:
+    # Another app server's transaction began before the token was read and commits
+    # after the store's own next write: its commit still moves the token.
+    store = PostgresStore(postgres_url)
+    try:
+        store.add_records([NewRecord("vector", ALICE, "first", ("m1",), 1.0)])
+        with psycopg.connect(postgres_url) as other:
+            other.execute("UPDATE records SET importance = 0.5")  # running, not committed
+            before = store.change_token()
+            store.add_records([NewRecord("vector", ALICE, "mine", ("m2",), 2.0)])
+            assert store.change_token() == before  # the other has not committed yet
+            other.commit()
+            assert store.change_token() != before
+    finally:
+        store.close()

@@ -51,3 +51,21 @@ def test_the_change_token_moves_when_another_store_object_commits(backend) -> No
     assert reader.change_token() == before
     writer.add_records([NewRecord("vector", ALICE, "hello", ("m1",), 1.0)])
     assert reader.change_token() != before
+
+
+def test_the_change_token_stays_for_the_store_objects_own_writes_and_moves_for_anothers_among_them(
+    backend,
+) -> None:
+    # Its own writes the memory applies itself (the held vectors): only another's
+    # commit need make it reload, even when its own commit in between.
+    store, other = backend.open(), backend.open()
+    before = store.change_token()
+    store.add_records([NewRecord("vector", ALICE, "mine", ("m1",), 1.0)])
+    store.chat_log(ALICE).append([ChatMessage(role="user", content="mine")])
+    assert store.change_token() == before
+    store.add_records([NewRecord("vector", ALICE, "mine again", ("m2",), 2.0)])
+    other.add_records([NewRecord("vector", ALICE, "theirs", ("m3",), 3.0)])
+    store.add_records([NewRecord("vector", ALICE, "and mine", ("m4",), 4.0)])
+    moved = store.change_token()
+    assert moved != before
+    assert store.change_token() == moved

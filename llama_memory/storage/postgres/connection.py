@@ -22,6 +22,7 @@ from ...asyncbridge import await_only, in_bridge, on_exit
 from ...errors import StorageError
 from ..word_counts import WordCountCache
 from .bridged import BridgedPool
+from .changes import ChangeWatch
 from .schema import MIGRATION_LOCK, MIGRATIONS, VERSION_TABLE
 
 #: A connection of the pool: rows come back as dicts.
@@ -139,6 +140,7 @@ class PostgresConnection:
         self._recovering = threading.Lock()
         # Match counts of words in the full-text index (RecordTables.word_counts).
         self._word_counts = WordCountCache()
+        self._changes = ChangeWatch()
         if isinstance(url, ConnectionPool):
             if url.closed:
                 raise ValueError(
@@ -409,6 +411,9 @@ class PostgresConnection:
                 try:
                     with conn.transaction():
                         yield conn
+                        # Before the commit: this store's own write, not another's (changes.py).
+                        own = conn.execute("SELECT pg_current_xact_id_if_assigned()::text AS x").fetchone()
+                        self._changes.note_own(own["x"] if own else None)
                     callbacks = held.after
                 finally:
                     del self._held_by[me]
@@ -438,10 +443,12 @@ class PostgresConnection:
             return cur.fetchall() if cur.description else []
 
     def change_token(self) -> Hashable:
-        """The server's current snapshot (``pg_current_snapshot()``): it changes when
-        any transaction that wrote commits, and only then, so data read after reading
-        it is never older than the token says."""
-        return str(self.query("read change token", "SELECT pg_current_snapshot()::text AS s")[0]["s"])
+        """Moves when a write of another store object (another process, server, admin)
+        has committed since the last call, not for this one's own (as SQLite's
+        ``data_version``): read from the server's snapshot (changes.py), so data read
+        after reading it is never older than the token says."""
+        snapshot = self.query("read change token", "SELECT pg_current_snapshot()::text AS s")[0]["s"]
+        return self._changes.token(str(snapshot))
 
     def _migrate(self) -> None:
         with self.transaction("migrate the schema") as conn:

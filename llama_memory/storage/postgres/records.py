@@ -26,6 +26,8 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 #: From this many rows (by the planner's estimate) on, word_counts gives the estimate
 #: of the table's size instead of counting it (a count of 1M rows: ~100 ms).
 ESTIMATE_SIZE_FROM = 100_000
+#: The default of :attr:`RecordTables.rank_candidates`.
+RANK_CANDIDATES = 100
 # Month names in English whatever the process locale (the lexical index is English).
 _MONTHS = (
     "January February March April May June July August September October November December".split()
@@ -34,6 +36,12 @@ _MONTHS = (
 
 class RecordTables(PostgresConnection):
     """The records part of the store (table ``records``)."""
+
+    #: How many of a user's matching rows :meth:`search_text` scores with
+    #: ``ts_rank_cd`` (at least the ``limit`` asked): the best by ``ts_rank``, which
+    #: costs a fifth as much a row. Measured on real rows (docs/benchmarks.md, "PostgreSQL
+    #: get() speed, idle machine"), the top 30 stayed the same as ranking every row.
+    rank_candidates: int = RANK_CANDIDATES
 
     def add_records(self, records: Sequence[NewRecord]) -> list[str]:
         """Write records in one transaction; return their ids.
@@ -363,9 +371,12 @@ class RecordTables(PostgresConnection):
                     self._word_counts.put(row["word"], counts[row["word"]], total)
             missing = [w for w in missing if w not in counts]
         if missing:
+            # A stop word ("not", "over", the "s" of "it's") has no lexeme: no row holds it,
+            # and its empty query would have the count read every row (60 ms at 1M rows).
             for row in self.query(
                 "count word matches",
-                "SELECT w AS word, (SELECT count(*) FROM records WHERE tsv @@ plainto_tsquery('english', w)) "
+                "SELECT w AS word, CASE WHEN numnode(plainto_tsquery('english', w)) = 0 THEN 0 "
+                "ELSE (SELECT count(*) FROM records WHERE tsv @@ plainto_tsquery('english', w)) END "
                 "AS n FROM unnest(%s::text[]) AS w",
                 (missing,),
             ):
@@ -391,15 +402,15 @@ class RecordTables(PostgresConnection):
         """How many rows ``records`` holds: the planner's estimate (kept by autovacuum
         and ANALYZE) from :data:`ESTIMATE_SIZE_FROM` rows on, an exact count below it
         (cheap there, and a new table has no estimate yet)."""
+        # One statement (one round trip): the count runs only below the threshold.
         rows = self.query(
             "size lexical index",
-            "SELECT greatest(c.reltuples, 0)::bigint AS estimate FROM pg_class AS c "
-            "WHERE c.oid = to_regclass('records')",
+            "SELECT CASE WHEN e.n >= %s THEN e.n ELSE (SELECT count(*) FROM records) END AS n "
+            "FROM (SELECT coalesce((SELECT greatest(c.reltuples, 0)::bigint FROM pg_class AS c "
+            "WHERE c.oid = to_regclass('records')), 0) AS n) AS e",
+            (ESTIMATE_SIZE_FROM,),
         )
-        estimate = int(rows[0]["estimate"]) if rows else 0
-        if estimate >= ESTIMATE_SIZE_FROM:
-            return estimate
-        return int(self.query("size lexical index", "SELECT count(*) AS n FROM records")[0]["n"])
+        return int(rows[0]["n"])
 
     def search_text(self, query: str, scope: Scope, source: str, limit: int) -> list[tuple[str, float]]:
         """Records of the scope's user whose text (or event date in words) shares words
@@ -412,12 +423,21 @@ class RecordTables(PostgresConnection):
         words = list(dict.fromkeys(w for w in _WORD.findall(query.casefold()) if w != "or"))
         if not words or limit <= 0:
             return []
+        # ts_rank_cd costs ~15 us a row (cover density over every position); ts_rank a
+        # fifth of it. A user's question shares a common word with hundreds of their rows,
+        # so the cheap rank picks the candidates and only those get the real score.
+        candidates = max(self.rank_candidates, limit)
+        # ts_match_vq(tsv, q) is tsv @@ q in a form the GIN index cannot serve: the
+        # planner otherwise ANDs the user's btree rows with the GIN bitmap of every
+        # user's rows holding a common word (124,000 of 1M: 50 ms) where reading the
+        # user's own rows and testing each takes 2 ms.
         rows = self.query(
             "search text",
-            "SELECT id, ts_rank_cd(tsv, q) AS score FROM records, "
-            "websearch_to_tsquery('english', %s) AS q WHERE tenant_id = %s AND user_id = %s "
-            "AND source = %s AND tsv @@ q ORDER BY score DESC, seq LIMIT %s",
-            (" or ".join(words), scope.tenant_id, user, source, limit),
+            "SELECT id, ts_rank_cd(tsv, q) AS score FROM ("
+            "SELECT id, seq, tsv, q FROM records, websearch_to_tsquery('english', %s) AS q "
+            "WHERE tenant_id = %s AND user_id = %s AND source = %s AND ts_match_vq(tsv, q) "
+            "ORDER BY ts_rank(tsv, q) DESC, seq LIMIT %s) AS c ORDER BY score DESC, seq LIMIT %s",
+            (" or ".join(words), scope.tenant_id, user, source, candidates, limit),
         )
         return [(row["id"], float(row["score"])) for row in rows]
 
