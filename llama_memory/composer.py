@@ -31,6 +31,7 @@ from .messages import message_text
 from .relevance import QueryPlan, choose_query, serves_personal_request
 from .sources.base import Recent
 from .sources.base import Source as SourceProtocol
+from .storage.ports import one_connection
 from .text import normalize_text
 from .types import MemoryRecord, now
 from .usage import UsageLog
@@ -51,7 +52,7 @@ def get_messages(
             "pass the text to retrieve for, e.g. the user's message"
         )
     watch = Stopwatch()
-    with memory._lock:
+    with memory._lock, one_connection(memory._store):
         memory._check_open()
         window = memory.primary_memory.get(input=input, **kwargs)
         query = input if input else latest_user_text(memory, window)
@@ -87,7 +88,7 @@ def search_records(memory: ComposableMemory, query: str, k: int) -> RecordList:
     """The body of :meth:`ComposableMemory.search`."""
     if not isinstance(query, str):
         raise TypeError(f"search() query must be a str, not {type(query).__name__} {short(query)}")
-    with memory._lock:
+    with memory._lock, one_connection(memory._store):
         memory._check_open()
         # A query-independent source (a profile) is not ranked by relevance.
         relevant = [s for s in memory._sources if not getattr(s, "query_independent", False)]

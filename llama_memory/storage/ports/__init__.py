@@ -6,7 +6,7 @@ memory only ever see these types and plain domain rows (``MemoryRecord``, ``Scop
 ``NewRecord``...): no connection, no SQL, no rowid. See docs/architecture.md.
 """
 
-from .base import MetaStore, Storage, Transactional, UserDeletion
+from .base import MetaStore, Storage, Transactional, UserDeletion, one_connection
 from .chat import ChatLog, ChatLogChanges, ChatStore, SharedChatLog
 from .jobs import JOB_STATES, Job, JobQueue
 from .lexical import LexicalIndex
@@ -31,6 +31,7 @@ __all__ = [
     "Storage",
     "Transactional",
     "UserDeletion",
+    "one_connection",
     "Vector",
     "VectorCopies",
     "VectorIndex",

@@ -132,6 +132,8 @@ class PostgresConnection:
         # The connection each bridged call keeps for all its statements (taken once,
         # checked once), given back when the call ends.
         self._pinned: dict[greenlet.greenlet, tuple[Any, Any]] = {}
+        # Threads (their main greenlets) inside one_connection(): they pin one too.
+        self._holding: set[greenlet.greenlet] = set()
         self._timeout = timeout
         # Set when a call found the server unreachable: the next call asks the server
         # directly (failing fast while it is down) and, once it answers, starts afresh.
@@ -252,7 +254,7 @@ class PostgresConnection:
     def _connection(self) -> Iterator[Connection]:
         """A connection from the pool, with autocommit and dict rows (a borrowed
         connection of the application's pool gets its own settings back after)."""
-        if in_bridge():
+        if in_bridge() or greenlet.getcurrent() in self._holding:
             with self._pinned_connection() as conn:
                 yield conn
             return
@@ -283,7 +285,8 @@ class PostgresConnection:
         pinned = self._pinned.get(me)
         if pinned is None:
             pinned = self._pinned[me] = self._take()
-            on_exit(lambda: self._unpin(me))
+            if in_bridge():
+                on_exit(lambda: self._unpin(me))  # (a held call gives it back itself)
         conn = pinned[1]
         try:
             with conn:  # a failed body rolls back
@@ -291,6 +294,24 @@ class PostgresConnection:
         except BaseException:
             self._unpin(me)
             raise
+
+    @contextmanager
+    def one_connection(self) -> Iterator[None]:
+        """The statements of the body, in this thread, share one connection: taken by
+        the first, checked once, given back at the end (a ``get()`` makes 15-20, each
+        of which took and checked a pooled connection of its own: a round trip more
+        apiece). Nested uses join the outer one; a bridged call (``aget``) holds its
+        connection already."""
+        me = greenlet.getcurrent()
+        if in_bridge() or me in self._holding:
+            yield
+            return
+        self._holding.add(me)
+        try:
+            yield
+        finally:
+            self._holding.discard(me)
+            self._unpin(me)
 
     def _unpin(self, me: greenlet.greenlet) -> None:
         pinned = self._pinned.pop(me, None)
