@@ -83,7 +83,8 @@ def test_questions_about_one_thing(question: str) -> None:
 
 
 def test_records_for_a_set_question() -> None:
-    assert records_for("What pets does Nate have?", 10) == 15 == int(10 * SET_SPREAD)
+    assert records_for("What pets does Nate have?", 10) == round(10 * SET_SPREAD) > 10
+    assert records_for("What pets does Nate have?", 10, spread=1.3) == 13
     assert records_for("What pets does Nate have?", 10, spread=1) == 10
     assert records_for("What is Nate's pet called?", 10) == 10
     assert records_for("What pets does Nate have?", 0) == 0
