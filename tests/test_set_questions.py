@@ -99,3 +99,14 @@ def test_bad_spreads_and_questions_say_what_was_wrong(make_memory) -> None:
     memory.set_spread = 0.5
     with pytest.raises(ValueError, match="set_spread.* got 0.5"):
         memory.get("What pets does Nate have?")
+
+
+def test_the_bench_chooses_the_set_spread_leave_one_out() -> None:
+    from bench import multihop
+
+    report = multihop.main(["--smoke", "--weights", "0.5", "--set-spreads", "1,1.3"])
+    assert report["leave_one_out"]["key"] == "set_spread"
+    assert {r["set_spread"] for r in report["rows"]} == {1.0, 1.3}
+    assert set(report["weights"]) == {1.0, 1.3}
+    with pytest.raises(SystemExit):  # one thing is chosen at a time
+        multihop.main(["--smoke", "--weights", "0,0.5", "--set-spreads", "1,1.3"])
