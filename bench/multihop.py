@@ -20,6 +20,11 @@ Run::
     .venv/bin/python -m bench.multihop                     # ../shared/data/locomo/locomo_dev.json, ~10 min
     .venv/bin/python -m bench.multihop --weights 0,0.5 --json bench/results/multihop.json
     .venv/bin/python -m bench.multihop --smoke             # tests/data/locomo_tiny.json, seconds
+    .venv/bin/python -m bench.multihop --weights 0.5 --set-spreads 1,1.2,1.3,1.5,1.7   # the set spread
+
+With several ``--set-spreads`` (the memory's ``set_spread``: how many more records a
+question that asks for a set gets, ``llama_memory.set_questions``) and one hop weight,
+leave-one-out chooses the spread instead, the same way; 1 is "before".
 
 LoCoMo is CC BY-NC 4.0: read from outside the repository; the report holds ids and figures only.
 """
@@ -45,6 +50,7 @@ from bench.locomo import (
     load_dataset,
     score,
 )
+from llama_memory.set_questions import SET_SPREAD
 
 #: The weights tried by default (0: no second hop).
 WEIGHTS = (0.0, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0)
@@ -57,8 +63,10 @@ def run(
     weights: Sequence[float],
     select: Optional[Sequence[int]] = None,
     log: Callable[[str], None] = print,
+    spreads: Sequence[float] = (SET_SPREAD,),
 ) -> list[dict[str, Any]]:
-    """One row per (weight, question): block recall, tokens, get() ms."""
+    """One row per (weight, set spread, question): block recall, tokens, get() ms
+    (``spreads``: the memory's ``set_spread``, see ``llama_memory.set_questions``)."""
     from llama_memory import default_embedding
 
     default_embedding().load()
@@ -69,8 +77,9 @@ def run(
             retriever.build(conversation)
             memory = retriever.memory
             source = memory.source("vector")
-            for weight in weights:
+            for weight, spread in [(w, s) for w in weights for s in spreads]:
                 source.hop_weight = weight
+                memory.set_spread = spread
                 for q in conversation.questions:
                     t0 = time.perf_counter()
                     memory.get(q.question)
@@ -78,7 +87,7 @@ def run(
                     block = memory.last_block
                     ids = [i for r in block.records for i in r.message_ids]
                     rows.append({
-                        "weight": weight, "conversation": conversation.sample_id,
+                        "weight": weight, "set_spread": spread, "conversation": conversation.sample_id,
                         "category": CATEGORIES[q.category], "qa_index": q.index,
                         "tokens": block.token_count, "get_ms": get_ms,
                         "block_recall": score([ids], q.evidence, 1)["turn_recall"],
@@ -98,23 +107,27 @@ def figures(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "get_ms_median": statistics.median(r["get_ms"] for r in rows)}
 
 
-def leave_one_out(rows: Sequence[dict[str, Any]], max_tokens: float = MAX_TOKENS) -> dict[str, Any]:
-    """Per held-out conversation: the weight chosen on the others, its figures before
-    (weight 0) and after; and the pooled held-out figures."""
-    weights = sorted({r["weight"] for r in rows})
+def leave_one_out(
+    rows: Sequence[dict[str, Any]], max_tokens: float = MAX_TOKENS, key: str = "weight"
+) -> dict[str, Any]:
+    """Per held-out conversation: the value of ``key`` (the hop ``"weight"`` or the
+    ``"set_spread"``) chosen on the others, its figures before (the smallest value: no
+    hop, or no spread) and after; and the pooled held-out figures."""
+    weights = sorted({r[key] for r in rows})
     conversations = list(dict.fromkeys(r["conversation"] for r in rows))
     folds, pooled, base = [], [], []
     for held in conversations:
         train = [r for r in rows if r["conversation"] != held] or list(rows)
-        by_weight = {w: figures([r for r in train if r["weight"] == w]) for w in weights}
+        by_weight = {w: figures([r for r in train if r[key] == w]) for w in weights}
         allowed = [w for w in weights if by_weight[w]["tokens"] <= max_tokens] or [min(weights)]
         chosen = max(allowed, key=lambda w: (round(by_weight[w]["recall"][OVERALL], 4), -w))
-        before = [r for r in rows if r["conversation"] == held and r["weight"] == min(weights)]
-        after = [r for r in rows if r["conversation"] == held and r["weight"] == chosen]
+        before = [r for r in rows if r["conversation"] == held and r[key] == min(weights)]
+        after = [r for r in rows if r["conversation"] == held and r[key] == chosen]
         pooled += after
         base += before
         folds.append({"held_out": held, "weight": chosen, "before": figures(before), "after": figures(after)})
-    return {"folds": folds, "before": figures(base), "after": figures(pooled), "max_tokens": max_tokens}
+    return {"folds": folds, "before": figures(base), "after": figures(pooled), "max_tokens": max_tokens,
+            "key": key}
 
 
 def format_report(report: dict[str, Any]) -> str:
@@ -126,13 +139,16 @@ def format_report(report: dict[str, Any]) -> str:
             f"{f['recall'][c]:>11.3f}" if c in f["recall"] else f"{'-':>11}" for c in cats
         ) + f" {f['tokens']:>7.0f} {f['get_ms_median']:>7.1f}"
 
-    lines = ["block recall per hop weight (all conversations)", f"{'weight':<18}" + head]
-    lines += [line(f"{w:.2f}", f) for w, f in report["weights"].items()]
     loo = report["leave_one_out"]
-    lines += ["", f"leave-one-conversation-out (weight: best training block recall overall, mean "
-              f"block <= {loo['max_tokens']} tokens)", f"{'held out / weight':<18}" + head]
+    key = loo.get("key", "weight")
+    name = "hop weight" if key == "weight" else "set spread"
+    lines = [f"block recall per {name} (all conversations)", f"{key:<18}" + head]
+    lines += [line(f"{w:.2f}", f) for w, f in report["weights"].items()]
+    lines += ["", f"leave-one-conversation-out ({name}: best training block recall overall, mean "
+              f"block <= {loo['max_tokens']} tokens)", f"{'held out / value':<18}" + head]
+    smallest = min(float(w) for w in report["weights"])
     for f in loo["folds"]:
-        lines.append(line(f"{f['held_out']} 0", f["before"]))
+        lines.append(line(f"{f['held_out']} {smallest:.2f}", f["before"]))
         lines.append(line(f"{f['held_out']} {f['weight']:.2f}", f["after"]))
     lines.append(line("pooled before", loo["before"]))
     lines.append(line("pooled after", loo["after"]))
@@ -148,6 +164,10 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
     parser.add_argument("--conversations", default=None, help="0-based positions, comma-separated")
     parser.add_argument("--weights", default=",".join(map(str, WEIGHTS)),
                         help="hop weights to try, comma-separated (0: no second hop)")
+    parser.add_argument("--set-spreads", default=str(SET_SPREAD),
+                        help="the memory's set_spread values to try, comma-separated (1: a question "
+                        "asking for a set gets top_k records like any other); with more than one, "
+                        "leave-one-out chooses the spread, and --weights must be one weight")
     parser.add_argument("--max-tokens", type=float, default=MAX_TOKENS,
                         help="a weight whose training mean block is larger is not chosen")
     parser.add_argument("--json", type=Path, default=None, help="also write the report here")
@@ -162,15 +182,25 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
         parser.error(f"--weights are numbers between 0 and 1, comma-separated, got {args.weights!r}")
     if not all(0 <= w <= 1 for w in weights):
         parser.error(f"--weights are between 0 and 1, got {args.weights!r}")
+    try:
+        spreads = sorted({float(s) for s in args.set_spreads.split(",")})
+    except ValueError:
+        parser.error(f"--set-spreads are numbers of at least 1, comma-separated, got {args.set_spreads!r}")
+    if not all(s >= 1 for s in spreads):
+        parser.error(f"--set-spreads are at least 1, got {args.set_spreads!r}")
+    if len(spreads) > 1 and len(weights) > 1:
+        parser.error("leave-one-out chooses one thing: give one --weights value with several --set-spreads")
+    key, values = ("set_spread", spreads) if len(spreads) > 1 else ("weight", weights)
     select = [int(c) for c in args.conversations.split(",")] if args.conversations else None
     started, load_before = time.time(), load_average()
     print(f"bench.multihop: {data}; load average {load_before}", flush=True)
-    rows = run(data, weights, select, log=lambda s: print(s, flush=True))
+    rows = run(data, weights, select, log=lambda s: print(s, flush=True), spreads=spreads)
     report = {
-        "meta": {"data": str(data), "weights": weights, "duration_s": round(time.time() - started, 1),
+        "meta": {"data": str(data), "weights": weights, "set_spreads": spreads,
+                 "duration_s": round(time.time() - started, 1),
                  "load_before": load_before, "load_after": load_average()},
-        "weights": {w: figures([r for r in rows if r["weight"] == w]) for w in weights},
-        "leave_one_out": leave_one_out(rows, args.max_tokens),
+        "weights": {w: figures([r for r in rows if r[key] == w]) for w in values},
+        "leave_one_out": leave_one_out(rows, args.max_tokens, key),
         "rows": rows,
     }
     print()

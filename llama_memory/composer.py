@@ -29,6 +29,7 @@ from .compose import (
 from .instrumentation import MemoryBlockEvent, Stopwatch, dispatcher
 from .messages import message_text
 from .relevance import QueryPlan, choose_query, serves_personal_request
+from .set_questions import records_for
 from .sources.base import Recent
 from .sources.base import Source as SourceProtocol
 from .storage.ports import one_connection
@@ -145,6 +146,9 @@ def compose_block(memory: ComposableMemory, plan: QueryPlan, window: Sequence[Ch
             instructions=instructions,
         )
     shown = window_texts(window)
+    # A question that asks for a set ("what activities...") gathers its answer from many
+    # sessions, one turn in each: it gets more records (llama_memory.set_questions).
+    top_k = records_for(plan.text, top_k, memory.set_spread)
     # What the window already shows is dropped afterwards, so ask for more than top_k:
     # as many more as the window showed last time, and at most top_k more. The vector
     # source leaves the window's own messages out itself (the latest user message,

@@ -33,6 +33,7 @@ from .instructions import Instructions
 from .instrumentation import Stopwatch, dispatcher, retrieval_event
 from .relevance import DEFAULT_MIN_RELEVANCE
 from .restore import memory_to_dict, restore_hook_arguments, restore_live_parts, restore_parts
+from .set_questions import SET_SPREAD
 from .sources.base import MemorySource, ProfileHolder, TripleHolder, WindowAware, WithTools
 from .sources.base import Source as SourceProtocol
 from .sources.episodic import EpisodicMemory
@@ -120,6 +121,12 @@ class ComposableMemory(BaseMemory):
         default=DEFAULT_MIN_RELEVANCE,
         description="Records whose calibrated relevance is below this stay out of the block.",
     )
+    set_spread: float = Field(
+        default=SET_SPREAD,
+        description="A question that asks for a set (\"what activities...\", \"how many...\") "
+        "retrieves this many times top_k records for the block (1: as many as any other; "
+        "llama_memory.set_questions).",
+    )
 
     _sources: list[SourceProtocol] = PrivateAttr(default_factory=list)
     _store: Optional[Storage] = PrivateAttr(default=None)
@@ -161,6 +168,15 @@ class ComposableMemory(BaseMemory):
             raise ValueError(
                 f"min_relevance is a calibrated relevance between 0 and 1 (0 keeps every "
                 f"record), got {value}"
+            )
+        return value
+
+    @field_validator("set_spread")
+    @classmethod
+    def _a_spread(cls, value: float) -> float:
+        if not value >= 1.0:
+            raise ValueError(
+                f"set_spread is 1 (a set question gets top_k records like any other) or more, got {value}"
             )
         return value
 
