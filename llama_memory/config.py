@@ -31,6 +31,7 @@ from .formation import warm_up
 from .instructions import Instructions
 from .relevance import DEFAULT_MIN_RELEVANCE
 from .restore import embedding_to_dict, qualified_name
+from .set_questions import SET_SPREAD
 from .sources.base import MemorySource, ProfileHolder, TripleHolder
 from .sources.dimension import forget_embedding_model
 from .sources.profile import ProfileSource
@@ -97,6 +98,7 @@ def build_memory(
     reembed: bool,
     min_relevance: float = DEFAULT_MIN_RELEVANCE,
     store_at: Any = None,
+    set_spread: float = SET_SPREAD,
 ) -> M:
     """What :meth:`ComposableMemory.from_defaults` does (its docstring says what each
     argument means): open the store and the dense index, build the default sources,
@@ -183,6 +185,7 @@ def build_memory(
         llm=llm,
         extract_every=extract_every,
         min_relevance=min_relevance,
+        set_spread=set_spread,
         extract_in=extract_in,
         extract_after_quiet=extract_after_quiet,
     )

@@ -247,6 +247,7 @@ class ComposableMemory(BaseMemory):
         reembed: bool = False,
         min_relevance: float = DEFAULT_MIN_RELEVANCE,
         store: Any = None,
+        set_spread: float = SET_SPREAD,
         **kwargs: Any,
     ) -> "ComposableMemory":
         """Build a memory with sensible defaults.
@@ -337,6 +338,9 @@ class ComposableMemory(BaseMemory):
                 :mod:`llama_memory.relevance`) is below this stay out of the memory
                 block; 0 keeps everything retrieved. Records not ranked by relevance
                 (the profile, a custom source's records) are always kept.
+            set_spread: a question that asks for a set ("what activities...", "how
+                many...", :mod:`llama_memory.set_questions`) gets ``set_spread`` x
+                ``top_k`` records in the block (1: as many as any other question).
             **kwargs: none is accepted: an unknown keyword argument is a TypeError
                 naming it and the closest valid one. Of what LlamaIndex itself passes
                 to a memory (:data:`LLAMA_INDEX_KWARGS`), ``chat_history``,
@@ -383,6 +387,7 @@ class ComposableMemory(BaseMemory):
             reembed=reembed,
             min_relevance=min_relevance,
             store_at=store,
+            set_spread=set_spread,
         )
 
     def _opened(

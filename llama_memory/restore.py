@@ -305,6 +305,7 @@ def memory_to_dict(memory: ComposableMemory) -> dict[str, Any]:
         "insert_method": memory.insert_method,
         "extract_every": memory.extract_every,
         "min_relevance": memory.min_relevance,
+        "set_spread": memory.set_spread,
         "extract_in": memory.extract_in,
         "extract_after_quiet": memory.extract_after_quiet,
         "token_limit": getattr(memory.primary_memory, "token_limit", DEFAULT_TOKEN_LIMIT),

@@ -110,3 +110,17 @@ def test_the_bench_chooses_the_set_spread_leave_one_out() -> None:
     assert set(report["weights"]) == {1.0, 1.3}
     with pytest.raises(SystemExit):  # one thing is chosen at a time
         multihop.main(["--smoke", "--weights", "0,0.5", "--set-spreads", "1,1.3"])
+
+
+def test_the_set_spread_is_an_argument_and_survives_to_dict(make_memory, embed_model) -> None:
+    from llama_memory import ComposableMemory
+
+    memory = make_memory(session_id="now", set_spread=1.0)
+    assert memory.set_spread == 1.0
+    restored = ComposableMemory.from_dict(memory.to_dict(), embed_model=embed_model)
+    try:
+        assert restored.set_spread == 1.0
+    finally:
+        restored.close()
+    with pytest.raises(ValueError, match="set_spread"):
+        make_memory(session_id="bad", set_spread=0.5)
