@@ -34,7 +34,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from bench import pg_recall, real_texts, speed
+from bench import locomo, pg_recall, real_texts, speed
 from llama_memory import ComposableMemory, default_embedding
 from llama_memory.embeddings import THREADS_VARIABLE
 from llama_memory.storage.postgres import PgVectorIndex, PostgresStore
@@ -144,7 +144,12 @@ REAL_TEXTS = 50_000
 
 
 def copy_records(
-    store: PostgresStore, users: Sequence[str], per_user: int, seed: int, texts: str = "real"
+    store: PostgresStore,
+    users: Sequence[str],
+    per_user: int,
+    seed: int,
+    texts: str = "real",
+    data: Optional[Path] = None,
 ) -> float:
     """Bulk load ``per_user`` indexed records (text and vector) for each of ``users`` with
     COPY, as the vector source would hold them; return the seconds it took.
@@ -156,7 +161,8 @@ def copy_records(
     either way (clustered, :mod:`bench.pg_recall`)."""
     if texts not in ("real", "words"):
         raise ValueError(f"texts must be 'real' or 'words', not {texts!r}")
-    pool = real_texts.texts(REAL_TEXTS, seed) if texts == "real" else []
+    # ``data``: the LoCoMo file the texts come from (default: the shared dev split).
+    pool = real_texts.texts(min(REAL_TEXTS, len(users) * per_user), seed, data) if texts == "real" else []
     rng = np.random.default_rng(seed)
     index = PgVectorIndex(store, "llama_memory_vector")
     start = time.perf_counter()
@@ -192,7 +198,9 @@ def pg_recall_words(rid: str) -> str:
     return " ".join(_WORDS[(h >> (4 * i)) % len(_WORDS)] for i in range(5))
 
 
-def bulk(url: str, users: int, per_user: int, gets: int, seed: int, texts: str = "real") -> dict[str, Any]:
+def bulk(
+    url: str, users: int, per_user: int, gets: int, seed: int, texts: str = "real", data: Optional[Path] = None
+) -> dict[str, Any]:
     """get(input=...) and search() of one user among ``users`` x ``per_user`` records
     bulk-loaded by COPY. The HNSW index is built after the load (at once, faster than
     row by row) when the user is above the threshold; below it, the search is exact and
@@ -207,7 +215,7 @@ def bulk(url: str, users: int, per_user: int, gets: int, seed: int, texts: str =
     try:
         with store.transaction("bench: drop hnsw") as conn:  # rebuilt below, after the load
             conn.execute(f"DROP INDEX IF EXISTS {index.hnsw_index_name(pg_recall.DIMENSION)}")
-        load_s = copy_records(store, names, per_user, seed, texts)
+        load_s = copy_records(store, names, per_user, seed, texts, data)
         start = time.perf_counter()
         if hnsw:
             with store.transaction("bench: build hnsw") as conn:
@@ -262,7 +270,9 @@ def run(args: Any, url: str, new_database: Any) -> dict[str, Any]:
                 shutil.rmtree(workdir, ignore_errors=True)
     if "postgres" in backends:
         for users, per_user in args.bulk_list:
-            row = bulk(new_database(), users, per_user, args.gets, args.seed, args.pg_texts)
+            # --smoke runs anywhere: the texts come from the tests' tiny LoCoMo file.
+            data = locomo.SMOKE_DATA if args.smoke else None
+            row = bulk(new_database(), users, per_user, args.gets, args.seed, args.pg_texts, data)
             report["bulk"].append(row)
             print(f"postgres {row['records']} records / {users} users: get {row['get_median_ms']:.1f} ms, "
                   f"search {row['search_median_ms']:.1f} ms (load {row['load_s']:.0f} s, HNSW {row['index_s']:.0f} s)",
