@@ -422,6 +422,7 @@ class Ours(Retriever):
         self.workdir: Optional[Path] = None
         self.memory: Any = None
         self.turn_texts: dict[str, str] = {}
+        self._user = ""
 
     def build(self, conversation: Conversation) -> dict[str, Any]:
         from llama_index.core.base.llms.types import ChatMessage, MessageRole
@@ -457,10 +458,30 @@ class Ours(Retriever):
             put_s += t1 - t0
             close_s += time.perf_counter() - t1
         ingest_s = time.perf_counter() - started
-        self.memory = ComposableMemory.from_defaults(
-            user_id=conversation.sample_id, session_id="eval", path=path, top_k=BLOCK_TOP_K
-        )
+        # The store as built, before any get() marks what it showed as used (salience):
+        # reopen_fresh() starts a further setting from it.
+        shutil.copytree(path, self.workdir / "built")
+        self._user = conversation.sample_id
+        self._open()
         return {"ingest_s": ingest_s, "put_messages_s": put_s, "close_s": close_s}
+
+    def _open(self) -> None:
+        from llama_memory import ComposableMemory
+
+        assert self.workdir is not None
+        self.memory = ComposableMemory.from_defaults(
+            user_id=self._user, session_id="eval", path=self.workdir / "memory", top_k=BLOCK_TOP_K
+        )
+
+    def reopen_fresh(self) -> None:
+        """Close the memory and open it again on a copy of the store as :meth:`build`
+        left it: a run of questions under one setting must not find the records an
+        earlier setting's get() calls showed marked as used (they rank higher)."""
+        assert self.workdir is not None
+        self.memory.close()
+        shutil.rmtree(self.workdir / "memory")
+        shutil.copytree(self.workdir / "built", self.workdir / "memory")
+        self._open()
 
     def search(self, question: str, k: int) -> Ranked:
         return [self.credited(r) for r in self.memory.search(question, k=k)]
@@ -499,10 +520,9 @@ class OursMessages(Ours):
 
     name = "ours-messages"
 
-    def build(self, conversation: Conversation) -> dict[str, Any]:
-        figures = super().build(conversation)
+    def _open(self) -> None:
+        super()._open()
         self.memory.source("vector").excerpt_messages = 1
-        return figures
 
     def block_tokens(self, question: str) -> Optional[tuple[int, int, list[str]]]:
         return None  # the block figures are those of ``ours``
@@ -520,12 +540,11 @@ class OursNoSalience(Ours):
 
     name = "ours-no-salience"
 
-    def build(self, conversation: Conversation) -> dict[str, Any]:
+    def _open(self) -> None:
         from llama_memory.retrieval.salience import NO_SALIENCE
 
-        figures = super().build(conversation)
+        super()._open()
         self.memory.source("vector").salience = NO_SALIENCE
-        return figures
 
 
 _WORD_RE = re.compile(r"\w+", re.UNICODE)

@@ -75,10 +75,11 @@ def run(
         retriever = Ours()
         try:
             retriever.build(conversation)
-            memory = retriever.memory
-            source = memory.source("vector")
-            for weight, spread in [(w, s) for w in weights for s in spreads]:
-                source.hop_weight = weight
+            for n, (weight, spread) in enumerate([(w, s) for w in weights for s in spreads]):
+                if n:  # each setting on the store as built (salience marks what get() showed)
+                    retriever.reopen_fresh()
+                memory = retriever.memory
+                memory.source("vector").hop_weight = weight
                 memory.set_spread = spread
                 for q in conversation.questions:
                     t0 = time.perf_counter()

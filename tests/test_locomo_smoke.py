@@ -225,3 +225,28 @@ def test_a_summary_is_credited_only_with_the_turns_it_quotes() -> None:
     assert ours.credited(summary) == ["D1:1"]
     assert ours.credited(MemoryRecord("x", message_ids=["D1:2"])) == ["D1:2"]
     assert "ours-summaries" in locomo.RETRIEVERS and "ours-no-salience" in locomo.RETRIEVERS
+
+
+def test_reopen_fresh_starts_from_the_store_as_built_without_what_gets_showed() -> None:
+    # bench.multihop runs every setting on one built store: a get() marks the records
+    # it showed as used (salience ranks them higher), so each setting reopens a copy.
+    dataset = locomo.load_dataset(locomo.SMOKE_DATA, None, None)
+    conversation = dataset.conversations[0]
+    retriever = locomo.Ours()
+    try:
+        retriever.build(conversation)
+        for q in conversation.questions:
+            retriever.memory.get(q.question)
+        retriever.memory.flush()  # writes the last_used marks
+        shown = [i for r in retriever.memory.search(conversation.questions[0].question, k=10) for i in [r.id]]
+
+        def used() -> int:
+            records = retriever.memory._store.get_records(shown, retriever.memory.scope, "vector")
+            return sum(r.last_used is not None for r in records.values())
+
+        assert used() > 0
+        retriever.reopen_fresh()
+        assert used() == 0
+        assert retriever.memory.get(conversation.questions[0].question)  # and it answers
+    finally:
+        retriever.close()
