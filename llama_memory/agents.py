@@ -14,7 +14,6 @@ Two things an agent run needs that the memory cannot see from its own arguments:
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Any, Optional, Protocol, runtime_checkable
 
 from llama_index.core.async_utils import asyncio_run
@@ -27,6 +26,7 @@ from llama_index.core.tools import (
 )
 from llama_index.core.workflow import Context
 
+from .asyncbridge import LoopLocks, run_io
 from .errors import ScopeError
 from .types import Scope
 
@@ -104,10 +104,14 @@ class RunMemoryTool(FunctionTool):
         return self._call_for(memory, args, kwargs)
 
     async def acall(self, *args: Any, **kwargs: Any) -> ToolOutput:
-        """Async :meth:`call` (what agents use); the tool's work runs in a thread."""
+        """Async :meth:`call` (what agents use): as the memory's own async calls run, on
+        the event loop with no thread on a PostgreSQL store opened from its URL, in a
+        worker thread otherwise (:func:`~llama_memory.asyncbridge.run_io`)."""
         ctx = kwargs.pop(CTX_PARAM, None)
         memory = self._origin if ctx is None else await _run_memory(ctx, self._origin)
-        return await asyncio.to_thread(self._call_for, memory, args, kwargs)
+        # A run's memory that is not one of ours has neither: _call_for says what is wrong.
+        locks, store = getattr(memory, "_loop_locks", None) or LoopLocks(), getattr(memory, "_store", None)
+        return await run_io(locks, store, self._call_for, memory, args, kwargs)
 
     def _run(self, ctx: Optional[Context] = None, **kwargs: Any) -> Any:
         return self.call(ctx=ctx, **kwargs).raw_output

@@ -258,3 +258,14 @@ async def test_a_cancelled_aput_leaves_the_memory_usable(make_pg: Make, postgres
     assert "after" in [m.content for m in await memory.aget()]
     assert "after" in chat_rows(postgres_url, "alice")
     memory.get()  # and a sync call on this thread finds no lock left held
+
+
+async def test_the_memory_tools_act_on_the_loop_with_no_thread(make_pg: Make, to_thread_calls: list[Any]) -> None:
+    memory = make_pg(user_id="tools-user", triples=True)
+    update, get, save, search, _instructions = memory.tools()
+    await save.acall(triples=[{"subject": "Dana", "predicate": "works at", "object": "Acme"}])
+    await update.acall(operations=[{"op": "set", "path": "diet", "value": "vegan"}])
+    assert "Acme" in str(await search.acall(query="where does Dana work"))
+    assert "vegan" in str(await get.acall())
+    assert to_thread_calls == []  # every tool call was bridged, as aget/aput are
+    assert [t.text() for t in memory.triple_source.triples(memory.scope)] == ["Dana — works at — Acme"]
