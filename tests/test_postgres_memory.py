@@ -125,6 +125,21 @@ def test_an_application_pool_is_borrowed_left_open_and_asked_for_again_on_restor
         assert [m.content for m in again.get_all()] == ["pooled hello"]
 
 
+def test_a_get_on_an_application_pool_holds_one_of_its_connections_and_gives_it_back_as_it_was(
+    make_pg: Make, postgres_url: str
+) -> None:
+    # A get() keeps one connection for all its statements (one_connection): a borrowed
+    # one needs the store's settings while held and its own again when given back.
+    with ConnectionPool(postgres_url, min_size=1, max_size=1, open=True) as pool:
+        make_pg(store=pool).put(user("I keep bees in Porto"))
+        later = make_pg(store=pool, session_id="later")
+        assert "bees in Porto" in (later.get("where are my bees?")[0].content or "")
+        assert [r.text for r in later.search("bees", k=1)] == ["I keep bees in Porto"]
+        with pool.connection() as conn:
+            assert conn.autocommit is False
+            assert isinstance(conn.execute("SELECT 1").fetchone(), tuple)
+
+
 def _args(data: dict[str, Any]) -> dict[str, Any]:
     return {"user_id": data["user_id"], "session_id": data["session_id"]}
 

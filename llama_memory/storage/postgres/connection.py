@@ -73,12 +73,21 @@ def _shown(value: object) -> str:
 
 @dataclass
 class _Held:
-    """The open transaction of one thread or bridged call: its connection, how deeply
-    transactions nest in it, and what waits for its commit."""
+    """The open transaction of one thread or bridged call: its connection and what
+    waits for its commit."""
 
     conn: Any
-    depth: int = 1
     after: list[Callable[[], object]] = field(default_factory=list)
+
+
+@dataclass
+class _Lent:
+    """A connection out of its pool: the pool to give it back to, and the settings of
+    an application's connection to restore first (None for the store's own)."""
+
+    pool: Any
+    conn: Any
+    saved: Optional[tuple[bool, Any]] = None
 
 
 class PostgresConnection:
@@ -131,7 +140,7 @@ class PostgresConnection:
         self._async_pools: dict[asyncio.AbstractEventLoop, BridgedPool] = {}
         # The connection each bridged call keeps for all its statements (taken once,
         # checked once), given back when the call ends.
-        self._pinned: dict[greenlet.greenlet, tuple[Any, Any]] = {}
+        self._pinned: dict[greenlet.greenlet, _Lent] = {}
         # Threads (their main greenlets) inside one_connection(): they pin one too.
         self._holding: set[greenlet.greenlet] = set()
         self._timeout = timeout
@@ -253,47 +262,51 @@ class PostgresConnection:
     @contextmanager
     def _connection(self) -> Iterator[Connection]:
         """A connection from the pool, with autocommit and dict rows (a borrowed
-        connection of the application's pool gets its own settings back after)."""
-        if in_bridge() or greenlet.getcurrent() in self._holding:
-            with self._pinned_connection() as conn:
-                yield conn
-            return
-        pool, conn = self._take()
-        try:
-            with conn:  # as ConnectionPool.connection(): a failed body rolls back
-                if self._owns_pool:
-                    yield conn
-                    return
-                saved = conn.autocommit, conn.row_factory
-                conn.autocommit, conn.row_factory = True, dict_row
-                try:
-                    yield conn
-                finally:
-                    try:
-                        conn.autocommit, conn.row_factory = saved
-                    except psycopg.Error:
-                        pass  # a broken connection: the pool discards it on return
-        finally:
-            pool.putconn(conn)
+        connection of the application's pool gets its own settings back after).
 
-    @contextmanager
-    def _pinned_connection(self) -> Iterator[Connection]:
-        """The connection of this bridged call: taken by its first statement and kept
-        until the call ends, so a get's statements share one pool round and one check;
-        given back at once when a statement fails (the pool checks it)."""
+        Inside a bridged call or :meth:`one_connection`, the one connection that call
+        keeps for all its statements: taken by its first, so a ``get()``'s statements
+        share one pool round and one check, and given back when the call ends, or at
+        once when a statement fails (the pool checks it then).
+        """
         me = greenlet.getcurrent()
-        pinned = self._pinned.get(me)
-        if pinned is None:
-            pinned = self._pinned[me] = self._take()
-            if in_bridge():
-                on_exit(lambda: self._unpin(me))  # (a held call gives it back itself)
-        conn = pinned[1]
+        keep = in_bridge() or me in self._holding
+        lent = self._pinned.get(me) if keep else None
+        if lent is None:
+            lent = self._borrow()
+            if keep:
+                self._pinned[me] = lent
+                if in_bridge():
+                    on_exit(lambda: self._unpin(me))  # (one_connection() gives it back itself)
         try:
-            with conn:  # a failed body rolls back
-                yield conn
+            with lent.conn:  # as ConnectionPool.connection(): a failed body rolls back
+                yield lent.conn
         except BaseException:
-            self._unpin(me)
+            if keep:
+                self._unpin(me)
             raise
+        finally:
+            if not keep:
+                self._give_back(lent)
+
+    def _borrow(self) -> "_Lent":
+        """A checked connection of the pool, set to autocommit and dict rows (a
+        connection of the application's pool: its own settings kept to give back)."""
+        pool, conn = self._take()
+        saved = None
+        if not self._owns_pool:
+            saved = conn.autocommit, conn.row_factory
+            conn.autocommit, conn.row_factory = True, dict_row
+        return _Lent(pool, conn, saved)
+
+    def _give_back(self, lent: "_Lent") -> None:
+        """Return a connection to its pool, with the application's settings again."""
+        if lent.saved is not None:
+            try:
+                lent.conn.autocommit, lent.conn.row_factory = lent.saved
+            except psycopg.Error:
+                pass  # a broken connection: the pool discards it on return
+        lent.pool.putconn(lent.conn)
 
     @contextmanager
     def one_connection(self) -> Iterator[None]:
@@ -314,9 +327,9 @@ class PostgresConnection:
             self._unpin(me)
 
     def _unpin(self, me: greenlet.greenlet) -> None:
-        pinned = self._pinned.pop(me, None)
-        if pinned is not None:
-            pinned[0].putconn(pinned[1])
+        lent = self._pinned.pop(me, None)
+        if lent is not None:
+            self._give_back(lent)
 
     def _take(self) -> tuple["ConnectionPool[Any]", Connection]:
         """A checked connection and the pool it came from, within the timeout.
@@ -402,10 +415,9 @@ class PostgresConnection:
         for loop, pool in old_async.items():
             _close_async_pool(loop, pool)
 
-    def _held(self) -> Optional[Connection]:
-        """The connection of this thread's (or bridged call's) open transaction, if any."""
-        held = self._held_by.get(greenlet.getcurrent())
-        return held.conn if held is not None else None
+    def _held(self) -> Optional[_Held]:
+        """This thread's (or bridged call's) open transaction, if any."""
+        return self._held_by.get(greenlet.getcurrent())
 
     @contextmanager
     def transaction(self, action: str) -> Iterator[Connection]:
@@ -416,15 +428,11 @@ class PostgresConnection:
         thread joins it (every port's write goes through the held connection), so a
         memory writes a batch to the chat log and to every source all or nothing.
         """
-        me = greenlet.getcurrent()
-        held = self._held_by.get(me)
+        held = self._held()
         if held is not None:
-            held.depth += 1
-            try:
-                yield held.conn
-            finally:
-                held.depth -= 1
+            yield held.conn
             return
+        me = greenlet.getcurrent()
         callbacks: list[Callable[[], object]] = []
         with self._errors(action):
             with self._connection() as conn:
@@ -444,7 +452,7 @@ class PostgresConnection:
     def after_commit(self, callback: Callable[[], object]) -> None:
         """Run ``callback`` once this thread's open transaction commits (at once when
         none is open); it is dropped if the transaction rolls back."""
-        held = self._held_by.get(greenlet.getcurrent())
+        held = self._held()
         if held is not None:
             held.after.append(callback)
             return
@@ -457,7 +465,7 @@ class PostgresConnection:
         is open, else as its own); ``action`` names it in a :class:`StorageError`."""
         held = self._held()
         if held is not None:
-            cur = held.execute(sql, params)
+            cur = held.conn.execute(sql, params)
             return cur.fetchall() if cur.description else []
         with self._errors(action), self._connection() as conn:
             cur = conn.execute(sql, params)
