@@ -35,7 +35,6 @@ class _Bridge(greenlet.greenlet):
         # reads e.g. the instrumentation span and the active agent from them.
         self.gr_context = contextvars.copy_context()
 
-
     def _body(self, *args: Any, **kwargs: Any) -> Any:
         try:
             return self._fn(*args, **kwargs)
