@@ -425,18 +425,35 @@ class Ours(Retriever):
         self._user = ""
 
     def build(self, conversation: Conversation) -> dict[str, Any]:
+        self.workdir = Path(tempfile.mkdtemp(prefix="llama-memory-locomo-"))
+        path = self.workdir / "memory"
+        started = time.perf_counter()
+        put_s, close_s = self.write(conversation, conversation.sample_id)
+        ingest_s = time.perf_counter() - started
+        # The store as built, before any get() marks what it showed as used (salience):
+        # reopen_fresh() starts a further setting from it.
+        shutil.copytree(path, self.workdir / "built")
+        self._user = conversation.sample_id
+        self._open()
+        return {"ingest_s": ingest_s, "put_messages_s": put_s, "close_s": close_s}
+
+    def write(self, conversation: Conversation, user_id: str) -> tuple[float, float]:
+        """Put every session of ``conversation`` into the store as ``user_id`` (one
+        memory per session, each turn with its date and dia_id); return the seconds spent
+        in put_messages (and summarise) and in close. ``bench.noise --shared`` writes a
+        second conversation as another user of the same store."""
         from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
         from llama_memory import ComposableMemory
 
-        self.workdir = Path(tempfile.mkdtemp(prefix="llama-memory-locomo-"))
+        assert self.workdir is not None
         path = self.workdir / "memory"
         put_s = close_s = 0.0
-        started = time.perf_counter()
         for n, turns in conversation.sessions.items():
             messages = []
             for t in turns:
-                self.turn_texts[t.dia_id] = t.text
+                if user_id == conversation.sample_id:
+                    self.turn_texts[t.dia_id] = t.text
                 kwargs: dict[str, Any] = {"message_id": t.dia_id}
                 if t.when is not None:
                     kwargs["timestamp"] = t.when.isoformat()
@@ -445,7 +462,7 @@ class Ours(Retriever):
                     content=t.text, additional_kwargs=kwargs,
                 ))
             memory = ComposableMemory.from_defaults(
-                user_id=conversation.sample_id, session_id=f"session_{n}", path=path
+                user_id=user_id, session_id=f"session_{n}", path=path
             )
             try:
                 t0 = time.perf_counter()
@@ -457,13 +474,7 @@ class Ours(Retriever):
                 memory.close()
             put_s += t1 - t0
             close_s += time.perf_counter() - t1
-        ingest_s = time.perf_counter() - started
-        # The store as built, before any get() marks what it showed as used (salience):
-        # reopen_fresh() starts a further setting from it.
-        shutil.copytree(path, self.workdir / "built")
-        self._user = conversation.sample_id
-        self._open()
-        return {"ingest_s": ingest_s, "put_messages_s": put_s, "close_s": close_s}
+        return put_s, close_s
 
     def _open(self) -> None:
         from llama_memory import ComposableMemory

@@ -28,6 +28,7 @@ Run::
     .venv/bin/python -m bench.noise --fit --json bench/results/noise.json
     .venv/bin/python -m bench.noise --min-relevance 0     # every retrieved record (no filter)
     .venv/bin/python -m bench.noise --smoke               # tests/data/locomo_tiny.json, seconds
+    .venv/bin/python -m bench.noise --shared              # the next conversation's user in each store too
 
 LoCoMo is CC BY-NC 4.0: read from outside the repository; the report holds ids and figures only.
 """
@@ -95,9 +96,14 @@ def run(
     log: Callable[[str], None] = print,
     limit_questions: Optional[int] = None,
     agent_flow: bool = False,
+    shared: bool = False,
 ) -> dict[str, Any]:
     """Build each conversation's store, ask the three sets, return the report with the
     per-query rows (``rows``) and, for ``--fit``, the searched records (``records``).
+
+    ``shared``: the next conversation (whose questions are the never-said set) is
+    written into the same store as another user, as one app serves many users: its
+    questions are then answerable from the store, never for this user.
 
     ``agent_flow``: each query is first ``put()`` into the session, as an agent stores the
     user's message before it calls ``get()`` (:func:`ask_as_agent`)."""
@@ -134,6 +140,8 @@ def run(
         retriever = Ours()
         try:
             retriever.build(conversation)
+            if shared and other is not conversation:
+                retriever.write(other, other.sample_id)
             memory = retriever.memory
             if min_relevance is not None:
                 memory.min_relevance = min_relevance
@@ -187,7 +195,7 @@ def run(
         ) + f" (load {load_average()})")
     return {
         "meta": {"data": str(data), "conversations": [c.sample_id for c in conversations],
-                 "min_relevance": min_relevance, "agent_flow": agent_flow, "duration_s": round(time.time() - started, 1),
+                 "min_relevance": min_relevance, "agent_flow": agent_flow, "shared": shared, "duration_s": round(time.time() - started, 1),
                  "load_after": load_average()},
         "sets": aggregate(rows),
         "rows": rows,
@@ -464,6 +472,8 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
     parser.add_argument("--smoke", action="store_true", help=f"run on {SMOKE_DATA.name}, in seconds")
     parser.add_argument("--agent-flow", action="store_true",
                         help="put() each query into the session before get(), as an agent does")
+    parser.add_argument("--shared", action="store_true",
+                        help="write the next conversation into each store as another user (one store, many users)")
     args = parser.parse_args(argv)
     data = args.data or (SMOKE_DATA if args.smoke else DEFAULT_DATA)
     if not data.is_file():
@@ -476,7 +486,7 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
         report = json.loads(args.from_json.read_text())
     else:
         report = run(data, select, args.min_relevance, log=lambda s: print(s, flush=True),
-                     limit_questions=args.limit_questions, agent_flow=args.agent_flow)
+                     limit_questions=args.limit_questions, agent_flow=args.agent_flow, shared=args.shared)
     if args.fit:
         report["leave_one_out"] = leave_one_out(
             report, data, select, args.max_recall_loss, args.budget, args.label, args.max_support_loss

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from helpers import message_texts, user
+from helpers import memory_factory, message_texts, user
 from llama_memory import ComposableMemory, Scope
 from llama_memory.relevance import QueryPlan, choose_query, is_small_talk
 
@@ -297,3 +297,32 @@ def test_facts_come_with_a_question_about_the_users_history(tmp_path, embed_mode
         assert "John — likes — pizza" in later.last_block.text
     finally:
         later.close()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def shared_store(request, memory_dir, embed_model):
+    """Memories of several users on one store (one agent serving many users)."""
+    where = {"store": request.getfixturevalue("postgres_url")} if request.param == "postgres" else {"path": memory_dir}
+    with memory_factory(embed_model, **where) as make:
+        yield make
+
+
+#: What another user of the same store said: a name Alice never mentioned.
+BOBS_DINNER = "My dragon Zorblax ate three pizzas at the conference dinner in Lisbon."
+
+
+def test_another_users_history_does_not_make_a_question_answerable(shared_store) -> None:
+    shared_store(session_id="old").put(user("At the conference dinner in Lisbon I ate a huge seafood platter."))
+    shared_store(user_id="bob", session_id="b1").put(user(BOBS_DINNER))
+    alice = shared_store(session_id="now")
+
+    alice.get("What did Zorblax eat at the conference dinner?")
+
+    # Alice never spoke of Zorblax: her block stays empty though the store knows the
+    # name from Bob. Counted store-wide (before), Bob's word made her own dinner
+    # "relevant" (0.98 against 0.10) and it was injected.
+    assert alice.last_block.records == []
+    # Once Alice has said it herself, the question finds it.
+    shared_store(session_id="later").put(user(BOBS_DINNER))
+    alice.get("What did Zorblax eat at the conference dinner?")
+    assert any("Zorblax" in r.text for r in alice.last_block.records)

@@ -1,11 +1,12 @@
 """The remembered match counts of words in a lexical index, shared by the backends:
-counting a word walks its whole posting list (on PostgreSQL at 1M records, tens to
-hundreds of milliseconds for a common word), and an idf needs only a rough count."""
+counting a word walks its posting list or a user's rows, and an idf needs only a rough
+count. A key is a word, or (tenant, user, word) for a count among one user's records."""
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Hashable
 from typing import Optional
 
 #: How many words' counts are remembered by default.
@@ -15,8 +16,8 @@ STALE_GROWTH = 0.1
 
 
 class WordCountCache:
-    """Counts of words (how many records of the index hold each) with the index's size
-    when each was counted; a count is given back until the index has grown by
+    """Counts of words (how many records of the index, or of a user, hold each) with the
+    size of what was counted then; a count is given back until that has grown by
     :data:`STALE_GROWTH` since, the least recently used dropped beyond ``size`` words.
     Thread-safe.
 
@@ -28,10 +29,15 @@ class WordCountCache:
         if size < 1:
             raise ValueError(f"size must be at least 1, got {size}")
         self.size = size
-        self._counts: OrderedDict[str, tuple[int, int]] = OrderedDict()
+        self._counts: OrderedDict[Hashable, tuple[int, int]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, word: str, total: int) -> Optional[int]:
+    def holds(self, word: Hashable) -> bool:
+        """Whether a count of ``word`` is remembered, fresh or not."""
+        with self._lock:
+            return word in self._counts
+
+    def get(self, word: Hashable, total: int) -> Optional[int]:
         """The remembered count of ``word`` if still fresh for an index of ``total``
         records, else None (count it and :meth:`put` it)."""
         with self._lock:
@@ -41,7 +47,7 @@ class WordCountCache:
             self._counts.move_to_end(word)
             return cached[0]
 
-    def put(self, word: str, count: int, total: int) -> None:
+    def put(self, word: Hashable, count: int, total: int) -> None:
         """Remember that ``count`` records of an index of ``total`` hold ``word``."""
         with self._lock:
             self._counts[word] = (count, total)

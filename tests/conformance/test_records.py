@@ -144,8 +144,22 @@ def test_word_counts_give_what_an_idf_needs(backend) -> None:
     store = backend.open()
     store.add_records([note("bees on the roof"), note("bees in the garden", mid="m2"), note("a red car", mid="m3")])
     total, counts = store.word_counts(["bees", "roof", "zeppelin"], ALICE)
-    assert total >= 3
+    assert total == 3
     assert counts == {"bees": 2, "roof": 1, "zeppelin": 0}
+
+
+def test_word_counts_are_the_users_own(backend) -> None:
+    """Another user's records (or the same user's in another tenant) count for nothing:
+    what Bob said must not make Alice's question look answerable."""
+    store = backend.open()
+    store.add_records([note("bees on the roof"), note("a red car", mid="m2")])
+    store.add_records([note(f"zeppelin and bees {i}", BOB, mid=f"b{i}") for i in range(4)])
+    elsewhere = Scope(user_id="alice", session_id="s1", tenant_id="other-app")
+    store.add_records([note("zeppelin over the roof", elsewhere, mid="e1")])
+
+    assert store.word_counts(["bees", "zeppelin"], ALICE) == (2, {"bees": 1, "zeppelin": 0})
+    assert store.word_counts(["bees", "zeppelin"], BOB) == (4, {"bees": 4, "zeppelin": 4})
+    assert store.word_counts(["zeppelin", "bees"], elsewhere) == (1, {"zeppelin": 1, "bees": 0})
 
 
 def test_forgetting_a_user_deletes_their_meta_keys_and_no_one_elses(backend) -> None:

@@ -89,9 +89,7 @@ class TripleWords:
         """(triple id, score) best first for ``query``'s words."""
         return self.timeline.search_words(scope, query, limit, self.include_history)
 
-    def word_counts(
-        self, words: Sequence[str], scope: Optional[Scope] = None
-    ) -> tuple[int, dict[str, int]]:
+    def word_counts(self, words: Sequence[str], scope: Scope) -> tuple[int, dict[str, int]]:
         """What an idf needs (the store's lexical index answers: it counts triples and
         profile fields of the user too)."""
         counts: tuple[int, dict[str, int]] = self.timeline.store.word_counts(words, scope)

@@ -4,7 +4,7 @@ full-text ranking), best first."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Optional, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from ...types import Scope
 
@@ -19,11 +19,12 @@ class LexicalIndex(Protocol):
         better. Free text: the backend quotes it (no query syntax reaches the index)."""
         ...
 
-    def word_counts(
-        self, words: Sequence[str], scope: Optional[Scope] = None
-    ) -> tuple[int, dict[str, int]]:
-        """(about how many records the index holds, how many match each of ``words``):
-        what an inverse document frequency needs (:mod:`llama_memory.relevance`). A
-        word no record holds but the scope's user's triples or current profile do
-        counts as held by one. Counts may be cached and a little stale."""
+    def word_counts(self, words: Sequence[str], scope: Scope) -> tuple[int, dict[str, int]]:
+        """(how many records the scope's user holds, how many of them match each of
+        ``words``): what an inverse document frequency needs
+        (:mod:`llama_memory.relevance`). Only the user's own records count, never another
+        user's: what one user said must not make another's question look answerable. A
+        word none of the user's records holds but their triples or current profile do
+        counts as held by one. Counts may be cached, sampled on a large user and a little
+        stale."""
         ...

@@ -23,9 +23,9 @@ _COLUMNS = (
     "ingested_at, metadata, expires_at, importance, last_used"
 )
 _WORD = re.compile(r"\w+", re.UNICODE)
-#: From this many rows (by the planner's estimate) on, word_counts gives the estimate
-#: of the table's size instead of counting it (a count of 1M rows: ~100 ms).
-ESTIMATE_SIZE_FROM = 100_000
+#: word_counts counts a user's words on at most this many of their rows (a pass over
+#: 20,000 rows: ~20 ms; a user's idf needs rough counts only).
+SAMPLE_ROWS = 20_000
 #: The default of :attr:`RecordTables.rank_candidates`.
 RANK_CANDIDATES = 100
 # Month names in English whatever the process locale (the lexical index is English).
@@ -331,86 +331,102 @@ class RecordTables(PostgresConnection):
         )
         return [_to_record(row) for row in reversed(rows)]
 
-    def word_counts(
-        self, words: Sequence[str], scope: Optional[Scope] = None
-    ) -> tuple[int, dict[str, int]]:
-        """About how many records the lexical index holds (all sources and users), and
-        how many match each word (stemmed as the index is): what an idf needs. A word no
-        record holds but a triple or a current profile field of the scope's user does
-        counts as held by one (a user's name often appears only there).
+    def word_counts(self, words: Sequence[str], scope: Scope) -> tuple[int, dict[str, int]]:
+        """How many records the scope's user holds (all sources), and how many of them
+        match each word (stemmed as the index is): what an idf needs. Only the user's
+        own rows count: another user's words must not make a question look answerable
+        (nor change how this user's records rank). A word none of the user's records
+        holds but a triple or a current profile field of the user does counts as held by
+        one (a user's name often appears only there).
 
-        The size is the planner's estimate once the table is large (a ``count(*)`` of
-        1M rows costs more than the rest of a ``get()``), and so is a common word's count
-        there (the share of rows holding it, from the statistics ANALYZE keeps); a
-        word's count is remembered until the table has grown by a tenth; the words
-        neither remembered nor estimated are counted in one statement."""
-        total = self._records_size()
+        One statement reads the user's size and counts the words not remembered
+        (:class:`~llama_memory.storage.word_counts.WordCountCache`, until the user's
+        records grow by a tenth) in one pass over the user's rows, found by the (tenant,
+        user) index: never a walk of another user's rows or of a word's whole posting
+        list. A user of more than :data:`SAMPLE_ROWS` records is counted on that many of
+        their rows and scaled; a word none of them holds is then counted exactly, through
+        the full-text index (rare words are cheap there)."""
+        user = scope.require_user("word counts")
+        owner = (scope.tenant_id, user)
+        unique = list(dict.fromkeys(words))
+        # The first statement reads the size: which counts are fresh depends on it, so
+        # every word not remembered for *some* size is counted in the same pass, and a
+        # remembered one turned stale is counted by a second (rare: a tenth's growth).
+        pending = [w for w in unique if not self._word_counts.holds((*owner, w))]
+        total, counted = self._count_in_user_rows(owner, pending)
         counts: dict[str, int] = {}
-        missing: list[str] = []
-        for word in dict.fromkeys(words):
-            cached = self._word_counts.get(word, total)
+        stale: list[str] = []
+        for word in unique:
+            if word in counted:
+                counts[word] = counted[word]
+                self._word_counts.put((*owner, word), counted[word], total)
+                continue
+            cached = self._word_counts.get((*owner, word), total)
             if cached is None:
-                missing.append(word)
+                stale.append(word)
             else:
                 counts[word] = cached
-        if missing and total >= ESTIMATE_SIZE_FROM:
-            # A common word's count is a walk of a long posting list (about a second at
-            # 1M rows); ANALYZE keeps the share of rows holding each common lexeme: use
-            # it. A word it does not list is rarer than every listed one: counted below.
-            for row in self.query(
-                "estimate word matches",
-                "SELECT w AS word, (SELECT s.most_common_elem_freqs[array_position("
-                "s.most_common_elems::text::text[], l.lex[1])] FROM pg_stats AS s "
-                "WHERE s.schemaname = current_schema() AND s.tablename = 'records' AND s.attname = 'tsv' "
-                "AND cardinality(l.lex) = 1) AS share FROM unnest(%s::text[]) AS w, "
-                "LATERAL (SELECT tsvector_to_array(to_tsvector('english', w)) AS lex) AS l",
-                (missing,),
-            ):
-                if row["share"] is not None:
-                    counts[row["word"]] = max(1, round(float(row["share"]) * total))
-                    self._word_counts.put(row["word"], counts[row["word"]], total)
-            missing = [w for w in missing if w not in counts]
-        if missing:
-            # A stop word ("not", "over", the "s" of "it's") has no lexeme: no row holds it,
-            # and its empty query would have the count read every row (60 ms at 1M rows).
-            for row in self.query(
-                "count word matches",
+        if stale:
+            _, recounted = self._count_in_user_rows(owner, stale)
+            for word, n in recounted.items():
+                counts[word] = n
+                self._word_counts.put((*owner, word), n, total)
+        unseen = [w for w in unique if counts[w] == 0]
+        if unseen:
+            for word in self._known_elsewhere(unseen, owner):
+                counts[word] = 1
+        return total, {word: counts[word] for word in unique}
+
+    def _count_in_user_rows(
+        self, owner: tuple[str, str], words: Sequence[str]
+    ) -> tuple[int, dict[str, int]]:
+        """(the user's records, each word's count): one pass over at most
+        :data:`SAMPLE_ROWS` of the user's rows, counts scaled to the user's size; a word
+        found in none of a sample's rows counted again over all of the user's rows."""
+        # One FILTER clause per word: the SQL text holds placeholders only, never a word.
+        # A stop word's query is empty and matches nothing ("the" counts 0).
+        matches = "".join(
+            f", count(*) FILTER (WHERE s.tsv @@ plainto_tsquery('english', %s)) AS n{i}"
+            for i in range(len(words))
+        )
+        row = self.query(
+            "count word matches",
+            "SELECT (SELECT count(*) FROM records WHERE tenant_id = %s AND user_id = %s) AS total, "
+            f"count(*) AS sampled{matches} FROM (SELECT tsv FROM records "
+            "WHERE tenant_id = %s AND user_id = %s LIMIT %s) AS s",
+            (*owner, *words, *owner, SAMPLE_ROWS),
+        )[0]
+        total, sampled = int(row["total"]), int(row["sampled"])
+        found = [int(row[f"n{i}"]) for i in range(len(words))]
+        if sampled >= total:
+            return total, dict(zip(words, found))
+        scale = total / sampled
+        counts = {w: max(1, round(n * scale)) for w, n in zip(words, found) if n}
+        rare = [w for w in words if w not in counts]
+        if rare:
+            # A stop word has no lexeme: its empty query would read every row of the user.
+            for exact in self.query(
+                "count rare word matches",
                 "SELECT w AS word, CASE WHEN numnode(plainto_tsquery('english', w)) = 0 THEN 0 "
-                "ELSE (SELECT count(*) FROM records WHERE tsv @@ plainto_tsquery('english', w)) END "
-                "AS n FROM unnest(%s::text[]) AS w",
-                (missing,),
+                "ELSE (SELECT count(*) FROM records WHERE tenant_id = %s AND user_id = %s "
+                "AND tsv @@ plainto_tsquery('english', w)) END AS n FROM unnest(%s::text[]) AS w",
+                (*owner, rare),
             ):
-                counts[row["word"]] = int(row["n"])
-                self._word_counts.put(row["word"], int(row["n"]), total)
-        counts = {word: counts[word] for word in dict.fromkeys(words)}
-        unseen = [w for w, n in counts.items() if n == 0]
-        if scope is not None and scope.user_id and unseen:
-            for row in self.query(
-                "find words in triples or profiles",
-                "SELECT w AS word FROM unnest(%s::text[], %s::text[]) AS u(w, folded) WHERE EXISTS ("
-                "SELECT 1 FROM triples WHERE tenant_id = %s AND user_id = %s "
-                "AND tsv @@ plainto_tsquery('english', w)) OR EXISTS ("
-                "SELECT 1 FROM profile_fields WHERE tenant_id = %s AND user_id = %s AND superseded_at IS NULL "
-                "AND strpos(lower(path || ' ' || coalesce(value_json, '')), folded) > 0)",
-                (unseen, [w.casefold() for w in unseen], scope.tenant_id, scope.user_id,
-                 scope.tenant_id, scope.user_id),
-            ):  # fmt: skip
-                counts[row["word"]] = 1
+                counts[exact["word"]] = int(exact["n"])
         return total, counts
 
-    def _records_size(self) -> int:
-        """How many rows ``records`` holds: the planner's estimate (kept by autovacuum
-        and ANALYZE) from :data:`ESTIMATE_SIZE_FROM` rows on, an exact count below it
-        (cheap there, and a new table has no estimate yet)."""
-        # One statement (one round trip): the count runs only below the threshold.
+    def _known_elsewhere(self, words: Sequence[str], owner: tuple[str, str]) -> list[str]:
+        """Those of ``words`` found in the user's triples or current profile fields."""
         rows = self.query(
-            "size lexical index",
-            "SELECT CASE WHEN e.n >= %s THEN e.n ELSE (SELECT count(*) FROM records) END AS n "
-            "FROM (SELECT coalesce((SELECT greatest(c.reltuples, 0)::bigint FROM pg_class AS c "
-            "WHERE c.oid = to_regclass('records')), 0) AS n) AS e",
-            (ESTIMATE_SIZE_FROM,),
+            "find words in triples or profiles",
+            "SELECT w AS word FROM unnest(%s::text[], %s::text[]) AS u(w, folded) WHERE EXISTS ("
+            "SELECT 1 FROM triples WHERE tenant_id = %s AND user_id = %s "
+            "AND tsv @@ plainto_tsquery('english', w)) OR EXISTS ("
+            "SELECT 1 FROM profile_fields WHERE tenant_id = %s AND user_id = %s AND superseded_at IS NULL "
+            "AND strpos(lower(path || ' ' || coalesce(value_json, '')), folded) > 0)",
+            (list(words), [w.casefold() for w in words], *owner, *owner),
         )
-        return int(rows[0]["n"])
+        return [row["word"] for row in rows]
 
     def search_text(self, query: str, scope: Scope, source: str, limit: int) -> list[tuple[str, float]]:
         """Records of the scope's user whose text (or event date in words) shares words

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Optional
 
 from ...types import Scope
 from .connection import SQLiteConnection
@@ -127,21 +126,42 @@ class LexicalTables(SQLiteConnection):
             postings += counts[word]
         return kept or [min(words, key=counts.__getitem__)]
 
-    def word_counts(
-        self, words: Sequence[str], scope: Optional[Scope] = None
-    ) -> tuple[int, dict[str, int]]:
-        """About how many records the lexical index holds (all sources and users), and
-        how many match each word (as FTS5 matches it, stemmed): what an idf needs.
-        Counts are cached until the index grows by a tenth. A word no record holds but
-        a knowledge triple or a current profile field of the scope's user does (a
-        user's name often appears only there) counts as held by one: the store knows it."""
+    def word_counts(self, words: Sequence[str], scope: Scope) -> tuple[int, dict[str, int]]:
+        """How many records the scope's user holds (all sources), and how many of them
+        match each word (as FTS5 matches it, stemmed): what an idf needs. Only the
+        user's own records count: another user's words must not make a question look
+        answerable (nor change how this user's records rank). Counts are remembered until
+        the user's records grow by a tenth. A word none of the user's records holds but
+        a knowledge triple or a current profile field of the user does (a user's name
+        often appears only there) counts as held by one: the store knows it."""
+        user = scope.require_user("word counts")
+        owner = (scope.tenant_id, user)
         with self._lock:
-            total = self.query("size lexical index", "SELECT max(rowid) FROM records_fts")[0][0] or 0
-            counts = {word: self._word_count(word, total) for word in dict.fromkeys(words)}
+            total = int(self.query(
+                "size the user's records",
+                "SELECT count(*) FROM records WHERE tenant_id = ? AND user_id = ?",
+                owner,
+            )[0][0])
+            counts = {word: self._user_word_count(word, owner, total) for word in dict.fromkeys(words)}
             unseen = [w for w, n in counts.items() if n == 0]
-            for word in self._known_elsewhere(unseen, scope) if scope and scope.user_id else ():
+            for word in self._known_elsewhere(unseen, scope):
                 counts[word] = 1
-            return int(total), counts
+            return total, counts
+
+    def _user_word_count(self, word: str, owner: tuple[str, str], total: int) -> int:
+        """How many of the user's records match ``word`` (remembered as :meth:`_word_count`)."""
+        key = (*owner, word)
+        cached = self._word_counts.get(key, total)
+        if cached is not None:
+            return cached
+        count = int(self.query(
+            "count word matches",
+            "SELECT count(*) FROM records_fts JOIN records AS r ON r.rowid = records_fts.rowid "
+            "WHERE records_fts MATCH ? AND r.tenant_id = ? AND r.user_id = ?",
+            (_match_any([word]), *owner),
+        )[0][0])
+        self._word_counts.put(key, count, total)
+        return count
 
     def _known_elsewhere(self, words: Sequence[str], scope: Scope) -> list[str]:
         """Those of ``words`` found in the user's triples or current profile fields

@@ -91,6 +91,11 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE records ADD COLUMN importance REAL;
     ALTER TABLE records ADD COLUMN last_used REAL;
     """,
+    # 6: a user's records across sources, for the size of what a user's word counts
+    # are counted in (the idf is the user's own: LexicalTables.word_counts).
+    """
+    CREATE INDEX records_by_user ON records (tenant_id, user_id);
+    """,
 )
 
 #: Migrations of the index behind :meth:`SQLiteStore.session_neighbours` (records of one
