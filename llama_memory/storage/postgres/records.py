@@ -383,6 +383,9 @@ class RecordTables(PostgresConnection):
         """(the user's records, each word's count): one pass over at most
         :data:`SAMPLE_ROWS` of the user's rows, counts scaled to the user's size; a word
         found in none of a sample's rows counted again over all of the user's rows."""
+        if not words:  # the size alone: the (tenant, user) index, no row read
+            size = "SELECT count(*) AS n FROM records WHERE tenant_id = %s AND user_id = %s"
+            return int(self.query("size the user's records", size, owner)[0]["n"]), {}
         # One FILTER clause per word: the SQL text holds placeholders only, never a word.
         # A stop word's query is empty and matches nothing ("the" counts 0).
         matches = "".join(
