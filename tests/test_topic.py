@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import message_texts, user
+from helpers import memory_factory, message_texts, user
 from llama_memory.retrieval.topic import named_speakers, speaker_of, topic_hop, topic_of
 
 QUESTION = "What hobbies does Ana have?"
@@ -105,14 +105,21 @@ def test_without_a_named_speaker_every_hit_counts_and_weight_0_is_off() -> None:
     assert topic_hop(QUESTION, ranked, _texts, lambda t, c: hits, weight=0) == ranked
 
 
-@pytest.fixture
-def sessions(make_memory):
-    """Each turn of ANAS, NEAR and BENS said in a session of its own."""
+@pytest.fixture(params=["sqlite", "postgres"])
+def sessions(request, embed_model):
+    """Each turn of ANAS, NEAR and BENS said in a session of its own, on each backend
+    (the topic query uses the dense index port only)."""
+    if request.param == "sqlite":
+        make = request.getfixturevalue("make_memory")
+    else:
+        factory = memory_factory(embed_model, store=request.getfixturevalue("postgres_url"))
+        make = factory.__enter__()
+        request.addfinalizer(lambda: factory.__exit__(None, None, None))
     for n, text in enumerate([*NEAR, *ANAS, *BENS]):
-        memory = make_memory(session_id=f"old-{n}")
+        memory = make(session_id=f"old-{n}")
         memory.put(user(text))
         memory.close()
-    return make_memory
+    return make
 
 
 def test_a_set_question_finds_what_the_person_did_by_its_topic(sessions) -> None:
