@@ -24,7 +24,13 @@ Run::
 
 With several ``--set-spreads`` (the memory's ``set_spread``: how many more records a
 question that asks for a set gets, ``llama_memory.set_questions``) and one hop weight,
-leave-one-out chooses the spread instead, the same way; 1 is "before".
+leave-one-out chooses the spread instead, the same way; 1 is "before". With several
+``--topic-weights`` too (the vector source's ``topic_weight``: the topic query of a set
+question, ``llama_memory.retrieval.topic``; 0 is without it), it chooses the pair
+(spread, topic weight) among every combination, the same way; the smallest pair is
+"before"::
+
+    .venv/bin/python -m bench.multihop --weights 0.5 --set-spreads 1,1.2,1.3,1.4,1.5,1.7 --topic-weights 0,0.8
 
 LoCoMo is CC BY-NC 4.0: read from outside the repository; the report holds ids and figures only.
 """
@@ -50,12 +56,16 @@ from bench.locomo import (
     load_dataset,
     score,
 )
+from llama_memory.retrieval.topic import TOPIC_WEIGHT
 from llama_memory.set_questions import SET_SPREAD
 
 #: The weights tried by default (0: no second hop).
 WEIGHTS = (0.0, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0)
 #: The issue's ceiling on the mean block.
 MAX_TOKENS = 1200
+#: What leave-one-out chooses, by its row key.
+NAMES = {"weight": "hop weight", "set_spread": "set spread", "topic_weight": "topic weight",
+         "setting": "set spread/topic weight"}
 
 
 def run(
@@ -64,9 +74,11 @@ def run(
     select: Optional[Sequence[int]] = None,
     log: Callable[[str], None] = print,
     spreads: Sequence[float] = (SET_SPREAD,),
+    topic_weights: Sequence[float] = (TOPIC_WEIGHT,),
 ) -> list[dict[str, Any]]:
-    """One row per (weight, set spread, question): block recall, tokens, get() ms
-    (``spreads``: the memory's ``set_spread``, see ``llama_memory.set_questions``)."""
+    """One row per (weight, set spread, topic weight, question): block recall, tokens,
+    get() ms (``spreads``: the memory's ``set_spread``, see ``llama_memory.set_questions``;
+    ``topic_weights``: the vector source's ``topic_weight``, ``llama_memory.retrieval.topic``)."""
     from llama_memory import default_embedding
 
     default_embedding().load()
@@ -75,11 +87,13 @@ def run(
         retriever = Ours()
         try:
             retriever.build(conversation)
-            for n, (weight, spread) in enumerate([(w, s) for w in weights for s in spreads]):
+            settings = [(w, s, t) for w in weights for s in spreads for t in topic_weights]
+            for n, (weight, spread, topic) in enumerate(settings):
                 if n:  # each setting on the store as built (salience marks what get() showed)
                     retriever.reopen_fresh()
                 memory = retriever.memory
                 memory.source("vector").hop_weight = weight
+                memory.source("vector").topic_weight = topic
                 memory.set_spread = spread
                 for q in conversation.questions:
                     t0 = time.perf_counter()
@@ -88,7 +102,9 @@ def run(
                     block = memory.last_block
                     ids = [i for r in block.records for i in r.message_ids]
                     rows.append({
-                        "weight": weight, "set_spread": spread, "conversation": conversation.sample_id,
+                        "weight": weight, "set_spread": spread, "topic_weight": topic,
+                        "setting": f"{spread:.2f}/{topic:.2f}",
+                        "conversation": conversation.sample_id,
                         "category": CATEGORIES[q.category], "qa_index": q.index,
                         "tokens": block.token_count, "get_ms": get_ms,
                         "block_recall": score([ids], q.evidence, 1)["turn_recall"],
@@ -111,9 +127,10 @@ def figures(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 def leave_one_out(
     rows: Sequence[dict[str, Any]], max_tokens: float = MAX_TOKENS, key: str = "weight"
 ) -> dict[str, Any]:
-    """Per held-out conversation: the value of ``key`` (the hop ``"weight"`` or the
-    ``"set_spread"``) chosen on the others, its figures before (the smallest value: no
-    hop, or no spread) and after; and the pooled held-out figures."""
+    """Per held-out conversation: the value of ``key`` (the hop ``"weight"``, the
+    ``"set_spread"``, the ``"topic_weight"`` or the ``"setting"``: "spread/topic weight")
+    chosen on the others, its figures before (the smallest value: no hop, no spread, no
+    topic query) and after; and the pooled held-out figures. Ties go to the smaller value."""
     weights = sorted({r[key] for r in rows})
     conversations = list(dict.fromkeys(r["conversation"] for r in rows))
     folds, pooled, base = [], [], []
@@ -121,7 +138,7 @@ def leave_one_out(
         train = [r for r in rows if r["conversation"] != held] or list(rows)
         by_weight = {w: figures([r for r in train if r[key] == w]) for w in weights}
         allowed = [w for w in weights if by_weight[w]["tokens"] <= max_tokens] or [min(weights)]
-        chosen = max(allowed, key=lambda w: (round(by_weight[w]["recall"][OVERALL], 4), -w))
+        chosen = max(allowed, key=lambda w: (round(by_weight[w]["recall"][OVERALL], 4), -weights.index(w)))
         before = [r for r in rows if r["conversation"] == held and r[key] == min(weights)]
         after = [r for r in rows if r["conversation"] == held and r[key] == chosen]
         pooled += after
@@ -140,17 +157,20 @@ def format_report(report: dict[str, Any]) -> str:
             f"{f['recall'][c]:>11.3f}" if c in f["recall"] else f"{'-':>11}" for c in cats
         ) + f" {f['tokens']:>7.0f} {f['get_ms_median']:>7.1f}"
 
+    def label(value: Any) -> str:
+        return value if isinstance(value, str) else f"{value:.2f}"
+
     loo = report["leave_one_out"]
     key = loo.get("key", "weight")
-    name = "hop weight" if key == "weight" else "set spread"
+    name = NAMES.get(key, key)
     lines = [f"block recall per {name} (all conversations)", f"{key:<18}" + head]
-    lines += [line(f"{w:.2f}", f) for w, f in report["weights"].items()]
+    lines += [line(label(w), f) for w, f in report["weights"].items()]
     lines += ["", f"leave-one-conversation-out ({name}: best training block recall overall, mean "
               f"block <= {loo['max_tokens']} tokens)", f"{'held out / value':<18}" + head]
-    smallest = min(float(w) for w in report["weights"])
+    smallest = min(report["weights"], key=lambda w: w if isinstance(w, str) else float(w))
     for f in loo["folds"]:
-        lines.append(line(f"{f['held_out']} {smallest:.2f}", f["before"]))
-        lines.append(line(f"{f['held_out']} {f['weight']:.2f}", f["after"]))
+        lines.append(line(f"{f['held_out']} {label(smallest)}", f["before"]))
+        lines.append(line(f"{f['held_out']} {label(f['weight'])}", f["after"]))
     lines.append(line("pooled before", loo["before"]))
     lines.append(line("pooled after", loo["after"]))
     lines.append(f"{report['meta']['duration_s']} s, load before {report['meta']['load_before']}, "
@@ -169,6 +189,10 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
                         help="the memory's set_spread values to try, comma-separated (1: a question "
                         "asking for a set gets top_k records like any other); with more than one, "
                         "leave-one-out chooses the spread, and --weights must be one weight")
+    parser.add_argument("--topic-weights", default=str(TOPIC_WEIGHT),
+                        help="the vector source's topic_weight values to try, comma-separated (0: no "
+                        "topic query for a set question); with more than one, leave-one-out chooses "
+                        "it (with several --set-spreads, the pair), and --weights must be one weight")
     parser.add_argument("--max-tokens", type=float, default=MAX_TOKENS,
                         help="a weight whose training mean block is larger is not chosen")
     parser.add_argument("--json", type=Path, default=None, help="also write the report here")
@@ -189,15 +213,24 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
         parser.error(f"--set-spreads are numbers of at least 1, comma-separated, got {args.set_spreads!r}")
     if not all(s >= 1 for s in spreads):
         parser.error(f"--set-spreads are at least 1, got {args.set_spreads!r}")
-    if len(spreads) > 1 and len(weights) > 1:
-        parser.error("leave-one-out chooses one thing: give one --weights value with several --set-spreads")
-    key, values = ("set_spread", spreads) if len(spreads) > 1 else ("weight", weights)
+    try:
+        topics = sorted({float(t) for t in args.topic_weights.split(",")})
+    except ValueError:
+        parser.error(f"--topic-weights are numbers between 0 and 1, comma-separated, got {args.topic_weights!r}")
+    if not all(0 <= t <= 1 for t in topics):
+        parser.error(f"--topic-weights are between 0 and 1, got {args.topic_weights!r}")
+    if len(weights) > 1 and (len(spreads) > 1 or len(topics) > 1):
+        parser.error("leave-one-out chooses the hop weight or the set spread and topic weight: give one "
+                     "--weights value with several --set-spreads or --topic-weights")
+    key = ("setting" if len(spreads) > 1 and len(topics) > 1 else "set_spread" if len(spreads) > 1
+           else "topic_weight" if len(topics) > 1 else "weight")
     select = [int(c) for c in args.conversations.split(",")] if args.conversations else None
     started, load_before = time.time(), load_average()
     print(f"bench.multihop: {data}; load average {load_before}", flush=True)
-    rows = run(data, weights, select, log=lambda s: print(s, flush=True), spreads=spreads)
+    rows = run(data, weights, select, log=lambda s: print(s, flush=True), spreads=spreads, topic_weights=topics)
+    values = sorted({r[key] for r in rows})
     report = {
-        "meta": {"data": str(data), "weights": weights, "set_spreads": spreads,
+        "meta": {"data": str(data), "weights": weights, "set_spreads": spreads, "topic_weights": topics,
                  "duration_s": round(time.time() - started, 1),
                  "load_before": load_before, "load_after": load_average()},
         "weights": {w: figures([r for r in rows if r[key] == w]) for w in values},

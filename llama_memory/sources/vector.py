@@ -18,6 +18,8 @@ from ..retrieval.hybrid import HybridSearch
 from ..retrieval.reads import RecordReads
 from ..retrieval.salience import Salience
 from ..retrieval.sync import IndexSync, SyncedRows
+from ..retrieval.topic import TOPIC_WEIGHT, topic_hop
+from ..set_questions import asks_for_a_set
 from ..storage.expiry import NEVER, Expiry
 from ..storage.ports import (
     LexicalIndex,
@@ -103,6 +105,11 @@ class VectorSource(MemorySource):
         salience: the weights of recency and importance in the ranking
             (:mod:`llama_memory.retrieval.salience`); ``NO_SALIENCE`` ranks by the
             match alone.
+        topic_weight: for a question that asks for a set
+            (:func:`~llama_memory.set_questions.asks_for_a_set`), what the messages nearest
+            to its topic alone, said by the person it names, are worth against the first
+            ranking (:mod:`llama_memory.retrieval.topic`), 0 to 1; 0 turns it off (so does
+            ``dense_weight=0``).
     """
 
     def __init__(
@@ -123,6 +130,7 @@ class VectorSource(MemorySource):
         calibration: Union[Calibration, None, Literal["auto"]] = "auto",
         hop_weight: float = HOP_WEIGHT,
         salience: Optional[Salience] = None,
+        topic_weight: float = TOPIC_WEIGHT,
     ) -> None:
         if batch_size <= 0:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
@@ -132,9 +140,12 @@ class VectorSource(MemorySource):
             )
         if not 0 <= hop_weight <= 1:
             raise ValueError(f"hop_weight is between 0 (no second hop) and 1, got {hop_weight}")
+        if not 0 <= topic_weight <= 1:
+            raise ValueError(f"topic_weight is between 0 (no topic query) and 1, got {topic_weight}")
         self.store = store
         self.index = index
         self.hop_weight = hop_weight
+        self.topic_weight = topic_weight
         self.embed_model = embed_model
         self.roles = frozenset(roles)
         self.name = name
@@ -282,7 +293,8 @@ class VectorSource(MemorySource):
         # Each record is read once per retrieval, whoever asks for it (the hop, the own
         # messages' check, the excerpts): docs/benchmarks.md, "The second hop's cost".
         reads = RecordReads(self.store, scope, self.name)
-        ranked = self._hop(query, scope, self._fused(query, scope, user, pool, cosines), k, reads)
+        ranked = self._fused(query, scope, user, pool, cosines)
+        ranked = self._hop(query, scope, self._topic(query, scope, ranked, reads), k, reads)
         # The system of record has the last word: a vector whose row is gone, or has
         # expired, is skipped, and get_records checks the user again.
         alive_at = self.expiry.now()
@@ -408,6 +420,21 @@ class VectorSource(MemorySource):
             query, scope, pool, dense_weight=self.dense_weight,
             lexical_weight=self.lexical_weight, cosines=cosines,
         )
+
+    def _topic(
+        self, query: str, scope: Scope, ranked: list[tuple[str, float]], reads: RecordReads
+    ) -> list[tuple[str, float]]:
+        """``ranked`` with the messages nearest to the topic of a question that asks for
+        a set (:func:`~llama_memory.retrieval.topic.topic_hop`), texts read through
+        ``reads``; unchanged for any other question, or when the dense side is off."""
+        if self.topic_weight <= 0 or self.dense_weight <= 0 or not ranked or not asks_for_a_set(query):
+            return ranked
+
+        def nearest(topic: str, count: int) -> list[tuple[str, float]]:
+            _, dense = self._search.candidates(topic, scope, count, lexical_weight=0)
+            return sorted(dense.items(), key=lambda pair: pair[1], reverse=True)
+
+        return topic_hop(query, ranked, reads.texts, nearest, self.topic_weight)
 
     def _hop(
         self,
