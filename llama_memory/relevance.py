@@ -192,9 +192,14 @@ def unknown_evidence(query: str, counts: Mapping[str, int], weights: Mapping[str
     of records holding each of its content words (``counts``) and their idf (``weights``)."""
     total = sum(weights.values())
     unknown = sum(weights[w] for w in weights if counts.get(w, 0) == 0) / total if total > 0 else 0.0
-    names = {w.casefold() for w in _WORD.findall(query)[1:] if w[:1].isupper()}
-    unknown_name = float(any(counts.get(n, 1) == 0 for n in names))
+    unknown_name = float(any(counts.get(n, 1) == 0 for n in names_in(query)))
     return unknown, unknown_name
+
+
+def names_in(query: str) -> set[str]:
+    """The names a query mentions, lower-cased: its capitalised words but the first
+    ("What did Melanie paint?" -> {"melanie"})."""
+    return {w.casefold() for w in _WORD.findall(query)[1:] if w[:1].isupper()}
 
 
 @dataclass(frozen=True)

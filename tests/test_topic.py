@@ -1,113 +1,66 @@
 """The topic query of a question that asks for a set (issue 16, multi-hop): its topic
-alone, searched by meaning among the turns of the person it names."""
+alone (the question without the names it mentions), searched by meaning."""
 
 from __future__ import annotations
 
 import pytest
 
 from helpers import memory_factory, message_texts, user
-from llama_memory.retrieval.topic import named_speakers, speaker_of, topic_hop, topic_of
+from llama_memory.retrieval.topic import topic_hop, topic_of
 
 QUESTION = "What hobbies does Ana have?"
-#: What Ana did, one session each: none shares a word with the question but her name.
+#: What Ana did, one session each, in her own words: none shares a word with the question.
 ANAS = (
-    "Ana: we went camping by the lake last weekend, the kids loved the campfire.",
-    "Ana: I went swimming at the lido this morning, forty lengths!",
-    "Ana: I signed up for a pottery class yesterday, I made a little bowl.",
+    "we went camping by the lake last weekend, the kids loved the campfire.",
+    "I went swimming at the lido this morning, forty lengths!",
+    "I signed up for a pottery class yesterday, I made a little bowl.",
 )
-#: The other speaker's hobbies, and his turns with the question's words: nearer the
-#: question than Ana's hobbies, by meaning and by words; enough of them to fill the
-#: first ranking's candidates.
-BENS = (
-    "Ben: I went hiking in the mountains and climbed to the summit.",
-    "Ben: I play tennis every Sunday morning at the club.",
-    "Ben: we went kayaking down the river on Saturday.",
-    "Ben: I go running in the park before work.",
-    "Ben: I joined a salsa dance class on Thursdays.",
-    "Ben: I went cycling along the coast with friends.",
-    "Ben: I play chess online every evening.",
-    "Ben: I started learning the guitar, my fingers hurt.",
-    "Ben: we went skiing in the Alps in February.",
-    "Ben: I go fishing at the pier on Sundays.",
-    "Ben: the hobbies fair at the community centre is in May, Ana.",
-    "Ben: Ana, you have to come to the book club, it is my hobby.",
-    "Ben: Ana, a hobby keeps you sane, I have a few.",
-    "Ben: my hobbies take all my weekends, Ana.",
-    "Ben: Ana, what hobbies did you have as a kid?",
-)
-#: Ana's other turns.
-NEAR = tuple(
-    f"Ana: {text}" for text in (
-        "I paid the electricity bill and the water bill today.",
-        "the dentist says my teeth are fine.",
-        "my landlord finally fixed the heating.",
-        "the train was late again this morning.",
-        "I need to renew my passport before June.",
-        "my sister is moving to Leeds next month.",
-        "I bought a new phone, the old one broke.",
-        "the weather forecast says rain all week.",
+#: Messages to Ana about anything but hobbies: her name makes them nearer the question,
+#: by meaning and by words, than her hobbies; enough to fill the first ranking's candidates.
+NAMED = tuple(
+    f"Ana, {text}" for text in (
+        "your dentist appointment is on Monday at nine.", "the passport office wants a new photo.",
+        "the landlord called about the heating again.", "your train ticket to Leeds is booked.",
+        "do you have the spare keys for the flat?", "the electricity bill came, it is high this month.",
+        "your sister says she is moving in March.", "the bank sent you a new card.",
+        "the library book is overdue by a week.", "your phone contract ends in April.",
+        "have you seen the forecast? rain all week.", "the plumber will come on Thursday.",
+        "your parcel is at the post office.", "the car needs its MOT next month.",
+        "have you paid the council tax yet?",
     )
 )
 
 
-def test_a_speaker_is_the_capitalised_name_before_the_colon_that_opens_a_message() -> None:
-    assert speaker_of("Ana: we went camping") == "Ana"
-    assert speaker_of("  Jean-Luc: hello") == "Jean-Luc"
-    assert speaker_of("we went camping: it rained") is None
-    assert speaker_of("note: buy milk") is None  # not capitalised: no name
-    assert speaker_of("") is None
+def test_the_topic_is_the_questions_content_words_without_the_names_it_mentions() -> None:
+    assert topic_of("What activities does Ana partake in?") == "activities partake"
+    assert topic_of("What has Ana done?") == "done"
+    assert topic_of("What did Ana do?") == ""
+    assert topic_of("Which books did Ana and Ben both read?") == "books both read"
+    assert topic_of("Ana asked: what hobbies do I have?") == "ana asked hobbies"  # the first word is no name
 
 
-def test_the_speakers_a_question_names() -> None:
-    texts = [*ANAS, *BENS]
-    assert named_speakers(QUESTION, texts) == {"Ana"}
-    assert named_speakers("What do Ana and Ben both like?", texts) == {"Ana", "Ben"}
-    assert named_speakers("What activities does Cleo like?", texts) == set()
-
-
-def test_the_topic_is_the_questions_content_words_without_the_person() -> None:
-    assert topic_of("What activities does Ana partake in?", {"Ana"}) == "activities partake"
-    assert topic_of("What activities does Ana partake in?") == "activities ana partake"
-    assert topic_of("What has Ana done?", {"Ana"}) == "done"
-    assert topic_of("What did Ana do?", {"Ana"}) == ""
-
-
-TEXTS = {"first": BENS[6], "ana-camping": ANAS[0], "ben-hiking": BENS[0], "ana-pottery": ANAS[2]}
-
-
-def _texts(ids):
-    return {i: TEXTS[i] for i in ids if i in TEXTS}
-
-
-def test_topic_hits_of_the_person_named_join_the_ranking_at_the_weight() -> None:
+def test_topic_hits_join_the_ranking_at_the_weight_rescaled_among_them() -> None:
     asked = []
+    hits = [("ben-hiking", 0.6), ("ana-camping", 0.5), ("ana-pottery", 0.3)]
 
     def nearest(topic, count):
         asked.append((topic, count))
-        return [("ben-hiking", 0.6), ("ana-camping", 0.5), ("ana-pottery", 0.3)]
+        return hits
 
-    ranked = [("first", 1.0), ("ana-pottery", 0.5)]
-    assert topic_hop(QUESTION, ranked, _texts, nearest, weight=0.8) == [
-        ("first", 1.0), ("ana-camping", pytest.approx(0.8)), ("ana-pottery", 0.5)
+    ranked = [("first", 1.0), ("ana-camping", 0.5)]
+    # rescaled among the hits: the best scores the weight, the worst 0 (and so joins
+    # nothing); a hit keeps its own score when that is higher
+    assert topic_hop(QUESTION, ranked, nearest, weight=0.8) == [
+        ("first", 1.0), ("ben-hiking", pytest.approx(0.8)), ("ana-camping", pytest.approx(0.8 * 2 / 3))
     ]
-    # the topic without the name, as many hits as the ranking holds; Ben's hit is not
-    # Ana's turn, and the worst of Ana's hits keeps its own, higher score
+    # the topic without the name, as many hits as the ranking holds
     assert asked == [("hobbies", 2)]
-
-
-def test_without_a_named_speaker_every_hit_counts_and_weight_0_is_off() -> None:
-    ranked = [("first", 1.0)]
-    hits = [("ben-hiking", 0.6), ("ana-camping", 0.5), ("ana-pottery", 0.3)]
-    found = topic_hop("What activities do people partake in?", ranked, _texts,
-                      lambda topic, count: hits, weight=0.5)
-    # rescaled among the hits: the worst scores 0 and so joins nothing
-    assert found == [("first", 1.0), ("ben-hiking", 0.5), ("ana-camping", pytest.approx(0.5 * 2 / 3))]
-    assert topic_hop(QUESTION, ranked, _texts, lambda t, c: hits, weight=0) == ranked
+    assert topic_hop(QUESTION, ranked, nearest, weight=0) == ranked
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def sessions(request, embed_model):
-    """Each turn of ANAS, NEAR and BENS said in a session of its own, on each backend
+    """Each message of NAMED and ANAS said in a session of its own, on each backend
     (the topic query uses the dense index port only)."""
     if request.param == "sqlite":
         make = request.getfixturevalue("make_memory")
@@ -115,7 +68,7 @@ def sessions(request, embed_model):
         factory = memory_factory(embed_model, store=request.getfixturevalue("postgres_url"))
         make = factory.__enter__()
         request.addfinalizer(lambda: factory.__exit__(None, None, None))
-    for n, text in enumerate([*NEAR, *ANAS, *BENS]):
+    for n, text in enumerate([*NAMED, *ANAS]):
         memory = make(session_id=f"old-{n}")
         memory.put(user(text))
         memory.close()
@@ -123,13 +76,13 @@ def sessions(request, embed_model):
 
 
 def test_a_set_question_finds_what_the_person_did_by_its_topic(sessions) -> None:
-    memory = sessions(session_id="now", top_k=3)
+    # Every retrieved record shown (min_relevance 0): this is about what is ranked.
+    memory = sessions(session_id="now", top_k=3, min_relevance=0.0)
     memory.get(QUESTION)
     shown = set(message_texts(memory.last_block.records))
-    # Ben's turns fill the first ranking's candidates (his hobbies by meaning, his turns
-    # with "hobby" by words); Ana's, nearest to the topic among her turns, join it
+    # The messages naming Ana fill the first ranking's candidates; her hobbies, near the
+    # topic alone ("hobbies"), join it
     assert shown & set(ANAS)
-    assert not shown & set(BENS[:10])
 
     memory.source("vector").topic_weight = 0  # the control: without the topic query
     memory.get(QUESTION)

@@ -107,7 +107,7 @@ class VectorSource(MemorySource):
             match alone.
         topic_weight: for a question that asks for a set
             (:func:`~llama_memory.set_questions.asks_for_a_set`), what the messages nearest
-            to its topic alone, said by the person it names, are worth against the first
+            to its topic alone (the question without the names it mentions) are worth against the first
             ranking (:mod:`llama_memory.retrieval.topic`), 0 to 1; 0 turns it off (so does
             ``dense_weight=0``).
     """
@@ -294,7 +294,7 @@ class VectorSource(MemorySource):
         # messages' check, the excerpts): docs/benchmarks.md, "The second hop's cost".
         reads = RecordReads(self.store, scope, self.name)
         ranked = self._fused(query, scope, user, pool, cosines)
-        ranked = self._hop(query, scope, self._topic(query, scope, ranked, reads), k, reads)
+        ranked = self._hop(query, scope, self._topic(query, scope, ranked), k, reads)
         # The system of record has the last word: a vector whose row is gone, or has
         # expired, is skipped, and get_records checks the user again.
         alive_at = self.expiry.now()
@@ -422,11 +422,11 @@ class VectorSource(MemorySource):
         )
 
     def _topic(
-        self, query: str, scope: Scope, ranked: list[tuple[str, float]], reads: RecordReads
+        self, query: str, scope: Scope, ranked: list[tuple[str, float]]
     ) -> list[tuple[str, float]]:
         """``ranked`` with the messages nearest to the topic of a question that asks for
-        a set (:func:`~llama_memory.retrieval.topic.topic_hop`), texts read through
-        ``reads``; unchanged for any other question, or when the dense side is off."""
+        a set (:func:`~llama_memory.retrieval.topic.topic_hop`); unchanged for any other
+        question, or when the dense side is off."""
         if self.topic_weight <= 0 or self.dense_weight <= 0 or not ranked or not asks_for_a_set(query):
             return ranked
 
@@ -434,7 +434,7 @@ class VectorSource(MemorySource):
             _, dense = self._search.candidates(topic, scope, count, lexical_weight=0)
             return sorted(dense.items(), key=lambda pair: pair[1], reverse=True)
 
-        return topic_hop(query, ranked, reads.texts, nearest, self.topic_weight)
+        return topic_hop(query, ranked, nearest, self.topic_weight)
 
     def _hop(
         self,
