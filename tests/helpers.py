@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import re
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -109,3 +111,34 @@ def memory_factory(embed_model: BaseEmbedding, **defaults: Any) -> Iterator[Call
                 memory.close()
             except Exception:
                 pass
+
+
+class ServerTrace:
+    """An application's ``psycopg_pool.ConnectionPool`` (one connection) whose traffic
+    libpq traces to a file (libpq's own protocol trace, nothing stubbed):
+    :meth:`round_trips` counts the exchanges with the server so far (each ends with the
+    server's ReadyForQuery), for tests that a call sends fewer statements. Pass
+    :attr:`pool` as a store's ``url``."""
+
+    def __init__(self, url: str, path: Path) -> None:
+        from psycopg_pool import ConnectionPool
+
+        self.path = path
+        self._file = open(path, "w")
+        self.pool = ConnectionPool(url, min_size=1, max_size=1, configure=self._trace, open=True)
+
+    def _trace(self, conn: Any) -> None:
+        from psycopg.pq import Trace
+
+        conn.pgconn.trace(self._file.fileno())
+        conn.pgconn.set_trace_flags(Trace.SUPPRESS_TIMESTAMPS | Trace.REGRESS_MODE)
+
+    def round_trips(self) -> int:
+        """How many statements the server has answered on the pool's connection."""
+        ctypes.CDLL(None).fflush(None)  # libpq writes the trace through C stdio buffers
+        return self.path.read_text().count("\tReadyForQuery")
+
+    def close(self) -> None:
+        """Close the pool and the trace file."""
+        self.pool.close()
+        self._file.close()

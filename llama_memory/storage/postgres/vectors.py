@@ -188,12 +188,28 @@ class PgVectorIndex:
             return []
         key = self._key(tenant_id, user_id)
         query = _literal(embedding)
+        # Most users are small: their count and their exact search in one statement (one
+        # round trip, one snapshot; it was a transaction of four: BEGIN, the count, the
+        # search, COMMIT). The search runs only when the count says exact (a one-time
+        # filter on the count); a large user's count sends it to the HNSW path below.
+        rows = self.store.query(
+            "search vectors",
+            "SELECT c.n, e.id, e.similarity FROM (SELECT coalesce((SELECT n FROM vector_counts "
+            "WHERE tenant_id = %(t)s AND user_id = %(u)s AND collection = %(c)s), 0) AS n) AS c "
+            "LEFT JOIN LATERAL (SELECT id, 1 - (embedding <=> %(q)s::vector) AS similarity "
+            "FROM record_embeddings WHERE (c.n < %(h)s OR c.n <= %(k)s) AND tenant_id = %(t)s "
+            "AND user_id = %(u)s AND collection = %(c)s ORDER BY embedding <=> %(q)s::vector LIMIT %(k)s) "
+            "AS e ON true",
+            {"t": key[0], "u": key[1], "c": key[2], "q": query, "h": self.hnsw_threshold, "k": k},
+        )
+        if not self._large(int(rows[0]["n"]), k):
+            return [(row["id"], float(row["similarity"])) for row in rows if row["id"] is not None]
         with self.store.transaction("search vectors") as conn:
             row = conn.execute(
                 "SELECT n FROM vector_counts WHERE tenant_id = %s AND user_id = %s AND collection = %s", key
             ).fetchone()
             held = int(row["n"]) if row else 0
-            if held >= self.hnsw_threshold and held > k and self._has_hnsw(conn, len(embedding)):
+            if self._large(held, k) and self._has_hnsw(conn, len(embedding)):
                 found = self._approximate(conn, key, query, len(embedding), k)
                 if len(found) >= k:
                     return found
@@ -204,6 +220,10 @@ class PgVectorIndex:
                 (query, *key, query, k),
             ).fetchall()
         return [(row["id"], float(row["similarity"])) for row in rows]
+
+    def _large(self, held: int, k: int) -> bool:
+        """Whether a user holding ``held`` vectors is searched through HNSW for ``k``."""
+        return held >= self.hnsw_threshold and held > k
 
     def _has_hnsw(self, conn: Connection, dimension: int) -> bool:
         if dimension not in self._indexed_dimensions:
