@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import psycopg
 import pytest
 
 from bench.postgres_server import free_port
-from helpers import user
+from helpers import ServerTrace, user
 from llama_memory import ComposableMemory
 from llama_memory.errors import StorageError
 from llama_memory.storage.ports import NewRecord
@@ -137,3 +138,25 @@ def test_the_change_token_moves_when_a_write_running_at_the_last_read_commits(po
             assert store.change_token() != before
     finally:
         store.close()
+
+
+def test_a_get_takes_its_change_token_from_the_check_of_its_connection(postgres_url: str, tmp_path: Path) -> None:
+    # The pool's check of the connection a get() keeps reads the server's snapshot (a
+    # round trip it made anyway): the change token costs no statement of its own; a
+    # second token in the same hold is read afresh, and sees another's commit.
+    store, other = PostgresStore(postgres_url), PostgresStore(postgres_url)
+    trace = ServerTrace(tmp_path / "trace.txt")
+    try:
+        with store.one_connection():
+            with store._connection() as conn:  # the hold's connection, taken and checked now
+                trace.follow(conn)
+            before = trace.round_trips()
+            first = store.change_token()
+            assert trace.round_trips() == before
+            other.add_records([NewRecord("vector", ALICE, "another's write", ("o1",), 1.0)])
+            assert store.change_token() != first
+            assert trace.round_trips() == before + 1
+    finally:
+        store.close()
+        other.close()
+        trace.close()

@@ -124,8 +124,8 @@ def test_a_write_never_builds_the_hnsw_index_over_existing_rows(store: PostgresS
 def test_a_small_users_search_is_one_statement(postgres_url: str, tmp_path: Path) -> None:
     # Its count and its exact search in one round trip (it was a transaction of five:
     # BEGIN, the count, the search, the check of its own writes, COMMIT).
-    trace = ServerTrace(postgres_url, tmp_path / "trace.txt")
-    store = PostgresStore(trace.pool)
+    trace = ServerTrace(tmp_path / "trace.txt")
+    store = PostgresStore(trace.pool(postgres_url))
     try:
         index = PgVectorIndex(store, "one", hnsw_threshold=50)
         vectors = clustered_vectors(20, np.random.default_rng(5), dimension=DIMENSION)
