@@ -14,8 +14,10 @@ from bench.postgres_server import free_port
 from helpers import ServerTrace, user
 from llama_memory import ComposableMemory
 from llama_memory.errors import StorageError
+from llama_memory.expiry import Expiry
+from llama_memory.sources.profile import ProfileSource
 from llama_memory.storage.ports import NewRecord
-from llama_memory.storage.postgres import MIGRATIONS, PostgresStore
+from llama_memory.storage.postgres import MIGRATIONS, PostgresProfileRows, PostgresStore
 from llama_memory.types import Scope
 
 ALICE = Scope(user_id="alice", session_id="s1")
@@ -159,4 +161,35 @@ def test_a_get_takes_its_change_token_from_the_check_of_its_connection(postgres_
     finally:
         store.close()
         other.close()
+        trace.close()
+
+
+def test_a_get_reads_the_instructions_and_the_profile_in_one_statement(postgres_url: str, tmp_path: Path) -> None:
+    # Within one get() (one_connection) the first document read fetches both documents'
+    # current rows: the second read sends nothing, and each applies expiry at its own
+    # time; a write of the store object in between is read afresh.
+    store = PostgresStore(postgres_url)
+    trace = ServerTrace(tmp_path / "trace.txt")
+    dana = Scope(user_id="dana-docs", session_id="s1")
+    instructions, profile = PostgresProfileRows(store, "instructions"), PostgresProfileRows(store, "profile")
+    clock = [1_000.0]
+    ProfileSource(instructions).set_field("tone", "brief", dana)
+    ProfileSource(profile, expiry=Expiry(clock=lambda: clock[0])).set_field("city", "Porto", dana, ttl=10)
+    ProfileSource(profile).set_field("diet", "vegan", dana)
+    ProfileSource(profile).set_field("diet", "vegetarian", dana)
+    alone = (instructions.current(dana, 1_005.0), profile.current(dana, 1_005.0), profile.current(dana, 1_020.0))
+    try:
+        with store.one_connection():
+            assert store.count_records("vector", dana) == 0  # takes (and checks) the connection
+            with store._connection() as conn:  # the hold's connection
+                trace.follow(conn)
+            before = trace.round_trips()
+            assert instructions.current(dana, 1_005.0) == alone[0]
+            assert profile.current(dana, 1_020.0) == alone[2]  # the city expired by then
+            assert trace.round_trips() == before + 1
+            assert profile.current(dana, 1_005.0) == alone[1]  # read again: a statement
+            ProfileSource(instructions).set_field("tone", "warm", dana)  # a write in the hold
+            assert [c.value for c in instructions.current(dana, 1_005.0)] == ["warm"]
+    finally:
+        store.close()
         trace.close()

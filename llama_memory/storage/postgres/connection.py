@@ -97,6 +97,8 @@ class _Lent:
     pool: Any
     conn: Any
     saved: Optional[tuple[bool, Any]] = None
+    #: Rows read ahead for a later read of the same hold (:meth:`PostgresConnection.read_ahead`).
+    ahead: dict[Hashable, Any] = field(default_factory=dict)
 
 
 class PostgresConnection:
@@ -427,6 +429,14 @@ class PostgresConnection:
         for loop, pool in old_async.items():
             _close_async_pool(loop, pool)
 
+    def read_ahead(self) -> Optional[dict[Hashable, Any]]:
+        """Inside :meth:`one_connection` (or a bridged call): a dict that lives as long
+        as the connection it keeps, for rows one read fetched for a later read of the
+        same ``get()`` (one statement for two); None outside one. Emptied by every
+        transaction of the store object (a write may change what was read ahead)."""
+        lent = self._pinned.get(greenlet.getcurrent())
+        return None if lent is None else lent.ahead
+
     def _held(self) -> Optional[_Held]:
         """This thread's (or bridged call's) open transaction, if any."""
         return self._held_by.get(greenlet.getcurrent())
@@ -445,6 +455,9 @@ class PostgresConnection:
             yield held.conn
             return
         me = greenlet.getcurrent()
+        ahead = self.read_ahead()
+        if ahead:
+            ahead.clear()  # this write may change what was read ahead
         callbacks: list[Callable[[], object]] = []
         with self._errors(action):
             with self._connection() as conn:
