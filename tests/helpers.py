@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import re
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -109,3 +111,42 @@ def memory_factory(embed_model: BaseEmbedding, **defaults: Any) -> Iterator[Call
                 memory.close()
             except Exception:
                 pass
+
+
+class ServerTrace:
+    """libpq's own trace of the protocol between connections and the server, in a file
+    (nothing stubbed): :meth:`round_trips` counts the exchanges so far (each ends with the
+    server's ReadyForQuery), for tests that a call sends fewer statements. Trace one
+    connection with :meth:`follow`, or every connection of :meth:`pool`."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file = open(path, "w")
+        self._pools: list[Any] = []
+
+    def follow(self, conn: Any) -> None:
+        """Trace this psycopg connection from now on."""
+        from psycopg.pq import Trace
+
+        conn.pgconn.trace(self._file.fileno())
+        conn.pgconn.set_trace_flags(Trace.SUPPRESS_TIMESTAMPS | Trace.REGRESS_MODE)
+
+    def pool(self, url: str) -> Any:
+        """An application's ``psycopg_pool.ConnectionPool`` of one connection, traced
+        (pass it as a store's ``url``); closed by :meth:`close`."""
+        from psycopg_pool import ConnectionPool
+
+        pool = ConnectionPool(url, min_size=1, max_size=1, configure=self.follow, open=True)
+        self._pools.append(pool)
+        return pool
+
+    def round_trips(self) -> int:
+        """How many statements the server has answered on the traced connections."""
+        ctypes.CDLL(None).fflush(None)  # libpq writes the trace through C stdio buffers
+        return self.path.read_text().count("\tReadyForQuery")
+
+    def close(self) -> None:
+        """Close the pools made and the trace file."""
+        for pool in self._pools:
+            pool.close()
+        self._file.close()

@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import psycopg
 import pytest
 
 from bench.postgres_server import free_port
-from helpers import user
+from helpers import ServerTrace, user
 from llama_memory import ComposableMemory
 from llama_memory.errors import StorageError
+from llama_memory.expiry import Expiry
+from llama_memory.sources.profile import ProfileSource
 from llama_memory.storage.ports import NewRecord
-from llama_memory.storage.postgres import MIGRATIONS, PostgresStore
+from llama_memory.storage.postgres import MIGRATIONS, PostgresProfileRows, PostgresStore
 from llama_memory.types import Scope
 
 ALICE = Scope(user_id="alice", session_id="s1")
@@ -137,3 +140,56 @@ def test_the_change_token_moves_when_a_write_running_at_the_last_read_commits(po
             assert store.change_token() != before
     finally:
         store.close()
+
+
+def test_a_get_takes_its_change_token_from_the_check_of_its_connection(postgres_url: str, tmp_path: Path) -> None:
+    # The pool's check of the connection a get() keeps reads the server's snapshot (a
+    # round trip it made anyway): the change token costs no statement of its own; a
+    # second token in the same hold is read afresh, and sees another's commit.
+    store, other = PostgresStore(postgres_url), PostgresStore(postgres_url)
+    trace = ServerTrace(tmp_path / "trace.txt")
+    try:
+        with store.one_connection():
+            with store._connection() as conn:  # the hold's connection, taken and checked now
+                trace.follow(conn)
+            before = trace.round_trips()
+            first = store.change_token()
+            assert trace.round_trips() == before
+            other.add_records([NewRecord("vector", ALICE, "another's write", ("o1",), 1.0)])
+            assert store.change_token() != first
+            assert trace.round_trips() == before + 1
+    finally:
+        store.close()
+        other.close()
+        trace.close()
+
+
+def test_a_get_reads_the_instructions_and_the_profile_in_one_statement(postgres_url: str, tmp_path: Path) -> None:
+    # Within one get() (one_connection) the first document read fetches both documents'
+    # current rows: the second read sends nothing, and each applies expiry at its own
+    # time; a write of the store object in between is read afresh.
+    store = PostgresStore(postgres_url)
+    trace = ServerTrace(tmp_path / "trace.txt")
+    dana = Scope(user_id="dana-docs", session_id="s1")
+    instructions, profile = PostgresProfileRows(store, "instructions"), PostgresProfileRows(store, "profile")
+    clock = [1_000.0]
+    ProfileSource(instructions).set_field("tone", "brief", dana)
+    ProfileSource(profile, expiry=Expiry(clock=lambda: clock[0])).set_field("city", "Porto", dana, ttl=10)
+    ProfileSource(profile).set_field("diet", "vegan", dana)
+    ProfileSource(profile).set_field("diet", "vegetarian", dana)
+    alone = (instructions.current(dana, 1_005.0), profile.current(dana, 1_005.0), profile.current(dana, 1_020.0))
+    try:
+        with store.one_connection():
+            assert store.count_records("vector", dana) == 0  # takes (and checks) the connection
+            with store._connection() as conn:  # the hold's connection
+                trace.follow(conn)
+            before = trace.round_trips()
+            assert instructions.current(dana, 1_005.0) == alone[0]
+            assert profile.current(dana, 1_020.0) == alone[2]  # the city expired by then
+            assert trace.round_trips() == before + 1
+            assert profile.current(dana, 1_005.0) == alone[1]  # read again: a statement
+            ProfileSource(instructions).set_field("tone", "warm", dana)  # a write in the hold
+            assert [c.value for c in instructions.current(dana, 1_005.0)] == ["warm"]
+    finally:
+        store.close()
+        trace.close()

@@ -5,11 +5,14 @@ Real server (``postgres_url``); the threshold is forced low so a few thousand ro
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import psycopg
 import pytest
 
 from bench.pg_recall import clustered_vectors, queries_near, recall_at
+from helpers import ServerTrace
 from llama_memory.storage.postgres import PgVectorIndex, PostgresStore
 
 K = 10
@@ -116,3 +119,24 @@ def test_a_write_never_builds_the_hnsw_index_over_existing_rows(store: PostgresS
     with psycopg.connect(postgres_url) as conn:
         assert conn.execute(exists, (name,)).fetchone() == (True,)
     assert later.query("t", "u", vectors[0].tolist(), 1)[0][0] == "a0"
+
+
+def test_a_small_users_search_is_one_statement(postgres_url: str, tmp_path: Path) -> None:
+    # Its count and its exact search in one round trip (it was a transaction of five:
+    # BEGIN, the count, the search, the check of its own writes, COMMIT).
+    trace = ServerTrace(tmp_path / "trace.txt")
+    store = PostgresStore(trace.pool(postgres_url))
+    try:
+        index = PgVectorIndex(store, "one", hnsw_threshold=50)
+        vectors = clustered_vectors(20, np.random.default_rng(5), dimension=DIMENSION)
+        index.upsert("t", "small", [f"s{i}" for i in range(20)], vectors.tolist())
+        with store.one_connection():
+            assert index.count("t", "small") == 20  # takes (and checks) the connection
+            before = trace.round_trips()
+            found = index.query("t", "small", vectors[3].tolist(), 5)
+            assert trace.round_trips() - before == 1
+        assert found[0][0] == "s3" and len(found) == 5
+        assert index.query("t", "nobody", vectors[3].tolist(), 5) == []
+    finally:
+        store.close()
+        trace.close()

@@ -7,6 +7,7 @@ import asyncio
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -28,9 +29,17 @@ from .schema import MIGRATION_LOCK, MIGRATIONS, VERSION_TABLE
 #: A connection of the pool: rows come back as dicts.
 Connection = psycopg.Connection[DictRow]
 
+
 #: Seconds a call waits for a pooled connection before asking the server itself whether
 #: it is up: a call to a dead server fails in about this long, not the whole timeout.
 PROBE_AFTER = 0.5
+
+
+def _snapshot(conn: Any) -> str:
+    """The server's current snapshot (``xmin:xmax:running``), for the change token."""
+    row = conn.execute("SELECT pg_current_snapshot()::text AS s").fetchone()
+    assert row is not None
+    return str(row["s"])
 
 
 class ServerUnreachable(psycopg.OperationalError):
@@ -88,6 +97,8 @@ class _Lent:
     pool: Any
     conn: Any
     saved: Optional[tuple[bool, Any]] = None
+    #: Rows read ahead for a later read of the same hold (:meth:`PostgresConnection.read_ahead`).
+    ahead: dict[Hashable, Any] = field(default_factory=dict)
 
 
 class PostgresConnection:
@@ -152,6 +163,9 @@ class PostgresConnection:
         # Match counts of words in the full-text index (RecordTables.word_counts).
         self._word_counts = WordCountCache()
         self._changes = ChangeWatch()
+        # The server's snapshot as the pool's check of each connection read it (_check),
+        # until the change token takes it.
+        self._checked: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
         if isinstance(url, ConnectionPool):
             if url.closed:
                 raise ValueError(
@@ -187,7 +201,7 @@ class PostgresConnection:
             "max_idle": max_idle,
             "max_lifetime": max_lifetime,
             # Checked when taken: a connection cut by the server or a proxy is replaced.
-            "check": ConnectionPool.check_connection,
+            "check": self._check,
             "connection_class": Connection,
             "kwargs": {"autocommit": True, "row_factory": dict_row, "prepare_threshold": prepare_threshold},
             "timeout": timeout,
@@ -415,6 +429,14 @@ class PostgresConnection:
         for loop, pool in old_async.items():
             _close_async_pool(loop, pool)
 
+    def read_ahead(self) -> Optional[dict[Hashable, Any]]:
+        """Inside :meth:`one_connection` (or a bridged call): a dict that lives as long
+        as the connection it keeps, for rows one read fetched for a later read of the
+        same ``get()`` (one statement for two); None outside one. Emptied by every
+        transaction of the store object (a write may change what was read ahead)."""
+        lent = self._pinned.get(greenlet.getcurrent())
+        return None if lent is None else lent.ahead
+
     def _held(self) -> Optional[_Held]:
         """This thread's (or bridged call's) open transaction, if any."""
         return self._held_by.get(greenlet.getcurrent())
@@ -433,6 +455,9 @@ class PostgresConnection:
             yield held.conn
             return
         me = greenlet.getcurrent()
+        ahead = self.read_ahead()
+        if ahead:
+            ahead.clear()  # this write may change what was read ahead
         callbacks: list[Callable[[], object]] = []
         with self._errors(action):
             with self._connection() as conn:
@@ -475,9 +500,25 @@ class PostgresConnection:
         """Moves when a write of another store object (another process, server, admin)
         has committed since the last call, not for this one's own (as SQLite's
         ``data_version``): read from the server's snapshot (changes.py), so data read
-        after reading it is never older than the token says."""
-        snapshot = self.query("read change token", "SELECT pg_current_snapshot()::text AS s")[0]["s"]
-        return self._changes.token(str(snapshot))
+        after reading it is never older than the token says.
+
+        The snapshot the pool's check read as it handed the connection out serves, once:
+        a ``get()`` (one connection for all its statements) reads its token without a
+        statement of its own, as of the moment it took the connection, before it read
+        anything else."""
+        held = self._held()
+        if held is not None:
+            return self._changes.token(_snapshot(held.conn))
+        with self._errors("read change token"), self._connection() as conn:
+            checked = self._checked.pop(conn, None)
+            return self._changes.token(checked if checked is not None else _snapshot(conn))
+
+    def _check(self, conn: Connection) -> None:
+        """The pool's check of a connection it hands out (a cut one raises, and the pool
+        replaces it): a statement reading the server's snapshot, where
+        ``ConnectionPool.check_connection`` sent an empty one (a round trip either
+        way), kept for :meth:`change_token`."""
+        self._checked[conn] = _snapshot(conn)
 
     def _migrate(self) -> None:
         with self.transaction("migrate the schema") as conn:

@@ -16,7 +16,7 @@ from typing import Any, Optional
 from psycopg.types.json import Jsonb
 
 from ...types import Scope
-from ..ports.profile import ProfileChange, ProfileWrite, document_table
+from ..ports.profile import DOCUMENTS, ProfileChange, ProfileWrite, document_table
 from .connection import Connection
 from .store import PostgresStore
 
@@ -30,6 +30,18 @@ _SELECT = (
 _CURRENT = (
     _SELECT + "WHERE tenant_id = %s AND user_id = %s AND superseded_at IS NULL "
     f"AND value_json IS NOT NULL AND {ALIVE_SQL} ORDER BY id"
+)
+# The current rows of every document of one user (expiry left to the reader: each reads
+# at its own time); parameters: tenant and user, once per document.
+_CURRENT_OF_EVERY_DOCUMENT = (
+    "SELECT * FROM ("
+    + " UNION ALL ".join(
+        f"SELECT '{table}' AS doc, id, path, value_json, op, session_id, message_ids, created_at, "
+        f"superseded_at, expires_at FROM {table} WHERE tenant_id = %s AND user_id = %s "
+        "AND superseded_at IS NULL AND value_json IS NOT NULL"
+        for table in DOCUMENTS.values()
+    )
+    + ") AS d ORDER BY id"
 )
 # The field at a path and the fields beneath it; parameters: path, path + ".".
 _SUBTREE = "(path = %s OR starts_with(path, %s))"
@@ -58,9 +70,24 @@ class PostgresProfileRows:
         self._current = _CURRENT.format(table=self._table)
 
     def current(self, scope: Scope, at: float) -> list[ProfileChange]:
-        """The user's current field values, oldest row first (see the port)."""
-        rows = self.store.query(f"read {self.document}", self._current, (*_owner(scope), at))
-        return [_to_change(row) for row in rows]
+        """The user's current field values, oldest row first (see the port).
+
+        Within one ``get()`` (the store's :meth:`~PostgresConnection.one_connection`),
+        the first document read reads every document's current rows in one statement,
+        and a later read of another document of the same user takes its rows from
+        there (a memory reads the instructions, then the profile: one round trip for
+        both). Expiry is applied at each read's own time."""
+        owner = _owner(scope)
+        ahead = self.store.read_ahead()
+        if ahead is None:
+            rows = self.store.query(f"read {self.document}", self._current, (*owner, at))
+            return [_to_change(row) for row in rows]
+        key = ("current profile rows", self._table, owner)
+        if key not in ahead:
+            every = self.store.query(f"read {self.document}", _CURRENT_OF_EVERY_DOCUMENT, owner * len(DOCUMENTS))
+            for table in DOCUMENTS.values():
+                ahead[("current profile rows", table, owner)] = [r for r in every if r["doc"] == table]
+        return [_to_change(row) for row in ahead.pop(key) if row["expires_at"] is None or row["expires_at"] > at]
 
     def history(self, scope: Scope, at: float, path: Optional[str] = None) -> list[ProfileChange]:
         """The rows of ``path`` and beneath it (all with None), oldest first (see the port)."""

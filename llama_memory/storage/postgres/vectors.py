@@ -9,6 +9,8 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from ..ports.vectors import Vector
 from .connection import Connection
 from .store import PostgresStore
@@ -35,8 +37,18 @@ def _literal(vector: Vector) -> str:
     return "[" + ",".join(repr(float(x)) for x in vector) + "]"
 
 
-def _parse(text: str) -> list[float]:
-    return [float(x) for x in text.strip("[]").split(",") if x]
+def _floats(vector: Vector) -> list[float]:
+    """A vector as a query parameter: sent in binary as ``float8[]`` (cast to ``vector``
+    in the statement), where the text form took 0.4 ms to write for 384 dimensions. The
+    same float4 values either way (each rounded to the nearest)."""
+    return list(np.asarray(vector, dtype=np.float64).tolist())
+
+
+def _decode(blob: bytes) -> np.ndarray:
+    """A vector from pgvector's binary form (``vector_send``: the dimension and a
+    reserved word, int16 each, then the float4 values, big-endian), as float32: the
+    stored values exactly, where parsing the text form took 0.2 ms a vector."""
+    return np.frombuffer(blob, dtype=">f4", offset=4).astype(np.float32)
 
 
 class PgVectorIndex:
@@ -187,13 +199,32 @@ class PgVectorIndex:
         if k <= 0:
             return []
         key = self._key(tenant_id, user_id)
+        # Most users are small: their count and their exact search in one statement (one
+        # round trip, one snapshot, where a transaction took five: BEGIN, the count, the
+        # search, the check for its own writes, COMMIT). The search runs only when the count says exact (a one-time
+        # filter on the count); a large user's count sends it to the HNSW path below.
+        # The query vector is a sub-select: converted once, where a prepared statement's
+        # generic plan converted the parameter for every row (1.4 against 4.2 ms).
+        rows = self.store.query(
+            "search vectors",
+            "SELECT c.n, e.id, e.similarity FROM (SELECT coalesce((SELECT n FROM vector_counts "
+            "WHERE tenant_id = %(t)s AND user_id = %(u)s AND collection = %(c)s), 0) AS n) AS c "
+            "LEFT JOIN LATERAL (SELECT id, 1 - (embedding <=> (SELECT %(q)b::float8[]::vector)) AS similarity "
+            "FROM record_embeddings WHERE (c.n < %(h)s OR c.n <= %(k)s) AND tenant_id = %(t)s "
+            "AND user_id = %(u)s AND collection = %(c)s ORDER BY embedding <=> (SELECT %(q)b::float8[]::vector) "
+            "LIMIT %(k)s) "
+            "AS e ON true",
+            {"t": key[0], "u": key[1], "c": key[2], "q": _floats(embedding), "h": self.hnsw_threshold, "k": k},
+        )
+        if not self._large(int(rows[0]["n"]), k):
+            return [(row["id"], float(row["similarity"])) for row in rows if row["id"] is not None]
         query = _literal(embedding)
         with self.store.transaction("search vectors") as conn:
             row = conn.execute(
                 "SELECT n FROM vector_counts WHERE tenant_id = %s AND user_id = %s AND collection = %s", key
             ).fetchone()
             held = int(row["n"]) if row else 0
-            if held >= self.hnsw_threshold and held > k and self._has_hnsw(conn, len(embedding)):
+            if self._large(held, k) and self._has_hnsw(conn, len(embedding)):
                 found = self._approximate(conn, key, query, len(embedding), k)
                 if len(found) >= k:
                     return found
@@ -204,6 +235,10 @@ class PgVectorIndex:
                 (query, *key, query, k),
             ).fetchall()
         return [(row["id"], float(row["similarity"])) for row in rows]
+
+    def _large(self, held: int, k: int) -> bool:
+        """Whether a user holding ``held`` vectors is searched through HNSW for ``k``."""
+        return held >= self.hnsw_threshold and held > k
 
     def _has_hnsw(self, conn: Connection, dimension: int) -> bool:
         if dimension not in self._indexed_dimensions:
@@ -251,11 +286,11 @@ class PgVectorIndex:
             return {}
         rows = self.store.query(
             "read vectors",
-            "SELECT id, embedding::text AS embedding FROM record_embeddings "
+            "SELECT id, vector_send(embedding) AS embedding FROM record_embeddings "
             "WHERE tenant_id = %s AND user_id = %s AND collection = %s AND id = ANY(%s)",
             (*self._key(tenant_id, user_id), list(ids)),
         )
-        return {row["id"]: _parse(row["embedding"]) for row in rows}
+        return {row["id"]: _decode(row["embedding"]) for row in rows}
 
     def count(self, tenant_id: str, user_id: str) -> int:
         """How many vectors one user has (the count kept with every write)."""
