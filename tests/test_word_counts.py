@@ -64,6 +64,7 @@ def test_postgres_counts_a_large_users_words_on_a_sample_and_a_rare_word_exactly
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(pg_records, "SAMPLE_ROWS", 4)
+    monkeypatch.setattr(pg_records, "INDEX_COUNTS_BELOW", 0)  # counted as in a large table
     store = PostgresStore(postgres_url)
     try:
         store.add_records(notes([f"bees in hive {i}" for i in range(9)] + ["bees near the zeppelin"]))
@@ -88,5 +89,23 @@ def test_postgres_finds_unseen_words_of_the_users_triples_in_one_statement(postg
         _, counts = store.word_counts(["zorblax", "quux", "bees"], ALICE)
         assert counts == {"zorblax": 1, "quux": 0, "bees": 1}
         assert store.word_counts(["zorblax"], Scope(user_id="bob"))[1] == {"zorblax": 0}
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("index_counts_below", [0, 10**9], ids=["pass over the users rows", "by the index"])
+def test_postgres_counts_only_the_users_own_rows_either_way(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch, index_counts_below: int
+) -> None:
+    monkeypatch.setattr(pg_records, "INDEX_COUNTS_BELOW", index_counts_below)
+    store = PostgresStore(postgres_url)
+    bob = Scope(user_id="bob", session_id="s1")
+    try:
+        store.add_records(notes(["bees on the roof", "a red car", "the quiet garden"]))
+        store.add_records(notes([f"zeppelin and bees {i}" for i in range(5)], bob))
+        assert store.word_counts(["bees", "zeppelin", "the", "car"], ALICE) == (
+            3, {"bees": 1, "zeppelin": 0, "the": 0, "car": 1}
+        )
+        assert store.word_counts(["bees", "zeppelin"], bob) == (5, {"bees": 5, "zeppelin": 5})
     finally:
         store.close()
