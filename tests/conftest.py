@@ -32,6 +32,15 @@ def make_memory(memory_dir: Path, embed_model: OfflineEmbedding):
         yield make
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def make_memory_on(request: pytest.FixtureRequest, memory_dir: Path, embed_model: OfflineEmbedding):
+    """``make_memory`` on each backend in turn: a SQLite directory, then a database of
+    the test PostgreSQL server."""
+    where = {"store": request.getfixturevalue("postgres_url")} if request.param == "postgres" else {"path": memory_dir}
+    with memory_factory(embed_model, **where) as make:
+        yield make
+
+
 @pytest.fixture(scope="session")
 def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChromaServer]:
     """A real Chroma server on loopback for the whole run, started by the first test

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import memory_factory, message_texts, user
+from helpers import message_texts, user
 from llama_memory.retrieval.hops import HOP_FOUND, content_stems, link_words, second_hop
 
 QUESTION = "What did Caroline do after the support group?"
@@ -22,16 +22,11 @@ OTHERS = (
 )
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def sessions(request, embed_model):
+@pytest.fixture
+def sessions(make_memory_on):
     """SEED, LINKED and OTHERS, each said in a session of its own, on each backend (the
     hop uses the lexical index port only: word counts and a text search)."""
-    if request.param == "sqlite":
-        make = request.getfixturevalue("make_memory")
-    else:
-        factory = memory_factory(embed_model, store=request.getfixturevalue("postgres_url"))
-        make = factory.__enter__()
-        request.addfinalizer(lambda: factory.__exit__(None, None, None))
+    make = make_memory_on
     for n, text in enumerate([SEED, *OTHERS, LINKED]):
         memory = make(session_id=f"old-{n}")
         memory.put(user(text))

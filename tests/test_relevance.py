@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from helpers import memory_factory, message_texts, user
+from helpers import message_texts, user
 from llama_memory import ComposableMemory, Scope
 from llama_memory.relevance import QueryPlan, choose_query, is_small_talk
 
@@ -299,12 +299,10 @@ def test_facts_come_with_a_question_about_the_users_history(tmp_path, embed_mode
         later.close()
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def shared_store(request, memory_dir, embed_model):
+@pytest.fixture
+def shared_store(make_memory_on):
     """Memories of several users on one store (one agent serving many users)."""
-    where = {"store": request.getfixturevalue("postgres_url")} if request.param == "postgres" else {"path": memory_dir}
-    with memory_factory(embed_model, **where) as make:
-        yield make
+    return make_memory_on
 
 
 #: What another user of the same store said: a name Alice never mentioned.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import memory_factory, message_texts, user
+from helpers import message_texts, user
 from llama_memory.retrieval.topic import topic_hop, topic_of
 
 QUESTION = "What hobbies does Ana have?"
@@ -58,16 +58,11 @@ def test_topic_hits_join_the_ranking_at_the_weight_rescaled_among_them() -> None
     assert topic_hop(QUESTION, ranked, nearest, weight=0) == ranked
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def sessions(request, embed_model):
+@pytest.fixture
+def sessions(make_memory_on):
     """Each message of NAMED and ANAS said in a session of its own, on each backend
     (the topic query uses the dense index port only)."""
-    if request.param == "sqlite":
-        make = request.getfixturevalue("make_memory")
-    else:
-        factory = memory_factory(embed_model, store=request.getfixturevalue("postgres_url"))
-        make = factory.__enter__()
-        request.addfinalizer(lambda: factory.__exit__(None, None, None))
+    make = make_memory_on
     for n, text in enumerate([*NAMED, *ANAS]):
         memory = make(session_id=f"old-{n}")
         memory.put(user(text))
