@@ -31,6 +31,8 @@ SAMPLE_ROWS = 5_000
 INDEX_COUNTS_BELOW = 100_000
 #: How long the table's size estimate is kept before it is read again.
 TABLE_ESTIMATE_SECONDS = 60.0
+#: How many records one user holds (all sources); parameters: tenant, user.
+_USER_SIZE = "(SELECT count(*) FROM records WHERE tenant_id = %s AND user_id = %s)"
 #: The default of :attr:`RecordTables.rank_candidates`.
 RANK_CANDIDATES = 100
 # The query search_text scores a row with: the row's own words of the query. ts_rank_cd
@@ -358,11 +360,8 @@ class RecordTables(PostgresConnection):
 
         One statement reads the user's size and counts the words not remembered
         (:class:`~llama_memory.storage.word_counts.WordCountCache`, until the user's
-        records grow by a tenth) in one pass over the user's rows, found by the (tenant,
-        user) index: never a walk of another user's rows or of a word's whole posting
-        list. A user of more than :data:`SAMPLE_ROWS` records is counted on that many of
-        their rows and scaled; a word none of them holds is then counted exactly, through
-        the full-text index (rare words are cheap there)."""
+        records grow by a tenth), through the full-text index or in one pass over the
+        user's rows by the table's size (:meth:`_count_words`)."""
         user = scope.require_user("word counts")
         owner = (scope.tenant_id, user)
         unique = list(dict.fromkeys(words))
@@ -370,7 +369,7 @@ class RecordTables(PostgresConnection):
         # every word not remembered for *some* size is counted in the same pass, and a
         # remembered one turned stale is counted by a second (rare: a tenth's growth).
         pending = [w for w in unique if not self._word_counts.holds((*owner, w))]
-        total, counted = self._count_in_user_rows(owner, pending)
+        total, counted = self._count_words(owner, pending)
         counts: dict[str, int] = {}
         stale: list[str] = []
         for word in unique:
@@ -384,7 +383,7 @@ class RecordTables(PostgresConnection):
             else:
                 counts[word] = cached
         if stale:
-            _, recounted = self._count_in_user_rows(owner, stale)
+            _, recounted = self._count_words(owner, stale)
             for word, n in recounted.items():
                 counts[word] = n
                 self._word_counts.put((*owner, word), n, total)
@@ -394,7 +393,7 @@ class RecordTables(PostgresConnection):
                 counts[word] = 1
         return total, {word: counts[word] for word in unique}
 
-    def _count_in_user_rows(
+    def _count_words(
         self, owner: tuple[str, str], words: Sequence[str]
     ) -> tuple[int, dict[str, int]]:
         """(the user's records, each word's count). In a table of fewer than
@@ -406,8 +405,7 @@ class RecordTables(PostgresConnection):
         every user's rows), counts scaled to the user's size; a word found in none of a
         sample's rows is counted again through the index (a rare word's list is short)."""
         if not words:  # the size alone: the (tenant, user) index, no row read
-            size = "SELECT count(*) AS n FROM records WHERE tenant_id = %s AND user_id = %s"
-            return int(self.query("size the user's records", size, owner)[0]["n"]), {}
+            return int(self.query("size the user's records", f"SELECT {_USER_SIZE} AS n", owner)[0]["n"]), {}
         if self._table_rows() < INDEX_COUNTS_BELOW:
             return self._count_by_index(owner, words, small_table=True)
         # One FILTER clause per word: the SQL text holds placeholders only, never a word.
@@ -418,8 +416,7 @@ class RecordTables(PostgresConnection):
         )
         row = self.query(
             "count word matches",
-            "SELECT (SELECT count(*) FROM records WHERE tenant_id = %s AND user_id = %s) AS total, "
-            f"count(*) AS sampled{matches} FROM (SELECT tsv FROM records "
+            f"SELECT {_USER_SIZE} AS total, count(*) AS sampled{matches} FROM (SELECT tsv FROM records "
             "WHERE tenant_id = %s AND user_id = %s LIMIT %s) AS s",
             (*owner, *words, *owner, SAMPLE_ROWS),
         )[0]
@@ -431,14 +428,15 @@ class RecordTables(PostgresConnection):
         counts = {w: max(1, round(n * scale)) for w, n in zip(words, found) if n}
         rare = [w for w in words if w not in counts]
         if rare:
-            counts.update(self._count_by_index(owner, rare, small_table=False)[1])
+            counts.update(self._count_by_index(owner, rare, small_table=False)[1])  # size read above
         return total, counts
 
     def _count_by_index(
         self, owner: tuple[str, str], words: Sequence[str], small_table: bool
     ) -> tuple[int, dict[str, int]]:
         """(the user's records, each word's exact count among them), each word counted
-        through the full-text index, in one statement.
+        through the full-text index, in one statement. The size is read in a small table
+        only (0 otherwise: a large table's caller has read it).
 
         In a small table the index's matches are read first and the user's kept after
         (OFFSET 0 keeps the planner from joining the two): left to choose, a planner
@@ -453,13 +451,13 @@ class RecordTables(PostgresConnection):
             if small_table
             else f"(SELECT count(*) FROM records WHERE tenant_id = %s AND user_id = %s AND {match})"
         )
+        size, size_args = (_USER_SIZE, owner) if small_table else ("0", ())
         # A stop word has no lexeme: its empty query would read every row.
         rows = self.query(
             "count word matches",
-            "SELECT (SELECT count(*) FROM records WHERE tenant_id = %s AND user_id = %s) AS total, "
-            f"w AS word, CASE WHEN numnode(plainto_tsquery('english', w)) = 0 THEN 0 ELSE {count} END AS n "
-            "FROM unnest(%s::text[]) AS w",
-            (*owner, *owner, list(words)),
+            f"SELECT {size} AS total, w AS word, CASE WHEN numnode(plainto_tsquery('english', w)) = 0 "
+            f"THEN 0 ELSE {count} END AS n FROM unnest(%s::text[]) AS w",
+            (*size_args, *owner, list(words)),
         )
         return int(rows[0]["total"]), {row["word"]: int(row["n"]) for row in rows}
 
