@@ -178,6 +178,21 @@ def format_report(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _numbers(
+    parser: argparse.ArgumentParser, option: str, text: str, low: float, high: Optional[float] = None
+) -> list[float]:
+    """The distinct numbers of a comma-separated option, sorted; a parser error when
+    one is no number or lies outside ``low``..``high`` (no upper bound when None)."""
+    bound = f"between {low:g} and {high:g}" if high is not None else f"at least {low:g}"
+    try:
+        values = sorted({float(v) for v in text.split(",")})
+    except ValueError:
+        parser.error(f"{option} are numbers {'' if high is not None else 'of '}{bound}, comma-separated, got {text!r}")
+    if not all(low <= v and (high is None or v <= high) for v in values):
+        parser.error(f"{option} are {bound}, got {text!r}")
+    return values
+
+
 def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
     """Run the benchmark; print the tables; write the JSON when asked."""
     parser = argparse.ArgumentParser(prog="python -m bench.multihop", description=__doc__.split("\n\n")[0])
@@ -201,24 +216,9 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
     data = args.data or (SMOKE_DATA if args.smoke else DEFAULT_DATA)
     if not data.is_file():
         parser.error(f"no data file at {data}")
-    try:
-        weights = sorted({float(w) for w in args.weights.split(",")})
-    except ValueError:
-        parser.error(f"--weights are numbers between 0 and 1, comma-separated, got {args.weights!r}")
-    if not all(0 <= w <= 1 for w in weights):
-        parser.error(f"--weights are between 0 and 1, got {args.weights!r}")
-    try:
-        spreads = sorted({float(s) for s in args.set_spreads.split(",")})
-    except ValueError:
-        parser.error(f"--set-spreads are numbers of at least 1, comma-separated, got {args.set_spreads!r}")
-    if not all(s >= 1 for s in spreads):
-        parser.error(f"--set-spreads are at least 1, got {args.set_spreads!r}")
-    try:
-        topics = sorted({float(t) for t in args.topic_weights.split(",")})
-    except ValueError:
-        parser.error(f"--topic-weights are numbers between 0 and 1, comma-separated, got {args.topic_weights!r}")
-    if not all(0 <= t <= 1 for t in topics):
-        parser.error(f"--topic-weights are between 0 and 1, got {args.topic_weights!r}")
+    weights = _numbers(parser, "--weights", args.weights, 0, 1)
+    spreads = _numbers(parser, "--set-spreads", args.set_spreads, 1)
+    topics = _numbers(parser, "--topic-weights", args.topic_weights, 0, 1)
     if len(weights) > 1 and (len(spreads) > 1 or len(topics) > 1):
         parser.error("leave-one-out chooses the hop weight or the set spread and topic weight: give one "
                      "--weights value with several --set-spreads or --topic-weights")
