@@ -55,7 +55,7 @@ def test_written_rows_leave_no_pending_list_in_the_full_text_indexes(postgres_ur
         store.close()
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS pgstattuple")
-        for index in ("records_tsv", "triples_tsv"):
+        for index in ("records_user_words", "triples_tsv"):
             pending = conn.execute("SELECT pending_pages, pending_tuples FROM pgstatginindex(%s)", (index,)).fetchone()
             assert pending == (0, 0), index
 

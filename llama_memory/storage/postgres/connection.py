@@ -162,9 +162,6 @@ class PostgresConnection:
         self._recovering = threading.Lock()
         # Match counts of words in the full-text index (RecordTables.word_counts).
         self._word_counts = WordCountCache()
-        # The planner's estimate of the records table's rows and when it was read
-        # (RecordTables._table_rows: how word_counts counts).
-        self._table_estimate: Optional[tuple[float, float]] = None
         self._changes = ChangeWatch()
         # The server's snapshot as the pool's check of each connection read it (_check),
         # until the change token takes it.

@@ -17,22 +17,38 @@ from ...types import MemoryRecord, Scope, now
 from ..expiry import later_expiry
 from ..ports.records import NewRecord, PendingRecord, more_important
 from .connection import PostgresConnection
+from .schema import USER_WORDS_FUNCTION
 
 _COLUMNS = (
     "id, source, tenant_id, user_id, session_id, role, text, message_ids, event_time, "
     "ingested_at, metadata, expires_at, importance, last_used"
 )
 _WORD = re.compile(r"\w+", re.UNICODE)
-#: In a larger table, word_counts counts a user's words on at most this many of their
-#: rows (~0.1 us a row for each word; a user's idf needs rough counts only).
+#: A user of more records than this has their words counted on this many of their rows
+#: (a common word of a large user is held by thousands of them; an idf needs rough
+#: counts only). A smaller user's are counted exactly through ``records_user_words``.
 SAMPLE_ROWS = 5_000
-#: Below this many rows in ``records`` (the planner's estimate), word_counts counts
-#: each word through the full-text index: its posting lists are short.
-INDEX_COUNTS_BELOW = 100_000
-#: How long the table's size estimate is kept before it is read again.
-TABLE_ESTIMATE_SECONDS = 60.0
 #: How many records one user holds (all sources); parameters: tenant, user.
 _USER_SIZE = "(SELECT count(*) FROM records WHERE tenant_id = %s AND user_id = %s)"
+#: A row's words keyed by its owner: the values ``records_user_words`` indexes (schema
+#: migration 7). ``_user_words(...)`` gives the same keys for a text of a given user.
+USER_WORDS = f"{USER_WORDS_FUNCTION}(hashtextextended(tenant_id || chr(31) || user_id, 0), tsv)"
+
+
+def _user_words(tenant: str, user: str, words: str) -> str:
+    """SQL for the owner-keyed words of the text ``words`` of the user ``tenant``,
+    ``user`` (each argument SQL: a placeholder or a column), as :data:`USER_WORDS` keys
+    a row's."""
+    return (
+        f"{USER_WORDS_FUNCTION}(hashtextextended({tenant} || chr(31) || {user}, 0), "
+        f"to_tsvector('english', {words}))"
+    )
+
+
+# The index finds the rows that may hold the words; the owner's key is a hash, so the
+# tenant and user are checked again, on the row, where the planner cannot take them to
+# an index of its own (it otherwise ANDs the index's few rows with all the user's).
+_OWNED_BY = "ROW(tenant_id, user_id) IS NOT DISTINCT FROM ROW(%s::text, %s::text)"
 #: The default of :attr:`RecordTables.rank_candidates`.
 RANK_CANDIDATES = 100
 # The query search_text scores a row with: the row's own words of the query. ts_rank_cd
@@ -396,18 +412,19 @@ class RecordTables(PostgresConnection):
     def _count_words(
         self, owner: tuple[str, str], words: Sequence[str]
     ) -> tuple[int, dict[str, int]]:
-        """(the user's records, each word's count). In a table of fewer than
-        :data:`INDEX_COUNTS_BELOW` rows each word is counted through the full-text index
-        (its posting list is short there, and a pass over the user's rows costs ~0.1 us
-        a row for every word: 8 ms for a question's and its hop's 34 words over 2,000
-        rows, 2 ms by the index). In a larger one, one pass over at most
-        :data:`SAMPLE_ROWS` of the user's rows (a common word's posting list there holds
-        every user's rows), counts scaled to the user's size; a word found in none of a
-        sample's rows is counted again through the index (a rare word's list is short)."""
+        """(the user's records, each word's count). A user of at most
+        :data:`SAMPLE_ROWS` records has each word counted exactly through
+        ``records_user_words``, which holds only the user's rows with the word (0.05 ms a
+        word among 1M rows). A larger user's words are counted in one pass over
+        :data:`SAMPLE_ROWS` of their rows, scaled to their size (a common word is held by
+        thousands of their rows: counting them one by one would cost more than the
+        pass); a word found in none of the sample's rows is counted exactly (it is
+        rare)."""
         if not words:  # the size alone: the (tenant, user) index, no row read
             return int(self.query("size the user's records", f"SELECT {_USER_SIZE} AS n", owner)[0]["n"]), {}
-        if self._table_rows() < INDEX_COUNTS_BELOW:
-            return self._count_by_index(owner, words, small_table=True)
+        total, counts = self._count_by_index(owner, words, SAMPLE_ROWS)
+        if len(counts) == len(words):
+            return total, counts
         # One FILTER clause per word: the SQL text holds placeholders only, never a word.
         # A stop word's query is empty and matches nothing ("the" counts 0).
         matches = "".join(
@@ -416,63 +433,39 @@ class RecordTables(PostgresConnection):
         )
         row = self.query(
             "count word matches",
-            f"SELECT {_USER_SIZE} AS total, count(*) AS sampled{matches} FROM (SELECT tsv FROM records "
+            f"SELECT count(*) AS sampled{matches} FROM (SELECT tsv FROM records "
             "WHERE tenant_id = %s AND user_id = %s LIMIT %s) AS s",
-            (*owner, *words, *owner, SAMPLE_ROWS),
+            (*words, *owner, SAMPLE_ROWS),
         )[0]
-        total, sampled = int(row["total"]), int(row["sampled"])
+        scale = total / max(1, int(row["sampled"]))
         found = [int(row[f"n{i}"]) for i in range(len(words))]
-        if sampled >= total:
-            return total, dict(zip(words, found))
-        scale = total / sampled
         counts = {w: max(1, round(n * scale)) for w, n in zip(words, found) if n}
         rare = [w for w in words if w not in counts]
         if rare:
-            counts.update(self._count_by_index(owner, rare, small_table=False)[1])  # size read above
+            counts.update(self._count_by_index(owner, rare)[1])
         return total, counts
 
     def _count_by_index(
-        self, owner: tuple[str, str], words: Sequence[str], small_table: bool
+        self, owner: tuple[str, str], words: Sequence[str], up_to: Optional[int] = None
     ) -> tuple[int, dict[str, int]]:
         """(the user's records, each word's exact count among them), each word counted
-        through the full-text index, in one statement. The size is read in a small table
-        only (0 otherwise: a large table's caller has read it).
-
-        In a small table the index's matches are read first and the user's kept after
-        (OFFSET 0 keeps the planner from joining the two): left to choose, a planner
-        without statistics yet (a new table, before autovacuum's ANALYZE) walked the
-        user's rows through their btree for every word, 30 ms against 2 ms for 34 words
-        over 2,000 rows. In a large one the planner chooses (it has statistics there):
-        a word common in the table but rare for the user is read from the user's rows."""
-        match = "tsv @@ plainto_tsquery('english', w)"
-        count = (
-            f"(SELECT count(*) FROM (SELECT tenant_id, user_id FROM records WHERE {match} OFFSET 0) AS m "
-            "WHERE m.tenant_id = %s AND m.user_id = %s)"
-            if small_table
-            else f"(SELECT count(*) FROM records WHERE tenant_id = %s AND user_id = %s AND {match})"
+        through ``records_user_words`` in one statement; given ``up_to``, only for a
+        user of at most that many records (a larger user's counts are left out: the
+        index would read thousands of rows for a common word)."""
+        exact = (
+            f"(SELECT count(*) FROM records WHERE {USER_WORDS} @> {_user_words('%s', '%s', 'w')} "
+            f"AND {_OWNED_BY})"
         )
-        size, size_args = (_USER_SIZE, owner) if small_table else ("0", ())
-        # A stop word has no lexeme: its empty query would read every row.
+        # A stop word has no lexeme (its keys are empty: every row would contain them).
         rows = self.query(
             "count word matches",
-            f"SELECT {size} AS total, w AS word, CASE WHEN numnode(plainto_tsquery('english', w)) = 0 "
-            f"THEN 0 ELSE {count} END AS n FROM unnest(%s::text[]) AS w",
-            (*size_args, *owner, list(words)),
+            "SELECT s.total, w AS word, CASE WHEN s.total > %s THEN NULL "
+            f"WHEN numnode(plainto_tsquery('english', w)) = 0 THEN 0 ELSE {exact} END AS n "
+            f"FROM (SELECT {_USER_SIZE} AS total) AS s, unnest(%s::text[]) AS w",
+            (up_to, *owner, *owner, *owner, list(words)),
         )
-        return int(rows[0]["total"]), {row["word"]: int(row["n"]) for row in rows}
-
-    def _table_rows(self) -> float:
-        """The planner's estimate of the rows of ``records`` (``pg_class.reltuples``,
-        kept by autovacuum and ANALYZE; 0 before the first), read at most once a minute."""
-        now_s = time.monotonic()
-        if self._table_estimate is None or now_s - self._table_estimate[1] > TABLE_ESTIMATE_SECONDS:
-            rows = self.query(
-                "estimate the table's size",
-                "SELECT coalesce((SELECT greatest(c.reltuples, 0) FROM pg_class AS c "
-                "WHERE c.oid = to_regclass('records')), 0) AS n",
-            )
-            self._table_estimate = (float(rows[0]["n"]), now_s)
-        return self._table_estimate[0]
+        counts = {row["word"]: int(row["n"]) for row in rows if row["n"] is not None}
+        return int(rows[0]["total"]), counts
 
     def _known_elsewhere(self, words: Sequence[str], owner: tuple[str, str]) -> list[str]:
         """Those of ``words`` found in the user's triples or current profile fields."""
@@ -502,17 +495,17 @@ class RecordTables(PostgresConnection):
         # fifth of it. A user's question shares a common word with hundreds of their rows,
         # so the cheap rank picks the candidates and only those get the real score.
         candidates = max(self.rank_candidates, limit)
-        # ts_match_vq(tsv, q) is tsv @@ q in a form the GIN index cannot serve: the
-        # planner otherwise ANDs the user's btree rows with the GIN bitmap of every
-        # user's rows holding a common word (124,000 of 1M: 50 ms) where reading the
-        # user's own rows and testing each takes 2 ms.
+        # records_user_words gives the user's rows holding any word of the query (a
+        # superset of the matches: a phrase needs all its words), which are then
+        # matched; ts_match_vq(tsv, q) is tsv @@ q in a form no index serves.
         text = " or ".join(words)
         rows = self.query(
             "search text",
             f"SELECT id, ts_rank_cd(tsv, {_ROW_QUERY}) AS score FROM ("
             "SELECT id, seq, tsv, q, lx FROM records, websearch_to_tsquery('english', %(q)s) AS q, "
             "tsvector_to_array(to_tsvector('english', %(q)s)) AS lx "
-            "WHERE tenant_id = %(t)s AND user_id = %(u)s AND source = %(s)s AND ts_match_vq(tsv, q) "
+            f"WHERE {USER_WORDS} && {_user_words('%(t)s', '%(u)s', '%(q)s')} "
+            "AND tenant_id = %(t)s AND user_id = %(u)s AND source = %(s)s AND ts_match_vq(tsv, q) "
             "ORDER BY ts_rank(tsv, q) DESC, seq LIMIT %(n)s) AS c ORDER BY score DESC, seq LIMIT %(k)s",
             {"q": text, "t": scope.tenant_id, "u": user, "s": source, "n": candidates, "k": limit},
         )

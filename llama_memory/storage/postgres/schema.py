@@ -13,6 +13,10 @@ from __future__ import annotations
 #: database at once would otherwise collide creating the same tables).
 MIGRATION_LOCK = 0x6C6C6D656D  # "llmem"
 
+#: The function whose values ``records_user_words`` indexes: each word of a record's
+#: ``tsv`` prefixed by its owner's key (:data:`~.records.USER_WORDS`).
+USER_WORDS_FUNCTION = "llama_memory_user_words"
+
 #: The version table, created before any migration runs.
 VERSION_TABLE = """
 CREATE TABLE IF NOT EXISTS llama_memory_migrations (
@@ -261,5 +265,23 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER INDEX triples_tsv SET (fastupdate = off)",
         "SELECT gin_clean_pending_list('records_tsv'::regclass)",
         "SELECT gin_clean_pending_list('triples_tsv'::regclass)",
+    ),
+    # 7 (issue 15, point 9): the words of each user's records, keyed by the user. A
+    # search or a word count of one user among a million records read the user's rows
+    # and tested each (records_tsv's posting list of a common word holds every user's
+    # rows: 124,000 of 1M); through these keys it reads only the user's rows that hold
+    # a word of the query (1.7 ms instead of 3.0 for a question's search at 1M, 0.05 ms
+    # instead of a pass over the user's rows to count a word). records_tsv served only
+    # word counts: it goes. The owner is a hash of (tenant, user): a collision only adds
+    # candidates, which every query filters by tenant and user again.
+    (
+        f"""
+        CREATE FUNCTION {USER_WORDS_FUNCTION}(owner bigint, words tsvector) RETURNS text[]
+        LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+        AS $$ SELECT array(SELECT owner::text || ' ' || w FROM unnest(tsvector_to_array(words)) AS w) $$
+        """,
+        f"CREATE INDEX records_user_words ON records USING gin ({USER_WORDS_FUNCTION}("
+        "hashtextextended(tenant_id || chr(31) || user_id, 0), tsv)) WITH (fastupdate = off)",
+        "DROP INDEX records_tsv",
     ),
 )
