@@ -226,3 +226,39 @@ def test_the_block_itemises_what_it_left_out_and_why() -> None:
     assert block.left_out[2].record is long  # the whole excerpt, as retrieved
     assert block.dropped_duplicates == 1
     assert block.dropped_for_budget == 3  # two messages cut from the excerpt, and "other"
+
+
+def test_wide_neighbourhoods_give_the_same_excerpts_in_fewer_reads(store) -> None:
+    import random
+
+    from llama_memory.excerpts import WideNeighbourhoods
+
+    # Three sessions written interleaved (a row of each in turn, and another user's
+    # rows between), some short: windows end at session edges and mid-session.
+    ids: list[str] = []
+    for n in range(30):
+        for session in ("s1", "s2", "s3"):
+            if session == "s3" and n >= 4:
+                continue
+            ids += _write(store, Scope(user_id="alice", session_id=session), [f"{session} message {n}"], f"{session}-{n}-")
+        _write(store, Scope(user_id="bob", session_id="s1"), [f"bob {n}"], f"b{n}-")
+    rng = random.Random(5)
+    direct_reads = wide_reads = 0
+    for trial in range(200):
+        ranked = [(i, 1.0 - n / 100) for n, i in enumerate(rng.sample(ids, rng.randint(1, 40)))]
+        k, budget = rng.randint(1, 8), rng.randint(1, 30)
+
+        def direct(asked):
+            nonlocal direct_reads
+            direct_reads += 1
+            return store.session_neighbours(asked, ALICE, "vector", 2)
+
+        def read(asked, radius):
+            nonlocal wide_reads
+            wide_reads += 1
+            return store.session_neighbours(asked, ALICE, "vector", radius)
+
+        expected = pack_excerpts(ranked, direct, k, budget)
+        got = pack_excerpts(ranked, WideNeighbourhoods(read, 2), k, budget)
+        assert [(e.record_ids, e.hit, e.score) for e in got] == [(e.record_ids, e.hit, e.score) for e in expected], trial
+    assert wide_reads < 0.8 * direct_reads, (wide_reads, direct_reads)

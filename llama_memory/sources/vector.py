@@ -11,7 +11,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 
 from ..embeddings import embedding_dimension, vector_cache
 from ..errors import StorageError
-from ..excerpts import JOIN_GAP, hit_of, join_parts, pack_excerpts
+from ..excerpts import JOIN_GAP, WideNeighbourhoods, hit_of, join_parts, pack_excerpts
 from ..relevance import Calibration, calibrate, calibration_for
 from ..retrieval.hops import HOP_FOUND, HOP_WEIGHT, SEEDS, content_stems, second_hop
 from ..retrieval.hybrid import HybridSearch
@@ -378,13 +378,11 @@ class VectorSource(MemorySource):
     ) -> list[MemoryRecord]:
         """Up to ``k`` excerpts around the best of ``ranked`` (live records only, read
         through ``reads``)."""
+        neighbourhoods = WideNeighbourhoods(
+            lambda ids, radius: self.store.session_neighbours(ids, scope, self.name, radius), JOIN_GAP
+        )
         for attempt in range(2):
-            excerpts = pack_excerpts(
-                ranked,
-                lambda ids: self.store.session_neighbours(ids, scope, self.name, JOIN_GAP),
-                k,
-                math.ceil(self.excerpt_messages * k),
-            )
+            excerpts = pack_excerpts(ranked, neighbourhoods, k, math.ceil(self.excerpt_messages * k))
             members = reads.get([i for e in excerpts for i in e.record_ids], alive_at)
             results = [r for r in (e.as_record(members) for e in excerpts) if r is not None]
             if len(results) == len(excerpts) or attempt:
