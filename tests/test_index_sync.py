@@ -69,3 +69,30 @@ def test_the_hybrid_search_finds_a_users_rows_by_words_and_by_meaning() -> None:
     assert [i for i, _ in lexical] == [ids[2]] and set(dense) == set(ids[:3])
     words_only = search.search("cello", ALICE, 3, dense_weight=0.0)
     assert [i for i, _ in words_only] == [ids[2]]
+
+
+def test_the_vectors_held_in_memory_are_bounded_over_all_users() -> None:
+    store, _, _, _ = collection()
+    model = WordHashEmbedding()
+
+    def embed(texts: list[str]) -> list[np.ndarray]:
+        return [np.asarray(v, dtype=np.float32) for v in model.get_text_embedding_batch(texts)]
+
+    loads: list[str] = []
+    user_vectors = store.user_vectors
+
+    def counted(source: str, tenant_id: str, user_id: str, limit: int):
+        loads.append(user_id)
+        return user_vectors(source, tenant_id, user_id, limit)
+
+    store.user_vectors = counted  # type: ignore[method-assign]
+    index = DenseIndex(ephemeral_client(), DenseIndex.unique_prefix("facts"))
+    for total, reloaded in ((4, []), (3, ["alice"])):
+        sync = IndexSync(store, index, "facts", embed, resident_limit=10, resident_total=total)
+        sync.flush()
+        loads.clear()
+        held = [sync.resident(owner, 384) for owner in (("default", "alice"), ("default", "bob"))]
+        assert [len(h) for h in held if h is not None] == [3, 1]
+        # Alice's 3 and Bob's 1 fit in 4; in 3, Alice's (searched longest ago) are dropped.
+        assert sync.resident(("default", "alice"), 384) is not None
+        assert loads == ["alice", "bob", *reloaded], total

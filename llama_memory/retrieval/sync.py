@@ -22,6 +22,7 @@ them); with ``resident_limit=0`` it needs no vector copies at all.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, NamedTuple, Optional, Protocol
 
@@ -31,6 +32,11 @@ from ..storage.ports import IndexedRows, Transactional, VectorCopies, VectorInde
 from ..storage.reconcile import ReconcileReport, reconcile_index
 from ..storage.resident import ResidentVectors
 from .vectors import decode, encode, encodes
+
+#: At most this many vectors held in memory by one index sync over all its users (150 MB
+#: at 384 dimensions): a memory serving many users keeps those searched most recently,
+#: where it kept every user it had searched (a thousand users of 1,000 records: 1.5 GB).
+RESIDENT_TOTAL = 100_000
 
 
 class SyncedRows(IndexedRows, VectorCopies, Transactional, Protocol):
@@ -55,6 +61,8 @@ class IndexSync:
         batch_size: rows embedded per call, and vectors waiting before an index write.
         resident_limit: a user with at most this many indexed rows has their vectors
             held in memory and searched exactly there; 0 always asks the index.
+        resident_total: at most this many vectors held over all users (those searched
+            longest ago are dropped first, and loaded again when next searched).
     """
 
     def __init__(
@@ -66,6 +74,7 @@ class IndexSync:
         *,
         batch_size: int = 256,
         resident_limit: int = 20_000,
+        resident_total: int = RESIDENT_TOTAL,
     ) -> None:
         if batch_size <= 0:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
@@ -75,13 +84,15 @@ class IndexSync:
         self.embed = embed
         self.batch_size = batch_size
         self.resident_limit = resident_limit
+        self.resident_total = resident_total
         #: Held by every operation on the overlay and the held vectors (and by the
         #: source around its own reads of them).
         self.lock = threading.RLock()
         self.overlay: dict[str, _Embedded] = {}
         # Users' vectors held in memory (None: too many, or not all copied), valid while
-        # no other connection has written to the store (see resident()).
-        self._resident: dict[tuple[str, str], Optional[ResidentVectors]] = {}
+        # no other connection has written to the store (see resident()); the user
+        # searched longest ago first.
+        self._resident: OrderedDict[tuple[str, str], Optional[ResidentVectors]] = OrderedDict()
         self._token: Optional[Hashable] = None
 
     # -- writing the index -----------------------------------------------------------------
@@ -131,6 +142,7 @@ class IndexSync:
                     resident.add(ids, [self.overlay[i].vector for i in ids])
                     if len(resident) > self.resident_limit:
                         self._resident[key] = None  # grown too large: the index answers now
+            self._hold_at_most(self.resident_total)
             self.overlay.clear()
             return len(written)
 
@@ -220,8 +232,22 @@ class IndexSync:
                     resident = ResidentVectors(dimension)
                     resident.add(list(copies), decode(b"".join(blobs)).reshape(-1, dimension))
                 self._resident[owner] = resident
+                self._hold_at_most(self.resident_total, keep=owner)
+            self._resident.move_to_end(owner)
             held = self._resident[owner]
             return held if held is not None and len(held) <= self.resident_limit else None
+
+    def _hold_at_most(self, total: int, keep: Optional[tuple[str, str]] = None) -> None:
+        """Drop the sets of the users searched longest ago (never ``keep``'s) until the
+        held vectors number at most ``total``; a dropped user is loaded again when next
+        searched."""
+        held = sum(len(r) for r in self._resident.values() if r is not None)
+        for owner in list(self._resident):
+            if held <= total:
+                return
+            if owner != keep:
+                dropped = self._resident.pop(owner)
+                held -= len(dropped) if dropped is not None else 0
 
     def vector_copies(self, ids: Sequence[str], dimension: int) -> dict[str, np.ndarray]:
         """The vectors of rows kept in the record, by id; a copy of another dimension
