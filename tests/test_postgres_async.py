@@ -269,3 +269,22 @@ async def test_the_memory_tools_act_on_the_loop_with_no_thread(make_pg: Make, to
     assert "vegan" in str(await get.acall())
     assert to_thread_calls == []  # every tool call was bridged, as aget/aput are
     assert [t.text() for t in memory.triple_source.triples(memory.scope)] == ["Dana — works at — Acme"]
+
+
+async def test_a_pool_worker_cancelled_while_it_connects_stops() -> None:
+    # asyncio.run() cancels every task once at its end and waits for them: a pool worker
+    # that swallowed the cancellation (psycopg_pool's, while running a task) kept the
+    # run waiting forever. The memory's async pools use LoopPool's worker.
+    from llama_memory.storage.postgres.bridged import LoopPool
+
+    class Connecting:  # a maintenance task that takes long (a slow connection)
+        async def run(self) -> None:
+            await asyncio.sleep(30)
+
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+    queue.put_nowait(Connecting())
+    worker = asyncio.create_task(LoopPool.worker(queue))
+    await asyncio.sleep(0.05)  # inside the task's run()
+    worker.cancel()
+    done, _ = await asyncio.wait([worker], timeout=5)
+    assert done == {worker} and worker.cancelled()

@@ -11,6 +11,8 @@ Only what :mod:`~llama_memory.storage.postgres` uses is covered: a pool's
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import TracebackType
@@ -19,8 +21,37 @@ from typing import Any, Optional
 import psycopg
 from psycopg.rows import DictRow
 from psycopg_pool import AsyncConnectionPool
+from psycopg_pool.pool_async import StopWorker
 
 from ...asyncbridge import await_only
+
+_logger = logging.getLogger(__name__)
+
+
+class LoopPool(AsyncConnectionPool):  # type: ignore[type-arg]
+    """psycopg_pool's ``AsyncConnectionPool``, with maintenance workers that stop when
+    cancelled.
+
+    psycopg_pool's workers catch a cancellation of the task they run (a connection being
+    opened in the background) and go back to waiting on their queue. When
+    ``asyncio.run()`` ended while one was connecting, it cancelled that worker once and
+    then waited for it forever: the test of a memory used from two successive event loops
+    hung a whole test run this way (after passing in every earlier run).
+    """
+
+    @classmethod
+    async def worker(cls, q: "asyncio.Queue[Any]") -> None:  # type: ignore[override]
+        """Run maintenance tasks from ``q`` until a ``StopWorker`` comes, or until
+        cancelled (even while a task runs); a task that fails is logged, as in
+        psycopg_pool."""
+        while True:
+            task = await q.get()
+            if isinstance(task, StopWorker):
+                return
+            try:
+                await task.run()
+            except Exception as exc:
+                _logger.warning("pool task %s failed: %s: %s", task, type(exc).__name__, exc)
 
 
 class BridgedCursor:

@@ -22,7 +22,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTi
 from ...asyncbridge import await_only, in_bridge, on_exit
 from ...errors import StorageError
 from ..word_counts import WordCountCache
-from .bridged import BridgedPool
+from .bridged import BridgedPool, LoopPool
 from .changes import ChangeWatch
 from .schema import MIGRATION_LOCK, MIGRATIONS, VERSION_TABLE
 
@@ -250,7 +250,7 @@ class PostgresConnection:
             "check": AsyncConnectionPool.check_connection,
             "connection_class": psycopg.AsyncConnection,
         }
-        fresh = BridgedPool(AsyncConnectionPool(**settings, open=False))
+        fresh = BridgedPool(LoopPool(**settings, open=False))
         await_only(fresh.async_pool.open(wait=False))
         pool = self._async_pools.setdefault(loop, fresh)
         if pool is not fresh:  # another call of this loop opened one meanwhile
