@@ -112,6 +112,8 @@ def copy_store(
                     if progress is not None:
                         progress.advance(src.rows.count_export_rows(tenant, [user]))
             report.embedded = dst.flush(progress and progress.child("embedding"))
+            # A new database has no statistics yet: the first gets would be planned blind.
+            dst.rows.refresh_statistics()
     return report
 
 

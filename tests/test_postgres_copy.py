@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from helpers import assistant, memory_factory, user
@@ -69,6 +70,13 @@ def test_copy_moves_every_user_and_a_memory_on_postgres_sees_the_same(
     assert report.users == {"default": ["alice", "bob"]}
     assert report.rows["message"] == 5 and report.rows["triple"] == 3 and report.rows["job"] >= 1
     assert report.embedded == report.rows["record"] + report.rows["triple"]
+    # The copy leaves the planner statistics (a new database would be planned blind
+    # until autovacuum's first ANALYZE): the table's row estimate is its rows.
+    with psycopg.connect(postgres_url) as conn:
+        estimate, rows = conn.execute(
+            "SELECT reltuples, (SELECT count(*) FROM records) FROM pg_class WHERE relname = 'records'"
+        ).fetchone()
+    assert estimate == rows == report.rows["record"] > 0
     with MemoryAdmin(directory, embed_model=embed_model) as old, MemoryAdmin(postgres_url, embed_model=embed_model) as new:
         before, after = old.stats(), new.stats()
         assert after.counts.records == before.counts.records

@@ -629,6 +629,10 @@ class StoreAdmin:
                 "INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)", list(entries.items())
             )
 
+    def refresh_statistics(self) -> None:
+        """Nothing to do: the SQLite store's queries are planned without statistics (its
+        plans are fixed in the SQL, e.g. the full-text join's CROSS JOIN)."""
+
     def add_jobs(self, tenant_id: str, user_id: str, jobs: Sequence[dict[str, Any]]) -> None:
         """Queue jobs (as :meth:`user_jobs` gives them) for the user, each queued again."""
         with self.store.transaction("queue jobs") as conn:

@@ -389,6 +389,12 @@ class PostgresStoreAdmin:
                     "INSERT INTO meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING", (key, value)
                 )
 
+    def refresh_statistics(self) -> None:
+        """ANALYZE the store's tables, after a bulk import: until autovacuum's first
+        ANALYZE (up to a minute), the planner walks a user's rows where an index serves
+        (docs/howto/postgres.md, "The fifth round")."""
+        self.store.query("analyze the tables", "ANALYZE")
+
     def add_jobs(self, tenant_id: str, user_id: str, jobs: Sequence[dict[str, Any]]) -> None:
         """Queue jobs (as :meth:`user_jobs` gives them) for the user, each queued again;
         one whose dedup key is already waiting is skipped (that pass covers it)."""
