@@ -234,8 +234,8 @@ class WideNeighbourhoods:
         rows, hit = self._windows[place[0]]
         j, gap = place[1], self._gap
         # The read returned fewer rows than it asked for on a side: the session ends there.
-        starts_session = hit + 1 < self._reach + 1
-        ends_session = len(rows) - hit - 1 < self._reach
+        starts_session = hit < self._reach
+        ends_session = len(rows) - 1 - hit < self._reach
         if (j - gap < 0 and not starts_session) or (j + gap >= len(rows) and not ends_session):
             return None
         return rows[max(0, j - gap) : j + gap + 1]

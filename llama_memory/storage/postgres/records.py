@@ -376,8 +376,8 @@ class RecordTables(PostgresConnection):
 
         One statement reads the user's size and counts the words not remembered
         (:class:`~llama_memory.storage.word_counts.WordCountCache`, until the user's
-        records grow by a tenth), through the full-text index or in one pass over the
-        user's rows by the table's size (:meth:`_count_words`)."""
+        records grow by a tenth), through the index of each user's words, or on a sample
+        of a large user's rows (:meth:`_count_words`)."""
         user = scope.require_user("word counts")
         owner = (scope.tenant_id, user)
         unique = list(dict.fromkeys(words))
@@ -442,7 +442,7 @@ class RecordTables(PostgresConnection):
         counts = {w: max(1, round(n * scale)) for w, n in zip(words, found) if n}
         rare = [w for w in words if w not in counts]
         if rare:
-            counts.update(self._count_by_index(owner, rare)[1])
+            counts.update(self._count_by_index(owner, rare)[1])  # size read above
         return total, counts
 
     def _count_by_index(
@@ -451,7 +451,9 @@ class RecordTables(PostgresConnection):
         """(the user's records, each word's exact count among them), each word counted
         through ``records_user_words`` in one statement; given ``up_to``, only for a
         user of at most that many records (a larger user's counts are left out: the
-        index would read thousands of rows for a common word)."""
+        index would read thousands of rows for a common word). The size is read only
+        given ``up_to`` (0 otherwise: the caller has read it)."""
+        size, size_args = (_USER_SIZE, owner) if up_to is not None else ("0", ())
         # A stop word has no lexeme (its keys are empty: every row would contain them).
         # Each word's keys are made once, beside it (see search_text), and the size once
         # (OFFSET 0: not copied into each place that reads it).
@@ -460,9 +462,9 @@ class RecordTables(PostgresConnection):
             "SELECT s.total, w AS word, CASE WHEN s.total > %s THEN NULL "
             "WHEN numnode(plainto_tsquery('english', w)) = 0 THEN 0 ELSE "
             f"(SELECT count(*) FROM records WHERE {USER_WORDS} @> keys AND {_OWNED_BY}) END AS n "
-            f"FROM (SELECT {_USER_SIZE} AS total OFFSET 0) AS s, unnest(%s::text[]) AS w, "
+            f"FROM (SELECT {size} AS total OFFSET 0) AS s, unnest(%s::text[]) AS w, "
             f"{_user_words('%s', '%s', 'w')} AS keys",
-            (up_to, *owner, *owner, list(words), *owner),
+            (up_to, *owner, *size_args, list(words), *owner),
         )
         counts = {row["word"]: int(row["n"]) for row in rows if row["n"] is not None}
         return int(rows[0]["total"]), counts
