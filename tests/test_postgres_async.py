@@ -7,6 +7,7 @@ ScriptedLLM."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -271,20 +272,26 @@ async def test_the_memory_tools_act_on_the_loop_with_no_thread(make_pg: Make, to
     assert [t.text() for t in memory.triple_source.triples(memory.scope)] == ["Dana — works at — Acme"]
 
 
-async def test_a_pool_worker_cancelled_while_it_connects_stops() -> None:
-    # asyncio.run() cancels every task once at its end and waits for them: a pool worker
-    # that swallowed the cancellation (psycopg_pool's, while running a task) kept the
-    # run waiting forever. The memory's async pools use LoopPool's worker.
+def test_asyncio_run_ends_while_a_pool_worker_connects() -> None:
+    # asyncio.run() cancels every task once at its end and waits for them. psycopg_pool's
+    # worker, and its AddConnection task (which catches CancelledError to keep the pool's
+    # count right), swallowed that cancellation while connecting: the run waited forever
+    # (a whole CI run hung in a test's teardown this way). The memory's async pools are
+    # LoopPools; here one connects to a server that accepts and never answers.
     from llama_memory.storage.postgres.bridged import LoopPool
 
-    class Connecting:  # a maintenance task that takes long (a slow connection)
-        async def run(self) -> None:
-            await asyncio.sleep(30)
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        url = f"postgresql://nobody@127.0.0.1:{silent.getsockname()[1]}/nothing"
 
-    queue: asyncio.Queue[Any] = asyncio.Queue()
-    queue.put_nowait(Connecting())
-    worker = asyncio.create_task(LoopPool.worker(queue))
-    await asyncio.sleep(0.05)  # inside the task's run()
-    worker.cancel()
-    done, _ = await asyncio.wait([worker], timeout=5)
-    assert done == {worker} and worker.cancelled()
+        async def open_and_leave() -> None:
+            pool = LoopPool(url, min_size=2, open=False)
+            await pool.open(wait=False)
+            await asyncio.sleep(0.3)  # its workers are inside AddConnection, connecting
+
+        ended = threading.Event()
+        runner = threading.Thread(target=lambda: (asyncio.run(open_and_leave()), ended.set()), daemon=True)
+        runner.start()
+        runner.join(timeout=10)
+        assert ended.is_set(), "asyncio.run() still waits for the pool's workers"
