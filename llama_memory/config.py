@@ -271,6 +271,13 @@ def open_postgres(store: Any) -> Any:
     """A :class:`~llama_memory.storage.postgres.PostgresStore` on ``store`` (a
     ``postgresql://`` URL or a ``psycopg_pool.ConnectionPool``); ImportError naming the
     extra to install when psycopg is missing."""
+    if type(store).__name__ == "PostgresStore":
+        raise TypeError(
+            "store takes a PostgreSQL URL or a psycopg_pool.ConnectionPool, not a PostgresStore "
+            "(a memory opens its own): to share connections among memories, or to pass pool "
+            "settings such as prepare_threshold, pass a pool, e.g. "
+            "ConnectionPool(url, kwargs={'prepare_threshold': None})"
+        )
     if not isinstance(store, str) and type(store).__module__.split(".")[0] != "psycopg_pool":
         raise TypeError(
             f"store takes a PostgreSQL URL ('postgresql://user@host:5432/dbname') or a "

@@ -108,3 +108,16 @@ def test_backend_benchmark_smoke_reports_sqlite_and_postgres_side_by_side(
     assert loaded["texts"] == "real"  # LoCoMo sentences, not the 16 words of before
     assert report["get_postgres_over_sqlite"] > 0 and report["query_embedding"]["median_ms"] > 0
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_many_users_benchmark_smoke_counts_each_ways_connections(postgres_url: str) -> None:
+    """``bench.pg_many_users`` on the test server, small: memories opened from the URL
+    hold a connection each; on the shared pool, at most the pool's."""
+    from bench import pg_many_users
+
+    rows = pg_many_users.run(postgres_url, users=5, requests=3, rounds=1)
+    by_way = {r["way"]: r for r in rows}
+    assert set(by_way) == {"url", "pool"}
+    assert by_way["url"]["connections"] >= 5
+    assert 1 <= by_way["pool"]["connections"] <= 4
+    assert all(r["request_ms"] > 0 and r["gather_ms"] > 0 for r in rows)

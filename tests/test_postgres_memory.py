@@ -140,6 +140,40 @@ def test_a_get_on_an_application_pool_holds_one_of_its_connections_and_gives_it_
             assert isinstance(conn.execute("SELECT 1").fetchone(), tuple)
 
 
+def test_many_users_memories_on_one_application_pool_share_its_connections(
+    make_pg: Make, postgres_url: str
+) -> None:
+    # One agent serving many users (docs/howto/postgres.md, "Many users in one process"):
+    # a memory per user, all on the process's one pool. Each memory opened from a URL
+    # would keep a pool, and a connection, of its own.
+    codes = {f"user{i}": f"{4000 + 37 * i}" for i in range(12)}
+    with ConnectionPool(postgres_url, min_size=1, max_size=2, open=True) as pool:
+        memories = {name: make_pg(user_id=name, store=pool) for name in codes}
+        for name, memory in memories.items():
+            memory.put(user(f"My locker code is {codes[name]}"))
+        for name, memory in memories.items():
+            block = memory.get("what is my locker code?")[0].content or ""
+            assert codes[name] in block
+            assert not [c for other, c in codes.items() if other != name and c in block]
+        connections = _count(
+            postgres_url,
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
+        )
+        assert connections <= pool.max_size  # twelve memories, the pool's connections only
+        for memory in memories.values():
+            memory.close()
+        assert not pool.closed
+
+
+def test_a_store_object_as_store_is_refused_with_the_way_to_share_a_pool(postgres_url: str) -> None:
+    store = PostgresStore(postgres_url, prepare_threshold=None)
+    try:
+        with pytest.raises(TypeError, match=r"ConnectionPool\(url, kwargs=\{'prepare_threshold': None\}"):
+            ComposableMemory.from_defaults(user_id="a", store=store)
+    finally:
+        store.close()
+
+
 def _args(data: dict[str, Any]) -> dict[str, Any]:
     return {"user_id": data["user_id"], "session_id": data["session_id"]}
 
