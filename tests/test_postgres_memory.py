@@ -198,3 +198,23 @@ def test_a_refused_url_never_shows_its_password() -> None:
     with pytest.raises(ValueError, match="not a 'mysql' URL") as refused:
         PostgresStore("mysql://app:hunter2@db.example.com/memory")
     assert "hunter2" not in str(refused.value)
+
+
+def test_many_memories_opened_from_the_url_in_one_process_warn_to_share_a_pool(
+    make_pg: Make, caplog: pytest.LogCaptureFixture
+) -> None:
+    from llama_memory.storage.postgres.connection import MANY_OWN_POOLS
+
+    with caplog.at_level("WARNING", logger="llama_memory.storage.postgres.connection"):
+        first = [make_pg(user_id=f"user{i}") for i in range(MANY_OWN_POOLS)]
+        assert not caplog.records  # up to the limit: each memory its own pool, quietly
+        for memory in first[1:]:
+            memory.close()
+        make_pg(user_id="one more")  # closed stores are counted out: still under the limit
+        assert not caplog.records
+        more = [make_pg(user_id=f"more{i}") for i in range(MANY_OWN_POOLS)]
+    [warning] = caplog.records  # once, however many more
+    assert "one psycopg_pool.ConnectionPool" in warning.getMessage()
+    assert "Many users in one process" in warning.getMessage()
+    for memory in [first[0], *more]:
+        memory.close()

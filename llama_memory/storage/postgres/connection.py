@@ -4,6 +4,7 @@ port, migrations under an advisory lock, meta, and errors that name the server."
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 import uuid
@@ -28,6 +29,12 @@ from .schema import MIGRATION_LOCK, MIGRATIONS, VERSION_TABLE
 
 #: A connection of the pool: rows come back as dicts.
 Connection = psycopg.Connection[DictRow]
+
+logger = logging.getLogger(__name__)
+
+#: Stores of one process with pools of their own on one database, above which opening
+#: another logs a warning (once per database): each keeps a connection while open.
+MANY_OWN_POOLS = 16
 
 
 #: Seconds a call waits for a pooled connection before asking the server itself whether
@@ -99,6 +106,42 @@ class _Lent:
     saved: Optional[tuple[bool, Any]] = None
     #: Rows read ahead for a later read of the same hold (:meth:`PostgresConnection.read_ahead`).
     ahead: dict[Hashable, Any] = field(default_factory=dict)
+
+
+class _OwnPools:
+    """How many stores of this process hold a pool of their own on each database (an app
+    opening a memory per user from the URL): past :data:`MANY_OWN_POOLS`, a warning says
+    to open them on one shared pool instead."""
+
+    def __init__(self) -> None:
+        self._open: dict[str, int] = {}
+        self._warned: set[str] = set()
+        self._lock = threading.Lock()
+
+    def opened(self, location: str) -> None:
+        """Count one more store with its own pool on ``location``."""
+        with self._lock:
+            count = self._open[location] = self._open.get(location, 0) + 1
+            warn = count > MANY_OWN_POOLS and location not in self._warned
+            if warn:
+                self._warned.add(location)
+        if warn:
+            logger.warning(
+                "%d PostgreSQL stores of this process hold a pool of their own on %s, each with "
+                "at least one connection open: for a memory per user, open them all on one "
+                "psycopg_pool.ConnectionPool (store=pool; docs/howto/postgres.md, 'Many users "
+                "in one process')",
+                count,
+                location,
+            )
+
+    def closed(self, location: str) -> None:
+        """Count one store fewer on ``location``."""
+        with self._lock:
+            self._open[location] = max(0, self._open.get(location, 0) - 1)
+
+
+_own_pools = _OwnPools()
 
 
 class PostgresConnection:
@@ -215,6 +258,7 @@ class PostgresConnection:
             if reason is not None:
                 raise ServerUnreachable(f"cannot connect to the server: {reason}")
             self._pool.open(wait=True, timeout=timeout)
+        _own_pools.opened(self.location)  # close() counts it out, also when migrating fails
         self._migrate_or_close()
 
     @property
@@ -546,6 +590,8 @@ class PostgresConnection:
     def close(self) -> None:
         """Close the pool (further calls raise StorageError); a pool the application
         passed stays open (it is the application's to close)."""
+        if self._owns_pool and not self._closed:
+            _own_pools.closed(self.location)
         self._closed = True
         if self._owns_pool:
             with self._recovering:
