@@ -5,6 +5,7 @@ shared by memory objects in other processes (issue 15). Real server: the
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 from typing import Any, Callable
 
@@ -201,11 +202,18 @@ def test_a_refused_url_never_shows_its_password() -> None:
 
 
 def test_many_memories_opened_from_the_url_in_one_process_warn_to_share_a_pool(
-    make_pg: Make, caplog: pytest.LogCaptureFixture
+    make_pg: Make, postgres_url: str, embed_model: OfflineEmbedding, caplog: pytest.LogCaptureFixture
 ) -> None:
     from llama_memory.storage.postgres.connection import MANY_OWN_POOLS
 
+    def a_request_that_drops_its_memory(user_id: str) -> None:
+        ComposableMemory.from_defaults(user_id=user_id, store=postgres_url, embed_model=embed_model).get()
+
     with caplog.at_level("WARNING", logger="llama_memory.storage.postgres.connection"):
+        for i in range(2 * MANY_OWN_POOLS):  # collected unclosed: counted out too
+            a_request_that_drops_its_memory(f"dropped{i}")
+            gc.collect()
+        assert not caplog.records
         first = [make_pg(user_id=f"user{i}") for i in range(MANY_OWN_POOLS)]
         assert not caplog.records  # up to the limit: each memory its own pool, quietly
         for memory in first[1:]:

@@ -202,6 +202,7 @@ class PostgresConnection:
         # directly (failing fast while it is down) and, once it answers, starts afresh.
         self._down = False
         self._closed = False
+        self._counted: Optional[weakref.finalize] = None  # see _OwnPools
         self._recovering = threading.Lock()
         # Match counts of words in the full-text index (RecordTables.word_counts).
         self._word_counts = WordCountCache()
@@ -258,7 +259,10 @@ class PostgresConnection:
             if reason is not None:
                 raise ServerUnreachable(f"cannot connect to the server: {reason}")
             self._pool.open(wait=True, timeout=timeout)
-        _own_pools.opened(self.location)  # close() counts it out, also when migrating fails
+        _own_pools.opened(self.location)
+        # Counted out by close() (also when migrating fails), or when collected unclosed
+        # (an app that drops its memories: psycopg_pool then closes the pool itself).
+        self._counted = weakref.finalize(self, _own_pools.closed, self.location)
         self._migrate_or_close()
 
     @property
@@ -590,8 +594,8 @@ class PostgresConnection:
     def close(self) -> None:
         """Close the pool (further calls raise StorageError); a pool the application
         passed stays open (it is the application's to close)."""
-        if self._owns_pool and not self._closed:
-            _own_pools.closed(self.location)
+        if self._counted is not None:
+            self._counted()  # once: a finalizer runs at most once
         self._closed = True
         if self._owns_pool:
             with self._recovering:
