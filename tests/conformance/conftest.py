@@ -1,7 +1,10 @@
 """The one ``backend`` fixture: every conformance test runs once per storage backend.
 
 SQLite (``llama_memory.storage.sqlite`` + an in-process Chroma for the dense index) and
-PostgreSQL (``llama_memory.storage.postgres`` with pgvector, on the test server). A new backend adds a :class:`Backend` to
+PostgreSQL (``llama_memory.storage.postgres`` with pgvector, on the test server), the
+latter twice: as sync calls run, and as async calls run (``postgres-bridged``: the test's
+body inside ``run_bridged`` on an event loop, every statement awaited on the loop's
+``AsyncConnectionPool``). A new backend adds a :class:`Backend` to
 :data:`BACKENDS`, giving every port implementation (the ``Storage`` facade, the dense
 index, the triple timeline, the profile rows), and must pass every test of this
 directory unchanged: records, chat log, jobs, transactions, vector index, triples,
@@ -10,9 +13,10 @@ profile and instructions all take this fixture.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 
@@ -117,16 +121,50 @@ def _postgres(url: str) -> Backend:
     return backend
 
 
+def _postgres_bridged(url: str) -> Backend:
+    backend = _postgres(url)
+    backend.name = BRIDGED
+    return backend
+
+
+#: The PostgreSQL backend with every test body run as an async call runs (``aget``,
+#: ``aput``): inside :func:`~llama_memory.asyncbridge.run_bridged` on an event loop, so
+#: each statement is awaited on the loop's ``AsyncConnectionPool`` through the bridged
+#: connection (storage/postgres/bridged.py) instead of the sync pool.
+BRIDGED = "postgres-bridged"
+
 #: Every backend the suite runs on, by name, given its location: a directory for
 #: SQLite, the URL of a new database on the test server for PostgreSQL.
-BACKENDS: dict[str, Callable[[Any], Backend]] = {"sqlite": _sqlite, "postgres": _postgres}
+BACKENDS: dict[str, Callable[[Any], Backend]] = {
+    "sqlite": _sqlite,
+    "postgres": _postgres,
+    BRIDGED: _postgres_bridged,
+}
 
 
 @pytest.fixture(params=sorted(BACKENDS))
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
     """Each backend in turn, on a fresh location (PostgreSQL: a new database on the
     session's server, started by the first test that needs it)."""
-    location = request.getfixturevalue("postgres_url") if request.param == "postgres" else tmp_path / "store"
+    on_server = request.param.startswith("postgres")
+    location = request.getfixturevalue("postgres_url") if on_server else tmp_path / "store"
     made = BACKENDS[request.param](location)
     yield made
     made.close()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Optional[bool]:
+    """Run the body of a test on the bridged backend inside ``run_bridged`` on a new event
+    loop (as ``asyncio.run`` in an app); threads the test starts run sync, as they would."""
+    made = pyfuncitem.funcargs.get("backend")
+    if not isinstance(made, Backend) or made.name != BRIDGED:
+        return None
+    from llama_memory.asyncbridge import run_bridged
+
+    arguments = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
+    asyncio.run(run_bridged(pyfuncitem.obj, **arguments))
+    # The body's statements went through a loop's async pool (a store opens one on its
+    # first bridged statement), not the sync pool.
+    assert any(store._async_pools for store in made._opened), "no statement of the test ran bridged"  # type: ignore[attr-defined]
+    return True
