@@ -202,15 +202,22 @@ def test_a_refused_url_never_shows_its_password() -> None:
 
 
 def test_many_memories_opened_from_the_url_in_one_process_warn_to_share_a_pool(
-    make_pg: Make, postgres_url: str, embed_model: OfflineEmbedding, caplog: pytest.LogCaptureFixture
+    make_pg: Make,
+    postgres_url: str,
+    embed_model: OfflineEmbedding,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from llama_memory.storage.postgres.connection import MANY_OWN_POOLS
+    from llama_memory.storage.postgres import connection
+
+    MANY_OWN_POOLS = 3  # the limit (16) made small, to open fewer memories
+    monkeypatch.setattr(connection, "MANY_OWN_POOLS", MANY_OWN_POOLS)
 
     def a_request_that_drops_its_memory(user_id: str) -> None:
         ComposableMemory.from_defaults(user_id=user_id, store=postgres_url, embed_model=embed_model).get()
 
     with caplog.at_level("WARNING", logger="llama_memory.storage.postgres.connection"):
-        for i in range(2 * MANY_OWN_POOLS):  # collected unclosed: counted out too
+        for i in range(MANY_OWN_POOLS + 1):  # collected unclosed: counted out too
             a_request_that_drops_its_memory(f"dropped{i}")
             gc.collect()
         assert not caplog.records
