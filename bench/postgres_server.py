@@ -182,9 +182,11 @@ class PostgresServer:
         self.process = None
 
     def stop(self) -> None:
-        """Stop the server (fast shutdown) and delete a temporary data directory."""
+        """Stop the server and delete a temporary data directory: a fast shutdown when
+        the data is kept, an immediate one when it is deleted next (a fast shutdown's
+        checkpoint writes out the whole run's data first: seconds after a test run)."""
         if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
+            self.process.send_signal(signal.SIGQUIT if self._owns_path else signal.SIGINT)
             try:
                 self.process.wait(timeout=30)
             except subprocess.TimeoutExpired:
