@@ -3,7 +3,9 @@
 Chat engines call ``memory.reset()`` when the user starts a new chat. Like LlamaIndex's
 own ``Memory.reset()``, it clears this session's messages (in the buffer and on disk)
 and keeps the user's records, profile and triples, of this session and every other.
-Deleting long-term memory is explicit: a source's ``reset(scope)``, or ``forget()``.
+Deleting long-term memory is explicit: a source's ``reset(scope)``, or ``forget()``. The
+chat engine test runs on SQLite and on PostgreSQL, with a second memory object on the
+session standing for another app process.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.chat_engine import SimpleChatEngine
 
@@ -71,15 +74,35 @@ async def test_areset_keeps_long_term_memory_too(make_memory) -> None:
     assert message_texts(await memory.asearch("penicillin", k=1)) == [ALLERGY]
 
 
-def test_a_chat_engines_new_chat_keeps_long_term_memory(tmp_path: Path, embed_model) -> None:
-    memory = open_memory(tmp_path, embed_model, "chat-1")
+@pytest.fixture(params=["sqlite", "postgres"])
+def where(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, Any]:
+    """The store of the test's memories: a SQLite directory, or a PostgreSQL database on
+    the test server."""
+    if request.param == "postgres":
+        return {"store": request.getfixturevalue("postgres_url")}
+    return {"path": tmp_path}
+
+
+def open_on(where: dict[str, Any], embed_model: Any, session_id: str) -> ComposableMemory:
+    return ComposableMemory.from_defaults(
+        user_id="alice", session_id=session_id, embed_model=embed_model, triples=True, **where
+    )
+
+
+def test_a_chat_engines_new_chat_keeps_long_term_memory(where: dict[str, Any], embed_model) -> None:
+    memory = open_on(where, embed_model, "chat-1")
+    other_worker = open_on(where, embed_model, "chat-1")  # another app process on the session
     llm = ScriptedLLM(["Noted: no penicillin.", "Amoxicillin is a penicillin: avoid it."])
     engine = SimpleChatEngine.from_defaults(llm=llm, memory=memory)
     engine.chat(ALLERGY)
+    # One window for every process on the session (SQLite's file, PostgreSQL's table).
+    assert [m.content for m in other_worker.get_all()] == [ALLERGY, "Noted: no penicillin."]
 
     engine.reset()  # "new chat"
 
     assert memory.get_all() == []
+    assert other_worker.get_all() == []  # the new chat is new for every worker
+    other_worker.close()
     engine.chat("Can I take amoxicillin?")
     # The LLM of the new chat saw the fact from the earlier chat in the memory block ...
     assert ALLERGY in llm.calls[-1].text()
@@ -87,7 +110,7 @@ def test_a_chat_engines_new_chat_keeps_long_term_memory(tmp_path: Path, embed_mo
     assert llm.calls[-1].user_texts()[-1] == "Can I take amoxicillin?"
     assert ALLERGY not in llm.calls[-1].user_texts()
     memory.close()
-    later = open_memory(tmp_path, embed_model, "chat-2")
+    later = open_on(where, embed_model, "chat-2")
     try:
         assert ALLERGY in message_texts(later.search("penicillin", k=3))
     finally:
