@@ -271,7 +271,7 @@ def open_postgres(store: Any) -> Any:
     """A :class:`~llama_memory.storage.postgres.PostgresStore` on ``store`` (a
     ``postgresql://`` URL or a ``psycopg_pool.ConnectionPool``); ImportError naming the
     extra to install when psycopg is missing."""
-    if type(store).__name__ == "PostgresStore":
+    if any(cls.__name__ == "PostgresStore" for cls in type(store).__mro__):  # (psycopg may be missing)
         raise TypeError(
             "store takes a PostgreSQL URL or a psycopg_pool.ConnectionPool, not a PostgresStore "
             "(a memory opens its own): to share connections among memories, or to pass pool "

@@ -14,6 +14,7 @@ profile and instructions all take this fixture.
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Optional
@@ -162,7 +163,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Optional[bool]:
         return None
     from llama_memory.asyncbridge import run_bridged
 
-    arguments = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
+    arguments = {name: pyfuncitem.funcargs[name] for name in inspect.signature(pyfuncitem.obj).parameters}
     asyncio.run(run_bridged(pyfuncitem.obj, **arguments))
     # The body's statements went through a loop's async pool (a store opens one on its
     # first bridged statement), not the sync pool.
