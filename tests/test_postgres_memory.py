@@ -166,6 +166,25 @@ def test_many_users_memories_on_one_application_pool_share_its_connections(
         assert not pool.closed
 
 
+@pytest.mark.parametrize("prepare_threshold", [None, 5], ids=["behind pgbouncer", "default"])
+def test_a_pool_without_prepared_statements_leaves_none_on_the_server(
+    make_pg: Make, postgres_url: str, prepare_threshold: Any
+) -> None:
+    # docs/howto/postgres.md, "Behind pgbouncer": the pool's prepare_threshold holds for
+    # the memory's statements (pgbouncer in transaction mode cannot keep them).
+    with ConnectionPool(
+        postgres_url, min_size=1, max_size=1, kwargs={"prepare_threshold": prepare_threshold}, open=True
+    ) as pool:
+        memory = make_pg(store=pool)
+        for turn in range(8):
+            memory.put(user(f"turn {turn}: I keep bees"))
+            memory.get("where are my bees?")
+        with pool.connection() as conn:  # the one connection the memory used
+            row = conn.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()
+        assert row is not None
+        assert (row[0] == 0) == (prepare_threshold is None)
+
+
 def test_a_store_object_as_store_is_refused_with_the_way_to_share_a_pool(postgres_url: str) -> None:
     store = PostgresStore(postgres_url, prepare_threshold=None)
     try:
