@@ -30,19 +30,23 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 SAMPLE_ROWS = 5_000
 #: How many records one user holds (all sources); parameters: tenant, user.
 _USER_SIZE = "(SELECT count(*) FROM records WHERE tenant_id = %s AND user_id = %s)"
+def _owner_words(tenant: str, user: str, words: str) -> str:
+    """SQL for the words of the tsvector ``words`` keyed by the owner ``tenant``, ``user``
+    (each argument SQL: a placeholder, a column or an expression): one expression for
+    the rows (:data:`USER_WORDS`) and for a text (:func:`_user_words`), so that their keys
+    always match."""
+    return f"{USER_WORDS_FUNCTION}(hashtextextended({tenant} || chr(31) || {user}, 0), {words})"
+
+
 #: A row's words keyed by its owner: the values ``records_user_words`` indexes (schema
-#: migration 7). ``_user_words(...)`` gives the same keys for a text of a given user.
-USER_WORDS = f"{USER_WORDS_FUNCTION}(hashtextextended(tenant_id || chr(31) || user_id, 0), tsv)"
+#: migration 7, whose index expression is this one).
+USER_WORDS = _owner_words("tenant_id", "user_id", "tsv")
 
 
-def _user_words(tenant: str, user: str, words: str) -> str:
-    """SQL for the owner-keyed words of the text ``words`` of the user ``tenant``,
-    ``user`` (each argument SQL: a placeholder or a column), as :data:`USER_WORDS` keys
-    a row's."""
-    return (
-        f"{USER_WORDS_FUNCTION}(hashtextextended({tenant} || chr(31) || {user}, 0), "
-        f"to_tsvector('english', {words}))"
-    )
+def _user_words(tenant: str, user: str, text: str) -> str:
+    """SQL for the owner-keyed words of the text ``text`` of the user ``tenant``,
+    ``user``, as :data:`USER_WORDS` keys a row's."""
+    return _owner_words(tenant, user, f"to_tsvector('english', {text})")
 
 
 # The index finds the rows that may hold the words; the owner's key is a hash, so the
