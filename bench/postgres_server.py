@@ -162,7 +162,15 @@ class PostgresServer:
 
     def start(self, timeout: float = 30.0) -> "PostgresServer":
         """Initialise the data directory if new, start the server, wait until it accepts
-        connections, and create the ``vector`` extension in the ``postgres`` database."""
+        connections, and create the ``vector`` extension in the ``postgres`` database. If
+        any of it fails, the server is stopped (and a temporary directory deleted)."""
+        try:
+            return self._start(timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, timeout: float) -> "PostgresServer":
         if not (self.data / "PG_VERSION").exists():
             self._initdb()
         # A postmaster killed with SIGKILL leaves its pid file; a restart must not trip on it.
@@ -199,7 +207,6 @@ class PostgresServer:
                 return
             except psycopg.OperationalError:
                 if time.monotonic() > deadline:
-                    self.stop()
                     raise RuntimeError(f"postgres on port {self.port} did not answer in {timeout} s")
                 time.sleep(0.05)
 
