@@ -61,22 +61,36 @@ def test_another_model_of_the_same_dimension_is_refused_naming_both(tmp_path: Pa
     assert dense_top(same, "Where does my sister Maria live?") == NOTES[0]
     same.close()
 
-    other = open_memory(tmp_path, second)
-    other.put(user("Written through the other model."))  # the record needs no vector
     with pytest.raises(EmbeddingMismatchError) as caught:
-        other.search("penicillin")
+        open_memory(tmp_path, second)  # refused when it opens: it can write nothing
     message = str(caught.value)
     assert "WordHashEmbedding:word-hash-0" in message and "WordHashEmbedding:word-hash-1" in message
     assert "reembed=True" in message
     assert isinstance(caught.value, EmbeddingModelError)
-    with pytest.raises(EmbeddingMismatchError):
-        other.close()  # close() would index what waits: refused the same way
 
-    # Nothing of the other model reached the index: the right model still finds by meaning.
+    # Nothing of the other model reached the store: the right model still finds by meaning.
     again = open_memory(tmp_path, first)
     assert dense_top(again, "Where does my sister Maria live?") == NOTES[0]
-    assert "Written through the other model." in message_texts(again.search("other model", k=5))
+    assert again.source("vector").store.count_records("vector") == len(NOTES)
     again.close()
+
+
+def test_a_model_recorded_after_the_open_is_checked_before_the_first_put(tmp_path: Path) -> None:
+    """Two memories open on a new store at once, with two models of one name and
+    dimension: the first to embed makes the store its own, and the other's put() is
+    refused before anything is written; its close() does not raise."""
+    early = open_memory(tmp_path, WordHashEmbedding(seed=0))  # the store records no model yet
+    other = WordHashEmbedding(seed=1, model_name="word-hash-0")  # same name, another space
+    first = ComposableMemory.from_defaults(user_id="alice", session_id="s2", path=tmp_path, embed_model=other)
+    first.put(user("Written through the first model to embed."))  # its vector waits
+    store = early.source("vector").store
+    with pytest.raises(EmbeddingMismatchError, match="cosine"):
+        early.put(user("My sister Maria lives in Porto."))
+    assert store.count_records("vector") == 1
+    assert "My sister Maria lives in Porto." not in message_texts(early.get_all())
+    early.close()  # would index the waiting record with its model: logged, never raised
+    assert "Written through the first model to embed." in message_texts(first.search("first model"))
+    first.close()
 
 
 def test_the_offline_model_is_recognised_and_another_one_refused(tmp_path: Path, embed_model) -> None:
@@ -86,10 +100,8 @@ def test_the_offline_model_is_recognised_and_another_one_refused(tmp_path: Path,
     assert dense_top(fresh, "Which medicine must I avoid?") == NOTES[1]
     fresh.close()
 
-    stranger = open_memory(tmp_path, WordHashEmbedding())  # also 384 dimensions
     with pytest.raises(EmbeddingMismatchError, match="OfflineEmbedding:all-MiniLM-L6-v2-onnx-int8"):
-        stranger.search("Which medicine must I avoid?")
-    stranger.close()
+        open_memory(tmp_path, WordHashEmbedding())  # also 384 dimensions
 
 
 def test_reembed_switches_the_store_to_the_new_model(tmp_path: Path) -> None:
@@ -108,10 +120,8 @@ def test_reembed_switches_the_store_to_the_new_model(tmp_path: Path) -> None:
     switched.close()
 
     # The store is the new model's now: the old one is refused, by name.
-    old = open_memory(tmp_path, first)
     with pytest.raises(EmbeddingMismatchError, match="word-hash-1.*word-hash-0"):
-        old.search("penicillin")
-    old.close()
+        open_memory(tmp_path, first)
 
     # A model of another dimension too, once re-embedded.
     small = WordHashEmbedding(seed=2, embed_dim=64)
@@ -152,15 +162,11 @@ def test_a_store_from_before_fingerprints_is_checked_by_model_name(tmp_path: Pat
     memory._store.delete_meta(["embedding_fingerprint"])  # as an older version left it
     memory.close()
 
-    other = open_memory(tmp_path, second)
     with pytest.raises(EmbeddingMismatchError, match="predates model fingerprints"):
-        other.search("penicillin")
-    other.close()
+        open_memory(tmp_path, second)
     # The model it names is taken at its word, and its fingerprint recorded from now on.
     same = open_memory(tmp_path, first)
     assert dense_top(same, "Where does my sister Maria live?") == NOTES[0]
     same.close()
-    other = open_memory(tmp_path, second)
     with pytest.raises(EmbeddingMismatchError, match="cosine"):
-        other.search("penicillin")
-    other.close()
+        open_memory(tmp_path, second)

@@ -44,10 +44,13 @@ class DimensionGuard:
 
     Two checks: the dimension (:meth:`check`, free: at open for a model that declares
     it), raising :class:`EmbeddingDimensionError` naming both numbers; and the model's
-    identity (:meth:`check_vectors`, at the first embedding this source makes), by its
-    fingerprint, the vector of :data:`~llama_memory.embeddings.PROBE_TEXT`, raising
-    :class:`EmbeddingMismatchError` naming both models. The fingerprint is embedded
-    once per model object and process, not once per open.
+    identity, by its fingerprint, the vector of
+    :data:`~llama_memory.embeddings.PROBE_TEXT`, raising
+    :class:`EmbeddingMismatchError` naming both models. A source checks both at open
+    when the store records a model already (:meth:`check_at_open`), else before its
+    first write (:meth:`check_model`): another model is refused before anything is
+    written, never found out later. The fingerprint is embedded once per model object
+    and process, not once per open.
 
     Args:
         store: where the dimension, the model's name and its fingerprint are recorded.
@@ -80,6 +83,21 @@ class DimensionGuard:
                 model_label(self.embed_model),
             )
         self._confirmed = dim
+
+    def check_at_open(self, dim: int | None) -> None:
+        """At a source's open: the dimension when the model declares it (``dim``), and,
+        when the store records a model already, the model itself (:meth:`check_model`)."""
+        recorded = self.store.get_meta(self.dim_key) is not None
+        if dim is not None:
+            self.check(dim)
+        if recorded:
+            self.check_model()
+
+    def check_model(self) -> None:
+        """Check the model against the store's, by its fingerprint (recording both when
+        the store has none yet); once per guard, the fingerprint once per model object."""
+        if not self._identity_confirmed:
+            self.check_vectors(len(vector_cache(self.embed_model).fingerprint()))
 
     def documents(self, texts: list[str]) -> list[np.ndarray]:
         """``texts`` embedded as documents through the model's shared vector cache, checked

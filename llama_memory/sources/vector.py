@@ -10,7 +10,7 @@ from typing import Literal, Optional, Protocol, Union
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
 from ..embeddings import embedding_dimension, vector_cache
-from ..errors import StorageError
+from ..errors import EmbeddingModelError, StorageError
 from ..excerpts import JOIN_GAP, WideNeighbourhoods, hit_of, join_parts, pack_excerpts
 from ..relevance import Calibration, calibrate, calibration_for
 from ..retrieval.hops import HOP_FOUND, HOP_WEIGHT, SEEDS, content_stems, second_hop
@@ -162,9 +162,7 @@ class VectorSource(MemorySource):
         # and (symmetric models) not at all when it is the user message just embedded.
         self._vectors = vector_cache(embed_model)
         self._dimensions = DimensionGuard(store, embed_model)
-        known = embedding_dimension(embed_model)
-        if known is not None:
-            self._dimensions.check(known)
+        self._dimensions.check_at_open(embedding_dimension(embed_model))
         self._sync = IndexSync(
             store, index, name, self._dimensions.documents, batch_size=batch_size,
             resident_limit=resident_limit,
@@ -208,6 +206,7 @@ class VectorSource(MemorySource):
         ]
         if not records:
             return
+        self._dimensions.check_model()  # another model is refused before its records are written
         self.store.add_records(records)
         self._unflushed += len(records)
         # A bulk import indexes as it goes, a batch at a time: texts of similar length
@@ -238,11 +237,12 @@ class VectorSource(MemorySource):
 
     def close(self) -> None:
         """Write waiting vectors to the dense index, so the next process need not embed
-        them again. An unreachable index is logged, not raised: the records stay
-        flagged as waiting and are embedded again after reopening."""
+        them again. An unreachable index, or an embedding model the store refuses, is
+        logged, not raised (a close must not fail): the records stay flagged as waiting
+        and are embedded again after reopening."""
         try:
             self.flush()
-        except StorageError as exc:
+        except (StorageError, EmbeddingModelError) as exc:
             logger.warning("closing with vectors not written to the dense index: %s", exc)
 
     def reconcile(self, catch_up: bool = True, scope: Optional[Scope] = None) -> ReconcileReport:

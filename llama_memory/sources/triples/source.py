@@ -21,8 +21,8 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage
 
 from ...conflicts import CHANGED_WITHIN, is_recent, window_seconds
-from ...embeddings import vector_cache
-from ...errors import StorageError
+from ...embeddings import embedding_dimension, vector_cache
+from ...errors import EmbeddingModelError, StorageError
 from ...relevance import calibrate, calibration_for
 from ...retrieval.hybrid import HybridSearch
 from ...retrieval.sync import IndexSync
@@ -133,6 +133,7 @@ class TripleSource(MemorySource):
         self._functional: set[str] = set()
         self.declare_functional(*functional_predicates)
         self._dimensions = DimensionGuard(self.store, embed_model, key_prefix="triples:")
+        self._dimensions.check_at_open(embedding_dimension(embed_model))
         # Shared with the other sources of this model: one embedding of a query per get().
         self._vectors = vector_cache(embed_model)
         # The one index sync, as for past messages; no vector copies are kept (triples are
@@ -219,6 +220,7 @@ class TripleSource(MemorySource):
         ttl: Optional[TTL] = None,
     ) -> list[Written]:
         scope.require_user(f"the {self.name!r} memory source")
+        self._dimensions.check_model()  # another model is refused before its triples are written
         with self._lock:
             return write_triples(
                 self.timeline, self._functional, self.expiry.for_write(ttl),
@@ -425,10 +427,11 @@ class TripleSource(MemorySource):
 
     def close(self) -> None:
         """Index what is waiting, so the next process need not embed it again. An
-        unreachable index is logged, not raised: the triples stay flagged as waiting."""
+        unreachable index, or an embedding model the store refuses, is logged, not
+        raised (a close must not fail): the triples stay flagged as waiting."""
         try:
             self.flush()
-        except StorageError as exc:
+        except (StorageError, EmbeddingModelError) as exc:
             logger.warning("closing with triples not written to the dense index: %s", exc)
 
     def reconcile(self, catch_up: bool = True, scope: Optional[Scope] = None) -> ReconcileReport:
