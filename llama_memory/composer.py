@@ -27,7 +27,7 @@ from .compose import (
     window_texts,
 )
 from .instrumentation import MemoryBlockEvent, Stopwatch, dispatcher
-from .messages import message_text
+from .messages import check_text, message_text
 from .relevance import QueryPlan, choose_query, serves_personal_request
 from .set_questions import records_for
 from .sources.base import Recent
@@ -52,6 +52,8 @@ def get_messages(
             f"get() input must be a str or None, not {type(input).__name__} {short(input)}: "
             "pass the text to retrieve for, e.g. the user's message"
         )
+    if input is not None:
+        check_text(input, "get() input", "nothing was retrieved")
     watch = Stopwatch()
     with memory._lock, one_connection(memory._store):
         memory._check_open()
@@ -89,6 +91,7 @@ def search_records(memory: ComposableMemory, query: str, k: int) -> RecordList:
     """The body of :meth:`ComposableMemory.search`."""
     if not isinstance(query, str):
         raise TypeError(f"search() query must be a str, not {type(query).__name__} {short(query)}")
+    check_text(query, "search() query", "nothing was retrieved")
     with memory._lock, one_connection(memory._store):
         memory._check_open()
         # A query-independent source (a profile) is not ranked by relevance.

@@ -50,6 +50,7 @@ from .storage.sqlite import DB_FILENAME, SQLiteStore, memory_path, store_exists
 from .storage.sqlite.profile import SQLiteProfileRows
 from .storage.sqlite.triples import SQLiteTripleTimeline
 from .types import Scope
+from .writing import check_formation
 
 if TYPE_CHECKING:
     from .memory import ComposableMemory
@@ -104,11 +105,18 @@ def build_memory(
     argument means): open the store and the dense index, build the default sources,
     construct the memory, then reconcile, re-embed or set the history it was asked to."""
     check_embed_model(embed_model)
+    check_formation(llm, extract_every, extract_after_quiet, extract_in)  # before anything opens
     postgres = store_at is not None
     if postgres:
         check_postgres_arguments(path, chroma_client, chroma_host, chroma_url)
     if path is not None:
         memory_path(path)  # a URL or a non-path fails here, before anything is created
+    elif not postgres and extract_in == "worker" and (extract_every or extract_after_quiet):
+        raise ValueError(
+            "extract_in='worker' queues the passes for `llama-memory worker` processes, which "
+            "cannot reach an in-memory store: give the memory a path= (or a PostgreSQL "
+            "store=), or run the passes in this process (extract_in='thread' with llm=)"
+        )
     tokenizer = tokenizer_fn or get_tokenizer()
     session_id = session_id or uuid4().hex
     scope = Scope(user_id=user_id, session_id=session_id, tenant_id=tenant_id)

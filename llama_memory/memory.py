@@ -189,8 +189,14 @@ class ComposableMemory(BaseMemory):
 
     def __init__(self, **data: Any) -> None:
         """Build a memory from its fields (:meth:`from_defaults` is the usual way);
-        TypeError naming an unknown keyword argument and the closest valid one."""
+        TypeError naming an unknown keyword argument and the closest valid one;
+        ValueError for formation settings no one would run (see
+        :func:`~llama_memory.writing.check_formation`)."""
         reject_unknown("ComposableMemory()", data, [*type(self).model_fields, "class_name"])
+        writing.check_formation(
+            data.get("llm"), data.get("extract_every", 0), data.get("extract_after_quiet", 0.0),
+            data.get("extract_in", "thread"),
+        )
         super().__init__(**data)
 
     def model_post_init(self, __context: Any) -> None:
@@ -296,9 +302,11 @@ class ComposableMemory(BaseMemory):
                 pushes the session's queued pass back to now + this (0: off). With
                 ``extract_every`` too, whichever comes first.
             extract_in: who runs the queued passes: ``"thread"`` (default), a thread
-                of this memory, with ``llm`` (without ``llm`` nothing is queued);
+                of this memory, with ``llm`` (``extract_every`` or
+                ``extract_after_quiet`` without ``llm`` is a ValueError);
                 ``"worker"``: ``llama-memory worker --store PATH`` processes, which
-                bring their own LLM (this memory needs none).
+                bring their own LLM (this memory needs none, but a ``path`` or
+                ``store`` they can open).
             profile: the user-profile source (:class:`ProfileSource`) on this
                 memory's store. ``None``: part of the default sources only; ``True``
                 or a pydantic model class (the profile's schema): also added to
@@ -352,7 +360,9 @@ class ComposableMemory(BaseMemory):
                 embedding object (such as a model name), a ``chat_history`` that is
                 not a list of ``ChatMessage``.
             ValueError: a ``path`` that is a database URL (``path`` is a directory),
-                ``path`` and ``store`` both given.
+                ``path`` and ``store`` both given, ``extract_every`` or
+                ``extract_after_quiet`` with no one to run the passes (no ``llm`` in
+                ``extract_in="thread"``, an in-memory store with ``"worker"``).
         """
         if kwargs:
             reject_unknown("ComposableMemory.from_defaults()", kwargs, parameters(cls.from_defaults))
@@ -868,10 +878,19 @@ class ComposableMemory(BaseMemory):
         config = {**data, **restore_hook_arguments(data), **kwargs}
         config.pop("class_name", None)
         restore_parts(config)
+        llm_left_behind = isinstance(config.get("llm"), dict)
         restore_live_parts(config)
+        # Restored without its llm (the RestoreWarning says extraction is off): the
+        # memory keeps its formation settings, for to_dict and a later restore with an
+        # llm, without the ValueError a new memory built that way gets.
+        idle = {k: config.pop(k) for k in ("extract_every", "extract_after_quiet") if k in config} if (
+            llm_left_behind and config.get("extract_in", "thread") == "thread"
+        ) else {}
         check_restorable(config.get("path"))
         history = config.pop("chat_history", None)
         memory = cls.from_defaults(**config)
+        for name, value in idle.items():
+            setattr(memory, name, value)
         if history and memory.path is None and "store" not in memory._config:
             memory.primary_memory.set([ChatMessage.model_validate(m) for m in history])
         return memory

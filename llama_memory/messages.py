@@ -35,17 +35,22 @@ def role_name(message: ChatMessage) -> str:
 
 
 def check_storable(message: ChatMessage, position: int = 0) -> None:
-    """Raise ``ValueError`` naming the message if it holds text UTF-8 cannot store: a
-    lone surrogate (``"\\ud800"``, left by decoding bytes with ``errors="surrogateescape"``
-    or by a broken JSON source). Checked before anything is written."""
-    data = dump_message(message)
+    """Raise ``ValueError`` naming the message if it holds text the store cannot hold
+    (:func:`check_text`). Checked before anything is written."""
+    check_text(dump_message(message), f"message {position} ({role_name(message)})", "nothing was stored")
+
+
+def check_text(text: str, what: str, outcome: str) -> None:
+    """Raise ``ValueError`` saying that ``what`` holds text UTF-8 cannot store, and the
+    ``outcome`` ("nothing was stored"): a lone surrogate (``"\\ud800"``, left by decoding
+    bytes with ``errors="surrogateescape"`` or by a broken JSON source). The one check of
+    the text a memory takes: what ``put()`` stores and what ``get()``/``search()`` look for."""
     try:
-        data.encode("utf-8")
+        text.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise ValueError(
-            f"message {position} ({role_name(message)}) holds text that is not valid Unicode "
-            f"({exc.reason}: {data[exc.start : exc.end]!r}); nothing was stored. Clean it "
-            "first, e.g. text.encode('utf-8', 'replace').decode('utf-8')"
+            f"{what} holds text that is not valid Unicode ({exc.reason}: {text[exc.start : exc.end]!r}); "
+            f"{outcome}. Clean it first, e.g. text.encode('utf-8', 'replace').decode('utf-8')"
         ) from None
 
 

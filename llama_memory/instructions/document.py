@@ -95,10 +95,12 @@ class Instructions:
 
     def replace(self, old: str, new: str, reason: Optional[str] = None) -> Instruction:
         """Reword the current instruction ``old`` (its id or text) as ``new``; it keeps
-        its id. Returns the instruction now."""
-        instruction_id = self._named(old).id
+        its id. Returns the instruction now. Writes nothing when the user's instructions
+        are already as asked (``new`` is current and ``old`` is not: a script run
+        again); rewording ``old`` to another current instruction's text removes
+        ``old``, so the user keeps one of them."""
         self.apply([InstructionOp("replace", text=new, target=old, reason=reason)])
-        return self._named(instruction_id)
+        return self._named(new)
 
     def apply(
         self,

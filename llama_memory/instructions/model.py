@@ -147,7 +147,9 @@ def plan_rows(
     """The rows to supersede and to insert to apply ``ops`` in order to the current rows.
 
     Adding an instruction the user has already (same text, case and spacing aside)
-    changes nothing, as does rewording one to its own text. ValueError (nothing
+    changes nothing, as does rewording one to its own text, or rewording one that is
+    gone to a text the user has (the replace was made already). Rewording one to the
+    text of another current instruction removes it: one instruction, not two. ValueError (nothing
     written) for a target no current instruction matches (unless ``missing_ok``: a
     removal of what is gone already is then skipped), or beyond
     :data:`MAX_INSTRUCTIONS`."""
@@ -169,6 +171,13 @@ def plan_rows(
         elif entry.row_id is not None:
             supersede.append(entry.row_id)
 
+    def remove(key: str, entry: _Entry) -> None:
+        added_now = entry.row_id is None
+        unwrite(entry)
+        del entries[key]
+        if not added_now:  # a removal is recorded only of what was stored
+            inserts.append(ProfileValue(key, "remove", None, removed=True))
+
     for op in ops:
         if op.op == "add":
             if find_id(_texts(entries), str(op.text)) is not None:
@@ -184,24 +193,24 @@ def plan_rows(
             inserts.append(entry.written)
             continue
         found = find_id(_texts(entries), str(op.target))
+        held = find_id(_texts(entries), str(op.text)) if op.op == "replace" else None
         if found is None:
-            if missing_ok and op.op == "remove":
-                continue
+            if (missing_ok and op.op == "remove") or held is not None:
+                continue  # a replace already made (e.g. a script run again) changes nothing
             raise ValueError(missing_target(str(op.target), _texts(entries)))
         key, entry = found, entries[found]
         if op.op == "replace":
-            if normalize_text(str(op.text)) == normalize_text(entry.value.get("text", "")):
+            if held == key:
+                continue
+            if held is not None:  # worded as another one already: one instruction, not two
+                remove(key, entry)
                 continue
             unwrite(entry)
             entry.value = value_of(op)
             entry.written = ProfileValue(key, "replace", entry.value)
             inserts.append(entry.written)
         else:
-            added_now = entry.row_id is None
-            unwrite(entry)
-            del entries[key]
-            if not added_now:  # a removal is recorded only of what was stored
-                inserts.append(ProfileValue(key, "remove", None, removed=True))
+            remove(key, entry)
     return tuple(supersede), tuple(inserts)
 
 
