@@ -84,3 +84,9 @@ class RestoreWarning(UserWarning):
 
 class ModelIntegrityError(LlamaMemoryError, RuntimeError):
     """The offline embedding model's files are missing or do not match their checksum."""
+
+
+class NotPicklableError(LlamaMemoryError, TypeError):
+    """A memory cannot be pickled: a part of it cannot travel to another process (an
+    in-memory store, custom sources, an LLM that does not pickle...). A TypeError, as
+    Python's own "cannot pickle" errors are."""

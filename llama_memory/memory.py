@@ -32,7 +32,14 @@ from .formation import FormationWorker, PassPart
 from .instructions import Instructions
 from .instrumentation import Stopwatch, dispatcher, retrieval_event
 from .relevance import DEFAULT_MIN_RELEVANCE
-from .restore import memory_to_dict, restore_hook_arguments, restore_live_parts, restore_parts
+from .restore import (
+    memory_to_dict,
+    pickled_memory,
+    restore_hook_arguments,
+    restore_live_parts,
+    restore_parts,
+    unpickle_memory,
+)
 from .set_questions import SET_SPREAD
 from .sources.base import MemorySource, ProfileHolder, TripleHolder, WindowAware, WithTools
 from .sources.base import Source as SourceProtocol
@@ -852,6 +859,24 @@ class ComposableMemory(BaseMemory):
         :meth:`from_dict` asks for them instead of silently building defaults.
         """
         return memory_to_dict(self)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle as the configuration that reopens this memory (:meth:`to_dict`) and
+        the live parts that pickle themselves (the ``llm``, a ``tokenizer_fn``): the
+        copy, in this process or another (multiprocessing, a cache), reopens the same
+        store with :meth:`from_dict` and stores what it is given there, where this
+        memory and any other on the store see it.
+
+        Raises:
+            NotPicklableError: (a TypeError) the copy could not reopen this memory: an
+                in-memory store (``path=None``), custom sources or primary memory, a
+                Chroma client or connection pool object, an ``llm`` that does not
+                pickle. The message names ``to_dict()``/``from_dict()``, the way to
+                pass those parts again.
+            MemoryClosedError: the memory is closed.
+        """
+        data, live = pickled_memory(self)
+        return (unpickle_memory, (type(self), data, live))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], **kwargs: Any) -> "ComposableMemory":

@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RestoreHook",
+    "pickled_memory",
+    "unpickle_memory",
     "embedding_from_dict",
     "embedding_to_dict",
     "import_class",
@@ -338,3 +340,94 @@ def restore_parts(config: dict[str, Any]) -> None:
             )
         elif kind == "none":
             config[argument] = []
+
+
+# -- pickling -----------------------------------------------------------------------------
+
+# What pickling says when it must refuse: the way that works for what it cannot carry.
+_INSTEAD = (
+    "; save the configuration with memory.to_dict() and reopen it with "
+    "ComposableMemory.from_dict(data, ...), passing what the dict cannot carry"
+)
+
+
+def pickled_memory(memory: ComposableMemory) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What a pickle of ``memory`` carries: its :func:`memory_to_dict` and the live parts
+    that pickle themselves (the llm, a tokenizer function, an embedding model whose
+    configuration is not plain data), as ``from_dict`` keyword arguments.
+    :class:`~llama_memory.errors.NotPicklableError` naming ``to_dict()``/``from_dict()``
+    when the copy could not reopen the same memory: it must store what it is given
+    where this one does, or not exist."""
+    from .errors import NotPicklableError
+
+    memory._check_open()
+    data = memory_to_dict(memory)
+    if memory.path is None and "store" not in memory._config:
+        raise NotPicklableError(
+            "cannot pickle an in-memory ComposableMemory (path=None): its store lives in this "
+            "process, and a copy could not reach it. Give it a path= (or a PostgreSQL store=) "
+            "to pickle it" + _INSTEAD
+        )
+    for part, argument in (("sources", "secondary_memory_sources"), ("primary", "primary_memory")):
+        if data.get(part) == "custom":
+            raise NotPicklableError(
+                f"cannot pickle a ComposableMemory built with a custom {argument} (live objects "
+                f"on a store of their own)" + _INSTEAD + f" ({argument}=...)"
+            )
+    for key, argument in (("chroma_client", "chroma_client"), ("store", "store")):
+        if isinstance(data.get(key), dict):
+            raise NotPicklableError(
+                f"cannot pickle a ComposableMemory on a {argument} object of the application's "
+                f"({data[key].get('qualified_name')}), a live connection" + _INSTEAD + f" ({argument}=...)"
+            )
+    from .writing import check_formation
+
+    try:
+        check_formation(memory.llm, memory.extract_every, memory.extract_after_quiet, memory.extract_in)
+    except ValueError as exc:  # restored without its llm: a copy could not be built so
+        raise NotPicklableError(
+            f"cannot pickle this ComposableMemory: it was restored without its llm ({exc})" + _INSTEAD
+            + " (llm=...)"
+        ) from None
+    live: dict[str, Any] = {}
+    if memory.llm is not None:
+        live["llm"] = _picklable_part(memory.llm, "its llm", "llm")
+    if "tokenizer_fn" in data:
+        live["tokenizer_fn"] = _picklable_part(memory.tokenizer_fn, "its tokenizer_fn", "tokenizer_fn")
+    model = data.get("embed_model")
+    if isinstance(model, dict) and "error" in model:
+        live["embed_model"] = _picklable_part(
+            _embed_model_of(memory), f"its embedding model ({model['error']})", "embed_model"
+        )
+    return data, live
+
+
+def unpickle_memory(cls: type[ComposableMemory], data: dict[str, Any], live: dict[str, Any]) -> ComposableMemory:
+    """The memory a pickle made by :func:`pickled_memory` describes, reopened on its store
+    (``cls.from_dict(data, **live)``)."""
+    return cls.from_dict(data, **live)
+
+
+def _picklable_part(value: Any, what: str, argument: str) -> Any:
+    """``value`` if it pickles, else NotPicklableError saying what it is and what to do."""
+    import pickle
+
+    from .errors import NotPicklableError
+
+    try:
+        pickle.dumps(value)
+    except Exception as exc:
+        raise NotPicklableError(
+            f"cannot pickle this ComposableMemory: {what}, {type(value).__name__}, cannot be "
+            f"pickled ({exc})" + _INSTEAD + f" ({argument}=...)"
+        ) from exc
+    return value
+
+
+def _embed_model_of(memory: ComposableMemory) -> Any:
+    """The embedding model of the memory's sources (the one ``to_dict`` describes)."""
+    for source in memory._sources:
+        model = getattr(source, "embed_model", None)
+        if isinstance(model, BaseEmbedding):
+            return model
+    return None

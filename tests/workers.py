@@ -498,3 +498,14 @@ def app_server(conn: Connection, url: str, home: str) -> None:
             memory.close()
     except BaseException:
         conn.send(("error", traceback.format_exc(), []))
+
+
+def pickled_writer(conn: Connection, memory: ComposableMemory, text: str) -> None:
+    """Put ``text`` through ``memory``, which came pickled from the parent process (as
+    ``multiprocessing`` sends a ``Process``'s arguments); send what it is built of."""
+    try:
+        memory.put(ChatMessage(role="user", content=text))
+        conn.send({"sources": [s.name for s in memory.sources], "history": len(memory.get_all())})
+        memory.close()
+    except BaseException:
+        conn.send({"error": traceback.format_exc()})
