@@ -10,6 +10,7 @@ without importing LlamaIndex or loading the embedding model; ``search`` needs bo
 
     python -m bench.cli_speed                 # 5 runs of each command
     python -m bench.cli_speed --runs 9 --json
+    python -m bench.cli_speed --checkout ../old-main   # another checkout's code, same store
 """
 
 from __future__ import annotations
@@ -55,16 +56,16 @@ def make_store(path: "Path | str") -> None:
         memory.close()
 
 
-def time_command(argv: list[str], runs: int) -> dict[str, Any]:
+def time_command(argv: list[str], runs: int, code: Path = ROOT) -> dict[str, Any]:
     """Median and fastest wall time (s) and the largest peak RSS (MB) of ``runs`` runs."""
     times: list[float] = []
     peak_kb = 0
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(code)}
     for _ in range(runs):
         start = time.perf_counter()
         child = subprocess.Popen(
             [sys.executable, "-m", "llama_memory.cli", *argv],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT, env=env,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=code, env=env,
         )  # fmt: skip
         # wait4 gives this child's own resource use (its peak RSS), not all children's.
         _, status, usage = os.wait4(child.pid, 0)
@@ -81,8 +82,9 @@ def time_command(argv: list[str], runs: int) -> dict[str, Any]:
     }
 
 
-def run(runs: int) -> dict[str, Any]:
-    """Time every command of :data:`COMMANDS` on a new small store."""
+def run(runs: int, code: Path = ROOT) -> dict[str, Any]:
+    """Time every command of :data:`COMMANDS`, running the package in ``code`` (a
+    checkout), on a new small store."""
     with tempfile.TemporaryDirectory() as tmp:
         store = Path(tmp) / "store"
         # In a child: a child's peak RSS starts from its parent's at fork, and this
@@ -94,7 +96,7 @@ def run(runs: int) -> dict[str, Any]:
         report: dict[str, Any] = {"runs": runs, "commands": {}}
         for label, argv in COMMANDS:
             args = [a.replace("{store}", str(store)) for a in argv]
-            report["commands"][label] = time_command(args, runs)
+            report["commands"][label] = time_command(args, runs, code)
         return report
 
 
@@ -102,8 +104,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="runs of each command (default 5)")
     parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument(
+        "--checkout", type=Path, default=ROOT,
+        help="the checkout whose llama_memory is timed (default: this one), for before/after",
+    )  # fmt: skip
     args = parser.parse_args()
-    report = run(args.runs)
+    report = run(args.runs, args.checkout.resolve())
     if args.json:
         print(json.dumps(report, indent=2))
         return
