@@ -11,31 +11,91 @@ the prompt::
     response = await agent.run("Where should I eat tonight?", memory=memory)
 """
 
-from .admin import MemoryAdmin
-from .agents import RunMemoryTool
-from .buffer import ChatBuffer, ChatLog, ChatLogChanges, SharedChatLog
-from .compose import MemoryBlock
-from .embeddings import OfflineEmbedding, default_embedding
-from .errors import (
-    EmbeddingDimensionError,
-    EmbeddingMismatchError,
-    EmbeddingModelError,
-    LlamaMemoryError,
-    MemoryClosedError,
-    ModelIntegrityError,
-    RestoreWarning,
-    ScopeError,
-    StorageError,
-)
-from .expiry import Expiry
-from .extraction import ExtractionError
-from .memory import ComposableMemory
-from .restore import set_restore_hook
-from .sources import LlamaIndexMemorySource, MemorySource, ProfileSource, VectorSource
-from .sources.profile import ProfileUpdateError
-from .sources.triples import KnowledgeTriple, TripleError, TripleSource
-from .storage.reconcile import ReconcileReport
-from .types import MemoryRecord, Scope, StoredMessage
+from typing import TYPE_CHECKING, Any
+
+# Where each public name lives. They are imported on first use (PEP 562), so that
+# `import llama_memory` and the command line's --help stay fast: the full package
+# pulls in LlamaIndex, Chroma and the embedding runtime (about a second).
+_EXPORTS: dict[str, str] = {
+    "ChatBuffer": ".buffer",
+    "ChatLog": ".buffer",
+    "ChatLogChanges": ".buffer",
+    "ComposableMemory": ".memory",
+    "EmbeddingDimensionError": ".errors",
+    "EmbeddingMismatchError": ".errors",
+    "EmbeddingModelError": ".errors",
+    "Expiry": ".expiry",
+    "ExtractionError": ".extraction",
+    "KnowledgeTriple": ".sources.triples",
+    "LlamaIndexMemorySource": ".sources",
+    "LlamaMemoryError": ".errors",
+    "MemoryAdmin": ".admin",
+    "MemoryBlock": ".compose",
+    "MemoryClosedError": ".errors",
+    "MemoryRecord": ".types",
+    "MemorySource": ".sources",
+    "ModelIntegrityError": ".errors",
+    "OfflineEmbedding": ".embeddings",
+    "ProfileSource": ".sources",
+    "ProfileUpdateError": ".sources.profile",
+    "ReconcileReport": ".storage.reconcile",
+    "RestoreWarning": ".errors",
+    "RunMemoryTool": ".agents",
+    "Scope": ".types",
+    "ScopeError": ".errors",
+    "SharedChatLog": ".buffer",
+    "StorageError": ".errors",
+    "StoredMessage": ".types",
+    "TripleError": ".sources.triples",
+    "TripleSource": ".sources.triples",
+    "VectorSource": ".sources",
+    "default_embedding": ".embeddings",
+    "set_restore_hook": ".restore",
+}
+
+if TYPE_CHECKING:  # what type checkers and IDEs see: the eager imports
+    from .admin import MemoryAdmin
+    from .agents import RunMemoryTool
+    from .buffer import ChatBuffer, ChatLog, ChatLogChanges, SharedChatLog
+    from .compose import MemoryBlock
+    from .embeddings import OfflineEmbedding, default_embedding
+    from .errors import (
+        EmbeddingDimensionError,
+        EmbeddingMismatchError,
+        EmbeddingModelError,
+        LlamaMemoryError,
+        MemoryClosedError,
+        ModelIntegrityError,
+        RestoreWarning,
+        ScopeError,
+        StorageError,
+    )
+    from .expiry import Expiry
+    from .extraction import ExtractionError
+    from .memory import ComposableMemory
+    from .restore import set_restore_hook
+    from .sources import LlamaIndexMemorySource, MemorySource, ProfileSource, VectorSource
+    from .sources.profile import ProfileUpdateError
+    from .sources.triples import KnowledgeTriple, TripleError, TripleSource
+    from .storage.reconcile import ReconcileReport
+    from .types import MemoryRecord, Scope, StoredMessage
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name from its module on first use, then keep it here."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
+
 
 __version__ = "0.1.0"
 

@@ -30,50 +30,33 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
-from typing import IO, Any, Optional, Union
+from typing import IO, TYPE_CHECKING, Any, Optional, Union
 from uuid import uuid4
 
-from llama_index.core.base.embeddings.base import BaseEmbedding
-from llama_index.core.base.llms.types import ChatMessage
-from pydantic import ValidationError
-
-from .buffer import ChatBuffer
-from .compose import MemoryBlock
-from .config import (
-    default_profile_source,
-    default_triple_source,
-    open_instructions,
-    open_postgres,
-    postgres_profile_rows,
-    postgres_triple_source,
-    postgres_vector_source,
-)
+from .defaults import DEFAULT_MEMORY_TOKEN_LIMIT, DEFAULT_TOP_K
 from .errors import LlamaMemoryError, StorageError
-from .instructions import Instruction
-from .memory import (
-    DEFAULT_MEMORY_TOKEN_LIMIT,
-    DEFAULT_TOP_K,
-    ComposableMemory,
-    default_vector_source,
-    resolve_embed_model,
-)
-from .messages import dump_message, load_message, to_epoch
-from .progress import Progress
-from .sources.base import MemorySource
-from .sources.profile import ProfileChange, ProfileSource
-from .sources.triples import KnowledgeTriple, TripleSource
-from .sources.triples.model import to_triple
-from .sources.triples.normalize import search_text
-from .sources.vector import VectorSource
 from .storage.admin import StoreAdmin
 from .storage.chroma import CHROMA_DIRNAME, http_client, server_address
 from .storage.expiry import Expiry
 from .storage.ports.admin import AdminRows, SessionSummary, StoreCounts, UserSummary
 from .storage.reconcile import ReconcileReport
 from .storage.sqlite import DB_FILENAME, SQLiteStore
-from .storage.sqlite.profile import SQLiteProfileRows
-from .storage.sqlite.triples import SQLiteTripleTimeline
 from .types import MemoryRecord, Scope, now
+
+if TYPE_CHECKING:
+    # The memory, its sources and LlamaIndex are imported by the methods that use them:
+    # listing users, sessions and counts (the command line's quick commands) needs none.
+    from llama_index.core.base.embeddings.base import BaseEmbedding
+    from llama_index.core.base.llms.types import ChatMessage
+
+    from .compose import MemoryBlock
+    from .instructions import Instruction
+    from .memory import ComposableMemory
+    from .progress import Progress
+    from .sources.base import MemorySource
+    from .sources.profile import ProfileChange, ProfileSource
+    from .sources.triples import KnowledgeTriple, TripleSource
+    from .sources.vector import VectorSource
 
 __all__ = [
     "EXPORT_FORMAT",
@@ -225,6 +208,7 @@ class MemoryAdmin:
                     "a PostgreSQL store keeps its vectors in the same database (pgvector): "
                     "drop chroma_url / chroma_client (--chroma-url)"
                 )
+            from .config import open_postgres
             from .storage.postgres.admin import PostgresStoreAdmin
 
             self.store = open_postgres(self.url)
@@ -280,6 +264,8 @@ class MemoryAdmin:
         return self._chroma_client
 
     def _embed(self) -> BaseEmbedding:
+        from .config import resolve_embed_model
+
         if self._embed_model is None:
             self._embed_model = resolve_embed_model(None)
         return self._embed_model
@@ -287,6 +273,9 @@ class MemoryAdmin:
     @property
     def profile_source(self) -> ProfileSource:
         """The profile source on this store (opened on first use; no model needed)."""
+        from .config import default_profile_source, postgres_profile_rows
+        from .sources.profile import ProfileSource
+
         if self._profile is None:
             self._profile = (
                 ProfileSource(postgres_profile_rows(self.store)) if self.url is not None
@@ -297,6 +286,8 @@ class MemoryAdmin:
     @property
     def vector_source(self) -> VectorSource:
         """The past-messages source on this store (loads the embedding model and Chroma)."""
+        from .config import default_vector_source, postgres_vector_source
+
         if self._vector is None:
             self._vector = (
                 postgres_vector_source(self.store, self._embed(), Expiry()) if self.url is not None
@@ -307,6 +298,8 @@ class MemoryAdmin:
     def triple_source(self, create: bool = False) -> Optional[TripleSource]:
         """The knowledge-triple source when the store holds triples (or ``create``),
         else None."""
+        from .config import default_triple_source, postgres_triple_source
+
         if self._triples is None and (create or self._admin.has_triples()):
             self._triples = (
                 postgres_triple_source(self.store, self._embed(), Expiry()) if self.url is not None
@@ -325,6 +318,10 @@ class MemoryAdmin:
         application would open it: ``session_id`` resumes that conversation (its
         window is what the block is deduplicated against), default a new, empty one.
         It shares the admin's sources: close the admin, not the memory."""
+        from .buffer import ChatBuffer
+        from .config import open_instructions
+        from .memory import ComposableMemory
+
         session = session_id or uuid4().hex
         scope = Scope(user_id=user_id, session_id=session, tenant_id=self.tenant_id)
         memory = ComposableMemory(
@@ -350,11 +347,14 @@ class MemoryAdmin:
 
     def user(self, user_id: str) -> UserSummary:
         """One user's counts; :class:`UnknownUserError` when the tenant has nothing of them."""
+        _require_text(user_id, "user_id")
         for summary in self.users():
             if summary.user_id == user_id:
                 return summary
         known = [u.user_id for u in self.users()]
-        shown = ", ".join(map(repr, known[:10])) + (", ..." if len(known) > 10 else "")
+        # Each id cut to 40 characters: an id of any length leaves the message readable.
+        brief = [repr(u) if len(u) <= 40 else repr(u[:39]) + "…" for u in known[:10]]
+        shown = ", ".join(brief) + (", ..." if len(known) > 10 else "")
         raise UnknownUserError(
             f"no user {user_id!r} in tenant {self.tenant_id!r} of {self.location}"
             + (f"; its users are {shown}" if known else "; it has no users")
@@ -389,6 +389,8 @@ class MemoryAdmin:
             limit: at most this many.
             newest_first: the latest first (default the oldest first).
         """
+        from .messages import to_epoch
+
         self.user(user_id)
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
             raise ValueError(f"limit must be a non-negative integer or None, got {limit!r}")
@@ -414,6 +416,8 @@ class MemoryAdmin:
     def instructions(self, user_id: str, include_history: bool = False) -> list[Instruction]:
         """The standing instructions the assistant follows for the user, oldest first;
         with ``include_history``, replaced and removed ones too."""
+        from .config import open_instructions
+
         instructions = open_instructions(self.store, self._scope(user_id))
         assert instructions is not None  # _scope gives a user
         return instructions.history() if include_history else instructions.current()
@@ -422,6 +426,9 @@ class MemoryAdmin:
         """The user's knowledge triples that have not expired, oldest first: those that
         hold now, or all with ``include_history`` (read from SQLite alone: no model or
         Chroma needed)."""
+        from .sources.triples.model import to_triple
+        from .storage.sqlite.triples import SQLiteTripleTimeline
+
         scope = self._scope(user_id)
         scope.require_user()
         if not self._admin.has_triples():
@@ -522,6 +529,9 @@ class MemoryAdmin:
     def reindex(self, progress: Optional[Progress] = None) -> int:
         """Rebuild the dense indexes (past messages, triples) from the system of record,
         for every tenant and user; return how many records were embedded."""
+        from .sources.triples import TripleSource
+        from .sources.vector import VectorSource
+
         sources = [s for s in self.sources() if isinstance(s, (VectorSource, TripleSource))]
         total, _ = self._backlog()
         with _watching(progress, lambda: self._backlog()[1], total):
@@ -530,6 +540,9 @@ class MemoryAdmin:
     def flush(self, progress: Optional[Progress] = None) -> int:
         """Embed every record (and triple) still waiting for the dense index, of every
         tenant; return how many."""
+        from .sources.triples import TripleSource
+        from .sources.vector import VectorSource
+
         sources = [s for s in self.sources() if isinstance(s, (VectorSource, TripleSource))]
         with _watching(progress, lambda: self._backlog()[1], self._backlog()[1]):
             return sum(source.flush() for source in sources)
@@ -617,6 +630,11 @@ class MemoryAdmin:
         this tenant; return how many rows of each kind were new. Importing the same rows
         again changes nothing; into a store that has some of them, only the rest is
         added. Records and triples are embedded before it returns."""
+        from pydantic import ValidationError
+
+        from .sources.triples.normalize import search_text
+        from .storage.sqlite.profile import SQLiteProfileRows
+
         iterator = iter(rows)
         header = next(iterator, None)
         _check_header(header)
@@ -702,6 +720,11 @@ class MemoryAdmin:
         twice changes nothing. Returns ``{"message": new messages, "session": sessions
         touched}``.
         """
+        from llama_index.core.base.llms.types import ChatMessage
+        from pydantic import ValidationError
+
+        from .messages import dump_message, load_message
+
         if isinstance(data, str):
             data = json.loads(data)
         store = data.get("store") if isinstance(data, Mapping) else None
@@ -762,8 +785,7 @@ class MemoryAdmin:
         return self.store.location if self.url is not None else str(self.path)
 
     def _scope(self, user_id: str) -> Scope:
-        if not isinstance(user_id, str) or not user_id:
-            raise ValueError(f"user_id must be a non-empty string, got {user_id!r}")
+        _require_text(user_id, "user_id")
         return Scope(user_id=user_id, tenant_id=self.tenant_id)
 
 

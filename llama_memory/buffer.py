@@ -47,6 +47,7 @@ from llama_index.core.memory.types import BaseMemory
 from llama_index.core.utils import get_tokenizer
 
 from .asyncbridge import BridgeSafeRLock, LoopLocks, run_io
+from .defaults import DEFAULT_TOKEN_LIMIT as DEFAULT_TOKEN_LIMIT
 from .messages import message_text
 from .storage.ports.chat import ChatLog, ChatLogChanges, SharedChatLog
 
@@ -59,8 +60,6 @@ __all__ = ["ChatBuffer", "ChatLog", "ChatLogChanges", "DEFAULT_TOKEN_LIMIT", "Sh
 
 logger = logging.getLogger(__name__)
 
-#: Token limit used when none is given (the same as LlamaIndex's ChatMemoryBuffer).
-DEFAULT_TOKEN_LIMIT = 3000
 
 
 def _json_default(value: Any) -> Any:

@@ -82,6 +82,28 @@ def _short(text: str, width: int = 100) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
+#: The widest a table cell (an id, a name) is shown; --json gives every value whole.
+CELL_WIDTH = 40
+
+
+def _shown(value: Any, width: int = CELL_WIDTH) -> str:
+    """A value as one line of at most ``width`` characters: newlines and other control
+    characters escaped (an id holding a newline must not break a table), the middle of
+    a long value elided (ids usually differ at their start or end)."""
+    text = "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in str(value)
+    )
+    if len(text) <= width:
+        return text
+    head = (width - 1) // 2
+    return text[:head] + "…" + text[len(text) - (width - 1 - head) :]
+
+
+def _count(n: int, singular: str, plural: Optional[str] = None) -> str:
+    """``1 record``, ``2 records``."""
+    return f"{n} {singular if n == 1 else (plural or singular + 's')}"
+
+
 def _size(n: int) -> str:
     size = float(n)
     for unit in ("B", "KB", "MB", "GB"):
@@ -92,22 +114,22 @@ def _size(n: int) -> str:
 
 
 def _table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> None:
-    cells = [[str(c) for c in header]] + [[str(c) for c in row] for row in rows]
+    cells = [[str(c) for c in header]] + [[_shown(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
     for row in cells:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
 
 
-def _print_record(rank: Optional[int], record: Any) -> None:
+def _print_record(rank: Optional[int], record: Any, indent: str = "") -> None:
     head = f"{rank}. " if rank is not None else ""
     score = f"score {record.score:.3f}  " if rank is not None else ""
     print(
-        f"{head}[{record.source}] {score}id {record.id or '-'}  session {record.session_id or '-'}  "
-        f"at {_when(record.event_time)}"
+        f"{indent}{head}[{record.source}] {score}id {_shown(record.id or '-')}  "
+        f"session {_shown(record.session_id or '-')}  at {_when(record.event_time)}"
     )
     for part in record.parts or [record]:
         ids = f"  (messages {', '.join(part.message_ids)})" if part.message_ids else ""
-        print(f"     {_short(part.transcript)}{ids}")
+        print(f"{indent}     {_short(part.transcript)}{ids}")
 
 
 # --------------------------------------------------------------------------- commands
@@ -192,11 +214,11 @@ def cmd_show(args: argparse.Namespace) -> None:
     if args.json:
         return _print_json(overview)
     s = overview.summary
-    print(f"user {s.user_id} (tenant {args.tenant or 'default'})")
+    print(f"user {_shown(s.user_id, 200)} (tenant {_shown(args.tenant or 'default')})")
     print(
-        f"  {s.sessions} sessions, {s.messages} messages, {s.records} records, "
-        f"{s.triples} current triples, {s.profile_fields} profile fields; "
-        f"last active {_when(s.last_active)} UTC"
+        f"  {_count(s.sessions, 'session')}, {_count(s.messages, 'message')}, "
+        f"{_count(s.records, 'record')}, {_count(s.triples, 'current triple')}, "
+        f"{_count(s.profile_fields, 'profile field')}; last active {_when(s.last_active)} UTC"
     )
     print("\nprofile:")
     if overview.profile:
@@ -235,7 +257,7 @@ def cmd_records(args: argparse.Namespace) -> None:
         return _print_json(records)
     for record in records:
         _print_record(None, record)
-    print(f"{len(records)} records")
+    print(_count(len(records), "record"))
 
 
 def cmd_search(args: argparse.Namespace) -> None:
@@ -256,7 +278,7 @@ def cmd_explain(args: argparse.Namespace) -> None:
     if args.json:
         return _print_json({"query": args.query, "token_limit": limit, **_jsonable(block)})
     print(block.text or "(nothing would be injected)")
-    print(f"\n{len(block.records)} records shown, {block.token_count} of {limit} tokens:")
+    print(f"\n{_count(len(block.records), 'record')} shown, {block.token_count} of {limit} tokens:")
     for rank, record in enumerate(block.records, start=1):
         _print_record(rank, record)
     print("\nleft out:")
@@ -265,7 +287,7 @@ def cmd_explain(args: argparse.Namespace) -> None:
     print(f"  {block.dropped_for_budget} for the token budget ({limit} tokens)")
     for item in block.left_out:
         print(f"  - {item.reason}:")
-        _print_record(None, item.record)
+        _print_record(None, item.record, indent="    ")
 
 
 def cmd_delete(args: argparse.Namespace) -> None:
@@ -273,7 +295,7 @@ def cmd_delete(args: argparse.Namespace) -> None:
         source = admin.delete_record(args.user, args.record_id)
     if args.json:
         return _print_json({"deleted": args.record_id, "source": source})
-    print(f"deleted {args.record_id} ({source}) of {args.user}")
+    print(f"deleted {_shown(args.record_id)} ({source}) of {_shown(args.user)}")
 
 
 def cmd_export(args: argparse.Namespace) -> None:
@@ -290,20 +312,24 @@ def cmd_export(args: argparse.Namespace) -> None:
         summary = {"rows": rows, "file": str(args.output)}
         if args.json:
             return _print_json(summary)
-        print(f"exported {rows} rows to {args.output}")
-
-
-def is_postgres_url(value: str) -> bool:
-    """Whether ``--store`` names a PostgreSQL database rather than a directory."""
-    return value.startswith(("postgresql://", "postgres://"))
+        print(f"exported {_count(rows, 'row')} to {args.output}")
 
 
 def cmd_import(args: argparse.Namespace) -> None:
+    if args.file == "-":  # `llama-memory export u --store a | llama-memory import - --store b`
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as folder:  # private: the export holds a user's data
+            args.file = str(Path(folder) / "stdin.jsonl")
+            with open(args.file, "w", encoding="utf-8") as copy:
+                shutil.copyfileobj(sys.stdin, copy)
+            return cmd_import(args)
     file = Path(args.file)
     if not file.is_file():
         raise CommandError(f"no file to import at {file}")
     if args.tenant is None:
         args.tenant = _file_tenant(file)
+    from .admin import is_postgres_url
     from .storage.chroma import CHROMA_DIRNAME, OPEN_LOCK
     from .storage.sqlite import DB_FILENAME
 
@@ -338,9 +364,8 @@ def cmd_import(args: argparse.Namespace) -> None:
 def _print_import(args: argparse.Namespace, added: Any) -> None:
     if args.json:
         return _print_json({"tenant": args.tenant, "added": dict(added)})
-    names = {"message": "messages", "record": "records", "profile": "profile rows",
-             "triple": "triples", "session": "sessions"}  # fmt: skip
-    parts = ", ".join(f"{n} {names.get(k, k)}" for k, n in sorted(added.items())) or "nothing new"
+    names = {"profile": "profile row"}
+    parts = ", ".join(_count(n, names.get(k, k)) for k, n in sorted(added.items())) or "nothing new"
     print(f"imported into tenant {args.tenant!r}: {parts}")
 
 
@@ -369,7 +394,7 @@ def cmd_forget(args: argparse.Namespace) -> None:
         admin.forget(args.user)
     if args.json:
         return _print_json({"forgotten": args.user})
-    print(f"forgot {args.user}")
+    print(f"forgot {_shown(args.user)}")
 
 
 def cmd_reindex(args: argparse.Namespace) -> None:
@@ -377,7 +402,7 @@ def cmd_reindex(args: argparse.Namespace) -> None:
         count = admin.reindex(progress)
     if args.json:
         return _print_json({"indexed": count})
-    print(f"reindexed {count} records")
+    print(f"reindexed {_count(count, 'record')}")
 
 
 def cmd_reconcile(args: argparse.Namespace) -> None:
@@ -386,7 +411,14 @@ def cmd_reconcile(args: argparse.Namespace) -> None:
     if args.json:
         return _print_json(reports)
     for name, report in reports.items():
-        print(f"{name}: {report}")
+        print(
+            f"{name}: {_count(report.users, 'user')} compared; "
+            f"{_count(report.missing, 'missing vector')} flagged for indexing, "
+            f"{report.adopted} already in the index, "
+            f"{_count(report.orphans, 'orphan vector')} deleted, "
+            f"{_count(report.dropped_collections, 'empty collection')} dropped, "
+            f"{_count(report.indexed, 'vector')} written"
+        )
 
 
 def cmd_purge_expired(args: argparse.Namespace) -> None:
@@ -394,7 +426,7 @@ def cmd_purge_expired(args: argparse.Namespace) -> None:
         count = admin.purge_expired()
     if args.json:
         return _print_json({"purged": count})
-    print(f"purged {count} expired records")
+    print(f"purged {_count(count, 'expired record')}")
 
 
 def cmd_stats(args: argparse.Namespace) -> None:
@@ -478,11 +510,14 @@ def cmd_copy(args: argparse.Namespace) -> None:
     if args.json:
         return _print_json(report)
     for tenant, users in report.users.items():
-        print(f"tenant {tenant}: copied {len(users)} users ({', '.join(users)})")
+        print(f"tenant {_shown(tenant)}: copied {_count(len(users), 'user')} ({', '.join(map(_shown, users))})")
     for tenant, users in report.skipped.items():
-        print(f"tenant {tenant}: skipped {len(users)} users already there ({', '.join(users)})")
+        print(
+            f"tenant {_shown(tenant)}: skipped {_count(len(users), 'user')} already there "
+            f"({', '.join(map(_shown, users))})"
+        )
     print("rows: " + ", ".join(f"{kind} {n}" for kind, n in sorted(report.rows.items())))
-    print(f"embedded {report.embedded} records and triples into pgvector")
+    print(f"embedded {_count(report.embedded, 'record or triple', 'records and triples')} into pgvector")
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
@@ -541,7 +576,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     def add(name: str, run: Callable[[argparse.Namespace], None], help: str) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, parents=[store], help=help, description=help)
-        sub.set_defaults(run=run)
+        sub.set_defaults(run=run, command_parser=sub)
         return sub
 
     add("users", cmd_users, "list the users of the tenant, with what is stored of each")
@@ -580,7 +615,7 @@ def build_parser() -> argparse.ArgumentParser:
         "import", cmd_import,
         "import an export, or a LlamaIndex SimpleChatStore JSON file (idempotent)",
     )  # fmt: skip
-    imp.add_argument("file")
+    imp.add_argument("file", help="the file to import, or - to read it from standard input")
     imp.add_argument(
         "--user",
         help="SimpleChatStore files: make every chat-store key a session of this user "
@@ -618,18 +653,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--skip-existing", action="store_true",
         help="leave out users the database already holds (resume a copy that stopped)",
     )  # fmt: skip
-    copy.set_defaults(run=cmd_copy)
+    copy.set_defaults(run=cmd_copy, command_parser=copy)
     demo = commands.add_parser("demo", help="run the offline two-conversation demo")
     demo.add_argument(
         "--path", type=Path, default=None, help="memory directory (default: a new temporary one)"
     )
-    demo.set_defaults(run=cmd_demo)
+    demo.set_defaults(run=cmd_demo, command_parser=demo)
     return parser
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the ``llama-memory`` command; returns the exit status."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # reported with the command's own usage, which lists its options
+        getattr(args, "command_parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     from .errors import EmbeddingDimensionError, LlamaMemoryError
 
     try:

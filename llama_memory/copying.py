@@ -89,9 +89,14 @@ def copy_store(
     if not is_postgres_url(target):
         # Not echoed: a URL of another scheme may hold a password.
         scheme = target.partition("://")[0] if isinstance(target, str) and "://" in target else None
+        if scheme:
+            got = f"a {scheme[:20]!r} URL"
+        elif isinstance(target, (str, Path)):  # a path holds no password: show it
+            got = f"{str(target)!r}, a path (copy moves a SQLite memory directory into PostgreSQL)"
+        else:
+            got = f"a {type(target).__name__}"
         raise ValueError(
-            "copy --to takes a PostgreSQL URL ('postgresql://user@host:5432/dbname'), got "
-            + (f"a {scheme[:20]!r} URL" if scheme else f"{type(target).__name__} that is not one")
+            f"copy --to takes a PostgreSQL URL ('postgresql://user@host:5432/dbname'), got {got}"
         )
     if isinstance(source, str) and is_postgres_url(source):
         raise ValueError("copy --from takes a SQLite memory directory; the source is already PostgreSQL")

@@ -26,6 +26,9 @@ from .config import VECTOR_COLLECTION as VECTOR_COLLECTION
 from .config import build_memory, check_restorable
 from .config import default_vector_source as default_vector_source
 from .config import resolve_embed_model as resolve_embed_model
+from .defaults import DEFAULT_MEMORY_TOKEN_LIMIT as DEFAULT_MEMORY_TOKEN_LIMIT
+from .defaults import DEFAULT_TOKEN_LIMIT as DEFAULT_TOKEN_LIMIT
+from .defaults import DEFAULT_TOP_K as DEFAULT_TOP_K
 from .errors import LlamaMemoryError, MemoryClosedError
 from .expiry import TTL
 from .formation import FormationWorker, PassPart
@@ -59,12 +62,6 @@ InsertMethod = Literal["system", "user"]
 ExtractIn = Literal["thread", "worker"]
 Source = Union[MemorySource, BaseMemory]
 
-#: Default token limit of the primary chat buffer (the same as ``ChatMemoryBuffer``'s).
-DEFAULT_TOKEN_LIMIT = 3000
-#: Default token budget of the injected memory block.
-DEFAULT_MEMORY_TOKEN_LIMIT = 1500
-#: Default number of records each source retrieves per query.
-DEFAULT_TOP_K = 10
 #: The keyword arguments LlamaIndex itself passes to a memory (llama-index-core 0.14):
 #: chat engines call ``memory_cls.from_defaults(chat_history=..., token_limit=...)``,
 #: agents build their default memory with ``from_defaults(llm=...)``, and chat engines

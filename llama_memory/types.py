@@ -25,9 +25,10 @@ class Scope:
 
     def require_user(self, what: str = "long-term memory") -> str:
         """Return the user id, or raise :class:`ScopeError` naming ``what`` needed it."""
-        if not self.user_id:
+        if not self.user_id or not self.user_id.strip():
+            blank = f" (got {self.user_id!r}, which is blank)" if self.user_id else ""
             raise ScopeError(
-                f"{what} needs a user_id: records are stored and retrieved per user. "
+                f"{what} needs a user_id{blank}: records are stored and retrieved per user. "
                 "Pass one, e.g. ComposableMemory.from_defaults(user_id='alice')."
             )
         return self.user_id

@@ -19,8 +19,6 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import Any, Optional
 
-from llama_index.core.base.llms.types import ChatMessage
-
 from ..types import MemoryRecord
 from .codec import dump_message
 from .ports.admin import DOCUMENT_KINDS, SessionSummary, StoreCounts, UserSummary
@@ -426,6 +424,8 @@ class StoreAdmin:
         (the caller opens those sources first) when such rows are given; so must the
         instructions table for ``instruction`` rows.
         """
+        from llama_index.core.base.llms.types import ChatMessage  # only imports need it
+
         new: Counter[str] = Counter()
         seen_messages: Counter[tuple[Any, ...]] = Counter()
         document_paths: set[tuple[str, str, str]] = set()  # (table, user, path)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
-from llama_index.core.base.llms.types import ChatMessage
+if TYPE_CHECKING:  # imported when a message is loaded: listing a store needs no LlamaIndex
+    from llama_index.core.base.llms.types import ChatMessage
 
 
 def dump_message(message: ChatMessage) -> str:
@@ -14,4 +16,6 @@ def dump_message(message: ChatMessage) -> str:
 
 def load_message(data: str) -> ChatMessage:
     """Inverse of :func:`dump_message`."""
+    from llama_index.core.base.llms.types import ChatMessage
+
     return ChatMessage.model_validate(json.loads(data))

@@ -4,9 +4,10 @@ reader of the store (threads, processes, web workers)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple, Optional, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Protocol, runtime_checkable
 
-from llama_index.core.base.llms.types import ChatMessage
+if TYPE_CHECKING:  # storage imports without LlamaIndex (the command line lists users fast)
+    from llama_index.core.base.llms.types import ChatMessage
 
 from ...types import Scope
 

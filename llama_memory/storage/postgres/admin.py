@@ -15,7 +15,6 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Optional, Union
 
-from llama_index.core.base.llms.types import ChatMessage
 from psycopg.types.json import Jsonb
 
 from ...text import content_hash
@@ -313,6 +312,8 @@ class PostgresStoreAdmin:
         """Write export rows into the tenant in one transaction (joining the caller's
         when one is open); how many of each kind were new. What the store already has is
         skipped, as on SQLite (:meth:`llama_memory.storage.admin.StoreAdmin.import_rows`)."""
+        from llama_index.core.base.llms.types import ChatMessage  # only imports need it
+
         new: Counter[str] = Counter()
         seen_messages: Counter[tuple[Any, ...]] = Counter()
         document_paths: set[tuple[str, str, str]] = set()

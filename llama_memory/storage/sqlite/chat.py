@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from typing import NamedTuple, Optional
+from typing import TYPE_CHECKING, NamedTuple, Optional
 
-from llama_index.core.base.llms.types import ChatMessage
+if TYPE_CHECKING:
+    from llama_index.core.base.llms.types import ChatMessage
 
 from ...types import Scope, now
 from ..codec import dump_message, load_message

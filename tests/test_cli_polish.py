@@ -1,0 +1,189 @@
+"""The command line as a new user meets it: quick to answer, readable, and exact about
+what was wrong.
+
+Most commands run in this process (``main([...])``, with the output captured); the
+claims about a process (what it imports, a pipe between two commands) run one.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import llama_memory
+from helpers import user
+from llama_memory import ComposableMemory, ScopeError
+from llama_memory.admin import MemoryAdmin
+from llama_memory.cli import CELL_WIDTH, main
+
+ROOT = Path(__file__).resolve().parent.parent
+LONG_ID = "u" * 1000
+TWO_LINES = "first\nsecond"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory, embed_model: Any) -> Path:
+    """Three users, one message each: an ordinary id, a 1,000-character one and one
+    holding a newline."""
+    path = tmp_path_factory.mktemp("polish") / "store"
+    for user_id in ("alice", LONG_ID, TWO_LINES):
+        memory = ComposableMemory.from_defaults(user_id=user_id, path=path, embed_model=embed_model)
+        memory.put_messages([user("I play the cello in a string quartet.")])
+        memory.close()
+    return path
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: Any) -> tuple[int, str, str]:
+    """``llama-memory args`` in this process: exit status, stdout, stderr."""
+    try:
+        status = main([str(a) for a in args])
+    except SystemExit as exc:  # argparse's own exits (usage errors, --help)
+        status = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def in_a_process(code: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT,
+        timeout=120, **kwargs,
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------------- quick
+
+
+def test_help_version_and_listing_commands_import_no_llamaindex(store: Path) -> None:
+    """`--help`, `--version`, `users`, `stats` and `sessions` answer without importing
+    LlamaIndex, Chroma or the embedding runtime (what made each take seconds; the
+    timings are in bench.cli_speed)."""
+    code = f"""
+import sys
+from llama_memory.cli import main
+for argv in (["--help"], ["--version"]):
+    try:
+        main(argv)
+    except SystemExit:
+        pass
+for argv in (["users"], ["stats"], ["sessions", "alice"]):
+    assert main([*argv, "--store", {str(store)!r}]) == 0, argv
+heavy = sorted(m for m in ("llama_index.core", "chromadb", "onnxruntime", "tokenizers") if m in sys.modules)
+print("HEAVY", heavy)
+"""
+    done = in_a_process(code)
+    assert done.returncode == 0, done.stderr
+    assert "HEAVY []" in done.stdout, done.stdout[-500:]
+
+
+def test_the_package_names_load_on_first_use() -> None:
+    """`import llama_memory` is quick, and every public name still resolves from it."""
+    done = in_a_process(
+        "import sys, llama_memory; print('LOADED', 'llama_index.core' in sys.modules)"
+    )
+    assert "LOADED False" in done.stdout, done.stderr
+    for name in llama_memory.__all__:
+        assert getattr(llama_memory, name) is not None
+        assert name in dir(llama_memory)
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        llama_memory.Nope  # noqa: B018
+
+
+# --------------------------------------------------------------------------- readable
+
+
+def test_long_and_multi_line_user_ids_keep_the_table_one_line_a_user(
+    store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, _ = run(capsys, "users", "--store", store)
+    assert status == 0
+    lines = out.splitlines()
+    assert len(lines) == 4  # the header and one line a user
+    assert any(line.startswith("first\\nsecond ") for line in lines)
+    long_row = next(line for line in lines if line.startswith("uuu"))
+    assert "…" in long_row
+    # Every column starts at the same place: no cell wider than CELL_WIDTH pushed it.
+    assert all(len(line.split("  ")[0]) <= CELL_WIDTH for line in lines)
+    status, out, _ = run(capsys, "users", "--store", store, "--json")
+    assert LONG_ID in out and "first\\nsecond" in out  # JSON gives the ids whole
+
+
+def test_reconcile_prints_sentences_not_reprs(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(capsys, "reconcile", "--store", store)
+    assert status == 0
+    assert "ReconcileReport(" not in out
+    assert "vector: 3 users compared; 0 missing vectors flagged for indexing" in out
+
+
+def test_counts_of_one_are_singular(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = run(capsys, "records", "alice", "--store", store)
+    assert out.splitlines()[-1] == "1 record"
+    _, out, _ = run(capsys, "show", "alice", "--store", store)
+    assert "1 session, 1 message, 1 record, 0 current triples, 0 profile fields" in out
+
+
+def test_explain_indents_what_it_left_out(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The records listed under "left out" sit under their reason, not at the margin."""
+    _, out, _ = run(capsys, "explain", "alice", "what is my wife's name?", "--store", store)
+    tail = out.split("\nleft out:\n", 1)[1].splitlines()
+    reasons = [i for i, line in enumerate(tail) if line.startswith("  - ")]
+    assert reasons, out  # the cello record is not relevant to the question
+    for i in reasons:
+        assert tail[i + 1].startswith("    [vector]"), tail[i : i + 3]
+        assert tail[i + 2].startswith("         user: I play the cello")
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def test_a_bad_flag_shows_the_commands_own_usage(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status, _, err = run(capsys, "users", "--jsn", "--store", store)
+    assert status == 2
+    assert err.startswith("usage: llama-memory users ")
+    assert "--json" in err  # the command's options, which the top-level usage does not list
+    assert "unrecognized arguments: --jsn" in err
+
+
+def test_copy_to_a_directory_says_it_takes_a_postgresql_url(
+    store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, _, err = run(capsys, "copy", "--from", store, "--to", "./dir")
+    assert status == 1
+    assert "copy --to takes a PostgreSQL URL" in err
+    assert "got './dir', a path" in err
+    assert "that is not one" not in err
+
+
+@pytest.mark.parametrize("blank", [" ", "\t\n"])
+def test_a_blank_user_id_is_refused_like_an_empty_one(store: Path, blank: str) -> None:
+    with pytest.raises(ScopeError, match="needs a user_id .*blank"):
+        ComposableMemory.from_defaults(user_id=blank, path=store)
+    with MemoryAdmin(store) as admin, pytest.raises(ValueError, match="user_id must be a non-empty"):
+        admin.sessions(blank)
+
+
+# --------------------------------------------------------------------------- pipes
+
+
+def test_import_dash_reads_the_export_from_a_pipe(store: Path, tmp_path: Path) -> None:
+    """`llama-memory export USER | llama-memory import - --store NEW`."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "llama_memory.cli"]
+    export = subprocess.Popen(
+        [*command, "export", "alice", "--store", str(store)], stdout=subprocess.PIPE, env=env, cwd=ROOT
+    )
+    imported = subprocess.run(
+        [*command, "import", "-", "--store", str(tmp_path / "new")],
+        stdin=export.stdout, capture_output=True, text=True, env=env, cwd=ROOT, timeout=240,
+    )  # fmt: skip
+    assert export.wait(timeout=60) == 0
+    assert imported.returncode == 0, imported.stderr
+    assert imported.stdout.strip() == "imported into tenant 'default': 1 message, 1 record"
+    with MemoryAdmin(tmp_path / "new") as copy, MemoryAdmin(store) as original:
+        assert [u.user_id for u in copy.users()] == ["alice"]
+        assert [r.text for r in copy.records("alice")] == [r.text for r in original.records("alice")]
