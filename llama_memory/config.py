@@ -132,102 +132,106 @@ def build_memory(
         # working directory must reopen this store, not a new one there.
         path = os.path.abspath(os.path.expanduser(os.fspath(path)))
     store: Any = open_postgres(store_at) if postgres else SQLiteStore(path)
-    built_primary = primary_memory is None
-    if primary_memory is None:
-        primary_memory = ChatBuffer.from_defaults(
-            token_limit=token_limit,
-            tokenizer_fn=tokenizer,
-            chat_log=store.chat_log(scope) if path is not None or postgres else None,
-        )
-    default_sources = secondary_memory_sources is None
-    # The one model of the default sources, recorded by to_dict.
-    model = resolve_embed_model(embed_model) if default_sources or triples else None
-    if reembed:
-        forget_embedding_model(store, vector=default_sources, triples=triples)
-    # Everything in an empty list comes from the flags below, which to_dict records.
-    no_sources = secondary_memory_sources == []
-    if secondary_memory_sources is None:
-        scope.require_user("the default long-term (vector) memory")
-        secondary_memory_sources = [
-            postgres_vector_source(store, model, expiry)
-            if postgres
-            else default_vector_source(store, path, model, chroma_client, expiry)
-        ]
-    if not (
-        profile is None
-        or isinstance(profile, bool)
-        or (isinstance(profile, type) and issubclass(profile, BaseModel))
-    ):
-        raise TypeError(f"profile takes True, False, None or a pydantic model class, not {profile!r}")
-    if profile is not False and (default_sources or profile is not None):
-        scope.require_user("the profile memory")
-        if not any(isinstance(s, ProfileHolder) for s in secondary_memory_sources):
-            schema = profile if isinstance(profile, type) else None
-            profile_source = (
-                ProfileSource(postgres_profile_rows(store), schema=schema, expiry=expiry)
-                if postgres
-                else default_profile_source(store, schema=schema, expiry=expiry)
+    try:
+        built_primary = primary_memory is None
+        if primary_memory is None:
+            primary_memory = ChatBuffer.from_defaults(
+                token_limit=token_limit,
+                tokenizer_fn=tokenizer,
+                chat_log=store.chat_log(scope) if path is not None or postgres else None,
             )
+        default_sources = secondary_memory_sources is None
+        # The one model of the default sources, recorded by to_dict.
+        model = resolve_embed_model(embed_model) if default_sources or triples else None
+        if reembed:
+            forget_embedding_model(store, vector=default_sources, triples=triples)
+        # Everything in an empty list comes from the flags below, which to_dict records.
+        no_sources = secondary_memory_sources == []
+        if secondary_memory_sources is None:
+            scope.require_user("the default long-term (vector) memory")
             secondary_memory_sources = [
-                *secondary_memory_sources, profile_source
+                postgres_vector_source(store, model, expiry)
+                if postgres
+                else default_vector_source(store, path, model, chroma_client, expiry)
             ]
-    if triples and not any(isinstance(s, TripleHolder) for s in secondary_memory_sources):
-        scope.require_user("the knowledge-triple memory")
-        triple_source = (
-            postgres_triple_source(store, resolve_embed_model(model), expiry)
-            if postgres
-            else default_triple_source(store, path, resolve_embed_model(model), chroma_client, expiry=expiry)
+        if not (
+            profile is None
+            or isinstance(profile, bool)
+            or (isinstance(profile, type) and issubclass(profile, BaseModel))
+        ):
+            raise TypeError(f"profile takes True, False, None or a pydantic model class, not {profile!r}")
+        if profile is not False and (default_sources or profile is not None):
+            scope.require_user("the profile memory")
+            if not any(isinstance(s, ProfileHolder) for s in secondary_memory_sources):
+                schema = profile if isinstance(profile, type) else None
+                profile_source = (
+                    ProfileSource(postgres_profile_rows(store), schema=schema, expiry=expiry)
+                    if postgres
+                    else default_profile_source(store, schema=schema, expiry=expiry)
+                )
+                secondary_memory_sources = [
+                    *secondary_memory_sources, profile_source
+                ]
+        if triples and not any(isinstance(s, TripleHolder) for s in secondary_memory_sources):
+            scope.require_user("the knowledge-triple memory")
+            triple_source = (
+                postgres_triple_source(store, resolve_embed_model(model), expiry)
+                if postgres
+                else default_triple_source(store, path, resolve_embed_model(model), chroma_client, expiry=expiry)
+            )
+            secondary_memory_sources = [*secondary_memory_sources, triple_source]
+        memory = cls(
+            primary_memory=primary_memory,
+            secondary_memory_sources=secondary_memory_sources,
+            user_id=user_id,
+            session_id=session_id,
+            tenant_id=tenant_id,
+            path=path,
+            memory_token_limit=memory_token_limit,
+            top_k=top_k,
+            insert_method=insert_method,
+            tokenizer_fn=tokenizer,
+            llm=llm,
+            extract_every=extract_every,
+            min_relevance=min_relevance,
+            set_spread=set_spread,
+            extract_in=extract_in,
+            extract_after_quiet=extract_after_quiet,
         )
-        secondary_memory_sources = [*secondary_memory_sources, triple_source]
-    memory = cls(
-        primary_memory=primary_memory,
-        secondary_memory_sources=secondary_memory_sources,
-        user_id=user_id,
-        session_id=session_id,
-        tenant_id=tenant_id,
-        path=path,
-        memory_token_limit=memory_token_limit,
-        top_k=top_k,
-        insert_method=insert_method,
-        tokenizer_fn=tokenizer,
-        llm=llm,
-        extract_every=extract_every,
-        min_relevance=min_relevance,
-        set_spread=set_spread,
-        extract_in=extract_in,
-        extract_after_quiet=extract_after_quiet,
-    )
-    config: dict[str, Any] = {}
-    if model is not None:
-        config["embed_model"] = embedding_to_dict(model)
-    # Live objects a dict cannot carry: to_dict leaves a marker, from_dict asks for them.
-    if llm is not None:
-        config["llm"] = {"qualified_name": qualified_name(type(llm))}
-    if tokenizer_fn is not None:
-        config["tokenizer_fn"] = {"name": getattr(tokenizer_fn, "__qualname__", "?")}
-    if given_client:
-        config["chroma_client"] = {"qualified_name": qualified_name(type(chroma_client))}
-    if server is not None:
-        host, port, secure = server
-        config["chroma_url"] = f"{'https' if secure else 'http'}://{host}:{port}"
-    if expiry.ttl is not None or refresh_on_read:
-        config.update(ttl=expiry.ttl, refresh_on_read=refresh_on_read)
-    if postgres:
-        # The URL without its password; a pool is a live object: from_dict asks for it.
-        config["store"] = (
-            store.url if isinstance(store_at, str)
-            else {"qualified_name": qualified_name(type(store_at)), "url": store.url}
+        config: dict[str, Any] = {}
+        if model is not None:
+            config["embed_model"] = embedding_to_dict(model)
+        # Live objects a dict cannot carry: to_dict leaves a marker, from_dict asks for them.
+        if llm is not None:
+            config["llm"] = {"qualified_name": qualified_name(type(llm))}
+        if tokenizer_fn is not None:
+            config["tokenizer_fn"] = {"name": getattr(tokenizer_fn, "__qualname__", "?")}
+        if given_client:
+            config["chroma_client"] = {"qualified_name": qualified_name(type(chroma_client))}
+        if server is not None:
+            host, port, secure = server
+            config["chroma_url"] = f"{'https' if secure else 'http'}://{host}:{port}"
+        if expiry.ttl is not None or refresh_on_read:
+            config.update(ttl=expiry.ttl, refresh_on_read=refresh_on_read)
+        if postgres:
+            # The URL without its password; a pool is a live object: from_dict asks for it.
+            config["store"] = (
+                store.url if isinstance(store_at, str)
+                else {"qualified_name": qualified_name(type(store_at)), "url": store.url}
+            )
+        memory._opened(
+            store,
+            # PostgreSQL: the vectors are rows that delete_user removed in its transaction.
+            drop_dense=(lambda owner: None) if postgres
+            else lambda owner: drop_dense_collections(memory.path, chroma_client, store, owner),
+            primary_default=built_primary,
+            source_kind="default" if default_sources else "none" if no_sources else "custom",
+            config=config,
+            instructions=open_instructions(store, scope, clock),
         )
-    memory._opened(
-        store,
-        # PostgreSQL: the vectors are rows that delete_user removed in its transaction.
-        drop_dense=(lambda owner: None) if postgres
-        else lambda owner: drop_dense_collections(memory.path, chroma_client, store, owner),
-        primary_default=built_primary,
-        source_kind="default" if default_sources else "none" if no_sources else "custom",
-        config=config,
-        instructions=open_instructions(store, scope, clock),
-    )
+    except BaseException:
+        store.close()  # a source refused (another embedding model...): no store left open
+        raise
     if reembed:
         try:
             count = memory.reindex()

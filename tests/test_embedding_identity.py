@@ -170,3 +170,30 @@ def test_a_store_from_before_fingerprints_is_checked_by_model_name(tmp_path: Pat
     same.close()
     with pytest.raises(EmbeddingMismatchError, match="cosine"):
         open_memory(tmp_path, second)
+
+
+def _open_databases(under: Path) -> list[str]:
+    """The SQLite files under ``under`` this process holds open (Linux /proc; Chroma's
+    files stay open in its process-wide client, by design)."""
+    held = []
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            target = str(fd.readlink())
+        except OSError:  # closed while listing
+            continue
+        if target.startswith(str(under)) and "memory.sqlite3" in target:
+            held.append(target)
+    return held
+
+
+def test_a_refused_open_leaves_no_store_open(tmp_path: Path) -> None:
+    """The refusal comes after the store opened (a source checks the model): the open
+    that fails closes it, so the refused memory holds no file of the store."""
+    build_store(tmp_path, WordHashEmbedding(seed=0))
+    assert _open_databases(tmp_path) == []
+    with pytest.raises(EmbeddingMismatchError) as caught:
+        open_memory(tmp_path, WordHashEmbedding(seed=1))
+    # Checked while the error (and its traceback, holding the failed open's frames) is
+    # alive: what the open left open is still open now.
+    assert caught.value is not None
+    assert _open_databases(tmp_path) == []
