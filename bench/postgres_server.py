@@ -2,7 +2,7 @@
 wheel (PostgreSQL 18 with pgvector 0.8; no apt, no network): for the tests and for a
 developer who wants a database to try the PostgreSQL backend on.
 
-    python -m bench.postgres_server          # start, print the URL, stop on Ctrl-C
+    python -m bench.postgres_server          # start, print the URL, stop on Ctrl-C or SIGTERM
 
 PostgreSQL refuses to run as root: when run as root, the server runs as the system user
 :data:`SYSTEM_USER` (created on first use with ``useradd --system``), from a copy of the
@@ -259,25 +259,53 @@ class PostgresServer:
         self.stop()
 
 
+#: The signals that stop the server started by :func:`main`.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def stop_on_signals() -> None:
+    """Make SIGINT and SIGTERM raise ``KeyboardInterrupt``. Set for SIGINT too: a
+    background job of a non-interactive shell (``python -m bench.postgres_server &`` in a
+    script) starts with SIGINT ignored, and Python then installs no handler of its own,
+    so Ctrl-C's signal (``kill -INT``) would be ignored and the server left running."""
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, _interrupt)
+
+
 def main(argv: Optional[list[str]] = None) -> None:
-    """Start a throwaway server, print its URL, and stop it on Ctrl-C (or SIGTERM)."""
+    """Start a throwaway server, print its URL, and on SIGINT (Ctrl-C) or SIGTERM stop
+    it, delete its data and exit 0, in the foreground or in the background."""
     parser = argparse.ArgumentParser(
         prog="python -m bench.postgres_server",
         description="Run a throwaway PostgreSQL with pgvector on loopback and print its URL.",
     )
     parser.add_argument("--port", type=int, default=None, help="default: a free port")
     args = parser.parse_args(argv)
-    server = PostgresServer(port=args.port).start()
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    print(server.url, flush=True)
-    print(f"data in {server.path}; Ctrl-C stops the server and deletes it", flush=True)
+    # Before the start: a signal during it stops what was started (start() cleans up).
+    stop_on_signals()
+    server: Optional[PostgresServer] = None
     try:
+        server = PostgresServer(port=args.port)
+        server.start()
+        print(server.url, flush=True)
+        print(
+            f"data in {server.path}; Ctrl-C or `kill {os.getpid()}` stops the server and deletes it",
+            flush=True,
+        )
         while server.process is not None and server.process.poll() is None:
             time.sleep(0.5)
     except KeyboardInterrupt:
         pass
     finally:
-        server.stop()
+        # A second signal must not cut the clean-up short (and leave the data behind).
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, signal.SIG_IGN)
+        if server is not None:
+            server.stop()
 
 
 if __name__ == "__main__":

@@ -494,6 +494,33 @@ def strip_block(text: str) -> str:
     return _BLOCK_PATTERN.sub("", text).rstrip()
 
 
+def remove_block(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
+    """``messages`` without the memory block :func:`insert_block` put in them: the
+    conversation alone, for a step that works on it rather than on what the memory
+    recalled (a chat engine condensing it into a standalone question). A system message
+    that held only the block is left out; the inputs are not modified."""
+    out: list[ChatMessage] = []
+    for message in messages:
+        texts = [b.text for b in message.blocks if isinstance(b, TextBlock)]
+        if not any(BLOCK_OPEN in t for t in texts):
+            out.append(message)
+            continue
+        if message.role == MessageRole.SYSTEM:
+            # "system": the block was appended to the whole text (see insert_block).
+            base = strip_block(message_text(message))
+            if base:
+                out.append(message.model_copy(update={"blocks": [TextBlock(text=base)]}))
+            continue
+        # "user": the block is a text block of its own before the message's blocks.
+        kept = [
+            b for b in message.blocks
+            if not (isinstance(b, TextBlock) and b.text.lstrip().startswith(BLOCK_OPEN)
+                    and not strip_block(b.text))
+        ]
+        out.append(message.model_copy(update={"blocks": kept}))
+    return out
+
+
 def insert_block(
     messages: Sequence[ChatMessage], block: str, insert_method: str
 ) -> list[ChatMessage]:

@@ -19,19 +19,32 @@ How excerpts are packed (:func:`pack_excerpts`), walking down the fused ranking:
 An excerpt is returned as one :class:`~llama_memory.types.MemoryRecord` whose
 ``message_ids`` are those of all its messages (:meth:`Excerpt.as_record`), so ``k``
 excerpts may carry up to ``max_messages`` messages: the caller's token budget (the
-memory block) still applies to their text.
+memory block) still applies to their text. In that text the message that made the
+excerpt is whole and each neighbour is cut to :data:`NEIGHBOUR_CHARS` characters
+(:func:`neighbour_text`): the text is built here once, so ``search()``, the block and
+``explain`` all show the same excerpt.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple, Optional
 
 from .types import MemoryRecord
 
 #: Messages from an excerpt that a new hit may be and still join it (1: adjacent only).
 JOIN_GAP = 2
+
+#: At most this many characters of a neighbour (a message of an excerpt other than the
+#: one that made it) are shown in the excerpt's text. A neighbour is context for the hit;
+#: a pasted document or a long generated reply next to it would otherwise make a search
+#: result of megabytes and an excerpt that never fits a block (which then drops all the
+#: context). About 250 tokens: a whole ordinary chat message.
+NEIGHBOUR_CHARS = 1000
+
+#: What stands for the characters cut from a neighbour (``{n}``: how many).
+CUT_MARKER = "[… {n:,} more characters …]"
 
 
 class Positioned(NamedTuple):
@@ -103,6 +116,9 @@ def join_parts(
     ``message_ids`` are all of theirs, whose ``parts`` are they, and whose score, time,
     scope and id are the hit's (``metadata["hit"]`` names it).
 
+    Each part but the hit shows at most :data:`NEIGHBOUR_CHARS` of its text
+    (:func:`neighbour_text`); ``parts`` keep their whole text.
+
     ``omitted_before`` maps a part's id to how many messages of the conversation were
     left out just before it (:func:`without`): the text says so on a line of its own
     (:data:`GAP_MARKER`), so two lines that did not follow each other never read as
@@ -112,10 +128,16 @@ def join_parts(
         return hit
     gaps = {k: n for k, n in (omitted_before or {}).items() if n > 0}
     lines: list[str] = []
+    seen_hit = False
     for position, part in enumerate(parts):
         if position and part.id in gaps:
             lines.append(gap_line(gaps[part.id]))
-        lines.append(part.transcript)
+        if part is hit:
+            seen_hit = True
+            lines.append(part.transcript)
+        else:
+            text = neighbour_text(part.text, keep_end=not seen_hit)
+            lines.append(f"{part.role}: {text}" if part.role else text)
     metadata: dict[str, object] = {"hit": hit.id}
     if gaps:
         metadata["omitted_before"] = gaps
@@ -134,6 +156,19 @@ def join_parts(
         expires_at=hit.expires_at,
         parts=list(parts),
     )
+
+
+def neighbour_text(text: str, keep_end: bool = False) -> str:
+    """``text`` as an excerpt shows a neighbour: whole up to :data:`NEIGHBOUR_CHARS`
+    characters, else that many with :data:`CUT_MARKER` for the rest. ``keep_end``
+    keeps the end instead of the start: a neighbour before the hit is context for it
+    by its end (a long message that ends with the question the hit answers)."""
+    if len(text) <= NEIGHBOUR_CHARS:
+        return text
+    marker = CUT_MARKER.format(n=len(text) - NEIGHBOUR_CHARS)
+    if keep_end:
+        return f"{marker} {text[-NEIGHBOUR_CHARS:]}"
+    return f"{text[:NEIGHBOUR_CHARS]} {marker}"
 
 
 #: The line that stands in an excerpt for messages left out of it (``{n}``: how many).
@@ -177,9 +212,19 @@ def without(record: MemoryRecord, unwanted: Callable[[MemoryRecord], bool]) -> O
         run = 0
     hit = hit_of(record)
     if hit not in kept:
-        hit = kept[0]
+        # The best remaining part stands in for the hit: it was a neighbour, and is
+        # shown as one (cut as the excerpt's text showed it) wherever the hit is shown.
+        stand_in = kept[0]
+        before = _position(record.parts, stand_in) < _position(record.parts, hit)
+        hit = replace(stand_in, text=neighbour_text(stand_in.text, keep_end=before))
+        kept[0] = hit
     hit.score = record.score
     return join_parts(kept, hit, omitted_before)
+
+
+def _position(parts: Sequence[MemoryRecord], part: MemoryRecord) -> int:
+    """The index of ``part`` itself (not an equal record) in ``parts``; -1 if absent."""
+    return next((i for i, p in enumerate(parts) if p is part), -1)
 
 
 class WideNeighbourhoods:

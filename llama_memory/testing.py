@@ -18,6 +18,10 @@ messages it received, then replies with the next item of its script:
   integrations do;
 * a callable ``(messages) -> str | ToolCallReply | ChatMessage``.
 
+The completion entry points (``complete``, ``acomplete``, ``stream_complete``,
+``astream_complete``), which chat engines use to condense a question, record the prompt
+as one user message and reply with the next item's text (a tool call there raises).
+
 When the script runs out the LLM raises, so a test notices an unexpected call.
 """
 
@@ -74,7 +78,8 @@ class LLMCall:
     """One call the LLM received.
 
     Attributes:
-        method: ``chat``, ``achat``, ``stream_chat`` or ``astream_chat``.
+        method: ``chat``, ``achat``, ``stream_chat``, ``astream_chat``, or a completion:
+            ``complete``, ``acomplete``, ``stream_complete``, ``astream_complete``.
         messages: the messages, deep-copied when received.
         tool_names: the names of the tools the agent offered.
     """
@@ -257,33 +262,54 @@ class ScriptedLLM(FunctionCallingLLM):
 
         return gen()
 
-    # -- completion: the agents never call it; fail loudly if something does ------------
+    # -- completion: chat engines condense and some response synthesizers complete -------
+
+    def _complete(self, method: str, prompt: str, kwargs: dict) -> str:
+        """Record ``prompt`` as one user message and give the next scripted reply's text
+        (a reply that calls a tool cannot be a completion)."""
+        message = self._next(method, [ChatMessage(role=MessageRole.USER, content=prompt)], kwargs)
+        if any(isinstance(b, ToolCallBlock) for b in message.blocks):
+            raise TypeError(f"ScriptedLLM: call #{len(self._calls)} ({method}) is a completion, "
+                            "but the script's reply calls a tool: script a str there")
+        return message_plain_text(message)
 
     @llm_completion_callback()
     def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
-        """Not supported: the agents only chat (raises NotImplementedError)."""
-        raise NotImplementedError("ScriptedLLM is chat-only")
+        """Record the prompt (as one user message) and reply with the next scripted item."""
+        return CompletionResponse(text=self._complete("complete", prompt, kwargs))
 
     @llm_completion_callback()
     def stream_complete(
         self, prompt: str, formatted: bool = False, **kwargs: Any
     ) -> CompletionResponseGen:
-        """Not supported: the agents only chat (raises NotImplementedError)."""
-        raise NotImplementedError("ScriptedLLM is chat-only")
+        """Record the prompt (as one user message) and reply with the next scripted item,
+        in one chunk."""
+        text = self._complete("stream_complete", prompt, kwargs)
+
+        def gen() -> Generator[CompletionResponse, None, None]:
+            yield CompletionResponse(text=text, delta=text)
+
+        return gen()
 
     @llm_completion_callback()
     async def acomplete(
         self, prompt: str, formatted: bool = False, **kwargs: Any
     ) -> CompletionResponse:
-        """Not supported: the agents only chat (raises NotImplementedError)."""
-        raise NotImplementedError("ScriptedLLM is chat-only")
+        """Record the prompt (as one user message) and reply with the next scripted item."""
+        return CompletionResponse(text=self._complete("acomplete", prompt, kwargs))
 
     @llm_completion_callback()
     async def astream_complete(
         self, prompt: str, formatted: bool = False, **kwargs: Any
     ) -> CompletionResponseAsyncGen:
-        """Not supported: the agents only chat (raises NotImplementedError)."""
-        raise NotImplementedError("ScriptedLLM is chat-only")
+        """Record the prompt (as one user message) and reply with the next scripted item,
+        in one chunk."""
+        text = self._complete("astream_complete", prompt, kwargs)
+
+        async def gen() -> AsyncGenerator[CompletionResponse, None]:
+            yield CompletionResponse(text=text, delta=text)
+
+        return gen()
 
     # -- function calling ----------------------------------------------------------------
 

@@ -262,3 +262,59 @@ def test_wide_neighbourhoods_give_the_same_excerpts_in_fewer_reads(store) -> Non
         got = pack_excerpts(ranked, WideNeighbourhoods(read, 2), k, budget)
         assert [(e.record_ids, e.hit, e.score) for e in got] == [(e.record_ids, e.hit, e.score) for e in expected], trial
     assert wide_reads < 0.8 * direct_reads, (wide_reads, direct_reads)
+
+
+def test_a_megabyte_neighbour_is_cut_alike_in_search_the_block_and_explain(
+    tmp_path: Path, embed_model: OfflineEmbedding
+) -> None:
+    from llama_memory import MemoryAdmin
+    from llama_memory.excerpts import NEIGHBOUR_CHARS
+
+    paste = "Here is the log you asked for: " + "lorem ipsum dolor " * 60_000  # about 1 MB
+    memory = ComposableMemory.from_defaults(
+        user_id="mel", session_id="s1", path=tmp_path / "m", embed_model=embed_model
+    )
+    try:
+        memory.put_messages([
+            user("Please keep my old server log."),
+            assistant(paste),
+            user("I play the cello every evening."),
+            assistant("Lovely, how long have you played?"),
+        ])
+        [found] = memory.search("cello", k=1)
+        # The hit is whole; its neighbours, the megabyte among them, are cut.
+        assert "user: I play the cello every evening." in found.text
+        assert len(found.text) < 4 * NEIGHBOUR_CHARS
+        assert "more characters …]" in found.text and paste[-NEIGHBOUR_CHARS:] in found.text
+        assert any(len(p.text) == len(paste) for p in found.parts)  # the stored text stays whole
+        later = ComposableMemory.from_defaults(
+            user_id="mel", session_id="s2", path=tmp_path / "m", embed_model=embed_model
+        )
+        try:
+            later.get("Which instrument do I play, the cello?")
+            [shown] = later.last_block.records
+        finally:
+            later.close()
+        # The block shows the excerpt with the paste cut as the search result shows it
+        # (before, the excerpt never fitted and the block cut it to the hit alone).
+        [cut_line] = [line for line in found.text.split("\n") if "more characters" in line]
+        assert cut_line in shown.text.split("\n") and len(shown.parts) > 1
+    finally:
+        memory.close()
+    with MemoryAdmin(tmp_path / "m", embed_model=embed_model) as admin:
+        [explained] = admin.explain("mel", "Which instrument do I play, the cello?").records
+        assert explained.text == shown.text
+        assert [r.text for r in admin.search("mel", "cello", k=1)] == [found.text]
+
+
+def test_a_neighbour_standing_in_for_a_dropped_hit_is_cut_too() -> None:
+    from llama_memory.excerpts import NEIGHBOUR_CHARS, neighbour_text
+
+    long = "word " * 1000
+    record = _excerpt(["What did you paste?", long, "Thanks."], hit=0)
+    assert record.text.split("\n")[1] == f"assistant: {neighbour_text(long)}"
+    assert neighbour_text("short") == "short" and neighbour_text(long).startswith(long[:NEIGHBOUR_CHARS])
+    assert neighbour_text(long, keep_end=True).endswith(long[-NEIGHBOUR_CHARS:])
+    # The window shows the hit: the long neighbour stands in for it, still cut.
+    [left], _ = deduplicate([record], ["What did you paste?"])
+    assert hit_of(left).text == neighbour_text(long) and len(left.text) < 2 * NEIGHBOUR_CHARS

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
 import psycopg
+import pytest
 
 from bench.postgres_server import PostgresServer
 
@@ -22,3 +28,31 @@ def test_the_server_process_is_not_root_nor_on_the_default_port(postgres_server:
         uid = next(int(line.split()[1]) for line in status if line.startswith("Uid:"))
     assert uid != 0 or os.geteuid() != 0
     assert postgres_server.port != 5432
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_the_throwaway_server_stops_on_a_signal_even_in_the_background(signum: int) -> None:
+    # A background job of a non-interactive shell starts with SIGINT ignored: so does
+    # this process, as `python -m bench.postgres_server &` in a script would.
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bench.postgres_server"],
+        cwd=Path(__file__).resolve().parent.parent,
+        stdout=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        url = process.stdout.readline().strip()
+        data = Path(process.stdout.readline().split()[2].rstrip(";"))
+        with psycopg.connect(url) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+        assert data.is_dir()
+        process.send_signal(signum)
+        assert process.wait(timeout=30) == 0
+        assert not data.exists()  # its data deleted
+        with pytest.raises(psycopg.OperationalError):
+            psycopg.connect(url, connect_timeout=2)
+    finally:
+        if process.poll() is None:  # it ignored the signal: stop it as the old code could be
+            process.terminate()
+            process.wait(timeout=30)
