@@ -27,6 +27,7 @@ import asyncio
 import os
 import statistics
 import time
+import uuid
 from typing import Any
 
 import psycopg
@@ -37,19 +38,28 @@ from bench.postgres_server import PostgresServer
 from llama_memory import ComposableMemory, default_embedding
 
 
-def _connections(url: str) -> int:
-    """Connections to the database of ``url``, the one asking excluded."""
+def _connections(url: str, tag: str) -> int:
+    """Server connections opened with ``application_name=tag``: this way's own, whatever
+    else uses the database (other tests' pools, backends of closed connections that a
+    loaded server has not reaped yet)."""
     with psycopg.connect(url) as conn:
         row = conn.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (tag,)
         ).fetchone()
     return int(row[0]) if row else 0
 
 
+def _tagged(url: str, tag: str) -> str:
+    """``url`` with ``application_name=tag`` (a libpq parameter the server reports)."""
+    return f"{url}{'&' if '?' in url else '?'}application_name={tag}"
+
+
 def measure(url: str, way: str, users: int, requests: int, model: Any, questions: list[str]) -> dict[str, Any]:
     """The three figures of one way (``url`` or ``pool``) of opening the users' memories."""
-    pool = ConnectionPool(url, min_size=1, max_size=4, open=True) if way == "pool" else None
-    store: Any = pool if pool is not None else url
+    tag = f"bench-many-users-{way}-{uuid.uuid4().hex[:8]}"
+    tagged = _tagged(url, tag)
+    pool = ConnectionPool(tagged, min_size=1, max_size=4, open=True) if way == "pool" else None
+    store: Any = pool if pool is not None else tagged
     try:
         times = []
         for i in range(requests):
@@ -64,7 +74,7 @@ def measure(url: str, way: str, users: int, requests: int, model: Any, questions
         try:
             for memory in memories:
                 memory.get()
-            connections = _connections(url)
+            connections = _connections(url, tag)
 
             async def gather() -> float:
                 async def once(shift: int) -> float:
