@@ -69,6 +69,7 @@ from .storage.admin import StoreAdmin
 from .storage.chroma import CHROMA_DIRNAME, http_client, server_address
 from .storage.expiry import Expiry
 from .storage.ports.admin import AdminRows, SessionSummary, StoreCounts, UserSummary
+from .storage.ports.jobs import JobRow
 from .storage.reconcile import ReconcileReport
 from .storage.sqlite import DB_FILENAME, SQLiteStore
 from .storage.sqlite.profile import SQLiteProfileRows
@@ -570,6 +571,35 @@ class MemoryAdmin:
             jobs=self.store.counts(),
             location=self.location,
         )
+
+    # -- background jobs --------------------------------------------------------------------
+
+    def jobs(self, failed_only: bool = True) -> list[JobRow]:
+        """The tenant's extraction jobs, oldest first: by default only the failed ones
+        (``dead``, out of attempts, or ``queued`` again for a retry), each with its
+        ``last_error``; ``failed_only=False``: every job (done ones too)."""
+        return self.store.list_jobs(failed=failed_only, tenant_id=self.tenant_id)
+
+    def retry_job(self, job_id: str) -> str:
+        """Queue a failed job of the tenant again, to run now with its attempts counted
+        from zero. Returns the id of the job that will run: ``job_id``, or the job of
+        the same session already queued (a pass reads every message after the
+        session's cursor, so it covers the dead one's).
+
+        Raises:
+            KeyError: the tenant has no job ``job_id``.
+            ValueError: the job did not fail (done, running, or queued).
+        """
+        _require_text(job_id, "job_id")
+        return self.store.retry(job_id, tenant_id=self.tenant_id)
+
+    def retry_dead_jobs(self) -> dict[str, str]:
+        """Queue every dead job of the tenant again (see :meth:`retry_job`): for each
+        dead job's id, the id of the job that will run."""
+        return {
+            job.id: self.store.retry(job.id, tenant_id=self.tenant_id)
+            for job in self.store.list_jobs(states=["dead"], tenant_id=self.tenant_id)
+        }
 
     # -- export ---------------------------------------------------------------------------
 

@@ -130,19 +130,9 @@ def _open(args: argparse.Namespace, create: bool = False) -> Any:
 def _load_embedding(spec: str) -> Any:
     """The embedding model named ``module:name``: a BaseEmbedding object, or a callable
     that returns one when called without arguments."""
-    import importlib
-
     from llama_index.core.base.embeddings.base import BaseEmbedding
 
-    module_name, _, attribute = spec.partition(":")
-    if not module_name or not attribute:
-        raise CommandError(
-            f"--embed-model takes module:name (e.g. myapp.memory:embed_model), got {spec!r}"
-        )
-    try:
-        found = getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as exc:
-        raise CommandError(f"--embed-model {spec}: cannot load it: {exc}") from None
+    found = _import_attribute(spec, "--embed-model", "myapp.memory:embed_model")
     model = found() if callable(found) and not isinstance(found, BaseEmbedding) else found
     if not isinstance(model, BaseEmbedding):
         raise CommandError(
@@ -150,6 +140,25 @@ def _load_embedding(spec: str) -> Any:
             f"returning one), got {type(model).__name__}"
         )
     return model
+
+
+def _import_attribute(spec: str, option: str, example: str) -> Any:
+    """The attribute ``name`` of the module ``module`` named by ``spec`` (``module:name``),
+    the module found as ``python -m`` finds it: in the current directory first."""
+    import importlib
+
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise CommandError(f"{option} takes module:name (e.g. {example}), got {spec!r}")
+    # The console script's sys.path starts with its own directory, not the current one
+    # (python -m puts the current directory first): a user's module beside them is found.
+    here = os.getcwd()
+    if not any(entry in ("", here) for entry in sys.path):
+        sys.path.insert(0, here)
+    try:
+        return getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise CommandError(f"{option} {spec}: cannot load it: {exc}") from None
 
 
 def _progress(label: str) -> Any:
@@ -428,7 +437,7 @@ def cmd_stats(args: argparse.Namespace) -> None:
         print(f"  tenants in this store: {', '.join(stats.tenants)}")
 
 
-def cmd_worker(args: argparse.Namespace) -> None:
+def cmd_worker(args: argparse.Namespace) -> int:
     import signal
     import threading
 
@@ -441,27 +450,106 @@ def cmd_worker(args: argparse.Namespace) -> None:
     kwargs: dict[str, Any] = {}
     if args.embed_model is not None:
         kwargs["embed_model"] = _load_embedding(args.embed_model)
+    outcomes: list[Any] = []
+
+    def report(outcome: Any) -> None:
+        outcomes.append(outcome)
+        if not args.json:
+            print(_outcome_line(outcome), flush=True)
+
     try:
-        ran = run_worker(args.store, llm, once=args.once, stop=stop, lease=args.lease, **kwargs)
+        run_worker(args.store, llm, once=args.once, stop=stop, lease=args.lease, report=report, **kwargs)
     except KeyboardInterrupt:
-        return
+        pass
+    failed = sum(o.failed for o in outcomes)
     if args.json:
-        return _print_json({"jobs": ran})
-    print(f"ran {ran} extraction jobs")
+        _print_json({
+            "jobs": len(outcomes), "done": sum(o.state == "done" for o in outcomes), "failed": failed,
+            "outcomes": [
+                {"id": o.job.id, "user_id": o.job.user_id, "session_id": o.job.payload.get("session_id"),
+                 "state": o.state, "attempts": o.job.attempts, "error": o.error, "retry_at": o.retry_at}
+                for o in outcomes
+            ],
+        })  # fmt: skip
+    else:
+        done = sum(o.state == "done" for o in outcomes)
+        detail = f": {done} done, {failed} failed" if failed else ""
+        print(f"ran {_plural(len(outcomes), 'extraction job')}{detail}")
+    # --once is what scripts and cron run: a failed pass must not look like success.
+    return 1 if args.once and failed else 0
+
+
+def _plural(n: int, word: str, plural: Optional[str] = None) -> str:
+    """``1 job``, ``2 jobs``."""
+    return f"{n} {word if n == 1 else plural or word + 's'}"
+
+
+def _outcome_line(outcome: Any) -> str:
+    """One line of ``worker`` output for a job that ended."""
+    job = outcome.job
+    payload = job.payload if isinstance(job.payload, dict) else {}
+    whose = f"user {job.user_id or '-'}, session {payload.get('session_id') or '-'}"
+    head = f"job {job.id} ({whose}): "
+    if outcome.state == "done":
+        return head + "done"
+    if outcome.state == "lost":
+        return head + "ran past its lease; another worker took it over"
+    error = _short(outcome.error or "", 300)
+    if outcome.state == "queued":
+        return head + f"failed (attempt {job.attempts} of {job.max_attempts}), retrying at {_when(outcome.retry_at)} UTC: {error}"
+    return head + f"dead after {_plural(job.attempts, 'attempt')}: {error}"
 
 
 def _load_object(spec: str, option: str, what: str) -> Any:
     """The object named ``module:name`` (called when it is a function or class)."""
-    import importlib
-
-    module_name, _, attribute = spec.partition(":")
-    if not module_name or not attribute:
-        raise CommandError(f"{option} takes module:name, {what}, e.g. myapp.llms:make_llm; got {spec!r}")
-    try:
-        found = getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as exc:
-        raise CommandError(f"{option} {spec}: cannot load it: {exc}") from None
+    found = _import_attribute(spec, option, f"{what}, e.g. myapp.llms:make_llm")
     return found() if callable(found) else found
+
+
+def cmd_jobs(args: argparse.Namespace) -> int:
+    if args.action == "retry":
+        return _retry_jobs(args)
+    if args.job_id is not None or args.all_dead:
+        raise CommandError("a job id and --all-dead go with `jobs retry` (e.g. llama-memory jobs retry ID)")
+    with _open(args) as admin:
+        jobs = admin.jobs(failed_only=not args.all)
+    if args.json:
+        _print_json(jobs)
+        return 0
+    if not jobs:
+        print(f"no {'' if args.all else 'failed '}jobs in tenant {args.tenant or 'default'!r}")
+        return 0
+    rows = [
+        (j.id, j.user_id or "-", j.session_id or "-", "failed, retrying" if j.failed and j.state == "queued" else j.state,
+         f"{j.attempts}/{j.max_attempts}", _when(j.run_at) if j.state == "queued" else "-")
+        for j in jobs
+    ]  # fmt: skip
+    header = ("JOB", "USER", "SESSION", "STATE", "ATTEMPTS", "NEXT RUN (UTC)")
+    cells = [[str(c) for c in header]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    for index, row in enumerate(cells):
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+        if index and jobs[index - 1].last_error:
+            print(f"    last error: {_short(jobs[index - 1].last_error or '', 300)}")
+    return 0
+
+
+def _retry_jobs(args: argparse.Namespace) -> int:
+    if (args.job_id is None) == (not args.all_dead):
+        raise CommandError("jobs retry takes a job ID (as `llama-memory jobs` lists it) or --all-dead")
+    with _open(args) as admin:
+        retried = admin.retry_dead_jobs() if args.all_dead else {args.job_id: admin.retry_job(args.job_id)}
+    if args.json:
+        _print_json({"retried": retried})
+        return 0
+    for old, new in retried.items():
+        if old == new:
+            print(f"job {old}: queued to run now")
+        else:
+            print(f"job {old}: its session's pass is already queued as job {new}, which covers the same messages")
+    if args.all_dead:
+        print(f"retried {_plural(len(retried), 'dead job')}")
+    return 0
 
 
 def cmd_copy(args: argparse.Namespace) -> None:
@@ -599,11 +687,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="the LLM to extract with: a LlamaIndex LLM (or a function returning one) "
         "importable as MODULE:NAME",
     )  # fmt: skip
-    worker.add_argument("--once", action="store_true", help="run the jobs due now, then exit")
+    worker.add_argument(
+        "--once", action="store_true",
+        help="run the jobs due now, then exit (status 1 when one of them failed)",
+    )  # fmt: skip
     worker.add_argument(
         "--lease", type=float, default=300.0,
         help="seconds a job is held before another worker may take it over (default 300)",
     )  # fmt: skip
+    jobs = add(
+        "jobs", cmd_jobs,
+        "list the failed extraction jobs (dead, or waiting for a retry) with their last error; "
+        "`jobs retry ID` or `jobs retry --all-dead` queues them again",
+    )  # fmt: skip
+    jobs.add_argument("action", nargs="?", choices=["list", "retry"], default="list", help="default list")
+    jobs.add_argument("job_id", nargs="?", metavar="ID", help="retry: the job to queue again")
+    jobs.add_argument("--all", action="store_true", help="list every job, not only the failed ones")
+    jobs.add_argument("--all-dead", action="store_true", help="retry: every dead job of the tenant")
     copy = commands.add_parser(
         "copy", parents=[options], help="copy a SQLite memory directory into PostgreSQL",
         description="Copy every user of a SQLite memory directory (chat logs, records, profile, "
@@ -633,7 +733,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from .errors import EmbeddingDimensionError, LlamaMemoryError
 
     try:
-        args.run(args)
+        status = args.run(args)
     except BrokenPipeError:
         # Output piped into a reader that stopped (`| head`): not an error of ours.
         sys.stdout = open(os.devnull, "w")
@@ -644,7 +744,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             message = f"{message} (pass it with --embed-model MODULE:NAME)"
         print(f"llama-memory {args.command}: error: {message}", file=sys.stderr)
         return 1
-    return 0
+    return status if isinstance(status, int) else 0
 
 
 if __name__ == "__main__":

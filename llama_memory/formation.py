@@ -403,6 +403,30 @@ def _observed(source: Any, window: PassWindow, call: Callable[[], Any]) -> Any:
         ))  # fmt: skip
 
 
+@dataclass(frozen=True)
+class JobOutcome:
+    """How one run of a job ended (:meth:`FormationWorker.run_once`).
+
+    Attributes:
+        job: the job as it was claimed.
+        state: ``"done"``; ``"queued"`` (it failed and is retried at ``retry_at``);
+            ``"dead"`` (it failed and is out of attempts); ``"lost"`` (it ran past its
+            lease and another worker took it over).
+        error: why it failed (``"ExtractionError: ..."``), None when it did not.
+        retry_at: epoch seconds of its next attempt, for ``"queued"``.
+    """
+
+    job: Job
+    state: str
+    error: Optional[str] = None
+    retry_at: Optional[float] = None
+
+    @property
+    def failed(self) -> bool:
+        """Whether the run failed (retried later, or dead)."""
+        return self.error is not None
+
+
 def retry_in(attempts: int) -> float:
     """Seconds before a pass that failed ``attempts`` times runs again (backoff)."""
     return RETRY_BASE * 4 ** max(attempts - 1, 0)
@@ -439,25 +463,28 @@ class FormationWorker:
         #: need not queue anything, :attr:`after` runs once the job is done.
         self.running: Optional[Job] = None
 
-    def run_once(self) -> bool:
-        """Claim and run one job; False when none may run now."""
+    def run_once(self) -> Optional[JobOutcome]:
+        """Claim and run one job and say how it ended; None when none may run now."""
         job = self.queue.claim(self.name, kinds=[EXTRACT_JOB], lease=self.lease)
         if job is None:
-            return False
+            return None
         self.running = job
         try:
             self.run(job)
         except Exception as exc:
             self.running = None
-            state = self.queue.fail(job, f"{type(exc).__name__}: {exc}", retry_in=retry_in(job.attempts))
+            error, wait = f"{type(exc).__name__}: {exc}", retry_in(job.attempts)
+            failed_at = time.time()
+            state = self.queue.fail(job, error, retry_in=wait, now=failed_at)
             logger.warning("extraction job %s failed (attempt %d, now %s): %s", job.id, job.attempts, state, exc)
-        else:
-            self.running = None  # before the follow-up reads what arrived meanwhile
-            if not self.queue.ack(job):
-                logger.warning("extraction job %s ran past its lease; another worker took it over", job.id)
-            elif self.after is not None:
-                self.after(job)
-        return True
+            return JobOutcome(job, state, error, failed_at + wait if state == "queued" else None)
+        self.running = None  # before the follow-up reads what arrived meanwhile
+        if not self.queue.ack(job):
+            logger.warning("extraction job %s ran past its lease; another worker took it over", job.id)
+            return JobOutcome(job, "lost")
+        if self.after is not None:
+            self.after(job)
+        return JobOutcome(job, "done")
 
     def start(self) -> None:
         """Start the thread (once)."""
@@ -496,7 +523,7 @@ class FormationWorker:
             with self._idle:
                 asked = self._asked
             try:
-                while not self._stopping.is_set() and self.run_once():
+                while not self._stopping.is_set() and self.run_once() is not None:
                     pass
             except Exception:  # the store failed (or closed): try again later
                 logger.exception("extraction worker %s: the job queue failed", self.name)

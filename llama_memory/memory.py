@@ -575,13 +575,17 @@ class ComposableMemory(BaseMemory):
     def flush(self, timeout: Optional[float] = None) -> None:
         """Wait until the queued extraction passes that may run now are done (for
         tests, notebooks and shutdown). A failed pass waiting for its retry is not
-        waited for (``llama-memory stats`` shows failed jobs).
+        waited for (``llama-memory jobs`` lists failed jobs).
 
         Args:
             timeout: seconds to wait at most; TimeoutError past it.
 
-        With ``extract_in="worker"`` (or without ``llm``) this memory runs no pass
-        and returns at once.
+        With ``extract_in="thread"`` the memory's own thread runs them. With
+        ``extract_in="worker"`` this memory runs none: it waits until worker processes
+        (``llama-memory worker``) have run this session's passes, looking at the
+        store's queue every 0.1 s; with no worker running it waits until ``timeout``
+        (for ever without one). Without ``llm`` in thread mode nothing is queued and
+        it returns at once.
         """
         writing.flush(self, timeout)
 

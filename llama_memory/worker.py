@@ -12,11 +12,11 @@ import json
 import logging
 import threading
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 from .config import open_queue
 from .errors import LlamaMemoryError
-from .formation import DEFAULT_LEASE, POLL_SECONDS, FormationWorker
+from .formation import DEFAULT_LEASE, POLL_SECONDS, FormationWorker, JobOutcome
 from .memory import ComposableMemory
 from .storage.ports.jobs import Job
 from .writing import follow_up, run_job
@@ -33,6 +33,7 @@ def run_worker(
     lease: float = DEFAULT_LEASE,
     poll: float = POLL_SECONDS,
     name: Optional[str] = None,
+    report: Optional[Callable[[JobOutcome], Any]] = None,
     **memory_kwargs: Any,
 ) -> int:
     """Run the extraction passes queued in the store under ``path``; return how many
@@ -49,6 +50,9 @@ def run_worker(
             the job over once the lease runs out.
         poll: seconds between looks at an empty queue.
         name: this worker's name in the queue (default a random one).
+        report: called with each job's :class:`~llama_memory.formation.JobOutcome`
+            as it ends (done, failed and retried at a time, dead with its error):
+            ``llama-memory worker`` prints one line per job with it.
         **memory_kwargs: what a job's memory configuration cannot carry, passed to
             :meth:`ComposableMemory.from_dict` (``embed_model=``, a profile
             ``schema``...).
@@ -86,8 +90,11 @@ def run_worker(
     ran = 0
     try:
         while not stop.is_set():
-            if worker.run_once():
+            outcome = worker.run_once()
+            if outcome is not None:
                 ran += 1
+                if report is not None:
+                    report(outcome)
             elif once:
                 break
             else:

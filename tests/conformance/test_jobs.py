@@ -121,3 +121,52 @@ def test_bad_input_is_refused_with_what_to_pass(backend) -> None:
         queue.enqueue("extract", {"when": object()})
     with pytest.raises(ValueError, match="max_attempts"):
         queue.enqueue("extract", {}, max_attempts=0)
+
+
+def test_failed_jobs_are_listed_with_their_last_error_and_retried(backend) -> None:
+    queue = backend.open()
+    dead = queue.enqueue("extract", {"session_id": "s1"}, tenant_id="t1", user_id="alice", max_attempts=1, run_at=100.0)
+    retrying = queue.enqueue("extract", {"session_id": "s2"}, tenant_id="t1", user_id="bob", run_at=100.0)
+    waiting = queue.enqueue("extract", {"session_id": "s3"}, tenant_id="t2", user_id="carol", run_at=100.0)
+    for _ in range(2):
+        job = queue.claim("w", now=100.0)
+        assert job is not None
+        queue.fail(job, f"ExtractionError: bad answer of {job.user_id}", retry_in=50.0, now=100.0)
+    failed = queue.list_jobs(failed=True)
+    assert [(j.id, j.state, j.user_id, j.session_id, j.attempts, j.last_error) for j in failed] == [
+        (dead, "dead", "alice", "s1", 1, "ExtractionError: bad answer of alice"),
+        (retrying, "queued", "bob", "s2", 1, "ExtractionError: bad answer of bob"),
+    ]
+    assert all(j.failed for j in failed) and failed[1].run_at == 150.0
+    assert [j.id for j in queue.list_jobs()] == [dead, retrying, waiting]
+    assert [j.id for j in queue.list_jobs(states=["queued"], tenant_id="t1")] == [retrying]
+    assert queue.list_jobs(states=[]) == []
+    assert not queue.list_jobs(tenant_id="t2", failed=True)
+
+    assert queue.retry(dead, tenant_id="t1", now=100.0) == dead
+    job = queue.claim("w", now=100.0)
+    assert job is not None and (job.id, job.attempts) == (dead, 1)  # its attempts start again
+    assert queue.ack(job)
+    assert queue.retry(retrying, now=100.0) == retrying  # a retry brought forward
+    assert queue.claim("w", now=100.0).id == retrying  # type: ignore[union-attr]
+    with pytest.raises(KeyError, match="no job"):
+        queue.retry("nope")
+    with pytest.raises(KeyError, match="no job"):
+        queue.retry(waiting, tenant_id="t1")  # another tenant's
+    with pytest.raises(ValueError, match="is done"):
+        queue.retry(dead)
+    with pytest.raises(ValueError, match="has not failed"):
+        queue.retry(waiting)
+
+
+def test_a_dead_jobs_retry_gives_way_to_its_sessions_queued_pass(backend) -> None:
+    queue = backend.open()
+    key = "extract:alice:s1"
+    dead = queue.enqueue("extract", {}, dedup_key=key, max_attempts=1, run_at=100.0)
+    job = queue.claim("w", now=100.0)
+    assert job is not None and queue.fail(job, "LLM down", now=100.0) == "dead"
+    live = queue.enqueue("extract", {}, dedup_key=key, run_at=100.0)  # the session's next turn
+    assert live != dead
+    assert queue.retry(dead, now=100.0) == live  # the queued pass covers the dead one's messages
+    assert [j.id for j in queue.list_jobs(states=["dead"])] == [dead]
+    assert [j.id for j in queue.list_jobs(dedup_key=key, states=["queued"])] == [live]

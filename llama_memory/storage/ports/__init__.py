@@ -8,7 +8,7 @@ memory only ever see these types and plain domain rows (``MemoryRecord``, ``Scop
 
 from .base import MetaStore, Storage, Transactional, UserDeletion, one_connection
 from .chat import ChatLog, ChatLogChanges, ChatStore, SharedChatLog
-from .jobs import JOB_STATES, Job, JobQueue
+from .jobs import JOB_STATES, Job, JobQueue, JobRow
 from .lexical import LexicalIndex
 from .records import IndexedRows, IndexFlags, NewRecord, PendingRecord, RecordStore
 from .vectors import Vector, VectorCopies, VectorIndex
@@ -22,6 +22,7 @@ __all__ = [
     "IndexedRows",
     "Job",
     "JobQueue",
+    "JobRow",
     "LexicalIndex",
     "MetaStore",
     "NewRecord",

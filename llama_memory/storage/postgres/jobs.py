@@ -7,12 +7,14 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Any, Optional
 
 from psycopg.types.json import Jsonb
 
 from ...errors import StorageError
-from ..ports.jobs import JOB_STATES, Job
+from ..job_rows import check_retryable, failed_clause, job_row
+from ..ports.jobs import JOB_STATES, Job, JobRow
 from .connection import PostgresConnection
 
 
@@ -136,6 +138,51 @@ class JobTables(PostgresConnection):
                 (state, at + retry_in, error, job.id, job.worker, job.attempts),
             )
             return state if cur.rowcount == 1 else "lost"
+
+    def list_jobs(
+        self,
+        *,
+        states: Optional[Sequence[str]] = None,
+        failed: bool = False,
+        tenant_id: Optional[str] = None,
+        dedup_key: Optional[str] = None,
+        kind: Optional[str] = None,
+    ) -> list[JobRow]:
+        """The jobs asked for, oldest first; see the port."""
+        where, params = ["true"], []  # type: tuple[list[str], list[Any]]
+        if states is not None:
+            where.append("state = ANY(%s)")
+            params.append(list(states))
+        if failed:
+            where.append(failed_clause())
+        for column, value in (("tenant_id", tenant_id), ("dedup_key", dedup_key), ("kind", kind)):
+            if value is not None:
+                where.append(f"{column} = %s")
+                params.append(value)
+        rows = self.query("list jobs", "SELECT * FROM jobs WHERE " + " AND ".join(where) + " ORDER BY seq", params)
+        return [job_row(dict(row)) for row in rows]
+
+    def retry(self, job_id: str, *, tenant_id: Optional[str] = None, now: Optional[float] = None) -> str:
+        """Queue a failed job again, to run now; see the port."""
+        at = time.time() if now is None else now
+        with self.transaction("retry a job") as conn:
+            row = conn.execute("SELECT * FROM jobs WHERE id = %s FOR UPDATE", (job_id,)).fetchone()
+            if row is None or (tenant_id is not None and row["tenant_id"] != tenant_id):
+                raise KeyError(f"no job {job_id!r} in the queue of {self.location}")
+            check_retryable(row)
+            if row["dedup_key"] is not None and row["state"] == "dead":
+                live = conn.execute(
+                    "SELECT id FROM jobs WHERE dedup_key = %s AND state IN ('queued', 'running')",
+                    (row["dedup_key"],),
+                ).fetchone()
+                if live is not None:
+                    return str(live["id"])
+            conn.execute(
+                "UPDATE jobs SET state = 'queued', run_at = %s, attempts = 0, worker = NULL, "
+                "lease_until = NULL, last_error = NULL WHERE id = %s",
+                (at, job_id),
+            )
+        return job_id
 
     def counts(self, kind: Optional[str] = None) -> dict[str, int]:
         """How many jobs are in each state."""
