@@ -164,8 +164,8 @@ def ask_pass(llm: Any, parts: Sequence[PassPart], window: PassWindow) -> dict[st
     said). Nothing is written.
 
     A function-calling LLM is asked for a structured answer (a :data:`PASS_ANSWER`
-    tool call, via ``structured_predict``); any other LLM for JSON text, parsed
-    strictly (:func:`parse_answer`).
+    tool call, via ``structured_predict``); any other LLM for JSON text: one object,
+    alone, fenced or with prose around it (:func:`parse_answer`).
 
     Raises:
         ExtractionError: the answer was malformed, had an unknown key,
@@ -249,13 +249,17 @@ def _answer_model(fields: tuple[str, ...]) -> type[BaseModel]:
 
 
 def parse_answer(text: str, fields: Sequence[str]) -> dict[str, Any]:
-    """A pass's JSON answer given as text: one object (a ```json fence around it is
-    allowed, nothing else) whose keys are among ``fields`` (a key left out: nothing new
-    for that part, as an LLM with nothing to say for it often answers).
+    """A pass's JSON answer given as text: one object whose keys are among ``fields``
+    (a key left out: nothing new for that part, as an LLM with nothing to say for it
+    often answers). The object may come alone, in a ```json fence, or with prose around
+    it ("Here is the update: {...}. Let me know..."), as local models write it; but
+    exactly one: two objects, or none, are an error.
 
     Raises:
-        ExtractionError: it was not JSON, not an object, or it had a key not in ``fields``.
+        ExtractionError: no JSON object (or more than one), not an object, or a key
+            not in ``fields``; the message quotes the answer's first characters.
     """
+    began = f"; it began {text[:120]!r}"
     body = text.strip()
     fenced = re.fullmatch(r"```(?:json)?\s*(.*?)\s*```", body, re.DOTALL)
     if fenced:
@@ -263,13 +267,34 @@ def parse_answer(text: str, fields: Sequence[str]) -> dict[str, Any]:
     try:
         data = json.loads(body)
     except json.JSONDecodeError as exc:
-        raise ExtractionError(f"the pass's answer is not JSON ({exc}); it began {text[:120]!r}") from exc
+        found = _json_objects(body)
+        if len(found) != 1:
+            what = f"not JSON ({exc})" if not found else f"{len(found)} JSON objects, not one"
+            raise ExtractionError(f"the pass's answer is {what}{began}") from exc
+        data = found[0]
     if not isinstance(data, dict):
-        raise ExtractionError(f"the pass's answer must be a JSON object with keys {list(fields)}, got {type(data).__name__}")
+        raise ExtractionError(
+            f"the pass's answer must be a JSON object with keys {list(fields)}, got {type(data).__name__}{began}"
+        )
     unknown = [k for k in data if k not in fields]
     if unknown:
-        raise ExtractionError(f"the pass's answer may only have the keys {list(fields)}: unknown {unknown}")
+        raise ExtractionError(f"the pass's answer may only have the keys {list(fields)}: unknown {unknown}{began}")
     return data
+
+
+def _json_objects(text: str) -> list[Any]:
+    """The JSON objects written in ``text`` among other words, outermost only (an
+    object inside another is part of it)."""
+    decoder, found, at = json.JSONDecoder(), [], text.find("{")
+    while at != -1:
+        try:
+            value, end = decoder.raw_decode(text, at)
+        except json.JSONDecodeError:
+            at = text.find("{", at + 1)  # a brace of the prose: look further
+            continue
+        found.append(value)
+        at = text.find("{", end)
+    return found
 
 
 def run_parts(
