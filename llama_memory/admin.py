@@ -69,7 +69,7 @@ from .storage.admin import StoreAdmin
 from .storage.chroma import CHROMA_DIRNAME, http_client, server_address
 from .storage.expiry import Expiry
 from .storage.ports.admin import AdminRows, SessionSummary, StoreCounts, UserSummary
-from .storage.ports.jobs import JobRow
+from .storage.ports.jobs import FormationDay, JobRow
 from .storage.reconcile import ReconcileReport
 from .storage.sqlite import DB_FILENAME, SQLiteStore
 from .storage.sqlite.profile import SQLiteProfileRows
@@ -147,6 +147,10 @@ class StoreStats:
         jobs: background jobs (extraction passes) by state: ``queued`` (waiting,
             or waiting for a retry), ``running``, ``done``, ``dead`` (failed for
             good; the store keeps the last error), for the whole store.
+        formation: what the tenant's extraction passes cost, per user and per day
+            (UTC), oldest day first: passes run, failed ones, LLM tokens sent and
+            received, wall time (:class:`~llama_memory.storage.ports.jobs.FormationDay`;
+            a job's runs count on the day its last run ended).
     """
 
     counts: StoreCounts
@@ -155,6 +159,7 @@ class StoreStats:
     tenants: list[str]
     jobs: dict[str, int] = field(default_factory=dict)
     location: str = ""
+    formation: list[FormationDay] = field(default_factory=list)
 
 
 class MemoryAdmin:
@@ -549,7 +554,8 @@ class MemoryAdmin:
         return sum(source.purge_expired() for source in self.sources())
 
     def stats(self) -> StoreStats:
-        """Counts, sizes on disk and pending index work of the tenant."""
+        """Counts, sizes on disk, pending index work, jobs, and what the tenant's
+        extraction passes cost per user and day."""
         sizes: dict[str, int]
         if self.url is not None:
             from .storage.postgres.admin import PostgresStoreAdmin
@@ -570,6 +576,7 @@ class MemoryAdmin:
             tenants=self._admin.tenants(),
             jobs=self.store.counts(),
             location=self.location,
+            formation=self.store.formation_days(tenant_id=self.tenant_id),
         )
 
     # -- background jobs --------------------------------------------------------------------

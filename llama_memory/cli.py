@@ -92,10 +92,15 @@ def _size(n: int) -> str:
 
 
 def _table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> None:
+    for line in _lines(rows, header):
+        print(line)
+
+
+def _lines(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> list[str]:
+    """A table's lines: the header, then the rows, in aligned columns."""
     cells = [[str(c) for c in header]] + [[str(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    for row in cells:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+    return ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
 
 
 def _print_record(rank: Optional[int], record: Any) -> None:
@@ -425,6 +430,15 @@ def cmd_stats(args: argparse.Namespace) -> None:
     jobs = stats.jobs
     if any(jobs.values()):
         print("  extraction jobs: " + ", ".join(f"{state} {n}" for state, n in jobs.items()))
+    if stats.formation:
+        print("  extraction passes per user and day (UTC):")
+        rows = [
+            (d.day, d.user_id or "-", d.passes, d.failures, d.tokens_sent, d.tokens_received,
+             f"{d.duration_ms / 1000:.1f}")
+            for d in stats.formation
+        ]  # fmt: skip
+        for line in _lines(rows, ("DAY", "USER", "PASSES", "FAILED", "TOKENS SENT", "RECEIVED", "SECONDS")):
+            print(f"    {line}")
     sizes = stats.sizes
     if "postgres" in sizes:
         print(f"  in the database: {_size(sizes['postgres'])} (tables and their indexes)")
@@ -458,7 +472,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
             print(_outcome_line(outcome), flush=True)
 
     try:
-        run_worker(args.store, llm, once=args.once, stop=stop, lease=args.lease, report=report, **kwargs)
+        run_worker(
+            args.store, llm, once=args.once, stop=stop, lease=args.lease, report=report,
+            formation_token_budget=args.token_budget, **kwargs,
+        )  # fmt: skip
     except KeyboardInterrupt:
         pass
     failed = sum(o.failed for o in outcomes)
@@ -467,13 +484,17 @@ def cmd_worker(args: argparse.Namespace) -> int:
             "jobs": len(outcomes), "done": sum(o.state == "done" for o in outcomes), "failed": failed,
             "outcomes": [
                 {"id": o.job.id, "user_id": o.job.user_id, "session_id": o.job.payload.get("session_id"),
-                 "state": o.state, "attempts": o.job.attempts, "error": o.error, "retry_at": o.retry_at}
+                 "state": o.state, "attempts": o.job.attempts, "error": o.error, "retry_at": o.retry_at,
+                 "reason": o.reason, "cost": o.cost}
                 for o in outcomes
             ],
         })  # fmt: skip
     else:
         done = sum(o.state == "done" for o in outcomes)
+        deferred = sum(o.state == "deferred" for o in outcomes)
         detail = f": {done} done, {failed} failed" if failed else ""
+        if deferred:
+            detail = (detail or f": {done} done") + f", {deferred} deferred"
         print(f"ran {_plural(len(outcomes), 'extraction job')}{detail}")
     # --once is what scripts and cron run: a failed pass must not look like success.
     return 1 if args.once and failed else 0
@@ -494,6 +515,8 @@ def _outcome_line(outcome: Any) -> str:
         return head + "done"
     if outcome.state == "lost":
         return head + "ran past its lease; another worker took it over"
+    if outcome.state == "deferred":
+        return head + f"deferred to {_when(outcome.retry_at)} UTC: {outcome.reason}"
     error = _short(outcome.error or "", 300)
     if outcome.state == "queued":
         return head + f"failed (attempt {job.attempts} of {job.max_attempts}), retrying at {_when(outcome.retry_at)} UTC: {error}"
@@ -524,11 +547,9 @@ def cmd_jobs(args: argparse.Namespace) -> int:
          f"{j.attempts}/{j.max_attempts}", _when(j.run_at) if j.state == "queued" else "-")
         for j in jobs
     ]  # fmt: skip
-    header = ("JOB", "USER", "SESSION", "STATE", "ATTEMPTS", "NEXT RUN (UTC)")
-    cells = [[str(c) for c in header]] + [[str(c) for c in row] for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    for index, row in enumerate(cells):
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+    lines = _lines(rows, ("JOB", "USER", "SESSION", "STATE", "ATTEMPTS", "NEXT RUN (UTC)"))
+    for index, line in enumerate(lines):
+        print(line)
         if index and jobs[index - 1].last_error:
             print(f"    last error: {_short(jobs[index - 1].last_error or '', 300)}")
     return 0
@@ -589,6 +610,16 @@ def _positive(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number (0 or more), got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number (0 or more), got {text!r}")
     return value
 
 
@@ -680,7 +711,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("reindex", cmd_reindex, "rebuild the dense indexes from the system of record")
     add("reconcile", cmd_reconcile, "bring the dense indexes in line with the system of record")
     add("purge-expired", cmd_purge_expired, "delete the records whose time to live is over")
-    add("stats", cmd_stats, "counts, sizes on disk and pending index work")
+    add("stats", cmd_stats, "counts, sizes on disk, pending index work, and extraction passes and tokens per user and day")
     worker = add("worker", cmd_worker, "run the extraction passes queued in the store (extract_every)")
     worker.add_argument(
         "--llm", required=True, metavar="MODULE:NAME",
@@ -690,6 +721,11 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument(
         "--once", action="store_true",
         help="run the jobs due now, then exit (status 1 when one of them failed)",
+    )  # fmt: skip
+    worker.add_argument(
+        "--token-budget", type=_non_negative, default=None, metavar="TOKENS",
+        help="LLM tokens a user's passes may use per day (UTC); passes past it wait for the next "
+        "day (default: the budget of the memory that queued them, formation_token_budget=; 0: none)",
     )  # fmt: skip
     worker.add_argument(
         "--lease", type=float, default=300.0,

@@ -35,10 +35,11 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from .extraction import ExtractionError, structured_output
 from .instrumentation import MemoryExtractionEvent, Stopwatch, dispatcher
 from .messages import declared_message_id, dump_message, message_text, role_name
+from .metering import metering
 from .sources.base import Extracting, Stored
 from .storage.ports import Storage
 from .storage.ports.base import user_meta_key
-from .storage.ports.jobs import Job, JobQueue
+from .storage.ports.jobs import Job, JobQueue, PassCost
 from .types import Scope
 
 logger = logging.getLogger(__name__)
@@ -412,20 +413,33 @@ def run_pass(
 
 
 def _observed(source: Any, window: PassWindow, call: Callable[[], Any]) -> Any:
-    """``call()``, reported by a :class:`MemoryExtractionEvent` (with its error)."""
+    """``call()``, reported by a :class:`MemoryExtractionEvent` (with its error and the
+    tokens of its LLM calls)."""
     watch, error = Stopwatch(), None
-    try:
-        return call()
-    except Exception as exc:
-        error = f"{type(exc).__name__}: {exc}"
-        raise
-    finally:
-        scope = window.scope
-        dispatcher.event(MemoryExtractionEvent(
-            tenant_id=scope.tenant_id, user_id=scope.user_id, session_id=scope.session_id,
-            source=getattr(source, "name", type(source).__name__),
-            messages=len(window.messages), error=error, duration_ms=watch.elapsed_ms,
-        ))  # fmt: skip
+    with metering() as meter:
+        try:
+            return call()
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            scope = window.scope
+            dispatcher.event(MemoryExtractionEvent(
+                tenant_id=scope.tenant_id, user_id=scope.user_id, session_id=scope.session_id,
+                source=getattr(source, "name", type(source).__name__),
+                messages=len(window.messages), error=error, duration_ms=watch.elapsed_ms,
+                tokens_sent=meter.sent, tokens_received=meter.received, llm_calls=meter.calls,
+            ))  # fmt: skip
+
+
+class FormationDeferred(Exception):
+    """Raised by a job's run before any LLM call to give the job back, to run at
+    ``until`` (epoch seconds), without counting an attempt: e.g. its user is over the
+    day's token budget. Not a failure."""
+
+    def __init__(self, until: float, reason: str) -> None:
+        super().__init__(reason)
+        self.until, self.reason = until, reason
 
 
 @dataclass(frozen=True)
@@ -435,16 +449,21 @@ class JobOutcome:
     Attributes:
         job: the job as it was claimed.
         state: ``"done"``; ``"queued"`` (it failed and is retried at ``retry_at``);
-            ``"dead"`` (it failed and is out of attempts); ``"lost"`` (it ran past its
+            ``"dead"`` (it failed and is out of attempts); ``"deferred"`` (it did not
+            run: see ``reason``; it runs at ``retry_at``); ``"lost"`` (it ran past its
             lease and another worker took it over).
         error: why it failed (``"ExtractionError: ..."``), None when it did not.
-        retry_at: epoch seconds of its next attempt, for ``"queued"``.
+        retry_at: epoch seconds of its next attempt, for ``"queued"`` and ``"deferred"``.
+        cost: the LLM tokens and wall time of the run (None when deferred).
+        reason: why it was deferred.
     """
 
     job: Job
     state: str
     error: Optional[str] = None
     retry_at: Optional[float] = None
+    cost: Optional[PassCost] = None
+    reason: Optional[str] = None
 
     @property
     def failed(self) -> bool:
@@ -494,22 +513,32 @@ class FormationWorker:
         if job is None:
             return None
         self.running = job
+        watch = Stopwatch()
         try:
-            self.run(job)
+            with metering() as meter:
+                try:
+                    self.run(job)
+                finally:
+                    cost = PassCost(meter.sent, meter.received, watch.elapsed_ms)
+        except FormationDeferred as deferred:
+            self.running = None
+            self.queue.postpone(job, deferred.until)
+            logger.info("extraction job %s deferred: %s", job.id, deferred.reason)
+            return JobOutcome(job, "deferred", retry_at=deferred.until, reason=deferred.reason)
         except Exception as exc:
             self.running = None
             error, wait = f"{type(exc).__name__}: {exc}", retry_in(job.attempts)
             failed_at = time.time()
-            state = self.queue.fail(job, error, retry_in=wait, now=failed_at)
+            state = self.queue.fail(job, error, retry_in=wait, now=failed_at, cost=cost)
             logger.warning("extraction job %s failed (attempt %d, now %s): %s", job.id, job.attempts, state, exc)
-            return JobOutcome(job, state, error, failed_at + wait if state == "queued" else None)
+            return JobOutcome(job, state, error, failed_at + wait if state == "queued" else None, cost)
         self.running = None  # before the follow-up reads what arrived meanwhile
-        if not self.queue.ack(job):
+        if not self.queue.ack(job, cost):
             logger.warning("extraction job %s ran past its lease; another worker took it over", job.id)
-            return JobOutcome(job, "lost")
+            return JobOutcome(job, "lost", cost=cost)
         if self.after is not None:
             self.after(job)
-        return JobOutcome(job, "done")
+        return JobOutcome(job, "done", cost=cost)
 
     def start(self) -> None:
         """Start the thread (once)."""

@@ -117,6 +117,11 @@ class ComposableMemory(BaseMemory):
         description='Who runs queued passes: "thread" (this memory, with llm) or "worker" '
         "(llama-memory worker processes).",
     )
+    formation_token_budget: int = Field(
+        default=0,
+        description="LLM tokens a user's queued extraction passes may use per day (UTC); "
+        "passes past it wait for the next day (0: no budget).",
+    )
     min_relevance: float = Field(
         default=DEFAULT_MIN_RELEVANCE,
         description="Records whose calibrated relevance is below this stay out of the block.",
@@ -180,7 +185,7 @@ class ComposableMemory(BaseMemory):
             )
         return value
 
-    @field_validator("memory_token_limit", "top_k", "extract_every", "extract_after_quiet")
+    @field_validator("memory_token_limit", "top_k", "extract_every", "extract_after_quiet", "formation_token_budget")
     @classmethod
     def _non_negative(cls, value: Any) -> Any:
         if value < 0:
@@ -235,6 +240,7 @@ class ComposableMemory(BaseMemory):
         extract_every: int = 0,
         extract_in: ExtractIn = "thread",
         extract_after_quiet: float = 0.0,
+        formation_token_budget: int = 0,
         profile: Union[bool, type[BaseModel], None] = None,
         triples: bool = False,
         chroma_host: Optional[str] = None,
@@ -295,6 +301,10 @@ class ComposableMemory(BaseMemory):
                 (debounce, as LangGraph's ``ReflectionExecutor``): each ``put()``
                 pushes the session's queued pass back to now + this (0: off). With
                 ``extract_every`` too, whichever comes first.
+            formation_token_budget: LLM tokens (sent and received) the queued
+                extraction passes of one user may use per day (UTC), whoever runs them;
+                a pass due past it waits for the next day (nothing is lost). 0: no
+                budget. A pass that starts under it runs whole (see docs/formation.md).
             extract_in: who runs the queued passes: ``"thread"`` (default), a thread
                 of this memory, with ``llm`` (without ``llm`` nothing is queued);
                 ``"worker"``: ``llama-memory worker --store PATH`` processes, which
@@ -375,6 +385,7 @@ class ComposableMemory(BaseMemory):
             extract_every=extract_every,
             extract_in=extract_in,
             extract_after_quiet=extract_after_quiet,
+            formation_token_budget=formation_token_budget,
             profile=profile,
             triples=triples,
             chroma_host=chroma_host,

@@ -34,6 +34,7 @@ def run_worker(
     poll: float = POLL_SECONDS,
     name: Optional[str] = None,
     report: Optional[Callable[[JobOutcome], Any]] = None,
+    formation_token_budget: Optional[int] = None,
     **memory_kwargs: Any,
 ) -> int:
     """Run the extraction passes queued in the store under ``path``; return how many
@@ -53,6 +54,10 @@ def run_worker(
         report: called with each job's :class:`~llama_memory.formation.JobOutcome`
             as it ends (done, failed and retried at a time, dead with its error):
             ``llama-memory worker`` prints one line per job with it.
+        formation_token_budget: tokens a user's passes may use per day (UTC), for
+            every job this worker runs (default: the budget of the memory that queued
+            the job, ``from_defaults(formation_token_budget=)``; 0: none). A job of a
+            user past it is deferred to the next day.
         **memory_kwargs: what a job's memory configuration cannot carry, passed to
             :meth:`ComposableMemory.from_dict` (``embed_model=``, a profile
             ``schema``...).
@@ -79,7 +84,10 @@ def run_worker(
         key = json.dumps({k: v for k, v in config.items() if k not in ("user_id", "session_id")}, sort_keys=True)
         memory = memories.get(key)
         if memory is None:
-            memory = ComposableMemory.from_dict(config, **{**memory_kwargs, "llm": llm, "extract_in": "worker"})
+            given = {**memory_kwargs, "llm": llm, "extract_in": "worker"}
+            if formation_token_budget is not None:
+                given["formation_token_budget"] = formation_token_budget
+            memory = ComposableMemory.from_dict(config, **given)
             memories[key] = memory
         return memory
 

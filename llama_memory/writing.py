@@ -23,6 +23,7 @@ from .errors import LlamaMemoryError
 from .formation import (
     EXTRACT_JOB,
     MAX_ATTEMPTS,
+    FormationDeferred,
     FormationWorker,
     cursor_key,
     job_key,
@@ -45,6 +46,9 @@ from .types import Scope, StoredMessage, now
 
 if TYPE_CHECKING:
     from .memory import ComposableMemory
+
+#: Seconds in a day: token budgets are per day, from midnight UTC.
+DAY = 86400
 
 # The memory's own logger: what it logs keeps the name applications filter on.
 logger = logging.getLogger("llama_memory.memory")
@@ -258,7 +262,24 @@ def run_job(memory: ComposableMemory, job: Job) -> int:
     scope = job_scope(job)
     if memory.llm is None:
         raise LlamaMemoryError("this worker has no LLM to extract with: give the memory llm=")
+    check_budget(memory, scope)
     return one_pass(memory, scope, memory.llm)
+
+
+def check_budget(memory: ComposableMemory, scope: Scope, at: Optional[float] = None) -> None:
+    """:class:`~llama_memory.formation.FormationDeferred` to the next day (UTC) when the
+    user's queued passes have used ``formation_token_budget`` tokens today."""
+    budget = memory.formation_token_budget
+    if not budget:
+        return
+    assert memory._store is not None
+    at = time.time() if at is None else at
+    day = int(at // DAY) * DAY
+    used = memory._store.tokens_used(scope.tenant_id, scope.user_id, day)
+    if used >= budget:
+        raise FormationDeferred(
+            day + DAY, f"user {scope.user_id!r} used {used} of the {budget} formation tokens of the day"
+        )
 
 
 def one_pass(memory: ComposableMemory, scope: Scope, llm: Any) -> int:

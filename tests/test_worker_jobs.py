@@ -106,9 +106,9 @@ def test_the_worker_reports_each_job_fails_on_a_failure_and_dead_jobs_can_be_ret
     good = llama_memory(app, "worker", "--store", store, "--llm", "my_llms:jazz", "--once")
     assert good.returncode == 0, good.stderr
     lines = good.stdout.splitlines()
-    assert lines[0] == f"job {dead_id} (user alice, session s1): done"
+    assert f"job {dead_id} (user alice, session s1): done" in lines
     # s2's retry runs too when its 5 s have passed meanwhile (slow process starts).
-    assert lines[1:] in (["ran 1 extraction job"], [lines[1], "ran 2 extraction jobs"]), lines
+    assert lines[-1] == ("ran 1 extraction job" if len(lines) == 2 else "ran 2 extraction jobs"), lines
     with MemoryAdmin(store) as admin:
         assert admin.profile("alice")["likes"][0] == "jazz"
         assert [j.session_id for j in admin.jobs()] == ([] if len(lines) == 3 else ["s2"])

@@ -39,6 +39,21 @@ class Job:
 
 
 @dataclass(frozen=True)
+class PassCost:
+    """What running a job cost: the LLM tokens it sent and received and its wall time.
+
+    Attributes:
+        tokens_sent: prompt tokens (as the LLM reported them, else counted).
+        tokens_received: answer tokens (likewise).
+        duration_ms: wall time of the run, in milliseconds.
+    """
+
+    tokens_sent: int = 0
+    tokens_received: int = 0
+    duration_ms: float = 0.0
+
+
+@dataclass(frozen=True)
 class JobRow:
     """A job as the queue holds it, for people looking at the queue (``llama-memory jobs``).
 
@@ -50,6 +65,10 @@ class JobRow:
         run_at: epoch seconds it runs (or is retried) at, when queued.
         last_error: the error of its last failed attempt (None: it never failed).
         created_at: epoch seconds it was queued.
+        passes, failures: runs of the job that ended (done or failed), and of those
+            that failed.
+        tokens_sent, tokens_received, duration_ms: the total of its runs (:class:`PassCost`).
+        finished_at: epoch seconds its last run ended (None: none ended yet).
     """
 
     id: str
@@ -63,11 +82,40 @@ class JobRow:
     run_at: float
     last_error: Optional[str]
     created_at: float
+    passes: int = 0
+    failures: int = 0
+    tokens_sent: int = 0
+    tokens_received: int = 0
+    duration_ms: float = 0.0
+    finished_at: Optional[float] = None
 
     @property
     def failed(self) -> bool:
         """Dead, or waiting for a retry after a failed attempt."""
         return self.state == "dead" or (self.state == "queued" and self.last_error is not None)
+
+
+@dataclass(frozen=True)
+class FormationDay:
+    """What the jobs of one user cost on one day (UTC), by the day their runs ended.
+
+    Attributes:
+        tenant_id, user_id: whose jobs.
+        day: ``"YYYY-MM-DD"`` (UTC).
+        passes: runs that ended that day (done or failed).
+        failures: of those, the failed ones.
+        tokens_sent, tokens_received: LLM tokens of those runs.
+        duration_ms: their wall time.
+    """
+
+    tenant_id: Optional[str]
+    user_id: Optional[str]
+    day: str
+    passes: int
+    failures: int
+    tokens_sent: int
+    tokens_received: int
+    duration_ms: float
 
 
 @runtime_checkable
@@ -111,14 +159,26 @@ class JobQueue(Protocol):
         for ``lease`` seconds; None when there is none."""
         ...
 
-    def ack(self, job: Job) -> bool:
-        """Mark the job done; False when the lease was lost (another worker claimed it)."""
+    def ack(self, job: Job, cost: Optional[PassCost] = None) -> bool:
+        """Mark the job done, adding ``cost`` to its totals; False when the lease was
+        lost (another worker claimed it)."""
         ...
 
-    def fail(self, job: Job, error: str, *, retry_in: float = 30.0, now: Optional[float] = None) -> str:
-        """Record a failed attempt: queued again after ``retry_in`` seconds, or dead when
-        out of attempts; return the new state (or ``"lost"`` when the lease was lost)."""
+    def fail(
+        self, job: Job, error: str, *, retry_in: float = 30.0, now: Optional[float] = None,
+        cost: Optional[PassCost] = None,
+    ) -> str:
+        """Record a failed attempt (and its ``cost``): queued again after ``retry_in``
+        seconds, or dead when out of attempts; return the new state (or ``"lost"`` when
+        the lease was lost)."""
         ...
+
+    def postpone(self, job: Job, run_at: float) -> bool:
+        """Give a claimed job back, to run at ``run_at``, without counting the attempt
+        (it did not run: e.g. its user is over the day's token budget); False when the
+        lease was lost."""
+        ...
+
 
     def list_jobs(
         self,
@@ -141,6 +201,16 @@ class JobQueue(Protocol):
         work; the dead one is left as it is). KeyError when the queue (of
         ``tenant_id``, when given) has no such job; ValueError when it is not dead or
         failed (done, running, or queued without a failure)."""
+        ...
+
+    def tokens_used(self, tenant_id: Optional[str], user_id: Optional[str], since: float) -> int:
+        """Tokens (sent and received) of the user's job runs that ended at or after
+        ``since`` (epoch seconds)."""
+        ...
+
+    def formation_days(self, *, tenant_id: Optional[str] = None, since: Optional[float] = None) -> list[FormationDay]:
+        """Runs, failures, tokens and time of the jobs per user and per day (UTC) their
+        runs ended, oldest day first (of ``tenant_id`` and from ``since`` when given)."""
         ...
 
     def counts(self, kind: Optional[str] = None) -> dict[str, int]:
