@@ -452,6 +452,7 @@ def cmd_stats(args: argparse.Namespace) -> None:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
+    import logging
     import signal
     import threading
 
@@ -465,6 +466,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if args.embed_model is not None:
         kwargs["embed_model"] = _load_embedding(args.embed_model)
     outcomes: list[Any] = []
+    # Each job's line below says how it ended: the queue's own warning would repeat it.
+    logging.getLogger("llama_memory.formation").setLevel(logging.ERROR)
 
     def report(outcome: Any) -> None:
         outcomes.append(outcome)

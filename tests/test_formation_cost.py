@@ -154,7 +154,9 @@ def test_passes_past_the_daily_token_budget_wait_for_the_next_day(where: dict[st
         memory.flush(timeout=60)  # 1680 of 1000: deferred, not waited for
         assert llm.remaining == 0 and len(llm.calls) == 2  # no third LLM call
         assert memory.to_dict()["formation_token_budget"] == 1000
-        assert ComposableMemory.from_dict(memory.to_dict()).formation_token_budget == 1000
+        restored = ComposableMemory.from_dict(memory.to_dict(), llm=llm)
+        assert restored.formation_token_budget == 1000
+        restored.close()
     finally:
         memory.close()
     midnight = (time.time() // DAY + 1) * DAY
