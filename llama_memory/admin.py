@@ -39,6 +39,7 @@ from .storage.admin import StoreAdmin
 from .storage.chroma import CHROMA_DIRNAME, http_client, server_address
 from .storage.expiry import Expiry
 from .storage.ports.admin import AdminRows, SessionSummary, StoreCounts, UserSummary
+from .storage.ports.jobs import FormationDay, JobRow
 from .storage.reconcile import ReconcileReport
 from .storage.sqlite import DB_FILENAME, SQLiteStore
 from .types import MemoryRecord, Scope, now
@@ -129,6 +130,10 @@ class StoreStats:
         jobs: background jobs (extraction passes) by state: ``queued`` (waiting,
             or waiting for a retry), ``running``, ``done``, ``dead`` (failed for
             good; the store keeps the last error), for the whole store.
+        formation: what the tenant's extraction passes cost, per user and per day
+            (UTC), oldest day first: passes run, failed ones, LLM tokens sent and
+            received, wall time (:class:`~llama_memory.storage.ports.jobs.FormationDay`;
+            a job's runs count on the day its last run ended).
     """
 
     counts: StoreCounts
@@ -137,6 +142,7 @@ class StoreStats:
     tenants: list[str]
     jobs: dict[str, int] = field(default_factory=dict)
     location: str = ""
+    formation: list[FormationDay] = field(default_factory=list)
 
 
 class MemoryAdmin:
@@ -561,7 +567,8 @@ class MemoryAdmin:
         return sum(source.purge_expired() for source in self.sources())
 
     def stats(self) -> StoreStats:
-        """Counts, sizes on disk and pending index work of the tenant."""
+        """Counts, sizes on disk, pending index work, jobs, and what the tenant's
+        extraction passes cost per user and day."""
         sizes: dict[str, int]
         if self.url is not None:
             from .storage.postgres.admin import PostgresStoreAdmin
@@ -582,7 +589,37 @@ class MemoryAdmin:
             tenants=self._admin.tenants(),
             jobs=self.store.counts(),
             location=self.location,
+            formation=self.store.formation_days(tenant_id=self.tenant_id),
         )
+
+    # -- background jobs --------------------------------------------------------------------
+
+    def jobs(self, failed_only: bool = True) -> list[JobRow]:
+        """The tenant's extraction jobs, oldest first: by default only the failed ones
+        (``dead``, out of attempts, or ``queued`` again for a retry), each with its
+        ``last_error``; ``failed_only=False``: every job (done ones too)."""
+        return self.store.list_jobs(failed=failed_only, tenant_id=self.tenant_id)
+
+    def retry_job(self, job_id: str) -> str:
+        """Queue a failed job of the tenant again, to run now with its attempts counted
+        from zero. Returns the id of the job that will run: ``job_id``, or the job of
+        the same session already queued (a pass reads every message after the
+        session's cursor, so it covers the dead one's).
+
+        Raises:
+            KeyError: the tenant has no job ``job_id``.
+            ValueError: the job did not fail (done, running, or queued).
+        """
+        _require_text(job_id, "job_id")
+        return self.store.retry(job_id, tenant_id=self.tenant_id)
+
+    def retry_dead_jobs(self) -> dict[str, str]:
+        """Queue every dead job of the tenant again (see :meth:`retry_job`): for each
+        dead job's id, the id of the job that will run."""
+        return {
+            job.id: self.store.retry(job.id, tenant_id=self.tenant_id)
+            for job in self.store.list_jobs(states=["dead"], tenant_id=self.tenant_id)
+        }
 
     # -- export ---------------------------------------------------------------------------
 

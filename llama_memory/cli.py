@@ -20,6 +20,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from .text import counted
+
 DESCRIPTION = """\
 See and manage what a llama-memory store remembers.
 
@@ -99,11 +101,6 @@ def _shown(value: Any, width: int = CELL_WIDTH) -> str:
     return text[:head] + "…" + text[len(text) - (width - 1 - head) :]
 
 
-def _count(n: int, singular: str, plural: Optional[str] = None) -> str:
-    """``1 record``, ``2 records``."""
-    return f"{n} {singular if n == 1 else (plural or singular + 's')}"
-
-
 def _size(n: int) -> str:
     size = float(n)
     for unit in ("B", "KB", "MB", "GB"):
@@ -114,10 +111,15 @@ def _size(n: int) -> str:
 
 
 def _table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> None:
+    for line in _lines(rows, header):
+        print(line)
+
+
+def _lines(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> list[str]:
+    """A table's lines: the header, then the rows, in aligned columns."""
     cells = [[str(c) for c in header]] + [[_shown(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    for row in cells:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+    return ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
 
 
 def _print_record(rank: Optional[int], record: Any, indent: str = "") -> None:
@@ -152,19 +154,9 @@ def _open(args: argparse.Namespace, create: bool = False) -> Any:
 def _load_embedding(spec: str) -> Any:
     """The embedding model named ``module:name``: a BaseEmbedding object, or a callable
     that returns one when called without arguments."""
-    import importlib
-
     from llama_index.core.base.embeddings.base import BaseEmbedding
 
-    module_name, _, attribute = spec.partition(":")
-    if not module_name or not attribute:
-        raise CommandError(
-            f"--embed-model takes module:name (e.g. myapp.memory:embed_model), got {spec!r}"
-        )
-    try:
-        found = getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as exc:
-        raise CommandError(f"--embed-model {spec}: cannot load it: {exc}") from None
+    found = _import_attribute(spec, "--embed-model", "myapp.memory:embed_model")
     model = found() if callable(found) and not isinstance(found, BaseEmbedding) else found
     if not isinstance(model, BaseEmbedding):
         raise CommandError(
@@ -172,6 +164,25 @@ def _load_embedding(spec: str) -> Any:
             f"returning one), got {type(model).__name__}"
         )
     return model
+
+
+def _import_attribute(spec: str, option: str, example: str) -> Any:
+    """The attribute ``name`` of the module ``module`` named by ``spec`` (``module:name``),
+    the module found as ``python -m`` finds it: in the current directory first."""
+    import importlib
+
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise CommandError(f"{option} takes module:name (e.g. {example}), got {spec!r}")
+    # The console script's sys.path starts with its own directory, not the current one
+    # (python -m puts the current directory first): a user's module beside them is found.
+    here = os.getcwd()
+    if not any(entry in ("", here) for entry in sys.path):
+        sys.path.insert(0, here)
+    try:
+        return getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise CommandError(f"{option} {spec}: cannot load it: {exc}") from None
 
 
 def _progress(label: str) -> Any:
@@ -216,9 +227,9 @@ def cmd_show(args: argparse.Namespace) -> None:
     s = overview.summary
     print(f"user {_shown(s.user_id, 200)} (tenant {_shown(args.tenant or 'default')})")
     print(
-        f"  {_count(s.sessions, 'session')}, {_count(s.messages, 'message')}, "
-        f"{_count(s.records, 'record')}, {_count(s.triples, 'current triple')}, "
-        f"{_count(s.profile_fields, 'profile field')}; last active {_when(s.last_active)} UTC"
+        f"  {counted(s.sessions, 'session')}, {counted(s.messages, 'message')}, "
+        f"{counted(s.records, 'record')}, {counted(s.triples, 'current triple')}, "
+        f"{counted(s.profile_fields, 'profile field')}; last active {_when(s.last_active)} UTC"
     )
     print("\nprofile:")
     if overview.profile:
@@ -257,7 +268,7 @@ def cmd_records(args: argparse.Namespace) -> None:
         return _print_json(records)
     for record in records:
         _print_record(None, record)
-    print(_count(len(records), "record"))
+    print(counted(len(records), "record"))
 
 
 def cmd_search(args: argparse.Namespace) -> None:
@@ -278,7 +289,7 @@ def cmd_explain(args: argparse.Namespace) -> None:
     if args.json:
         return _print_json({"query": args.query, "token_limit": limit, **_jsonable(block)})
     print(block.text or "(nothing would be injected)")
-    print(f"\n{_count(len(block.records), 'record')} shown, {block.token_count} of {limit} tokens:")
+    print(f"\n{counted(len(block.records), 'record')} shown, {block.token_count} of {limit} tokens:")
     for rank, record in enumerate(block.records, start=1):
         _print_record(rank, record)
     print("\nleft out:")
@@ -312,7 +323,7 @@ def cmd_export(args: argparse.Namespace) -> None:
         summary = {"rows": rows, "file": str(args.output)}
         if args.json:
             return _print_json(summary)
-        print(f"exported {_count(rows, 'row')} to {args.output}")
+        print(f"exported {counted(rows, 'row')} to {args.output}")
 
 
 def cmd_import(args: argparse.Namespace) -> None:
@@ -365,7 +376,7 @@ def _print_import(args: argparse.Namespace, added: Any) -> None:
     if args.json:
         return _print_json({"tenant": args.tenant, "added": dict(added)})
     names = {"profile": "profile row"}
-    parts = ", ".join(_count(n, names.get(k, k)) for k, n in sorted(added.items())) or "nothing new"
+    parts = ", ".join(counted(n, names.get(k, k)) for k, n in sorted(added.items())) or "nothing new"
     print(f"imported into tenant {args.tenant!r}: {parts}")
 
 
@@ -402,7 +413,7 @@ def cmd_reindex(args: argparse.Namespace) -> None:
         count = admin.reindex(progress)
     if args.json:
         return _print_json({"indexed": count})
-    print(f"reindexed {_count(count, 'record')}")
+    print(f"reindexed {counted(count, 'record')}")
 
 
 def cmd_reconcile(args: argparse.Namespace) -> None:
@@ -412,12 +423,12 @@ def cmd_reconcile(args: argparse.Namespace) -> None:
         return _print_json(reports)
     for name, report in reports.items():
         print(
-            f"{name}: {_count(report.users, 'user')} compared; "
-            f"{_count(report.missing, 'missing vector')} flagged for indexing, "
+            f"{name}: {counted(report.users, 'user')} compared; "
+            f"{counted(report.missing, 'missing vector')} flagged for indexing, "
             f"{report.adopted} already in the index, "
-            f"{_count(report.orphans, 'orphan vector')} deleted, "
-            f"{_count(report.dropped_collections, 'empty collection')} dropped, "
-            f"{_count(report.indexed, 'vector')} written"
+            f"{counted(report.orphans, 'orphan vector')} deleted, "
+            f"{counted(report.dropped_collections, 'empty collection')} dropped, "
+            f"{counted(report.indexed, 'vector')} written"
         )
 
 
@@ -426,7 +437,7 @@ def cmd_purge_expired(args: argparse.Namespace) -> None:
         count = admin.purge_expired()
     if args.json:
         return _print_json({"purged": count})
-    print(f"purged {_count(count, 'expired record')}")
+    print(f"purged {counted(count, 'expired record')}")
 
 
 def cmd_stats(args: argparse.Namespace) -> None:
@@ -448,6 +459,15 @@ def cmd_stats(args: argparse.Namespace) -> None:
     jobs = stats.jobs
     if any(jobs.values()):
         print("  extraction jobs: " + ", ".join(f"{state} {n}" for state, n in jobs.items()))
+    if stats.formation:
+        print("  extraction passes per user and day (UTC):")
+        rows = [
+            (d.day, d.user_id or "-", d.passes, d.failures, d.tokens_sent, d.tokens_received,
+             f"{d.duration_ms / 1000:.1f}")
+            for d in stats.formation
+        ]  # fmt: skip
+        for line in _lines(rows, ("DAY", "USER", "PASSES", "FAILED", "TOKENS SENT", "RECEIVED", "SECONDS")):
+            print(f"    {line}")
     sizes = stats.sizes
     if "postgres" in sizes:
         print(f"  in the database: {_size(sizes['postgres'])} (tables and their indexes)")
@@ -460,7 +480,8 @@ def cmd_stats(args: argparse.Namespace) -> None:
         print(f"  tenants in this store: {', '.join(stats.tenants)}")
 
 
-def cmd_worker(args: argparse.Namespace) -> None:
+def cmd_worker(args: argparse.Namespace) -> int:
+    import logging
     import signal
     import threading
 
@@ -473,27 +494,110 @@ def cmd_worker(args: argparse.Namespace) -> None:
     kwargs: dict[str, Any] = {}
     if args.embed_model is not None:
         kwargs["embed_model"] = _load_embedding(args.embed_model)
+    outcomes: list[Any] = []
+    # Each job's line below says how it ended: the queue's own warning would repeat it.
+    logging.getLogger("llama_memory.formation").setLevel(logging.ERROR)
+
+    def report(outcome: Any) -> None:
+        outcomes.append(outcome)
+        if not args.json:
+            print(_outcome_line(outcome), flush=True)
+
     try:
-        ran = run_worker(args.store, llm, once=args.once, stop=stop, lease=args.lease, **kwargs)
+        run_worker(
+            args.store, llm, once=args.once, stop=stop, lease=args.lease, report=report,
+            formation_token_budget=args.token_budget, **kwargs,
+        )  # fmt: skip
     except KeyboardInterrupt:
-        return
+        pass
+    failed = sum(o.failed for o in outcomes)
     if args.json:
-        return _print_json({"jobs": ran})
-    print(f"ran {ran} extraction jobs")
+        _print_json({
+            "jobs": len(outcomes), "done": sum(o.state == "done" for o in outcomes), "failed": failed,
+            "outcomes": [
+                {"id": o.job.id, "user_id": o.job.user_id, "session_id": o.job.payload.get("session_id"),
+                 "state": o.state, "attempts": o.job.attempts, "error": o.error, "retry_at": o.retry_at,
+                 "reason": o.reason, "cost": o.cost}
+                for o in outcomes
+            ],
+        })  # fmt: skip
+    else:
+        done = sum(o.state == "done" for o in outcomes)
+        deferred = sum(o.state == "deferred" for o in outcomes)
+        detail = f": {done} done, {failed} failed" if failed else ""
+        if deferred:
+            detail = (detail or f": {done} done") + f", {deferred} deferred"
+        print(f"ran {counted(len(outcomes), 'extraction job')}{detail}")
+    # --once is what scripts and cron run: a failed pass must not look like success.
+    return 1 if args.once and failed else 0
+
+
+def _outcome_line(outcome: Any) -> str:
+    """One line of ``worker`` output for a job that ended."""
+    job = outcome.job
+    payload = job.payload if isinstance(job.payload, dict) else {}
+    whose = f"user {job.user_id or '-'}, session {payload.get('session_id') or '-'}"
+    head = f"job {job.id} ({whose}): "
+    if outcome.state == "done":
+        return head + "done"
+    if outcome.state == "lost":
+        return head + "ran past its lease; another worker took it over"
+    if outcome.state == "deferred":
+        return head + f"deferred to {_when(outcome.retry_at)} UTC: {outcome.reason}"
+    error = _short(outcome.error or "", 300)
+    if outcome.state == "queued":
+        return head + f"failed (attempt {job.attempts} of {job.max_attempts}), retrying at {_when(outcome.retry_at)} UTC: {error}"
+    return head + f"dead after {counted(job.attempts, 'attempt')}: {error}"
 
 
 def _load_object(spec: str, option: str, what: str) -> Any:
     """The object named ``module:name`` (called when it is a function or class)."""
-    import importlib
-
-    module_name, _, attribute = spec.partition(":")
-    if not module_name or not attribute:
-        raise CommandError(f"{option} takes module:name, {what}, e.g. myapp.llms:make_llm; got {spec!r}")
-    try:
-        found = getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as exc:
-        raise CommandError(f"{option} {spec}: cannot load it: {exc}") from None
+    found = _import_attribute(spec, option, f"{what}, e.g. myapp.llms:make_llm")
     return found() if callable(found) else found
+
+
+def cmd_jobs(args: argparse.Namespace) -> int:
+    if args.action == "retry":
+        return _retry_jobs(args)
+    if args.job_id is not None or args.all_dead:
+        raise CommandError("a job id and --all-dead go with `jobs retry` (e.g. llama-memory jobs retry ID)")
+    with _open(args) as admin:
+        jobs = admin.jobs(failed_only=not args.all)
+    if args.json:
+        _print_json(jobs)
+        return 0
+    if not jobs:
+        print(f"no {'' if args.all else 'failed '}jobs in tenant {args.tenant or 'default'!r}")
+        return 0
+    rows = [
+        (j.id, j.user_id or "-", j.session_id or "-", "failed, retrying" if j.failed and j.state == "queued" else j.state,
+         f"{j.attempts}/{j.max_attempts}", _when(j.run_at) if j.state == "queued" else "-")
+        for j in jobs
+    ]  # fmt: skip
+    lines = _lines(rows, ("JOB", "USER", "SESSION", "STATE", "ATTEMPTS", "NEXT RUN (UTC)"))
+    for index, line in enumerate(lines):
+        print(line)
+        if index and jobs[index - 1].last_error:
+            print(f"    last error: {_short(jobs[index - 1].last_error or '', 300)}")
+    return 0
+
+
+def _retry_jobs(args: argparse.Namespace) -> int:
+    if (args.job_id is None) == (not args.all_dead):
+        raise CommandError("jobs retry takes a job ID (as `llama-memory jobs` lists it) or --all-dead")
+    with _open(args) as admin:
+        retried = admin.retry_dead_jobs() if args.all_dead else {args.job_id: admin.retry_job(args.job_id)}
+    if args.json:
+        _print_json({"retried": retried})
+        return 0
+    for old, new in retried.items():
+        if old == new:
+            print(f"job {old}: queued to run now")
+        else:
+            print(f"job {old}: its session's pass is already queued as job {new}, which covers the same messages")
+    if args.all_dead:
+        print(f"retried {counted(len(retried), 'dead job')}")
+    return 0
 
 
 def cmd_copy(args: argparse.Namespace) -> None:
@@ -510,14 +614,14 @@ def cmd_copy(args: argparse.Namespace) -> None:
     if args.json:
         return _print_json(report)
     for tenant, users in report.users.items():
-        print(f"tenant {_shown(tenant)}: copied {_count(len(users), 'user')} ({', '.join(map(_shown, users))})")
+        print(f"tenant {_shown(tenant)}: copied {counted(len(users), 'user')} ({', '.join(map(_shown, users))})")
     for tenant, users in report.skipped.items():
         print(
-            f"tenant {_shown(tenant)}: skipped {_count(len(users), 'user')} already there "
+            f"tenant {_shown(tenant)}: skipped {counted(len(users), 'user')} already there "
             f"({', '.join(map(_shown, users))})"
         )
     print("rows: " + ", ".join(f"{kind} {n}" for kind, n in sorted(report.rows.items())))
-    print(f"embedded {_count(report.embedded, 'record or triple', 'records and triples')} into pgvector")
+    print(f"embedded {counted(report.embedded, 'record or triple', 'records and triples')} into pgvector")
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
@@ -536,6 +640,16 @@ def _positive(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number (0 or more), got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number (0 or more), got {text!r}")
     return value
 
 
@@ -627,18 +741,35 @@ def build_parser() -> argparse.ArgumentParser:
     add("reindex", cmd_reindex, "rebuild the dense indexes from the system of record")
     add("reconcile", cmd_reconcile, "bring the dense indexes in line with the system of record")
     add("purge-expired", cmd_purge_expired, "delete the records whose time to live is over")
-    add("stats", cmd_stats, "counts, sizes on disk and pending index work")
+    add("stats", cmd_stats, "counts, sizes on disk, pending index work, and extraction passes and tokens per user and day")
     worker = add("worker", cmd_worker, "run the extraction passes queued in the store (extract_every)")
     worker.add_argument(
         "--llm", required=True, metavar="MODULE:NAME",
         help="the LLM to extract with: a LlamaIndex LLM (or a function returning one) "
         "importable as MODULE:NAME",
     )  # fmt: skip
-    worker.add_argument("--once", action="store_true", help="run the jobs due now, then exit")
+    worker.add_argument(
+        "--once", action="store_true",
+        help="run the jobs due now, then exit (status 1 when one of them failed)",
+    )  # fmt: skip
+    worker.add_argument(
+        "--token-budget", type=_non_negative, default=None, metavar="TOKENS",
+        help="LLM tokens a user's passes may use per day (UTC); passes past it wait for the next "
+        "day (default: the budget of the memory that queued them, formation_token_budget=; 0: none)",
+    )  # fmt: skip
     worker.add_argument(
         "--lease", type=float, default=300.0,
         help="seconds a job is held before another worker may take it over (default 300)",
     )  # fmt: skip
+    jobs = add(
+        "jobs", cmd_jobs,
+        "list the failed extraction jobs (dead, or waiting for a retry) with their last error; "
+        "`jobs retry ID` or `jobs retry --all-dead` queues them again",
+    )  # fmt: skip
+    jobs.add_argument("action", nargs="?", choices=["list", "retry"], default="list", help="default list")
+    jobs.add_argument("job_id", nargs="?", metavar="ID", help="retry: the job to queue again")
+    jobs.add_argument("--all", action="store_true", help="list every job, not only the failed ones")
+    jobs.add_argument("--all-dead", action="store_true", help="retry: every dead job of the tenant")
     copy = commands.add_parser(
         "copy", parents=[options], help="copy a SQLite memory directory into PostgreSQL",
         description="Copy every user of a SQLite memory directory (chat logs, records, profile, "
@@ -671,7 +802,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from .errors import EmbeddingDimensionError, LlamaMemoryError
 
     try:
-        args.run(args)
+        status = args.run(args)
     except BrokenPipeError:
         # Output piped into a reader that stopped (`| head`): not an error of ours.
         sys.stdout = open(os.devnull, "w")
@@ -682,7 +813,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             message = f"{message} (pass it with --embed-model MODULE:NAME)"
         print(f"llama-memory {args.command}: error: {message}", file=sys.stderr)
         return 1
-    return 0
+    return status if isinstance(status, int) else 0
 
 
 if __name__ == "__main__":

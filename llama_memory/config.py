@@ -99,6 +99,7 @@ def build_memory(
     reembed: bool,
     min_relevance: float = DEFAULT_MIN_RELEVANCE,
     store_at: Any = None,
+    formation_token_budget: int = 0,
     set_spread: float = SET_SPREAD,
 ) -> M:
     """What :meth:`ComposableMemory.from_defaults` does (its docstring says what each
@@ -197,6 +198,7 @@ def build_memory(
             set_spread=set_spread,
             extract_in=extract_in,
             extract_after_quiet=extract_after_quiet,
+            formation_token_budget=formation_token_budget,
         )
         config: dict[str, Any] = {}
         if model is not None:

@@ -35,10 +35,11 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from .extraction import ExtractionError, structured_output
 from .instrumentation import MemoryExtractionEvent, Stopwatch, dispatcher
 from .messages import declared_message_id, dump_message, message_text, role_name
+from .metering import metering
 from .sources.base import Extracting, Stored
 from .storage.ports import Storage
 from .storage.ports.base import user_meta_key
-from .storage.ports.jobs import Job, JobQueue
+from .storage.ports.jobs import Job, JobQueue, PassCost
 from .types import Scope
 
 logger = logging.getLogger(__name__)
@@ -164,8 +165,8 @@ def ask_pass(llm: Any, parts: Sequence[PassPart], window: PassWindow) -> dict[st
     said). Nothing is written.
 
     A function-calling LLM is asked for a structured answer (a :data:`PASS_ANSWER`
-    tool call, via ``structured_predict``); any other LLM for JSON text, parsed
-    strictly (:func:`parse_answer`).
+    tool call, via ``structured_predict``); any other LLM for JSON text: one object,
+    alone, fenced or with prose around it (:func:`parse_answer`).
 
     Raises:
         ExtractionError: the answer was malformed, had an unknown key,
@@ -249,13 +250,17 @@ def _answer_model(fields: tuple[str, ...]) -> type[BaseModel]:
 
 
 def parse_answer(text: str, fields: Sequence[str]) -> dict[str, Any]:
-    """A pass's JSON answer given as text: one object (a ```json fence around it is
-    allowed, nothing else) whose keys are among ``fields`` (a key left out: nothing new
-    for that part, as an LLM with nothing to say for it often answers).
+    """A pass's JSON answer given as text: one object whose keys are among ``fields``
+    (a key left out: nothing new for that part, as an LLM with nothing to say for it
+    often answers). The object may come alone, in a ```json fence, or with prose around
+    it ("Here is the update: {...}. Let me know..."), as local models write it; but
+    exactly one: two objects, or none, are an error.
 
     Raises:
-        ExtractionError: it was not JSON, not an object, or it had a key not in ``fields``.
+        ExtractionError: no JSON object (or more than one), not an object, or a key
+            not in ``fields``; the message quotes the answer's first characters.
     """
+    began = f"; it began {text[:120]!r}"
     body = text.strip()
     fenced = re.fullmatch(r"```(?:json)?\s*(.*?)\s*```", body, re.DOTALL)
     if fenced:
@@ -263,13 +268,34 @@ def parse_answer(text: str, fields: Sequence[str]) -> dict[str, Any]:
     try:
         data = json.loads(body)
     except json.JSONDecodeError as exc:
-        raise ExtractionError(f"the pass's answer is not JSON ({exc}); it began {text[:120]!r}") from exc
+        found = _json_objects(body)
+        if len(found) != 1:
+            what = f"not JSON ({exc})" if not found else f"{len(found)} JSON objects, not one"
+            raise ExtractionError(f"the pass's answer is {what}{began}") from exc
+        data = found[0]
     if not isinstance(data, dict):
-        raise ExtractionError(f"the pass's answer must be a JSON object with keys {list(fields)}, got {type(data).__name__}")
+        raise ExtractionError(
+            f"the pass's answer must be a JSON object with keys {list(fields)}, got {type(data).__name__}{began}"
+        )
     unknown = [k for k in data if k not in fields]
     if unknown:
-        raise ExtractionError(f"the pass's answer may only have the keys {list(fields)}: unknown {unknown}")
+        raise ExtractionError(f"the pass's answer may only have the keys {list(fields)}: unknown {unknown}{began}")
     return data
+
+
+def _json_objects(text: str) -> list[Any]:
+    """The JSON objects written in ``text`` among other words, outermost only (an
+    object inside another is part of it)."""
+    decoder, found, at = json.JSONDecoder(), [], text.find("{")
+    while at != -1:
+        try:
+            value, end = decoder.raw_decode(text, at)
+        except json.JSONDecodeError:
+            at = text.find("{", at + 1)  # a brace of the prose: look further
+            continue
+        found.append(value)
+        at = text.find("{", end)
+    return found
 
 
 def run_parts(
@@ -387,20 +413,62 @@ def run_pass(
 
 
 def _observed(source: Any, window: PassWindow, call: Callable[[], Any]) -> Any:
-    """``call()``, reported by a :class:`MemoryExtractionEvent` (with its error)."""
+    """``call()``, reported by a :class:`MemoryExtractionEvent` (with its error and the
+    tokens of its LLM calls)."""
     watch, error = Stopwatch(), None
-    try:
-        return call()
-    except Exception as exc:
-        error = f"{type(exc).__name__}: {exc}"
-        raise
-    finally:
-        scope = window.scope
-        dispatcher.event(MemoryExtractionEvent(
-            tenant_id=scope.tenant_id, user_id=scope.user_id, session_id=scope.session_id,
-            source=getattr(source, "name", type(source).__name__),
-            messages=len(window.messages), error=error, duration_ms=watch.elapsed_ms,
-        ))  # fmt: skip
+    with metering() as meter:
+        try:
+            return call()
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            scope = window.scope
+            dispatcher.event(MemoryExtractionEvent(
+                tenant_id=scope.tenant_id, user_id=scope.user_id, session_id=scope.session_id,
+                source=getattr(source, "name", type(source).__name__),
+                messages=len(window.messages), error=error, duration_ms=watch.elapsed_ms,
+                tokens_sent=meter.sent, tokens_received=meter.received, llm_calls=meter.calls,
+            ))  # fmt: skip
+
+
+class FormationDeferred(Exception):
+    """Raised by a job's run before any LLM call to give the job back, to run at
+    ``until`` (epoch seconds), without counting an attempt: e.g. its user is over the
+    day's token budget. Not a failure."""
+
+    def __init__(self, until: float, reason: str) -> None:
+        super().__init__(reason)
+        self.until, self.reason = until, reason
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """How one run of a job ended (:meth:`FormationWorker.run_once`).
+
+    Attributes:
+        job: the job as it was claimed.
+        state: ``"done"``; ``"queued"`` (it failed and is retried at ``retry_at``);
+            ``"dead"`` (it failed and is out of attempts); ``"deferred"`` (it did not
+            run: see ``reason``; it runs at ``retry_at``); ``"lost"`` (it ran past its
+            lease and another worker took it over).
+        error: why it failed (``"ExtractionError: ..."``), None when it did not.
+        retry_at: epoch seconds of its next attempt, for ``"queued"`` and ``"deferred"``.
+        cost: the LLM tokens and wall time of the run (None when deferred).
+        reason: why it was deferred.
+    """
+
+    job: Job
+    state: str
+    error: Optional[str] = None
+    retry_at: Optional[float] = None
+    cost: Optional[PassCost] = None
+    reason: Optional[str] = None
+
+    @property
+    def failed(self) -> bool:
+        """Whether the run failed (retried later, or dead)."""
+        return self.error is not None
 
 
 def retry_in(attempts: int) -> float:
@@ -439,25 +507,38 @@ class FormationWorker:
         #: need not queue anything, :attr:`after` runs once the job is done.
         self.running: Optional[Job] = None
 
-    def run_once(self) -> bool:
-        """Claim and run one job; False when none may run now."""
+    def run_once(self) -> Optional[JobOutcome]:
+        """Claim and run one job and say how it ended; None when none may run now."""
         job = self.queue.claim(self.name, kinds=[EXTRACT_JOB], lease=self.lease)
         if job is None:
-            return False
+            return None
         self.running = job
+        watch = Stopwatch()
         try:
-            self.run(job)
+            with metering() as meter:
+                try:
+                    self.run(job)
+                finally:
+                    cost = PassCost(meter.sent, meter.received, watch.elapsed_ms)
+        except FormationDeferred as deferred:
+            self.running = None
+            self.queue.postpone(job, deferred.until)
+            logger.info("extraction job %s deferred: %s", job.id, deferred.reason)
+            return JobOutcome(job, "deferred", retry_at=deferred.until, reason=deferred.reason)
         except Exception as exc:
             self.running = None
-            state = self.queue.fail(job, f"{type(exc).__name__}: {exc}", retry_in=retry_in(job.attempts))
+            error, wait = f"{type(exc).__name__}: {exc}", retry_in(job.attempts)
+            failed_at = time.time()
+            state = self.queue.fail(job, error, retry_in=wait, now=failed_at, cost=cost)
             logger.warning("extraction job %s failed (attempt %d, now %s): %s", job.id, job.attempts, state, exc)
-        else:
-            self.running = None  # before the follow-up reads what arrived meanwhile
-            if not self.queue.ack(job):
-                logger.warning("extraction job %s ran past its lease; another worker took it over", job.id)
-            elif self.after is not None:
-                self.after(job)
-        return True
+            return JobOutcome(job, state, error, failed_at + wait if state == "queued" else None, cost)
+        self.running = None  # before the follow-up reads what arrived meanwhile
+        if not self.queue.ack(job, cost):
+            logger.warning("extraction job %s ran past its lease; another worker took it over", job.id)
+            return JobOutcome(job, "lost", cost=cost)
+        if self.after is not None:
+            self.after(job)
+        return JobOutcome(job, "done", cost=cost)
 
     def start(self) -> None:
         """Start the thread (once)."""
@@ -496,7 +577,7 @@ class FormationWorker:
             with self._idle:
                 asked = self._asked
             try:
-                while not self._stopping.is_set() and self.run_once():
+                while not self._stopping.is_set() and self.run_once() is not None:
                     pass
             except Exception:  # the store failed (or closed): try again later
                 logger.exception("extraction worker %s: the job queue failed", self.name)

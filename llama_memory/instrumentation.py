@@ -105,11 +105,18 @@ class MemoryPutEvent(MemoryEvent):
 
 
 class MemoryExtractionEvent(MemoryEvent):
-    """One source's extraction pass with an LLM; ``error`` says why it failed, if it did."""
+    """One extraction pass with an LLM (``source`` ``"pass:triples+profile..."`` for the
+    parts' one call, else a source's own): its messages, tokens and time; ``error``
+    says why it failed, if it did."""
 
     source: str = Field(description="The source that extracted.")
     messages: int = Field(default=0, description="Messages extracted from.")
     error: Optional[str] = Field(default=None, description="The failure, if any.")
+    tokens_sent: int = Field(
+        default=0, description="Prompt tokens of its LLM calls (as the LLM reported them, else counted)."
+    )
+    tokens_received: int = Field(default=0, description="Answer tokens of its LLM calls (likewise).")
+    llm_calls: int = Field(default=0, description="LLM calls it made.")
 
     @classmethod
     def class_name(cls) -> str:

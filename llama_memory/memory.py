@@ -121,6 +121,11 @@ class ComposableMemory(BaseMemory):
         description='Who runs queued passes: "thread" (this memory, with llm) or "worker" '
         "(llama-memory worker processes).",
     )
+    formation_token_budget: int = Field(
+        default=0,
+        description="LLM tokens a user's queued extraction passes may use per day (UTC); "
+        "passes past it wait for the next day (0: no budget).",
+    )
     min_relevance: float = Field(
         default=DEFAULT_MIN_RELEVANCE,
         description="Records whose calibrated relevance is below this stay out of the block.",
@@ -184,7 +189,7 @@ class ComposableMemory(BaseMemory):
             )
         return value
 
-    @field_validator("memory_token_limit", "top_k", "extract_every", "extract_after_quiet")
+    @field_validator("memory_token_limit", "top_k", "extract_every", "extract_after_quiet", "formation_token_budget")
     @classmethod
     def _non_negative(cls, value: Any) -> Any:
         if value < 0:
@@ -245,6 +250,7 @@ class ComposableMemory(BaseMemory):
         extract_every: int = 0,
         extract_in: ExtractIn = "thread",
         extract_after_quiet: float = 0.0,
+        formation_token_budget: int = 0,
         profile: Union[bool, type[BaseModel], None] = None,
         triples: bool = False,
         chroma_host: Optional[str] = None,
@@ -305,6 +311,10 @@ class ComposableMemory(BaseMemory):
                 (debounce, as LangGraph's ``ReflectionExecutor``): each ``put()``
                 pushes the session's queued pass back to now + this (0: off). With
                 ``extract_every`` too, whichever comes first.
+            formation_token_budget: LLM tokens (sent and received) the queued
+                extraction passes of one user may use per day (UTC), whoever runs them;
+                a pass due past it waits for the next day (nothing is lost). 0: no
+                budget. A pass that starts under it runs whole (see docs/formation.md).
             extract_in: who runs the queued passes: ``"thread"`` (default), a thread
                 of this memory, with ``llm`` (``extract_every`` or
                 ``extract_after_quiet`` without ``llm`` is a ValueError);
@@ -389,6 +399,7 @@ class ComposableMemory(BaseMemory):
             extract_every=extract_every,
             extract_in=extract_in,
             extract_after_quiet=extract_after_quiet,
+            formation_token_budget=formation_token_budget,
             profile=profile,
             triples=triples,
             chroma_host=chroma_host,
@@ -589,13 +600,17 @@ class ComposableMemory(BaseMemory):
     def flush(self, timeout: Optional[float] = None) -> None:
         """Wait until the queued extraction passes that may run now are done (for
         tests, notebooks and shutdown). A failed pass waiting for its retry is not
-        waited for (``llama-memory stats`` shows failed jobs).
+        waited for (``llama-memory jobs`` lists failed jobs).
 
         Args:
             timeout: seconds to wait at most; TimeoutError past it.
 
-        With ``extract_in="worker"`` (or without ``llm``) this memory runs no pass
-        and returns at once.
+        With ``extract_in="thread"`` the memory's own thread runs them. With
+        ``extract_in="worker"`` this memory runs none: it waits until worker processes
+        (``llama-memory worker``) have run this session's passes, looking at the
+        store's queue every 0.1 s; with no worker running it waits until ``timeout``
+        (for ever without one). Without ``llm`` in thread mode nothing is queued and
+        it returns at once.
         """
         writing.flush(self, timeout)
 

@@ -310,6 +310,7 @@ def memory_to_dict(memory: ComposableMemory) -> dict[str, Any]:
         "set_spread": memory.set_spread,
         "extract_in": memory.extract_in,
         "extract_after_quiet": memory.extract_after_quiet,
+        "formation_token_budget": memory.formation_token_budget,
         "token_limit": getattr(memory.primary_memory, "token_limit", DEFAULT_TOKEN_LIMIT),
         "primary": primary if primary is not None else "custom",
         "sources": memory._source_kind,

@@ -20,3 +20,8 @@ def content_hash(text: str, role: Optional[str] = None) -> str:
     """Stable hash of a record's normalised text (and role): identical records share it."""
     key = f"{role or ''}\x1f{normalize_text(text)}"
     return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def counted(n: int, singular: str, plural: Optional[str] = None) -> str:
+    """``1 record``, ``2 records`` (``plural`` when adding an s is wrong)."""
+    return f"{n} {singular if n == 1 else (plural or singular + 's')}"

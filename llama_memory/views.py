@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .messages import format_time
+from .text import counted
 from .types import MemoryRecord
 
 if TYPE_CHECKING:  # imported for annotations only: views must not import the sources
@@ -133,18 +134,14 @@ def block_summary(block: "MemoryBlock") -> str:
     else:
         instructions = block.instructions
         shown = (
-            (f"{_plural(len(instructions), 'instruction')}, " if instructions else "")
-            + f"{_plural(len(block.records), 'record')}: {_count_by_source(block.records)}; "
+            (f"{counted(len(instructions), 'instruction')}, " if instructions else "")
+            + f"{counted(len(block.records), 'record')}: {_count_by_source(block.records)}; "
             f"{block.token_count} tokens"
         )
     return (
-        f"MemoryBlock({shown}; left out: {_plural(block.dropped_duplicates, 'duplicate')}, "
+        f"MemoryBlock({shown}; left out: {counted(block.dropped_duplicates, 'duplicate')}, "
         f"{block.dropped_for_budget} for the budget)"
     )
-
-
-def _plural(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def block_html(block: "MemoryBlock") -> str:

@@ -12,11 +12,11 @@ import json
 import logging
 import threading
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 from .config import open_queue
 from .errors import LlamaMemoryError
-from .formation import DEFAULT_LEASE, POLL_SECONDS, FormationWorker
+from .formation import DEFAULT_LEASE, POLL_SECONDS, FormationWorker, JobOutcome
 from .memory import ComposableMemory
 from .storage.ports.jobs import Job
 from .writing import follow_up, run_job
@@ -33,6 +33,8 @@ def run_worker(
     lease: float = DEFAULT_LEASE,
     poll: float = POLL_SECONDS,
     name: Optional[str] = None,
+    report: Optional[Callable[[JobOutcome], Any]] = None,
+    formation_token_budget: Optional[int] = None,
     **memory_kwargs: Any,
 ) -> int:
     """Run the extraction passes queued in the store under ``path``; return how many
@@ -49,6 +51,13 @@ def run_worker(
             the job over once the lease runs out.
         poll: seconds between looks at an empty queue.
         name: this worker's name in the queue (default a random one).
+        report: called with each job's :class:`~llama_memory.formation.JobOutcome`
+            as it ends (done, failed and retried at a time, dead with its error):
+            ``llama-memory worker`` prints one line per job with it.
+        formation_token_budget: tokens a user's passes may use per day (UTC), for
+            every job this worker runs (default: the budget of the memory that queued
+            the job, ``from_defaults(formation_token_budget=)``; 0: none). A job of a
+            user past it is deferred to the next day.
         **memory_kwargs: what a job's memory configuration cannot carry, passed to
             :meth:`ComposableMemory.from_dict` (``embed_model=``, a profile
             ``schema``...).
@@ -75,7 +84,10 @@ def run_worker(
         key = json.dumps({k: v for k, v in config.items() if k not in ("user_id", "session_id")}, sort_keys=True)
         memory = memories.get(key)
         if memory is None:
-            memory = ComposableMemory.from_dict(config, **{**memory_kwargs, "llm": llm, "extract_in": "worker"})
+            given = {**memory_kwargs, "llm": llm, "extract_in": "worker"}
+            if formation_token_budget is not None:
+                given["formation_token_budget"] = formation_token_budget
+            memory = ComposableMemory.from_dict(config, **given)
             memories[key] = memory
         return memory
 
@@ -86,8 +98,11 @@ def run_worker(
     ran = 0
     try:
         while not stop.is_set():
-            if worker.run_once():
+            outcome = worker.run_once()
+            if outcome is not None:
                 ran += 1
+                if report is not None:
+                    report(outcome)
             elif once:
                 break
             else:

@@ -23,6 +23,7 @@ from .errors import LlamaMemoryError
 from .formation import (
     EXTRACT_JOB,
     MAX_ATTEMPTS,
+    FormationDeferred,
     FormationWorker,
     cursor_key,
     job_key,
@@ -45,6 +46,9 @@ from .types import Scope, StoredMessage, now
 
 if TYPE_CHECKING:
     from .memory import ComposableMemory
+
+#: Seconds in a day: token budgets are per day, from midnight UTC.
+DAY = 86400
 
 # The memory's own logger: what it logs keeps the name applications filter on.
 logger = logging.getLogger("llama_memory.memory")
@@ -274,7 +278,24 @@ def run_job(memory: ComposableMemory, job: Job) -> int:
     scope = job_scope(job)
     if memory.llm is None:
         raise LlamaMemoryError("this worker has no LLM to extract with: give the memory llm=")
+    check_budget(memory, scope)
     return one_pass(memory, scope, memory.llm)
+
+
+def check_budget(memory: ComposableMemory, scope: Scope, at: Optional[float] = None) -> None:
+    """:class:`~llama_memory.formation.FormationDeferred` to the next day (UTC) when the
+    user's queued passes have used ``formation_token_budget`` tokens today."""
+    budget = memory.formation_token_budget
+    if not budget:
+        return
+    assert memory._store is not None
+    at = time.time() if at is None else at
+    day = int(at // DAY) * DAY
+    used = memory._store.tokens_used(scope.tenant_id, scope.user_id, day)
+    if used >= budget:
+        raise FormationDeferred(
+            day + DAY, f"user {scope.user_id!r} used {used} of the {budget} formation tokens of the day"
+        )
 
 
 def one_pass(memory: ComposableMemory, scope: Scope, llm: Any) -> int:
@@ -290,12 +311,43 @@ def flush(memory: ComposableMemory, timeout: Optional[float]) -> None:
     if memory._usage is not None:
         with memory._lock:
             memory._usage.write()
-    if memory._store is None or memory.llm is None or memory.extract_in != "thread":
+    if memory._store is None or (memory.llm is None and memory.extract_in == "thread"):
         return
     if memory.extract_after_quiet > 0:  # flush does not wait for the quiet: the pass is due now
         memory._store.defer(job_key(memory.scope), time.time())
-    if not formation_worker(memory).flush(timeout):
+    if memory.extract_in == "worker":
+        wait_for_workers(memory, timeout)
+    elif not formation_worker(memory).flush(timeout):
         raise TimeoutError(f"flush(): extraction passes still running after {timeout} s")
+
+
+#: Seconds between looks at the queue while flush() waits for worker processes.
+FLUSH_POLL = 0.1
+
+
+def wait_for_workers(memory: ComposableMemory, timeout: Optional[float]) -> None:
+    """Wait until worker processes have run this session's passes that may run now: no
+    job of the session is running, or queued and due (a failed one waiting for its
+    retry, or one deferred to later, is not waited for, as in a memory's own thread).
+    TimeoutError past ``timeout`` seconds, naming what still waits."""
+    assert memory._store is not None
+    key = job_key(memory.scope)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        waiting = [
+            job for job in memory._store.list_jobs(states=["queued", "running"], dedup_key=key)
+            if job.state == "running" or job.run_at <= time.time()
+        ]
+        if not waiting:
+            return
+        if deadline is not None and time.monotonic() >= deadline:
+            where = memory.path or "postgresql://..."
+            raise TimeoutError(
+                f"flush(): this session's extraction pass (job {waiting[0].id}, {waiting[0].state}) "
+                f"was not run by a worker within {timeout} s: is `llama-memory worker --store "
+                f"{where} --llm MODULE:NAME` running?"
+            )
+        time.sleep(FLUSH_POLL if deadline is None else max(0.0, min(FLUSH_POLL, deadline - time.monotonic())))
 
 
 def extract(memory: ComposableMemory, messages: Optional[Sequence[ChatMessage]], llm: Any) -> None:

@@ -324,16 +324,31 @@ def test_a_bad_answer_writes_nothing_and_the_job_is_retried(tmp_path: Path, embe
         again.close()
 
 
-def test_a_text_llm_answers_json_parsed_strictly(tmp_path: Path) -> None:
+def test_a_text_llm_answers_one_json_object_alone_fenced_or_in_prose(tmp_path: Path) -> None:
     memory = open_memory(tmp_path)
     try:
         memory.put(user("I like jazz."))
-        for wrong in ['{"profile": [], "extra": 1}', 'Sure! {"profile": []}', '["profile"]']:
-            with pytest.raises(ExtractionError, match="pass's answer"):
-                memory.extract(llm=ScriptedLLM([wrong], function_calling=False))
+        wrong = {
+            '{"profile": [], "extra": 1}': "unknown ['extra']",
+            'Sure! {"profile": []} or maybe {"profile": [1]}': "2 JSON objects, not one",
+            '["profile"]': "got list",
+            "I have nothing {to} add.": "not JSON",
+        }
+        for answer, why in wrong.items():
+            with pytest.raises(ExtractionError, match="pass's answer") as raised:
+                memory.extract(llm=ScriptedLLM([answer], function_calling=False))
+            assert why in str(raised.value) and repr(answer[:120]) in str(raised.value)
         answer = '```json\n{"profile": [{"op": "append", "path": "likes", "value": "jazz"}]}\n```'
         memory.extract(llm=ScriptedLLM([answer], function_calling=False))
         assert memory.profile.get_profile(memory.scope) == {"likes": ["jazz"]}
+        memory.put(user("And Coltrane."))
+        # A local model's way: prose (with braces of its own) around the one object.
+        answer = (
+            "Here is the update {as asked}: "
+            '{"profile": [{"op": "append", "path": "likes", "value": "Coltrane"}]}. Let me know if you need more!'
+        )
+        memory.extract(llm=ScriptedLLM([answer], function_calling=False))
+        assert memory.profile.get_profile(memory.scope) == {"likes": ["jazz", "Coltrane"]}
     finally:
         memory.close()
 

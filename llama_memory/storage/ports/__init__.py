@@ -8,7 +8,7 @@ memory only ever see these types and plain domain rows (``MemoryRecord``, ``Scop
 
 from .base import MetaStore, Storage, Transactional, UserDeletion, one_connection
 from .chat import ChatLog, ChatLogChanges, ChatStore, SharedChatLog
-from .jobs import JOB_STATES, Job, JobQueue
+from .jobs import JOB_STATES, FormationDay, Job, JobQueue, JobRow, PassCost
 from .lexical import LexicalIndex
 from .records import IndexedRows, IndexFlags, NewRecord, PendingRecord, RecordStore
 from .vectors import Vector, VectorCopies, VectorIndex
@@ -21,7 +21,10 @@ __all__ = [
     "IndexFlags",
     "IndexedRows",
     "Job",
+    "FormationDay",
     "JobQueue",
+    "JobRow",
+    "PassCost",
     "LexicalIndex",
     "MetaStore",
     "NewRecord",

@@ -7,12 +7,21 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Any, Optional
 
 from psycopg.types.json import Jsonb
 
 from ...errors import StorageError
-from ..ports.jobs import JOB_STATES, Job
+from ..job_rows import (
+    RUN_TOTALS,
+    check_retryable,
+    cost_values,
+    failed_clause,
+    formation_day,
+    job_row,
+)
+from ..ports.jobs import JOB_STATES, FormationDay, Job, JobRow, PassCost
 from .connection import PostgresConnection
 
 
@@ -113,29 +122,117 @@ class JobTables(PostgresConnection):
             )
             return cur.rowcount > 0
 
-    def ack(self, job: Job) -> bool:
-        """Mark ``job`` done; False when its lease was lost."""
+    def ack(self, job: Job, cost: Optional[PassCost] = None) -> bool:
+        """Mark ``job`` done (with its run's cost); False when its lease was lost."""
         with self.transaction("acknowledge a job") as conn:
             cur = conn.execute(
-                "UPDATE jobs SET state = 'done', lease_until = NULL WHERE id = %s AND state = 'running' "
-                "AND worker = %s AND attempts = %s",
-                (job.id, job.worker, job.attempts),
+                "UPDATE jobs SET state = 'done', lease_until = NULL, " + RUN_TOTALS.format(p="%s")
+                + " WHERE id = %s AND state = 'running' AND worker = %s AND attempts = %s",
+                (*cost_values(cost), time.time(), job.id, job.worker, job.attempts),
             )
             return cur.rowcount == 1
 
-    def fail(self, job: Job, error: str, *, retry_in: float = 30.0, now: Optional[float] = None) -> str:
-        """Record a failed attempt of ``job``; return its new state (or ``"lost"``)."""
+    def fail(
+        self, job: Job, error: str, *, retry_in: float = 30.0, now: Optional[float] = None,
+        cost: Optional[PassCost] = None,
+    ) -> str:
+        """Record a failed attempt of ``job`` (and its cost); return its new state (or ``"lost"``)."""
         if retry_in < 0:
             raise ValueError(f"retry_in must be zero or more seconds, got {retry_in}")
         at = time.time() if now is None else now
         state = "dead" if job.attempts >= job.max_attempts else "queued"
         with self.transaction("fail a job") as conn:
             cur = conn.execute(
-                "UPDATE jobs SET state = %s, worker = NULL, lease_until = NULL, run_at = %s, "
-                "last_error = %s WHERE id = %s AND state = 'running' AND worker = %s AND attempts = %s",
-                (state, at + retry_in, error, job.id, job.worker, job.attempts),
+                "UPDATE jobs SET state = %s, worker = NULL, lease_until = NULL, run_at = %s, last_error = %s, "
+                "failures = failures + 1, " + RUN_TOTALS.format(p="%s")
+                + " WHERE id = %s AND state = 'running' AND worker = %s AND attempts = %s",
+                (state, at + retry_in, error, *cost_values(cost), at, job.id, job.worker, job.attempts),
             )
             return state if cur.rowcount == 1 else "lost"
+
+    def postpone(self, job: Job, run_at: float) -> bool:
+        """Give ``job`` back to run at ``run_at``, its attempt not counted; see the port."""
+        with self.transaction("postpone a job") as conn:
+            cur = conn.execute(
+                "UPDATE jobs SET state = 'queued', worker = NULL, lease_until = NULL, run_at = %s, "
+                "attempts = attempts - 1 WHERE id = %s AND state = 'running' AND worker = %s AND attempts = %s",
+                (run_at, job.id, job.worker, job.attempts),
+            )
+            return cur.rowcount == 1
+
+    def tokens_used(self, tenant_id: Optional[str], user_id: Optional[str], since: float) -> int:
+        """Tokens of the user's job runs that ended since ``since``; see the port."""
+        rows = self.query(
+            "count a user's tokens",
+            "SELECT coalesce(sum(tokens_sent + tokens_received), 0) AS n FROM jobs "
+            "WHERE tenant_id IS NOT DISTINCT FROM %s AND user_id IS NOT DISTINCT FROM %s AND finished_at >= %s",
+            (tenant_id, user_id, since),
+        )
+        return int(rows[0]["n"])
+
+    def formation_days(self, *, tenant_id: Optional[str] = None, since: Optional[float] = None) -> list[FormationDay]:
+        """Per user and per day (UTC), what the job runs cost; see the port."""
+        where, params = ["finished_at IS NOT NULL"], []  # type: tuple[list[str], list[Any]]
+        if tenant_id is not None:
+            where.append("tenant_id = %s")
+            params.append(tenant_id)
+        if since is not None:
+            where.append("finished_at >= %s")
+            params.append(since)
+        rows = self.query(
+            "sum the jobs' costs per user and day",
+            "SELECT tenant_id, user_id, to_char(to_timestamp(finished_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day, "
+            "sum(passes) AS passes, sum(failures) AS failures, sum(tokens_sent) AS tokens_sent, "
+            "sum(tokens_received) AS tokens_received, sum(duration_ms) AS duration_ms FROM jobs WHERE "
+            + " AND ".join(where) + " GROUP BY tenant_id, user_id, day ORDER BY day, tenant_id, user_id",
+            params,
+        )
+        return [formation_day(row) for row in rows]
+
+    def list_jobs(
+        self,
+        *,
+        states: Optional[Sequence[str]] = None,
+        failed: bool = False,
+        tenant_id: Optional[str] = None,
+        dedup_key: Optional[str] = None,
+        kind: Optional[str] = None,
+    ) -> list[JobRow]:
+        """The jobs asked for, oldest first; see the port."""
+        where, params = ["true"], []  # type: tuple[list[str], list[Any]]
+        if states is not None:
+            where.append("state = ANY(%s)")
+            params.append(list(states))
+        if failed:
+            where.append(failed_clause())
+        for column, value in (("tenant_id", tenant_id), ("dedup_key", dedup_key), ("kind", kind)):
+            if value is not None:
+                where.append(f"{column} = %s")
+                params.append(value)
+        rows = self.query("list jobs", "SELECT * FROM jobs WHERE " + " AND ".join(where) + " ORDER BY seq", params)
+        return [job_row(dict(row)) for row in rows]
+
+    def retry(self, job_id: str, *, tenant_id: Optional[str] = None, now: Optional[float] = None) -> str:
+        """Queue a failed job again, to run now; see the port."""
+        at = time.time() if now is None else now
+        with self.transaction("retry a job") as conn:
+            row = conn.execute("SELECT * FROM jobs WHERE id = %s FOR UPDATE", (job_id,)).fetchone()
+            if row is None or (tenant_id is not None and row["tenant_id"] != tenant_id):
+                raise KeyError(f"no job {job_id!r} in the queue of {self.location}")
+            check_retryable(row)
+            if row["dedup_key"] is not None and row["state"] == "dead":
+                live = conn.execute(
+                    "SELECT id FROM jobs WHERE dedup_key = %s AND state IN ('queued', 'running')",
+                    (row["dedup_key"],),
+                ).fetchone()
+                if live is not None:
+                    return str(live["id"])
+            conn.execute(
+                "UPDATE jobs SET state = 'queued', run_at = %s, attempts = 0, worker = NULL, "
+                "lease_until = NULL, last_error = NULL WHERE id = %s",
+                (at, job_id),
+            )
+        return job_id
 
     def counts(self, kind: Optional[str] = None) -> dict[str, int]:
         """How many jobs are in each state."""

@@ -289,4 +289,16 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "hashtextextended(tenant_id || chr(31) || user_id, 0), tsv)) WITH (fastupdate = off)",
         "DROP INDEX records_tsv",
     ),
+    # 8: what the runs of a job cost (LLM tokens, wall time), how many
+    # ended and failed, and when the last one ended: per-user daily figures and the token
+    # budget read them (through jobs_finished). Jobs run before this version count nothing.
+    (
+        "ALTER TABLE jobs ADD COLUMN passes integer NOT NULL DEFAULT 0",
+        "ALTER TABLE jobs ADD COLUMN failures integer NOT NULL DEFAULT 0",
+        "ALTER TABLE jobs ADD COLUMN tokens_sent bigint NOT NULL DEFAULT 0",
+        "ALTER TABLE jobs ADD COLUMN tokens_received bigint NOT NULL DEFAULT 0",
+        "ALTER TABLE jobs ADD COLUMN duration_ms double precision NOT NULL DEFAULT 0",
+        "ALTER TABLE jobs ADD COLUMN finished_at double precision",
+        "CREATE INDEX jobs_finished ON jobs (tenant_id, user_id, finished_at) WHERE finished_at IS NOT NULL",
+    ),
 )
