@@ -33,11 +33,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from uuid import uuid4
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, cast
+from uuid import uuid4
 
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.bridge.pydantic import BaseModel, Field, PrivateAttr, field_validator
