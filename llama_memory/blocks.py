@@ -175,15 +175,15 @@ class MemoryBlocks(BaseModel):
 
     def long_term(self, name: str = LONG_TERM_NAME, priority: int = 1, **fields: Any) -> "LongTermMemoryBlock":
         """The block of long-term records (past messages, triples, session summaries)."""
-        return LongTermMemoryBlock(memory=self, name=name, priority=priority, **fields)
+        return LongTermMemoryBlock(blocks=self, name=name, priority=priority, **fields)
 
     def profile(self, name: str = PROFILE_NAME, priority: int = 2, **fields: Any) -> "ProfileMemoryBlock":
         """The block of the user's profile."""
-        return ProfileMemoryBlock(memory=self, name=name, priority=priority, **fields)
+        return ProfileMemoryBlock(blocks=self, name=name, priority=priority, **fields)
 
     def instructions(self, name: str = INSTRUCTIONS_NAME, **fields: Any) -> "InstructionsMemoryBlock":
         """The block of the user's standing instructions (priority 0: never truncated)."""
-        return InstructionsMemoryBlock(memory=self, name=name, **fields)
+        return InstructionsMemoryBlock(blocks=self, name=name, **fields)
 
     def all(self) -> list[BaseMemoryBlock]:
         """The three blocks, in the order ``Memory`` shows them: instructions, profile,
@@ -321,17 +321,19 @@ class _StoreBlock(BaseMemoryBlock[str]):
     """What the three blocks share: the store they show, and taking in what ``Memory``
     flushes (stored once, whichever block receives it first)."""
 
-    memory: MemoryBlocks = Field(description="The user's store, shared by the blocks made by one MemoryBlocks.")
+    blocks: MemoryBlocks = Field(
+        description="What made the block: the user's store and settings, shared by its other blocks."
+    )
 
     async def _aput(self, messages: list[ChatMessage]) -> None:
         """Store the messages ``Memory`` flushed from its short-term queue as the user's
         messages of the ``Memory``'s session."""
-        await self.memory.store_flushed(messages)
+        await self.blocks.store_flushed(messages)
 
     async def _shown(self, messages: Optional[list[ChatMessage]], block_kwargs: dict[str, Any]) -> tuple[
         ComposableMemory, MemoryBlock
     ]:
-        return await self.memory.composed(block_kwargs.get("session_id"), messages or [], self.name)
+        return await self.blocks.composed(block_kwargs.get("session_id"), messages or [], self.name)
 
 
 class LongTermMemoryBlock(_StoreBlock):

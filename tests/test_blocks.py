@@ -203,8 +203,8 @@ async def test_the_blocks_survive_a_workflow_context_saved_and_restored(tmp_path
     restored = Context.from_dict(agent, data, serializer=PickleSerializer())
     again = await restored.store.get("memory")
     assert [type(b) for b in again.memory_blocks] == [InstructionsMemoryBlock, ProfileMemoryBlock, LongTermMemoryBlock]
-    shared = again.memory_blocks[0].memory
-    assert all(b.memory is shared for b in again.memory_blocks)  # still one store for the three
+    shared = again.memory_blocks[0].blocks
+    assert all(b.blocks is shared for b in again.memory_blocks)  # still one store for the three
     assert shared.config["path"] == str(tmp_path)
 
     llm.reset_calls()
@@ -223,7 +223,7 @@ async def test_a_block_dumped_as_json_reopens_its_store_and_a_store_that_is_gone
     block = blocks.long_term()
     data = json.loads(json.dumps(block.model_dump(mode="json")))
     copy = LongTermMemoryBlock.model_validate(data)
-    opened.append(copy.memory)
+    opened.append(copy.blocks)
     window = [ChatMessage(role="user", content=QUESTION)]
     assert FACT in await copy.aget(window, session_id="s2")
     assert await copy.aget(window, session_id="s2") == await block.aget(window, session_id="s2")
