@@ -59,10 +59,39 @@ def get_messages(
         memory._check_open()
         window = memory.primary_memory.get(input=input, **kwargs)
         query = input if input else latest_user_text(memory, window)
-        block = compose_block(memory, plan_query(query, window), window)
-        memory._last_block = block
-        usage_log(memory).note(block.records, now())
+        block = shown_block(memory, query, window)
         messages = insert_block(window, block.text, insert_method)
+    announce_block(memory, query, block, len(window), watch)
+    return messages
+
+
+def block_for_window(memory: ComposableMemory, window: Sequence[ChatMessage]) -> MemoryBlock:
+    """The block a ``get`` would inject for a window of messages the memory does not hold
+    itself (a LlamaIndex ``Memory``'s short-term queue, :mod:`llama_memory.blocks`), for
+    the window's latest user message: the same retrieval, relevance, deduplication against
+    the window and budget as :func:`get_messages`."""
+    watch = Stopwatch()
+    with memory._lock, one_connection(memory._store):
+        memory._check_open()
+        query = latest_user_text(memory, window)
+        block = shown_block(memory, query, window)
+    announce_block(memory, query, block, len(window), watch)
+    return block
+
+
+def shown_block(memory: ComposableMemory, query: Optional[str], window: Sequence[ChatMessage]) -> MemoryBlock:
+    """Compose the block for ``query`` beside ``window`` and note it as shown (the
+    memory's ``last_block``, the records' last use). The caller holds the memory's lock."""
+    block = compose_block(memory, plan_query(query, window), window)
+    memory._last_block = block
+    usage_log(memory).note(block.records, now())
+    return block
+
+
+def announce_block(
+    memory: ComposableMemory, query: Optional[str], block: MemoryBlock, window_messages: int, watch: Stopwatch
+) -> None:
+    """The :class:`~llama_memory.instrumentation.MemoryBlockEvent` of a composed block."""
     dispatcher.event(
         MemoryBlockEvent(
             **memory._event_scope(),
@@ -73,11 +102,10 @@ def get_messages(
             token_limit=memory.memory_token_limit,
             dropped_duplicates=block.dropped_duplicates,
             dropped_for_budget=block.dropped_for_budget,
-            window_messages=len(window),
+            window_messages=window_messages,
             duration_ms=watch.elapsed_ms,
         )
     )
-    return messages
 
 
 def usage_log(memory: ComposableMemory) -> UsageLog:

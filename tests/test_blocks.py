@@ -1,0 +1,317 @@
+"""llama-memory's LlamaIndex memory blocks (``llama_memory.blocks``) inside LlamaIndex's own
+``Memory``, driven by real ``FunctionAgent`` runs with the scripted LLM: a fact told in one
+session is recalled in another, users stay apart, the blocks follow the composition rules
+of ``ComposableMemory.get`` (relevance, dedup against the short-term queue, budget), they
+survive a workflow ``Context`` saved and restored, and what ``Memory`` receives when it
+truncates them for its ``token_limit``.
+
+``Memory`` hands messages to its blocks only when its short-term queue outgrows
+``token_limit * chat_history_token_ratio``: the tests set that share small so that the
+previous turn is flushed at once.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from llama_index.core.agent.workflow import FunctionAgent
+from llama_index.core.base.llms.types import ChatMessage, MessageRole
+from llama_index.core.memory import Memory
+from llama_index.core.workflow import Context
+from workflows.context.serializers import PickleSerializer
+
+from llama_memory import LlamaMemoryError, StorageError
+from llama_memory.blocks import (
+    InstructionsMemoryBlock,
+    LongTermMemoryBlock,
+    MemoryBlocks,
+    ProfileMemoryBlock,
+)
+from llama_memory.compose import INSTRUCTIONS_INTRO
+from scripted_llm import ScriptedLLM, message_plain_text
+
+SYSTEM_PROMPT = "Be brief."
+FACT = "I'm vegetarian and I live in Lisbon."
+QUESTION = "Where should I eat tonight in Lisbon?"
+
+
+@pytest.fixture
+def opened() -> Iterator[list[MemoryBlocks]]:
+    """Block factories to close at the end of a test."""
+    factories: list[MemoryBlocks] = []
+    yield factories
+    for blocks in factories:
+        blocks.close()
+
+
+def open_blocks(opened: list[MemoryBlocks], user_id: str, **where: Any) -> MemoryBlocks:
+    blocks = MemoryBlocks.open(user_id, **where)
+    opened.append(blocks)
+    return blocks
+
+
+def short_term(session_id: str, blocks: list[Any], token_limit: int = 4000) -> Memory:
+    """A LlamaIndex Memory whose queue keeps about one message: the turn before the
+    current one is flushed to the blocks."""
+    return Memory.from_defaults(
+        session_id=session_id,
+        memory_blocks=blocks,
+        token_limit=token_limit,
+        chat_history_token_ratio=12 / token_limit,
+        token_flush_size=10,
+    )
+
+
+def memory_text(messages: list[ChatMessage]) -> str:
+    """The text of the system messages that hold Memory's ``<memory>`` section."""
+    return "\n".join(
+        message_plain_text(m) for m in messages if m.role == MessageRole.SYSTEM and "<memory>" in message_plain_text(m)
+    )
+
+
+def section(text: str, name: str) -> list[str]:
+    """The lines of one block (``<name>`` ... ``</name>``) in Memory's section, [] if absent."""
+    lines = text.splitlines()
+    if f"<{name}>" not in lines:
+        return []
+    start = lines.index(f"<{name}>")
+    return lines[start + 1 : lines.index(f"</{name}>", start)]
+
+
+async def tell(agent_llm: ScriptedLLM, memory: Memory, *turns: str) -> None:
+    agent = FunctionAgent(llm=agent_llm, system_prompt=SYSTEM_PROMPT)
+    for turn in turns:
+        await agent.run(user_msg=turn, memory=memory)
+
+
+async def ask(memory: Memory, question: str = QUESTION) -> str:
+    """One run; the memory section of the LLM's first call."""
+    llm = ScriptedLLM(["Try the vegetarian tasca."])
+    await FunctionAgent(llm=llm, system_prompt=SYSTEM_PROMPT).run(user_msg=question, memory=memory)
+    return memory_text(llm.calls[0].messages)
+
+
+# --------------------------------------------------------------------------- recall
+
+
+async def test_a_fact_told_in_one_session_is_recalled_in_another(tmp_path: Path, opened, embed_model) -> None:
+    blocks = open_blocks(opened, "alice", path=tmp_path, session_id="s1", embed_model=embed_model)
+    first = short_term("s1", blocks.all())
+    await tell(ScriptedLLM(["Noted: vegetarian, in Lisbon.", "You're welcome."]), first, FACT, "Thanks!")
+
+    # What Memory flushed is stored once (three blocks receive it), as session s1's messages.
+    stored = [message_plain_text(m) for m in blocks.memory_for("s1").get_all()]
+    assert stored.count(FACT) == 1, stored
+    found = [r for r in blocks.memory.search("vegetarian Lisbon", k=5) if FACT in r.text]
+    assert found and found[0].session_id == "s1"
+
+    # Another conversation, another MemoryBlocks (as in a new request or process).
+    again = open_blocks(opened, "alice", path=tmp_path, embed_model=embed_model)
+    text = await ask(short_term("s2", again.all()))
+    long_term = section(text, "long_term_memory")
+    assert any(FACT in line for line in long_term), text
+    assert not any("earlier in this conversation" in line for line in long_term)  # it was s1
+
+
+async def test_users_on_one_store_stay_apart(tmp_path: Path, opened, embed_model) -> None:
+    alice = open_blocks(opened, "alice", path=tmp_path, embed_model=embed_model)
+    await tell(ScriptedLLM(["Noted.", "Sure."]), short_term("a1", alice.all()), FACT, "Thanks!")
+    bob = open_blocks(opened, "bob", path=tmp_path, embed_model=embed_model)
+    await tell(ScriptedLLM(["Noted.", "Sure."]), short_term("b1", bob.all()), "I live in Porto and I love fish.", "Thanks!")
+
+    bob_text = await ask(short_term("b2", bob.all()), "Where do I live?")
+    alice_text = await ask(short_term("a2", alice.all()), "Where do I live?")
+    assert "Porto" in bob_text and "Lisbon" not in bob_text
+    assert "Lisbon" in alice_text and "Porto" not in alice_text
+
+
+async def test_one_session_per_memory_and_the_store_opened_once_for_the_first(tmp_path: Path, opened, embed_model) -> None:
+    blocks = open_blocks(opened, "alice", path=tmp_path, session_id="s1", embed_model=embed_model)
+    first = blocks.memory
+    await tell(ScriptedLLM(["Noted.", "Sure."]), short_term("s1", blocks.all()), FACT, "Thanks!")
+    assert blocks.memory_for("s1") is first  # the Memory's session is the one opened
+    # The same blocks serve a second Memory session: its messages are stored under it.
+    await tell(ScriptedLLM(["Noted.", "Sure."]), short_term("s2", blocks.all()), "I play the cello.", "Bye!")
+    assert "I play the cello." in [message_plain_text(m) for m in blocks.memory_for("s2").get_all()]
+    assert "I play the cello." not in [message_plain_text(m) for m in first.get_all()]
+
+
+# --------------------------------------------------------------------------- composition rules
+
+
+async def test_the_blocks_follow_composable_memory_relevance_dedup_and_budget(tmp_path: Path, opened, embed_model) -> None:
+    blocks = open_blocks(opened, "alice", path=tmp_path, embed_model=embed_model)
+    blocks.memory.put_messages([
+        ChatMessage(role="user", content=FACT),
+        ChatMessage(role="assistant", content="Noted."),
+        ChatMessage(role="user", content="My sister Ana lives in Porto and works as a nurse."),
+        ChatMessage(role="assistant", content="Nice."),
+    ])
+    blocks.memory.profile.set_field("name", "Alice", blocks.memory.scope)
+    blocks.memory.instructions.add("Answer in French.")
+
+    # Small talk retrieves nothing: no long-term block, while the profile and the
+    # instructions (query-independent) are there.
+    text = await ask(short_term("s2", blocks.all()), "hi")
+    assert section(text, "long_term_memory") == []
+    assert any('"name: Alice"' in line for line in section(text, "user_profile")), text
+    assert section(text, "user_instructions") == [INSTRUCTIONS_INTRO, "- Answer in French."]
+
+    # A relevant question gets the record, quoted, labelled with its source.
+    text = await ask(short_term("s3", blocks.all()), "Where does my sister live?")
+    lines = section(text, "long_term_memory")
+    assert any("Ana lives in Porto" in line and line.startswith("- [vector") for line in lines), text
+
+    # What the short-term queue shows is not repeated in the block.
+    memory = short_term("s4", blocks.all(), token_limit=100_000)  # nothing flushed
+    await memory.aput(ChatMessage(role="user", content="My sister Ana lives in Porto and works as a nurse."))
+    text = memory_text(await memory.aget(input="Where does my sister live?"))
+    assert not any("Ana lives in Porto" in line for line in section(text, "long_term_memory")), text
+
+    # The memory_token_limit budget holds, as for ComposableMemory.get.
+    tight = open_blocks(opened, "alice", path=tmp_path, embed_model=embed_model, memory_token_limit=60)
+    text = await ask(short_term("s5", tight.all()), "Where do my sister and I live?")
+    shown = [line for name in ("user_instructions", "user_profile", "long_term_memory") for line in section(text, name)]
+    assert len(tight.memory.tokenizer_fn("\n".join(shown))) <= 60 + 10  # intros differ by a few tokens
+    assert tight.memory_for("s5").last_block.dropped_for_budget > 0
+
+
+# --------------------------------------------------------------------------- Context save/restore
+
+
+async def test_the_blocks_survive_a_workflow_context_saved_and_restored(tmp_path: Path, opened, embed_model) -> None:
+    blocks = open_blocks(opened, "alice", path=tmp_path, session_id="s1", embed_model=embed_model)
+    memory = short_term("s1", blocks.all())
+    llm = ScriptedLLM(["Noted.", "Sure.", "Try the vegetarian tasca."])
+    agent = FunctionAgent(llm=llm, system_prompt=SYSTEM_PROMPT)
+    ctx = Context(agent)
+    await agent.run(user_msg=FACT, memory=memory, ctx=ctx)
+    # (A run on an existing Context passes memory= again: the workflow re-saves its
+    # state as JSON between runs, which LlamaIndex's Memory does not survive.)
+    await agent.run(user_msg="Thanks!", memory=memory, ctx=ctx)
+    # LlamaIndex's Memory is saved in a Context with the pickle serializer (its JSON
+    # form fails on its own insert_method); as stored in a database:
+    data = json.loads(json.dumps(ctx.to_dict(serializer=PickleSerializer())))
+    blocks.close()  # another process, as far as the blocks know: nothing open
+
+    restored = Context.from_dict(agent, data, serializer=PickleSerializer())
+    again = await restored.store.get("memory")
+    assert [type(b) for b in again.memory_blocks] == [InstructionsMemoryBlock, ProfileMemoryBlock, LongTermMemoryBlock]
+    shared = again.memory_blocks[0].blocks
+    assert all(b.blocks is shared for b in again.memory_blocks)  # still one store for the three
+    assert shared.config["path"] == str(tmp_path)
+
+    llm.reset_calls()
+    await agent.run(user_msg=QUESTION, ctx=restored)
+    long_term = section(memory_text(llm.calls[0].messages), "long_term_memory")
+    assert any(FACT in line and "earlier in this conversation" in line for line in long_term)
+    opened.append(shared)
+
+
+async def test_a_block_dumped_as_json_reopens_its_store_and_a_store_that_is_gone_is_not_replaced(
+    tmp_path: Path, opened, embed_model
+) -> None:
+    store = tmp_path / "memory"
+    blocks = open_blocks(opened, "alice", path=store, embed_model=embed_model)
+    blocks.memory.put_messages([ChatMessage(role="user", content=FACT)])
+    block = blocks.long_term()
+    data = json.loads(json.dumps(block.model_dump(mode="json")))
+    copy = LongTermMemoryBlock.model_validate(data)
+    opened.append(copy.blocks)
+    window = [ChatMessage(role="user", content=QUESTION)]
+    assert FACT in await copy.aget(window, session_id="s2")
+    assert await copy.aget(window, session_id="s2") == await block.aget(window, session_id="s2")
+
+    # The pickled copy of a store that was deleted since raises on use: restoring never
+    # opens a new, empty memory in its place.
+    gone = pickle.loads(pickle.dumps(blocks.long_term()))
+    blocks.close()
+    shutil.rmtree(store)
+    with pytest.raises(StorageError, match="does not exist"):
+        await gone.aget(window, session_id="s3")
+    assert not store.exists()
+
+
+# --------------------------------------------------------------------------- truncation
+
+
+async def test_memory_truncates_the_least_relevant_records_first_and_never_the_instructions(
+    tmp_path: Path, opened, embed_model
+) -> None:
+    blocks = open_blocks(opened, "alice", path=tmp_path, embed_model=embed_model, min_relevance=0.0)
+    facts = [
+        "I live in Lisbon, near the river.",
+        "I'm vegetarian since 2019.",
+        "My favourite restaurant in Lisbon is a small tasca.",
+        "I cook lentil soup on Sundays.",
+    ]
+    for i, fact in enumerate(facts):  # one session each: four records, not one excerpt
+        blocks.memory_for(f"old{i}").put_messages([ChatMessage(role="user", content=fact)])
+    blocks.memory.profile.set_field("name", "Alice", blocks.memory.scope)
+    blocks.memory.instructions.add("Answer in French.")
+
+    roomy = short_term("s2", blocks.all(), token_limit=100_000)
+    await roomy.aput(ChatMessage(role="user", content=QUESTION))
+    whole = memory_text(await roomy.aget())
+    records = section(whole, "long_term_memory")[1:]
+    assert len(records) >= 3
+
+    # A token_limit that leaves room for about half the records.
+    tokens = len(blocks.memory.tokenizer_fn(whole))
+    half = sum(len(blocks.memory.tokenizer_fn(r)) for r in records[len(records) // 2 :])
+    tight = short_term("s2", blocks.all(), token_limit=tokens - half + 30)
+    await tight.aput(ChatMessage(role="user", content=QUESTION))
+    text = memory_text(await tight.aget())
+    kept = section(text, "long_term_memory")[1:]
+    assert 0 < len(kept) < len(records), (kept, records)
+    assert kept == records[: len(kept)]  # the most relevant stay, in order
+    assert section(text, "user_instructions") == section(whole, "user_instructions")
+    assert section(text, "user_profile") == section(whole, "user_profile")  # priority 2: after
+
+    # With no room at all, the instructions (priority 0) are still there, whole.
+    none = short_term("s2", blocks.all(), token_limit=40)
+    await none.aput(ChatMessage(role="user", content=QUESTION))
+    text = memory_text(await none.aget())
+    assert section(text, "long_term_memory") == [] and section(text, "user_profile") == []
+    assert section(text, "user_instructions") == [INSTRUCTIONS_INTRO, "- Answer in French."]
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def test_bad_arguments_say_what_to_pass(tmp_path: Path, opened) -> None:
+    with pytest.raises(ValueError, match="path='./memory'"):
+        MemoryBlocks.open("alice")
+    with pytest.raises(TypeError, match="token_limit"):
+        MemoryBlocks.open("alice", path=tmp_path, token_limit=100)
+    with pytest.raises(TypeError, match="memory_token_limit"):
+        MemoryBlocks.open("alice", path=tmp_path, memory_token_limt=100)
+    blocks = open_blocks(opened, "alice", path=tmp_path)
+    with pytest.raises(ValueError, match="priority 0"):
+        blocks.instructions(priority=2)
+
+
+# --------------------------------------------------------------------------- PostgreSQL
+
+
+async def test_blocks_on_postgresql_from_a_url_and_from_an_application_pool(postgres_url: str, opened, embed_model) -> None:
+    from psycopg_pool import ConnectionPool
+
+    blocks = open_blocks(opened, "alice", store=postgres_url, embed_model=embed_model)
+    await tell(ScriptedLLM(["Noted.", "Sure."]), short_term("s1", blocks.all()), FACT, "Thanks!")
+    with ConnectionPool(postgres_url, min_size=1, max_size=2, open=True) as pool:
+        pooled = open_blocks(opened, "alice", store=pool, embed_model=embed_model)
+        text = await ask(short_term("s2", pooled.all()))
+        assert any(FACT in line for line in section(text, "long_term_memory")), text
+        # A pool is a live object: a pickled block asks for it again instead of guessing.
+        copy = pickle.loads(pickle.dumps(pooled.long_term()))
+        with pytest.raises(LlamaMemoryError, match="store=pool"):
+            await copy.aget([ChatMessage(role="user", content=QUESTION)], session_id="s3")
+        pooled.close()
+        assert not pool.closed  # the application's pool is the application's to close
