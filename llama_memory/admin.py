@@ -66,6 +66,7 @@ from .sources.triples.model import to_triple
 from .sources.triples.normalize import search_text
 from .sources.vector import VectorSource
 from .storage.admin import StoreAdmin
+from .storage.chat_import import MessageRanks
 from .storage.chroma import CHROMA_DIRNAME, http_client, server_address
 from .storage.expiry import Expiry
 from .storage.ports.admin import AdminRows, SessionSummary, StoreCounts, UserSummary
@@ -611,19 +612,28 @@ class MemoryAdmin:
     # -- import ---------------------------------------------------------------------------
 
     def import_rows(
-        self, rows: Iterable[Mapping[str, Any]], progress: Optional[Progress] = None
+        self,
+        rows: Iterable[Mapping[str, Any]],
+        progress: Optional[Progress] = None,
+        *,
+        batch_size: int = IMPORT_BATCH,
     ) -> Counter[str]:
         """Import an export (dicts as :meth:`export_rows` gives, the header first) into
         this tenant; return how many rows of each kind were new. Importing the same rows
         again changes nothing; into a store that has some of them, only the rest is
-        added. Records and triples are embedded before it returns."""
+        added (a message is the k-th of its session with its content and time, see
+        :mod:`llama_memory.storage.chat_import`). Rows are written ``batch_size`` to a
+        transaction. Records and triples are embedded before it returns."""
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         iterator = iter(rows)
         header = next(iterator, None)
         _check_header(header)
         added: Counter[str] = Counter()
+        ranks = MessageRanks()  # over every batch: the batch size must change nothing
         line = 1
         while True:
-            batch = [_check_row(dict(row), line + i + 1) for i, row in enumerate(islice(iterator, IMPORT_BATCH))]
+            batch = [_check_row(dict(row), line + i + 1) for i, row in enumerate(islice(iterator, batch_size))]
             if not batch:
                 break
             line += len(batch)
@@ -638,7 +648,7 @@ class MemoryAdmin:
                 for r in batch
             ]
             try:
-                added += self._admin.import_rows(self.tenant_id, batch, texts)
+                added += self._admin.import_rows(self.tenant_id, batch, texts, ranks)
             except ValidationError as exc:
                 raise ValueError(f"import: a chat message is not a valid ChatMessage: {exc}") from exc
             if progress is not None:
