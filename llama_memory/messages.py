@@ -13,8 +13,9 @@ from typing import Any, Optional
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock
 
-from .storage.codec import dump_message
+from .storage.codec import dump_message as dump_message  # re-exported: formation, admin
 from .storage.codec import load_message as load_message  # re-exported: its old home
+from .text import first_unstorable
 
 #: ``additional_kwargs`` keys read for a message's id (the first one present wins).
 MESSAGE_ID_KEYS = ("message_id", "id")
@@ -35,18 +36,24 @@ def role_name(message: ChatMessage) -> str:
 
 
 def check_storable(message: ChatMessage, position: int = 0) -> None:
-    """Raise ``ValueError`` naming the message if it holds text UTF-8 cannot store: a
-    lone surrogate (``"\\ud800"``, left by decoding bytes with ``errors="surrogateescape"``
-    or by a broken JSON source). Checked before anything is written."""
-    data = dump_message(message)
-    try:
-        data.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ValueError(
-            f"message {position} ({role_name(message)}) holds text that is not valid Unicode "
-            f"({exc.reason}: {data[exc.start : exc.end]!r}); nothing was stored. Clean it "
-            "first, e.g. text.encode('utf-8', 'replace').decode('utf-8')"
-        ) from None
+    """Raise ``ValueError`` naming the message if it holds a character no store can
+    hold, the same on every backend (:data:`~llama_memory.text.UNSTORABLE`): a lone
+    surrogate (``"\\ud800"``, left by decoding bytes with ``errors="surrogateescape"``
+    or by a broken JSON source), which is not UTF-8, or NUL (``"\\x00"``), which
+    PostgreSQL cannot store in text. Checked before anything is written."""
+    found = first_unstorable(message.model_dump(mode="json"))
+    if found is None:
+        return
+    if found == "\x00":
+        what = "a NUL character ('\\x00'), which PostgreSQL cannot store"
+        fix = "text.replace('\\x00', '')"
+    else:
+        what = f"text that is not valid Unicode (a lone surrogate: {found!r})"
+        fix = "text.encode('utf-8', 'replace').decode('utf-8')"
+    raise ValueError(
+        f"message {position} ({role_name(message)}) holds {what}; nothing was stored. "
+        f"Clean it first, e.g. {fix}"
+    )
 
 
 def declared_message_id(message: ChatMessage) -> Optional[str]:
