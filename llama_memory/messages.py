@@ -15,7 +15,7 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock
 
 from .storage.codec import dump_message as dump_message  # re-exported: formation, admin
 from .storage.codec import load_message as load_message  # re-exported: its old home
-from .text import first_unstorable
+from .text import describe_unstorable, first_unstorable
 
 #: ``additional_kwargs`` keys read for a message's id (the first one present wins).
 MESSAGE_ID_KEYS = ("message_id", "id")
@@ -42,18 +42,11 @@ def check_storable(message: ChatMessage, position: int = 0) -> None:
     or by a broken JSON source), which is not UTF-8, or NUL (``"\\x00"``), which
     PostgreSQL cannot store in text. Checked before anything is written."""
     found = first_unstorable(message.model_dump(mode="json"))
-    if found is None:
-        return
-    if found == "\x00":
-        what = "a NUL character ('\\x00'), which PostgreSQL cannot store"
-        fix = "text.replace('\\x00', '')"
-    else:
-        what = f"text that is not valid Unicode (a lone surrogate: {found!r})"
-        fix = "text.encode('utf-8', 'replace').decode('utf-8')"
-    raise ValueError(
-        f"message {position} ({role_name(message)}) holds {what}; nothing was stored. "
-        f"Clean it first, e.g. {fix}"
-    )
+    if found is not None:
+        raise ValueError(
+            f"message {position} ({role_name(message)}) holds {describe_unstorable(found)}; "
+            "nothing was stored"
+        )
 
 
 def declared_message_id(message: ChatMessage) -> Optional[str]:

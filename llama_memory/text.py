@@ -49,6 +49,16 @@ def first_unstorable(value: object) -> Optional[str]:
     return None
 
 
+def describe_unstorable(char: str) -> str:
+    """What an error says of a character no store can hold, with how to clean it."""
+    if char == "\x00":
+        return "a NUL character ('\\x00'), which PostgreSQL cannot store (clean it first, e.g. text.replace('\\x00', ''))"
+    return (
+        f"text that is not valid Unicode (a lone surrogate: {char!r}; clean it first, e.g. "
+        "text.encode('utf-8', 'replace').decode('utf-8'))"
+    )
+
+
 def replace_unstorable(value: _T) -> tuple[_T, int]:
     """``value`` (a text, or nested dicts and lists of them) with every character no
     store can hold replaced by U+FFFD, and how many were replaced."""

@@ -134,6 +134,14 @@ def test_text_no_store_can_hold_is_refused_the_same_on_every_backend(make_memory
     assert_nothing_lost(memory)
 
 
+def test_a_triple_with_nul_is_refused_the_same_on_every_backend(make_memory_on) -> None:
+    memory = make_memory_on(triples=True)
+    memory.add_triples([("Ana", "plays", "cello")])
+    with pytest.raises(ValueError, match=r"triples\[1\]: 'object' holds a NUL character.*nothing was stored"):
+        memory.add_triples([("Ana", "lives in", "Porto"), ("Ana", "owns", "a\x00b")])
+    assert [(t.predicate, t.object) for t in memory.source("triples").triples(memory.scope)] == [("plays", "cello")]
+
+
 def test_control_characters_round_trip_and_are_escaped_in_the_block(make_memory, embed_model) -> None:
     memory = seeded(make_memory)
     odd = "bell\x07 escape\x1b[31m tab\t cr\r del\x7f unit\x1f violin"
