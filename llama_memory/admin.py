@@ -36,12 +36,14 @@ from uuid import uuid4
 from .defaults import DEFAULT_MEMORY_TOKEN_LIMIT, DEFAULT_TOP_K
 from .errors import LlamaMemoryError, StorageError
 from .storage.admin import StoreAdmin
+from .storage.chat_import import MessageRanks
 from .storage.chroma import CHROMA_DIRNAME, http_client, server_address
 from .storage.expiry import Expiry
 from .storage.ports.admin import AdminRows, SessionSummary, StoreCounts, UserSummary
 from .storage.ports.jobs import FormationDay, JobRow
 from .storage.reconcile import ReconcileReport
 from .storage.sqlite import DB_FILENAME, SQLiteStore
+from .text import replace_unstorable
 from .types import MemoryRecord, Scope, now
 
 if TYPE_CHECKING:
@@ -62,6 +64,7 @@ if TYPE_CHECKING:
 __all__ = [
     "EXPORT_FORMAT",
     "EXPORT_VERSION",
+    "ImportCounts",
     "MemoryAdmin",
     "SessionSummary",
     "StoreNotFoundError",
@@ -79,6 +82,18 @@ EXPORT_VERSION = 2  # 2: "instruction" rows (procedural memory); version 1 files
 IMPORT_BATCH = 500
 
 Time = Union[float, int, str, Any]
+
+
+class ImportCounts(Counter[str]):
+    """What an import added: how many rows of each kind were new (a ``Counter``), and
+    :attr:`replaced`: per user, how many characters no store can hold (NUL, lone
+    surrogates: :data:`llama_memory.text.UNSTORABLE`) the import replaced by U+FFFD.
+    Such text is refused by ``put()``; an older store or a file may still hold it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: Characters replaced by U+FFFD, by user.
+        self.replaced: Counter[str] = Counter()
 
 
 class StoreNotFoundError(LlamaMemoryError, FileNotFoundError):
@@ -661,12 +676,22 @@ class MemoryAdmin:
     # -- import ---------------------------------------------------------------------------
 
     def import_rows(
-        self, rows: Iterable[Mapping[str, Any]], progress: Optional[Progress] = None
-    ) -> Counter[str]:
+        self,
+        rows: Iterable[Mapping[str, Any]],
+        progress: Optional[Progress] = None,
+        *,
+        batch_size: int = IMPORT_BATCH,
+    ) -> ImportCounts:
         """Import an export (dicts as :meth:`export_rows` gives, the header first) into
-        this tenant; return how many rows of each kind were new. Importing the same rows
+        this tenant; return how many rows of each kind were new. A character no store
+        can hold (NUL: an older store may have one) is replaced by U+FFFD and counted
+        per user (:attr:`ImportCounts.replaced`). Importing the same rows
         again changes nothing; into a store that has some of them, only the rest is
-        added. Records and triples are embedded before it returns."""
+        added (a message is the k-th of its session with its content and time, see
+        :mod:`llama_memory.storage.chat_import`). Rows are written ``batch_size`` to a
+        transaction. Records and triples are embedded before it returns."""
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         from pydantic import ValidationError
 
         from .sources.triples.normalize import search_text
@@ -675,10 +700,14 @@ class MemoryAdmin:
         iterator = iter(rows)
         header = next(iterator, None)
         _check_header(header)
-        added: Counter[str] = Counter()
+        added = ImportCounts()
+        ranks = MessageRanks()  # over every batch: the batch size must change nothing
         line = 1
         while True:
-            batch = [_check_row(dict(row), line + i + 1) for i, row in enumerate(islice(iterator, IMPORT_BATCH))]
+            batch = [
+                _check_row(_storable(dict(row), added.replaced), line + i + 1)
+                for i, row in enumerate(islice(iterator, batch_size))
+            ]
             if not batch:
                 break
             line += len(batch)
@@ -693,7 +722,7 @@ class MemoryAdmin:
                 for r in batch
             ]
             try:
-                added += self._admin.import_rows(self.tenant_id, batch, texts)
+                added += self._admin.import_rows(self.tenant_id, batch, texts, ranks)
             except ValidationError as exc:
                 raise ValueError(f"import: a chat message is not a valid ChatMessage: {exc}") from exc
             if progress is not None:
@@ -708,7 +737,7 @@ class MemoryAdmin:
         *,
         user_id: Optional[str] = None,
         progress: Optional[Progress] = None,
-    ) -> Counter[str]:
+    ) -> ImportCounts:
         """Import a file: an export of :meth:`export` (JSON Lines), or a LlamaIndex
         ``SimpleChatStore`` JSON file (see :meth:`import_chat_store`; ``user_id``
         applies to it only). Returns how many rows of each kind were new."""
@@ -745,7 +774,7 @@ class MemoryAdmin:
         *,
         user_id: Optional[str] = None,
         progress: Optional[Progress] = None,
-    ) -> Counter[str]:
+    ) -> ImportCounts:
         """Import a LlamaIndex ``SimpleChatStore`` (what ``SimpleChatStore.persist()``
         writes: ``{"store": {key: [message, ...]}, ...}``, or that as a JSON string).
 
@@ -771,11 +800,14 @@ class MemoryAdmin:
                 "mapping each chat-store key to a list of messages (SimpleChatStore.persist())"
             )
         conversations: list[tuple[str, str, list[ChatMessage]]] = []
+        added = ImportCounts()
         for key, messages in store.items():
             if not isinstance(key, str) or not key:
                 raise ValueError(f"SimpleChatStore key {key!r} is not a non-empty string")
             parsed = []
             for position, message in enumerate(messages):
+                message, replaced = replace_unstorable(message)
+                added.replaced[user_id or key] += replaced
                 try:
                     parsed.append(ChatMessage.model_validate(message))
                 except ValidationError as exc:
@@ -785,7 +817,7 @@ class MemoryAdmin:
             conversations.append((user_id or key, key, parsed))
         if progress is not None:
             progress.total = sum(len(m) for _, _, m in conversations)
-        added: Counter[str] = Counter()
+        added.replaced = +added.replaced  # only the users with a replacement
         for user, session, messages in conversations:
             held = Counter(
                 dump_message(load_message(m))
@@ -870,6 +902,15 @@ def _check_header(header: Any) -> None:
             f"export format version {version!r} is not supported by this llama-memory "
             f"(it reads versions 1 to {EXPORT_VERSION}): upgrade llama-memory"
         )
+
+
+def _storable(row: dict[str, Any], replaced: Counter[str]) -> dict[str, Any]:
+    """The row with every character no store can hold replaced by U+FFFD (counted
+    under its user in ``replaced``): an import never stops at text an older store kept."""
+    clean, count = replace_unstorable(row)
+    if count:
+        replaced[str(clean.get("user"))] += count
+    return clean
 
 
 #: The fields each kind of export row must have.

@@ -373,11 +373,25 @@ def cmd_import(args: argparse.Namespace) -> None:
 
 
 def _print_import(args: argparse.Namespace, added: Any) -> None:
+    replaced = dict(getattr(added, "replaced", {}))
     if args.json:
-        return _print_json({"tenant": args.tenant, "added": dict(added)})
+        return _print_json(
+            {"tenant": args.tenant, "added": dict(added), **({"replaced": replaced} if replaced else {})}
+        )
     names = {"profile": "profile row"}
     parts = ", ".join(counted(n, names.get(k, k)) for k, n in sorted(added.items())) or "nothing new"
     print(f"imported into tenant {args.tenant!r}: {parts}")
+    _print_replaced({args.tenant: replaced} if replaced else {})
+
+
+def _print_replaced(replaced: dict[str, dict[str, int]]) -> None:
+    """Say, per user, what an import or a copy did to text no store can hold."""
+    for tenant, users in replaced.items():
+        for user, count in sorted(users.items()):
+            print(
+                f"tenant {tenant!r}, user {user!r}: {count} NUL or invalid characters "
+                "replaced by U+FFFD (no store can hold them)"
+            )
 
 
 def _file_tenant(file: Path) -> str:
@@ -622,6 +636,7 @@ def cmd_copy(args: argparse.Namespace) -> None:
         )
     print("rows: " + ", ".join(f"{kind} {n}" for kind, n in sorted(report.rows.items())))
     print(f"embedded {counted(report.embedded, 'record or triple', 'records and triples')} into pgvector")
+    _print_replaced(report.replaced)
 
 
 def cmd_demo(args: argparse.Namespace) -> None:

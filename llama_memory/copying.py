@@ -29,6 +29,7 @@ from .admin import MemoryAdmin, is_postgres_url
 from .errors import LlamaMemoryError
 from .progress import Progress
 from .sources.triples.normalize import search_text
+from .text import replace_unstorable
 
 
 class CopyRefusedError(LlamaMemoryError, ValueError):
@@ -46,12 +47,16 @@ class CopyReport:
         rows: rows written by kind (``message``, ``record``, ``profile``, ``triple``,
             ``meta``, ``job``).
         embedded: records and triples embedded into pgvector after the copy.
+        replaced: characters PostgreSQL cannot store (NUL, which a SQLite store
+            written before ``put()`` refused it may hold) replaced by U+FFFD, by
+            tenant and user; only the users with some.
     """
 
     users: dict[str, list[str]] = field(default_factory=dict)
     skipped: dict[str, list[str]] = field(default_factory=dict)
     rows: Counter[str] = field(default_factory=Counter)
     embedded: int = 0
+    replaced: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 def copy_store(
@@ -112,8 +117,11 @@ def copy_store(
                 progress.total = sum(src.rows.count_export_rows(t, users) for t, users in plan.items())
             for tenant, users in plan.items():
                 for user in users:
-                    report.rows += _copy_user(src, dst, tenant, user)
+                    written, replaced = _copy_user(src, dst, tenant, user)
+                    report.rows += written
                     report.users.setdefault(tenant, []).append(user)
+                    if replaced:
+                        report.replaced.setdefault(tenant, {})[user] = replaced
                     if progress is not None:
                         progress.advance(src.rows.count_export_rows(tenant, [user]))
             report.embedded = dst.flush(progress and progress.child("embedding"))
@@ -158,9 +166,10 @@ def _check_meta(source: dict[str, str], target: dict[str, str], where: str) -> N
         )
 
 
-def _copy_user(src: MemoryAdmin, dst: MemoryAdmin, tenant: str, user: str) -> Counter[str]:
-    """One user's rows, meta and waiting jobs, in one transaction of the target."""
-    rows = list(src.rows.export_rows(tenant, user))
+def _copy_user(src: MemoryAdmin, dst: MemoryAdmin, tenant: str, user: str) -> tuple[Counter[str], int]:
+    """One user's rows, meta and waiting jobs, in one transaction of the target; and
+    how many characters PostgreSQL cannot store were replaced by U+FFFD in them."""
+    rows, replaced = replace_unstorable(list(src.rows.export_rows(tenant, user)))
     texts = [
         search_text(r["subject"], r["predicate"], r["object"]) if r["kind"] == "triple" else ""
         for r in rows
@@ -174,4 +183,4 @@ def _copy_user(src: MemoryAdmin, dst: MemoryAdmin, tenant: str, user: str) -> Co
         dst.rows.add_jobs(tenant, user, jobs)
     written["meta"] += len(meta)
     written["job"] += len(jobs)
-    return written
+    return written, replaced

@@ -13,8 +13,9 @@ from typing import Any, Optional
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock
 
-from .storage.codec import dump_message
+from .storage.codec import dump_message as dump_message  # re-exported: formation, admin
 from .storage.codec import load_message as load_message  # re-exported: its old home
+from .text import describe_unstorable, first_unstorable
 
 #: ``additional_kwargs`` keys read for a message's id (the first one present wins).
 MESSAGE_ID_KEYS = ("message_id", "id")
@@ -35,23 +36,22 @@ def role_name(message: ChatMessage) -> str:
 
 
 def check_storable(message: ChatMessage, position: int = 0) -> None:
-    """Raise ``ValueError`` naming the message if it holds text the store cannot hold
-    (:func:`check_text`). Checked before anything is written."""
-    check_text(dump_message(message), f"message {position} ({role_name(message)})", "nothing was stored")
+    """Raise ``ValueError`` naming the message if it holds a character no store can
+    hold (:func:`check_text`). Checked before anything is written."""
+    check_text(message.model_dump(mode="json"), f"message {position} ({role_name(message)})", "nothing was stored")
 
 
-def check_text(text: str, what: str, outcome: str) -> None:
-    """Raise ``ValueError`` saying that ``what`` holds text UTF-8 cannot store, and the
-    ``outcome`` ("nothing was stored"): a lone surrogate (``"\\ud800"``, left by decoding
-    bytes with ``errors="surrogateescape"`` or by a broken JSON source). The one check of
-    the text a memory takes: what ``put()`` stores and what ``get()``/``search()`` look for."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ValueError(
-            f"{what} holds text that is not valid Unicode ({exc.reason}: {text[exc.start : exc.end]!r}); "
-            f"{outcome}. Clean it first, e.g. text.encode('utf-8', 'replace').decode('utf-8')"
-        ) from None
+def check_text(value: object, what: str, outcome: str) -> None:
+    """Raise ``ValueError`` saying that ``what`` holds a character no store can hold, the
+    same on every backend (:data:`~llama_memory.text.UNSTORABLE`), and the ``outcome``
+    ("nothing was stored"): a lone surrogate (``"\\ud800"``, left by decoding bytes with
+    ``errors="surrogateescape"`` or by a broken JSON source), which is not UTF-8, or NUL
+    (``"\\x00"``), which PostgreSQL cannot store in text. ``value`` is a text or nested
+    dicts and lists of texts. The one check of the text a memory takes: what ``put()``
+    stores and what ``get()``/``search()`` look for."""
+    found = first_unstorable(value)
+    if found is not None:
+        raise ValueError(f"{what} holds {describe_unstorable(found)}; {outcome}")
 
 
 def declared_message_id(message: ChatMessage) -> Optional[str]:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import hashlib
 import re
 from functools import lru_cache
-from typing import Optional
+from typing import Optional, TypeVar
 
 _WHITESPACE = re.compile(r"\s+")
+_T = TypeVar("_T")
 
 
 @lru_cache(maxsize=8192)  # the window's texts are normalised again on every get()
@@ -25,3 +26,60 @@ def content_hash(text: str, role: Optional[str] = None) -> str:
 def counted(n: int, singular: str, plural: Optional[str] = None) -> str:
     """``1 record``, ``2 records`` (``plural`` when adding an s is wrong)."""
     return f"{n} {singular if n == 1 else (plural or singular + 's')}"
+
+
+#: Characters no store can hold: NUL (PostgreSQL's text refuses it) and lone surrogates
+#: (not UTF-8, so SQLite cannot take them either). Every backend refuses the same ones.
+UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+#: What an import puts in place of a character no store can hold.
+REPLACEMENT = "\ufffd"
+
+
+def first_unstorable(value: object) -> Optional[str]:
+    """The first character no store can hold (:data:`UNSTORABLE`) in a text or in the
+    texts (keys included) of nested dicts and lists, or None."""
+    if isinstance(value, str):
+        found = UNSTORABLE.search(value)
+        return found.group() if found else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found_char = first_unstorable(key) or first_unstorable(item)
+            if found_char:
+                return found_char
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            found_char = first_unstorable(item)
+            if found_char:
+                return found_char
+    return None
+
+
+def describe_unstorable(char: str) -> str:
+    """What an error says of a character no store can hold, with how to clean it."""
+    if char == "\x00":
+        return "a NUL character ('\\x00'), which PostgreSQL cannot store (clean it first, e.g. text.replace('\\x00', ''))"
+    return (
+        f"text that is not valid Unicode (a lone surrogate: {char!r}; clean it first, e.g. "
+        "text.encode('utf-8', 'replace').decode('utf-8'))"
+    )
+
+
+def replace_unstorable(value: _T) -> tuple[_T, int]:
+    """``value`` (a text, or nested dicts and lists of them) with every character no
+    store can hold replaced by U+FFFD, and how many were replaced."""
+    if isinstance(value, str):
+        text, count = UNSTORABLE.subn(REPLACEMENT, value)
+        return text, count  # type: ignore[return-value]
+    if isinstance(value, dict):
+        total = 0
+        out = {}
+        for key, item in value.items():
+            key, n = replace_unstorable(key)
+            item, m = replace_unstorable(item)
+            out[key] = item
+            total += n + m
+        return out, total  # type: ignore[return-value]
+    if isinstance(value, list):
+        pairs = [replace_unstorable(item) for item in value]
+        return [item for item, _ in pairs], sum(n for _, n in pairs)  # type: ignore[return-value]
+    return value, 0

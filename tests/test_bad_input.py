@@ -112,29 +112,46 @@ def test_a_message_longer_than_the_token_limit_is_returned_whole(make_memory) ->
     assert_nothing_lost(memory, extra=(long_turn,))
 
 
-@pytest.mark.parametrize("bad", ["lone \ud800 surrogate", "trailing \udfff"])
-def test_invalid_unicode_is_refused_before_anything_is_written(make_memory, bad) -> None:
-    memory = seeded(make_memory)
+@pytest.mark.parametrize(
+    ("bad", "said"),
+    [
+        ("lone \ud800 surrogate", "not valid Unicode"),
+        ("trailing \udfff", "not valid Unicode"),
+        ("nul\x00 inside", "a NUL character.*PostgreSQL cannot store"),
+    ],
+)
+def test_text_no_store_can_hold_is_refused_the_same_on_every_backend(make_memory_on, bad, said) -> None:
+    """NUL used to be stored by SQLite and refused by PostgreSQL with a StorageError
+    after the batch had begun; both now give the same ValueError before any write."""
+    memory = seeded(make_memory_on)
     records = memory.source("vector").store.count_records("vector")
-    with pytest.raises(ValueError, match=r"message 1 \(user\).*not valid Unicode.*nothing was stored"):
+    with pytest.raises(ValueError, match=rf"message 1 \(user\).*{said}.*nothing was stored"):
         memory.put_messages([user("a fine message"), user(bad)])  # the batch is refused whole
-    with pytest.raises(ValueError, match="not valid Unicode"):
+    with pytest.raises(ValueError, match=said):
         memory.put(user("fine text", note=bad))  # in additional_kwargs too
     assert memory.source("vector").store.count_records("vector") == records
     assert "a fine message" not in [m.content for m in memory.get_all()]
     assert_nothing_lost(memory)
 
 
-def test_control_characters_and_nul_round_trip_and_are_escaped_in_the_block(make_memory, embed_model) -> None:
+def test_a_triple_with_nul_is_refused_the_same_on_every_backend(make_memory_on) -> None:
+    memory = make_memory_on(triples=True)
+    memory.add_triples([("Ana", "plays", "cello")])
+    with pytest.raises(ValueError, match=r"triples\[1\]: 'object' holds a NUL character.*nothing was stored"):
+        memory.add_triples([("Ana", "lives in", "Porto"), ("Ana", "owns", "a\x00b")])
+    assert [(t.predicate, t.object) for t in memory.source("triples").triples(memory.scope)] == [("plays", "cello")]
+
+
+def test_control_characters_round_trip_and_are_escaped_in_the_block(make_memory, embed_model) -> None:
     memory = seeded(make_memory)
-    odd = "bell\x07 nul\x00 escape\x1b[31m tab\t cr\r del\x7f violin"
+    odd = "bell\x07 escape\x1b[31m tab\t cr\r del\x7f unit\x1f violin"
     memory.put(user(odd))
     assert hit_of(memory.search("violin", k=1)[0]).text == odd
     reader = make_memory(session_id="reader")
     reader.put(user("violin"))
     block = reader.get()[0].content or ""
-    assert BLOCK_OPEN in block and "\x00" not in block and "\x07" not in block
-    assert "\\u0000" in block and "\\u0007" in block
+    assert BLOCK_OPEN in block and "\x1f" not in block and "\x07" not in block
+    assert "\\u001f" in block and "\\u0007" in block
     again = reopened(memory, embed_model)
     try:
         assert again.get_all()[-1].content == odd

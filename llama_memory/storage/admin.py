@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, Optional
 
 from ..types import MemoryRecord
-from .codec import dump_message
+from .chat_import import MessageRanks, import_message
 from .ports.admin import DOCUMENT_KINDS, SessionSummary, StoreCounts, UserSummary
 from .ports.base import user_meta_infix
 from .sqlite import SQLiteStore, content_hash
@@ -403,14 +403,20 @@ class StoreAdmin:
     # -- import -------------------------------------------------------------------------
 
     def import_rows(
-        self, tenant_id: str, rows: Sequence[dict[str, Any]], triple_texts: Sequence[str]
+        self,
+        tenant_id: str,
+        rows: Sequence[dict[str, Any]],
+        triple_texts: Sequence[str],
+        ranks: Optional[MessageRanks] = None,
     ) -> Counter[str]:
         """Write export rows (of :meth:`export_rows`) into the tenant, in one transaction;
         return how many of each kind were new. What the store already has is skipped,
         so importing the same rows twice changes nothing:
 
-        - a chat message already in its session (same content, same time) is not added
-          again (a session holding it twice keeps two);
+        - a chat message already in its session is not added again: the k-th message
+          of a session with the same content and time is held when the session has k
+          such messages (:mod:`llama_memory.storage.chat_import`; ``ranks`` carries the
+          count over the batches of one import, default this call's rows only);
         - a record already held (same source, user and text) only gains the message
           ids it lacked;
         - a profile (or instructions) row already in the history (same path, operation,
@@ -424,33 +430,16 @@ class StoreAdmin:
         (the caller opens those sources first) when such rows are given; so must the
         instructions table for ``instruction`` rows.
         """
-        from llama_index.core.base.llms.types import ChatMessage  # only imports need it
 
         new: Counter[str] = Counter()
-        seen_messages: Counter[tuple[Any, ...]] = Counter()
+        ranks = MessageRanks() if ranks is None else ranks
         document_paths: set[tuple[str, str, str]] = set()  # (table, user, path)
         with self.store.transaction("import") as conn:
             for row, triple_text in zip(rows, triple_texts):
                 kind = row["kind"]
                 user = row["user"]
                 if kind == "message":
-                    # As the chat log writes it (the same text as in the store exported
-                    # from, whatever the key order of the file): what makes it "already held".
-                    data = dump_message(ChatMessage.model_validate(row["message"]))
-                    key = (tenant_id, user, row["session"], data, row["created_at"])
-                    seen_messages[key] += 1
-                    held = conn.execute(
-                        "SELECT COUNT(*) FROM chat_messages WHERE tenant_id = ? AND user_id = ? "
-                        "AND session_id = ? AND message_json = ? AND created_at = ?",
-                        key,
-                    ).fetchone()[0]
-                    if held < seen_messages[key]:
-                        conn.execute(
-                            "INSERT INTO chat_messages (tenant_id, user_id, session_id, "
-                            "message_json, created_at) VALUES (?, ?, ?, ?, ?)",
-                            key,
-                        )
-                        new[kind] += 1
+                    new[kind] += import_message(conn, "?", tenant_id, row, ranks)
                 elif kind == "record":
                     digest = content_hash(row["text"], row["role"])
                     record_id = _record_id(row["source"], tenant_id, user, digest)

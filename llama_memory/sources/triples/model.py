@@ -17,6 +17,7 @@ from llama_index.core.bridge.pydantic import BaseModel, Field
 from ...conflicts import since_before
 from ...errors import LlamaMemoryError
 from ...messages import to_epoch
+from ...text import describe_unstorable, first_unstorable
 from .normalize import display_predicate, normalize_entity, normalize_predicate
 
 if TYPE_CHECKING:  # pragma: no cover - the model needs no storage to run
@@ -204,6 +205,9 @@ def _part(value: Any, field: str, where: str) -> str:
             f"{where}: {field!r} is {len(text)} characters long; a triple's parts are names "
             f"and short phrases (at most {MAX_PART_CHARS})"
         )
+    bad = first_unstorable(text)
+    if bad is not None:  # the same refusal as a message's, on every backend
+        raise TripleError(f"{where}: {field!r} holds {describe_unstorable(bad)}; nothing was stored")
     return text
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Protocol
 
 from ...types import MemoryRecord
+from ..chat_import import MessageRanks
 from .profile import document_table
 
 #: The export kinds of the documents kept as profile rows (the profile, the user's
@@ -119,7 +120,11 @@ class AdminRows(Protocol):
     def count_export_rows(self, tenant_id: str, users: Sequence[str]) -> int: ...
     def export_rows(self, tenant_id: str, user_id: str) -> Iterator[dict[str, Any]]: ...
     def import_rows(
-        self, tenant_id: str, rows: Sequence[dict[str, Any]], triple_texts: Sequence[str]
+        self,
+        tenant_id: str,
+        rows: Sequence[dict[str, Any]],
+        triple_texts: Sequence[str],
+        ranks: Optional[MessageRanks] = None,
     ) -> Counter[str]: ...
     def chat_messages(self, tenant_id: str, user_id: str, session_id: str) -> list[str]: ...
     def user_meta(self, tenant_id: str, user_id: str) -> dict[str, str]: ...

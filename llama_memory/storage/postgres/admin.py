@@ -19,7 +19,7 @@ from psycopg.types.json import Jsonb
 
 from ...text import content_hash
 from ...types import MemoryRecord
-from ..codec import dump_message
+from ..chat_import import MessageRanks, import_message
 from ..ports.admin import DOCUMENT_KINDS, SessionSummary, StoreCounts, UserSummary
 from ..ports.base import user_meta_infix
 from .connection import Connection
@@ -307,35 +307,24 @@ class PostgresStoreAdmin:
     # -- import -------------------------------------------------------------------------
 
     def import_rows(
-        self, tenant_id: str, rows: Sequence[dict[str, Any]], triple_texts: Sequence[str]
+        self,
+        tenant_id: str,
+        rows: Sequence[dict[str, Any]],
+        triple_texts: Sequence[str],
+        ranks: Optional[MessageRanks] = None,
     ) -> Counter[str]:
         """Write export rows into the tenant in one transaction (joining the caller's
         when one is open); how many of each kind were new. What the store already has is
         skipped, as on SQLite (:meth:`llama_memory.storage.admin.StoreAdmin.import_rows`)."""
-        from llama_index.core.base.llms.types import ChatMessage  # only imports need it
 
         new: Counter[str] = Counter()
-        seen_messages: Counter[tuple[Any, ...]] = Counter()
+        ranks = MessageRanks() if ranks is None else ranks
         document_paths: set[tuple[str, str, str]] = set()
         with self.store.transaction("import") as conn:
             for row, triple_text in zip(rows, triple_texts):
                 kind, user = row["kind"], row["user"]
                 if kind == "message":
-                    data = dump_message(ChatMessage.model_validate(row["message"]))
-                    key = (tenant_id, user, row["session"], data, row["created_at"])
-                    seen_messages[key] += 1
-                    held = conn.execute(
-                        f"SELECT count(*) AS n FROM chat_messages {_OWNER} AND session_id = %s "
-                        "AND message_json = %s AND created_at = %s",
-                        key,
-                    ).fetchone()
-                    if held is not None and held["n"] < seen_messages[key]:
-                        conn.execute(
-                            "INSERT INTO chat_messages (tenant_id, user_id, session_id, message_json, "
-                            "created_at) VALUES (%s, %s, %s, %s, %s)",
-                            key,
-                        )
-                        new[kind] += 1
+                    new[kind] += import_message(conn, "%s", tenant_id, row, ranks)
                 elif kind == "record":
                     new[kind] += _import_record(conn, tenant_id, user, row)
                 elif kind in DOCUMENT_KINDS:  # a profile or an instructions row
