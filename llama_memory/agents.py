@@ -160,9 +160,15 @@ class RunMemoryTool(FunctionTool):
 
 
 async def _run_memory(ctx: Context, default: "ComposableMemory") -> Any:
-    """The memory of the run ``ctx`` belongs to; ``default`` when it keeps none."""
+    """The memory of the run ``ctx`` belongs to; ``default`` when it keeps none. A
+    LlamaIndex ``Memory`` holding llama-memory blocks acts as the blocks' memory of its
+    session: its user is the one the tools act for."""
     memory = await ctx.store.get(RUN_MEMORY_KEY, default=None)
-    return default if memory is None else memory
+    if memory is None:
+        return default
+    from .blocks import memory_of_blocks  # the blocks module imports this one
+
+    return memory_of_blocks(memory) or memory
 
 
 async def drops_leading_system_message() -> bool:

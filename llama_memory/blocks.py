@@ -297,6 +297,16 @@ class MemoryBlocks(BaseModel):
         self._lock = threading.RLock()
 
 
+def memory_of_blocks(memory: Any) -> Optional[ComposableMemory]:
+    """The :class:`ComposableMemory` a LlamaIndex ``Memory`` reaches through its
+    llama-memory blocks, for its session (None when it holds none): what
+    ``memory.tools()`` act for in a run whose memory is that ``Memory``."""
+    for block in getattr(memory, "memory_blocks", None) or ():
+        if isinstance(block, _StoreBlock):
+            return block.blocks.memory_for(getattr(memory, "session_id", None))
+    return None
+
+
 def profile_sources(memory: ComposableMemory) -> frozenset[str]:
     """The names of the memory's profile sources (their records go to the profile block)."""
     return frozenset(s.name for s in memory.sources if isinstance(s, ProfileHolder))

@@ -315,3 +315,29 @@ async def test_blocks_on_postgresql_from_a_url_and_from_an_application_pool(post
             await copy.aget([ChatMessage(role="user", content=QUESTION)], session_id="s3")
         pooled.close()
         assert not pool.closed  # the application's pool is the application's to close
+
+
+# --------------------------------------------------------------------------- tools
+
+
+async def test_memory_tools_in_a_memory_run_act_for_the_blocks_user(tmp_path: Path, opened, embed_model) -> None:
+    """An agent built once with one user's tools, run with another user's LlamaIndex
+    ``Memory`` of llama-memory blocks: the tools act for the run's user (as they do for a
+    run's ``ComposableMemory``), never for the user they were built from."""
+    from scripted_llm import ToolCallReply
+
+    alice = open_blocks(opened, "alice", path=tmp_path, embed_model=embed_model)
+    bob = open_blocks(opened, "bob", path=tmp_path, embed_model=embed_model)
+    llm = ScriptedLLM(
+        [
+            ToolCallReply("update_profile", {"operations": [{"op": "set", "path": "name", "value": "Bob"}]}),
+            "Nice to meet you, Bob.",
+        ]
+    )
+    agent = FunctionAgent(llm=llm, tools=alice.memory.tools(), system_prompt=SYSTEM_PROMPT)
+    await agent.run(user_msg="I am Bob.", memory=short_term("b1", bob.all()))
+
+    result = message_plain_text(llm.calls[1].messages[-1])
+    assert llm.calls[1].messages[-1].role == MessageRole.TOOL and "rror" not in result, result
+    assert bob.memory.profile.get_profile(bob.memory.scope) == {"name": "Bob"}
+    assert alice.memory.profile.get_profile(alice.memory.scope) == {}
