@@ -297,16 +297,6 @@ class MemoryBlocks(BaseModel):
         self._lock = threading.RLock()
 
 
-def memory_of_blocks(memory: Any) -> Optional[ComposableMemory]:
-    """The :class:`ComposableMemory` a LlamaIndex ``Memory`` reaches through its
-    llama-memory blocks, for its session (None when it holds none): what
-    ``memory.tools()`` act for in a run whose memory is that ``Memory``."""
-    for block in getattr(memory, "memory_blocks", None) or ():
-        if isinstance(block, _StoreBlock):
-            return block.blocks.memory_for(getattr(memory, "session_id", None))
-    return None
-
-
 def profile_sources(memory: ComposableMemory) -> frozenset[str]:
     """The names of the memory's profile sources (their records go to the profile block)."""
     return frozenset(s.name for s in memory.sources if isinstance(s, ProfileHolder))
@@ -339,6 +329,12 @@ class _StoreBlock(BaseMemoryBlock[str]):
         """Store the messages ``Memory`` flushed from its short-term queue as the user's
         messages of the ``Memory``'s session."""
         await self.blocks.store_flushed(messages)
+
+    def run_memory(self, memory: Any) -> ComposableMemory:
+        """The memory a run of LlamaIndex's ``Memory`` ``memory`` (holding this block)
+        reaches: the blocks' user in that ``Memory``'s session. ``memory.tools()`` act
+        for it in the run."""
+        return self.blocks.memory_for(getattr(memory, "session_id", None))
 
     async def _shown(self, messages: Optional[list[ChatMessage]], block_kwargs: dict[str, Any]) -> tuple[
         ComposableMemory, MemoryBlock
