@@ -22,14 +22,18 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import signal
 import sys
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional, TypeVar, Union
 
-# pydantic (which reads the tools' result types) needs this one on Python < 3.12.
+from pydantic import Field
+
+# pydantic (which reads the tools' result types) needs this TypedDict on Python < 3.12.
 from typing_extensions import TypedDict
 
 from .errors import LlamaMemoryError
@@ -214,7 +218,12 @@ class MemoryTools:
             raise ValueError(f"this server does not serve user {user_id!r}: it serves {served}")
         return str(user_id)
 
-    def search_memory(self, user_id: str, query: str, k: int = DEFAULT_SEARCH_K) -> list[RecordResult]:
+    def search_memory(
+        self,
+        user_id: str,
+        query: Annotated[str, Field(description="what to look for, e.g. a question about the user")],
+        k: Annotated[int, Field(description=f"how many records at most (1-{MAX_RESULTS})")] = DEFAULT_SEARCH_K,
+    ) -> list[RecordResult]:
         """The records ``memory.search(query, k)`` returns for the user, best first."""
         user = self.check_user(user_id)
         if not isinstance(query, str) or not query.strip():
@@ -224,7 +233,11 @@ class MemoryTools:
         # nothing stored yet has nothing to find (not an error: the server serves them).
         return [_record(r) for r in self.admin.memory(user).search(query, k)]
 
-    def add_memory(self, user_id: str, text: str) -> AddedResult:
+    def add_memory(
+        self,
+        user_id: str,
+        text: Annotated[str, Field(description="what to remember, as one self-contained statement")],
+    ) -> AddedResult:
         """Store ``text`` as a message of the user in the server's session (``put``), so
         it is searched, deduplicated and formed into memories as any other turn."""
         from llama_index.core.base.llms.types import ChatMessage, MessageRole
@@ -254,7 +267,11 @@ class MemoryTools:
         user = self.check_user(user_id)
         return ProfileResult(user_id=user, profile=self.admin.profile(user))
 
-    def read_triples(self, user_id: str, include_history: bool = False) -> list[TripleResult]:
+    def read_triples(
+        self,
+        user_id: str,
+        include_history: Annotated[bool, Field(description="also the triples that no longer hold")] = False,
+    ) -> list[TripleResult]:
         """The user's knowledge triples that hold now, oldest first; with
         ``include_history``, the superseded ones too."""
         user = self.check_user(user_id)
@@ -274,7 +291,11 @@ class MemoryTools:
             for t in self.admin.triples(user, include_history=include_history)
         ]
 
-    def recent_memories(self, user_id: str, limit: int = DEFAULT_RECENT) -> list[RecordResult]:
+    def recent_memories(
+        self,
+        user_id: str,
+        limit: Annotated[int, Field(description=f"how many records at most (1-{MAX_RESULTS})")] = DEFAULT_RECENT,
+    ) -> list[RecordResult]:
         """The user's latest long-term records, newest first."""
         from .admin import UnknownUserError
 
@@ -286,7 +307,11 @@ class MemoryTools:
             return []  # nothing stored of them yet
         return [_record(r) for r in records]
 
-    def delete_memory(self, user_id: str, record_id: str) -> DeletedResult:
+    def delete_memory(
+        self,
+        user_id: str,
+        record_id: Annotated[str, Field(description="the id of the record or triple to delete")],
+    ) -> DeletedResult:
         """Delete one of the user's records or triples from every index."""
         user = self._check_delete(user_id, "delete_memory")
         if not isinstance(record_id, str) or not record_id.strip():
@@ -436,8 +461,6 @@ def _tool_function(
 ) -> Callable[..., Awaitable[T]]:
     """An async tool for ``method``, whose signature (the tool's input schema) is the
     method's without ``user_id`` when the server serves one user."""
-    from pydantic import Field
-
     signature = inspect.signature(method, eval_str=True)
     params = [p for p in signature.parameters.values() if p.name != "user_id"]
     if not one_user:
@@ -501,6 +524,7 @@ def serve(
 
     admin = MemoryAdmin(store, tenant_id, create=create, **admin_options)
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llama-memory-mcp")
+    previous = _interrupt_on_sigterm()
     try:
         tools = MemoryTools(admin, allowed, allow_delete=allow_delete, session_id=session_id)
         server = build_server(tools, pool)
@@ -514,5 +538,20 @@ def serve(
         else:
             server.run("stdio")
     finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
         pool.submit(admin.close).result()  # on the thread that used the store
         pool.shutdown()
+
+
+def _interrupt_on_sigterm() -> Any:
+    """Make SIGTERM (a service manager or an MCP client stopping the server) end it as
+    Ctrl-C does, so the store is closed on the way out (waiting vectors written) instead
+    of the process dying at once; the previous handler, or None off the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, interrupt)
