@@ -78,7 +78,9 @@ def store(tmp_path: Path, embed_model: Any) -> Path:
     return path
 
 
-async def test_one_user_over_stdio(store: Path) -> None:
+async def test_one_user_over_stdio(store: Path, embed_model: Any) -> None:
+    # The application keeps its memory of Alice open while another agent uses the server.
+    app = ComposableMemory.from_defaults(user_id="alice", path=store, triples=True, embed_model=embed_model)
     async with server(store, "--user", "alice") as client:
         tools = (await client.list_tools()).tools
         assert {t.name for t in tools} == READ_TOOLS  # no delete, no forget without the flag
@@ -93,6 +95,7 @@ async def test_one_user_over_stdio(store: Path) -> None:
         assert 0.5 <= miso["relevance"] <= 1
         assert datetime.fromisoformat(miso["date"]).year >= 2025
         assert miso["id"] in added["record_ids"]
+        assert any("Miso" in r.text for r in app.search("what is my cat called?", 3))
         # Bob's memory is out of reach: the tools have no user argument to ask for it.
         sailing = await call(client, "search_memory", query="who goes sailing every weekend?")
         assert not [r for r in sailing if "sailing" in r["text"]]
@@ -115,7 +118,8 @@ async def test_one_user_over_stdio(store: Path) -> None:
         assert "non-empty" in await refused(client, "add_memory", text="   ")
         assert any("Miso" in r["text"] for r in await call(client, "recent_memories"))
 
-    # What the server added is in the store, in its session, for the application too.
+    app.close()
+    # What the server added stays in the store, in its session.
     with MemoryAdmin(store) as admin:
         assert [s.session_id for s in admin.sessions("alice")] == ["s1", "mcp"]
         assert any("Miso" in r.text for r in admin.search("alice", "what is my cat called?", 3))
