@@ -39,11 +39,16 @@ from typing_extensions import TypedDict
 from .errors import LlamaMemoryError
 
 if TYPE_CHECKING:
+    from llama_index.core.base.embeddings.base import BaseEmbedding
+
     from .admin import MemoryAdmin
     from .memory import ComposableMemory
     from .types import MemoryRecord
 
 __all__ = [
+    "AddedResult",
+    "DeletedResult",
+    "ForgottenResult",
     "DEFAULT_PORT",
     "DEFAULT_SESSION",
     "MCPUnavailableError",
@@ -336,7 +341,8 @@ class MemoryTools:
 
 # --------------------------------------------------------------------------- the server
 
-#: (method name, what the tool tells the agent, whether it only reads, deletes).
+#: The tools every server offers: (MemoryTools method and tool name, what the tool tells
+#: the agent, whether it only reads).
 TOOLS: tuple[tuple[str, str, bool], ...] = (
     (
         "search_memory",
@@ -400,13 +406,18 @@ def _import_sdk() -> Any:
     return MCPServer
 
 
-def build_server(tools: MemoryTools, executor: Optional[ThreadPoolExecutor] = None) -> Any:
+def build_server(
+    tools: MemoryTools,
+    executor: Optional[ThreadPoolExecutor] = None,
+    warm_up: Optional[Callable[[], Any]] = None,
+) -> Any:
     """An ``MCPServer`` (of the MCP Python SDK) offering ``tools``' operations.
 
     With one user the tools take no ``user_id``; with an allow-list each takes one
     (``user_id``, first). Every call runs on ``executor`` (default: a new one-thread
     pool), so the store is used by one thread at a time. Errors of the library and of
-    bad arguments come back as tool errors carrying their message.
+    bad arguments come back as tool errors carrying their message. ``warm_up`` runs
+    on the executor when a session starts, before its first call (load the model).
     """
     mcp_server_class = _import_sdk()
     from mcp.server.mcpserver.exceptions import ToolError
@@ -423,7 +434,7 @@ def build_server(tools: MemoryTools, executor: Optional[ThreadPoolExecutor] = No
     server = mcp_server_class(
         "llama-memory",
         version=__version__,
-        lifespan=lambda _: _warm(pool, tools.admin),
+        lifespan=None if warm_up is None else (lambda _: _warm(pool, warm_up)),
         instructions=(
             f"Long-term memory of {who}: search it before answering questions about the "
             "user's past, preferences or facts; add what the user asks you to remember."
@@ -478,14 +489,23 @@ def _tool_function(
 
 
 @contextlib.asynccontextmanager
-async def _warm(pool: ThreadPoolExecutor, admin: MemoryAdmin) -> AsyncIterator[None]:
-    """Load the embedding model before the first call needs it (while the client
-    initialises), on the thread every call runs on."""
+async def _warm(pool: ThreadPoolExecutor, warm_up: Callable[[], Any]) -> AsyncIterator[None]:
+    """Run ``warm_up`` while the client initialises, on the thread every call runs on."""
     try:
-        await asyncio.get_running_loop().run_in_executor(pool, lambda: admin.vector_source)
+        await asyncio.get_running_loop().run_in_executor(pool, warm_up)
     except LlamaMemoryError as exc:  # the tools report it again, call by call
         logger.error("llama-memory: %s", exc)
     yield None
+
+
+def _open_sources(admin: MemoryAdmin, embed_model: BaseEmbedding) -> None:
+    """Open the store's sources and load the offline model (an API model is not called),
+    so that the first search does not pay for them."""
+    from .embeddings import OfflineEmbedding
+
+    admin.vector_source  # noqa: B018 (opened on first use)
+    if isinstance(embed_model, OfflineEmbedding):
+        embed_model.load()
 
 
 def serve(
@@ -521,13 +541,15 @@ def serve(
     if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
         raise ValueError(f"port must be a whole number from 1 to 65535, got {port!r}")
     from .admin import MemoryAdmin
+    from .config import resolve_embed_model
 
-    admin = MemoryAdmin(store, tenant_id, create=create, **admin_options)
+    embed_model = resolve_embed_model(admin_options.pop("embed_model", None))
+    admin = MemoryAdmin(store, tenant_id, create=create, embed_model=embed_model, **admin_options)
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llama-memory-mcp")
     previous = _interrupt_on_sigterm()
     try:
         tools = MemoryTools(admin, allowed, allow_delete=allow_delete, session_id=session_id)
-        server = build_server(tools, pool)
+        server = build_server(tools, pool, lambda: _open_sources(admin, embed_model))
         if http:
             print(
                 f"llama-memory: serving {len(allowed)} user(s) of {admin.location} over MCP at "

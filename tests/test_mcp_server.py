@@ -31,7 +31,7 @@ DELETE_TOOLS = {"delete_memory", "forget_user"}
 START_TIMEOUT = 120.0
 
 
-def server(store: Path, *args: str) -> Client:
+def server(store: Path | str, *args: str) -> Client:
     """A client of ``llama-memory mcp --store STORE ARGS`` started over stdio."""
     return Client(
         StdioServerParameters(
@@ -154,6 +154,17 @@ async def test_allow_list_and_delete(store: Path) -> None:
     with MemoryAdmin(store) as admin:
         assert [u.user_id for u in admin.users()] == ["alice"]
         assert admin.profile("alice") == {"diet": "vegan"}  # the rest of Alice stays
+
+
+async def test_a_postgres_store(postgres_url: str, embed_model: Any) -> None:
+    memory = ComposableMemory.from_defaults(user_id="alice", store=postgres_url, embed_model=embed_model)
+    memory.put(user("I moved to Lisbon last spring."))
+    memory.close()
+    async with server(postgres_url, "--user", "alice") as client:
+        added = await call(client, "add_memory", text="My cat is called Miso.")
+        found = await call(client, "search_memory", query="what is my cat called?", k=3)
+        assert [r["id"] for r in found if "Miso" in r["text"]] == added["record_ids"]
+        assert len(await call(client, "recent_memories")) == 2
 
 
 async def test_streamable_http_on_loopback(store: Path) -> None:
