@@ -13,6 +13,8 @@ import os
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -189,6 +191,14 @@ async def test_streamable_http_on_loopback(store: Path) -> None:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.5)
+        # A web page that rebinds its own name to 127.0.0.1 is refused by its Host header.
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/mcp", data=b"{}", method="POST",
+            headers={"Host": "attacker.example", "Content-Type": "application/json"},
+        )  # fmt: skip
+        with pytest.raises(urllib.error.HTTPError) as refused_host:
+            urllib.request.urlopen(request, timeout=30)
+        assert refused_host.value.code == 421
     finally:
         process.terminate()
         out, err = process.communicate(timeout=60)
