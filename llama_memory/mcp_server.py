@@ -540,11 +540,14 @@ def serve(
     allowed = _allowed_users(users)
     if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
         raise ValueError(f"port must be a whole number from 1 to 65535, got {port!r}")
-    from .admin import MemoryAdmin
+    from .admin import MemoryAdmin, StoreNotFoundError
     from .config import resolve_embed_model
 
     embed_model = resolve_embed_model(admin_options.pop("embed_model", None))
-    admin = MemoryAdmin(store, tenant_id, create=create, embed_model=embed_model, **admin_options)
+    try:
+        admin = MemoryAdmin(store, tenant_id, create=create, embed_model=embed_model, **admin_options)
+    except StoreNotFoundError as exc:
+        raise StoreNotFoundError(f"{exc}; or let the server create it: --create (create=True)") from None
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llama-memory-mcp")
     previous = _interrupt_on_sigterm()
     try:

@@ -222,7 +222,7 @@ def test_without_the_sdk_the_error_names_the_extra(
         ([], "needs the user whose memory it serves: --user ID"),
         (["--users", " , "], "needs the user whose memory it serves"),
         (["--user", "  "], "a user id must be a non-empty, non-blank string"),
-        (["--user", "alice", "--store-is-missing"], "no memory store at"),
+        (["--user", "alice", "--store-is-missing"], "let the server create it: --create"),
     ],
 )
 def test_bad_starts_are_refused_with_a_message(
