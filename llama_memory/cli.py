@@ -44,6 +44,7 @@ examples:
   llama-memory import chat_store.json --store ./memory     (a SimpleChatStore file)
   llama-memory stats --store postgresql://app@db:5432/memory
   llama-memory copy --from ./memory --to postgresql://app@db:5432/memory
+  llama-memory mcp --store ./memory --user alice      (an MCP server over stdio)
 """
 
 
@@ -639,6 +640,22 @@ def cmd_copy(args: argparse.Namespace) -> None:
     _print_replaced(report.replaced)
 
 
+def cmd_mcp(args: argparse.Namespace) -> None:
+    from .mcp_server import serve
+
+    users = [*(args.user or []), *(u.strip() for u in (args.users or "").split(",") if u.strip())]
+    kwargs: dict[str, Any] = {"chroma_url": args.chroma_url}
+    if args.embed_model is not None:
+        kwargs["embed_model"] = _load_embedding(args.embed_model)
+    try:
+        serve(
+            args.store, users, tenant_id=args.tenant or "default", allow_delete=args.allow_delete,
+            http=args.http, port=args.port, session_id=args.session, create=args.create, **kwargs,
+        )  # fmt: skip
+    except KeyboardInterrupt:
+        return
+
+
 def cmd_demo(args: argparse.Namespace) -> None:
     from .demo import run_demo
 
@@ -785,6 +802,20 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_argument("job_id", nargs="?", metavar="ID", help="retry: the job to queue again")
     jobs.add_argument("--all", action="store_true", help="list every job, not only the failed ones")
     jobs.add_argument("--all-dead", action="store_true", help="retry: every dead job of the tenant")
+    mcp = add("mcp", cmd_mcp, "serve a user's memory to MCP clients (stdio; --http for loopback HTTP)")
+    mcp.add_argument(
+        "--user", action="append", metavar="ID",
+        help="the user served; repeat it for an allow-list (the tools then take a user_id)",
+    )  # fmt: skip
+    mcp.add_argument("--users", metavar="A,B", help="an allow-list of users, comma-separated")
+    mcp.add_argument(
+        "--allow-delete", action="store_true",
+        help="offer the delete_memory and forget_user tools (off by default)",
+    )  # fmt: skip
+    mcp.add_argument("--http", action="store_true", help="streamable HTTP on 127.0.0.1 instead of stdio")
+    mcp.add_argument("--port", type=_positive, default=8000, help="the --http port (default 8000)")
+    mcp.add_argument("--session", default="mcp", help='the session added memories go to (default "mcp")')
+    mcp.add_argument("--create", action="store_true", help="create the store when --store holds none")
     copy = commands.add_parser(
         "copy", parents=[options], help="copy a SQLite memory directory into PostgreSQL",
         description="Copy every user of a SQLite memory directory (chat logs, records, profile, "
