@@ -10,8 +10,8 @@ record again renews it: the later expiry wins, and "forever" wins all
 (:func:`later_expiry`).
 
 Expiry is storage's: the policy (:class:`Expiry`) and the rules here are the same
-for every kind of record, and each backend applies them in its queries (SQLite:
-``llama_memory.storage.sqlite.expiry``).
+for every kind of record, and each backend applies them in its queries (the SQL
+backends' condition: ``llama_memory.storage.sql.dialect.ALIVE_SQL``).
 """
 
 from __future__ import annotations

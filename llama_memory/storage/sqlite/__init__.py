@@ -20,9 +20,9 @@ opens in a newer one.
 
 from ...text import content_hash, normalize_text
 from ..ports.records import NewRecord, PendingRecord
+from ..sql.dialect import ALIVE_SQL
 from .chat import ChatCursor, ChatRows, SQLiteChatLog
 from .connection import DB_FILENAME, memory_path, store_exists
-from .expiry import ALIVE_SQL
 from .jobs import JOB_MIGRATIONS
 from .lexical import (
     LEXICAL_POSTINGS_BUDGET,

@@ -13,8 +13,8 @@ from ...text import content_hash
 from ...types import MemoryRecord, Scope, now
 from ..expiry import is_alive, later_expiry
 from ..ports.records import NewRecord, PendingRecord, more_important
+from ..sql.dialect import ALIVE_SQL
 from .connection import SQLiteConnection
-from .expiry import ALIVE_SQL
 from .schema import SESSION_ORDER_MIGRATIONS
 
 

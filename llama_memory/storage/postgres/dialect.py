@@ -1,0 +1,60 @@
+"""PostgreSQL's spelling of the shared SQL algorithms (:mod:`llama_memory.storage.sql`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional
+
+from psycopg.types.json import Jsonb
+
+from ..sql.dialect import Dialect, format_style, insert_sql
+
+
+class PostgresDialect(Dialect):
+    """``%s`` placeholders, ``= ANY(array)`` lists, ``jsonb``, ``RETURNING``, advisory locks."""
+
+    name = "PostgreSQL"
+    true, false = "true", "false"
+    max_list = None  # one array parameter, however long
+
+    def sql(self, statement: str) -> str:
+        """The statement with psycopg's ``%s`` placeholders."""
+        return format_style(statement)
+
+    def in_list(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        """``column = ANY(?)`` with the values as one array: one statement text for every
+        length (prepared once)."""
+        return f"{column} = ANY(?)", [list(values)]
+
+    def starts_with(self, column: str, prefix: str) -> tuple[str, tuple[Any, ...]]:
+        """``starts_with(column, prefix)``."""
+        return f"starts_with({column}, ?)", (prefix,)
+
+    def json_param(self, value: Any) -> Jsonb:
+        """The value for a ``jsonb`` column."""
+        return Jsonb(value)
+
+    def json_value(self, stored: Any) -> Any:
+        """psycopg has parsed the ``jsonb`` already."""
+        return stored
+
+    def insert(
+        self, conn: Any, table: str, values: Mapping[str, Any], returning: Optional[str] = None
+    ) -> Optional[int]:
+        """``INSERT ... RETURNING`` the key column asked for."""
+        statement = insert_sql(table, list(values))
+        if returning is None:
+            conn.execute(self.sql(statement), list(values.values()))
+            return None
+        row = conn.execute(self.sql(f"{statement} RETURNING {returning}"), list(values.values())).fetchone()
+        assert row is not None  # an INSERT ... VALUES returns its row
+        return int(row[returning])
+
+    def lock(self, conn: Any, key: str) -> None:
+        """A transaction-scoped advisory lock on a hash of ``key``: writers of one key
+        on every worker and machine take turns; it is released at commit or rollback."""
+        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 1))", (key,))
+
+
+#: The dialect of every PostgreSQL store.
+POSTGRES = PostgresDialect()

@@ -1,0 +1,111 @@
+"""What differs between the SQL backends, for the algorithms written once in this package.
+
+The shared algorithms write their SQL once, with ``?`` placeholders (DB-API's "qmark"
+style, SQLite's own), and ask a :class:`Dialect` for the few things the two databases
+spell differently. A backend package makes one dialect object (``storage/sqlite/dialect.py``,
+``storage/postgres/dialect.py``); nothing else of the algorithms depends on which it is.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from functools import lru_cache
+from typing import Any, Optional, Protocol
+
+from ...types import Scope
+
+#: SQL condition keeping rows that have not expired; its one parameter is "now".
+ALIVE_SQL = "(expires_at IS NULL OR expires_at > ?)"
+
+
+def owner(scope: Scope, what: str) -> tuple[str, str]:
+    """``(tenant_id, user_id)`` leading every per-user key; ScopeError naming ``what``
+    when the scope has no user."""
+    return scope.tenant_id, scope.require_user(what)
+
+
+class SQLStore(Protocol):
+    """What the shared algorithms use of a store: its transactions and its reads."""
+
+    def transaction(self, action: str) -> AbstractContextManager[Any]:
+        """One atomic write (joining one already open in this thread); yields the connection."""
+        ...
+
+    def query(self, action: str, sql: str, params: Sequence[Any] = ()) -> Sequence[Any]:
+        """Run one read statement; its rows (read by column name)."""
+        ...
+
+
+class Dialect(ABC):
+    """One SQL database's spelling of what the shared algorithms need.
+
+    Statements are written with ``?`` placeholders and pass through :meth:`sql` (and
+    :meth:`execute`) on their way to the connection.
+    """
+
+    #: A short name, for messages.
+    name: str
+    #: The literals a boolean column is compared with (SQLite keeps 0 and 1).
+    true: str
+    false: str
+
+    @abstractmethod
+    def sql(self, statement: str) -> str:
+        """``statement`` (``?`` placeholders) as this database's driver takes it."""
+
+    def execute(self, conn: Any, statement: str, params: Sequence[Any] = ()) -> Any:
+        """Run ``statement`` on ``conn`` (a connection of the store's transaction); the cursor."""
+        return conn.execute(self.sql(statement), params)
+
+    @abstractmethod
+    def in_list(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        """``column`` is one of ``values``: ``(condition, its parameters)``. Where a list
+        may be long, pass it in :meth:`batches` (SQLite bounds the parameters of a statement)."""
+
+    #: How many values one :meth:`in_list` takes (None: any number).
+    max_list: Optional[int] = None
+
+    def batches(self, values: Sequence[Any]) -> Iterator[list[Any]]:
+        """``values`` in lists :meth:`in_list` takes whole (none for no values)."""
+        step = self.max_list or max(len(values), 1)
+        for start in range(0, len(values), step):
+            yield list(values[start : start + step])
+
+    @abstractmethod
+    def starts_with(self, column: str, prefix: str) -> tuple[str, tuple[Any, ...]]:
+        """``column`` begins with ``prefix``: ``(condition, its parameters)``."""
+
+    @abstractmethod
+    def json_param(self, value: Any) -> Any:
+        """``value`` as the parameter of a JSON list column (``message_ids``)."""
+
+    @abstractmethod
+    def json_value(self, stored: Any) -> Any:
+        """A JSON list column's value as read back, as Python."""
+
+    @abstractmethod
+    def insert(
+        self, conn: Any, table: str, values: Mapping[str, Any], returning: Optional[str] = None
+    ) -> Optional[int]:
+        """``INSERT`` one row of ``values`` (column: value) into ``table``; with
+        ``returning``, the new row's value of that integer key column."""
+
+    @abstractmethod
+    def lock(self, conn: Any, key: str) -> None:
+        """Make the writers of ``key`` take turns until the open transaction ends: the
+        next one to lock it waits, then reads what this one committed."""
+
+
+def insert_sql(table: str, columns: Sequence[str]) -> str:
+    """``INSERT INTO table (columns) VALUES (?, ...)``."""
+    return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+
+
+@lru_cache(maxsize=512)
+def format_style(statement: str) -> str:
+    """``statement`` with ``%s`` placeholders (DB-API's "format" style, psycopg's): a
+    literal ``%`` is doubled, each ``?`` becomes ``%s``. The shared statements hold no
+    ``?`` but placeholders (no string literal or JSON operator with one)."""
+    return statement.replace("%", "%%").replace("?", "%s")

@@ -1,0 +1,165 @@
+"""Profile rows (the :class:`~llama_memory.storage.ports.ProfileRows` port) over SQL, once
+for every SQL backend.
+
+One table per document (``profile_fields``, ``instruction_fields``: see
+:data:`~llama_memory.storage.ports.profile.DOCUMENTS`): one row per value a field had,
+with provenance and expiry, the same rows on every backend. Statements run through the
+store's ``transaction``/``query``, so a write made inside an open transaction of the
+store joins it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, Optional
+
+from ...types import Scope
+from ..ports.profile import ProfileChange, ProfileWrite, document_table
+from .dialect import ALIVE_SQL, Dialect, SQLStore, owner
+
+__all__ = ["CURRENT_COLUMNS", "SQLProfileRows"]
+
+#: The columns a :class:`ProfileChange` is read from.
+CURRENT_COLUMNS = "id, path, value_json, op, session_id, message_ids, created_at, superseded_at"
+#: The current rows of one user (parameters: tenant, user); expiry is the caller's.
+CURRENT_ROWS = "tenant_id = ? AND user_id = ? AND superseded_at IS NULL AND value_json IS NOT NULL"
+
+
+class SQLProfileRows:
+    """The profile rows of one document in a SQL store.
+
+    A backend sets :attr:`dialect` and checks the store it is given; its constructor
+    calls :meth:`_open`.
+    """
+
+    dialect: ClassVar[Dialect]
+    store: SQLStore
+    document: str
+
+    def _open(self, store: SQLStore, document: str) -> None:
+        self.store = store
+        self.document = document
+        self._table = document_table(document)
+        self._select = f"SELECT {CURRENT_COLUMNS} FROM {self._table} "
+        self._current = self._select + f"WHERE {CURRENT_ROWS} AND {ALIVE_SQL} ORDER BY id"
+
+    def current(self, scope: Scope, at: float) -> list[ProfileChange]:
+        """The user's current field values, oldest row first (see the port)."""
+        rows = self._query(f"read {self.document}", self._current, (*_owner(scope), at))
+        return [self._to_change(row) for row in rows]
+
+    def history(self, scope: Scope, at: float, path: Optional[str] = None) -> list[ProfileChange]:
+        """The rows of ``path`` and beneath it (all with None), oldest first (see the port)."""
+        where, params = self._subtree(path)
+        rows = self._query(
+            f"read {self.document} history",
+            self._select + f"WHERE tenant_id = ? AND user_id = ? AND {ALIVE_SQL}" + where + " ORDER BY id",
+            (*_owner(scope), at, *params),
+        )
+        return [self._to_change(row) for row in rows]
+
+    def update(
+        self, scope: Scope, at: float, decide: Callable[[list[ProfileChange]], ProfileWrite]
+    ) -> list[ProfileChange]:
+        """Read the current rows, ``decide``, write, in one transaction (see the port)."""
+        user, d = _owner(scope), self.dialect
+        with self.store.transaction(f"update {self.document}") as conn:
+            # Updates of one user's document take turns (other threads, other workers):
+            # each reads the rows the previous one committed. The key is unchanged
+            # (["profile", tenant, user]) so that older releases take the same lock.
+            d.lock(conn, json.dumps([self.document, *user]))
+            old = [self._to_change(r) for r in d.execute(conn, self._current, (*user, at)).fetchall()]
+            write = decide(old)
+            for batch in d.batches(write.supersede):
+                condition, ids = d.in_list("id", batch)
+                d.execute(
+                    conn,
+                    f"UPDATE {self._table} SET superseded_at = ? WHERE tenant_id = ? AND user_id = ? AND {condition}",
+                    (write.written_at, *user, *ids),
+                )
+            changes = []
+            for new in write.insert:
+                row = {
+                    "tenant_id": user[0], "user_id": user[1], "path": new.path,
+                    "value_json": None if new.removed else json.dumps(new.value, ensure_ascii=False),
+                    "op": new.op, "session_id": write.session_id,
+                    "message_ids": d.json_param(list(write.message_ids)),
+                    "created_at": write.written_at, "ttl": write.ttl, "expires_at": write.expires_at,
+                }  # fmt: skip
+                row_id = d.insert(conn, self._table, row, returning="id")
+                changes.append(
+                    ProfileChange(
+                        path=new.path,
+                        op=new.op,
+                        value=None if new.removed else new.value,
+                        removed=new.removed,
+                        session_id=write.session_id,
+                        message_ids=list(write.message_ids),
+                        created_at=write.written_at,
+                        superseded_at=None,
+                        id=int(row_id or 0),
+                    )
+                )
+        return changes
+
+    def erase(self, scope: Scope, path: Optional[str] = None) -> int:
+        """Delete the rows of ``path`` and beneath it (all with None) (see the port)."""
+        where, params = self._subtree(path)
+        action = f"forget {self.document}" if path is None else f"erase {self.document} field"
+        with self.store.transaction(action) as conn:
+            cursor = self.dialect.execute(
+                conn,
+                f"DELETE FROM {self._table} WHERE tenant_id = ? AND user_id = ?" + where,
+                (*_owner(scope), *params),
+            )
+            return int(cursor.rowcount)
+
+    def refresh_expiry(self, ids: Sequence[int], at: float) -> None:
+        """Rows ``ids`` that have a ttl live it again from ``at`` (see the port)."""
+        if not ids:
+            return
+        d = self.dialect
+        with self.store.transaction(f"refresh {self.document} expiry") as conn:
+            for batch in d.batches(ids):
+                condition, params = d.in_list("id", batch)
+                d.execute(
+                    conn,
+                    f"UPDATE {self._table} SET expires_at = ? + ttl WHERE {condition} AND ttl IS NOT NULL",
+                    (at, *params),
+                )
+
+    def purge_expired(self, at: float) -> int:
+        """Delete every user's rows expired at ``at`` (see the port)."""
+        with self.store.transaction(f"purge expired {self.document} fields") as conn:
+            cursor = self.dialect.execute(conn, f"DELETE FROM {self._table} WHERE NOT {ALIVE_SQL}", (at,))
+            return int(cursor.rowcount)
+
+    def _query(self, action: str, statement: str, params: Sequence[Any]) -> Sequence[Any]:
+        return self.store.query(action, self.dialect.sql(statement), params)
+
+    def _subtree(self, path: Optional[str]) -> tuple[str, tuple[Any, ...]]:
+        """The condition (and its parameters) of the field at ``path`` and the fields
+        beneath it; nothing for the whole document."""
+        if path is None:
+            return "", ()
+        below, params = self.dialect.starts_with("path", path + ".")
+        return f" AND (path = ? OR {below})", (path, *params)
+
+    def _to_change(self, row: Any) -> ProfileChange:
+        removed = row["value_json"] is None
+        return ProfileChange(
+            path=row["path"],
+            op=row["op"],
+            value=None if removed else json.loads(row["value_json"]),
+            removed=removed,
+            session_id=row["session_id"],
+            message_ids=list(self.dialect.json_value(row["message_ids"])),
+            created_at=row["created_at"],
+            superseded_at=row["superseded_at"],
+            id=int(row["id"]),
+        )
+
+
+def _owner(scope: Scope) -> tuple[str, str]:
+    return owner(scope, "the profile memory")

@@ -1,0 +1,412 @@
+"""The triple timeline over SQL, once for every SQL backend (see
+:mod:`llama_memory.storage.ports.triples`): tables ``triples`` and ``triple_mentions``.
+
+Every statement runs through the store it is given: writes in ``store.transaction``
+(they join a transaction already open in the thread, so a batch of triples commits or
+rolls back as one), reads with ``store.query`` (on the open transaction's connection
+when there is one, so they see its writes).
+
+A backend subclass says what its schema does differently, for a reason: how the words
+of a triple are indexed and searched (:meth:`SQLTripleTimeline._insert_row`,
+:meth:`~SQLTripleTimeline.search_words`), how deleting a triple takes its dependents with
+it (:meth:`~SQLTripleTimeline._delete_where`), and how a mention points at its triple
+(:class:`MentionLink`).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, ClassVar, Optional
+
+from ...types import Scope
+from ..ports.triples import (
+    IndexFlags,
+    NewTriple,
+    StoredTriple,
+    TimelineEntry,
+    TripleEdge,
+    TripleMention,
+    TripleRef,
+)
+from .dialect import ALIVE_SQL, Dialect, SQLStore, owner
+
+__all__ = ["MentionLink", "SQLTripleTimeline"]
+
+_TIMELINE_COLUMNS = "id, object_key, valid_from, valid_to, ttl, expires_at"
+
+
+@dataclass(frozen=True)
+class MentionLink:
+    """How a backend's ``triple_mentions`` rows point at their triple.
+
+    Args:
+        columns: the mention's columns that hold the link, as an INSERT lists them.
+        sources: what they copy from the triple's row, in the same order.
+        key: the (mention column, triples column) a mention is matched to its triple by.
+        order: the mention column that keeps write order.
+        scoped: whether mentions carry ``tenant_id`` and ``user_id`` (then reads name
+            them: they lead the table's key).
+    """
+
+    columns: str
+    sources: str
+    key: tuple[str, str]
+    order: str
+    scoped: bool
+
+
+class SQLTripleTimeline(ABC):
+    """:class:`~llama_memory.storage.ports.triples.TripleTimeline` over a SQL store.
+
+    A backend sets :attr:`dialect` and :attr:`mentions` and implements the lexical
+    index's three methods; the timeline's rules, reads and bookkeeping are here.
+    """
+
+    dialect: ClassVar[Dialect]
+    mentions: ClassVar[MentionLink]
+    store: SQLStore
+
+    @contextmanager
+    def transaction(self, action: str) -> Iterator[Any]:
+        """One atomic write, joining a transaction already open in this thread."""
+        with self.store.transaction(action):
+            yield None
+
+    # -- what a backend spells its own way -----------------------------------------------
+
+    @abstractmethod
+    def _insert_row(self, conn: Any, row: Mapping[str, Any], search_text: str) -> None:
+        """Insert a triple's row and index its words (``search_text``)."""
+
+    @abstractmethod
+    def _delete_where(self, conn: Any, condition: str, params: Sequence[Any]) -> list[Any]:
+        """Delete the triples matching ``condition`` with their mentions and lexical
+        entries; their rows (``id``, ``tenant_id``, ``user_id``)."""
+
+    @abstractmethod
+    def search_words(
+        self, scope: Scope, query: str, k: int, include_history: bool
+    ) -> list[tuple[str, float]]:
+        """The user's triples best matching ``query``'s words, as (id, score), best first."""
+
+    # -- the update rules ----------------------------------------------------------------
+
+    def timeline(self, scope: Scope, subject_key: str, predicate_key: str) -> list[TimelineEntry]:
+        """Every triple of the (subject, predicate) pair, by valid_from then write order."""
+        rows = self._query(
+            "read a triple timeline",
+            f"SELECT {_TIMELINE_COLUMNS} FROM triples WHERE tenant_id = ? AND user_id = ? "
+            "AND subject_key = ? AND predicate_key = ? ORDER BY valid_from, seq",
+            (*_owner(scope), subject_key, predicate_key),
+        )
+        return [_entry(r) for r in rows]
+
+    def current(
+        self, scope: Scope, subject_key: str, predicate_key: str, object_key: str
+    ) -> Optional[TimelineEntry]:
+        """The triple with these keys that holds now, if any."""
+        rows = self._query(
+            "read a current triple",
+            f"SELECT {_TIMELINE_COLUMNS} FROM triples WHERE tenant_id = ? AND user_id = ? "
+            "AND subject_key = ? AND predicate_key = ? AND object_key = ? AND valid_to IS NULL",
+            (*_owner(scope), subject_key, predicate_key, object_key),
+        )
+        return _entry(rows[0]) if rows else None
+
+    def entity_spelling(self, scope: Scope, entity_key: str) -> Optional[str]:
+        """The entity's text in the user's earliest-written triple naming it."""
+        user = _owner(scope)
+        rows = self._query(
+            "read an entity's spelling",
+            "SELECT text FROM (SELECT subject AS text, seq FROM triples WHERE tenant_id = ? "
+            "AND user_id = ? AND subject_key = ? UNION ALL SELECT object, seq FROM triples "
+            "WHERE tenant_id = ? AND user_id = ? AND object_key = ?) AS named "
+            "ORDER BY seq LIMIT 1",
+            (*user, entity_key, *user, entity_key),
+        )
+        return str(rows[0]["text"]) if rows else None
+
+    def predicate_spelling(self, scope: Scope, predicate_key: str) -> Optional[str]:
+        """The predicate's text in the user's earliest-written triple with it."""
+        rows = self._query(
+            "read a predicate's spelling",
+            "SELECT predicate FROM triples WHERE tenant_id = ? AND user_id = ? "
+            "AND predicate_key = ? ORDER BY seq LIMIT 1",
+            (*_owner(scope), predicate_key),
+        )
+        return str(rows[0]["predicate"]) if rows else None
+
+    def insert(self, triple: NewTriple) -> None:
+        """Write a new triple, its lexical entry and its first mention."""
+        t = triple
+        row = {
+            "id": t.id, "tenant_id": t.tenant_id, "user_id": t.user_id, "subject": t.subject,
+            "predicate": t.predicate, "object": t.object, "subject_key": t.subject_key,
+            "predicate_key": t.predicate_key, "object_key": t.object_key,
+            "valid_from": t.valid_from, "valid_to": t.valid_to, "superseded_by": t.superseded_by,
+            "ingested_at": t.mention.ingested_at, "ttl": t.ttl, "expires_at": t.expires_at,
+        }  # fmt: skip
+        with self.store.transaction("add a knowledge triple") as conn:
+            self._insert_row(conn, row, t.search_text)
+            self._insert_mention(conn, t.id, t.mention)
+
+    def add_mention(
+        self,
+        triple_id: str,
+        mention: TripleMention,
+        ttl: Optional[float],
+        expires_at: Optional[float],
+    ) -> None:
+        """Record another statement of a triple and set its (renewed) lifetime."""
+        with self.store.transaction("add a triple mention") as conn:
+            self._insert_mention(conn, triple_id, mention)
+            self.dialect.execute(
+                conn, "UPDATE triples SET ttl = ?, expires_at = ? WHERE id = ?", (ttl, expires_at, triple_id)
+            )
+
+    def move_start(self, triple_id: str, valid_from: float) -> None:
+        """Set a triple's valid_from."""
+        with self.store.transaction("move a triple's start") as conn:
+            self.dialect.execute(conn, "UPDATE triples SET valid_from = ? WHERE id = ?", (valid_from, triple_id))
+
+    def end(self, triple_ids: Sequence[str], valid_to: float, superseded_by: Optional[str]) -> None:
+        """End triples' intervals at ``valid_to``, replaced by ``superseded_by`` (``None``: retracted, nothing replaces them)."""
+        self._update_by_ids(
+            "supersede triples", "SET valid_to = ?, superseded_by = ?", (valid_to, superseded_by), triple_ids
+        )
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def select(
+        self,
+        scope: Scope,
+        alive_at: float,
+        *,
+        ids: Optional[Sequence[str]] = None,
+        include_history: bool = True,
+        subject_key: Optional[str] = None,
+        predicate_key: Optional[str] = None,
+    ) -> list[StoredTriple]:
+        """The user's unexpired triples matching the filters, by valid_from, write order."""
+        user = _owner(scope)
+        where, params = ["tenant_id = ?", "user_id = ?"], [*user]
+        if ids is not None:
+            if not ids:
+                return []
+            condition, values = self.dialect.in_list("id", list(dict.fromkeys(ids)))
+            where.append(condition)
+            params.extend(values)
+        if not include_history:
+            where.append("valid_to IS NULL")
+        if subject_key is not None:
+            where.append("subject_key = ?")
+            params.append(subject_key)
+        if predicate_key is not None:
+            where.append("predicate_key = ?")
+            params.append(predicate_key)
+        # Expired triples are never read back, purged or not.
+        rows = self._query(
+            "read knowledge triples",
+            f"SELECT * FROM triples WHERE {' AND '.join(where)} AND {ALIVE_SQL} "
+            "ORDER BY valid_from, seq",
+            [*params, alive_at],
+        )
+        mentions = self._mentions_of(user, rows)
+        return [_stored(r, mentions.get(r[self.mentions.key[1]], ())) for r in rows]
+
+    def counts(self, scope: Scope, alive_at: float) -> tuple[int, int]:
+        """(all triples, current triples) of the user, not counting expired ones."""
+        row = self._query(
+            "count triples",
+            "SELECT count(*) AS n, count(CASE WHEN valid_to IS NULL THEN 1 END) AS current "
+            f"FROM triples WHERE tenant_id = ? AND user_id = ? AND {ALIVE_SQL}",
+            (*_owner(scope), alive_at),
+        )[0]
+        return int(row["n"]), int(row["current"])
+
+    def current_ids(self, scope: Scope, ids: Sequence[str]) -> set[str]:
+        """Which of ``ids`` are the user's current triples."""
+        user = _owner(scope)
+        found: set[str] = set()
+        for batch in self.dialect.batches(ids):
+            condition, values = self.dialect.in_list("id", batch)
+            rows = self._query(
+                "filter current triples",
+                f"SELECT id FROM triples WHERE tenant_id = ? AND user_id = ? AND {condition} "
+                "AND valid_to IS NULL",
+                (*user, *values),
+            )
+            found.update(r["id"] for r in rows)
+        return found
+
+    def touching(
+        self, scope: Scope, entity_keys: Sequence[str], include_history: bool
+    ) -> list[TripleEdge]:
+        """The user's triples whose subject or object is one of ``entity_keys``."""
+        user = _owner(scope)
+        if not entity_keys:
+            return []
+        subjects, keys = self.dialect.in_list("subject_key", entity_keys)
+        objects, _ = self.dialect.in_list("object_key", entity_keys)
+        current = "" if include_history else " AND valid_to IS NULL"
+        rows = self._query(
+            "read entity neighbourhood",
+            "SELECT id, subject_key, object_key, valid_from FROM triples "
+            f"WHERE tenant_id = ? AND user_id = ?{current} AND ({subjects} OR {objects})",
+            (*user, *keys, *keys),
+        )
+        return [TripleEdge(r["id"], r["subject_key"], r["object_key"], r["valid_from"]) for r in rows]
+
+    def entity_names(self, scope: Scope) -> list[str]:
+        """Subjects and objects of the user's current triples, newest first."""
+        user = _owner(scope)
+        rows = self._query(
+            "read known entities",
+            "SELECT subject AS name, valid_from FROM triples WHERE tenant_id = ? AND user_id = ? "
+            "AND valid_to IS NULL UNION ALL SELECT object, valid_from FROM triples "
+            "WHERE tenant_id = ? AND user_id = ? AND valid_to IS NULL ORDER BY valid_from DESC",
+            (*user, *user),
+        )
+        return [r["name"] for r in rows]
+
+    def refresh_expiry(self, triple_ids: Sequence[str], at: float) -> None:
+        """Triples read at ``at`` live their ttl from then."""
+        self._update_by_ids(
+            "refresh triple expiry", "SET expires_at = ? + ttl", (at,), triple_ids, "AND ttl IS NOT NULL"
+        )
+
+    # -- the dense index's bookkeeping -----------------------------------------------------
+
+    def pending(self, limit: int) -> list[TripleRef]:
+        """Triples not yet in the dense index, in write order."""
+        rows = self._query(
+            "read pending triples",
+            "SELECT id, tenant_id, user_id, subject, predicate, object FROM triples "
+            f"WHERE indexed = {self.dialect.false} ORDER BY seq LIMIT ?",
+            (limit,),
+        )
+        return [
+            TripleRef(r["tenant_id"], r["user_id"], r["id"], r["subject"], r["predicate"], r["object"])
+            for r in rows
+        ]
+
+    def mark_indexed(self, triple_ids: Sequence[str], indexed: bool = True) -> None:
+        """Flag triples as in the dense index, or as waiting for it."""
+        self._update_by_ids("set triple index flags", "SET indexed = ?", (indexed,), triple_ids)
+
+    def mark_all_unindexed(self) -> None:
+        """Flag every triple as waiting for the dense index."""
+        with self.store.transaction("reset triple index flags") as conn:
+            d = self.dialect
+            d.execute(conn, f"UPDATE triples SET indexed = {d.false} WHERE indexed = {d.true}")
+
+    def index_flags(self, scope: Optional[Scope] = None) -> IndexFlags:
+        """Every triple id and whether it is indexed, per (tenant, user)."""
+        user = _owner(scope) if scope is not None else ()
+        where = " WHERE tenant_id = ? AND user_id = ?" if user else ""
+        flags: IndexFlags = {}
+        for r in self._query(
+            "read triple index flags", "SELECT id, tenant_id, user_id, indexed FROM triples" + where, user
+        ):
+            flags.setdefault((r["tenant_id"], r["user_id"]), {})[r["id"]] = bool(r["indexed"])
+        return flags
+
+    # -- forgetting ------------------------------------------------------------------------
+
+    def delete_user(self, scope: Scope) -> None:
+        """Delete the user's triples, provenance and lexical entries."""
+        with self.store.transaction("delete knowledge triples") as conn:
+            self._delete_where(conn, "tenant_id = ? AND user_id = ?", _owner(scope))
+
+    def delete_expired(self, at: float) -> list[TripleRef]:
+        """Delete the triples expired at ``at``; return which."""
+        with self.store.transaction("purge expired triples") as conn:
+            rows = self._delete_where(conn, f"NOT {ALIVE_SQL}", (at,))
+        return [TripleRef(r["tenant_id"], r["user_id"], r["id"]) for r in rows]
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _query(self, action: str, statement: str, params: Sequence[Any]) -> Sequence[Any]:
+        return self.store.query(action, self.dialect.sql(statement), params)
+
+    def _update_by_ids(
+        self, action: str, assignments: str, values: Sequence[Any], ids: Sequence[str], also: str = ""
+    ) -> None:
+        """``UPDATE triples {assignments} WHERE id IN ids {also}``; no transaction for no ids."""
+        if not ids:
+            return
+        with self.store.transaction(action) as conn:
+            for batch in self.dialect.batches(ids):
+                condition, params = self.dialect.in_list("id", batch)
+                self.dialect.execute(
+                    conn, f"UPDATE triples {assignments} WHERE {condition} {also}".rstrip(), (*values, *params)
+                )
+
+    def _insert_mention(self, conn: Any, triple_id: str, m: TripleMention) -> None:
+        link = self.mentions
+        self.dialect.execute(
+            conn,
+            f"INSERT INTO triple_mentions ({link.columns}, session_id, message_ids, event_time, "
+            f"ingested_at, origin) SELECT {link.sources}, ?, ?, ?, ?, ? FROM triples WHERE id = ?",
+            (m.session_id, self.dialect.json_param(list(m.message_ids)), m.event_time, m.ingested_at,
+             m.origin, triple_id),
+        )  # fmt: skip
+
+    def _mentions_of(self, user: tuple[str, str], rows: Sequence[Any]) -> dict[Any, list[TripleMention]]:
+        """The mentions of the triples ``rows``, oldest first, by the triple's link key."""
+        link = self.mentions
+        mention_key, triple_key = link.key
+        scoped = "tenant_id = ? AND user_id = ? AND " if link.scoped else ""
+        mentions: dict[Any, list[TripleMention]] = {}
+        for batch in self.dialect.batches([r[triple_key] for r in rows]):
+            condition, values = self.dialect.in_list(mention_key, batch)
+            for m in self._query(
+                "read triple provenance",
+                f"SELECT * FROM triple_mentions WHERE {scoped}{condition} ORDER BY ingested_at, {link.order}",
+                (*(user if link.scoped else ()), *values),
+            ):
+                mentions.setdefault(m[mention_key], []).append(self._mention(m))
+        return mentions
+
+    def _mention(self, row: Any) -> TripleMention:
+        return TripleMention(
+            row["session_id"],
+            tuple(self.dialect.json_value(row["message_ids"])),
+            row["event_time"],
+            row["ingested_at"],
+            row["origin"],
+        )
+
+
+def _owner(scope: Scope) -> tuple[str, str]:
+    return owner(scope, "the knowledge-triple store")
+
+
+def _entry(row: Any) -> TimelineEntry:
+    return TimelineEntry(
+        row["id"], row["object_key"], row["valid_from"], row["valid_to"], row["ttl"], row["expires_at"]
+    )
+
+
+def _stored(row: Any, mentions: Sequence[TripleMention]) -> StoredTriple:
+    return StoredTriple(
+        id=row["id"],
+        tenant_id=row["tenant_id"],
+        user_id=row["user_id"],
+        subject=row["subject"],
+        predicate=row["predicate"],
+        object=row["object"],
+        subject_key=row["subject_key"],
+        predicate_key=row["predicate_key"],
+        object_key=row["object_key"],
+        valid_from=row["valid_from"],
+        valid_to=row["valid_to"],
+        superseded_by=row["superseded_by"],
+        ingested_at=row["ingested_at"],
+        ttl=row["ttl"],
+        expires_at=row["expires_at"],
+        mentions=tuple(mentions),
+    )

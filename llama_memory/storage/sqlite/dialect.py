@@ -1,0 +1,53 @@
+"""SQLite's spelling of the shared SQL algorithms (:mod:`llama_memory.storage.sql`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional
+
+from ..sql.dialect import Dialect, insert_sql
+
+
+class SQLiteDialect(Dialect):
+    """``?`` placeholders, ``IN (?, ...)`` lists, JSON kept as text, 0/1 booleans."""
+
+    name = "SQLite"
+    true, false = "1", "0"
+    #: Values per ``IN`` list: well under SQLite's bound-parameter limit (999 before 3.32).
+    max_list = 500
+
+    def sql(self, statement: str) -> str:
+        """The statement as written: ``?`` is sqlite3's own placeholder."""
+        return statement
+
+    def in_list(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        """``column IN (?, ...)``, one placeholder a value."""
+        return f"{column} IN ({','.join('?' * len(values))})", list(values)
+
+    def starts_with(self, column: str, prefix: str) -> tuple[str, tuple[Any, ...]]:
+        """``substr(column, 1, len) = prefix`` (not ``LIKE``: a prefix may hold ``%`` or ``_``)."""
+        return f"substr({column}, 1, ?) = ?", (len(prefix), prefix)
+
+    def json_param(self, value: Any) -> str:
+        """The JSON text."""
+        return json.dumps(value)
+
+    def json_value(self, stored: Any) -> Any:
+        """The JSON text parsed."""
+        return json.loads(stored)
+
+    def insert(
+        self, conn: Any, table: str, values: Mapping[str, Any], returning: Optional[str] = None
+    ) -> Optional[int]:
+        """The row's ``rowid`` for ``returning`` (the table's ``INTEGER PRIMARY KEY``)."""
+        cursor = conn.execute(insert_sql(table, list(values)), list(values.values()))
+        return int(cursor.lastrowid or 0) if returning is not None else None
+
+    def lock(self, conn: Any, key: str) -> None:
+        """Nothing to do: a write transaction (``BEGIN IMMEDIATE``) holds the file's one
+        write lock from its start, so writers already take turns."""
+
+
+#: The dialect of every SQLite store.
+SQLITE = SQLiteDialect()
