@@ -53,6 +53,7 @@ from .settings import (
     Seconds,
     Spread,
     check_formation,
+    setting_field,
 )
 from .sources.base import MemorySource, ProfileHolder, TripleHolder, WindowAware, WithTools
 from .sources.base import Source as SourceProtocol
@@ -99,46 +100,25 @@ class ComposableMemory(BaseMemory):
         default_factory=list,
         description="Long-term sources (llama-memory sources or any LlamaIndex BaseMemory).",
     )
-    user_id: Optional[str] = Field(default=None, description="Whose memory this is.")
+    # The options a memory also holds as fields: default and description from the settings.
+    user_id: Optional[str] = setting_field("user_id")
     session_id: str = Field(default_factory=lambda: uuid4().hex, description="This conversation.")
-    tenant_id: str = Field(default="default", description="Separates applications in one store.")
-    path: Optional[str] = Field(default=None, description="Memory directory; None is in-memory.")
-    memory_token_limit: Count = Field(
-        default=DEFAULT_MEMORY_TOKEN_LIMIT, description="Token budget of the injected block."
-    )
-    top_k: Count = Field(default=DEFAULT_TOP_K, description="Records retrieved per source.")
-    insert_method: InsertMethod = Field(
-        default="system", description='Where the block goes: "system" or "user" message.'
-    )
+    tenant_id: str = setting_field("tenant_id")
+    path: Optional[str] = setting_field("path")
+    memory_token_limit: Count = setting_field("memory_token_limit")
+    top_k: Count = setting_field("top_k")
+    insert_method: InsertMethod = setting_field("insert_method")
     tokenizer_fn: Callable[[str], Sequence] = Field(
         default_factory=get_tokenizer, exclude=True, description="Counts the block's tokens."
     )
     llm: Optional[Any] = Field(
         default=None, exclude=True, description="LLM for sources that extract structured memories."
     )
-    extract_every: Count = Field(
-        default=0, description="Queue an extraction pass every N user turns (0: on demand)."
-    )
-    extract_after_quiet: Seconds = Field(
-        default=0.0,
-        description="Queue an extraction pass once the session has been quiet this many seconds "
-        "(0: off); each put() pushes it back.",
-    )
-    extract_in: ExtractIn = Field(
-        default="thread",
-        description='Who runs queued passes: "thread" (this memory, with llm) or "worker" '
-        "(llama-memory worker processes).",
-    )
-    min_relevance: Relevance = Field(
-        default=DEFAULT_MIN_RELEVANCE,
-        description="Records whose calibrated relevance is below this stay out of the block.",
-    )
-    set_spread: Spread = Field(
-        default=SET_SPREAD,
-        description="A question that asks for a set (\"what activities...\", \"how many...\") "
-        "retrieves this many times top_k records for the block (1: as many as any other; "
-        "llama_memory.set_questions).",
-    )
+    extract_every: Count = setting_field("extract_every")
+    extract_after_quiet: Seconds = setting_field("extract_after_quiet")
+    extract_in: ExtractIn = setting_field("extract_in")
+    min_relevance: Relevance = setting_field("min_relevance")
+    set_spread: Spread = setting_field("set_spread")
 
     _sources: list[SourceProtocol] = PrivateAttr(default_factory=list)
     _store: Optional[Storage] = PrivateAttr(default=None)
@@ -244,6 +224,10 @@ class ComposableMemory(BaseMemory):
         **kwargs: Any,
     ) -> "ComposableMemory":
         """Build a memory with sensible defaults.
+
+        Every argument but ``chat_history`` is an option of
+        :class:`~llama_memory.settings.MemorySettings`, checked before anything opens;
+        the memory keeps them as :attr:`settings`.
 
         Args:
             primary_memory: this conversation's memory; default a :class:`ChatBuffer`

@@ -37,7 +37,7 @@ from .relevance import DEFAULT_MIN_RELEVANCE
 from .set_questions import SET_SPREAD
 from .storage.expiry import ttl_seconds
 
-__all__ = ["MemorySettings", "check_formation", "qualified_name"]
+__all__ = ["MemorySettings", "check_formation", "qualified_name", "setting_field"]
 
 InsertMethod = Literal["system", "user"]
 ExtractIn = Literal["thread", "worker"]
@@ -146,10 +146,14 @@ class MemorySettings(BaseModel):
 
     # -- retrieval: what goes into the block, and where ----------------------------------
     min_relevance: Relevance = Field(
-        default=DEFAULT_MIN_RELEVANCE, description="Records less relevant than this stay out."
+        default=DEFAULT_MIN_RELEVANCE,
+        description="Records whose calibrated relevance is below this stay out of the block.",
     )
     set_spread: Spread = Field(
-        default=SET_SPREAD, description="A set question retrieves this many times top_k records."
+        default=SET_SPREAD,
+        description="A question that asks for a set (\"what activities...\", \"how many...\") "
+        "retrieves this many times top_k records for the block (1: as many as any other; "
+        "llama_memory.set_questions).",
     )
     insert_method: InsertMethod = Field(
         default="system", description='Where the block goes: "system" or "user" message.'
@@ -157,10 +161,18 @@ class MemorySettings(BaseModel):
 
     # -- formation: who extracts structured memories, and when ---------------------------
     llm: Any = _live("LLM for sources that extract structured memories.")
-    extract_every: Count = Field(default=0, description="Queue a pass every N user turns (0: on demand).")
-    extract_in: ExtractIn = Field(default="thread", description='Who runs passes: "thread" or "worker".')
+    extract_every: Count = Field(
+        default=0, description="Queue an extraction pass every N user turns (0: on demand)."
+    )
+    extract_in: ExtractIn = Field(
+        default="thread",
+        description='Who runs queued passes: "thread" (this memory, with llm) or "worker" '
+        "(llama-memory worker processes).",
+    )
     extract_after_quiet: Seconds = Field(
-        default=0.0, description="Queue a pass after this many quiet seconds (0: off)."
+        default=0.0,
+        description="Queue an extraction pass once the session has been quiet this many seconds "
+        "(0: off); each put() pushes it back.",
     )
 
     # -- expiry: how long long-term records live ------------------------------------------
@@ -267,3 +279,10 @@ class MemorySettings(BaseModel):
         :func:`~llama_memory.restore.live_markers`); ``MemorySettings(**data)`` reads
         them back, with a profile schema given as its class."""
         return self.model_dump(mode="json")
+
+
+def setting_field(name: str) -> Any:
+    """A pydantic field with the default and description of the setting ``name``, for a
+    model that holds that option too (``ComposableMemory``'s public fields)."""
+    field = MemorySettings.model_fields[name]
+    return Field(default=field.default, description=field.description)
