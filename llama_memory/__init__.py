@@ -33,6 +33,7 @@ _EXPORTS: dict[str, str] = {
     "MemoryBlock": ".compose",
     "MemoryClosedError": ".errors",
     "MemoryRecord": ".types",
+    "MemorySettings": ".settings",
     "MemorySource": ".sources",
     "NotPicklableError": ".errors",
     "ModelIntegrityError": ".errors",
@@ -76,6 +77,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the eager imports
     from .extraction import ExtractionError
     from .memory import ComposableMemory
     from .restore import set_restore_hook
+    from .settings import MemorySettings
     from .sources import LlamaIndexMemorySource, MemorySource, ProfileSource, VectorSource
     from .sources.profile import ProfileUpdateError
     from .sources.triples import KnowledgeTriple, TripleError, TripleSource
@@ -118,6 +120,7 @@ __all__ = [
     "MemoryBlock",
     "MemoryClosedError",
     "MemoryRecord",
+    "MemorySettings",
     "MemorySource",
     "ModelIntegrityError",
     "NotPicklableError",

@@ -16,23 +16,18 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, TypeVar, Union
-from uuid import uuid4
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage
-from llama_index.core.memory.types import BaseMemory
 from llama_index.core.utils import get_tokenizer
-from pydantic import BaseModel
 
 from .arguments import short
 from .buffer import ChatBuffer
 from .errors import StorageError
 from .formation import warm_up
 from .instructions import Instructions
-from .relevance import DEFAULT_MIN_RELEVANCE
-from .restore import embedding_to_dict, qualified_name
-from .set_questions import SET_SPREAD
-from .sources.base import MemorySource, ProfileHolder, TripleHolder
+from .settings import MemorySettings
+from .sources.base import ProfileHolder, TripleHolder
 from .sources.dimension import forget_embedding_model
 from .sources.profile import ProfileSource
 from .sources.triples import TRIPLE_COLLECTION, TripleSource
@@ -44,13 +39,12 @@ from .storage.chroma import (
     persistent_client,
     server_address,
 )
-from .storage.expiry import TTL, Expiry, ttl_seconds
+from .storage.expiry import Expiry
 from .storage.ports import Storage
 from .storage.sqlite import DB_FILENAME, SQLiteStore, memory_path, store_exists
 from .storage.sqlite.profile import SQLiteProfileRows
 from .storage.sqlite.triples import SQLiteTripleTimeline
 from .types import Scope
-from .writing import check_formation
 
 if TYPE_CHECKING:
     from .memory import ComposableMemory
@@ -58,7 +52,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 M = TypeVar("M", bound="ComposableMemory")
-Source = Union[MemorySource, BaseMemory]
 
 #: Collection-name prefix of the default vector source (one collection per user).
 VECTOR_COLLECTION = "llama_memory_vector"
@@ -67,181 +60,95 @@ VECTOR_COLLECTION = "llama_memory_vector"
 DENSE_COLLECTIONS = (VECTOR_COLLECTION, TRIPLE_COLLECTION)
 
 
-def build_memory(
-    cls: type[M],
-    *,
-    primary_memory: Optional[BaseMemory],
-    secondary_memory_sources: Optional[list[Source]],
-    user_id: Optional[str],
-    session_id: Optional[str],
-    tenant_id: str,
-    path: Optional[Union[str, Path]],
-    embed_model: Optional[BaseEmbedding],
-    token_limit: int,
-    memory_token_limit: int,
-    top_k: int,
-    insert_method: str,
-    tokenizer_fn: Optional[Callable[[str], Sequence]],
-    chroma_client: Any,
-    llm: Any,
-    extract_every: int,
-    extract_in: str,
-    extract_after_quiet: float,
-    profile: Union[bool, type[BaseModel], None],
-    triples: bool,
-    chroma_host: Optional[str],
-    chroma_port: int,
-    chroma_url: Optional[str],
-    ttl: Optional[TTL],
-    refresh_on_read: bool,
-    clock: Optional[Callable[[], float]],
-    history: Sequence[ChatMessage],
-    reembed: bool,
-    min_relevance: float = DEFAULT_MIN_RELEVANCE,
-    store_at: Any = None,
-    formation_token_budget: int = 0,
-    set_spread: float = SET_SPREAD,
-) -> M:
+def build_memory(cls: type[M], settings: MemorySettings, history: Sequence[ChatMessage] = ()) -> M:
     """What :meth:`ComposableMemory.from_defaults` does (its docstring says what each
-    argument means): open the store and the dense index, build the default sources,
+    setting means): open the store and the dense index, build the default sources,
     construct the memory, then reconcile, re-embed or set the history it was asked to."""
-    check_embed_model(embed_model)
-    check_formation(llm, extract_every, extract_after_quiet, extract_in)  # before anything opens
-    postgres = store_at is not None
-    if postgres:
-        check_postgres_arguments(path, chroma_client, chroma_host, chroma_url)
+    postgres = settings.store is not None
+    path = settings.path
     if path is not None:
-        memory_path(path)  # a URL or a non-path fails here, before anything is created
-    elif not postgres and extract_in == "worker" and (extract_every or extract_after_quiet):
-        raise ValueError(
-            "extract_in='worker' queues the passes for `llama-memory worker` processes, which "
-            "cannot reach an in-memory store: give the memory a path= (or a PostgreSQL "
-            "store=), or run the passes in this process (extract_in='thread' with llm=)"
-        )
-    tokenizer = tokenizer_fn or get_tokenizer()
-    session_id = session_id or uuid4().hex
-    scope = Scope(user_id=user_id, session_id=session_id, tenant_id=tenant_id)
-    expiry = Expiry(
-        ttl=ttl_seconds(ttl), refresh_on_read=refresh_on_read, **({"clock": clock} if clock else {})
-    )
-    server = None if postgres else chroma_server(chroma_host, chroma_port, chroma_url, chroma_client, path)
-    given_client = chroma_client is not None
-    if server is not None:
-        chroma_client = http_client(*server)
-    if path is not None:
+        memory_path(path)  # a URL fails here, before anything is created
         # Absolute at creation: a saved dict (a workflow Context) restored from another
         # working directory must reopen this store, not a new one there.
-        path = os.path.abspath(os.path.expanduser(os.fspath(path)))
-    store: Any = open_postgres(store_at) if postgres else SQLiteStore(path)
+        path = os.path.abspath(os.path.expanduser(path))
+    tokenizer = settings.tokenizer_fn or get_tokenizer()
+    scope = Scope(user_id=settings.user_id, session_id=settings.session_id, tenant_id=settings.tenant_id)
+    clock = {"clock": settings.clock} if settings.clock else {}
+    expiry = Expiry(ttl=settings.ttl, refresh_on_read=settings.refresh_on_read, **clock)
+    chroma_client = settings.chroma_client
+    server = None if postgres else chroma_server(settings)
+    if server is not None:
+        chroma_client = http_client(*server)
+    store: Any = open_postgres(settings.store) if postgres else SQLiteStore(path)
     try:
-        built_primary = primary_memory is None
+        primary_memory = settings.primary_memory
         if primary_memory is None:
             primary_memory = ChatBuffer.from_defaults(
-                token_limit=token_limit,
+                token_limit=settings.token_limit,
                 tokenizer_fn=tokenizer,
                 chat_log=store.chat_log(scope) if path is not None or postgres else None,
             )
-        default_sources = secondary_memory_sources is None
+        sources = settings.secondary_memory_sources
+        default_sources = sources is None
         # The one model of the default sources, recorded by to_dict.
-        model = resolve_embed_model(embed_model) if default_sources or triples else None
-        if reembed:
-            forget_embedding_model(store, vector=default_sources, triples=triples)
-        # Everything in an empty list comes from the flags below, which to_dict records.
-        no_sources = secondary_memory_sources == []
-        if secondary_memory_sources is None:
+        model = resolve_embed_model(settings.embed_model) if default_sources or settings.triples else None
+        if settings.reembed:
+            forget_embedding_model(store, vector=default_sources, triples=settings.triples)
+        if sources is None:
             scope.require_user("the default long-term (vector) memory")
-            secondary_memory_sources = [
+            sources = [
                 postgres_vector_source(store, model, expiry)
                 if postgres
                 else default_vector_source(store, path, model, chroma_client, expiry)
             ]
-        if not (
-            profile is None
-            or isinstance(profile, bool)
-            or (isinstance(profile, type) and issubclass(profile, BaseModel))
-        ):
-            raise TypeError(f"profile takes True, False, None or a pydantic model class, not {profile!r}")
+        profile = settings.profile
         if profile is not False and (default_sources or profile is not None):
             scope.require_user("the profile memory")
-            if not any(isinstance(s, ProfileHolder) for s in secondary_memory_sources):
+            if not any(isinstance(s, ProfileHolder) for s in sources):
                 schema = profile if isinstance(profile, type) else None
-                profile_source = (
+                sources = [*sources, (
                     ProfileSource(postgres_profile_rows(store), schema=schema, expiry=expiry)
                     if postgres
                     else default_profile_source(store, schema=schema, expiry=expiry)
-                )
-                secondary_memory_sources = [
-                    *secondary_memory_sources, profile_source
-                ]
-        if triples and not any(isinstance(s, TripleHolder) for s in secondary_memory_sources):
+                )]
+        if settings.triples and not any(isinstance(s, TripleHolder) for s in sources):
             scope.require_user("the knowledge-triple memory")
-            triple_source = (
+            sources = [*sources, (
                 postgres_triple_source(store, resolve_embed_model(model), expiry)
                 if postgres
                 else default_triple_source(store, path, resolve_embed_model(model), chroma_client, expiry=expiry)
-            )
-            secondary_memory_sources = [*secondary_memory_sources, triple_source]
-        memory = cls(
-            primary_memory=primary_memory,
-            secondary_memory_sources=secondary_memory_sources,
-            user_id=user_id,
-            session_id=session_id,
-            tenant_id=tenant_id,
-            path=path,
-            memory_token_limit=memory_token_limit,
-            top_k=top_k,
-            insert_method=insert_method,
-            tokenizer_fn=tokenizer,
-            llm=llm,
-            extract_every=extract_every,
-            min_relevance=min_relevance,
-            set_spread=set_spread,
-            extract_in=extract_in,
-            extract_after_quiet=extract_after_quiet,
-            formation_token_budget=formation_token_budget,
-        )
-        config: dict[str, Any] = {}
-        if model is not None:
-            config["embed_model"] = embedding_to_dict(model)
-        # Live objects a dict cannot carry: to_dict leaves a marker, from_dict asks for them.
-        if llm is not None:
-            config["llm"] = {"qualified_name": qualified_name(type(llm))}
-        if tokenizer_fn is not None:
-            config["tokenizer_fn"] = {"name": getattr(tokenizer_fn, "__qualname__", "?")}
-        if given_client:
-            config["chroma_client"] = {"qualified_name": qualified_name(type(chroma_client))}
-        if server is not None:
-            host, port, secure = server
-            config["chroma_url"] = f"{'https' if secure else 'http'}://{host}:{port}"
-        if expiry.ttl is not None or refresh_on_read:
-            config.update(ttl=expiry.ttl, refresh_on_read=refresh_on_read)
-        if postgres:
-            # The URL without its password; a pool is a live object: from_dict asks for it.
-            config["store"] = (
-                store.url if isinstance(store_at, str)
-                else {"qualified_name": qualified_name(type(store_at)), "url": store.url}
-            )
+            )]
+        # The settings as opened, which to_dict writes: the URL of a PostgreSQL store
+        # without its password, a Chroma server by its URL.
+        url = f"{'https' if server[2] else 'http'}://{server[0]}:{server[1]}" if server else None
+        opened = settings.model_copy(update={
+            "path": path, "embed_model": model,
+            "store": store.url if isinstance(settings.store, str) else settings.store,
+            **({"chroma_host": None, "chroma_port": 8000, "chroma_url": url} if server else {}),
+        })
+        memory = cls(**{
+            **{name: getattr(opened, name) for name in cls.model_fields if name in MemorySettings.model_fields},
+            "primary_memory": primary_memory, "secondary_memory_sources": sources, "tokenizer_fn": tokenizer,
+        })
         memory._opened(
             store,
+            opened,
             # PostgreSQL: the vectors are rows that delete_user removed in its transaction.
             drop_dense=(lambda owner: None) if postgres
             else lambda owner: drop_dense_collections(memory.path, chroma_client, store, owner),
-            primary_default=built_primary,
-            source_kind="default" if default_sources else "none" if no_sources else "custom",
-            config=config,
-            instructions=open_instructions(store, scope, clock),
+            instructions=open_instructions(store, scope, settings.clock),
         )
     except BaseException:
         store.close()  # a source refused (another embedding model...): no store left open
         raise
-    if reembed:
+    if settings.reembed:
         try:
             count = memory.reindex()
         except Exception:
             memory.close()
             raise
         logger.info("store %s re-embedded with %s: %d records", path, model, count)
-    elif chroma_client is not None and user_id:
+    elif chroma_client is not None and settings.user_id:
         # An index on a server (or any given client) can drift from the record while
         # this store is closed: catch this user's up now (one Chroma read per
         # source). Missing vectors are flagged and embedded on the first read;
@@ -251,34 +158,20 @@ def build_memory(
         except Exception:
             memory.close()  # do not leave the store open behind a failed open
             raise
-        logger.info("dense index of %r reconciled on open: %s", user_id, reports)
+        logger.info("dense index of %r reconciled on open: %s", settings.user_id, reports)
     if history:
         try:
             memory.set(list(history))
         except Exception:
             memory.close()  # as above: no store left open behind a failed open
             raise
-    if llm is not None and extract_in == "thread" and (extract_every or extract_after_quiet):
+    if settings.llm is not None and settings.extract_in == "thread" and (
+        settings.extract_every or settings.extract_after_quiet
+    ):
         # The first pass's one-time Python work, paid here rather than by the worker
         # thread while put() and get() run (it holds the GIL): see docs/benchmarks.md.
         warm_up(memory._pass_parts())
     return memory
-
-
-def check_postgres_arguments(
-    path: Any, chroma_client: Any, chroma_host: Optional[str], chroma_url: Optional[str]
-) -> None:
-    """ValueError for arguments that contradict ``store=`` (a PostgreSQL store)."""
-    if path is not None:
-        raise ValueError(
-            f"pass path= (a directory for SQLite and Chroma) or store= (a PostgreSQL URL or "
-            f"pool), not both: got path={path!r} and store=..."
-        )
-    if chroma_client is not None or chroma_host is not None or chroma_url is not None:
-        raise ValueError(
-            "with store= the vectors live in PostgreSQL (pgvector), in the same database: "
-            "chroma_client, chroma_host and chroma_url go with path= only; drop them"
-        )
 
 
 def open_postgres(store: Any) -> Any:
@@ -409,29 +302,24 @@ def check_restorable(path: Optional[str]) -> None:
         )
 
 
-def chroma_server(
-    host: Optional[str],
-    port: int,
-    url: Optional[str],
-    client: Any,
-    path: Optional[Union[str, Path]],
-) -> Optional[tuple[str, int, bool]]:
-    """``(host, port, ssl)`` of the Chroma server asked for, or None; ValueError for
-    contradicting arguments."""
+def chroma_server(settings: MemorySettings) -> Optional[tuple[str, int, bool]]:
+    """``(host, port, ssl)`` of the Chroma server the settings ask for, or None;
+    ValueError for contradicting settings."""
+    host, url = settings.chroma_host, settings.chroma_url
     if host is None and url is None:
         return None
     if host is not None and url is not None:
         raise ValueError("pass chroma_host (and chroma_port) or chroma_url, not both")
-    if client is not None:
+    if settings.chroma_client is not None:
         raise ValueError("pass chroma_client or a Chroma server address, not both")
-    if path is None:
+    if settings.path is None:
         raise ValueError(
             "server mode needs path=: SQLite under path is the system of record, and "
             "vectors on a shared server must not outlive an in-memory store"
         )
     if url is not None:
         return server_address(url)
-    return str(host), int(port), False
+    return host, int(settings.chroma_port), False
 
 
 def resolve_embed_model(embed_model: Optional[BaseEmbedding]) -> BaseEmbedding:
@@ -446,23 +334,6 @@ def resolve_embed_model(embed_model: Optional[BaseEmbedding]) -> BaseEmbedding:
     from .embeddings import default_embedding
 
     return default_embedding()
-
-
-def check_embed_model(embed_model: Any) -> None:
-    """TypeError unless ``embed_model`` is None or a LlamaIndex embedding object."""
-    if embed_model is None or isinstance(embed_model, BaseEmbedding):
-        return
-    if isinstance(embed_model, str):
-        raise TypeError(
-            f"embed_model takes an embedding object, not the model name {embed_model!r}: pass "
-            f"e.g. OpenAIEmbedding(model={embed_model!r}) (from llama_index.embeddings.openai), "
-            "or any LlamaIndex BaseEmbedding"
-        )
-    raise TypeError(
-        f"embed_model takes a LlamaIndex embedding (a BaseEmbedding such as "
-        f"OpenAIEmbedding(...)), not {type(embed_model).__name__} {short(embed_model)}"
-    )
-
 
 
 def open_queue(path: Union[str, Path]) -> Storage:

@@ -6,12 +6,12 @@ import asyncio
 from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal, Optional, Union, cast
+from typing import Any, Optional, Union, cast
 from uuid import uuid4
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage
-from llama_index.core.bridge.pydantic import Field, PrivateAttr, SerializeAsAny, field_validator
+from llama_index.core.bridge.pydantic import Field, PrivateAttr, SerializeAsAny
 from llama_index.core.memory.types import BaseMemory
 from llama_index.core.utils import get_tokenizer
 from pydantic import BaseModel
@@ -44,6 +44,17 @@ from .restore import (
     unpickle_memory,
 )
 from .set_questions import SET_SPREAD
+from .settings import (
+    Count,
+    ExtractIn,
+    InsertMethod,
+    MemorySettings,
+    Relevance,
+    Seconds,
+    Spread,
+    check_formation,
+    setting_field,
+)
 from .sources.base import MemorySource, ProfileHolder, TripleHolder, WindowAware, WithTools
 from .sources.base import Source as SourceProtocol
 from .sources.episodic import EpisodicMemory
@@ -58,8 +69,6 @@ from .types import MemoryRecord, Scope
 from .usage import UsageLog
 from .views import RecordList
 
-InsertMethod = Literal["system", "user"]
-ExtractIn = Literal["thread", "worker"]
 Source = Union[MemorySource, BaseMemory]
 
 #: The keyword arguments LlamaIndex itself passes to a memory (llama-index-core 0.14):
@@ -91,51 +100,26 @@ class ComposableMemory(BaseMemory):
         default_factory=list,
         description="Long-term sources (llama-memory sources or any LlamaIndex BaseMemory).",
     )
-    user_id: Optional[str] = Field(default=None, description="Whose memory this is.")
+    # The options a memory also holds as fields: default and description from the settings.
+    user_id: Optional[str] = setting_field("user_id")
     session_id: str = Field(default_factory=lambda: uuid4().hex, description="This conversation.")
-    tenant_id: str = Field(default="default", description="Separates applications in one store.")
-    path: Optional[str] = Field(default=None, description="Memory directory; None is in-memory.")
-    memory_token_limit: int = Field(
-        default=DEFAULT_MEMORY_TOKEN_LIMIT, description="Token budget of the injected block."
-    )
-    top_k: int = Field(default=DEFAULT_TOP_K, description="Records retrieved per source.")
-    insert_method: InsertMethod = Field(
-        default="system", description='Where the block goes: "system" or "user" message.'
-    )
+    tenant_id: str = setting_field("tenant_id")
+    path: Optional[str] = setting_field("path")
+    memory_token_limit: Count = setting_field("memory_token_limit")
+    top_k: Count = setting_field("top_k")
+    insert_method: InsertMethod = setting_field("insert_method")
     tokenizer_fn: Callable[[str], Sequence] = Field(
         default_factory=get_tokenizer, exclude=True, description="Counts the block's tokens."
     )
     llm: Optional[Any] = Field(
         default=None, exclude=True, description="LLM for sources that extract structured memories."
     )
-    extract_every: int = Field(
-        default=0, description="Queue an extraction pass every N user turns (0: on demand)."
-    )
-    extract_after_quiet: float = Field(
-        default=0.0,
-        description="Queue an extraction pass once the session has been quiet this many seconds "
-        "(0: off); each put() pushes it back.",
-    )
-    extract_in: ExtractIn = Field(
-        default="thread",
-        description='Who runs queued passes: "thread" (this memory, with llm) or "worker" '
-        "(llama-memory worker processes).",
-    )
-    formation_token_budget: int = Field(
-        default=0,
-        description="LLM tokens a user's queued extraction passes may use per day (UTC); "
-        "passes past it wait for the next day (0: no budget).",
-    )
-    min_relevance: float = Field(
-        default=DEFAULT_MIN_RELEVANCE,
-        description="Records whose calibrated relevance is below this stay out of the block.",
-    )
-    set_spread: float = Field(
-        default=SET_SPREAD,
-        description="A question that asks for a set (\"what activities...\", \"how many...\") "
-        "retrieves this many times top_k records for the block (1: as many as any other; "
-        "llama_memory.set_questions).",
-    )
+    extract_every: Count = setting_field("extract_every")
+    extract_after_quiet: Seconds = setting_field("extract_after_quiet")
+    formation_token_budget: Count = setting_field("formation_token_budget")
+    extract_in: ExtractIn = setting_field("extract_in")
+    min_relevance: Relevance = setting_field("min_relevance")
+    set_spread: Spread = setting_field("set_spread")
 
     _sources: list[SourceProtocol] = PrivateAttr(default_factory=list)
     _store: Optional[Storage] = PrivateAttr(default=None)
@@ -150,10 +134,8 @@ class ComposableMemory(BaseMemory):
     # the next one asks for the most of them more than top_k (the window changes little
     # between turns, and asking again costs a whole retrieval).
     _window_overlaps: deque[int] = PrivateAttr(default_factory=lambda: deque(maxlen=4))
-    # What to_dict can say of the sources: "default" (rebuilt by from_defaults),
-    # "none" (buffer only) or "custom" (live objects a dict cannot carry).
-    _source_kind: str = PrivateAttr(default="custom")
-    _primary_default: bool = PrivateAttr(default=False)  # built by from_defaults
+    # What the memory was built with (from_defaults), resolved; see the settings property.
+    _settings: MemorySettings = PrivateAttr(default=None)  # type: ignore[assignment]
     _closed: bool = PrivateAttr(default=False)
     _warned_not_atomic: bool = PrivateAttr(default=False)
     # Drops a (tenant, user)'s dense collections of every kind the default sources keep
@@ -162,47 +144,19 @@ class ComposableMemory(BaseMemory):
     _user_turns_pending: int = PrivateAttr(default=0)  # user messages not yet extracted from
     _extracted_upto: int = PrivateAttr(default=0)  # without a store: where extraction is
     _worker: Optional[FormationWorker] = PrivateAttr(default=None)  # started by the first job
-    # What to_dict says of server mode and expiry (from_defaults arguments).
-    _config: dict[str, Any] = PrivateAttr(default_factory=dict)
     # The payload of this memory's extraction jobs, by scope (writing.job_payload).
     _job_payload: Optional[tuple[tuple[Any, ...], dict[str, Any]]] = PrivateAttr(default=None)
     # The user's standing instructions (procedural memory), in the store; set by
     # config.build_memory when the memory has a user.
     _instructions: Optional[Instructions] = PrivateAttr(default=None)
 
-    @field_validator("min_relevance")
-    @classmethod
-    def _a_relevance(cls, value: float) -> float:
-        if not 0.0 <= value <= 1.0:
-            raise ValueError(
-                f"min_relevance is a calibrated relevance between 0 and 1 (0 keeps every "
-                f"record), got {value}"
-            )
-        return value
-
-    @field_validator("set_spread")
-    @classmethod
-    def _a_spread(cls, value: float) -> float:
-        if not value >= 1.0:
-            raise ValueError(
-                f"set_spread is 1 (a set question gets top_k records like any other) or more, got {value}"
-            )
-        return value
-
-    @field_validator("memory_token_limit", "top_k", "extract_every", "extract_after_quiet", "formation_token_budget")
-    @classmethod
-    def _non_negative(cls, value: Any) -> Any:
-        if value < 0:
-            raise ValueError(f"must be zero or more, got {value}")
-        return value
-
     def __init__(self, **data: Any) -> None:
         """Build a memory from its fields (:meth:`from_defaults` is the usual way);
         TypeError naming an unknown keyword argument and the closest valid one;
         ValueError for formation settings no one would run (see
-        :func:`~llama_memory.writing.check_formation`)."""
+        :func:`~llama_memory.settings.check_formation`)."""
         reject_unknown("ComposableMemory()", data, [*type(self).model_fields, "class_name"])
-        writing.check_formation(
+        check_formation(
             data.get("llm"), data.get("extract_every", 0), data.get("extract_after_quiet", 0.0),
             data.get("extract_in", "thread"),
         )
@@ -210,7 +164,12 @@ class ComposableMemory(BaseMemory):
 
     def model_post_init(self, __context: Any) -> None:
         """Wrap LlamaIndex memories given as secondary sources so all speak one protocol."""
-        self._source_kind = "none" if not self.secondary_memory_sources else "custom"
+        # Built by hand: the parts were given as live objects; the fields say the rest.
+        self._settings = MemorySettings(
+            primary_memory=self.primary_memory,
+            secondary_memory_sources=list(self.secondary_memory_sources),
+            token_limit=getattr(self.primary_memory, "token_limit", DEFAULT_TOKEN_LIMIT),
+        )
         for s in self.secondary_memory_sources:
             if not isinstance(s, (SourceProtocol, BaseMemory)):
                 raise TypeError(
@@ -267,6 +226,10 @@ class ComposableMemory(BaseMemory):
         **kwargs: Any,
     ) -> "ComposableMemory":
         """Build a memory with sensible defaults.
+
+        Every argument but ``chat_history`` is an option of
+        :class:`~llama_memory.settings.MemorySettings`, checked before anything opens;
+        the memory keeps them as :attr:`settings`.
 
         Args:
             primary_memory: this conversation's memory; default a :class:`ChatBuffer`
@@ -380,61 +343,35 @@ class ComposableMemory(BaseMemory):
         """
         if kwargs:
             reject_unknown("ComposableMemory.from_defaults()", kwargs, parameters(cls.from_defaults))
-        return build_memory(
-            cls,
-            primary_memory=primary_memory,
-            secondary_memory_sources=secondary_memory_sources,
-            user_id=user_id,
-            session_id=session_id,
-            tenant_id=tenant_id,
-            path=path,
-            embed_model=embed_model,
-            token_limit=token_limit,
-            memory_token_limit=memory_token_limit,
-            top_k=top_k,
-            insert_method=insert_method,
-            tokenizer_fn=tokenizer_fn,
-            chroma_client=chroma_client,
-            llm=llm,
-            extract_every=extract_every,
-            extract_in=extract_in,
-            extract_after_quiet=extract_after_quiet,
-            formation_token_budget=formation_token_budget,
-            profile=profile,
-            triples=triples,
-            chroma_host=chroma_host,
-            chroma_port=chroma_port,
-            chroma_url=chroma_url,
-            ttl=ttl,
-            refresh_on_read=refresh_on_read,
-            clock=clock,
-            history=messages_arg(chat_history, "chat_history") if chat_history is not None else [],
-            reembed=reembed,
-            min_relevance=min_relevance,
-            store_at=store,
-            set_spread=set_spread,
-        )
+        given = dict(locals())  # every named argument but the conversation is a setting
+        history = messages_arg(chat_history, "chat_history") if chat_history is not None else []
+        settings = MemorySettings(**{k: v for k, v in given.items() if k in MemorySettings.model_fields})
+        return build_memory(cls, settings, history)
 
     def _opened(
         self,
         storage: Storage,
+        settings: MemorySettings,
         *,
         drop_dense: Callable[[tuple[str, str]], None],
-        primary_default: bool,
-        source_kind: str,
-        config: dict[str, Any],
         instructions: Optional[Instructions] = None,
     ) -> None:
         """Attach what :func:`~llama_memory.config.build_memory` opened: the store (the
-        transaction port every write of a batch joins), how to drop a user's dense
-        collections of every kind, the user's instructions, and what :meth:`to_dict`
-        says of the build."""
+        transaction port every write of a batch joins), the settings it was opened with
+        (resolved), how to drop a user's dense collections of every kind, and the
+        user's instructions."""
         self._store = storage
+        self._settings = settings
         self._instructions = instructions
         self._drop_dense = drop_dense
-        self._primary_default = primary_default
-        self._source_kind = source_kind
-        self._config.update(config)
+
+    @property
+    def settings(self) -> MemorySettings:
+        """What this memory was built with (:class:`~llama_memory.settings.MemorySettings`),
+        resolved: its session id, absolute path, embedding model. The fields it shares
+        with this memory (``top_k``, ``min_relevance``...) say their current value."""
+        shared = {name: getattr(self, name) for name in _SHARED_FIELDS}
+        return self._settings.model_copy(update=shared)
 
     # -- scope and sources ------------------------------------------------------------
 
@@ -928,7 +865,15 @@ class ComposableMemory(BaseMemory):
         memory = cls.from_defaults(**config)
         for name, value in idle.items():
             setattr(memory, name, value)
-        if history and memory.path is None and "store" not in memory._config:
+        if history and not memory.settings.persistent:
             memory.primary_memory.set([ChatMessage.model_validate(m) for m in history])
         return memory
 
+
+#: The options a memory also has as fields of its own (``memory.top_k``...), which may be
+#: changed after it opens: ``memory.settings`` reads them from the memory. Live objects
+#: (the llm, the tokenizer) stay as given to from_defaults.
+_SHARED_FIELDS = tuple(
+    name for name, field in MemorySettings.model_fields.items()
+    if name in ComposableMemory.model_fields and not field.exclude
+)

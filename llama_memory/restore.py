@@ -22,9 +22,8 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.memory.types import BaseMemory
 
-from .buffer import DEFAULT_TOKEN_LIMIT
 from .errors import LlamaMemoryError, RestoreWarning
-from .sources.base import ProfileHolder, TripleHolder
+from .settings import MemorySettings, check_formation, qualified_name
 
 if TYPE_CHECKING:
     from .memory import ComposableMemory
@@ -36,6 +35,7 @@ __all__ = [
     "embedding_from_dict",
     "embedding_to_dict",
     "import_class",
+    "live_markers",
     "memory_to_dict",
     "primary_from_dict",
     "primary_to_dict",
@@ -98,11 +98,6 @@ def restore_hook_arguments(data: dict[str, Any]) -> dict[str, Any]:
             f"None, not {type(given).__name__}"
         )
     return dict(given)
-
-
-def qualified_name(cls: type) -> str:
-    """``"module:QualName"`` of a class, the form :func:`import_class` reads."""
-    return f"{cls.__module__}:{cls.__qualname__}"
 
 
 def import_class(name: str, what: str, instead: str) -> type:
@@ -288,39 +283,41 @@ def restore_live_parts(config: dict[str, Any]) -> None:
 
 
 def memory_to_dict(memory: ComposableMemory) -> dict[str, Any]:
-    """The body of :meth:`ComposableMemory.to_dict`: the memory's configuration, with
-    markers for the live parts a dict cannot carry."""
-    primary: Any = "default" if memory._primary_default else primary_to_dict(memory.primary_memory)
-    profile: Any = False
-    for source in memory._sources:
-        if isinstance(source, ProfileHolder):
-            schema = source.schema
-            profile = qualified_name(schema) if schema is not None else True
-    data: dict[str, Any] = {
-        "class_name": memory.class_name(),
-        "user_id": memory.user_id,
-        "session_id": memory.session_id,
-        "tenant_id": memory.tenant_id,
-        "path": memory.path,
-        "memory_token_limit": memory.memory_token_limit,
-        "top_k": memory.top_k,
-        "insert_method": memory.insert_method,
-        "extract_every": memory.extract_every,
-        "min_relevance": memory.min_relevance,
-        "set_spread": memory.set_spread,
-        "extract_in": memory.extract_in,
-        "extract_after_quiet": memory.extract_after_quiet,
-        "formation_token_budget": memory.formation_token_budget,
-        "token_limit": getattr(memory.primary_memory, "token_limit", DEFAULT_TOKEN_LIMIT),
-        "primary": primary if primary is not None else "custom",
-        "sources": memory._source_kind,
-        "triples": any(isinstance(s, TripleHolder) for s in memory._sources),
-        "profile": profile,
-        **memory._config,
-    }
-    if memory.path is None and "store" not in memory._config and memory._primary_default:
+    """The body of :meth:`ComposableMemory.to_dict`: the memory's settings as data and
+    markers for the live parts a dict cannot carry; an in-memory conversation is carried
+    whole."""
+    settings = memory.settings
+    data = {"class_name": memory.class_name(), **settings.data(), **live_markers(memory, settings)}
+    if not settings.persistent and settings.primary_memory is None:
         data["chat_history"] = [m.model_dump(mode="json") for m in memory.get_all()]
     return data
+
+
+def live_markers(memory: ComposableMemory, settings: MemorySettings) -> dict[str, Any]:
+    """What ``to_dict`` writes of the settings' live objects: the primary memory and the
+    sources by kind ("default": rebuilt by from_defaults; "none"; "custom": asked for
+    again; a primary LlamaIndex can serialise, as data), the embedding model by class
+    and configuration, a PostgreSQL URL without its password, and for what cannot be
+    written down (an llm, a tokenizer function, a Chroma client, a pool) a marker that
+    makes :meth:`~llama_memory.memory.ComposableMemory.from_dict` ask for it."""
+    primary, sources = settings.primary_memory, settings.secondary_memory_sources
+    markers: dict[str, Any] = {
+        "primary": "default" if primary is None else primary_to_dict(memory.primary_memory) or "custom",
+        "sources": "default" if sources is None else "custom" if sources else "none",
+    }
+    if settings.embed_model is not None:
+        markers["embed_model"] = embedding_to_dict(settings.embed_model)
+    if settings.llm is not None:
+        markers["llm"] = {"qualified_name": qualified_name(type(settings.llm))}
+    if settings.tokenizer_fn is not None:
+        markers["tokenizer_fn"] = {"name": getattr(settings.tokenizer_fn, "__qualname__", "?")}
+    if settings.chroma_client is not None:
+        markers["chroma_client"] = {"qualified_name": qualified_name(type(settings.chroma_client))}
+    if isinstance(settings.store, str):
+        markers["store"] = settings.store
+    elif settings.store is not None:
+        markers["store"] = {"qualified_name": qualified_name(type(settings.store)), "url": getattr(memory._store, "url", None)}
+    return markers
 
 
 def restore_parts(config: dict[str, Any]) -> None:
@@ -363,7 +360,7 @@ def pickled_memory(memory: ComposableMemory) -> tuple[dict[str, Any], dict[str, 
 
     memory._check_open()
     data = memory_to_dict(memory)
-    if memory.path is None and "store" not in memory._config:
+    if not memory.settings.persistent:
         raise NotPicklableError(
             "cannot pickle an in-memory ComposableMemory (path=None): its store lives in this "
             "process, and a copy could not reach it. Give it a path= (or a PostgreSQL store=) "
@@ -381,8 +378,6 @@ def pickled_memory(memory: ComposableMemory) -> tuple[dict[str, Any], dict[str, 
                 f"cannot pickle a ComposableMemory on a {argument} object of the application's "
                 f"({data[key].get('qualified_name')}), a live connection" + _INSTEAD + f" ({argument}=...)"
             )
-    from .writing import check_formation
-
     try:
         check_formation(memory.llm, memory.extract_every, memory.extract_after_quiet, memory.extract_in)
     except ValueError as exc:  # restored without its llm: a copy could not be built so
@@ -398,7 +393,7 @@ def pickled_memory(memory: ComposableMemory) -> tuple[dict[str, Any], dict[str, 
     model = data.get("embed_model")
     if isinstance(model, dict) and "error" in model:
         live["embed_model"] = _picklable_part(
-            _embed_model_of(memory), f"its embedding model ({model['error']})", "embed_model"
+            memory.settings.embed_model, f"its embedding model ({model['error']})", "embed_model"
         )
     return data, live
 
@@ -423,12 +418,3 @@ def _picklable_part(value: Any, what: str, argument: str) -> Any:
             f"pickled ({exc})" + _INSTEAD + f" ({argument}=...)"
         ) from exc
     return value
-
-
-def _embed_model_of(memory: ComposableMemory) -> Any:
-    """The embedding model of the memory's sources (the one ``to_dict`` describes)."""
-    for source in memory._sources:
-        model = getattr(source, "embed_model", None)
-        if isinstance(model, BaseEmbedding):
-            return model
-    return None

@@ -40,6 +40,7 @@ from .messages import (
     message_time,
     role_name,
 )
+from .settings import check_formation as check_formation  # its old home
 from .sources.base import Stored
 from .storage.ports.jobs import Job
 from .types import Scope, StoredMessage, now
@@ -181,22 +182,6 @@ def new_messages(before: Sequence[ChatMessage], messages: Sequence[ChatMessage])
 # -- extraction passes ------------------------------------------------------------------
 
 
-def check_formation(llm: Any, extract_every: int, extract_after_quiet: float, extract_in: str) -> None:
-    """ValueError when automatic extraction is asked for and nothing would run it: a
-    memory that runs its passes itself (``extract_in="thread"``) needs an ``llm``;
-    with ``extract_in="worker"`` the worker processes bring theirs."""
-    if llm is not None or extract_in != "thread" or not (extract_every or extract_after_quiet):
-        return
-    asked = f"extract_every={extract_every}" if extract_every else f"extract_after_quiet={extract_after_quiet}"
-    raise ValueError(
-        f"{asked} asks for automatic extraction passes, but this memory has no llm to run "
-        "them: pass llm= (a LlamaIndex LLM), or extract_in='worker' when `llama-memory "
-        "worker` processes run the passes with an LLM of their own; without either, "
-        "leave extract_every and extract_after_quiet at 0 (memory.extract(llm=...) runs "
-        "a pass on demand)"
-    )
-
-
 def job_payload(memory: ComposableMemory) -> dict[str, Any]:
     """Whose pass a job is, and (for a worker process) how to open the memory: made
     once per scope (``to_dict()`` costs more than the rest of a put)."""
@@ -210,7 +195,7 @@ def job_payload(memory: ComposableMemory) -> dict[str, Any]:
         "session_id": memory.session_id,
         # A worker process rebuilds the sources from this (a memory on disk or in a
         # PostgreSQL store; an in-memory one has nothing a worker could open).
-        "memory": memory.to_dict() if memory.path is not None or "store" in memory._config else None,
+        "memory": memory.to_dict() if memory.settings.persistent else None,
     }
     memory._job_payload = (key, payload)
     return payload

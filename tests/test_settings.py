@@ -1,0 +1,120 @@
+"""Every option of a memory is one field of ``MemorySettings``: ``from_defaults`` takes the
+same names with the same defaults, checks them before anything opens, and ``to_dict`` is
+the settings' own data plus markers for live objects. Payloads written before the
+settings existed still restore."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import pickle
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+from pydantic import BaseModel, ValidationError
+
+from helpers import message_texts, user
+from llama_memory import ChatBuffer, ComposableMemory, MemorySettings, RestoreWarning
+from llama_memory.storage.sqlite import DB_FILENAME
+from scripted_llm import ScriptedLLM
+
+
+class Prefs(BaseModel):
+    """A profile schema importable by name (``test_settings:Prefs``)."""
+
+    diet: Optional[str] = None
+
+
+def test_from_defaults_takes_every_setting_with_the_same_default() -> None:
+    signature = inspect.signature(ComposableMemory.from_defaults).parameters
+    arguments = {n: p.default for n, p in signature.items() if p.kind is not p.VAR_KEYWORD}
+    del arguments["chat_history"]  # the conversation to start with, not a setting
+    fields = {n: f.default for n, f in MemorySettings.model_fields.items()}
+    assert arguments == fields
+
+
+def test_a_typo_names_the_closest_setting_and_a_bad_value_opens_nothing(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match=r"'top_kk'; did you mean 'top_k'\?"):
+        MemorySettings(top_kk=3)
+    with pytest.raises(ValidationError, match="min_relevance is a calibrated relevance"):
+        ComposableMemory.from_defaults(user_id="alice", path=tmp_path / "m", min_relevance=2.0)
+    with pytest.raises(ValidationError, match="(?s)top_k.*must be zero or more"):
+        ComposableMemory.from_defaults(user_id="alice", path=tmp_path / "m", top_k=-1)
+    assert not (tmp_path / "m").exists()  # refused before the store was created
+    with pytest.raises(ValidationError, match="frozen"):
+        MemorySettings().top_k = 3  # type: ignore[misc]
+
+
+def test_memory_settings_say_what_it_was_opened_with(tmp_path: Path, monkeypatch, embed_model) -> None:
+    monkeypatch.chdir(tmp_path)
+    memory = ComposableMemory.from_defaults(
+        user_id="alice", path="m", embed_model=embed_model, ttl=timedelta(minutes=2), top_k=4
+    )
+    try:
+        settings = memory.settings
+        assert settings.path == str(tmp_path / "m") and settings.session_id == memory.session_id
+        assert (settings.ttl, settings.top_k, settings.embed_model) == (120.0, 4, embed_model)
+        memory.top_k = 6  # a field of the memory too: the settings say its value now
+        assert memory.settings.top_k == memory.to_dict()["top_k"] == 6
+        data = memory.settings.data()
+        assert json.loads(json.dumps(data)) == data and "embed_model" not in data  # a live object
+        assert MemorySettings(**data).data() == data
+    finally:
+        memory.close()
+
+
+def test_a_payload_written_before_the_settings_restores(tmp_path: Path, embed_model) -> None:
+    # As ComposableMemory.to_dict wrote it until the settings had a model of their own.
+    first = ComposableMemory.from_defaults(
+        user_id="alice", session_id="s1", path=tmp_path, embed_model=embed_model, triples=True, profile=Prefs
+    )
+    first.put(user("I like green tea."))
+    first.close()
+    old = {
+        "class_name": "ComposableMemory", "user_id": "alice", "session_id": "s1", "tenant_id": "default",
+        "path": str(tmp_path), "memory_token_limit": 1500, "top_k": 7, "insert_method": "user",
+        "extract_every": 3, "min_relevance": 0.2, "set_spread": 1.3, "extract_in": "thread",
+        "extract_after_quiet": 0.0, "token_limit": 3000, "primary": "default", "sources": "default",
+        "triples": True, "profile": "test_settings:Prefs", "llm": {"qualified_name": "llama_memory.testing:ScriptedLLM"},
+        "ttl": 3600.0, "refresh_on_read": True,
+    }
+    with pytest.warns(RestoreWarning, match="extract_every=3 does nothing"):
+        restored = ComposableMemory.from_dict(old, embed_model=embed_model)
+    try:
+        assert [s.name for s in restored.sources] == ["vector", "profile", "triples"]
+        assert restored.profile.schema is Prefs and restored.source("vector").expiry.ttl == 3600.0
+        assert (restored.top_k, restored.insert_method, restored.extract_every) == (7, "user", 3)
+        assert restored.get_all()[-1].content == "I like green tea."
+        assert message_texts(restored.search("tea", k=2)) == ["I like green tea."]
+    finally:
+        restored.close()
+
+    in_memory = {
+        "class_name": "ComposableMemory", "user_id": None, "session_id": "s2", "tenant_id": "default",
+        "path": None, "memory_token_limit": 1500, "top_k": 10, "insert_method": "system", "extract_every": 0,
+        "min_relevance": 0.4, "set_spread": 1.3, "extract_in": "thread", "extract_after_quiet": 0.0,
+        "token_limit": 900, "primary": "default", "sources": "none", "triples": False, "profile": False,
+        "chat_history": [{"role": "user", "additional_kwargs": {}, "blocks": [{"block_type": "text", "text": "Hi."}]}],
+    }
+    again = ComposableMemory.from_dict(in_memory)
+    assert isinstance(again.primary_memory, ChatBuffer) and again.primary_memory.token_limit == 900
+    assert [m.content for m in again.get_all()] == ["Hi."] and again.sources == []
+
+
+def test_a_copy_carries_the_settings(tmp_path: Path, embed_model: Any) -> None:
+    memory = ComposableMemory.from_defaults(
+        user_id="alice", path=tmp_path, embed_model=embed_model, llm=ScriptedLLM([]), extract_every=2,
+        set_spread=2.0, triples=True,
+    )
+    try:
+        copy = pickle.loads(pickle.dumps(memory))
+        try:
+            assert copy.settings.data() == memory.settings.data()
+            assert isinstance(copy.llm, ScriptedLLM)
+        finally:
+            copy.close()
+    finally:
+        memory.close()
+    assert (tmp_path / DB_FILENAME).is_file()
