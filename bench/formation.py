@@ -1,4 +1,4 @@
-"""put() and get() latency with background extraction due on every turn (issue 17).
+"""put() and get() latency with background extraction due on every turn.
 
 A scripted LLM that sleeps 2 s per call answers every extraction pass; ``put()`` queues
 the pass and returns, a worker thread runs it. Compared with the same puts without

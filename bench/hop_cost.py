@@ -1,4 +1,4 @@
-"""What the second hop costs a ``get()``, measured in one process (issue 16's latency target).
+"""What the second hop costs a ``get()``, measured in one process.
 
 One LoCoMo conversation's store is built as ``bench.locomo`` builds it; then each
 question is asked with the hop off (``hop_weight=0``) and on (``--weight``), the order

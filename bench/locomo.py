@@ -29,7 +29,7 @@ The protocol is DESIGN.md section 6. For each conversation (one LoCoMo sample):
   turns it quotes (a sentence of theirs is in it), so a summary never scores for turns
   it does not show.
 * **ours-no-salience** (ablation, only when named): ``ours`` ranked by the match alone
-  (``NO_SALIENCE``: no importance and recency terms, the ranking before issue 17).
+  (``NO_SALIENCE``: no importance and recency terms, the ranking without them).
 
 What a record is: the baselines return one turn per record. ``ours`` returns
 excerpts (``llama_memory.excerpts``): a record may carry several consecutive turns

@@ -1,4 +1,4 @@
-"""The async PostgreSQL path (issue 15, point 3): ``python -m bench.pg_async``.
+"""The async PostgreSQL path: ``python -m bench.pg_async``.
 
 One process, one event loop, serving ``aget(input)`` for N users at once (concurrency
 1, 4, 16: N coroutines, each looping over its own user's memory) for ``--seconds``

@@ -1,4 +1,4 @@
-"""Where one ``get(input=...)`` on PostgreSQL spends its time (issue 15, point 9): the
+"""Where one ``get(input=...)`` on PostgreSQL spends its time: the
 query embedding, each store statement (by the action name the store gives it: "search
 text", "search vectors", "count word matches", ...) and the rest (composition in
 Python), as medians over ``--gets`` calls.

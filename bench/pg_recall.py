@@ -1,5 +1,5 @@
 """Recall and latency of per-user vector search on PostgreSQL: HNSW with iterative scan
-against exact search (issue 15, point 2).
+against exact search.
 
 It loads ``--rows`` synthetic vectors (384 dimensions, clustered like sentence
 embeddings: each a random topic centre plus noise, normalised) into the dense index's

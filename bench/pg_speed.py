@@ -1,4 +1,4 @@
-"""SQLite and PostgreSQL side by side (issue 15, point 9): ``python -m bench.speed
+"""SQLite and PostgreSQL side by side: ``python -m bench.speed
 --backend sqlite,postgres`` runs this module (``bench.speed`` alone keeps its SQLite
 comparison with LlamaIndex's memories).
 

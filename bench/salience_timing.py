@@ -1,4 +1,4 @@
-"""Focused timing of get() with and without issue 17's hot-path additions: noting the
+"""Focused timing of get() with and without the hot-path additions of importance and recency: noting the
 records a block shows (``llama_memory.usage``) and the importance and recency rerank
 (``llama_memory.retrieval.salience``), modes alternated, on one store of 500 messages.
 

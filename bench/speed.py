@@ -68,7 +68,7 @@ Optional modes, after the per-turn comparison:
   the timing), for every memory; stock stops at the build cap and its rate is taken
   over the messages it reached;
 * ``--plot PATH``: a PNG of get() median latency against history length (log y);
-* ``--hop-weight W``: ours with the second hop at weight ``W`` (0: off; issue 16's
+* ``--hop-weight W``: ours with the second hop at weight ``W`` (0: off; the
   latency target compares the two).
 
 Run::

@@ -1,4 +1,4 @@
-"""Recent changes the memory block points out (issue 17, point 4): when a fact's value
+"""Recent changes the memory block points out: when a fact's value
 replaced another one lately ("lives in Lisbon" after "Porto"), the block says so, once
 per fact, so the agent can check with the user rather than trust either value blindly.
 Shared by the triple and the profile sources' renderings."""

@@ -1,4 +1,4 @@
-"""Memory formation off the hot path (issue 17): extraction passes run as jobs.
+"""Memory formation off the hot path: extraction passes run as jobs.
 
 When extraction falls due, ``put()`` queues an ``"extract"`` job in the same
 transaction as the messages (the store's :class:`~llama_memory.storage.ports.jobs.JobQueue`).

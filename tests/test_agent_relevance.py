@@ -1,4 +1,4 @@
-"""Relevance inside an agent run (issue 16): a FunctionAgent stores the user's message
+"""Relevance inside an agent run: a FunctionAgent stores the user's message
 before it asks the memory, so the message is in the store when the block is built. It
 must not be its own evidence: a question about things never said still injects no
 retrieved records, a related question and a request that needs a stated preference

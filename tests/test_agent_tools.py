@@ -1,6 +1,6 @@
-"""``memory.tools()`` act for the memory of the agent run that calls them (issue 13,
-point 2): one agent built once with Alice's tools serves Alice and Bob at the same
-time, each run writing into its own user's memory. Real agents driven by a scripted
+"""``memory.tools()`` act for the memory of the agent run that calls them: one agent
+built once with Alice's tools serves Alice and Bob at the same time, each run writing
+into its own user's memory. Real agents driven by a scripted
 LLM, real SQLite and Chroma, the real offline embedding model.
 """
 

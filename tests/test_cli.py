@@ -283,7 +283,7 @@ def test_explain_prints_exactly_the_block_get_injects(
     assert [r["id"] for r in explained["records"]] == [r.id for r in block.records]
     assert explained["token_count"] == block.token_count <= explained["token_limit"] == 1500
     assert explained["dropped_duplicates"] == 0 and explained["dropped_for_budget"] == 0
-    # Records below min_relevance (issue 16) are the only ones left out, and explain
+    # Records below min_relevance are the only ones left out, and explain
     # lists the same ones, with the same reason.
     assert [(i["reason"], i["record"]["id"]) for i in explained["left_out"]] == [
         (i.reason, i.record.id) for i in block.left_out

@@ -1,4 +1,4 @@
-"""Episodic memory (issue 17, point 5): session summaries as records with provenance,
+"""Episodic memory: session summaries as records with provenance,
 found like messages, one current per session, standing in for excerpts in a tight
 block; offline (extractive) and as the formation pass's "summary" part."""
 

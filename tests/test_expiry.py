@@ -117,7 +117,7 @@ def test_refresh_on_read_keeps_what_is_used_alive(open_memory, clock: Clock) -> 
         refreshed.get(input="what bike do I ride?")  # the message itself is in the window,
         shown = refreshed.last_block.records
         # The profile's "bike: Brompton" is the triple's fact in fewer words: shown once,
-        # on the triple, with the profile's provenance (issue 16).
+        # on the triple, with the profile's provenance.
         also = {a["source"] for r in shown for a in r.metadata.get("also_in", [])}
         assert ({r.source for r in shown}, also) == ({"triples"}, {"profile"}), step
         assert "My bike is a green Brompton" in texts(refreshed.search("bike", k=5))  # so search

@@ -1,4 +1,4 @@
-"""Memory formation off the hot path (issue 17): passes queued by put() as jobs, run by a
+"""Memory formation off the hot path: passes queued by put() as jobs, run by a
 worker thread or worker processes, applied once (persisted cursor, compare-and-set)."""
 
 from __future__ import annotations
@@ -231,7 +231,7 @@ def test_forget_deletes_the_users_extraction_cursors_and_no_one_elses(tmp_path: 
         bob.close()
 
 
-# -- one structured LLM call per pass (issue 17, point 3) ------------------------------------
+# -- one structured LLM call per pass ------------------------------------
 
 
 class Notes(MemorySource):
@@ -353,7 +353,7 @@ def test_a_text_llm_answers_one_json_object_alone_fenced_or_in_prose(tmp_path: P
         memory.close()
 
 
-# -- retraction and conflict (issue 17, point 4) ----------------------------------------------
+# -- retraction and conflict ----------------------------------------------
 
 
 def test_a_retraction_ends_the_triple_and_keeps_its_history(tmp_path: Path, embed_model: Any) -> None:
@@ -411,7 +411,7 @@ def test_the_block_shows_the_value_a_recent_change_replaced(tmp_path: Path, embe
         memory.close()
 
 
-# -- debounce (issue 17, point 1) -----------------------------------------------------------
+# -- debounce -----------------------------------------------------------
 
 
 def test_a_burst_of_puts_makes_one_pass_after_the_quiet(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The second hop (issue 16, multi-hop): what the best hit names leads to other sessions."""
+"""The second hop: what the best hit names leads to other sessions."""
 
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ def test_the_hop_searches_once_for_every_seeds_link_words() -> None:
     second_hop(QUESTION, [("a", 0.9), ("b", 0.8), ("c", 0.7)], texts,
                lambda words: (1000, {w: 2 for w in words}), search,
                lambda ids: {"linked": LINKED}, weight=0.5)
-    assert len(searched) == 1  # one search per seed cost three times as much (issue 16)
+    assert len(searched) == 1  # one search per seed cost three times as much
     assert all(w in searched[0].split() for w in ("rainbow", "oboe", "yoga"))
 
 

@@ -1,4 +1,4 @@
-"""Procedural memory (issue 17 point 6): the standing instructions the assistant follows
+"""Procedural memory: the standing instructions the assistant follows
 for a user, through a whole memory on real storage: shown first in the block, worded as
 instructions, outside the retrieval budget and whatever the query; written only by the
 API, the ``update_instructions`` tool (a real FunctionAgent driven by the scripted LLM)

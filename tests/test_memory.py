@@ -104,7 +104,7 @@ def test_window_content_is_not_injected_again(make_memory) -> None:
     assert block_of(messages) == ""
     assert messages == memory.get_all()
     # Stored and found, but left out: the window shows it (the vector source leaves the
-    # window's own messages out of a get(), issue 16).
+    # window's own messages out of a get()).
     assert any("pizza" in r.text for r in memory.search("pizza"))
 
 

@@ -1,5 +1,5 @@
 """``bench.pg_recall --data real``: recall of per-user HNSW search on the offline
-model's embeddings of real-looking texts (issue 15, point 2), end to end on the test
+model's embeddings of real-looking texts, end to end on the test
 server at a small size (the published run: docs/benchmarks.md, "PostgreSQL")."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The ``llama-memory`` commands and :class:`MemoryAdmin` on a PostgreSQL store
-(``--store postgresql://...``), with the real server (issue 15). The commands run in
+(``--store postgresql://...``), with the real server. The commands run in
 this process (``cli.main``): the claims are about what they read and write, not about
 processes; tests/test_cli.py runs them as subprocesses on SQLite."""
 

@@ -1,4 +1,4 @@
-"""Real async behind ``aget``/``aput`` on PostgreSQL (issue 15, point 3): the sync
+"""Real async behind ``aget``/``aput`` on PostgreSQL: the sync
 pipeline runs on the event loop through llama_memory.asyncbridge, each statement
 awaited on psycopg's AsyncConnectionPool, with no thread per call. Real server (the
 ``postgres_url`` fixture), the real offline embedding model, real agents driven by

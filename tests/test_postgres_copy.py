@@ -1,4 +1,4 @@
-"""``llama-memory copy``: a SQLite memory directory moved into PostgreSQL (issue 15).
+"""``llama-memory copy``: a SQLite memory directory moved into PostgreSQL.
 Real SQLite + Chroma on one side, the real server (``postgres_url``) on the other."""
 
 from __future__ import annotations

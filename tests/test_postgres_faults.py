@@ -1,4 +1,4 @@
-"""Faults of the PostgreSQL backend (issue 15, point 8), on a real server of the test's
+"""Faults of the PostgreSQL backend, on a real server of the test's
 own (bench/postgres_server.py), since it is killed:
 
 - the server killed with SIGKILL mid-run and restarted on the same data and port:

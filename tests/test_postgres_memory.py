@@ -1,6 +1,6 @@
 """A whole memory on PostgreSQL: ``ComposableMemory.from_defaults(store=...)`` keeps
 chat logs, records, vectors (pgvector), profile, triples and jobs in one database,
-shared by memory objects in other processes (issue 15). Real server: the
+shared by memory objects in other processes. Real server: the
 ``postgres_url`` fixture (a new database on a throwaway PostgreSQL with pgvector)."""
 
 from __future__ import annotations

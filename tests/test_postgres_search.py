@@ -1,4 +1,4 @@
-"""PostgreSQL's full-text search at speed (issue 15, point 9): the rank cap keeps a
+"""PostgreSQL's full-text search at speed: the rank cap keeps a
 large user's best rows, and the full-text indexes keep no pending list to scan."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Per-user vector search on PostgreSQL (issue 15, point 2): users above the threshold
+"""Per-user vector search on PostgreSQL: users above the threshold
 are searched through the HNSW index with iterative scan, re-sorted, and return as many
 rows as asked, with recall >= 0.95 against exact search, and only their own rows.
 Real server (``postgres_url``); the threshold is forced low so a few thousand rows do."""

@@ -1,4 +1,4 @@
-"""Many workers on one PostgreSQL memory (issue 15, point 7): four processes with no
+"""Many workers on one PostgreSQL memory: four processes with no
 shared local file (each its own working directory, ``store=URL`` only) serve, as four
 app servers behind a load balancer without sticky sessions, interleaved turns of the
 same users and sessions. Then: every acknowledged message is stored exactly once, each

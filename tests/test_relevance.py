@@ -1,4 +1,4 @@
-"""Relevance (issue 16): absolute scores, small talk, refers-back queries, each fact once."""
+"""Relevance: absolute scores, small talk, refers-back queries, each fact once."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Importance and recency in the ranking (issue 17, point 7), and the batched record of
+"""Importance and recency in the ranking, and the batched record of
 which records a block showed (their last_used)."""
 
 from __future__ import annotations

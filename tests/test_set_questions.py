@@ -1,4 +1,4 @@
-"""Questions that ask for a set (issue 16, multi-hop): more records, from more sessions."""
+"""Questions that ask for a set: more records, from more sessions."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The topic query of a question that asks for a set (issue 16, multi-hop): its topic
+"""The topic query of a question that asks for a set: its topic
 alone (the question without the names it mentions), searched by meaning."""
 
 from __future__ import annotations

@@ -533,7 +533,7 @@ async def test_agent_saves_knowledge_in_one_session_and_recalls_it_in_the_next(o
     assert memory_block.index("Alice — has friend — John") < memory_block.index(
         "My friend John likes pizza"  # in an excerpt: "user: My friend John likes pizza\n..."
     )
-    # "John likes pizza" is shown once (issue 16): the message says more than the
+    # "John likes pizza" is shown once: the message says more than the
     # triple, so it is kept, with the triple's provenance.
     assert "John — likes — pizza" not in memory_block
     shown = next(r for r in later.last_block.records if r.source == "vector")

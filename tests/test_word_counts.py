@@ -1,7 +1,7 @@
 """Word match counts (what an idf needs) are the user's own and stay cheap in a large
 store: remembered until the user's records grow by a tenth; on PostgreSQL counted through
 an index of each user's own words (on a sample of a large user's rows), never a walk of a
-million rows per get() (issue 15, point 9)."""
+million rows per get()."""
 
 from __future__ import annotations
 

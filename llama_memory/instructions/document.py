@@ -1,5 +1,5 @@
 """The :class:`Instructions` object: a user's instructions, read and changed through
-the API, the agent tool and a formation pass (the pass part contract of issue 17)."""
+the API, the agent tool and a formation pass (the contract of a formation pass part)."""
 
 from __future__ import annotations
 

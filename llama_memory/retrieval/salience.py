@@ -1,4 +1,4 @@
-"""Importance and recency: what, besides relevance, ranks a record (issue 17, point 7).
+"""Importance and recency: what, besides relevance, ranks a record.
 
 A source's ranking is by how well a record matches the query. Two small terms are
 added to it, so that among records that match about as well the one that matters more,

@@ -1,4 +1,4 @@
-"""Episodic memory (issue 17, point 5): one current summary per session, kept as a record
+"""Episodic memory: one current summary per session, kept as a record
 of the vector source, so it is found like the messages it sums up.
 
 A summary is a record of the vector source with no role, ``metadata["kind"] ==

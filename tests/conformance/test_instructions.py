@@ -1,4 +1,4 @@
-"""Conformance of the instructions document (procedural memory, issue 17 point 6):
+"""Conformance of the instructions document (procedural memory):
 the profile rows port with document ``"instructions"``, driven through
 ``llama_memory.instructions.Instructions`` on real storage, once per backend.
 
@@ -32,7 +32,7 @@ def instructions(backend: Backend, scope: Scope = ALICE) -> Instructions:
 
 
 def window(scope: Scope = ALICE, message_ids: tuple[str, ...] = ("m1", "", "m3")) -> Any:
-    """What a formation pass read (the PassWindow of issue 17's pass, hand-made)."""
+    """What a formation pass read (the PassWindow of the formation pass, hand-made)."""
     return SimpleNamespace(scope=scope, messages=[], message_ids=list(message_ids), now=5_000.0)
 
 

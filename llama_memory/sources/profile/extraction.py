@@ -1,4 +1,4 @@
-"""The profile as a part of a formation pass (issue 17): what the pass asks for under
+"""The profile as a part of a formation pass: what the pass asks for under
 the ``"profile"`` key, how the answer is validated, and how it is applied."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Knowledge triples as a part of a formation pass (issue 17): what the pass asks
+"""Knowledge triples as a part of a formation pass: what the pass asks
 for under the ``"triples"`` key, how the answer is validated, and how new and
 retracted triples are written."""
 

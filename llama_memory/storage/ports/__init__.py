@@ -39,8 +39,7 @@ __all__ = [
     "VectorCopies",
     "VectorIndex",
 ]
-# Ports of the triple timeline (issue 14, part T) and of profile rows (part P) are
-# imported below, one line each.
+# Ports of the triple timeline and of profile rows, imported below, one line each.
 from .profile import ProfileChange, ProfileRows, ProfileValue, ProfileWrite  # noqa: E402
 from .triples import (  # noqa: E402
     NewTriple,

@@ -1,4 +1,4 @@
-"""The job queue port: durable work items (background memory formation, issue 17),
+"""The job queue port: durable work items (background memory formation),
 claimed by one worker at a time under a lease, acknowledged or retried."""
 
 from __future__ import annotations

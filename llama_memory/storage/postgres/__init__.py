@@ -1,5 +1,5 @@
 """The PostgreSQL backend: the system of record in one PostgreSQL database with
-pgvector, shared by every worker on every machine (issue 15).
+pgvector, shared by every worker on every machine.
 
 Install it with ``pip install 'llama-memory[postgres]'``. :class:`PostgresStore`
 implements every port of :mod:`llama_memory.storage.ports` (the ``Storage`` facade);

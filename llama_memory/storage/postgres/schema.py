@@ -249,14 +249,14 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # The HNSW indexes are not created here: they need the embedding dimension,
         # which only the first vector written tells (PgVectorIndex.ensure_hnsw).
     ),
-    # 5 (issue 17, importance and recency): how much a record matters (0..1, set by a
+    # 5 (importance and recency): how much a record matters (0..1, set by a
     # formation pass; NULL: judged from simple signals at ranking time) and when it was
     # last shown in a memory block (epoch seconds; NULL: never).
     (
         "ALTER TABLE records ADD COLUMN importance double precision",
         "ALTER TABLE records ADD COLUMN last_used double precision",
     ),
-    # 6 (issue 15, point 9): the full-text indexes take each row as it is written. With
+    # 6: the full-text indexes take each row as it is written. With
     # GIN's default fastupdate, new rows wait in a pending list (up to 4 MB) that every
     # search of a word scans whole until a vacuum merges it: after a few thousand
     # messages, counting 15 words took 15 ms instead of 1. A write pays a little more.
@@ -266,7 +266,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "SELECT gin_clean_pending_list('records_tsv'::regclass)",
         "SELECT gin_clean_pending_list('triples_tsv'::regclass)",
     ),
-    # 7 (issue 15, point 9): the words of each user's records, keyed by the user. A
+    # 7: the words of each user's records, keyed by the user. A
     # search or a word count of one user among a million records read the user's rows
     # and tested each (records_tsv's posting list of a common word holds every user's
     # rows: 124,000 of 1M); through these keys it reads only the user's rows that hold

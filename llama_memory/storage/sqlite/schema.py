@@ -84,7 +84,7 @@ MIGRATIONS: tuple[str, ...] = (
         DELETE FROM record_vectors WHERE id = old.id;
     END;
     """,
-    # 5 (issue 17, importance and recency): how much a record matters (0..1, set by a
+    # 5 (importance and recency): how much a record matters (0..1, set by a
     # formation pass; NULL: judged from simple signals at ranking time) and when it was
     # last shown in a memory block (epoch seconds; NULL: never).
     """
