@@ -316,7 +316,7 @@ def live_markers(memory: ComposableMemory, settings: MemorySettings) -> dict[str
     if isinstance(settings.store, str):
         markers["store"] = settings.store
     elif settings.store is not None:
-        markers["store"] = {"qualified_name": qualified_name(type(settings.store)), "url": getattr(memory._store, "url", None)}
+        markers["store"] = {"qualified_name": qualified_name(type(settings.store)), "url": getattr(memory.runtime.store, "url", None)}
     return markers
 
 
@@ -358,7 +358,7 @@ def pickled_memory(memory: ComposableMemory) -> tuple[dict[str, Any], dict[str, 
     where this one does, or not exist."""
     from .errors import NotPicklableError
 
-    memory._check_open()
+    memory.runtime.check_open()
     data = memory_to_dict(memory)
     if not memory.settings.persistent:
         raise NotPicklableError(
