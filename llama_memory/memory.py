@@ -21,7 +21,7 @@ from .arguments import messages_arg, not_a_message, parameters, reject_unknown
 from .compose import MemoryBlock
 from .config import DENSE_COLLECTIONS as DENSE_COLLECTIONS  # re-exported: their old home
 from .config import VECTOR_COLLECTION as VECTOR_COLLECTION
-from .config import build_memory, check_restorable
+from .config import build_memory
 from .config import default_vector_source as default_vector_source
 from .config import resolve_embed_model as resolve_embed_model
 from .defaults import DEFAULT_MEMORY_TOKEN_LIMIT as DEFAULT_MEMORY_TOKEN_LIMIT
@@ -32,14 +32,7 @@ from .expiry import TTL
 from .instructions import Instructions
 from .instrumentation import dispatcher
 from .relevance import DEFAULT_MIN_RELEVANCE
-from .restore import (
-    memory_to_dict,
-    pickled_memory,
-    restore_hook_arguments,
-    restore_live_parts,
-    restore_parts,
-    unpickle_memory,
-)
+from .restore import memory_from_dict, memory_to_dict, pickled_memory, unpickle_memory
 from .runtime import Runtime
 from .set_questions import SET_SPREAD
 from .settings import (
@@ -755,25 +748,7 @@ class ComposableMemory(BaseMemory):
             RestoreWarning: the memory had an ``llm`` or a custom ``tokenizer_fn`` and
                 none was given: extraction is off, tokens are counted by the default.
         """
-        config = {**data, **restore_hook_arguments(data), **kwargs}
-        config.pop("class_name", None)
-        restore_parts(config)
-        llm_left_behind = isinstance(config.get("llm"), dict)
-        restore_live_parts(config)
-        # Restored without its llm (the RestoreWarning says extraction is off): the
-        # memory keeps its formation settings, for to_dict and a later restore with an
-        # llm, without the ValueError a new memory built that way gets.
-        idle = {k: config.pop(k) for k in ("extract_every", "extract_after_quiet") if k in config} if (
-            llm_left_behind and config.get("extract_in", "thread") == "thread"
-        ) else {}
-        check_restorable(config.get("path"))
-        history = config.pop("chat_history", None)
-        memory = cls.from_defaults(**config)
-        for name, value in idle.items():
-            setattr(memory, name, value)
-        if history and not memory.settings.persistent:
-            memory.primary_memory.set([ChatMessage.model_validate(m) for m in history])
-        return memory
+        return memory_from_dict(cls, data, kwargs)
 
 
 #: The options a memory also has as fields of its own (``memory.top_k``...), which may be
