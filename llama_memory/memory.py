@@ -127,7 +127,9 @@ class ComposableMemory(BaseMemory):
         super().__init__(**data)
 
     def model_post_init(self, __context: Any) -> None:
-        """Wrap LlamaIndex memories given as secondary sources so all speak one protocol."""
+        """Wrap LlamaIndex memories given as secondary sources so all speak one protocol,
+        and build the runtime the pipelines work on (with no store: ``build_memory``
+        attaches one)."""
         # Built by hand: the parts were given as live objects; the fields say the rest.
         settings = MemorySettings(
             primary_memory=self.primary_memory,
