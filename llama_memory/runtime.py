@@ -206,7 +206,3 @@ class Runtime:
         its tool's holder in a run's memory here."""
         holders: list[Any] = [s for s in self.sources if isinstance(s, WithTools)]
         return holders if self.instructions is None else [*holders, self.instructions]
-
-    def conversation(self) -> list[ChatMessage]:
-        """Every message of this conversation (the primary memory's ``get_all``)."""
-        return self.primary.get_all()
