@@ -14,7 +14,7 @@ import time
 
 from llama_index.core.base.llms.types import ChatMessage
 
-from llama_memory import ComposableMemory, composer
+from llama_memory import ComposableMemory, read
 from llama_memory.embeddings import OfflineEmbedding
 from llama_memory.retrieval.salience import NO_SALIENCE, Salience
 
@@ -43,27 +43,27 @@ def main(rounds: int = 4) -> dict[str, list[float]]:
     questions = [f"what did I say about topic {i}?" for i in range(37)]
     for question in questions:  # warm up: the query embeddings are cached
         memory.get(question)
-    real_log = composer.usage_log
+    real_log = read.usage_log
     times: dict[str, list[float]] = {mode: [] for mode in MODES}
     try:
         for _ in range(rounds):
             for mode in MODES:
                 source.salience = Salience() if mode in ("after", "salience only") else NO_SALIENCE
                 use_log = mode in ("after", "usage only")
-                composer.usage_log = real_log if use_log else (lambda memory: NoUsage())  # type: ignore[assignment,return-value]
+                read.usage_log = real_log if use_log else (lambda memory: NoUsage())  # type: ignore[assignment,return-value]
                 for question in questions:
                     started = time.perf_counter()
                     memory.get(question)
                     times[mode].append((time.perf_counter() - started) * 1000)
     finally:
-        composer.usage_log = real_log
+        read.usage_log = real_log
     print(f"load average {os.getloadavg()}")
     for mode, values in times.items():
         values.sort()
         print(f"{mode:14} get() ms median {statistics.median(values):.2f} "
               f"p95 {values[int(len(values) * 0.95)]:.2f} n {len(values)}")
     started = time.perf_counter()
-    written = memory._usage.write() if memory._usage is not None else 0
+    written = memory.runtime.usage.write() if memory.runtime.usage is not None else 0
     print(f"one write of {written} noted ids: {(time.perf_counter() - started) * 1000:.2f} ms")
     memory.close()
     return times

@@ -357,7 +357,7 @@ class MemoryAdmin:
         )
         # The user's instructions head every block the application's memory builds:
         # explain() must show them too.
-        memory._instructions = open_instructions(self.store, scope)
+        memory.runtime.instructions = open_instructions(self.store, scope)
         return memory
 
     # -- listing ----------------------------------------------------------------------

@@ -109,9 +109,10 @@ class RunMemoryTool(FunctionTool):
         worker thread otherwise (:func:`~llama_memory.asyncbridge.run_io`)."""
         ctx = kwargs.pop(CTX_PARAM, None)
         memory = self._origin if ctx is None else await _run_memory(ctx, self._origin)
-        # A run's memory that is not one of ours has neither: _call_for says what is wrong.
-        locks, store = getattr(memory, "_loop_locks", None) or LoopLocks(), getattr(memory, "_store", None)
-        return await run_io(locks, store, self._call_for, memory, args, kwargs)
+        if isinstance(memory, self._host):
+            return await memory.runtime.run(self._call_for, memory, args, kwargs)
+        # A run's memory that is not one of ours: _call_for says what is wrong.
+        return await run_io(LoopLocks(), None, self._call_for, memory, args, kwargs)
 
     def _run(self, ctx: Optional[Context] = None, **kwargs: Any) -> Any:
         return self.call(ctx=ctx, **kwargs).raw_output
@@ -122,7 +123,7 @@ class RunMemoryTool(FunctionTool):
     def _call_for(self, memory: Any, args: tuple, kwargs: dict[str, Any]) -> ToolOutput:
         tool = self._tool_of(memory)
         # Serialised with the memory's own calls, as memory.add_triples() and the like are.
-        with memory._lock:
+        with memory.runtime.lock:
             return tool.call(*args, **kwargs)
 
     def _tool_of(self, memory: Any) -> AsyncBaseTool:
@@ -138,7 +139,7 @@ class RunMemoryTool(FunctionTool):
                 f"user_id=..., ...) (a memory with a {self._source.name!r} source)."
             )
         # The sources, and what else offers tools (the user's instructions).
-        holders = memory._tool_holders()
+        holders = memory.runtime.tool_holders()
         source: Optional[ToolHolder] = next(
             (s for s in holders if type(s) is type(self._source) and s.name == self._source.name),
             None,

@@ -44,7 +44,7 @@ from llama_index.core.bridge.pydantic import BaseModel, Field, PrivateAttr, fiel
 from llama_index.core.memory.memory import BaseMemoryBlock
 from llama_index.core.utils import get_tokenizer
 
-from . import composer
+from . import read
 from .arguments import parameters, reject_unknown
 from .compose import BLOCK_INTRO, MemoryBlock, render_instructions, render_item
 from .memory import ComposableMemory
@@ -254,7 +254,8 @@ class MemoryBlocks(BaseModel):
         if shown is not None and shown.key == key and taker not in shown.taken:
             shown.taken.add(taker)
             return memory, shown.block
-        block = await memory._run(composer.block_for_window, memory, list(messages))
+        runtime = memory.runtime
+        block = await runtime.run(read.block_for_window, runtime, list(messages))
         self._shown[memory.session_id] = _Shown(key, block, {taker})
         return memory, block
 

@@ -26,6 +26,7 @@ from .buffer import ChatBuffer
 from .errors import StorageError
 from .formation import warm_up
 from .instructions import Instructions
+from .maintenance import reconcile
 from .settings import MemorySettings
 from .sources.base import ProfileHolder, TripleHolder
 from .sources.dimension import forget_embedding_model
@@ -130,7 +131,7 @@ def build_memory(cls: type[M], settings: MemorySettings, history: Sequence[ChatM
             **{name: getattr(opened, name) for name in cls.model_fields if name in MemorySettings.model_fields},
             "primary_memory": primary_memory, "secondary_memory_sources": sources, "tokenizer_fn": tokenizer,
         })
-        memory._opened(
+        memory.runtime.attach(
             store,
             opened,
             # PostgreSQL: the vectors are rows that delete_user removed in its transaction.
@@ -154,7 +155,7 @@ def build_memory(cls: type[M], settings: MemorySettings, history: Sequence[ChatM
         # source). Missing vectors are flagged and embedded on the first read;
         # orphans are deleted at once. Other users: reconcile().
         try:
-            reports = memory._reconcile_sources(False, memory.scope)
+            reports = reconcile(memory.runtime, False, memory.scope)
         except Exception:
             memory.close()  # do not leave the store open behind a failed open
             raise
@@ -170,7 +171,7 @@ def build_memory(cls: type[M], settings: MemorySettings, history: Sequence[ChatM
     ):
         # The first pass's one-time Python work, paid here rather than by the worker
         # thread while put() and get() run (it holds the GIL): see docs/benchmarks.md.
-        warm_up(memory._pass_parts())
+        warm_up(memory.runtime.pass_parts())
     return memory
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Optional, Union, cast
@@ -16,33 +15,25 @@ from llama_index.core.memory.types import BaseMemory
 from llama_index.core.utils import get_tokenizer
 from pydantic import BaseModel
 
-from . import composer, maintenance, writing
+from . import maintenance, passes, read, write
 from .agents import RunMemoryTool, drops_leading_system_message
 from .arguments import messages_arg, not_a_message, parameters, reject_unknown
-from .asyncbridge import BridgeSafeRLock, LoopLocks, run_io
 from .compose import MemoryBlock
 from .config import DENSE_COLLECTIONS as DENSE_COLLECTIONS  # re-exported: their old home
 from .config import VECTOR_COLLECTION as VECTOR_COLLECTION
-from .config import build_memory, check_restorable
+from .config import build_memory
 from .config import default_vector_source as default_vector_source
 from .config import resolve_embed_model as resolve_embed_model
 from .defaults import DEFAULT_MEMORY_TOKEN_LIMIT as DEFAULT_MEMORY_TOKEN_LIMIT
 from .defaults import DEFAULT_TOKEN_LIMIT as DEFAULT_TOKEN_LIMIT
 from .defaults import DEFAULT_TOP_K as DEFAULT_TOP_K
-from .errors import LlamaMemoryError, MemoryClosedError
+from .errors import LlamaMemoryError
 from .expiry import TTL
-from .formation import FormationWorker, PassPart
 from .instructions import Instructions
-from .instrumentation import Stopwatch, dispatcher, retrieval_event
+from .instrumentation import dispatcher
 from .relevance import DEFAULT_MIN_RELEVANCE
-from .restore import (
-    memory_to_dict,
-    pickled_memory,
-    restore_hook_arguments,
-    restore_live_parts,
-    restore_parts,
-    unpickle_memory,
-)
+from .restore import memory_from_dict, memory_to_dict, pickled_memory, unpickle_memory
+from .runtime import Runtime
 from .set_questions import SET_SPREAD
 from .settings import (
     Count,
@@ -55,7 +46,7 @@ from .settings import (
     check_formation,
     setting_field,
 )
-from .sources.base import MemorySource, ProfileHolder, TripleHolder, WindowAware, WithTools
+from .sources.base import MemorySource, ProfileHolder, TripleHolder
 from .sources.base import Source as SourceProtocol
 from .sources.episodic import EpisodicMemory
 from .sources.llama_index import LlamaIndexMemorySource
@@ -63,10 +54,8 @@ from .sources.profile import ProfileSource
 from .sources.summarise import SUMMARY_SENTENCES
 from .sources.triples import KnowledgeTriple, TripleSource
 from .sources.vector import VectorSource
-from .storage.ports import Storage
 from .storage.reconcile import ReconcileReport
 from .types import MemoryRecord, Scope
-from .usage import UsageLog
 from .views import RecordList
 
 Source = Union[MemorySource, BaseMemory]
@@ -121,34 +110,9 @@ class ComposableMemory(BaseMemory):
     min_relevance: Relevance = setting_field("min_relevance")
     set_spread: Spread = setting_field("set_spread")
 
-    _sources: list[SourceProtocol] = PrivateAttr(default_factory=list)
-    _store: Optional[Storage] = PrivateAttr(default=None)
-    # Held by one thread or one bridged async call (aget/aput on PostgreSQL run as
-    # greenlets of the loop's thread, which a threading.RLock would not tell apart).
-    _lock: Any = PrivateAttr(default_factory=BridgeSafeRLock)
-    _loop_locks: LoopLocks = PrivateAttr(default_factory=LoopLocks)  # serialise async calls
-    _last_block: MemoryBlock = PrivateAttr(default_factory=MemoryBlock)
-    # The records shown in blocks, waiting to be written as their last_used (usage.py).
-    _usage: Optional[UsageLog] = PrivateAttr(default=None)
-    # How many retrieved records the window already showed at the last few get() calls:
-    # the next one asks for the most of them more than top_k (the window changes little
-    # between turns, and asking again costs a whole retrieval).
-    _window_overlaps: deque[int] = PrivateAttr(default_factory=lambda: deque(maxlen=4))
-    # What the memory was built with (from_defaults), resolved; see the settings property.
-    _settings: MemorySettings = PrivateAttr(default=None)  # type: ignore[assignment]
-    _closed: bool = PrivateAttr(default=False)
-    _warned_not_atomic: bool = PrivateAttr(default=False)
-    # Drops a (tenant, user)'s dense collections of every kind the default sources keep
-    # (forget()); set by config.build_memory, which knows where they are.
-    _drop_dense: Optional[Callable[[tuple[str, str]], None]] = PrivateAttr(default=None)
-    _user_turns_pending: int = PrivateAttr(default=0)  # user messages not yet extracted from
-    _extracted_upto: int = PrivateAttr(default=0)  # without a store: where extraction is
-    _worker: Optional[FormationWorker] = PrivateAttr(default=None)  # started by the first job
-    # The payload of this memory's extraction jobs, by scope (writing.job_payload).
-    _job_payload: Optional[tuple[tuple[Any, ...], dict[str, Any]]] = PrivateAttr(default=None)
-    # The user's standing instructions (procedural memory), in the store; set by
-    # config.build_memory when the memory has a user.
-    _instructions: Optional[Instructions] = PrivateAttr(default=None)
+    # The parts and the state the pipelines work on (read.py, write.py, passes.py,
+    # maintenance.py): built here, its store attached by config.build_memory.
+    _rt: Runtime = PrivateAttr(default=None)  # type: ignore[assignment]
 
     def __init__(self, **data: Any) -> None:
         """Build a memory from its fields (:meth:`from_defaults` is the usual way);
@@ -163,9 +127,11 @@ class ComposableMemory(BaseMemory):
         super().__init__(**data)
 
     def model_post_init(self, __context: Any) -> None:
-        """Wrap LlamaIndex memories given as secondary sources so all speak one protocol."""
+        """Wrap LlamaIndex memories given as secondary sources so all speak one protocol,
+        and build the runtime the pipelines work on (with no store: ``build_memory``
+        attaches one)."""
         # Built by hand: the parts were given as live objects; the fields say the rest.
-        self._settings = MemorySettings(
+        settings = MemorySettings(
             primary_memory=self.primary_memory,
             secondary_memory_sources=list(self.secondary_memory_sources),
             token_limit=getattr(self.primary_memory, "token_limit", DEFAULT_TOKEN_LIMIT),
@@ -178,10 +144,11 @@ class ComposableMemory(BaseMemory):
                     f"objects, not {type(s).__name__}"
                 )
         # A LlamaIndex memory is wrapped so that all speak the one source protocol.
-        self._sources = [
+        sources = [
             LlamaIndexMemorySource(s, f"{s.class_name()}#{i + 1}") if isinstance(s, BaseMemory) else s
             for i, s in enumerate(self.secondary_memory_sources)
         ]
+        self._rt = Runtime(self, sources, settings)
 
     @classmethod
     def class_name(cls) -> str:
@@ -348,22 +315,13 @@ class ComposableMemory(BaseMemory):
         settings = MemorySettings(**{k: v for k, v in given.items() if k in MemorySettings.model_fields})
         return build_memory(cls, settings, history)
 
-    def _opened(
-        self,
-        storage: Storage,
-        settings: MemorySettings,
-        *,
-        drop_dense: Callable[[tuple[str, str]], None],
-        instructions: Optional[Instructions] = None,
-    ) -> None:
-        """Attach what :func:`~llama_memory.config.build_memory` opened: the store (the
-        transaction port every write of a batch joins), the settings it was opened with
-        (resolved), how to drop a user's dense collections of every kind, and the
-        user's instructions."""
-        self._store = storage
-        self._settings = settings
-        self._instructions = instructions
-        self._drop_dense = drop_dense
+    @property
+    def runtime(self) -> Runtime:
+        """What this memory's pipelines work on (:class:`~llama_memory.runtime.Runtime`):
+        its store, sources, instructions, lock and the state kept between calls. For
+        the library's own modules (agent tools, memory blocks, the admin); an
+        application uses the memory's methods."""
+        return self._rt
 
     @property
     def settings(self) -> MemorySettings:
@@ -371,14 +329,14 @@ class ComposableMemory(BaseMemory):
         resolved: its session id, absolute path, embedding model. The fields it shares
         with this memory (``top_k``, ``min_relevance``...) say their current value."""
         shared = {name: getattr(self, name) for name in _SHARED_FIELDS}
-        return self._settings.model_copy(update=shared)
+        return self._rt.settings.model_copy(update=shared)
 
     # -- scope and sources ------------------------------------------------------------
 
     def __repr__(self) -> str:
         """Who, where and how much, in one line (pydantic's repr would print every
         field, the whole conversation among them)."""
-        if self._closed:
+        if self._rt.closed:
             messages = "closed"
         else:
             try:
@@ -388,7 +346,7 @@ class ComposableMemory(BaseMemory):
         return (
             f"ComposableMemory(user_id={self.user_id!r}, session_id={self.session_id!r}, "
             f"tenant_id={self.tenant_id!r}, path={self.path!r}, "
-            f"sources={[s.name for s in self._sources]!r}, messages={messages})"
+            f"sources={[s.name for s in self._rt.sources]!r}, messages={messages})"
         )
 
     def __str__(self) -> str:
@@ -396,11 +354,7 @@ class ComposableMemory(BaseMemory):
         return repr(self)
 
     def _check_open(self) -> None:
-        if self._closed:
-            raise MemoryClosedError(
-                "this memory is closed (close() was called): open a new one, e.g. "
-                "ComposableMemory.from_defaults(...) with the same path and ids"
-            )
+        self._rt.check_open()
 
     @property
     def scope(self) -> Scope:
@@ -410,22 +364,22 @@ class ComposableMemory(BaseMemory):
     @property
     def sources(self) -> list[SourceProtocol]:
         """The secondary sources (LlamaIndex memories wrapped as :class:`MemorySource`)."""
-        return list(self._sources)
+        return list(self._rt.sources)
 
     @property
     def last_block(self) -> MemoryBlock:
         """The memory block built by the latest ``get``, with what was left out and why."""
-        return self._last_block
+        return self._rt.last_block
 
     # -- reading ------------------------------------------------------------------------
 
     def source(self, name: str) -> SourceProtocol:
         """The secondary source called ``name`` (``"vector"``...); KeyError naming the
         available ones otherwise."""
-        for source in self._sources:
+        for source in self._rt.sources:
             if source.name == name:
                 return source
-        raise KeyError(f"no source named {name!r}; this memory has {[s.name for s in self._sources]}")
+        raise KeyError(f"no source named {name!r}; this memory has {[s.name for s in self._rt.sources]}")
 
     def tools(self) -> list[RunMemoryTool]:
         """Every source's agent tools (LlamaIndex ``FunctionTool``s): pass them to an
@@ -441,33 +395,9 @@ class ComposableMemory(BaseMemory):
         scope = self.scope
         return [
             RunMemoryTool(self, holder, tool, ComposableMemory)
-            for holder in self._tool_holders()
+            for holder in self._rt.tool_holders()
             for tool in holder.tools(scope)
         ]
-
-    def _pass_parts(self) -> list[Any]:
-        """What a formation pass asks about: the sources, the user's instructions (the
-        pass's ``"instructions"`` part) and the session's summary (``"summary"``, kept by
-        the vector source of past messages). These two ride on the pass's one structured
-        call made for another part (the profile, the triples): alone they never make a
-        call of their own, so a memory of user-supplied sources only keeps its sources'
-        own extraction and LLM calls as they were."""
-        parts: list[Any] = list(self._sources)
-        if not any(isinstance(s, PassPart) for s in parts):
-            return parts
-        if self._instructions is not None:
-            parts.append(self._instructions)
-        vector = next((s for s in self._sources if isinstance(s, VectorSource)), None)
-        if vector is not None and self.user_id is not None:  # the session's summary, episodic memory
-            parts.append(EpisodicMemory(vector))
-        return parts
-
-    def _tool_holders(self) -> list[Any]:
-        """What offers agent tools: the sources that have some, and the instructions
-        (``update_instructions``). A :class:`RunMemoryTool` finds its tool's holder in
-        a run's memory here."""
-        holders: list[Any] = [s for s in self._sources if isinstance(s, WithTools)]
-        return holders if self._instructions is None else [*holders, self._instructions]
 
     @dispatcher.span
     def get(self, input: Optional[str] = None, **kwargs: Any) -> list[ChatMessage]:
@@ -479,11 +409,7 @@ class ComposableMemory(BaseMemory):
                 retrieves.
             **kwargs: passed to the primary memory (e.g. ``initial_token_count``).
         """
-        return composer.get_messages(self, input, self.insert_method, **kwargs)
-
-    def _event_scope(self) -> dict[str, Any]:
-        """Whose memory, for the instrumentation events."""
-        return {"tenant_id": self.tenant_id, "user_id": self.user_id, "session_id": self.session_id}
+        return read.get(self._rt, input, self.insert_method, **kwargs)
 
     def get_all(self) -> list[ChatMessage]:
         """Every message of this conversation (the primary memory's ``get_all``)."""
@@ -499,7 +425,7 @@ class ComposableMemory(BaseMemory):
         merged round-robin; duplicates are dropped. Query-independent sources (the profile) are left out: they are not ranked
         by relevance; read them from the source (``memory.profile``).
         """
-        return composer.search_records(self, query, k)
+        return read.search(self._rt, query, k)
 
     @dispatcher.span
     def retrieve_from(
@@ -509,15 +435,7 @@ class ComposableMemory(BaseMemory):
         :class:`~llama_memory.instrumentation.MemoryRetrievalEvent` of its own); a
         ``WindowAware`` source (the vector source) leaves out the records
         whose normalised text is in ``shown`` (the window's own messages)."""
-        watch = Stopwatch()
-        if shown and isinstance(source, WindowAware):
-            records = source.retrieve_beside(query, scope, k, shown)
-        else:
-            records = source.retrieve(query, scope, k)
-        dispatcher.event(
-            retrieval_event(self._event_scope(), source.name, query, k, records, watch.elapsed_ms)
-        )
-        return records
+        return read.retrieve_one(self._rt, source, query, scope, k, shown)
 
     # -- writing ------------------------------------------------------------------------
 
@@ -532,7 +450,7 @@ class ComposableMemory(BaseMemory):
         """Add messages (one batch for the buffer and for each source). When an
         extraction pass falls due (``extract_every`` user turns), it is queued in the
         same transaction and runs in the background: ``put`` never waits for an LLM."""
-        writing.put_messages(self, messages)
+        write.put_messages(self._rt, messages)
 
     def flush(self, timeout: Optional[float] = None) -> None:
         """Wait until the queued extraction passes that may run now are done (for
@@ -549,7 +467,7 @@ class ComposableMemory(BaseMemory):
         (for ever without one). Without ``llm`` in thread mode nothing is queued and
         it returns at once.
         """
-        writing.flush(self, timeout)
+        passes.flush(self._rt, timeout)
 
     async def aflush(self, timeout: Optional[float] = None) -> None:
         """Async :meth:`flush`, in a worker thread on every store: it waits for the
@@ -567,7 +485,7 @@ class ComposableMemory(BaseMemory):
                 this pass moves).
             llm: default the memory's ``llm``.
         """
-        writing.extract(self, messages, llm)
+        passes.extract(self._rt, messages, llm)
 
     def add_triples(
         self,
@@ -582,7 +500,7 @@ class ComposableMemory(BaseMemory):
         :meth:`TripleSource.add_triples`), kept ``ttl`` (seconds or a timedelta;
         default the memory's ``ttl``). Needs a triple source
         (``from_defaults(..., triples=True)``)."""
-        with self._lock:
+        with self._rt.lock:
             self._check_open()
             return self.triple_source.add_triples(
                 triples, self.scope, event_time=event_time, message_ids=message_ids, ttl=ttl
@@ -592,7 +510,7 @@ class ComposableMemory(BaseMemory):
     def triple_source(self) -> TripleSource:
         """The knowledge-triple source (``history``, ``to_networkx``, ``plot``...);
         LlamaMemoryError when this memory has none."""
-        return cast("TripleSource", self._source_of(
+        return cast("TripleSource", self._rt.source_of(
             TripleHolder,
             "this memory has no knowledge-triple source: build it with "
             "ComposableMemory.from_defaults(..., triples=True) or pass a TripleSource",
@@ -602,7 +520,7 @@ class ComposableMemory(BaseMemory):
     def profile(self) -> ProfileSource:
         """The user-profile source (``get_profile``, ``set_field``, ``history``...);
         LlamaMemoryError when this memory has none."""
-        return cast("ProfileSource", self._source_of(
+        return cast("ProfileSource", self._rt.source_of(
             ProfileHolder,
             "this memory has no profile source: build it with the default sources, or "
             "ComposableMemory.from_defaults(..., profile=True), or pass a ProfileSource",
@@ -616,18 +534,18 @@ class ComposableMemory(BaseMemory):
         instructions; kept in the store with their history; ``forget()`` removes them.
         LlamaMemoryError for a memory without a user or a store."""
         self._check_open()
-        if self._instructions is None:
+        if self._rt.instructions is None:
             raise LlamaMemoryError(
                 "this memory keeps no instructions: they need a user and a store, e.g. "
                 "ComposableMemory.from_defaults(user_id='alice', path='./memory')"
             )
-        return self._instructions
+        return self._rt.instructions
 
     @property
     def episodic(self) -> EpisodicMemory:
         """The session summaries (episodic memory), kept in the vector source of past
         messages; LlamaMemoryError when this memory has none."""
-        source = self._source_of(
+        source = self._rt.source_of(
             VectorSource,
             "this memory has no vector source of past messages to keep session summaries in: "
             "build it with ComposableMemory.from_defaults(...) or pass a VectorSource",
@@ -645,18 +563,10 @@ class ComposableMemory(BaseMemory):
         """
         if session_id is not None and (not isinstance(session_id, str) or not session_id):
             raise ValueError(f"summarise() session_id must be a non-empty str or None, got {session_id!r}")
-        with self._lock:
+        with self._rt.lock:
             self._check_open()
             scope = Scope(self.user_id, session_id or self.session_id, self.tenant_id)
             return self.episodic.summarise(scope, sentences)
-
-    def _source_of(self, kind: type, missing: str) -> SourceProtocol:
-        """The first source that implements the protocol ``kind``; LlamaMemoryError
-        saying ``missing`` when none does."""
-        for source in self._sources:
-            if isinstance(source, kind):
-                return source
-        raise LlamaMemoryError(missing)
 
     def set(self, messages: list[ChatMessage]) -> None:
         """Replace the conversation; messages new to it also reach the long-term sources.
@@ -664,7 +574,7 @@ class ComposableMemory(BaseMemory):
         (``SimpleComposableMemory.set`` appends all of them to the secondaries again,
         duplicating what they already hold; here only new messages are added.)
         """
-        writing.set_messages(self, messages)
+        write.set_messages(self._rt, messages)
 
     def reset(self) -> None:
         """Start this conversation afresh: clear the primary memory and this session's
@@ -680,12 +590,7 @@ class ComposableMemory(BaseMemory):
         Automatic extraction starts again from the (empty) conversation: user turns
         not yet extracted from are not extracted (they stay in the past messages).
         """
-        with self._lock:
-            self._check_open()
-            self.primary_memory.reset()
-            self._extracted_upto = self._user_turns_pending = 0
-            self._window_overlaps.clear()  # they describe the window just cleared
-            self._last_block = MemoryBlock()
+        write.reset(self._rt)
 
     def forget(self, user_id: Optional[str] = None) -> None:
         """Remove a user's records from every source and every index: the right to be
@@ -706,13 +611,13 @@ class ComposableMemory(BaseMemory):
         so, and :meth:`reconcile` drops their vectors once the index is back (as
         does opening a memory of that user in server mode).
         """
-        maintenance.forget(self, user_id)
+        maintenance.forget(self._rt, user_id)
 
     def purge_expired(self) -> int:
         """Delete the records whose time to live is over from every source and index;
         return how many. (Expired records are never retrieved anyway; this frees the
         space and removes them for good.)"""
-        return maintenance.purge_expired(self)
+        return maintenance.purge_expired(self._rt)
 
     # -- maintenance --------------------------------------------------------------------
 
@@ -723,15 +628,11 @@ class ComposableMemory(BaseMemory):
         store. Opening a memory in server mode does it for its own user; call this after
         a Chroma server was down, wiped or restored, or a forget() could not reach it.
         Returns what each source did, by name."""
-        return self._reconcile_sources(catch_up, None)
-
-    def _reconcile_sources(self, catch_up: bool, scope: Optional[Scope]) -> dict[str, ReconcileReport]:
-        """Every derived index's :meth:`reconcile`, for every user or the scope's."""
-        return maintenance.reconcile(self, catch_up, scope)
+        return maintenance.reconcile(self._rt, catch_up, None)
 
     def reindex(self) -> int:
         """Rebuild every derived dense index from the system of record; return records indexed."""
-        return maintenance.reindex(self)
+        return maintenance.reindex(self._rt)
 
     def close(self) -> None:
         """Stop the extraction worker thread (after the pass running now; the passes
@@ -739,7 +640,7 @@ class ComposableMemory(BaseMemory):
         what is waiting to the indexes and release the sources' and the store's
         resources. Closing twice is harmless; other calls after it raise
         :class:`~llama_memory.errors.MemoryClosedError` ("this memory is closed")."""
-        maintenance.close(self)
+        maintenance.close(self._rt)
 
     # -- async: the sync work, awaited on the loop (PostgreSQL) or in a thread -----------
     # On a PostgreSQL store opened from a URL the sync body runs on the event loop
@@ -749,7 +650,7 @@ class ComposableMemory(BaseMemory):
     # memory's calls run one at a time.
 
     async def _run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        return await run_io(self._loop_locks, self._store, fn, *args, **kwargs)
+        return await self._rt.run(fn, *args, **kwargs)
 
     @dispatcher.span
     async def aget(self, input: Optional[str] = None, **kwargs: Any) -> list[ChatMessage]:
@@ -763,7 +664,7 @@ class ComposableMemory(BaseMemory):
         react = await drops_leading_system_message()
         insert_method = "user" if react else self.insert_method
         return cast(
-            list[ChatMessage], await self._run(composer.get_messages, self, input, insert_method, **kwargs)
+            list[ChatMessage], await self._run(read.get, self._rt, input, insert_method, **kwargs)
         )
 
     async def aget_all(self) -> list[ChatMessage]:
@@ -849,25 +750,7 @@ class ComposableMemory(BaseMemory):
             RestoreWarning: the memory had an ``llm`` or a custom ``tokenizer_fn`` and
                 none was given: extraction is off, tokens are counted by the default.
         """
-        config = {**data, **restore_hook_arguments(data), **kwargs}
-        config.pop("class_name", None)
-        restore_parts(config)
-        llm_left_behind = isinstance(config.get("llm"), dict)
-        restore_live_parts(config)
-        # Restored without its llm (the RestoreWarning says extraction is off): the
-        # memory keeps its formation settings, for to_dict and a later restore with an
-        # llm, without the ValueError a new memory built that way gets.
-        idle = {k: config.pop(k) for k in ("extract_every", "extract_after_quiet") if k in config} if (
-            llm_left_behind and config.get("extract_in", "thread") == "thread"
-        ) else {}
-        check_restorable(config.get("path"))
-        history = config.pop("chat_history", None)
-        memory = cls.from_defaults(**config)
-        for name, value in idle.items():
-            setattr(memory, name, value)
-        if history and not memory.settings.persistent:
-            memory.primary_memory.set([ChatMessage.model_validate(m) for m in history])
-        return memory
+        return memory_from_dict(cls, data, kwargs)
 
 
 #: The options a memory also has as fields of its own (``memory.top_k``...), which may be

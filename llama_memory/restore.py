@@ -16,17 +16,20 @@ import json
 import threading
 import warnings
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, TypeVar
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.memory.types import BaseMemory
 
+from .config import check_restorable
 from .errors import LlamaMemoryError, RestoreWarning
 from .settings import MemorySettings, check_formation, qualified_name
 
 if TYPE_CHECKING:
     from .memory import ComposableMemory
+
+M = TypeVar("M", bound="ComposableMemory")
 
 __all__ = [
     "RestoreHook",
@@ -36,6 +39,7 @@ __all__ = [
     "embedding_to_dict",
     "import_class",
     "live_markers",
+    "memory_from_dict",
     "memory_to_dict",
     "primary_from_dict",
     "primary_to_dict",
@@ -316,8 +320,33 @@ def live_markers(memory: ComposableMemory, settings: MemorySettings) -> dict[str
     if isinstance(settings.store, str):
         markers["store"] = settings.store
     elif settings.store is not None:
-        markers["store"] = {"qualified_name": qualified_name(type(settings.store)), "url": getattr(memory._store, "url", None)}
+        markers["store"] = {"qualified_name": qualified_name(type(settings.store)), "url": getattr(memory.runtime.store, "url", None)}
     return markers
+
+
+def memory_from_dict(cls: type[M], data: dict[str, Any], kwargs: dict[str, Any]) -> M:
+    """The body of :meth:`ComposableMemory.from_dict`: ``data`` with the restore hook's
+    arguments and then ``kwargs`` over it, its parts rebuilt, opened with
+    ``from_defaults``; a memory in memory gets its chat history back."""
+    config = {**data, **restore_hook_arguments(data), **kwargs}
+    config.pop("class_name", None)
+    restore_parts(config)
+    llm_left_behind = isinstance(config.get("llm"), dict)
+    restore_live_parts(config)
+    # Restored without its llm (the RestoreWarning says extraction is off): the
+    # memory keeps its formation settings, for to_dict and a later restore with an
+    # llm, without the ValueError a new memory built that way gets.
+    idle = {k: config.pop(k) for k in ("extract_every", "extract_after_quiet") if k in config} if (
+        llm_left_behind and config.get("extract_in", "thread") == "thread"
+    ) else {}
+    check_restorable(config.get("path"))
+    history = config.pop("chat_history", None)
+    memory = cls.from_defaults(**config)
+    for name, value in idle.items():
+        setattr(memory, name, value)
+    if history and not memory.settings.persistent:
+        memory.primary_memory.set([ChatMessage.model_validate(m) for m in history])
+    return memory
 
 
 def restore_parts(config: dict[str, Any]) -> None:
@@ -358,7 +387,7 @@ def pickled_memory(memory: ComposableMemory) -> tuple[dict[str, Any], dict[str, 
     where this one does, or not exist."""
     from .errors import NotPicklableError
 
-    memory._check_open()
+    memory.runtime.check_open()
     data = memory_to_dict(memory)
     if not memory.settings.persistent:
         raise NotPicklableError(

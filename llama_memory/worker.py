@@ -18,8 +18,8 @@ from .config import open_queue
 from .errors import LlamaMemoryError
 from .formation import DEFAULT_LEASE, POLL_SECONDS, FormationWorker, JobOutcome
 from .memory import ComposableMemory
+from .passes import follow_up, run_job
 from .storage.ports.jobs import Job
-from .writing import follow_up, run_job
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ def run_worker(
     memories: dict[str, ComposableMemory] = {}
 
     def run(job: Job) -> int:
-        return run_job(memory_for(job), job)
+        return run_job(memory_for(job).runtime, job)
 
     def memory_for(job: Job) -> ComposableMemory:
         config = job.payload.get("memory")
@@ -92,7 +92,7 @@ def run_worker(
         return memory
 
     worker = FormationWorker(
-        queue, run, after=lambda job: follow_up(memory_for(job), job), name=name, lease=lease, poll=poll
+        queue, run, after=lambda job: follow_up(memory_for(job).runtime, job), name=name, lease=lease, poll=poll
     )
     stop = stop or threading.Event()
     ran = 0

@@ -159,7 +159,7 @@ def test_a_store_from_before_fingerprints_is_checked_by_model_name(tmp_path: Pat
     first, second = WordHashEmbedding(seed=0), WordHashEmbedding(seed=1)
     build_store(tmp_path, first)
     memory = open_memory(tmp_path, first)
-    memory._store.delete_meta(["embedding_fingerprint"])  # as an older version left it
+    memory.runtime.store.delete_meta(["embedding_fingerprint"])  # as an older version left it
     memory.close()
 
     with pytest.raises(EmbeddingMismatchError, match="predates model fingerprints"):

@@ -35,7 +35,7 @@ def test_summarise_keeps_a_summary_with_its_provenance_found_like_a_message(make
     summary = memory.episodic.summary(memory.scope)
     assert summary is not None and summary.id == record_id and is_summary(summary)
     assert summary.metadata["session"] == "trip" and summary.role is None
-    stored = memory._store.session_records(memory.scope, "vector", 100)
+    stored = memory.runtime.store.session_records(memory.scope, "vector", 100)
     assert set(summary.metadata["covers"]) == {r.id for r in stored}
     assert set(summary.message_ids) == {m for r in stored for m in r.message_ids}
     assert len(summary.text.split(": ")) == 3  # two sentences, each with its speaker
@@ -52,7 +52,7 @@ def test_a_newer_summary_of_a_session_replaces_the_older(make_memory) -> None:
     memory.put(user("Change of plan: Tom cannot come, I will travel with my friend Ana."))
     second = memory.summarise(sentences=3)
     assert first != second
-    assert memory._store.get_records([first], memory.scope, "vector") == {}
+    assert memory.runtime.store.get_records([first], memory.scope, "vector") == {}
     summaries = [r for r in memory.search("Kyoto trip plans Tom Ana", k=10) if is_summary(r)]
     assert [r.id for r in summaries] == [second]
 
@@ -83,7 +83,7 @@ def test_a_summary_stands_in_for_the_excerpts_it_covers_only_when_the_budget_is_
 def test_the_pass_part_parses_whole_and_applies_in_the_pass_transaction(make_memory) -> None:
     memory = session(make_memory, messages=TRIP[:4])
     part = memory.episodic
-    stored = memory._store.session_records(memory.scope, "vector", 100)
+    stored = memory.runtime.store.session_records(memory.scope, "vector", 100)
     window = SimpleNamespace(
         scope=memory.scope, messages=TRIP[:4], message_ids=[r.id for r in stored], now=now()
     )
@@ -92,16 +92,16 @@ def test_the_pass_part_parses_whole_and_applies_in_the_pass_transaction(make_mem
         part.parse_pass({"text": "x"}, window)
     assert part.parse_pass("  ", window) is None
     parsed = part.parse_pass("The user plans a Kyoto trip in April with Tom.", window)
-    with memory._store.transaction("a pass"):
+    with memory.runtime.store.transaction("a pass"):
         part.apply_pass(parsed, window)
     first = part.summary(memory.scope)
     assert first is not None and first.metadata["covers"] == [r.id for r in stored]
     # The next pass sees the summary so far and extends its provenance.
     memory.put_messages(TRIP[4:6])
-    newer = memory._store.session_records(memory.scope, "vector", 100)[4:]
+    newer = memory.runtime.store.session_records(memory.scope, "vector", 100)[4:]
     window = SimpleNamespace(scope=memory.scope, messages=TRIP[4:6], message_ids=[r.id for r in newer], now=now())
     assert "Kyoto trip in April with Tom" in part.pass_prompt(window)
-    with memory._store.transaction("a pass"):
+    with memory.runtime.store.transaction("a pass"):
         part.apply_pass("Kyoto in April with Tom; a vegetarian dinner near Gion.", window)
     current = part.summary(memory.scope)
     assert current is not None and current.metadata["covers"] == [r.id for r in stored + newer]
@@ -113,7 +113,7 @@ def test_a_pass_that_rolls_back_keeps_the_previous_summary(make_memory) -> None:
     before = memory.summarise(sentences=1)
     window = SimpleNamespace(scope=memory.scope, messages=[], message_ids=[], now=now())
     with pytest.raises(RuntimeError):
-        with memory._store.transaction("a pass"):
+        with memory.runtime.store.transaction("a pass"):
             memory.episodic.apply_pass("A summary that never lands.", window)
             raise RuntimeError("another part failed")
     current = memory.episodic.summary(memory.scope)
@@ -126,7 +126,7 @@ def test_summaries_on_postgresql(postgres_url: str, embed_model) -> None:
         first = memory.summarise(sentences=1)
         memory.put(user("Change of plan: Tom cannot come, I will travel with my friend Ana."))
         second = memory.summarise(sentences=3)
-        assert memory._store.get_records([first], memory.scope, "vector") == {}
+        assert memory.runtime.store.get_records([first], memory.scope, "vector") == {}
         later = make(session_id="later")
         found = [r for r in later.search("what did we plan for Kyoto?", k=5) if is_summary(r)]
         assert [r.id for r in found] == [second]

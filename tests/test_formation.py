@@ -175,7 +175,7 @@ def test_a_job_survives_the_kill_of_its_worker_process(tmp_path: Path) -> None:
 def test_a_job_out_of_attempts_is_dead_with_its_error(tmp_path: Path) -> None:
     memory = open_memory(tmp_path)
     try:
-        store = memory._store
+        store = memory.runtime.store
         assert store is not None
         store.enqueue("extract", {"session_id": "s1"}, max_attempts=1)
 
@@ -219,7 +219,7 @@ def test_forget_deletes_the_users_extraction_cursors_and_no_one_elses(tmp_path: 
         for memory in (alice, bob):
             memory.put(user("I like jazz."))
             memory.extract(llm=ScriptedLLM([likes("jazz")]))
-        store = alice._store
+        store = alice.runtime.store
         assert store is not None
         assert store.get_meta(cursor_key(alice.scope)) and store.get_meta(cursor_key(bob.scope))
         alice.forget()

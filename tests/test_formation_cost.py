@@ -24,12 +24,12 @@ from llama_memory import ComposableMemory, MemoryAdmin
 from llama_memory.cli import main
 from llama_memory.formation import FormationDeferred
 from llama_memory.instrumentation import MemoryExtractionEvent
+from llama_memory.passes import DAY, check_budget
 from llama_memory.storage.ports import PassCost
 from llama_memory.storage.postgres import MIGRATIONS, PostgresStore
 from llama_memory.storage.sqlite import SQLiteStore
 from llama_memory.storage.sqlite.jobs import JOB_MIGRATIONS
 from llama_memory.testing import ScriptedLLM, pass_answer
-from llama_memory.writing import DAY, check_budget
 
 
 def likes(value: str) -> Any:
@@ -168,8 +168,8 @@ def test_passes_past_the_daily_token_budget_wait_for_the_next_day(where: dict[st
         tomorrow = open_memory(where, ReportingLLM([]), formation_token_budget=1000)
         try:
             with pytest.raises(FormationDeferred, match="used 1680 of the 1000 formation tokens"):
-                check_budget(tomorrow, tomorrow.scope)
-            check_budget(tomorrow, tomorrow.scope, at=midnight)
+                check_budget(tomorrow.runtime, tomorrow.scope)
+            check_budget(tomorrow.runtime, tomorrow.scope, at=midnight)
         finally:
             tomorrow.close()
 

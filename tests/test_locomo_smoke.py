@@ -241,7 +241,7 @@ def test_reopen_fresh_starts_from_the_store_as_built_without_what_gets_showed() 
         shown = [i for r in retriever.memory.search(conversation.questions[0].question, k=10) for i in [r.id]]
 
         def used() -> int:
-            records = retriever.memory._store.get_records(shown, retriever.memory.scope, "vector")
+            records = retriever.memory.runtime.store.get_records(shown, retriever.memory.scope, "vector")
             return sum(r.last_used is not None for r in records.values())
 
         assert used() > 0

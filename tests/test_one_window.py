@@ -32,7 +32,7 @@ def window_ids(memory: ComposableMemory) -> list[str]:
 
 def stored_ids(memory: ComposableMemory) -> list[str]:
     """The conversation's message ids in the chat log, in commit order."""
-    rows = memory._store.query(  # type: ignore[union-attr]
+    rows = memory.runtime.store.query(  # type: ignore[union-attr]
         "test", "SELECT message_json FROM chat_messages WHERE session_id = ? ORDER BY seq",
         (memory.session_id,),
     )

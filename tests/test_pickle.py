@@ -55,7 +55,7 @@ def test_a_copy_keeps_the_configuration_and_the_live_parts_that_pickle(memory_di
     )  # fmt: skip
     copy = pickle.loads(pickle.dumps(memory))
     try:
-        assert copy is not memory and copy._store is not memory._store
+        assert copy is not memory and copy.runtime.store is not memory.runtime.store
         assert copy.to_dict() == memory.to_dict()
         assert isinstance(copy.llm, ScriptedLLM) and copy.tokenizer_fn("a b c") == ["a", "b", "c"]
         copy.add_triples([("Carla", "lives in", "Lisbon")])

@@ -38,7 +38,7 @@ def _fill(path: Path, embed_model: OfflineEmbedding) -> None:
         bob.profile.set_field("hobby", "sailing", bob.scope)
         bob.add_triples([("Bob", "owns", "Wren")])
         # Where alice's session s1 was extracted up to (as a pass leaves it).
-        alice._store.set_meta(cursor_key(alice.scope), json.dumps({"upto": 1, "last": "x"}))  # type: ignore[union-attr]
+        alice.runtime.store.set_meta(cursor_key(alice.scope), json.dumps({"upto": 1, "last": "x"}))  # type: ignore[union-attr]
 
 
 def _view(memory: ComposableMemory, admin: MemoryAdmin) -> dict[str, Any]:

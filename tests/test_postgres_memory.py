@@ -211,7 +211,7 @@ def test_path_and_store_are_exclusive_and_chroma_goes_with_path(tmp_path: Any) -
 
 
 def test_the_store_behind_a_memory_is_postgres(make_pg: Make) -> None:
-    assert isinstance(make_pg()._store, PostgresStore)
+    assert isinstance(make_pg().runtime.store, PostgresStore)
 
 
 def test_a_refused_url_never_shows_its_password() -> None:

@@ -23,7 +23,7 @@ def drinks(memory) -> list[str]:
 
 
 def vector_source(memory):
-    return next(s for s in memory._sources if s.name == "vector")
+    return next(s for s in memory.runtime.sources if s.name == "vector")
 
 
 def preferences(make_memory, older: str, newer: str):
@@ -77,7 +77,7 @@ def test_records_shown_in_a_block_get_their_last_use_with_the_next_put(make_memo
     first.get("what is my locker code?")
     shown = [r for r in first.last_block.records if "locker" in r.text]
     assert shown
-    store = first._store
+    store = first.runtime.store
     ids = [p.id for r in shown for p in (r.parts or [r])]
     # get() wrote nothing: the use is noted in memory only.
     assert all(r.last_used is None for r in store.get_records(ids, first.scope, "vector").values())

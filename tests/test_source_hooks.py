@@ -124,7 +124,7 @@ def test_failed_automatic_extraction_keeps_the_messages_and_retries_later() -> N
     assert [texts for texts, _, _ in source.extracted] == [["first"]]
     # The pass is queued again (retried with backoff), and its retry will read every
     # message after the cursor, "second" included.
-    assert memory._store is not None and memory._store.counts("extract")["queued"] == 1
+    assert memory.runtime.store is not None and memory.runtime.store.counts("extract")["queued"] == 1
     with pytest.raises(Exception, match="malformed"):
         memory.extract()  # on demand, the error is the caller's
 

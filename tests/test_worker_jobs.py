@@ -25,9 +25,9 @@ from helpers import user
 from llama_memory import ComposableMemory
 from llama_memory.admin import MemoryAdmin
 from llama_memory.formation import EXTRACT_JOB, job_key
+from llama_memory.passes import job_payload
 from llama_memory.testing import ScriptedLLM, pass_answer
 from llama_memory.worker import run_worker
-from llama_memory.writing import job_payload
 
 SCRIPT = Path(sys.executable).parent / "llama-memory"
 
@@ -73,9 +73,9 @@ def test_the_worker_reports_each_job_fails_on_a_failure_and_dead_jobs_can_be_ret
     store = app / "memory"
     doomed = open_memory({"path": store})  # its pass has one attempt: it goes dead
     doomed.put(user("I like jazz."))
-    assert doomed._store is not None
-    dead_id = doomed._store.enqueue(
-        EXTRACT_JOB, job_payload(doomed), tenant_id="default", user_id="alice",
+    assert doomed.runtime.store is not None
+    dead_id = doomed.runtime.store.enqueue(
+        EXTRACT_JOB, job_payload(doomed.runtime), tenant_id="default", user_id="alice",
         max_attempts=1, dedup_key=job_key(doomed.scope),
     )  # fmt: skip
     doomed.close()

@@ -430,7 +430,7 @@ def postgres_bulk_writer(conn: Connection, url: str, user: str, size: int, hold:
                 for mid in ids
             ]
             if hold:
-                store = memory._store
+                store = memory.runtime.store
                 assert store is not None
                 with store.transaction("held by a client about to be killed"):
                     memory.put_messages(messages)

@@ -103,7 +103,7 @@ class ProfileSource(MemorySource):
             "or build the source with llama_memory.config.default_profile_source(store)",
         )  # fmt: skip
         # The SQLite store, kept as the attribute the memory uses to write a batch in one
-        # transaction (``llama_memory.writing.one_write``).
+        # transaction (``llama_memory.write.one_write``).
         self.store = getattr(self.rows, "store", store)
 
     # -- reading --------------------------------------------------------------------
