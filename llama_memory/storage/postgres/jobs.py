@@ -10,7 +10,7 @@ from .connection import PostgresConnection
 from .dialect import POSTGRES
 
 
-class JobTables(SQLJobQueue, PostgresConnection):
+class JobTables(PostgresConnection, SQLJobQueue):
     """The job queue part of the store."""
 
     dialect = POSTGRES

@@ -1,7 +1,7 @@
 """The job queue over SQL, once for every SQL backend (table ``jobs``; see
 :mod:`llama_memory.storage.ports.jobs`).
 
-:class:`SQLJobQueue` is a part of a store (a mixin beside its connection class): its
+:class:`SQLJobQueue` is a part of a store (a mixin after its connection class): its
 statements run in the store's own ``transaction`` and ``query``. A claim reads the next
 runnable row and leases it in one transaction; the dialect's
 :attr:`~.dialect.Dialect.skip_locked` keeps two workers from holding one job (PostgreSQL
@@ -51,7 +51,9 @@ class SQLJobQueue:
     dialect: ClassVar[Dialect]
 
     if TYPE_CHECKING:  # what the store this part belongs to provides
-        location: str
+
+        @property
+        def location(self) -> str: ...
 
         def transaction(self, action: str) -> AbstractContextManager[Any]: ...
 

@@ -48,7 +48,7 @@ JOB_MIGRATIONS: tuple[str, ...] = (
 )
 
 
-class JobTables(SQLJobQueue, SQLiteConnection):
+class JobTables(SQLiteConnection, SQLJobQueue):
     """The job queue part of the store (its table created on first use)."""
 
     dialect = SQLITE
