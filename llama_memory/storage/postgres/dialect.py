@@ -36,6 +36,10 @@ class PostgresDialect(Dialect):
         """``column IS NOT DISTINCT FROM ?``."""
         return f"{column} IS NOT DISTINCT FROM ?"
 
+    def contains(self, column: str) -> str:
+        """``strpos(column, ?) > 0``."""
+        return f"strpos({column}, ?) > 0"
+
     def utc_day(self, column: str) -> str:
         """``to_char(to_timestamp(column) AT TIME ZONE 'UTC', 'YYYY-MM-DD')``."""
         return f"to_char(to_timestamp({column}) AT TIME ZONE 'UTC', 'YYYY-MM-DD')"

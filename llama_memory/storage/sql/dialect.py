@@ -90,6 +90,10 @@ class Dialect(ABC):
         true for NULL)."""
 
     @abstractmethod
+    def contains(self, column: str) -> str:
+        """``column`` holds one parameter's text somewhere, as SQL."""
+
+    @abstractmethod
     def utc_day(self, column: str) -> str:
         """The day (UTC, ``YYYY-MM-DD``) of ``column``'s Unix time, as SQL."""
 

@@ -35,6 +35,10 @@ class SQLiteDialect(Dialect):
         """``column IS ?``."""
         return f"{column} IS ?"
 
+    def contains(self, column: str) -> str:
+        """``instr(column, ?) > 0``."""
+        return f"instr({column}, ?) > 0"
+
     def utc_day(self, column: str) -> str:
         """``date(column, 'unixepoch')``."""
         return f"date({column}, 'unixepoch')"
