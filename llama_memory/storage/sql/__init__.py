@@ -15,8 +15,8 @@ only what differs for a reason (FTS5 vs ``tsvector``, cascades, read-ahead):
 - :mod:`.jobs`: the job queue (``SQLJobQueue``, a part of the store); a claim's
   row lock is the dialect's ``skip_locked`` (``FOR UPDATE SKIP LOCKED`` on
   PostgreSQL, nothing on SQLite, whose ``BEGIN IMMEDIATE`` already serialises it);
-- :mod:`.admin`: the admin rows (``SQLStoreAdmin``: users, sessions, counts, export
-  and import rows);
+- :mod:`.admin` and :mod:`.admin_import`: the admin rows (``SQLStoreAdmin``: users,
+  sessions, counts, export and import rows);
 - :mod:`.records`: a record's id and a ``records`` row as a ``MemoryRecord``.
 
 Bringing another algorithm here follows the same steps: write its statements once
