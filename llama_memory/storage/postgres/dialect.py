@@ -15,6 +15,8 @@ class PostgresDialect(Dialect):
 
     name = "PostgreSQL"
     true, false = "true", "false"
+    row_lock = " FOR UPDATE"
+    skip_locked = " FOR UPDATE SKIP LOCKED"
     max_list = None  # one array parameter, however long
 
     def sql(self, statement: str) -> str:
@@ -29,6 +31,18 @@ class PostgresDialect(Dialect):
     def starts_with(self, column: str, prefix: str) -> tuple[str, tuple[Any, ...]]:
         """``starts_with(column, prefix)``."""
         return f"starts_with({column}, ?)", (prefix,)
+
+    def same_as(self, column: str) -> str:
+        """``column IS NOT DISTINCT FROM ?``."""
+        return f"{column} IS NOT DISTINCT FROM ?"
+
+    def contains(self, column: str) -> str:
+        """``strpos(column, ?) > 0``."""
+        return f"strpos({column}, ?) > 0"
+
+    def utc_day(self, column: str) -> str:
+        """``to_char(to_timestamp(column) AT TIME ZONE 'UTC', 'YYYY-MM-DD')``."""
+        return f"to_char(to_timestamp({column}) AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
 
     def json_param(self, value: Any) -> Jsonb:
         """The value for a ``jsonb`` column."""

@@ -3,8 +3,6 @@ expiry, their full-text index (a generated ``tsvector``) and vector copies."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 import time
 from collections.abc import Sequence
@@ -16,6 +14,8 @@ from ...text import content_hash
 from ...types import MemoryRecord, Scope, now
 from ..expiry import later_expiry
 from ..ports.records import NewRecord, PendingRecord, more_important
+from ..sql.records import record_id as make_record_id
+from ..sql.records import to_record
 from .connection import PostgresConnection
 from .schema import USER_WORDS_FUNCTION
 
@@ -96,7 +96,7 @@ class RecordTables(PostgresConnection):
             for rec in records:
                 user = rec.scope.require_user(f"the {rec.source!r} memory source")
                 digest = content_hash(rec.text, rec.role)
-                record_id = _record_id(rec.source, rec.scope.tenant_id, user, digest)
+                record_id = make_record_id(rec.source, rec.scope.tenant_id, user, digest)
                 inserted = conn.execute(
                     "INSERT INTO records (id, source, tenant_id, user_id, session_id, role, text, "
                     "event_date, content_hash, message_ids, event_time, ingested_at, metadata, ttl, "
@@ -153,7 +153,7 @@ class RecordTables(PostgresConnection):
             f"AND id = ANY(%s) AND source = %s{alive}",
             (scope.tenant_id, user, list(ids), source, *(() if alive_at is None else (alive_at,))),
         )
-        return {row["id"]: _to_record(row) for row in rows}
+        return {row["id"]: to_record(row) for row in rows}
 
     def session_neighbours(
         self, ids: Sequence[str], scope: Scope, source: str, radius: int
@@ -196,7 +196,7 @@ class RecordTables(PostgresConnection):
             "AND session_id IS NOT DISTINCT FROM %s ORDER BY seq LIMIT %s",
             (scope.tenant_id, user, source, scope.session_id, limit),
         )
-        return [_to_record(row) for row in rows]
+        return [to_record(row) for row in rows]
 
     def count_records(self, source: str, scope: Optional[Scope] = None) -> int:
         """How many records ``source`` holds (for one user when ``scope`` is given)."""
@@ -368,7 +368,7 @@ class RecordTables(PostgresConnection):
             f"AND {where}{alive} ORDER BY event_time DESC NULLS LAST, seq DESC LIMIT %s",
             (*owner, *args, *extra, limit),
         )
-        return [_to_record(row) for row in reversed(rows)]
+        return [to_record(row) for row in reversed(rows)]
 
     def word_counts(self, words: Sequence[str], scope: Scope) -> tuple[int, dict[str, int]]:
         """How many records the scope's user holds (all sources), and how many of them
@@ -527,27 +527,3 @@ def _event_date(event_time: Optional[float]) -> str:
         return ""
     day = time.gmtime(event_time)
     return f"{day.tm_mday} {_MONTHS[day.tm_mon - 1]} {day.tm_year}"
-
-
-def _record_id(source: str, tenant: str, user: str, digest: str) -> str:
-    # Deterministic and equal to the SQLite backend's: a store copied across keeps its ids.
-    key = f"{source}\x1f{tenant}\x1f{user}\x1f{digest}"
-    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
-
-
-def _to_record(row: dict[str, Any]) -> MemoryRecord:
-    return MemoryRecord(
-        id=row["id"],
-        text=row["text"],
-        source=row["source"],
-        user_id=row["user_id"],
-        session_id=row["session_id"],
-        role=row["role"],
-        message_ids=list(row["message_ids"]),
-        event_time=row["event_time"],
-        ingested_at=row["ingested_at"],
-        metadata=row["metadata"] if isinstance(row["metadata"], dict) else json.loads(row["metadata"]),
-        expires_at=row["expires_at"],
-        importance=row["importance"],
-        last_used=row["last_used"],
-    )

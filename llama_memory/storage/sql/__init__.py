@@ -11,15 +11,18 @@ its id back, boolean literals, and making writers of one key take turns
 only what differs for a reason (FTS5 vs ``tsvector``, cascades, read-ahead):
 
 - :mod:`.triples`: the knowledge-triple timeline (``SQLTripleTimeline``);
-- :mod:`.profile`: the profile and instruction rows (``SQLProfileRows``).
+- :mod:`.profile`: the profile and instruction rows (``SQLProfileRows``);
+- :mod:`.jobs`: the job queue (``SQLJobQueue``, a part of the store); a claim's
+  row lock is the dialect's ``skip_locked`` (``FOR UPDATE SKIP LOCKED`` on
+  PostgreSQL, nothing on SQLite, whose ``BEGIN IMMEDIATE`` already serialises it);
+- :mod:`.admin` and :mod:`.admin_import`: the admin rows (``SQLStoreAdmin``: users,
+  sessions, counts, export and import rows);
+- :mod:`.records`: a record's id and a ``records`` row as a ``MemoryRecord``.
 
-Bringing another algorithm here (the job queue, the admin rows) follows the same
-steps: write its statements once with ``?``; where the backends truly differ, add one
-explicit member to ``Dialect`` and to both dialects (e.g. ``skip_locked``: ``FOR UPDATE
-SKIP LOCKED`` on PostgreSQL, nothing on SQLite, whose ``BEGIN IMMEDIATE`` already
-serialises a claim; ``returning``: ``RETURNING`` vs ``cursor.lastrowid``, as
-:meth:`~.dialect.Dialect.insert` does), and keep in the backend only what it does its
-own way.
+Bringing another algorithm here follows the same steps: write its statements once
+with ``?``; where the backends truly differ, add one explicit member to ``Dialect``
+and to both dialects (as ``skip_locked``, ``same_as``, ``utc_day`` and ``contains``
+were), and keep in the backend only what it does its own way.
 """
 
 from .dialect import ALIVE_SQL, Dialect, SQLStore, owner

@@ -50,6 +50,13 @@ class Dialect(ABC):
     #: The literals a boolean column is compared with (SQLite keeps 0 and 1).
     true: str
     false: str
+    #: What ends a ``SELECT`` whose rows the transaction will update, so that another
+    #: writer of them waits (PostgreSQL's ``FOR UPDATE``; nothing where a write
+    #: transaction already holds the whole database, as SQLite's ``BEGIN IMMEDIATE`` does).
+    row_lock: str
+    #: The same, passing over rows another transaction holds instead of waiting for
+    #: them, so that workers claiming from one queue never wait for each other.
+    skip_locked: str
 
     @abstractmethod
     def sql(self, statement: str) -> str:
@@ -76,6 +83,19 @@ class Dialect(ABC):
     @abstractmethod
     def starts_with(self, column: str, prefix: str) -> tuple[str, tuple[Any, ...]]:
         """``column`` begins with ``prefix``: ``(condition, its parameters)``."""
+
+    @abstractmethod
+    def same_as(self, column: str) -> str:
+        """``column`` equals one parameter, NULL equal to NULL (SQL's ``=`` is never
+        true for NULL)."""
+
+    @abstractmethod
+    def contains(self, column: str) -> str:
+        """``column`` holds one parameter's text somewhere, as SQL."""
+
+    @abstractmethod
+    def utc_day(self, column: str) -> str:
+        """The day (UTC, ``YYYY-MM-DD``) of ``column``'s Unix time, as SQL."""
 
     @abstractmethod
     def json_param(self, value: Any) -> Any:

@@ -14,6 +14,8 @@ class SQLiteDialect(Dialect):
 
     name = "SQLite"
     true, false = "1", "0"
+    # A write transaction (BEGIN IMMEDIATE) holds the file's one write lock from its start.
+    row_lock = skip_locked = ""
     #: Values per ``IN`` list: well under SQLite's bound-parameter limit (999 before 3.32).
     max_list = 500
 
@@ -28,6 +30,18 @@ class SQLiteDialect(Dialect):
     def starts_with(self, column: str, prefix: str) -> tuple[str, tuple[Any, ...]]:
         """``substr(column, 1, len) = prefix`` (not ``LIKE``: a prefix may hold ``%`` or ``_``)."""
         return f"substr({column}, 1, ?) = ?", (len(prefix), prefix)
+
+    def same_as(self, column: str) -> str:
+        """``column IS ?``."""
+        return f"{column} IS ?"
+
+    def contains(self, column: str) -> str:
+        """``instr(column, ?) > 0``."""
+        return f"instr({column}, ?) > 0"
+
+    def utc_day(self, column: str) -> str:
+        """``date(column, 'unixepoch')``."""
+        return f"date({column}, 'unixepoch')"
 
     def json_param(self, value: Any) -> str:
         """The JSON text."""

@@ -1,26 +1,14 @@
 """The job queue in SQLite (table ``jobs``): the :class:`~llama_memory.storage.ports.jobs.JobQueue`
-port. A claim is one ``UPDATE`` under the write lock, so two workers (threads or
-processes) never hold one job; a lease that runs out makes the job claimable again."""
+port, written once in :class:`~llama_memory.storage.sql.jobs.SQLJobQueue`. A claim runs
+under the file's write lock (``BEGIN IMMEDIATE``), so two workers (threads or processes)
+never hold one job. Here is what SQLite does its own way: the table's schema, made on
+first use."""
 
 from __future__ import annotations
 
-import json
-import time
-import uuid
-from collections.abc import Sequence
-from typing import Any, Optional
-
-from ...errors import StorageError
-from ..job_rows import (
-    RUN_TOTALS,
-    check_retryable,
-    cost_values,
-    failed_clause,
-    formation_day,
-    job_row,
-)
-from ..ports.jobs import JOB_STATES, FormationDay, Job, JobRow, PassCost
+from ..sql.jobs import SQLJobQueue
 from .connection import SQLiteConnection
+from .dialect import SQLITE
 
 JOB_MIGRATIONS: tuple[str, ...] = (
     """
@@ -60,235 +48,13 @@ JOB_MIGRATIONS: tuple[str, ...] = (
 )
 
 
-class JobTables(SQLiteConnection):
-    """The job queue part of the store (created on first use)."""
+class JobTables(SQLiteConnection, SQLJobQueue):
+    """The job queue part of the store (its table created on first use)."""
 
+    dialect = SQLITE
     _jobs_ready = False
 
-    def _jobs(self) -> None:
+    def _jobs_table(self) -> None:
         if not self._jobs_ready:
             self.ensure_schema("jobs", JOB_MIGRATIONS)
             self._jobs_ready = True
-
-    def enqueue(
-        self,
-        kind: str,
-        payload: dict[str, Any],
-        *,
-        tenant_id: Optional[str] = None,
-        user_id: Optional[str] = None,
-        run_at: Optional[float] = None,
-        max_attempts: int = 3,
-        dedup_key: Optional[str] = None,
-    ) -> str:
-        """Queue a job; see :meth:`~llama_memory.storage.ports.jobs.JobQueue.enqueue`."""
-        if not kind:
-            raise ValueError("enqueue() needs a job kind, e.g. kind='extract'")
-        if max_attempts < 1:
-            raise ValueError(f"max_attempts must be 1 or more, got {max_attempts}")
-        try:
-            data = json.dumps(payload)
-        except TypeError as exc:
-            raise TypeError(f"a job's payload must be JSON data (dicts, lists, str, numbers): {exc}") from exc
-        self._jobs()
-        created = time.time()
-        with self.transaction("queue a job") as conn:
-            if dedup_key is not None:
-                row = conn.execute(
-                    "SELECT id FROM jobs WHERE dedup_key = ? AND state IN ('queued', 'running')",
-                    (dedup_key,),
-                ).fetchone()
-                if row is not None:
-                    return str(row["id"])
-            job_id = uuid.uuid4().hex
-            conn.execute(
-                "INSERT INTO jobs (id, kind, payload, tenant_id, user_id, run_at, max_attempts, "
-                "dedup_key, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (job_id, kind, data, tenant_id, user_id, run_at if run_at is not None else created,
-                 max_attempts, dedup_key, created),
-            )
-        return job_id
-
-    def claim(
-        self, worker: str, *, kinds: Optional[list[str]] = None, lease: float = 60.0, now: Optional[float] = None
-    ) -> Optional[Job]:
-        """The next runnable job, leased to ``worker``; see the port."""
-        if lease <= 0:
-            raise ValueError(f"lease must be positive seconds, got {lease}")
-        self._jobs()
-        at = time.time() if now is None else now
-        kind_clause = f" AND kind IN ({','.join('?' * len(kinds))})" if kinds else ""
-        with self.transaction("claim a job") as conn:
-            while True:
-                # A running job whose lease ran out is runnable again (its worker died).
-                row = conn.execute(
-                    "SELECT * FROM jobs WHERE ((state = 'queued' AND run_at <= ?) OR "
-                    "(state = 'running' AND lease_until <= ?))" + kind_clause
-                    + " ORDER BY run_at, seq LIMIT 1",
-                    (at, at, *(kinds or ())),
-                ).fetchone()
-                if row is None:
-                    return None
-                if row["attempts"] < row["max_attempts"]:
-                    break
-                # Its last worker died holding it: out of attempts, dead; look further.
-                conn.execute(
-                    "UPDATE jobs SET state = 'dead', worker = NULL, lease_until = NULL, "
-                    "last_error = coalesce(last_error, 'lease expired') WHERE id = ?",
-                    (row["id"],),
-                )
-            conn.execute(
-                "UPDATE jobs SET state = 'running', worker = ?, lease_until = ?, "
-                "attempts = attempts + 1 WHERE id = ?",
-                (worker, at + lease, row["id"]),
-            )
-        return Job(
-            id=row["id"],
-            kind=row["kind"],
-            payload=json.loads(row["payload"]),
-            tenant_id=row["tenant_id"],
-            user_id=row["user_id"],
-            attempts=row["attempts"] + 1,
-            max_attempts=row["max_attempts"],
-            worker=worker,
-            lease_until=at + lease,
-        )
-
-    def defer(self, dedup_key: str, run_at: float) -> bool:
-        """Move the queued job with ``dedup_key`` to ``run_at``; see the port."""
-        self._jobs()
-        with self.transaction("defer a job") as conn:
-            cur = conn.execute(
-                "UPDATE jobs SET run_at = ? WHERE dedup_key = ? AND state = 'queued'", (run_at, dedup_key)
-            )
-        return cur.rowcount > 0
-
-    def ack(self, job: Job, cost: Optional[PassCost] = None) -> bool:
-        """Mark ``job`` done (with its run's cost); False when its lease was lost."""
-        self._jobs()
-        with self.transaction("acknowledge a job") as conn:
-            cur = conn.execute(
-                "UPDATE jobs SET state = 'done', lease_until = NULL, " + RUN_TOTALS.format(p="?")
-                + " WHERE id = ? AND state = 'running' AND worker = ? AND attempts = ?",
-                (*cost_values(cost), time.time(), job.id, job.worker, job.attempts),
-            )
-        return cur.rowcount == 1
-
-    def fail(
-        self, job: Job, error: str, *, retry_in: float = 30.0, now: Optional[float] = None,
-        cost: Optional[PassCost] = None,
-    ) -> str:
-        """Record a failed attempt of ``job`` (and its cost); return its new state (or ``"lost"``)."""
-        if retry_in < 0:
-            raise ValueError(f"retry_in must be zero or more seconds, got {retry_in}")
-        self._jobs()
-        at = time.time() if now is None else now
-        state = "dead" if job.attempts >= job.max_attempts else "queued"
-        with self.transaction("fail a job") as conn:
-            cur = conn.execute(
-                "UPDATE jobs SET state = ?, worker = NULL, lease_until = NULL, run_at = ?, last_error = ?, "
-                "failures = failures + 1, " + RUN_TOTALS.format(p="?")
-                + " WHERE id = ? AND state = 'running' AND worker = ? AND attempts = ?",
-                (state, at + retry_in, error, *cost_values(cost), at, job.id, job.worker, job.attempts),
-            )
-        return state if cur.rowcount == 1 else "lost"
-
-    def postpone(self, job: Job, run_at: float) -> bool:
-        """Give ``job`` back to run at ``run_at``, its attempt not counted; see the port."""
-        self._jobs()
-        with self.transaction("postpone a job") as conn:
-            cur = conn.execute(
-                "UPDATE jobs SET state = 'queued', worker = NULL, lease_until = NULL, run_at = ?, "
-                "attempts = attempts - 1 WHERE id = ? AND state = 'running' AND worker = ? AND attempts = ?",
-                (run_at, job.id, job.worker, job.attempts),
-            )
-        return cur.rowcount == 1
-
-    def tokens_used(self, tenant_id: Optional[str], user_id: Optional[str], since: float) -> int:
-        """Tokens of the user's job runs that ended since ``since``; see the port."""
-        self._jobs()
-        rows = self.query(
-            "count a user's tokens",
-            "SELECT coalesce(sum(tokens_sent + tokens_received), 0) AS n FROM jobs "
-            "WHERE tenant_id IS ? AND user_id IS ? AND finished_at >= ?",
-            (tenant_id, user_id, since),
-        )
-        return int(rows[0]["n"])
-
-    def formation_days(self, *, tenant_id: Optional[str] = None, since: Optional[float] = None) -> list[FormationDay]:
-        """Per user and per day (UTC), what the job runs cost; see the port."""
-        self._jobs()
-        where, params = ["finished_at IS NOT NULL"], []  # type: tuple[list[str], list[Any]]
-        if tenant_id is not None:
-            where.append("tenant_id = ?")
-            params.append(tenant_id)
-        if since is not None:
-            where.append("finished_at >= ?")
-            params.append(since)
-        rows = self.query(
-            "sum the jobs' costs per user and day",
-            "SELECT tenant_id, user_id, date(finished_at, 'unixepoch') AS day, sum(passes) AS passes, "
-            "sum(failures) AS failures, sum(tokens_sent) AS tokens_sent, "
-            "sum(tokens_received) AS tokens_received, sum(duration_ms) AS duration_ms FROM jobs WHERE "
-            + " AND ".join(where) + " GROUP BY tenant_id, user_id, day ORDER BY day, tenant_id, user_id",
-            params,
-        )
-        return [formation_day(dict(row)) for row in rows]
-
-    def list_jobs(
-        self,
-        *,
-        states: Optional[Sequence[str]] = None,
-        failed: bool = False,
-        tenant_id: Optional[str] = None,
-        dedup_key: Optional[str] = None,
-        kind: Optional[str] = None,
-    ) -> list[JobRow]:
-        """The jobs asked for, oldest first; see the port."""
-        self._jobs()
-        where, params = ["1 = 1"], []  # type: tuple[list[str], list[Any]]
-        if states is not None:
-            where.append(f"state IN ({','.join('?' * len(states))})" if states else "0 = 1")
-            params += list(states)
-        if failed:
-            where.append(failed_clause())
-        for column, value in (("tenant_id", tenant_id), ("dedup_key", dedup_key), ("kind", kind)):
-            if value is not None:
-                where.append(f"{column} = ?")
-                params.append(value)
-        rows = self.query("list jobs", "SELECT * FROM jobs WHERE " + " AND ".join(where) + " ORDER BY seq", params)
-        return [job_row({**dict(row), "payload": json.loads(row["payload"])}) for row in rows]
-
-    def retry(self, job_id: str, *, tenant_id: Optional[str] = None, now: Optional[float] = None) -> str:
-        """Queue a failed job again, to run now; see the port."""
-        self._jobs()
-        at = time.time() if now is None else now
-        with self.transaction("retry a job") as conn:
-            row = conn.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
-            if row is None or (tenant_id is not None and row["tenant_id"] != tenant_id):
-                raise KeyError(f"no job {job_id!r} in the queue of {self.location}")
-            check_retryable(row)
-            if row["dedup_key"] is not None and row["state"] == "dead":
-                live = conn.execute(
-                    "SELECT id FROM jobs WHERE dedup_key = ? AND state IN ('queued', 'running')",
-                    (row["dedup_key"],),
-                ).fetchone()
-                if live is not None:
-                    return str(live["id"])
-            conn.execute(
-                "UPDATE jobs SET state = 'queued', run_at = ?, attempts = 0, worker = NULL, "
-                "lease_until = NULL, last_error = NULL WHERE id = ?",
-                (at, job_id),
-            )
-        return job_id
-
-    def counts(self, kind: Optional[str] = None) -> dict[str, int]:
-        """How many jobs are in each state."""
-        self._jobs()
-        where, params = (" WHERE kind = ?", (kind,)) if kind is not None else ("", ())
-        rows = self.query("count jobs", "SELECT state, COUNT(*) AS n FROM jobs" + where + " GROUP BY state", params)
-        found = {row["state"]: int(row["n"]) for row in rows}
-        unknown = set(found) - set(JOB_STATES)
-        if unknown:
-            raise StorageError(f"job queue {self.location}: unknown job states {sorted(unknown)}")
-        return {state: found.get(state, 0) for state in JOB_STATES}

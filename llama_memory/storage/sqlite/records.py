@@ -3,9 +3,7 @@ order, index flags and expiry."""
 
 from __future__ import annotations
 
-import hashlib
 import json
-import sqlite3
 from collections.abc import Sequence
 from typing import Optional
 
@@ -14,6 +12,8 @@ from ...types import MemoryRecord, Scope, now
 from ..expiry import is_alive, later_expiry
 from ..ports.records import NewRecord, PendingRecord, more_important
 from ..sql.dialect import ALIVE_SQL
+from ..sql.records import record_id as make_record_id
+from ..sql.records import to_record
 from .connection import SQLiteConnection
 from .schema import SESSION_ORDER_MIGRATIONS
 
@@ -65,7 +65,7 @@ class RecordTables(SQLiteConnection):
                         )
                     ids.append(existing["id"])
                     continue
-                record_id = _record_id(rec.source, rec.scope.tenant_id, user, digest)
+                record_id = make_record_id(rec.source, rec.scope.tenant_id, user, digest)
                 conn.execute(
                     "INSERT INTO records (id, source, tenant_id, user_id, session_id, role, text, "
                     "content_hash, message_ids, event_time, ingested_at, metadata, ttl, "
@@ -108,7 +108,7 @@ class RecordTables(SQLiteConnection):
             "read records", f"SELECT * FROM records WHERE id IN ({marks})", tuple(ids)
         )
         return {
-            row["id"]: _to_record(row)
+            row["id"]: to_record(row)
             for row in rows
             if (row["source"], row["tenant_id"], row["user_id"]) == (source, scope.tenant_id, user)
             and (alive_at is None or is_alive(row["expires_at"], alive_at))
@@ -200,7 +200,7 @@ class RecordTables(SQLiteConnection):
             f"{alive} ORDER BY event_time DESC, rowid DESC LIMIT ?",
             (*owner, *args, *extra, limit),
         )
-        return [_to_record(row) for row in reversed(rows)]
+        return [to_record(row) for row in reversed(rows)]
 
     def session_records(self, scope: Scope, source: str, limit: int) -> list[MemoryRecord]:
         """The first ``limit`` records of ``source`` in the scope's session, in write order."""
@@ -211,7 +211,7 @@ class RecordTables(SQLiteConnection):
             "AND session_id IS ? ORDER BY rowid LIMIT ?",
             (source, scope.tenant_id, user, scope.session_id, limit),
         )
-        return [_to_record(row) for row in rows]
+        return [to_record(row) for row in rows]
 
     def pending_records(self, source: str, limit: int) -> list[PendingRecord]:
         """Up to ``limit`` records the dense index has not caught up with, oldest first."""
@@ -328,28 +328,3 @@ class RecordTables(SQLiteConnection):
                 "AND (last_used IS NULL OR last_used < ?)",
                 [(at, i, at) for i in ids],
             )
-
-
-def _record_id(source: str, tenant: str, user: str, digest: str) -> str:
-    # Deterministic, so a record re-written after a crash gets the same id in both stores.
-    key = f"{source}\x1f{tenant}\x1f{user}\x1f{digest}"
-    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
-
-
-def _to_record(row: sqlite3.Row) -> MemoryRecord:
-    return MemoryRecord(
-        id=row["id"],
-        text=row["text"],
-        source=row["source"],
-        user_id=row["user_id"],
-        session_id=row["session_id"],
-        role=row["role"],
-        message_ids=json.loads(row["message_ids"]),
-        event_time=row["event_time"],
-        ingested_at=row["ingested_at"],
-        metadata=json.loads(row["metadata"]),
-        expires_at=row["expires_at"],
-        importance=row["importance"],
-        last_used=row["last_used"],
-    )
-
