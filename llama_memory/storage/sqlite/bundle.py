@@ -248,6 +248,7 @@ def _server(location: Location, for_admin: bool) -> Optional[tuple[str, int, boo
         )
     if url is not None:
         return server_address(url)
+    assert host is not None  # one of the two was given
     return host, int(location.chroma_port), False
 
 
