@@ -23,7 +23,6 @@ stored is hidden because an application's memory would not have opened it.
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -35,14 +34,12 @@ from uuid import uuid4
 
 from .defaults import DEFAULT_MEMORY_TOKEN_LIMIT, DEFAULT_TOP_K
 from .errors import LlamaMemoryError, StorageError
-from .storage.admin import StoreAdmin
 from .storage.chat_import import MessageRanks
-from .storage.chroma import CHROMA_DIRNAME, http_client, server_address
 from .storage.expiry import Expiry
 from .storage.ports.admin import AdminRows, SessionSummary, StoreCounts, UserSummary
 from .storage.ports.jobs import FormationDay, JobRow
 from .storage.reconcile import ReconcileReport
-from .storage.sqlite import DB_FILENAME, SQLiteStore
+from .storage.registry import backend_at, location_of
 from .text import replace_unstorable
 from .types import MemoryRecord, Scope, now
 
@@ -202,13 +199,12 @@ class MemoryAdmin:
     ) -> None:
         if not isinstance(tenant_id, str) or not tenant_id:
             raise ValueError(f"tenant_id must be a non-empty string, got {tenant_id!r}")
-        #: The PostgreSQL URL given (None: a SQLite directory).
-        self.url: Optional[str] = path if isinstance(path, str) and is_postgres_url(path) else None
-        self.path = Path("." if self.url is not None else path)
-        if self.url is None and not create and not (self.path / DB_FILENAME).is_file():
-            what = "does not exist" if not self.path.exists() else f"holds no {DB_FILENAME}"
+        location = location_of(path, chroma_url=chroma_url, chroma_client=chroma_client)
+        backend = backend_at(location)
+        missing = None if create else backend.missing(path)
+        if missing is not None:
             raise StoreNotFoundError(
-                f"no memory store at {self.path}: the path {what}. Pass the directory given "
+                f"no memory store at {Path(path)}: the path {missing}. Pass the directory given "
                 "as path= to ComposableMemory.from_defaults (an import creates a new one)"
             )
         self.tenant_id = tenant_id
@@ -217,26 +213,11 @@ class MemoryAdmin:
         self._embed_model = embed_model
         if chroma_url is not None and chroma_client is not None:
             raise ValueError("pass chroma_url or chroma_client, not both")
-        self._chroma_url = chroma_url
-        self._chroma_client = chroma_client
-        if chroma_url is not None:
-            server_address(chroma_url)  # a malformed URL is refused now, not at first use
-        self.store: Any
-        self._admin: AdminRows
-        if self.url is not None:
-            if chroma_url is not None or chroma_client is not None:
-                raise ValueError(
-                    "a PostgreSQL store keeps its vectors in the same database (pgvector): "
-                    "drop chroma_url / chroma_client (--chroma-url)"
-                )
-            from .config import open_postgres
-            from .storage.postgres.admin import PostgresStoreAdmin
-
-            self.store = open_postgres(self.url)
-            self._admin = PostgresStoreAdmin(self.store)
-        else:
-            self.store = SQLiteStore(self.path)
-            self._admin = StoreAdmin(self.store)
+        # The store's backend with its parts; a malformed Chroma URL is refused now,
+        # not at first use.
+        self._backend = backend.open(location, for_admin=True)
+        self.store: Any = self._backend.store
+        self._admin: AdminRows = self._backend.admin_rows()
         self._vector: Optional[VectorSource] = None
         self._profile: Optional[ProfileSource] = None
         self._triples: Optional[TripleSource] = None
@@ -266,24 +247,6 @@ class MemoryAdmin:
     def _open_sources(self) -> list[MemorySource]:
         return [s for s in (self._vector, self._profile, self._triples) if s is not None]
 
-    def _chroma(self) -> Any:
-        """The Chroma client of a server-mode store (None: the embedded index under
-        ``path``); connected on first use."""
-        if self._chroma_client is None and self._chroma_url is not None:
-            self._chroma_client = http_client(*server_address(self._chroma_url))
-        if (
-            self._chroma_client is None
-            and self.store.get_meta("store_id") is not None
-            and not (self.path / CHROMA_DIRNAME).exists()
-        ):
-            # A store id is given to a store used with a Chroma client (server mode),
-            # and such a store has no embedded index of its own.
-            raise LlamaMemoryError(
-                f"the store at {self.path} keeps its vectors on a Chroma server: pass its "
-                "address (--chroma-url http://host:port, or MemoryAdmin(..., chroma_url=...))"
-            )
-        return self._chroma_client
-
     def _embed(self) -> BaseEmbedding:
         from .config import resolve_embed_model
 
@@ -294,38 +257,28 @@ class MemoryAdmin:
     @property
     def profile_source(self) -> ProfileSource:
         """The profile source on this store (opened on first use; no model needed)."""
-        from .config import default_profile_source, postgres_profile_rows
         from .sources.profile import ProfileSource
 
         if self._profile is None:
-            self._profile = (
-                ProfileSource(postgres_profile_rows(self.store)) if self.url is not None
-                else default_profile_source(self.store)
-            )  # fmt: skip
+            self._profile = ProfileSource(self._backend.profile_rows())
         return self._profile
 
     @property
     def vector_source(self) -> VectorSource:
         """The past-messages source on this store (loads the embedding model and Chroma)."""
-        from .config import default_vector_source, postgres_vector_source
+        from .config import vector_source
 
         if self._vector is None:
-            self._vector = (
-                postgres_vector_source(self.store, self._embed(), Expiry()) if self.url is not None
-                else default_vector_source(self.store, self.path, self._embed(), self._chroma())
-            )  # fmt: skip
+            self._vector = vector_source(self._backend, self._embed(), Expiry())
         return self._vector
 
     def triple_source(self, create: bool = False) -> Optional[TripleSource]:
         """The knowledge-triple source when the store holds triples (or ``create``),
         else None."""
-        from .config import default_triple_source, postgres_triple_source
+        from .config import triple_source
 
         if self._triples is None and (create or self._admin.has_triples()):
-            self._triples = (
-                postgres_triple_source(self.store, self._embed(), Expiry()) if self.url is not None
-                else default_triple_source(self.store, self.path, self._embed(), self._chroma())
-            )  # fmt: skip
+            self._triples = triple_source(self._backend, self._embed(), expiry=Expiry())
         return self._triples
 
     def sources(self) -> list[MemorySource]:
@@ -351,13 +304,13 @@ class MemoryAdmin:
             user_id=user_id,
             session_id=session,
             tenant_id=self.tenant_id,
-            path=None if self.url is not None else str(self.path),
+            path=self._backend.path,
             top_k=self.top_k,
             memory_token_limit=self.memory_token_limit,
         )
         # The user's instructions head every block the application's memory builds:
         # explain() must show them too.
-        memory.runtime.instructions = open_instructions(self.store, scope)
+        memory.runtime.instructions = open_instructions(self._backend, scope)
         return memory
 
     # -- listing ----------------------------------------------------------------------
@@ -439,30 +392,22 @@ class MemoryAdmin:
         with ``include_history``, replaced and removed ones too."""
         from .config import open_instructions
 
-        instructions = open_instructions(self.store, self._scope(user_id))
+        instructions = open_instructions(self._backend, self._scope(user_id))
         assert instructions is not None  # _scope gives a user
         return instructions.history() if include_history else instructions.current()
 
     def triples(self, user_id: str, include_history: bool = False) -> list[KnowledgeTriple]:
         """The user's knowledge triples that have not expired, oldest first: those that
-        hold now, or all with ``include_history`` (read from SQLite alone: no model or
-        Chroma needed)."""
+        hold now, or all with ``include_history`` (read from the store alone: no model or
+        dense index needed)."""
         from .sources.triples.model import to_triple
-        from .storage.sqlite.triples import SQLiteTripleTimeline
 
         scope = self._scope(user_id)
         scope.require_user()
         if not self._admin.has_triples():
             return []  # no table to read (and none created by reading)
         # Through the triple timeline port, as the source reads them.
-        timeline: Any
-        if self.url is not None:
-            from .storage.postgres import PostgresTripleTimeline
-
-            timeline = PostgresTripleTimeline(self.store)
-        else:
-            timeline = SQLiteTripleTimeline(self.store)
-        rows = timeline.select(scope, now(), include_history=include_history)
+        rows = self._backend.triple_timeline().select(scope, now(), include_history=include_history)
         return [to_triple(row) for row in rows]
 
     def show(self, user_id: str, recent: int = 10) -> UserOverview:
@@ -584,27 +529,14 @@ class MemoryAdmin:
     def stats(self) -> StoreStats:
         """Counts, sizes on disk, pending index work, jobs, and what the tenant's
         extraction passes cost per user and day."""
-        sizes: dict[str, int]
-        if self.url is not None:
-            from .storage.postgres.admin import PostgresStoreAdmin
-
-            assert isinstance(self._admin, PostgresStoreAdmin)
-            postgres = self._admin.size_bytes()
-            sizes = {"postgres": postgres, "total": postgres}
-        else:
-            sqlite = sum(
-                _size(self.path / (DB_FILENAME + suffix)) for suffix in ("", "-wal", "-shm")
-            )
-            chroma = _size(self.path / CHROMA_DIRNAME)
-            sizes = {"sqlite": sqlite, "chroma": chroma, "total": sqlite + chroma}
         return StoreStats(
             counts=self._admin.counts(self.tenant_id, now()),
-            sizes=sizes,
+            sizes=self._backend.sizes(),
             schema_version=self.store.schema_version,
             tenants=self._admin.tenants(),
-            jobs=self.store.counts(),
+            jobs=self._backend.jobs.counts(),
             location=self.location,
-            formation=self.store.formation_days(tenant_id=self.tenant_id),
+            formation=self._backend.jobs.formation_days(tenant_id=self.tenant_id),
         )
 
     # -- background jobs --------------------------------------------------------------------
@@ -613,7 +545,7 @@ class MemoryAdmin:
         """The tenant's extraction jobs, oldest first: by default only the failed ones
         (``dead``, out of attempts, or ``queued`` again for a retry), each with its
         ``last_error``; ``failed_only=False``: every job (done ones too)."""
-        return self.store.list_jobs(failed=failed_only, tenant_id=self.tenant_id)
+        return self._backend.jobs.list_jobs(failed=failed_only, tenant_id=self.tenant_id)
 
     def retry_job(self, job_id: str) -> str:
         """Queue a failed job of the tenant again, to run now with its attempts counted
@@ -626,14 +558,15 @@ class MemoryAdmin:
             ValueError: the job did not fail (done, running, or queued).
         """
         _require_text(job_id, "job_id")
-        return self.store.retry(job_id, tenant_id=self.tenant_id)
+        return self._backend.jobs.retry(job_id, tenant_id=self.tenant_id)
 
     def retry_dead_jobs(self) -> dict[str, str]:
         """Queue every dead job of the tenant again (see :meth:`retry_job`): for each
         dead job's id, the id of the job that will run."""
+        jobs = self._backend.jobs
         return {
-            job.id: self.store.retry(job.id, tenant_id=self.tenant_id)
-            for job in self.store.list_jobs(states=["dead"], tenant_id=self.tenant_id)
+            job.id: jobs.retry(job.id, tenant_id=self.tenant_id)
+            for job in jobs.list_jobs(states=["dead"], tenant_id=self.tenant_id)
         }
 
     # -- export ---------------------------------------------------------------------------
@@ -695,7 +628,6 @@ class MemoryAdmin:
         from pydantic import ValidationError
 
         from .sources.triples.normalize import search_text
-        from .storage.sqlite.profile import SQLiteProfileRows
 
         iterator = iter(rows)
         header = next(iterator, None)
@@ -713,8 +645,8 @@ class MemoryAdmin:
             line += len(batch)
             if any(r["kind"] == "profile" for r in batch):
                 self.profile_source  # noqa: B018 - creates its table
-            if any(r["kind"] == "instruction" for r in batch) and isinstance(self.store, SQLiteStore):
-                SQLiteProfileRows(self.store, "instructions")  # creates its table (PostgreSQL: a migration)
+            if any(r["kind"] == "instruction" for r in batch):
+                self._backend.profile_rows("instructions")  # creates its table where a store makes it on first use
             if any(r["kind"] == "triple" for r in batch):
                 self.triple_source(create=True)
             texts = [
@@ -851,7 +783,7 @@ class MemoryAdmin:
     @property
     def location(self) -> str:
         """The store as an error names it: the directory, or ``host:port/dbname``."""
-        return self.store.location if self.url is not None else str(self.path)
+        return self._backend.location
 
     def _scope(self, user_id: str) -> Scope:
         _require_text(user_id, "user_id")
@@ -861,28 +793,9 @@ class MemoryAdmin:
 # --------------------------------------------------------------------------- helpers
 
 
-def is_postgres_url(value: object) -> bool:
-    """Whether a store argument (``--store``, ``MemoryAdmin(path)``) is a PostgreSQL URL."""
-    return isinstance(value, str) and value.startswith(("postgresql://", "postgres://"))
-
-
 def _require_text(value: Any, what: str) -> None:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{what} must be a non-empty string, got {value!r}")
-
-
-def _size(path: Path) -> int:
-    """Bytes of a file, or of every file under a directory (0 when missing)."""
-    if path.is_file():
-        return path.stat().st_size
-    total = 0
-    for root, _, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.path.getsize(os.path.join(root, name))
-            except OSError:  # removed meanwhile
-                pass
-    return total
 
 
 def _header(tenant_id: str, users: Sequence[str]) -> dict[str, Any]:

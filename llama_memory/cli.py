@@ -341,35 +341,12 @@ def cmd_import(args: argparse.Namespace) -> None:
         raise CommandError(f"no file to import at {file}")
     if args.tenant is None:
         args.tenant = _file_tenant(file)
-    from .admin import is_postgres_url
-    from .storage.chroma import CHROMA_DIRNAME, OPEN_LOCK
-    from .storage.sqlite import DB_FILENAME
+    from .storage.registry import backend_for
 
-    if is_postgres_url(args.store):  # one transaction per batch; no files to clean up
+    # A failed import into a new store leaves no empty store behind.
+    with backend_for(args.store).undo_failed_creation(args.store):
         with _open(args, create=True) as admin, _progress("importing") as progress:
             added = admin.import_file(file, user_id=args.user, progress=progress)
-        return _print_import(args, added)
-    store = Path(args.store)
-    # What a failed import into a new store must remove: no empty store is left behind.
-    created = [
-        store / name
-        for name in (DB_FILENAME, f"{DB_FILENAME}-wal", f"{DB_FILENAME}-shm", CHROMA_DIRNAME, OPEN_LOCK)
-        if not (store / name).exists()
-    ]
-    new_store = not store.exists()
-    try:
-        with _open(args, create=True) as admin, _progress("importing") as progress:
-            added = admin.import_file(file, user_id=args.user, progress=progress)
-    except BaseException:
-        if new_store:
-            shutil.rmtree(store, ignore_errors=True)
-        elif not (store / DB_FILENAME).exists() or DB_FILENAME in {p.name for p in created}:
-            for path in created:
-                if path.is_dir():
-                    shutil.rmtree(path, ignore_errors=True)
-                elif path.exists():
-                    path.unlink()
-        raise
     _print_import(args, added)
 
 
@@ -483,14 +460,9 @@ def cmd_stats(args: argparse.Namespace) -> None:
         ]  # fmt: skip
         for line in _lines(rows, ("DAY", "USER", "PASSES", "FAILED", "TOKENS SENT", "RECEIVED", "SECONDS")):
             print(f"    {line}")
-    sizes = stats.sizes
-    if "postgres" in sizes:
-        print(f"  in the database: {_size(sizes['postgres'])} (tables and their indexes)")
-    else:
-        print(
-            f"  on disk: {_size(sizes['total'])} (SQLite {_size(sizes['sqlite'])}, "
-            f"Chroma {_size(sizes['chroma'])})"
-        )
+    from .storage.registry import backend_for
+
+    print(f"  {backend_for(args.store).describe_sizes(stats.sizes, _size)}")
     if len(stats.tenants) > 1:
         print(f"  tenants in this store: {', '.join(stats.tenants)}")
 

@@ -1,12 +1,11 @@
-"""Building a memory: the composition root, where backends are chosen and wired.
+"""Building a memory: the composition root, where the parts are wired.
 
 :meth:`ComposableMemory.from_defaults <llama_memory.memory.ComposableMemory.from_defaults>`
-lands here. This module opens the store (SQLite under ``path``, or PostgreSQL with
-pgvector from ``store=``) and the dense index (embedded Chroma, a given client, a
-Chroma server from its address, or pgvector in the PostgreSQL store), builds the
-default sources (past messages, profile, triples) on them, and hands the memory the
-ports it works through. The memory class itself knows no backend: a second backend
-is wired in here.
+lands here. This module asks the backend registry to open the store at the location
+given (a directory for the embedded default, a server's URL or pool), builds the
+default sources (past messages, profile, triples) on the parts of its backend, and
+hands the memory the ports it works through. Neither the memory nor this module
+knows which backend it is: a new backend is a bundle in ``llama_memory.storage``.
 """
 
 from __future__ import annotations
@@ -21,9 +20,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.utils import get_tokenizer
 
-from .arguments import short
 from .buffer import ChatBuffer
-from .errors import StorageError
 from .formation import warm_up
 from .instructions import Instructions
 from .maintenance import reconcile
@@ -33,18 +30,10 @@ from .sources.dimension import forget_embedding_model
 from .sources.profile import ProfileSource
 from .sources.triples import TRIPLE_COLLECTION, TripleSource
 from .sources.vector import VectorSource
-from .storage.chroma import (
-    CHROMA_DIRNAME,
-    http_client,
-    open_index,
-    persistent_client,
-    server_address,
-)
+from .storage.backend import Location, OpenBackend
 from .storage.expiry import Expiry
 from .storage.ports import Storage
-from .storage.sqlite import DB_FILENAME, SQLiteStore, memory_path, store_exists
-from .storage.sqlite.profile import SQLiteProfileRows
-from .storage.sqlite.triples import SQLiteTripleTimeline
+from .storage.registry import backend_of, open_backend, open_existing, require_store
 from .types import Scope
 
 if TYPE_CHECKING:
@@ -65,29 +54,20 @@ def build_memory(cls: type[M], settings: MemorySettings, history: Sequence[ChatM
     """What :meth:`ComposableMemory.from_defaults` does (its docstring says what each
     setting means): open the store and the dense index, build the default sources,
     construct the memory, then reconcile, re-embed or set the history it was asked to."""
-    postgres = settings.store is not None
-    path = settings.path
-    if path is not None:
-        memory_path(path)  # a URL fails here, before anything is created
-        # Absolute at creation: a saved dict (a workflow Context) restored from another
-        # working directory must reopen this store, not a new one there.
-        path = os.path.abspath(os.path.expanduser(path))
     tokenizer = settings.tokenizer_fn or get_tokenizer()
     scope = Scope(user_id=settings.user_id, session_id=settings.session_id, tenant_id=settings.tenant_id)
     clock = {"clock": settings.clock} if settings.clock else {}
     expiry = Expiry(ttl=settings.ttl, refresh_on_read=settings.refresh_on_read, **clock)
-    chroma_client = settings.chroma_client
-    server = None if postgres else chroma_server(settings)
-    if server is not None:
-        chroma_client = http_client(*server)
-    store: Any = open_postgres(settings.store) if postgres else SQLiteStore(path)
+    # The backend of the location given; a bad path or contradicting index settings
+    # fail here, before anything is created.
+    backend = open_backend(Location.of(settings))
+    store = backend.store
+    path = backend.path
     try:
         primary_memory = settings.primary_memory
         if primary_memory is None:
             primary_memory = ChatBuffer.from_defaults(
-                token_limit=settings.token_limit,
-                tokenizer_fn=tokenizer,
-                chat_log=store.chat_log(scope) if path is not None or postgres else None,
+                token_limit=settings.token_limit, tokenizer_fn=tokenizer, chat_log=backend.chat_log(scope)
             )
         sources = settings.secondary_memory_sources
         default_sources = sources is None
@@ -97,36 +77,19 @@ def build_memory(cls: type[M], settings: MemorySettings, history: Sequence[ChatM
             forget_embedding_model(store, vector=default_sources, triples=settings.triples)
         if sources is None:
             scope.require_user("the default long-term (vector) memory")
-            sources = [
-                postgres_vector_source(store, model, expiry)
-                if postgres
-                else default_vector_source(store, path, model, chroma_client, expiry)
-            ]
+            sources = [vector_source(backend, model, expiry)]
         profile = settings.profile
         if profile is not False and (default_sources or profile is not None):
             scope.require_user("the profile memory")
             if not any(isinstance(s, ProfileHolder) for s in sources):
                 schema = profile if isinstance(profile, type) else None
-                sources = [*sources, (
-                    ProfileSource(postgres_profile_rows(store), schema=schema, expiry=expiry)
-                    if postgres
-                    else default_profile_source(store, schema=schema, expiry=expiry)
-                )]
+                sources = [*sources, ProfileSource(backend.profile_rows(), schema=schema, expiry=expiry)]
         if settings.triples and not any(isinstance(s, TripleHolder) for s in sources):
             scope.require_user("the knowledge-triple memory")
-            sources = [*sources, (
-                postgres_triple_source(store, resolve_embed_model(model), expiry)
-                if postgres
-                else default_triple_source(store, path, resolve_embed_model(model), chroma_client, expiry=expiry)
-            )]
-        # The settings as opened, which to_dict writes: the URL of a PostgreSQL store
-        # without its password, a Chroma server by its URL.
-        url = f"{'https' if server[2] else 'http'}://{server[0]}:{server[1]}" if server else None
-        opened = settings.model_copy(update={
-            "path": path, "embed_model": model,
-            "store": store.url if isinstance(settings.store, str) else settings.store,
-            **({"chroma_host": None, "chroma_port": 8000, "chroma_url": url} if server else {}),
-        })
+            sources = [*sources, triple_source(backend, resolve_embed_model(model), expiry=expiry)]
+        # The settings as opened, which to_dict writes: the location as its backend
+        # writes it (an absolute path, a URL without its password, a server by its URL).
+        opened = settings.model_copy(update={"embed_model": model, **backend.settings})
         memory = cls(**{
             **{name: getattr(opened, name) for name in cls.model_fields if name in MemorySettings.model_fields},
             "primary_memory": primary_memory, "secondary_memory_sources": sources, "tokenizer_fn": tokenizer,
@@ -134,10 +97,8 @@ def build_memory(cls: type[M], settings: MemorySettings, history: Sequence[ChatM
         memory.runtime.attach(
             store,
             opened,
-            # PostgreSQL: the vectors are rows that delete_user removed in its transaction.
-            drop_dense=(lambda owner: None) if postgres
-            else lambda owner: drop_dense_collections(memory.path, chroma_client, store, owner),
-            instructions=open_instructions(store, scope, settings.clock),
+            drop_dense=lambda owner: backend.drop_dense(owner, DENSE_COLLECTIONS),
+            instructions=open_instructions(backend, scope, settings.clock),
         )
     except BaseException:
         store.close()  # a source refused (another embedding model...): no store left open
@@ -149,7 +110,7 @@ def build_memory(cls: type[M], settings: MemorySettings, history: Sequence[ChatM
             memory.close()
             raise
         logger.info("store %s re-embedded with %s: %d records", path, model, count)
-    elif chroma_client is not None and settings.user_id:
+    elif backend.index_drifts and settings.user_id:
         # An index on a server (or any given client) can drift from the record while
         # this store is closed: catch this user's up now (one Chroma read per
         # source). Missing vectors are flagged and embedded on the first read;
@@ -175,152 +136,76 @@ def build_memory(cls: type[M], settings: MemorySettings, history: Sequence[ChatM
     return memory
 
 
-def open_postgres(store: Any) -> Any:
-    """A :class:`~llama_memory.storage.postgres.PostgresStore` on ``store`` (a
-    ``postgresql://`` URL or a ``psycopg_pool.ConnectionPool``); ImportError naming the
-    extra to install when psycopg is missing."""
-    if any(cls.__name__ == "PostgresStore" for cls in type(store).__mro__):  # (psycopg may be missing)
-        raise TypeError(
-            "store takes a PostgreSQL URL or a psycopg_pool.ConnectionPool, not a PostgresStore "
-            "(a memory opens its own): to share connections among memories, or to pass pool "
-            "settings such as prepare_threshold, pass a pool, e.g. "
-            "ConnectionPool(url, kwargs={'prepare_threshold': None})"
-        )
-    if not isinstance(store, str) and type(store).__module__.split(".")[0] != "psycopg_pool":
-        raise TypeError(
-            f"store takes a PostgreSQL URL ('postgresql://user@host:5432/dbname') or a "
-            f"psycopg_pool.ConnectionPool, not {type(store).__name__} {short(store)}; for a "
-            "SQLite directory pass path= instead"
-        )
-    try:
-        from .storage.postgres import PostgresStore
-    except ImportError as exc:
-        raise ImportError(
-            f"store= needs the PostgreSQL driver ({exc}): pip install 'llama-memory[postgres]'"
-        ) from exc
-    return PostgresStore(store)
-
-
-def postgres_vector_source(store: Any, embed_model: Optional[BaseEmbedding], expiry: Expiry) -> VectorSource:
-    """The default long-term source on a PostgreSQL store, its vectors in pgvector."""
-    from .storage.postgres import PgVectorIndex
-
-    index = PgVectorIndex(store, VECTOR_COLLECTION)
-    return VectorSource(store, index, resolve_embed_model(embed_model), expiry=expiry)
-
-
-def postgres_profile_rows(store: Any, document: str = "profile") -> Any:
-    """The profile rows port on a PostgreSQL store (``document``: ``"profile"`` or
-    ``"instructions"``)."""
-    from .storage.postgres import PostgresProfileRows
-
-    return PostgresProfileRows(store, document)
-
-
-def open_instructions(store: Any, scope: Scope, clock: Optional[Callable[[], float]] = None) -> Optional[Instructions]:
-    """The user's instructions (procedural memory) in ``store`` (SQLite or PostgreSQL),
-    or None for a memory without a user (instructions are a user's)."""
+def open_instructions(
+    backend: OpenBackend, scope: Scope, clock: Optional[Callable[[], float]] = None
+) -> Optional[Instructions]:
+    """The user's instructions (procedural memory) in the backend's store, or None for
+    a memory without a user (instructions are a user's)."""
     if scope.user_id is None:
         return None
-    rows = (
-        SQLiteProfileRows(store, document="instructions")
-        if isinstance(store, SQLiteStore)
-        else postgres_profile_rows(store, "instructions")
-    )
+    rows = backend.profile_rows("instructions")
     return Instructions(rows, scope, **({"clock": clock} if clock else {}))
 
 
-def postgres_triple_source(store: Any, embed_model: BaseEmbedding, expiry: Expiry) -> Any:
-    """The triple source on a PostgreSQL store, its vectors in pgvector."""
-    from .sources.triples import TripleSource
-    from .storage.postgres import PgVectorIndex, PostgresTripleTimeline
+def vector_source(backend: OpenBackend, embed_model: Optional[BaseEmbedding], expiry: Expiry) -> VectorSource:
+    """The default long-term source: past messages in the backend's store, their
+    vectors in its dense index."""
+    index = backend.vector_index(VECTOR_COLLECTION)
+    return VectorSource(backend.store, index, resolve_embed_model(embed_model), expiry=expiry)
 
-    index = PgVectorIndex(store, TRIPLE_COLLECTION)
-    return TripleSource(PostgresTripleTimeline(store), index, embed_model, expiry=expiry)
+
+def triple_source(backend: OpenBackend, embed_model: BaseEmbedding, **kwargs: Any) -> TripleSource:
+    """The triple source on the backend's triple timeline and its dense index.
+    ``kwargs`` go to the source."""
+    index = backend.vector_index(TRIPLE_COLLECTION)
+    return TripleSource(backend.triple_timeline(), index, embed_model, **kwargs)
 
 
 def default_vector_source(
-    store: SQLiteStore,
+    store: Storage,
     path: Optional[Union[str, Path]],
     embed_model: Optional[BaseEmbedding],
     chroma_client: Any = None,
     expiry: Optional[Expiry] = None,
 ) -> VectorSource:
-    """The default long-term source: past messages in SQLite + a Chroma index (on
-    ``chroma_client`` when given, with collections named after the store's id)."""
-    namespace = store.store_id if chroma_client is not None else None
-    index = open_index(VECTOR_COLLECTION, path, chroma_client, namespace)
-    return VectorSource(store, index, resolve_embed_model(embed_model), expiry=expiry or Expiry())
+    """The default long-term source on an open store: past messages in it + its
+    backend's dense index (the embedded store's Chroma: on ``chroma_client`` when given,
+    with collections named after the store's id, else under ``path``, else in memory)."""
+    backend = backend_of(store, Location(path=_text(path), chroma_client=chroma_client))
+    return vector_source(backend, embed_model, expiry or Expiry())
 
 
 def default_triple_source(
-    store: SQLiteStore,
+    store: Storage,
     path: Optional[Union[str, Path]],
     embed_model: BaseEmbedding,
     chroma_client: Any = None,
     **kwargs: Any,
 ) -> TripleSource:
-    """A :class:`TripleSource` on ``store``'s triple timeline with a Chroma index beside
-    it: the given client (a server's; collections named after the store's id), else the
-    persistent one under ``path``, else (in memory) collections of its own in the
-    process-wide ephemeral client. ``kwargs`` go to the source."""
-    namespace = store.store_id if chroma_client is not None else None
-    index = open_index(TRIPLE_COLLECTION, path, chroma_client, namespace)
-    return TripleSource(SQLiteTripleTimeline(store), index, embed_model, **kwargs)
+    """A :class:`TripleSource` on ``store``'s triple timeline with its backend's dense
+    index beside it (the embedded store's Chroma: the given client, a server's, with
+    collections named after the store's id; else the persistent one under ``path``;
+    else, in memory, collections of its own in the process-wide ephemeral client).
+    ``kwargs`` go to the source."""
+    backend = backend_of(store, Location(path=_text(path), chroma_client=chroma_client))
+    return triple_source(backend, embed_model, **kwargs)
 
 
-def default_profile_source(store: SQLiteStore, **kwargs: Any) -> ProfileSource:
+def default_profile_source(store: Storage, **kwargs: Any) -> ProfileSource:
     """A :class:`ProfileSource` on ``store``'s profile rows (the table is created or
     migrated on open). ``kwargs`` go to the source (``schema``, ``expiry``...)."""
-    return ProfileSource(SQLiteProfileRows(store), **kwargs)
+    return ProfileSource(backend_of(store).profile_rows(), **kwargs)
 
 
-def drop_dense_collections(
-    path: Optional[str], client: Any, store: SQLiteStore, owner: tuple[str, str]
-) -> None:
-    """Drop one (tenant, user)'s collections of every kind the default sources keep, on
-    the store's Chroma (its namespace on a given client or server, else the embedded
-    index under ``path``): a source the memory was not opened with (triples) may have
-    written some. An in-memory store shares its collections with no one."""
-    namespace = store.store_id if client is not None else None
-    if client is None:
-        if path is None or not (Path(path) / CHROMA_DIRNAME).is_dir():
-            return  # no Chroma index was ever created beside this store
-        client = persistent_client(path)
-    for prefix in DENSE_COLLECTIONS:
-        open_index(prefix, None, client, namespace).drop(*owner)
+def _text(path: Optional[Union[str, Path]]) -> Optional[str]:
+    return None if path is None else os.fspath(path)
 
 
 def check_restorable(path: Optional[str]) -> None:
     """StorageError unless ``path`` (a restored memory's) holds a store: restoring
     never opens a new, empty memory in its place."""
-    if path is not None and not store_exists(path):
-        raise StorageError(
-            f"cannot restore this memory: its store {path} does not exist (no "
-            f"{DB_FILENAME} there; moved or deleted?). Pass path= to from_dict with where "
-            "the store is now; restoring never opens a new, empty memory in its place "
-            "(ComposableMemory.from_defaults starts one)"
-        )
-
-
-def chroma_server(settings: MemorySettings) -> Optional[tuple[str, int, bool]]:
-    """``(host, port, ssl)`` of the Chroma server the settings ask for, or None;
-    ValueError for contradicting settings."""
-    host, url = settings.chroma_host, settings.chroma_url
-    if host is None and url is None:
-        return None
-    if host is not None and url is not None:
-        raise ValueError("pass chroma_host (and chroma_port) or chroma_url, not both")
-    if settings.chroma_client is not None:
-        raise ValueError("pass chroma_client or a Chroma server address, not both")
-    if settings.path is None:
-        raise ValueError(
-            "server mode needs path=: SQLite under path is the system of record, and "
-            "vectors on a shared server must not outlive an in-memory store"
-        )
-    if url is not None:
-        return server_address(url)
-    return host, int(settings.chroma_port), False
+    if path is not None:
+        require_store(path)
 
 
 def resolve_embed_model(embed_model: Optional[BaseEmbedding]) -> BaseEmbedding:
@@ -338,10 +223,7 @@ def resolve_embed_model(embed_model: Optional[BaseEmbedding]) -> BaseEmbedding:
 
 
 def open_queue(path: Union[str, Path]) -> Storage:
-    """The existing store under ``path`` (or the PostgreSQL store at a ``postgresql://``
-    URL), for a worker process to claim jobs from; StorageError when a directory holds
-    none (a worker never creates an empty store)."""
-    if isinstance(path, str) and path.startswith(("postgresql://", "postgres://")):
-        return open_postgres(path)  # type: ignore[no-any-return]
-    check_restorable(os.fspath(path))
-    return SQLiteStore(path)
+    """The existing store at ``path`` (a directory, or a server backend's URL), for a
+    worker process to claim jobs from; StorageError when a directory holds none (a
+    worker never creates an empty store)."""
+    return open_existing(path if isinstance(path, str) else os.fspath(path))

@@ -25,10 +25,11 @@ from typing import Any, Optional, Union
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
-from .admin import MemoryAdmin, is_postgres_url
+from .admin import MemoryAdmin
 from .errors import LlamaMemoryError
 from .progress import Progress
 from .sources.triples.normalize import search_text
+from .storage.registry import entry_for
 from .text import replace_unstorable
 
 
@@ -91,7 +92,7 @@ def copy_store(
         StoreNotFoundError: ``source`` is not a memory directory.
         ValueError: ``target`` is not a PostgreSQL URL, or ``source`` is one.
     """
-    if not is_postgres_url(target):
+    if not _takes_copies(target):
         # Not echoed: a URL of another scheme may hold a password.
         scheme = target.partition("://")[0] if isinstance(target, str) and "://" in target else None
         if scheme:
@@ -103,7 +104,7 @@ def copy_store(
         raise ValueError(
             f"copy --to takes a PostgreSQL URL ('postgresql://user@host:5432/dbname'), got {got}"
         )
-    if isinstance(source, str) and is_postgres_url(source):
+    if isinstance(source, str) and entry_for(source).path_form is None:
         raise ValueError("copy --from takes a SQLite memory directory; the source is already PostgreSQL")
     report = CopyReport()
     with MemoryAdmin(source, embed_model=embed_model, chroma_url=chroma_url) as src:
@@ -128,6 +129,13 @@ def copy_store(
             # A new database has no statistics yet: the first gets would be planned blind.
             dst.rows.refresh_statistics()
     return report
+
+
+def _takes_copies(target: Any) -> bool:
+    """Whether ``target`` is the URL of a store a copy may go into: a server backend's
+    that takes copies (the copy re-embeds the vectors into its database)."""
+    entry = entry_for(target)
+    return isinstance(target, str) and entry.path_form is None and entry.load().copy_target
 
 
 def _plan(

@@ -1,9 +1,12 @@
 """The layers hold: storage knowledge stays in ``llama_memory/storage/``, and the
 package's modules import each other without cycles.
 
-Outside ``storage/`` no module imports a backend (``sqlite3``, ``chromadb``, the
-``storage.sqlite`` or ``storage.chroma`` modules) or holds SQL, except the modules of
-:data:`ALLOWED`, each for the reason given there.
+Outside ``storage/`` no module imports a backend (``sqlite3``, ``chromadb``, ``psycopg``,
+the ``storage.sqlite``, ``storage.postgres`` or ``storage.chroma`` modules) or holds SQL,
+except the modules of :data:`ALLOWED`, each for the reason given there. The modules that
+open stores (construction, admin, the command line, copies) ask the backend registry
+(``storage/registry.py``) and never name a backend: a new backend is a package and a
+registry entry, not an edit of theirs.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "llama_memory"
 
 #: Backend modules: only ``llama_memory/storage/`` and the allowed modules import them.
-BACKENDS = re.compile(r"^(sqlite3|chromadb|psycopg\w*|llama_memory\.storage\.(sqlite|chroma))(\.|$)")
+BACKENDS = re.compile(r"^(sqlite3|chromadb|psycopg\w*|llama_memory\.storage\.(sqlite|postgres|chroma))(\.|$)")
 #: SQL statements as they are written in this code base (keywords in capitals).
 SQL = re.compile(
     r"\b(SELECT\s.+\sFROM|INSERT\s+(OR\s+\w+\s+)?INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|"
@@ -24,11 +27,7 @@ SQL = re.compile(
 )
 
 #: Modules outside storage/ that may import a backend (B) or hold SQL (S), and why.
-ALLOWED: dict[str, tuple[str, str]] = {
-    "config.py": ("B", "the composition root: it chooses and opens the backends"),
-    "admin.py": ("B", "MemoryAdmin opens the stores of a directory (file names, clients)"),
-    "cli.py": ("B", "names the store's files (DB_FILENAME, CHROMA_DIRNAME) for `info`"),
-}
+ALLOWED: dict[str, tuple[str, str]] = {}
 
 
 def _modules() -> dict[str, Path]:
@@ -122,6 +121,79 @@ def test_the_allow_list_names_only_modules_that_need_it() -> None:
         holds_sql = any(SQL.search(text) for p in paths for text in _strings(p))
         needed = ("B" in kinds and imports_backend) or ("S" in kinds and holds_sql)
         assert needed, f"{key} no longer needs its place in ALLOWED ({why}): remove it"
+
+
+#: The modules that open stores or choose where data goes: they ask the registry.
+OPENERS = ("config.py", "admin.py", "cli.py", "copying.py", "worker.py", "blocks.py", "mcp_server.py")
+#: A backend's name, as an identifier or a bare string (a URL scheme, a dict key).
+BACKEND_NAME = re.compile(r"postgres|sqlite|pgvector|psycopg|SQLiteStore", re.IGNORECASE)
+#: Keyword arguments whose strings are prose for people (the command line's help).
+PROSE_KEYWORDS = {"help", "metavar", "description", "epilog"}
+
+
+def _backend_names(path: Path) -> list[str]:
+    """Where a module names a backend in its code: identifiers (names, attributes,
+    functions, arguments, imports) and strings without spaces (a scheme to compare
+    with, a key to look up), not prose (messages, docstrings, help text)."""
+    tree = ast.parse(path.read_text())
+    prose = {
+        id(keyword.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        for keyword in node.keywords
+        if keyword.arg in PROSE_KEYWORDS
+    }
+    found = []
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Name):
+            names = [node.id]
+        elif isinstance(node, ast.Attribute):
+            names = [node.attr]
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names = [node.name]
+        elif isinstance(node, ast.arg):
+            names = [node.arg]
+        elif isinstance(node, ast.keyword) and node.arg:
+            names = [node.arg]
+        elif isinstance(node, ast.alias):
+            names = [node.name, node.asname or ""]
+        elif isinstance(node, ast.ImportFrom):
+            names = [node.module or ""]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose:
+            names = [node.value] if not re.search(r"\s", node.value) else []
+        found += [f"line {node.lineno}: {name}" for name in names if BACKEND_NAME.search(name)]  # type: ignore[attr-defined]
+    return found
+
+
+def test_the_modules_that_open_stores_never_name_a_backend() -> None:
+    """Construction, the admin, the command line and copies choose a backend through
+    the registry only: no backend import, no ``is_postgres_url``, no
+    ``isinstance(store, SQLiteStore)``, no ``"postgres" in sizes``."""
+    offences = {}
+    for module in OPENERS:
+        path = PACKAGE / module
+        imports = sorted(i for i in _imports(f"llama_memory.{path.stem}", path, runtime_only=False) if BACKENDS.match(i))
+        named = _backend_names(path)
+        if imports or named:
+            offences[module] = imports + named
+    assert offences == {}, f"modules that open stores name a backend (ask storage.registry): {offences}"
+
+
+def test_importing_the_registry_loads_no_backend_driver() -> None:
+    """The PostgreSQL extra stays optional: the registry (and choosing a directory's
+    backend) imports no database driver; a server's bundle loads when one is given."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from llama_memory.storage.registry import backend_for; "
+        "assert backend_for('./memory').name == 'SQLite'; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('psycopg', 'psycopg_pool') "
+        "or m.startswith('llama_memory.storage.postgres')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
 
 
 #: Cycles known and left, each with why (a cycle is a pair of modules that need each other

@@ -4,11 +4,12 @@ SQLite (``llama_memory.storage.sqlite`` + an in-process Chroma for the dense ind
 PostgreSQL (``llama_memory.storage.postgres`` with pgvector, on the test server), the
 latter twice: as sync calls run, and as async calls run (``postgres-bridged``: the test's
 body inside ``run_bridged`` on an event loop, every statement awaited on the loop's
-``AsyncConnectionPool``). A new backend adds a :class:`Backend` to
-:data:`BACKENDS`, giving every port implementation (the ``Storage`` facade, the dense
-index, the triple timeline, the profile rows), and must pass every test of this
-directory unchanged: records, chat log, jobs, transactions, vector index, triples,
-profile and instructions all take this fixture.
+``AsyncConnectionPool``). Every port implementation under test (the ``Storage`` facade,
+the dense index, the triple timeline, the profile rows) is the one the backend's bundle
+gives (``llama_memory.storage.registry``), as a memory gets it. A new backend adds one
+entry to :data:`BACKENDS` (how to open a store on a location) and must pass every test
+of this directory unchanged: records, chat log, jobs, transactions, vector index,
+triples, profile and instructions all take this fixture.
 """
 
 from __future__ import annotations
@@ -21,29 +22,23 @@ from typing import Any, Optional
 
 import pytest
 
+from llama_memory.storage.backend import Location
 from llama_memory.storage.ports import ProfileRows, Storage, VectorIndex
 from llama_memory.storage.ports.triples import TripleTimeline
+from llama_memory.storage.registry import backend_of, open_backend
 
 
 class Backend:
     """One storage backend under test: opens store objects on one location (several
     objects on one location stand for several processes), dense indexes, and the
-    triple timeline and profile rows ports on a new store object each."""
+    triple timeline and profile rows ports on a new store object each, all from the
+    backend's bundle."""
 
-    def __init__(
-        self,
-        name: str,
-        open_store: Callable[[], Storage],
-        open_index: Callable[[], VectorIndex],
-        triples_on: Callable[[Storage], TripleTimeline],
-        profile_on: Callable[[Storage, str], ProfileRows],
-    ) -> None:
+    def __init__(self, name: str, open_store: Callable[[], Storage]) -> None:
         self.name = name
         self._open_store = open_store
-        self._open_index = open_index
-        self._triples_on = triples_on
-        self._profile_on = profile_on
         self._opened: list[Storage] = []
+        self._index_store: Optional[Storage] = None
 
     def open(self) -> Storage:
         """A new store object on this backend's location (the same data each time)."""
@@ -52,18 +47,21 @@ class Backend:
         return store
 
     def index(self) -> VectorIndex:
-        """A dense index of its own."""
-        return self._open_index()
+        """A dense index of its own (one store object serves the indexes; an index kept
+        apart from the store is a private one in memory)."""
+        if self._index_store is None:
+            self._index_store = self.open()
+        return backend_of(self._index_store).vector_index("conformance")
 
     def triples(self) -> TripleTimeline:
         """The triple timeline on a new store object (another connection, as another
         process would have)."""
-        return self._triples_on(self.open())
+        return backend_of(self.open()).triple_timeline()
 
     def profile_rows(self, document: str = "profile") -> ProfileRows:
         """The profile rows on a new store object (another connection); ``document``
         ``"instructions"``: the rows of the user's instructions."""
-        return self._profile_on(self.open(), document)
+        return backend_of(self.open()).profile_rows(document)
 
     def close(self) -> None:
         """Close every store opened."""
@@ -75,51 +73,14 @@ class Backend:
 
 
 def _sqlite(location: Path) -> Backend:
-    from llama_memory.storage.chroma import DenseIndex, ephemeral_client
-    from llama_memory.storage.sqlite import SQLiteStore
-    from llama_memory.storage.sqlite.profile import SQLiteProfileRows
-    from llama_memory.storage.sqlite.triples import SQLiteTripleTimeline
-
-    def sqlite_store(store: Storage) -> SQLiteStore:
-        assert isinstance(store, SQLiteStore)
-        return store
-
-    return Backend(
-        "sqlite",
-        lambda: SQLiteStore(location),
-        lambda: DenseIndex(ephemeral_client(), DenseIndex.unique_prefix("conformance")),
-        lambda store: SQLiteTripleTimeline(sqlite_store(store)),
-        lambda store, document: SQLiteProfileRows(sqlite_store(store), document),
-    )
+    return Backend("sqlite", lambda: open_backend(Location(path=str(location))).store)
 
 
 def _postgres(url: str) -> Backend:
-    from llama_memory.storage.postgres import (
-        PgVectorIndex,
-        PostgresProfileRows,
-        PostgresStore,
-        PostgresTripleTimeline,
-    )
+    from llama_memory.storage.postgres import PostgresStore
 
-    def postgres_store(store: Storage) -> PostgresStore:
-        assert isinstance(store, PostgresStore)
-        return store
-
-    index_store: list[PostgresStore] = []
-
-    def open_index() -> VectorIndex:
-        if not index_store:  # one store object serves the indexes; closed with the rest
-            index_store.append(backend.open())
-        return PgVectorIndex(index_store[0], "conformance")
-
-    backend = Backend(
-        "postgres",
-        lambda: PostgresStore(url, max_size=2),
-        open_index,
-        lambda store: PostgresTripleTimeline(postgres_store(store)),
-        lambda store, document: PostgresProfileRows(postgres_store(store), document),
-    )
-    return backend
+    # Two connections per store object: a test opens several on one database server.
+    return Backend("postgres", lambda: PostgresStore(url, max_size=2))
 
 
 def _postgres_bridged(url: str) -> Backend:

@@ -1,0 +1,139 @@
+"""What a storage backend gives the rest of the package: one bundle per backend.
+
+A backend package (``storage/sqlite`` with ``storage/chroma``, ``storage/postgres``)
+exports one :class:`Backend`: how to open its store at a location, and, on an opened
+store (:class:`OpenBackend`), every part the memory, the admin and the command line
+build on: the vector index, the triple timeline, the profile and instructions rows,
+the job queue, the admin rows, its sizes, and what ``to_dict`` writes of its
+location. :mod:`llama_memory.storage.registry` picks the bundle from the location
+given, so the code above storage never asks which database it is talking to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Optional, Protocol
+
+from ..types import Scope
+from .ports import ChatLog, JobQueue, ProfileRows, Storage, TripleTimeline, VectorIndex
+from .ports.admin import AdminRows
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where a memory's data lives, as its settings (or an admin command) give it.
+
+    Attributes:
+        path: a directory (``path=``); None with no ``store``: a store in memory.
+        store: the ``store=`` value of a server backend (a URL, a connection pool).
+        chroma_client: a dense-index client given instead of the embedded one.
+        chroma_host: a dense-index server's host.
+        chroma_port: its port, with ``chroma_host``.
+        chroma_url: the server as a URL, instead of host and port.
+    """
+
+    path: Optional[str] = None
+    store: Any = None
+    chroma_client: Any = None
+    chroma_host: Optional[str] = None
+    chroma_port: int = 8000
+    chroma_url: Optional[str] = None
+
+    @classmethod
+    def of(cls, settings: Any) -> "Location":
+        """The location fields of any object that has them (``MemorySettings``)."""
+        return cls(**{name: getattr(settings, name) for name in cls.__dataclass_fields__})
+
+    @property
+    def given(self) -> Any:
+        """The location as the user wrote it: the ``store=`` value, else the path."""
+        return self.store if self.store is not None else self.path
+
+
+class OpenBackend(Protocol):
+    """One backend's parts on an opened store: what construction, the admin and the
+    command line build on."""
+
+    #: The store: records, chat logs, meta, transactions (every port of ``Storage``).
+    store: Storage
+    #: The directory that holds the store's files, or None (in memory, or on a server).
+    path: Optional[str]
+    #: Whether the dense index lives apart from the store and may drift from it while
+    #: the store is closed (a server or a given client): a memory catches its user up
+    #: on open.
+    index_drifts: bool
+
+    @property
+    def jobs(self) -> JobQueue:
+        """The store's job queue (background formation passes)."""
+
+    @property
+    def location(self) -> str:
+        """The store as messages name it: its directory, or ``host:port/dbname``."""
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """What ``to_dict`` writes of the location: settings fields and their values as
+        opened (an absolute path, a URL without its password, a server by its URL)."""
+
+    def chat_log(self, scope: Scope) -> Optional[ChatLog]:
+        """The conversation's log in the store, or None when the store keeps no chat
+        (in memory: the buffer holds the messages)."""
+
+    def vector_index(self, collection: str) -> VectorIndex:
+        """The dense index of one kind of collection (one per source)."""
+
+    def triple_timeline(self) -> TripleTimeline:
+        """The knowledge triples' timeline in the store."""
+
+    def profile_rows(self, document: str = "profile") -> ProfileRows:
+        """The rows of one profile document (``"profile"``, ``"instructions"``)."""
+
+    def admin_rows(self) -> AdminRows:
+        """Plain rows of every tenant, for the admin and copies between stores."""
+
+    def sizes(self) -> dict[str, int]:
+        """Bytes the store takes, by part, with their ``total``."""
+
+    def drop_dense(self, owner: tuple[str, str], collections: Sequence[str]) -> None:
+        """Drop one (tenant, user)'s dense collections of the kinds named (those kept
+        apart from the store; rows in it went with ``delete_user``)."""
+
+    def close(self) -> None:
+        """Close the store."""
+
+
+class Backend(Protocol):
+    """A storage backend's bundle: how to open its store at a location, and the parts
+    on it (:class:`OpenBackend`)."""
+
+    #: How messages name the backend (``"SQLite"``).
+    name: str
+    #: Whether a copy between stores may write into it (``llama-memory copy --to``).
+    copy_target: bool
+
+    def open(self, location: Location, *, for_admin: bool = False) -> OpenBackend:
+        """Open (creating when new) the store at ``location``: ValueError or TypeError
+        naming what is wrong with it before anything is created. ``for_admin``: a tool
+        opens a store it did not write; it refuses to start a dense index of its own
+        beside a store whose vectors are elsewhere."""
+
+    def owns(self, store: Any) -> bool:
+        """Whether ``store`` is this backend's store object."""
+
+    def on(self, store: Storage, location: Location = Location()) -> OpenBackend:
+        """The parts on a store already open (``location``: its dense-index options)."""
+
+    def missing(self, where: Any) -> Optional[str]:
+        """Why no store is at ``where`` (``"does not exist"``), or None when one is
+        (or when opening creates it, as a database server's tables are)."""
+
+    def describe_sizes(self, sizes: dict[str, int], size: Any) -> str:
+        """One line for ``llama-memory stats``: ``sizes`` (:meth:`OpenBackend.sizes`)
+        with ``size`` turning bytes into text."""
+
+    def undo_failed_creation(self, where: Any) -> AbstractContextManager[None]:
+        """A context in which a failure removes what a first write created at ``where``
+        (no empty store is left behind a failed import)."""

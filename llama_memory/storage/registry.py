@@ -1,0 +1,180 @@
+"""The backends, chosen by the location given: a directory, a URL, a connection pool.
+
+Each entry says which ``store=`` values (or location strings) are its backend's,
+without importing the backend: the PostgreSQL extra stays optional, and a command
+that lists users on a directory loads no database driver. The bundle
+(:class:`~llama_memory.storage.backend.Backend`) is imported when first asked for.
+A new backend is one package exporting a bundle plus one entry here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from .backend import Backend, Location, OpenBackend
+from .ports import Storage
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One backend in the registry.
+
+    Attributes:
+        name: how messages name the backend before it is loaded.
+        bundle: ``"module:attribute"`` of its :class:`Backend`, imported on first use.
+        claims: whether a ``store=`` value (or a location string) is this backend's;
+            it must not import the backend.
+        store_forms: what ``store=`` takes for it, as an error lists it; None for the
+            backend of directories (``path=``).
+        path_form: what ``path=`` takes for it, as an error names it (the backend of
+            directories only).
+        extra: the optional extra (``pip install 'llama-memory[extra]'``) it needs.
+    """
+
+    name: str
+    bundle: str
+    claims: Callable[[Any], bool]
+    store_forms: Optional[str] = None
+    path_form: Optional[str] = None
+    extra: Optional[str] = None
+
+    def load(self) -> Backend:
+        """The bundle (its module imported now)."""
+        module, _, attribute = self.bundle.partition(":")
+        try:
+            loaded: Backend = getattr(importlib.import_module(module), attribute)
+        except ImportError as exc:
+            if self.extra is None:
+                raise
+            raise ImportError(
+                f"store= needs the {self.name} driver ({exc}): pip install 'llama-memory[{self.extra}]'"
+            ) from exc
+        return loaded
+
+    @property
+    def package(self) -> str:
+        """The backend's package: a store object can only be this backend's once it is imported."""
+        return self.bundle.partition(":")[0].rpartition(".")[0]
+
+
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+def _postgres_claims(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.startswith(POSTGRES_SCHEMES)
+    # A pool, or a store object passed by mistake (its bundle names the right form):
+    # checked by name, as psycopg may be missing.
+    return type(value).__module__.split(".")[0] == "psycopg_pool" or any(
+        cls.__name__ == "PostgresStore" for cls in type(value).__mro__
+    )
+
+
+#: Every backend: the first whose ``claims`` accepts a location is chosen; a location
+#: none claims is a directory, of the entry with a ``path_form``.
+ENTRIES: tuple[Entry, ...] = (
+    Entry(
+        "PostgreSQL",
+        "llama_memory.storage.postgres.bundle:BACKEND",
+        _postgres_claims,
+        store_forms="a PostgreSQL URL ('postgresql://user@host:5432/dbname') or a psycopg_pool.ConnectionPool",
+        extra="postgres",
+    ),
+    Entry(
+        "SQLite",
+        "llama_memory.storage.sqlite.bundle:BACKEND",
+        lambda value: False,
+        path_form="a SQLite directory",
+    ),
+)
+
+
+def _directories() -> Entry:
+    return next(e for e in ENTRIES if e.path_form is not None)
+
+
+def entry_for(where: Any) -> Entry:
+    """The entry of a location as a command line or an admin gives it: a string or a
+    pool a server backend claims, else a directory."""
+    return next((e for e in ENTRIES if e.claims(where)), _directories())
+
+
+def backend_for(where: Any) -> Backend:
+    """The bundle of a location (see :func:`entry_for`)."""
+    return entry_for(where).load()
+
+
+def location_of(where: Any, **options: Any) -> Location:
+    """A :class:`Location` from one value (``--store``, ``MemoryAdmin(path)``): a server
+    backend's ``store=``, else a directory; ``options``: the dense-index ones."""
+    if entry_for(where).store_forms is not None:
+        return Location(store=where, **options)
+    return Location(path=where, **options)
+
+
+def backend_at(location: Location) -> Backend:
+    """The bundle of a :class:`Location`: that of a ``store=`` value (TypeError naming
+    what ``store=`` takes when no backend claims it), else that of directories."""
+    if location.store is None:
+        return _directories().load()
+    found = next((e for e in ENTRIES if e.claims(location.store)), None)
+    if found is None and isinstance(location.store, str):
+        # A string of no known scheme: the first server backend's driver says what is
+        # wrong with it (a malformed connection string).
+        found = next(e for e in ENTRIES if e.store_forms is not None)
+    if found is None:
+        forms = " or ".join(e.store_forms for e in ENTRIES if e.store_forms)
+        raise TypeError(
+            f"store takes {forms}, not {type(location.store).__name__} {_short(location.store)}; "
+            f"for {_directories().path_form} pass path= instead"
+        )
+    return found.load()
+
+
+def open_backend(location: Location, *, for_admin: bool = False) -> OpenBackend:
+    """Open the store at ``location`` with its backend's parts."""
+    return backend_at(location).open(location, for_admin=for_admin)
+
+
+def backend_of(store: Storage, location: Location = Location()) -> OpenBackend:
+    """The parts on a store already open (``location``: its dense-index options);
+    TypeError for an object no backend knows."""
+    for entry in ENTRIES:
+        if entry.package in sys.modules or entry.path_form is not None:
+            backend = entry.load()
+            if backend.owns(store):
+                return backend.on(store, location)
+    raise TypeError(f"{type(store).__name__} is not the store of any llama-memory backend")
+
+
+def require_store(where: Any) -> None:
+    """StorageError unless a store is at ``where`` (a restored memory's path, a
+    worker's queue): restoring never opens a new, empty memory in its place."""
+    from ..errors import StorageError
+
+    why = backend_for(where).missing(where)
+    if why is not None:
+        raise StorageError(
+            f"cannot restore this memory: its store {where} does not exist (the path {why}; "
+            "moved or deleted?). Pass path= to from_dict with where the store is now; "
+            "restoring never opens a new, empty memory in its place "
+            "(ComposableMemory.from_defaults starts one)"
+        )
+
+
+def open_existing(where: Any) -> Storage:
+    """The existing store at ``where`` (a directory or a server backend's URL), for a
+    worker to claim jobs from; StorageError when a directory holds none (a worker
+    never creates an empty store)."""
+    require_store(where)
+    return backend_for(where).open(location_of(where)).store
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    """``repr(value)``, cut to ``limit`` characters for an error message."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

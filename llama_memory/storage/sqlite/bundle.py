@@ -1,0 +1,270 @@
+"""The embedded backend as one bundle: SQLite under a directory (or in memory) with
+its dense index in Chroma (embedded beside it, on a given client, or on a server).
+
+:data:`BACKEND` is what the registry hands out for ``path=``: it opens the store, and
+on it the parts a memory, the admin and the command line build on.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Optional
+
+from ...errors import LlamaMemoryError
+from ...types import Scope
+from ..admin import StoreAdmin
+from ..backend import Location
+from ..chroma import (
+    CHROMA_DIRNAME,
+    OPEN_LOCK,
+    DenseIndex,
+    http_client,
+    open_index,
+    persistent_client,
+    server_address,
+)
+from ..ports import ChatLog, JobQueue, ProfileRows, Storage, TripleTimeline
+from ..ports.admin import AdminRows
+from .connection import DB_FILENAME, memory_path, store_exists
+from .profile import SQLiteProfileRows
+from .store import SQLiteStore
+from .triples import SQLiteTripleTimeline
+
+
+class EmbeddedStore:
+    """The embedded backend's parts on one opened :class:`SQLiteStore`.
+
+    Args:
+        store: the store.
+        path: the directory of the embedded dense index (None: in memory, or on
+            ``client``).
+        client: a Chroma client (given, or a server's) instead of the embedded index.
+        server: ``(host, port, ssl)`` of the Chroma server holding the vectors, if
+            any (connected on first use when ``client`` is None).
+        for_admin: refuse to start an embedded index beside a store whose vectors are
+            on a server (see :meth:`Backend.open`).
+    """
+
+    def __init__(
+        self,
+        store: SQLiteStore,
+        path: Optional[str] = None,
+        client: Any = None,
+        server: Optional[tuple[str, int, bool]] = None,
+        for_admin: bool = False,
+    ) -> None:
+        self.store: Storage = store
+        self._sqlite = store
+        self.path = path
+        self._client = client
+        self._server = server
+        self._for_admin = for_admin
+        self.index_drifts = client is not None or server is not None
+
+    @property
+    def jobs(self) -> JobQueue:
+        """The job queue: a table of the store."""
+        return self._sqlite
+
+    @property
+    def location(self) -> str:
+        """The store's directory (``"."`` for a store in memory, as the admin names it)."""
+        return str(Path(self.path if self.path is not None else "."))
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The absolute path (a restore from another working directory reopens this
+        store), and a Chroma server by its URL."""
+        opened: dict[str, Any] = {"path": self.path}
+        if self._server is not None:
+            host, port, ssl = self._server
+            opened.update(chroma_host=None, chroma_port=8000, chroma_url=f"{'https' if ssl else 'http'}://{host}:{port}")
+        return opened
+
+    def chat_log(self, scope: Scope) -> Optional[ChatLog]:
+        """The conversation's log; None in memory (the buffer keeps the messages)."""
+        return self._sqlite.chat_log(scope) if self.path is not None else None
+
+    def vector_index(self, collection: str) -> DenseIndex:
+        """The Chroma index of one kind of collection: on the client when there is one
+        (collections named after the store's id: a server may serve several stores),
+        else embedded under the directory, else in memory."""
+        client = self._chroma()
+        namespace = self._sqlite.store_id if client is not None else None
+        return open_index(collection, self.path, client, namespace)
+
+    def triple_timeline(self) -> TripleTimeline:
+        """The triples' tables in the store."""
+        return SQLiteTripleTimeline(self._sqlite)
+
+    def profile_rows(self, document: str = "profile") -> ProfileRows:
+        """One profile document's table (created or migrated now)."""
+        return SQLiteProfileRows(self._sqlite, document)
+
+    def admin_rows(self) -> AdminRows:
+        """The rows of every tenant."""
+        return StoreAdmin(self._sqlite)
+
+    def sizes(self) -> dict[str, int]:
+        """Bytes on disk: ``sqlite`` (the file with its WAL), ``chroma`` (the embedded
+        index) and ``total``."""
+        where = Path(self.location)
+        sqlite = sum(_size(where / (DB_FILENAME + suffix)) for suffix in ("", "-wal", "-shm"))
+        chroma = _size(where / CHROMA_DIRNAME)
+        return {"sqlite": sqlite, "chroma": chroma, "total": sqlite + chroma}
+
+    def drop_dense(self, owner: tuple[str, str], collections: Sequence[str]) -> None:
+        """Drop the user's collections of every kind on the store's Chroma (its namespace
+        on a client, else the embedded index under the directory): a source the memory
+        was not opened with (triples) may have written some. A store in memory shares
+        its collections with no one."""
+        client = self._chroma()
+        namespace = self._sqlite.store_id if client is not None else None
+        if client is None:
+            if self.path is None or not (Path(self.path) / CHROMA_DIRNAME).is_dir():
+                return  # no Chroma index was ever created beside this store
+            client = persistent_client(self.path)
+        for prefix in collections:
+            open_index(prefix, None, client, namespace).drop(*owner)
+
+    def close(self) -> None:
+        """Close the store."""
+        self._sqlite.close()
+
+    def _chroma(self) -> Any:
+        """The Chroma client (None: the embedded index under the directory); a server's
+        is connected on first use."""
+        if self._client is None and self._server is not None:
+            self._client = http_client(*self._server)
+        if (
+            self._for_admin
+            and self._client is None
+            and self._sqlite.get_meta("store_id") is not None
+            and not (Path(self.location) / CHROMA_DIRNAME).exists()
+        ):
+            # A store id is given to a store used with a Chroma client (server mode),
+            # and such a store has no embedded index of its own.
+            raise LlamaMemoryError(
+                f"the store at {self.location} keeps its vectors on a Chroma server: pass its "
+                "address (--chroma-url http://host:port, or MemoryAdmin(..., chroma_url=...))"
+            )
+        return self._client
+
+
+class EmbeddedBackend:
+    """SQLite + Chroma under a directory: the default backend (see :class:`EmbeddedStore`)."""
+
+    name = "SQLite"
+    copy_target = False
+
+    def open(self, location: Location, *, for_admin: bool = False) -> EmbeddedStore:
+        """Check the directory and the Chroma settings, connect to a Chroma server when
+        one is asked for, and open (create) the store; in memory without a path.
+        ``for_admin``: the path is used as given (a tool's messages name it so), and a
+        Chroma server is connected when a command first needs it."""
+        path = location.path
+        if path is not None:
+            memory_path(path)  # a URL fails here, before anything is created
+            if not for_admin:
+                # Absolute at creation: a saved dict (a workflow Context) restored from
+                # another working directory must reopen this store, not a new one there.
+                path = os.path.abspath(os.path.expanduser(path))
+        server = _server(location, for_admin)
+        client = location.chroma_client
+        if server is not None and not for_admin:
+            # Reached now, before the store is created: a memory on an unreachable
+            # server fails to open. A tool connects when a command first needs it.
+            client = http_client(*server)
+        store = SQLiteStore(path)
+        return EmbeddedStore(store, None if path is None else str(path), client, server, for_admin)
+
+    def owns(self, store: Any) -> bool:
+        """Whether ``store`` is a :class:`SQLiteStore`."""
+        return isinstance(store, SQLiteStore)
+
+    def on(self, store: Storage, location: Location = Location()) -> EmbeddedStore:
+        """The parts on an open store; the dense index under ``location.path`` (None:
+        in memory) or on ``location.chroma_client``."""
+        if not isinstance(store, SQLiteStore):
+            raise TypeError(f"the embedded backend's parts need a SQLiteStore, not {type(store).__name__}")
+        path = None if location.path is None else os.fspath(location.path)
+        return EmbeddedStore(store, path, location.chroma_client)
+
+    def missing(self, where: Any) -> Optional[str]:
+        """``"does not exist"`` or ``"holds no memory.sqlite3"`` for a directory without a store."""
+        if store_exists(where):
+            return None
+        return "does not exist" if not Path(where).exists() else f"holds no {DB_FILENAME}"
+
+    def describe_sizes(self, sizes: dict[str, int], size: Any) -> str:
+        """The bytes on disk, SQLite's and Chroma's."""
+        return f"on disk: {size(sizes['total'])} (SQLite {size(sizes['sqlite'])}, Chroma {size(sizes['chroma'])})"
+
+    @contextmanager
+    def undo_failed_creation(self, where: Any) -> Iterator[None]:
+        """On failure, remove the directory if the body created it, else the store's
+        files it created (when it created the database or none is left)."""
+        directory = Path(where)
+        created = [
+            directory / name
+            for name in (DB_FILENAME, f"{DB_FILENAME}-wal", f"{DB_FILENAME}-shm", CHROMA_DIRNAME, OPEN_LOCK)
+            if not (directory / name).exists()
+        ]
+        new_store = not directory.exists()
+        try:
+            yield
+        except BaseException:
+            if new_store:
+                shutil.rmtree(directory, ignore_errors=True)
+            elif not (directory / DB_FILENAME).exists() or DB_FILENAME in {p.name for p in created}:
+                for path in created:
+                    if path.is_dir():
+                        shutil.rmtree(path, ignore_errors=True)
+                    elif path.exists():
+                        path.unlink()
+            raise
+
+
+def _server(location: Location, for_admin: bool) -> Optional[tuple[str, int, bool]]:
+    """``(host, port, ssl)`` of the Chroma server the location asks for, or None;
+    ValueError for contradicting settings."""
+    host, url = location.chroma_host, location.chroma_url
+    if for_admin:  # the admin takes a URL or a client (it checked they are not both)
+        return server_address(url) if url is not None else None
+    if host is None and url is None:
+        return None
+    if host is not None and url is not None:
+        raise ValueError("pass chroma_host (and chroma_port) or chroma_url, not both")
+    if location.chroma_client is not None:
+        raise ValueError("pass chroma_client or a Chroma server address, not both")
+    if location.path is None:
+        raise ValueError(
+            "server mode needs path=: SQLite under path is the system of record, and "
+            "vectors on a shared server must not outlive an in-memory store"
+        )
+    if url is not None:
+        return server_address(url)
+    assert host is not None  # one of the two was given
+    return host, int(location.chroma_port), False
+
+
+def _size(path: Path) -> int:
+    """Bytes of a file, or of every file under a directory (0 when missing)."""
+    if path.is_file():
+        return path.stat().st_size
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.path.getsize(os.path.join(root, name))
+            except OSError:  # removed meanwhile
+                pass
+    return total
+
+
+#: The bundle the registry hands out for a directory.
+BACKEND = EmbeddedBackend()
