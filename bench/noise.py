@@ -226,7 +226,7 @@ def take_back(memory: Any) -> None:
     """Undo the agent flow's ``put()`` of a query: delete this session's records (the
     query) from the store and its indexes, and clear the buffer, so that every query of
     a set meets the same store (the conversation's own messages), as in the default flow."""
-    from llama_memory.storage.admin import StoreAdmin
+    from llama_memory.storage.sqlite.admin import StoreAdmin
 
     scope = memory.scope
     vector = memory.source("vector")

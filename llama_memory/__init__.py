@@ -24,7 +24,7 @@ _EXPORTS: dict[str, str] = {
     "EmbeddingDimensionError": ".errors",
     "EmbeddingMismatchError": ".errors",
     "EmbeddingModelError": ".errors",
-    "Expiry": ".expiry",
+    "Expiry": ".storage.expiry",
     "ExtractionError": ".extraction",
     "KnowledgeTriple": ".sources.triples",
     "LlamaIndexMemorySource": ".sources",
@@ -73,7 +73,6 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the eager imports
         ScopeError,
         StorageError,
     )
-    from .expiry import Expiry
     from .extraction import ExtractionError
     from .memory import ComposableMemory
     from .restore import set_restore_hook
@@ -81,6 +80,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the eager imports
     from .sources import LlamaIndexMemorySource, MemorySource, ProfileSource, VectorSource
     from .sources.profile import ProfileUpdateError
     from .sources.triples import KnowledgeTriple, TripleError, TripleSource
+    from .storage.expiry import Expiry
     from .storage.reconcile import ReconcileReport
     from .types import MemoryRecord, Scope, StoredMessage
 

@@ -28,7 +28,6 @@ from .defaults import DEFAULT_MEMORY_TOKEN_LIMIT as DEFAULT_MEMORY_TOKEN_LIMIT
 from .defaults import DEFAULT_TOKEN_LIMIT as DEFAULT_TOKEN_LIMIT
 from .defaults import DEFAULT_TOP_K as DEFAULT_TOP_K
 from .errors import LlamaMemoryError
-from .expiry import TTL
 from .instructions import Instructions
 from .instrumentation import dispatcher
 from .relevance import DEFAULT_MIN_RELEVANCE
@@ -54,6 +53,7 @@ from .sources.profile import ProfileSource
 from .sources.summarise import SUMMARY_SENTENCES
 from .sources.triples import KnowledgeTriple, TripleSource
 from .sources.vector import VectorSource
+from .storage.expiry import TTL
 from .storage.reconcile import ReconcileReport
 from .types import MemoryRecord, Scope
 from .views import RecordList

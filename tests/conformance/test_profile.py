@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, Callable
 import pytest
 
 from llama_memory import Scope
-from llama_memory.expiry import Expiry
 from llama_memory.sources.profile import ProfileSource, ProfileUpdateError
+from llama_memory.storage.expiry import Expiry
 from llama_memory.storage.ports import ProfileRows, ProfileValue, ProfileWrite
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """The admin port: store-wide reads and writes for managing a memory (what
 :class:`~llama_memory.admin.MemoryAdmin` and the ``llama-memory`` command line use),
 and the plain rows they return. SQLite implements it in
-:mod:`llama_memory.storage.admin`, PostgreSQL in :mod:`llama_memory.storage.postgres.admin`.
+:mod:`llama_memory.storage.sqlite.admin`, PostgreSQL in :mod:`llama_memory.storage.postgres.admin`.
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ class StoreCounts:
 
 class AdminRows(Protocol):
     """Administrative reads and writes on one store, one tenant at a time (each
-    method is documented on the SQLite implementation, :class:`~llama_memory.storage.admin.StoreAdmin`)."""
+    method is documented on the SQLite implementation, :class:`~llama_memory.storage.sqlite.admin.StoreAdmin`)."""
 
     def has_triples(self) -> bool: ...
     def has_profile(self) -> bool: ...

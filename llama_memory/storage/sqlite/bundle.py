@@ -16,7 +16,6 @@ from typing import Any, Optional
 
 from ...errors import LlamaMemoryError
 from ...types import Scope
-from ..admin import StoreAdmin
 from ..backend import Location
 from ..chroma import (
     CHROMA_DIRNAME,
@@ -29,6 +28,7 @@ from ..chroma import (
 )
 from ..ports import ChatLog, JobQueue, ProfileRows, Storage, TripleTimeline
 from ..ports.admin import AdminRows
+from .admin import StoreAdmin
 from .connection import DB_FILENAME, memory_path, store_exists
 from .profile import SQLiteProfileRows
 from .store import SQLiteStore

@@ -9,10 +9,10 @@ read treats a missing table as empty; records keep their write order in ``rowid`
 
 from __future__ import annotations
 
-from .sql.admin import PROFILE_TABLE, SQLStoreAdmin
-from .sqlite import SQLiteStore
-from .sqlite.dialect import SQLITE
-from .sqlite.triples import SQLiteTripleTimeline
+from ..sql.admin import PROFILE_TABLE, SQLStoreAdmin
+from .dialect import SQLITE
+from .store import SQLiteStore
+from .triples import SQLiteTripleTimeline
 
 __all__ = ["PROFILE_TABLE", "TRIPLE_TABLES", "StoreAdmin"]
 
