@@ -41,8 +41,10 @@ from .storage.chroma import CHROMA_DIRNAME, http_client, server_address
 from .storage.expiry import Expiry
 from .storage.ports.admin import AdminRows, SessionSummary, StoreCounts, UserSummary
 from .storage.ports.jobs import FormationDay, JobRow
+from .storage.privacy import open_private
 from .storage.reconcile import ReconcileReport
 from .storage.sqlite import DB_FILENAME, SQLiteStore
+from .storage.sqlite.driver import sqlite_driver
 from .text import replace_unstorable
 from .types import MemoryRecord, Scope, now
 
@@ -184,6 +186,11 @@ class MemoryAdmin:
             server mode is refused without it, so that no command reads, deletes or
             rebuilds vectors in an embedded index the application never uses.
         chroma_client: any Chroma client instead of ``chroma_url``.
+        encryption_key: the key of an encrypted SQLite store (as ``from_defaults``;
+            default the ``LLAMA_MEMORY_ENCRYPTION_KEY`` environment variable).
+        owner_only: as ``from_defaults``: a store created here (an import) is
+            owner-only, export files are written ``0600``, and a store others can
+            read logs one warning; False leaves modes to the umask.
 
     Close it (or use ``with``) to write waiting vectors and release the files.
     """
@@ -199,6 +206,8 @@ class MemoryAdmin:
         memory_token_limit: int = DEFAULT_MEMORY_TOKEN_LIMIT,
         chroma_url: Optional[str] = None,
         chroma_client: Any = None,
+        encryption_key: Optional[str] = None,
+        owner_only: bool = True,
     ) -> None:
         if not isinstance(tenant_id, str) or not tenant_id:
             raise ValueError(f"tenant_id must be a non-empty string, got {tenant_id!r}")
@@ -212,6 +221,7 @@ class MemoryAdmin:
                 "as path= to ComposableMemory.from_defaults (an import creates a new one)"
             )
         self.tenant_id = tenant_id
+        self.owner_only = owner_only
         self.top_k = top_k
         self.memory_token_limit = memory_token_limit
         self._embed_model = embed_model
@@ -235,7 +245,8 @@ class MemoryAdmin:
             self.store = open_postgres(self.url)
             self._admin = PostgresStoreAdmin(self.store)
         else:
-            self.store = SQLiteStore(self.path)
+            # Hook (SQLite bundle): how the store's file is opened (key, owner-only modes).
+            self.store = SQLiteStore(self.path, driver=sqlite_driver(encryption_key, owner_only=owner_only))
             self._admin = StoreAdmin(self.store)
         self._vector: Optional[VectorSource] = None
         self._profile: Optional[ProfileSource] = None
@@ -660,7 +671,8 @@ class MemoryAdmin:
             progress.total = self._admin.count_export_rows(self.tenant_id, chosen)
         rows = self.export_rows(chosen)
         if isinstance(to, (str, Path)):
-            with open(to, "w", encoding="utf-8") as stream:
+            # The export holds what the store does: as private as the store (0600).
+            with (open_private(to) if self.owner_only else open(to, "w", encoding="utf-8")) as stream:
                 return _write_lines(stream, rows, progress)
         return _write_lines(to, rows, progress)
 

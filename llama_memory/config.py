@@ -42,6 +42,7 @@ from .storage.chroma import (
 from .storage.expiry import Expiry
 from .storage.ports import Storage
 from .storage.sqlite import DB_FILENAME, SQLiteStore, memory_path, store_exists
+from .storage.sqlite.driver import sqlite_driver
 from .storage.sqlite.profile import SQLiteProfileRows
 from .storage.sqlite.triples import SQLiteTripleTimeline
 from .types import Scope
@@ -79,7 +80,7 @@ def build_memory(cls: type[M], settings: MemorySettings, history: Sequence[ChatM
     server = None if postgres else chroma_server(settings)
     if server is not None:
         chroma_client = http_client(*server)
-    store: Any = open_postgres(settings.store) if postgres else SQLiteStore(path)
+    store: Any = open_postgres(settings.store) if postgres else open_sqlite(path, settings)
     try:
         primary_memory = settings.primary_memory
         if primary_memory is None:
@@ -172,6 +173,16 @@ def build_memory(cls: type[M], settings: MemorySettings, history: Sequence[ChatM
         # thread while put() and get() run (it holds the GIL): see docs/benchmarks.md.
         warm_up(memory._pass_parts())
     return memory
+
+
+# Hook (SQLite bundle): how a SQLite store opens its file (encryption key, owner-only modes).
+def open_sqlite(path: Optional[str], settings: MemorySettings) -> SQLiteStore:
+    """The SQLite store under ``path`` (None: in memory), opened as the settings ask:
+    through SQLCipher with ``encryption_key`` (or the environment's key), its files
+    owner-only unless ``owner_only=False``."""
+    if path is None:
+        return SQLiteStore(None)
+    return SQLiteStore(path, driver=sqlite_driver(settings.encryption_key, owner_only=settings.owner_only))
 
 
 def open_postgres(store: Any) -> Any:
