@@ -12,6 +12,7 @@ import sqlite3
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -107,6 +108,8 @@ class SQLiteConnection:
             except BaseException:
                 self._conn.close()
                 raise
+        self._closed = False
+        _OPEN.add(self)
 
     def _prepare_file(self, directory: Path) -> Path:
         """Create the memory directory (owner-only unless the driver says otherwise),
@@ -263,6 +266,7 @@ class SQLiteConnection:
         """Close the connection (further calls raise StorageError)."""
         with self._lock:
             self._conn.close()
+            self._closed = True
 
     # -- meta ---------------------------------------------------------------------
 
@@ -329,6 +333,21 @@ class SQLiteConnection:
         file, another process) commits a change; this one's own commits leave it."""
         return int(self.query("read data version", "PRAGMA data_version")[0][0])
 
+
+
+#: The connections open in this process (the file's own locks cannot tell: see open_here).
+_OPEN: "weakref.WeakSet[SQLiteConnection]" = weakref.WeakSet()
+
+
+def open_here(file: Path) -> bool:
+    """Whether a store object of this process has ``file`` open. Another process's
+    connection shows in the file's locks; one of this process does not when the
+    question is asked through another SQLite library (SQLCipher's), since POSIX locks
+    belong to the process."""
+    target = os.path.realpath(file)
+    return any(
+        c.file is not None and not c._closed and os.path.realpath(c.file) == target for c in list(_OPEN)
+    )
 
 
 def _switch_to_wal(conn: sqlite3.Connection, timeout: float, errors: tuple[type[Exception], ...]) -> None:

@@ -27,7 +27,7 @@ from typing import Any, Optional, Union
 
 from ...errors import EncryptionError, StorageError
 from ..privacy import create_private_file
-from .connection import DB_FILENAME, memory_path
+from .connection import DB_FILENAME, memory_path, open_here
 from .driver import SQLCipherDriver, file_is_plain, quote
 
 #: Suffix of the encrypted copy while it is made and checked.
@@ -76,6 +76,11 @@ def encrypt_store(
         raise StorageError(f"no memory store under {directory} (no {DB_FILENAME} there, or it is empty)")
     if plain is False:
         raise EncryptionError(f"the SQLite store {file} is encrypted already; nothing was changed")
+    if open_here(file):
+        raise StorageError(
+            f"the store {directory} is open in this process: close its memories (and MemoryAdmin "
+            "objects) first; nothing was changed"
+        )
     work = file.with_name(file.name + WORK_SUFFIX)
     backup = file.with_name(file.name + BACKUP_SUFFIX)
     for leftover in (work, backup):
