@@ -93,9 +93,10 @@ def test_a_store_others_can_read_logs_one_warning_with_the_command(tmp_path: Pat
             ComposableMemory.from_defaults(user_id="u", path=store, embed_model=embed_model).close()
     warnings = [r.getMessage() for r in caplog.records if "other accounts" in r.getMessage()]
     assert len(warnings) == 1
-    assert f"chmod -R go-rwx {store}" in warnings[0] and "memory.sqlite3 (-rw-r--r--)" in warnings[0]
+    assert f"chmod go-rwx {store} && chmod -R go-rwx {store / 'memory.sqlite3'}" in warnings[0]
+    assert "memory.sqlite3 (-rw-r--r--)" in warnings[0]
     assert mode(store / "memory.sqlite3") == 0o644  # reported, not changed behind the user's back
-    os.system(f"chmod -R go-rwx {store}")  # the one-liner it gives
+    assert os.system(warnings[0].split("owner-only with: ")[1].split(" (or pass")[0]) == 0  # the one-liner it gives
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="llama_memory"):
         MemoryAdmin(store).close()

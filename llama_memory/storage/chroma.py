@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 from ..errors import StorageError
 from .privacy import PRIVATE_FILE, is_private, make_private_dir, tighten_entries
+from .sqlite.connection import DB_FILENAME
 
 T = TypeVar("T")
 #: A vector: any sequence of floats (lists, numpy arrays).
@@ -43,15 +44,18 @@ def _quiet_settings() -> Any:
 def persistent_client(path: Path | str) -> Any:
     """An embedded Chroma client storing its files under ``path/chroma``.
 
-    Chroma's files are as private as the memory directory: under an owner-only
-    directory (the default, see :mod:`~llama_memory.storage.privacy`) its
-    directory is made ``0700`` before Chroma writes there and the entries it holds are
+    Chroma's files are as private as the store's database: beside an owner-only one
+    (the default, see :mod:`~llama_memory.storage.privacy`) its directory is made
+    ``0700`` before Chroma writes there and the entries it holds are
     tightened on each open (Chroma creates them under the umask; the ``0700``
     directory keeps them private in between). Elsewhere Chroma's modes are left as
     they are."""
     import chromadb
 
-    private = Path(path).is_dir() and is_private(path)
+    # As private as the store's database (created first, by the SQLite store), else as
+    # its directory.
+    database = Path(path) / DB_FILENAME
+    private = Path(path).is_dir() and is_private(database if database.exists() else path)
     directory = Path(path) / CHROMA_DIRNAME
     try:
         if private and not directory.exists():

@@ -24,6 +24,7 @@ import logging
 import os
 import stat
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Optional, Union
 
@@ -52,11 +53,14 @@ def is_private(path: Union[str, Path]) -> bool:
 
 
 def make_private_dir(path: Path) -> None:
-    """Create the directory ``path`` (and its parents) and make it ``0700``, whatever the
-    umask; an existing directory is made ``0700`` too (it becomes a memory directory).
-    Only the last part is changed: parents keep the umask's modes."""
+    """Create the directory ``path`` (and its parents) ``0700``, whatever the umask. An
+    existing empty directory (made for the store, as ``mkdtemp`` does) is made ``0700``
+    too; one that holds other things (the working directory, ``/tmp``) keeps its mode,
+    and the store's own files stay private through theirs. Parents keep the umask's."""
+    existed = path.exists()
     path.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
-    os.chmod(path, PRIVATE_DIR)
+    if not existed or not any(path.iterdir()):
+        os.chmod(path, PRIVATE_DIR)
 
 
 def create_private_file(path: Path) -> None:
@@ -111,28 +115,26 @@ def tighten_entries(directory: Path) -> None:
             continue
 
 
-def shared_entries(directory: Path) -> list[Path]:
-    """The memory directory itself and the entries directly under it (the database and
-    its -wal/-shm files, the Chroma directory, lock files) that grant anything to their
-    group or others."""
+def shared_entries(directory: Path, names: Sequence[str]) -> list[Path]:
+    """The memory directory itself and those of its entries ``names`` (the database and
+    its -wal/-shm files, the Chroma directory, lock files) that exist and grant anything
+    to their group or others. Other files of the directory are not the store's."""
     found = [directory] if not is_private(directory) else []
-    try:
-        entries = list(os.scandir(directory))
-    except OSError:
-        return found
-    for entry in entries:
+    for name in names:
         try:
-            if not entry.is_symlink() and entry.stat(follow_symlinks=False).st_mode & 0o077:
-                found.append(Path(entry.path))
-        except OSError:
+            entry = directory / name
+            if not entry.is_symlink() and os.stat(entry).st_mode & 0o077:
+                found.append(entry)
+        except OSError:  # absent, or vanished meanwhile
             continue
     return found
 
 
-def warn_if_shared(directory: Path) -> None:
+def warn_if_shared(directory: Path, names: Sequence[str]) -> None:
     """Log one warning (once per directory and process) when the store under
-    ``directory`` can be read by other accounts, with the one-liner that tightens it."""
-    shared = shared_entries(directory)
+    ``directory`` (its entries ``names``) can be read by other accounts, with the
+    one-liner that tightens it."""
+    shared = shared_entries(directory, names)
     if not shared:
         return
     key = os.path.realpath(directory)
@@ -140,13 +142,18 @@ def warn_if_shared(directory: Path) -> None:
         if key in _warned:
             return
         _warned.add(key)
-    names = ", ".join(f"{p.name or p} ({stat.filemode(os.stat(p).st_mode)})" for p in shared[:6])
-    more = f" and {len(shared) - 6} more" if len(shared) > 6 else ""
+    listed = ", ".join(f"{p.name or p} ({stat.filemode(os.stat(p).st_mode)})" for p in shared)
+    # The directory alone (it may hold other things), then the store's entries with
+    # what is under them.
+    commands = [f"chmod go-rwx {_quoted(str(directory))}"] if shared[0] == directory else []
+    entries = [_quoted(str(p)) for p in shared if p != directory]
+    if entries:
+        commands.append("chmod -R go-rwx " + " ".join(entries))
     logger.warning(
-        "memory store %s can be read by other accounts on this machine: %s%s. Make it "
-        "owner-only with: chmod -R go-rwx %s (or pass owner_only=False to leave its "
-        "modes to you; see docs/security.md)",
-        directory, names, more, _quoted(str(directory)),
+        "memory store %s can be read by other accounts on this machine: %s. Make it "
+        "owner-only with: %s (or pass owner_only=False to leave its modes to you; see "
+        "docs/security.md)",
+        directory, listed, " && ".join(commands),
     )
 
 

@@ -27,6 +27,10 @@ from .schema import MIGRATIONS, sql_statements
 #: File name of the system of record inside a memory directory.
 DB_FILENAME = "memory.sqlite3"
 
+#: What a memory directory holds of the store: the database and its WAL files, and
+#: Chroma's directory and lock file (storage.chroma's CHROMA_DIRNAME and OPEN_LOCK).
+STORE_ENTRIES = (DB_FILENAME, f"{DB_FILENAME}-wal", f"{DB_FILENAME}-shm", "chroma", "chroma.lock")
+
 # A database URL given as a path ("sqlite:///m.db", "postgresql://..."): a scheme of two
 # characters or more, then ":/" (one letter is a Windows drive, "C:/..."; a Path made of
 # "sqlite:///m.db" reads "sqlite:/m.db").
@@ -141,7 +145,7 @@ class SQLiteConnection:
             except OSError as exc:
                 raise StorageError(f"cannot create {self.file}: {exc}") from exc
         elif self.driver.owner_only:
-            warn_if_shared(directory)
+            warn_if_shared(directory, STORE_ENTRIES)
         return self.file
 
     # -- plumbing -----------------------------------------------------------------
