@@ -67,12 +67,16 @@ class SQLiteDriver:
         return (sqlite3.Error,)
 
     def check_file(self, file: Path) -> None:
-        """:class:`EncryptionError` when ``file`` is an encrypted store (no key given)."""
-        if file_is_plain(file) is False:
+        """:class:`EncryptionError` when ``file`` looks like an encrypted store (no key
+        given): not SQLite's header, and whole pages (SQLCipher writes pages of a power
+        of two bytes). Anything else not SQLite's is left to SQLite to report as
+        damaged ("file is not a database")."""
+        if file_is_plain(file) is False and file.stat().st_size % 512 == 0:
             raise EncryptionError(
-                f"the SQLite store {file} is encrypted (its header is not SQLite's), and no "
-                f"key was given: pass encryption_key= to from_defaults (or MemoryAdmin), or "
-                f"set {ENCRYPTION_KEY_ENV}. Nothing was changed."
+                f"the SQLite store {file} is encrypted, or damaged: without a key it is not "
+                f"a database (its header is not SQLite's). If it is encrypted, pass "
+                f"encryption_key= to from_defaults (or MemoryAdmin), or set {ENCRYPTION_KEY_ENV}. "
+                "Nothing was changed."
             )
 
     def connect(self, target: str, timeout: float) -> Any:
