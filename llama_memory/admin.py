@@ -38,6 +38,7 @@ from .storage.chat_import import MessageRanks
 from .storage.expiry import Expiry
 from .storage.ports.admin import AdminRows, SessionSummary, StoreCounts, UserSummary
 from .storage.ports.jobs import FormationDay, JobRow
+from .storage.privacy import open_private
 from .storage.reconcile import ReconcileReport
 from .storage.registry import backend_at, location_of
 from .text import replace_unstorable
@@ -181,6 +182,11 @@ class MemoryAdmin:
             server mode is refused without it, so that no command reads, deletes or
             rebuilds vectors in an embedded index the application never uses.
         chroma_client: any Chroma client instead of ``chroma_url``.
+        encryption_key: the key of an encrypted SQLite store (as ``from_defaults``;
+            default the ``LLAMA_MEMORY_ENCRYPTION_KEY`` environment variable).
+        owner_only: as ``from_defaults``: a store created here (an import) is
+            owner-only, export files are written ``0600``, and a store others can
+            read logs one warning; False leaves modes to the umask.
 
     Close it (or use ``with``) to write waiting vectors and release the files.
     """
@@ -196,10 +202,15 @@ class MemoryAdmin:
         memory_token_limit: int = DEFAULT_MEMORY_TOKEN_LIMIT,
         chroma_url: Optional[str] = None,
         chroma_client: Any = None,
+        encryption_key: Optional[str] = None,
+        owner_only: bool = True,
     ) -> None:
         if not isinstance(tenant_id, str) or not tenant_id:
             raise ValueError(f"tenant_id must be a non-empty string, got {tenant_id!r}")
-        location = location_of(path, chroma_url=chroma_url, chroma_client=chroma_client)
+        location = location_of(
+            path, chroma_url=chroma_url, chroma_client=chroma_client,
+            encryption_key=encryption_key, owner_only=owner_only,
+        )  # fmt: skip
         backend = backend_at(location)
         missing = None if create else backend.missing(path)
         if missing is not None:
@@ -208,6 +219,7 @@ class MemoryAdmin:
                 "as path= to ComposableMemory.from_defaults (an import creates a new one)"
             )
         self.tenant_id = tenant_id
+        self.owner_only = owner_only
         self.top_k = top_k
         self.memory_token_limit = memory_token_limit
         self._embed_model = embed_model
@@ -593,7 +605,8 @@ class MemoryAdmin:
             progress.total = self._admin.count_export_rows(self.tenant_id, chosen)
         rows = self.export_rows(chosen)
         if isinstance(to, (str, Path)):
-            with open(to, "w", encoding="utf-8") as stream:
+            # The export holds what the store does: as private as the store (0600).
+            with (open_private(to) if self.owner_only else open(to, "w", encoding="utf-8")) as stream:
                 return _write_lines(stream, rows, progress)
         return _write_lines(to, rows, progress)
 

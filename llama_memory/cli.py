@@ -25,12 +25,13 @@ from .text import counted
 DESCRIPTION = """\
 See and manage what a llama-memory store remembers.
 
-Every command but `demo` and `copy` works on a memory directory (--store, the path=
+Every command but `demo`, `copy` and `encrypt` works on a memory directory (--store, the path=
 given to ComposableMemory.from_defaults) or a PostgreSQL store (--store
 postgresql://..., the store= of from_defaults) and one tenant (--tenant, default
 "default").
 --json prints JSON for scripts. A mistyped --store is an error: only `import`
-creates a store.
+creates a store (owner-only). An encrypted store is opened with the key in
+LLAMA_MEMORY_ENCRYPTION_KEY.
 """
 
 EPILOG = """\
@@ -44,6 +45,7 @@ examples:
   llama-memory import chat_store.json --store ./memory     (a SimpleChatStore file)
   llama-memory stats --store postgresql://app@db:5432/memory
   llama-memory copy --from ./memory --to postgresql://app@db:5432/memory
+  LLAMA_MEMORY_ENCRYPTION_KEY=... llama-memory encrypt --store ./memory
   llama-memory mcp --store ./memory --user alice      (an MCP server over stdio)
 """
 
@@ -149,7 +151,12 @@ def _open(args: argparse.Namespace, create: bool = False) -> Any:
         kwargs["memory_token_limit"] = args.token_limit
     if args.embed_model is not None:
         kwargs["embed_model"] = _load_embedding(args.embed_model)
-    return MemoryAdmin(args.store, tenant, create=create, chroma_url=args.chroma_url, **kwargs)
+    # Hook (SQLite bundle): the key comes from LLAMA_MEMORY_ENCRYPTION_KEY (never a command-line
+    # argument: other accounts can read those in the process list).
+    return MemoryAdmin(
+        args.store, tenant, create=create, chroma_url=args.chroma_url,
+        owner_only=not getattr(args, "no_owner_only", False), **kwargs,
+    )  # fmt: skip
 
 
 def _load_embedding(spec: str) -> Any:
@@ -612,6 +619,33 @@ def cmd_copy(args: argparse.Namespace) -> None:
     _print_replaced(report.replaced)
 
 
+def cmd_encrypt(args: argparse.Namespace) -> None:
+    from .storage.privacy import ENCRYPTION_KEY_ENV, environment_key
+    from .storage.registry import backend_for
+
+    key, source = environment_key(), f"the {ENCRYPTION_KEY_ENV} environment variable"
+    if key is None:
+        if not sys.stdin.isatty():
+            raise CommandError(
+                f"encrypt needs the key: set {ENCRYPTION_KEY_ENV} (the variable a memory reads it "
+                "from too), or run it on a terminal to be asked for it"
+            )
+        import getpass
+
+        key, source = getpass.getpass("encryption key: "), "the key typed"
+        if not key or getpass.getpass("the same key again: ") != key:
+            raise CommandError("the two keys typed differ (or are empty): nothing was changed")
+    report = backend_for(args.store).encrypt(args.store, key, keep_backup=args.keep_backup, source=source)
+    if args.json:
+        return _print_json(report)
+    print(
+        f"encrypted {report.file}: {counted(report.tables, 'table')}, {counted(report.rows, 'row')} "
+        "copied and checked"
+    )
+    if report.backup is not None:
+        print(f"the plain copy is kept at {report.backup}: delete it once you no longer need it")
+
+
 def cmd_mcp(args: argparse.Namespace) -> None:
     from .mcp_server import serve
 
@@ -680,6 +714,11 @@ def build_parser() -> argparse.ArgumentParser:
         "a BaseEmbedding object (or a function returning one) importable as MODULE:NAME",
     )  # fmt: skip
     options.add_argument("--json", action="store_true", help="print JSON, for scripts")
+    options.add_argument(
+        "--no-owner-only", action="store_true",
+        help="leave the modes of the files this command creates (a store, an export) to the "
+        "umask, and do not warn about a store other accounts can read (default: owner-only)",
+    )  # fmt: skip
     store = argparse.ArgumentParser(add_help=False, parents=[options])
     store.add_argument(
         "--store", required=True, metavar="PATH|URL",
@@ -803,6 +842,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="leave out users the database already holds (resume a copy that stopped)",
     )  # fmt: skip
     copy.set_defaults(run=cmd_copy, command_parser=copy)
+    encrypt = commands.add_parser(
+        "encrypt", help="encrypt a SQLite memory directory's store at rest (SQLCipher)",
+        description="Encrypt the SQLite store of a memory directory with the key in "
+        "LLAMA_MEMORY_ENCRYPTION_KEY (asked for on a terminal when unset): the store is copied "
+        "into an encrypted file, the copy checked row by row, then swapped in and checked again; "
+        "the plain file is removed only after that (--keep-backup keeps it). Stop the processes "
+        "using the store first. The Chroma index (vectors) stays unencrypted. Needs "
+        "llama-memory[encrypted].",
+    )  # fmt: skip
+    encrypt.add_argument("--store", required=True, metavar="PATH", help="the memory directory")
+    encrypt.add_argument(
+        "--keep-backup", action="store_true",
+        help="keep the plain file as memory.sqlite3.plain-backup (it is not encrypted)",
+    )  # fmt: skip
+    encrypt.add_argument("--json", action="store_true", help="print JSON, for scripts")
+    encrypt.set_defaults(run=cmd_encrypt, command_parser=encrypt)
     demo = commands.add_parser("demo", help="run the offline two-conversation demo")
     demo.add_argument(
         "--path", type=Path, default=None, help="memory directory (default: a new temporary one)"
@@ -825,7 +880,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         # Output piped into a reader that stopped (`| head`): not an error of ours.
         sys.stdout = open(os.devnull, "w")
         return 0
-    except (CommandError, LlamaMemoryError, ValueError, KeyError, OSError) as exc:
+    except (CommandError, LlamaMemoryError, ValueError, KeyError, OSError, ImportError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         if isinstance(exc, EmbeddingDimensionError) or type(exc).__name__ == "EmbeddingMismatchError":
             message = f"{message} (pass it with --embed-model MODULE:NAME)"

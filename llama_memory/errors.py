@@ -77,6 +77,12 @@ class MemoryClosedError(StorageError):
     """
 
 
+class EncryptionError(StorageError):
+    """A SQLite store's encryption does not match how it was opened: a wrong key, an
+    encrypted store opened without one, or a plain store opened with one (the message
+    says which). Raised before anything is written; the store is unchanged."""
+
+
 class RestoreWarning(UserWarning):
     """A restored memory lacks something its dict could not carry (a live LLM, a custom
     tokenizer): pass it to ``from_dict`` or through ``set_restore_hook``."""

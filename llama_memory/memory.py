@@ -190,6 +190,8 @@ class ComposableMemory(BaseMemory):
         min_relevance: float = DEFAULT_MIN_RELEVANCE,
         store: Any = None,
         set_spread: float = SET_SPREAD,
+        owner_only: bool = True,
+        encryption_key: Optional[str] = None,
         **kwargs: Any,
     ) -> "ComposableMemory":
         """Build a memory with sensible defaults.
@@ -293,6 +295,23 @@ class ComposableMemory(BaseMemory):
             set_spread: a question that asks for a set ("what activities...", "how
                 many...", :mod:`llama_memory.set_questions`) gets ``set_spread`` x
                 ``top_k`` records in the block (1: as many as any other question).
+            owner_only: the store under ``path`` is private to the account that runs
+                the process: a new memory directory is ``0700``, its SQLite file and
+                Chroma index ``0600``/``0700``, whatever the umask; opening a store others
+                can read logs one warning with the command that tightens it. ``False``
+                leaves the modes to the umask (you manage permissions yourself). See
+                docs/security.md.
+            encryption_key: encrypt the SQLite store under ``path`` at rest (SQLCipher;
+                install ``llama-memory[encrypted]``) with this passphrase. ``None``: the
+                ``LLAMA_MEMORY_ENCRYPTION_KEY`` environment variable when it is set, else
+                a plain file. A wrong key, an encrypted store opened without one, or a
+                plain store opened with one raise
+                :class:`~llama_memory.errors.EncryptionError` saying which, before
+                anything is written; ``llama-memory encrypt --store PATH`` encrypts an
+                existing store. The key is never written: :meth:`to_dict` and pickles
+                mark that one is needed, and :meth:`from_dict` asks for it again (or
+                reads the environment variable). The Chroma index (vectors) is not
+                encrypted (docs/security.md).
             **kwargs: none is accepted: an unknown keyword argument is a TypeError
                 naming it and the closest valid one. Of what LlamaIndex itself passes
                 to a memory (:data:`LLAMA_INDEX_KWARGS`), ``chat_history``,

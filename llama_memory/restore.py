@@ -25,6 +25,7 @@ from llama_index.core.memory.types import BaseMemory
 from .config import check_restorable
 from .errors import LlamaMemoryError, RestoreWarning
 from .settings import MemorySettings, check_formation, qualified_name
+from .storage.privacy import ENCRYPTION_KEY_ENV, environment_key
 
 if TYPE_CHECKING:
     from .memory import ComposableMemory
@@ -264,6 +265,15 @@ def restore_live_parts(config: dict[str, Any]) -> None:
             "object a dict cannot carry: pass it again, ComposableMemory.from_dict(data, "
             "store=pool) (or the database URL), or from a restore hook (llama_memory.set_restore_hook)"
         )
+    if isinstance(config.get("encryption_key"), dict):
+        config.pop("encryption_key")
+        if environment_key() is None:
+            raise LlamaMemoryError(
+                f"this ComposableMemory's store ({config.get('path')}) is encrypted, and its key is "
+                f"never written into a dict or a pickle: pass it again, "
+                f"ComposableMemory.from_dict(data, encryption_key=...), set {ENCRYPTION_KEY_ENV}, "
+                "or return it from a restore hook (llama_memory.set_restore_hook)"
+            )
     if isinstance(config.get("llm"), dict):
         marker = config.pop("llm")
         warnings.warn(
@@ -317,6 +327,9 @@ def live_markers(memory: ComposableMemory, settings: MemorySettings) -> dict[str
         markers["tokenizer_fn"] = {"name": getattr(settings.tokenizer_fn, "__qualname__", "?")}
     if settings.chroma_client is not None:
         markers["chroma_client"] = {"qualified_name": qualified_name(type(settings.chroma_client))}
+    if getattr(getattr(memory.runtime.store, "driver", None), "encrypted", False):
+        # The key itself is never written: from_dict asks for it again.
+        markers["encryption_key"] = {"required": True, "environment_variable": ENCRYPTION_KEY_ENV}
     if isinstance(settings.store, str):
         markers["store"] = settings.store
     elif settings.store is not None:

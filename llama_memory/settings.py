@@ -29,7 +29,15 @@ from typing import Annotated, Any, Literal, Optional
 from uuid import uuid4
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_serializer, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_serializer,
+    field_validator,
+)
 
 from .arguments import reject_unknown, short
 from .defaults import DEFAULT_MEMORY_TOKEN_LIMIT, DEFAULT_TOKEN_LIMIT, DEFAULT_TOP_K
@@ -137,6 +145,20 @@ class MemorySettings(BaseModel):
     chroma_port: int = Field(default=8000, description="Server mode: its port, with chroma_host.")
     chroma_url: Optional[str] = Field(default=None, description='Server mode: "http://host:port".')
 
+    # -- privacy on disk: who can read the files under path -------------------------------
+    owner_only: bool = Field(
+        default=True,
+        description="Create the memory directory 0700 and its files 0600 whatever the umask, and "
+        "warn once when a store others can read is opened; False leaves modes to the umask.",
+    )
+    # A live secret: never in data(), to_dict() or a pickle (to_dict writes a marker that
+    # makes from_dict ask for it again, or read it from the environment).
+    encryption_key: Optional[SecretStr] = Field(
+        default=None, exclude=True, repr=False,
+        description="Encrypt the SQLite store under path with SQLCipher, with this passphrase "
+        "(None: the LLAMA_MEMORY_ENCRYPTION_KEY environment variable when set, else no encryption).",
+    )  # fmt: skip
+
     # -- budgets: how much is kept and shown ---------------------------------------------
     token_limit: int = Field(default=DEFAULT_TOKEN_LIMIT, description="Token limit of the default buffer.")
     memory_token_limit: Count = Field(
@@ -206,6 +228,13 @@ class MemorySettings(BaseModel):
         """ValueError for options that contradict each other (raised as such, not
         wrapped in a ValidationError)."""
         check_formation(self.llm, self.extract_every, self.extract_after_quiet, self.extract_in)
+        if self.encryption_key is not None and self.path is None:
+            raise ValueError(
+                "encryption_key encrypts the SQLite file under path=, and this memory has none "
+                + ("(a PostgreSQL store= is protected by the server: rights, TLS and disk "
+                   "encryption, see docs/security.md)" if self.store is not None
+                   else "(an in-memory store writes nothing to disk)")
+            )  # fmt: skip
         if self.store is not None:
             if self.path is not None:
                 raise ValueError(
@@ -240,6 +269,18 @@ class MemorySettings(BaseModel):
             f"path takes a directory as a str or pathlib.Path, not {type(value).__name__} "
             f"{value!r}: pass e.g. path='./memory'"
         )
+
+    @field_validator("encryption_key", mode="before")
+    @classmethod
+    def _a_passphrase(cls, value: Any) -> Any:
+        if value is None or isinstance(value, SecretStr):
+            return value
+        if not isinstance(value, str) or not value or "\x00" in value:
+            raise TypeError(
+                f"encryption_key takes a non-empty string (a passphrase) without NUL characters, "
+                f"not {type(value).__name__}" + (" ''" if value == "" else "")
+            )
+        return value
 
     @field_validator("ttl", mode="before")
     @classmethod

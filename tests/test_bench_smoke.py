@@ -121,3 +121,15 @@ def test_many_users_benchmark_smoke_counts_each_ways_connections(postgres_url: s
     assert by_way["url"]["connections"] >= 5
     assert 1 <= by_way["pool"]["connections"] <= 4
     assert all(r["request_ms"] > 0 and r["gather_ms"] > 0 for r in rows)
+
+
+def test_encryption_bench_compares_plain_and_encrypted_in_one_run(capsys: pytest.CaptureFixture[str]) -> None:
+    from bench import encryption
+
+    report = encryption.main(["--messages", "6", "--gets", "2", "--rounds", "1"])
+    assert set(report["summary"]) == {"plain", "encrypted"}
+    assert all(v > 0 for row in report["summary"].values() for v in row.values())
+    assert report["ratios"]["put_median_ms"] == pytest.approx(
+        report["summary"]["encrypted"]["put_median_ms"] / report["summary"]["plain"]["put_median_ms"]
+    )
+    assert "ratio" in capsys.readouterr().out

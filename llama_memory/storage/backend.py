@@ -32,6 +32,10 @@ class Location:
         chroma_host: a dense-index server's host.
         chroma_port: its port, with ``chroma_host``.
         chroma_url: the server as a URL, instead of host and port.
+        encryption_key: the key of a store encrypted at rest (backends on files; None:
+            the environment's, else plain).
+        owner_only: files the backend creates are its owner's alone (0700/0600), and a
+            store others can read is warned about.
     """
 
     path: Optional[str] = None
@@ -40,6 +44,8 @@ class Location:
     chroma_host: Optional[str] = None
     chroma_port: int = 8000
     chroma_url: Optional[str] = None
+    encryption_key: Any = None
+    owner_only: bool = True
 
     @classmethod
     def of(cls, settings: Any) -> "Location":
@@ -133,6 +139,11 @@ class Backend(Protocol):
     def describe_sizes(self, sizes: dict[str, int], size: Any) -> str:
         """One line for ``llama-memory stats``: ``sizes`` (:meth:`OpenBackend.sizes`)
         with ``size`` turning bytes into text."""
+
+    def encrypt(self, where: Any, key: str, *, keep_backup: bool = False, source: str = "the key given") -> Any:
+        """Encrypt the store at ``where`` at rest with ``key`` (``llama-memory encrypt``)
+        and return what was done; ValueError for a backend whose encryption at rest is
+        the server's or the disk's."""
 
     def undo_failed_creation(self, where: Any) -> AbstractContextManager[None]:
         """A context in which a failure removes what a first write created at ``where``

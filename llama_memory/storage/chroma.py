@@ -10,6 +10,7 @@ against 2-3 ms unfiltered) and no query can reach another user's vectors.
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
     import numpy as np
 
 from ..errors import StorageError
+from .privacy import PRIVATE_FILE, is_private, make_private_dir, tighten_entries
+from .sqlite.connection import DB_FILENAME
 
 T = TypeVar("T")
 #: A vector: any sequence of floats (lists, numpy arrays).
@@ -39,16 +42,32 @@ def _quiet_settings() -> Any:
 
 
 def persistent_client(path: Path | str) -> Any:
-    """An embedded Chroma client storing its files under ``path/chroma``."""
+    """An embedded Chroma client storing its files under ``path/chroma``.
+
+    Chroma's files are as private as the store's database: beside an owner-only one
+    (the default, see :mod:`~llama_memory.storage.privacy`) its directory is made
+    ``0700`` before Chroma writes there and the entries it holds are
+    tightened on each open (Chroma creates them under the umask; the ``0700``
+    directory keeps them private in between). Elsewhere Chroma's modes are left as
+    they are."""
     import chromadb
 
-    directory = str(Path(path) / CHROMA_DIRNAME)
+    # As private as the store's database (created first, by the SQLite store), else as
+    # its directory.
+    database = Path(path) / DB_FILENAME
+    private = Path(path).is_dir() and is_private(database if database.exists() else path)
+    directory = Path(path) / CHROMA_DIRNAME
     try:
-        with _opening_lock(Path(path) / OPEN_LOCK):
-            return chromadb.PersistentClient(path=directory, settings=_quiet_settings())
+        if private and not directory.exists():
+            make_private_dir(directory)
+        with _opening_lock(Path(path) / OPEN_LOCK, private):
+            client = chromadb.PersistentClient(path=str(directory), settings=_quiet_settings())
     except Exception as exc:  # chromadb raises many types; name the place
-        _forget_failed_system(directory)
+        _forget_failed_system(str(directory))
         raise StorageError(f"cannot open the Chroma index under {path}: {exc}") from exc
+    if private and is_private(directory):
+        tighten_entries(directory)
+    return client
 
 
 def http_client(host: str, port: int = 8000, ssl: bool = False) -> Any:
@@ -101,15 +120,18 @@ def _forget_failed_system(directory: str) -> None:
 
 
 @contextmanager
-def _opening_lock(lock_file: Path) -> Iterator[None]:
+def _opening_lock(lock_file: Path, private: bool = False) -> Iterator[None]:
     """Hold an exclusive lock on ``lock_file`` while Chroma opens: processes that open
     one new directory at the same moment otherwise race Chroma's own schema creation
     ("table collections already exists", "database is locked"). POSIX only; without
-    ``fcntl``, or where the file cannot be written (a read-only directory), no lock."""
+    ``fcntl``, or where the file cannot be written (a read-only directory), no lock.
+    ``private``: a new lock file is created ``0600``."""
     try:
         import fcntl
 
-        handle = open(lock_file, "a")
+        handle = open(
+            lock_file, "a", opener=lambda name, flags: os.open(name, flags, PRIVATE_FILE if private else 0o666)
+        )
     except (ImportError, OSError):
         yield
         return

@@ -1,7 +1,8 @@
 """The one ``backend`` fixture: every conformance test runs once per storage backend.
 
-SQLite (``llama_memory.storage.sqlite`` + an in-process Chroma for the dense index) and
-PostgreSQL (``llama_memory.storage.postgres`` with pgvector, on the test server), the
+SQLite (``llama_memory.storage.sqlite`` + an in-process Chroma for the dense index), the
+same with its file encrypted (``sqlite-encrypted``, SQLCipher, when the ``encrypted``
+extra is installed) and PostgreSQL (``llama_memory.storage.postgres`` with pgvector, on the test server), the
 latter twice: as sync calls run, and as async calls run (``postgres-bridged``: the test's
 body inside ``run_bridged`` on an event loop, every statement awaited on the loop's
 ``AsyncConnectionPool``). Every port implementation under test (the ``Storage`` facade,
@@ -15,6 +16,7 @@ triples, profile and instructions all take this fixture.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import inspect
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -76,6 +78,24 @@ def _sqlite(location: Path) -> Backend:
     return Backend("sqlite", lambda: open_backend(Location(path=str(location))).store)
 
 
+def _sqlite_encrypted(location: Path) -> Backend:
+    """The SQLite backend with its file encrypted through SQLCipher (the ``encrypted``
+    extra): every test runs unchanged on it."""
+    from llama_memory.storage.sqlite import SQLiteStore
+    from llama_memory.storage.sqlite.driver import SQLCipherDriver
+
+    backend = _sqlite(location)
+    backend.name = "sqlite-encrypted"
+    backend._open_store = lambda: SQLiteStore(location, driver=SQLCipherDriver(ENCRYPTION_TEST_KEY))
+    return backend
+
+
+#: The key of the encrypted SQLite backend's stores: a raw 256-bit key (``x'<64 hex>'``),
+#: which SQLCipher uses as is, so each of the many opens skips the passphrase's key
+#: derivation (PBKDF2, about 0.15 s); tests/test_privacy.py opens with passphrases.
+ENCRYPTION_TEST_KEY = "x'" + "2b" * 32 + "'"
+
+
 def _postgres(url: str) -> Backend:
     from llama_memory.storage.postgres import PostgresStore
 
@@ -102,6 +122,8 @@ BACKENDS: dict[str, Callable[[Any], Backend]] = {
     "postgres": _postgres,
     BRIDGED: _postgres_bridged,
 }
+if importlib.util.find_spec("sqlcipher3") is not None:  # the `encrypted` extra (dev installs it)
+    BACKENDS["sqlite-encrypted"] = _sqlite_encrypted
 
 
 @pytest.fixture(params=sorted(BACKENDS))

@@ -134,6 +134,14 @@ class ServerBackend:
         """The bytes the tables take in the database."""
         return f"in the database: {size(sizes['postgres'])} (tables and their indexes)"
 
+    def encrypt(self, where: Any, key: str, *, keep_backup: bool = False, source: str = "the key given") -> Any:
+        """Refused: a PostgreSQL store is encrypted at rest by its server and disks."""
+        raise ValueError(
+            "encrypt turns a SQLite memory directory into an encrypted one; a PostgreSQL "
+            "store is encrypted at rest by the server's disk encryption, and in transit by "
+            "TLS (docs/security.md)"
+        )
+
     @contextmanager
     def undo_failed_creation(self, where: Any) -> Iterator[None]:
         """Nothing to undo: each batch is one transaction; there are no files."""

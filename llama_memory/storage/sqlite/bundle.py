@@ -30,6 +30,7 @@ from ..ports import ChatLog, JobQueue, ProfileRows, Storage, TripleTimeline
 from ..ports.admin import AdminRows
 from .admin import StoreAdmin
 from .connection import DB_FILENAME, memory_path, store_exists
+from .driver import sqlite_driver
 from .profile import SQLiteProfileRows
 from .store import SQLiteStore
 from .triples import SQLiteTripleTimeline
@@ -179,7 +180,10 @@ class EmbeddedBackend:
             # Reached now, before the store is created: a memory on an unreachable
             # server fails to open. A tool connects when a command first needs it.
             client = http_client(*server)
-        store = SQLiteStore(path)
+        store = (
+            SQLiteStore(None) if path is None
+            else SQLiteStore(path, driver=sqlite_driver(location.encryption_key, owner_only=location.owner_only))
+        )  # fmt: skip
         return EmbeddedStore(store, None if path is None else str(path), client, server, for_admin)
 
     def owns(self, store: Any) -> bool:
@@ -203,6 +207,13 @@ class EmbeddedBackend:
     def describe_sizes(self, sizes: dict[str, int], size: Any) -> str:
         """The bytes on disk, SQLite's and Chroma's."""
         return f"on disk: {size(sizes['total'])} (SQLite {size(sizes['sqlite'])}, Chroma {size(sizes['chroma'])})"
+
+    def encrypt(self, where: Any, key: str, *, keep_backup: bool = False, source: str = "the key given") -> Any:
+        """Turn the plain store under ``where`` into a SQLCipher one (copy, verify, swap:
+        :func:`~llama_memory.storage.sqlite.encrypt.encrypt_store`)."""
+        from .encrypt import encrypt_store
+
+        return encrypt_store(where, key, keep_backup=keep_backup, source=source)
 
     @contextmanager
     def undo_failed_creation(self, where: Any) -> Iterator[None]:

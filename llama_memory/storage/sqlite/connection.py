@@ -12,17 +12,24 @@ import sqlite3
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
 from ...errors import StorageError
+from ..privacy import create_private_file, make_private_dir, warn_if_shared
 from ..word_counts import WordCountCache
+from .driver import SQLiteDriver, sqlite_driver
 from .schema import MIGRATIONS, sql_statements
 
 #: File name of the system of record inside a memory directory.
 DB_FILENAME = "memory.sqlite3"
+
+#: What a memory directory holds of the store: the database and its WAL files, and
+#: Chroma's directory and lock file (storage.chroma's CHROMA_DIRNAME and OPEN_LOCK).
+STORE_ENTRIES = (DB_FILENAME, f"{DB_FILENAME}-wal", f"{DB_FILENAME}-shm", "chroma", "chroma.lock")
 
 # A database URL given as a path ("sqlite:///m.db", "postgresql://..."): a scheme of two
 # characters or more, then ":/" (one letter is a Windows drive, "C:/..."; a Path made of
@@ -60,48 +67,86 @@ class SQLiteConnection:
     Args:
         path: directory of the memory (the file :data:`DB_FILENAME` is created in
             it), or ``None`` for a private in-memory database.
+        timeout: seconds a statement waits for another process's write lock.
+        driver: how the file is opened (:class:`~.driver.SQLiteDriver`, or
+            :class:`~.driver.SQLCipherDriver` with a key) and whether its files are
+            owner-only; default :func:`~.driver.sqlite_driver` (SQLCipher when
+            ``LLAMA_MEMORY_ENCRYPTION_KEY`` is set, owner-only files).
 
-    Every ``sqlite3.Error`` is re-raised as
-    :class:`~llama_memory.errors.StorageError` naming the file.
+    Every error of the driver is re-raised as
+    :class:`~llama_memory.errors.StorageError` naming the file;
+    :class:`~llama_memory.errors.EncryptionError` (one) when the file's encryption does
+    not match the driver's key, before anything is written.
     """
 
-    def __init__(self, path: Optional[Path | str] = None, *, timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        path: Optional[Path | str] = None,
+        *,
+        timeout: float = 30.0,
+        driver: Optional[SQLiteDriver] = None,
+    ) -> None:
         self._lock = threading.RLock()
         self._depth = 0  # how many transaction() blocks are open (nested ones join)
         self._after_commit: list[Callable[[], object]] = []
         self._word_counts = WordCountCache()
         # Commits of this connection: PRAGMA data_version only counts other connections'.
         self._commits = 0
+        #: How the file is opened (plain or SQLCipher) and with which modes.
+        # (An in-memory database has no file to protect: the environment's key is for files.)
+        self.driver = driver if driver is not None else sqlite_driver(environ=path is not None)
         if path is None:
             self.file: Optional[Path] = None
             target = ":memory:"
         else:
-            directory = memory_path(path)
-            if directory.exists() and not directory.is_dir():
-                raise StorageError(f"memory path {directory} exists and is not a directory")
-            try:
-                directory.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise StorageError(f"cannot create memory directory {directory}: {exc}") from exc
-            self.file = directory / DB_FILENAME
-            target = str(self.file)
-            for part in (directory, self.file):
-                # Said at once: SQLite would open a read-only file and fail on the first put.
-                if part.exists() and not os.access(part, os.W_OK):
-                    raise StorageError(
-                        f"memory path {part} is read-only: llama-memory writes every message "
-                        "there; make it writable, or open a copy of the directory"
-                    )
+            target = str(self._prepare_file(memory_path(path)))
+        self._error_types = self.driver.errors
         with self._errors("open"):
-            self._conn = sqlite3.connect(
-                target, timeout=timeout, check_same_thread=False, isolation_level=None
-            )
-            self._conn.row_factory = sqlite3.Row
-            if self.file is not None:
-                _switch_to_wal(self._conn, timeout)
-                self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._conn.execute("PRAGMA foreign_keys=ON")
-            self._migrate()
+            self._conn = self.driver.connect(target, timeout)
+            try:
+                if self.file is not None:
+                    _switch_to_wal(self._conn, timeout, self._error_types)
+                    self._conn.execute("PRAGMA synchronous=NORMAL")
+                self._conn.execute("PRAGMA foreign_keys=ON")
+                self._migrate()
+            except BaseException:
+                self._conn.close()
+                raise
+        self._closed = False
+        _OPEN.add(self)
+
+    def _prepare_file(self, directory: Path) -> Path:
+        """Create the memory directory (owner-only unless the driver says otherwise),
+        refuse what cannot be opened as asked (a read-only path, a plain store opened
+        with a key or an encrypted one without), warn once about a store others can
+        read; return the database file."""
+        if directory.exists() and not directory.is_dir():
+            raise StorageError(f"memory path {directory} exists and is not a directory")
+        self.file = directory / DB_FILENAME
+        new_store = not self.file.exists()
+        try:
+            if new_store and self.driver.owner_only:
+                make_private_dir(directory)
+            else:
+                directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(f"cannot create memory directory {directory}: {exc}") from exc
+        for part in (directory, self.file):
+            # Said at once: SQLite would open a read-only file and fail on the first put.
+            if part.exists() and not os.access(part, os.W_OK):
+                raise StorageError(
+                    f"memory path {part} is read-only: llama-memory writes every message "
+                    "there; make it writable, or open a copy of the directory"
+                )
+        self.driver.check_file(self.file)
+        if new_store and self.driver.owner_only:
+            try:
+                create_private_file(self.file)
+            except OSError as exc:
+                raise StorageError(f"cannot create {self.file}: {exc}") from exc
+        elif self.driver.owner_only:
+            warn_if_shared(directory, STORE_ENTRIES)
+        return self.file
 
     # -- plumbing -----------------------------------------------------------------
 
@@ -114,7 +159,7 @@ class SQLiteConnection:
     def _errors(self, action: str) -> Iterator[None]:
         try:
             yield
-        except sqlite3.Error as exc:
+        except self._error_types as exc:
             raise StorageError(f"SQLite store {self.location}: {action} failed: {exc}") from exc
 
     @contextmanager
@@ -225,6 +270,7 @@ class SQLiteConnection:
         """Close the connection (further calls raise StorageError)."""
         with self._lock:
             self._conn.close()
+            self._closed = True
 
     # -- meta ---------------------------------------------------------------------
 
@@ -293,7 +339,22 @@ class SQLiteConnection:
 
 
 
-def _switch_to_wal(conn: sqlite3.Connection, timeout: float) -> None:
+#: The connections open in this process (the file's own locks cannot tell: see open_here).
+_OPEN: "weakref.WeakSet[SQLiteConnection]" = weakref.WeakSet()
+
+
+def open_here(file: Path) -> bool:
+    """Whether a store object of this process has ``file`` open. Another process's
+    connection shows in the file's locks; one of this process does not when the
+    question is asked through another SQLite library (SQLCipher's), since POSIX locks
+    belong to the process."""
+    target = os.path.realpath(file)
+    return any(
+        c.file is not None and not c._closed and os.path.realpath(c.file) == target for c in list(_OPEN)
+    )
+
+
+def _switch_to_wal(conn: sqlite3.Connection, timeout: float, errors: tuple[type[Exception], ...]) -> None:
     """Put the file in WAL mode. Processes that open a new file at the same moment race
     for the change, and SQLite reports the loser's "database is locked" at once, without
     waiting its busy timeout: so try again, for up to ``timeout`` seconds."""
@@ -302,7 +363,7 @@ def _switch_to_wal(conn: sqlite3.Connection, timeout: float) -> None:
         try:
             conn.execute("PRAGMA journal_mode=WAL")
             return
-        except sqlite3.OperationalError as exc:
+        except errors as exc:
             if "locked" not in str(exc) or time.monotonic() > deadline:
                 raise
             time.sleep(0.05)

@@ -34,9 +34,14 @@ class SQLiteStore(ChatTables, RecordTables, LexicalTables, VectorTables, JobTabl
     Args:
         path: directory of the memory (the file :data:`DB_FILENAME` is created in
             it), or ``None`` for a private in-memory database.
+        timeout: seconds a statement waits for another process's write lock.
+        driver: how the file is opened: plain ``sqlite3`` or SQLCipher with a key
+            (:func:`~llama_memory.storage.sqlite.driver.sqlite_driver`), and whether
+            the files are owner-only (the default: a ``0700`` directory, ``0600``
+            files). Default: SQLCipher when ``LLAMA_MEMORY_ENCRYPTION_KEY`` is set.
 
     One connection is shared by all threads behind a lock; WAL mode and a busy
-    timeout let several processes use one file. Every ``sqlite3.Error`` is
+    timeout let several processes use one file. Every error of the driver is
     re-raised as :class:`~llama_memory.errors.StorageError` naming the file.
 
     It implements every port of :mod:`llama_memory.storage.ports` (the

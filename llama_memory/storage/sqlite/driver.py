@@ -1,0 +1,189 @@
+"""How the SQLite store opens its file: the standard library's ``sqlite3``, or SQLCipher
+with a key (encryption at rest), and with which file modes.
+
+:class:`SQLiteDriver` opens a plain file; :class:`SQLCipherDriver` opens it through
+``sqlcipher3`` (the ``llama-memory[encrypted]`` extra: SQLCipher 4 with FTS5, a DB-API
+module like ``sqlite3``) after ``PRAGMA key``. :func:`sqlite_driver` picks one from an
+explicit key or :data:`ENCRYPTION_KEY_ENV`.
+
+Both read the file's first bytes before opening it: a plain SQLite file starts with
+``"SQLite format 3\\0"``, an encrypted one with its random salt. So a plain store opened
+with a key, or an encrypted one without, is refused with a message saying which, and a
+wrong key is told apart from a plain file, all before anything is written.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Optional, Union
+
+from ...errors import EncryptionError
+from ..privacy import ENCRYPTION_KEY_ENV, environment_key
+
+#: The first 16 bytes of every plain SQLite database file.
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+_INSTALL = "pip install 'llama-memory[encrypted]'"
+
+
+def file_is_plain(file: Path) -> Optional[bool]:
+    """True for a plain SQLite file, False for one whose header is not SQLite's (an
+    encrypted store), None for a file that is absent or empty (a new store)."""
+    try:
+        with open(file, "rb") as stream:
+            head = stream.read(len(SQLITE_HEADER))
+    except FileNotFoundError:
+        return None
+    if not head:
+        return None
+    return head == SQLITE_HEADER
+
+
+class SQLiteDriver:
+    """Opens a store's file with the standard library's ``sqlite3``, unencrypted.
+
+    Args:
+        owner_only: create the memory directory ``0700`` and the database ``0600``
+            (its -wal/-shm files follow), whatever the umask, and warn once when an
+            existing store is readable by others; False leaves modes to the umask.
+    """
+
+    #: Whether the file is encrypted.
+    encrypted = False
+
+    def __init__(self, *, owner_only: bool = True) -> None:
+        self.owner_only = owner_only
+
+    @property
+    def module(self) -> ModuleType:
+        """The DB-API module (its ``Error``, ``OperationalError`` and ``Row``)."""
+        return sqlite3
+
+    @property
+    def errors(self) -> tuple[type[Exception], ...]:
+        """The exception classes a statement of this driver's connections raises."""
+        return (sqlite3.Error,)
+
+    def check_file(self, file: Path) -> None:
+        """:class:`EncryptionError` when ``file`` looks like an encrypted store (no key
+        given): not SQLite's header, and whole pages (SQLCipher writes pages of a power
+        of two bytes). Anything else not SQLite's is left to SQLite to report as
+        damaged ("file is not a database")."""
+        if file_is_plain(file) is False and file.stat().st_size % 512 == 0:
+            raise EncryptionError(
+                f"the SQLite store {file} is encrypted, or damaged: without a key it is not "
+                f"a database (its header is not SQLite's). If it is encrypted, pass "
+                f"encryption_key= to from_defaults (or MemoryAdmin), or set {ENCRYPTION_KEY_ENV}. "
+                "Nothing was changed."
+            )
+
+    def connect(self, target: str, timeout: float) -> Any:
+        """A connection to ``target`` (a file or ``":memory:"``), in autocommit mode,
+        usable from every thread (the store serialises access itself)."""
+        conn = self.module.connect(target, timeout=timeout, check_same_thread=False, isolation_level=None)
+        conn.row_factory = self.module.Row
+        return conn
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(owner_only={self.owner_only})"
+
+
+class SQLCipherDriver(SQLiteDriver):
+    """Opens a store's file through SQLCipher (AES-256, a key derived from ``key`` by
+    PBKDF2-HMAC-SHA512): every page of the database, its -wal file included, is
+    encrypted on disk; FTS5 and every statement work as on a plain file.
+
+    Args:
+        key: the passphrase (a non-empty string); never written anywhere by the library.
+        source: where the key came from, named in error messages.
+        owner_only: as :class:`SQLiteDriver`.
+
+    Raises:
+        ImportError: the ``sqlcipher3`` module is missing (the message says which extra
+            to install).
+    """
+
+    encrypted = True
+
+    def __init__(self, key: str, *, source: str = "encryption_key", owner_only: bool = True) -> None:
+        super().__init__(owner_only=owner_only)
+        if not isinstance(key, str) or not key or "\x00" in key:
+            raise ValueError(f"{source} must be a non-empty string without NUL characters")
+        try:
+            from sqlcipher3 import dbapi2
+        except ImportError as exc:
+            raise ImportError(
+                f"an encryption key was given ({source}), but SQLCipher is not installed "
+                f"({exc}): {_INSTALL}"
+            ) from exc
+        self._module = dbapi2
+        self._key = key
+        self.source = source
+
+    @property
+    def key(self) -> str:
+        """The passphrase (for ``ATTACH ... KEY`` when a store is encrypted)."""
+        return self._key
+
+    @property
+    def module(self) -> ModuleType:
+        """``sqlcipher3.dbapi2``."""
+        return self._module
+
+    @property
+    def errors(self) -> tuple[type[Exception], ...]:
+        """SQLCipher's exception classes (its own, not ``sqlite3``'s), and ``sqlite3``'s."""
+        return (self._module.Error, sqlite3.Error)
+
+    def check_file(self, file: Path) -> None:
+        """:class:`EncryptionError` when ``file`` is a plain (unencrypted) store."""
+        if file_is_plain(file):
+            raise EncryptionError(
+                f"the SQLite store {file} is not encrypted, but a key was given ({self.source}): "
+                "open it without a key, or encrypt it first with `llama-memory encrypt --store "
+                f"{file.parent}`. Nothing was changed."
+            )
+
+    def connect(self, target: str, timeout: float) -> Any:
+        """A connection with the key set, checked by reading the schema:
+        :class:`EncryptionError` (the connection closed) for a wrong key."""
+        conn = super().connect(target, timeout)
+        try:
+            # SQLCipher would print every failed page decryption (a wrong key) on stderr.
+            conn.execute("PRAGMA cipher_log_level = NONE")
+            conn.execute(f"PRAGMA key = {quote(self._key)}")
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except self._module.DatabaseError as exc:
+            conn.close()
+            if "not a database" not in str(exc):
+                raise
+            raise EncryptionError(
+                f"cannot open the encrypted SQLite store {target}: wrong key ({self.source}). "
+                "Nothing was changed."
+            ) from None
+        return conn
+
+    def __repr__(self) -> str:  # never the key
+        return f"SQLCipherDriver(key=***, owner_only={self.owner_only})"
+
+
+def quote(text: str) -> str:
+    """``text`` as an SQL string literal (PRAGMA and ATTACH ... KEY take no parameters)."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def sqlite_driver(
+    encryption_key: Union[str, Any, None] = None, *, owner_only: bool = True, environ: bool = True
+) -> SQLiteDriver:
+    """The driver for a store: SQLCipher with ``encryption_key`` (a ``str`` or a
+    pydantic ``SecretStr``) when given, else with :data:`ENCRYPTION_KEY_ENV` when that
+    is set (and ``environ``), else plain ``sqlite3``."""
+    if encryption_key is not None:
+        secret = getattr(encryption_key, "get_secret_value", None)
+        return SQLCipherDriver(secret() if secret else encryption_key, owner_only=owner_only)
+    from_env = environment_key() if environ else None
+    if from_env:
+        return SQLCipherDriver(from_env, source=f"the {ENCRYPTION_KEY_ENV} environment variable", owner_only=owner_only)
+    return SQLiteDriver(owner_only=owner_only)
