@@ -151,8 +151,8 @@ def _open(args: argparse.Namespace, create: bool = False) -> Any:
         kwargs["memory_token_limit"] = args.token_limit
     if args.embed_model is not None:
         kwargs["embed_model"] = _load_embedding(args.embed_model)
-    # Hook (SQLite bundle): the key comes from LLAMA_MEMORY_ENCRYPTION_KEY (never a command-line
-    # argument: other accounts can read those in the process list).
+    # An encrypted store's key comes from LLAMA_MEMORY_ENCRYPTION_KEY, never from an
+    # argument: other accounts can read arguments in the process list.
     return MemoryAdmin(
         args.store, tenant, create=create, chroma_url=args.chroma_url,
         owner_only=not getattr(args, "no_owner_only", False), **kwargs,
