@@ -67,6 +67,9 @@ class MemoryBlock:
             (:class:`LeftOut`): the counts above, itemised.
         instructions: the user's standing instructions the block shows first (never
             cut for the budget: they count first).
+        admitted: one line per record of ``records``, in order: the rule that let it in
+            (its calibrated relevance, 0..1, against ``min_relevance``, or why it needs
+            none), and what it stands for or conflicts with.
     """
 
     text: str = ""
@@ -77,6 +80,7 @@ class MemoryBlock:
     dropped_irrelevant: int = 0
     left_out: list["LeftOut"] = field(default_factory=list)
     instructions: list[str] = field(default_factory=list)
+    admitted: list[str] = field(default_factory=list)
 
     def _repr_html_(self) -> str:
         """The records injected, per source, with scores, and what was left out (Jupyter)."""
@@ -101,11 +105,60 @@ class LeftOut:
             summary in the block covers all its messages).
         other: for a :data:`DUPLICATE` left out for another record that states all it
             does, that record (None for an exact repeat, or one the window shows).
+        detail: the rule in words: which record it duplicates, its relevance against
+            which threshold, which budget (filled from the rest when not given).
     """
 
     record: MemoryRecord
     reason: str
     other: Optional[MemoryRecord] = None
+    detail: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.detail:
+            object.__setattr__(self, "detail", _default_detail(self))
+
+
+def _default_detail(item: LeftOut) -> str:
+    if item.reason == DUPLICATE and item.other is not None:
+        return f"says nothing that [{item.other.source}] {_quoted(_clip(item.other.text))} does not"
+    if item.reason == DUPLICATE:
+        return "already shown: by the conversation window or an earlier record"
+    if item.reason == IRRELEVANT:
+        return f"relevance {relevance_text(item.record)} below min_relevance"
+    if item.reason == OVER_BUDGET:
+        return "no room left in memory_token_limit"
+    if item.reason == CUT_TO_FIT:
+        return "shown as its best message only, for memory_token_limit"
+    if item.reason == SUMMARISED:
+        return "a session summary in the block covers all its messages"
+    return ""
+
+
+def relevance_text(record: MemoryRecord) -> str:
+    """A record's calibrated relevance to the query (0..1) as shown, ``"-"`` without one
+    (its source does not rank by relevance: a profile field)."""
+    return "-" if record.relevance is None else f"{record.relevance:.2f}"
+
+
+#: :attr:`MemoryRecord.metadata` key of the rule that let a record into a block
+#: (the read pipeline's relevance stage sets it; :attr:`MemoryBlock.admitted` shows it).
+ADMITTED_BY = "admitted_by"
+
+
+def admission(record: MemoryRecord) -> str:
+    """The rule that let ``record`` into the block, with what it stands for (``also_in``)
+    and conflicts with (``conflicts_with``)."""
+    rule = str(record.metadata.get(ADMITTED_BY) or (
+        "no relevance: not ranked by it (shown whatever the question)"
+        if record.relevance is None else f"relevance {relevance_text(record)}"
+    ))
+    for also in record.metadata.get("also_in", ()):
+        rule += f"; stands for [{also['source']}] {_quoted(_clip(str(also['text'])))} (states all it does)"
+    for other in record.metadata.get("conflicts_with", ()):
+        age = {True: "newer than", False: "older than"}.get(other.get("newer"), "in conflict with")  # type: ignore[arg-type]
+        rule += f"; conflict: {age} [{other['source']}] {_quoted(_clip(str(other['text'])))}"
+    return rule
 
 
 #: :attr:`LeftOut.reason` of a record already shown by the window or an earlier record.
@@ -143,7 +196,8 @@ def deduplicate(
     dropped when none is left. Returns the kept records and how many were dropped;
     the dropped records are appended to ``left_out`` when one is given.
     """
-    seen = {normalize_text(t) for t in already_shown}
+    window = {normalize_text(t) for t in already_shown}
+    seen = set(window)
     kept: list[MemoryRecord] = []
     dropped = 0
     for record in records:
@@ -152,7 +206,9 @@ def deduplicate(
         if left is None or key in seen:
             dropped += 1
             if left_out is not None:
-                left_out.append(LeftOut(record, DUPLICATE))
+                in_window = all(normalize_text(p.text) in window for p in record.parts or [record])
+                where = "the conversation window shows it" if in_window else "repeats an earlier record"
+                left_out.append(LeftOut(record, DUPLICATE, detail=f"already shown: {where}"))
             continue
         seen.add(key)
         seen.update(normalize_text(p.text) for p in left.parts)
@@ -321,15 +377,17 @@ def _quoted(text: str) -> str:
 _CONFLICT_QUOTE = 80
 
 
+def _clip(text: str) -> str:
+    return text if len(text) <= _CONFLICT_QUOTE else text[: _CONFLICT_QUOTE - 1] + "…"
+
+
 def conflict_note(record: MemoryRecord) -> str:
     """`` (conflict, newer: [triples] "..." says otherwise; ask the user which holds)``:
     what a record in conflict with another (:func:`merge_near_duplicates`) is marked
     with, the other's text quoted as data; ``""`` for a record in no conflict."""
     notes = []
     for other in record.metadata.get("conflicts_with", ()):
-        text = str(other["text"])
-        if len(text) > _CONFLICT_QUOTE:
-            text = text[: _CONFLICT_QUOTE - 1] + "…"
+        text = _clip(str(other["text"]))
         age = {True: ", newer", False: ", older"}.get(other.get("newer"), "")  # type: ignore[arg-type]
         notes.append(f"conflict{age}: [{other['source']}] {_quoted(text)} says otherwise")
     if not notes:
@@ -438,8 +496,9 @@ def fit_block(
     result = MemoryBlock(
         dropped_duplicates=duplicates, left_out=list(left_out), instructions=list(instructions)
     )
+    no_room = f"no room left in memory_token_limit ({token_limit} tokens)"
     if not kept or token_limit <= 0:
-        result.left_out.extend(LeftOut(record, OVER_BUDGET) for record in kept)
+        result.left_out.extend(LeftOut(record, OVER_BUDGET, detail=no_room) for record in kept)
         return _instructions_only(result, tokenizer)
     every_line = [render_item(record, session_id) for record in kept]
     text = render_block(every_line, instructions)
@@ -449,6 +508,7 @@ def fit_block(
         count = len(tokenizer(text))
         if count <= token_limit:
             result.text, result.token_count, result.records = text, count, list(kept)
+            result.admitted = [admission(r) for r in kept]
             return result
     # Tight: a session summary stands in for the excerpts it covers (fewer tokens for
     # the same session), before anything is cut for the budget.
@@ -462,6 +522,7 @@ def fit_block(
         count = len(tokenizer(text))
         if count <= token_limit:
             result.text, result.token_count, result.records = text, count, list(kept)
+            result.admitted = [admission(r) for r in kept]
             return result
     # The block's frame, instructions included (the records' intro too, hence [""]).
     frame = render_block([""], instructions) if instructions else render_block([])
@@ -487,7 +548,7 @@ def fit_block(
                 break
         else:
             dropped[record.source] += _size(record)
-            result.left_out.append(LeftOut(record, OVER_BUDGET))
+            result.left_out.append(LeftOut(record, OVER_BUDGET, detail=no_room))
     # Token counts of parts need not add up to the count of the whole, and the note
     # needs room: check the whole, note included, and drop from the end until it fits.
     while lines:
@@ -503,11 +564,15 @@ def fit_block(
         lines.pop()
         last = result.records.pop()
         dropped[last.source] += _size(last)
-        result.left_out.append(LeftOut(shown_from.pop(), OVER_BUDGET))
+        result.left_out.append(LeftOut(shown_from.pop(), OVER_BUDGET, detail=no_room))
     result.left_out.extend(
         LeftOut(record, CUT_TO_FIT) for record, shown in zip(shown_from, result.records) if shown is not record
     )
     result.dropped_for_budget = sum(dropped.values())
+    result.admitted = [
+        admission(record) + ("" if shown is record else "; cut to its best message for the budget")
+        for record, shown in zip(shown_from, result.records)
+    ]
     return result if lines else _instructions_only(result, tokenizer)
 
 
