@@ -125,9 +125,13 @@ def _lines(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> list[str]:
     return ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
 
 
-def _print_record(rank: Optional[int], record: Any, indent: str = "") -> None:
+def _print_record(rank: Optional[int], record: Any, indent: str = "", relevance: bool = False) -> None:
     head = f"{rank}. " if rank is not None else ""
     score = f"score {record.score:.3f}  " if rank is not None else ""
+    if relevance:  # the calibrated relevance (0..1); the score is only a rank within a source
+        from .compose import relevance_text
+
+        score = f"relevance {relevance_text(record)}  rank score {record.score:.3f}  "
     print(
         f"{indent}{head}[{record.source}] {score}id {_shown(record.id or '-')}  "
         f"session {_shown(record.session_id or '-')}  at {_when(record.event_time)}"
@@ -291,21 +295,35 @@ def cmd_search(args: argparse.Namespace) -> None:
 
 
 def cmd_explain(args: argparse.Namespace) -> None:
+    from .compose import admission, relevance_text
+
     with _open(args) as admin:
         block = admin.explain(args.user, args.query, session_id=args.session)
         limit = admin.memory_token_limit
+    rules = [
+        block.admitted[n] if n < len(block.admitted) else admission(record)
+        for n, record in enumerate(block.records)
+    ]
     if args.json:
-        return _print_json({"query": args.query, "token_limit": limit, **_jsonable(block)})
+        # "shown": the decision per record, the relevance on its 0..1 scale beside the
+        # rank score (records[].score), which only orders one source's records.
+        shown = [
+            {"id": r.id, "source": r.source, "relevance": r.relevance, "rank_score": r.score, "admitted": rule}
+            for r, rule in zip(block.records, rules)
+        ]
+        return _print_json({"query": args.query, "token_limit": limit, **_jsonable(block), "shown": shown})
     print(block.text or "(nothing would be injected)")
-    print(f"\n{counted(len(block.records), 'record')} shown, {block.token_count} of {limit} tokens:")
-    for rank, record in enumerate(block.records, start=1):
-        _print_record(rank, record)
+    print(f"\n{counted(len(block.records), 'record')} shown, {block.token_count} of {limit} tokens "
+          "(relevance: calibrated, 0..1; rank score: the order within a source, not comparable):")
+    for rank, (record, rule) in enumerate(zip(block.records, rules), start=1):
+        _print_record(rank, record, relevance=True)
+        print(f"     admitted: {rule}")
     print("\nleft out:")
-    print(f"  {block.dropped_duplicates} as duplicates (already in the conversation window, or repeated)")
+    print(f"  {block.dropped_duplicates} as duplicates (already in the conversation window, or stated whole by another record)")
     print(f"  {block.dropped_irrelevant} as not relevant (relevance below min_relevance)")
     print(f"  {block.dropped_for_budget} for the token budget ({limit} tokens)")
     for item in block.left_out:
-        print(f"  - {item.reason}:")
+        print(f"  - {item.reason} ({item.detail}), relevance {relevance_text(item.record)}:")
         _print_record(None, item.record, indent="    ")
 
 

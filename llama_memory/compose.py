@@ -15,7 +15,7 @@ import threading
 import weakref
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Optional
 
@@ -23,7 +23,7 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock
 
 from .excerpts import hit_of, without
 from .messages import format_time, message_text
-from .relevance import content_words, stem
+from .same_fact import MIN_SHARED, Relation, is_profile, relate, stated_at, statement
 from .text import normalize_text
 from .types import SUMMARY_KIND, MemoryRecord
 from .views import block_html, block_summary
@@ -67,6 +67,9 @@ class MemoryBlock:
             (:class:`LeftOut`): the counts above, itemised.
         instructions: the user's standing instructions the block shows first (never
             cut for the budget: they count first).
+        admitted: one line per record of ``records``, in order: the rule that let it in
+            (its calibrated relevance, 0..1, against ``min_relevance``, or why it needs
+            none), and what it stands for or conflicts with.
     """
 
     text: str = ""
@@ -77,6 +80,7 @@ class MemoryBlock:
     dropped_irrelevant: int = 0
     left_out: list["LeftOut"] = field(default_factory=list)
     instructions: list[str] = field(default_factory=list)
+    admitted: list[str] = field(default_factory=list)
 
     def _repr_html_(self) -> str:
         """The records injected, per source, with scores, and what was left out (Jupyter)."""
@@ -99,10 +103,62 @@ class LeftOut:
             :data:`CUT_TO_FIT` (an excerpt shown as its best message only; ``record`` is
             the whole excerpt) or :data:`SUMMARISED` (the budget was tight and a session
             summary in the block covers all its messages).
+        other: for a :data:`DUPLICATE` left out for another record that states all it
+            does, that record (None for an exact repeat, or one the window shows).
+        detail: the rule in words: which record it duplicates, its relevance against
+            which threshold, which budget (filled from the rest when not given).
     """
 
     record: MemoryRecord
     reason: str
+    other: Optional[MemoryRecord] = None
+    detail: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.detail:
+            object.__setattr__(self, "detail", _default_detail(self))
+
+
+def _default_detail(item: LeftOut) -> str:
+    if item.reason == DUPLICATE and item.other is not None:
+        return f"says nothing that [{item.other.source}] {_quoted(_clip(item.other.text))} does not"
+    if item.reason == DUPLICATE:
+        return "already shown: by the conversation window or an earlier record"
+    if item.reason == IRRELEVANT:
+        return f"relevance {relevance_text(item.record)} below min_relevance"
+    if item.reason == OVER_BUDGET:
+        return "no room left in memory_token_limit"
+    if item.reason == CUT_TO_FIT:
+        return "shown as its best message only, for memory_token_limit"
+    if item.reason == SUMMARISED:
+        return "a session summary in the block covers all its messages"
+    return ""
+
+
+def relevance_text(record: MemoryRecord) -> str:
+    """A record's calibrated relevance to the query (0..1) as shown, ``"-"`` without one
+    (its source does not rank by relevance: a profile field)."""
+    return "-" if record.relevance is None else f"{record.relevance:.2f}"
+
+
+#: :attr:`MemoryRecord.metadata` key of the rule that let a record into a block
+#: (the read pipeline's relevance stage sets it; :attr:`MemoryBlock.admitted` shows it).
+ADMITTED_BY = "admitted_by"
+
+
+def admission(record: MemoryRecord) -> str:
+    """The rule that let ``record`` into the block, with what it stands for (``also_in``)
+    and conflicts with (``conflicts_with``)."""
+    rule = str(record.metadata.get(ADMITTED_BY) or (
+        "no relevance: not ranked by it (shown whatever the question)"
+        if record.relevance is None else f"relevance {relevance_text(record)}"
+    ))
+    for also in record.metadata.get("also_in", ()):
+        rule += f"; stands for [{also['source']}] {_quoted(_clip(str(also['text'])))} (states all it does)"
+    for other in record.metadata.get("conflicts_with", ()):
+        age = {True: "newer than", False: "older than"}.get(other.get("newer"), "in conflict with")  # type: ignore[arg-type]
+        rule += f"; conflict: {age} [{other['source']}] {_quoted(_clip(str(other['text'])))}"
+    return rule
 
 
 #: :attr:`LeftOut.reason` of a record already shown by the window or an earlier record.
@@ -140,7 +196,8 @@ def deduplicate(
     dropped when none is left. Returns the kept records and how many were dropped;
     the dropped records are appended to ``left_out`` when one is given.
     """
-    seen = {normalize_text(t) for t in already_shown}
+    window = {normalize_text(t) for t in already_shown}
+    seen = set(window)
     kept: list[MemoryRecord] = []
     dropped = 0
     for record in records:
@@ -149,7 +206,9 @@ def deduplicate(
         if left is None or key in seen:
             dropped += 1
             if left_out is not None:
-                left_out.append(LeftOut(record, DUPLICATE))
+                in_window = all(normalize_text(p.text) in window for p in record.parts or [record])
+                where = "the conversation window shows it" if in_window else "repeats an earlier record"
+                left_out.append(LeftOut(record, DUPLICATE, detail=f"already shown: {where}"))
             continue
         seen.add(key)
         seen.update(normalize_text(p.text) for p in left.parts)
@@ -158,81 +217,135 @@ def deduplicate(
     return merged, dropped + near
 
 
-#: Two statements are the same fact when this share of the shorter one's content words
-#: (stemmed) is in the longer one, and they share at least :data:`_NEAR_MIN_SHARED`.
-NEAR_DUPLICATE_SHARE = 0.75
-_NEAR_MIN_SHARED = 2
-
-
-def fact_words(record: MemoryRecord) -> frozenset[str]:
-    """The stemmed content words of what a record states: a profile field's path and
-    value, a triple's subject, predicate and object (not its dates), a message's text."""
-    meta = record.metadata
-    if "path" in meta and "value" in meta:
-        text = f"{str(meta['path']).replace('_', ' ').replace('.', ' ')} {meta['value']}"
-    elif "subject" in meta and "predicate" in meta and "object" in meta:
-        text = f"{meta['subject']} {meta['predicate']} {meta['object']}"
-    else:
-        text = record.text
-    return frozenset(stem(w) for w in content_words(text))
-
-
 def merge_near_duplicates(
     records: Sequence[MemoryRecord], left_out: Optional[list[LeftOut]] = None
 ) -> tuple[list[MemoryRecord], int]:
-    """Show each fact once across sources: when a profile field, a triple or a past
-    message (an excerpt's messages one by one) state the same fact in other words
-    (:data:`NEAR_DUPLICATE_SHARE` of the shorter's content words in the longer), the
-    most specific one (more content words; the earlier on a tie) is kept, and the others
-    are left out, their provenance kept on it in ``metadata["also_in"]`` (source, id,
-    text, message ids). Records of one source are not compared with each other (exact
-    duplicates are gone already). Returns the records and how many were left out; what
-    was left out (a record, or an excerpt's message) is appended to ``left_out`` as a
-    :data:`DUPLICATE` when one is given."""
+    """Show each fact once across sources, and no fact less: when a profile field, a
+    triple or a past message (an excerpt's messages one by one) state the same thing
+    (:func:`~llama_memory.same_fact.relate`), one is left out only when the other states
+    everything it does (every content word, number, name and date, stemmed; the same
+    polarity). The one kept is the one that says more (the earlier of two that say the
+    same), except that a profile field is never the one left out. The provenance of what
+    was left out is kept on the record that stands for it, in ``metadata["also_in"]``
+    (source, id, text, message ids).
+
+    Two records about the same thing that differ (another value, "not") are both shown
+    as a conflict: the newer first, each marked (``metadata["conflicts_with"]``, rendered
+    by :func:`render_item`) so the LLM can ask the user which holds. Records of one source
+    are not compared with each other (exact duplicates are gone already). Returns the
+    records and how many were left out; what was left out (a record, or an excerpt's
+    message) is appended to ``left_out`` as a :data:`DUPLICATE` when one is given."""
     units = [(i, part) for i, r in enumerate(records) for part in (r.parts or [r])]
     if len({r.source for r in records}) < 2:
         return list(records), 0
-    found = [fact_words(part) for _, part in units]
+    found = [statement(part) for _, part in units]
     gone: set[int] = set()  # indexes into units
     keeper_of: dict[int, list[MemoryRecord]] = {}
+    duplicate_of: dict[int, int] = {}  # unit left out -> the unit that states it all
+    conflicts: list[tuple[int, int]] = []
     for a in range(len(units)):
-        if a in gone or len(found[a]) < _NEAR_MIN_SHARED:
+        if a in gone or len(found[a].words) < MIN_SHARED:
             continue
         for b in range(a + 1, len(units)):
             if b in gone or units[a][1].source == units[b][1].source:
                 continue
-            shared = len(found[a] & found[b])
-            shorter = min(len(found[a]), len(found[b]))
-            if shared < _NEAR_MIN_SHARED or shared < NEAR_DUPLICATE_SHARE * shorter:
+            relation = relate(found[a], found[b])
+            if relation is Relation.CONFLICT:
+                conflicts.append((a, b))
                 continue
-            keep, drop = (a, b) if len(found[a]) >= len(found[b]) else (b, a)
+            drop = _left_out_of(units[a][1], units[b][1], relation)
+            if drop is None:
+                continue
+            keep, drop = (b, a) if drop == 0 else (a, b)
             gone.add(drop)
+            duplicate_of[drop] = keep
             keeper_of.setdefault(keep, []).append(units[drop][1])
             if drop == a:
                 break
-    if not gone:
+    conflicts = [(a, b) for a, b in conflicts if a not in gone and b not in gone]
+    if not gone and not conflicts:
         return list(records), 0
-    dropped_parts = {id(units[u][1]) for u in gone}
+    dropped_parts = {id(units[u][1]): units[duplicate_of[u]][1] for u in gone}
+    marks = _conflict_marks(units, conflicts)
     out: list[MemoryRecord] = []
+    position: dict[int, int] = {}  # index in records -> index in out
     count = 0
     for i, record in enumerate(records):
         left = without(record, lambda part: id(part) in dropped_parts)
         if left is None:
             count += 1
             if left_out is not None:
-                left_out.append(LeftOut(record, DUPLICATE))
+                left_out.append(LeftOut(record, DUPLICATE, other=dropped_parts[id(record)]))
             continue
         for part in record.parts:
             if id(part) in dropped_parts:
                 count += 1
                 if left_out is not None:
-                    left_out.append(LeftOut(part, DUPLICATE))
+                    left_out.append(LeftOut(part, DUPLICATE, other=dropped_parts[id(part)]))
         for u, others in keeper_of.items():
             if units[u][0] == i and u not in gone:
                 also = left.metadata.setdefault("also_in", [])
                 also.extend(_provenance(o) for o in others)
+        if i in marks:
+            left = replace(left, metadata={**left.metadata, "conflicts_with": marks[i]})
+        position[i] = len(out)
         out.append(left)
-    return out, count
+    return _newer_first(out, position, units, conflicts), count
+
+
+def _left_out_of(first: MemoryRecord, second: MemoryRecord, relation: Relation) -> Optional[int]:
+    """Which of two records (0: ``first``, 1: ``second``) is left out for the other, or
+    None: only one that the other states whole, and never a profile field."""
+    if relation is Relation.SAME:
+        if is_profile(first):
+            return None if is_profile(second) else 1
+        return 0 if is_profile(second) else 1
+    if relation is Relation.FIRST_COVERS:
+        return None if is_profile(second) else 1
+    if relation is Relation.SECOND_COVERS:
+        return None if is_profile(first) else 0
+    return None
+
+
+def _conflict_marks(
+    units: Sequence[tuple[int, MemoryRecord]], conflicts: Sequence[tuple[int, int]]
+) -> dict[int, list[dict[str, object]]]:
+    """For each record (its index) in a conflict: what it conflicts with (source, id,
+    text, and whether this record is the newer: True, False or None when not known)."""
+    marks: dict[int, list[dict[str, object]]] = {}
+    for a, b in conflicts:
+        first, second = units[a][1], units[b][1]
+        when_a, when_b = stated_at(first), stated_at(second)
+        newer = None if when_a is None or when_b is None or when_a == when_b else when_a > when_b
+        marks.setdefault(units[a][0], []).append({**_provenance(second), "newer": newer})
+        marks.setdefault(units[b][0], []).append(
+            {**_provenance(first), "newer": None if newer is None else not newer}
+        )
+    return marks
+
+
+def _newer_first(
+    out: list[MemoryRecord],
+    position: dict[int, int],
+    units: Sequence[tuple[int, MemoryRecord]],
+    conflicts: Sequence[tuple[int, int]],
+) -> list[MemoryRecord]:
+    """``out`` with the newer of each conflicting pair moved just before the older when
+    it came after it (the block reads the newer value first)."""
+    order = list(out)
+    for a, b in conflicts:
+        i, j = units[a][0], units[b][0]
+        if i == j or i not in position or j not in position:
+            continue
+        when_a, when_b = stated_at(units[a][1]), stated_at(units[b][1])
+        if when_a is None or when_b is None or when_b <= when_a:
+            continue  # the earlier in order is the newer already (or no one knows)
+        newer, older = out[position[j]], out[position[i]]
+        at_newer = next(n for n, r in enumerate(order) if r is newer)
+        at_older = next(n for n, r in enumerate(order) if r is older)
+        if at_newer > at_older:
+            order.insert(at_older, order.pop(at_newer))
+    return order
 
 
 def _provenance(record: MemoryRecord) -> dict[str, object]:
@@ -251,8 +364,35 @@ def render_item(record: MemoryRecord, session_id: Optional[str] = None) -> str:
     speaker = f"{record.role}: " if record.role else ""
     if is_summary(record):
         speaker = f"summary of the session of {format_time(record.event_time) or 'unknown date'}: "
-    quoted = json.dumps(record.text, ensure_ascii=False).translate(_ESCAPES)
-    return f"- [{label}] {speaker}{quoted}"
+    quoted = _quoted(record.text)
+    return f"- [{label}] {speaker}{quoted}{conflict_note(record)}"
+
+
+def _quoted(text: str) -> str:
+    """``text`` as a JSON string, ``<`` and line-breaking characters escaped."""
+    return json.dumps(text, ensure_ascii=False).translate(_ESCAPES)
+
+
+#: The most characters of a conflicting record's text a conflict note quotes.
+_CONFLICT_QUOTE = 80
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= _CONFLICT_QUOTE else text[: _CONFLICT_QUOTE - 1] + "…"
+
+
+def conflict_note(record: MemoryRecord) -> str:
+    """`` (conflict, newer: [triples] "..." says otherwise; ask the user which holds)``:
+    what a record in conflict with another (:func:`merge_near_duplicates`) is marked
+    with, the other's text quoted as data; ``""`` for a record in no conflict."""
+    notes = []
+    for other in record.metadata.get("conflicts_with", ()):
+        text = _clip(str(other["text"]))
+        age = {True: ", newer", False: ", older"}.get(other.get("newer"), "")  # type: ignore[arg-type]
+        notes.append(f"conflict{age}: [{other['source']}] {_quoted(text)} says otherwise")
+    if not notes:
+        return ""
+    return f" ({'; '.join(notes)}; ask the user which holds)"
 
 
 def render_instructions(instructions: Sequence[str]) -> list[str]:
@@ -356,8 +496,9 @@ def fit_block(
     result = MemoryBlock(
         dropped_duplicates=duplicates, left_out=list(left_out), instructions=list(instructions)
     )
+    no_room = f"no room left in memory_token_limit ({token_limit} tokens)"
     if not kept or token_limit <= 0:
-        result.left_out.extend(LeftOut(record, OVER_BUDGET) for record in kept)
+        result.left_out.extend(LeftOut(record, OVER_BUDGET, detail=no_room) for record in kept)
         return _instructions_only(result, tokenizer)
     every_line = [render_item(record, session_id) for record in kept]
     text = render_block(every_line, instructions)
@@ -367,6 +508,7 @@ def fit_block(
         count = len(tokenizer(text))
         if count <= token_limit:
             result.text, result.token_count, result.records = text, count, list(kept)
+            result.admitted = [admission(r) for r in kept]
             return result
     # Tight: a session summary stands in for the excerpts it covers (fewer tokens for
     # the same session), before anything is cut for the budget.
@@ -380,6 +522,7 @@ def fit_block(
         count = len(tokenizer(text))
         if count <= token_limit:
             result.text, result.token_count, result.records = text, count, list(kept)
+            result.admitted = [admission(r) for r in kept]
             return result
     # The block's frame, instructions included (the records' intro too, hence [""]).
     frame = render_block([""], instructions) if instructions else render_block([])
@@ -405,7 +548,7 @@ def fit_block(
                 break
         else:
             dropped[record.source] += _size(record)
-            result.left_out.append(LeftOut(record, OVER_BUDGET))
+            result.left_out.append(LeftOut(record, OVER_BUDGET, detail=no_room))
     # Token counts of parts need not add up to the count of the whole, and the note
     # needs room: check the whole, note included, and drop from the end until it fits.
     while lines:
@@ -421,11 +564,15 @@ def fit_block(
         lines.pop()
         last = result.records.pop()
         dropped[last.source] += _size(last)
-        result.left_out.append(LeftOut(shown_from.pop(), OVER_BUDGET))
+        result.left_out.append(LeftOut(shown_from.pop(), OVER_BUDGET, detail=no_room))
     result.left_out.extend(
         LeftOut(record, CUT_TO_FIT) for record, shown in zip(shown_from, result.records) if shown is not record
     )
     result.dropped_for_budget = sum(dropped.values())
+    result.admitted = [
+        admission(record) + ("" if shown is record else "; cut to its best message for the budget")
+        for record, shown in zip(shown_from, result.records)
+    ]
     return result if lines else _instructions_only(result, tokenizer)
 
 

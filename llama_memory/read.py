@@ -27,12 +27,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, Optional
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
 from .arguments import short
 from .compose import (
+    ADMITTED_BY,
     IRRELEVANT,
     LeftOut,
     MemoryBlock,
@@ -40,6 +42,7 @@ from .compose import (
     fit_block,
     insert_block,
     interleave,
+    relevance_text,
     window_texts,
 )
 from .instrumentation import MemoryBlockEvent, Stopwatch, dispatcher, retrieval_event
@@ -280,16 +283,29 @@ def relevant_records(
     kept: list[MemoryRecord] = []
     dropped: list[LeftOut] = []
     for r in records:
-        if (
-            r.relevance is None
-            or r.relevance >= min_relevance
-            or (about_user and not r.is_turn)
-            or (min_relevance > 0 and serves_personal_request(r))
-        ):
-            kept.append(r)
+        rule = admitting_rule(r, min_relevance, about_user)
+        if rule is not None:
+            kept.append(replace(r, metadata={**r.metadata, ADMITTED_BY: rule}))
         else:
-            dropped.append(LeftOut(r, IRRELEVANT))
+            below = f"relevance {relevance_text(r)} below min_relevance {min_relevance:.2f}"
+            dropped.append(LeftOut(r, IRRELEVANT, detail=below))
     return kept, dropped
+
+
+def admitting_rule(record: MemoryRecord, min_relevance: float, about_user: bool) -> Optional[str]:
+    """The rule of :func:`relevant_records` that lets ``record`` in, in words (None: it
+    stays out)."""
+    shown = relevance_text(record)
+    if record.relevance is None:
+        return "no relevance: not ranked by it (shown whatever the question)"
+    if record.relevance >= min_relevance:
+        return f"relevance {shown} >= min_relevance {min_relevance:.2f}"
+    if about_user and not record.is_turn:
+        return (f"relevance {shown}, a fact kept because a past message makes the question "
+                f"one about this user (relevance >= {min_relevance:.2f})")
+    if min_relevance > 0 and serves_personal_request(record):
+        return f"relevance {shown}, kept as it serves a request in the first person"
+    return None
 
 
 # -- stage 5: deduplicate (compose.deduplicate), asking once more when short ------------

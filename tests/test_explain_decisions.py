@@ -1,0 +1,113 @@
+"""``memory.last_block`` and ``llama-memory explain`` show why each record is in the
+block or out of it: its calibrated relevance (0..1) and the rule that decided (the
+threshold it passed or missed, the record it duplicates or conflicts with, the budget).
+Real memories: SQLite, Chroma and the offline embedding model."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers import user
+from llama_memory import ComposableMemory
+from llama_memory.cli import main
+from llama_memory.compose import DUPLICATE, IRRELEVANT, OVER_BUDGET
+
+MIN = 0.4
+
+
+def _remembered(make_memory, **kwargs: Any) -> ComposableMemory:
+    # One conversation each: messages of one conversation come back as one excerpt.
+    said = ["I play the cello in a string quartet.", "My friend John likes pizza from Napoli"]
+    for n, text in enumerate(said):
+        old = make_memory(session_id=f"old-{n}", triples=True)
+        old.put(user(text))
+        old.close()
+    old = make_memory(session_id="old", triples=True)
+    old.add_triples([("John", "likes", "pizza")])
+    old.add_triples([("Lena", "started at", "Acme in April")])
+    old.put(user("Lena started at Acme in June"))
+    old.close()
+    return make_memory(session_id="now", triples=True, min_relevance=MIN, **kwargs)
+
+
+def test_each_shown_record_has_its_relevance_and_rule(make_memory) -> None:
+    memory = _remembered(make_memory)
+
+    memory.get("What food does John like?")
+
+    block = memory.last_block
+    assert block.records and len(block.admitted) == len(block.records)
+    for record, rule in zip(block.records, block.admitted):
+        if record.is_turn:
+            assert record.relevance is not None and 0.0 <= record.relevance <= 1.0
+            assert rule.startswith(f"relevance {record.relevance:.2f} >= min_relevance {MIN:.2f}"), rule
+    [napoli] = [rule for r, rule in zip(block.records, block.admitted) if "Napoli" in r.text]
+    assert '; stands for [triples] "John — likes — pizza' in napoli
+
+
+def test_what_was_left_out_says_by_which_rule(make_memory) -> None:
+    memory = _remembered(make_memory)
+
+    memory.get("What food does John like?")
+
+    left = memory.last_block.left_out
+    [duplicate] = [o for o in left if o.reason == DUPLICATE]
+    assert duplicate.detail.startswith('says nothing that [vector] "My friend John likes pizza from Napoli"')
+    memory.get("what is my wife's name?")  # never said
+    irrelevant = [o for o in memory.last_block.left_out if o.reason == IRRELEVANT]
+    assert irrelevant
+    for item in irrelevant:
+        assert item.detail == f"relevance {item.record.relevance:.2f} below min_relevance {MIN:.2f}"
+
+
+def test_a_conflict_is_named_in_the_rule(make_memory) -> None:
+    memory = _remembered(make_memory)
+
+    memory.get("When did Lena start at Acme?")
+
+    rules = dict(zip((r.text for r in memory.last_block.records), memory.last_block.admitted))
+    assert "Lena started at Acme in June" in rules, memory.last_block.text
+    assert '; conflict: newer than [triples] "Lena — started at — Acme in April' in rules["Lena started at Acme in June"]
+
+
+def test_over_budget_names_the_budget(make_memory) -> None:
+    memory = _remembered(make_memory, memory_token_limit=60)
+
+    memory.get("Tell me about John, Lena, Acme, pizza and the cello")
+
+    over = [o for o in memory.last_block.left_out if o.reason == OVER_BUDGET]
+    assert over and all(o.detail == "no room left in memory_token_limit (60 tokens)" for o in over)
+
+
+@pytest.fixture
+def store(make_memory, memory_dir: Path) -> Path:
+    _remembered(make_memory).close()
+    return memory_dir
+
+
+def test_explain_prints_relevance_on_0_1_and_the_rules(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["explain", "alice", "What food does John like?", "--store", str(store)]) in (0, None)
+    out = capsys.readouterr().out
+    shown, left = out.split("\nleft out:\n", 1)
+    relevances = [float(v) for v in re.findall(r"relevance (\d+\.\d+)  rank score", shown)]
+    assert relevances and all(0.0 <= v <= 1.0 for v in relevances)
+    assert "     admitted: relevance " in shown
+    assert '  - duplicate (says nothing that [vector] "My friend John likes pizza from Napoli"' in left
+    assert main(["explain", "alice", "what is my wife's name?", "--store", str(store)]) in (0, None)
+    left = capsys.readouterr().out.split("\nleft out:\n", 1)[1]
+    found = re.search(r"  - not relevant \(relevance (\d\.\d\d) below min_relevance 0\.40\), relevance \1:", left)
+    assert found, left
+
+
+def test_explain_json_has_the_decision_per_record(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["explain", "alice", "What food does John like?", "--store", str(store), "--json"]) in (0, None)
+    explained = json.loads(capsys.readouterr().out)
+    assert [s["id"] for s in explained["shown"]] == [r["id"] for r in explained["records"]]
+    for item in explained["shown"]:
+        assert item["admitted"] and (item["relevance"] is None or 0.0 <= item["relevance"] <= 1.0)
+    assert {"reason", "detail", "other", "record"} <= set(explained["left_out"][0])
