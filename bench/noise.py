@@ -3,12 +3,26 @@ when there is (LoCoMo, DESIGN.md section 6).
 
 For each conversation, a store is built as ``bench.locomo`` builds it (one memory per
 LoCoMo session, every turn put with its date and dia_id), then a memory of session
-``"eval"`` (``top_k=10``, empty buffer) answers three query sets through ``get()``:
+``"eval"`` (``top_k=10``, empty buffer) answers the query sets through ``get()``:
 
 * **small talk**: greetings, thanks and acknowledgements (:data:`SMALL_TALK_QUERIES`);
 * **never said**: the questions of the next conversation in the file (its people and
   events were never mentioned in this store);
-* **real**: the conversation's own questions (categories 1-4 with evidence).
+* **never said requests**: the next conversation's own recommendation requests;
+* **first person**: questions about the user ("what is my wife's name?", "which car do I
+  drive?", :data:`bench.first_person.FIRST_PERSON_QUESTIONS`) whose topic words no turn of
+  the store holds; also asked of a store of ``--hobbies`` hobby messages (2,000 by
+  default), which also holds "I love pizza." that "Where should I eat tonight?" (set
+  **pizza**) must still find;
+* **real**: the conversation's own questions (categories 1-4 with evidence);
+* **recommend**: its recommendation requests (bench/data/recommendations.json).
+
+``--flow`` says how each query is asked (:mod:`bench.asking`): ``get`` (default),
+``get(query)`` in session ``"eval"``; ``agent``, as the first message of a new session,
+put then ``get()`` with no input, then taken back out of the store; ``kept``, as
+``agent`` but left in the store, as real use does: later queries find the user's earlier
+ones in their history. Records whose messages are all earlier queries are counted apart
+("beyond earlier q": the tokens a block spends on anything else).
 
 Per set: mean and p95 tokens of the injected block, mean records shown, share of empty
 blocks; for the real questions, the block's turn recall (evidence turns among the message
@@ -29,6 +43,7 @@ Run::
     .venv/bin/python -m bench.noise --min-relevance 0     # every retrieved record (no filter)
     .venv/bin/python -m bench.noise --smoke               # tests/data/locomo_tiny.json, seconds
     .venv/bin/python -m bench.noise --shared              # the next conversation's user in each store too
+    .venv/bin/python -m bench.noise --flow kept           # as an agent asks, questions kept in history
 
 LoCoMo is CC BY-NC 4.0: read from outside the repository; the report holds ids and figures only.
 """
