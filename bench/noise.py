@@ -169,8 +169,8 @@ def run(
             "recommend": [(q, None) for q in recommendations.get(conversation.sample_id, {})],
         }
         stores.append((conversation, other, sets))
-    if hobbies:
-        store = hobby_store(hobbies)
+    for size in dict.fromkeys((hobbies, min(hobbies, SMALL_HOBBY_STORE))) if hobbies else ():
+        store = hobby_store(size)
         stores.append((store, store, {"first_person": [(q, None) for q, _ in FIRST_PERSON_QUESTIONS],
                                       "pizza": [(PIZZA_QUERY, None)]}))
     for conversation, other, sets in stores:
@@ -248,8 +248,11 @@ def run(
 #: Hobby messages in the first-person set's own store, by default and with ``--smoke``.
 HOBBIES = 2000
 SMOKE_HOBBIES = 100
-#: The sample id of the hobby store (``--hobbies``).
-HOBBY_STORE = "hobbies"
+#: A second, small hobby store, where the first person and pizza sets are asked too
+#: (a new user's memory: a few messages, each close to many questions).
+SMALL_HOBBY_STORE = 20
+#: The sample id of a hobby store (``--hobbies``), with its size.
+HOBBY_STORE = "hobbies-{n}"
 #: Messages per session of the hobby store.
 HOBBY_SESSION = 50
 
@@ -276,7 +279,7 @@ def hobby_store(n: int) -> Conversation:
     first = sessions.setdefault(1, [])
     first.insert(len(first) // 2, Turn(dia_id=PIZZA_ID, session=1, speaker="user", is_speaker_a=True,
                                        text=PIZZA, date_raw="", when=None))
-    return Conversation(HOBBY_STORE, "user", "assistant", sessions)
+    return Conversation(HOBBY_STORE.format(n=n), "user", "assistant", sessions)
 
 
 def load_recommendations(path: Path = RECOMMEND_DATA) -> dict[str, dict[str, set[str]]]:
@@ -500,11 +503,10 @@ def format_report(report: dict[str, Any]) -> str:
         if eat:
             lines.append(f"  {PIZZA_QUERY!r}: supported in " + ", ".join(
                 f"{r['conversation']} {'yes' if r['supported'] else 'no'}" for r in eat))
-    pizza = report["sets"].get("pizza")
-    if pizza:
-        lines.append(f"{PIZZA_QUERY!r} of the hobby store finds {PIZZA!r}: "
-                     f"{'yes' if pizza['supported'] else 'no'} ({pizza['tokens_mean']:.0f} tokens, "
-                     f"{pizza['records_mean']:.0f} records)")
+    for r in report["rows"]:
+        if r["set"] == "pizza":
+            lines.append(f"{PIZZA_QUERY!r} of {r['conversation']} (its messages, and {PIZZA!r}) finds it: "
+                         f"{'yes' if r['supported'] else 'no'} ({r['tokens']} tokens, {r['records']} records)")
     loo = report.get("leave_one_out")
     if loo:
         lines += ["", f"leave-one-conversation-out (threshold: the largest whose training block recall "

@@ -23,10 +23,13 @@ def test_noise_smoke_reports_every_query_set_and_the_folds(
     sets = report["sets"]
     assert set(sets) == {"small_talk", "never_said", "first_person", "real", "pizza"}
     # Asked of the synthetic store (whose texts hold none of its topic words) and of the
-    # hobby store (every question).
-    assert report["first_person_by_store"]["hobbies"]["n"] == len(noise.FIRST_PERSON_QUESTIONS)
-    assert 0 < report["first_person_by_store"]["tiny-1"]["n"] < len(noise.FIRST_PERSON_QUESTIONS)
-    assert sets["pizza"]["n"] == 1 and sets["pizza"]["supported"] in (0, 1)
+    # two hobby stores (every question), which are also asked for a place to eat.
+    by_store = report["first_person_by_store"]
+    assert list(by_store) == ["tiny-1", "hobbies-100", "hobbies-20"]
+    assert by_store["hobbies-100"]["n"] == by_store["hobbies-20"]["n"] == len(noise.FIRST_PERSON_QUESTIONS)
+    assert 0 < by_store["tiny-1"]["n"] < len(noise.FIRST_PERSON_QUESTIONS)
+    assert sets["pizza"]["n"] == 2 and 0 <= sets["pizza"]["supported"] <= 1
+    assert "finds it: " in printed
     # Small talk retrieves nothing; nothing of the synthetic store answers the never-said set.
     assert sets["small_talk"]["tokens_mean"] == 0 and sets["small_talk"]["query_choice"] == {"none": 20}
     assert sets["never_said"]["tokens_mean"] <= 60
