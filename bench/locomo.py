@@ -57,6 +57,7 @@ Run::
     .venv/bin/python -m bench.locomo --retrievers bm25,bm25-dates --k 5,10,20
     .venv/bin/python -m bench.locomo --smoke                  # tests/data/locomo_tiny.json, seconds
     .venv/bin/python -m bench.locomo --conversations 0,1,2    # a development split; 3,4 held out
+    .venv/bin/python -m bench.locomo --retrievers ours --flows get,agent,kept   # as an agent asks
 
 LoCoMo is CC BY-NC 4.0: it is read from outside the repository for evaluation,
 never copied into it. The report names questions and turns by id only
@@ -84,6 +85,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
+
+from bench.asking import FLOW_TITLES, FLOWS
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 #: Default data: five LoCoMo conversations, outside the repository.
@@ -494,6 +497,15 @@ class Ours(Retriever):
         shutil.copytree(self.workdir / "built", self.workdir / "memory")
         self._open()
 
+    def fresh_copy(self, name: str) -> Path:
+        """A copy of the store as :meth:`build` left it, in a directory of its own (a new
+        path: the embedded Chroma client of a path is shared in a process, so a store
+        written to must not be replaced under the same path)."""
+        assert self.workdir is not None
+        copy = self.workdir / name
+        shutil.copytree(self.workdir / "built", copy)
+        return copy
+
     def search(self, question: str, k: int) -> Ranked:
         return [self.credited(r) for r in self.memory.search(question, k=k)]
 
@@ -725,9 +737,13 @@ def run(
     log: Callable[[str], None] = print,
     bm25_stopwords: bool = False,
     select: Optional[Sequence[int]] = None,
+    flows: Sequence[str] = ("get",),
 ) -> dict[str, Any]:
     """Run every retriever over every conversation (or those at positions ``select``);
-    return the report."""
+    return the report. ``flows`` (:data:`bench.asking.FLOWS`): besides ``get(question)``,
+    ``ours``' block is also measured with each question asked as an agent asks it (a new
+    session, put then ``get()``), taken back out of the store (``agent``) or kept in the
+    user's history (``kept``); each flow starts from the store as built."""
     started = time.time()
     load_before = load_average()
     dataset = load_dataset(data, limit, select)
@@ -773,6 +789,10 @@ def run(
                         row["block_tokens"] = block[0]
                         # What the agent would see: evidence among the block's message ids.
                         row["block_recall"] = score([block[2]], q.evidence, 1)["turn_recall"]
+                if name == "ours":
+                    for flow in flows:
+                        if flow != "get":
+                            ask_in_flow(retriever, conversation, by_question, flow)
             finally:
                 retriever.close()
         rows.extend(by_question)
@@ -817,12 +837,66 @@ def run(
                                 for name in retrievers},
         "questions": rows,
     }
+    if "ours" in retrievers and any(f != "get" for f in flows):
+        report["flows"] = flow_figures(rows, [f for f in FLOWS if f in flows])
     if block_tokens:  # one "ours" variant per run gives block figures (ours, ours-summaries...)
         report["latency_ms"]["ours get()"] = summary(get_ms)
         report["block"] = {"tokens": summary(block_tokens), "records": summary(block_records),
                            "empty_blocks": sum(1 for t in block_tokens if t == 0),
                            "turn_recall": _block_recall(rows)}
     return report
+
+
+def ask_in_flow(retriever: "Ours", conversation: Conversation, rows: Sequence[dict[str, Any]], flow: str) -> None:
+    """Ask every question of ``conversation`` in ``flow`` (an agent's flow) of the store as
+    built; put the block's figures into each question's row under ``flows``."""
+    from bench.asking import Asker
+
+    asker = Asker(retriever.fresh_copy(f"flow-{flow}"), conversation.sample_id, flow, top_k=BLOCK_TOP_K,
+                  credit=retriever.credited)
+    try:
+        for q, row in zip(conversation.questions, rows):
+            shown = asker.ask(q.question)
+            row.setdefault("flows", {})[flow] = {
+                "block_tokens": shown.tokens, "records": shown.records,
+                "block_recall": score([shown.ids], q.evidence, 1)["turn_recall"],
+                "question_records": shown.question_records, "beyond_questions": shown.beyond_questions,
+                "get_ms": shown.get_ms,
+            }
+    finally:
+        asker.close()
+
+
+def flow_figures(rows: Sequence[dict[str, Any]], flows: Sequence[str]) -> dict[str, Any]:
+    """Per flow, overall and per conversation: block recall (per category and overall),
+    mean tokens, mean tokens beyond the user's earlier questions, mean records that are
+    earlier questions."""
+    def figures(mine: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        recall: dict[str, list[float]] = {}
+        for m, category in mine:
+            for group in (CATEGORIES[category], OVERALL):
+                recall.setdefault(group, []).append(m["block_recall"])
+        return {"n": len(mine),
+                "recall": {g: statistics.fmean(v) for g, v in sorted(recall.items(), key=lambda kv: _group_order(kv[0]))},
+                "tokens": statistics.fmean(m["block_tokens"] for m, _ in mine),
+                "beyond_questions": statistics.fmean(m.get("beyond_questions", m["block_tokens"]) for m, _ in mine),
+                "question_records": statistics.fmean(m.get("question_records", 0) for m, _ in mine)}
+
+    out: dict[str, Any] = {}
+    for flow in flows:
+        per_row = [((row.get("flows", {}).get(flow) if flow != "get" else
+                     {"block_recall": row["block_recall"], "block_tokens": row["block_tokens"]}), row)
+                   for row in rows if flow != "get" or "block_recall" in row]
+        per_row = [(m, row) for m, row in per_row if m is not None]
+        if not per_row:
+            continue
+        conversations = dict.fromkeys(row["conversation"] for _, row in per_row)
+        out[flow] = {
+            "overall": figures([(m, row["category"]) for m, row in per_row]),
+            "per_conversation": {c: figures([(m, row["category"]) for m, row in per_row if row["conversation"] == c])
+                                 for c in conversations},
+        }
+    return out
 
 
 def _block_recall(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
@@ -972,6 +1046,17 @@ def format_table(report: dict[str, Any]) -> str:
                   f"empty blocks {b['empty_blocks']}",
                   "  turn recall of the block's message ids: " + ", ".join(
                       f"{g} {_fmt(v)}" for g, v in b.get("turn_recall", {}).items())]
+    if "flows" in report:
+        lines += ["", "the block by the way the question is asked (ours, top_k 10, default budget; "
+                  "recall = evidence turns among the block's message ids)"]
+        lines.append(f"{'flow':<7} {'conversation':<14} {'n':>4} {'recall':>7} {'multi-hop':>9} {'tokens':>7} "
+                     f"{'beyond earlier q':>16} {'earlier-q records':>17}")
+        for flow, f in report["flows"].items():
+            for conversation, c in [*f["per_conversation"].items(), ("all", f["overall"])]:
+                lines.append(f"{flow:<7} {conversation:<14} {c['n']:>4} {_fmt(c['recall'].get(OVERALL)):>7} "
+                             f"{_fmt(c['recall'].get('multi-hop')):>9} {_fmt(c['tokens'], 0):>7} "
+                             f"{_fmt(c['beyond_questions'], 0):>16} {_fmt(c['question_records'], 2):>17}")
+        lines.append("flows: " + "; ".join(f"{flow} = {FLOW_TITLES[flow]}" for flow in report["flows"]))
     ev, dates = report["evidence_repairs"], report["dates"]
     lines += ["", "evidence repairs: " + ", ".join(f"{k} {v}" for k, v in ev.items()),
               f"dates: {dates['sessions']} sessions, {len(dates['unparsable_sessions'])} with an "
@@ -1002,8 +1087,15 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         help=f"comma-separated, of {', '.join(RETRIEVERS)}")
     parser.add_argument("--bm25-stopwords", action="store_true",
                         help="leave common question words (STOPWORDS) out of the bm25 queries")
+    parser.add_argument("--flows", default="get",
+                        help=f"how ours' block is asked, comma-separated, of {', '.join(FLOWS)}: get = "
+                             "get(question); agent = a new session per question, put then get(), the "
+                             "question taken back; kept = as agent, the questions kept in history")
     parser.add_argument("--smoke", action="store_true", help=f"run on {SMOKE_DATA.relative_to(REPO_ROOT)}")
     args = parser.parse_args(argv)
+    args.flows = [f.strip() for f in args.flows.split(",") if f.strip()]
+    if not args.flows or any(f not in FLOWS for f in args.flows):
+        parser.error(f"--flows takes {', '.join(FLOWS)}, comma-separated, not {args.flows!r}")
     if args.data is None:
         args.data = SMOKE_DATA if args.smoke else DEFAULT_DATA
     try:
@@ -1037,7 +1129,7 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
           f"load average {load_average()}", flush=True)
     report = run(args.data, args.k, args.retrievers, args.limit_conversations,
                  log=lambda s: print(s, flush=True), bm25_stopwords=args.bm25_stopwords,
-                 select=args.conversations)
+                 select=args.conversations, flows=args.flows)
     print()
     print(format_table(report))
     if args.json is not None:

@@ -3,12 +3,26 @@ when there is (LoCoMo, DESIGN.md section 6).
 
 For each conversation, a store is built as ``bench.locomo`` builds it (one memory per
 LoCoMo session, every turn put with its date and dia_id), then a memory of session
-``"eval"`` (``top_k=10``, empty buffer) answers three query sets through ``get()``:
+``"eval"`` (``top_k=10``, empty buffer) answers the query sets through ``get()``:
 
 * **small talk**: greetings, thanks and acknowledgements (:data:`SMALL_TALK_QUERIES`);
 * **never said**: the questions of the next conversation in the file (its people and
   events were never mentioned in this store);
-* **real**: the conversation's own questions (categories 1-4 with evidence).
+* **never said requests**: the next conversation's own recommendation requests;
+* **first person**: questions about the user ("what is my wife's name?", "which car do I
+  drive?", :data:`bench.first_person.FIRST_PERSON_QUESTIONS`) whose topic words no turn of
+  the store holds; also asked of a store of ``--hobbies`` hobby messages (2,000 by
+  default), which also holds "I love pizza." that "Where should I eat tonight?" (set
+  **pizza**) must still find;
+* **real**: the conversation's own questions (categories 1-4 with evidence);
+* **recommend**: its recommendation requests (bench/data/recommendations.json).
+
+``--flow`` says how each query is asked (:mod:`bench.asking`): ``get`` (default),
+``get(query)`` in session ``"eval"``; ``agent``, as the first message of a new session,
+put then ``get()`` with no input, then taken back out of the store; ``kept``, as
+``agent`` but left in the store, as real use does: later queries find the user's earlier
+ones in their history. Records whose messages are all earlier queries are counted apart
+("beyond earlier q": the tokens a block spends on anything else).
 
 Per set: mean and p95 tokens of the injected block, mean records shown, share of empty
 blocks; for the real questions, the block's turn recall (evidence turns among the message
@@ -29,6 +43,7 @@ Run::
     .venv/bin/python -m bench.noise --min-relevance 0     # every retrieved record (no filter)
     .venv/bin/python -m bench.noise --smoke               # tests/data/locomo_tiny.json, seconds
     .venv/bin/python -m bench.noise --shared              # the next conversation's user in each store too
+    .venv/bin/python -m bench.noise --flow kept           # as an agent asks, questions kept in history
 
 LoCoMo is CC BY-NC 4.0: read from outside the repository; the report holds ids and figures only.
 """
@@ -48,13 +63,17 @@ from typing import Any, Optional
 
 import numpy as np
 
+from bench.asking import FLOW_TITLES, FLOWS, Asker
+from bench.first_person import FIRST_PERSON_QUESTIONS, hobby_messages, never_said
 from bench.locomo import (
     BLOCK_TOP_K,
     CATEGORIES,
     DEFAULT_DATA,
     OVERALL,
     SMOKE_DATA,
+    Conversation,
     Ours,
+    Turn,
     load_average,
     load_dataset,
     score,
@@ -67,7 +86,9 @@ SMALL_TALK_QUERIES = (
     "good morning", "thanks a lot!", "ok thanks", "sounds good", "bye", "lol", "yes", "no",
     "how are you?", "awesome, thank you",
 )
-SETS = ("small_talk", "never_said", "never_said_requests", "real", "recommend")
+SETS = ("small_talk", "never_said", "never_said_requests", "first_person", "real", "recommend", "pizza")
+#: The sets the calibration is fitted on (``--fit``), as before the first-person set.
+FIT_SETS = ("small_talk", "never_said", "never_said_requests", "real", "recommend")
 #: Requests that need what the user stated without naming it ("where should I eat
 #: tonight?" against "my favourite dairy-free treat..."), per LoCoMo conversation, with
 #: the dia_ids that support each (:func:`load_recommendations`).
@@ -97,20 +118,27 @@ def run(
     limit_questions: Optional[int] = None,
     agent_flow: bool = False,
     shared: bool = False,
+    flow: Optional[str] = None,
+    hobbies: int = 0,
 ) -> dict[str, Any]:
-    """Build each conversation's store, ask the three sets, return the report with the
+    """Build each conversation's store, ask the query sets, return the report with the
     per-query rows (``rows``) and, for ``--fit``, the searched records (``records``).
 
     ``shared``: the next conversation (whose questions are the never-said set) is
     written into the same store as another user, as one app serves many users: its
     questions are then answerable from the store, never for this user.
 
-    ``agent_flow``: each query is first ``put()`` into the session, as an agent stores the
-    user's message before it calls ``get()`` (:func:`ask_as_agent`)."""
-    from llama_index.core.base.llms.types import ChatMessage, MessageRole
+    ``flow``: how each query is asked (:data:`bench.asking.FLOWS`): ``get`` (default),
+    ``get(query)`` in one session; ``agent``, the first message of a new session, put
+    then ``get()`` with no input, then taken back out of the store; ``kept``, as
+    ``agent`` but kept in the store, so later queries see the user's earlier ones.
+    ``agent_flow`` is ``flow="agent"``.
 
+    ``hobbies``: also ask the first-person set of a store of this many hobby messages
+    (:func:`bench.first_person.hobby_messages`; 0: none)."""
     from llama_memory import default_embedding
 
+    flow = flow or ("agent" if agent_flow else "get")
     try:  # the query choice, when the library makes one (bench.noise also measures older code)
         from llama_memory.relevance import choose_query as plan_of
     except ImportError:
@@ -124,68 +152,75 @@ def run(
     default_embedding().load()
     rows: list[dict[str, Any]] = []
     records: list[dict[str, Any]] = []
+    stores: list[tuple[Any, Any, dict[str, list[tuple[str, Any]]]]] = []
     for position, conversation in enumerate(conversations):
         other = conversations[(position + 1) % len(conversations)]
         sets: dict[str, list[tuple[str, Any]]] = {
             "small_talk": [(q, None) for q in SMALL_TALK_QUERIES],
             "never_said": [(q.question, None) for q in other.questions[:limit_questions]]
             if other is not conversation else [(q, None) for q in NEVER_SAID_FALLBACK],
-            "real": [(q.question, q) for q in conversation.questions[:limit_questions]],
             # The next conversation's requests that are its own (not "plan my weekend",
             # which any history may serve): first-person requests this store cannot serve.
             "never_said_requests": [(q, None) for q in recommendations.get(other.sample_id, {})
                                     if q not in generic] if other is not conversation else [],
+            # Questions about the user (a wife, a car...) whose topic no turn mentions.
+            "first_person": [(q, None) for q in never_said(t.text for t in conversation.turns)],
+            "real": [(q.question, q) for q in conversation.questions[:limit_questions]],
             "recommend": [(q, None) for q in recommendations.get(conversation.sample_id, {})],
         }
+        stores.append((conversation, other, sets))
+    for size in dict.fromkeys((hobbies, min(hobbies, SMALL_HOBBY_STORE))) if hobbies else ():
+        store = hobby_store(size)
+        stores.append((store, store, {"first_person": [(q, None) for q, _ in FIRST_PERSON_QUESTIONS],
+                                      "pizza": [(PIZZA_QUERY, None)]}))
+    for conversation, other, sets in stores:
         retriever = Ours()
         try:
             retriever.build(conversation)
             if shared and other is not conversation:
                 retriever.write(other, other.sample_id)
-            memory = retriever.memory
-            if min_relevance is not None:
-                memory.min_relevance = min_relevance
-            tokenizer = memory.tokenizer_fn
-            for name, queries in sets.items():
-                for text, question in queries:
-                    if agent_flow:
-                        memory.put(ChatMessage(role=MessageRole.USER, content=text))
-                    t0 = time.perf_counter()
-                    memory.get(text)
-                    get_ms = (time.perf_counter() - t0) * 1000
-                    block = memory.last_block
-                    ids = [i for r in block.records for i in r.message_ids]
-                    row: dict[str, Any] = {
-                        "conversation": conversation.sample_id, "set": name,
-                        "question_of": other.sample_id if name.startswith("never_said") else conversation.sample_id,
-                        "tokens": block.token_count, "records": len(block.records), "get_ms": get_ms,
-                    }
-                    if plan_of is not None:
-                        row["plan"] = plan_of(text).kind
-                    if question is not None:
-                        row.update(category=question.category, qa_index=question.index,
-                                   block_recall=score([ids], question.evidence, 1)["turn_recall"])
-                    support = recommendations.get(conversation.sample_id, {}).get(text, set()) if name == "recommend" else set()
-                    if support:
-                        row.update(support=sorted(support), supported=int(bool(support & set(ids))))
-                    rows.append(row)
-                    query_index = len(rows) - 1
-                    # The records for --fit, with the evidence get() saw (in the agent flow:
-                    # without the query, which the window shows).
-                    found = (searched_beside(memory, text) if agent_flow
-                             else memory.search(text, k=BLOCK_TOP_K))
-                    if agent_flow:
-                        take_back(memory)
-                    for rank, record in enumerate(found):
-                        records.append({
-                            "query": query_index, "rank": rank,
-                            "evidence": record.metadata.get("evidence") or {},
-                            "relevance": getattr(record, "relevance", None),
-                            "line_tokens": len(tokenizer(_line(record))) + 1,
-                            "ids": list(record.message_ids),
-                            "label": int(bool(set(record.message_ids)
-                                              & (set(question.evidence) if question is not None else support))),
-                        })
+            asker = Asker(retriever.workdir / "memory", conversation.sample_id, flow,
+                          top_k=BLOCK_TOP_K, min_relevance=min_relevance)
+            tokenizer = retriever.memory.tokenizer_fn
+            try:
+                for name, queries in sets.items():
+                    for text, question in queries:
+                        # The records for --fit, with the evidence get() saw (in the agent
+                        # flows: without the query, which the window shows).
+                        shown = asker.ask(text, inspect=lambda memory, text=text: (
+                            searched_beside(memory, text) if flow != "get"
+                            else memory.search(text, k=BLOCK_TOP_K)))
+                        row: dict[str, Any] = {
+                            "conversation": conversation.sample_id, "set": name,
+                            "question_of": other.sample_id if name.startswith("never_said") else conversation.sample_id,
+                            "tokens": shown.tokens, "records": shown.records, "get_ms": shown.get_ms,
+                            "question_records": shown.question_records,
+                            "beyond_questions": shown.beyond_questions,
+                        }
+                        if plan_of is not None:
+                            row["plan"] = plan_of(text).kind
+                        if question is not None:
+                            row.update(category=question.category, qa_index=question.index,
+                                       block_recall=score([shown.ids], question.evidence, 1)["turn_recall"])
+                        support = (recommendations.get(conversation.sample_id, {}).get(text, set())
+                                   if name == "recommend" else {PIZZA_ID} if name == "pizza" else set())
+                        if support:
+                            row.update(support=sorted(support), supported=int(bool(support & set(shown.ids))),
+                                       query=text)  # our own requests, not LoCoMo's text
+                        rows.append(row)
+                        query_index = len(rows) - 1
+                        for rank, record in enumerate(shown.inspected):
+                            records.append({
+                                "query": query_index, "rank": rank,
+                                "evidence": record.metadata.get("evidence") or {},
+                                "relevance": getattr(record, "relevance", None),
+                                "line_tokens": len(tokenizer(_line(record))) + 1,
+                                "ids": list(record.message_ids),
+                                "label": int(bool(set(record.message_ids)
+                                                  & (set(question.evidence) if question is not None else support))),
+                            })
+            finally:
+                asker.close()
         finally:
             retriever.close()
         mine = [r for r in rows if r["conversation"] == conversation.sample_id]
@@ -195,12 +230,56 @@ def run(
         ) + f" (load {load_average()})")
     return {
         "meta": {"data": str(data), "conversations": [c.sample_id for c in conversations],
-                 "min_relevance": min_relevance, "agent_flow": agent_flow, "shared": shared, "duration_s": round(time.time() - started, 1),
+                 "min_relevance": min_relevance, "agent_flow": flow == "agent", "flow": flow,
+                 "hobbies": hobbies, "shared": shared, "duration_s": round(time.time() - started, 1),
                  "load_after": load_average()},
         "sets": aggregate(rows),
+        "first_person_by_store": {
+            store: {"n": len(mine), "tokens_mean": statistics.fmean(r["tokens"] for r in mine),
+                    "records_mean": statistics.fmean(r["records"] for r in mine)}
+            for store in dict.fromkeys(r["conversation"] for r in rows if r["set"] == "first_person")
+            for mine in [[r for r in rows if r["set"] == "first_person" and r["conversation"] == store]]
+        },
         "rows": rows,
         "records": records,
     }
+
+
+#: Hobby messages in the first-person set's own store, by default and with ``--smoke``.
+HOBBIES = 2000
+SMOKE_HOBBIES = 100
+#: A second, small hobby store, where the first person and pizza sets are asked too
+#: (a new user's memory: a few messages, each close to many questions).
+SMALL_HOBBY_STORE = 20
+#: The sample id of a hobby store (``--hobbies``), with its size.
+HOBBY_STORE = "hobbies-{n}"
+#: Messages per session of the hobby store.
+HOBBY_SESSION = 50
+
+
+#: The recommendation request asked of the hobby store (set ``pizza``), and the message
+#: id of the one message that serves it, :data:`PIZZA`.
+PIZZA_QUERY = "Where should I eat tonight?"
+PIZZA = "I love pizza."
+PIZZA_ID = "pizza"
+
+
+def hobby_store(n: int) -> Conversation:
+    """A conversation of ``n`` hobby messages (the user's), ``HOBBY_SESSION`` per
+    session, with no questions: a store that never says anything the first-person set
+    asks. The first session also holds :data:`PIZZA` (its middle message), which
+    :data:`PIZZA_QUERY` must still find."""
+    texts = hobby_messages(n)
+    sessions = {
+        number + 1: [Turn(dia_id=f"H{number + 1}:{i + 1}", session=number + 1, speaker="user",
+                          is_speaker_a=True, text=text, date_raw="", when=None)
+                     for i, text in enumerate(texts[start:start + HOBBY_SESSION])]
+        for number, start in enumerate(range(0, n, HOBBY_SESSION))
+    }
+    first = sessions.setdefault(1, [])
+    first.insert(len(first) // 2, Turn(dia_id=PIZZA_ID, session=1, speaker="user", is_speaker_a=True,
+                                       text=PIZZA, date_raw="", when=None))
+    return Conversation(HOBBY_STORE.format(n=n), "user", "assistant", sessions)
 
 
 def load_recommendations(path: Path = RECOMMEND_DATA) -> dict[str, dict[str, set[str]]]:
@@ -222,22 +301,6 @@ def searched_beside(memory: Any, text: str) -> list[Any]:
     return list(memory.source("vector").retrieve_beside(text, memory.scope, BLOCK_TOP_K, shown))
 
 
-def take_back(memory: Any) -> None:
-    """Undo the agent flow's ``put()`` of a query: delete this session's records (the
-    query) from the store and its indexes, and clear the buffer, so that every query of
-    a set meets the same store (the conversation's own messages), as in the default flow."""
-    from llama_memory.storage.sqlite.admin import StoreAdmin
-
-    scope = memory.scope
-    vector = memory.source("vector")
-    admin = StoreAdmin(vector.store)
-    ids = [r.id for r in admin.records(scope.tenant_id, scope.user_id, session_id=scope.session_id)]
-    for record_id in ids:
-        admin.delete_record(scope.tenant_id, scope.user_id, record_id)
-    vector.forget_records(ids, scope)
-    memory.reset()
-
-
 def _line(record: Any) -> str:
     from llama_memory.compose import render_item
 
@@ -257,14 +320,17 @@ def aggregate(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "records_mean": statistics.fmean(r["records"] for r in mine),
             "empty": sum(1 for r in mine if r["records"] == 0),
             "get_ms_median": statistics.median(r["get_ms"] for r in mine),
+            # The kept flow: what the block spends beside the user's earlier questions.
+            "beyond_questions_mean": statistics.fmean(r.get("beyond_questions", r["tokens"]) for r in mine),
+            "question_records_mean": statistics.fmean(r.get("question_records", 0) for r in mine),
         }
         plans = Counter(r["plan"] for r in mine if "plan" in r)
         if plans:
             out[name]["query_choice"] = dict(plans)
         if name == "real":
             out[name]["block_recall"] = block_recall(mine)
-        if name == "recommend":
-            out[name]["supported"] = statistics.fmean(r["supported"] for r in mine)
+        if name in ("recommend", "pizza"):
+            out[name]["supported"] = statistics.fmean(r.get("supported", 0) for r in mine)
     return out
 
 
@@ -377,7 +443,7 @@ def leave_one_out(
         def uses(row: dict[str, Any]) -> bool:
             return held is not None and held in (row["conversation"], row["question_of"])
 
-        train_rows = [(i, r) for i, r in enumerate(rows) if not uses(r)]
+        train_rows = [(i, r) for i, r in enumerate(rows) if not uses(r) and r["set"] in FIT_SETS]
         train_q = {i for i, _ in train_rows}
         train = [r for r in records if r["query"] in train_q and rows[r["query"]]["set"] != "small_talk"]
         w = fit_logistic(features(train), np.array([_label(r, rows, label) for r in train], dtype=float))
@@ -396,7 +462,7 @@ def leave_one_out(
         if held is not None:
             # The held-out store's three sets (its never-said questions are another
             # conversation's: nothing fitted on this store saw them asked of it).
-            test_rows = [(i, r) for i, r in enumerate(rows) if r["conversation"] == held]
+            test_rows = [(i, r) for i, r in enumerate(rows) if r["conversation"] == held and r["set"] in FIT_SETS]
             fold["before"] = simulate(test_rows, records, rel, 0.0, budget, evidence)
             fold["after"] = simulate(test_rows, records, rel, chosen, budget, evidence)
         folds.append(fold)
@@ -410,11 +476,20 @@ def leave_one_out(
 def format_report(report: dict[str, Any]) -> str:
     lines = [f"bench.noise: {len(report['meta']['conversations'])} conversations, min_relevance "
              f"{report['meta']['min_relevance'] if report['meta']['min_relevance'] is not None else 'default'}"
-             f"{', agent flow (each query put() before get())' if report['meta'].get('agent_flow') else ''}",
-             f"{'set':<11} {'n':>5} {'tokens mean':>12} {'p95':>6} {'records':>8} {'empty':>6} {'get ms':>7}"]
+             f"; flow: {FLOW_TITLES[report['meta'].get('flow') or ('agent' if report['meta'].get('agent_flow') else 'get')]}"
+             + (f"; first_person also asked of a store of {report['meta']['hobbies']} hobby messages"
+                if report["meta"].get("hobbies") else ""),
+             f"{'set':<19} {'n':>5} {'tokens mean':>12} {'p95':>6} {'records':>8} {'empty':>6} {'get ms':>7} "
+             f"{'beyond earlier q':>16} {'earlier-q records':>17}"]
     for name, s in report["sets"].items():
-        lines.append(f"{name:<11} {s['n']:>5} {s['tokens_mean']:>12.1f} {s['tokens_p95']:>6.0f} "
-                     f"{s['records_mean']:>8.2f} {s['empty']:>6} {s['get_ms_median']:>7.1f}")
+        lines.append(f"{name:<19} {s['n']:>5} {s['tokens_mean']:>12.1f} {s['tokens_p95']:>6.0f} "
+                     f"{s['records_mean']:>8.2f} {s['empty']:>6} {s['get_ms_median']:>7.1f} "
+                     f"{s.get('beyond_questions_mean', s['tokens_mean']):>16.1f} "
+                     f"{s.get('question_records_mean', 0):>17.2f}")
+    per_store = report.get("first_person_by_store")
+    if per_store:
+        lines.append("first_person per store (tokens mean, records mean, n): " + "; ".join(
+            f"{store} {v['tokens_mean']:.0f}, {v['records_mean']:.2f}, {v['n']}" for store, v in per_store.items()))
     lines.append("query choice (llama_memory.relevance.choose_query): " + "; ".join(
         f"{name} " + ", ".join(f"{k} {v}" for k, v in s["query_choice"].items())
         for name, s in report["sets"].items() if s.get("query_choice")))
@@ -424,6 +499,14 @@ def format_report(report: dict[str, Any]) -> str:
     recommend = report["sets"].get("recommend")
     if recommend:
         lines.append(f"recommendation requests whose block holds a supporting message: {recommend['supported']:.3f}")
+        eat = [r for r in report["rows"] if r["set"] == "recommend" and r.get("query") == PIZZA_QUERY]
+        if eat:
+            lines.append(f"  {PIZZA_QUERY!r}: supported in " + ", ".join(
+                f"{r['conversation']} {'yes' if r['supported'] else 'no'}" for r in eat))
+    for r in report["rows"]:
+        if r["set"] == "pizza":
+            lines.append(f"{PIZZA_QUERY!r} of {r['conversation']} (its messages, and {PIZZA!r}) finds it: "
+                         f"{'yes' if r['supported'] else 'no'} ({r['tokens']} tokens, {r['records']} records)")
     loo = report.get("leave_one_out")
     if loo:
         lines += ["", f"leave-one-conversation-out (threshold: the largest whose training block recall "
@@ -470,8 +553,14 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
     parser.add_argument("--label", choices=("asked", "answers"), default=LABEL,
                         help="--fit: what a positive record is (see LABEL)")
     parser.add_argument("--smoke", action="store_true", help=f"run on {SMOKE_DATA.name}, in seconds")
-    parser.add_argument("--agent-flow", action="store_true",
-                        help="put() each query into the session before get(), as an agent does")
+    parser.add_argument("--agent-flow", action="store_true", help="the same as --flow agent")
+    parser.add_argument("--flow", choices=FLOWS, default=None,
+                        help="get: get(query) in one session (default); agent: each query the first "
+                             "message of a new session, put then get(), taken back afterwards; kept: "
+                             "as agent, kept in the store (the user's history, as in real use)")
+    parser.add_argument("--hobbies", type=int, default=None,
+                        help=f"also ask the first-person set of a store of N hobby messages (default "
+                             f"{HOBBIES} ({SMOKE_HOBBIES} with --smoke); 0: none)")
     parser.add_argument("--shared", action="store_true",
                         help="write the next conversation into each store as another user (one store, many users)")
     args = parser.parse_args(argv)
@@ -481,12 +570,18 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
     if args.min_relevance is not None and not 0 <= args.min_relevance <= 1:
         parser.error("--min-relevance is between 0 and 1")
     select = [int(c) for c in args.conversations.split(",")] if args.conversations else None
+    if args.flow is not None and args.agent_flow and args.flow != "agent":
+        parser.error("--agent-flow is --flow agent: give one of them")
+    hobbies = args.hobbies if args.hobbies is not None else SMOKE_HOBBIES if args.smoke else HOBBIES
+    if not 0 <= hobbies <= 2000:
+        parser.error("--hobbies is between 0 and 2000")
     print(f"bench.noise: {data}; load average {load_average()}", flush=True)
     if args.from_json is not None:
         report = json.loads(args.from_json.read_text())
     else:
         report = run(data, select, args.min_relevance, log=lambda s: print(s, flush=True),
-                     limit_questions=args.limit_questions, agent_flow=args.agent_flow, shared=args.shared)
+                     limit_questions=args.limit_questions, agent_flow=args.agent_flow, shared=args.shared,
+                     flow=args.flow, hobbies=hobbies)
     if args.fit:
         report["leave_one_out"] = leave_one_out(
             report, data, select, args.max_recall_loss, args.budget, args.label, args.max_support_loss

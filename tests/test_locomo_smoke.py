@@ -250,3 +250,21 @@ def test_reopen_fresh_starts_from_the_store_as_built_without_what_gets_showed() 
         assert retriever.memory.get(conversation.questions[0].question)  # and it answers
     finally:
         retriever.close()
+
+
+def test_smoke_flows_ask_as_an_agent_with_the_questions_taken_back_or_kept() -> None:
+    report = locomo.main(["--smoke", "--retrievers", "ours", "--flows", "get,agent,kept"])
+
+    flows = report["flows"]
+    assert list(flows) == ["get", "agent", "kept"]
+    assert flows["get"]["overall"]["recall"] == report["block"]["turn_recall"]
+    for flow, figures in flows.items():
+        assert list(figures["per_conversation"]) == ["tiny-1"]
+        assert figures["overall"]["n"] == 6 and 0 < figures["overall"]["recall"]["overall"] <= 1, flow
+    # Taken back, no block shows an earlier question; kept, the later questions' blocks do,
+    # and they are counted apart from what the block spends on the store's own turns.
+    assert flows["agent"]["overall"]["question_records"] == 0
+    kept = flows["kept"]["overall"]
+    assert kept["question_records"] > 0 and kept["beyond_questions"] < kept["tokens"]
+    rows = report["questions"]
+    assert rows[0]["flows"]["kept"]["question_records"] == 0  # the first question has none before it

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import noise  # importable: pyproject sets pytest's pythonpath to the repo root
+# importable: pyproject sets pytest's pythonpath to the repo root
+from bench import first_person, noise
 
 
 def test_noise_smoke_reports_every_query_set_and_the_folds(
@@ -20,7 +21,15 @@ def test_noise_smoke_reports_every_query_set_and_the_folds(
     printed = capsys.readouterr().out
     assert json.loads(out.read_text())["sets"] == json.loads(json.dumps(report["sets"]))
     sets = report["sets"]
-    assert set(sets) == {"small_talk", "never_said", "real"}
+    assert set(sets) == {"small_talk", "never_said", "first_person", "real", "pizza"}
+    # Asked of the synthetic store (whose texts hold none of its topic words) and of the
+    # two hobby stores (every question), which are also asked for a place to eat.
+    by_store = report["first_person_by_store"]
+    assert list(by_store) == ["tiny-1", "hobbies-100", "hobbies-20"]
+    assert by_store["hobbies-100"]["n"] == by_store["hobbies-20"]["n"] == len(noise.FIRST_PERSON_QUESTIONS)
+    assert 0 < by_store["tiny-1"]["n"] < len(noise.FIRST_PERSON_QUESTIONS)
+    assert sets["pizza"]["n"] == 2 and 0 <= sets["pizza"]["supported"] <= 1
+    assert "finds it: " in printed
     # Small talk retrieves nothing; nothing of the synthetic store answers the never-said set.
     assert sets["small_talk"]["tokens_mean"] == 0 and sets["small_talk"]["query_choice"] == {"none": 20}
     assert sets["never_said"]["tokens_mean"] <= 60
@@ -33,9 +42,34 @@ def test_noise_smoke_reports_every_query_set_and_the_folds(
 
 def test_noise_smoke_agent_flow_puts_each_query_first_and_still_injects_nothing_never_said() -> None:
     # As an agent does: the query is stored before get(); it must not be its own evidence.
-    report = noise.main(["--smoke", "--agent-flow"])
+    report = noise.main(["--smoke", "--agent-flow", "--hobbies", "0"])
 
-    assert report["meta"]["agent_flow"] is True
+    assert report["meta"]["agent_flow"] is True and report["meta"]["flow"] == "agent"
     sets = report["sets"]
     assert sets["never_said"]["tokens_mean"] <= 60
     assert sets["real"]["tokens_mean"] > 0 and sets["real"]["block_recall"]["overall"] > 0.9
+    # Each query was taken back: no block shows an earlier one.
+    assert all(r["question_records"] == 0 for r in report["rows"])
+
+
+def test_noise_smoke_kept_flow_shows_earlier_queries_and_counts_them_apart() -> None:
+    report = noise.main(["--smoke", "--flow", "kept", "--hobbies", "0"])
+
+    assert report["meta"]["flow"] == "kept"
+    rows = report["rows"]
+    # The real questions come after 20 small-talk and 4 never-said queries, all kept in
+    # the user's history: some block shows one of them, counted apart.
+    assert any(r["question_records"] > 0 for r in rows if r["set"] == "real")
+    for r in rows:
+        assert 0 <= r["beyond_questions"] <= r["tokens"]
+        assert r["question_records"] <= r["records"]
+    assert report["sets"]["real"]["beyond_questions_mean"] < report["sets"]["real"]["tokens_mean"]
+
+
+def test_first_person_questions_are_never_said_by_the_hobby_store_nor_by_a_store_naming_their_topic() -> None:
+    hobbies = first_person.hobby_messages(2000)
+
+    assert len(set(hobbies)) == 2000
+    assert first_person.never_said(hobbies) == [q for q, _ in first_person.FIRST_PERSON_QUESTIONS]
+    assert "which car do I drive?" not in first_person.never_said(["I drive to work."])
+    assert "what is my wife's name?" not in first_person.never_said(["My Wife loves chess."])
