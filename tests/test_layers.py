@@ -123,8 +123,22 @@ def test_the_allow_list_names_only_modules_that_need_it() -> None:
         assert needed, f"{key} no longer needs its place in ALLOWED ({why}): remove it"
 
 
-#: The modules that open stores or choose where data goes: they ask the registry.
-OPENERS = ("config.py", "admin.py", "cli.py", "copying.py", "worker.py", "blocks.py", "mcp_server.py")
+#: The modules that open stores or choose where data goes: they ask the registry
+#: (a name ending in "/" is a package: each of its modules).
+OPENERS = ("config.py", "admin.py", "cli/", "copying.py", "worker.py", "blocks.py", "mcp_server.py")
+
+
+def _opener_modules() -> dict[str, Path]:
+    """The modules :data:`OPENERS` names, by their dotted name."""
+    return {
+        name: path
+        for name, path in _modules().items()
+        if any(
+            path.relative_to(PACKAGE).as_posix() == entry
+            or (entry.endswith("/") and path.relative_to(PACKAGE).as_posix().startswith(entry))
+            for entry in OPENERS
+        )
+    }
 #: A backend's name, as an identifier or a bare string (a URL scheme, a dict key).
 BACKEND_NAME = re.compile(r"postgres|sqlite|pgvector|psycopg|SQLiteStore", re.IGNORECASE)
 #: Keyword arguments whose strings are prose for people (the command line's help).
@@ -170,13 +184,14 @@ def test_the_modules_that_open_stores_never_name_a_backend() -> None:
     """Construction, the admin, the command line and copies choose a backend through
     the registry only: no backend import, no ``is_postgres_url``, no
     ``isinstance(store, SQLiteStore)``, no ``"postgres" in sizes``."""
+    openers = _opener_modules()
+    assert len(openers) >= len(OPENERS), f"OPENERS names modules that do not exist: {OPENERS}"
     offences = {}
-    for module in OPENERS:
-        path = PACKAGE / module
-        imports = sorted(i for i in _imports(f"llama_memory.{path.stem}", path, runtime_only=False) if BACKENDS.match(i))
+    for name, path in openers.items():
+        imports = sorted(i for i in _imports(name, path, runtime_only=False) if BACKENDS.match(i))
         named = _backend_names(path)
         if imports or named:
-            offences[module] = imports + named
+            offences[path.relative_to(PACKAGE).as_posix()] = imports + named
     assert offences == {}, f"modules that open stores name a backend (ask storage.registry): {offences}"
 
 

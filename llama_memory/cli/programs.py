@@ -1,0 +1,31 @@
+"""The commands that run a program over a store: ``mcp`` (an MCP server) and ``demo``
+(the offline two-conversation demo)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .loading import _load_embedding
+
+
+def cmd_mcp(args: argparse.Namespace) -> None:
+    from ..mcp_server import serve
+
+    users = [*(args.user or []), *(u.strip() for u in (args.users or "").split(",") if u.strip())]
+    kwargs: dict[str, Any] = {"chroma_url": args.chroma_url}
+    if args.embed_model is not None:
+        kwargs["embed_model"] = _load_embedding(args.embed_model)
+    try:
+        serve(
+            args.store, users, tenant_id=args.tenant or "default", allow_delete=args.allow_delete,
+            http=args.http, port=args.port, session_id=args.session, create=args.create, **kwargs,
+        )  # fmt: skip
+    except KeyboardInterrupt:
+        return
+
+
+def cmd_demo(args: argparse.Namespace) -> None:
+    from ..demo import run_demo
+
+    run_demo(args.path)
