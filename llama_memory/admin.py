@@ -23,32 +23,39 @@ stored is hidden because an application's memory would not have opened it.
 from __future__ import annotations
 
 import json
-import threading
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from itertools import islice
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Optional, Union
 from uuid import uuid4
 
+from .admin_results import StoreNotFoundError, StoreStats, UnknownUserError, UserOverview
 from .defaults import DEFAULT_MEMORY_TOKEN_LIMIT, DEFAULT_TOP_K
-from .errors import LlamaMemoryError, StorageError
-from .storage.chat_import import MessageRanks
+from .errors import StorageError
+from .export_format import (
+    EXPORT_FORMAT,
+    EXPORT_VERSION,
+    IMPORT_BATCH,
+    ImportCounts,
+    count_rows,
+    export_header,
+    header_row,
+    read_rows,
+    write_rows,
+)
+from .importing import import_chat_store, import_export_rows
+from .progress import watching
 from .storage.expiry import Expiry
-from .storage.ports.admin import AdminRows, SessionSummary, StoreCounts, UserSummary
-from .storage.ports.jobs import FormationDay, JobRow
+from .storage.ports.admin import AdminRows, SessionSummary, UserSummary
+from .storage.ports.jobs import JobRow
 from .storage.privacy import open_private
 from .storage.reconcile import ReconcileReport
 from .storage.registry import backend_at, location_of
-from .text import replace_unstorable
 from .types import MemoryRecord, Scope, now
 
 if TYPE_CHECKING:
     # The memory, its sources and LlamaIndex are imported by the methods that use them:
     # listing users, sessions and counts (the command line's quick commands) needs none.
     from llama_index.core.base.embeddings.base import BaseEmbedding
-    from llama_index.core.base.llms.types import ChatMessage
 
     from .compose import MemoryBlock
     from .instructions import Instruction
@@ -72,90 +79,8 @@ __all__ = [
     "UserSummary",
 ]
 
-#: The ``format`` field of an export's header line.
-EXPORT_FORMAT = "llama-memory-export"
-#: The export format's version; an import refuses a newer one.
-EXPORT_VERSION = 2  # 2: "instruction" rows (procedural memory); version 1 files still import
-#: Rows written to the store per transaction during an import.
-IMPORT_BATCH = 500
 
 Time = Union[float, int, str, Any]
-
-
-class ImportCounts(Counter[str]):
-    """What an import added: how many rows of each kind were new (a ``Counter``), and
-    :attr:`replaced`: per user, how many characters no store can hold (NUL, lone
-    surrogates: :data:`llama_memory.text.UNSTORABLE`) the import replaced by U+FFFD.
-    Such text is refused by ``put()``; an older store or a file may still hold it."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        #: Characters replaced by U+FFFD, by user.
-        self.replaced: Counter[str] = Counter()
-
-
-class StoreNotFoundError(LlamaMemoryError, FileNotFoundError):
-    """The path given is not a memory directory (no ``memory.sqlite3`` in it)."""
-
-
-class UnknownUserError(LlamaMemoryError, KeyError):
-    """The store has nothing of the user asked for (in this tenant)."""
-
-    def __str__(self) -> str:  # KeyError would print the message quoted
-        return str(self.args[0])
-
-
-@dataclass
-class UserOverview:
-    """What is remembered of one user (:meth:`MemoryAdmin.show`).
-
-    Attributes:
-        summary: counts (sessions, messages, records, triples, profile fields).
-        profile: the current profile as a nested dict.
-        triples: the knowledge triples that hold now.
-        instructions: the standing instructions the assistant follows for the user.
-        recent: the latest long-term records, newest first.
-        sessions: the user's conversations.
-    """
-
-    summary: UserSummary
-    profile: dict[str, Any] = field(default_factory=dict)
-    triples: list[KnowledgeTriple] = field(default_factory=list)
-    instructions: list[Instruction] = field(default_factory=list)
-    recent: list[MemoryRecord] = field(default_factory=list)
-    sessions: list[SessionSummary] = field(default_factory=list)
-
-
-@dataclass
-class StoreStats:
-    """What a store holds for a tenant (:meth:`MemoryAdmin.stats`).
-
-    Attributes:
-        counts: users, sessions, messages, records by source, triples, profile rows,
-            records waiting for the dense index (``counts.pending``) and expired ones
-            not purged yet.
-        sizes: bytes on disk: ``sqlite`` (the file with its WAL), ``chroma`` (the
-            embedded index), ``total``; on PostgreSQL ``postgres`` (the tables with their
-            indexes) and ``total``.
-        schema_version: the SQLite schema version.
-        tenants: every tenant in the store.
-        location: the store: its directory, or ``host:port/dbname`` (no password).
-        jobs: background jobs (extraction passes) by state: ``queued`` (waiting,
-            or waiting for a retry), ``running``, ``done``, ``dead`` (failed for
-            good; the store keeps the last error), for the whole store.
-        formation: what the tenant's extraction passes cost, per user and per day
-            (UTC), oldest day first: passes run, failed ones, LLM tokens sent and
-            received, wall time (:class:`~llama_memory.storage.ports.jobs.FormationDay`;
-            a job's runs count on the day its last run ended).
-    """
-
-    counts: StoreCounts
-    sizes: dict[str, int]
-    schema_version: int
-    tenants: list[str]
-    jobs: dict[str, int] = field(default_factory=dict)
-    location: str = ""
-    formation: list[FormationDay] = field(default_factory=list)
 
 
 class MemoryAdmin:
@@ -512,7 +437,7 @@ class MemoryAdmin:
 
         sources = [s for s in self.sources() if isinstance(s, (VectorSource, TripleSource))]
         total, _ = self._backlog()
-        with _watching(progress, lambda: self._backlog()[1], total):
+        with watching(progress, lambda: self._backlog()[1], total):
             return sum(source.reindex() for source in sources)
 
     def flush(self, progress: Optional[Progress] = None) -> int:
@@ -522,7 +447,7 @@ class MemoryAdmin:
         from .sources.vector import VectorSource
 
         sources = [s for s in self.sources() if isinstance(s, (VectorSource, TripleSource))]
-        with _watching(progress, lambda: self._backlog()[1], self._backlog()[1]):
+        with watching(progress, lambda: self._backlog()[1], self._backlog()[1]):
             return sum(source.flush() for source in sources)
 
     def _backlog(self) -> tuple[int, int]:
@@ -588,7 +513,7 @@ class MemoryAdmin:
         then every row of each user (all users of the tenant when ``users`` is None).
         The same store always gives the same rows, in the same order."""
         chosen = self._export_users(users)
-        yield _header(self.tenant_id, chosen)
+        yield header_row(self.tenant_id, chosen)
         for user in chosen:
             yield from self._admin.export_rows(self.tenant_id, user)
 
@@ -607,8 +532,8 @@ class MemoryAdmin:
         if isinstance(to, (str, Path)):
             # The export holds what the store does: as private as the store (0600).
             with (open_private(to) if self.owner_only else open(to, "w", encoding="utf-8")) as stream:
-                return _write_lines(stream, rows, progress)
-        return _write_lines(to, rows, progress)
+                return write_rows(stream, rows, progress)
+        return write_rows(to, rows, progress)
 
     def _export_users(self, users: Optional[Sequence[str]]) -> list[str]:
         if users is None:
@@ -636,45 +561,20 @@ class MemoryAdmin:
         added (a message is the k-th of its session with its content and time, see
         :mod:`llama_memory.storage.chat_import`). Rows are written ``batch_size`` to a
         transaction. Records and triples are embedded before it returns."""
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-        from pydantic import ValidationError
+        return import_export_rows(
+            rows, self.tenant_id, self._admin, prepare=self._prepare_import, flush=self.flush,
+            progress=progress, batch_size=batch_size,
+        )  # fmt: skip
 
-        from .sources.triples.normalize import search_text
-
-        iterator = iter(rows)
-        header = next(iterator, None)
-        _check_header(header)
-        added = ImportCounts()
-        ranks = MessageRanks()  # over every batch: the batch size must change nothing
-        line = 1
-        while True:
-            batch = [
-                _check_row(_storable(dict(row), added.replaced), line + i + 1)
-                for i, row in enumerate(islice(iterator, batch_size))
-            ]
-            if not batch:
-                break
-            line += len(batch)
-            if any(r["kind"] == "profile" for r in batch):
-                self.profile_source  # noqa: B018 - creates its table
-            if any(r["kind"] == "instruction" for r in batch):
-                self._backend.profile_rows("instructions")  # creates its table where a store makes it on first use
-            if any(r["kind"] == "triple" for r in batch):
-                self.triple_source(create=True)
-            texts = [
-                search_text(r["subject"], r["predicate"], r["object"]) if r["kind"] == "triple" else ""
-                for r in batch
-            ]
-            try:
-                added += self._admin.import_rows(self.tenant_id, batch, texts, ranks)
-            except ValidationError as exc:
-                raise ValueError(f"import: a chat message is not a valid ChatMessage: {exc}") from exc
-            if progress is not None:
-                progress.advance(len(batch))
-        if added["record"] or added["triple"]:
-            self.flush(progress and progress.child("embedding"))
-        return added
+    def _prepare_import(self, kinds: set[str]) -> None:
+        """Open what the rows of ``kinds`` are written to: the tables a store makes on
+        first use."""
+        if "profile" in kinds:
+            self.profile_source  # noqa: B018 - creates its table
+        if "instruction" in kinds:
+            self._backend.profile_rows("instructions")  # creates its table where a store makes it on first use
+        if "triple" in kinds:
+            self.triple_source(create=True)
 
     def import_file(
         self,
@@ -689,21 +589,15 @@ class MemoryAdmin:
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"no file to import at {path}")
-        with open(path, encoding="utf-8") as stream:
-            first = stream.readline()
-        try:
-            head = json.loads(first) if first.strip() else None
-        except json.JSONDecodeError:
-            head = None  # a pretty-printed JSON document: not JSON Lines
-        if isinstance(head, dict) and head.get("format") == EXPORT_FORMAT:
+        if export_header(path) is not None:
             if user_id is not None:
                 raise ValueError(
                     "user_id applies to SimpleChatStore files; an export keeps its users"
                 )
             if progress is not None:
-                progress.total = max(0, _count_lines(path) - 1)
+                progress.total = max(0, count_rows(path) - 1)
             with open(path, encoding="utf-8") as stream:
-                return self.import_rows(_read_lines(stream), progress)
+                return self.import_rows(read_rows(stream), progress)
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
@@ -731,59 +625,10 @@ class MemoryAdmin:
         twice changes nothing. Returns ``{"message": new messages, "session": sessions
         touched}``.
         """
-        from llama_index.core.base.llms.types import ChatMessage
-        from pydantic import ValidationError
-
-        from .messages import dump_message, load_message
-
-        if isinstance(data, str):
-            data = json.loads(data)
-        store = data.get("store") if isinstance(data, Mapping) else None
-        if not isinstance(store, Mapping) or not all(isinstance(v, list) for v in store.values()):
-            raise ValueError(
-                "not a SimpleChatStore file: expected a JSON object with a 'store' object "
-                "mapping each chat-store key to a list of messages (SimpleChatStore.persist())"
-            )
-        conversations: list[tuple[str, str, list[ChatMessage]]] = []
-        added = ImportCounts()
-        for key, messages in store.items():
-            if not isinstance(key, str) or not key:
-                raise ValueError(f"SimpleChatStore key {key!r} is not a non-empty string")
-            parsed = []
-            for position, message in enumerate(messages):
-                message, replaced = replace_unstorable(message)
-                added.replaced[user_id or key] += replaced
-                try:
-                    parsed.append(ChatMessage.model_validate(message))
-                except ValidationError as exc:
-                    raise ValueError(
-                        f"SimpleChatStore key {key!r}, message {position}: not a ChatMessage ({exc})"
-                    ) from None
-            conversations.append((user_id or key, key, parsed))
-        if progress is not None:
-            progress.total = sum(len(m) for _, _, m in conversations)
-        added.replaced = +added.replaced  # only the users with a replacement
-        for user, session, messages in conversations:
-            held = Counter(
-                dump_message(load_message(m))
-                for m in self._admin.chat_messages(self.tenant_id, user, session)
-            )
-            new = []
-            for message in messages:
-                text = dump_message(message)
-                if held[text] > 0:
-                    held[text] -= 1
-                else:
-                    new.append(message)
-            if new:
-                self.memory(user, session).put_messages(new)
-                added["message"] += len(new)
-                added["session"] += 1
-            if progress is not None:
-                progress.advance(len(messages))
-        if added["message"]:
-            self.flush(progress and progress.child("embedding"))
-        return added
+        return import_chat_store(
+            data, self.tenant_id, self._admin, memory=self.memory, flush=self.flush,
+            user_id=user_id, progress=progress,
+        )  # fmt: skip
 
     @property
     def rows(self) -> AdminRows:
@@ -811,122 +656,3 @@ def _require_text(value: Any, what: str) -> None:
         raise ValueError(f"{what} must be a non-empty string, got {value!r}")
 
 
-def _header(tenant_id: str, users: Sequence[str]) -> dict[str, Any]:
-    # No export time: the same store must give the same file (export, import, export).
-    return {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "tenant": tenant_id, "users": list(users)}
-
-
-def _check_header(header: Any) -> None:
-    if not isinstance(header, Mapping) or header.get("format") != EXPORT_FORMAT:
-        raise ValueError(
-            f"not a llama-memory export: its first row must be the header "
-            f"{{'format': {EXPORT_FORMAT!r}, 'version': ...}}, got {header!r:.200}"
-        )
-    version = header.get("version")
-    if not isinstance(version, int) or version > EXPORT_VERSION or version < 1:
-        raise ValueError(
-            f"export format version {version!r} is not supported by this llama-memory "
-            f"(it reads versions 1 to {EXPORT_VERSION}): upgrade llama-memory"
-        )
-
-
-def _storable(row: dict[str, Any], replaced: Counter[str]) -> dict[str, Any]:
-    """The row with every character no store can hold replaced by U+FFFD (counted
-    under its user in ``replaced``): an import never stops at text an older store kept."""
-    clean, count = replace_unstorable(row)
-    if count:
-        replaced[str(clean.get("user"))] += count
-    return clean
-
-
-#: The fields each kind of export row must have.
-_ROW_FIELDS: dict[str, tuple[str, ...]] = {
-    "message": ("user", "session", "created_at", "message"),
-    "record": ("user", "source", "session", "role", "text", "message_ids", "event_time",
-               "ingested_at", "metadata", "ttl", "expires_at"),
-    "profile": ("user", "path", "value", "removed", "op", "session", "message_ids",
-                "created_at", "superseded_at", "ttl", "expires_at"),
-    "instruction": ("user", "path", "value", "removed", "op", "session", "message_ids",
-                    "created_at", "superseded_at", "ttl", "expires_at"),
-    "triple": ("user", "id", "subject", "predicate", "object", "subject_key", "predicate_key",
-               "object_key", "valid_from", "valid_to", "superseded_by", "ingested_at", "ttl",
-               "expires_at", "mentions"),
-}  # fmt: skip
-
-
-def _check_row(row: dict[str, Any], line: int) -> dict[str, Any]:
-    kind = row.get("kind")
-    if kind not in _ROW_FIELDS:
-        raise ValueError(
-            f"export row {line}: unknown kind {kind!r} (expected one of {sorted(_ROW_FIELDS)})"
-        )
-    missing = [f for f in _ROW_FIELDS[kind] if f not in row]
-    if missing:
-        raise ValueError(f"export row {line} ({kind}): missing fields {missing}")
-    if not isinstance(row["user"], str) or not row["user"]:
-        raise ValueError(f"export row {line} ({kind}): user must be a non-empty string")
-    return row
-
-
-def _read_lines(stream: IO[str]) -> Iterator[dict[str, Any]]:
-    for number, line in enumerate(stream, start=1):
-        if not line.strip():
-            continue
-        try:
-            yield json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"line {number} of the export is not JSON: {exc}") from None
-
-
-def _count_lines(path: Path) -> int:
-    with open(path, "rb") as stream:
-        return sum(1 for line in stream if line.strip())
-
-
-def _write_lines(
-    stream: IO[str], rows: Iterable[dict[str, Any]], progress: Optional[Progress]
-) -> int:
-    written = -1  # the header is not counted
-    for row in rows:
-        # sort_keys: one store, one file, byte for byte.
-        stream.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
-        written += 1
-        if progress is not None and written > 0:
-            progress.advance()
-    return max(written, 0)
-
-
-class _watching:
-    """Show the progress of work the sources do internally (embedding what is pending):
-    a thread polls how much is still waiting and moves the bar."""
-
-    def __init__(self, progress: Optional[Progress], remaining: Callable[[], int], total: int) -> None:
-        self.progress = progress
-        self.remaining = remaining
-        self.total = total
-        self._stop = threading.Event()
-        self._thread: Optional[threading.Thread] = None
-
-    def __enter__(self) -> "_watching":
-        if self.progress is not None and self.progress.enabled:
-            self.progress.total = self.total
-            self._thread = threading.Thread(target=self._poll, daemon=True)
-            self._thread.start()
-        return self
-
-    def _poll(self) -> None:
-        assert self.progress is not None
-        while not self._stop.wait(0.25):
-            try:
-                self.progress.update(max(0, self.total - self.remaining()))
-            except Exception:  # noqa: BLE001 - a bar must never break the work it shows
-                return
-
-    def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        if self.progress is not None:
-            if exc[0] is None:
-                self.progress.update(self.total)
-            self.progress.close()  # ends the bar's line before anything else is printed

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import IO, Any, Optional
 
 #: Redraw at most this often (seconds): a bar must not slow the work it shows.
@@ -100,3 +101,39 @@ class Progress:
         self._drawn = True
         self.stream.write("\r" + self.render())
         self.stream.flush()
+
+
+class watching:
+    """Show the progress of work the sources do internally (embedding what is pending):
+    a thread polls how much is still waiting and moves the bar."""
+
+    def __init__(self, progress: Optional[Progress], remaining: Callable[[], int], total: int) -> None:
+        self.progress = progress
+        self.remaining = remaining
+        self.total = total
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    def __enter__(self) -> "watching":
+        if self.progress is not None and self.progress.enabled:
+            self.progress.total = self.total
+            self._thread = threading.Thread(target=self._poll, daemon=True)
+            self._thread.start()
+        return self
+
+    def _poll(self) -> None:
+        assert self.progress is not None
+        while not self._stop.wait(0.25):
+            try:
+                self.progress.update(max(0, self.total - self.remaining()))
+            except Exception:  # noqa: BLE001 - a bar must never break the work it shows
+                return
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self.progress is not None:
+            if exc[0] is None:
+                self.progress.update(self.total)
+            self.progress.close()  # ends the bar's line before anything else is printed

@@ -4,7 +4,6 @@ Lines) and ``import`` (an export, or a LlamaIndex ``SimpleChatStore`` file)."""
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 from pathlib import Path
@@ -69,14 +68,7 @@ def _print_import(args: argparse.Namespace, added: Any) -> None:
 
 def _file_tenant(file: Path) -> str:
     """The tenant an export was taken from ("default" for other files)."""
-    from ..admin import EXPORT_FORMAT
+    from ..export_format import export_header
 
-    with open(file, encoding="utf-8") as stream:
-        first = stream.readline()
-    try:
-        head = json.loads(first)
-    except json.JSONDecodeError:
-        return "default"
-    if isinstance(head, dict) and head.get("format") == EXPORT_FORMAT:
-        return str(head.get("tenant") or "default")
-    return "default"
+    head = export_header(file)
+    return "default" if head is None else str(head.get("tenant") or "default")
