@@ -35,7 +35,7 @@ from typing import (
     cast,
 )
 
-from llama_index.core.base.llms.types import ChatMessage, MessageRole
+from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.bridge.pydantic import (
     ConfigDict,
     Field,
@@ -48,43 +48,12 @@ from llama_index.core.utils import get_tokenizer
 
 from .asyncbridge import BridgeSafeRLock, LoopLocks, run_io
 from .defaults import DEFAULT_TOKEN_LIMIT as DEFAULT_TOKEN_LIMIT
-from .messages import message_text
 from .storage.ports.chat import ChatLog, ChatLogChanges, SharedChatLog
-
-try:  # ToolCallBlock only exists in recent llama-index-core releases.
-    from llama_index.core.base.llms.types import ToolCallBlock as _ToolCallBlock
-except ImportError:  # pragma: no cover - depends on the installed llama-index version
-    _ToolCallBlock = None  # type: ignore[assignment,misc]
+from .token_window import fit_window, message_tokens
 
 __all__ = ["ChatBuffer", "ChatLog", "ChatLogChanges", "DEFAULT_TOKEN_LIMIT", "SharedChatLog"]
 
 logger = logging.getLogger(__name__)
-
-
-
-def _json_default(value: Any) -> Any:
-    """Make tool-call objects (pydantic models, dataclasses, ...) JSON-encodable."""
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        return dump(mode="json")
-    if hasattr(value, "__dict__"):
-        return vars(value)
-    return str(value)
-
-
-def _tool_call_payload(message: ChatMessage) -> list[Any]:
-    """The tool calls a message carries: ``additional_kwargs`` ones, then block ones."""
-    calls: list[Any] = []
-    legacy = message.additional_kwargs.get("tool_calls")
-    if legacy:
-        calls.extend(legacy if isinstance(legacy, (list, tuple)) else [legacy])
-    if _ToolCallBlock is not None:
-        calls.extend(
-            block.model_dump(mode="json")
-            for block in message.blocks
-            if isinstance(block, _ToolCallBlock)
-        )
-    return calls
 
 
 def _picklable(value: Any) -> bool:
@@ -264,15 +233,7 @@ class ChatBuffer(BaseMemory):
         return self._count_tokens(message)
 
     def _count_tokens(self, message: ChatMessage) -> int:
-        # One tokenizer call per message: callers (and tests) rely on it. The text
-        # alone, as ChatMemoryBuffer counts it, so token_limit means the same.
-        text = message_text(message)
-        calls = _tool_call_payload(message)
-        if calls:
-            text += "\n" + json.dumps(
-                calls, sort_keys=True, ensure_ascii=False, default=_json_default
-            )
-        return len(self.tokenizer_fn(text))
+        return message_tokens(message, self.tokenizer_fn)
 
     @property
     def token_count(self) -> int:
@@ -293,39 +254,7 @@ class ChatBuffer(BaseMemory):
 
         Must be called with ``_lock`` held. Costs O(window), not O(history).
         """
-        if initial_token_count > self.token_limit:
-            raise ValueError(
-                f"Initial token count exceeds token limit ({initial_token_count} > "
-                f"{self.token_limit})"
-            )
-        budget = self.token_limit - initial_token_count
-        messages, counts = self._messages, self._counts
-        n = len(messages)
-        if self._total <= budget:
-            return False, 0  # everything fits: the history, unchanged
-
-        keep_system = messages[0].role == MessageRole.SYSTEM
-        floor = 1 if keep_system else 0
-        remaining = budget - (counts[0] if keep_system else 0)
-        start = n
-        while start > floor and counts[start - 1] <= remaining:
-            start -= 1
-            remaining -= counts[start]
-        # The history was truncated: start at a user turn, so the window never
-        # opens with an assistant reply or a tool result whose call was cut off.
-        while start < n and messages[start].role != MessageRole.USER:
-            start += 1
-        if start < n:
-            return keep_system, start
-
-        # Overflow: not even the last user turn fits. Return it whole anyway so
-        # the LLM sees an explicit overflow rather than an empty history.
-        last_user = n - 1
-        while last_user >= floor and messages[last_user].role != MessageRole.USER:
-            last_user -= 1
-        if last_user >= floor:
-            return keep_system, last_user
-        return keep_system, max(floor, n - 1)  # no user message: the stock fallback
+        return fit_window(self._messages, self._counts, self._total, self.token_limit, initial_token_count)
 
     def get(
         self, input: Optional[str] = None, initial_token_count: int = 0, **kwargs: Any
