@@ -11,11 +11,12 @@ opens a whole memory on it.
 """
 
 from .chat import ChatCursor, PostgresChatLog
-from .connection import PostgresConnection, describe_url
+from .connection import PostgresConnection
 from .profile import PostgresProfileRows
 from .schema import MIGRATIONS
 from .store import PostgresStore
 from .triples import PostgresTripleTimeline
+from .urls import describe_url
 from .vectors import PgVectorIndex
 
 __all__ = [

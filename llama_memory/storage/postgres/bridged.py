@@ -23,7 +23,7 @@ from psycopg.rows import DictRow
 from psycopg_pool import AsyncConnectionPool
 from psycopg_pool.pool_async import StopWorker
 
-from ...asyncbridge import await_only
+from ...asyncbridge import await_only, in_bridge
 
 _logger = logging.getLogger(__name__)
 
@@ -180,3 +180,25 @@ class BridgedPool:
     def close(self, timeout: float = 5.0) -> None:
         """Close the pool."""
         await_only(self.async_pool.close(timeout=timeout))
+
+
+def close_in_its_loop(loop: asyncio.AbstractEventLoop, pool: BridgedPool) -> None:
+    """Close an async pool from sync code, in its own loop: awaited inside a bridged call
+    of that loop, scheduled on it when it runs elsewhere (or here, outside the bridge);
+    a pool of a closed loop is only dropped (its tasks were cancelled with the loop)."""
+    if loop.is_closed():
+        return
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:
+        if in_bridge():
+            pool.close(timeout=0.5)
+        else:
+            loop.create_task(pool.async_pool.close(timeout=0.5))
+    elif loop.is_running():
+        asyncio.run_coroutine_threadsafe(pool.async_pool.close(timeout=0.5), loop)
+    else:
+        loop.run_until_complete(pool.async_pool.close(timeout=0.5))
+

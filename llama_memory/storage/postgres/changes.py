@@ -78,3 +78,11 @@ class ChangeWatch:
                 if ended is None or ended - self._own.keys():
                     self._epoch += 1
             return self._epoch
+
+
+def read_snapshot(conn: Any) -> str:
+    """The server's current snapshot (``xmin:xmax:running``), for the change token."""
+    row = conn.execute("SELECT pg_current_snapshot()::text AS s").fetchone()
+    assert row is not None
+    return str(row["s"])
+

@@ -1,5 +1,6 @@
 """The connection pool of the PostgreSQL system of record: transactions that span every
-port, migrations under an advisory lock, meta, and errors that name the server."""
+port, migrations under an advisory lock, meta, and errors that name the server (as
+:mod:`.urls` shows it; the async pools of bridged calls are :mod:`.bridged`'s)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
-from urllib.parse import quote, urlencode
 
 import greenlet
 import psycopg
@@ -23,9 +23,10 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTi
 from ...asyncbridge import await_only, in_bridge, on_exit
 from ...errors import StorageError
 from ..word_counts import WordCountCache
-from .bridged import BridgedPool, LoopPool
-from .changes import ChangeWatch
-from .schema import MIGRATION_LOCK, MIGRATIONS, VERSION_TABLE
+from .bridged import BridgedPool, LoopPool, close_in_its_loop
+from .changes import ChangeWatch, read_snapshot
+from .schema import migrate
+from .urls import describe_url, shown_store, url_without_password
 
 #: A connection of the pool: rows come back as dicts.
 Connection = psycopg.Connection[DictRow]
@@ -42,49 +43,9 @@ MANY_OWN_POOLS = 16
 PROBE_AFTER = 0.5
 
 
-def _snapshot(conn: Any) -> str:
-    """The server's current snapshot (``xmin:xmax:running``), for the change token."""
-    row = conn.execute("SELECT pg_current_snapshot()::text AS s").fetchone()
-    assert row is not None
-    return str(row["s"])
-
-
 class ServerUnreachable(psycopg.OperationalError):
     """A new connection to the server failed (it is down, restarting or cut off): the
     store raises it, as a StorageError, at once instead of waiting for the pool."""
-
-
-def describe_url(url: str) -> str:
-    """``host:port/dbname`` of a connection URL, without user or password (for errors)."""
-    try:
-        info = psycopg.conninfo.conninfo_to_dict(url)
-    except psycopg.ProgrammingError:
-        return "<unparsable PostgreSQL URL>"
-    host = info.get("host") or "localhost"
-    return f"{host}:{info.get('port') or 5432}/{info.get('dbname') or ''}"
-
-
-def url_without_password(conninfo: str) -> str:
-    """A ``postgresql://`` URL of ``conninfo`` (a URL or ``key=value`` string) without
-    its password: what a saved configuration may hold. libpq supplies the password on
-    reconnecting (``PGPASSWORD``, ``~/.pgpass``)."""
-    info = psycopg.conninfo.conninfo_to_dict(conninfo)
-    info.pop("password", None)
-    user, host, port, dbname = (info.pop(k, None) for k in ("user", "host", "port", "dbname"))
-    netloc = f"{quote(str(user), safe='')}@" if user else ""
-    if host:  # a socket directory is a path: percent-encoded; an IPv6 address: bracketed
-        netloc += f"[{host}]" if ":" in str(host) else quote(str(host), safe="")
-    netloc += f":{port}" if port else ""
-    query = urlencode({k: str(v) for k, v in info.items() if v is not None})
-    return f"postgresql://{netloc}/{quote(str(dbname or ''), safe='')}" + (f"?{query}" if query else "")
-
-
-def _shown(value: object) -> str:
-    """What an error may say of a refused ``store``: a string's scheme only (a URL
-    may hold a password), else its type."""
-    if isinstance(value, str):
-        return f"a {value.partition(':')[0][:20]!r} URL" if ":" in value else "that string"
-    return type(value).__name__
 
 
 @dataclass
@@ -231,7 +192,7 @@ class PostgresConnection:
         if not isinstance(url, str) or not url.startswith(("postgresql://", "postgres://")):
             raise ValueError(
                 f"a PostgreSQL store takes a URL such as 'postgresql://user@host:5432/dbname' "
-                f"or a psycopg_pool.ConnectionPool, not {_shown(url)}"
+                f"or a psycopg_pool.ConnectionPool, not {shown_store(url)}"
             )
         if not 1 <= min_size <= max_size:
             raise ValueError(f"need 1 <= min_size <= max_size, got min_size={min_size}, max_size={max_size}")
@@ -475,7 +436,7 @@ class PostgresConnection:
             return
         old.close(timeout=0.5)  # connections still out are closed on their return
         for loop, pool in old_async.items():
-            _close_async_pool(loop, pool)
+            close_in_its_loop(loop, pool)
 
     def read_ahead(self) -> Optional[dict[Hashable, Any]]:
         """Inside :meth:`one_connection` (or a bridged call): a dict that lives as long
@@ -556,34 +517,21 @@ class PostgresConnection:
         anything else."""
         held = self._held()
         if held is not None:
-            return self._changes.token(_snapshot(held.conn))
+            return self._changes.token(read_snapshot(held.conn))
         with self._errors("read change token"), self._connection() as conn:
             checked = self._checked.pop(conn, None)
-            return self._changes.token(checked if checked is not None else _snapshot(conn))
+            return self._changes.token(checked if checked is not None else read_snapshot(conn))
 
     def _check(self, conn: Connection) -> None:
         """The pool's check of a connection it hands out (a cut one raises, and the pool
         replaces it): a statement reading the server's snapshot, where
         ``ConnectionPool.check_connection`` sent an empty one (a round trip either
         way), kept for :meth:`change_token`."""
-        self._checked[conn] = _snapshot(conn)
+        self._checked[conn] = read_snapshot(conn)
 
     def _migrate(self) -> None:
         with self.transaction("migrate the schema") as conn:
-            # Workers starting at once on a new database migrate one after the other.
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-            conn.execute(VERSION_TABLE)
-            row = conn.execute("SELECT coalesce(max(version), 0) AS v FROM llama_memory_migrations").fetchone()
-            version = int(row["v"]) if row else 0
-            if version > len(MIGRATIONS):
-                raise StorageError(
-                    f"PostgreSQL store {self.location} has schema version {version}, newer than "
-                    f"this release of llama-memory understands ({len(MIGRATIONS)}): upgrade llama-memory"
-                )
-            for step in range(version, len(MIGRATIONS)):
-                for statement in MIGRATIONS[step]:
-                    conn.execute(statement)
-                conn.execute("INSERT INTO llama_memory_migrations (version) VALUES (%s)", (step + 1,))
+            migrate(conn, self.location)
 
     @property
     def schema_version(self) -> int:
@@ -602,7 +550,7 @@ class PostgresConnection:
                 self._pool.close()
                 pools, self._async_pools = self._async_pools, {}
             for loop, pool in pools.items():
-                _close_async_pool(loop, pool)
+                close_in_its_loop(loop, pool)
 
     # -- meta ---------------------------------------------------------------------
 
@@ -641,22 +589,3 @@ class PostgresConnection:
         return self.set_meta_once("store_id", uuid.uuid4().hex[:12])
 
 
-def _close_async_pool(loop: asyncio.AbstractEventLoop, pool: BridgedPool) -> None:
-    """Close an async pool from sync code, in its own loop: awaited inside a bridged call
-    of that loop, scheduled on it when it runs elsewhere (or here, outside the bridge);
-    a pool of a closed loop is only dropped (its tasks were cancelled with the loop)."""
-    if loop.is_closed():
-        return
-    try:
-        running = asyncio.get_running_loop()
-    except RuntimeError:
-        running = None
-    if running is loop:
-        if in_bridge():
-            pool.close(timeout=0.5)
-        else:
-            loop.create_task(pool.async_pool.close(timeout=0.5))
-    elif loop.is_running():
-        asyncio.run_coroutine_threadsafe(pool.async_pool.close(timeout=0.5), loop)
-    else:
-        loop.run_until_complete(pool.async_pool.close(timeout=0.5))

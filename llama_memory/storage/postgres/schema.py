@@ -9,6 +9,10 @@ applied are recorded in ``llama_memory_migrations``.
 
 from __future__ import annotations
 
+from typing import Any
+
+from ...errors import StorageError
+
 #: The advisory lock key under which migrations run (many workers opening one new
 #: database at once would otherwise collide creating the same tables).
 MIGRATION_LOCK = 0x6C6C6D656D  # "llmem"
@@ -302,3 +306,23 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX jobs_finished ON jobs (tenant_id, user_id, finished_at) WHERE finished_at IS NOT NULL",
     ),
 )
+
+
+def migrate(conn: Any, location: str) -> None:
+    """Bring the schema of the database ``conn`` is on to the latest version, in the
+    transaction ``conn`` holds; a schema newer than this release raises StorageError
+    (``location`` names the store)."""
+    # Workers starting at once on a new database migrate one after the other.
+    conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+    conn.execute(VERSION_TABLE)
+    row = conn.execute("SELECT coalesce(max(version), 0) AS v FROM llama_memory_migrations").fetchone()
+    version = int(row["v"]) if row else 0
+    if version > len(MIGRATIONS):
+        raise StorageError(
+            f"PostgreSQL store {location} has schema version {version}, newer than "
+            f"this release of llama-memory understands ({len(MIGRATIONS)}): upgrade llama-memory"
+        )
+    for step in range(version, len(MIGRATIONS)):
+        for statement in MIGRATIONS[step]:
+            conn.execute(statement)
+        conn.execute("INSERT INTO llama_memory_migrations (version) VALUES (%s)", (step + 1,))
