@@ -11,7 +11,7 @@ import re
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "llama_memory"
 PAGE = ROOT / "docs" / "architecture.md"
 #: The page's block: the fenced code after this heading.
