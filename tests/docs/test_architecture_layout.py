@@ -2,7 +2,7 @@
 tree: a module added, removed or renamed, or one whose size moved by more than a quarter,
 fails here until the page says so. Rewrite the block with::
 
-    .venv/bin/python -m tests.test_architecture_layout --write
+    .venv/bin/python -m tests.docs.test_architecture_layout --write
 """
 
 from __future__ import annotations
