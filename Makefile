@@ -6,7 +6,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint docs install clean
+# The folders of tests/, by kind (tests/README.md); each has its own target for quick loops.
+TEST_KINDS := unit conformance integration agents docs bench
+
+.PHONY: demo test $(addprefix test-,$(TEST_KINDS)) lint docs install clean
 
 install: $(STAMP)
 
@@ -19,8 +22,13 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/llama-memory demo
 
+# Every folder of tests/ (pyproject's testpaths): what CI runs (.ci/run).
 test: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# One folder: make test-unit, make test-conformance, make test-integration, ...
+$(addprefix test-,$(TEST_KINDS)): test-%: $(STAMP)
+	$(PY) -m pytest -q tests/$* $(PYTEST_ARGS)
 
 # The documentation site (mkdocs.yml) into site/; strict: broken links and references fail.
 docs: $(STAMP)

@@ -15,7 +15,7 @@ To add an option:
    :func:`~llama_memory.restore.live_markers`;
 2. add the same keyword, with the same default, to ``ComposableMemory.from_defaults``'s
    signature and its docstring (the signature LlamaIndex users and the API reference
-   read); tests/test_settings.py fails until both agree;
+   read); tests/unit/test_settings.py fails until both agree;
 3. read it where it is used as ``memory.settings.<name>``.
 
 ``to_dict``/``from_dict``, pickling and worker processes carry it with nothing more.

@@ -69,3 +69,15 @@ def postgres_url(postgres_server: PostgresServer) -> str:
 
 
 _postgres_databases = [0]
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """A test file directly in tests/ would be run by no ``make test-<folder>`` and by
+    no ``make test`` (pyproject's testpaths name the folders): refuse it, saying where
+    it goes."""
+    stray = sorted(path.name for path in Path(__file__).parent.glob("test_*.py"))
+    if stray:
+        raise pytest.UsageError(
+            f"{', '.join(stray)} directly in tests/: move each into the folder of its kind "
+            "(unit, conformance, integration, agents, docs, bench; tests/README.md)"
+        )

@@ -1,4 +1,4 @@
-"""The parts of the docs test (tests/test_doc_snippets.py): the fenced-block collector, the
+"""The parts of the docs test (tests/docs/test_doc_snippets.py): the fenced-block collector, the
 markers a page uses to talk to it, and the offline stand-ins for OpenAI.
 
 A page's blocks are found by :func:`parse_page`. What the test does with a block is said by

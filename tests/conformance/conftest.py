@@ -92,7 +92,7 @@ def _sqlite_encrypted(location: Path) -> Backend:
 
 #: The key of the encrypted SQLite backend's stores: a raw 256-bit key (``x'<64 hex>'``),
 #: which SQLCipher uses as is, so each of the many opens skips the passphrase's key
-#: derivation (PBKDF2, about 0.15 s); tests/test_privacy.py opens with passphrases.
+#: derivation (PBKDF2, about 0.15 s); tests/unit/test_privacy.py opens with passphrases.
 ENCRYPTION_TEST_KEY = "x'" + "2b" * 32 + "'"
 
 

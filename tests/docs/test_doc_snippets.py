@@ -50,7 +50,7 @@ from llama_index.core import Settings
 from llama_memory import ComposableMemory
 from llama_memory.testing import LLMCall
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 #: The host name the docs give their Chroma server; redirected to the tests' loopback one.
 DOCS_CHROMA_HOST = "chroma.internal"
 

@@ -1,7 +1,7 @@
 """The ``llama-memory`` commands and :class:`MemoryAdmin` on a PostgreSQL store
 (``--store postgresql://...``), with the real server. The commands run in
 this process (``cli.main``): the claims are about what they read and write, not about
-processes; tests/test_cli.py runs them as subprocesses on SQLite."""
+processes; tests/integration/test_cli.py runs them as subprocesses on SQLite."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ import ast
 import re
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent.parent / "llama_memory"
+PACKAGE = Path(__file__).resolve().parents[2] / "llama_memory"
 
 #: Backend modules: only ``llama_memory/storage/`` and the allowed modules import them.
 BACKENDS = re.compile(r"^(sqlite3|chromadb|psycopg\w*|llama_memory\.storage\.(sqlite|postgres|chroma))(\.|$)")

@@ -21,7 +21,7 @@ from llama_memory import ComposableMemory, ScopeError
 from llama_memory.admin import MemoryAdmin
 from llama_memory.cli import CELL_WIDTH, main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LONG_ID = "u" * 1000
 TWO_LINES = "first\nsecond"
 

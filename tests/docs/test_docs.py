@@ -19,7 +19,7 @@ import llama_memory
 pytest.importorskip("mkdocs")
 pytest.importorskip("mkdocstrings_handlers.python")
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 API_PAGE = ROOT / "docs" / "api.md"
 
 

@@ -1,6 +1,6 @@
 """Settings and input that used to fail late or not at all fail early and clearly: formation
 settings no one would run, queries a store cannot hold, and instruction changes that
-are already made. (An embedding model the store refuses: tests/test_embedding_identity.py.)
+are already made. (An embedding model the store refuses: tests/unit/test_embedding_identity.py.)
 """
 
 from __future__ import annotations

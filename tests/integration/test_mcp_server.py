@@ -27,7 +27,7 @@ from helpers import user
 from llama_memory import ComposableMemory, MemoryAdmin
 from llama_memory.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 READ_TOOLS = {"search_memory", "add_memory", "read_profile", "read_triples", "recent_memories"}
 DELETE_TOOLS = {"delete_memory", "forget_user"}
 START_TIMEOUT = 120.0

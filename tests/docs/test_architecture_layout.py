@@ -2,7 +2,7 @@
 tree: a module added, removed or renamed, or one whose size moved by more than a quarter,
 fails here until the page says so. Rewrite the block with::
 
-    .venv/bin/python -m tests.test_architecture_layout --write
+    .venv/bin/python -m tests.docs.test_architecture_layout --write
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import re
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "llama_memory"
 PAGE = ROOT / "docs" / "architecture.md"
 #: The page's block: the fenced code after this heading.

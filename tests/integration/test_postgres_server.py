@@ -36,7 +36,7 @@ def test_the_throwaway_server_stops_on_a_signal_even_in_the_background(signum: i
     # this process, as `python -m bench.postgres_server &` in a script would.
     process = subprocess.Popen(
         [sys.executable, "-m", "bench.postgres_server"],
-        cwd=Path(__file__).resolve().parent.parent,
+        cwd=Path(__file__).resolve().parents[2],
         stdout=subprocess.PIPE, text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )  # fmt: skip

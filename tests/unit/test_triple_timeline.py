@@ -1,7 +1,7 @@
 """The triples' update rules and ranking as pure functions: no database, no model.
 
 The same rules are exercised end to end (SQLite, Chroma, the real embedding) in
-test_triples.py; here each rule is pinned on its own, with hand-made timelines.
+tests/unit/test_triples.py; here each rule is pinned on its own, with hand-made timelines.
 """
 
 from __future__ import annotations

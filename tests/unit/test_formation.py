@@ -24,7 +24,7 @@ from llama_memory.sources.base import MemorySource
 from llama_memory.testing import ScriptedLLM, ToolCallReply, pass_answer
 from llama_memory.worker import run_worker
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def ops(*operations: dict) -> ToolCallReply:

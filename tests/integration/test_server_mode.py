@@ -25,7 +25,7 @@ from llama_memory.sources.vector import RESIDENT_LIMIT
 from llama_memory.storage.reconcile import ReconcileReport
 from llama_memory.storage.sqlite import DB_FILENAME
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def open_memory(path: Path, server: ChromaServer, embed_model, user_id: str = "alice", **kw):

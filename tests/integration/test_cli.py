@@ -34,7 +34,7 @@ from llama_memory.storage.chroma import open_index
 from llama_memory.storage.sqlite import NewRecord, SQLiteStore
 from llama_memory.types import Scope
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 QUERY = "where do I live now?"
 Run = subprocess.CompletedProcess
 

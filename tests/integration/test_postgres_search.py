@@ -17,7 +17,7 @@ from llama_memory.storage.postgres import PostgresStore
 from llama_memory.storage.postgres.records import RANK_CANDIDATES, RecordTables
 from llama_memory.types import Scope
 
-TINY = Path(__file__).parent / "data" / "locomo_tiny.json"
+TINY = Path(__file__).resolve().parents[1] / "data" / "locomo_tiny.json"
 ALICE = Scope(user_id="alice", session_id="s1")
 
 

@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from helpers import assistant, memory_factory, user
 from llama_memory.compose import SUMMARISED, covered_by_summaries, is_summary
 from llama_memory.types import now
-from tests.helpers import assistant, memory_factory, user
 
 TRIP = [
     user("We are planning a trip to Kyoto in April with my brother Tom."),

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from helpers import user
 from llama_memory.retrieval.salience import DAY, NO_SALIENCE, Salience, signal_importance
 from llama_memory.types import MemoryRecord, now
-from tests.helpers import user
 
 YEAR = 365 * DAY
 
