@@ -44,7 +44,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 from typing import Literal, Optional
@@ -134,6 +134,7 @@ class Evidence:
         personal: 1.0 when the query is in the first person ("where should I eat?",
             "plan my weekend"): a request about the user, which what they said of
             themselves may serve without sharing a word with it (:func:`is_personal`).
+        request: 1.0 when the query asks for advice in the first person (:func:`is_request`).
     """
 
     cosine: Optional[float]
@@ -143,6 +144,7 @@ class Evidence:
     unknown: float = 0.0
     unknown_name: float = 0.0
     personal: float = 0.0
+    request: float = 0.0
 
     def features(self) -> dict[str, float]:
         """The calibration's inputs by name (products included)."""
@@ -158,25 +160,83 @@ class Evidence:
             "unknown_name": self.unknown_name,
             "personal": self.personal,
             "personal_cosine": self.personal * cosine,
+            "request": self.request,
         }
 
-
-#: A record whose own cosine with a request in the first person is at least this serves
-#: it whatever the store's best match (:func:`serves_personal_request`). With the
-#: calibrated model unrelated texts sit below 0.1 ("where should I eat tonight?" against
-#: brake-pad prices: 0.04), a stated preference above 0.25 ("I'm vegetarian": 0.26);
-#: measured on bench.noise's recommendation requests (docs/benchmarks.md).
-PERSONAL_MIN_COSINE = 0.2
+    def own(self) -> "Evidence":
+        """This evidence as if the record were the query's best match: what the record
+        says of the question by itself (:func:`own_relevance`)."""
+        cosine = self.cosine if self.cosine is not None else 0.0
+        return replace(self, best_cosine=cosine, best_lexical=self.lexical)
 
 
-def serves_personal_request(record: MemoryRecord) -> bool:
-    """Whether a record serves a first-person request ("where should I eat tonight?",
-    "plan my weekend") by its own evidence: the request is about the user, and the
-    record, close in meaning (:data:`PERSONAL_MIN_COSINE`), is what they said. The
-    calibration judges a query by the store's best match, which in a small store is far
-    from any request that shares no word with what the user said."""
+#: A record whose own cosine with a request for advice in the first person is at least
+#: this serves it whatever its calibrated relevance (:func:`serves_request`). Unrelated
+#: texts sit below 0.1 ("where should I eat tonight?" against brake-pad prices: 0.04), a
+#: stated preference above 0.25 ("I'm vegetarian": 0.26, "I love pizza.": 0.35). Factual
+#: questions in the first person ("what is my wife's name?") are no requests: against
+#: 2,000 hobby messages they reach 0.18 to 0.30, and get no such shortcut.
+REQUEST_MIN_COSINE = 0.2
+
+#: The lowest own relevance (:func:`own_relevance`) at which a record enters the block
+#: when the question is about this user's history: the calibration applied to the record's
+#: own evidence alone. Fitted with ``bench.noise --fit`` (the fold "all"): the largest
+#: floor whose training block recall stays within ``--max-recall-loss``.
+RECORD_FLOOR = 0.001
+
+# A request for advice in the first person: what the user said of themselves may serve it
+# without sharing a word with it. A question about a fact of theirs ("what is my wife's
+# name?") needs that fact, and is no request.
+_REQUEST = re.compile(
+    r"\b(?:should|shall)\s+(?:i|we)\b|\b(?:recommend\w*|suggest\w*|ideas?|advice|tips?|plan)\b|"
+    r"\bwould\s+(?:suit|help)\s+(?:me|us)\b|\bwhat\s+to\b|\bhelp\s+me\b|\bcan\s+(?:i|we)\s+get\b"
+)
+
+
+def is_request(query: str) -> bool:
+    """Whether a query asks for advice in the first person ("where should I eat tonight?",
+    "plan my weekend", "any ideas?"), as opposed to a question about a fact ("what is my
+    wife's name?")."""
+    lowered = " ".join(words(query))
+    return is_personal(query) and bool(_REQUEST.search(lowered))
+
+
+def serves_request(record: MemoryRecord) -> bool:
+    """Whether a record serves a first-person request for advice by its own evidence: the
+    request is about the user, and the record, close in meaning
+    (:data:`REQUEST_MIN_COSINE`), is what they said. The calibration judges a query by
+    the store's best match, which in a small store is far from any request that shares
+    no word with what the user said."""
     evidence = record.metadata.get("evidence") or {}
-    return bool(evidence.get("personal")) and (evidence.get("cosine") or 0.0) >= PERSONAL_MIN_COSINE
+    return bool(evidence.get("request")) and (evidence.get("cosine") or 0.0) >= REQUEST_MIN_COSINE
+
+
+def own_relevance(record: MemoryRecord) -> Optional[float]:
+    """The record's own relevance: the calibration applied to its evidence alone, as if
+    it were the store's best match for the query (None: not calibrated). A question about
+    this user's history can still retrieve a record that has nothing to do with it; this
+    says so whatever the other records found."""
+    evidence = record.metadata.get("evidence") or {}
+    value = evidence.get("own_relevance")
+    return None if value is None else float(value)
+
+
+_SENTENCE = re.compile(r"[^.!?]+[.!?]*")
+
+
+def is_question(text: str) -> bool:
+    """Whether a message only asks: every sentence of it ends with a question mark
+    ("Where did my brother Theo study music?"); it states nothing."""
+    sentences = [s.strip() for s in _SENTENCE.findall(text) if words(s)]
+    return bool(sentences) and all(s.endswith("?") for s in sentences)
+
+
+def asks_only(record: MemoryRecord) -> bool:
+    """Whether a record is only the user's own questions (each part a user message that
+    :func:`is_question`): it carries no fact, so it ranks below statements and is no
+    evidence that a question is about the user's history."""
+    parts = record.parts or [record]
+    return all(p.role == "user" and is_question(p.text) for p in parts)
 
 
 _FIRST_PERSON = frozenset("i me my mine myself we us our ours ourselves i'm im i've ive i'd i'll".split())
@@ -226,8 +286,13 @@ def calibrate(
     calibration: "Calibration",
     text_of: Callable[[MemoryRecord], tuple[Optional[str], str]],
     left_out: Sequence[str] = (),
+    candidates: Optional[Callable[[Sequence[str]], Mapping[str, MemoryRecord]]] = None,
 ) -> None:
     """Set ``relevance`` and ``metadata["evidence"]`` on each of a query's records.
+
+    ``relevance`` judges the question (is it about what this user talked about?) from the
+    record and the store's best match; ``metadata["evidence"]["own_relevance"]`` judges
+    the record alone (:func:`own_relevance`).
 
     Args:
         query: the query.
@@ -241,28 +306,41 @@ def calibrate(
         left_out: texts of stored records that are no evidence (the conversation's own
             latest messages, the query among them): their words are not counted as
             known to the store (:func:`without_texts`).
+        candidates: reads the candidates of ``cosines`` by id; those that are only the
+            user's own questions (:func:`asks_only`) are no evidence either: an earlier
+            question close to this one says nothing of what the user told.
     """
     if not records:
         return
+    asked: dict[str, str] = {}
+    if candidates is not None and cosines:
+        asked = {i: r.text for i, r in candidates(list(cosines)).items() if asks_only(r)}
     query_words = content_words(query)
-    total, counts = without_texts(*word_counts(query_words), left_out)
+    total, counts = without_texts(*word_counts(query_words), [*left_out, *asked.values()])
     weights = {w: idf(n, total) for w, n in counts.items()}
     unknown, unknown_name = unknown_evidence(query, counts, weights)
     targets = [text_of(r) for r in records]
     shares = [lexical_share(query_words, weights, text) for _, text in targets]
-    best_cosine = max(cosines.values(), default=0.0)
+    best_cosine = max((c for i, c in cosines.items() if i not in asked), default=0.0)
+    stated = [s for r, s in zip(records, shares) if not asks_only(r)]
+    personal, request = float(is_personal(query)), float(is_request(query))
     for record, (record_id, _), share in zip(records, targets, shares):
         evidence = Evidence(
             cosine=cosines.get(record_id or ""),
             lexical=share,
             best_cosine=best_cosine,
-            best_lexical=max(shares),
+            best_lexical=max(stated, default=0.0),
             unknown=unknown,
             unknown_name=unknown_name,
-            personal=float(is_personal(query)),
+            personal=personal,
+            request=request,
         )
         record.relevance = calibration.relevance(evidence)
-        record.metadata["evidence"] = evidence.features()
+        record.metadata["evidence"] = {
+            **evidence.features(),
+            "own_relevance": calibration.relevance(evidence.own()),
+            "asks_only": float(asks_only(record)),
+        }
 
 
 def without_texts(
