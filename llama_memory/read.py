@@ -359,7 +359,7 @@ def admitting_rule(record: MemoryRecord, min_relevance: float, about_user: bool)
         return "no relevance: not ranked by it (shown whatever the question)"
     floor = RECORD_FLOOR if min_relevance > 0 else 0.0
     own = own_relevance(record)
-    own_shown = f", own relevance {own:.3f} >= {floor:.3f}" if own is not None else ""
+    own_shown = f", own relevance {own:.2g} >= floor {floor:.2g}" if own is not None else ""
     if min_relevance > 0 and serves_request(record):
         return (f"relevance {shown}, kept as it serves a request for advice in the first person "
                 f"(cosine >= {REQUEST_MIN_COSINE:.2f})")
@@ -378,8 +378,8 @@ def why_irrelevant(record: MemoryRecord, min_relevance: float) -> str:
     own = own_relevance(record)
     floor = RECORD_FLOOR if min_relevance > 0 else 0.0
     if own is not None and own < floor and record.relevance is not None and record.relevance >= min_relevance:
-        return (f"relevance {relevance_text(record)}, but its own relevance {own:.3f} is below "
-                f"the record floor {floor:.3f}")
+        return (f"relevance {relevance_text(record)}, but its own relevance {own:.2g} is below "
+                f"the record floor {floor:.2g}")
     return f"relevance {relevance_text(record)} below min_relevance {min_relevance:.2f}"
 
 

@@ -112,7 +112,8 @@ def test_what_counts_as_a_question_and_as_a_request() -> None:
     assert not asks_only(MemoryRecord(text="Which car do I drive?", role="assistant"))
     assert not asks_only(MemoryRecord(text="Which car? The red one.", role="user"))
     for request in ("Where should I eat tonight?", "Plan my weekend for me.",
-                    "I need a creative project to unwind, any ideas?", "What kind of job would suit me?"):
+                    "I need a creative project to unwind, any ideas?", "What kind of job would suit me?",
+                    "What present could I make for a friend at my club?", "Recommend a film for tonight."):
         assert is_request(request), request
     for question in ("what is my wife's name?", "which car do I drive?", "How much rent do I pay?",
                      "Where should Bob eat?"):
