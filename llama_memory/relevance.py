@@ -231,13 +231,23 @@ def own_relevance(record: MemoryRecord) -> Optional[float]:
     return None if value is None else float(value)
 
 
-_SENTENCE = re.compile(r"[^.!?]+[.!?]*")
+# A sentence ends at ".", "!" or "?" followed by a space, unless the dot ends an initial
+# or a common abbreviation ("C. S. Lewis", "Dr. Who", "vs. Spain").
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_NOT_AN_END = re.compile(r"(?:\b[A-Z]|\b(?:Mr|Mrs|Ms|Dr|St|Jr|Sr|Mt|vs|etc|e\.g|i\.e|approx))\.$")
 
 
 def is_question(text: str) -> bool:
     """Whether a message only asks: every sentence of it ends with a question mark
-    ("Where did my brother Theo study music?"); it states nothing."""
-    sentences = [s.strip() for s in _SENTENCE.findall(text) if words(s)]
+    ("Where did my brother Theo study music?", "Would Tim enjoy C. S. Lewis?"); it
+    states nothing."""
+    sentences: list[str] = []
+    for piece in _SENTENCE_END.split(text.strip()):
+        if sentences and _NOT_AN_END.search(sentences[-1]):
+            sentences[-1] += " " + piece
+        else:
+            sentences.append(piece)
+    sentences = [s for s in sentences if words(s)]
     return bool(sentences) and all(s.endswith("?") for s in sentences)
 
 

@@ -108,6 +108,8 @@ def test_what_counts_as_a_question_and_as_a_request() -> None:
     assert is_question("Where did my brother Theo study music?")
     assert is_question("Hi! Where is it? And when?") is False  # "Hi!" is no question
     assert not is_question("I love pizza.")
+    assert is_question("Would Tim enjoy reading books by C. S. Lewis or John Greene?")
+    assert not is_question("I met Dr. Who. Did you?")
     assert asks_only(MemoryRecord(text="Which car do I drive?", role="user"))
     assert not asks_only(MemoryRecord(text="Which car do I drive?", role="assistant"))
     assert not asks_only(MemoryRecord(text="Which car? The red one.", role="user"))
