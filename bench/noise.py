@@ -390,12 +390,16 @@ def own_relevance_of(w: np.ndarray, records: Sequence[dict[str, Any]]) -> np.nda
 
 
 def serving_requests(records: Sequence[dict[str, Any]]) -> np.ndarray:
-    """Which records serve a request for advice by their own cosine, whatever their
-    relevance (:func:`llama_memory.relevance.serves_request`)."""
+    """Which records serve a request for advice or a first-person question by their own
+    evidence, whatever their relevance (:func:`llama_memory.relevance.serves_request`,
+    :func:`llama_memory.relevance.speaks_of_what_is_asked`)."""
     from llama_memory.relevance import REQUEST_MIN_COSINE
 
-    return np.array([bool(r["evidence"].get("request")) and (r["evidence"].get("cosine") or 0.0) >= REQUEST_MIN_COSINE
-                     for r in records], dtype=bool)
+    def serves(e: dict[str, Any]) -> bool:
+        close = (e.get("cosine") or 0.0) >= REQUEST_MIN_COSINE
+        return close and (bool(e.get("request")) or (bool(e.get("personal")) and bool(e.get("shares_word"))))
+
+    return np.array([serves(r["evidence"]) for r in records], dtype=bool)
 
 
 def simulate(

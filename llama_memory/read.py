@@ -55,6 +55,7 @@ from .relevance import (
     choose_query,
     own_relevance,
     serves_request,
+    speaks_of_what_is_asked,
 )
 from .runtime import Runtime
 from .set_questions import records_for
@@ -302,7 +303,9 @@ def relevant_records(
     the floor. The user's own earlier questions state nothing: they never make a
     question one about the user, and they come after the statements. A record that
     serves a request for advice in the first person by its own cosine stays too
-    (:func:`~llama_memory.relevance.serves_request`)."""
+    (:func:`~llama_memory.relevance.serves_request`), and so does one close to a
+    first-person question that holds a word it names
+    (:func:`~llama_memory.relevance.speaks_of_what_is_asked`)."""
     floor = RECORD_FLOOR if min_relevance > 0 else 0.0
     about_user = any(
         r.is_turn and not asks_only(r) and r.relevance is not None and r.relevance >= min_relevance
@@ -362,6 +365,9 @@ def admitting_rule(record: MemoryRecord, min_relevance: float, about_user: bool)
     own_shown = f", own relevance {own:.2g} >= floor {floor:.2g}" if own is not None else ""
     if min_relevance > 0 and serves_request(record):
         return (f"relevance {shown}, kept as it serves a request for advice in the first person "
+                f"(cosine >= {REQUEST_MIN_COSINE:.2f})")
+    if min_relevance > 0 and speaks_of_what_is_asked(record):
+        return (f"relevance {shown}, kept as it holds a word of a first-person question "
                 f"(cosine >= {REQUEST_MIN_COSINE:.2f})")
     if not own_passes(record, floor):
         return None

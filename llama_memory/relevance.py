@@ -221,6 +221,26 @@ def serves_request(record: MemoryRecord) -> bool:
     return bool(evidence.get("request")) and (evidence.get("cosine") or 0.0) >= REQUEST_MIN_COSINE
 
 
+def speaks_of_what_is_asked(record: MemoryRecord) -> bool:
+    """Whether a record answers a first-person question by its own evidence: close in
+    meaning (:data:`REQUEST_MIN_COSINE`) and holding a word the question names ("Tell me
+    about my sister's job." / "My sister is called Maria and she is a dentist."). A
+    question about the user's own life often holds words no record has ("job"), which
+    the calibration takes for a question about things never said; a record that shares
+    none of its words ("what is my wife's name?" / "I repaint old bicycles") is no answer."""
+    evidence = record.metadata.get("evidence") or {}
+    return (bool(evidence.get("personal")) and bool(evidence.get("shares_word"))
+            and (evidence.get("cosine") or 0.0) >= REQUEST_MIN_COSINE)
+
+
+def shares_a_word(query_words: Sequence[str], text: str) -> bool:
+    """Whether ``text`` holds one of ``query_words`` (by :func:`stem`) of three letters
+    or more, leaving out the first person ("my", "I'm") and the pieces of a contraction
+    ("sister's" -> "s")."""
+    wanted = {stem(w) for w in query_words if len(w) >= 3 and w not in _FIRST_PERSON}
+    return bool(wanted & {stem(w) for w in words(text)})
+
+
 def own_relevance(record: MemoryRecord) -> Optional[float]:
     """The record's own relevance: the calibration applied to its evidence alone, as if
     it were the store's best match for the query (None: not calibrated). A question about
@@ -359,6 +379,7 @@ def calibrate(
         record.metadata["evidence"] = {
             **evidence.features(),
             "own_relevance": calibration.relevance(evidence.own()),
+            "shares_word": float(shares_a_word(query_words, text_of(record)[1])),
             "asks_only": float(asks_only(record)),
         }
 
