@@ -393,11 +393,12 @@ def serving_requests(records: Sequence[dict[str, Any]]) -> np.ndarray:
     """Which records serve a request for advice or a first-person question by their own
     evidence, whatever their relevance (:func:`llama_memory.relevance.serves_request`,
     :func:`llama_memory.relevance.speaks_of_what_is_asked`)."""
-    from llama_memory.relevance import REQUEST_MIN_COSINE
+    from llama_memory.relevance import NAMED_MIN_COSINE, REQUEST_MIN_COSINE
 
     def serves(e: dict[str, Any]) -> bool:
-        close = (e.get("cosine") or 0.0) >= REQUEST_MIN_COSINE
-        return close and (bool(e.get("request")) or (bool(e.get("personal")) and bool(e.get("shares_word"))))
+        cosine = e.get("cosine") or 0.0
+        return (bool(e.get("request")) and cosine >= REQUEST_MIN_COSINE) or (
+            bool(e.get("personal")) and bool(e.get("shares_word")) and cosine >= NAMED_MIN_COSINE)
 
     return np.array([serves(r["evidence"]) for r in records], dtype=bool)
 

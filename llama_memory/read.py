@@ -48,6 +48,7 @@ from .compose import (
 from .instrumentation import MemoryBlockEvent, Stopwatch, dispatcher, retrieval_event
 from .messages import check_text, message_text
 from .relevance import (
+    NAMED_MIN_COSINE,
     RECORD_FLOOR,
     REQUEST_MIN_COSINE,
     QueryPlan,
@@ -368,7 +369,7 @@ def admitting_rule(record: MemoryRecord, min_relevance: float, about_user: bool)
                 f"(cosine >= {REQUEST_MIN_COSINE:.2f})")
     if min_relevance > 0 and speaks_of_what_is_asked(record):
         return (f"relevance {shown}, kept as it holds a word of a first-person question "
-                f"(cosine >= {REQUEST_MIN_COSINE:.2f})")
+                f"(cosine >= {NAMED_MIN_COSINE:.2f})")
     if not own_passes(record, floor):
         return None
     if record.relevance >= min_relevance:
