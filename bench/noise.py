@@ -34,7 +34,9 @@ out: for each conversation, the logistic model and the ``min_relevance`` thresho
 chosen on the other conversations only (never-said queries whose store or questions are
 the held-out conversation's are left out of its training set too) and the held-out
 conversation's block is simulated with them. The threshold of a fold is the largest whose
-training real-question block recall is within ``--max-recall-loss`` of the unfiltered one.
+training real-question block recall is within ``--max-recall-loss`` of the unfiltered one;
+then the floor of a record's own relevance (the model applied to the record's evidence
+alone, ``RECORD_FLOOR``) is the largest that costs at most ``--max-recall-loss`` more.
 
 Run::
 
@@ -101,6 +103,8 @@ NEVER_SAID_FALLBACK = (
 #: How much training block recall a threshold may cost (``--fit``): held-out folds lose
 #: more than training ones, so this keeps a margin below the issue's 0.01.
 MAX_RECALL_LOSS = 0.003
+#: The floors tried for a record's own relevance (``--fit``), lowest first.
+FLOORS = (0.0, 1e-4, 3e-4, 1e-3, 2e-3, 5e-3, 0.01, 0.02, 0.05, 0.1, 0.2)
 #: Records whose relevance is at least this are kept in a simulated block (``--fit``).
 THRESHOLDS = tuple(round(x, 3) for x in np.arange(0.0, 0.951, 0.01))
 #: The block's fixed lines (open, intro, close) in tokens, for the simulation.
@@ -377,12 +381,36 @@ def relevance_of(w: np.ndarray, records: Sequence[dict[str, Any]]) -> np.ndarray
     return 1 / (1 + np.exp(-np.clip(x1 @ w, -50, 50)))
 
 
+def own_relevance_of(w: np.ndarray, records: Sequence[dict[str, Any]]) -> np.ndarray:
+    """Each record's own relevance under the model ``w``: the model applied to its own
+    evidence as if it were the query's best match (:func:`llama_memory.relevance.own_relevance`)."""
+    own = [{**r, "evidence": {**r["evidence"], "best_cosine": r["evidence"].get("cosine") or 0.0,
+                              "best_lexical": r["evidence"].get("lexical") or 0.0}} for r in records]
+    return relevance_of(w, own)
+
+
+def serving_requests(records: Sequence[dict[str, Any]]) -> np.ndarray:
+    """Which records serve a request for advice or a first-person question by their own
+    evidence, whatever their relevance (:func:`llama_memory.relevance.serves_request`,
+    :func:`llama_memory.relevance.speaks_of_what_is_asked`)."""
+    from llama_memory.relevance import NAMED_MIN_COSINE, REQUEST_MIN_COSINE
+
+    def serves(e: dict[str, Any]) -> bool:
+        cosine = e.get("cosine") or 0.0
+        return (bool(e.get("request")) and cosine >= REQUEST_MIN_COSINE) or (
+            bool(e.get("personal")) and bool(e.get("shares_word")) and cosine >= NAMED_MIN_COSINE)
+
+    return np.array([serves(r["evidence"]) for r in records], dtype=bool)
+
+
 def simulate(
     rows: Sequence[dict[str, Any]], records: Sequence[dict[str, Any]], relevance: np.ndarray,
     threshold: float, budget: int, evidence: dict[int, set[str]],
+    own: Optional[np.ndarray] = None, floor: float = 0.0, served: Optional[np.ndarray] = None,
 ) -> dict[str, Any]:
-    """The blocks of ``rows`` when only records of relevance >= threshold are kept
-    (small talk: none, as the library decides before retrieving)."""
+    """The blocks of ``rows`` when only records of relevance >= threshold (and of own
+    relevance ``own`` >= ``floor``) are kept, and those ``served`` whatever their
+    relevance (small talk: none, as the library decides before retrieving)."""
     by_query: dict[int, list[int]] = {}
     for j, r in enumerate(records):
         by_query.setdefault(r["query"], []).append(j)
@@ -395,7 +423,8 @@ def simulate(
         if row["set"] != "small_talk":
             used = BLOCK_OVERHEAD
             for j in by_query.get(q, []):
-                if relevance[j] >= threshold and used + records[j]["line_tokens"] <= budget:
+                enters = relevance[j] >= threshold and (own is None or own[j] >= floor)
+                if (enters or (served is not None and served[j])) and used + records[j]["line_tokens"] <= budget:
                     used += records[j]["line_tokens"]
                     ids.update(records[j]["ids"])
             tokens = used if ids else 0
@@ -456,15 +485,26 @@ def leave_one_out(
                 tried["supported"] < base["supported"] - max_support_loss - 1e-9
             ):
                 chosen = t
+        # Then the record's own relevance: the largest floor that costs at most
+        # ``max_loss`` more training block recall (and no recommendation support).
+        own, served = own_relevance_of(w, records), serving_requests(records)
+        at_threshold = simulate(train_rows, records, rel, chosen, budget, evidence, own, 0.0, served)
+        floor = 0.0
+        for f in FLOORS:
+            tried = simulate(train_rows, records, rel, chosen, budget, evidence, own, f, served)
+            if tried["recall"] >= at_threshold["recall"] - max_loss and not (
+                tried["supported"] < at_threshold["supported"] - max_support_loss - 1e-9
+            ):
+                floor = f
         fold: dict[str, Any] = {"held_out": held or "(all: the default)",
                                 "weights": dict(zip(("intercept", *FEATURES), map(float, w))),
-                                "threshold": chosen}
+                                "threshold": chosen, "floor": floor}
         if held is not None:
             # The held-out store's three sets (its never-said questions are another
             # conversation's: nothing fitted on this store saw them asked of it).
             test_rows = [(i, r) for i, r in enumerate(rows) if r["conversation"] == held and r["set"] in FIT_SETS]
             fold["before"] = simulate(test_rows, records, rel, 0.0, budget, evidence)
-            fold["after"] = simulate(test_rows, records, rel, chosen, budget, evidence)
+            fold["after"] = simulate(test_rows, records, rel, chosen, budget, evidence, own, floor, served)
         folds.append(fold)
     return {"max_recall_loss": max_loss, "max_support_loss": max_support_loss, "label": label,
             "features": list(FEATURES), "folds": folds}
@@ -512,11 +552,11 @@ def format_report(report: dict[str, Any]) -> str:
         lines += ["", f"leave-one-conversation-out (threshold: the largest whose training block recall "
                   f"is within {loo['max_recall_loss']} of the unfiltered one and whose recommendation "
                   f"support is within {loo.get('max_support_loss', 0.0)}; simulated blocks; label: {loo['label']})",
-                  f"{'held out':<20} {'thr':>5} {'recall before':>13} {'after':>6} "
+                  f"{'held out':<20} {'thr':>5} {'floor':>7} {'recall before':>13} {'after':>6} "
                   f"{'never-said tokens before':>24} {'after':>6} {'real tokens after':>17} "
                   f"{'supported before':>16} {'after':>6}  weights"]
         for f in loo["folds"]:
-            line = f"{f['held_out']:<20} {f['threshold']:>5.2f}"
+            line = f"{f['held_out']:<20} {f['threshold']:>5.2f} {f.get('floor', 0.0):>7.4f}"
             if "after" in f:
                 b, a = f["before"], f["after"]
                 line += (f" {b['recall']:>13.3f} {a['recall']:>6.3f} "

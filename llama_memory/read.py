@@ -47,7 +47,17 @@ from .compose import (
 )
 from .instrumentation import MemoryBlockEvent, Stopwatch, dispatcher, retrieval_event
 from .messages import check_text, message_text
-from .relevance import QueryPlan, choose_query, serves_personal_request
+from .relevance import (
+    NAMED_MIN_COSINE,
+    RECORD_FLOOR,
+    REQUEST_MIN_COSINE,
+    QueryPlan,
+    asks_only,
+    choose_query,
+    own_relevance,
+    serves_request,
+    speaks_of_what_is_asked,
+)
 from .runtime import Runtime
 from .set_questions import records_for
 from .sources.base import Recent, WindowAware
@@ -153,6 +163,16 @@ def compose_block(rt: Runtime, plan: QueryPlan, window: Sequence[ChatMessage]) -
         records = retrieve_for(rt, plan, min(most, fetch + duplicates), own)
         relevant, left_out = relevant_records(records, options.min_relevance)
         kept, duplicates = deduplicate(relevant, shown, left_out)
+    asked = sum(1 for r in relevant if is_question_record(r))
+    if asked:
+        # The user's own earlier questions state nothing: they must not take the places
+        # of statements. Ask for as many more records, and keep the questions only
+        # where the statements leave room among as many records as before.
+        places = len(relevant)
+        records = retrieve_for(rt, plan, fetch + asked, own)
+        relevant, left_out = relevant_records(records, options.min_relevance)
+        relevant, no_place = within_places(relevant, places)
+        kept, duplicates = deduplicate(relevant, shown, [*left_out, *no_place])
     rt.window_overlaps.append(duplicates)
     block = fit_block(  # 6. fit the budget
         kept, **budget, duplicates=duplicates, session_id=options.session_id,
@@ -267,18 +287,31 @@ def query_independent(rt: Runtime) -> list[SourceProtocol]:
 def relevant_records(
     records: Sequence[MemoryRecord], min_relevance: float
 ) -> tuple[list[MemoryRecord], list[LeftOut]]:
-    """The records at or above ``min_relevance`` (those without a relevance stay),
-    and the others as left out, :data:`~llama_memory.compose.IRRELEVANT`.
+    """The records that enter (those without a relevance stay), statements before the
+    user's own questions, and the others as left out, :data:`~llama_memory.compose.IRRELEVANT`.
 
-    The calibration judges a question mostly by its best match among past messages
-    (is it about this user's history at all?). A fact (a record that is no turn of a
-    conversation: a triple) is a few words, with a low cosine with any question, so its
-    own score says little: when some past message of the query is relevant, the
-    question is about this user, and their facts found for it stay too (ranked by their
-    source, within the block's budget). A record that serves a request in the first
-    person by its own cosine stays too (:func:`~llama_memory.relevance.serves_personal_request`)."""
+    Two decisions, in order. The calibration judges the question mostly by its best
+    match among past messages (is it about this user's history at all?): a record's
+    ``relevance`` must reach ``min_relevance``. Then the record itself: its own
+    relevance (:func:`~llama_memory.relevance.own_relevance`, the calibration applied to
+    its evidence alone) must reach :data:`~llama_memory.relevance.RECORD_FLOOR`, a low
+    bar (the question is about the user), but one a record that has nothing to do with
+    the question does not pass.
+
+    A fact (a record that is no turn of a conversation: a triple) is a few words, with a
+    low cosine with any question: when some past statement is relevant, the question is
+    about this user, and their facts found for it stay too if their own relevance passes
+    the floor. The user's own earlier questions state nothing: they never make a
+    question one about the user, and they come after the statements. A record that
+    serves a request for advice in the first person by its own cosine stays too
+    (:func:`~llama_memory.relevance.serves_request`), and so does one close to a
+    first-person question that holds a word it names
+    (:func:`~llama_memory.relevance.speaks_of_what_is_asked`)."""
+    floor = RECORD_FLOOR if min_relevance > 0 else 0.0
     about_user = any(
-        r.is_turn and r.relevance is not None and r.relevance >= min_relevance for r in records
+        r.is_turn and not asks_only(r) and r.relevance is not None and r.relevance >= min_relevance
+        and own_passes(r, floor)
+        for r in records
     )
     kept: list[MemoryRecord] = []
     dropped: list[LeftOut] = []
@@ -287,9 +320,39 @@ def relevant_records(
         if rule is not None:
             kept.append(replace(r, metadata={**r.metadata, ADMITTED_BY: rule}))
         else:
-            below = f"relevance {relevance_text(r)} below min_relevance {min_relevance:.2f}"
-            dropped.append(LeftOut(r, IRRELEVANT, detail=below))
-    return kept, dropped
+            dropped.append(LeftOut(r, IRRELEVANT, detail=why_irrelevant(r, min_relevance)))
+    return statements_first(kept), dropped
+
+
+def own_passes(record: MemoryRecord, floor: float) -> bool:
+    """Whether a record's own relevance reaches ``floor`` (a record without one does)."""
+    own = own_relevance(record)
+    return own is None or own >= floor
+
+
+def statements_first(records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
+    """``records`` with those that are only the user's own questions
+    (:func:`~llama_memory.relevance.asks_only`) moved after the others, each group in
+    its order: a question carries no fact."""
+    return [r for r in records if not is_question_record(r)] + [r for r in records if is_question_record(r)]
+
+
+def is_question_record(record: MemoryRecord) -> bool:
+    """Whether a retrieved turn is only the user's own questions."""
+    return record.is_turn and asks_only(record)
+
+
+def within_places(
+    records: Sequence[MemoryRecord], places: int
+) -> tuple[list[MemoryRecord], list[LeftOut]]:
+    """At most ``places`` of ``records`` (statements first, :func:`statements_first`):
+    the statements all stay, the user's own questions fill what places they leave; the
+    questions beyond are left out, :data:`~llama_memory.compose.IRRELEVANT`."""
+    statements = [r for r in records if not is_question_record(r)]
+    questions = [r for r in records if is_question_record(r)]
+    room = max(places - len(statements), 0)
+    detail = "only the user's own earlier question (it states nothing): statements took its place"
+    return statements + questions[:room], [LeftOut(r, IRRELEVANT, detail=detail) for r in questions[room:]]
 
 
 def admitting_rule(record: MemoryRecord, min_relevance: float, about_user: bool) -> Optional[str]:
@@ -298,14 +361,33 @@ def admitting_rule(record: MemoryRecord, min_relevance: float, about_user: bool)
     shown = relevance_text(record)
     if record.relevance is None:
         return "no relevance: not ranked by it (shown whatever the question)"
+    floor = RECORD_FLOOR if min_relevance > 0 else 0.0
+    own = own_relevance(record)
+    own_shown = f", own relevance {own:.2g} >= floor {floor:.2g}" if own is not None else ""
+    if min_relevance > 0 and serves_request(record):
+        return (f"relevance {shown}, kept as it serves a request for advice in the first person "
+                f"(cosine >= {REQUEST_MIN_COSINE:.2f})")
+    if min_relevance > 0 and speaks_of_what_is_asked(record):
+        return (f"relevance {shown}, kept as it holds a word of a first-person question "
+                f"(cosine >= {NAMED_MIN_COSINE:.2f})")
+    if not own_passes(record, floor):
+        return None
     if record.relevance >= min_relevance:
-        return f"relevance {shown} >= min_relevance {min_relevance:.2f}"
+        return f"relevance {shown} >= min_relevance {min_relevance:.2f}{own_shown}"
     if about_user and not record.is_turn:
-        return (f"relevance {shown}, a fact kept because a past message makes the question "
-                f"one about this user (relevance >= {min_relevance:.2f})")
-    if min_relevance > 0 and serves_personal_request(record):
-        return f"relevance {shown}, kept as it serves a request in the first person"
+        return (f"relevance {shown}, a fact kept because a past statement makes the question "
+                f"one about this user (relevance >= {min_relevance:.2f}){own_shown}")
     return None
+
+
+def why_irrelevant(record: MemoryRecord, min_relevance: float) -> str:
+    """Why :func:`admitting_rule` left a record out, in words."""
+    own = own_relevance(record)
+    floor = RECORD_FLOOR if min_relevance > 0 else 0.0
+    if own is not None and own < floor and record.relevance is not None and record.relevance >= min_relevance:
+        return (f"relevance {relevance_text(record)}, but its own relevance {own:.2g} is below "
+                f"the record floor {floor:.2g}")
+    return f"relevance {relevance_text(record)} below min_relevance {min_relevance:.2f}"
 
 
 # -- stage 5: deduplicate (compose.deduplicate), asking once more when short ------------

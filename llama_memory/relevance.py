@@ -44,7 +44,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 from typing import Literal, Optional
@@ -134,6 +134,7 @@ class Evidence:
         personal: 1.0 when the query is in the first person ("where should I eat?",
             "plan my weekend"): a request about the user, which what they said of
             themselves may serve without sharing a word with it (:func:`is_personal`).
+        request: 1.0 when the query asks for advice in the first person (:func:`is_request`).
     """
 
     cosine: Optional[float]
@@ -143,6 +144,7 @@ class Evidence:
     unknown: float = 0.0
     unknown_name: float = 0.0
     personal: float = 0.0
+    request: float = 0.0
 
     def features(self) -> dict[str, float]:
         """The calibration's inputs by name (products included)."""
@@ -158,25 +160,131 @@ class Evidence:
             "unknown_name": self.unknown_name,
             "personal": self.personal,
             "personal_cosine": self.personal * cosine,
+            "request": self.request,
         }
 
-
-#: A record whose own cosine with a request in the first person is at least this serves
-#: it whatever the store's best match (:func:`serves_personal_request`). With the
-#: calibrated model unrelated texts sit below 0.1 ("where should I eat tonight?" against
-#: brake-pad prices: 0.04), a stated preference above 0.25 ("I'm vegetarian": 0.26);
-#: measured on bench.noise's recommendation requests (docs/benchmarks.md).
-PERSONAL_MIN_COSINE = 0.2
+    def own(self) -> "Evidence":
+        """This evidence as if the record were the query's best match: what the record
+        says of the question by itself (:func:`own_relevance`)."""
+        cosine = self.cosine if self.cosine is not None else 0.0
+        return replace(self, best_cosine=cosine, best_lexical=self.lexical)
 
 
-def serves_personal_request(record: MemoryRecord) -> bool:
-    """Whether a record serves a first-person request ("where should I eat tonight?",
-    "plan my weekend") by its own evidence: the request is about the user, and the
-    record, close in meaning (:data:`PERSONAL_MIN_COSINE`), is what they said. The
-    calibration judges a query by the store's best match, which in a small store is far
-    from any request that shares no word with what the user said."""
+#: A record whose own cosine with a request for advice in the first person is at least
+#: this serves it whatever its calibrated relevance (:func:`serves_request`). Unrelated
+#: texts sit below 0.1 ("where should I eat tonight?" against brake-pad prices: 0.04), a
+#: stated preference above 0.25 ("I'm vegetarian": 0.26, "I love pizza.": 0.35). Factual
+#: questions in the first person ("what is my wife's name?") are no requests: against
+#: 2,000 hobby messages they reach 0.18 to 0.30, and get no such shortcut.
+REQUEST_MIN_COSINE = 0.2
+
+#: The lowest own relevance (:func:`own_relevance`) at which a record enters the block
+#: when the question is about this user's history: the calibration applied to the record's
+#: own evidence alone. Near zero on purpose: records with nothing to do with the question
+#: sit at 1e-6 to 4e-5 ("Which hotel did I book in Lisbon?" against a draft email to Bob:
+#: 2e-6), while some evidence turns the second hop finds by words sit lower than any
+#: floor. ``bench.noise --fit`` reports the largest floor per fold within
+#: ``--max-recall-loss`` (0 on every fold but one: any floor costs 0.004 or more of
+#: training block recall); this one costs 0.005 simulated, 0.008 measured with the rest
+#: of the change (docs/benchmarks.md, "The block a real agent sees: after").
+RECORD_FLOOR = 0.0001
+
+# A request for advice in the first person: what the user said of themselves may serve it
+# without sharing a word with it. A question about a fact of theirs ("what is my wife's
+# name?") needs that fact, and is no request.
+_REQUEST = re.compile(
+    r"\b(?:should|shall|could)\s+(?:i|we)\b|\b(?:recommend\w*|suggest\w*|ideas?|advice|tips?|plan)\b|"
+    r"\bwould\s+(?:suit|help)\s+(?:me|us)\b|\bwhat\s+to\b|\bhelp\s+me\b|\bcan\s+(?:i|we)\s+get\b"
+)
+
+
+_ASKING_VERBS = frozenset("recommend suggest plan".split())
+
+
+def is_request(query: str) -> bool:
+    """Whether a query asks for advice in the first person ("where should I eat tonight?",
+    "plan my weekend", "any ideas?"), as opposed to a question about a fact ("what is my
+    wife's name?")."""
+    found = words(query)
+    asks = bool(_REQUEST.search(" ".join(found)))
+    # "Recommend a film for tonight." asks for the user without naming them.
+    return asks and (is_personal(query) or (bool(found) and found[0] in _ASKING_VERBS))
+
+
+def serves_request(record: MemoryRecord) -> bool:
+    """Whether a record serves a first-person request for advice by its own evidence: the
+    request is about the user, and the record, close in meaning
+    (:data:`REQUEST_MIN_COSINE`), is what they said. The calibration judges a query by
+    the store's best match, which in a small store is far from any request that shares
+    no word with what the user said."""
     evidence = record.metadata.get("evidence") or {}
-    return bool(evidence.get("personal")) and (evidence.get("cosine") or 0.0) >= PERSONAL_MIN_COSINE
+    return bool(evidence.get("request")) and (evidence.get("cosine") or 0.0) >= REQUEST_MIN_COSINE
+
+
+#: The cosine from which a record that holds a word of a first-person question answers it
+#: (:func:`speaks_of_what_is_asked`): higher than for a request, since a shared word as
+#: common as "name" or "school" is no answer by itself. On bench.noise's first-person
+#: never-said questions of the LoCoMo stores, 0.2 let in 13 tokens per question, 0.3 two.
+NAMED_MIN_COSINE = 0.3
+
+
+def speaks_of_what_is_asked(record: MemoryRecord) -> bool:
+    """Whether a record answers a first-person question by its own evidence: close in
+    meaning and holding a word the question names ("Tell me
+    about my sister's job." / "My sister is called Maria and she is a dentist.",
+    :data:`NAMED_MIN_COSINE`). A
+    question about the user's own life often holds words no record has ("job"), which
+    the calibration takes for a question about things never said; a record that shares
+    none of its words ("what is my wife's name?" / "I repaint old bicycles") is no answer."""
+    evidence = record.metadata.get("evidence") or {}
+    return (bool(evidence.get("personal")) and bool(evidence.get("shares_word"))
+            and (evidence.get("cosine") or 0.0) >= NAMED_MIN_COSINE)
+
+
+def shares_a_word(query_words: Sequence[str], text: str) -> bool:
+    """Whether ``text`` holds one of ``query_words`` (by :func:`stem`) of three letters
+    or more, leaving out the first person ("my", "I'm") and the pieces of a contraction
+    ("sister's" -> "s")."""
+    wanted = {stem(w) for w in query_words if len(w) >= 3 and w not in _FIRST_PERSON}
+    return bool(wanted & {stem(w) for w in words(text)})
+
+
+def own_relevance(record: MemoryRecord) -> Optional[float]:
+    """The record's own relevance: the calibration applied to its evidence alone, as if
+    it were the store's best match for the query (None: not calibrated). A question about
+    this user's history can still retrieve a record that has nothing to do with it; this
+    says so whatever the other records found."""
+    evidence = record.metadata.get("evidence") or {}
+    value = evidence.get("own_relevance")
+    return None if value is None else float(value)
+
+
+# A sentence ends at ".", "!" or "?" followed by a space, unless the dot ends an initial
+# or a common abbreviation ("C. S. Lewis", "Dr. Who", "vs. Spain").
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_NOT_AN_END = re.compile(r"(?:\b[A-Z]|\b(?:Mr|Mrs|Ms|Dr|St|Jr|Sr|Mt|vs|etc|e\.g|i\.e|approx))\.$")
+
+
+def is_question(text: str) -> bool:
+    """Whether a message only asks: every sentence of it ends with a question mark
+    ("Where did my brother Theo study music?", "Would Tim enjoy C. S. Lewis?"); it
+    states nothing."""
+    sentences: list[str] = []
+    for piece in _SENTENCE_END.split(text.strip()):
+        if sentences and _NOT_AN_END.search(sentences[-1]):
+            sentences[-1] += " " + piece
+        else:
+            sentences.append(piece)
+    sentences = [s for s in sentences if words(s)]
+    return bool(sentences) and all(s.endswith("?") for s in sentences)
+
+
+def asks_only(record: MemoryRecord) -> bool:
+    """Whether a record is only the user's own questions (each part a user message that
+    :func:`is_question`): it carries no fact, so it ranks below statements and is no
+    evidence that a question is about the user's history."""
+    parts = record.parts or [record]
+    return all(p.role == "user" and is_question(p.text) for p in parts)
 
 
 _FIRST_PERSON = frozenset("i me my mine myself we us our ours ourselves i'm im i've ive i'd i'll".split())
@@ -226,8 +334,13 @@ def calibrate(
     calibration: "Calibration",
     text_of: Callable[[MemoryRecord], tuple[Optional[str], str]],
     left_out: Sequence[str] = (),
+    candidates: Optional[Callable[[Sequence[str]], Mapping[str, MemoryRecord]]] = None,
 ) -> None:
     """Set ``relevance`` and ``metadata["evidence"]`` on each of a query's records.
+
+    ``relevance`` judges the question (is it about what this user talked about?) from the
+    record and the store's best match; ``metadata["evidence"]["own_relevance"]`` judges
+    the record alone (:func:`own_relevance`).
 
     Args:
         query: the query.
@@ -241,28 +354,42 @@ def calibrate(
         left_out: texts of stored records that are no evidence (the conversation's own
             latest messages, the query among them): their words are not counted as
             known to the store (:func:`without_texts`).
+        candidates: reads the candidates of ``cosines`` by id; those that are only the
+            user's own questions (:func:`asks_only`) are no evidence either: an earlier
+            question close to this one says nothing of what the user told.
     """
     if not records:
         return
+    asked: dict[str, str] = {}
+    if candidates is not None and cosines:
+        asked = {i: r.text for i, r in candidates(list(cosines)).items() if asks_only(r)}
     query_words = content_words(query)
-    total, counts = without_texts(*word_counts(query_words), left_out)
+    total, counts = without_texts(*word_counts(query_words), [*left_out, *asked.values()])
     weights = {w: idf(n, total) for w, n in counts.items()}
     unknown, unknown_name = unknown_evidence(query, counts, weights)
     targets = [text_of(r) for r in records]
     shares = [lexical_share(query_words, weights, text) for _, text in targets]
-    best_cosine = max(cosines.values(), default=0.0)
+    best_cosine = max((c for i, c in cosines.items() if i not in asked), default=0.0)
+    stated = [s for r, s in zip(records, shares) if not asks_only(r)]
+    personal, request = float(is_personal(query)), float(is_request(query))
     for record, (record_id, _), share in zip(records, targets, shares):
         evidence = Evidence(
             cosine=cosines.get(record_id or ""),
             lexical=share,
             best_cosine=best_cosine,
-            best_lexical=max(shares),
+            best_lexical=max(stated, default=0.0),
             unknown=unknown,
             unknown_name=unknown_name,
-            personal=float(is_personal(query)),
+            personal=personal,
+            request=request,
         )
         record.relevance = calibration.relevance(evidence)
-        record.metadata["evidence"] = evidence.features()
+        record.metadata["evidence"] = {
+            **evidence.features(),
+            "own_relevance": calibration.relevance(evidence.own()),
+            "shares_word": float(shares_a_word(query_words, text_of(record)[1])),
+            "asks_only": float(asks_only(record)),
+        }
 
 
 def without_texts(

@@ -310,7 +310,7 @@ class VectorSource(MemorySource):
         if self.expiry.refresh_on_read and results:
             read = [p.id for r in results for p in (r.parts or [r]) if p.id]
             self.store.refresh_expiry(read, alive_at)
-        self._calibrate(query, results, cosines, scope, own_texts)
+        self._calibrate(query, results, cosines, scope, own_texts, reads)
         return self.salience.rerank(results, alive_at)
 
     @staticmethod
@@ -331,8 +331,10 @@ class VectorSource(MemorySource):
         cosines: Mapping[str, float],
         scope: Scope,
         left_out: Sequence[str] = (),
+        reads: Optional[RecordReads] = None,
     ) -> None:
-        """Set each record's absolute ``relevance`` from the evidence of its hit."""
+        """Set each record's absolute ``relevance`` from the evidence of its hit; the
+        candidates are read through ``reads`` (to tell the user's own questions apart)."""
         if self.calibration is None:
             return
 
@@ -343,7 +345,8 @@ class VectorSource(MemorySource):
         def word_counts(words: Sequence[str]) -> tuple[int, dict[str, int]]:
             return self.store.word_counts(words, scope)
 
-        calibrate(query, records, cosines, word_counts, self.calibration, hit, left_out)
+        candidates = reads.get if reads is not None else None
+        calibrate(query, records, cosines, word_counts, self.calibration, hit, left_out, candidates)
 
     def recent(
         self, scope: Scope, k: int, span: Optional[tuple[float, float]] = None

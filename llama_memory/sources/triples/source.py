@@ -318,6 +318,7 @@ class TripleSource(MemorySource):
         for record in records:
             if record.metadata["evidence"].get("lexical", 0.0) >= FULL_MATCH:
                 record.relevance = 1.0
+                record.metadata["evidence"]["own_relevance"] = 1.0
 
     def search(
         self,
