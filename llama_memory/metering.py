@@ -83,6 +83,7 @@ class _MeterHandler(BaseEventHandler):
         if not meters or not isinstance(event, (LLMChatEndEvent, LLMCompletionEndEvent)):
             return None
         usage = reported_usage(event.response)
+        estimated = usage is None
         if usage is None:
             sent_text = (
                 "\n".join(_message_text(m) for m in event.messages)
@@ -90,7 +91,7 @@ class _MeterHandler(BaseEventHandler):
             )  # fmt: skip
             usage = (_count(sent_text), _count(_response_text(event.response)))
         for meter in meters:
-            meter.add(usage[0], usage[1], estimated=reported_usage(event.response) is None)
+            meter.add(usage[0], usage[1], estimated=estimated)
         return None
 
 
