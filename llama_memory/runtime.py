@@ -5,7 +5,7 @@ parts it was opened with (the store, the sources, the user's instructions) and t
 it keeps between calls (the last block, the usage log, the formation worker, the lock)
 live in one runtime. :func:`~llama_memory.config.build_memory` attaches what it opened
 (:meth:`Runtime.attach`); :mod:`llama_memory.read` (``get``), :mod:`llama_memory.write`
-(``put``), :mod:`llama_memory.passes` (formation passes) and
+(``put``), :mod:`llama_memory.formation.passes` (formation passes) and
 :mod:`llama_memory.maintenance` take the runtime, never the facade's private state.
 """
 
@@ -21,7 +21,8 @@ from llama_index.core.memory.types import BaseMemory
 from .asyncbridge import BridgeSafeRLock, LoopLocks, run_io
 from .compose import MemoryBlock
 from .errors import LlamaMemoryError, MemoryClosedError
-from .formation import FormationWorker, PassPart
+from .formation.jobs import FormationWorker
+from .formation.parts import PassPart
 from .instructions import Instructions
 from .settings import MemorySettings
 from .sources.base import Source, WithTools

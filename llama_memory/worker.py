@@ -16,9 +16,9 @@ from typing import Any, Callable, Optional, Union
 
 from .config import open_queue
 from .errors import LlamaMemoryError
-from .formation import DEFAULT_LEASE, POLL_SECONDS, FormationWorker, JobOutcome
+from .formation.jobs import DEFAULT_LEASE, POLL_SECONDS, FormationWorker, JobOutcome
+from .formation.passes import follow_up, run_job
 from .memory import ComposableMemory
-from .passes import follow_up, run_job
 from .storage.ports.jobs import Job
 
 logger = logging.getLogger(__name__)
