@@ -58,10 +58,10 @@ def put_messages(rt: Runtime, messages: list[ChatMessage]) -> None:
     with rt.lock:
         rt.check_open()
         turns = rt.user_turns_pending + sum(m.role == "user" for m in stored)
-        extracting = options.llm is not None or options.extract_in == "worker"
-        due = extracting and 0 < options.extract_every <= turns
+        forming = options.llm is not None or options.extract_in == "worker"
+        due = forming and 0 < options.extract_every <= turns
         # Debounce: the session's pass falls due once it has been quiet long enough.
-        later = extracting and not due and options.extract_after_quiet > 0 and rt.store is not None
+        later = forming and not due and options.extract_after_quiet > 0 and rt.store is not None
         with one_write(rt, "put messages"):  # 2. one transaction
             add_to_sources(rt, stored)
             rt.primary.put_messages(list(messages))
@@ -176,6 +176,6 @@ def reset(rt: Runtime) -> None:
     with rt.lock:
         rt.check_open()
         rt.primary.reset()
-        rt.extracted_upto = rt.user_turns_pending = 0
+        rt.formed_upto = rt.user_turns_pending = 0
         rt.window_overlaps.clear()  # they describe the window just cleared
         rt.last_block = MemoryBlock()

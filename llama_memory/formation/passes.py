@@ -168,11 +168,11 @@ def extract(rt: Runtime, messages: Optional[Sequence[ChatMessage]], llm: Any) ->
         history = rt.primary.get_all()
         automatic = messages is None
         if messages is None:
-            messages = history[min(rt.extracted_upto, len(history)) :]
+            messages = history[min(rt.formed_upto, len(history)) :]
         run_parts(rt.pass_parts(), rt.scope, llm, messages)
         # Advance only once every source succeeded: a failed pass is retried.
         if automatic:
-            rt.extracted_upto = len(history)
+            rt.formed_upto = len(history)
 
 
 # -- waiting for the formation passes -----------------------------------------------------
