@@ -26,7 +26,7 @@ _EXPORTS: dict[str, str] = {
     "EmbeddingModelError": ".errors",
     "EncryptionError": ".errors",
     "Expiry": ".storage.expiry",
-    "ExtractionError": ".extraction",
+    "ExtractionError": ".errors",
     "KnowledgeTriple": ".sources.triples",
     "LlamaIndexMemorySource": ".sources",
     "LlamaMemoryError": ".errors",
@@ -67,6 +67,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the eager imports
         EmbeddingMismatchError,
         EmbeddingModelError,
         EncryptionError,
+        ExtractionError,
         LlamaMemoryError,
         MemoryClosedError,
         ModelIntegrityError,
@@ -75,7 +76,6 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the eager imports
         ScopeError,
         StorageError,
     )
-    from .extraction import ExtractionError
     from .memory import ComposableMemory
     from .restore import set_restore_hook
     from .settings import MemorySettings

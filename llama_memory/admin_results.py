@@ -62,10 +62,10 @@ class StoreStats:
         schema_version: the SQLite schema version.
         tenants: every tenant in the store.
         location: the store: its directory, or ``host:port/dbname`` (no password).
-        jobs: background jobs (extraction passes) by state: ``queued`` (waiting,
+        jobs: background jobs (formation passes) by state: ``queued`` (waiting,
             or waiting for a retry), ``running``, ``done``, ``dead`` (failed for
             good; the store keeps the last error), for the whole store.
-        formation: what the tenant's extraction passes cost, per user and per day
+        formation: what the tenant's formation passes cost, per user and per day
             (UTC), oldest day first: passes run, failed ones, LLM tokens sent and
             received, wall time (:class:`~llama_memory.storage.ports.jobs.FormationDay`;
             a job's runs count on the day its last run ended).

@@ -232,7 +232,7 @@ class MemoryBlocks(BaseModel):
         return await asyncio.to_thread(self.memory_for, session_id)  # opening does file I/O
 
     def close(self) -> None:
-        """Close every session's memory (their stores and extraction threads); the blocks
+        """Close every session's memory (their stores and formation threads); the blocks
         reopen them if used again."""
         with self._lock:
             memories, self._memories = list(self._memories.values()), OrderedDict()

@@ -21,7 +21,7 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.utils import get_tokenizer
 
 from .buffer import ChatBuffer
-from .formation import warm_up
+from .formation.answer import warm_up
 from .instructions import Instructions
 from .maintenance import reconcile
 from .settings import MemorySettings

@@ -3,7 +3,7 @@
 Every user of every tenant (or of one) is copied with everything the system of record
 holds of them: chat logs in their order, message records with their expiry, profile
 rows and instructions with their history, knowledge triples with their mentions and history, their
-per-session meta (extraction cursors) and the jobs still waiting for them. The
+per-session meta (formation cursors) and the jobs still waiting for them. The
 store-wide meta (which embedding model made the vectors) goes first. Each user is
 copied in one PostgreSQL transaction: a failure leaves that user absent, never half
 there, and ``skip_existing`` resumes a copy that stopped.

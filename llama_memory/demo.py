@@ -26,7 +26,7 @@ FIRST_CONVERSATION: tuple[tuple[str, str], ...] = (
     ("Yes, pepperoni.", "Pepperoni it is, a classic."),
     ("I just moved to New York.", "Welcome to New York! How are you finding it?"),
 )
-#: What an agent's update_profile tool (or LLM extraction) would record after each turn.
+#: What an agent's update_profile tool (or a formation pass) would record after each turn.
 PROFILE_UPDATES: tuple[dict, ...] = (
     {"name": "John"},
     {"food": {"loves": "pizza"}},

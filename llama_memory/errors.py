@@ -83,6 +83,16 @@ class EncryptionError(StorageError):
     says which). Raised before anything is written; the store is unchanged."""
 
 
+class ExtractionError(LlamaMemoryError, ValueError):
+    """An LLM's structured output was malformed, or was rejected on validation: the
+    answer of a formation pass (memory formation: the profile, the triples and the other
+    parts formed from the conversation), or a source's own structured call.
+
+    Nothing derived from that output was written. (The name predates the word
+    "formation" and is kept: it is public.)
+    """
+
+
 class RestoreWarning(UserWarning):
     """A restored memory lacks something its dict could not carry (a live LLM, a custom
     tokenizer): pass it to ``from_dict`` or through ``set_restore_hook``."""

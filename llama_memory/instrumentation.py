@@ -13,7 +13,7 @@ Events (subclasses of LlamaIndex's ``BaseEvent``, each emitted inside its span):
 - :class:`MemoryRetrievalEvent`: what one source returned for a query;
 - :class:`MemoryBlockEvent`: what ``get()`` injected, and what it left out and why;
 - :class:`MemoryPutEvent`: messages written to the conversation and the sources;
-- :class:`MemoryExtractionEvent`: one source's LLM extraction pass.
+- :class:`MemoryExtractionEvent`: one LLM call of memory formation (a formation pass).
 
 Events carry ids, sources, counts and timings, never stored text beyond the query.
 """
@@ -105,12 +105,13 @@ class MemoryPutEvent(MemoryEvent):
 
 
 class MemoryExtractionEvent(MemoryEvent):
-    """One extraction pass with an LLM (``source`` ``"pass:triples+profile..."`` for the
-    parts' one call, else a source's own): its messages, tokens and time; ``error``
-    says why it failed, if it did."""
+    """One LLM call of memory formation (``source`` ``"pass:triples+profile..."`` for
+    the formation pass's one call for its parts, else a source's own): its messages,
+    tokens and time; ``error`` says why it failed, if it did. (The name predates the
+    word "formation" and is kept: handlers match on it.)"""
 
-    source: str = Field(description="The source that extracted.")
-    messages: int = Field(default=0, description="Messages extracted from.")
+    source: str = Field(description="The pass, or the source that formed memories.")
+    messages: int = Field(default=0, description="Messages it read.")
     error: Optional[str] = Field(default=None, description="The failure, if any.")
     tokens_sent: int = Field(
         default=0, description="Prompt tokens of its LLM calls (as the LLM reported them, else counted)."

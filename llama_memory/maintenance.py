@@ -26,7 +26,7 @@ def forget(rt: Runtime, user_id: Optional[str]) -> None:
         rt.check_open()
         if user == own:
             rt.primary.reset()
-            rt.extracted_upto = rt.user_turns_pending = 0
+            rt.formed_upto = rt.user_turns_pending = 0
         if rt.store is not None:
             rt.store.delete_user(scope)  # every table, any source, every session
         forget_in_indexes(rt, scope, user)

@@ -15,7 +15,7 @@ from llama_index.core.memory.types import BaseMemory
 from llama_index.core.utils import get_tokenizer
 from pydantic import BaseModel
 
-from . import maintenance, passes, read, write
+from . import maintenance, read, write
 from .agents import RunMemoryTool, drops_leading_system_message
 from .arguments import messages_arg, not_a_message, parameters, reject_unknown
 from .compose import MemoryBlock
@@ -28,6 +28,7 @@ from .defaults import DEFAULT_MEMORY_TOKEN_LIMIT as DEFAULT_MEMORY_TOKEN_LIMIT
 from .defaults import DEFAULT_TOKEN_LIMIT as DEFAULT_TOKEN_LIMIT
 from .defaults import DEFAULT_TOP_K as DEFAULT_TOP_K
 from .errors import LlamaMemoryError
+from .formation import passes
 from .instructions import Instructions
 from .instrumentation import dispatcher
 from .relevance import DEFAULT_MIN_RELEVANCE

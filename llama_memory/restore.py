@@ -346,7 +346,7 @@ def memory_from_dict(cls: type[M], data: dict[str, Any], kwargs: dict[str, Any])
     restore_parts(config)
     llm_left_behind = isinstance(config.get("llm"), dict)
     restore_live_parts(config)
-    # Restored without its llm (the RestoreWarning says extraction is off): the
+    # Restored without its llm (the RestoreWarning says formation is off): the
     # memory keeps its formation settings, for to_dict and a later restore with an
     # llm, without the ValueError a new memory built that way gets.
     idle = {k: config.pop(k) for k in ("extract_every", "extract_after_quiet") if k in config} if (

@@ -5,7 +5,7 @@ parts it was opened with (the store, the sources, the user's instructions) and t
 it keeps between calls (the last block, the usage log, the formation worker, the lock)
 live in one runtime. :func:`~llama_memory.config.build_memory` attaches what it opened
 (:meth:`Runtime.attach`); :mod:`llama_memory.read` (``get``), :mod:`llama_memory.write`
-(``put``), :mod:`llama_memory.passes` (formation passes) and
+(``put``), :mod:`llama_memory.formation.passes` (formation passes) and
 :mod:`llama_memory.maintenance` take the runtime, never the facade's private state.
 """
 
@@ -21,7 +21,8 @@ from llama_index.core.memory.types import BaseMemory
 from .asyncbridge import BridgeSafeRLock, LoopLocks, run_io
 from .compose import MemoryBlock
 from .errors import LlamaMemoryError, MemoryClosedError
-from .formation import FormationWorker, PassPart
+from .formation.jobs import FormationWorker
+from .formation.parts import PassPart
 from .instructions import Instructions
 from .settings import MemorySettings
 from .sources.base import Source, WithTools
@@ -93,8 +94,8 @@ class Runtime:
             a whole retrieval).
         worker: the formation worker thread, started by the first job.
         job_payload: the payload of this memory's formation jobs, by scope.
-        user_turns_pending: user messages not yet extracted from.
-        extracted_upto: without a store, where extraction is in the conversation.
+        user_turns_pending: user messages no formation pass has been queued for yet.
+        formed_upto: without a store, where formation is in the conversation.
         closed: ``close()`` was called.
         warned_not_atomic: the "writes are not atomic" warning was logged.
     """
@@ -116,7 +117,7 @@ class Runtime:
         self.worker: Optional[FormationWorker] = None
         self.job_payload: Optional[tuple[tuple[Any, ...], dict[str, Any]]] = None
         self.user_turns_pending = 0
-        self.extracted_upto = 0
+        self.formed_upto = 0
         self.closed = False
         self.warned_not_atomic = False
 
@@ -189,7 +190,7 @@ class Runtime:
         the vector source of past messages). These two ride on the pass's one structured
         call made for another part (the profile, the triples): alone they never make a
         call of their own, so a memory of user-supplied sources only keeps its sources'
-        own extraction and LLM calls as they were."""
+        own formation (``extract``) and LLM calls as they were."""
         parts: list[Any] = list(self.sources)
         if not any(isinstance(s, PassPart) for s in parts):
             return parts

@@ -82,7 +82,7 @@ Seconds = Annotated[float, AfterValidator(_non_negative)]
 
 
 def check_formation(llm: Any, extract_every: int, extract_after_quiet: float, extract_in: str) -> None:
-    """ValueError when automatic extraction is asked for and nothing would run it: a
+    """ValueError when automatic formation is asked for and nothing would run it: a
     memory that runs its passes itself (``extract_in="thread"``) needs an ``llm``;
     with ``extract_in="worker"`` the worker processes bring theirs."""
     if llm is not None or extract_in != "thread" or not (extract_every or extract_after_quiet):
@@ -181,10 +181,10 @@ class MemorySettings(BaseModel):
         default="system", description='Where the block goes: "system" or "user" message.'
     )
 
-    # -- formation: who extracts structured memories, and when ---------------------------
-    llm: Any = _live("LLM for sources that extract structured memories.")
+    # -- formation: who forms structured memories, and when ------------------------------
+    llm: Any = _live("LLM that forms structured memories (the formation passes).")
     extract_every: Count = Field(
-        default=0, description="Queue an extraction pass every N user turns (0: on demand)."
+        default=0, description="Queue a formation pass every N user turns (0: on demand)."
     )
     extract_in: ExtractIn = Field(
         default="thread",
@@ -193,12 +193,12 @@ class MemorySettings(BaseModel):
     )
     extract_after_quiet: Seconds = Field(
         default=0.0,
-        description="Queue an extraction pass once the session has been quiet this many seconds "
+        description="Queue a formation pass once the session has been quiet this many seconds "
         "(0: off); each put() pushes it back.",
     )
     formation_token_budget: Count = Field(
         default=0,
-        description="LLM tokens a user's queued extraction passes may use per day (UTC); "
+        description="LLM tokens a user's queued formation passes may use per day (UTC); "
         "passes past it wait for the next day (0: no budget).",
     )
 

@@ -1,6 +1,6 @@
-"""Extraction passes run by a process of their own: ``llama-memory worker --store PATH``.
+"""Formation passes run by a process of their own: ``llama-memory worker --store PATH``.
 
-Memories built with ``extract_every=N`` queue a pass every N user turns (see
+Memories built with ``extract_every=N`` queue a formation pass every N user turns (see
 docs/formation.md). A server whose memories are built with ``extract_in="worker"``
 runs none itself: one or more worker processes claim the passes from the store's
 queue, each pass once, with the LLM they are given.
@@ -16,9 +16,9 @@ from typing import Any, Callable, Optional, Union
 
 from .config import open_queue
 from .errors import LlamaMemoryError
-from .formation import DEFAULT_LEASE, POLL_SECONDS, FormationWorker, JobOutcome
+from .formation.jobs import DEFAULT_LEASE, POLL_SECONDS, FormationWorker, JobOutcome
+from .formation.passes import follow_up, run_job
 from .memory import ComposableMemory
-from .passes import follow_up, run_job
 from .storage.ports.jobs import Job
 
 logger = logging.getLogger(__name__)
@@ -37,13 +37,13 @@ def run_worker(
     formation_token_budget: Optional[int] = None,
     **memory_kwargs: Any,
 ) -> int:
-    """Run the extraction passes queued in the store under ``path``; return how many
+    """Run the formation passes queued in the store under ``path``; return how many
     jobs were run (done or failed).
 
     Args:
         path: the memory directory (``path=`` of the memories that queue the passes),
             or the ``postgresql://`` URL of their PostgreSQL store.
-        llm: the LlamaIndex LLM the passes extract with.
+        llm: the LlamaIndex LLM the passes form memories with.
         once: run the jobs that may run now, then return; else run until ``stop``
             is set.
         stop: set it to stop after the job running now.
@@ -51,7 +51,7 @@ def run_worker(
             the job over once the lease runs out.
         poll: seconds between looks at an empty queue.
         name: this worker's name in the queue (default a random one).
-        report: called with each job's :class:`~llama_memory.formation.JobOutcome`
+        report: called with each job's :class:`~llama_memory.formation.jobs.JobOutcome`
             as it ends (done, failed and retried at a time, dead with its error):
             ``llama-memory worker`` prints one line per job with it.
         formation_token_budget: tokens a user's passes may use per day (UTC), for

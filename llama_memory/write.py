@@ -7,10 +7,10 @@
    its content) and given an id, text and event time before anything is written;
 2. **one transaction** (:func:`one_write`): every source (:func:`add_to_sources`), then
    the chat buffer, then the usage notes of the blocks shown, all or nothing;
-3. **queue the formation pass** (:func:`~llama_memory.passes.queue_pass`), in the same
+3. **queue the formation pass** (:func:`~llama_memory.formation.passes.queue_pass`), in the same
    transaction, when one falls due (``extract_every`` user turns, or
    ``extract_after_quiet`` seconds of quiet); the memory's thread or a worker process
-   runs it (:mod:`llama_memory.passes`), so ``put()`` never waits for an LLM.
+   runs it (:mod:`llama_memory.formation.passes`), so ``put()`` never waits for an LLM.
 
 ``set()`` (:func:`set_messages`) is stages 1 and 2 for the messages new to the
 conversation.
@@ -29,6 +29,7 @@ from llama_index.core.base.llms.types import ChatMessage
 from .arguments import messages_arg
 from .compose import MemoryBlock
 from .errors import LlamaMemoryError
+from .formation.passes import formation_worker, job_payload, pass_running, queue_pass
 from .instrumentation import MemoryPutEvent, Stopwatch, dispatcher
 from .messages import (
     check_storable,
@@ -38,7 +39,6 @@ from .messages import (
     message_time,
     role_name,
 )
-from .passes import formation_worker, job_payload, pass_running, queue_pass
 from .runtime import Runtime
 from .sources.base import Stored
 from .types import StoredMessage, now
@@ -58,10 +58,10 @@ def put_messages(rt: Runtime, messages: list[ChatMessage]) -> None:
     with rt.lock:
         rt.check_open()
         turns = rt.user_turns_pending + sum(m.role == "user" for m in stored)
-        extracting = options.llm is not None or options.extract_in == "worker"
-        due = extracting and 0 < options.extract_every <= turns
+        forming = options.llm is not None or options.extract_in == "worker"
+        due = forming and 0 < options.extract_every <= turns
         # Debounce: the session's pass falls due once it has been quiet long enough.
-        later = extracting and not due and options.extract_after_quiet > 0 and rt.store is not None
+        later = forming and not due and options.extract_after_quiet > 0 and rt.store is not None
         with one_write(rt, "put messages"):  # 2. one transaction
             add_to_sources(rt, stored)
             rt.primary.put_messages(list(messages))
@@ -176,6 +176,6 @@ def reset(rt: Runtime) -> None:
     with rt.lock:
         rt.check_open()
         rt.primary.reset()
-        rt.extracted_upto = rt.user_turns_pending = 0
+        rt.formed_upto = rt.user_turns_pending = 0
         rt.window_overlaps.clear()  # they describe the window just cleared
         rt.last_block = MemoryBlock()

@@ -1,4 +1,4 @@
-"""The commands of the background extraction passes: ``worker`` runs them, ``jobs``
+"""The commands of the background formation passes: ``worker`` runs them, ``jobs``
 lists the failed ones and queues them again."""
 
 from __future__ import annotations

@@ -99,10 +99,11 @@ class WithTools(Protocol):
 
 @runtime_checkable
 class Extracting(Protocol):
-    """A source that derives structured memories with an LLM."""
+    """A source that forms structured memories with an LLM its own way (memory
+    formation outside a formation pass's parts: its own LLM call)."""
 
     def extract(self, messages: Sequence[ChatMessage], llm: Any, scope: Scope) -> Any:
-        """Derive and store structured memories from ``messages``."""
+        """Form and store structured memories from ``messages``."""
         ...
 
 

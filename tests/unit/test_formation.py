@@ -16,9 +16,8 @@ from typing import Any
 import pytest
 
 from helpers import assistant, user
-from llama_memory import ComposableMemory
+from llama_memory import ComposableMemory, ExtractionError
 from llama_memory.admin import MemoryAdmin
-from llama_memory.extraction import ExtractionError
 from llama_memory.formation import FormationWorker
 from llama_memory.sources.base import MemorySource
 from llama_memory.testing import ScriptedLLM, ToolCallReply, pass_answer
@@ -505,3 +504,32 @@ def test_the_pass_of_the_default_sources_writes_the_sessions_summary(tmp_path: P
         assert any(r.text == summary for r in memory.search("quartet cello"))  # found like a message
     finally:
         memory.close()
+
+
+def test_the_names_users_imported_before_the_formation_package_still_import() -> None:
+    """``llama_memory.formation`` became a package and ``llama_memory.extraction`` an
+    alias module: every name imported from them before still is, as the same object, in
+    a fresh process (an import cycle between the package's modules would show here)."""
+    code = textwrap.dedent(
+        """
+        import llama_memory.formation as formation
+        from llama_memory import ExtractionError
+        from llama_memory.errors import ExtractionError as in_errors
+        from llama_memory.extraction import ExtractionError as in_extraction, structured_output
+        from llama_memory.worker import run_worker
+
+        assert ExtractionError is in_errors is in_extraction is formation.ExtractionError
+        assert structured_output is formation.structured_output and callable(run_worker)
+        names = [
+            "EXTRACT_JOB", "DEFAULT_LEASE", "RETRY_BASE", "MAX_ATTEMPTS", "POLL_SECONDS",
+            "Proposing", "PassWindow", "PassPart", "PASS_ANSWER", "PASS_PROMPT", "JSON_ONLY",
+            "pass_window", "conversation_lines", "pass_prompt", "ask_pass", "warm_up",
+            "apply_pass", "parse_answer", "run_parts", "cursor_key", "job_key", "run_pass",
+            "FormationDeferred", "JobOutcome", "retry_in", "FormationWorker",
+        ]
+        print([n for n in names if not hasattr(formation, n)])
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

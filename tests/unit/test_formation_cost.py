@@ -23,8 +23,8 @@ from helpers import user
 from llama_memory import ComposableMemory, MemoryAdmin
 from llama_memory.cli import main
 from llama_memory.formation import FormationDeferred
+from llama_memory.formation.passes import DAY, check_budget
 from llama_memory.instrumentation import MemoryExtractionEvent
-from llama_memory.passes import DAY, check_budget
 from llama_memory.storage.ports import PassCost
 from llama_memory.storage.postgres import MIGRATIONS, PostgresStore
 from llama_memory.storage.sqlite import SQLiteStore

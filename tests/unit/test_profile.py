@@ -19,9 +19,8 @@ from llama_index.core.base.llms.types import MessageRole
 from pydantic import BaseModel, Field
 
 from helpers import assistant, user
-from llama_memory import ComposableMemory, Scope, ScopeError
+from llama_memory import ComposableMemory, ExtractionError, Scope, ScopeError
 from llama_memory.config import default_profile_source, default_vector_source
-from llama_memory.extraction import ExtractionError
 from llama_memory.sources.profile import ProfileOp, ProfileSource, ProfileUpdateError
 from llama_memory.storage.sqlite import SQLiteStore
 from llama_memory.testing import pass_answer

@@ -105,7 +105,7 @@ class FailingExtractor(NotesSource):
     """Extraction that rejects the LLM's answer, as a malformed structured output would."""
 
     def extract(self, messages: Sequence[ChatMessage], llm: Any, scope: Scope) -> None:
-        from llama_memory.extraction import ExtractionError
+        from llama_memory import ExtractionError
 
         self.extracted.append(([m.content or "" for m in messages], llm, scope))
         raise ExtractionError("malformed output")

@@ -21,9 +21,8 @@ from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
 from helpers import assistant, user
-from llama_memory import ComposableMemory, Scope, ScopeError
+from llama_memory import ComposableMemory, ExtractionError, Scope, ScopeError
 from llama_memory.config import default_triple_source, default_vector_source
-from llama_memory.extraction import ExtractionError
 from llama_memory.sources.triples import (
     KnowledgeTriple,
     TripleError,

@@ -16,9 +16,9 @@ recorded as a row without a value.
 
 How it changes. Only through explicit updates: patch operations (``set``,
 ``append``, ``remove`` on a dotted path), a JSON merge patch (RFC 7386: objects
-merge, ``null`` removes), the agent tools, or LLM extraction. Every update is
-checked whole before anything is written, and written in one transaction:
-either every operation applies or none does.
+merge, ``null`` removes), the agent tools, or memory formation (an LLM's formation
+pass). Every update is checked whole before anything is written, and written in one
+transaction: either every operation applies or none does.
 
 The package, one concern a module: ``paths`` (dotted paths, values, the update
 error), ``schema`` (checks against a pydantic schema), ``ops`` (operations, merge

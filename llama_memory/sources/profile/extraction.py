@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from ...extraction import ExtractionError
+from ...errors import ExtractionError
 from ...types import Scope
 from .ops import ProfileOp, to_ops
 from .paths import ProfileUpdateError

@@ -181,7 +181,7 @@ class ProfileSource(MemorySource):
 
     def add(self, messages: Sequence[StoredMessage], scope: Scope) -> None:
         """Nothing: the profile changes only through explicit updates, the agent
-        tools or extraction, never from raw messages."""
+        tools or memory formation, never from raw messages."""
 
     def update_profile(
         self,
@@ -337,7 +337,7 @@ class ProfileSource(MemorySource):
         """Delete the user's profile and its history (what ``memory.reset()`` calls)."""
         self.forget(scope, with_history=True)
 
-    # -- hooks: agent tools and LLM extraction ---------------------------------------------
+    # -- hooks: agent tools and formation --------------------------------------------------
 
     def tools(self, scope: Scope) -> list[Any]:
         """``update_profile`` and ``get_profile`` tools bound to ``scope``: the LLM

@@ -28,7 +28,7 @@ The package, read in this order:
 Built on SQLite + Chroma by :func:`llama_memory.config.default_triple_source`.
 """
 
-from ...extraction import ExtractionError
+from ...errors import ExtractionError
 from .extraction import PART_PROMPT
 from .model import (
     DEFAULT_FUNCTIONAL_PREDICATES,

@@ -8,7 +8,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ...extraction import ExtractionError
+from ...errors import ExtractionError
 from ...messages import message_time
 from ...types import Scope
 from .model import Prepared, TripleError, prepare_all

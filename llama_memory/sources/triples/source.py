@@ -3,7 +3,8 @@ the dense index's upkeep and forgetting, on the triple timeline port.
 
 Facts arrive three ways, never from plain conversation messages (``add`` does
 nothing): :meth:`TripleSource.add_triples`, the agent tools (:meth:`TripleSource.tools`,
-bound to the memory's user) and LLM extraction (:meth:`TripleSource.extract`). The
+bound to the memory's user) and memory formation (the triples' part of a formation
+pass, or :meth:`TripleSource.extract`). The
 update rules are pure functions in :mod:`.timeline`; retrieval's ranking is in
 :mod:`.search`. The timeline port is the system of record (with the lexical index);
 the dense index is derived from it, per user, and rebuildable.
@@ -358,7 +359,7 @@ class TripleSource(MemorySource):
         # Superseded triples keep their vectors (history is searchable), so the dense side
         # asks for k + the superseded count: enough to still find k current ones.
         pool = k if include_history else k + total - current
-        # Triples are written rarely (a tool call, an extraction): what waits goes to the
+        # Triples are written rarely (a tool call, a formation pass): what waits goes to the
         # index now, in one write per user, rather than waiting in the overlay for a batch.
         self._sync.flush()
         hybrid = HybridSearch(self._sync, TripleWords(self.timeline, include_history), self._dimensions.query)
@@ -465,7 +466,7 @@ class TripleSource(MemorySource):
             self._vectors.clear()  # recent texts, the user's among them
             self._sync.forget((scope.tenant_id, user))  # the index last: see IndexSync.forget
 
-    # -- tools, extraction, graph ------------------------------------------------------------
+    # -- tools, formation, graph -------------------------------------------------------------
 
     def tools(self, scope: Scope) -> list[Any]:
         """``save_knowledge`` and ``search_knowledge`` as LlamaIndex ``FunctionTool``s,

@@ -1,7 +1,8 @@
-"""The formation passes of one memory: queued by a ``put`` (:mod:`llama_memory.write`),
-run by the memory's own thread or a worker process (``llama-memory worker``), followed
-up when messages arrived while one ran, waited for by ``flush``, or run at once by
-``extract`` (:mod:`llama_memory.formation` runs the jobs; see docs/formation.md).
+"""A memory's formation passes: queued by a ``put`` (:mod:`llama_memory.write`), run
+by the memory's own thread or a worker process (``llama-memory worker``), followed up
+when messages arrived while one ran, waited for by ``flush``, or run at once by
+``extract`` (see docs/formation.md). The job runs the pass of
+:mod:`llama_memory.formation.run`, under :class:`~llama_memory.formation.jobs.FormationWorker`.
 
 Functions of a memory's :class:`~llama_memory.runtime.Runtime`; its worker thread runs
 :func:`run_job` and :func:`follow_up`.
@@ -16,21 +17,12 @@ from typing import Any, Optional
 
 from llama_index.core.base.llms.types import ChatMessage
 
-from .errors import LlamaMemoryError
-from .formation import (
-    EXTRACT_JOB,
-    MAX_ATTEMPTS,
-    FormationDeferred,
-    FormationWorker,
-    cursor_key,
-    job_key,
-    run_parts,
-    run_pass,
-    unextracted_from,
-)
-from .runtime import Runtime
-from .storage.ports.jobs import Job
-from .types import Scope
+from ..errors import LlamaMemoryError
+from ..runtime import Runtime
+from ..storage.ports.jobs import Job
+from ..types import Scope
+from .jobs import EXTRACT_JOB, MAX_ATTEMPTS, FormationDeferred, FormationWorker, job_key
+from .run import cursor_key, cursor_position, run_parts, run_pass
 
 #: Seconds in a day: token budgets are per day, from midnight UTC.
 DAY = 86400
@@ -39,8 +31,8 @@ FLUSH_POLL = 0.1
 
 
 def job_payload(rt: Runtime) -> dict[str, Any]:
-    """Whose pass a job is, and (for a worker process) how to open the memory: made
-    once per scope (``to_dict()`` costs more than the rest of a put)."""
+    """Whose formation pass a job is, and (for a worker process) how to open the
+    memory: made once per scope (``to_dict()`` costs more than the rest of a put)."""
     memory = rt.facade
     key = (memory.tenant_id, memory.user_id, memory.session_id)
     cached = rt.job_payload
@@ -59,7 +51,7 @@ def job_payload(rt: Runtime) -> dict[str, Any]:
 
 
 def job_scope(job: Job) -> Scope:
-    """Whose session an ``extract`` job is for."""
+    """Whose session a formation job (kind ``"extract"``) is for."""
     payload = job.payload
     return Scope(
         user_id=payload.get("user_id"), session_id=payload["session_id"],
@@ -68,8 +60,8 @@ def job_scope(job: Job) -> Scope:
 
 
 def pass_running(rt: Runtime) -> bool:
-    """Whether this memory's worker thread is running its session's pass now: a put
-    then queues nothing (the queue would find that job and return it: a write and a
+    """Whether this memory's worker thread is running its session's formation pass now:
+    a put then queues nothing (the queue would find that job and return it: a write and a
     JSON payload for nothing), and the follow-up queues the next pass once it is done.
     Read under the memory's lock, which the follow-up takes to read the conversation."""
     running = rt.worker.running if rt.worker is not None else None
@@ -77,9 +69,9 @@ def pass_running(rt: Runtime) -> bool:
 
 
 def queue_pass(rt: Runtime, scope: Scope, payload: dict[str, Any], run_at: Optional[float] = None) -> None:
-    """Queue the session's pass to run at ``run_at`` (default now) unless one is waiting
-    or running already. With ``extract_after_quiet``, a waiting one is moved to
-    ``run_at`` instead: each put pushes it back, or brings it forward when
+    """Queue the session's formation pass to run at ``run_at`` (default now) unless one
+    is waiting or running already. With ``extract_after_quiet``, a waiting one is moved
+    to ``run_at`` instead: each put pushes it back, or brings it forward when
     ``extract_every`` makes it due now."""
     store = rt.store
     assert store is not None
@@ -92,7 +84,7 @@ def queue_pass(rt: Runtime, scope: Scope, payload: dict[str, Any], run_at: Optio
     )  # fmt: skip
 
 
-# -- running a pass -----------------------------------------------------------------------
+# -- running a formation pass -------------------------------------------------------------
 
 
 def formation_worker(rt: Runtime) -> FormationWorker:
@@ -105,7 +97,7 @@ def formation_worker(rt: Runtime) -> FormationWorker:
 
 
 def run_job(rt: Runtime, job: Job) -> int:
-    """Run one ``extract`` job with the memory's sources and LLM (any session of
+    """Run one formation job with the memory's sources and LLM (any session of
     the store: the sources take the scope as an argument)."""
     scope = job_scope(job)
     llm = rt.facade.llm
@@ -116,12 +108,12 @@ def run_job(rt: Runtime, job: Job) -> int:
 
 
 def follow_up(rt: Runtime, job: Job) -> None:
-    """After a pass is acknowledged: messages that arrived while it ran found it
-    running (their put queued nothing), so queue the session's next pass for them."""
+    """After a formation pass is acknowledged: messages that arrived while it ran found
+    it running (their put queued nothing), so queue the session's next pass for them."""
     scope = job_scope(job)
     history = conversation(rt, scope)
     assert rt.store is not None
-    if unextracted_from(history, rt.store.get_meta(cursor_key(scope))) < len(history):
+    if cursor_position(history, rt.store.get_meta(cursor_key(scope))) < len(history):
         queue_pass(rt, scope, job.payload)
 
 
@@ -136,8 +128,9 @@ def conversation(rt: Runtime, scope: Scope) -> list[ChatMessage]:
 
 
 def check_budget(rt: Runtime, scope: Scope, at: Optional[float] = None) -> None:
-    """:class:`~llama_memory.formation.FormationDeferred` to the next day (UTC) when the
-    user's queued passes have used ``formation_token_budget`` tokens today."""
+    """:class:`~llama_memory.formation.jobs.FormationDeferred` to the next day (UTC)
+    when the user's queued formation passes have used ``formation_token_budget`` tokens
+    today."""
     budget = rt.facade.formation_token_budget
     if not budget:
         return
@@ -152,15 +145,17 @@ def check_budget(rt: Runtime, scope: Scope, at: Optional[float] = None) -> None:
 
 
 def one_pass(rt: Runtime, scope: Scope, llm: Any) -> int:
-    """One extraction pass of the scope's session (see :func:`~llama_memory.formation.run_pass`)."""
+    """One formation pass of the scope's session (see
+    :func:`~llama_memory.formation.run.run_pass`)."""
     assert rt.store is not None
     history = conversation(rt, scope)
     return run_pass(rt.store, rt.pass_parts(), scope, llm, history, lock=rt.lock)
 
 
 def extract(rt: Runtime, messages: Optional[Sequence[ChatMessage]], llm: Any) -> None:
-    """The body of :meth:`ComposableMemory.extract`: the session's pass (one LLM call
-    for every part), or a pass over the ``messages`` given, with no cursor."""
+    """The body of :meth:`ComposableMemory.extract` (formation now, in the calling
+    thread): the session's formation pass (one LLM call for every part), or a pass over
+    the ``messages`` given, with no cursor."""
     llm = llm or rt.facade.llm
     if llm is None:
         raise ValueError("extract() needs an LLM: pass llm=, or build the memory with llm=")
@@ -173,14 +168,14 @@ def extract(rt: Runtime, messages: Optional[Sequence[ChatMessage]], llm: Any) ->
         history = rt.primary.get_all()
         automatic = messages is None
         if messages is None:
-            messages = history[min(rt.extracted_upto, len(history)) :]
+            messages = history[min(rt.formed_upto, len(history)) :]
         run_parts(rt.pass_parts(), rt.scope, llm, messages)
-        # Advance only once every source succeeded: a failed extraction is retried.
+        # Advance only once every source succeeded: a failed pass is retried.
         if automatic:
-            rt.extracted_upto = len(history)
+            rt.formed_upto = len(history)
 
 
-# -- waiting for the passes ---------------------------------------------------------------
+# -- waiting for the formation passes -----------------------------------------------------
 
 
 def flush(rt: Runtime, timeout: Optional[float]) -> None:
@@ -201,8 +196,8 @@ def flush(rt: Runtime, timeout: Optional[float]) -> None:
 
 
 def wait_for_workers(rt: Runtime, timeout: Optional[float]) -> None:
-    """Wait until worker processes have run this session's passes that may run now: no
-    job of the session is running, or queued and due (a failed one waiting for its
+    """Wait until worker processes have run this session's formation passes that may
+    run now: no job of the session is running, or queued and due (a failed one waiting for its
     retry, or one deferred to later, is not waited for, as in a memory's own thread).
     TimeoutError past ``timeout`` seconds, naming what still waits."""
     assert rt.store is not None
