@@ -229,7 +229,8 @@ def merge_near_duplicates(
     was left out is kept on the record that stands for it, in ``metadata["also_in"]``
     (source, id, text, message ids).
 
-    Two records about the same thing that differ (another value, "not") are both shown
+    Two records about the same thing that differ are both shown; when the thing holds
+    one value at a time (a profile field, a functional triple) or one negates the other,
     as a conflict: the newer first, each marked (``metadata["conflicts_with"]``, rendered
     by :func:`render_item`) so the LLM can ask the user which holds. Records of one source
     are not compared with each other (exact duplicates are gone already). Returns the
