@@ -355,18 +355,31 @@ def _provenance(record: MemoryRecord) -> dict[str, object]:
             "message_ids": list(record.message_ids)}
 
 
-def render_item(record: MemoryRecord, session_id: Optional[str] = None) -> str:
+def render_item(record: MemoryRecord, session_id: Optional[str] = None, since: Optional[float] = None) -> str:
     """One line: ``- [source, when] role: "text"`` with the text JSON-quoted; messages
-    of the conversation ``session_id`` (a record with a role, or an excerpt) are
-    labelled :data:`THIS_CONVERSATION` too. Other records (a profile field, a fact)
-    are not turns of a conversation, wherever they were learnt."""
-    here = THIS_CONVERSATION if record.is_turn and session_id is not None and record.session_id == session_id else ""
+    of the conversation ``session_id`` (a record with a role, or an excerpt; stored at or
+    after ``since`` when given: :func:`of_this_conversation`) are labelled
+    :data:`THIS_CONVERSATION` too. Other records (a profile field, a fact) are not turns
+    of a conversation, wherever they were learnt."""
+    here = THIS_CONVERSATION if of_this_conversation(record, session_id, since) else ""
     label = ", ".join(p for p in (record.source, here, format_time(record.event_time)) if p)
     speaker = f"{record.role}: " if record.role else ""
     if is_summary(record):
         speaker = f"summary of the session of {format_time(record.event_time) or 'unknown date'}: "
     quoted = _quoted(record.text)
     return f"- [{label}] {speaker}{quoted}{conflict_note(record)}"
+
+
+def of_this_conversation(record: MemoryRecord, session_id: Optional[str], since: Optional[float] = None) -> bool:
+    """Whether ``record`` is a turn of the conversation being held: of its session, and,
+    when the conversation was reset at ``since`` (its session id kept), stored since then
+    (every message of an excerpt)."""
+    if not record.is_turn or session_id is None or record.session_id != session_id:
+        return False
+    if since is None:
+        return True
+    stored = [part.ingested_at for part in record.parts or [record]]
+    return all(at is not None and at >= since for at in stored)
 
 
 def _quoted(text: str) -> str:
@@ -485,11 +498,13 @@ def fit_block(
     session_id: Optional[str] = None,
     left_out: Sequence[LeftOut] = (),
     instructions: Sequence[str] = (),
+    since: Optional[float] = None,
 ) -> MemoryBlock:
     """The block of already deduplicated records (:func:`deduplicate`), in order,
     within ``token_limit`` tokens; ``duplicates`` is reported as dropped for that,
     and ``left_out`` (what deduplication dropped) starts the block's ``left_out``.
-    Records of the conversation ``session_id`` are labelled as such.
+    Records of the conversation ``session_id`` (stored since ``since``, when the
+    conversation was reset then) are labelled as such.
 
     ``instructions`` (the user's standing instructions) come first and are never cut:
     the records get what of the budget they leave. Instructions longer than the
@@ -501,7 +516,7 @@ def fit_block(
     if not kept or token_limit <= 0:
         result.left_out.extend(LeftOut(record, OVER_BUDGET, detail=no_room) for record in kept)
         return _instructions_only(result, tokenizer)
-    every_line = [render_item(record, session_id) for record in kept]
+    every_line = [render_item(record, session_id, since) for record in kept]
     text = render_block(every_line, instructions)
     # When everything fits, one count of the whole block is all it costs. A block far
     # longer than the budget is not counted whole: the lines are counted anyway below.
@@ -537,7 +552,7 @@ def fit_block(
     dropped: Counter = Counter()  # by source, for the note that says what was left out
     shown_from: list[MemoryRecord] = []  # the retrieved record behind each line
     for record, whole in zip(kept, every_line):
-        for candidate, line in _renderings(record, whole, session_id):
+        for candidate, line in _renderings(record, whole, session_id, since):
             cost = _line_tokens(tokenizer, line) + 1  # +1 for the joining newline
             if cost <= budget - (note_room if lines else 0):
                 lines.append(line)
@@ -591,14 +606,14 @@ _CHARS_PER_TOKEN_OVER = 4.5
 
 
 def _renderings(
-    record: MemoryRecord, line: str, session_id: Optional[str]
+    record: MemoryRecord, line: str, session_id: Optional[str], since: Optional[float] = None
 ) -> Iterator[tuple[MemoryRecord, str]]:
     """A record with its rendered ``line``, then, for an excerpt too long for what is
     left of the budget, the message that made it (rendered only if asked for)."""
     yield record, line
     if record.parts:
         hit = hit_of(record)
-        yield hit, render_item(hit, session_id)
+        yield hit, render_item(hit, session_id, since)
 
 
 def _size(record: MemoryRecord) -> int:

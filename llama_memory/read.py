@@ -136,7 +136,7 @@ def compose_block(rt: Runtime, plan: QueryPlan, window: Sequence[ChatMessage]) -
         )
         return fit_block(
             records, **budget, duplicates=duplicates, session_id=options.session_id,
-            left_out=left_out, instructions=instructions,
+            left_out=left_out, instructions=instructions, since=rt.conversation_since,
         )
     shown = window_texts(window)
     # A question that asks for a set ("what activities...") gathers its answer from many
@@ -176,7 +176,7 @@ def compose_block(rt: Runtime, plan: QueryPlan, window: Sequence[ChatMessage]) -
     rt.window_overlaps.append(duplicates)
     block = fit_block(  # 6. fit the budget
         kept, **budget, duplicates=duplicates, session_id=options.session_id,
-        left_out=left_out, instructions=instructions,
+        left_out=left_out, instructions=instructions, since=rt.conversation_since,
     )
     block.dropped_irrelevant = len(records) - len(relevant)
     return block
