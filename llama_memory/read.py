@@ -125,7 +125,7 @@ def compose_block(rt: Runtime, plan: QueryPlan, window: Sequence[ChatMessage]) -
     options = rt.facade
     # The user's standing instructions: whatever the query, first, outside the budget.
     instructions = rt.instructions.texts() if rt.instructions is not None else []
-    budget = {"token_limit": options.memory_token_limit, "tokenizer": options.tokenizer_fn}
+    budget: dict[str, Any] = {"token_limit": options.memory_token_limit, "tokenizer": options.tokenizer_fn}
     if not rt.sources:
         return fit_block([], **budget, instructions=instructions)
     top_k = options.top_k

@@ -195,10 +195,12 @@ def start_new_conversation(rt: Runtime) -> None:
     share its window, a restore reopens it); this memory labels only the session's
     records stored from now on as this conversation's."""
     rt.conversation_since = now()
-    if rt.session_id_given:
-        return
+    buffer, store = rt.primary, rt.store
+    logged = getattr(buffer, "chat_log", None) is not None
+    if rt.session_id_given or (logged and (not isinstance(buffer, ChatBuffer) or store is None)):
+        return  # a log the application keeps itself keeps its session too
     rt.facade.session_id = uuid4().hex
-    if isinstance(rt.primary, ChatBuffer) and rt.primary.chat_log is not None and rt.store is not None:
-        rt.primary.move_to(rt.store.chat_log(rt.scope))
+    if logged and isinstance(buffer, ChatBuffer) and store is not None:
+        buffer.move_to(store.chat_log(rt.scope))
     if rt.instructions is not None:
         rt.instructions.scope = rt.scope  # the session new instructions come from
