@@ -107,16 +107,23 @@ class LeftOut:
             does, that record (None for an exact repeat, or one the window shows).
         detail: the rule in words: which record it duplicates, its relevance against
             which threshold, which budget (filled from the rest when not given).
+        rule: the rule alone, by its name and threshold, the same for every record it
+            left out (``"relevance below min_relevance 0.40"``, ``"own relevance below
+            the record floor 0.0001"``): what ``llama-memory explain`` counts (filled
+            from the rest when not given).
     """
 
     record: MemoryRecord
     reason: str
     other: Optional[MemoryRecord] = None
     detail: str = ""
+    rule: str = ""
 
     def __post_init__(self) -> None:
         if not self.detail:
             object.__setattr__(self, "detail", _default_detail(self))
+        if not self.rule:
+            object.__setattr__(self, "rule", _default_rule(self))
 
 
 def _default_detail(item: LeftOut) -> str:
@@ -133,6 +140,14 @@ def _default_detail(item: LeftOut) -> str:
     if item.reason == SUMMARISED:
         return "a session summary in the block covers all its messages"
     return ""
+
+
+def _default_rule(item: LeftOut) -> str:
+    if item.reason == DUPLICATE and item.other is not None:
+        return "stated whole by another record"
+    if item.reason == IRRELEVANT:
+        return "relevance below min_relevance"
+    return item.detail  # the others' details name no value of the record's own
 
 
 def relevance_text(record: MemoryRecord) -> str:
