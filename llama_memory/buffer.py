@@ -247,6 +247,15 @@ class ChatBuffer(BaseMemory):
         """The chat log this buffer writes through to, or None."""
         return self._log
 
+    def move_to(self, log: Optional[ChatLog]) -> None:
+        """Hold the conversation kept in ``log`` from now on (None: in memory only),
+        starting from what it holds: a memory's ``reset()`` moves its buffer to the log
+        of its new session. The log left behind is not changed."""
+        with self._write_lock:
+            self._attach(log)
+            self._replace_state([], [])
+            self._load()
+
     # ------------------------------------------------------------------ reading
 
     def _window(self, initial_token_count: int) -> tuple[bool, int]:

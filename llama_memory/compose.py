@@ -107,16 +107,23 @@ class LeftOut:
             does, that record (None for an exact repeat, or one the window shows).
         detail: the rule in words: which record it duplicates, its relevance against
             which threshold, which budget (filled from the rest when not given).
+        rule: the rule alone, by its name and threshold, the same for every record it
+            left out (``"relevance below min_relevance 0.40"``, ``"own relevance below
+            the record floor 0.0001"``): what ``llama-memory explain`` counts (filled
+            from the rest when not given).
     """
 
     record: MemoryRecord
     reason: str
     other: Optional[MemoryRecord] = None
     detail: str = ""
+    rule: str = ""
 
     def __post_init__(self) -> None:
         if not self.detail:
             object.__setattr__(self, "detail", _default_detail(self))
+        if not self.rule:
+            object.__setattr__(self, "rule", _default_rule(self))
 
 
 def _default_detail(item: LeftOut) -> str:
@@ -133,6 +140,14 @@ def _default_detail(item: LeftOut) -> str:
     if item.reason == SUMMARISED:
         return "a session summary in the block covers all its messages"
     return ""
+
+
+def _default_rule(item: LeftOut) -> str:
+    if item.reason == DUPLICATE and item.other is not None:
+        return "stated whole by another record"
+    if item.reason == IRRELEVANT:
+        return "relevance below min_relevance"
+    return item.detail  # the others' details name no value of the record's own
 
 
 def relevance_text(record: MemoryRecord) -> str:
@@ -229,7 +244,8 @@ def merge_near_duplicates(
     was left out is kept on the record that stands for it, in ``metadata["also_in"]``
     (source, id, text, message ids).
 
-    Two records about the same thing that differ (another value, "not") are both shown
+    Two records about the same thing that differ are both shown; when the thing holds
+    one value at a time (a profile field, a functional triple) or one negates the other,
     as a conflict: the newer first, each marked (``metadata["conflicts_with"]``, rendered
     by :func:`render_item`) so the LLM can ask the user which holds. Records of one source
     are not compared with each other (exact duplicates are gone already). Returns the
@@ -354,18 +370,31 @@ def _provenance(record: MemoryRecord) -> dict[str, object]:
             "message_ids": list(record.message_ids)}
 
 
-def render_item(record: MemoryRecord, session_id: Optional[str] = None) -> str:
+def render_item(record: MemoryRecord, session_id: Optional[str] = None, since: Optional[float] = None) -> str:
     """One line: ``- [source, when] role: "text"`` with the text JSON-quoted; messages
-    of the conversation ``session_id`` (a record with a role, or an excerpt) are
-    labelled :data:`THIS_CONVERSATION` too. Other records (a profile field, a fact)
-    are not turns of a conversation, wherever they were learnt."""
-    here = THIS_CONVERSATION if record.is_turn and session_id is not None and record.session_id == session_id else ""
+    of the conversation ``session_id`` (a record with a role, or an excerpt; stored at or
+    after ``since`` when given: :func:`of_this_conversation`) are labelled
+    :data:`THIS_CONVERSATION` too. Other records (a profile field, a fact) are not turns
+    of a conversation, wherever they were learnt."""
+    here = THIS_CONVERSATION if of_this_conversation(record, session_id, since) else ""
     label = ", ".join(p for p in (record.source, here, format_time(record.event_time)) if p)
     speaker = f"{record.role}: " if record.role else ""
     if is_summary(record):
         speaker = f"summary of the session of {format_time(record.event_time) or 'unknown date'}: "
     quoted = _quoted(record.text)
     return f"- [{label}] {speaker}{quoted}{conflict_note(record)}"
+
+
+def of_this_conversation(record: MemoryRecord, session_id: Optional[str], since: Optional[float] = None) -> bool:
+    """Whether ``record`` is a turn of the conversation being held: of its session, and,
+    when the conversation was reset at ``since`` (its session id kept), stored since then
+    (every message of an excerpt)."""
+    if not record.is_turn or session_id is None or record.session_id != session_id:
+        return False
+    if since is None:
+        return True
+    stored = [part.ingested_at for part in record.parts or [record]]
+    return all(at is not None and at >= since for at in stored)
 
 
 def _quoted(text: str) -> str:
@@ -484,11 +513,13 @@ def fit_block(
     session_id: Optional[str] = None,
     left_out: Sequence[LeftOut] = (),
     instructions: Sequence[str] = (),
+    since: Optional[float] = None,
 ) -> MemoryBlock:
     """The block of already deduplicated records (:func:`deduplicate`), in order,
     within ``token_limit`` tokens; ``duplicates`` is reported as dropped for that,
     and ``left_out`` (what deduplication dropped) starts the block's ``left_out``.
-    Records of the conversation ``session_id`` are labelled as such.
+    Records of the conversation ``session_id`` (stored since ``since``, when the
+    conversation was reset then) are labelled as such.
 
     ``instructions`` (the user's standing instructions) come first and are never cut:
     the records get what of the budget they leave. Instructions longer than the
@@ -500,7 +531,7 @@ def fit_block(
     if not kept or token_limit <= 0:
         result.left_out.extend(LeftOut(record, OVER_BUDGET, detail=no_room) for record in kept)
         return _instructions_only(result, tokenizer)
-    every_line = [render_item(record, session_id) for record in kept]
+    every_line = [render_item(record, session_id, since) for record in kept]
     text = render_block(every_line, instructions)
     # When everything fits, one count of the whole block is all it costs. A block far
     # longer than the budget is not counted whole: the lines are counted anyway below.
@@ -536,7 +567,7 @@ def fit_block(
     dropped: Counter = Counter()  # by source, for the note that says what was left out
     shown_from: list[MemoryRecord] = []  # the retrieved record behind each line
     for record, whole in zip(kept, every_line):
-        for candidate, line in _renderings(record, whole, session_id):
+        for candidate, line in _renderings(record, whole, session_id, since):
             cost = _line_tokens(tokenizer, line) + 1  # +1 for the joining newline
             if cost <= budget - (note_room if lines else 0):
                 lines.append(line)
@@ -590,14 +621,14 @@ _CHARS_PER_TOKEN_OVER = 4.5
 
 
 def _renderings(
-    record: MemoryRecord, line: str, session_id: Optional[str]
+    record: MemoryRecord, line: str, session_id: Optional[str], since: Optional[float] = None
 ) -> Iterator[tuple[MemoryRecord, str]]:
     """A record with its rendered ``line``, then, for an excerpt too long for what is
     left of the budget, the message that made it (rendered only if asked for)."""
     yield record, line
     if record.parts:
         hit = hit_of(record)
-        yield hit, render_item(hit, session_id)
+        yield hit, render_item(hit, session_id, since)
 
 
 def _size(record: MemoryRecord) -> int:

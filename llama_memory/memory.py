@@ -150,6 +150,7 @@ class ComposableMemory(BaseMemory):
             for i, s in enumerate(self.secondary_memory_sources)
         ]
         self._rt = Runtime(self, sources, settings)
+        self._rt.session_id_given = "session_id" in self.model_fields_set
 
     @classmethod
     def class_name(cls) -> str:
@@ -333,7 +334,9 @@ class ComposableMemory(BaseMemory):
         given = dict(locals())  # every named argument but the conversation is a setting
         history = messages_arg(chat_history, "chat_history") if chat_history is not None else []
         settings = MemorySettings(**{k: v for k, v in given.items() if k in MemorySettings.model_fields})
-        return build_memory(cls, settings, history)
+        memory = build_memory(cls, settings, history)
+        memory.runtime.session_id_given = bool(session_id)  # else reset() may start a new session
+        return memory
 
     @property
     def runtime(self) -> Runtime:
@@ -606,6 +609,13 @@ class ComposableMemory(BaseMemory):
         cleared. To delete long-term memory, say so: :meth:`forget` (a user,
         everywhere) or one source's ``reset``, e.g.
         ``memory.source("vector").reset(memory.scope)``.
+
+        What follows is a new conversation: the block no longer labels the records of
+        the one reset as "earlier in this conversation". A memory that chose its own
+        session id (none was given to :meth:`from_defaults`) moves to a new random
+        ``session_id``; one given by the application (or restored by :meth:`from_dict`)
+        stays, and only the records this memory stores from now on count as this
+        conversation's.
 
         Automatic extraction starts again from the (empty) conversation: user turns
         not yet extracted from are not extracted (they stay in the past messages).

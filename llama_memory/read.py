@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
+from decimal import Decimal
 from typing import Any, Optional
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
@@ -125,7 +126,7 @@ def compose_block(rt: Runtime, plan: QueryPlan, window: Sequence[ChatMessage]) -
     options = rt.facade
     # The user's standing instructions: whatever the query, first, outside the budget.
     instructions = rt.instructions.texts() if rt.instructions is not None else []
-    budget = {"token_limit": options.memory_token_limit, "tokenizer": options.tokenizer_fn}
+    budget: dict[str, Any] = {"token_limit": options.memory_token_limit, "tokenizer": options.tokenizer_fn}
     if not rt.sources:
         return fit_block([], **budget, instructions=instructions)
     top_k = options.top_k
@@ -136,7 +137,7 @@ def compose_block(rt: Runtime, plan: QueryPlan, window: Sequence[ChatMessage]) -
         )
         return fit_block(
             records, **budget, duplicates=duplicates, session_id=options.session_id,
-            left_out=left_out, instructions=instructions,
+            left_out=left_out, instructions=instructions, since=rt.conversation_since,
         )
     shown = window_texts(window)
     # A question that asks for a set ("what activities...") gathers its answer from many
@@ -176,7 +177,7 @@ def compose_block(rt: Runtime, plan: QueryPlan, window: Sequence[ChatMessage]) -
     rt.window_overlaps.append(duplicates)
     block = fit_block(  # 6. fit the budget
         kept, **budget, duplicates=duplicates, session_id=options.session_id,
-        left_out=left_out, instructions=instructions,
+        left_out=left_out, instructions=instructions, since=rt.conversation_since,
     )
     block.dropped_irrelevant = len(records) - len(relevant)
     return block
@@ -320,7 +321,9 @@ def relevant_records(
         if rule is not None:
             kept.append(replace(r, metadata={**r.metadata, ADMITTED_BY: rule}))
         else:
-            dropped.append(LeftOut(r, IRRELEVANT, detail=why_irrelevant(r, min_relevance)))
+            dropped.append(LeftOut(
+                r, IRRELEVANT, detail=why_irrelevant(r, min_relevance), rule=irrelevance_rule(r, min_relevance)
+            ))
     return statements_first(kept), dropped
 
 
@@ -352,7 +355,7 @@ def within_places(
     questions = [r for r in records if is_question_record(r)]
     room = max(places - len(statements), 0)
     detail = "only the user's own earlier question (it states nothing): statements took its place"
-    return statements + questions[:room], [LeftOut(r, IRRELEVANT, detail=detail) for r in questions[room:]]
+    return statements + questions[:room], [LeftOut(r, IRRELEVANT, detail=detail, rule=detail) for r in questions[room:]]
 
 
 def admitting_rule(record: MemoryRecord, min_relevance: float, about_user: bool) -> Optional[str]:
@@ -363,7 +366,7 @@ def admitting_rule(record: MemoryRecord, min_relevance: float, about_user: bool)
         return "no relevance: not ranked by it (shown whatever the question)"
     floor = RECORD_FLOOR if min_relevance > 0 else 0.0
     own = own_relevance(record)
-    own_shown = f", own relevance {own:.2g} >= floor {floor:.2g}" if own is not None else ""
+    own_shown = f", own relevance {share_text(own)} >= floor {share_text(floor)}" if own is not None else ""
     if min_relevance > 0 and serves_request(record):
         return (f"relevance {shown}, kept as it serves a request for advice in the first person "
                 f"(cosine >= {REQUEST_MIN_COSINE:.2f})")
@@ -381,13 +384,34 @@ def admitting_rule(record: MemoryRecord, min_relevance: float, about_user: bool)
 
 
 def why_irrelevant(record: MemoryRecord, min_relevance: float) -> str:
-    """Why :func:`admitting_rule` left a record out, in words."""
+    """Why :func:`admitting_rule` left a record out, in words, with the record's values."""
+    own = own_relevance(record)
+    if below_floor_only(record, min_relevance) and own is not None:
+        return (f"relevance {relevance_text(record)}, but its own relevance {share_text(own)} is below "
+                f"the record floor {share_text(RECORD_FLOOR)}")
+    return f"relevance {relevance_text(record)} below min_relevance {min_relevance:.2f}"
+
+
+def irrelevance_rule(record: MemoryRecord, min_relevance: float) -> str:
+    """The rule that left a record out (:func:`why_irrelevant`), by its name and
+    threshold only: the same words for every record it left out."""
+    if below_floor_only(record, min_relevance):
+        return f"own relevance below the record floor {share_text(RECORD_FLOOR)}"
+    return f"relevance below min_relevance {min_relevance:.2f}"
+
+
+def below_floor_only(record: MemoryRecord, min_relevance: float) -> bool:
+    """Whether a record reached ``min_relevance`` but its own relevance did not reach
+    the record floor (:data:`~llama_memory.relevance.RECORD_FLOOR`)."""
     own = own_relevance(record)
     floor = RECORD_FLOOR if min_relevance > 0 else 0.0
-    if own is not None and own < floor and record.relevance is not None and record.relevance >= min_relevance:
-        return (f"relevance {relevance_text(record)}, but its own relevance {own:.2g} is below "
-                f"the record floor {floor:.2g}")
-    return f"relevance {relevance_text(record)} below min_relevance {min_relevance:.2f}"
+    return own is not None and own < floor and record.relevance is not None and record.relevance >= min_relevance
+
+
+def share_text(value: float) -> str:
+    """A relevance (0..1) with two significant digits, written out (``0.000081``, not
+    ``8.1e-05``): the record floor is that small."""
+    return format(Decimal(f"{value:.2g}"), "f")
 
 
 # -- stage 5: deduplicate (compose.deduplicate), asking once more when short ------------

@@ -96,6 +96,12 @@ class Runtime:
         job_payload: the payload of this memory's formation jobs, by scope.
         user_turns_pending: user messages no formation pass has been queued for yet.
         formed_upto: without a store, where formation is in the conversation.
+        session_id_given: the application chose the session id (``from_defaults(session_id=...)``,
+            a restore, a memory built by hand with one): ``reset()`` keeps it. When the
+            memory chose it, ``reset()`` starts a new session.
+        conversation_since: when this memory last reset its conversation (epoch
+            seconds; None: never): records of the session stored before it belong to
+            the conversation reset, not to this one.
         closed: ``close()`` was called.
         warned_not_atomic: the "writes are not atomic" warning was logged.
     """
@@ -118,6 +124,8 @@ class Runtime:
         self.job_payload: Optional[tuple[tuple[Any, ...], dict[str, Any]]] = None
         self.user_turns_pending = 0
         self.formed_upto = 0
+        self.session_id_given = True
+        self.conversation_since: Optional[float] = None
         self.closed = False
         self.warned_not_atomic = False
 

@@ -5,7 +5,11 @@ The memory block shows each fact once, but never at the cost of a word of it: a 
 may stand in for another only when it states everything the other states (every content
 word, number, name and date, stemmed). Two records about the same thing that differ
 (another object of the same subject and predicate, another value of a profile field,
-"do not" against "do") are a conflict: both are shown, so the LLM can ask the user.
+"do not" against "do") are both shown. They are a conflict, marked so the LLM can ask the
+user, only when the thing holds one value at a time: a profile field, a triple whose
+predicate is functional (its record's ``metadata["functional"]``, which the triple source
+sets: ``lives in``, ``works at``...), or a statement and its negation. Two values of a
+thing that can hold several ("Bob likes pizza", "Bob likes sushi") are two facts.
 """
 
 from __future__ import annotations
@@ -33,13 +37,15 @@ _SELF = frozenset("user i me myself".split())
 @dataclass(frozen=True)
 class Statement:
     """What a record states, as compared: its stemmed content words (negations and a
-    triple's self-reference aside), whether it is negated, and the words of the thing
-    it gives a value of (a profile field's path, a triple's subject and predicate; none
-    for a message)."""
+    triple's self-reference aside), whether it is negated, the words of the thing it
+    gives a value of (a profile field's path, a triple's subject and predicate; none
+    for a message), and whether that thing holds one value at a time (a profile field,
+    a triple of a functional predicate: :func:`holds_one_value`)."""
 
     words: frozenset[str]
     negated: bool
     key: frozenset[str] = frozenset()
+    one_value: bool = False
 
 
 class Relation(Enum):
@@ -49,7 +55,10 @@ class Relation(Enum):
     SAME = "same"  # each states all the other does
     FIRST_COVERS = "first covers"  # the first states all the second does, and more
     SECOND_COVERS = "second covers"
-    CONFLICT = "conflict"  # the same thing, with different values or opposite polarity
+    # The same thing with values that can hold together (a triple's predicate that is
+    # not functional, a message): two facts, both shown, neither marked.
+    DISTINCT = "distinct"
+    CONFLICT = "conflict"  # one value at a time and another value, or opposite polarity
 
 
 def fact_text(record: MemoryRecord) -> str:
@@ -69,7 +78,18 @@ def statement(record: MemoryRecord) -> Statement:
     """What ``record`` states (:class:`Statement`)."""
     words = content_words(fact_text(record))
     negated = any(w in _NEGATIONS for w in words)
-    return Statement(_stems(words), negated, _stems(content_words(_key_text(record))))
+    key = _stems(content_words(_key_text(record)))
+    return Statement(_stems(words), negated, key, holds_one_value(record))
+
+
+def holds_one_value(record: MemoryRecord) -> bool:
+    """Whether the thing ``record`` gives a value of holds one value at a time, so that
+    another value is a conflict: a profile field (one value per path), a triple whose
+    record says its predicate is functional (``metadata["functional"]``, set by the
+    triple source from its functional predicates). A message says nothing of it."""
+    if is_profile(record):
+        return True
+    return is_triple(record) and record.metadata.get("functional") is True
 
 
 def _stems(words: list[str]) -> frozenset[str]:
@@ -87,18 +107,26 @@ def _key_text(record: MemoryRecord) -> str:
 
 def relate(first: Statement, second: Statement) -> Relation:
     """How two statements relate: about different things, the same fact, one covering
-    the other, or a conflict (the same thing with differing words, or one negated)."""
+    the other, a conflict, or two facts about the same thing.
+
+    A conflict is one statement negating the other ("I do not eat fish" against "I eat
+    fish on Fridays": the words of one are all in the other), or differing words where
+    either gives the value of a thing that holds one value at a time
+    (:attr:`Statement.one_value`: a profile field, a functional triple). Differing words
+    otherwise are :attr:`Relation.DISTINCT`: "Bob likes sushi" against "Bob — likes —
+    pizza" are two facts, as are "Bob does not like sushi" and "Bob likes pizza"."""
     if not same_thing(first, second):
         return Relation.UNRELATED
+    one_within = first.words <= second.words or second.words <= first.words
     if first.negated != second.negated:
-        return Relation.CONFLICT
+        return Relation.CONFLICT if one_within else Relation.DISTINCT
     if first.words == second.words:
         return Relation.SAME
     if second.words <= first.words:
         return Relation.FIRST_COVERS
     if first.words <= second.words:
         return Relation.SECOND_COVERS
-    return Relation.CONFLICT
+    return Relation.CONFLICT if first.one_value or second.one_value else Relation.DISTINCT
 
 
 def same_thing(first: Statement, second: Statement) -> bool:

@@ -23,10 +23,12 @@ import time
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
+from uuid import uuid4
 
 from llama_index.core.base.llms.types import ChatMessage
 
 from .arguments import messages_arg
+from .buffer import ChatBuffer
 from .compose import MemoryBlock
 from .errors import LlamaMemoryError
 from .formation.passes import formation_worker, job_payload, pass_running, queue_pass
@@ -179,3 +181,26 @@ def reset(rt: Runtime) -> None:
         rt.formed_upto = rt.user_turns_pending = 0
         rt.window_overlaps.clear()  # they describe the window just cleared
         rt.last_block = MemoryBlock()
+        start_new_conversation(rt)
+
+
+def start_new_conversation(rt: Runtime) -> None:
+    """What follows a reset is another conversation: the records of the one reset are
+    no longer labelled as this conversation's in the block.
+
+    A session id the memory chose itself is replaced by a new one (its buffer moves to
+    the new session's log), so everything keyed by the session (labels, summaries,
+    formation passes, "last time") tells the two conversations apart, in any process.
+    A session id the application chose stays: it names the conversation (other workers
+    share its window, a restore reopens it); this memory labels only the session's
+    records stored from now on as this conversation's."""
+    rt.conversation_since = now()
+    buffer, store = rt.primary, rt.store
+    logged = getattr(buffer, "chat_log", None) is not None
+    if rt.session_id_given or (logged and (not isinstance(buffer, ChatBuffer) or store is None)):
+        return  # a log the application keeps itself keeps its session too
+    rt.facade.session_id = uuid4().hex
+    if logged and isinstance(buffer, ChatBuffer) and store is not None:
+        buffer.move_to(store.chat_log(rt.scope))
+    if rt.instructions is not None:
+        rt.instructions.scope = rt.scope  # the session new instructions come from

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections import Counter
+from typing import Any
 
 from ..text import counted
 from .loading import CommandError, _open
@@ -113,26 +115,49 @@ def cmd_explain(args: argparse.Namespace) -> None:
         for n, record in enumerate(block.records)
     ]
     if args.json:
-        # "shown": the decision per record, the relevance on its 0..1 scale beside the
-        # rank score (records[].score), which only orders one source's records.
+        # "shown": the decision per record, with its relevance (0..1). A source's rank
+        # score only orders that source's records and is on no common scale: left out.
         shown = [
-            {"id": r.id, "source": r.source, "relevance": r.relevance, "rank_score": r.score, "admitted": rule}
+            {"id": r.id, "source": r.source, "relevance": r.relevance, "admitted": rule}
             for r, rule in zip(block.records, rules)
         ]
-        return _print_json({"query": args.query, "token_limit": limit, **_jsonable(block), "shown": shown})
+        left = Counter((item.reason, item.rule) for item in block.left_out)
+        counts = [{"reason": reason, "rule": rule, "records": n} for (reason, rule), n in left.items()]
+        data = _without_rank_scores(_jsonable(block))
+        return _print_json({"query": args.query, "token_limit": limit, **data, "shown": shown, "left_out_by_rule": counts})
     print(block.text or "(nothing would be injected)")
     print(f"\n{counted(len(block.records), 'record')} shown, {block.token_count} of {limit} tokens "
-          "(relevance: calibrated, 0..1; rank score: the order within a source, not comparable):")
+          "(relevance: calibrated, 0..1):")
     for rank, (record, rule) in enumerate(zip(block.records, rules), start=1):
         _print_record(rank, record, relevance=True)
         print(f"     admitted: {rule}")
     print("\nleft out:")
-    print(f"  {block.dropped_duplicates} as duplicates (already in the conversation window, or stated whole by another record)")
-    print(f"  {block.dropped_irrelevant} as not relevant (relevance below min_relevance)")
-    print(f"  {block.dropped_for_budget} for the token budget ({limit} tokens)")
+    for line in left_out_summary(block):
+        print(f"  {line}")
     for item in block.left_out:
         print(f"  - {item.reason} ({item.detail}), relevance {relevance_text(item.record)}:")
         _print_record(None, item.record, indent="    ")
+
+
+def left_out_summary(block: Any) -> list[str]:
+    """What a block left out, counted by the rule that left it out, each rule by its
+    name and threshold (``3 records not relevant: relevance below min_relevance
+    0.40``), in the order the rules first apply; ``nothing`` when nothing was."""
+    by_rule = Counter((item.reason, item.rule) for item in block.left_out)
+    if not by_rule:
+        return ["nothing"]
+    return [f"{counted(n, 'record')} {reason}: {rule}" for (reason, rule), n in by_rule.items()]
+
+
+def _without_rank_scores(value: Any) -> Any:
+    """``value`` (a block as JSON data) without its records' ``score``: a source's rank
+    score, on no common scale (the relevance, 0..1, is what the block decides on)."""
+    if isinstance(value, dict):
+        is_record = "score" in value and "relevance" in value and "source" in value
+        return {k: _without_rank_scores(v) for k, v in value.items() if not (is_record and k == "score")}
+    if isinstance(value, list):
+        return [_without_rank_scores(v) for v in value]
+    return value
 
 
 def cmd_delete(args: argparse.Namespace) -> None:

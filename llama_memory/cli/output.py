@@ -81,10 +81,10 @@ def _lines(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> list[str]:
 def _print_record(rank: Optional[int], record: Any, indent: str = "", relevance: bool = False) -> None:
     head = f"{rank}. " if rank is not None else ""
     score = f"score {record.score:.3f}  " if rank is not None else ""
-    if relevance:  # the calibrated relevance (0..1); the score is only a rank within a source
+    if relevance:  # the calibrated relevance (0..1); the score is only a rank within a source (not shown)
         from ..compose import relevance_text
 
-        score = f"relevance {relevance_text(record)}  rank score {record.score:.3f}  "
+        score = f"relevance {relevance_text(record)}  "
     print(
         f"{indent}{head}[{record.source}] {score}id {_shown(record.id or '-')}  "
         f"session {_shown(record.session_id or '-')}  at {_when(record.event_time)}"

@@ -24,7 +24,13 @@ from llama_index.core.chat_engine.types import BaseChatEngine
 from helpers import assistant, user
 from llama_memory import ComposableMemory, OfflineEmbedding
 from llama_memory.chat_engines import CondensePlusContextChatEngine
-from llama_memory.compose import BLOCK_OPEN, insert_block, remove_block, render_block
+from llama_memory.compose import (
+    BLOCK_OPEN,
+    THIS_CONVERSATION,
+    insert_block,
+    remove_block,
+    render_block,
+)
 from llama_memory.testing import LLMCall, ScriptedLLM, ScriptExhausted, ToolCallReply
 
 CLINIC = [
@@ -178,3 +184,46 @@ async def test_the_scripted_llm_completes_in_every_form() -> None:
     llm.add_script(ToolCallReply("save"))
     with pytest.raises(TypeError, match="completion.*script a str"):
         llm.complete("sixth")
+
+
+def _block_lines(call: LLMCall) -> list[str]:
+    [block] = [t for t in call.system_texts() if BLOCK_OPEN in t]
+    return [line for line in block.splitlines() if line.startswith("- [")]
+
+
+@pytest.mark.parametrize("session_id", [None, "chat-1"], ids=["id-chosen-by-the-memory", "id-given"])
+def test_after_a_new_chat_the_earlier_chat_is_not_this_conversation(
+    session_id: Any, tmp_path: Path, embed_model: OfflineEmbedding, retriever: Any
+) -> None:
+    memory = ComposableMemory.from_defaults(
+        user_id="alice", session_id=session_id, path=tmp_path / "memory", embed_model=embed_model,
+        token_limit=60,
+    )  # fmt: skip
+    llm = ScriptedLLM()
+    llm.add_script(*[condense_then_answer(llm.calls) for _ in range(20)])
+    engine = CondensePlusContextChatEngine.from_defaults(retriever=retriever, llm=llm, memory=memory)
+    try:
+        run_turn(engine, llm, ALLERGY)
+        run_turn(engine, llm, CAT)
+        first = memory.session_id
+
+        engine.reset()  # "new chat"
+        bike = "My bike is a red Brompton with a brown leather saddle."
+        far = ("The clinic is far from my flat: I will ride there on Saturday morning if the "
+               "weather permits, along the river path, past the old market and the station, "
+               "then up the long hill to the hospital quarter where the clinic is.")
+        for message in (bike, far):
+            run_turn(engine, llm, message)
+        answer = run_turn(engine, llm, "Can I take amoxicillin, and should I ride my bike there?")[-1]
+
+        # What the user said before the new chat is still remembered, but as an earlier
+        # record, not as something said in this conversation ...
+        [allergy] = [line for line in _block_lines(answer) if ALLERGY in line]
+        assert THIS_CONVERSATION not in allergy, allergy
+        # ... while a message of this chat that left the window still is.
+        [said] = [line for line in _block_lines(answer) if "red Brompton" in line]
+        assert THIS_CONVERSATION in said, said
+        # An id the memory chose is replaced; one the application gave stays.
+        assert (memory.session_id == first) == (session_id is not None)
+    finally:
+        memory.close()

@@ -94,7 +94,7 @@ def test_explain_prints_relevance_on_0_1_and_the_rules(store: Path, capsys: pyte
     assert main(["explain", "alice", "What food does John like?", "--store", str(store)]) in (0, None)
     out = capsys.readouterr().out
     shown, left = out.split("\nleft out:\n", 1)
-    relevances = [float(v) for v in re.findall(r"relevance (\d+\.\d+)  rank score", shown)]
+    relevances = [float(v) for v in re.findall(r"relevance (\d+\.\d+)  id ", shown)]
     assert relevances and all(0.0 <= v <= 1.0 for v in relevances)
     assert "     admitted: relevance " in shown
     assert '  - duplicate (says nothing that [vector] "My friend John likes pizza from Napoli"' in left
@@ -111,3 +111,68 @@ def test_explain_json_has_the_decision_per_record(store: Path, capsys: pytest.Ca
     for item in explained["shown"]:
         assert item["admitted"] and (item["relevance"] is None or 0.0 <= item["relevance"] <= 1.0)
     assert {"reason", "detail", "other", "record"} <= set(explained["left_out"][0])
+
+
+def _theo_store(make_memory) -> ComposableMemory:
+    """A user with a few statements, two earlier questions and two facts: asked about
+    Theo's music, one fact passes min_relevance but not the record floor."""
+    said = [
+        "I play the cello in a string quartet.", "My friend John likes pizza from Napoli",
+        "What instrument does my brother Theo play?", "I repaint old bicycles on weekends.",
+        "My wife Ana and I went hiking in the Alps.", "Where did my brother Theo study music?",
+    ]
+    for n, text in enumerate(said):
+        old = make_memory(session_id=f"old-{n}", triples=True)
+        old.put(user(text))
+        old.close()
+    old = make_memory(session_id="old", triples=True)
+    old.add_triples([("John", "likes", "pizza"), ("Theo", "plays", "the violin")])
+    old.close()
+    return make_memory(session_id="now", triples=True, min_relevance=MIN)
+
+
+THEO = "What music did Theo study?"
+
+
+def test_explain_counts_what_was_left_out_by_each_rule(
+    make_memory, memory_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _theo_store(make_memory).close()
+
+    assert main(["explain", "alice", THEO, "--store", str(memory_dir)]) in (0, None)
+
+    out = capsys.readouterr().out
+    left = out.split("\nleft out:\n", 1)[1]
+    summary = [line for line in left.splitlines() if re.match(r"  \d+ record", line)]
+    items = re.findall(r"^  - not relevant \((.*)\), relevance", left, re.M)
+    floor = [i for i in items if "below the record floor" in i]
+    below = [i for i in items if i.endswith(f"below min_relevance {MIN:.2f}")]
+    assert floor and below and len(floor) + len(below) == len(items), items
+    # Each rule counted apart, by its name and threshold: none counted under another's.
+    assert summary == [
+        f"  {len(floor)} record{'s' * (len(floor) > 1)} not relevant: own relevance below the record floor 0.0001",
+        f"  {len(below)} records not relevant: relevance below min_relevance {MIN:.2f}",
+    ], summary
+
+
+def test_every_score_explain_prints_is_on_0_1(
+    make_memory, memory_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _theo_store(make_memory).close()
+
+    for query in (THEO, "what is my wife's name?"):
+        assert main(["explain", "alice", query, "--store", str(memory_dir)]) in (0, None)
+        out = capsys.readouterr().out
+        body = out.split("</memory>", 1)[1]
+        assert "e-0" not in body and "rank score" not in body
+        values = re.findall(r"(?:relevance|floor|min_relevance|cosine >=) (\d+(?:\.\d+)?)", body)
+        assert values and all(0.0 <= float(v) <= 1.0 for v in values), values
+
+        assert main(["explain", "alice", query, "--store", str(memory_dir), "--json"]) in (0, None)
+        explained = json.loads(capsys.readouterr().out)
+        dumped = json.dumps(explained)
+        assert '"score"' not in dumped and "rank_score" not in dumped
+        relevances = [float(v) for v in re.findall(r'"(?:own_)?relevance": ([-\d.e]+)', dumped)]
+        assert relevances and all(0.0 <= v <= 1.0 for v in relevances), relevances
+        by_rule = {(c["reason"], c["rule"]): c["records"] for c in explained["left_out_by_rule"]}
+        assert sum(by_rule.values()) == len(explained["left_out"])

@@ -10,6 +10,7 @@ import json
 
 from helpers import message_texts, user
 from llama_memory.compose import BLOCK_CLOSE, DUPLICATE
+from llama_memory.same_fact import Relation, relate, statement
 
 
 def _old_memory(make_memory, **kwargs):
@@ -73,7 +74,54 @@ def test_a_number_that_differs_is_not_lost(make_memory) -> None:
 
     text = memory.last_block.text
     assert "gate 12" in text and "gate 14" in text
+    assert memory.last_block.dropped_duplicates == 0
+
+
+def test_another_value_of_a_predicate_declared_functional_is_a_conflict(make_memory) -> None:
+    old = _old_memory(make_memory)
+    old.put(user("My flight to Porto leaves from gate 12 at 9:40"))
+    old.add_triples([("user", "flight to Porto leaves from", "gate 14")])
+    old.close()
+    memory = make_memory(session_id="now", triples=True)
+    # A flight leaves from one gate: said so, the triple's other gate is a conflict.
+    memory.triple_source.declare_functional("flight to Porto leaves from")
+
+    memory.get("Which gate does my flight to Porto leave from?")
+
     assert "(conflict" in _line_with(memory, "My flight to Porto leaves from gate 12 at 9:40")
+
+
+def test_another_value_of_a_predicate_that_holds_several_is_no_conflict(make_memory) -> None:
+    old = _old_memory(make_memory, min_relevance=0.0)
+    old.add_triples([("Bob", "likes", "pizza"), ("user", "likes", "mild Thai food")])
+    old.put(user("Bob likes sushi"))
+    old.put(user("I like spicy Thai food"))
+    old.close()
+    memory = make_memory(session_id="now", triples=True, min_relevance=0.0)
+
+    # A person can like both: two facts, each shown, neither marked as a conflict.
+    for question, said, fact in (
+        ("What does Bob like?", "Bob likes sushi", "Bob — likes — pizza"),
+        ("What Thai food do I like?", "I like spicy Thai food", "user — likes — mild Thai food"),
+    ):
+        memory.get(question)
+        block = memory.last_block
+        assert said in block.text and fact in block.text, (question, block.text)
+        assert "(conflict" not in block.text, block.text
+        assert not any(r.metadata.get("conflicts_with") for r in block.records)
+        assert not [o for o in block.left_out if o.reason == DUPLICATE]
+
+
+def test_another_value_of_a_functional_predicate_is_a_conflict(make_memory) -> None:
+    old = _old_memory(make_memory)
+    old.add_triples([("Lena", "lives in", "Porto")])
+    old.put(user("Lena lives in Lisbon"))
+    old.close()
+    memory = make_memory(session_id="now", triples=True)
+
+    memory.get("Where does Lena live?")
+
+    assert "(conflict, newer: [triples]" in _line_with(memory, "Lena lives in Lisbon")
 
 
 def test_a_negation_is_no_duplicate(make_memory) -> None:
@@ -168,3 +216,21 @@ def test_a_conflict_note_cannot_close_the_block(make_memory) -> None:
     assert text.count(BLOCK_CLOSE) == 1 and text.endswith(BLOCK_CLOSE)
     assert not any(line.startswith("SYSTEM") for line in text.splitlines())
     assert message_texts(memory.last_block.records)  # something was shown
+
+
+def test_two_triples_conflict_only_for_a_functional_predicate(make_memory) -> None:
+    memory = make_memory(session_id="now", triples=True)
+    memory.add_triples([("Bob", "likes", "pizza"), ("Bob", "likes", "sushi")])
+    memory.add_triples([("Lena", "works at", "Acme")])
+    memory.add_triples([("Lena", "works at", "Globex")])  # supersedes Acme
+    triples = memory.triple_source
+
+    likes = triples.search("Bob likes", memory.scope, k=5)
+    works = triples.search("Lena works at", memory.scope, k=5, include_history=True)
+
+    assert sorted(r.metadata["object"] for r in likes if r.metadata["subject"] == "Bob") == ["pizza", "sushi"]
+    pizza, sushi = sorted((r for r in likes if r.metadata["subject"] == "Bob"), key=lambda r: r.metadata["object"])
+    assert relate(statement(pizza), statement(sushi)) is Relation.DISTINCT
+    acme, globex = sorted((r for r in works if r.metadata["subject"] == "Lena"), key=lambda r: r.metadata["object"])
+    assert acme.metadata["functional"] and globex.metadata["functional"]
+    assert relate(statement(acme), statement(globex)) is Relation.CONFLICT

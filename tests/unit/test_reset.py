@@ -10,6 +10,10 @@ session standing for another app process.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +24,7 @@ from llama_index.core.chat_engine import SimpleChatEngine
 
 from helpers import assistant, message_texts, user
 from llama_memory import ComposableMemory, MemoryRecord, MemorySource, Scope, StoredMessage
+from llama_memory.compose import THIS_CONVERSATION
 from llama_memory.testing import ScriptedLLM
 
 ALLERGY = "I'm allergic to penicillin."
@@ -167,3 +172,33 @@ def test_after_reset_extraction_starts_from_the_new_conversation() -> None:
     memory.flush()
     # Everything of the new conversation, from its first message.
     assert source.extracted[-1] == ["four", "4", "five"]
+
+
+def test_after_reset_another_process_restoring_the_memory_holds_the_new_conversation(
+    tmp_path: Path, embed_model
+) -> None:
+    # No session id given: the memory chose one, and a reset starts a new session.
+    memory = ComposableMemory.from_defaults(user_id="alice", path=tmp_path, embed_model=embed_model)
+    memory.put_messages([user(ALLERGY), assistant("Noted: no penicillin.")])
+    memory.reset()  # "new chat"
+    memory.put(user("My bike is a red Brompton."))
+    data = memory.to_dict()
+    memory.close()
+    script = textwrap.dedent(
+        """
+        import json, sys
+        from llama_memory import ComposableMemory
+        memory = ComposableMemory.from_dict(json.loads(sys.argv[1]))
+        messages = memory.get("Can I take penicillin?")
+        print(json.dumps({"window": [m.content for m in messages[1:]], "block": messages[0].content}))
+        memory.close()
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, json.dumps(data)], capture_output=True, text=True, timeout=120, check=True
+    )
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+
+    assert seen["window"] == ["My bike is a red Brompton."]
+    [line] = [line for line in seen["block"].splitlines() if ALLERGY in line]
+    assert THIS_CONVERSATION not in line, line

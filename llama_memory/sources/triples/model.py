@@ -53,6 +53,7 @@ DEFAULT_FUNCTIONAL_PREDICATES: tuple[str, ...] = (
     "born on",
     "lives in",
     "works at",
+    "started at",
     "works for",
     "works as",
     "job title",

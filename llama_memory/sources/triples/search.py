@@ -108,10 +108,18 @@ def rank_triples(
 
 
 def triple_record(
-    triple: KnowledgeTriple, score: float, matched: list[str], source: str, before: Optional[str] = None
+    triple: KnowledgeTriple,
+    score: float,
+    matched: list[str],
+    source: str,
+    before: Optional[str] = None,
+    functional: bool = False,
 ) -> MemoryRecord:
     """A retrieved triple as a memory record of ``source``, rendered with its validity
-    (and ``before``, the value it recently replaced, if any)."""
+    (and ``before``, the value it recently replaced, if any). ``functional``: whether
+    its predicate holds one value at a time (``metadata["functional"]``): the memory
+    block marks another value of it as a conflict, and shows another value of a
+    predicate that is not functional as a fact of its own."""
     # event_time stays None on purpose: the rendered text already carries
     # "(since ...)", and the memory block would print the date twice. The
     # statement time is in the metadata.
@@ -139,5 +147,6 @@ def triple_record(
             "current": triple.current,
             "matched_by": matched,
             "before": before,
+            "functional": functional,
         },
     )

@@ -383,7 +383,11 @@ class TripleSource(MemorySource):
         if self.expiry.refresh_on_read and ranked:
             self.timeline.refresh_expiry(ranked, self.expiry.now())
         before = self._replaced([triples[i] for i in ranked], scope)
-        return [triple_record(triples[i], scores[i], matched[i], self.name, before.get(i)) for i in ranked]
+        return [
+            triple_record(triples[i], scores[i], matched[i], self.name, before.get(i),
+                          functional=self.is_functional(triples[i].predicate))
+            for i in ranked
+        ]
 
     def _replaced(self, triples: Sequence[KnowledgeTriple], scope: Scope) -> dict[str, str]:
         """The value each current triple replaced, for those that replaced one within
