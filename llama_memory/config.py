@@ -14,7 +14,7 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Optional, Protocol, TypeVar, Union
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage
@@ -37,11 +37,33 @@ from .storage.registry import backend_of, open_backend, open_existing, require_s
 from .types import Scope
 
 if TYPE_CHECKING:
-    from .memory import ComposableMemory
+    from .runtime import Runtime
 
 logger = logging.getLogger(__name__)
 
-M = TypeVar("M", bound="ComposableMemory")
+
+class BuiltMemory(Protocol):
+    """What :func:`build_memory` uses of the memory it constructs
+    (:class:`~llama_memory.memory.ComposableMemory` is one: its ``from_defaults`` passes
+    its class here): its fields, the runtime the opened parts are attached to, and the
+    calls made once it is built (re-embed, set the history, close on a failure)."""
+
+    model_fields: ClassVar[dict[str, Any]]
+
+    @property
+    def runtime(self) -> Runtime: ...  # noqa: D102
+
+    @property
+    def scope(self) -> Scope: ...  # noqa: D102
+
+    def reindex(self) -> int: ...  # noqa: D102
+
+    def set(self, messages: list[ChatMessage]) -> None: ...  # noqa: D102
+
+    def close(self) -> None: ...  # noqa: D102
+
+
+M = TypeVar("M", bound=BuiltMemory)
 
 #: Collection-name prefix of the default vector source (one collection per user).
 VECTOR_COLLECTION = "llama_memory_vector"
