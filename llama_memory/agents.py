@@ -90,14 +90,14 @@ class RunMemoryTool(FunctionTool):
         origin: ToolMemory,
         source: ToolHolder,
         tool: BaseTool,
-        host: Optional[type] = None,
+        host: Optional[type[Any]] = None,
     ) -> None:
         """Wrap ``tool``, one of ``source.tools(origin.scope)`` (``source``: a source, or
         the memory's instructions); ``host`` is the memory
         class a run's memory must be an instance of (default ``origin``'s class; memory.py
         passes ``ComposableMemory``: this module does not import memory.py)."""
         self._origin = origin
-        self._host = host or type(origin)
+        self._host: type[Any] = host or type(origin)
         self._source = source
         self._tool = tool
         super().__init__(fn=self._run, async_fn=self._arun, metadata=tool.metadata)

@@ -14,10 +14,11 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Optional, Protocol, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Optional, Protocol, TypeVar, Union, cast
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.memory.types import BaseMemory
 from llama_index.core.utils import get_tokenizer
 
 from .buffer import ChatBuffer
@@ -45,10 +46,8 @@ logger = logging.getLogger(__name__)
 class BuiltMemory(Protocol):
     """What :func:`build_memory` uses of the memory it constructs
     (:class:`~llama_memory.memory.ComposableMemory` is one: its ``from_defaults`` passes
-    its class here): its fields, the runtime the opened parts are attached to, and the
-    calls made once it is built (re-embed, set the history, close on a failure)."""
-
-    model_fields: ClassVar[dict[str, Any]]
+    its class here): the runtime the opened parts are attached to, and the calls made
+    once it is built (re-embed, set the history, close on a failure)."""
 
     @property
     def runtime(self) -> Runtime: ...  # noqa: D102
@@ -63,7 +62,9 @@ class BuiltMemory(Protocol):
     def close(self) -> None: ...  # noqa: D102
 
 
-M = TypeVar("M", bound=BuiltMemory)
+#: The memory class built: a LlamaIndex memory (a pydantic model) whose fields that are
+#: settings too are set from the settings, and that is a :class:`BuiltMemory`.
+M = TypeVar("M", bound=BaseMemory)
 
 #: Collection-name prefix of the default vector source (one collection per user).
 VECTOR_COLLECTION = "llama_memory_vector"
@@ -112,10 +113,11 @@ def build_memory(cls: type[M], settings: MemorySettings, history: Sequence[ChatM
         # The settings as opened, which to_dict writes: the location as its backend
         # writes it (an absolute path, a URL without its password, a server by its URL).
         opened = settings.model_copy(update={"embed_model": model, **backend.settings})
-        memory = cls(**{
+        built = cls(**{
             **{name: getattr(opened, name) for name in cls.model_fields if name in MemorySettings.model_fields},
             "primary_memory": primary_memory, "secondary_memory_sources": sources, "tokenizer_fn": tokenizer,
         })
+        memory = cast(BuiltMemory, built)
         memory.runtime.attach(
             store,
             opened,
@@ -155,7 +157,7 @@ def build_memory(cls: type[M], settings: MemorySettings, history: Sequence[ChatM
         # The first pass's one-time Python work, paid here rather than by the worker
         # thread while put() and get() run (it holds the GIL): see docs/benchmarks.md.
         warm_up(memory.runtime.pass_parts())
-    return memory
+    return built
 
 
 def open_instructions(
