@@ -76,9 +76,10 @@ def merge_near_duplicates(
     (source, id, text, message ids).
 
     Two records about the same thing that differ (another value, "not") are both shown
-    as a conflict: the newer first, each marked (``metadata["conflicts_with"]``, rendered
-    by :func:`render_item`) so the LLM can ask the user which holds. Records of one source
-    are not compared with each other (exact duplicates are gone already). Returns the
+    as a conflict: the newer first, each marked (``metadata["conflicts_with"]``,
+    rendered by :func:`~llama_memory.compose.render.render_item`) so the LLM can ask the
+    user which holds. Records of one source are not compared with each other (exact
+    duplicates are gone already). Returns the
     records and how many were left out; what was left out (a record, or an excerpt's
     message) is appended to ``left_out`` as a :data:`DUPLICATE` when one is given."""
     units = [(i, part) for i, r in enumerate(records) for part in (r.parts or [r])]
