@@ -31,7 +31,7 @@ from .errors import ScopeError
 from .types import Scope
 
 if TYPE_CHECKING:
-    from .memory import ComposableMemory
+    from .runtime import Runtime
 
 #: The key under which LlamaIndex's agents keep the run's memory in ``Context.store``.
 RUN_MEMORY_KEY = "memory"
@@ -49,6 +49,21 @@ class ToolHolder(Protocol):
     def tools(self, scope: Scope) -> list[Any]:
         """The holder's agent tools, acting for ``scope``."""
         ...
+
+
+class ToolMemory(Protocol):
+    """What a :class:`RunMemoryTool` uses of the memory it acts for
+    (:class:`~llama_memory.memory.ComposableMemory` is one: it builds the tools and
+    passes its class as the ``host`` a run's memory must be an instance of)."""
+
+    @property
+    def runtime(self) -> Runtime: ...  # noqa: D102
+
+    @property
+    def user_id(self) -> Optional[str]: ...  # noqa: D102
+
+    @property
+    def scope(self) -> Scope: ...  # noqa: D102
 
 
 class RunMemoryTool(FunctionTool):
@@ -72,17 +87,17 @@ class RunMemoryTool(FunctionTool):
 
     def __init__(
         self,
-        origin: "ComposableMemory",
+        origin: ToolMemory,
         source: ToolHolder,
         tool: BaseTool,
-        host: "Optional[type[ComposableMemory]]" = None,
+        host: Optional[type[Any]] = None,
     ) -> None:
         """Wrap ``tool``, one of ``source.tools(origin.scope)`` (``source``: a source, or
         the memory's instructions); ``host`` is the memory
         class a run's memory must be an instance of (default ``origin``'s class; memory.py
         passes ``ComposableMemory``: this module does not import memory.py)."""
         self._origin = origin
-        self._host = host or type(origin)
+        self._host: type[Any] = host or type(origin)
         self._source = source
         self._tool = tool
         super().__init__(fn=self._run, async_fn=self._arun, metadata=tool.metadata)
@@ -93,7 +108,7 @@ class RunMemoryTool(FunctionTool):
         self.ctx_param_name = CTX_PARAM
 
     @property
-    def origin(self) -> "ComposableMemory":
+    def origin(self) -> ToolMemory:
         """The memory this tool came from (the one it acts for outside a run)."""
         return self._origin
 
@@ -160,7 +175,7 @@ class RunMemoryTool(FunctionTool):
         )
 
 
-async def _run_memory(ctx: Context, default: "ComposableMemory") -> Any:
+async def _run_memory(ctx: Context, default: ToolMemory) -> Any:
     """The memory of the run ``ctx`` belongs to; ``default`` when it keeps none. A
     LlamaIndex ``Memory`` holding llama-memory blocks acts as the blocks' memory of its
     session: its user is the one the tools act for."""

@@ -14,10 +14,11 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Optional, Protocol, TypeVar, Union, cast
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.memory.types import BaseMemory
 from llama_index.core.utils import get_tokenizer
 
 from .buffer import ChatBuffer
@@ -37,11 +38,33 @@ from .storage.registry import backend_of, open_backend, open_existing, require_s
 from .types import Scope
 
 if TYPE_CHECKING:
-    from .memory import ComposableMemory
+    from .runtime import Runtime
 
 logger = logging.getLogger(__name__)
 
-M = TypeVar("M", bound="ComposableMemory")
+
+class BuiltMemory(Protocol):
+    """What :func:`build_memory` uses of the memory it constructs
+    (:class:`~llama_memory.memory.ComposableMemory` is one: its ``from_defaults`` passes
+    its class here): the runtime the opened parts are attached to, and the calls made
+    once it is built (re-embed, set the history, close on a failure)."""
+
+    @property
+    def runtime(self) -> Runtime: ...  # noqa: D102
+
+    @property
+    def scope(self) -> Scope: ...  # noqa: D102
+
+    def reindex(self) -> int: ...  # noqa: D102
+
+    def set(self, messages: list[ChatMessage]) -> None: ...  # noqa: D102
+
+    def close(self) -> None: ...  # noqa: D102
+
+
+#: The memory class built: a LlamaIndex memory (a pydantic model) whose fields that are
+#: settings too are set from the settings, and that is a :class:`BuiltMemory`.
+M = TypeVar("M", bound=BaseMemory)
 
 #: Collection-name prefix of the default vector source (one collection per user).
 VECTOR_COLLECTION = "llama_memory_vector"
@@ -50,10 +73,14 @@ VECTOR_COLLECTION = "llama_memory_vector"
 DENSE_COLLECTIONS = (VECTOR_COLLECTION, TRIPLE_COLLECTION)
 
 
-def build_memory(cls: type[M], settings: MemorySettings, history: Sequence[ChatMessage] = ()) -> M:
+def build_memory(
+    cls: type[M], settings: MemorySettings, history: Sequence[ChatMessage] = (), *, session_id_given: bool = True
+) -> M:
     """What :meth:`ComposableMemory.from_defaults` does (its docstring says what each
     setting means): open the store and the dense index, build the default sources,
-    construct the memory, then reconcile, re-embed or set the history it was asked to."""
+    construct the memory, then reconcile, re-embed or set the history it was asked to.
+    ``session_id_given``: the application chose the session id (else ``reset()`` may
+    start a new session)."""
     tokenizer = settings.tokenizer_fn or get_tokenizer()
     scope = Scope(user_id=settings.user_id, session_id=settings.session_id, tenant_id=settings.tenant_id)
     clock = {"clock": settings.clock} if settings.clock else {}
@@ -90,16 +117,18 @@ def build_memory(cls: type[M], settings: MemorySettings, history: Sequence[ChatM
         # The settings as opened, which to_dict writes: the location as its backend
         # writes it (an absolute path, a URL without its password, a server by its URL).
         opened = settings.model_copy(update={"embed_model": model, **backend.settings})
-        memory = cls(**{
+        built = cls(**{
             **{name: getattr(opened, name) for name in cls.model_fields if name in MemorySettings.model_fields},
             "primary_memory": primary_memory, "secondary_memory_sources": sources, "tokenizer_fn": tokenizer,
         })
+        memory = cast(BuiltMemory, built)
         memory.runtime.attach(
             store,
             opened,
             drop_dense=lambda owner: backend.drop_dense(owner, DENSE_COLLECTIONS),
             instructions=open_instructions(backend, scope, settings.clock),
         )
+        memory.runtime.session_id_given = session_id_given
     except BaseException:
         store.close()  # a source refused (another embedding model...): no store left open
         raise
@@ -133,7 +162,7 @@ def build_memory(cls: type[M], settings: MemorySettings, history: Sequence[ChatM
         # The first pass's one-time Python work, paid here rather than by the worker
         # thread while put() and get() run (it holds the GIL): see docs/benchmarks.md.
         warm_up(memory.runtime.pass_parts())
-    return memory
+    return built
 
 
 def open_instructions(

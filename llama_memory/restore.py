@@ -16,7 +16,7 @@ import json
 import threading
 import warnings
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Optional, Protocol, TypeVar
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage
@@ -28,9 +28,52 @@ from .settings import MemorySettings, check_formation, qualified_name
 from .storage.privacy import ENCRYPTION_KEY_ENV, environment_key
 
 if TYPE_CHECKING:
-    from .memory import ComposableMemory
+    from .runtime import Runtime
 
-M = TypeVar("M", bound="ComposableMemory")
+
+class Restorable(Protocol):
+    """What serialising, restoring and pickling use of a memory
+    (:class:`~llama_memory.memory.ComposableMemory` is one: its ``to_dict``,
+    ``from_dict`` and ``__reduce__`` call this module): its settings and live parts,
+    its conversation, and its constructors."""
+
+    @property
+    def settings(self) -> MemorySettings: ...  # noqa: D102
+
+    @property
+    def runtime(self) -> Runtime: ...  # noqa: D102
+
+    @property
+    def primary_memory(self) -> BaseMemory: ...  # noqa: D102
+
+    @property
+    def llm(self) -> Optional[Any]: ...  # noqa: D102
+
+    @property
+    def tokenizer_fn(self) -> Callable[[str], Any]: ...  # noqa: D102
+
+    @property
+    def extract_every(self) -> int: ...  # noqa: D102
+
+    @property
+    def extract_after_quiet(self) -> float: ...  # noqa: D102
+
+    @property
+    def extract_in(self) -> str: ...  # noqa: D102
+
+    def get_all(self) -> list[ChatMessage]: ...  # noqa: D102
+
+    @classmethod
+    def class_name(cls) -> str: ...  # noqa: D102
+
+    @classmethod
+    def from_defaults(cls, *args: Any, **kwargs: Any) -> Any: ...  # noqa: D102
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], **kwargs: Any) -> Any: ...  # noqa: D102
+
+
+M = TypeVar("M", bound=Restorable)
 
 __all__ = [
     "RestoreHook",
@@ -296,7 +339,7 @@ def restore_live_parts(config: dict[str, Any]) -> None:
         )
 
 
-def memory_to_dict(memory: ComposableMemory) -> dict[str, Any]:
+def memory_to_dict(memory: Restorable) -> dict[str, Any]:
     """The body of :meth:`ComposableMemory.to_dict`: the memory's settings as data and
     markers for the live parts a dict cannot carry; an in-memory conversation is carried
     whole."""
@@ -307,7 +350,7 @@ def memory_to_dict(memory: ComposableMemory) -> dict[str, Any]:
     return data
 
 
-def live_markers(memory: ComposableMemory, settings: MemorySettings) -> dict[str, Any]:
+def live_markers(memory: Restorable, settings: MemorySettings) -> dict[str, Any]:
     """What ``to_dict`` writes of the settings' live objects: the primary memory and the
     sources by kind ("default": rebuilt by from_defaults; "none"; "custom": asked for
     again; a primary LlamaIndex can serialise, as data), the embedding model by class
@@ -391,7 +434,7 @@ _INSTEAD = (
 )
 
 
-def pickled_memory(memory: ComposableMemory) -> tuple[dict[str, Any], dict[str, Any]]:
+def pickled_memory(memory: Restorable) -> tuple[dict[str, Any], dict[str, Any]]:
     """What a pickle of ``memory`` carries: its :func:`memory_to_dict` and the live parts
     that pickle themselves (the llm, a tokenizer function, an embedding model whose
     configuration is not plain data), as ``from_dict`` keyword arguments.
@@ -440,7 +483,7 @@ def pickled_memory(memory: ComposableMemory) -> tuple[dict[str, Any], dict[str, 
     return data, live
 
 
-def unpickle_memory(cls: type[ComposableMemory], data: dict[str, Any], live: dict[str, Any]) -> ComposableMemory:
+def unpickle_memory(cls: type[M], data: dict[str, Any], live: dict[str, Any]) -> M:
     """The memory a pickle made by :func:`pickled_memory` describes, reopened on its store
     (``cls.from_dict(data, **live)``)."""
     return cls.from_dict(data, **live)

@@ -25,16 +25,15 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .messages import format_time
 from .text import counted
 from .types import MemoryRecord
 
-if TYPE_CHECKING:  # imported for annotations only: views must not import the sources
-    from .compose import MemoryBlock
-    from .sources.profile import ProfileChange
-    from .sources.triples import KnowledgeTriple
+if TYPE_CHECKING:  # the model types, never the sources or the block's composer: they import views
+    from .sources.triples.model import KnowledgeTriple
+    from .storage.ports.profile import ProfileChange
 
 __all__ = ["ProfileView", "RecordList", "TripleTable", "block_html", "block_summary"]
 
@@ -125,7 +124,47 @@ def _one_line(text: str, width: int = 100) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
-def block_summary(block: "MemoryBlock") -> str:
+class ShownLeftOut(Protocol):
+    """What a block view shows of a record left out
+    (:class:`~llama_memory.compose.LeftOut` is one)."""
+
+    @property
+    def record(self) -> MemoryRecord: ...  # noqa: D102
+
+    @property
+    def reason(self) -> str: ...  # noqa: D102
+
+
+class ShownBlock(Protocol):
+    """What a block view shows of a memory block (:class:`~llama_memory.compose.MemoryBlock`
+    is one; described here because the block renders through this module)."""
+
+    @property
+    def text(self) -> str: ...  # noqa: D102
+
+    @property
+    def records(self) -> Sequence[MemoryRecord]: ...  # noqa: D102
+
+    @property
+    def token_count(self) -> int: ...  # noqa: D102
+
+    @property
+    def dropped_duplicates(self) -> int: ...  # noqa: D102
+
+    @property
+    def dropped_for_budget(self) -> int: ...  # noqa: D102
+
+    @property
+    def dropped_irrelevant(self) -> int: ...  # noqa: D102
+
+    @property
+    def left_out(self) -> Sequence[ShownLeftOut]: ...  # noqa: D102
+
+    @property
+    def instructions(self) -> Sequence[str]: ...  # noqa: D102
+
+
+def block_summary(block: ShownBlock) -> str:
     """``MemoryBlock(3 records: vector 2, profile 1; 412 tokens; left out: 2 duplicates,
     1 for the budget)``: a block in one line (``2 instructions, `` first when it shows
     the user's instructions)."""
@@ -144,7 +183,7 @@ def block_summary(block: "MemoryBlock") -> str:
     )
 
 
-def block_html(block: "MemoryBlock") -> str:
+def block_html(block: ShownBlock) -> str:
     """The block as Jupyter shows it: the records injected, per source, with scores;
     what was left out and why; and the exact text the LLM receives (folded)."""
     if not block.text:
@@ -156,7 +195,7 @@ def block_html(block: "MemoryBlock") -> str:
     return _wrap(html_table(_RECORD_HEADERS, rows, caption=caption), _left_out(block), text)
 
 
-def _left_out(block: "MemoryBlock") -> str:
+def _left_out(block: ShownBlock) -> str:
     summary = (
         f"<p>Left out: {block.dropped_duplicates} already shown (in the conversation or an "
         f"earlier record), {block.dropped_irrelevant} not relevant (below min_relevance), "

@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal, Optional
+from collections.abc import Sequence
+from typing import Any, Literal, Optional, Protocol
 
 from llama_index.core.tools import FunctionTool
 from pydantic import BaseModel, Field
 
 from ..types import Scope
-from .model import InstructionOp
+from .model import Instruction, InstructionOp
 
-if TYPE_CHECKING:
-    from .document import Instructions
+
+class EditableInstructions(Protocol):
+    """What the agent tool uses of a user's instructions
+    (:class:`~llama_memory.instructions.Instructions` is one, and builds the tool here)."""
+
+    def apply(  # noqa: D102
+        self, ops: Sequence[InstructionOp], scope: Optional[Scope] = None, *, origin: str = "api"
+    ) -> list[Instruction]: ...
+
+    def current(self, scope: Optional[Scope] = None) -> list[Instruction]: ...  # noqa: D102
 
 
 class UpdateInstructionsArgs(BaseModel):
@@ -30,7 +39,7 @@ class UpdateInstructionsArgs(BaseModel):
     reason: Optional[str] = Field(default=None, description="Why the user wants it, in a few words.")
 
 
-def instruction_tools(instructions: Instructions, scope: Scope) -> list[Any]:
+def instruction_tools(instructions: EditableInstructions, scope: Scope) -> list[Any]:
     """The ``update_instructions`` tool of ``instructions``, acting for ``scope``'s user."""
     scope.require_user("the update_instructions tool")
 

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Optional
+from collections.abc import Iterable, Sequence
+from typing import Any, Optional
 
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.memory.types import BaseMemory
 
 from ..messages import message_text, role_name
 from ..types import MemoryRecord, Scope, StoredMessage
-from .base import MemorySource
+from .base import MemorySource, Source
 
 
 class LlamaIndexMemorySource(MemorySource):
@@ -56,3 +56,22 @@ class LlamaIndexMemorySource(MemorySource):
         if (scope.tenant_id, scope.user_id) in self._owners:
             self.reset(scope)
             self._owners.clear()
+
+
+def as_sources(objects: Iterable[Any]) -> list[Source]:
+    """A memory's ``secondary_memory_sources`` as sources that all speak the one
+    protocol (:class:`~llama_memory.sources.base.Source`): a LlamaIndex memory is
+    wrapped (:class:`LlamaIndexMemorySource`, named after its class and position);
+    TypeError for anything else that is not a source."""
+    objects = list(objects)
+    for s in objects:
+        if not isinstance(s, (Source, BaseMemory)):
+            raise TypeError(
+                "secondary_memory_sources takes llama-memory sources (name, priority, add, "
+                "retrieve: see llama_memory.sources.base.Source) or LlamaIndex BaseMemory "
+                f"objects, not {type(s).__name__}"
+            )
+    return [
+        LlamaIndexMemorySource(s, f"{s.class_name()}#{i + 1}") if isinstance(s, BaseMemory) else s
+        for i, s in enumerate(objects)
+    ]

@@ -4,16 +4,13 @@ the ``"profile"`` key, how the answer is validated, and how it is applied."""
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...errors import ExtractionError
 from ...types import Scope
-from .ops import ProfileOp, to_ops
+from .ops import EditableProfile, ProfileOp, to_ops
 from .paths import ProfileUpdateError
 from .schema import describe_schema
-
-if TYPE_CHECKING:
-    from .source import ProfileSource
 
 #: The profile part's paragraph; ``{profile}`` and ``{fields}`` are filled in.
 PART_PROMPT = """\
@@ -33,7 +30,7 @@ already says. An empty list when there is nothing new.
 Current profile: {profile}"""
 
 
-def profile_prompt(source: ProfileSource, scope: Scope) -> str:
+def profile_prompt(source: EditableProfile, scope: Scope) -> str:
     """The profile part's paragraph, with the current profile and its fields."""
     return PART_PROMPT.format(
         profile=json.dumps(source.get_profile(scope), ensure_ascii=False),
@@ -61,7 +58,7 @@ def parse_profile(value: Any) -> list[ProfileOp]:
     return [op for op in ops if isinstance(op, ProfileOp)]
 
 
-def apply_profile(source: ProfileSource, ops: list[ProfileOp], window: Any) -> None:
+def apply_profile(source: EditableProfile, ops: list[ProfileOp], window: Any) -> None:
     """Apply a pass's profile operations (joining an open transaction), with the
     window's message ids as provenance."""
     if not ops:

@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Optional, Union
+from typing import Any, Literal, Optional, Protocol, Union
 
 from pydantic import BaseModel, Field, ValidationError
 
-from ...storage.ports.profile import ProfileValue
+from ...storage.ports.profile import ProfileChange, ProfileValue
+from ...types import Scope
 from .paths import (
     ProfileUpdateError,
     ancestors,
@@ -54,6 +55,21 @@ class ProfileUpdate(BaseModel):
 
 
 UpdateInput = Union[Mapping[str, Any], BaseModel, Sequence[Union[ProfileOp, Mapping[str, Any]]]]
+
+
+class EditableProfile(Protocol):
+    """What the profile's part of a formation pass and its agent tools use of a profile
+    source (:class:`~llama_memory.sources.profile.ProfileSource` is one): described
+    here, below the source, which builds its pass part and tools from those modules."""
+
+    name: str
+    schema: Optional[type[BaseModel]]
+
+    def get_profile(self, scope: Scope) -> dict[str, Any]: ...  # noqa: D102
+
+    def update_profile(  # noqa: D102
+        self, update: UpdateInput, scope: Scope, *, message_ids: Sequence[str] = ()
+    ) -> list[ProfileChange]: ...
 
 
 @dataclass

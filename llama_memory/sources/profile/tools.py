@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from llama_index.core.tools import FunctionTool
 from pydantic import BaseModel, Field
 
 from ...storage.ports.profile import ProfileChange
 from ...types import Scope
-from .ops import ProfileOp
+from .ops import EditableProfile, ProfileOp
 from .paths import render_value
 from .schema import describe_schema
-
-if TYPE_CHECKING:
-    from .source import ProfileSource
 
 
 class UpdateProfileArgs(BaseModel):
@@ -31,7 +28,7 @@ def describe_change(change: ProfileChange) -> str:
     return f"{change.path} = {render_value(change.value)}"
 
 
-def profile_tools(source: ProfileSource, scope: Scope) -> list[Any]:
+def profile_tools(source: EditableProfile, scope: Scope) -> list[Any]:
     """``update_profile`` and ``get_profile`` tools of ``source`` bound to ``scope``
     (see :meth:`ProfileSource.tools`)."""
     scope.require_user(f"the {source.name!r} memory source's tools")

@@ -6,17 +6,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from ...errors import ExtractionError
 from ...messages import message_time
 from ...types import Scope
 from .model import Prepared, TripleError, prepare_all
 from .normalize import normalize_entity
-from .writes import retract_triples
-
-if TYPE_CHECKING:  # pragma: no cover - the source imports this module
-    from .source import TripleSource
+from .writes import TripleAccess, retract_triples
 
 __all__ = ["PART_PROMPT", "ParsedTriples", "apply_triples", "known_entities", "parse_triples", "triples_prompt"]
 
@@ -48,7 +45,7 @@ class ParsedTriples(NamedTuple):
     retracted: list[Prepared]
 
 
-def triples_prompt(source: TripleSource, scope: Scope, now: float) -> str:
+def triples_prompt(source: TripleAccess, scope: Scope, now: float) -> str:
     """The triples part's paragraph, with the user's known names and current facts."""
     known = known_entities(source.timeline.entity_names(scope))
     current = source.timeline.select(scope, now, include_history=False)[-SHOWN_TRIPLES:]
@@ -90,7 +87,7 @@ def parse_triples(value: Any) -> ParsedTriples:
     return ParsedTriples(lists["new"], retracted)
 
 
-def apply_triples(source: TripleSource, parsed: ParsedTriples, window: Any) -> list[str]:
+def apply_triples(source: TripleAccess, parsed: ParsedTriples, window: Any) -> list[str]:
     """Write a pass's new triples, then end its retracted ones (joining an open
     transaction); return the ids of the triples written. The statements are dated by
     the window's newest message."""

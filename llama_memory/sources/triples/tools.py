@@ -4,19 +4,17 @@ bound to one user (the LLM's arguments never choose the user)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...types import Scope
 from .model import SaveKnowledgeArgs, SearchKnowledgeArgs, TripleInput
 from .timeline import Written
-
-if TYPE_CHECKING:  # pragma: no cover - the source imports this module
-    from .source import TripleSource
+from .writes import TripleAccess
 
 __all__ = ["describe_writes", "knowledge_tools"]
 
 
-def knowledge_tools(source: "TripleSource", scope: Scope) -> list[Any]:
+def knowledge_tools(source: TripleAccess, scope: Scope) -> list[Any]:
     """``save_knowledge`` and ``search_knowledge`` as LlamaIndex ``FunctionTool``s on
     ``source``, acting for the scope's user."""
     from llama_index.core.tools import FunctionTool
@@ -61,7 +59,7 @@ def knowledge_tools(source: "TripleSource", scope: Scope) -> list[Any]:
     ]
 
 
-def describe_writes(source: "TripleSource", written: Sequence[Written], scope: Scope) -> str:
+def describe_writes(source: TripleAccess, written: Sequence[Written], scope: Scope) -> str:
     """What ``save_knowledge`` answers: each fact, saved or already known, and what it
     replaced."""
     triples = {t.id: t for t in source._by_ids([w.id for w in written], scope)}

@@ -5,17 +5,43 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Sequence
-from typing import AbstractSet, Any, Optional
+from typing import AbstractSet, Any, Optional, Protocol
 
 from ...messages import to_epoch
-from ...storage.expiry import later_expiry
+from ...storage.expiry import TTL, later_expiry
 from ...storage.ports.triples import NewTriple, TimelineEntry, TripleMention, TripleTimeline
-from ...types import Scope, now
-from .model import Prepared, TripleError, prepare_all
+from ...types import MemoryRecord, Scope, now
+from .model import KnowledgeTriple, Prepared, TripleError, prepare_all
 from .normalize import search_text
 from .timeline import Decision, Written, decide
 
-__all__ = ["retract_triples", "write_triples"]
+__all__ = ["TripleAccess", "retract_triples", "write_triples"]
+
+
+class TripleAccess(Protocol):
+    """What the triples' part of a formation pass and their agent tools use of a triple
+    source (:class:`~llama_memory.sources.triples.TripleSource` is one): its timeline
+    and the lock its writes hold, its search, and its own write and read by id (which
+    check the user and the embedding model first). Described here, below the source,
+    which builds its pass part and its tools from the modules that use them."""
+
+    name: str
+    timeline: TripleTimeline
+    _lock: Any
+
+    def search(self, query: str, scope: Scope, k: int = 10) -> list[MemoryRecord]: ...  # noqa: D102
+
+    def _write(
+        self,
+        triples: Iterable[Any],
+        scope: Scope,
+        event_time: Any,
+        message_ids: Sequence[str],
+        origin: str,
+        ttl: Optional[TTL] = None,
+    ) -> list[Written]: ...
+
+    def _by_ids(self, ids: Sequence[str], scope: Scope) -> list[KnowledgeTriple]: ...
 
 
 def write_triples(
