@@ -112,6 +112,24 @@ class Dialect(ABC):
         """``INSERT`` one row of ``values`` (column: value) into ``table``; with
         ``returning``, the new row's value of that integer key column."""
 
+    def insert_new(self, conn: Any, table: str, values: Mapping[str, Any]) -> bool:
+        """``INSERT`` one row of ``values`` unless a row with one of its unique keys is
+        there already; whether it was inserted."""
+        statement = f"{insert_sql(table, list(values))} ON CONFLICT DO NOTHING"
+        return int(self.execute(conn, statement, list(values.values())).rowcount) == 1
+
+    @abstractmethod
+    def delete(
+        self, conn: Any, table: str, where: str, params: Sequence[Any], returning: str
+    ) -> list[Any]:
+        """``DELETE`` the rows of ``table`` matching ``where``; their ``returning``
+        columns (read by column name)."""
+
+    @abstractmethod
+    def user_tables(self, conn: Any) -> list[str]:
+        """The tables with per-user rows (a ``tenant_id`` and a ``user_id`` column),
+        whichever part of the store made them."""
+
     @abstractmethod
     def lock(self, conn: Any, key: str) -> None:
         """Make the writers of ``key`` take turns until the open transaction ends: the
