@@ -14,7 +14,6 @@ from ...types import Scope
 from ..ports.records import NewRecord
 from ..sql.records import SQLRecordTables
 from .connection import PostgresConnection
-from .dialect import POSTGRES
 from .schema import USER_WORDS_FUNCTION
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -73,7 +72,6 @@ class RecordTables(PostgresConnection, SQLRecordTables):
     its own way (session neighbours by a ``LATERAL`` join, vector copies in a column, the
     full-text search and word counts)."""
 
-    dialect = POSTGRES
     write_order = "seq"
 
     #: How many of a user's matching rows :meth:`search_text` scores with

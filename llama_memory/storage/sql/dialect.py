@@ -18,6 +18,8 @@ from ...types import Scope
 
 #: SQL condition keeping rows that have not expired; its one parameter is "now".
 ALIVE_SQL = "(expires_at IS NULL OR expires_at > ?)"
+#: SQL condition keeping rows expired at "now" (its one parameter): NOT :data:`ALIVE_SQL`.
+EXPIRED_SQL = "expires_at IS NOT NULL AND expires_at <= ?"
 
 
 def owner(scope: Scope, what: str) -> tuple[str, str]:

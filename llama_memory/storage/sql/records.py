@@ -26,7 +26,7 @@ from ...types import MemoryRecord, Scope, now
 from ..expiry import is_alive, later_expiry
 from ..ports.base import user_meta_infix
 from ..ports.records import NewRecord, PendingRecord, more_important
-from .dialect import ALIVE_SQL, Dialect
+from .dialect import ALIVE_SQL, EXPIRED_SQL, Dialect
 
 __all__ = ["RECORD_COLUMNS", "SQLRecordTables", "record_id", "to_record"]
 
@@ -39,8 +39,6 @@ RECORD_COLUMNS = (
 _GONE = "id, text, tenant_id, user_id"
 #: A user's records of one source; parameters: tenant, user, source.
 _OWNED = "tenant_id = ? AND user_id = ? AND source = ?"
-#: SQL condition keeping rows expired at "now" (its one parameter).
-EXPIRED_SQL = "expires_at IS NOT NULL AND expires_at <= ?"
 
 
 def record_id(source: str, tenant: str, user: str, digest: str) -> str:
@@ -106,7 +104,7 @@ class SQLRecordTables:
         """Columns the backend's schema keeps beside a new record's own (none here)."""
         return {}
 
-    def _read(self, action: str, statement: str, params: Sequence[Any] = ()) -> Sequence[Any]:
+    def _record_rows(self, action: str, statement: str, params: Sequence[Any] = ()) -> Sequence[Any]:
         return self.query(action, self.dialect.sql(statement), params)
 
     def _by_ids(
@@ -116,7 +114,7 @@ class SQLRecordTables:
         rows: list[Any] = []
         for batch in self.dialect.batches(ids):
             listed, values = self.dialect.in_list("id", batch)
-            rows += self._read(action, f"SELECT {columns} FROM records WHERE {listed}{where}", [*values, *params])
+            rows += self._record_rows(action, f"SELECT {columns} FROM records WHERE {listed}{where}", [*values, *params])
         return rows
 
     # -- writing ----------------------------------------------------------------------------
@@ -242,7 +240,7 @@ class SQLRecordTables:
         if span is not None:
             where, args = "event_time >= ? AND event_time < ?", (span[0], span[1])
         else:
-            latest = self._read(
+            latest = self._record_rows(
                 "latest session",
                 f"SELECT session_id FROM records WHERE {_OWNED} AND NOT ({session}){alive} {latest_first} LIMIT 1",
                 (*owned, scope.session_id, *extra),
@@ -250,7 +248,7 @@ class SQLRecordTables:
             if not latest:
                 return []
             where, args = session, (latest[0]["session_id"],)
-        rows = self._read(
+        rows = self._record_rows(
             "recent records",
             f"SELECT {RECORD_COLUMNS} FROM records WHERE {_OWNED} AND {where}{alive} {latest_first} LIMIT ?",
             (*owned, *args, *extra, limit),
@@ -260,7 +258,7 @@ class SQLRecordTables:
     def session_records(self, scope: Scope, source: str, limit: int) -> list[MemoryRecord]:
         """The first ``limit`` records of ``source`` in the scope's session, in write order."""
         user = scope.require_user(f"the {source!r} memory source")
-        rows = self._read(
+        rows = self._record_rows(
             "session records",
             f"SELECT {RECORD_COLUMNS} FROM records WHERE {_OWNED} AND {self.dialect.same_as('session_id')} "
             f"ORDER BY {self.write_order} LIMIT ?",
@@ -271,9 +269,9 @@ class SQLRecordTables:
     def count_records(self, source: str, scope: Optional[Scope] = None) -> int:
         """How many records ``source`` holds (for one user when ``scope`` is given)."""
         if scope is None:
-            rows = self._read("count records", "SELECT count(*) AS n FROM records WHERE source = ?", (source,))
+            rows = self._record_rows("count records", "SELECT count(*) AS n FROM records WHERE source = ?", (source,))
         else:
-            rows = self._read(
+            rows = self._record_rows(
                 "count records",
                 f"SELECT count(*) AS n FROM records WHERE {_OWNED}",
                 (scope.tenant_id, scope.require_user(), source),
@@ -285,7 +283,7 @@ class SQLRecordTables:
     def pending_records(self, source: str, limit: int) -> list[PendingRecord]:
         """Up to ``limit`` records the dense index has not caught up with, oldest first."""
         return _gone(
-            self._read(
+            self._record_rows(
                 "read pending records",
                 f"SELECT {_GONE} FROM records WHERE source = ? AND indexed = {self.dialect.false} "
                 f"ORDER BY {self.write_order} LIMIT ?",
@@ -304,7 +302,7 @@ class SQLRecordTables:
         else:
             where, params = _OWNED, (*owner, source)
         flags: dict[tuple[str, str], dict[str, bool]] = {}
-        for row in self._read(
+        for row in self._record_rows(
             "read index flags",
             f"SELECT id, tenant_id, user_id, indexed FROM records WHERE {where} ORDER BY {self.write_order}",
             params,

@@ -11,14 +11,12 @@ from typing import Optional
 from ...types import Scope
 from ..sql.records import SQLRecordTables
 from .connection import SQLiteConnection
-from .dialect import SQLITE
 from .schema import SESSION_ORDER_MIGRATIONS
 
 
 class RecordTables(SQLiteConnection, SQLRecordTables):
     """The records part of the store (table ``records``)."""
 
-    dialect = SQLITE
     write_order = "rowid"
 
     def session_neighbours(
