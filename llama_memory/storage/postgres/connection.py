@@ -12,7 +12,7 @@ import weakref
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import Any, ClassVar, Optional, Union
 
 import greenlet
 import psycopg
@@ -21,6 +21,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTi
 
 from ...asyncbridge import await_only, in_bridge, on_exit
 from ...errors import StorageError
+from ..sql.dialect import Dialect
 from ..sql.meta import SQLMeta
 from ..word_counts import WordCountCache
 from .bridged import BridgedPool, LoopPool, close_in_its_loop
@@ -137,7 +138,7 @@ class PostgresConnection(SQLMeta):
     may have committed before the connection broke.
     """
 
-    dialect = POSTGRES
+    dialect: ClassVar[Dialect] = POSTGRES
 
     def __init__(
         self,

@@ -297,6 +297,7 @@ class SQLRecordTables:
         """Every record id of ``source`` (of one (tenant, user) ``owner``, or all) and
         whether the dense index holds it, per (tenant, user): what reconciling the
         index compares it with."""
+        params: tuple[str, ...]
         if owner is None:
             where, params = "source = ?", (source,)
         else:
@@ -350,7 +351,8 @@ class SQLRecordTables:
         """
         d = self.dialect
         owner = (scope.tenant_id, scope.require_user("forgetting a user"))
-        where, params = ("tenant_id = ? AND user_id = ?", owner)
+        params: tuple[str, ...]
+        where, params = "tenant_id = ? AND user_id = ?", owner
         if source is not None:
             where, params = _OWNED, (*owner, source)
         with self.transaction("delete user") as conn:

@@ -15,10 +15,11 @@ import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional
+from typing import ClassVar, Optional
 
 from ...errors import StorageError
 from ..privacy import create_private_file, make_private_dir, warn_if_shared
+from ..sql.dialect import Dialect
 from ..sql.meta import SQLMeta
 from ..word_counts import WordCountCache
 from .dialect import SQLITE
@@ -80,7 +81,7 @@ class SQLiteConnection(SQLMeta):
     not match the driver's key, before anything is written.
     """
 
-    dialect = SQLITE
+    dialect: ClassVar[Dialect] = SQLITE
 
     def __init__(
         self,
