@@ -29,7 +29,7 @@ from ..ports.admin import DOCUMENT_KINDS, SessionSummary, StoreCounts, UserSumma
 from ..ports.base import user_meta_infix
 from .admin_import import OWNER as _OWNER
 from .admin_import import SQLImportRows
-from .dialect import EXPIRED_SQL
+from .dialect import EXPIRED_SQL, given
 from .records import to_record
 
 __all__ = ["PROFILE_TABLE", "SQLStoreAdmin"]
@@ -177,15 +177,13 @@ class SQLStoreAdmin(SQLImportRows, ABC):
         happened (its event time, else when it was stored). Expired records included."""
         where = ["tenant_id = ?", "user_id = ?"]
         params: list[Any] = [tenant_id, user_id]
-        for condition, value in (
+        given(
+            where, params,
             ("session_id = ?", session_id),
             ("source = ?", source),
             ("coalesce(event_time, ingested_at) >= ?", since),
             ("coalesce(event_time, ingested_at) < ?", until),
-        ):
-            if value is not None:
-                where.append(condition)
-                params.append(value)
+        )  # fmt: skip
         statement = f"SELECT * FROM records WHERE {' AND '.join(where)} ORDER BY {self.record_order}"
         if newest_first:
             statement += " DESC"

@@ -138,6 +138,15 @@ class Dialect(ABC):
         next one to lock it waits, then reads what this one committed."""
 
 
+def given(where: list[str], params: list[Any], *filters: tuple[str, Any]) -> None:
+    """Add each ``(condition, value)`` of ``filters`` whose value is not None (an
+    optional filter that was asked for) to ``where`` and its value to ``params``."""
+    for condition, value in filters:
+        if value is not None:
+            where.append(condition)
+            params.append(value)
+
+
 def insert_sql(table: str, columns: Sequence[str]) -> str:
     """``INSERT INTO table (columns) VALUES (?, ...)``."""
     return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
