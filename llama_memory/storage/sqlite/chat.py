@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 from ...types import Scope, now
 from ..codec import dump_message, load_message
 from ..ports.chat import ChatLogChanges
+from ..sql.chat import SQLChatLog, conversation_key, replaced
 from .connection import SQLiteConnection
 
 
@@ -34,7 +35,7 @@ class ChatTables(SQLiteConnection):
             "load chat history",
             "SELECT message_json FROM chat_messages "
             "WHERE tenant_id = ? AND user_id = ? AND session_id = ? ORDER BY seq",
-            _session_key(scope),
+            conversation_key(scope),
         )
         return [load_message(row["message_json"]) for row in rows]
 
@@ -48,7 +49,7 @@ class ChatTables(SQLiteConnection):
         with self.transaction("replace chat history") as conn:
             conn.execute(
                 "DELETE FROM chat_messages WHERE tenant_id = ? AND user_id = ? AND session_id = ?",
-                _session_key(scope),
+                conversation_key(scope),
             )
             self._insert_chat(conn, scope, messages)
 
@@ -91,7 +92,7 @@ class ChatTables(SQLiteConnection):
             stamp = self._stamp_after_commit()
             conn.execute(
                 "DELETE FROM chat_messages WHERE tenant_id = ? AND user_id = ? AND session_id = ?",
-                _session_key(scope),
+                conversation_key(scope),
             )
             self._insert_chat(conn, scope, messages)
             bounds = self._chat_bounds(conn, scope)
@@ -101,7 +102,7 @@ class ChatTables(SQLiteConnection):
     def _chat_bounds(conn: sqlite3.Connection, scope: Scope) -> ChatRows:
         # Two queries: SQLite answers a lone MIN or MAX from the index in one step, but
         # scans the session's rows for both in one query.
-        key = _session_key(scope)
+        key = conversation_key(scope)
         where = "FROM chat_messages WHERE tenant_id = ? AND user_id = ? AND session_id = ?"
         first = conn.execute(f"SELECT MIN(seq) {where}", key).fetchone()[0]
         last = conn.execute(f"SELECT MAX(seq) {where}", key).fetchone()[0]
@@ -112,7 +113,7 @@ class ChatTables(SQLiteConnection):
         rows = conn.execute(
             "SELECT seq, message_json FROM chat_messages "
             "WHERE tenant_id = ? AND user_id = ? AND session_id = ? AND seq > ? ORDER BY seq",
-            (*_session_key(scope), after),
+            (*conversation_key(scope), after),
         ).fetchall()
         bounds = cls._chat_bounds(conn, scope)
         return ChatRows([load_message(row["message_json"]) for row in rows], bounds.first, bounds.last)
@@ -123,7 +124,7 @@ class ChatTables(SQLiteConnection):
             "list sessions",
             "SELECT session_id, MIN(seq) AS first FROM chat_messages "
             "WHERE tenant_id = ? AND user_id = ? GROUP BY session_id ORDER BY first",
-            (scope.tenant_id, _user_key(scope)),
+            conversation_key(scope)[:2],
         )
         return [row["session_id"] for row in rows]
 
@@ -132,7 +133,7 @@ class ChatTables(SQLiteConnection):
         conn: sqlite3.Connection, scope: Scope, messages: Sequence[ChatMessage]
     ) -> None:
         created = now()
-        key = _session_key(scope)
+        key = conversation_key(scope)
         conn.executemany(
             "INSERT INTO chat_messages (tenant_id, user_id, session_id, message_json, created_at) "
             "VALUES (?, ?, ?, ?, ?)",
@@ -150,7 +151,7 @@ class ChatCursor(NamedTuple):
     last: int
 
 
-class SQLiteChatLog:
+class SQLiteChatLog(SQLChatLog):
     """One conversation's persisted messages: the :class:`~llama_memory.buffer.ChatLog` of a buffer.
 
     It is a :class:`~llama_memory.buffer.SharedChatLog`: every buffer on the same
@@ -159,9 +160,7 @@ class SQLiteChatLog:
     whose first sequence number changed was replaced or cleared by another writer.
     """
 
-    def __init__(self, store: ChatTables, scope: Scope) -> None:
-        self.store = store
-        self.scope = scope
+    store: ChatTables
 
     def load(self) -> list[ChatMessage]:
         """The conversation's messages, oldest first."""
@@ -170,14 +169,6 @@ class SQLiteChatLog:
     def append(self, messages: Sequence[ChatMessage]) -> None:
         """Append messages."""
         self.store.append_chat(self.scope, messages)
-
-    def replace(self, messages: Sequence[ChatMessage]) -> None:
-        """Replace all messages."""
-        self.store.replace_chat(self.scope, messages)
-
-    def clear(self) -> None:
-        """Remove all messages."""
-        self.store.replace_chat(self.scope, [])
 
     def changes(self, cursor: Optional[ChatCursor]) -> Optional[ChatLogChanges]:
         """What was committed since ``cursor`` (everything when it is None), or None
@@ -190,7 +181,7 @@ class SQLiteChatLog:
             return None
         rows = self.store.chat_since(self.scope, cursor.last if cursor is not None else 0)
         return ChatLogChanges(
-            rows.messages, _replaced(cursor, rows.first), ChatCursor(stamp, rows.first, rows.last)
+            rows.messages, replaced(cursor, rows.first), ChatCursor(stamp, rows.first, rows.last)
         )
 
     def append_after(
@@ -202,27 +193,10 @@ class SQLiteChatLog:
             self.scope, cursor.last if cursor is not None else 0, messages
         )
         return ChatLogChanges(
-            before.messages, _replaced(cursor, before.first), ChatCursor(stamp, bounds.first, bounds.last)
+            before.messages, replaced(cursor, before.first), ChatCursor(stamp, bounds.first, bounds.last)
         )
 
     def replace_all(self, messages: Sequence[ChatMessage]) -> ChatCursor:
         """Make ``messages`` the whole conversation; return the cursor after them."""
         bounds, stamp = self.store.replace_chat_bounds(self.scope, messages)
         return ChatCursor(stamp, bounds.first, bounds.last)
-
-
-def _replaced(cursor: Optional[ChatCursor], first: Optional[int]) -> bool:
-    """Whether the rows read after ``cursor`` are the whole conversation rather than
-    an addition: nothing was read before, or the first message the reader saw is gone
-    (another writer replaced or cleared the conversation; its new rows all come after
-    the cursor). A reader that saw an empty conversation takes every row as new."""
-    return cursor is None or (cursor.first is not None and first != cursor.first)
-
-def _user_key(scope: Scope) -> str:
-    # The buffer of an anonymous memory is still persisted, under the empty user.
-    return scope.user_id or ""
-
-
-def _session_key(scope: Scope) -> tuple[str, str, str]:
-    return (scope.tenant_id, _user_key(scope), scope.session_id or "")
-

@@ -1,0 +1,56 @@
+"""What the chat logs of every SQL backend share: a conversation's key, the facade's
+plain calls, and how a reader tells a replaced conversation from an addition. How a
+backend reads what changed (SQLite's commit stamp, PostgreSQL's bounds under a lock)
+stays in its ``chat.py``: the two databases tell news apart differently."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Optional, Protocol
+
+from ...types import Scope
+
+if TYPE_CHECKING:
+    from llama_index.core.base.llms.types import ChatMessage
+
+__all__ = ["SQLChatLog", "conversation_key", "replaced"]
+
+
+def conversation_key(scope: Scope) -> tuple[str, str, str]:
+    """``(tenant_id, user_id, session_id)`` of the scope's conversation in
+    ``chat_messages``: the buffer of an anonymous memory is still persisted, under the
+    empty user (and a memory without a session under the empty session)."""
+    return scope.tenant_id, scope.user_id or "", scope.session_id or ""
+
+
+class _Seen(Protocol):
+    """A reader's cursor: the first message it saw (None: it saw an empty conversation)."""
+
+    @property
+    def first(self) -> Optional[int]: ...
+
+
+def replaced(cursor: Optional[_Seen], first: Optional[int]) -> bool:
+    """Whether the rows read after ``cursor`` are the whole conversation rather than
+    an addition: nothing was read before, or the first message the reader saw is gone
+    (another writer replaced or cleared the conversation; its new rows all come after
+    the cursor). A reader that saw an empty conversation takes every row as new."""
+    return cursor is None or (cursor.first is not None and first != cursor.first)
+
+
+class SQLChatLog:
+    """One conversation of a SQL store: the plain calls of the
+    :class:`~llama_memory.storage.ports.chat.SharedChatLog` facade (a backend adds
+    loading, appending and reading what changed)."""
+
+    def __init__(self, store: Any, scope: Scope) -> None:
+        self.store = store
+        self.scope = scope
+
+    def replace(self, messages: Sequence[ChatMessage]) -> None:
+        """Replace all messages."""
+        self.store.replace_chat(self.scope, messages)
+
+    def clear(self) -> None:
+        """Remove all messages."""
+        self.store.replace_chat(self.scope, [])
