@@ -73,6 +73,7 @@ class RecordTables(PostgresConnection, SQLRecordTables):
     full-text search and word counts)."""
 
     write_order = "seq"
+    with_copies, copy_column = "records r", "r.vector"
 
     #: How many of a user's matching rows :meth:`search_text` scores with
     #: ``ts_rank_cd`` (at least the ``limit`` asked): the best by ``ts_rank``, which
@@ -141,30 +142,6 @@ class RecordTables(PostgresConnection, SQLRecordTables):
         with self.transaction("reset index flags") as conn:
             cur = conn.execute("UPDATE records SET indexed = false, vector = NULL WHERE source = %s", (source,))
             return cur.rowcount
-
-    def stored_vectors(self, ids: Sequence[str]) -> dict[str, bytes]:
-        """The vector copies of these records, by id (ids without one left out)."""
-        if not ids:
-            return {}
-        rows = self.query(
-            "read record vectors",
-            "SELECT id, vector FROM records WHERE id = ANY(%s) AND vector IS NOT NULL",
-            (list(ids),),
-        )
-        return {row["id"]: bytes(row["vector"]) for row in rows}
-
-    def user_vectors(self, source: str, tenant_id: str, user_id: str, limit: int) -> Optional[dict[str, bytes]]:
-        """Every vector copy of one user's indexed records of ``source`` (one statement,
-        one snapshot); None when they are more than ``limit`` or one has no copy."""
-        rows = self.query(
-            "read user vectors",
-            "SELECT id, vector FROM records WHERE tenant_id = %s AND user_id = %s AND source = %s "
-            "AND indexed LIMIT %s",
-            (tenant_id, user_id, source, limit + 1),
-        )
-        if len(rows) > limit or any(row["vector"] is None for row in rows):
-            return None
-        return {row["id"]: bytes(row["vector"]) for row in rows}
 
     # -- lexical search ---------------------------------------------------------------------
 

@@ -86,6 +86,10 @@ class SQLRecordTables:
     dialect: ClassVar[Dialect]
     #: The column that keeps a user's records in the order they were written.
     write_order: ClassVar[str]
+    #: ``records`` (as ``r``) beside each record's vector copy, and the copy's column
+    #: (NULL where a record has none): a table of their own, or a column of ``records``.
+    with_copies: ClassVar[str]
+    copy_column: ClassVar[str]
     #: Per table, statements (parameters: tenant, user) deleting a user's rows that
     #: belong to them through a row of that table with no cascade to take them along;
     #: run before the table's own rows go (see :meth:`delete_user`).
@@ -310,6 +314,37 @@ class SQLRecordTables:
         ):
             flags.setdefault((row["tenant_id"], row["user_id"]), {})[row["id"]] = bool(row["indexed"])
         return flags
+
+    def stored_vectors(self, ids: Sequence[str]) -> dict[str, bytes]:
+        """The vector copies kept by :meth:`mark_indexed` of these records, by id (ids
+        without one are left out)."""
+        found: dict[str, bytes] = {}
+        for batch in self.dialect.batches(ids):
+            listed, values = self.dialect.in_list("r.id", batch)
+            for row in self._record_rows(
+                "read record vectors",
+                f"SELECT r.id AS id, {self.copy_column} AS vector FROM {self.with_copies} "
+                f"WHERE {listed} AND {self.copy_column} IS NOT NULL",
+                values,
+            ):
+                found[row["id"]] = bytes(row["vector"])
+        return found
+
+    def user_vectors(self, source: str, tenant_id: str, user_id: str, limit: int) -> Optional[dict[str, bytes]]:
+        """Every vector copy of one user's indexed records of ``source``, by id; None
+        when the user has more than ``limit`` indexed records or some have no copy
+        (indexed before copies were kept): then only the dense index holds them all."""
+        # One statement, so one snapshot: a count taken apart could disagree with the
+        # rows when another process commits in between.
+        rows = self._record_rows(
+            "read user vectors",
+            f"SELECT r.id AS id, {self.copy_column} AS vector FROM {self.with_copies} "
+            f"WHERE r.tenant_id = ? AND r.user_id = ? AND r.source = ? AND r.indexed = {self.dialect.true} LIMIT ?",
+            (tenant_id, user_id, source, limit + 1),
+        )
+        if len(rows) > limit or any(row["vector"] is None for row in rows):
+            return None
+        return {row["id"]: bytes(row["vector"]) for row in rows}
 
     # -- deleting -----------------------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 """Long-term records in the SQLite system of record: the reads and writes are
 :class:`~llama_memory.storage.sql.records.SQLRecordTables`' (shared with PostgreSQL);
 here is what SQLite does its own way: a record's session neighbours, found along
-``rowid``, and its vector copy, kept in the table ``record_vectors``."""
+``rowid``, and its vector copy, kept in the table ``record_vectors`` (deleted with its
+record by a trigger)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ class RecordTables(SQLiteConnection, SQLRecordTables):
     """The records part of the store (table ``records``)."""
 
     write_order = "rowid"
+    with_copies, copy_column = "records r LEFT JOIN record_vectors v ON v.id = r.id", "v.vector"
 
     def session_neighbours(
         self, ids: Sequence[str], scope: Scope, source: str, radius: int

@@ -12,7 +12,6 @@ from .chat import ChatTables, SQLiteChatLog
 from .jobs import JobTables
 from .lexical import LexicalTables
 from .records import RecordTables
-from .vectors import VectorTables
 
 # Rows that belong to a user through a row of another table, with no trigger to delete
 # them with it: deleted first when the user is (see SQLRecordTables.delete_user).
@@ -26,7 +25,7 @@ _USER_DEPENDENTS: dict[str, tuple[str, ...]] = {
 }
 
 
-class SQLiteStore(ChatTables, RecordTables, LexicalTables, VectorTables, JobTables):
+class SQLiteStore(ChatTables, RecordTables, LexicalTables, JobTables):
     """A thread-safe SQLite system of record.
 
     Args:
