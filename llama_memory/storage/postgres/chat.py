@@ -9,10 +9,9 @@ from typing import Any, NamedTuple, Optional
 
 from llama_index.core.base.llms.types import ChatMessage
 
-from ...types import Scope, now
-from ..codec import dump_message
+from ...types import Scope
 from ..ports.chat import ChatLogChanges
-from ..sql.chat import SQLChatLog, conversation_key, replaced
+from ..sql.chat import SQLChatLog, SQLChatTables, conversation_key, replaced
 from .connection import Connection, PostgresConnection
 
 # One statement, so one snapshot: the conversation's bounds and its rows after a cursor.
@@ -34,7 +33,7 @@ class ChatCursor(NamedTuple):
     last: int
 
 
-class ChatTables(PostgresConnection):
+class ChatTables(PostgresConnection, SQLChatTables):
     """The chat history part of the store (table ``chat_messages``)."""
 
     def _since(self, scope: Scope, after: int) -> tuple[list[ChatMessage], ChatCursor]:
@@ -54,18 +53,6 @@ class ChatTables(PostgresConnection):
             (json.dumps([key["t"], key["u"], key["s"]]),),
         )
 
-    def _insert(self, conn: Connection, scope: Scope, messages: Sequence[ChatMessage]) -> None:
-        if not messages:
-            return
-        key = _key(scope)
-        created = now()
-        with conn.cursor() as cur:
-            cur.executemany(
-                "INSERT INTO chat_messages (tenant_id, user_id, session_id, message_json, created_at) "
-                "VALUES (%s, %s, %s, %s, %s)",
-                [(key["t"], key["u"], key["s"], dump_message(m), created) for m in messages],
-            )
-
     def append_chat_after(
         self, scope: Scope, after: int, messages: Sequence[ChatMessage]
     ) -> tuple[list[ChatMessage], ChatCursor, ChatCursor]:
@@ -74,7 +61,7 @@ class ChatTables(PostgresConnection):
         with self.transaction("append chat history") as conn:
             self._lock_conversation(conn, scope)
             before, bounds = self._since(scope, after)
-            self._insert(conn, scope, messages)
+            self._insert_chat(conn, scope, messages)
             _, end = self._since(scope, 2**62)
         return before, bounds, end
 
@@ -82,24 +69,10 @@ class ChatTables(PostgresConnection):
         """Make ``messages`` the whole conversation; return its bounds after."""
         with self.transaction("replace chat history") as conn:
             self._lock_conversation(conn, scope)
-            key = _key(scope)
-            conn.execute(
-                "DELETE FROM chat_messages WHERE tenant_id = %s AND user_id = %s AND session_id = %s",
-                (key["t"], key["u"], key["s"]),
-            )
-            self._insert(conn, scope, messages)
+            self._delete_chat(conn, scope)
+            self._insert_chat(conn, scope, messages)
             _, end = self._since(scope, 2**62)
         return end
-
-    def sessions(self, scope: Scope) -> list[str]:
-        """The session ids with stored chat history for the scope's user, oldest first."""
-        rows = self.query(
-            "list sessions",
-            "SELECT session_id FROM chat_messages WHERE tenant_id = %s AND user_id = %s "
-            "GROUP BY session_id ORDER BY min(seq)",
-            conversation_key(scope)[:2],
-        )
-        return [row["session_id"] for row in rows]
 
 
 class PostgresChatLog(SQLChatLog):

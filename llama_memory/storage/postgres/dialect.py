@@ -23,6 +23,11 @@ class PostgresDialect(Dialect):
         """The statement with psycopg's ``%s`` placeholders."""
         return format_style(statement)
 
+    def execute_many(self, conn: Any, statement: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Through a cursor: a psycopg connection has no ``executemany``."""
+        with conn.cursor() as cur:
+            cur.executemany(self.sql(statement), rows)
+
     def in_list(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
         """``column = ANY(?)`` with the values as one array: one statement text for every
         length (prepared once)."""

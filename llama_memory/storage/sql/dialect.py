@@ -68,6 +68,10 @@ class Dialect(ABC):
         """Run ``statement`` on ``conn`` (a connection of the store's transaction); the cursor."""
         return conn.execute(self.sql(statement), params)
 
+    def execute_many(self, conn: Any, statement: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Run ``statement`` once for each parameter row of ``rows`` on ``conn``."""
+        conn.executemany(self.sql(statement), rows)
+
     @abstractmethod
     def in_list(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
         """``column`` is one of ``values``: ``(condition, its parameters)``. Where a list

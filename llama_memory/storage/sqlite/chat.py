@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, NamedTuple, Optional
 if TYPE_CHECKING:
     from llama_index.core.base.llms.types import ChatMessage
 
-from ...types import Scope, now
-from ..codec import dump_message, load_message
+from ...types import Scope
+from ..codec import load_message
 from ..ports.chat import ChatLogChanges
-from ..sql.chat import SQLChatLog, conversation_key, replaced
+from ..sql.chat import SQLChatLog, SQLChatTables, conversation_key, replaced
 from .connection import SQLiteConnection
 
 
@@ -26,7 +26,7 @@ class ChatRows(NamedTuple):
     last: int
 
 
-class ChatTables(SQLiteConnection):
+class ChatTables(SQLiteConnection, SQLChatTables):
     """The chat history part of the store (table ``chat_messages``)."""
 
     def load_chat(self, scope: Scope) -> list[ChatMessage]:
@@ -47,10 +47,7 @@ class ChatTables(SQLiteConnection):
     def replace_chat(self, scope: Scope, messages: Sequence[ChatMessage]) -> None:
         """Replace one conversation's messages, atomically."""
         with self.transaction("replace chat history") as conn:
-            conn.execute(
-                "DELETE FROM chat_messages WHERE tenant_id = ? AND user_id = ? AND session_id = ?",
-                conversation_key(scope),
-            )
+            self._delete_chat(conn, scope)
             self._insert_chat(conn, scope, messages)
 
     def chat_since(self, scope: Scope, after: int) -> ChatRows:
@@ -90,10 +87,7 @@ class ChatTables(SQLiteConnection):
         """:meth:`replace_chat`, returning the new bounds and the stamp once committed."""
         with self.transaction("replace chat history") as conn:
             stamp = self._stamp_after_commit()
-            conn.execute(
-                "DELETE FROM chat_messages WHERE tenant_id = ? AND user_id = ? AND session_id = ?",
-                conversation_key(scope),
-            )
+            self._delete_chat(conn, scope)
             self._insert_chat(conn, scope, messages)
             bounds = self._chat_bounds(conn, scope)
         return bounds, stamp
@@ -117,29 +111,6 @@ class ChatTables(SQLiteConnection):
         ).fetchall()
         bounds = cls._chat_bounds(conn, scope)
         return ChatRows([load_message(row["message_json"]) for row in rows], bounds.first, bounds.last)
-
-    def sessions(self, scope: Scope) -> list[str]:
-        """The session ids with stored chat history for the scope's user, oldest first."""
-        rows = self.query(
-            "list sessions",
-            "SELECT session_id, MIN(seq) AS first FROM chat_messages "
-            "WHERE tenant_id = ? AND user_id = ? GROUP BY session_id ORDER BY first",
-            conversation_key(scope)[:2],
-        )
-        return [row["session_id"] for row in rows]
-
-    @staticmethod
-    def _insert_chat(
-        conn: sqlite3.Connection, scope: Scope, messages: Sequence[ChatMessage]
-    ) -> None:
-        created = now()
-        key = conversation_key(scope)
-        conn.executemany(
-            "INSERT INTO chat_messages (tenant_id, user_id, session_id, message_json, created_at) "
-            "VALUES (?, ?, ?, ?, ?)",
-            [(*key, dump_message(m), created) for m in messages],
-        )
-
 
 class ChatCursor(NamedTuple):
     """How far a reader of a :class:`SQLiteChatLog` has read: the store's
