@@ -10,7 +10,7 @@ from typing import Any
 
 from ..text import counted
 from .loading import CommandError, _open
-from .output import _jsonable, _print_json, _print_record, _short, _shown, _table, _when
+from .output import _jsonable, _print_json, _print_record, _report, _short, _shown, _table, _when
 
 
 def cmd_users(args: argparse.Namespace) -> None:
@@ -163,9 +163,10 @@ def _without_rank_scores(value: Any) -> Any:
 def cmd_delete(args: argparse.Namespace) -> None:
     with _open(args) as admin:
         source = admin.delete_record(args.user, args.record_id)
-    if args.json:
-        return _print_json({"deleted": args.record_id, "source": source})
-    print(f"deleted {_shown(args.record_id)} ({source}) of {_shown(args.user)}")
+    _report(
+        args.json, {"deleted": args.record_id, "source": source},
+        f"deleted {_shown(args.record_id)} ({source}) of {_shown(args.user)}",
+    )  # fmt: skip
 
 
 def cmd_forget(args: argparse.Namespace) -> None:
@@ -176,6 +177,4 @@ def cmd_forget(args: argparse.Namespace) -> None:
         )
     with _open(args) as admin:
         admin.forget(args.user)
-    if args.json:
-        return _print_json({"forgotten": args.user})
-    print(f"forgot {_shown(args.user)}")
+    _report(args.json, {"forgotten": args.user}, f"forgot {_shown(args.user)}")

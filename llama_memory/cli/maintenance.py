@@ -7,39 +7,36 @@ import argparse
 
 from ..text import counted
 from .loading import _open, _progress
-from .output import _lines, _print_json, _size
+from .output import _lines, _print_json, _report, _size
 
 
 def cmd_reindex(args: argparse.Namespace) -> None:
     with _open(args) as admin, _progress("reindexing") as progress:
         count = admin.reindex(progress)
-    if args.json:
-        return _print_json({"indexed": count})
-    print(f"reindexed {counted(count, 'record')}")
+    _report(args.json, {"indexed": count}, f"reindexed {counted(count, 'record')}")
 
 
 def cmd_reconcile(args: argparse.Namespace) -> None:
     with _open(args) as admin:
         reports = admin.reconcile()
-    if args.json:
-        return _print_json(reports)
-    for name, report in reports.items():
-        print(
+    _report(
+        args.json, reports,
+        *(
             f"{name}: {counted(report.users, 'user')} compared; "
             f"{counted(report.missing, 'missing vector')} flagged for indexing, "
             f"{report.adopted} already in the index, "
             f"{counted(report.orphans, 'orphan vector')} deleted, "
             f"{counted(report.dropped_collections, 'empty collection')} dropped, "
             f"{counted(report.indexed, 'vector')} written"
-        )
+            for name, report in reports.items()
+        ),
+    )  # fmt: skip
 
 
 def cmd_purge_expired(args: argparse.Namespace) -> None:
     with _open(args) as admin:
         count = admin.purge_expired()
-    if args.json:
-        return _print_json({"purged": count})
-    print(f"purged {counted(count, 'expired record')}")
+    _report(args.json, {"purged": count}, f"purged {counted(count, 'expired record')}")
 
 
 def cmd_stats(args: argparse.Namespace) -> None:

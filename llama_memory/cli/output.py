@@ -29,6 +29,14 @@ def _print_json(value: Any) -> None:
     print(json.dumps(_jsonable(value), ensure_ascii=False, indent=2))
 
 
+def _report(json_wanted: bool, value: Any, *lines: str) -> None:
+    """Print a command's result: ``value`` as JSON (``--json``), else ``lines``."""
+    if json_wanted:
+        _print_json(value)
+    for line in () if json_wanted else lines:
+        print(line)
+
+
 def _when(epoch: Optional[float]) -> str:
     if epoch is None:
         return "-"

@@ -125,7 +125,7 @@ def test_the_allow_list_names_only_modules_that_need_it() -> None:
 
 #: The modules that open stores or choose where data goes: they ask the registry
 #: (a name ending in "/" is a package: each of its modules).
-OPENERS = ("config.py", "admin.py", "cli/", "copying.py", "worker.py", "blocks.py", "mcp_server.py")
+OPENERS = ("config.py", "admin.py", "admin_transfer.py", "cli/", "copying.py", "worker.py", "blocks.py", "mcp_server.py")
 
 
 def _opener_modules() -> dict[str, Path]:

@@ -16,7 +16,6 @@ from typing import Any
 from ..sql.admin import SQLStoreAdmin
 from .dialect import POSTGRES
 from .records import _event_date
-from .store import PostgresStore
 from .triples import PostgresTripleTimeline
 
 __all__ = ["TABLES", "PostgresStoreAdmin"]
@@ -35,9 +34,6 @@ class PostgresStoreAdmin(SQLStoreAdmin):
     record_order = "seq"
     tables_on_first_use = False
     timeline_class = PostgresTripleTimeline
-
-    def __init__(self, store: PostgresStore) -> None:
-        super().__init__(store)
 
     def _record_extras(self, row: dict[str, Any]) -> dict[str, Any]:
         return {"event_date": _event_date(row["event_time"])}

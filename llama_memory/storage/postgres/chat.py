@@ -9,9 +9,9 @@ from typing import Any, NamedTuple, Optional
 
 from llama_index.core.base.llms.types import ChatMessage
 
-from ...types import Scope, now
-from ..codec import dump_message
+from ...types import Scope
 from ..ports.chat import ChatLogChanges
+from ..sql.chat import SQLChatLog, SQLChatTables, conversation_key, replaced
 from .connection import Connection, PostgresConnection
 
 # One statement, so one snapshot: the conversation's bounds and its rows after a cursor.
@@ -33,7 +33,7 @@ class ChatCursor(NamedTuple):
     last: int
 
 
-class ChatTables(PostgresConnection):
+class ChatTables(PostgresConnection, SQLChatTables):
     """The chat history part of the store (table ``chat_messages``)."""
 
     def _since(self, scope: Scope, after: int) -> tuple[list[ChatMessage], ChatCursor]:
@@ -53,18 +53,6 @@ class ChatTables(PostgresConnection):
             (json.dumps([key["t"], key["u"], key["s"]]),),
         )
 
-    def _insert(self, conn: Connection, scope: Scope, messages: Sequence[ChatMessage]) -> None:
-        if not messages:
-            return
-        key = _key(scope)
-        created = now()
-        with conn.cursor() as cur:
-            cur.executemany(
-                "INSERT INTO chat_messages (tenant_id, user_id, session_id, message_json, created_at) "
-                "VALUES (%s, %s, %s, %s, %s)",
-                [(key["t"], key["u"], key["s"], dump_message(m), created) for m in messages],
-            )
-
     def append_chat_after(
         self, scope: Scope, after: int, messages: Sequence[ChatMessage]
     ) -> tuple[list[ChatMessage], ChatCursor, ChatCursor]:
@@ -73,7 +61,7 @@ class ChatTables(PostgresConnection):
         with self.transaction("append chat history") as conn:
             self._lock_conversation(conn, scope)
             before, bounds = self._since(scope, after)
-            self._insert(conn, scope, messages)
+            self._insert_chat(conn, scope, messages)
             _, end = self._since(scope, 2**62)
         return before, bounds, end
 
@@ -81,35 +69,19 @@ class ChatTables(PostgresConnection):
         """Make ``messages`` the whole conversation; return its bounds after."""
         with self.transaction("replace chat history") as conn:
             self._lock_conversation(conn, scope)
-            key = _key(scope)
-            conn.execute(
-                "DELETE FROM chat_messages WHERE tenant_id = %s AND user_id = %s AND session_id = %s",
-                (key["t"], key["u"], key["s"]),
-            )
-            self._insert(conn, scope, messages)
+            self._delete_chat(conn, scope)
+            self._insert_chat(conn, scope, messages)
             _, end = self._since(scope, 2**62)
         return end
 
-    def sessions(self, scope: Scope) -> list[str]:
-        """The session ids with stored chat history for the scope's user, oldest first."""
-        rows = self.query(
-            "list sessions",
-            "SELECT session_id FROM chat_messages WHERE tenant_id = %s AND user_id = %s "
-            "GROUP BY session_id ORDER BY min(seq)",
-            (scope.tenant_id, scope.user_id or ""),
-        )
-        return [row["session_id"] for row in rows]
 
-
-class PostgresChatLog:
+class PostgresChatLog(SQLChatLog):
     """One conversation's persisted messages: a
     :class:`~llama_memory.storage.ports.chat.SharedChatLog`. Every worker on the
     database sees the messages the others commit, in commit order; "nothing changed"
     costs one index lookup of the conversation's bounds."""
 
-    def __init__(self, store: ChatTables, scope: Scope) -> None:
-        self.store = store
-        self.scope = scope
+    store: ChatTables
 
     def load(self) -> list[ChatMessage]:
         """The conversation's messages, oldest first."""
@@ -119,21 +91,13 @@ class PostgresChatLog:
         """Append messages."""
         self.store.append_chat_after(self.scope, 2**62, messages)
 
-    def replace(self, messages: Sequence[ChatMessage]) -> None:
-        """Replace all messages."""
-        self.store.replace_chat(self.scope, messages)
-
-    def clear(self) -> None:
-        """Remove all messages."""
-        self.store.replace_chat(self.scope, [])
-
     def changes(self, cursor: Optional[ChatCursor]) -> Optional[ChatLogChanges]:
         """What was committed since ``cursor`` (everything when it is None), or None
         when the conversation is as the cursor saw it."""
         messages, bounds = self.store._since(self.scope, cursor.last if cursor is not None else 0)
         if cursor is not None and bounds == cursor:
             return None
-        return ChatLogChanges(messages, _replaced(cursor, bounds.first), bounds)
+        return ChatLogChanges(messages, replaced(cursor, bounds.first), bounds)
 
     def append_after(self, cursor: Optional[ChatCursor], messages: Sequence[ChatMessage]) -> ChatLogChanges:
         """Append ``messages`` after whatever was committed since ``cursor``, which is
@@ -141,17 +105,11 @@ class PostgresChatLog:
         before, bounds, end = self.store.append_chat_after(
             self.scope, cursor.last if cursor is not None else 0, messages
         )
-        return ChatLogChanges(before, _replaced(cursor, bounds.first), end)
+        return ChatLogChanges(before, replaced(cursor, bounds.first), end)
 
     def replace_all(self, messages: Sequence[ChatMessage]) -> ChatCursor:
         """Make ``messages`` the whole conversation; return the cursor after them."""
         return self.store.replace_chat(self.scope, messages)
-
-
-def _replaced(cursor: Optional[ChatCursor], first: Optional[int]) -> bool:
-    """Whether rows read after ``cursor`` are the whole conversation (nothing read
-    before, or the first message the reader saw is gone) rather than an addition."""
-    return cursor is None or (cursor.first is not None and first != cursor.first)
 
 
 def _load(data: Any) -> ChatMessage:
@@ -159,5 +117,5 @@ def _load(data: Any) -> ChatMessage:
 
 
 def _key(scope: Scope) -> dict[str, str]:
-    # The buffer of an anonymous memory is still persisted, under the empty user.
-    return {"t": scope.tenant_id, "u": scope.user_id or "", "s": scope.session_id or ""}
+    # The conversation's key as the named parameters of the statements here.
+    return dict(zip("tus", conversation_key(scope)))

@@ -8,12 +8,11 @@ import asyncio
 import logging
 import threading
 import time
-import uuid
 import weakref
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import Any, ClassVar, Optional, Union
 
 import greenlet
 import psycopg
@@ -22,9 +21,12 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTi
 
 from ...asyncbridge import await_only, in_bridge, on_exit
 from ...errors import StorageError
+from ..sql.dialect import Dialect
+from ..sql.meta import SQLMeta
 from ..word_counts import WordCountCache
 from .bridged import BridgedPool, LoopPool, close_in_its_loop
 from .changes import ChangeWatch, read_snapshot
+from .dialect import POSTGRES
 from .schema import migrate
 from .urls import describe_url, shown_store, url_without_password
 
@@ -105,7 +107,7 @@ class _OwnPools:
 _own_pools = _OwnPools()
 
 
-class PostgresConnection:
+class PostgresConnection(SQLMeta):
     """The plumbing every part of :class:`~llama_memory.storage.postgres.PostgresStore`
     shares: a bounded pool, thread-local transactions that nest, migrations, meta.
 
@@ -135,6 +137,8 @@ class PostgresConnection:
     with libpq's reason; never the password). A write that failed is never retried: it
     may have committed before the connection broke.
     """
+
+    dialect: ClassVar[Dialect] = POSTGRES
 
     def __init__(
         self,
@@ -551,41 +555,3 @@ class PostgresConnection:
                 pools, self._async_pools = self._async_pools, {}
             for loop, pool in pools.items():
                 close_in_its_loop(loop, pool)
-
-    # -- meta ---------------------------------------------------------------------
-
-    def get_meta(self, key: str) -> Optional[str]:
-        """The value stored under ``key`` in the meta table, or None."""
-        rows = self.query("read meta", "SELECT value FROM meta WHERE key = %s", (key,))
-        return str(rows[0]["value"]) if rows else None
-
-    def set_meta(self, key: str, value: str) -> None:
-        """Store ``value`` under ``key`` in the meta table."""
-        with self.transaction("write meta") as conn:
-            conn.execute(
-                "INSERT INTO meta (key, value) VALUES (%s, %s) "
-                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                (key, value),
-            )
-
-    def set_meta_once(self, key: str, value: str) -> str:
-        """Store ``value`` under ``key`` unless a value is there; return the value kept."""
-        with self.transaction("write meta") as conn:
-            conn.execute(
-                "INSERT INTO meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING", (key, value)
-            )
-            row = conn.execute("SELECT value FROM meta WHERE key = %s", (key,)).fetchone()
-            assert row is not None
-            return str(row["value"])
-
-    def delete_meta(self, keys: Sequence[str]) -> None:
-        """Remove ``keys`` from the meta table (absent ones are ignored)."""
-        with self.transaction("delete meta") as conn:
-            conn.execute("DELETE FROM meta WHERE key = ANY(%s)", (list(keys),))
-
-    @property
-    def store_id(self) -> str:
-        """A random id given to this store when first asked, kept in the meta table."""
-        return self.set_meta_once("store_id", uuid.uuid4().hex[:12])
-
-

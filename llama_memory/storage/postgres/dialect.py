@@ -23,6 +23,11 @@ class PostgresDialect(Dialect):
         """The statement with psycopg's ``%s`` placeholders."""
         return format_style(statement)
 
+    def execute_many(self, conn: Any, statement: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Through a cursor: a psycopg connection has no ``executemany``."""
+        with conn.cursor() as cur:
+            cur.executemany(self.sql(statement), rows)
+
     def in_list(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
         """``column = ANY(?)`` with the values as one array: one statement text for every
         length (prepared once)."""
@@ -63,6 +68,21 @@ class PostgresDialect(Dialect):
         row = conn.execute(self.sql(f"{statement} RETURNING {returning}"), list(values.values())).fetchone()
         assert row is not None  # an INSERT ... VALUES returns its row
         return int(row[returning])
+
+    def delete(
+        self, conn: Any, table: str, where: str, params: Sequence[Any], returning: str
+    ) -> list[Any]:
+        """``DELETE ... RETURNING``: one statement."""
+        return list(self.execute(conn, f"DELETE FROM {table} WHERE {where} RETURNING {returning}", params).fetchall())
+
+    def user_tables(self, conn: Any) -> list[str]:
+        """From ``information_schema``, of the current schema, by name."""
+        rows = conn.execute(
+            "SELECT table_name FROM information_schema.columns WHERE table_schema = current_schema() "
+            "AND column_name IN ('tenant_id', 'user_id') GROUP BY table_name HAVING count(*) = 2 "
+            "ORDER BY table_name"
+        ).fetchall()
+        return [row["table_name"] for row in rows]
 
     def lock(self, conn: Any, key: str) -> None:
         """A transaction-scoped advisory lock on a hash of ``key``: writers of one key

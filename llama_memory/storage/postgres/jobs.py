@@ -7,10 +7,8 @@ from __future__ import annotations
 
 from ..sql.jobs import SQLJobQueue
 from .connection import PostgresConnection
-from .dialect import POSTGRES
 
 
 class JobTables(PostgresConnection, SQLJobQueue):
     """The job queue part of the store."""
 
-    dialect = POSTGRES

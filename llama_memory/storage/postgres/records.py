@@ -1,5 +1,7 @@
-"""Long-term records in PostgreSQL: write with dedup, read, session order, index flags,
-expiry, their full-text index (a generated ``tsvector``) and vector copies."""
+"""Long-term records in PostgreSQL: the reads and writes are
+:class:`~llama_memory.storage.sql.records.SQLRecordTables`' (shared with SQLite); here
+is what PostgreSQL does its own way: session order (``seq``), vector copies in a
+column, and the full-text index (a generated ``tsvector``) with its word counts."""
 
 from __future__ import annotations
 
@@ -8,21 +10,12 @@ import time
 from collections.abc import Sequence
 from typing import Any, Optional
 
-from psycopg.types.json import Jsonb
-
-from ...text import content_hash
-from ...types import MemoryRecord, Scope, now
-from ..expiry import later_expiry
-from ..ports.records import NewRecord, PendingRecord, more_important
-from ..sql.records import record_id as make_record_id
-from ..sql.records import to_record
+from ...types import Scope
+from ..ports.records import NewRecord
+from ..sql.records import SQLRecordTables
 from .connection import PostgresConnection
 from .schema import USER_WORDS_FUNCTION
 
-_COLUMNS = (
-    "id, source, tenant_id, user_id, session_id, role, text, message_ids, event_time, "
-    "ingested_at, metadata, expires_at, importance, last_used"
-)
 _WORD = re.compile(r"\w+", re.UNICODE)
 #: A user of more records than this has their words counted on this many of their rows
 #: (a common word of a large user is held by thousands of them; an idf needs rough
@@ -73,8 +66,14 @@ _MONTHS = (
 )
 
 
-class RecordTables(PostgresConnection):
-    """The records part of the store (table ``records``)."""
+class RecordTables(PostgresConnection, SQLRecordTables):
+    """The records part of the store (table ``records``): the reads and writes of
+    :class:`~llama_memory.storage.sql.records.SQLRecordTables`, and what PostgreSQL does
+    its own way (session neighbours by a ``LATERAL`` join, vector copies in a column, the
+    full-text search and word counts)."""
+
+    write_order = "seq"
+    with_copies, copy_column = "records r", "r.vector"
 
     #: How many of a user's matching rows :meth:`search_text` scores with
     #: ``ts_rank_cd`` (at least the ``limit`` asked): the best by ``ts_rank``, which
@@ -82,78 +81,9 @@ class RecordTables(PostgresConnection):
     #: get() speed, idle machine"), the top 30 stayed the same as ranking every row.
     rank_candidates: int = RANK_CANDIDATES
 
-    def add_records(self, records: Sequence[NewRecord]) -> list[str]:
-        """Write records in one transaction; return their ids.
-
-        A record whose normalised text (and role) the same user already has in the
-        same source is stored once: the existing row's message ids grow and its expiry
-        is renewed (the later wins, "forever" wins all). Concurrent writers of the same
-        text meet on the unique key, and the merge runs under the row's lock.
-        """
-        ids: list[str] = []
-        ingested = now()
-        with self.transaction("add records") as conn:
-            for rec in records:
-                user = rec.scope.require_user(f"the {rec.source!r} memory source")
-                digest = content_hash(rec.text, rec.role)
-                record_id = make_record_id(rec.source, rec.scope.tenant_id, user, digest)
-                inserted = conn.execute(
-                    "INSERT INTO records (id, source, tenant_id, user_id, session_id, role, text, "
-                    "event_date, content_hash, message_ids, event_time, ingested_at, metadata, ttl, "
-                    "expires_at, importance) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
-                    "ON CONFLICT (tenant_id, user_id, source, content_hash) DO NOTHING RETURNING id",
-                    (
-                        record_id, rec.source, rec.scope.tenant_id, user, rec.scope.session_id,
-                        rec.role, rec.text, _event_date(rec.event_time), digest,
-                        Jsonb(list(rec.message_ids)), rec.event_time, ingested,
-                        Jsonb(rec.metadata or {}), rec.ttl if rec.expires_at is not None else None,
-                        rec.expires_at, rec.importance,
-                    ),
-                ).fetchone()  # fmt: skip
-                if inserted is not None:
-                    ids.append(record_id)
-                    continue
-                existing = conn.execute(
-                    "SELECT id, message_ids, ttl, expires_at, importance FROM records WHERE tenant_id = %s "
-                    "AND user_id = %s AND source = %s AND content_hash = %s FOR UPDATE",
-                    (rec.scope.tenant_id, user, rec.source, digest),
-                ).fetchone()
-                assert existing is not None  # the conflict that refused the insert
-                known = list(existing["message_ids"])
-                merged = known + [m for m in rec.message_ids if m not in known]
-                lasting = later_expiry((existing["ttl"], existing["expires_at"]), (rec.ttl, rec.expires_at))
-                if merged != known or lasting != (existing["ttl"], existing["expires_at"]):
-                    conn.execute(
-                        "UPDATE records SET message_ids = %s, ttl = %s, expires_at = %s "
-                        "WHERE tenant_id = %s AND user_id = %s AND id = %s",
-                        (Jsonb(merged), *lasting, rec.scope.tenant_id, user, existing["id"]),
-                    )
-                if more_important(rec.importance, existing["importance"]):
-                    conn.execute(
-                        "UPDATE records SET importance = %s "
-                        "WHERE tenant_id = %s AND user_id = %s AND id = %s",
-                        (rec.importance, rec.scope.tenant_id, user, existing["id"]),
-                    )
-                ids.append(existing["id"])
-        return ids
-
-    def get_records(
-        self, ids: Sequence[str], scope: Scope, source: str, alive_at: Optional[float] = None
-    ) -> dict[str, MemoryRecord]:
-        """Records by id, of the scope's tenant and user and of ``source`` only (and,
-        given ``alive_at``, not expired then)."""
-        if not ids:
-            return {}
-        user = scope.require_user(f"the {source!r} memory source")
-        alive = "" if alive_at is None else " AND (expires_at IS NULL OR expires_at > %s)"
-        rows = self.query(
-            "read records",
-            f"SELECT {_COLUMNS} FROM records WHERE tenant_id = %s AND user_id = %s "
-            f"AND id = ANY(%s) AND source = %s{alive}",
-            (scope.tenant_id, user, list(ids), source, *(() if alive_at is None else (alive_at,))),
-        )
-        return {row["id"]: to_record(row) for row in rows}
+    def _derived_columns(self, rec: NewRecord) -> dict[str, Any]:
+        # The full-text index reads the event date in words too (the column ``tsv``).
+        return {"event_date": _event_date(rec.event_time)}
 
     def session_neighbours(
         self, ids: Sequence[str], scope: Scope, source: str, radius: int
@@ -187,82 +117,7 @@ class RecordTables(PostgresConnection):
     def ensure_session_order(self) -> None:
         """Nothing to do: the session index is part of the schema."""
 
-    def session_records(self, scope: Scope, source: str, limit: int) -> list[MemoryRecord]:
-        """The first ``limit`` records of ``source`` in the scope's session, in write order."""
-        user = scope.require_user(f"the {source!r} memory source")
-        rows = self.query(
-            "session records",
-            f"SELECT {_COLUMNS} FROM records WHERE tenant_id = %s AND user_id = %s AND source = %s "
-            "AND session_id IS NOT DISTINCT FROM %s ORDER BY seq LIMIT %s",
-            (scope.tenant_id, user, source, scope.session_id, limit),
-        )
-        return [to_record(row) for row in rows]
-
-    def count_records(self, source: str, scope: Optional[Scope] = None) -> int:
-        """How many records ``source`` holds (for one user when ``scope`` is given)."""
-        if scope is None:
-            rows = self.query("count records", "SELECT count(*) AS n FROM records WHERE source = %s", (source,))
-        else:
-            rows = self.query(
-                "count records",
-                "SELECT count(*) AS n FROM records WHERE tenant_id = %s AND user_id = %s AND source = %s",
-                (scope.tenant_id, scope.require_user(), source),
-            )
-        return int(rows[0]["n"])
-
-    def refresh_expiry(self, ids: Sequence[str], at: float) -> None:
-        """Make records that have a time to live expire ``ttl`` seconds after ``at``."""
-        if ids:
-            with self.transaction("refresh expiry") as conn:
-                conn.execute(
-                    "UPDATE records SET expires_at = %s + ttl WHERE id = ANY(%s) AND ttl IS NOT NULL",
-                    (at, list(ids)),
-                )
-
-    def delete_expired(self, source: str, at: float) -> list[PendingRecord]:
-        """Delete the records of ``source`` expired at ``at``; return them."""
-        with self.transaction("purge expired records") as conn:
-            rows = conn.execute(
-                "DELETE FROM records WHERE source = %s AND expires_at IS NOT NULL AND expires_at <= %s "
-                "RETURNING id, text, tenant_id, user_id",
-                (source, at),
-            ).fetchall()
-        return [PendingRecord(r["id"], r["text"], r["tenant_id"], r["user_id"]) for r in rows]
-
-    def delete_records(self, ids: Sequence[str], scope: Scope, source: str) -> list[PendingRecord]:
-        """Delete these records of the scope's user in ``source``; return what was deleted."""
-        if not ids:
-            return []
-        user = scope.require_user(f"the {source!r} memory source")
-        with self.transaction("delete records") as conn:
-            rows = conn.execute(
-                "DELETE FROM records WHERE tenant_id = %s AND user_id = %s AND id = ANY(%s) "
-                "AND source = %s RETURNING id, text, tenant_id, user_id",
-                (scope.tenant_id, user, list(ids), source),
-            ).fetchall()
-        return [PendingRecord(r["id"], r["text"], r["tenant_id"], r["user_id"]) for r in rows]
-
-    def mark_used(self, ids: Sequence[str], at: float) -> None:
-        """Record that these records were shown at ``at`` (``last_used`` only moves forward)."""
-        if ids:
-            with self.transaction("mark records used") as conn:
-                conn.execute(
-                    "UPDATE records SET last_used = %s WHERE id = ANY(%s) "
-                    "AND (last_used IS NULL OR last_used < %s)",
-                    (at, list(ids), at),
-                )
-
     # -- index flags and vector copies ----------------------------------------------------
-
-    def pending_records(self, source: str, limit: int) -> list[PendingRecord]:
-        """Up to ``limit`` records the dense index has not caught up with, oldest first."""
-        rows = self.query(
-            "read pending records",
-            "SELECT id, text, tenant_id, user_id FROM records WHERE source = %s AND NOT indexed "
-            "ORDER BY seq LIMIT %s",
-            (source, limit),
-        )
-        return [PendingRecord(r["id"], r["text"], r["tenant_id"], r["user_id"]) for r in rows]
 
     def mark_indexed(
         self, ids: Sequence[str], indexed: bool = True, vectors: Optional[Sequence[bytes]] = None
@@ -288,87 +143,7 @@ class RecordTables(PostgresConnection):
             cur = conn.execute("UPDATE records SET indexed = false, vector = NULL WHERE source = %s", (source,))
             return cur.rowcount
 
-    def index_flags(self, source: str, owner: Optional[tuple[str, str]] = None) -> dict[tuple[str, str], dict[str, bool]]:
-        """Every record id of ``source`` (of one (tenant, user) ``owner``, or all) and
-        whether the dense index holds it, per (tenant, user)."""
-        if owner is None:
-            rows = self.query(
-                "read index flags", "SELECT id, tenant_id, user_id, indexed FROM records WHERE source = %s "
-                "ORDER BY seq", (source,),
-            )  # fmt: skip
-        else:
-            rows = self.query(
-                "read index flags",
-                "SELECT id, tenant_id, user_id, indexed FROM records WHERE tenant_id = %s AND user_id = %s "
-                "AND source = %s ORDER BY seq",
-                (*owner, source),
-            )
-        flags: dict[tuple[str, str], dict[str, bool]] = {}
-        for row in rows:
-            flags.setdefault((row["tenant_id"], row["user_id"]), {})[row["id"]] = bool(row["indexed"])
-        return flags
-
-    def stored_vectors(self, ids: Sequence[str]) -> dict[str, bytes]:
-        """The vector copies of these records, by id (ids without one left out)."""
-        if not ids:
-            return {}
-        rows = self.query(
-            "read record vectors",
-            "SELECT id, vector FROM records WHERE id = ANY(%s) AND vector IS NOT NULL",
-            (list(ids),),
-        )
-        return {row["id"]: bytes(row["vector"]) for row in rows}
-
-    def user_vectors(self, source: str, tenant_id: str, user_id: str, limit: int) -> Optional[dict[str, bytes]]:
-        """Every vector copy of one user's indexed records of ``source`` (one statement,
-        one snapshot); None when they are more than ``limit`` or one has no copy."""
-        rows = self.query(
-            "read user vectors",
-            "SELECT id, vector FROM records WHERE tenant_id = %s AND user_id = %s AND source = %s "
-            "AND indexed LIMIT %s",
-            (tenant_id, user_id, source, limit + 1),
-        )
-        if len(rows) > limit or any(row["vector"] is None for row in rows):
-            return None
-        return {row["id"]: bytes(row["vector"]) for row in rows}
-
     # -- lexical search ---------------------------------------------------------------------
-
-    def recent_records(
-        self,
-        scope: Scope,
-        source: str,
-        limit: int,
-        span: Optional[tuple[float, float]] = None,
-        alive_at: Optional[float] = None,
-    ) -> list[MemoryRecord]:
-        """The scope's user's latest records of ``source``, oldest first: at most
-        ``limit`` of those whose event time is in ``span`` (start, end), or, without a
-        span, of the latest session other than the scope's own (what "last time" means)."""
-        user = scope.require_user(f"the {source!r} memory source")
-        owner = (scope.tenant_id, user, source)
-        alive = "" if alive_at is None else " AND (expires_at IS NULL OR expires_at > %s)"
-        extra: tuple[Any, ...] = () if alive_at is None else (alive_at,)
-        args: tuple[Any, ...]
-        if span is not None:
-            where, args = "event_time >= %s AND event_time < %s", (span[0], span[1])
-        else:
-            latest = self.query(
-                "latest session",
-                "SELECT session_id FROM records WHERE tenant_id = %s AND user_id = %s AND source = %s "
-                f"AND session_id IS DISTINCT FROM %s{alive} ORDER BY event_time DESC NULLS LAST, seq DESC LIMIT 1",
-                (*owner, scope.session_id, *extra),
-            )
-            if not latest:
-                return []
-            where, args = "session_id IS NOT DISTINCT FROM %s", (latest[0]["session_id"],)
-        rows = self.query(
-            "recent records",
-            f"SELECT {_COLUMNS} FROM records WHERE tenant_id = %s AND user_id = %s AND source = %s "
-            f"AND {where}{alive} ORDER BY event_time DESC NULLS LAST, seq DESC LIMIT %s",
-            (*owner, *args, *extra, limit),
-        )
-        return [to_record(row) for row in reversed(rows)]
 
     def word_counts(self, words: Sequence[str], scope: Scope) -> tuple[int, dict[str, int]]:
         """How many records the scope's user holds (all sources), and how many of them

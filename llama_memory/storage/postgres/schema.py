@@ -29,6 +29,35 @@ CREATE TABLE IF NOT EXISTS llama_memory_migrations (
 )
 """
 
+def _field_rows(table: str) -> tuple[str, ...]:
+    """The statements making a document's field rows (the profile's, the
+    instructions'): one row per value a field had; a removal has no value. value_json is
+    text (JSON escapes NUL, which neither text nor jsonb would store raw)."""
+    return (
+        f"""
+        CREATE TABLE {table} (
+            tenant_id text NOT NULL,
+            user_id text NOT NULL,
+            id bigserial NOT NULL,
+            path text NOT NULL,
+            value_json text,
+            op text NOT NULL,
+            session_id text,
+            message_ids jsonb NOT NULL DEFAULT '[]',
+            created_at double precision NOT NULL,
+            superseded_at double precision,
+            ttl double precision,
+            expires_at double precision,
+            PRIMARY KEY (tenant_id, user_id, id)
+        )
+        """,
+        f"CREATE INDEX {table}_current ON {table} (tenant_id, user_id, id) WHERE superseded_at IS NULL",
+        # refresh_expiry names rows by id alone; purge_expired scans the expiring ones.
+        f"CREATE INDEX {table}_by_id ON {table} (id)",
+        f"CREATE INDEX {table}_expiring ON {table} (expires_at) WHERE expires_at IS NOT NULL",
+    )
+
+
 #: Ordered schema migrations; each entry is a list of statements run in one transaction.
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
@@ -130,31 +159,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     # 2: profile rows and the triple timeline (the ProfileRows and TripleTimeline ports).
     (
-        # One row per value a field had; a removal has no value. value_json is text
-        # (JSON escapes NUL, which neither text nor jsonb would store raw).
-        """
-        CREATE TABLE profile_fields (
-            tenant_id text NOT NULL,
-            user_id text NOT NULL,
-            id bigserial NOT NULL,
-            path text NOT NULL,
-            value_json text,
-            op text NOT NULL,
-            session_id text,
-            message_ids jsonb NOT NULL DEFAULT '[]',
-            created_at double precision NOT NULL,
-            superseded_at double precision,
-            ttl double precision,
-            expires_at double precision,
-            PRIMARY KEY (tenant_id, user_id, id)
-        )
-        """,
-        "CREATE INDEX profile_fields_current ON profile_fields (tenant_id, user_id, id) "
-        "WHERE superseded_at IS NULL",
-        # refresh_expiry names rows by id alone.
-        "CREATE INDEX profile_fields_by_id ON profile_fields (id)",
-        "CREATE INDEX profile_fields_expiring ON profile_fields (expires_at) "
-        "WHERE expires_at IS NOT NULL",
+        *_field_rows("profile_fields"),
         # seq is the write order (ties of valid_from, first spellings). The port names
         # triples by id alone in some writes: hence the index on id.
         """
@@ -209,29 +214,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     # 3: the instructions document (procedural memory): the same rows as the profile's.
     (
-        """
-        CREATE TABLE instruction_fields (
-            tenant_id text NOT NULL,
-            user_id text NOT NULL,
-            id bigserial NOT NULL,
-            path text NOT NULL,
-            value_json text,
-            op text NOT NULL,
-            session_id text,
-            message_ids jsonb NOT NULL DEFAULT '[]',
-            created_at double precision NOT NULL,
-            superseded_at double precision,
-            ttl double precision,
-            expires_at double precision,
-            PRIMARY KEY (tenant_id, user_id, id)
-        )
-        """,
-        "CREATE INDEX instruction_fields_current ON instruction_fields (tenant_id, user_id, id) "
-        "WHERE superseded_at IS NULL",
-        # refresh_expiry names rows by id alone; purge_expired scans the expiring ones.
-        "CREATE INDEX instruction_fields_by_id ON instruction_fields (id)",
-        "CREATE INDEX instruction_fields_expiring ON instruction_fields (expires_at) "
-        "WHERE expires_at IS NOT NULL",
+        *_field_rows("instruction_fields"),
     ),
     # 4: how many vectors each user has per collection, kept by PgVectorIndex in the
     # transaction of every write, so that a search knows in one row read whether the

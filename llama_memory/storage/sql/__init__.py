@@ -17,7 +17,13 @@ only what differs for a reason (FTS5 vs ``tsvector``, cascades, read-ahead):
   PostgreSQL, nothing on SQLite, whose ``BEGIN IMMEDIATE`` already serialises it);
 - :mod:`.admin` and :mod:`.admin_import`: the admin rows (``SQLStoreAdmin``: users,
   sessions, counts, export and import rows);
-- :mod:`.records`: a record's id and a ``records`` row as a ``MemoryRecord``.
+- :mod:`.records`: the long-term records (``SQLRecordTables``, a part of the store:
+  dedup on write, reads, the dense index's flags, expiry, forgetting a user), a
+  record's id and a ``records`` row as a ``MemoryRecord``;
+- :mod:`.meta`: the ``meta`` table (``SQLMeta``, a part of the store's connection);
+- :mod:`.chat`: the chat history's writes and session list (``SQLChatTables``) and the
+  chat log facade's plain calls (``SQLChatLog``); reading what changed stays each
+  backend's.
 
 Bringing another algorithm here follows the same steps: write its statements once
 with ``?``; where the backends truly differ, add one explicit member to ``Dialect``

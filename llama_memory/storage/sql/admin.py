@@ -29,6 +29,7 @@ from ..ports.admin import DOCUMENT_KINDS, SessionSummary, StoreCounts, UserSumma
 from ..ports.base import user_meta_infix
 from .admin_import import OWNER as _OWNER
 from .admin_import import SQLImportRows
+from .dialect import EXPIRED_SQL, given
 from .records import to_record
 
 __all__ = ["PROFILE_TABLE", "SQLStoreAdmin"]
@@ -45,7 +46,7 @@ def _count(condition: str) -> str:
     return f"count(CASE WHEN {condition} THEN 1 END)"
 
 
-_EXPIRED = _count("expires_at IS NOT NULL AND expires_at <= ?")
+_EXPIRED = _count(EXPIRED_SQL)
 
 
 def _is_user_key(key: str) -> bool:
@@ -176,15 +177,13 @@ class SQLStoreAdmin(SQLImportRows, ABC):
         happened (its event time, else when it was stored). Expired records included."""
         where = ["tenant_id = ?", "user_id = ?"]
         params: list[Any] = [tenant_id, user_id]
-        for condition, value in (
+        given(
+            where, params,
             ("session_id = ?", session_id),
             ("source = ?", source),
             ("coalesce(event_time, ingested_at) >= ?", since),
             ("coalesce(event_time, ingested_at) < ?", until),
-        ):
-            if value is not None:
-                where.append(condition)
-                params.append(value)
+        )  # fmt: skip
         statement = f"SELECT * FROM records WHERE {' AND '.join(where)} ORDER BY {self.record_order}"
         if newest_first:
             statement += " DESC"
@@ -243,12 +242,7 @@ class SQLStoreAdmin(SQLImportRows, ABC):
             counts.expired += int(row["expired"])
         tables = self._existing("triples", PROFILE_TABLE)
         if "triples" in tables:
-            row = self._one(
-                "count triples",
-                f"SELECT count(*) AS n, {_count('valid_to IS NULL')} AS current, {pending} AS pending, "
-                f"{_EXPIRED} AS expired FROM triples WHERE tenant_id = ?",
-                (at, tenant_id),
-            )
+            row = self._tally("count triples", "triples", "valid_to IS NULL", tenant_id, at, f", {pending} AS pending")
             counts.triples, counts.triples_current = int(row["n"]), int(row["current"])
             # Where the table is made on the source's first use, it says the source is in
             # use; where every table is always there, having triples does.
@@ -256,15 +250,22 @@ class SQLStoreAdmin(SQLImportRows, ABC):
                 counts.pending["triples"] = int(row["pending"])
             counts.expired += int(row["expired"])
         if PROFILE_TABLE in tables:
-            row = self._one(
-                "count profile rows",
-                f"SELECT count(*) AS n, {_count('superseded_at IS NULL AND value_json IS NOT NULL')} AS current, "
-                f"{_EXPIRED} AS expired FROM {PROFILE_TABLE} WHERE tenant_id = ?",
-                (at, tenant_id),
+            row = self._tally(
+                "count profile rows", PROFILE_TABLE, "superseded_at IS NULL AND value_json IS NOT NULL", tenant_id, at
             )
             counts.profile_rows, counts.profile_fields = int(row["n"]), int(row["current"])
             counts.expired += int(row["expired"])
         return counts
+
+    def _tally(self, action: str, table: str, current: str, tenant_id: str, at: float, more: str = "") -> Any:
+        """The tenant's rows of ``table``: how many (``n``), how many meet ``current``,
+        how many expired at ``at``, and the ``more`` columns asked."""
+        return self._one(
+            action,
+            f"SELECT count(*) AS n, {_count(current)} AS current{more}, {_EXPIRED} AS expired "
+            f"FROM {table} WHERE tenant_id = ?",
+            (at, tenant_id),
+        )
 
     def index_backlog(self, source: str) -> tuple[int, int]:
         """Across every tenant: how many records of ``source`` and triples there are, and

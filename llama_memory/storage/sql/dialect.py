@@ -18,6 +18,8 @@ from ...types import Scope
 
 #: SQL condition keeping rows that have not expired; its one parameter is "now".
 ALIVE_SQL = "(expires_at IS NULL OR expires_at > ?)"
+#: SQL condition keeping rows expired at "now" (its one parameter): NOT :data:`ALIVE_SQL`.
+EXPIRED_SQL = "expires_at IS NOT NULL AND expires_at <= ?"
 
 
 def owner(scope: Scope, what: str) -> tuple[str, str]:
@@ -66,6 +68,10 @@ class Dialect(ABC):
         """Run ``statement`` on ``conn`` (a connection of the store's transaction); the cursor."""
         return conn.execute(self.sql(statement), params)
 
+    def execute_many(self, conn: Any, statement: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Run ``statement`` once for each parameter row of ``rows`` on ``conn``."""
+        conn.executemany(self.sql(statement), rows)
+
     @abstractmethod
     def in_list(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
         """``column`` is one of ``values``: ``(condition, its parameters)``. Where a list
@@ -112,10 +118,37 @@ class Dialect(ABC):
         """``INSERT`` one row of ``values`` (column: value) into ``table``; with
         ``returning``, the new row's value of that integer key column."""
 
+    def insert_new(self, conn: Any, table: str, values: Mapping[str, Any]) -> bool:
+        """``INSERT`` one row of ``values`` unless a row with one of its unique keys is
+        there already; whether it was inserted."""
+        statement = f"{insert_sql(table, list(values))} ON CONFLICT DO NOTHING"
+        return int(self.execute(conn, statement, list(values.values())).rowcount) == 1
+
+    @abstractmethod
+    def delete(
+        self, conn: Any, table: str, where: str, params: Sequence[Any], returning: str
+    ) -> list[Any]:
+        """``DELETE`` the rows of ``table`` matching ``where``; their ``returning``
+        columns (read by column name)."""
+
+    @abstractmethod
+    def user_tables(self, conn: Any) -> list[str]:
+        """The tables with per-user rows (a ``tenant_id`` and a ``user_id`` column),
+        whichever part of the store made them."""
+
     @abstractmethod
     def lock(self, conn: Any, key: str) -> None:
         """Make the writers of ``key`` take turns until the open transaction ends: the
         next one to lock it waits, then reads what this one committed."""
+
+
+def given(where: list[str], params: list[Any], *filters: tuple[str, Any]) -> None:
+    """Add each ``(condition, value)`` of ``filters`` whose value is not None (an
+    optional filter that was asked for) to ``where`` and its value to ``params``."""
+    for condition, value in filters:
+        if value is not None:
+            where.append(condition)
+            params.append(value)
 
 
 def insert_sql(table: str, columns: Sequence[str]) -> str:

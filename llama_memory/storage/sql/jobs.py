@@ -31,7 +31,7 @@ from ..job_rows import (
     job_row,
 )
 from ..ports.jobs import JOB_STATES, FormationDay, Job, JobRow, PassCost
-from .dialect import Dialect
+from .dialect import Dialect, given
 
 __all__ = ["SQLJobQueue"]
 
@@ -219,12 +219,7 @@ class SQLJobQueue:
     def formation_days(self, *, tenant_id: Optional[str] = None, since: Optional[float] = None) -> list[FormationDay]:
         """Per user and per day (UTC), what the job runs cost; see the port."""
         where, params = ["finished_at IS NOT NULL"], []  # type: tuple[list[str], list[Any]]
-        if tenant_id is not None:
-            where.append("tenant_id = ?")
-            params.append(tenant_id)
-        if since is not None:
-            where.append("finished_at >= ?")
-            params.append(since)
+        given(where, params, ("tenant_id = ?", tenant_id), ("finished_at >= ?", since))
         rows = self._read(
             "sum the jobs' costs per user and day",
             f"SELECT tenant_id, user_id, {self.dialect.utc_day('finished_at')} AS day, sum(passes) AS passes, "
@@ -252,10 +247,7 @@ class SQLJobQueue:
             params += values
         if failed:
             where.append(failed_clause())
-        for column, value in (("tenant_id", tenant_id), ("dedup_key", dedup_key), ("kind", kind)):
-            if value is not None:
-                where.append(f"{column} = ?")
-                params.append(value)
+        given(where, params, ("tenant_id = ?", tenant_id), ("dedup_key = ?", dedup_key), ("kind = ?", kind))
         rows = self._read("list jobs", "SELECT * FROM jobs WHERE " + " AND ".join(where) + " ORDER BY seq", params)
         return [job_row({**dict(row), "payload": self.dialect.json_value(row["payload"])}) for row in rows]
 

@@ -1,15 +1,44 @@
-"""What the record stores of every SQL backend share: a record's id, and a row as a
-:class:`~llama_memory.types.MemoryRecord`."""
+"""The records of every SQL backend (table ``records``; see
+:mod:`llama_memory.storage.ports.records`): a record's id, a row as a
+:class:`~llama_memory.types.MemoryRecord`, and :class:`SQLRecordTables`, the reads and
+writes written once.
+
+:class:`SQLRecordTables` is a part of a store (a mixin after its connection class), as
+:class:`~.jobs.SQLJobQueue` is: its statements run in the store's own ``transaction``
+and ``query``. A backend subclass sets :attr:`~SQLRecordTables.dialect` and
+:attr:`~SQLRecordTables.write_order`, adds the columns its schema derives from a record
+(:meth:`~SQLRecordTables._derived_columns`), and keeps what it does its own way, for a
+reason: the session neighbours (a ``UNION ALL`` per hit on SQLite, a ``LATERAL`` join on
+PostgreSQL), the vector copies (their own table, or a column) and the lexical index
+(FTS5, or a ``tsvector``).
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
-from ...types import MemoryRecord
+from ...text import content_hash
+from ...types import MemoryRecord, Scope, now
+from ..expiry import is_alive, later_expiry
+from ..ports.base import user_meta_infix
+from ..ports.records import NewRecord, PendingRecord, more_important
+from .dialect import ALIVE_SQL, EXPIRED_SQL, Dialect
 
-__all__ = ["record_id", "to_record"]
+__all__ = ["RECORD_COLUMNS", "SQLRecordTables", "record_id", "to_record"]
+
+#: The columns :func:`to_record` reads (not the lexical index's, nor a vector copy).
+RECORD_COLUMNS = (
+    "id, source, tenant_id, user_id, session_id, role, text, message_ids, event_time, "
+    "ingested_at, metadata, expires_at, importance, last_used"
+)
+#: What a deleted record is returned as (:class:`PendingRecord`).
+_GONE = "id, text, tenant_id, user_id"
+#: A user's records of one source; parameters: tenant, user, source.
+_OWNED = "tenant_id = ? AND user_id = ? AND source = ?"
 
 
 def record_id(source: str, tenant: str, user: str, digest: str) -> str:
@@ -44,3 +73,330 @@ def to_record(row: Any) -> MemoryRecord:
         importance=row["importance"],
         last_used=row["last_used"],
     )
+
+
+def _gone(rows: Sequence[Any]) -> list[PendingRecord]:
+    return [PendingRecord(r["id"], r["text"], r["tenant_id"], r["user_id"]) for r in rows]
+
+
+class SQLRecordTables:
+    """The records part of a SQL store, and what spans its tables (forgetting a user,
+    purging what expired)."""
+
+    dialect: ClassVar[Dialect]
+    #: The column that keeps a user's records in the order they were written.
+    write_order: ClassVar[str]
+    #: ``records`` (as ``r``) beside each record's vector copy, and the copy's column
+    #: (NULL where a record has none): a table of their own, or a column of ``records``.
+    with_copies: ClassVar[str]
+    copy_column: ClassVar[str]
+    #: Per table, statements (parameters: tenant, user) deleting a user's rows that
+    #: belong to them through a row of that table with no cascade to take them along;
+    #: run before the table's own rows go (see :meth:`delete_user`).
+    user_dependents: ClassVar[Mapping[str, tuple[str, ...]]] = {}
+
+    if TYPE_CHECKING:  # what the store this part belongs to provides
+        from ..word_counts import WordCountCache
+
+        _word_counts: WordCountCache
+
+        def transaction(self, action: str) -> AbstractContextManager[Any]: ...
+
+        def query(self, action: str, sql: str, params: Sequence[Any] = ()) -> Sequence[Any]: ...
+
+    def _derived_columns(self, rec: NewRecord) -> dict[str, Any]:
+        """Columns the backend's schema keeps beside a new record's own (none here)."""
+        return {}
+
+    def _record_rows(self, action: str, statement: str, params: Sequence[Any] = ()) -> Sequence[Any]:
+        return self.query(action, self.dialect.sql(statement), params)
+
+    def _by_ids(
+        self, action: str, columns: str, ids: Sequence[str], where: str = "", params: Sequence[Any] = ()
+    ) -> list[Any]:
+        """Rows of ``records`` whose id is one of ``ids`` (and ``where``), in batches."""
+        rows: list[Any] = []
+        for batch in self.dialect.batches(ids):
+            listed, values = self.dialect.in_list("id", batch)
+            rows += self._record_rows(action, f"SELECT {columns} FROM records WHERE {listed}{where}", [*values, *params])
+        return rows
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def add_records(self, records: Sequence[NewRecord]) -> list[str]:
+        """Write records in one transaction; return their ids.
+
+        A record whose normalised text (and role) the same user already has in the
+        same source is stored once: the existing row's message ids grow and its expiry
+        is renewed (the later wins, "forever" wins all). Concurrent writers of the same
+        text meet on the unique key, and the merge runs under the row's lock.
+        """
+        d = self.dialect
+        ids: list[str] = []
+        ingested = now()
+        with self.transaction("add records") as conn:
+            for rec in records:
+                tenant, user = rec.scope.tenant_id, rec.scope.require_user(f"the {rec.source!r} memory source")
+                digest = content_hash(rec.text, rec.role)
+                new_id = record_id(rec.source, tenant, user, digest)
+                values = {
+                    "id": new_id, "source": rec.source, "tenant_id": tenant, "user_id": user,
+                    "session_id": rec.scope.session_id, "role": rec.role, "text": rec.text,
+                    "content_hash": digest, "message_ids": d.json_param(list(rec.message_ids)),
+                    "event_time": rec.event_time, "ingested_at": ingested,
+                    "metadata": d.json_param(rec.metadata or {}),
+                    "ttl": rec.ttl if rec.expires_at is not None else None,
+                    "expires_at": rec.expires_at, "importance": rec.importance,
+                    **self._derived_columns(rec),
+                }  # fmt: skip
+                if d.insert_new(conn, "records", values):
+                    ids.append(new_id)
+                    continue
+                existing = d.execute(
+                    conn,
+                    "SELECT id, message_ids, ttl, expires_at, importance FROM records "
+                    f"WHERE {_OWNED} AND content_hash = ?{d.row_lock}",
+                    (tenant, user, rec.source, digest),
+                ).fetchone()
+                assert existing is not None  # the conflict that refused the insert
+                key = (tenant, user, existing["id"])
+                known = list(d.json_value(existing["message_ids"]))
+                merged = known + [m for m in rec.message_ids if m not in known]
+                lasting = later_expiry((existing["ttl"], existing["expires_at"]), (rec.ttl, rec.expires_at))
+                if merged != known or lasting != (existing["ttl"], existing["expires_at"]):
+                    d.execute(
+                        conn,
+                        "UPDATE records SET message_ids = ?, ttl = ?, expires_at = ? "
+                        "WHERE tenant_id = ? AND user_id = ? AND id = ?",
+                        (d.json_param(merged), *lasting, *key),
+                    )
+                if more_important(rec.importance, existing["importance"]):
+                    d.execute(
+                        conn,
+                        "UPDATE records SET importance = ? WHERE tenant_id = ? AND user_id = ? AND id = ?",
+                        (rec.importance, *key),
+                    )
+                ids.append(existing["id"])
+        return ids
+
+    def refresh_expiry(self, ids: Sequence[str], at: float) -> None:
+        """Make records that have a time to live expire ``ttl`` seconds after ``at``."""
+        self._update_ids("refresh expiry", "expires_at = ? + ttl", ids, " AND ttl IS NOT NULL", (at,), ())
+
+    def mark_used(self, ids: Sequence[str], at: float) -> None:
+        """Record that these records were shown at ``at`` (``last_used`` only moves forward)."""
+        self._update_ids(
+            "mark records used", "last_used = ?", ids, " AND (last_used IS NULL OR last_used < ?)", (at,), (at,)
+        )
+
+    def _update_ids(
+        self, action: str, assign: str, ids: Sequence[str], where: str, before: Sequence[Any], after: Sequence[Any]
+    ) -> None:
+        """``UPDATE records SET assign`` on the records ``ids`` (and ``where``); the
+        parameters of ``assign`` are ``before``, those of ``where`` ``after``."""
+        if not ids:
+            return
+        with self.transaction(action) as conn:
+            for batch in self.dialect.batches(ids):
+                listed, values = self.dialect.in_list("id", batch)
+                self.dialect.execute(
+                    conn, f"UPDATE records SET {assign} WHERE {listed}{where}", [*before, *values, *after]
+                )
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def get_records(
+        self, ids: Sequence[str], scope: Scope, source: str, alive_at: Optional[float] = None
+    ) -> dict[str, MemoryRecord]:
+        """Records by id, restricted to the scope's tenant and user and to ``source``
+        (and, given ``alive_at``, to those not expired at that time)."""
+        if not ids:
+            return {}
+        user = scope.require_user(f"the {source!r} memory source")
+        # Look up by id only and check the scope here: with the scope columns in the
+        # WHERE clause SQLite prefers the (source, tenant, user) index and scans the
+        # user's rows (2 ms at 2,000 records instead of 0.2 ms).
+        return {
+            row["id"]: to_record(row)
+            for row in self._by_ids("read records", RECORD_COLUMNS, ids)
+            if (row["source"], row["tenant_id"], row["user_id"]) == (source, scope.tenant_id, user)
+            and (alive_at is None or is_alive(row["expires_at"], alive_at))
+        }
+
+    def recent_records(
+        self,
+        scope: Scope,
+        source: str,
+        limit: int,
+        span: Optional[tuple[float, float]] = None,
+        alive_at: Optional[float] = None,
+    ) -> list[MemoryRecord]:
+        """The scope's user's latest records of ``source``, oldest first: at most
+        ``limit`` of those whose event time is in ``span`` (start, end), or, without a
+        span, of the latest session other than the scope's own (what "last time" means)."""
+        user = scope.require_user(f"the {source!r} memory source")
+        owned = (scope.tenant_id, user, source)
+        alive, extra = ("", ()) if alive_at is None else (f" AND {ALIVE_SQL}", (alive_at,))
+        # Records without an event time come after every dated one.
+        latest_first = f"ORDER BY event_time DESC NULLS LAST, {self.write_order} DESC"
+        session = self.dialect.same_as("session_id")
+        args: tuple[Any, ...]
+        if span is not None:
+            where, args = "event_time >= ? AND event_time < ?", (span[0], span[1])
+        else:
+            latest = self._record_rows(
+                "latest session",
+                f"SELECT session_id FROM records WHERE {_OWNED} AND NOT ({session}){alive} {latest_first} LIMIT 1",
+                (*owned, scope.session_id, *extra),
+            )
+            if not latest:
+                return []
+            where, args = session, (latest[0]["session_id"],)
+        rows = self._record_rows(
+            "recent records",
+            f"SELECT {RECORD_COLUMNS} FROM records WHERE {_OWNED} AND {where}{alive} {latest_first} LIMIT ?",
+            (*owned, *args, *extra, limit),
+        )
+        return [to_record(row) for row in reversed(rows)]
+
+    def session_records(self, scope: Scope, source: str, limit: int) -> list[MemoryRecord]:
+        """The first ``limit`` records of ``source`` in the scope's session, in write order."""
+        user = scope.require_user(f"the {source!r} memory source")
+        rows = self._record_rows(
+            "session records",
+            f"SELECT {RECORD_COLUMNS} FROM records WHERE {_OWNED} AND {self.dialect.same_as('session_id')} "
+            f"ORDER BY {self.write_order} LIMIT ?",
+            (scope.tenant_id, user, source, scope.session_id, limit),
+        )
+        return [to_record(row) for row in rows]
+
+    def count_records(self, source: str, scope: Optional[Scope] = None) -> int:
+        """How many records ``source`` holds (for one user when ``scope`` is given)."""
+        if scope is None:
+            rows = self._record_rows("count records", "SELECT count(*) AS n FROM records WHERE source = ?", (source,))
+        else:
+            rows = self._record_rows(
+                "count records",
+                f"SELECT count(*) AS n FROM records WHERE {_OWNED}",
+                (scope.tenant_id, scope.require_user(), source),
+            )
+        return int(rows[0]["n"])
+
+    # -- the dense index's bookkeeping --------------------------------------------------------
+
+    def pending_records(self, source: str, limit: int) -> list[PendingRecord]:
+        """Up to ``limit`` records the dense index has not caught up with, oldest first."""
+        return _gone(
+            self._record_rows(
+                "read pending records",
+                f"SELECT {_GONE} FROM records WHERE source = ? AND indexed = {self.dialect.false} "
+                f"ORDER BY {self.write_order} LIMIT ?",
+                (source, limit),
+            )
+        )
+
+    def index_flags(
+        self, source: str, owner: Optional[tuple[str, str]] = None
+    ) -> dict[tuple[str, str], dict[str, bool]]:
+        """Every record id of ``source`` (of one (tenant, user) ``owner``, or all) and
+        whether the dense index holds it, per (tenant, user): what reconciling the
+        index compares it with."""
+        params: tuple[str, ...]
+        if owner is None:
+            where, params = "source = ?", (source,)
+        else:
+            where, params = _OWNED, (*owner, source)
+        flags: dict[tuple[str, str], dict[str, bool]] = {}
+        for row in self._record_rows(
+            "read index flags",
+            f"SELECT id, tenant_id, user_id, indexed FROM records WHERE {where} ORDER BY {self.write_order}",
+            params,
+        ):
+            flags.setdefault((row["tenant_id"], row["user_id"]), {})[row["id"]] = bool(row["indexed"])
+        return flags
+
+    def stored_vectors(self, ids: Sequence[str]) -> dict[str, bytes]:
+        """The vector copies kept by :meth:`mark_indexed` of these records, by id (ids
+        without one are left out)."""
+        found: dict[str, bytes] = {}
+        for batch in self.dialect.batches(ids):
+            listed, values = self.dialect.in_list("r.id", batch)
+            for row in self._record_rows(
+                "read record vectors",
+                f"SELECT r.id AS id, {self.copy_column} AS vector FROM {self.with_copies} "
+                f"WHERE {listed} AND {self.copy_column} IS NOT NULL",
+                values,
+            ):
+                found[row["id"]] = bytes(row["vector"])
+        return found
+
+    def user_vectors(self, source: str, tenant_id: str, user_id: str, limit: int) -> Optional[dict[str, bytes]]:
+        """Every vector copy of one user's indexed records of ``source``, by id; None
+        when the user has more than ``limit`` indexed records or some have no copy
+        (indexed before copies were kept): then only the dense index holds them all."""
+        # One statement, so one snapshot: a count taken apart could disagree with the
+        # rows when another process commits in between.
+        rows = self._record_rows(
+            "read user vectors",
+            f"SELECT r.id AS id, {self.copy_column} AS vector FROM {self.with_copies} "
+            f"WHERE r.tenant_id = ? AND r.user_id = ? AND r.source = ? AND r.indexed = {self.dialect.true} LIMIT ?",
+            (tenant_id, user_id, source, limit + 1),
+        )
+        if len(rows) > limit or any(row["vector"] is None for row in rows):
+            return None
+        return {row["id"]: bytes(row["vector"]) for row in rows}
+
+    # -- deleting -----------------------------------------------------------------------------
+
+    def delete_records(self, ids: Sequence[str], scope: Scope, source: str) -> list[PendingRecord]:
+        """Delete these records of the scope's user in ``source``; return what was
+        deleted. Their lexical entries and vector copies go with them."""
+        if not ids:
+            return []
+        user = scope.require_user(f"the {source!r} memory source")
+        gone: list[Any] = []
+        with self.transaction("delete records") as conn:
+            for batch in self.dialect.batches(ids):
+                listed, values = self.dialect.in_list("id", batch)
+                gone += self.dialect.delete(
+                    conn, "records", f"{_OWNED} AND {listed}", (scope.tenant_id, user, source, *values), _GONE
+                )
+        return _gone(gone)
+
+    def delete_expired(self, source: str, at: float) -> list[PendingRecord]:
+        """Delete the records of ``source`` expired at ``at``; return what was deleted
+        (ids and owners, for the dense index)."""
+        with self.transaction("purge expired records") as conn:
+            return _gone(self.dialect.delete(conn, "records", f"source = ? AND {EXPIRED_SQL}", (source, at), _GONE))
+
+    def purge_expired(self, at: float) -> list[PendingRecord]:
+        """Delete every record of every source expired at ``at``; return them."""
+        with self.transaction("purge expired records") as conn:
+            return _gone(self.dialect.delete(conn, "records", EXPIRED_SQL, (at,), _GONE))
+
+    def delete_user(self, scope: Scope, source: Optional[str] = None) -> list[str]:
+        """Delete one user's records of ``source``; return their ids.
+
+        Without ``source``: the user from every table of the store with per-user rows (a
+        ``tenant_id`` and a ``user_id`` column), whichever sources the caller has open
+        (the right to be forgotten): records with their lexical index and vector copies,
+        chat history of every session, triples with their mentions, profile fields and
+        their history, jobs, and the user's meta keys, in one transaction. Returns the
+        deleted record ids.
+        """
+        d = self.dialect
+        owner = (scope.tenant_id, scope.require_user("forgetting a user"))
+        params: tuple[str, ...]
+        where, params = "tenant_id = ? AND user_id = ?", owner
+        if source is not None:
+            where, params = _OWNED, (*owner, source)
+        with self.transaction("delete user") as conn:
+            self._word_counts.clear()  # the counts shrink with the deleted rows
+            rows = d.delete(conn, "records", where, params, "id")
+            if source is None:
+                for table in d.user_tables(conn):
+                    for statement in self.user_dependents.get(table, ()):
+                        d.execute(conn, statement, owner)
+                    d.execute(conn, f'DELETE FROM "{table}" WHERE tenant_id = ? AND user_id = ?', owner)
+                d.execute(conn, f"DELETE FROM meta WHERE {d.contains('key')}", (user_meta_infix(*owner),))
+        return [row["id"] for row in rows]

@@ -31,7 +31,7 @@ from ..ports.triples import (
     TripleMention,
     TripleRef,
 )
-from .dialect import ALIVE_SQL, Dialect, SQLStore, owner
+from .dialect import ALIVE_SQL, Dialect, SQLStore, given, owner
 
 __all__ = ["MentionLink", "SQLTripleTimeline"]
 
@@ -201,12 +201,7 @@ class SQLTripleTimeline(ABC):
             params.extend(values)
         if not include_history:
             where.append("valid_to IS NULL")
-        if subject_key is not None:
-            where.append("subject_key = ?")
-            params.append(subject_key)
-        if predicate_key is not None:
-            where.append("predicate_key = ?")
-            params.append(predicate_key)
+        given(where, params, ("subject_key = ?", subject_key), ("predicate_key = ?", predicate_key))
         # Expired triples are never read back, purged or not.
         rows = self._query(
             "read knowledge triples",

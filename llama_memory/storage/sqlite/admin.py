@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from ..sql.admin import PROFILE_TABLE, SQLStoreAdmin
 from .dialect import SQLITE
-from .store import SQLiteStore
 from .triples import SQLiteTripleTimeline
 
 __all__ = ["PROFILE_TABLE", "TRIPLE_TABLES", "StoreAdmin"]
@@ -28,9 +27,6 @@ class StoreAdmin(SQLStoreAdmin):
     record_order = "rowid"
     tables_on_first_use = True
     timeline_class = SQLiteTripleTimeline
-
-    def __init__(self, store: SQLiteStore) -> None:
-        super().__init__(store)
 
     def tables(self) -> set[str]:
         """The names of the tables in the file."""

@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, NamedTuple, Optional
 if TYPE_CHECKING:
     from llama_index.core.base.llms.types import ChatMessage
 
-from ...types import Scope, now
-from ..codec import dump_message, load_message
+from ...types import Scope
+from ..codec import load_message
 from ..ports.chat import ChatLogChanges
+from ..sql.chat import SQLChatLog, SQLChatTables, conversation_key, replaced
 from .connection import SQLiteConnection
 
 
@@ -25,7 +26,7 @@ class ChatRows(NamedTuple):
     last: int
 
 
-class ChatTables(SQLiteConnection):
+class ChatTables(SQLiteConnection, SQLChatTables):
     """The chat history part of the store (table ``chat_messages``)."""
 
     def load_chat(self, scope: Scope) -> list[ChatMessage]:
@@ -34,7 +35,7 @@ class ChatTables(SQLiteConnection):
             "load chat history",
             "SELECT message_json FROM chat_messages "
             "WHERE tenant_id = ? AND user_id = ? AND session_id = ? ORDER BY seq",
-            _session_key(scope),
+            conversation_key(scope),
         )
         return [load_message(row["message_json"]) for row in rows]
 
@@ -46,10 +47,7 @@ class ChatTables(SQLiteConnection):
     def replace_chat(self, scope: Scope, messages: Sequence[ChatMessage]) -> None:
         """Replace one conversation's messages, atomically."""
         with self.transaction("replace chat history") as conn:
-            conn.execute(
-                "DELETE FROM chat_messages WHERE tenant_id = ? AND user_id = ? AND session_id = ?",
-                _session_key(scope),
-            )
+            self._delete_chat(conn, scope)
             self._insert_chat(conn, scope, messages)
 
     def chat_since(self, scope: Scope, after: int) -> ChatRows:
@@ -89,10 +87,7 @@ class ChatTables(SQLiteConnection):
         """:meth:`replace_chat`, returning the new bounds and the stamp once committed."""
         with self.transaction("replace chat history") as conn:
             stamp = self._stamp_after_commit()
-            conn.execute(
-                "DELETE FROM chat_messages WHERE tenant_id = ? AND user_id = ? AND session_id = ?",
-                _session_key(scope),
-            )
+            self._delete_chat(conn, scope)
             self._insert_chat(conn, scope, messages)
             bounds = self._chat_bounds(conn, scope)
         return bounds, stamp
@@ -101,7 +96,7 @@ class ChatTables(SQLiteConnection):
     def _chat_bounds(conn: sqlite3.Connection, scope: Scope) -> ChatRows:
         # Two queries: SQLite answers a lone MIN or MAX from the index in one step, but
         # scans the session's rows for both in one query.
-        key = _session_key(scope)
+        key = conversation_key(scope)
         where = "FROM chat_messages WHERE tenant_id = ? AND user_id = ? AND session_id = ?"
         first = conn.execute(f"SELECT MIN(seq) {where}", key).fetchone()[0]
         last = conn.execute(f"SELECT MAX(seq) {where}", key).fetchone()[0]
@@ -112,33 +107,10 @@ class ChatTables(SQLiteConnection):
         rows = conn.execute(
             "SELECT seq, message_json FROM chat_messages "
             "WHERE tenant_id = ? AND user_id = ? AND session_id = ? AND seq > ? ORDER BY seq",
-            (*_session_key(scope), after),
+            (*conversation_key(scope), after),
         ).fetchall()
         bounds = cls._chat_bounds(conn, scope)
         return ChatRows([load_message(row["message_json"]) for row in rows], bounds.first, bounds.last)
-
-    def sessions(self, scope: Scope) -> list[str]:
-        """The session ids with stored chat history for the scope's user, oldest first."""
-        rows = self.query(
-            "list sessions",
-            "SELECT session_id, MIN(seq) AS first FROM chat_messages "
-            "WHERE tenant_id = ? AND user_id = ? GROUP BY session_id ORDER BY first",
-            (scope.tenant_id, _user_key(scope)),
-        )
-        return [row["session_id"] for row in rows]
-
-    @staticmethod
-    def _insert_chat(
-        conn: sqlite3.Connection, scope: Scope, messages: Sequence[ChatMessage]
-    ) -> None:
-        created = now()
-        key = _session_key(scope)
-        conn.executemany(
-            "INSERT INTO chat_messages (tenant_id, user_id, session_id, message_json, created_at) "
-            "VALUES (?, ?, ?, ?, ?)",
-            [(*key, dump_message(m), created) for m in messages],
-        )
-
 
 class ChatCursor(NamedTuple):
     """How far a reader of a :class:`SQLiteChatLog` has read: the store's
@@ -150,7 +122,7 @@ class ChatCursor(NamedTuple):
     last: int
 
 
-class SQLiteChatLog:
+class SQLiteChatLog(SQLChatLog):
     """One conversation's persisted messages: the :class:`~llama_memory.buffer.ChatLog` of a buffer.
 
     It is a :class:`~llama_memory.buffer.SharedChatLog`: every buffer on the same
@@ -159,9 +131,7 @@ class SQLiteChatLog:
     whose first sequence number changed was replaced or cleared by another writer.
     """
 
-    def __init__(self, store: ChatTables, scope: Scope) -> None:
-        self.store = store
-        self.scope = scope
+    store: ChatTables
 
     def load(self) -> list[ChatMessage]:
         """The conversation's messages, oldest first."""
@@ -170,14 +140,6 @@ class SQLiteChatLog:
     def append(self, messages: Sequence[ChatMessage]) -> None:
         """Append messages."""
         self.store.append_chat(self.scope, messages)
-
-    def replace(self, messages: Sequence[ChatMessage]) -> None:
-        """Replace all messages."""
-        self.store.replace_chat(self.scope, messages)
-
-    def clear(self) -> None:
-        """Remove all messages."""
-        self.store.replace_chat(self.scope, [])
 
     def changes(self, cursor: Optional[ChatCursor]) -> Optional[ChatLogChanges]:
         """What was committed since ``cursor`` (everything when it is None), or None
@@ -190,7 +152,7 @@ class SQLiteChatLog:
             return None
         rows = self.store.chat_since(self.scope, cursor.last if cursor is not None else 0)
         return ChatLogChanges(
-            rows.messages, _replaced(cursor, rows.first), ChatCursor(stamp, rows.first, rows.last)
+            rows.messages, replaced(cursor, rows.first), ChatCursor(stamp, rows.first, rows.last)
         )
 
     def append_after(
@@ -202,27 +164,10 @@ class SQLiteChatLog:
             self.scope, cursor.last if cursor is not None else 0, messages
         )
         return ChatLogChanges(
-            before.messages, _replaced(cursor, before.first), ChatCursor(stamp, bounds.first, bounds.last)
+            before.messages, replaced(cursor, before.first), ChatCursor(stamp, bounds.first, bounds.last)
         )
 
     def replace_all(self, messages: Sequence[ChatMessage]) -> ChatCursor:
         """Make ``messages`` the whole conversation; return the cursor after them."""
         bounds, stamp = self.store.replace_chat_bounds(self.scope, messages)
         return ChatCursor(stamp, bounds.first, bounds.last)
-
-
-def _replaced(cursor: Optional[ChatCursor], first: Optional[int]) -> bool:
-    """Whether the rows read after ``cursor`` are the whole conversation rather than
-    an addition: nothing was read before, or the first message the reader saw is gone
-    (another writer replaced or cleared the conversation; its new rows all come after
-    the cursor). A reader that saw an empty conversation takes every row as new."""
-    return cursor is None or (cursor.first is not None and first != cursor.first)
-
-def _user_key(scope: Scope) -> str:
-    # The buffer of an anonymous memory is still persisted, under the empty user.
-    return scope.user_id or ""
-
-
-def _session_key(scope: Scope) -> tuple[str, str, str]:
-    return (scope.tenant_id, _user_key(scope), scope.session_id or "")
-

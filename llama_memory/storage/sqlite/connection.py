@@ -11,16 +11,18 @@ import re
 import sqlite3
 import threading
 import time
-import uuid
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional
+from typing import ClassVar, Optional
 
 from ...errors import StorageError
 from ..privacy import create_private_file, make_private_dir, warn_if_shared
+from ..sql.dialect import Dialect
+from ..sql.meta import SQLMeta
 from ..word_counts import WordCountCache
+from .dialect import SQLITE
 from .driver import SQLiteDriver, sqlite_driver
 from .schema import MIGRATIONS, sql_statements
 
@@ -60,7 +62,7 @@ def store_exists(path: Path | str) -> bool:
     return (Path(path) / DB_FILENAME).is_file()
 
 
-class SQLiteConnection:
+class SQLiteConnection(SQLMeta):
     """The plumbing every part of :class:`~llama_memory.storage.sqlite.SQLiteStore`
     shares: one thread-safe connection, transactions that nest, migrations, meta.
 
@@ -78,6 +80,8 @@ class SQLiteConnection:
     :class:`~llama_memory.errors.EncryptionError` (one) when the file's encryption does
     not match the driver's key, before anything is written.
     """
+
+    dialect: ClassVar[Dialect] = SQLITE
 
     def __init__(
         self,
@@ -272,46 +276,7 @@ class SQLiteConnection:
             self._conn.close()
             self._closed = True
 
-    # -- meta ---------------------------------------------------------------------
-
-    def get_meta(self, key: str) -> Optional[str]:
-        """The value stored under ``key`` in the meta table, or None."""
-        rows = self.query("read meta", "SELECT value FROM meta WHERE key = ?", (key,))
-        return rows[0]["value"] if rows else None
-
-    def set_meta(self, key: str, value: str) -> None:
-        """Store ``value`` under ``key`` in the meta table."""
-        with self.transaction("write meta") as conn:
-            conn.execute(
-                "INSERT INTO meta (key, value) VALUES (?, ?) "
-                "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                (key, value),
-            )
-
-    def set_meta_once(self, key: str, value: str) -> str:
-        """Store ``value`` under ``key`` unless a value is there already; return the value
-        kept (atomic: of two processes recording at once, both see the first one's)."""
-        with self.transaction("write meta") as conn:
-            conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)", (key, value))
-            return str(conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()[0])
-
-    def delete_meta(self, keys: Sequence[str]) -> None:
-        """Remove ``keys`` from the meta table (absent ones are ignored)."""
-        with self.transaction("delete meta") as conn:
-            conn.executemany("DELETE FROM meta WHERE key = ?", [(k,) for k in keys])
-
     # -- identity, expiry and reconciliation ------------------------------------------------
-
-    @property
-    def store_id(self) -> str:
-        """A random id given to this store when first asked, kept in the meta table: it
-        keeps the collections of different stores apart on a shared Chroma server."""
-        with self.transaction("read store id") as conn:
-            conn.execute(
-                "INSERT OR IGNORE INTO meta (key, value) VALUES ('store_id', ?)",
-                (uuid.uuid4().hex[:12],),
-            )
-            return str(conn.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()[0])
 
     def change_stamp(self, wait: bool = True) -> Optional[tuple[int, int]]:
         """A value that changes whenever anything is committed to the file, by this

@@ -58,6 +58,29 @@ class SQLiteDialect(Dialect):
         cursor = conn.execute(insert_sql(table, list(values)), list(values.values()))
         return int(cursor.lastrowid or 0) if returning is not None else None
 
+    def delete(
+        self, conn: Any, table: str, where: str, params: Sequence[Any], returning: str
+    ) -> list[Any]:
+        """The rows read, then deleted: the write transaction holds the file between the
+        two statements (and ``DELETE ... RETURNING`` needs SQLite 3.35)."""
+        rows = conn.execute(f"SELECT {returning} FROM {table} WHERE {where}", params).fetchall()
+        if rows:
+            conn.execute(f"DELETE FROM {table} WHERE {where}", params)
+        return list(rows)
+
+    def user_tables(self, conn: Any) -> list[str]:
+        """From ``sqlite_master`` and each table's ``PRAGMA table_info``."""
+        names = [
+            row[0]
+            for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            if not row[0].startswith("sqlite_")
+        ]
+        return [
+            name
+            for name in names
+            if {"tenant_id", "user_id"} <= {col[1] for col in conn.execute(f'PRAGMA table_info("{name}")')}
+        ]
+
     def lock(self, conn: Any, key: str) -> None:
         """Nothing to do: a write transaction (``BEGIN IMMEDIATE``) holds the file's one
         write lock from its start, so writers already take turns."""

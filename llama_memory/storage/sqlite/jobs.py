@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from ..sql.jobs import SQLJobQueue
 from .connection import SQLiteConnection
-from .dialect import SQLITE
 
 JOB_MIGRATIONS: tuple[str, ...] = (
     """
@@ -51,7 +50,6 @@ JOB_MIGRATIONS: tuple[str, ...] = (
 class JobTables(SQLiteConnection, SQLJobQueue):
     """The job queue part of the store (its table created on first use)."""
 
-    dialect = SQLITE
     _jobs_ready = False
 
     def _jobs_table(self) -> None:

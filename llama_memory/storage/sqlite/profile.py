@@ -12,10 +12,9 @@ from ..sql.profile import SQLProfileRows
 from .dialect import SQLITE
 from .store import SQLiteStore
 
-#: The profile's own schema in the memory's SQLite file (see ``SQLiteStore.ensure_schema``).
-MIGRATIONS: tuple[str, ...] = (
-    """
-    CREATE TABLE profile_fields (
+#: The columns of a document's field rows: one row per value a field had (a removal has
+#: no value).
+_FIELD_COLUMNS = """
         id INTEGER PRIMARY KEY AUTOINCREMENT,
         tenant_id TEXT NOT NULL,
         user_id TEXT NOT NULL,
@@ -25,7 +24,12 @@ MIGRATIONS: tuple[str, ...] = (
         session_id TEXT,
         message_ids TEXT NOT NULL DEFAULT '[]',
         created_at REAL NOT NULL,
-        superseded_at REAL
+        superseded_at REAL"""
+
+#: The profile's own schema in the memory's SQLite file (see ``SQLiteStore.ensure_schema``).
+MIGRATIONS: tuple[str, ...] = (
+    f"""
+    CREATE TABLE profile_fields ({_FIELD_COLUMNS}
     );
     CREATE INDEX profile_fields_current ON profile_fields (tenant_id, user_id, superseded_at);
     CREATE INDEX profile_fields_by_path ON profile_fields (tenant_id, user_id, path);
@@ -40,18 +44,8 @@ MIGRATIONS: tuple[str, ...] = (
 #: The instructions document's table (same rows as the profile's; see
 #: :data:`~llama_memory.storage.ports.profile.DOCUMENTS`), created whole.
 INSTRUCTION_MIGRATIONS: tuple[str, ...] = (
-    """
-    CREATE TABLE instruction_fields (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        tenant_id TEXT NOT NULL,
-        user_id TEXT NOT NULL,
-        path TEXT NOT NULL,
-        value_json TEXT,
-        op TEXT NOT NULL,
-        session_id TEXT,
-        message_ids TEXT NOT NULL DEFAULT '[]',
-        created_at REAL NOT NULL,
-        superseded_at REAL,
+    f"""
+    CREATE TABLE instruction_fields ({_FIELD_COLUMNS},
         ttl REAL,
         expires_at REAL
     );
