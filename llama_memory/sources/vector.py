@@ -12,7 +12,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from ..embeddings import embedding_dimension, vector_cache
 from ..errors import EmbeddingModelError, StorageError
 from ..excerpts import JOIN_GAP, WideNeighbourhoods, hit_of, join_parts, pack_excerpts
-from ..relevance import Calibration, calibrate, calibration_for
+from ..relevance import Calibration, asks_only, calibrate, calibration_for
 from ..retrieval.apart import SetApart, search_beside
 from ..retrieval.hops import HOP_FOUND, HOP_WEIGHT, SEEDS, content_stems, second_hop
 from ..retrieval.hybrid import HybridSearch
@@ -315,7 +315,9 @@ class VectorSource(MemorySource):
             read = [p.id for r in results for p in (r.parts or [r]) if p.id]
             self.store.refresh_expiry(read, alive_at)
         self._calibrate(query, results, cosines, scope, own_texts, reads)
-        return self.salience.rerank(results, alive_at)
+        ranked_results = self.salience.rerank(results, alive_at)
+        # Recency must not lift the user's latest questions back over the statements.
+        return [r for r in ranked_results if not asks_only(r)] + [r for r in ranked_results if asks_only(r)]
 
     def _calibrate(
         self,
