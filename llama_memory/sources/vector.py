@@ -341,7 +341,12 @@ class VectorSource(MemorySource):
             return self.store.word_counts(words, scope)
 
         candidates = reads.get if reads is not None else None
-        calibrate(query, records, cosines, word_counts, self.calibration, hit, left_out, candidates)
+
+        def holders(word: str, n: int) -> list[MemoryRecord]:
+            found = self.store.search_text(word, scope, self.name, n)
+            return list((reads or RecordReads(self.store, scope, self.name)).get([i for i, _ in found]).values())
+
+        calibrate(query, records, cosines, word_counts, self.calibration, hit, left_out, candidates, holders)
 
     def recent(
         self, scope: Scope, k: int, span: Optional[tuple[float, float]] = None
