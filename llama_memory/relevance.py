@@ -380,18 +380,18 @@ def calibrate(
     if not records:
         return
     asked: dict[str, str] = {}
-    stated: list[str] = []
+    statements: list[str] = []
     if candidates is not None and cosines:
         for r in candidates(list(cosines)).values():
             if asks_only(r):
                 asked[r.id or r.text] = r.text
             else:
-                stated.append(r.text)
+                statements.append(r.text)
     query_words = content_words(query)
     store_total, store_counts = word_counts(query_words)
     total, counts = without_texts(store_total, store_counts, [*left_out, *asked.values()])
     if holders is not None and asked:
-        counts = stated_counts(counts, store_counts, list(asked.values()), stated, left_out, holders)
+        counts = stated_counts(counts, store_counts, list(asked.values()), statements, left_out, holders)
     weights = {w: idf(n, total) for w, n in counts.items()}
     unknown, unknown_name = unknown_evidence(query, counts, weights)
     targets = [text_of(r) for r in records]
@@ -456,14 +456,18 @@ def stated_counts(
     among the candidates is known as it is, and a word more common than
     :data:`MAX_HOLDERS_READ` is not looked up."""
     out = dict(counts)
-    stems_of = [{stem(w) for w in words(t)} for t in asked], [{stem(w) for w in words(t)} for t in stated]
+    in_questions = [{stem(w) for w in words(t)} for t in asked]
+    in_statements = [{stem(w) for w in words(t)} for t in stated]
+    own = set(left_out)
     for word, n in counts.items():
-        s = stem(word)
-        held = store_counts.get(word, 0)
-        if n == 0 or held > MAX_HOLDERS_READ or any(s in t for t in stems_of[1]) or not any(s in t for t in stems_of[0]):
+        s, held = stem(word), store_counts.get(word, 0)
+        if n == 0 or held > MAX_HOLDERS_READ or any(s in t for t in in_statements):
             continue
+        if not any(s in t for t in in_questions):
+            continue  # no question in sight holds it: nothing to correct
+        # Up to as many more than counted as there are questions in sight: counts may be
+        # remembered from before the latest questions were stored.
         found = holders(word, held + len(asked))
-        own = set(left_out)
         out[word] = max(held - len(found), 0) + sum(1 for r in found if not asks_only(r) and r.text not in own)
     return out
 

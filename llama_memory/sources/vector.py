@@ -340,13 +340,13 @@ class VectorSource(MemorySource):
         def word_counts(words: Sequence[str]) -> tuple[int, dict[str, int]]:
             return self.store.word_counts(words, scope)
 
-        candidates = reads.get if reads is not None else None
+        reads = reads if reads is not None else RecordReads(self.store, scope, self.name)
 
         def holders(word: str, n: int) -> list[MemoryRecord]:
             found = self.store.search_text(word, scope, self.name, n)
-            return list((reads or RecordReads(self.store, scope, self.name)).get([i for i, _ in found]).values())
+            return list(reads.get([i for i, _ in found]).values())
 
-        calibrate(query, records, cosines, word_counts, self.calibration, hit, left_out, candidates, holders)
+        calibrate(query, records, cosines, word_counts, self.calibration, hit, left_out, reads.get, holders)
 
     def recent(
         self, scope: Scope, k: int, span: Optional[tuple[float, float]] = None
