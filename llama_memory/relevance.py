@@ -265,10 +265,15 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _NOT_AN_END = re.compile(r"(?:\b[A-Z]|\b(?:Mr|Mrs|Ms|Dr|St|Jr|Sr|Mt|vs|etc|e\.g|i\.e|approx))\.$")
 
 
+#: The verbs an instruction about the answer starts with ("Answer yes or no.", "Be brief.").
+_ANSWER_VERBS = frozenset("answer reply respond explain describe list give be keep use please".split())
+
+
 def is_question(text: str) -> bool:
     """Whether a message only asks: every sentence of it ends with a question mark
-    ("Where did my brother Theo study music?", "Would Tim enjoy C. S. Lewis?"); it
-    states nothing."""
+    ("Where did my brother Theo study music?", "Would Tim enjoy C. S. Lewis?"), or is
+    an instruction about the answer that says nothing of the user ("Was it a good
+    month? Answer yes or no."); it states nothing."""
     sentences: list[str] = []
     for piece in _SENTENCE_END.split(text.strip()):
         if sentences and _NOT_AN_END.search(sentences[-1]):
@@ -276,7 +281,16 @@ def is_question(text: str) -> bool:
         else:
             sentences.append(piece)
     sentences = [s for s in sentences if words(s)]
-    return bool(sentences) and all(s.endswith("?") for s in sentences)
+    asked = [s for s in sentences if s.endswith("?")]
+    return bool(asked) and all(s in asked or is_answer_instruction(s) for s in sentences)
+
+
+def is_answer_instruction(sentence: str) -> bool:
+    """Whether a sentence tells how to answer and says nothing of the user: it starts with
+    a verb of :data:`_ANSWER_VERBS` and holds no first-person word ("Answer yes or no.",
+    not "Keep in mind I'm vegetarian.")."""
+    said = words(sentence)
+    return bool(said) and said[0] in _ANSWER_VERBS and not any(w in _FIRST_PERSON for w in said)
 
 
 def asks_only(record: MemoryRecord) -> bool:
@@ -335,6 +349,7 @@ def calibrate(
     text_of: Callable[[MemoryRecord], tuple[Optional[str], str]],
     left_out: Sequence[str] = (),
     candidates: Optional[Callable[[Sequence[str]], Mapping[str, MemoryRecord]]] = None,
+    holders: Optional[Callable[[str, int], Sequence[MemoryRecord]]] = None,
 ) -> None:
     """Set ``relevance`` and ``metadata["evidence"]`` on each of a query's records.
 
@@ -357,14 +372,26 @@ def calibrate(
         candidates: reads the candidates of ``cosines`` by id; those that are only the
             user's own questions (:func:`asks_only`) are no evidence either: an earlier
             question close to this one says nothing of what the user told.
+        holders: gives up to ``n`` of the source's records holding a word (as the
+            store's counts match it); with it, a word that only the user's own questions
+            among the candidates hold is checked in the whole store
+            (:func:`stated_counts`).
     """
     if not records:
         return
     asked: dict[str, str] = {}
+    statements: list[str] = []
     if candidates is not None and cosines:
-        asked = {i: r.text for i, r in candidates(list(cosines)).items() if asks_only(r)}
+        for r in candidates(list(cosines)).values():
+            if asks_only(r):
+                asked[r.id or r.text] = r.text
+            else:
+                statements.append(r.text)
     query_words = content_words(query)
-    total, counts = without_texts(*word_counts(query_words), [*left_out, *asked.values()])
+    store_total, store_counts = word_counts(query_words)
+    total, counts = without_texts(store_total, store_counts, [*left_out, *asked.values()])
+    if holders is not None and asked:
+        counts = stated_counts(counts, store_counts, list(asked.values()), statements, left_out, holders)
     weights = {w: idf(n, total) for w, n in counts.items()}
     unknown, unknown_name = unknown_evidence(query, counts, weights)
     targets = [text_of(r) for r in records]
@@ -406,6 +433,48 @@ def without_texts(
     return max(total - len(texts), 0), {
         w: max(n - sum(stem(w) in s for s in stems), 0) for w, n in counts.items()
     }
+
+
+def stated_counts(
+    counts: Mapping[str, int],
+    store_counts: Mapping[str, int],
+    asked: Sequence[str],
+    stated: Sequence[str],
+    left_out: Sequence[str],
+    holders: Callable[[str, int], Sequence[MemoryRecord]],
+) -> dict[str, int]:
+    """``counts`` (the store's, less the texts left out) corrected for the user's own
+    questions beyond the candidates: a user who asked about "Joanna" a hundred times
+    has her name in a hundred questions, more than a retrieval's candidates hold, and
+    those left would make a name the store never stated look known.
+
+    A word still counted that no statement among the candidates (``stated``) holds but
+    one of their questions (``asked``) does is looked up: its holders are read
+    (``holders``, up to its count in the store and :data:`MAX_HOLDERS_READ`) and only
+    those that state something count, with those held elsewhere (another source's
+    records, a triple: what the search did not return). A word held by a statement
+    among the candidates is known as it is, and a word more common than
+    :data:`MAX_HOLDERS_READ` is not looked up."""
+    out = dict(counts)
+    in_questions = [{stem(w) for w in words(t)} for t in asked]
+    in_statements = [{stem(w) for w in words(t)} for t in stated]
+    own = set(left_out)
+    for word, n in counts.items():
+        s, held = stem(word), store_counts.get(word, 0)
+        if n == 0 or held > MAX_HOLDERS_READ or any(s in t for t in in_statements):
+            continue
+        if not any(s in t for t in in_questions):
+            continue  # no question in sight holds it: nothing to correct
+        # Up to as many more than counted as there are questions in sight: counts may be
+        # remembered from before the latest questions were stored.
+        found = holders(word, held + len(asked))
+        out[word] = max(held - len(found), 0) + sum(1 for r in found if not asks_only(r) and r.text not in own)
+    return out
+
+
+#: The most holders of a word :func:`stated_counts` reads to tell whether a statement
+#: holds it.
+MAX_HOLDERS_READ = 400
 
 
 #: The embedding model the calibration was fitted with: cosines of another model are on

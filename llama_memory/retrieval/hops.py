@@ -6,7 +6,8 @@ Sweden). The first search finds the message that shares the question's words; th
 other one shares none, only the first one's words ("home country"). So, after the first
 ranking (:func:`second_hop`):
 
-1. the best ``seeds`` hits are the seeds;
+1. the best ``seeds`` hits are the seeds (never the user's own questions nor the message
+   just put: the vector source sets those apart first, :mod:`llama_memory.retrieval.apart`);
 2. each seed's *link words* are its content words that the query does not have and that
    are rare in the store (held by at least two records, the seed and another, and by at
    most :data:`MAX_LINK_SHARE` of them): names, places, things; common words link

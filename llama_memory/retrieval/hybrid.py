@@ -1,20 +1,34 @@
 """The one hybrid search: rows found by words (the lexical index port) and by meaning
 (the dense index, the overlay and the vectors held in memory of :class:`~.sync.IndexSync`),
 fused by :func:`~.fusion.fuse_scores` (measured better than reciprocal-rank fusion on
-LoCoMo, docs/benchmarks.md)."""
+LoCoMo, docs/benchmarks.md).
+
+A caller may set some candidates apart (the vector source: the conversation's own
+messages, the user's own earlier questions): they take no place among a retriever's
+candidates, which asks for more instead, and no part in scaling the others' scores.
+Without that, the message an agent has just stored was every question's best candidate
+(cosine 1, every word shared): it took a place of the pool, scaled every other score
+down and seeded the second hop (docs/benchmarks.md, "The agent flow and earlier
+questions in retrieval")."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
 import numpy as np
 
 from ..storage.ports import LexicalIndex
 from ..types import Scope
+from .apart import MAX_ASKS
 from .fusion import fuse_scores
 from .sync import IndexSync
 from .vectors import add_cosines
+
+#: Picks, among candidate ids, those to set apart (:class:`~.apart.Apart`).
+Apart = Callable[[Sequence[str]], set[str]]
+
+Ranking = list[tuple[str, float]]
 
 
 class HybridSearch:
@@ -42,7 +56,7 @@ class HybridSearch:
         dense_weight: float = 1.0,
         lexical_weight: float = 1.0,
         cosines: Optional[dict[str, float]] = None,
-    ) -> list[tuple[str, float]]:
+    ) -> Ranking:
         """Every candidate of the two retrievers (``pool`` each) of the scope's user, by
         fused score (:func:`~.fusion.fuse_scores`), best first. Given ``cosines``, the
         candidates' cosines with the query are put in it (fused scores are rescaled per
@@ -54,6 +68,35 @@ class HybridSearch:
             cosines.update(dense)
         return fuse_scores(lexical, dense, lexical_weight=lexical_weight, dense_weight=dense_weight)
 
+    def search_apart(
+        self,
+        query: str,
+        scope: Scope,
+        pool: int,
+        apart: Apart,
+        *,
+        spare: int = 0,
+        dense_weight: float = 1.0,
+        lexical_weight: float = 1.0,
+        cosines: Optional[dict[str, float]] = None,
+    ) -> tuple[Ranking, Ranking]:
+        """:meth:`search`, with the candidates that ``apart`` picks set apart: the others
+        by fused score, best first, and those set apart, fused among themselves.
+
+        A candidate set apart takes no place among a retriever's ``pool`` (each asks for
+        ``spare`` more to begin with, and again as needed) and no part in scaling the
+        others' scores: they rank as if it were not stored."""
+        lexical, dense, aside = self._candidates(query, scope, pool, dense_weight, lexical_weight, apart, spare)
+        if cosines is not None:
+            cosines.update(dense)
+        weights = {"lexical_weight": lexical_weight, "dense_weight": dense_weight}
+        return (
+            fuse_scores([(i, s) for i, s in lexical if i not in aside],
+                        {i: c for i, c in dense.items() if i not in aside}, **weights),
+            fuse_scores([(i, s) for i, s in lexical if i in aside],
+                        {i: c for i, c in dense.items() if i in aside}, **weights) if aside else [],
+        )
+
     def candidates(
         self,
         query: str,
@@ -62,12 +105,54 @@ class HybridSearch:
         *,
         dense_weight: float = 1.0,
         lexical_weight: float = 1.0,
-    ) -> tuple[list[tuple[str, float]], dict[str, float]]:
+    ) -> tuple[Ranking, dict[str, float]]:
         """The two rankings before fusion: lexical (id, score) best first, and the cosine
         by id of the dense candidates and, where it can be had, of the lexical ones. A
         caller with more signals (the triple source's entity links) fuses them itself."""
+        lexical, dense, _ = self._candidates(query, scope, pool, dense_weight, lexical_weight)
+        return lexical, dense
+
+    def _candidates(
+        self,
+        query: str,
+        scope: Scope,
+        pool: int,
+        dense_weight: float,
+        lexical_weight: float,
+        apart: Optional[Apart] = None,
+        spare: int = 0,
+    ) -> tuple[Ranking, dict[str, float], set[str]]:
+        """:meth:`candidates`, and the ids among them that ``apart`` set apart (each
+        retriever keeps ``pool`` others besides them, see :meth:`search_apart`)."""
         sync = self.sync
         owner = (scope.tenant_id, scope.require_user(f"the {sync.collection!r} memory source"))
+        extra, aside = max(spare, 0), set()
+        for _ in range(MAX_ASKS):
+            lexical, dense, found = self._rankings(query, scope, owner, pool + extra, dense_weight, lexical_weight)
+            if apart is None:
+                break
+            aside = apart(list(dict.fromkeys(i for side in (lexical, dense) for i, _ in side)))
+            # A retriever that gave all it was asked for may hold more past its cut: when
+            # those set apart leave it short of ``pool``, it is asked for as many more.
+            needed = max((sum(i in aside for i, _ in side) for side in (lexical, dense)
+                          if len(side) >= pool + extra), default=0)
+            if needed <= extra:
+                break
+            extra = needed
+        lexical, dense = beside(lexical, aside, pool), beside(dense, aside, pool)
+        scores = dict(dense)
+        if scores and lexical:
+            self._add_cosines(scores, [i for i, _ in lexical if i not in scores], owner, found)
+        held = {i for i, _ in lexical} | set(scores)
+        return lexical, scores, aside & held
+
+    def _rankings(
+        self, query: str, scope: Scope, owner: tuple[str, str], count: int,
+        dense_weight: float, lexical_weight: float,
+    ) -> tuple[Ranking, Ranking, dict[str, Any]]:
+        """Each retriever's ``count`` best: lexical (id, score) and dense (id, cosine),
+        best first; and what the dense side found to read vectors from later."""
+        sync = self.sync
         with sync.lock:
             sync.embed_pending()
             vector = self.query_vector(query)
@@ -76,31 +161,49 @@ class HybridSearch:
             resident = sync.resident(owner, len(vector)) if dense_weight > 0 else None
             dense: dict[str, float] = {}
             if resident is not None:
-                dense = dict(resident.search(vector, pool))
+                dense = dict(resident.search(vector, count))
         if dense_weight > 0:
             if resident is None:
-                dense = dict(sync.index.query(*owner, vector, pool))
+                dense = dict(sync.index.query(*owner, vector, count))
             if waiting:
                 add_cosines(dense, waiting, vector)
-            dense = dict(sorted(dense.items(), key=lambda item: item[1], reverse=True)[:pool])
+        ranked = sorted(dense.items(), key=lambda item: item[1], reverse=True)[:count] if dense_weight > 0 else []
         lexical = (
-            self.lexical.search_text(query, scope, sync.collection, pool) if lexical_weight > 0 else []
+            self.lexical.search_text(query, scope, sync.collection, count) if lexical_weight > 0 else []
         )
-        if dense and lexical:
-            # A lexical candidate outside the dense pool still gets its cosine, so that
-            # fusion compares like with like (a missing score would count as the worst).
-            missing = [i for i, _ in lexical if i not in dense]
-            vectors: dict[str, Any] = {i: waiting[i] for i in missing if i in waiting}
-            rest = [i for i in missing if i not in vectors]
-            if resident is not None:
-                with sync.lock:
-                    vectors.update(resident.vectors(rest))
-                rest = [i for i in rest if i not in vectors]
-            vectors.update(sync.vector_copies(rest, len(vector)))
+        return lexical, ranked, {"vector": vector, "resident": resident, "waiting": waiting}
+
+    def _add_cosines(
+        self, dense: dict[str, float], missing: Sequence[str], owner: tuple[str, str], found: dict[str, Any]
+    ) -> None:
+        """Put in ``dense`` the cosine of each ``missing`` lexical candidate outside the
+        dense pool, so that fusion compares like with like (a missing score would count
+        as the worst)."""
+        sync, vector, resident, waiting = self.sync, found["vector"], found["resident"], found["waiting"]
+        vectors: dict[str, Any] = {i: waiting[i] for i in missing if i in waiting}
+        rest = [i for i in missing if i not in vectors]
+        if resident is not None:
+            with sync.lock:
+                vectors.update(resident.vectors(rest))
             rest = [i for i in rest if i not in vectors]
-            if resident is None:  # rows indexed before copies were kept
-                vectors.update(sync.index_vectors(owner, rest))
-            # else: what is left was written by another process after this search began
-            # and is not embedded yet; it competes on words alone until the next search.
-            add_cosines(dense, vectors, vector)
-        return lexical, dense
+        vectors.update(sync.vector_copies(rest, len(vector)))
+        rest = [i for i in rest if i not in vectors]
+        if resident is None:  # rows indexed before copies were kept
+            vectors.update(sync.index_vectors(owner, rest))
+        # else: what is left was written by another process after this search began
+        # and is not embedded yet; it competes on words alone until the next search.
+        add_cosines(dense, vectors, vector)
+
+
+def beside(ranking: Ranking, aside: set[str], pool: int) -> Ranking:
+    """``ranking`` cut after its ``pool``-th id not in ``aside`` (the ids set apart in
+    it are all kept, wherever they rank: they take no place)."""
+    kept: Ranking = []
+    others = 0
+    for item in ranking:
+        if item[0] in aside:
+            kept.append(item)
+        elif others < pool:
+            kept.append(item)
+            others += 1
+    return kept

@@ -12,7 +12,8 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from ..embeddings import embedding_dimension, vector_cache
 from ..errors import EmbeddingModelError, StorageError
 from ..excerpts import JOIN_GAP, WideNeighbourhoods, hit_of, join_parts, pack_excerpts
-from ..relevance import Calibration, calibrate, calibration_for
+from ..relevance import Calibration, asks_only, calibrate, calibration_for
+from ..retrieval.apart import SetApart, search_beside
 from ..retrieval.hops import HOP_FOUND, HOP_WEIGHT, SEEDS, content_stems, second_hop
 from ..retrieval.hybrid import HybridSearch
 from ..retrieval.reads import RecordReads
@@ -30,7 +31,6 @@ from ..storage.ports import (
     VectorIndex,
 )
 from ..storage.reconcile import ReconcileReport
-from ..text import normalize_text
 from ..types import MemoryRecord, Scope, StoredMessage
 from .base import MemorySource
 from .dimension import DimensionGuard
@@ -285,23 +285,27 @@ class VectorSource(MemorySource):
         evidence too: the query's best cosine and its words' counts in the store are
         those of the other records, or the query would match itself (cosine 1, every
         word known) and any question would look like one about this user's history."""
-        user = scope.require_user(f"the {self.name!r} memory source")
+        scope.require_user(f"the {self.name!r} memory source")
         if not query.strip() or k <= 0:
             return []
         cosines: dict[str, float] = {}
         pool = max(k * self.candidate_factor, k)
-        # Each record is read once per retrieval, whoever asks for it (the hop, the own
-        # messages' check, the excerpts): docs/benchmarks.md, "The second hop's cost".
+        # Each record is read once per retrieval, whoever asks for it (the hop, the
+        # candidates set apart, the excerpts): docs/benchmarks.md, "The second hop's cost".
         reads = RecordReads(self.store, scope, self.name)
-        ranked = self._fused(query, scope, user, pool, cosines)
-        ranked = self._hop(query, scope, self._topic(query, scope, ranked), k, reads)
+        # The window's own messages and the user's own earlier questions are set apart
+        # (retrieval/apart.py): they take no statement's place among the candidates or
+        # the second hop's seeds. The own messages go; the questions come after every
+        # statement, for the places statements leave.
+        apart = SetApart(reads, shown)
+        ranked, aside = self._fused(query, scope, pool, cosines, apart, len(shown))
+        ranked = self._hop(query, scope, self._topic(query, scope, ranked, apart), k, reads, apart)
+        ranked += [(i, score) for i, score in aside if i not in apart.own]
         # The system of record has the last word: a vector whose row is gone, or has
         # expired, is skipped, and get_records checks the user again.
         alive_at = self.expiry.now()
-        own = self._own(ranked, shown, reads)
-        own_texts = list(reads.texts(list(own)).values())
-        ranked = [(i, score) for i, score in ranked if i not in own]
-        for i in own:
+        own_texts = list(reads.texts(sorted(apart.own)).values())
+        for i in apart.own:
             cosines.pop(i, None)
         if self.excerpt_messages > 1:
             results = self._excerpts(ranked, scope, k, alive_at, reads)
@@ -311,18 +315,9 @@ class VectorSource(MemorySource):
             read = [p.id for r in results for p in (r.parts or [r]) if p.id]
             self.store.refresh_expiry(read, alive_at)
         self._calibrate(query, results, cosines, scope, own_texts, reads)
-        return self.salience.rerank(results, alive_at)
-
-    @staticmethod
-    def _own(
-        ranked: Sequence[tuple[str, float]], shown: frozenset[str], reads: RecordReads
-    ) -> set[str]:
-        """The ids of ``ranked`` whose normalised text is in ``shown`` (the window's own
-        messages)."""
-        if not shown or not ranked:
-            return set()
-        rows = reads.get([i for i, _ in ranked])
-        return {i for i, row in rows.items() if normalize_text(row.text) in shown}
+        ranked_results = self.salience.rerank(results, alive_at)
+        # Recency must not lift the user's latest questions back over the statements.
+        return [r for r in ranked_results if not asks_only(r)] + [r for r in ranked_results if asks_only(r)]
 
     def _calibrate(
         self,
@@ -345,8 +340,13 @@ class VectorSource(MemorySource):
         def word_counts(words: Sequence[str]) -> tuple[int, dict[str, int]]:
             return self.store.word_counts(words, scope)
 
-        candidates = reads.get if reads is not None else None
-        calibrate(query, records, cosines, word_counts, self.calibration, hit, left_out, candidates)
+        reads = reads if reads is not None else RecordReads(self.store, scope, self.name)
+
+        def holders(word: str, n: int) -> list[MemoryRecord]:
+            found = self.store.search_text(word, scope, self.name, n)
+            return list(reads.get([i for i, _ in found]).values())
+
+        calibrate(query, records, cosines, word_counts, self.calibration, hit, left_out, reads.get, holders)
 
     def recent(
         self, scope: Scope, k: int, span: Optional[tuple[float, float]] = None
@@ -413,27 +413,32 @@ class VectorSource(MemorySource):
         return results
 
     def _fused(
-        self, query: str, scope: Scope, user: str, pool: int, cosines: dict[str, float]
-    ) -> list[tuple[str, float]]:
-        """Every candidate of the two retrievers (``pool`` each), by fused score; the
-        candidates' cosines with the query are put in ``cosines``."""
-        return self._search.search(
-            query, scope, pool, dense_weight=self.dense_weight,
+        self, query: str, scope: Scope, pool: int, cosines: dict[str, float], apart: SetApart, spare: int
+    ) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+        """Every candidate of the two retrievers (``pool`` each besides those set apart,
+        ``spare`` of which are expected), by fused score; and those set apart, by theirs
+        (:meth:`~llama_memory.retrieval.hybrid.HybridSearch.search_apart`). Every
+        candidate's cosine with the query is put in ``cosines``."""
+        return self._search.search_apart(
+            query, scope, pool, apart, spare=spare, dense_weight=self.dense_weight,
             lexical_weight=self.lexical_weight, cosines=cosines,
         )
 
     def _topic(
-        self, query: str, scope: Scope, ranked: list[tuple[str, float]]
+        self, query: str, scope: Scope, ranked: list[tuple[str, float]], apart: SetApart
     ) -> list[tuple[str, float]]:
         """``ranked`` with the messages nearest to the topic of a question that asks for
         a set (:func:`~llama_memory.retrieval.topic.topic_hop`); unchanged for any other
-        question, or when the dense side is off."""
+        question, or when the dense side is off. What ``apart`` sets apart is no topic hit."""
         if self.topic_weight <= 0 or self.dense_weight <= 0 or not ranked or not asks_for_a_set(query):
             return ranked
 
         def nearest(topic: str, count: int) -> list[tuple[str, float]]:
-            _, dense = self._search.candidates(topic, scope, count, lexical_weight=0)
-            return sorted(dense.items(), key=lambda pair: pair[1], reverse=True)
+            def search(n: int) -> list[tuple[str, float]]:
+                _, dense = self._search.candidates(topic, scope, n, lexical_weight=0)
+                return sorted(dense.items(), key=lambda pair: pair[1], reverse=True)
+
+            return search_beside(search, apart, count, len(apart.shown))
 
         return topic_hop(query, ranked, nearest, self.topic_weight)
 
@@ -444,10 +449,12 @@ class VectorSource(MemorySource):
         ranked: list[tuple[str, float]],
         k: int,
         reads: RecordReads,
+        apart: SetApart,
     ) -> list[tuple[str, float]]:
         """``ranked`` with the second hop's candidates (:func:`~llama_memory.retrieval.hops.second_hop`)
         for a retrieval of ``k``, the records' texts read through ``reads``; none when the
-        lexical side is off (the hop is a search by words)."""
+        lexical side is off (the hop is a search by words). What ``apart`` sets apart is
+        not found by the hop (nor does it scale what is)."""
         if self.hop_weight <= 0 or self.lexical_weight <= 0 or not ranked:
             return ranked
         found = HOP_FOUND * k
@@ -456,7 +463,9 @@ class VectorSource(MemorySource):
             ranked,
             reads.texts([i for i, _ in ranked[:SEEDS]]),
             lambda words: self.store.word_counts(words, scope),
-            lambda text: self.store.search_text(text, scope, self.name, found),
+            lambda text: search_beside(
+                lambda n: self.store.search_text(text, scope, self.name, n), apart, found, len(apart.shown)
+            ),
             reads.texts,
             self.hop_weight,
             seeds=SEEDS,

@@ -126,7 +126,9 @@ def test_a_question_comes_back_with_its_answer(tmp_path: Path, embed_model: Offl
         assert "Five years already" in top.text
         single = memory.source("vector")
         single.excerpt_messages = 1  # type: ignore[attr-defined]
-        assert [r.message_ids for r in memory.search("How long has Mel been married?", k=1)] == [["q"]]
+        # One message per record: each alone (the question, which states nothing, ranks
+        # after the statements).
+        assert [r.message_ids for r in memory.search("How long has Mel been married?", k=1)] == [["a"]]
     finally:
         memory.close()
 

@@ -120,3 +120,37 @@ def test_what_counts_as_a_question_and_as_a_request() -> None:
     for question in ("what is my wife's name?", "which car do I drive?", "How much rent do I pay?",
                      "Where should Bob eat?"):
         assert not is_request(question), question
+
+
+def test_a_question_with_an_instruction_about_the_answer_is_still_only_a_question() -> None:
+    assert is_question("Was the first half of September a good month for Nate? Answer yes or no.")
+    assert is_question("Where did Theo study? Be brief.")
+    assert not is_question("Answer yes or no.")  # no question at all
+    assert not is_question("Can you find a restaurant? Keep in mind I'm vegetarian.")  # states a fact
+
+
+#: Things a user asks about a Joanna their history never mentions.
+JOANNA_TOPICS = (
+    "script", "cork board", "laptop", "road trip", "new book", "screenplay", "writing club", "brother",
+    "favourite cake", "sunset photo", "old notebooks", "hiking trail", "movie night", "rejection letter",
+    "characters", "desk lamp", "coffee shop", "first draft", "agent", "deadline", "award", "garden",
+    "bookshelf", "vacation", "dog", "piano", "camera", "festival", "sister", "apartment",
+)
+
+
+def test_a_name_only_the_users_own_questions_hold_stays_unknown_however_many_there_are(make_memory) -> None:
+    # What the user said of their own fridge: close to a question about Joanna's.
+    hold(make_memory, [*hobby_messages(40), "I put the kids' drawings on the fridge with magnets.",
+                       "Our fridge is full of leftovers from the party."])
+    for n, topic in enumerate(JOANNA_TOPICS):
+        ask(make_memory, f"asked-{n}", f"What did Joanna say about her {topic}?").close()
+
+    # Thirty earlier questions name Joanna, more than a retrieval of two records reads
+    # among its candidates: her name is still one the user never stated, so nothing
+    # they said is relevant.
+    memory = make_memory(session_id="now", top_k=2)
+    memory.put(user("What is on Joanna's fridge?"))
+    memory.get()
+
+    beyond = [r for r in memory.last_block.records if not asks_only(r)]
+    assert beyond == [], message_texts(beyond)

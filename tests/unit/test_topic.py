@@ -99,7 +99,8 @@ def test_only_a_question_that_asks_for_a_set_makes_a_topic_query(sessions) -> No
     memory.get("What is Ana's favourite hobby?")
     assert topics == []
     memory.get(QUESTION)
-    assert topics == ["hobbies"]
+    # (asked again, for more, when the user's own questions among the hits leave it short)
+    assert topics and set(topics) == {"hobbies"}
 
 
 def test_topic_weight_is_between_0_and_1(make_memory) -> None:

@@ -1,0 +1,135 @@
+"""Retrieval sets apart what is no answer (llama_memory/retrieval/apart.py): the message
+an agent has just stored (its own query) and the user's own earlier questions take no
+place among the vector source's candidates, scale no other score and seed no second
+hop. So a question asked as an agent asks it (put, then get() with no input) finds what
+get(question) finds, and earlier questions kept in the store change nothing of the
+statements found. Real SQLite and Chroma, the real offline embedding model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.first_person import hobby_messages
+from helpers import memory_factory, message_texts, user
+from llama_memory import MemoryAdmin
+from llama_memory.relevance import asks_only
+from llama_memory.retrieval.apart import search_beside
+from llama_memory.retrieval.hybrid import beside
+
+#: What the user told, one message per session, among 60 hobby messages.
+FACTS = (
+    "My brother Theo plays the cello in a quartet.",
+    "Theo studied music at the conservatory in Lyon.",
+    "The Riverside jazz club closed for renovations last spring.",
+    "I met Theo's teacher at the Riverside jazz club once.",
+    "Theo's quartet rehearses every Thursday evening.",
+    "My sister Ana moved to Porto for her new job.",
+    "Ana works as a dentist near the harbour.",
+)
+QUESTIONS = (
+    "What instrument does my brother Theo play?",
+    "Where did Theo study music?",
+    "When does Theo's quartet rehearse?",
+    "Where does Ana work?",
+    "What happened to the Riverside jazz club?",
+)
+#: Questions the user asked before, kept in their history: close to the ones above.
+EARLIER = (
+    "What instrument does Theo play?",
+    "Does Theo play in a quartet?",
+    "Where does Theo rehearse?",
+    "Is Theo good at music?",
+    "Did Theo study the cello?",
+    "What does Ana do in Porto?",
+)
+
+
+def hold(make, texts) -> None:
+    """Store each text as a user message of a session of its own."""
+    for n, text in enumerate(texts):
+        memory = make(session_id=f"old-{n}")
+        memory.put(user(text))
+        memory.close()
+
+
+def as_agent(make, session_id: str, question: str, top_k: int) -> list[str]:
+    """Ask ``question`` as the first message of a new conversation: the texts shown."""
+    memory = make(session_id=session_id, top_k=top_k)
+    memory.put(user(question))
+    memory.get()
+    texts = message_texts(memory.last_block.records)
+    memory.close()
+    return texts
+
+
+@pytest.mark.parametrize("top_k", [2, 5])
+def test_a_question_asked_as_an_agent_finds_what_get_of_it_finds(tmp_path: Path, embed_model, top_k: int) -> None:
+    path = tmp_path / "memory"
+    with memory_factory(embed_model, path=path) as make:
+        hold(make, [*hobby_messages(60), *FACTS])
+        admin = MemoryAdmin(path)
+        for n, question in enumerate(QUESTIONS):
+            memory = make(session_id=f"get-{n}", top_k=top_k)
+            memory.get(question)
+            by_get = message_texts(memory.last_block.records)
+            memory.close()
+
+            by_agent = as_agent(make, f"ask-{n}", question, top_k)
+            # The question just put is stored, but takes no candidate's place: the same
+            # records, as many of them.
+            assert sorted(by_agent) == sorted(by_get), question
+            for record in admin.records(memory.user_id, session_id=f"ask-{n}"):  # taken back
+                admin.delete_record(memory.user_id, record.id)
+        admin.close()
+
+
+@pytest.mark.parametrize("top_k", [2, 3])
+def test_earlier_questions_take_no_statements_place(tmp_path: Path, embed_model, top_k: int) -> None:
+    shown = {}
+    for kept in (False, True):
+        with memory_factory(embed_model, path=tmp_path / f"kept-{kept}") as make:
+            hold(make, [*hobby_messages(60), *FACTS])
+            if kept:
+                for n, earlier in enumerate(EARLIER):
+                    as_agent(make, f"earlier-{n}", earlier, top_k)
+            shown[kept] = [as_agent(make, f"ask-{n}", q, top_k) for n, q in enumerate(QUESTIONS)]
+    # The earlier questions are close to these, but the statements found are the same,
+    # as if they were not stored; none of them is shown while statements fill the places.
+    assert shown[True] == shown[False]
+    assert not {t for texts in shown[True] for t in texts} & set(EARLIER)
+
+
+def test_earlier_questions_come_after_every_statement_when_there_is_room(make_memory) -> None:
+    hold(make_memory, [FACTS[0], FACTS[4]])
+    for n, earlier in enumerate(EARLIER[:3]):
+        as_agent(make_memory, f"earlier-{n}", earlier, 10)
+    memory = make_memory(session_id="now")
+    records = memory.source("vector").retrieve("Which instrument does Theo play in his quartet?", memory.scope, 10)
+    kinds = [asks_only(r) for r in records]
+    assert kinds == sorted(kinds) and kinds.count(True) == 3  # kept, after the statements
+
+
+def test_a_cut_keeps_pool_others_and_every_id_set_apart() -> None:
+    ranking = [("q1", 0.9), ("a", 0.8), ("q2", 0.7), ("b", 0.6), ("c", 0.5), ("q3", 0.4)]
+    assert beside(ranking, {"q1", "q2", "q3"}, 2) == [("q1", 0.9), ("a", 0.8), ("q2", 0.7), ("b", 0.6), ("q3", 0.4)]
+    assert beside(ranking, set(), 2) == ranking[:2]
+
+
+def test_a_search_is_asked_for_more_while_what_is_set_apart_leaves_it_short() -> None:
+    hits = [("own", 1.0), ("q", 0.9), ("a", 0.8), ("b", 0.7), ("c", 0.6)]
+    asked: list[int] = []
+
+    def search(n: int) -> list[tuple[str, float]]:
+        asked.append(n)
+        return hits[:n]
+
+    def apart(ids) -> set[str]:
+        return {i for i in ids if i in ("own", "q")}
+
+    assert search_beside(search, apart, 2, spare=1) == [("a", 0.8), ("b", 0.7)]
+    assert asked == [3, 4]  # one spare, then as many more as were set apart
+    asked.clear()
+    assert search_beside(search, apart, 9) == [("a", 0.8), ("b", 0.7), ("c", 0.6)]
+    assert asked == [9]  # it gave fewer than asked: nothing more to find
