@@ -144,7 +144,7 @@ def run(
 
     flow = flow or ("agent" if agent_flow else "get")
     try:  # the query choice, when the library makes one (bench.noise also measures older code)
-        from llama_memory.relevance import choose_query as plan_of
+        from llama_memory.query_plan import choose_query as plan_of
     except ImportError:
         plan_of = None
     started = time.time()
@@ -530,7 +530,7 @@ def format_report(report: dict[str, Any]) -> str:
     if per_store:
         lines.append("first_person per store (tokens mean, records mean, n): " + "; ".join(
             f"{store} {v['tokens_mean']:.0f}, {v['records_mean']:.2f}, {v['n']}" for store, v in per_store.items()))
-    lines.append("query choice (llama_memory.relevance.choose_query): " + "; ".join(
+    lines.append("query choice (llama_memory.query_plan.choose_query): " + "; ".join(
         f"{name} " + ", ".join(f"{k} {v}" for k, v in s["query_choice"].items())
         for name, s in report["sets"].items() if s.get("query_choice")))
     real = report["sets"].get("real")

@@ -7,7 +7,7 @@
 2. **plan the query** (:func:`plan_query`): what to retrieve for, the given ``input``
    or the latest user message; small talk retrieves nothing query-dependent, a message
    that refers back in time asks for that time too
-   (:func:`~llama_memory.relevance.choose_query`);
+   (:func:`~llama_memory.query_plan.choose_query`);
 3. **retrieve** (:func:`retrieve_for`): each source's records, higher priorities first,
    the rankings of one priority merged round-robin, the window's own messages left out;
 4. **relevance** (:func:`relevant_records`): records below ``min_relevance`` go;
@@ -48,13 +48,12 @@ from .compose import (
 )
 from .instrumentation import MemoryBlockEvent, Stopwatch, dispatcher, retrieval_event
 from .messages import check_text, message_text
+from .query_plan import QueryPlan, choose_query
 from .relevance import (
     NAMED_MIN_COSINE,
     RECORD_FLOOR,
     REQUEST_MIN_COSINE,
-    QueryPlan,
     asks_only,
-    choose_query,
     own_relevance,
     serves_request,
     speaks_of_what_is_asked,
@@ -221,7 +220,7 @@ def latest_user_text(rt: Runtime, window: Sequence[ChatMessage]) -> Optional[str
 
 
 def plan_query(query: Optional[str], window: Sequence[ChatMessage]) -> QueryPlan:
-    """What to retrieve for (:func:`~llama_memory.relevance.choose_query`)."""
+    """What to retrieve for (:func:`~llama_memory.query_plan.choose_query`)."""
     # The two latest user messages are all it looks at (the latest is usually the query).
     latest = [m for m in reversed(window) if m.role == MessageRole.USER][:2]
     return choose_query(query, [message_text(m) for m in reversed(latest)])
