@@ -157,10 +157,12 @@ class MemoryBlocks(BaseModel):
                 "path='./memory' (a directory) or store='postgresql://...'"
             )
         memory = ComposableMemory.from_defaults(
-            user_id=user_id, path=path, store=store, session_id=session_id, **settings
+            # The blocks name the session (each Memory's session_id is one): reset() of
+            # this memory keeps it, as it keeps every other session's.
+            user_id=user_id, path=path, store=store, session_id=session_id or uuid4().hex, **settings
         )
         config = memory.to_dict()
-        for key in ("class_name", "session_id", "chat_history"):
+        for key in ("class_name", "session_id", "chat_history", "session_id_chosen", "conversation_since"):
             config.pop(key, None)
         blocks = cls(config=config, session_id=memory.session_id)
         blocks._live = {k: v for k, v in settings.items() if k in LIVE_ARGUMENTS}

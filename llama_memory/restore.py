@@ -345,9 +345,25 @@ def memory_to_dict(memory: Restorable) -> dict[str, Any]:
     whole."""
     settings = memory.settings
     data = {"class_name": memory.class_name(), **settings.data(), **live_markers(memory, settings)}
+    data.update(conversation_markers(memory))
     if not settings.persistent and settings.primary_memory is None:
         data["chat_history"] = [m.model_dump(mode="json") for m in memory.get_all()]
     return data
+
+
+def conversation_markers(memory: Restorable) -> dict[str, Any]:
+    """What ``to_dict`` writes of the conversation beside the settings, so that a copy
+    resets as the original would: ``session_id_chosen`` when the memory chose its session
+    id itself (``reset()`` then starts a new session), and ``conversation_since``, when
+    the conversation was reset with its session id kept (the records of the session stored
+    before it belong to the conversation reset)."""
+    runtime = memory.runtime
+    markers: dict[str, Any] = {}
+    if not runtime.session_id_given:
+        markers["session_id_chosen"] = True
+    if runtime.conversation_since is not None:
+        markers["conversation_since"] = runtime.conversation_since
+    return markers
 
 
 def live_markers(memory: Restorable, settings: MemorySettings) -> dict[str, Any]:
@@ -386,6 +402,9 @@ def memory_from_dict(cls: type[M], data: dict[str, Any], kwargs: dict[str, Any])
     ``from_defaults``; a memory in memory gets its chat history back."""
     config = {**data, **restore_hook_arguments(data), **kwargs}
     config.pop("class_name", None)
+    # A session id given now is the application's: reset() keeps it.
+    chosen = bool(config.pop("session_id_chosen", False)) and "session_id" not in kwargs
+    since = config.pop("conversation_since", None)
     restore_parts(config)
     llm_left_behind = isinstance(config.get("llm"), dict)
     restore_live_parts(config)
@@ -400,6 +419,9 @@ def memory_from_dict(cls: type[M], data: dict[str, Any], kwargs: dict[str, Any])
     memory = cls.from_defaults(**config)
     for name, value in idle.items():
         setattr(memory, name, value)
+    memory.runtime.session_id_given = not chosen
+    if since is not None and memory.settings.session_id == data.get("session_id"):
+        memory.runtime.conversation_since = float(since)
     if history and not memory.settings.persistent:
         memory.primary_memory.set([ChatMessage.model_validate(m) for m in history])
     return memory

@@ -119,7 +119,8 @@ def relate(first: Statement, second: Statement) -> Relation:
         return Relation.UNRELATED
     one_within = first.words <= second.words or second.words <= first.words
     if first.negated != second.negated:
-        return Relation.CONFLICT if one_within else Relation.DISTINCT
+        one_value = first.one_value or second.one_value
+        return Relation.CONFLICT if one_within or one_value else Relation.DISTINCT
     if first.words == second.words:
         return Relation.SAME
     if second.words <= first.words:

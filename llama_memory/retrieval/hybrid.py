@@ -20,15 +20,13 @@ import numpy as np
 
 from ..storage.ports import LexicalIndex
 from ..types import Scope
-from .apart import MAX_ASKS
+from .apart import MAX_ASKS, Ranking
 from .fusion import fuse_scores
 from .sync import IndexSync
 from .vectors import add_cosines
 
-#: Picks, among candidate ids, those to set apart (:class:`~.apart.Apart`).
+#: Picks, among candidate ids, those to set apart (:class:`~.apart.SetApart`).
 Apart = Callable[[Sequence[str]], set[str]]
-
-Ranking = list[tuple[str, float]]
 
 
 class HybridSearch:
@@ -61,12 +59,10 @@ class HybridSearch:
         fused score (:func:`~.fusion.fuse_scores`), best first. Given ``cosines``, the
         candidates' cosines with the query are put in it (fused scores are rescaled per
         query; a cosine is absolute evidence, :mod:`llama_memory.relevance`)."""
-        lexical, dense = self.candidates(
-            query, scope, pool, dense_weight=dense_weight, lexical_weight=lexical_weight
+        ranked, _ = self.search_apart(
+            query, scope, pool, _nothing_apart, dense_weight=dense_weight, lexical_weight=lexical_weight, cosines=cosines
         )
-        if cosines is not None:
-            cosines.update(dense)
-        return fuse_scores(lexical, dense, lexical_weight=lexical_weight, dense_weight=dense_weight)
+        return ranked
 
     def search_apart(
         self,
@@ -207,3 +203,7 @@ def beside(ranking: Ranking, aside: set[str], pool: int) -> Ranking:
             kept.append(item)
             others += 1
     return kept
+
+
+def _nothing_apart(ids: Sequence[str]) -> set[str]:
+    return set()

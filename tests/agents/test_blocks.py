@@ -341,3 +341,16 @@ async def test_memory_tools_in_a_memory_run_act_for_the_blocks_user(tmp_path: Pa
     assert llm.calls[1].messages[-1].role == MessageRole.TOOL and "rror" not in result, result
     assert bob.memory.profile.get_profile(bob.memory.scope) == {"name": "Bob"}
     assert alice.memory.profile.get_profile(alice.memory.scope) == {}
+
+
+def test_a_reset_of_the_blocks_memory_keeps_the_session_the_blocks_name(tmp_path: Path, opened) -> None:
+    """The blocks name each session by its Memory's session_id: a "new chat" on the
+    memory behind them clears the conversation but keeps that session id, so the blocks
+    still find the memory of their session (with or without a session id given)."""
+    for given in (None, "chat-1"):
+        blocks = open_blocks(opened, f"u-{given}", path=tmp_path / str(given), session_id=given)
+        session = blocks.session_id
+        blocks.memory.put(ChatMessage(role=MessageRole.USER, content=FACT))
+        blocks.memory.reset()
+        assert blocks.memory_for(session).session_id == session
+        assert blocks.memory.get_all() == []

@@ -234,3 +234,16 @@ def test_two_triples_conflict_only_for_a_functional_predicate(make_memory) -> No
     acme, globex = sorted((r for r in works if r.metadata["subject"] == "Lena"), key=lambda r: r.metadata["object"])
     assert acme.metadata["functional"] and globex.metadata["functional"]
     assert relate(statement(acme), statement(globex)) is Relation.CONFLICT
+
+
+def test_a_functional_value_against_a_negated_other_value_is_a_conflict(make_memory) -> None:
+    """'Lena does not work at Globex' against (Lena, works at, Acme): one value at a time,
+    so the two are shown as a conflict even though neither states all the other does."""
+    memory = make_memory(session_id="now", triples=True)
+    memory.add_triples([("Lena", "works at", "Acme")])
+    memory.add_triples([("Lena", "works at", "not Globex")])  # supersedes Acme
+    works = memory.triple_source.search("Lena works at", memory.scope, k=5, include_history=True)
+    acme, globex = sorted((r for r in works if r.metadata["subject"] == "Lena"), key=lambda r: r.metadata["object"])
+    assert acme.metadata["functional"]
+    assert statement(globex).negated and not statement(acme).negated
+    assert relate(statement(acme), statement(globex)) is Relation.CONFLICT

@@ -202,3 +202,32 @@ def test_after_reset_another_process_restoring_the_memory_holds_the_new_conversa
     assert seen["window"] == ["My bike is a red Brompton."]
     [line] = [line for line in seen["block"].splitlines() if ALLERGY in line]
     assert THIS_CONVERSATION not in line, line
+
+
+def test_a_restored_copy_resets_as_the_original_would(tmp_path: Path, embed_model) -> None:
+    """to_dict carries whether the memory chose its session id, and when its conversation
+    was reset: a copy (from_dict, or a pickle) moves to a new session on reset() as the
+    original does, and labels what the original labelled."""
+    import pickle
+
+    chose = ComposableMemory.from_defaults(user_id="alice", path=tmp_path / "a", embed_model=embed_model)
+    copy = ComposableMemory.from_dict(chose.to_dict(), embed_model=embed_model)
+    pickled = pickle.loads(pickle.dumps(chose))
+    for memory in (copy, pickled):
+        before = memory.session_id
+        memory.reset()
+        assert memory.session_id != before
+        memory.close()
+    chose.close()
+
+    given = ComposableMemory.from_defaults(user_id="bob", session_id="chat-1", path=tmp_path / "b", embed_model=embed_model)
+    given.put_messages([user(ALLERGY), assistant("Noted: no penicillin.")])
+    given.reset()  # the id is kept; what was said before is no longer this conversation's
+    restored = ComposableMemory.from_dict(given.to_dict(), embed_model=embed_model)
+    given.close()
+    block = restored.get("Can I take penicillin?")[0].content
+    [line] = [line for line in block.splitlines() if ALLERGY in line]
+    assert THIS_CONVERSATION not in line, line
+    restored.reset()
+    assert restored.session_id == "chat-1"
+    restored.close()

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
+from ...errors import StorageError
 from ...text import content_hash
 from ...types import MemoryRecord, Scope, now
 from ..expiry import is_alive, later_expiry
@@ -158,7 +159,11 @@ class SQLRecordTables:
                     f"WHERE {_OWNED} AND content_hash = ?{d.row_lock}",
                     (tenant, user, rec.source, digest),
                 ).fetchone()
-                assert existing is not None  # the conflict that refused the insert
+                if existing is None:  # another unique key refused it: never dropped in silence
+                    raise StorageError(
+                        f"record {new_id} of source {rec.source!r} was refused by the store "
+                        "(another row holds its id) and no row of this user holds its content"
+                    )
                 key = (tenant, user, existing["id"])
                 known = list(d.json_value(existing["message_ids"]))
                 merged = known + [m for m in rec.message_ids if m not in known]
