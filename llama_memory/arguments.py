@@ -11,6 +11,8 @@ from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage
 
+from .text import short
+
 # ChatMemoryBuffer.from_defaults arguments that have no meaning here, with what to do
 # instead (said in the TypeError rather than ignored: the conversation would silently
 # not be where the user thinks it is).
@@ -38,12 +40,6 @@ def reject_unknown(where: str, given: Sequence[str] | dict[str, Any], valid: Seq
             close = difflib.get_close_matches(name, valid, n=1)
             hint = f"did you mean {close[0]!r}?" if close else f"valid ones: {', '.join(sorted(valid))}"
         raise TypeError(f"{where} got an unexpected keyword argument {name!r}; {hint}")
-
-
-def short(value: Any, limit: int = 60) -> str:
-    """``repr(value)``, cut to ``limit`` characters for an error message."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def not_a_message(where: str, value: Any, many: bool, position: int = 0) -> str:

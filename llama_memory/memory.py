@@ -16,11 +16,8 @@ from . import maintenance, read, write
 from .agents import RunMemoryTool, drops_leading_system_message
 from .arguments import not_a_message, reject_unknown
 from .compose import MemoryBlock
-from .config import DENSE_COLLECTIONS as DENSE_COLLECTIONS  # re-exported: their old home
 from .config import VECTOR_COLLECTION as VECTOR_COLLECTION
 from .config import default_vector_source as default_vector_source
-from .config import resolve_embed_model as resolve_embed_model
-from .defaults import DEFAULT_MEMORY_TOKEN_LIMIT as DEFAULT_MEMORY_TOKEN_LIMIT
 from .defaults import DEFAULT_TOKEN_LIMIT as DEFAULT_TOKEN_LIMIT
 from .defaults import DEFAULT_TOP_K as DEFAULT_TOP_K
 from .errors import LlamaMemoryError

@@ -39,11 +39,12 @@ from pydantic import (
     field_validator,
 )
 
-from .arguments import reject_unknown, short
+from .arguments import reject_unknown
 from .defaults import DEFAULT_MEMORY_TOKEN_LIMIT, DEFAULT_TOKEN_LIMIT, DEFAULT_TOP_K
 from .relevance import DEFAULT_MIN_RELEVANCE
 from .set_questions import SET_SPREAD
 from .storage.expiry import ttl_seconds
+from .text import short
 
 __all__ = ["MemorySettings", "check_formation", "qualified_name", "setting_field"]
 

@@ -1,4 +1,5 @@
-"""Text helpers shared by storage (dedup keys) and composition (the window's texts)."""
+"""Text helpers shared by storage (dedup keys, error messages) and composition (the
+window's texts)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,12 @@ def content_hash(text: str, role: Optional[str] = None) -> str:
     """Stable hash of a record's normalised text (and role): identical records share it."""
     key = f"{role or ''}\x1f{normalize_text(text)}"
     return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def short(value: object, limit: int = 60) -> str:
+    """``repr(value)``, cut to ``limit`` characters for an error message."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def counted(n: int, singular: str, plural: Optional[str] = None) -> str:

@@ -9,7 +9,6 @@ queue, each pass once, with the LLM they are given.
 from __future__ import annotations
 
 import json
-import logging
 import threading
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
@@ -20,8 +19,6 @@ from .formation.jobs import DEFAULT_LEASE, POLL_SECONDS, FormationWorker, JobOut
 from .formation.passes import follow_up, run_job
 from .memory import ComposableMemory
 from .storage.ports.jobs import Job
-
-logger = logging.getLogger(__name__)
 
 
 def run_worker(

@@ -52,11 +52,6 @@ class Location:
         """The location fields of any object that has them (``MemorySettings``)."""
         return cls(**{name: getattr(settings, name) for name in cls.__dataclass_fields__})
 
-    @property
-    def given(self) -> Any:
-        """The location as the user wrote it: the ``store=`` value, else the path."""
-        return self.store if self.store is not None else self.path
-
 
 class OpenBackend(Protocol):
     """One backend's parts on an opened store: what construction, the admin and the

@@ -24,15 +24,15 @@ from typing import Callable, Optional, Union
 #: A time to live as seconds or a ``timedelta``.
 TTL = Union[float, int, timedelta]
 
-def ttl_seconds(ttl: Optional[TTL], what: str = "ttl") -> Optional[float]:
+def ttl_seconds(ttl: Optional[TTL]) -> Optional[float]:
     """``ttl`` in seconds (``None`` stays ``None``); ValueError unless positive."""
     if ttl is None:
         return None
     if isinstance(ttl, bool) or not isinstance(ttl, (int, float, timedelta)):
-        raise TypeError(f"{what} takes seconds or a timedelta, not {type(ttl).__name__} {ttl!r}")
+        raise TypeError(f"ttl takes seconds or a timedelta, not {type(ttl).__name__} {ttl!r}")
     seconds = ttl.total_seconds() if isinstance(ttl, timedelta) else float(ttl)
     if not seconds > 0:  # also refuses NaN
-        raise ValueError(f"{what} must be positive, got {ttl!r}")
+        raise ValueError(f"ttl must be positive, got {ttl!r}")
     return seconds
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from ..text import short
 from .backend import Backend, Location, OpenBackend
 from .ports import Storage
 
@@ -129,7 +130,7 @@ def backend_at(location: Location) -> Backend:
     if found is None:
         forms = " or ".join(e.store_forms for e in ENTRIES if e.store_forms)
         raise TypeError(
-            f"store takes {forms}, not {type(location.store).__name__} {_short(location.store)}; "
+            f"store takes {forms}, not {type(location.store).__name__} {short(location.store)}; "
             f"for {_directories().path_form} pass path= instead"
         )
     return found.load()
@@ -173,8 +174,3 @@ def open_existing(where: Any) -> Storage:
     require_store(where)
     return backend_for(where).open(location_of(where)).store
 
-
-def _short(value: Any, limit: int = 60) -> str:
-    """``repr(value)``, cut to ``limit`` characters for an error message."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."

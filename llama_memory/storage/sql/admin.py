@@ -87,12 +87,6 @@ class SQLStoreAdmin(SQLImportRows, ABC):
         """Whether the store holds any knowledge triple (of any tenant)."""
         return bool(self._existing("triples")) and bool(self._query("find triples", "SELECT 1 FROM triples LIMIT 1"))
 
-    def has_profile(self) -> bool:
-        """Whether the store holds any profile row (of any tenant)."""
-        return bool(self._existing(PROFILE_TABLE)) and bool(
-            self._query("find profile rows", f"SELECT 1 FROM {PROFILE_TABLE} LIMIT 1")
-        )
-
     def tenants(self) -> list[str]:
         """Every tenant with chat history, records, triples or profile rows, sorted."""
         tables = ("chat_messages", "records", *sorted(self._existing("triples", PROFILE_TABLE)))

@@ -9,14 +9,11 @@ read treats a missing table as empty; records keep their write order in ``rowid`
 
 from __future__ import annotations
 
-from ..sql.admin import PROFILE_TABLE, SQLStoreAdmin
+from ..sql.admin import SQLStoreAdmin
 from .dialect import SQLITE
 from .triples import SQLiteTripleTimeline
 
-__all__ = ["PROFILE_TABLE", "TRIPLE_TABLES", "StoreAdmin"]
-
-#: Tables a source adds to the file when it is first opened on it.
-TRIPLE_TABLES = ("triples", "triple_mentions", "triples_fts")
+__all__ = ["StoreAdmin"]
 
 
 class StoreAdmin(SQLStoreAdmin):
