@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ..relevance import asks_only
 from ..text import normalize_text
 from .reads import RecordReads
 
@@ -30,7 +29,7 @@ MAX_ASKS = 3
 
 
 class SetApart:
-    """Picks the candidates to set apart among ids, reading them through ``reads``;
+    """Picks the candidates to set apart among ids, reading their texts through ``reads``;
     remembers which were the window's own messages (:attr:`own`).
 
     Args:
@@ -47,11 +46,11 @@ class SetApart:
         """The ids of ``ids`` that are the window's own messages or only the user's own
         questions."""
         aside: set[str] = set()
-        for i, record in self.reads.get(ids).items():
-            if self.shown and normalize_text(record.text) in self.shown:
+        for i, (text, only_asks) in self.reads.questions(ids).items():
+            if self.shown and normalize_text(text) in self.shown:
                 self.own.add(i)
                 aside.add(i)
-            elif asks_only(record):
+            elif only_asks:
                 aside.add(i)
         return aside
 

@@ -16,7 +16,7 @@ from ..relevance import Calibration, asks_only, calibrate, calibration_for
 from ..retrieval.apart import SetApart, search_beside
 from ..retrieval.hops import HOP_FOUND, HOP_WEIGHT, SEEDS, content_stems, second_hop
 from ..retrieval.hybrid import HybridSearch
-from ..retrieval.reads import RecordReads
+from ..retrieval.reads import AsksOnlyCache, RecordReads
 from ..retrieval.salience import Salience
 from ..retrieval.sync import IndexSync, SyncedRows
 from ..retrieval.topic import TOPIC_WEIGHT, topic_hop
@@ -161,6 +161,8 @@ class VectorSource(MemorySource):
         # Shared with the other sources of this model: a query is embedded once per get(),
         # and (symmetric models) not at all when it is the user message just embedded.
         self._vectors = vector_cache(embed_model)
+        # Which records only ask, by id, across retrievals (retrieval/reads.py).
+        self._asks_only = AsksOnlyCache()
         self._dimensions = DimensionGuard(store, embed_model)
         self._dimensions.check_at_open(embedding_dimension(embed_model))
         self._sync = IndexSync(
@@ -292,7 +294,7 @@ class VectorSource(MemorySource):
         pool = max(k * self.candidate_factor, k)
         # Each record is read once per retrieval, whoever asks for it (the hop, the
         # candidates set apart, the excerpts): docs/benchmarks.md, "The second hop's cost".
-        reads = RecordReads(self.store, scope, self.name)
+        reads = RecordReads(self.store, scope, self.name, self._asks_only)
         # The window's own messages and the user's own earlier questions are set apart
         # (retrieval/apart.py): they take no statement's place among the candidates or
         # the second hop's seeds. The own messages go; the questions come after every
@@ -340,13 +342,13 @@ class VectorSource(MemorySource):
         def word_counts(words: Sequence[str]) -> tuple[int, dict[str, int]]:
             return self.store.word_counts(words, scope)
 
-        reads = reads if reads is not None else RecordReads(self.store, scope, self.name)
+        reads = reads if reads is not None else RecordReads(self.store, scope, self.name, self._asks_only)
 
         def holders(word: str, n: int) -> list[MemoryRecord]:
             found = self.store.search_text(word, scope, self.name, n)
             return list(reads.get([i for i, _ in found]).values())
 
-        calibrate(query, records, cosines, word_counts, self.calibration, hit, left_out, reads.get, holders)
+        calibrate(query, records, cosines, word_counts, self.calibration, hit, left_out, reads.questions, holders)
 
     def recent(
         self, scope: Scope, k: int, span: Optional[tuple[float, float]] = None
