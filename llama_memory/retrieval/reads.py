@@ -11,8 +11,8 @@ Most of those asks need no whole record: the candidates set apart and the calibr
 check of them need a record's role and text, the hop its text. Those are read light
 (:meth:`~llama_memory.storage.ports.RecordStore.get_texts`: two columns, no metadata
 decoded), and whether a record is only the user's own questions is remembered across
-retrievals by id (:class:`AsksOnlyCache`): a retrieval checks a few hundred candidates,
-most of them the same from one turn to the next.
+retrievals, with the line, by id (:class:`KnownLines`): a retrieval checks a few hundred
+candidates, most of them the same from one turn to the next.
 
 It lives for one retrieval only: a record deleted or changed meanwhile is seen by the
 next retrieval, as before. Expiry is applied here, with the rule storage applies
@@ -22,7 +22,7 @@ without ``alive_at``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Optional
 
 from ..relevance import is_question
@@ -31,38 +31,50 @@ from ..storage.ports import RecordStore
 from ..types import MemoryRecord, Scope
 
 
-#: How many records :class:`AsksOnlyCache` remembers (a few retrievals' candidates).
-ASKS_ONLY_HELD = 8192
+#: How many records :class:`KnownLines` holds (a few retrievals' candidates).
+LINES_HELD = 8192
 
 
-class AsksOnlyCache:
-    """Whether a record is only the user's own questions
-    (:func:`~llama_memory.relevance.asks_only` of a single message), by id, for the
-    last :data:`ASKS_ONLY_HELD` records asked about.
+class KnownLines:
+    """The (role, text) of records by id, and whether each is only the user's own
+    questions (:func:`~llama_memory.relevance.asks_only` of a single message), kept
+    across retrievals for the last :data:`LINES_HELD` records read.
 
-    A record's id is its content's hash, so its role and text do not change while it is
-    stored; a record deleted and written again may come back under the same id with its
-    text spaced or cased otherwise, so each answer is kept with the hash of the text it
-    was found for and used for that text only. No text is held (forgetting a record
-    leaves none of it here)."""
+    A record's id is its content's hash (with its source and user), so the role and text
+    of an id do not change while it is stored: a retrieval checks a few hundred
+    candidates, most of them the same from one turn to the next, and reads only the
+    others. What it holds is not a proof that a record still exists: the reads that
+    make a retrieval's results (:meth:`RecordReads.get`) still read the store. A source
+    that forgets records calls :meth:`clear`, so no forgotten text stays held here."""
 
-    def __init__(self, held: int = ASKS_ONLY_HELD) -> None:
+    def __init__(self, held: int = LINES_HELD) -> None:
         self.held = held
-        self._known: dict[str, tuple[Optional[str], int, bool]] = {}
+        self._known: dict[str, tuple[Optional[str], str, bool]] = {}
 
-    def __call__(self, record_id: str, role: Optional[str], text: str) -> bool:
-        """Whether the record ``record_id`` (of ``role`` and ``text``) only asks."""
-        digest = hash(text)
+    def get(self, ids: Sequence[str]) -> dict[str, tuple[Optional[str], str]]:
+        """The (role, text) held of each of ``ids``."""
+        known = self._known
+        return {i: known[i][:2] for i in ids if i in known}
+
+    def add(self, lines: Mapping[str, tuple[Optional[str], str]]) -> None:
+        """Hold these (role, text) by id; the oldest go past :attr:`held`."""
+        for record_id, (role, text) in lines.items():
+            if len(self._known) >= self.held:
+                # The oldest first (dicts keep insertion order); another thread may have
+                # taken it meanwhile.
+                self._known.pop(next(iter(self._known), ""), None)
+            self._known[record_id] = (role, text, role == "user" and is_question(text))
+
+    def asks_only(self, record_id: str, role: Optional[str], text: str) -> bool:
+        """Whether the record ``record_id`` of ``role`` and ``text`` only asks."""
         known = self._known.get(record_id)
-        if known is not None and known[0] == role and known[1] == digest:
+        if known is not None and known[0] == role and known[1] == text:
             return known[2]
-        answer = role == "user" and is_question(text)
-        if len(self._known) >= self.held:
-            # The oldest first (dicts keep insertion order); another thread may have
-            # taken it meanwhile.
-            self._known.pop(next(iter(self._known), ""), None)
-        self._known[record_id] = (role, digest, answer)
-        return answer
+        return role == "user" and is_question(text)
+
+    def clear(self) -> None:
+        """Hold nothing (records were forgotten)."""
+        self._known.clear()
 
 
 class RecordReads:
@@ -72,19 +84,19 @@ class RecordReads:
         store: the system of record.
         scope: whose records (the store checks the user, as on every read).
         source: the source's name.
-        asks_only: remembers which records only ask (the source keeps one across its
-            retrievals); a new one when not given.
+        known: the lines read before (the source keeps them across its retrievals); new
+            ones when not given.
     """
 
     def __init__(
-        self, store: RecordStore, scope: Scope, source: str, asks_only: Optional[AsksOnlyCache] = None
+        self, store: RecordStore, scope: Scope, source: str, known: Optional[KnownLines] = None
     ) -> None:
         self.store = store
         self.scope = scope
         self.source = source
-        self.asks_only = asks_only if asks_only is not None else AsksOnlyCache()
+        self.known = known if known is not None else KnownLines()
         self._rows: dict[str, MemoryRecord] = {}
-        self._lines: dict[str, tuple[Optional[str], str]] = {}  # (role, text) read light
+        self._lines: dict[str, tuple[Optional[str], str]] = {}  # (role, text) of every record read
         self._missing: set[str] = set()  # asked for and not found (gone, or another user's)
 
     def get(self, ids: Sequence[str], alive_at: Optional[float] = None) -> dict[str, MemoryRecord]:
@@ -95,6 +107,7 @@ class RecordReads:
         if unread:
             rows = self.store.get_records(unread, self.scope, self.source)
             self._rows.update(rows)
+            self._lines.update((i, (r.role, r.text)) for i, r in rows.items())
             self._missing.update(i for i in unread if i not in rows)
         return {
             i: self._rows[i]
@@ -104,22 +117,20 @@ class RecordReads:
 
     def lines(self, ids: Sequence[str]) -> dict[str, tuple[Optional[str], str]]:
         """The (role, text) of each record of ``ids`` that exists (expired or not, as
-        :meth:`get` without ``alive_at``), in the order of ``ids``; the ids not read
-        before are read light."""
-        unread = [
-            i for i in dict.fromkeys(ids) if i not in self._rows and i not in self._lines and i not in self._missing
-        ]
+        :meth:`get` without ``alive_at``; or held in :attr:`known`), in the order of
+        ``ids``; the ids neither read before nor held are read light."""
+        lines, missing = self._lines, self._missing
+        unread = [i for i in dict.fromkeys(ids) if i not in lines and i not in missing]
         if unread:
-            rows = self.store.get_texts(unread, self.scope, self.source)
-            self._lines.update(rows)
-            self._missing.update(i for i in unread if i not in rows)
-        found: dict[str, tuple[Optional[str], str]] = {}
-        for i in ids:
-            if i in self._lines:
-                found[i] = self._lines[i]
-            elif i in self._rows:
-                found[i] = (self._rows[i].role, self._rows[i].text)
-        return found
+            held = self.known.get(unread)
+            self._lines.update(held)
+            rest = [i for i in unread if i not in held]
+            if rest:
+                rows = self.store.get_texts(rest, self.scope, self.source)
+                self._lines.update(rows)
+                self.known.add(rows)
+                self._missing.update(i for i in rest if i not in rows)
+        return {i: lines[i] for i in ids if i in lines}
 
     def texts(self, ids: Sequence[str]) -> dict[str, str]:
         """The text of each record of ``ids`` that exists (read as :meth:`lines` reads)."""
@@ -129,4 +140,5 @@ class RecordReads:
         """The text of each record of ``ids`` that exists (read as :meth:`lines` reads),
         and whether it is only the user's own questions
         (:func:`~llama_memory.relevance.asks_only`)."""
-        return {i: (text, self.asks_only(i, role, text)) for i, (role, text) in self.lines(ids).items()}
+        asks = self.known.asks_only
+        return {i: (text, asks(i, role, text)) for i, (role, text) in self.lines(ids).items()}

@@ -16,7 +16,7 @@ from ..relevance import Calibration, asks_only, calibrate, calibration_for
 from ..retrieval.apart import SetApart, search_beside
 from ..retrieval.hops import HOP_FOUND, HOP_WEIGHT, SEEDS, content_stems, second_hop
 from ..retrieval.hybrid import HybridSearch
-from ..retrieval.reads import AsksOnlyCache, RecordReads
+from ..retrieval.reads import KnownLines, RecordReads
 from ..retrieval.salience import Salience
 from ..retrieval.sync import IndexSync, SyncedRows
 from ..retrieval.topic import TOPIC_WEIGHT, topic_hop
@@ -161,8 +161,8 @@ class VectorSource(MemorySource):
         # Shared with the other sources of this model: a query is embedded once per get(),
         # and (symmetric models) not at all when it is the user message just embedded.
         self._vectors = vector_cache(embed_model)
-        # Which records only ask, by id, across retrievals (retrieval/reads.py).
-        self._asks_only = AsksOnlyCache()
+        # The (role, text) of candidates, by id, across retrievals (retrieval/reads.py).
+        self._lines = KnownLines()
         self._dimensions = DimensionGuard(store, embed_model)
         self._dimensions.check_at_open(embedding_dimension(embed_model))
         self._sync = IndexSync(
@@ -266,6 +266,7 @@ class VectorSource(MemorySource):
                 self._sync.forget(owner, ids)
             if gone:
                 content_stems.cache_clear()  # it may hold their texts
+                self._lines.clear()  # so may the lines of candidates
             return len(gone)
 
     # -- reading --------------------------------------------------------------------
@@ -294,7 +295,7 @@ class VectorSource(MemorySource):
         pool = max(k * self.candidate_factor, k)
         # Each record is read once per retrieval, whoever asks for it (the hop, the
         # candidates set apart, the excerpts): docs/benchmarks.md, "The second hop's cost".
-        reads = RecordReads(self.store, scope, self.name, self._asks_only)
+        reads = RecordReads(self.store, scope, self.name, self._lines)
         # The window's own messages and the user's own earlier questions are set apart
         # (retrieval/apart.py): they take no statement's place among the candidates or
         # the second hop's seeds. The own messages go; the questions come after every
@@ -342,7 +343,7 @@ class VectorSource(MemorySource):
         def word_counts(words: Sequence[str]) -> tuple[int, dict[str, int]]:
             return self.store.word_counts(words, scope)
 
-        reads = reads if reads is not None else RecordReads(self.store, scope, self.name, self._asks_only)
+        reads = reads if reads is not None else RecordReads(self.store, scope, self.name, self._lines)
 
         def holders(word: str, n: int) -> list[MemoryRecord]:
             found = self.store.search_text(word, scope, self.name, n)
@@ -482,6 +483,7 @@ class VectorSource(MemorySource):
             self.store.delete_user(scope, source=self.name)
             self._vectors.clear()  # it holds recent texts, the user's among them
             content_stems.cache_clear()  # so does the hop's cache of stems
+            self._lines.clear()  # and that of the candidates' lines
             self._sync.forget((scope.tenant_id, user))
 
     def forget_records(self, ids: Sequence[str], scope: Scope) -> None:
@@ -490,6 +492,7 @@ class VectorSource(MemorySource):
         user = scope.require_user(f"the {self.name!r} memory source")
         self._sync.forget((scope.tenant_id, user), list(ids))
         content_stems.cache_clear()  # it may hold their texts
+        self._lines.clear()  # so may the lines of candidates
 
     # -- embedding ----------------------------------------------------------------------
 

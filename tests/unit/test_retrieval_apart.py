@@ -17,7 +17,7 @@ from llama_memory import MemoryAdmin
 from llama_memory.relevance import asks_only
 from llama_memory.retrieval.apart import search_beside
 from llama_memory.retrieval.hybrid import beside
-from llama_memory.retrieval.reads import AsksOnlyCache
+from llama_memory.retrieval.reads import KnownLines
 
 #: What the user told, one message per session, among 60 hobby messages.
 FACTS = (
@@ -168,9 +168,22 @@ def test_the_candidates_are_set_apart_from_their_texts_only_whole_records_are_re
     assert len(read_light) == len(set(read_light))  # and each once
 
 
-def test_whether_a_record_only_asks_is_remembered_for_its_id_and_text() -> None:
-    asks = AsksOnlyCache(held=2)
-    assert asks("a", "user", "Where is Theo?") and not asks("a", "user", "Theo is in Lyon.")
-    assert not asks("b", "assistant", "Where is Theo?") and asks("c", "user", "Where is Ana?")
-    assert asks("a", "user", "Where is Theo?")  # the text it is asked for decides, not the id alone
-    assert len(asks._known) == 2  # the oldest went
+def test_the_lines_of_candidates_are_held_by_id_and_their_text_decides_whether_they_ask() -> None:
+    known = KnownLines(held=2)
+    known.add({"a": ("user", "Where is Theo?"), "b": ("assistant", "Where is Theo?")})
+    assert known.asks_only("a", "user", "Where is Theo?") and not known.asks_only("b", "assistant", "Where is Theo?")
+    assert not known.asks_only("a", "user", "Theo is in Lyon.")  # another text: found again
+    known.add({"c": ("user", "Theo is in Lyon.")})
+    assert known.get(["a", "b", "c"]) == {"b": ("assistant", "Where is Theo?"), "c": ("user", "Theo is in Lyon.")}
+    known.clear()
+    assert known.get(["b", "c"]) == {}
+
+
+def test_forgetting_a_user_forgets_the_lines_held_of_their_candidates(make_memory) -> None:
+    hold(make_memory, FACTS)
+    memory = make_memory(session_id="now")
+    source = memory.source("vector")
+    assert source.retrieve("Where does Ana work?", memory.scope, 3)
+    assert source._lines.get([r.id for r in source.store.recent_records(memory.scope, "vector", 50)])
+    source.reset(memory.scope)
+    assert source._lines._known == {}
