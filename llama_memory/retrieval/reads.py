@@ -30,7 +30,6 @@ from ..storage.expiry import is_alive
 from ..storage.ports import RecordStore
 from ..types import MemoryRecord, Scope
 
-
 #: How many records :class:`KnownLines` holds (a few retrievals' candidates).
 LINES_HELD = 8192
 
