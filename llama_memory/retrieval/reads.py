@@ -22,7 +22,7 @@ without ``alive_at``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Optional
 
 from ..relevance import is_question
@@ -34,10 +34,14 @@ from ..types import MemoryRecord, Scope
 LINES_HELD = 8192
 
 
+#: A record's role, text, and whether it is only the user's own questions
+#: (:func:`~llama_memory.relevance.asks_only` of a single message).
+Line = tuple[Optional[str], str, bool]
+
+
 class KnownLines:
-    """The (role, text) of records by id, and whether each is only the user's own
-    questions (:func:`~llama_memory.relevance.asks_only` of a single message), kept
-    across retrievals for the last :data:`LINES_HELD` records read.
+    """The :data:`Line` of records by id, kept across retrievals for the last
+    :data:`LINES_HELD` records read.
 
     A record's id is its content's hash (with its source and user), so the role and text
     of an id do not change while it is stored: a retrieval checks a few hundred
@@ -48,28 +52,25 @@ class KnownLines:
 
     def __init__(self, held: int = LINES_HELD) -> None:
         self.held = held
-        self._known: dict[str, tuple[Optional[str], str, bool]] = {}
+        self._known: dict[str, Line] = {}
 
-    def get(self, ids: Sequence[str]) -> dict[str, tuple[Optional[str], str]]:
-        """The (role, text) held of each of ``ids``."""
+    def get(self, ids: Sequence[str]) -> dict[str, Line]:
+        """The line held of each of ``ids``."""
         known = self._known
-        return {i: known[i][:2] for i in ids if i in known}
+        return {i: known[i] for i in ids if i in known}
 
-    def add(self, lines: Mapping[str, tuple[Optional[str], str]]) -> None:
-        """Hold these (role, text) by id; the oldest go past :attr:`held`."""
-        for record_id, (role, text) in lines.items():
-            if len(self._known) >= self.held:
-                # The oldest first (dicts keep insertion order); another thread may have
-                # taken it meanwhile.
-                self._known.pop(next(iter(self._known), ""), None)
-            self._known[record_id] = (role, text, role == "user" and is_question(text))
-
-    def asks_only(self, record_id: str, role: Optional[str], text: str) -> bool:
-        """Whether the record ``record_id`` of ``role`` and ``text`` only asks."""
+    def line(self, record_id: str, role: Optional[str], text: str) -> Line:
+        """The line of the record ``record_id`` of ``role`` and ``text``, held from now."""
         known = self._known.get(record_id)
         if known is not None and known[0] == role and known[1] == text:
-            return known[2]
-        return role == "user" and is_question(text)
+            return known
+        if len(self._known) >= self.held:
+            # The oldest first (dicts keep insertion order); another thread may have
+            # taken it meanwhile.
+            self._known.pop(next(iter(self._known), ""), None)
+        made = (role, text, role == "user" and is_question(text))
+        self._known[record_id] = made
+        return made
 
     def clear(self) -> None:
         """Hold nothing (records were forgotten)."""
@@ -95,7 +96,7 @@ class RecordReads:
         self.source = source
         self.known = known if known is not None else KnownLines()
         self._rows: dict[str, MemoryRecord] = {}
-        self._lines: dict[str, tuple[Optional[str], str]] = {}  # (role, text) of every record read
+        self._lines: dict[str, Line] = {}  # of every record read
         self._missing: set[str] = set()  # asked for and not found (gone, or another user's)
 
     def get(self, ids: Sequence[str], alive_at: Optional[float] = None) -> dict[str, MemoryRecord]:
@@ -106,7 +107,8 @@ class RecordReads:
         if unread:
             rows = self.store.get_records(unread, self.scope, self.source)
             self._rows.update(rows)
-            self._lines.update((i, (r.role, r.text)) for i, r in rows.items())
+            line = self.known.line
+            self._lines.update((i, line(i, r.role, r.text)) for i, r in rows.items())
             self._missing.update(i for i in unread if i not in rows)
         return {
             i: self._rows[i]
@@ -114,30 +116,30 @@ class RecordReads:
             if i in self._rows and (alive_at is None or is_alive(self._rows[i].expires_at, alive_at))
         }
 
-    def lines(self, ids: Sequence[str]) -> dict[str, tuple[Optional[str], str]]:
-        """The (role, text) of each record of ``ids`` that exists (expired or not, as
+    def lines(self, ids: Sequence[str]) -> dict[str, Line]:
+        """The :data:`Line` of each record of ``ids`` that exists (expired or not, as
         :meth:`get` without ``alive_at``; or held in :attr:`known`), in the order of
-        ``ids``; the ids neither read before nor held are read light."""
+        ``ids``; the ids neither read before nor held are read light
+        (:meth:`~llama_memory.storage.ports.RecordStore.get_texts`)."""
         lines, missing = self._lines, self._missing
         unread = [i for i in dict.fromkeys(ids) if i not in lines and i not in missing]
         if unread:
             held = self.known.get(unread)
-            self._lines.update(held)
+            lines.update(held)
             rest = [i for i in unread if i not in held]
             if rest:
                 rows = self.store.get_texts(rest, self.scope, self.source)
-                self._lines.update(rows)
-                self.known.add(rows)
-                self._missing.update(i for i in rest if i not in rows)
+                line = self.known.line
+                lines.update((i, line(i, role, text)) for i, (role, text) in rows.items())
+                missing.update(i for i in rest if i not in rows)
         return {i: lines[i] for i in ids if i in lines}
 
     def texts(self, ids: Sequence[str]) -> dict[str, str]:
         """The text of each record of ``ids`` that exists (read as :meth:`lines` reads)."""
-        return {i: text for i, (_, text) in self.lines(ids).items()}
+        return {i: line[1] for i, line in self.lines(ids).items()}
 
     def questions(self, ids: Sequence[str]) -> dict[str, tuple[str, bool]]:
         """The text of each record of ``ids`` that exists (read as :meth:`lines` reads),
         and whether it is only the user's own questions
         (:func:`~llama_memory.relevance.asks_only`)."""
-        asks = self.known.asks_only
-        return {i: (text, asks(i, role, text)) for i, (role, text) in self.lines(ids).items()}
+        return {i: (line[1], line[2]) for i, line in self.lines(ids).items()}

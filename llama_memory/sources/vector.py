@@ -320,7 +320,8 @@ class VectorSource(MemorySource):
         self._calibrate(query, results, cosines, scope, own_texts, reads)
         ranked_results = self.salience.rerank(results, alive_at)
         # Recency must not lift the user's latest questions back over the statements.
-        return [r for r in ranked_results if not asks_only(r)] + [r for r in ranked_results if asks_only(r)]
+        asking = [asks_only(r) for r in ranked_results]
+        return [r for r, a in zip(ranked_results, asking) if not a] + [r for r, a in zip(ranked_results, asking) if a]
 
     def _calibrate(
         self,

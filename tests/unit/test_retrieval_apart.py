@@ -170,13 +170,15 @@ def test_the_candidates_are_set_apart_from_their_texts_only_whole_records_are_re
 
 def test_the_lines_of_candidates_are_held_by_id_and_their_text_decides_whether_they_ask() -> None:
     known = KnownLines(held=2)
-    known.add({"a": ("user", "Where is Theo?"), "b": ("assistant", "Where is Theo?")})
-    assert known.asks_only("a", "user", "Where is Theo?") and not known.asks_only("b", "assistant", "Where is Theo?")
-    assert not known.asks_only("a", "user", "Theo is in Lyon.")  # another text: found again
-    known.add({"c": ("user", "Theo is in Lyon.")})
-    assert known.get(["a", "b", "c"]) == {"b": ("assistant", "Where is Theo?"), "c": ("user", "Theo is in Lyon.")}
+    assert known.line("a", "user", "Where is Theo?") == ("user", "Where is Theo?", True)
+    assert known.line("b", "assistant", "Where is Theo?") == ("assistant", "Where is Theo?", False)
+    assert known.get(["a", "b", "c"]) == {"a": ("user", "Where is Theo?", True), "b": ("assistant", "Where is Theo?", False)}
+    # The same id with another text (deleted, written again otherwise): found again.
+    assert known.line("a", "user", "Theo is in Lyon.") == ("user", "Theo is in Lyon.", False)
+    known.line("c", "user", "Where is Ana?")
+    assert set(known.get(["a", "b", "c"])) == {"a", "c"}  # the oldest went
     known.clear()
-    assert known.get(["b", "c"]) == {}
+    assert known.get(["a", "c"]) == {}
 
 
 def test_forgetting_a_user_forgets_the_lines_held_of_their_candidates(make_memory) -> None:
