@@ -340,7 +340,7 @@ def calibrate(
     calibration: "Calibration",
     text_of: Callable[[MemoryRecord], tuple[Optional[str], str]],
     left_out: Sequence[str] = (),
-    candidates: Optional[Callable[[Sequence[str]], Mapping[str, MemoryRecord]]] = None,
+    candidates: Optional[Callable[[Sequence[str]], Mapping[str, tuple[str, bool]]]] = None,
     holders: Optional[Callable[[str, int], Sequence[MemoryRecord]]] = None,
 ) -> None:
     """Set ``relevance`` and ``metadata["evidence"]`` on each of a query's records.
@@ -361,8 +361,9 @@ def calibrate(
         left_out: texts of stored records that are no evidence (the conversation's own
             latest messages, the query among them): their words are not counted as
             known to the store (:func:`without_texts`).
-        candidates: reads the candidates of ``cosines`` by id; those that are only the
-            user's own questions (:func:`asks_only`) are no evidence either: an earlier
+        candidates: gives, by id, the text of each candidate of ``cosines`` that exists
+            and whether it is only the user's own questions (:func:`asks_only`); those
+            are no evidence either: an earlier
             question close to this one says nothing of what the user told.
         holders: gives up to ``n`` of the source's records holding a word (as the
             store's counts match it); with it, a word that only the user's own questions
@@ -374,11 +375,11 @@ def calibrate(
     asked: dict[str, str] = {}
     statements: list[str] = []
     if candidates is not None and cosines:
-        for r in candidates(list(cosines)).values():
-            if asks_only(r):
-                asked[r.id or r.text] = r.text
+        for i, (text, only_asks) in candidates(list(cosines)).items():
+            if only_asks:
+                asked[i] = text
             else:
-                statements.append(r.text)
+                statements.append(text)
     query_words = content_words(query)
     store_total, store_counts = word_counts(query_words)
     total, counts = without_texts(store_total, store_counts, [*left_out, *asked.values()])

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ..relevance import asks_only
 from ..text import normalize_text
 from .reads import RecordReads
 
@@ -30,7 +29,7 @@ MAX_ASKS = 3
 
 
 class SetApart:
-    """Picks the candidates to set apart among ids, reading them through ``reads``;
+    """Picks the candidates to set apart among ids, reading their texts through ``reads``;
     remembers which were the window's own messages (:attr:`own`).
 
     Args:
@@ -42,18 +41,23 @@ class SetApart:
         self.reads = reads
         self.shown = shown
         self.own: set[str] = set()
+        self._apart: dict[str, bool] = {}  # by id, as decided (the searches overlap)
 
     def __call__(self, ids: Sequence[str]) -> set[str]:
         """The ids of ``ids`` that are the window's own messages or only the user's own
         questions."""
-        aside: set[str] = set()
-        for i, record in self.reads.get(ids).items():
-            if self.shown and normalize_text(record.text) in self.shown:
-                self.own.add(i)
-                aside.add(i)
-            elif asks_only(record):
-                aside.add(i)
-        return aside
+        decided = self._apart
+        new = [i for i in ids if i not in decided]
+        if new:
+            for i, (_, text, only_asks) in self.reads.lines(new).items():
+                if self.shown and normalize_text(text) in self.shown:
+                    self.own.add(i)
+                    decided[i] = True
+                else:
+                    decided[i] = only_asks
+            for i in new:  # not found: no record to set apart
+                decided.setdefault(i, False)
+        return {i for i in ids if decided[i]}
 
 
 def search_beside(search: Callable[[int], Ranking], apart: SetApart, count: int, spare: int = 0) -> Ranking:

@@ -16,7 +16,7 @@ from ..relevance import Calibration, asks_only, calibrate, calibration_for
 from ..retrieval.apart import SetApart, search_beside
 from ..retrieval.hops import HOP_FOUND, HOP_WEIGHT, SEEDS, content_stems, second_hop
 from ..retrieval.hybrid import HybridSearch
-from ..retrieval.reads import RecordReads
+from ..retrieval.reads import KnownLines, RecordReads
 from ..retrieval.salience import Salience
 from ..retrieval.sync import IndexSync, SyncedRows
 from ..retrieval.topic import TOPIC_WEIGHT, topic_hop
@@ -161,6 +161,8 @@ class VectorSource(MemorySource):
         # Shared with the other sources of this model: a query is embedded once per get(),
         # and (symmetric models) not at all when it is the user message just embedded.
         self._vectors = vector_cache(embed_model)
+        # The (role, text) of candidates, by id, across retrievals (retrieval/reads.py).
+        self._lines = KnownLines()
         self._dimensions = DimensionGuard(store, embed_model)
         self._dimensions.check_at_open(embedding_dimension(embed_model))
         self._sync = IndexSync(
@@ -264,6 +266,7 @@ class VectorSource(MemorySource):
                 self._sync.forget(owner, ids)
             if gone:
                 content_stems.cache_clear()  # it may hold their texts
+                self._lines.clear()  # so may the lines of candidates
             return len(gone)
 
     # -- reading --------------------------------------------------------------------
@@ -292,7 +295,7 @@ class VectorSource(MemorySource):
         pool = max(k * self.candidate_factor, k)
         # Each record is read once per retrieval, whoever asks for it (the hop, the
         # candidates set apart, the excerpts): docs/benchmarks.md, "The second hop's cost".
-        reads = RecordReads(self.store, scope, self.name)
+        reads = RecordReads(self.store, scope, self.name, self._lines)
         # The window's own messages and the user's own earlier questions are set apart
         # (retrieval/apart.py): they take no statement's place among the candidates or
         # the second hop's seeds. The own messages go; the questions come after every
@@ -317,7 +320,8 @@ class VectorSource(MemorySource):
         self._calibrate(query, results, cosines, scope, own_texts, reads)
         ranked_results = self.salience.rerank(results, alive_at)
         # Recency must not lift the user's latest questions back over the statements.
-        return [r for r in ranked_results if not asks_only(r)] + [r for r in ranked_results if asks_only(r)]
+        asking = [asks_only(r) for r in ranked_results]
+        return [r for r, a in zip(ranked_results, asking) if not a] + [r for r, a in zip(ranked_results, asking) if a]
 
     def _calibrate(
         self,
@@ -340,13 +344,13 @@ class VectorSource(MemorySource):
         def word_counts(words: Sequence[str]) -> tuple[int, dict[str, int]]:
             return self.store.word_counts(words, scope)
 
-        reads = reads if reads is not None else RecordReads(self.store, scope, self.name)
+        reads = reads if reads is not None else RecordReads(self.store, scope, self.name, self._lines)
 
         def holders(word: str, n: int) -> list[MemoryRecord]:
             found = self.store.search_text(word, scope, self.name, n)
             return list(reads.get([i for i, _ in found]).values())
 
-        calibrate(query, records, cosines, word_counts, self.calibration, hit, left_out, reads.get, holders)
+        calibrate(query, records, cosines, word_counts, self.calibration, hit, left_out, reads.questions, holders)
 
     def recent(
         self, scope: Scope, k: int, span: Optional[tuple[float, float]] = None
@@ -480,6 +484,7 @@ class VectorSource(MemorySource):
             self.store.delete_user(scope, source=self.name)
             self._vectors.clear()  # it holds recent texts, the user's among them
             content_stems.cache_clear()  # so does the hop's cache of stems
+            self._lines.clear()  # and that of the candidates' lines
             self._sync.forget((scope.tenant_id, user))
 
     def forget_records(self, ids: Sequence[str], scope: Scope) -> None:
@@ -488,6 +493,7 @@ class VectorSource(MemorySource):
         user = scope.require_user(f"the {self.name!r} memory source")
         self._sync.forget((scope.tenant_id, user), list(ids))
         content_stems.cache_clear()  # it may hold their texts
+        self._lines.clear()  # so may the lines of candidates
 
     # -- embedding ----------------------------------------------------------------------
 

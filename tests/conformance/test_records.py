@@ -46,6 +46,20 @@ def test_reads_never_cross_users_or_sources(backend) -> None:
     assert store.search_text("locker", Scope(user_id="carol"), "vector", 10) == []
 
 
+def test_texts_are_read_as_records_are_without_a_time(backend) -> None:
+    store = backend.open()
+    [asked] = store.add_records([note("Where is my locker?", role="user")])
+    [short] = store.add_records([note("parking spot 12", ttl=10.0, expires_at=110.0)])
+    [other] = store.add_records([note("my locker code is 9902", BOB)])
+    both = [asked, short, other, "no-such-id"]
+    assert store.get_texts(both, ALICE, "vector") == {asked: ("user", "Where is my locker?"), short: (None, "parking spot 12")}
+    assert set(store.get_texts(both, ALICE, "vector")) == set(store.get_records(both, ALICE, "vector"))
+    assert store.get_texts([asked], ALICE, "triples") == {}
+    assert store.get_texts([], ALICE, "vector") == {}
+    store.purge_expired(111.0)
+    assert set(store.get_texts(both, ALICE, "vector")) == {asked}
+
+
 def test_expired_records_are_not_read_and_purge_deletes_them(backend) -> None:
     store = backend.open()
     [short] = store.add_records([note("parking spot 12", ttl=10.0, expires_at=110.0)])

@@ -17,6 +17,7 @@ from llama_memory import MemoryAdmin
 from llama_memory.relevance import asks_only
 from llama_memory.retrieval.apart import search_beside
 from llama_memory.retrieval.hybrid import beside
+from llama_memory.retrieval.reads import KnownLines
 
 #: What the user told, one message per session, among 60 hobby messages.
 FACTS = (
@@ -133,3 +134,58 @@ def test_a_search_is_asked_for_more_while_what_is_set_apart_leaves_it_short() ->
     asked.clear()
     assert search_beside(search, apart, 9) == [("a", 0.8), ("b", 0.7), ("c", 0.6)]
     assert asked == [9]  # it gave fewer than asked: nothing more to find
+
+
+def test_the_candidates_are_set_apart_from_their_texts_only_whole_records_are_read_for_the_results(
+    make_memory,
+) -> None:
+    hold(make_memory, [*hobby_messages(40), *FACTS])
+    memory = make_memory(session_id="now", top_k=3)
+    question = "What instrument does my brother Theo play?"
+    memory.put(user(question))
+    source = memory.source("vector")
+    store = source.store
+    read_whole: list[str] = []
+    read_light: list[str] = []
+    get_records, get_texts = store.get_records, store.get_texts
+
+    def spy_records(ids, *args, **kwargs):
+        read_whole.extend(ids)
+        return get_records(ids, *args, **kwargs)
+
+    def spy_texts(ids, *args, **kwargs):
+        read_light.extend(ids)
+        return get_texts(ids, *args, **kwargs)
+
+    store.get_records, store.get_texts = spy_records, spy_texts
+    try:
+        records = source.retrieve_beside(question, memory.scope, 3, frozenset([question.casefold()]))
+    finally:
+        del store.get_records, store.get_texts
+    members = {p.id for r in records for p in (r.parts or [r])}
+    assert records and len(set(read_light)) > 3 * len(members)  # every candidate checked...
+    assert set(read_whole) <= members  # ...but only what is returned is read whole
+    assert len(read_light) == len(set(read_light))  # and each once
+
+
+def test_the_lines_of_candidates_are_held_by_id_and_their_text_decides_whether_they_ask() -> None:
+    known = KnownLines(held=2)
+    assert known.line("a", "user", "Where is Theo?") == ("user", "Where is Theo?", True)
+    assert known.line("b", "assistant", "Where is Theo?") == ("assistant", "Where is Theo?", False)
+    assert known.get(["a", "b", "c"]) == {"a": ("user", "Where is Theo?", True), "b": ("assistant", "Where is Theo?", False)}
+    # The same id with another text (deleted, written again otherwise): found again.
+    assert known.line("a", "user", "Theo is in Lyon.") == ("user", "Theo is in Lyon.", False)
+    known.line("c", "user", "Where is Ana?")
+    assert set(known.get(["a", "b", "c"])) == {"a", "c"}  # the oldest went
+    known.clear()
+    assert known.get(["a", "c"]) == {}
+
+
+def test_forgetting_a_user_forgets_the_lines_held_of_their_candidates(make_memory) -> None:
+    hold(make_memory, FACTS)
+    memory = make_memory(session_id="now")
+    source = memory.source("vector")
+    assert source.retrieve("Where does Ana work?", memory.scope, 3)
+    assert source._lines.get([r.id for r in source.store.recent_records(memory.scope, "vector", 50)])
+    source.reset(memory.scope)
+    assert source._lines._known == {}

@@ -70,6 +70,13 @@ class RecordStore(Protocol):
         ``alive_at`` when given)."""
         ...
 
+    def get_texts(
+        self, ids: Sequence[str], scope: Scope, source: str
+    ) -> dict[str, tuple[Optional[str], str]]:
+        """The (role, text) of the records of ``ids`` that :meth:`get_records` would
+        return without ``alive_at``: a light read for what needs no whole record."""
+        ...
+
     def session_neighbours(
         self, ids: Sequence[str], scope: Scope, source: str, radius: int
     ) -> dict[str, list[tuple[int, str]]]:

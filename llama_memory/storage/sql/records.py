@@ -226,6 +226,21 @@ class SQLRecordTables:
             and (alive_at is None or is_alive(row["expires_at"], alive_at))
         }
 
+    def get_texts(
+        self, ids: Sequence[str], scope: Scope, source: str
+    ) -> dict[str, tuple[Optional[str], str]]:
+        """The (role, text) of records by id, restricted as :meth:`get_records` restricts
+        them (expired records included): a read of two columns, for the retrieval's
+        checks that need no whole record (no metadata decoded, no record built)."""
+        if not ids:
+            return {}
+        user = scope.require_user(f"the {source!r} memory source")
+        return {
+            row["id"]: (row["role"], row["text"])
+            for row in self._by_ids("read record texts", "id, role, text, source, tenant_id, user_id", ids)
+            if (row["source"], row["tenant_id"], row["user_id"]) == (source, scope.tenant_id, user)
+        }
+
     def recent_records(
         self,
         scope: Scope,

@@ -71,7 +71,12 @@ class LexicalTables(SQLiteConnection):
                 "WHERE records_fts MATCH ? ORDER BY score DESC LIMIT ?",
                 (match, fetch),
             )
-            ids = self._ids_of_owner([row["rowid"] for row in top], owner)
+            # The owner of the first ``limit`` matches first: when they are all the user's
+            # (one user's store) they are the answer, and the rest need no look-up.
+            rowids = [row["rowid"] for row in top]
+            ids = self._ids_of_owner(rowids[:limit], owner)
+            if len(ids) < limit:
+                ids.update(self._ids_of_owner(rowids[limit:], owner))
             found = [(ids[row["rowid"]], float(row["score"])) for row in top if row["rowid"] in ids]
             if len(found) >= limit or len(top) < fetch:
                 return found[:limit]
