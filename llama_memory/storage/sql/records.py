@@ -112,12 +112,12 @@ class SQLRecordTables:
     def _record_rows(self, action: str, statement: str, params: Sequence[Any] = ()) -> Sequence[Any]:
         return self.query(action, self.dialect.sql(statement), params)
 
-    def _by_ids(self, ids: Sequence[str]) -> list[Any]:
-        """Rows of ``records`` whose id is one of ``ids``, in batches."""
+    def _by_ids(self, action: str, columns: str, ids: Sequence[str]) -> list[Any]:
+        """``columns`` of the rows of ``records`` whose id is one of ``ids``, in batches."""
         rows: list[Any] = []
         for batch in self.dialect.batches(ids):
             listed, values = self.dialect.in_list("id", batch)
-            rows += self._record_rows("read records", f"SELECT {RECORD_COLUMNS} FROM records WHERE {listed}", values)
+            rows += self._record_rows(action, f"SELECT {columns} FROM records WHERE {listed}", values)
         return rows
 
     # -- writing ----------------------------------------------------------------------------
@@ -221,7 +221,7 @@ class SQLRecordTables:
         # user's rows (2 ms at 2,000 records instead of 0.2 ms).
         return {
             row["id"]: to_record(row)
-            for row in self._by_ids(ids)
+            for row in self._by_ids("read records", RECORD_COLUMNS, ids)
             if (row["source"], row["tenant_id"], row["user_id"]) == (source, scope.tenant_id, user)
             and (alive_at is None or is_alive(row["expires_at"], alive_at))
         }
