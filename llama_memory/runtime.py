@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any, Optional, Protocol
+from typing import Any, Literal, Optional, Protocol
 
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.memory.types import BaseMemory
@@ -47,14 +47,16 @@ class Facade(Protocol):
     path: Optional[str]
     memory_token_limit: int
     top_k: int
-    tokenizer_fn: Callable[[str], Sequence]
     llm: Optional[Any]
     extract_every: int
     extract_after_quiet: float
     formation_token_budget: int
-    extract_in: str
+    extract_in: Literal["thread", "worker"]
     min_relevance: float
     set_spread: float
+
+    @property
+    def tokenizer_fn(self) -> Callable[[str], Sequence]: ...  # noqa: D102
 
     @property
     def scope(self) -> Scope: ...  # noqa: D102

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 from .import_export import cmd_export, cmd_import
 from .inspection import (
@@ -111,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def add(name: str, run: Callable[[argparse.Namespace], None], help: str) -> argparse.ArgumentParser:
+    def add(name: str, run: Callable[[argparse.Namespace], Optional[int]], help: str) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, parents=[store], help=help, description=help)
         sub.set_defaults(run=run, command_parser=sub)
         return sub
