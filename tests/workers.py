@@ -36,6 +36,7 @@ from llama_index.core.utils import get_tokenizer
 from helpers import message_texts
 from llama_memory import ComposableMemory, OfflineEmbedding
 from llama_memory.sources.vector import VectorSource
+from llama_memory.storage.registry import backend_for
 from llama_memory.storage.sqlite import DB_FILENAME
 
 _PRELOAD = "LLAMA_MEMORY_TEST_FORKSERVER"
@@ -335,6 +336,9 @@ def open_as_unprivileged(conn: Connection, path: str) -> None:
     ``("error", exception class name, message)``."""
     try:
         if os.geteuid() == 0:
+            # What the open loads on first use is loaded first: the unprivileged user may
+            # not read the checkout (a clone in a private temporary directory).
+            backend_for(path)
             os.setgid(65534)
             os.setuid(65534)
         memory = ComposableMemory.from_defaults(
