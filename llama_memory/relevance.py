@@ -290,7 +290,13 @@ def asks_only(record: MemoryRecord) -> bool:
     :func:`is_question`): it carries no fact, so it ranks below statements and is no
     evidence that a question is about the user's history."""
     parts = record.parts or [record]
-    return all(p.role == "user" and is_question(p.text) for p in parts)
+    return all(is_users_question(p.role, p.text) for p in parts)
+
+
+def is_users_question(role: Optional[str], text: str) -> bool:
+    """Whether one message of ``role`` and ``text`` is a question of the user's
+    (:func:`is_question`): what :func:`asks_only` asks of each part of a record."""
+    return role == "user" and is_question(text)
 
 
 _FIRST_PERSON = frozenset("i me my mine myself we us our ours ourselves i'm im i've ive i'd i'll".split())
@@ -341,7 +347,7 @@ def calibrate(
     text_of: Callable[[MemoryRecord], tuple[Optional[str], str]],
     left_out: Sequence[str] = (),
     candidates: Optional[Callable[[Sequence[str]], Mapping[str, tuple[str, bool]]]] = None,
-    holders: Optional[Callable[[str, int], Sequence[MemoryRecord]]] = None,
+    holders: Optional[Callable[[str, int], Sequence[tuple[str, bool]]]] = None,
 ) -> None:
     """Set ``relevance`` and ``metadata["evidence"]`` on each of a query's records.
 
@@ -366,7 +372,8 @@ def calibrate(
             are no evidence either: an earlier
             question close to this one says nothing of what the user told.
         holders: gives up to ``n`` of the source's records holding a word (as the
-            store's counts match it); with it, a word that only the user's own questions
+            store's counts match it), each as its text and whether it is only the
+            user's own questions, as ``candidates`` gives them; with it, a word that only the user's own questions
             among the candidates hold is checked in the whole store
             (:func:`stated_counts`).
     """
@@ -434,7 +441,7 @@ def stated_counts(
     asked: Sequence[str],
     stated: Sequence[str],
     left_out: Sequence[str],
-    holders: Callable[[str, int], Sequence[MemoryRecord]],
+    holders: Callable[[str, int], Sequence[tuple[str, bool]]],
 ) -> dict[str, int]:
     """``counts`` (the store's, less the texts left out) corrected for the user's own
     questions beyond the candidates: a user who asked about "Joanna" a hundred times
@@ -461,7 +468,7 @@ def stated_counts(
         # Up to as many more than counted as there are questions in sight: counts may be
         # remembered from before the latest questions were stored.
         found = holders(word, held + len(asked))
-        out[word] = max(held - len(found), 0) + sum(1 for r in found if not asks_only(r) and r.text not in own)
+        out[word] = max(held - len(found), 0) + sum(1 for text, asks in found if not asks and text not in own)
     return out
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Optional
 
-from ..relevance import is_question
+from ..relevance import is_users_question
 from ..storage.expiry import is_alive
 from ..storage.ports import RecordStore
 from ..types import MemoryRecord, Scope
@@ -68,7 +68,7 @@ class KnownLines:
             # The oldest first (dicts keep insertion order); another thread may have
             # taken it meanwhile.
             self._known.pop(next(iter(self._known), ""), None)
-        made = (role, text, role == "user" and is_question(text))
+        made = (role, text, is_users_question(role, text))
         self._known[record_id] = made
         return made
 

@@ -329,11 +329,12 @@ class VectorSource(MemorySource):
         records: Sequence[MemoryRecord],
         cosines: Mapping[str, float],
         scope: Scope,
-        left_out: Sequence[str] = (),
-        reads: Optional[RecordReads] = None,
+        left_out: Sequence[str],
+        reads: RecordReads,
     ) -> None:
         """Set each record's absolute ``relevance`` from the evidence of its hit; the
-        candidates are read through ``reads`` (to tell the user's own questions apart)."""
+        candidates, and the holders of a word only questions seem to hold, are read light
+        through ``reads`` (to tell the user's own questions apart)."""
         if self.calibration is None:
             return
 
@@ -344,11 +345,9 @@ class VectorSource(MemorySource):
         def word_counts(words: Sequence[str]) -> tuple[int, dict[str, int]]:
             return self.store.word_counts(words, scope)
 
-        reads = reads if reads is not None else RecordReads(self.store, scope, self.name, self._lines)
-
-        def holders(word: str, n: int) -> list[MemoryRecord]:
+        def holders(word: str, n: int) -> list[tuple[str, bool]]:
             found = self.store.search_text(word, scope, self.name, n)
-            return list(reads.get([i for i, _ in found]).values())
+            return list(reads.questions([i for i, _ in found]).values())
 
         calibrate(query, records, cosines, word_counts, self.calibration, hit, left_out, reads.questions, holders)
 
