@@ -49,6 +49,7 @@ from .arguments import parameters, reject_unknown
 from .compose import BLOCK_INTRO, MemoryBlock, render_instructions, render_item
 from .memory import ComposableMemory
 from .messages import message_text
+from .restore import CONVERSATION_KEYS
 from .sources.base import ProfileHolder
 
 #: Arguments of ``ComposableMemory.from_defaults`` that belong to the ``Memory`` the blocks
@@ -162,7 +163,7 @@ class MemoryBlocks(BaseModel):
             user_id=user_id, path=path, store=store, session_id=session_id or uuid4().hex, **settings
         )
         config = memory.to_dict()
-        for key in ("class_name", "session_id", "chat_history", "session_id_chosen", "conversation_since"):
+        for key in ("class_name", *CONVERSATION_KEYS):
             config.pop(key, None)
         blocks = cls(config=config, session_id=memory.session_id)
         blocks._live = {k: v for k, v in settings.items() if k in LIVE_ARGUMENTS}

@@ -351,6 +351,11 @@ def memory_to_dict(memory: Restorable) -> dict[str, Any]:
     return data
 
 
+#: The keys of ``to_dict()`` that belong to the one conversation a memory holds, not to
+#: the store and options it shares with the user's other conversations.
+CONVERSATION_KEYS = ("session_id", "chat_history", "session_id_chosen", "conversation_since")
+
+
 def conversation_markers(memory: Restorable) -> dict[str, Any]:
     """What ``to_dict`` writes of the conversation beside the settings, so that a copy
     resets as the original would: ``session_id_chosen`` when the memory chose its session
