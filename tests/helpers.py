@@ -27,6 +27,15 @@ def assistant(text: str, **kwargs) -> ChatMessage:
     return ChatMessage(role=MessageRole.ASSISTANT, content=text, additional_kwargs=kwargs)
 
 
+def hold(make: Callable[..., ComposableMemory], texts: Iterable[str], prefix: str = "old", **kwargs: Any) -> None:
+    """Store each of ``texts`` through ``make`` (with ``kwargs``) as a user message of a
+    session of its own (``{prefix}-{n}``: no excerpt joins two of them)."""
+    for n, text in enumerate(texts):
+        memory = make(session_id=f"{prefix}-{n}", **kwargs)
+        memory.put(user(text))
+        memory.close()
+
+
 def message_texts(records: Iterable[MemoryRecord]) -> list[str]:
     """The texts of the messages behind records, in order: an excerpt's parts one by one."""
     return [part.text for record in records for part in (record.parts or [record])]

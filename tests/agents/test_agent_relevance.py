@@ -11,7 +11,7 @@ import pytest
 from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.base.llms.types import MessageRole
 
-from helpers import memory_factory, message_texts, user
+from helpers import hold, memory_factory, message_texts, user
 from llama_memory import ComposableMemory, Scope
 from scripted_llm import ScriptedLLM, message_plain_text
 
@@ -28,10 +28,7 @@ HISTORY = (
 
 def hold_history(make):
     """Store HISTORY through ``make``, one session per message; return ``make``."""
-    for n, text in enumerate(HISTORY):
-        memory = make(session_id=f"old-{n}")
-        memory.put(user(text))
-        memory.close()
+    hold(make, HISTORY)
     return make
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from helpers import user
+from helpers import hold, user
 from llama_memory import ComposableMemory
 from llama_memory.cli import main
 from llama_memory.compose import DUPLICATE, IRRELEVANT, OVER_BUDGET
@@ -23,10 +23,7 @@ MIN = 0.4
 def _remembered(make_memory, **kwargs: Any) -> ComposableMemory:
     # One conversation each: messages of one conversation come back as one excerpt.
     said = ["I play the cello in a string quartet.", "My friend John likes pizza from Napoli"]
-    for n, text in enumerate(said):
-        old = make_memory(session_id=f"old-{n}", triples=True)
-        old.put(user(text))
-        old.close()
+    hold(make_memory, said, triples=True)
     old = make_memory(session_id="old", triples=True)
     old.add_triples([("John", "likes", "pizza")])
     old.add_triples([("Lena", "started at", "Acme in April")])
@@ -121,10 +118,7 @@ def _theo_store(make_memory) -> ComposableMemory:
         "What instrument does my brother Theo play?", "I repaint old bicycles on weekends.",
         "My wife Ana and I went hiking in the Alps.", "Where did my brother Theo study music?",
     ]
-    for n, text in enumerate(said):
-        old = make_memory(session_id=f"old-{n}", triples=True)
-        old.put(user(text))
-        old.close()
+    hold(make_memory, said, triples=True)
     old = make_memory(session_id="old", triples=True)
     old.add_triples([("John", "likes", "pizza"), ("Theo", "plays", "the violin")])
     old.close()

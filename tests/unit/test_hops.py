@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import message_texts, user
+from helpers import hold, message_texts, user
 from llama_memory.retrieval.hops import HOP_FOUND, content_stems, link_words, second_hop
 
 QUESTION = "What did Caroline do after the support group?"
@@ -27,10 +27,7 @@ def sessions(make_memory_on):
     """SEED, LINKED and OTHERS, each said in a session of its own, on each backend (the
     hop uses the lexical index port only: word counts and a text search)."""
     make = make_memory_on
-    for n, text in enumerate([SEED, *OTHERS, LINKED]):
-        memory = make(session_id=f"old-{n}")
-        memory.put(user(text))
-        memory.close()
+    hold(make, [SEED, *OTHERS, LINKED])
     return make
 
 

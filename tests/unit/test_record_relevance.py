@@ -9,7 +9,7 @@ an agent asks it: put, then get() with no input."""
 from __future__ import annotations
 
 from bench.first_person import hobby_messages
-from helpers import message_texts, user
+from helpers import hold, message_texts, user
 from llama_memory import ComposableMemory
 from llama_memory.compose import IRRELEVANT
 from llama_memory.relevance import asks_only, is_question, is_request
@@ -23,14 +23,6 @@ HISTORY = (
     "Remind me to renew the car insurance before the end of March.",
     "I'm vegetarian, and I can't stand spicy food.",
 )
-
-
-def hold(make, texts, prefix: str = "old") -> None:
-    """Store each of ``texts`` as a user message of a session of its own."""
-    for n, text in enumerate(texts):
-        memory = make(session_id=f"{prefix}-{n}")
-        memory.put(user(text))
-        memory.close()
 
 
 def ask(make, session_id: str, question: str) -> ComposableMemory:

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from helpers import message_texts, user
+from helpers import hold, message_texts, user
 from llama_memory import ComposableMemory, Scope
 from llama_memory.query_plan import QueryPlan, choose_query, is_small_talk
 
@@ -24,10 +24,7 @@ UNRELATED = (
 @pytest.fixture
 def history(make_memory):
     """A memory directory holding UNRELATED, one session per message."""
-    for n, text in enumerate(UNRELATED):
-        memory = make_memory(session_id=f"old-{n}")
-        memory.put(user(text))
-        memory.close()
+    hold(make_memory, UNRELATED)
     return make_memory
 
 

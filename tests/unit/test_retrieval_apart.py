@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench.first_person import hobby_messages
-from helpers import memory_factory, message_texts, user
+from helpers import hold, memory_factory, message_texts, user
 from llama_memory import MemoryAdmin
 from llama_memory.relevance import asks_only
 from llama_memory.retrieval.apart import search_beside
@@ -45,14 +45,6 @@ EARLIER = (
     "Did Theo study the cello?",
     "What does Ana do in Porto?",
 )
-
-
-def hold(make, texts) -> None:
-    """Store each text as a user message of a session of its own."""
-    for n, text in enumerate(texts):
-        memory = make(session_id=f"old-{n}")
-        memory.put(user(text))
-        memory.close()
 
 
 def as_agent(make, session_id: str, question: str, top_k: int) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import message_texts, user
+from helpers import hold, message_texts
 from llama_memory.set_questions import SET_SPREAD, asks_for_a_set, records_for
 
 #: One hobby per session, as a conversation tells them: weeks apart, one turn each.
@@ -23,10 +23,7 @@ OTHERS = (
 @pytest.fixture
 def sessions(make_memory):
     """Each of HOBBIES and OTHERS said in a session of its own."""
-    for n, text in enumerate([*HOBBIES, *OTHERS]):
-        memory = make_memory(session_id=f"old-{n}")
-        memory.put(user(text))
-        memory.close()
+    hold(make_memory, [*HOBBIES, *OTHERS])
     return make_memory
 
 

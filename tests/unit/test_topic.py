@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import message_texts, user
+from helpers import hold, message_texts
 from llama_memory.retrieval.topic import topic_hop, topic_of
 
 QUESTION = "What hobbies does Ana have?"
@@ -63,10 +63,7 @@ def sessions(make_memory_on):
     """Each message of NAMED and ANAS said in a session of its own, on each backend
     (the topic query uses the dense index port only)."""
     make = make_memory_on
-    for n, text in enumerate([*NAMED, *ANAS]):
-        memory = make(session_id=f"old-{n}")
-        memory.put(user(text))
-        memory.close()
+    hold(make, [*NAMED, *ANAS])
     return make
 
 
