@@ -1,6 +1,6 @@
 """How long the ``llama-memory`` command line takes to answer, per command.
 
-Each command runs in a fresh process (``python -m llama_memory.cli ...``, as the
+Each command runs in a fresh process (``python -m llama_memory ...``, as the
 ``llama-memory`` script does), ``--runs`` times; the report gives the median wall time
 and the peak resident memory of the child. The store is small and made once per run: two
 users, a few messages each, written with the offline embedding model.
@@ -64,7 +64,7 @@ def time_command(argv: list[str], runs: int, code: Path = ROOT) -> dict[str, Any
     for _ in range(runs):
         start = time.perf_counter()
         child = subprocess.Popen(
-            [sys.executable, "-m", "llama_memory.cli", *argv],
+            [sys.executable, "-m", "llama_memory", *argv],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=code, env=env,
         )  # fmt: skip
         # wait4 gives this child's own resource use (its peak RSS), not all children's.

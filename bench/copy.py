@@ -5,7 +5,7 @@
 Builds a directory with the default sources and triples (``--users`` users, each with
 ``--messages`` messages in two sessions and a few triples and profile fields, embedded
 by the offline model), starts a throwaway PostgreSQL (bench/postgres_server.py), then
-times :func:`llama_memory.copying.copy_store` into an empty database (rows, then every
+times :func:`llama_memory.admin.copying.copy_store` into an empty database (rows, then every
 record and triple re-embedded into pgvector), and a ``reindex`` of the copy (the
 embedding part alone, done again). Prints rows per second and the load average.
 """
@@ -22,7 +22,7 @@ from llama_index.core.base.llms.types import ChatMessage
 
 from bench.postgres_server import PostgresServer
 from llama_memory import ComposableMemory, MemoryAdmin, default_embedding
-from llama_memory.copying import copy_store
+from llama_memory.admin.copying import copy_store
 
 
 def build(path: Path, users: int, messages: int) -> None:

@@ -26,7 +26,7 @@ from typing import Any, Optional
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
 from llama_memory import ComposableMemory
-from llama_memory.embeddings import default_embedding
+from llama_memory.embeddings.offline import default_embedding
 
 KINDS = ("plain", "encrypted")
 #: The passphrase of the encrypted runs (key derivation included, as a user's would be).

@@ -32,7 +32,7 @@ The protocol is DESIGN.md section 6. For each conversation (one LoCoMo sample):
   (``NO_SALIENCE``: no importance and recency terms, the ranking without them).
 
 What a record is: the baselines return one turn per record. ``ours`` returns
-excerpts (``llama_memory.excerpts``): a record may carry several consecutive turns
+excerpts (``llama_memory.retrieval.excerpts``): a record may carry several consecutive turns
 of one session, and every message id behind it is scored, so ``ours@10`` is ten
 records holding up to 25 turns (the report gives the mean number of turns behind a
 search's top-k as "messages per search"; compare the baselines at that k with
@@ -517,7 +517,7 @@ class Ours(Retriever):
     def credited(self, record: Any) -> list[str]:
         """The turns a record is scored for: its message ids; for a session summary,
         only the turns it quotes (its provenance covers the whole session)."""
-        from llama_memory.compose import is_summary
+        from llama_memory.read.compose import is_summary
         from llama_memory.sources.summarise import MIN_SENTENCE_CHARS, split_sentences
 
         if not is_summary(record):

@@ -28,7 +28,7 @@ Per set: mean and p95 tokens of the injected block, mean records shown, share of
 blocks; for the real questions, the block's turn recall (evidence turns among the message
 ids of the records it shows), per category, as ``bench.locomo`` measures it.
 
-``--fit`` also fits the relevance calibration (:mod:`llama_memory.relevance`) on the
+``--fit`` also fits the relevance calibration (:mod:`llama_memory.retrieval.relevance`) on the
 records ``search(question, 10)`` returns (unfiltered), and reports leave-one-conversation-
 out: for each conversation, the logistic model and the ``min_relevance`` threshold are
 chosen on the other conversations only (never-said queries whose store or questions are
@@ -144,7 +144,7 @@ def run(
 
     flow = flow or ("agent" if agent_flow else "get")
     try:  # the query choice, when the library makes one (bench.noise also measures older code)
-        from llama_memory.query_plan import choose_query as plan_of
+        from llama_memory.read.query_plan import choose_query as plan_of
     except ImportError:
         plan_of = None
     started = time.time()
@@ -298,15 +298,15 @@ def searched_beside(memory: Any, text: str) -> list[Any]:
     """What ``search(text)`` returns, leaving the window's messages out as ``get()`` does
     (so with the same evidence: the store's word counts are cached, and once the query
     is taken back they would still count it)."""
-    from llama_memory.compose import window_texts
-    from llama_memory.text import normalize_text
+    from llama_memory.core.text import normalize_text
+    from llama_memory.read.compose import window_texts
 
     shown = frozenset(normalize_text(t) for t in window_texts(memory.get_all()))
     return list(memory.source("vector").retrieve_beside(text, memory.scope, BLOCK_TOP_K, shown))
 
 
 def _line(record: Any) -> str:
-    from llama_memory.compose import render_item
+    from llama_memory.read.compose import render_item
 
     return render_item(record)
 
@@ -351,7 +351,7 @@ def block_recall(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
 # --------------------------------------------------------------------------- fitting
 
 
-#: The inputs of the calibration (names of :meth:`llama_memory.relevance.Evidence.features`).
+#: The inputs of the calibration (names of :meth:`llama_memory.retrieval.relevance.Evidence.features`).
 FEATURES = ("cosine", "lexical", "best_cosine", "best_lexical", "unknown", "unknown_name",
             "personal", "personal_cosine")
 
@@ -383,7 +383,7 @@ def relevance_of(w: np.ndarray, records: Sequence[dict[str, Any]]) -> np.ndarray
 
 def own_relevance_of(w: np.ndarray, records: Sequence[dict[str, Any]]) -> np.ndarray:
     """Each record's own relevance under the model ``w``: the model applied to its own
-    evidence as if it were the query's best match (:func:`llama_memory.relevance.own_relevance`)."""
+    evidence as if it were the query's best match (:func:`llama_memory.retrieval.relevance.own_relevance`)."""
     own = [{**r, "evidence": {**r["evidence"], "best_cosine": r["evidence"].get("cosine") or 0.0,
                               "best_lexical": r["evidence"].get("lexical") or 0.0}} for r in records]
     return relevance_of(w, own)
@@ -391,9 +391,9 @@ def own_relevance_of(w: np.ndarray, records: Sequence[dict[str, Any]]) -> np.nda
 
 def serving_requests(records: Sequence[dict[str, Any]]) -> np.ndarray:
     """Which records serve a request for advice or a first-person question by their own
-    evidence, whatever their relevance (:func:`llama_memory.relevance.serves_request`,
-    :func:`llama_memory.relevance.speaks_of_what_is_asked`)."""
-    from llama_memory.relevance import NAMED_MIN_COSINE, REQUEST_MIN_COSINE
+    evidence, whatever their relevance (:func:`llama_memory.retrieval.relevance.serves_request`,
+    :func:`llama_memory.retrieval.relevance.speaks_of_what_is_asked`)."""
+    from llama_memory.retrieval.relevance import NAMED_MIN_COSINE, REQUEST_MIN_COSINE
 
     def serves(e: dict[str, Any]) -> bool:
         cosine = e.get("cosine") or 0.0
@@ -530,7 +530,7 @@ def format_report(report: dict[str, Any]) -> str:
     if per_store:
         lines.append("first_person per store (tokens mean, records mean, n): " + "; ".join(
             f"{store} {v['tokens_mean']:.0f}, {v['records_mean']:.2f}, {v['n']}" for store, v in per_store.items()))
-    lines.append("query choice (llama_memory.query_plan.choose_query): " + "; ".join(
+    lines.append("query choice (llama_memory.read.query_plan.choose_query): " + "; ".join(
         f"{name} " + ", ".join(f"{k} {v}" for k, v in s["query_choice"].items())
         for name, s in report["sets"].items() if s.get("query_choice")))
     real = report["sets"].get("real")

@@ -5,7 +5,7 @@ One process, one event loop, serving ``aget(input)`` for N users at once (concur
 each: gets per second and the most threads alive, for
 
 * ``bridged``: ``memory.aget`` (the sync pipeline on the loop through
-  llama_memory.asyncbridge, an AsyncConnectionPool per loop, no thread);
+  llama_memory.core.asyncbridge, an AsyncConnectionPool per loop, no thread);
 * ``to_thread``: the path before it, ``asyncio.to_thread(memory.get, input)`` (the
   loop's default executor).
 

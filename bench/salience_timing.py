@@ -1,5 +1,5 @@
 """Focused timing of get() with and without the hot-path additions of importance and recency: noting the
-records a block shows (``llama_memory.usage``) and the importance and recency rerank
+records a block shows (``llama_memory.read.usage``) and the importance and recency rerank
 (``llama_memory.retrieval.salience``), modes alternated, on one store of 500 messages.
 
 Run: ``python -m bench.salience_timing`` (about a minute on an idle machine).
@@ -14,8 +14,9 @@ import time
 
 from llama_index.core.base.llms.types import ChatMessage
 
-from llama_memory import ComposableMemory, read
-from llama_memory.embeddings import OfflineEmbedding
+from llama_memory import ComposableMemory
+from llama_memory.embeddings.offline import OfflineEmbedding
+from llama_memory.read import pipeline as read
 from llama_memory.retrieval.salience import NO_SALIENCE, Salience
 
 MODES = ("before", "after", "usage only", "salience only")

@@ -177,7 +177,7 @@ class FakeEmbedding(BaseEmbedding):
     model_name: str = Field(default="bench-fake-hash", description="Name of the model.")
     dimension: int = Field(default=DIMENSION, description="Dimension of the vectors.")
     #: A text's query vector is its document vector, as with the offline model, so ours
-    #: takes the same path with either (llama_memory.embeddings.is_symmetric).
+    #: takes the same path with either (llama_memory.embeddings.offline.is_symmetric).
     symmetric: bool = Field(default=True, description="Query and document vectors agree.")
 
     @classmethod

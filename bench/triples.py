@@ -132,7 +132,7 @@ def run(fusions: Sequence[str] = FUSIONS, hops: Sequence[int] = HOPS) -> dict[st
     """Store :data:`FACTS` once per fusion, ask every question; the figures by
     (fusion, hops)."""
     from llama_memory import Scope, default_embedding
-    from llama_memory.config import default_triple_source
+    from llama_memory.memory.wiring import default_triple_source
     from llama_memory.storage.sqlite import SQLiteStore
 
     embed = default_embedding()

@@ -23,9 +23,9 @@ from typing import Callable
 
 from llama_index.core.base.llms.types import ChatMessage
 
-from llama_memory.buffer import ChatBuffer
+from llama_memory.core.types import Scope
 from llama_memory.storage.sqlite import SQLiteChatLog, SQLiteStore
-from llama_memory.types import Scope
+from llama_memory.write.buffer import ChatBuffer
 
 
 def _median_us(call: Callable[[], object], before: Callable[[], object] = lambda: None, n: int = 200) -> float:

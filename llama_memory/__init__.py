@@ -17,52 +17,48 @@ from typing import TYPE_CHECKING, Any
 # `import llama_memory` and the command line's --help stay fast: the full package
 # pulls in LlamaIndex, Chroma and the embedding runtime (about a second).
 _EXPORTS: dict[str, str] = {
-    "ChatBuffer": ".buffer",
-    "ChatLog": ".buffer",
-    "ChatLogChanges": ".buffer",
-    "ComposableMemory": ".memory",
-    "EmbeddingDimensionError": ".errors",
-    "EmbeddingMismatchError": ".errors",
-    "EmbeddingModelError": ".errors",
-    "EncryptionError": ".errors",
+    "ChatBuffer": ".write.buffer",
+    "ChatLog": ".write.buffer",
+    "ChatLogChanges": ".write.buffer",
+    "ComposableMemory": ".memory.composable",
+    "EmbeddingDimensionError": ".core.errors",
+    "EmbeddingMismatchError": ".core.errors",
+    "EmbeddingModelError": ".core.errors",
+    "EncryptionError": ".core.errors",
     "Expiry": ".storage.expiry",
-    "ExtractionError": ".errors",
+    "ExtractionError": ".core.errors",
     "KnowledgeTriple": ".sources.triples",
     "LlamaIndexMemorySource": ".sources",
-    "LlamaMemoryError": ".errors",
-    "MemoryAdmin": ".admin",
-    "MemoryBlock": ".compose",
-    "MemoryClosedError": ".errors",
-    "MemoryRecord": ".types",
-    "MemorySettings": ".settings",
+    "LlamaMemoryError": ".core.errors",
+    "MemoryAdmin": ".admin.memory_admin",
+    "MemoryBlock": ".read.compose",
+    "MemoryClosedError": ".core.errors",
+    "MemoryRecord": ".core.types",
+    "MemorySettings": ".memory.settings",
     "MemorySource": ".sources",
-    "NotPicklableError": ".errors",
-    "ModelIntegrityError": ".errors",
-    "OfflineEmbedding": ".embeddings",
+    "NotPicklableError": ".core.errors",
+    "ModelIntegrityError": ".core.errors",
+    "OfflineEmbedding": ".embeddings.offline",
     "ProfileSource": ".sources",
     "ProfileUpdateError": ".sources.profile",
     "ReconcileReport": ".storage.reconcile",
-    "RestoreWarning": ".errors",
-    "RunMemoryTool": ".agents",
-    "Scope": ".types",
-    "ScopeError": ".errors",
-    "SharedChatLog": ".buffer",
-    "StorageError": ".errors",
-    "StoredMessage": ".types",
+    "RestoreWarning": ".core.errors",
+    "RunMemoryTool": ".memory.agents",
+    "Scope": ".core.types",
+    "ScopeError": ".core.errors",
+    "SharedChatLog": ".write.buffer",
+    "StorageError": ".core.errors",
+    "StoredMessage": ".core.types",
     "TripleError": ".sources.triples",
     "TripleSource": ".sources.triples",
     "VectorSource": ".sources",
-    "default_embedding": ".embeddings",
-    "set_restore_hook": ".restore",
+    "default_embedding": ".embeddings.offline",
+    "set_restore_hook": ".memory.restore",
 }
 
 if TYPE_CHECKING:  # what type checkers and IDEs see: the eager imports
-    from .admin import MemoryAdmin
-    from .agents import RunMemoryTool
-    from .buffer import ChatBuffer, ChatLog, ChatLogChanges, SharedChatLog
-    from .compose import MemoryBlock
-    from .embeddings import OfflineEmbedding, default_embedding
-    from .errors import (
+    from .admin.memory_admin import MemoryAdmin
+    from .core.errors import (
         EmbeddingDimensionError,
         EmbeddingMismatchError,
         EmbeddingModelError,
@@ -76,15 +72,19 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the eager imports
         ScopeError,
         StorageError,
     )
-    from .memory import ComposableMemory
-    from .restore import set_restore_hook
-    from .settings import MemorySettings
+    from .core.types import MemoryRecord, Scope, StoredMessage
+    from .embeddings.offline import OfflineEmbedding, default_embedding
+    from .memory.agents import RunMemoryTool
+    from .memory.composable import ComposableMemory
+    from .memory.restore import set_restore_hook
+    from .memory.settings import MemorySettings
+    from .read.compose import MemoryBlock
     from .sources import LlamaIndexMemorySource, MemorySource, ProfileSource, VectorSource
     from .sources.profile import ProfileUpdateError
     from .sources.triples import KnowledgeTriple, TripleError, TripleSource
     from .storage.expiry import Expiry
     from .storage.reconcile import ReconcileReport
-    from .types import MemoryRecord, Scope, StoredMessage
+    from .write.buffer import ChatBuffer, ChatLog, ChatLogChanges, SharedChatLog
 
 
 def __getattr__(name: str) -> Any:

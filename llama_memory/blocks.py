@@ -8,7 +8,7 @@ against LlamaIndex's ``Memory`` (``llama_index.core.memory.Memory``)::
     memory = Memory.from_defaults(session_id="chat-42", memory_blocks=blocks.all())
 
 :class:`MemoryBlocks` opens the user's store once (through
-:meth:`ComposableMemory.from_defaults <llama_memory.memory.ComposableMemory.from_defaults>`)
+:meth:`ComposableMemory.from_defaults <llama_memory.memory.composable.ComposableMemory.from_defaults>`)
 and hands out blocks that share it:
 
 - :class:`LongTermMemoryBlock`: past messages (excerpts), knowledge triples and session
@@ -44,12 +44,12 @@ from llama_index.core.bridge.pydantic import BaseModel, Field, PrivateAttr, fiel
 from llama_index.core.memory.memory import BaseMemoryBlock
 from llama_index.core.utils import get_tokenizer
 
-from . import read
-from .arguments import parameters, reject_unknown
-from .compose import BLOCK_INTRO, MemoryBlock, render_instructions, render_item
-from .memory import ComposableMemory
-from .messages import message_text
-from .restore import CONVERSATION_KEYS
+from .core.messages import message_text
+from .memory.arguments import parameters, reject_unknown
+from .memory.composable import ComposableMemory
+from .memory.restore import CONVERSATION_KEYS
+from .read import pipeline as read
+from .read.compose import BLOCK_INTRO, MemoryBlock, render_instructions, render_item
 from .sources.base import ProfileHolder
 
 #: Arguments of ``ComposableMemory.from_defaults`` that belong to the ``Memory`` the blocks
@@ -97,9 +97,9 @@ class MemoryBlocks(BaseModel):
     of one ``MemoryBlocks`` share its store and one composition per ``get``.
 
     Its fields are plain data (what :meth:`ComposableMemory.to_dict
-    <llama_memory.memory.ComposableMemory.to_dict>` says of the memory it opened): a
+    <llama_memory.memory.composable.ComposableMemory.to_dict>` says of the memory it opened): a
     pickled or ``model_dump``-ed copy reopens the same store on first use, through
-    :meth:`ComposableMemory.from_dict <llama_memory.memory.ComposableMemory.from_dict>`
+    :meth:`ComposableMemory.from_dict <llama_memory.memory.composable.ComposableMemory.from_dict>`
     (so a live LLM or connection pool comes from :func:`~llama_memory.set_restore_hook`,
     and a store that is gone raises instead of opening an empty one).
     """

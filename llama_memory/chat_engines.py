@@ -1,7 +1,7 @@
 """LlamaIndex chat engines over a memory that injects a block.
 
 ``ContextChatEngine`` and ``SimpleChatEngine`` take a
-:class:`~llama_memory.memory.ComposableMemory` as they are: each turn they call
+:class:`~llama_memory.memory.composable.ComposableMemory` as they are: each turn they call
 ``memory.get(input=message)``, send what it returns (the block included) to the LLM,
 then ``put`` the user's message and the reply.
 
@@ -10,7 +10,7 @@ to condense the message into a standalone question, an LLM call of its own whene
 that list is not empty. With a memory block the list is never empty, not even on the
 first turn of a new chat: the engine would make an extra LLM call with the block
 inside the condense prompt. The class here is LlamaIndex's engine, whose condense step
-looks at the conversation only (:func:`~llama_memory.compose.remove_block`); the
+looks at the conversation only (:func:`~llama_memory.read.compose.remove_block`); the
 answer still gets the block on every turn.
 """
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.chat_engine import CondensePlusContextChatEngine as _LlamaIndexEngine
 
-from .compose import remove_block
+from .read.compose import remove_block
 
 __all__ = ["CondensePlusContextChatEngine"]
 

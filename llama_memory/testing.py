@@ -52,7 +52,7 @@ from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_ca
 from llama_index.core.llms.function_calling import FunctionCallingLLM
 from llama_index.core.llms.llm import ToolSelection
 
-from .formation.answer import PASS_ANSWER
+from .write.formation.answer import PASS_ANSWER
 
 
 @dataclass

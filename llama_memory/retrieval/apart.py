@@ -5,7 +5,7 @@ Two kinds of stored message are no answer to a question, yet match it best:
 - the conversation's own messages, which the window shows: an agent stores the user's
   message before it asks for the block, so it is the best candidate of its own query
   (cosine 1, every word shared); it is left out;
-- the user's own earlier questions (:func:`~llama_memory.relevance.asks_only`): they
+- the user's own earlier questions (:func:`~llama_memory.retrieval.relevance.asks_only`): they
   state nothing, and a question close to this one matches it better than the statement
   that answers it; they rank after every statement.
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ..text import normalize_text
+from ..core.text import normalize_text
 from .reads import RecordReads
 
 Ranking = list[tuple[str, float]]

@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 
-from ..relevance import content_words, stem
+from .relevance import content_words, stem
 
 #: How many of the first ranking's hits seed a second hop.
 SEEDS = 3

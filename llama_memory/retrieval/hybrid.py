@@ -18,8 +18,8 @@ from typing import Any, Optional
 
 import numpy as np
 
+from ..core.types import Scope
 from ..storage.ports import LexicalIndex
-from ..types import Scope
 from .apart import MAX_ASKS, Ranking
 from .fusion import fuse_scores
 from .sync import IndexSync
@@ -58,7 +58,7 @@ class HybridSearch:
         """Every candidate of the two retrievers (``pool`` each) of the scope's user, by
         fused score (:func:`~.fusion.fuse_scores`), best first. Given ``cosines``, the
         candidates' cosines with the query are put in it (fused scores are rescaled per
-        query; a cosine is absolute evidence, :mod:`llama_memory.relevance`)."""
+        query; a cosine is absolute evidence, :mod:`llama_memory.retrieval.relevance`)."""
         ranked, _ = self.search_apart(
             query, scope, pool, _nothing_apart, dense_weight=dense_weight, lexical_weight=lexical_weight, cosines=cosines
         )

@@ -25,17 +25,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Optional
 
-from ..relevance import is_users_question
+from ..core.types import MemoryRecord, Scope
 from ..storage.expiry import is_alive
 from ..storage.ports import RecordStore
-from ..types import MemoryRecord, Scope
+from .relevance import is_users_question
 
 #: How many records :class:`KnownLines` holds (a few retrievals' candidates).
 LINES_HELD = 8192
 
 
 #: A record's role, text, and whether it is only the user's own questions
-#: (:func:`~llama_memory.relevance.asks_only` of a single message).
+#: (:func:`~llama_memory.retrieval.relevance.asks_only` of a single message).
 Line = tuple[Optional[str], str, bool]
 
 
@@ -141,5 +141,5 @@ class RecordReads:
     def questions(self, ids: Sequence[str]) -> dict[str, tuple[str, bool]]:
         """The text of each record of ``ids`` that exists (read as :meth:`lines` reads),
         and whether it is only the user's own questions
-        (:func:`~llama_memory.relevance.asks_only`)."""
+        (:func:`~llama_memory.retrieval.relevance.asks_only`)."""
         return {i: (line[1], line[2]) for i, line in self.lines(ids).items()}

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..types import MemoryRecord
+from ..core.types import MemoryRecord
 
 DAY = 86_400.0
 

@@ -8,7 +8,7 @@ turns the block missed on LoCoMo, 108 of 176 were among no candidate list (neith
 dense nor the lexical side's, nor the second hop's), and 87 of them share no word with
 the question but the person's name (docs/benchmarks.md, "Multi-hop, fourth round").
 
-So, for a question that asks for a set (:func:`llama_memory.set_questions.asks_for_a_set`),
+So, for a question that asks for a set (:func:`llama_memory.retrieval.set_questions.asks_for_a_set`),
 :func:`topic_hop` embeds its *topic* (its content words without the names it mentions:
 "activities partake"), takes as many of the store's messages nearest to it as the first
 ranking holds, and lets them join the ranking at ``weight`` times their cosine rescaled
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ..relevance import content_words, names_in
+from .relevance import content_words, names_in
 
 #: What a topic hit is worth against the first ranking, by default: every fold of five
 #: chose 1 among 0, 0.5, 0.8 and 1 (``python -m bench.multihop --weights 0.5

@@ -24,9 +24,9 @@ from typing import Any, Optional, Protocol, runtime_checkable
 
 from llama_index.core.base.llms.types import ChatMessage
 
+from ..core.types import MemoryRecord, Scope, StoredMessage
 from ..storage.ports import Transactional
 from ..storage.reconcile import ReconcileReport
-from ..types import MemoryRecord, Scope, StoredMessage
 
 
 @runtime_checkable
@@ -131,7 +131,7 @@ class WindowAware(Protocol):
         self, query: str, scope: Scope, k: int, shown: frozenset[str]
     ) -> list[MemoryRecord]:
         """:meth:`Source.retrieve`, leaving out the records whose normalised text
-        (:func:`llama_memory.text.normalize_text`) is in ``shown``."""
+        (:func:`llama_memory.core.text.normalize_text`) is in ``shown``."""
         ...
 
 
@@ -261,7 +261,7 @@ def require_port(value: Any, port: Any, source: str, instead: str) -> Any:
     else a TypeError saying what ``source`` takes and what to pass ``instead``.
 
     Sources take ports only: which backend implements them is chosen in
-    ``llama_memory.config``. (``port`` is typed ``Any``: mypy takes no protocol class
+    ``llama_memory.memory.wiring``. (``port`` is typed ``Any``: mypy takes no protocol class
     for a ``type[P]``; the caller annotates what it gets.)"""
     if isinstance(value, port):
         return value

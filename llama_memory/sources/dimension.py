@@ -9,8 +9,8 @@ from collections.abc import Sequence
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
-from ..embeddings import vector_cache
-from ..errors import EmbeddingDimensionError, EmbeddingMismatchError
+from ..core.errors import EmbeddingDimensionError, EmbeddingMismatchError
+from ..embeddings.offline import vector_cache
 from ..storage.ports import MetaStore
 
 #: The same model must give its fingerprint a cosine of at least this with the recorded
@@ -45,7 +45,7 @@ class DimensionGuard:
     Two checks: the dimension (:meth:`check`, free: at open for a model that declares
     it), raising :class:`EmbeddingDimensionError` naming both numbers; and the model's
     identity, by its fingerprint, the vector of
-    :data:`~llama_memory.embeddings.PROBE_TEXT`, raising
+    :data:`~llama_memory.embeddings.offline.PROBE_TEXT`, raising
     :class:`EmbeddingMismatchError` naming both models. A source checks both at open
     when the store records a model already (:meth:`check_at_open`), else before its
     first write (:meth:`check_model`): another model is refused before anything is

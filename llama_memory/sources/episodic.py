@@ -5,7 +5,7 @@ A summary is a record of the vector source with no role, ``metadata["kind"] ==
 "summary"``, ``metadata["session"]`` the session it sums up and ``metadata["covers"]``
 the record ids of the messages it covers (where known); its ``message_ids`` are the
 chat message ids it covers, which is what lets it stand in for excerpts of those
-messages in a tight block (:func:`llama_memory.compose.covered_by_summaries`). It is
+messages in a tight block (:func:`llama_memory.read.compose.covered_by_summaries`). It is
 stored under a session of its own (``"summary:" + session``): it never joins the
 session's messages into an excerpt. A newer summary of a session replaces the older
 (same transaction); the current one's id is kept in the store's meta.
@@ -22,9 +22,9 @@ import json
 from collections.abc import Sequence
 from typing import Any, Optional
 
+from ..core.types import SUMMARY_KIND, MemoryRecord, Scope, StoredMessage
 from ..storage.ports import NewRecord
 from ..storage.ports.base import user_meta_key
-from ..types import SUMMARY_KIND, MemoryRecord, Scope, StoredMessage
 from .summarise import SUMMARY_SENTENCES, extractive_summary
 from .vector import VectorSource
 

@@ -8,8 +8,8 @@ from typing import Any, Optional
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.memory.types import BaseMemory
 
-from ..messages import message_text, role_name
-from ..types import MemoryRecord, Scope, StoredMessage
+from ..core.messages import message_text, role_name
+from ..core.types import MemoryRecord, Scope, StoredMessage
 from .base import MemorySource, Source
 
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
-from ..types import StoredMessage
+from ..core.types import StoredMessage
 
 #: Sentences a summary keeps, by default.
 SUMMARY_SENTENCES = 4

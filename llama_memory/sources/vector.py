@@ -9,18 +9,19 @@ from typing import Literal, Optional, Protocol, Union
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
-from ..embeddings import embedding_dimension, vector_cache
-from ..errors import EmbeddingModelError, StorageError
-from ..excerpts import JOIN_GAP, WideNeighbourhoods, hit_of, join_parts, pack_excerpts
-from ..relevance import Calibration, asks_only, calibrate, calibration_for
+from ..core.errors import EmbeddingModelError, StorageError
+from ..core.types import MemoryRecord, Scope, StoredMessage
+from ..embeddings.offline import embedding_dimension, vector_cache
 from ..retrieval.apart import SetApart, search_beside
+from ..retrieval.excerpts import JOIN_GAP, WideNeighbourhoods, hit_of, join_parts, pack_excerpts
 from ..retrieval.hops import HOP_FOUND, HOP_WEIGHT, SEEDS, content_stems, second_hop
 from ..retrieval.hybrid import HybridSearch
 from ..retrieval.reads import KnownLines, RecordReads
+from ..retrieval.relevance import Calibration, asks_only, calibrate, calibration_for
 from ..retrieval.salience import Salience
+from ..retrieval.set_questions import asks_for_a_set
 from ..retrieval.sync import IndexSync, SyncedRows
 from ..retrieval.topic import TOPIC_WEIGHT, topic_hop
-from ..set_questions import asks_for_a_set
 from ..storage.expiry import NEVER, Expiry
 from ..storage.ports import (
     LexicalIndex,
@@ -31,7 +32,6 @@ from ..storage.ports import (
     VectorIndex,
 )
 from ..storage.reconcile import ReconcileReport
-from ..types import MemoryRecord, Scope, StoredMessage
 from .base import MemorySource
 from .dimension import DimensionGuard
 
@@ -55,7 +55,7 @@ class VectorSource(MemorySource):
     similarity of embeddings, in Chroma and the overlay below) and by words (BM25
     over the text and the event date in SQLite's FTS5 index), by a weighted sum of
     normalised scores; then groups the best messages with their neighbours into
-    excerpts of the conversation (:mod:`llama_memory.excerpts`).
+    excerpts of the conversation (:mod:`llama_memory.retrieval.excerpts`).
 
     Writing: the record goes to the system of record at once, in one
     transaction per call, and that is all ``put`` costs.
@@ -89,14 +89,14 @@ class VectorSource(MemorySource):
         excerpt_messages: a search for ``k`` records returns up to ``k`` excerpts
             holding up to ``excerpt_messages * k`` messages in all, each excerpt a run
             of consecutive messages of one session around the best matches
-            (:mod:`llama_memory.excerpts`); 1 returns single messages.
+            (:mod:`llama_memory.retrieval.excerpts`); 1 returns single messages.
         expiry: time to live of new records, refresh on read, and the clock
             (default: records are kept until forgotten).
         resident_limit: a user with at most this many indexed records has their
             vectors held in memory (from the copies in SQLite) and searched exactly
             there, instead of asking Chroma; 0 always asks Chroma.
         calibration: turns a record's evidence (cosine, lexical share...) into its
-            absolute ``relevance`` (:mod:`llama_memory.relevance`); by default the one
+            absolute ``relevance`` (:mod:`llama_memory.retrieval.relevance`); by default the one
             fitted for the default offline model, and none for other models (their
             records get ``relevance=None`` and are not filtered).
         hop_weight: what the second hop (:mod:`llama_memory.retrieval.hops`: messages of
@@ -106,7 +106,7 @@ class VectorSource(MemorySource):
             (:mod:`llama_memory.retrieval.salience`); ``NO_SALIENCE`` ranks by the
             match alone.
         topic_weight: for a question that asks for a set
-            (:func:`~llama_memory.set_questions.asks_for_a_set`), what the messages nearest
+            (:func:`~llama_memory.retrieval.set_questions.asks_for_a_set`), what the messages nearest
             to its topic alone (the question without the names it mentions) are worth against the first
             ranking (:mod:`llama_memory.retrieval.topic`), 0 to 1; 0 turns it off (so does
             ``dense_weight=0``).
@@ -273,7 +273,7 @@ class VectorSource(MemorySource):
 
     def retrieve(self, query: str, scope: Scope, k: int) -> list[MemoryRecord]:
         """The ``k`` records of the scope's user that best match ``query``: excerpts of
-        consecutive messages when ``excerpt_messages`` > 1 (see :mod:`llama_memory.excerpts`),
+        consecutive messages when ``excerpt_messages`` > 1 (see :mod:`llama_memory.retrieval.excerpts`),
         single messages otherwise. Each carries its calibrated ``relevance`` (that of the
         message that made it) and, in ``metadata["evidence"]``, the cosine and lexical
         share it was computed from."""

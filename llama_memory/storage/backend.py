@@ -16,7 +16,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Optional, Protocol
 
-from ..types import Scope
+from ..core.types import Scope
 from .ports import ChatLog, JobQueue, ProfileRows, Storage, TripleTimeline, VectorIndex
 from .ports.admin import AdminRows
 

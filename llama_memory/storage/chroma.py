@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union, cast
 if TYPE_CHECKING:
     import numpy as np
 
-from ..errors import StorageError
+from ..core.errors import StorageError
 from .privacy import PRIVATE_FILE, is_private, make_private_dir, tighten_entries
 from .sqlite.connection import DB_FILENAME
 
@@ -177,7 +177,7 @@ class DenseIndex:
         client: a Chroma client (persistent, ephemeral or HTTP).
         prefix: what every collection name of this index starts with.
 
-    Chroma errors are re-raised as :class:`~llama_memory.errors.StorageError`, so
+    Chroma errors are re-raised as :class:`~llama_memory.core.errors.StorageError`, so
     an unreachable or broken index never looks like an empty memory.
     """
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from ..text import short
+from ..core.text import short
 from .backend import Backend, Location, OpenBackend
 from .ports import Storage
 
@@ -155,7 +155,7 @@ def backend_of(store: Storage, location: Location = Location()) -> OpenBackend:
 def require_store(where: Any) -> None:
     """StorageError unless a store is at ``where`` (a restored memory's path, a
     worker's queue): restoring never opens a new, empty memory in its place."""
-    from ..errors import StorageError
+    from ..core.errors import StorageError
 
     why = backend_for(where).missing(where)
     if why is not None:

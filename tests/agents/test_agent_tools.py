@@ -17,7 +17,7 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.memory import ChatMemoryBuffer
 
 from llama_memory import ComposableMemory
-from llama_memory.embeddings import default_embedding
+from llama_memory.embeddings.offline import default_embedding
 from scripted_llm import ScriptedLLM, ToolCallReply, message_plain_text
 
 USERS = {"alice": ("Alice", "Lisbon"), "bob": ("Bob", "Paris")}

@@ -19,7 +19,7 @@ from llama_index.core.workflow import Context
 
 from helpers import message_texts
 from llama_memory import ComposableMemory, LlamaMemoryError
-from llama_memory.embeddings import default_embedding
+from llama_memory.embeddings.offline import default_embedding
 from scripted_llm import LLMCall, ScriptedLLM, ToolCallReply, message_plain_text
 
 SYSTEM_PROMPT = "You are Chef Bot, a cooking assistant."

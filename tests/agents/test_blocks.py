@@ -33,7 +33,7 @@ from llama_memory.blocks import (
     MemoryBlocks,
     ProfileMemoryBlock,
 )
-from llama_memory.compose import INSTRUCTIONS_INTRO
+from llama_memory.read.compose import INSTRUCTIONS_INTRO
 from scripted_llm import ScriptedLLM, message_plain_text
 
 SYSTEM_PROMPT = "Be brief."

@@ -24,7 +24,7 @@ from llama_index.core.chat_engine.types import BaseChatEngine
 from helpers import assistant, user
 from llama_memory import ComposableMemory, OfflineEmbedding
 from llama_memory.chat_engines import CondensePlusContextChatEngine
-from llama_memory.compose import (
+from llama_memory.read.compose import (
     BLOCK_OPEN,
     THIS_CONVERSATION,
     insert_block,

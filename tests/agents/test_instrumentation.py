@@ -20,7 +20,7 @@ from llama_index.core.instrumentation.span_handlers import SimpleSpanHandler
 
 from helpers import user
 from llama_memory import ComposableMemory, OfflineEmbedding
-from llama_memory.instrumentation import (
+from llama_memory.core.instrumentation import (
     MemoryBlockEvent,
     MemoryExtractionEvent,
     MemoryPutEvent,

@@ -30,7 +30,7 @@ from llama_memory import (
     StorageError,
     set_restore_hook,
 )
-from llama_memory.embeddings import default_embedding
+from llama_memory.embeddings.offline import default_embedding
 from scripted_llm import ScriptedLLM, message_plain_text
 
 SYSTEM_PROMPT = "You are a helpful assistant."

@@ -214,7 +214,7 @@ def test_fts_query_escapes_and_ors_the_words() -> None:
 
 
 def test_a_summary_is_credited_only_with_the_turns_it_quotes() -> None:
-    from llama_memory.types import SUMMARY_KIND, MemoryRecord
+    from llama_memory.core.types import SUMMARY_KIND, MemoryRecord
 
     ours = locomo.Ours()
     ours.turn_texts = {"D1:1": "Hi! I adopted a puppy named Rex last week.", "D1:2": "Nice to hear that you are well today."}

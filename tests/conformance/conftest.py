@@ -110,7 +110,7 @@ def _postgres_bridged(url: str) -> Backend:
 
 
 #: The PostgreSQL backend with every test body run as an async call runs (``aget``,
-#: ``aput``): inside :func:`~llama_memory.asyncbridge.run_bridged` on an event loop, so
+#: ``aput``): inside :func:`~llama_memory.core.asyncbridge.run_bridged` on an event loop, so
 #: each statement is awaited on the loop's ``AsyncConnectionPool`` through the bridged
 #: connection (storage/postgres/bridged.py) instead of the sync pool.
 BRIDGED = "postgres-bridged"
@@ -144,7 +144,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Optional[bool]:
     made = pyfuncitem.funcargs.get("backend")
     if not isinstance(made, Backend) or made.name != BRIDGED:
         return None
-    from llama_memory.asyncbridge import run_bridged
+    from llama_memory.core.asyncbridge import run_bridged
 
     arguments = {name: pyfuncitem.funcargs[name] for name in inspect.signature(pyfuncitem.obj).parameters}
     asyncio.run(run_bridged(pyfuncitem.obj, **arguments))

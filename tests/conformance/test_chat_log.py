@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from llama_index.core.base.llms.types import ChatMessage
 
-from llama_memory.types import Scope
+from llama_memory.core.types import Scope
 
 SESSION = Scope(user_id="alice", session_id="s1")
 

@@ -1,6 +1,6 @@
 """Conformance of the instructions document (procedural memory):
 the profile rows port with document ``"instructions"``, driven through
-``llama_memory.instructions.Instructions`` on real storage, once per backend.
+``llama_memory.sources.instructions.Instructions`` on real storage, once per backend.
 
 Instructions are kept apart from the profile, with their history; every change is
 checked whole before anything is written; forgetting a user removes theirs only; and
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from llama_memory import Scope
-from llama_memory.instructions import MAX_INSTRUCTIONS, InstructionOp, Instructions
+from llama_memory.sources.instructions import MAX_INSTRUCTIONS, InstructionOp, Instructions
 
 if TYPE_CHECKING:
     from .conftest import Backend

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from llama_index.core.base.llms.types import ChatMessage
 
+from llama_memory.core.types import Scope
 from llama_memory.storage.ports import NewRecord
-from llama_memory.types import Scope
 
 ALICE = Scope(user_id="alice", session_id="s1")
 

@@ -1,6 +1,6 @@
 """The ``llama-memory`` command line and :class:`MemoryAdmin` behind it, on real stores.
 
-Every command runs as a subprocess (``python -m llama_memory.cli``) on a real store
+Every command runs as a subprocess (``python -m llama_memory``) on a real store
 built in a temporary directory. A process start-up costs seconds (LlamaIndex, the
 embedding model, Chroma), so the module's fixture starts all the commands at once, a
 few at a time, each on its own copy of the store where it writes; the tests then
@@ -26,13 +26,13 @@ from llama_index.core.storage.chat_store import SimpleChatStore
 
 from helpers import assistant, user
 from llama_memory import ComposableMemory, LlamaMemoryError, MemoryAdmin
-from llama_memory.admin import EXPORT_FORMAT, StoreNotFoundError, UnknownUserError
-from llama_memory.cli import main
-from llama_memory.memory import VECTOR_COLLECTION
-from llama_memory.progress import Progress
+from llama_memory.admin.cli import main
+from llama_memory.admin.memory_admin import EXPORT_FORMAT, StoreNotFoundError, UnknownUserError
+from llama_memory.core.progress import Progress
+from llama_memory.core.types import Scope
+from llama_memory.memory.composable import VECTOR_COLLECTION
 from llama_memory.storage.chroma import open_index
 from llama_memory.storage.sqlite import NewRecord, SQLiteStore
-from llama_memory.types import Scope
 
 ROOT = Path(__file__).resolve().parents[2]
 QUERY = "where do I live now?"
@@ -43,7 +43,7 @@ def cli(*args: Any) -> Run:
     """Run ``llama-memory`` with ``args`` in a new process (this checkout's code)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run(
-        [sys.executable, "-m", "llama_memory.cli", *map(str, args)],
+        [sys.executable, "-m", "llama_memory", *map(str, args)],
         capture_output=True, text=True, timeout=240, env=env, cwd=ROOT,
     )  # fmt: skip
 

@@ -18,8 +18,8 @@ import pytest
 import llama_memory
 from helpers import user
 from llama_memory import ComposableMemory, ScopeError
-from llama_memory.admin import MemoryAdmin
-from llama_memory.cli import CELL_WIDTH, main
+from llama_memory.admin.cli import CELL_WIDTH, main
+from llama_memory.admin.memory_admin import MemoryAdmin
 
 ROOT = Path(__file__).resolve().parents[2]
 LONG_ID = "u" * 1000
@@ -65,7 +65,7 @@ def test_help_version_and_listing_commands_import_no_llamaindex(store: Path) -> 
     timings are in bench.cli_speed)."""
     code = f"""
 import sys
-from llama_memory.cli import main
+from llama_memory.admin.cli import main
 for argv in (["--help"], ["--version"]):
     try:
         main(argv)
@@ -173,7 +173,7 @@ def test_a_blank_user_id_is_refused_like_an_empty_one(store: Path, blank: str) -
 def test_import_dash_reads_the_export_from_a_pipe(store: Path, tmp_path: Path) -> None:
     """`llama-memory export USER | llama-memory import - --store NEW`."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, "-m", "llama_memory.cli"]
+    command = [sys.executable, "-m", "llama_memory"]
     export = subprocess.Popen(
         [*command, "export", "alice", "--store", str(store)], stdout=subprocess.PIPE, env=env, cwd=ROOT
     )

@@ -1,6 +1,6 @@
 """``llama-memory mcp``: the MCP server, driven by the MCP Python SDK's own client.
 
-Each server is a real subprocess (``python -m llama_memory.cli mcp``, this checkout's
+Each server is a real subprocess (``python -m llama_memory mcp``, this checkout's
 code) on a real SQLite store with the offline embedding model, spoken to over stdio (and
 once over streamable HTTP on loopback), as an MCP client such as a desktop assistant
 would. A server start costs a few seconds (LlamaIndex, the SDK, the model), so each test
@@ -25,7 +25,7 @@ from mcp import Client, StdioServerParameters
 from bench.chroma_server import free_port
 from helpers import user
 from llama_memory import ComposableMemory, MemoryAdmin
-from llama_memory.cli import main
+from llama_memory.admin.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 READ_TOOLS = {"search_memory", "add_memory", "read_profile", "read_triples", "recent_memories"}
@@ -38,7 +38,7 @@ def server(store: Path | str, *args: str) -> Client:
     return Client(
         StdioServerParameters(
             command=sys.executable,
-            args=["-m", "llama_memory.cli", "mcp", "--store", str(store), *args],
+            args=["-m", "llama_memory", "mcp", "--store", str(store), *args],
             env={"PYTHONPATH": str(ROOT)},  # this checkout's code, whatever is installed
             cwd=str(ROOT),
         ),
@@ -172,7 +172,7 @@ async def test_a_postgres_store(postgres_url: str, embed_model: Any) -> None:
 async def test_streamable_http_on_loopback(store: Path) -> None:
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "llama_memory.cli", "mcp", "--store", str(store), "--user", "alice",
+        [sys.executable, "-m", "llama_memory", "mcp", "--store", str(store), "--user", "alice",
          "--http", "--port", str(port)],
         env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -15,11 +15,11 @@ from llama_index.core.utils import get_tokenizer
 import workers
 from helpers import assistant, user
 from llama_memory import ComposableMemory
-from llama_memory.buffer import ChatBuffer
-from llama_memory.compose import THIS_CONVERSATION
+from llama_memory.core.types import Scope
+from llama_memory.read.compose import THIS_CONVERSATION
 from llama_memory.storage.sqlite import SQLiteChatLog, SQLiteStore
 from llama_memory.testing import ScriptedLLM, message_plain_text
-from llama_memory.types import Scope
+from llama_memory.write.buffer import ChatBuffer
 
 
 def ids_of(messages) -> list[str]:

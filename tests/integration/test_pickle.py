@@ -13,7 +13,7 @@ import pytest
 import workers
 from helpers import assistant, message_texts, user
 from llama_memory import ComposableMemory, LlamaMemoryError, RestoreWarning
-from llama_memory.errors import NotPicklableError
+from llama_memory.core.errors import NotPicklableError
 from llama_memory.sources.profile import ProfileSource
 from llama_memory.storage.sqlite import SQLiteStore
 from llama_memory.storage.sqlite.profile import SQLiteProfileRows

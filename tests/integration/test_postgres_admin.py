@@ -16,10 +16,10 @@ import pytest
 from bench.postgres_server import PostgresServer
 from helpers import assistant, memory_factory, user
 from llama_memory import ComposableMemory, MemoryAdmin, OfflineEmbedding
-from llama_memory.admin import UnknownUserError
-from llama_memory.cli import main
+from llama_memory.admin.cli import main
+from llama_memory.admin.memory_admin import UnknownUserError
 from llama_memory.testing import ScriptedLLM, pass_answer
-from llama_memory.worker import run_worker
+from llama_memory.write.formation.worker import run_worker
 
 
 @pytest.fixture

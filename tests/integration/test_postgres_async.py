@@ -1,5 +1,5 @@
 """Real async behind ``aget``/``aput`` on PostgreSQL: the sync
-pipeline runs on the event loop through llama_memory.asyncbridge, each statement
+pipeline runs on the event loop through llama_memory.core.asyncbridge, each statement
 awaited on psycopg's AsyncConnectionPool, with no thread per call. Real server (the
 ``postgres_url`` fixture), the real offline embedding model, real agents driven by
 ScriptedLLM."""
@@ -19,10 +19,10 @@ from llama_index.core.agent.workflow import FunctionAgent
 
 from helpers import WordHashEmbedding, assistant, memory_factory, user
 from llama_memory import ComposableMemory, OfflineEmbedding
-from llama_memory.asyncbridge import SuspendedCallError
-from llama_memory.buffer import ChatBuffer
-from llama_memory.errors import StorageError
+from llama_memory.core.asyncbridge import SuspendedCallError
+from llama_memory.core.errors import StorageError
 from llama_memory.testing import ScriptedLLM
+from llama_memory.write.buffer import ChatBuffer
 
 Make = Callable[..., ComposableMemory]
 

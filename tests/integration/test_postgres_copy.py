@@ -12,9 +12,9 @@ import pytest
 
 from helpers import assistant, memory_factory, user
 from llama_memory import ComposableMemory, MemoryAdmin, OfflineEmbedding
-from llama_memory.cli import main
-from llama_memory.copying import CopyRefusedError, copy_store
-from llama_memory.formation import cursor_key
+from llama_memory.admin.cli import main
+from llama_memory.admin.copying import CopyRefusedError, copy_store
+from llama_memory.write.formation import cursor_key
 
 QUERIES = ("where does Carla live?", "what does Bob sail?")
 

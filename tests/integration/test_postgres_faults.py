@@ -28,7 +28,7 @@ import workers
 from bench.postgres_server import PostgresServer
 from helpers import WordHashEmbedding, assistant, user
 from llama_memory import ComposableMemory
-from llama_memory.errors import StorageError
+from llama_memory.core.errors import StorageError
 
 PASSWORD = "s3cret-pw"  # in the URL the memories open; the server trusts loopback
 

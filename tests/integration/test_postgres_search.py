@@ -12,10 +12,10 @@ from pathlib import Path
 import psycopg
 
 from bench import real_texts
+from llama_memory.core.types import Scope
 from llama_memory.storage.ports import NewRecord
 from llama_memory.storage.postgres import PostgresStore
 from llama_memory.storage.postgres.records import RANK_CANDIDATES, RecordTables
-from llama_memory.types import Scope
 
 TINY = Path(__file__).resolve().parents[1] / "data" / "locomo_tiny.json"
 ALICE = Scope(user_id="alice", session_id="s1")

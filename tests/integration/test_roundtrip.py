@@ -26,9 +26,9 @@ from hypothesis import strategies as st
 
 from helpers import assistant, user
 from llama_memory import ComposableMemory, MemoryAdmin, OfflineEmbedding
-from llama_memory.admin import EXPORT_FORMAT, EXPORT_VERSION
-from llama_memory.cli import main
-from llama_memory.copying import copy_store
+from llama_memory.admin.cli import main
+from llama_memory.admin.copying import copy_store
+from llama_memory.admin.memory_admin import EXPORT_FORMAT, EXPORT_VERSION
 from llama_memory.storage.sqlite import DB_FILENAME
 
 LONG = os.environ.get("LLAMA_MEMORY_LONG_TESTS") == "1"

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
+from llama_memory.core.types import Scope
 from llama_memory.storage.ports import NewRecord
 from llama_memory.storage.postgres import PostgresStore
 from llama_memory.storage.postgres import records as pg_records
 from llama_memory.storage.word_counts import WordCountCache
-from llama_memory.types import Scope
 
 ALICE = Scope(user_id="alice", session_id="s1")
 

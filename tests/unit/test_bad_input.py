@@ -27,9 +27,9 @@ from llama_memory import (
     MemoryClosedError,
     StorageError,
 )
-from llama_memory.compose import BLOCK_OPEN
-from llama_memory.excerpts import hit_of
-from llama_memory.memory import LLAMA_INDEX_KWARGS
+from llama_memory.memory.composable import LLAMA_INDEX_KWARGS
+from llama_memory.read.compose import BLOCK_OPEN
+from llama_memory.retrieval.excerpts import hit_of
 from llama_memory.storage.sqlite import DB_FILENAME
 from llama_memory.testing import ScriptedLLM
 

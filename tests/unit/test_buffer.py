@@ -1,4 +1,4 @@
-"""Tests for :mod:`llama_memory.buffer` (real tiktoken tokenizer, no network)."""
+"""Tests for :mod:`llama_memory.write.buffer` (real tiktoken tokenizer, no network)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from llama_index.core.llms import ChatMessage, ImageBlock, MessageRole, TextBloc
 from llama_index.core.memory import ChatMemoryBuffer
 from llama_index.core.utils import get_tokenizer
 
-from llama_memory.buffer import DEFAULT_TOKEN_LIMIT, ChatBuffer, ChatLog
-from llama_memory.messages import dump_message, load_message
+from llama_memory.core.messages import dump_message, load_message
+from llama_memory.write.buffer import DEFAULT_TOKEN_LIMIT, ChatBuffer, ChatLog
 
 USER, ASSISTANT, TOOL, SYSTEM = (
     MessageRole.USER,

@@ -32,7 +32,7 @@ from llama_index.core.llms import ChatMessage, MessageRole
 from llama_index.core.memory.chat_memory_buffer import ChatMemoryBuffer
 from llama_index.core.utils import get_tokenizer
 
-from llama_memory.buffer import ChatBuffer
+from llama_memory.write.buffer import ChatBuffer
 
 tokenizer = get_tokenizer()
 

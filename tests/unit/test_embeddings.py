@@ -16,7 +16,8 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.embeddings import MockEmbedding
 from tokenizers import Tokenizer
 
-from llama_memory.embeddings import (
+from llama_memory.core.errors import ModelIntegrityError
+from llama_memory.embeddings.offline import (
     MODEL_SHA256,
     THREADS_VARIABLE,
     TOKENIZER_SHA256,
@@ -27,7 +28,6 @@ from llama_memory.embeddings import (
     embed_threads,
     embedding_dimension,
 )
-from llama_memory.errors import ModelIntegrityError
 
 # Well over 256 word pieces.
 LONG_TEXT = " ".join(
@@ -242,7 +242,7 @@ def test_embedding_dimension() -> None:
 
 
 def test_vector_cache_is_shared_per_model_and_reuses_vectors_only_when_symmetric(embed_model) -> None:
-    from llama_memory.embeddings import vector_cache
+    from llama_memory.embeddings.offline import vector_cache
 
     cache = vector_cache(embed_model)
     assert vector_cache(embed_model) is cache

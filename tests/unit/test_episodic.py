@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import pytest
 
 from helpers import assistant, memory_factory, user
-from llama_memory.compose import SUMMARISED, covered_by_summaries, is_summary
-from llama_memory.types import now
+from llama_memory.core.types import now
+from llama_memory.read.compose import SUMMARISED, covered_by_summaries, is_summary
 
 TRIP = [
     user("We are planning a trip to Kyoto in April with my brother Tom."),

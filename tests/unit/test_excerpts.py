@@ -11,12 +11,12 @@ from llama_index.core.utils import get_tokenizer
 
 from helpers import assistant, user
 from llama_memory import ComposableMemory, OfflineEmbedding
-from llama_memory.compose import compose_block, deduplicate
-from llama_memory.excerpts import gap_line, hit_of, join_parts, pack_excerpts
+from llama_memory.core.types import MemoryRecord, Scope
+from llama_memory.read.compose import compose_block, deduplicate
 from llama_memory.retrieval import fuse_scores
+from llama_memory.retrieval.excerpts import gap_line, hit_of, join_parts, pack_excerpts
 from llama_memory.sources.vector import VectorSource
 from llama_memory.storage.sqlite import NewRecord, SQLiteStore
-from llama_memory.types import MemoryRecord, Scope
 
 ALICE = Scope(user_id="alice", session_id="s1")
 
@@ -212,7 +212,7 @@ def test_every_line_of_an_excerpt_names_its_speaker_and_none_prints_none() -> No
 
 
 def test_the_block_itemises_what_it_left_out_and_why() -> None:
-    from llama_memory.compose import CUT_TO_FIT, DUPLICATE, OVER_BUDGET
+    from llama_memory.read.compose import CUT_TO_FIT, DUPLICATE, OVER_BUDGET
 
     tokenizer = get_tokenizer()
     shown = MemoryRecord(text="I adopted a cat.", source="vector", role="user", id="shown")
@@ -233,7 +233,7 @@ def test_the_block_itemises_what_it_left_out_and_why() -> None:
 def test_wide_neighbourhoods_give_the_same_excerpts_in_fewer_reads(store) -> None:
     import random
 
-    from llama_memory.excerpts import WideNeighbourhoods
+    from llama_memory.retrieval.excerpts import WideNeighbourhoods
 
     # Three sessions written interleaved (a row of each in turn, and another user's
     # rows between), some short: windows end at session edges and mid-session.
@@ -270,7 +270,7 @@ def test_a_megabyte_neighbour_is_cut_alike_in_search_the_block_and_explain(
     tmp_path: Path, embed_model: OfflineEmbedding
 ) -> None:
     from llama_memory import MemoryAdmin
-    from llama_memory.excerpts import NEIGHBOUR_CHARS
+    from llama_memory.retrieval.excerpts import NEIGHBOUR_CHARS
 
     paste = "Here is the log you asked for: " + "lorem ipsum dolor " * 60_000  # about 1 MB
     memory = ComposableMemory.from_defaults(
@@ -310,7 +310,7 @@ def test_a_megabyte_neighbour_is_cut_alike_in_search_the_block_and_explain(
 
 
 def test_a_neighbour_standing_in_for_a_dropped_hit_is_cut_too() -> None:
-    from llama_memory.excerpts import NEIGHBOUR_CHARS, neighbour_text
+    from llama_memory.retrieval.excerpts import NEIGHBOUR_CHARS, neighbour_text
 
     long = "word " * 1000
     record = _excerpt(["What did you paste?", long, "Thanks."], hit=0)

@@ -14,7 +14,7 @@ import pytest
 
 from helpers import assistant, message_texts, user
 from llama_memory import ComposableMemory, Scope
-from llama_memory.config import default_profile_source, default_triple_source
+from llama_memory.memory.wiring import default_profile_source, default_triple_source
 from llama_memory.sources import TripleSource
 from llama_memory.storage.expiry import Expiry
 from llama_memory.storage.sqlite import DB_FILENAME, MIGRATIONS, SQLiteStore, sql_statements

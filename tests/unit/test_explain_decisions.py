@@ -14,8 +14,8 @@ import pytest
 
 from helpers import hold, user
 from llama_memory import ComposableMemory
-from llama_memory.cli import main
-from llama_memory.compose import DUPLICATE, IRRELEVANT, OVER_BUDGET
+from llama_memory.admin.cli import main
+from llama_memory.read.compose import DUPLICATE, IRRELEVANT, OVER_BUDGET
 
 MIN = 0.4
 

@@ -12,8 +12,8 @@ import pytest
 
 from helpers import assistant, user
 from llama_memory import ComposableMemory, MemoryAdmin, RestoreWarning
-from llama_memory.buffer import ChatBuffer
 from llama_memory.storage.sqlite import DB_FILENAME
+from llama_memory.write.buffer import ChatBuffer
 from scripted_llm import ScriptedLLM
 
 # -- formation settings without an llm -------------------------------------------------------

@@ -17,11 +17,11 @@ import pytest
 
 from helpers import assistant, user
 from llama_memory import ComposableMemory, ExtractionError
-from llama_memory.admin import MemoryAdmin
-from llama_memory.formation import FormationWorker
+from llama_memory.admin.memory_admin import MemoryAdmin
 from llama_memory.sources.base import MemorySource
 from llama_memory.testing import ScriptedLLM, ToolCallReply, pass_answer
-from llama_memory.worker import run_worker
+from llama_memory.write.formation import FormationWorker
+from llama_memory.write.formation.worker import run_worker
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -145,7 +145,7 @@ def test_a_job_survives_the_kill_of_its_worker_process(tmp_path: Path) -> None:
     """))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
     process = subprocess.Popen(
-        [sys.executable, "-m", "llama_memory.cli", "worker", "--store", str(store),
+        [sys.executable, "-m", "llama_memory", "worker", "--store", str(store),
          "--llm", "hanging_llm:make", "--lease", "1"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
@@ -211,7 +211,7 @@ def test_get_is_not_blocked_by_a_running_pass(tmp_path: Path) -> None:
 
 
 def test_forget_deletes_the_users_extraction_cursors_and_no_one_elses(tmp_path: Path) -> None:
-    from llama_memory.formation import cursor_key
+    from llama_memory.write.formation import cursor_key
 
     alice, bob = open_memory(tmp_path), open_memory(tmp_path, "s1", "bob")
     try:
@@ -507,18 +507,18 @@ def test_the_pass_of_the_default_sources_writes_the_sessions_summary(tmp_path: P
 
 
 def test_the_names_users_imported_before_the_formation_package_still_import() -> None:
-    """``llama_memory.formation`` became a package and ``llama_memory.extraction`` an
-    alias module: every name imported from them before still is, as the same object, in
-    a fresh process (an import cycle between the package's modules would show here)."""
+    """``llama_memory.write.formation`` is a package: every name imported from it before
+    still is, as the same object, in a fresh process (an import cycle between the
+    package's modules would show here)."""
     code = textwrap.dedent(
         """
-        import llama_memory.formation as formation
+        import llama_memory.write.formation as formation
         from llama_memory import ExtractionError
-        from llama_memory.errors import ExtractionError as in_errors
-        from llama_memory.extraction import ExtractionError as in_extraction, structured_output
-        from llama_memory.worker import run_worker
+        from llama_memory.core.errors import ExtractionError as in_errors
+        from llama_memory.write.formation.answer import structured_output
+        from llama_memory.write.formation.worker import run_worker
 
-        assert ExtractionError is in_errors is in_extraction is formation.ExtractionError
+        assert ExtractionError is in_errors is formation.ExtractionError
         assert structured_output is formation.structured_output and callable(run_worker)
         names = [
             "EXTRACT_JOB", "DEFAULT_LEASE", "RETRY_BASE", "MAX_ATTEMPTS", "POLL_SECONDS",

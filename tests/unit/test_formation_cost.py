@@ -21,15 +21,15 @@ from llama_index.core.llms.callbacks import llm_chat_callback
 
 from helpers import user
 from llama_memory import ComposableMemory, MemoryAdmin
-from llama_memory.cli import main
-from llama_memory.formation import FormationDeferred
-from llama_memory.formation.passes import DAY, check_budget
-from llama_memory.instrumentation import MemoryExtractionEvent
+from llama_memory.admin.cli import main
+from llama_memory.core.instrumentation import MemoryExtractionEvent
 from llama_memory.storage.ports import PassCost
 from llama_memory.storage.postgres import MIGRATIONS, PostgresStore
 from llama_memory.storage.sqlite import SQLiteStore
 from llama_memory.storage.sqlite.jobs import JOB_MIGRATIONS
 from llama_memory.testing import ScriptedLLM, pass_answer
+from llama_memory.write.formation import FormationDeferred
+from llama_memory.write.formation.passes import DAY, check_budget
 
 
 def likes(value: str) -> Any:
@@ -175,7 +175,7 @@ def test_passes_past_the_daily_token_budget_wait_for_the_next_day(where: dict[st
 
 
 def test_a_worker_budget_overrides_the_memorys(tmp_path: Path) -> None:
-    from llama_memory.worker import run_worker
+    from llama_memory.write.formation.worker import run_worker
 
     memory = ComposableMemory.from_defaults(
         user_id="alice", session_id="s1", secondary_memory_sources=[], profile=True, path=tmp_path,

@@ -8,12 +8,12 @@ from __future__ import annotations
 import numpy as np
 
 from helpers import WordHashEmbedding
+from llama_memory.core.types import Scope
 from llama_memory.retrieval.hybrid import HybridSearch
 from llama_memory.retrieval.sync import IndexSync
 from llama_memory.storage.chroma import DenseIndex, ephemeral_client
 from llama_memory.storage.ports import NewRecord
 from llama_memory.storage.sqlite import SQLiteStore
-from llama_memory.types import Scope
 
 ALICE = Scope(user_id="alice", session_id="s1")
 FACTS = ["alice keeps bees", "alice lives in lyon", "alice plays the cello", "bob keeps goats"]

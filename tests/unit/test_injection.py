@@ -17,7 +17,7 @@ import pytest
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
 from helpers import message_texts, user
-from llama_memory.compose import BLOCK_CLOSE, BLOCK_INTRO, BLOCK_OPEN
+from llama_memory.read.compose import BLOCK_CLOSE, BLOCK_INTRO, BLOCK_OPEN
 from llama_memory.sources.profile import ProfileUpdateError
 
 # Every payload holds "pineapple", so one query retrieves them all.

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 
 from helpers import message_texts, user
-from llama_memory.compose import BLOCK_CLOSE, DUPLICATE
-from llama_memory.same_fact import Relation, relate, statement
+from llama_memory.read.compose import BLOCK_CLOSE, DUPLICATE
+from llama_memory.read.same_fact import Relation, relate, statement
 
 
 def _old_memory(make_memory, **kwargs):

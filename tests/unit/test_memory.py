@@ -18,8 +18,8 @@ from llama_memory import (
     EmbeddingDimensionError,
     ScopeError,
 )
-from llama_memory.compose import BLOCK_CLOSE, BLOCK_OPEN
-from llama_memory.excerpts import hit_of
+from llama_memory.read.compose import BLOCK_CLOSE, BLOCK_OPEN
+from llama_memory.retrieval.excerpts import hit_of
 
 FACTS = [
     ("My name is John.", "Nice to meet you, John!"),
@@ -288,8 +288,8 @@ def test_to_dict_round_trip_reopens_the_same_memory(make_memory) -> None:
 
 def test_block_drops_records_shown_in_the_window_even_after_a_message_is_rewritten() -> None:
     # The window's texts are remembered per message object; content set anew is read again.
-    from llama_memory.compose import compose_block
-    from llama_memory.types import MemoryRecord
+    from llama_memory.core.types import MemoryRecord
+    from llama_memory.read.compose import compose_block
 
     tokenizer = get_tokenizer()
     window = [user("I moved to Lisbon last spring.")]

@@ -17,7 +17,7 @@ import pytest
 
 from helpers import user
 from llama_memory import ComposableMemory, EncryptionError, LlamaMemoryError, MemoryAdmin
-from llama_memory.cli import main as cli
+from llama_memory.admin.cli import main as cli
 from llama_memory.storage.privacy import ENCRYPTION_KEY_ENV
 from llama_memory.storage.sqlite import SQLiteStore
 from llama_memory.storage.sqlite.driver import SQLiteDriver

@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 
 from helpers import assistant, user
 from llama_memory import ComposableMemory, ExtractionError, Scope, ScopeError
-from llama_memory.config import default_profile_source, default_vector_source
+from llama_memory.memory.wiring import default_profile_source, default_vector_source
 from llama_memory.sources.profile import ProfileOp, ProfileSource, ProfileUpdateError
 from llama_memory.storage.sqlite import SQLiteStore
 from llama_memory.testing import pass_answer
@@ -419,9 +419,9 @@ def test_profile_persists_across_processes(tmp_path: Path) -> None:
     path = tmp_path / "memory"
     script = textwrap.dedent(
         f"""
-        from llama_memory.config import default_profile_source
+        from llama_memory.memory.wiring import default_profile_source
         from llama_memory.storage.sqlite import SQLiteStore
-        from llama_memory.types import Scope
+        from llama_memory.core.types import Scope
         store = SQLiteStore({str(path)!r})
         profile = default_profile_source(store)
         scope = Scope(user_id="alice", session_id="other-process")

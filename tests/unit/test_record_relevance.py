@@ -11,9 +11,9 @@ from __future__ import annotations
 from bench.first_person import hobby_messages
 from helpers import hold, message_texts, user
 from llama_memory import ComposableMemory
-from llama_memory.compose import IRRELEVANT
-from llama_memory.relevance import asks_only, is_question, is_request
-from llama_memory.types import MemoryRecord
+from llama_memory.core.types import MemoryRecord
+from llama_memory.read.compose import IRRELEVANT
+from llama_memory.retrieval.relevance import asks_only, is_question, is_request
 
 #: A user's history, each message in a session of its own.
 HISTORY = (

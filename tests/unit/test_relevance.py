@@ -8,7 +8,7 @@ import pytest
 
 from helpers import hold, message_texts, user
 from llama_memory import ComposableMemory, Scope
-from llama_memory.query_plan import QueryPlan, choose_query, is_small_talk
+from llama_memory.read.query_plan import QueryPlan, choose_query, is_small_talk
 
 #: A user's unrelated history, each message in a session of its own (so no excerpt
 #: joins them): the kind of store that filled the block for "hi" before.

@@ -24,7 +24,7 @@ from llama_index.core.chat_engine import SimpleChatEngine
 
 from helpers import assistant, message_texts, user
 from llama_memory import ComposableMemory, MemoryRecord, MemorySource, Scope, StoredMessage
-from llama_memory.compose import THIS_CONVERSATION
+from llama_memory.read.compose import THIS_CONVERSATION
 from llama_memory.testing import ScriptedLLM
 
 ALLERGY = "I'm allergic to penicillin."

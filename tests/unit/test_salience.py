@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from helpers import user
+from llama_memory.core.types import MemoryRecord, now
 from llama_memory.retrieval.salience import DAY, NO_SALIENCE, Salience, signal_importance
-from llama_memory.types import MemoryRecord, now
 
 YEAR = 365 * DAY
 

@@ -24,7 +24,7 @@ from llama_index.core.memory import ChatMemoryBuffer, SimpleComposableMemory, Ve
 
 from helpers import message_texts
 from llama_memory import ComposableMemory, default_embedding
-from llama_memory.excerpts import hit_of
+from llama_memory.retrieval.excerpts import hit_of
 
 SECONDARY_MESSAGES = [
     ("system", "You are a SOMEWHAT helpful assistant."),

@@ -73,7 +73,7 @@ def test_a_source_on_another_store_is_said_to_make_batches_non_atomic(
 ) -> None:
     other = SQLiteStore()
     memory = ComposableMemory.from_defaults(user_id="alice", secondary_memory_sources=[StoredDiary(other)])
-    with caplog.at_level(logging.WARNING, logger="llama_memory.memory"):
+    with caplog.at_level(logging.WARNING, logger="llama_memory.memory.composable"):
         memory.put(user("one"))
         memory.put(user("two"))
     warnings = [r.getMessage() for r in caplog.records if "not atomic" in r.getMessage()]

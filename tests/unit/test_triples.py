@@ -22,7 +22,7 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
 from helpers import assistant, user
 from llama_memory import ComposableMemory, ExtractionError, Scope, ScopeError
-from llama_memory.config import default_triple_source, default_vector_source
+from llama_memory.memory.wiring import default_triple_source, default_vector_source
 from llama_memory.sources.triples import (
     KnowledgeTriple,
     TripleError,
@@ -323,7 +323,7 @@ def test_persists_across_processes(tmp_path: Path, source: TripleSource) -> None
         """
         import sys
         from llama_memory import Scope, default_embedding
-        from llama_memory.config import default_triple_source
+        from llama_memory.memory.wiring import default_triple_source
         from llama_memory.storage.sqlite import SQLiteStore
 
         store = SQLiteStore(sys.argv[1])
@@ -671,7 +671,7 @@ def test_a_source_takes_a_timeline_and_says_what_to_pass_otherwise(
         ):
             TripleSource("/some/dir", index, embed_model)  # type: ignore[arg-type]
         # A bare store too: before 0.x the source wrapped one itself; config does it now.
-        with pytest.raises(TypeError, match=r"not SQLiteStore .*config.default_triple_source"):
+        with pytest.raises(TypeError, match=r"not SQLiteStore .*wiring.default_triple_source"):
             TripleSource(store, index, embed_model)  # type: ignore[arg-type]
         default_triple_source(store, tmp_path, embed_model).add_triples(
             [("Alice", "lives in", "Paris")], "alice"

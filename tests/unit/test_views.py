@@ -11,7 +11,7 @@ import pytest
 
 from helpers import assistant, user
 from llama_memory import ComposableMemory, OfflineEmbedding
-from llama_memory.views import RecordList
+from llama_memory.sources.views import RecordList
 
 
 @pytest.fixture

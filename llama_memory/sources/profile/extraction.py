@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ...errors import ExtractionError
-from ...types import Scope
+from ...core.errors import ExtractionError
+from ...core.types import Scope
 from .ops import EditableProfile, ProfileOp, to_ops
 from .paths import ProfileUpdateError
 from .schema import describe_schema

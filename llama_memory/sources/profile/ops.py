@@ -10,8 +10,8 @@ from typing import Any, Literal, Optional, Protocol, Union
 
 from pydantic import BaseModel, Field, ValidationError
 
+from ...core.types import Scope
 from ...storage.ports.profile import ProfileChange, ProfileValue
-from ...types import Scope
 from .paths import (
     ProfileUpdateError,
     ancestors,

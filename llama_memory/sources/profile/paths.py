@@ -9,7 +9,7 @@ from typing import Any, Optional
 
 from pydantic import ValidationError
 
-from ...errors import LlamaMemoryError
+from ...core.errors import LlamaMemoryError
 
 #: The operations an update may contain.
 OPS = ("set", "append", "remove")

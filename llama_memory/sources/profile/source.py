@@ -10,12 +10,12 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.utils import get_tokenizer
 from pydantic import BaseModel
 
-from ...conflicts import CHANGED_WITHIN, is_recent, since_before, window_seconds
+from ...core.types import MemoryRecord, Scope, StoredMessage, now
 from ...storage.expiry import NEVER, TTL, Expiry
 from ...storage.ports.profile import ProfileChange, ProfileRows, ProfileWrite
-from ...types import MemoryRecord, Scope, StoredMessage, now
-from ...views import ProfileView
 from ..base import MemorySource, require_port
+from ..change_notes import CHANGED_WITHIN, is_recent, since_before, window_seconds
+from ..views import ProfileView
 from .extraction import apply_profile, parse_profile, profile_prompt
 from .ops import Draft, ProfileOp, UpdateInput, to_ops
 from .paths import ProfileUpdateError, path_problem, raise_if_bad_path, render_value, unflatten
@@ -35,7 +35,7 @@ class ProfileSource(MemorySource):
         store: where the profile rows are kept: any implementation of the
             :class:`~llama_memory.storage.ports.ProfileRows` port (SQLite:
             ``SQLiteProfileRows(store)`` on the memory's store;
-            :func:`llama_memory.config.default_profile_source` builds the source so).
+            :func:`llama_memory.memory.wiring.default_profile_source` builds the source so).
         schema: a pydantic model the profile follows. Updates are validated against
             it (field names, types, constraints) before anything is written.
             Required fields may be missing: a profile fills up over time.
@@ -100,10 +100,10 @@ class ProfileSource(MemorySource):
         self.rows: ProfileRows = require_port(
             store, ProfileRows, "ProfileSource",
             "SQLiteProfileRows(SQLiteStore('./memory')) (llama_memory.storage.sqlite.profile), "
-            "or build the source with llama_memory.config.default_profile_source(store)",
+            "or build the source with llama_memory.memory.wiring.default_profile_source(store)",
         )  # fmt: skip
         # The SQLite store, kept as the attribute the memory uses to write a batch in one
-        # transaction (``llama_memory.write.one_write``).
+        # transaction (``llama_memory.write.pipeline.one_write``).
         self.store = getattr(self.rows, "store", store)
 
     # -- reading --------------------------------------------------------------------
@@ -114,7 +114,7 @@ class ProfileSource(MemorySource):
 
     def view(self, scope: Scope) -> ProfileView:
         """The current profile with its whole history: a table in Jupyter, text in a
-        terminal (:class:`~llama_memory.views.ProfileView`)."""
+        terminal (:class:`~llama_memory.sources.views.ProfileView`)."""
         return ProfileView(self.get_profile(scope), self.history(None, scope))
 
     def history(self, path: Optional[str], scope: Scope) -> list[ProfileChange]:
@@ -347,7 +347,7 @@ class ProfileSource(MemorySource):
     def extract(self, messages: Sequence[ChatMessage], llm: Any, scope: Scope) -> None:
         """Ask ``llm`` for profile operations learned from ``messages`` and apply them,
         with one LLM call (this source alone as the part of a pass,
-        :func:`llama_memory.formation.ask_pass`).
+        :func:`llama_memory.write.formation.ask_pass`).
 
         The LLM sees the current profile and the conversation's user and
         assistant turns. The operations are validated together and applied in
@@ -360,14 +360,14 @@ class ProfileSource(MemorySource):
         """
         # Imported here: formation imports sources.base, which runs this package's
         # __init__ (and so this module) first.
-        from ...formation import ask_pass, pass_window
+        from ...write.formation import ask_pass, pass_window
 
         window = pass_window(scope, messages)
         parsed = ask_pass(llm, [self], window)
         if self.pass_field in parsed:
             apply_profile(self, parsed[self.pass_field], window)
 
-    # -- a part of the formation pass (llama_memory.formation.PassPart) --------------------
+    # -- a part of the formation pass (llama_memory.write.formation.PassPart) --------------------
 
     @property
     def pass_field(self) -> str:

@@ -8,8 +8,8 @@ from typing import Any
 from llama_index.core.tools import FunctionTool
 from pydantic import BaseModel, Field
 
+from ...core.types import Scope
 from ...storage.ports.profile import ProfileChange
-from ...types import Scope
 from .ops import EditableProfile, ProfileOp
 from .paths import render_value
 from .schema import describe_schema

@@ -25,10 +25,10 @@ The package, read in this order:
   (:mod:`llama_memory.storage.ports.triples`) and a dense index;
 - :mod:`.tools`, :mod:`.extraction`: the agent tools and LLM extraction.
 
-Built on SQLite + Chroma by :func:`llama_memory.config.default_triple_source`.
+Built on SQLite + Chroma by :func:`llama_memory.memory.wiring.default_triple_source`.
 """
 
-from ...errors import ExtractionError
+from ...core.errors import ExtractionError
 from .extraction import PART_PROMPT
 from .model import (
     DEFAULT_FUNCTIONAL_PREDICATES,

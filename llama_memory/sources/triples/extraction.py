@@ -8,9 +8,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from ...errors import ExtractionError
-from ...messages import message_time
-from ...types import Scope
+from ...core.errors import ExtractionError
+from ...core.messages import message_time
+from ...core.types import Scope
 from .model import Prepared, TripleError, prepare_all
 from .normalize import normalize_entity
 from .writes import TripleAccess, retract_triples

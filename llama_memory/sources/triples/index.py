@@ -12,9 +12,9 @@ from collections.abc import Callable, Hashable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Optional
 
+from ...core.types import Scope
 from ...storage.ports import IndexFlags, PendingRecord
 from ...storage.ports.triples import TripleTimeline
-from ...types import Scope
 from .normalize import search_text
 
 __all__ = ["TripleRows", "TripleWords"]

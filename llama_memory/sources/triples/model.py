@@ -2,7 +2,7 @@
 extracting LLM fill in, the error raised for malformed triples, and the validation
 that turns what a caller gives into triples ready to be written.
 
-Depends on normalisation only (no storage): :mod:`llama_memory.graph` builds on it.
+Depends on normalisation only (no storage): :mod:`llama_memory.sources.triples.graph` builds on it.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
 from llama_index.core.bridge.pydantic import BaseModel, Field
 
-from ...conflicts import since_before
-from ...errors import LlamaMemoryError
-from ...messages import to_epoch
-from ...text import describe_unstorable, first_unstorable
+from ...core.errors import LlamaMemoryError
+from ...core.messages import to_epoch
+from ...core.text import describe_unstorable, first_unstorable
+from ..change_notes import since_before
 from .normalize import display_predicate, normalize_entity, normalize_predicate
 
 if TYPE_CHECKING:  # pragma: no cover - the model needs no storage to run

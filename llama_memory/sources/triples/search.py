@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Optional
 
+from ...core.types import MemoryRecord
 from ...retrieval import fuse_rankings, fuse_scores
 from ...storage.ports.triples import TripleEdge
-from ...types import MemoryRecord
 from .model import KnowledgeTriple
 
 __all__ = ["FUSIONS", "neighbourhood", "rank_triples", "triple_record"]

@@ -21,21 +21,21 @@ from typing import TYPE_CHECKING, Any, Optional, Union, cast
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage
 
-from ...conflicts import CHANGED_WITHIN, is_recent, window_seconds
-from ...embeddings import embedding_dimension, vector_cache
-from ...errors import EmbeddingModelError, StorageError
-from ...relevance import calibrate, calibration_for
+from ...core.errors import EmbeddingModelError, StorageError
+from ...core.types import MemoryRecord, Scope, StoredMessage
+from ...embeddings.offline import embedding_dimension, vector_cache
 from ...retrieval.hybrid import HybridSearch
+from ...retrieval.relevance import calibrate, calibration_for
 from ...retrieval.sync import IndexSync
 from ...retrieval.vectors import add_cosines
 from ...storage.expiry import NEVER, TTL, Expiry
 from ...storage.ports import VectorIndex
 from ...storage.ports.triples import TripleEdge, TripleTimeline
 from ...storage.reconcile import ReconcileReport
-from ...types import MemoryRecord, Scope, StoredMessage
-from ...views import TripleTable
 from ..base import MemorySource, require_port
+from ..change_notes import CHANGED_WITHIN, is_recent, window_seconds
 from ..dimension import DimensionGuard
+from ..views import TripleTable
 from .extraction import ParsedTriples, apply_triples, parse_triples, triples_prompt
 from .index import TripleRows, TripleWords
 from .model import DEFAULT_FUNCTIONAL_PREDICATES, KnowledgeTriple, to_triple
@@ -71,7 +71,7 @@ class TripleSource(MemorySource):
     Args:
         store: the triple timeline, the system of record (a
             :class:`~llama_memory.storage.ports.triples.TripleTimeline`, e.g.
-            ``SQLiteTripleTimeline(store)``; :func:`llama_memory.config.default_triple_source`
+            ``SQLiteTripleTimeline(store)``; :func:`llama_memory.memory.wiring.default_triple_source`
             builds the whole source on a ``SQLiteStore``).
         index: the dense index derived from it (a
             :class:`~llama_memory.storage.ports.VectorIndex`; give it its own prefix,
@@ -120,7 +120,7 @@ class TripleSource(MemorySource):
         self.timeline: TripleTimeline = require_port(
             store, TripleTimeline, "TripleSource",
             "SQLiteTripleTimeline(SQLiteStore(path)) (llama_memory.storage.sqlite), or build the "
-            "source with llama_memory.config.default_triple_source(store, path, embed_model)",
+            "source with llama_memory.memory.wiring.default_triple_source(store, path, embed_model)",
         )  # fmt: skip
         self.store = self.timeline.store
         self.index = index
@@ -254,7 +254,7 @@ class TripleSource(MemorySource):
     def view(self, scope: Who, *, include_history: bool = True, draw: bool = True) -> TripleTable:
         """The user's triples as a table, with the graph of the current ones drawn inline
         in Jupyter (``draw``); superseded ones too unless ``include_history=False``
-        (:class:`~llama_memory.views.TripleTable`)."""
+        (:class:`~llama_memory.sources.views.TripleTable`)."""
         scope = _scope(scope)
         return TripleTable(
             self.triples(scope, include_history=include_history), name=scope.user_id or "", draw=draw
@@ -291,7 +291,7 @@ class TripleSource(MemorySource):
         return records
 
     def _calibrate(self, query: str, records: Sequence[MemoryRecord], scope: Scope) -> None:
-        """Give each triple its ``relevance`` (:mod:`llama_memory.relevance`): the
+        """Give each triple its ``relevance`` (:mod:`llama_memory.retrieval.relevance`): the
         calibration fitted on past messages, applied to the triple's words (subject,
         predicate, object) and its cosine with the query. Not fitted on triples: no
         benchmark of triples exists yet. None for an embedding model without a
@@ -481,7 +481,7 @@ class TripleSource(MemorySource):
         self, messages: Sequence[ChatMessage], llm: Any, scope: Scope
     ) -> list[KnowledgeTriple]:
         """Turn ``messages`` into new and retracted triples with one LLM call (this
-        source alone as the part of a pass, :func:`llama_memory.formation.ask_pass`),
+        source alone as the part of a pass, :func:`llama_memory.write.formation.ask_pass`),
         and store them.
 
         User and assistant messages with text are shown to the LLM; if there are
@@ -494,7 +494,7 @@ class TripleSource(MemorySource):
         """
         # Imported here: formation imports sources.base, which runs this package's
         # __init__ (and so this module) first.
-        from ...formation import ask_pass, pass_window
+        from ...write.formation import ask_pass, pass_window
 
         window = pass_window(scope, messages)
         parsed = ask_pass(llm, [self], window)
@@ -502,7 +502,7 @@ class TripleSource(MemorySource):
             return []
         return self._by_ids(apply_triples(self, parsed[self.pass_field], window), scope)
 
-    # -- a part of the formation pass (llama_memory.formation.PassPart) --------------------
+    # -- a part of the formation pass (llama_memory.write.formation.PassPart) --------------------
 
     @property
     def pass_field(self) -> str:
@@ -530,8 +530,8 @@ class TripleSource(MemorySource):
         apply_triples(self, parsed, window)
 
     def to_networkx(self, scope: Who, *, include_history: bool = False) -> "networkx.MultiDiGraph":
-        """The user's current knowledge graph (see :func:`llama_memory.graph.to_networkx`)."""
-        from ...graph import to_networkx
+        """The user's current knowledge graph (see :func:`llama_memory.sources.triples.graph.to_networkx`)."""
+        from .graph import to_networkx
 
         scope = _scope(scope)
         return to_networkx(
@@ -540,7 +540,7 @@ class TripleSource(MemorySource):
 
     def plot(self, path: Union[str, Path], scope: Who, **kwargs: Any) -> Path:
         """Draw the user's current knowledge graph to an image file (see
-        :func:`llama_memory.graph.plot`); return its path."""
-        from ...graph import plot
+        :func:`llama_memory.sources.triples.graph.plot`); return its path."""
+        from .graph import plot
 
         return cast(Path, plot(self.to_networkx(scope), path, **kwargs))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ...types import Scope
+from ...core.types import Scope
 from .model import SaveKnowledgeArgs, SearchKnowledgeArgs, TripleInput
 from .timeline import Written
 from .writes import TripleAccess

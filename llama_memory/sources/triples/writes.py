@@ -7,10 +7,10 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import AbstractSet, Any, Optional, Protocol
 
-from ...messages import to_epoch
+from ...core.messages import to_epoch
+from ...core.types import MemoryRecord, Scope, now
 from ...storage.expiry import TTL, later_expiry
 from ...storage.ports.triples import NewTriple, TimelineEntry, TripleMention, TripleTimeline
-from ...types import MemoryRecord, Scope, now
 from .model import KnowledgeTriple, Prepared, TripleError, prepare_all
 from .normalize import search_text
 from .timeline import Decision, Written, decide

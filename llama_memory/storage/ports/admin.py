@@ -1,5 +1,5 @@
 """The admin port: store-wide reads and writes for managing a memory (what
-:class:`~llama_memory.admin.MemoryAdmin` and the ``llama-memory`` command line use),
+:class:`~llama_memory.admin.memory_admin.MemoryAdmin` and the ``llama-memory`` command line use),
 and the plain rows they return. SQLite implements it in
 :mod:`llama_memory.storage.sqlite.admin`, PostgreSQL in :mod:`llama_memory.storage.postgres.admin`.
 """
@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional, Protocol
 
-from ...types import MemoryRecord
+from ...core.types import MemoryRecord
 from ..chat_import import MessageRanks
 from .profile import document_table
 

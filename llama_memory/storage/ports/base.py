@@ -8,7 +8,7 @@ from collections.abc import Callable, Hashable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Optional, Protocol, runtime_checkable
 
-from ...types import Scope
+from ...core.types import Scope
 from .chat import ChatStore
 from .jobs import JobQueue
 from .lexical import LexicalIndex
@@ -22,7 +22,7 @@ class Transactional(Protocol):
 
     def transaction(self, action: str) -> AbstractContextManager[Any]:
         """One atomic write: committed on success, rolled back (and raised as
-        :class:`~llama_memory.errors.StorageError` naming ``action``) on failure.
+        :class:`~llama_memory.core.errors.StorageError` naming ``action``) on failure.
         A port write called inside it joins it, as does a nested ``transaction``
         in the same thread: a memory writes a batch to the chat log and to every
         source all or nothing."""

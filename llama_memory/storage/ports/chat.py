@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Protocol, runtime_c
 if TYPE_CHECKING:  # storage imports without LlamaIndex (the command line lists users fast)
     from llama_index.core.base.llms.types import ChatMessage
 
-from ...types import Scope
+from ...core.types import Scope
 
 
 @runtime_checkable

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from ...types import Scope
+from ...core.types import Scope
 
 
 @runtime_checkable
@@ -22,7 +22,7 @@ class LexicalIndex(Protocol):
     def word_counts(self, words: Sequence[str], scope: Scope) -> tuple[int, dict[str, int]]:
         """(how many records the scope's user holds, how many of them match each of
         ``words``): what an inverse document frequency needs
-        (:mod:`llama_memory.relevance`). Only the user's own records count, never another
+        (:mod:`llama_memory.retrieval.relevance`). Only the user's own records count, never another
         user's: what one user said must not make another's question look answerable. A
         word none of the user's records holds but their triples or current profile do
         counts as held by one. Counts may be cached, sampled on a large user and a little

@@ -9,7 +9,7 @@ writes (operations, merge patch, schema) live above it, in
 ``llama_memory.sources.profile``, and reach storage through :meth:`ProfileRows.update`.
 
 The same rows keep a second document of the user, their standing **instructions**
-(procedural memory, ``llama_memory.instructions``): one path per instruction, in a
+(procedural memory, ``llama_memory.sources.instructions``): one path per instruction, in a
 table of its own. :data:`DOCUMENTS` names the documents a backend keeps.
 
 Expiry: a row may carry a time to live; every read takes the time ``at`` that
@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional, Protocol, runtime_checkable
 
-from ...types import Scope
+from ...core.types import Scope
 
 #: The documents kept as profile rows, each in its own table: the user's profile, and
 #: the instructions the assistant follows for them (procedural memory).
@@ -115,7 +115,7 @@ class ProfileRows(Protocol):
     Every method acts within ``scope.tenant_id`` and ``scope.user_id`` (the caller
     checks that a user is given). Writes are atomic; a write made while the
     storage's transaction is open joins it. Storage failures raise
-    :class:`~llama_memory.errors.StorageError`, never read as an empty profile.
+    :class:`~llama_memory.core.errors.StorageError`, never read as an empty profile.
     """
 
     def current(self, scope: Scope, at: float) -> list[ProfileChange]:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Optional, Protocol, runtime_checkable
 
-from ...types import MemoryRecord, Scope
+from ...core.types import MemoryRecord, Scope
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Optional, Protocol, runtime_checkable
 
-from ...types import Scope
+from ...core.types import Scope
 
 __all__ = [
     "NewTriple",

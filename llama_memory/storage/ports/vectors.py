@@ -14,7 +14,7 @@ Vector = Any
 class VectorIndex(Protocol):
     """Derived dense index: one partition (collection) per (tenant, user), ids shared
     with the system of record. Failures raise
-    :class:`~llama_memory.errors.StorageError`, never look like an empty index."""
+    :class:`~llama_memory.core.errors.StorageError`, never look like an empty index."""
 
     def upsert(self, tenant_id: str, user_id: str, ids: Sequence[str], embeddings: Sequence[Vector]) -> None:
         """Add or replace one user's vectors."""

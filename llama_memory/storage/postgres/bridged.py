@@ -1,6 +1,6 @@
 """The sync face of psycopg's async pool, for code running inside
-:func:`~llama_memory.asyncbridge.run_bridged`: every call awaits the async psycopg call
-on the event loop (:func:`~llama_memory.asyncbridge.await_only`), so the one sync body
+:func:`~llama_memory.core.asyncbridge.run_bridged`: every call awaits the async psycopg call
+on the event loop (:func:`~llama_memory.core.asyncbridge.await_only`), so the one sync body
 of the store and its ports serves ``aget``/``aput`` without a thread.
 
 Only what :mod:`~llama_memory.storage.postgres` uses is covered: a pool's
@@ -23,7 +23,7 @@ from psycopg.rows import DictRow
 from psycopg_pool import AsyncConnectionPool
 from psycopg_pool.pool_async import StopWorker
 
-from ...asyncbridge import await_only, in_bridge
+from ...core.asyncbridge import await_only, in_bridge
 
 _logger = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Optional
 
-from ...types import Scope
+from ...core.types import Scope
 from ..backend import Location
 from ..chroma import server_address
 from ..ports import ChatLog, JobQueue, ProfileRows, Storage, TripleTimeline, VectorIndex

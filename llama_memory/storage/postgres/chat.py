@@ -9,7 +9,7 @@ from typing import Any, NamedTuple, Optional
 
 from llama_index.core.base.llms.types import ChatMessage
 
-from ...types import Scope
+from ...core.types import Scope
 from ..ports.chat import ChatLogChanges
 from ..sql.chat import SQLChatLog, SQLChatTables, conversation_key, replaced
 from .connection import Connection, PostgresConnection

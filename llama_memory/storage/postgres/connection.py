@@ -19,8 +19,8 @@ import psycopg
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTimeout
 
-from ...asyncbridge import await_only, in_bridge, on_exit
-from ...errors import StorageError
+from ...core.asyncbridge import await_only, in_bridge, on_exit
+from ...core.errors import StorageError
 from ..sql.dialect import Dialect
 from ..sql.meta import SQLMeta
 from ..word_counts import WordCountCache
@@ -133,7 +133,7 @@ class PostgresConnection(SQLMeta):
     (the cut ones replaced together). While the server is down every call raises at once;
     the first call after it answers again gets a new pool (an application's pool: its
     connections checked). Every ``psycopg`` error is re-raised as
-    :class:`~llama_memory.errors.StorageError` naming the server (``host:port/dbname``,
+    :class:`~llama_memory.core.errors.StorageError` naming the server (``host:port/dbname``,
     with libpq's reason; never the password). A write that failed is never retried: it
     may have committed before the connection broke.
     """
@@ -233,7 +233,7 @@ class PostgresConnection(SQLMeta):
     @property
     def supports_async(self) -> bool:
         """Whether ``aget``/``aput`` run on the event loop without a thread (through
-        :mod:`~llama_memory.asyncbridge`, on an ``AsyncConnectionPool`` per loop): true
+        :mod:`~llama_memory.core.asyncbridge`, on an ``AsyncConnectionPool`` per loop): true
         for a store opened from a URL; an application's ``ConnectionPool`` is sync, so
         its a* calls run in a worker thread."""
         return self._owns_pool

@@ -9,7 +9,7 @@ PostgreSQL's own: a ``get()`` reads every document's current rows in one round t
 
 from __future__ import annotations
 
-from ...types import Scope
+from ...core.types import Scope
 from ..ports.profile import DOCUMENTS, ProfileChange
 from ..sql.dialect import ALIVE_SQL, owner
 from ..sql.profile import CURRENT_COLUMNS, CURRENT_ROWS, SQLProfileRows

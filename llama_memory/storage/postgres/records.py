@@ -10,7 +10,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, Optional
 
-from ...types import Scope
+from ...core.types import Scope
 from ..ports.records import NewRecord
 from ..sql.records import SQLRecordTables
 from .connection import PostgresConnection

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import StorageError
+from ...core.errors import StorageError
 
 #: The advisory lock key under which migrations run (many workers opening one new
 #: database at once would otherwise collide creating the same tables).

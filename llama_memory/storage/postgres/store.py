@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...types import Scope
+from ...core.types import Scope
 from ..ports.base import Storage
 from .chat import ChatTables, PostgresChatLog
 from .jobs import JobTables

@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ...types import Scope
+from ...core.types import Scope
 from ..sql.dialect import owner
 from ..sql.triples import MentionLink, SQLTripleTimeline
 from .dialect import POSTGRES

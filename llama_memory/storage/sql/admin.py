@@ -1,5 +1,5 @@
 """Store-wide reads and writes for managing a memory, once for every SQL backend: the
-:class:`~llama_memory.storage.ports.admin.AdminRows` port behind :mod:`llama_memory.admin`.
+:class:`~llama_memory.storage.ports.admin.AdminRows` port behind :mod:`llama_memory.admin.memory_admin`.
 
 Everything here works on one store and returns plain rows (dataclasses and dicts),
 never SQL: listing the users and sessions of a tenant, a user's records with filters,
@@ -24,7 +24,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar, Optional
 
-from ...types import MemoryRecord
+from ...core.types import MemoryRecord
 from ..ports.admin import DOCUMENT_KINDS, SessionSummary, StoreCounts, UserSummary
 from ..ports.base import user_meta_infix
 from .admin_import import OWNER as _OWNER

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any, ClassVar, Optional
 
-from ...text import content_hash
+from ...core.text import content_hash
 from ..chat_import import MessageRanks, import_message
 from ..ports.admin import DOCUMENT_KINDS
 from ..ports.triples import TripleMention

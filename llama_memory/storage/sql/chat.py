@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Optional, Protocol
 
-from ...types import Scope, now
+from ...core.types import Scope, now
 from ..codec import dump_message
 from .dialect import Dialect
 

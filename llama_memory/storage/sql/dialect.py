@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager
 from functools import lru_cache
 from typing import Any, Optional, Protocol
 
-from ...types import Scope
+from ...core.types import Scope
 
 #: SQL condition keeping rows that have not expired; its one parameter is "now".
 ALIVE_SQL = "(expires_at IS NULL OR expires_at > ?)"

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
-from ...errors import StorageError
+from ...core.errors import StorageError
 from ..job_rows import (
     RUN_TOTALS,
     check_retryable,

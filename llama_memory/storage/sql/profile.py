@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Optional
 
-from ...types import Scope
+from ...core.types import Scope
 from ..ports.profile import ProfileChange, ProfileWrite, document_table
 from .dialect import ALIVE_SQL, Dialect, SQLStore, owner
 

@@ -1,6 +1,6 @@
 """The records of every SQL backend (table ``records``; see
 :mod:`llama_memory.storage.ports.records`): a record's id, a row as a
-:class:`~llama_memory.types.MemoryRecord`, and :class:`SQLRecordTables`, the reads and
+:class:`~llama_memory.core.types.MemoryRecord`, and :class:`SQLRecordTables`, the reads and
 writes written once.
 
 :class:`SQLRecordTables` is a part of a store (a mixin after its connection class), as
@@ -21,9 +21,9 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
-from ...errors import StorageError
-from ...text import content_hash
-from ...types import MemoryRecord, Scope, now
+from ...core.errors import StorageError
+from ...core.text import content_hash
+from ...core.types import MemoryRecord, Scope, now
 from ..expiry import is_alive, later_expiry
 from ..ports.base import user_meta_infix
 from ..ports.records import NewRecord, PendingRecord, more_important

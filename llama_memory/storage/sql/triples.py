@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar, Optional
 
-from ...types import Scope
+from ...core.types import Scope
 from ..ports.triples import (
     IndexFlags,
     NewTriple,

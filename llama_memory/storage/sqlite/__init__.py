@@ -18,7 +18,7 @@ ordered list of steps applied on open, so a store written by an older release
 opens in a newer one.
 """
 
-from ...text import content_hash, normalize_text
+from ...core.text import content_hash, normalize_text
 from ..ports.records import NewRecord, PendingRecord
 from ..sql.dialect import ALIVE_SQL
 from .chat import ChatCursor, ChatRows, SQLiteChatLog

@@ -1,5 +1,5 @@
 """Store-wide reads and writes for managing a memory on SQLite: the SQL behind
-:mod:`llama_memory.admin`, written once for every SQL backend in
+:mod:`llama_memory.admin.memory_admin`, written once for every SQL backend in
 :class:`~llama_memory.storage.sql.admin.SQLStoreAdmin`.
 
 Here is what SQLite does its own way: the tables of the profile and triple sources

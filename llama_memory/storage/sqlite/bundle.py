@@ -14,8 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Optional
 
-from ...errors import LlamaMemoryError
-from ...types import Scope
+from ...core.errors import LlamaMemoryError
+from ...core.types import Scope
 from ..backend import Location
 from ..chroma import (
     CHROMA_DIRNAME,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, NamedTuple, Optional
 if TYPE_CHECKING:
     from llama_index.core.base.llms.types import ChatMessage
 
-from ...types import Scope
+from ...core.types import Scope
 from ..codec import load_message
 from ..ports.chat import ChatLogChanges
 from ..sql.chat import SQLChatLog, SQLChatTables, conversation_key, replaced
@@ -123,9 +123,9 @@ class ChatCursor(NamedTuple):
 
 
 class SQLiteChatLog(SQLChatLog):
-    """One conversation's persisted messages: the :class:`~llama_memory.buffer.ChatLog` of a buffer.
+    """One conversation's persisted messages: the :class:`~llama_memory.write.buffer.ChatLog` of a buffer.
 
-    It is a :class:`~llama_memory.buffer.SharedChatLog`: every buffer on the same
+    It is a :class:`~llama_memory.write.buffer.SharedChatLog`: every buffer on the same
     file and session (threads, processes) sees the messages the others commit, in
     commit order. Sequence numbers only grow (``AUTOINCREMENT``), so a conversation
     whose first sequence number changed was replaced or cleared by another writer.

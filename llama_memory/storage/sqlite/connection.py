@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import ClassVar, Optional
 
-from ...errors import StorageError
+from ...core.errors import StorageError
 from ..privacy import create_private_file, make_private_dir, warn_if_shared
 from ..sql.dialect import Dialect
 from ..sql.meta import SQLMeta
@@ -76,8 +76,8 @@ class SQLiteConnection(SQLMeta):
             ``LLAMA_MEMORY_ENCRYPTION_KEY`` is set, owner-only files).
 
     Every error of the driver is re-raised as
-    :class:`~llama_memory.errors.StorageError` naming the file;
-    :class:`~llama_memory.errors.EncryptionError` (one) when the file's encryption does
+    :class:`~llama_memory.core.errors.StorageError` naming the file;
+    :class:`~llama_memory.core.errors.EncryptionError` (one) when the file's encryption does
     not match the driver's key, before anything is written.
     """
 

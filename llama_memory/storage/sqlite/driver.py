@@ -19,7 +19,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Optional, Union
 
-from ...errors import EncryptionError
+from ...core.errors import EncryptionError
 from ..privacy import ENCRYPTION_KEY_ENV, environment_key
 
 #: The first 16 bytes of every plain SQLite database file.

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from ...errors import EncryptionError, StorageError
+from ...core.errors import EncryptionError, StorageError
 from ..privacy import create_private_file
 from .connection import DB_FILENAME, memory_path, open_here
 from .driver import SQLCipherDriver, file_is_plain, quote

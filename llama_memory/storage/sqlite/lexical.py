@@ -6,7 +6,7 @@ import re
 from collections.abc import Hashable, Sequence
 from typing import Optional
 
-from ...types import Scope
+from ...core.types import Scope
 from .connection import SQLiteConnection
 
 # Words too common to help a lexical query; dropping them keeps FTS5 from scoring every row.

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Optional
 
-from ...types import Scope
+from ...core.types import Scope
 from ..sql.records import SQLRecordTables
 from .connection import SQLiteConnection
 from .schema import SESSION_ORDER_MIGRATIONS

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
-from ...types import Scope
+from ...core.types import Scope
 from ..ports.base import Storage
 from .chat import ChatTables, SQLiteChatLog
 from .jobs import JobTables
@@ -39,7 +39,7 @@ class SQLiteStore(ChatTables, RecordTables, LexicalTables, JobTables):
 
     One connection is shared by all threads behind a lock; WAL mode and a busy
     timeout let several processes use one file. Every error of the driver is
-    re-raised as :class:`~llama_memory.errors.StorageError` naming the file.
+    re-raised as :class:`~llama_memory.core.errors.StorageError` naming the file.
 
     It implements every port of :mod:`llama_memory.storage.ports` (the
     :class:`~llama_memory.storage.ports.Storage` facade), one part per module of this

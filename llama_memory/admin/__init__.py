@@ -1,0 +1,2 @@
+"""Managing stores: inspection, export/import/copy, the command line and the MCP server.
+"""

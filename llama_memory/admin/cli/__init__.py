@@ -1,0 +1,49 @@
+"""The ``llama-memory`` command line: see and manage what a memory store remembers.
+
+A thin layer over :class:`llama_memory.admin.memory_admin.MemoryAdmin`: every command opens the
+memory directory given as ``--store`` (the ``path=`` of ``from_defaults``, or a
+``postgresql://`` URL, the ``store=``) for one
+``--tenant``, prints for people or, with ``--json``, for scripts, and exits non-zero
+with a message on stderr when something is wrong.
+
+The package: :mod:`.parser` (the commands and options), :mod:`.loading` (the store and the
+objects a command loads), :mod:`.output` (JSON and tables), and one module per group of
+commands (:mod:`.inspection`, :mod:`.import_export`, :mod:`.maintenance`, :mod:`.jobs`,
+:mod:`.stores`, :mod:`.programs`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from typing import Optional
+
+from .loading import CommandError
+from .output import CELL_WIDTH
+from .parser import build_parser
+
+__all__ = ["CELL_WIDTH", "CommandError", "build_parser", "main"]
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point of the ``llama-memory`` command; returns the exit status."""
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # reported with the command's own usage, which lists its options
+        getattr(args, "command_parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
+    from ...core.errors import EmbeddingDimensionError, LlamaMemoryError
+
+    try:
+        status = args.run(args)
+    except BrokenPipeError:
+        # Output piped into a reader that stopped (`| head`): not an error of ours.
+        sys.stdout = open(os.devnull, "w")
+        return 0
+    except (CommandError, LlamaMemoryError, ValueError, KeyError, OSError, ImportError) as exc:
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        if isinstance(exc, EmbeddingDimensionError) or type(exc).__name__ == "EmbeddingMismatchError":
+            message = f"{message} (pass it with --embed-model MODULE:NAME)"
+        print(f"llama-memory {args.command}: error: {message}", file=sys.stderr)
+        return 1
+    return status if isinstance(status, int) else 0

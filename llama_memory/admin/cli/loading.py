@@ -1,0 +1,79 @@
+"""What a command loads from its arguments: the store (a :class:`MemoryAdmin`), the
+objects named ``MODULE:NAME`` (an embedding model, an LLM) and its progress bar; and
+the error it reports in one line."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+
+class CommandError(Exception):
+    """Bad input the command line reports in one line (exit status 1)."""
+
+
+def _open(args: argparse.Namespace, create: bool = False) -> Any:
+    from ..memory_admin import MemoryAdmin
+
+    tenant = args.tenant or "default"
+    kwargs: dict[str, Any] = {}
+    if getattr(args, "top_k", None) is not None:
+        kwargs["top_k"] = args.top_k
+    if getattr(args, "token_limit", None) is not None:
+        kwargs["memory_token_limit"] = args.token_limit
+    if args.embed_model is not None:
+        kwargs["embed_model"] = _load_embedding(args.embed_model)
+    # An encrypted store's key comes from LLAMA_MEMORY_ENCRYPTION_KEY, never from an
+    # argument: other accounts can read arguments in the process list.
+    return MemoryAdmin(
+        args.store, tenant, create=create, chroma_url=args.chroma_url,
+        owner_only=not getattr(args, "no_owner_only", False), **kwargs,
+    )  # fmt: skip
+
+
+def _load_embedding(spec: str) -> Any:
+    """The embedding model named ``module:name``: a BaseEmbedding object, or a callable
+    that returns one when called without arguments."""
+    from llama_index.core.base.embeddings.base import BaseEmbedding
+
+    found = _import_attribute(spec, "--embed-model", "myapp.memory:embed_model")
+    model = found() if callable(found) and not isinstance(found, BaseEmbedding) else found
+    if not isinstance(model, BaseEmbedding):
+        raise CommandError(
+            f"--embed-model {spec}: expected a LlamaIndex BaseEmbedding (or a function "
+            f"returning one), got {type(model).__name__}"
+        )
+    return model
+
+
+def _import_attribute(spec: str, option: str, example: str) -> Any:
+    """The attribute ``name`` of the module ``module`` named by ``spec`` (``module:name``),
+    the module found as ``python -m`` finds it: in the current directory first."""
+    import importlib
+
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise CommandError(f"{option} takes module:name (e.g. {example}), got {spec!r}")
+    # The console script's sys.path starts with its own directory, not the current one
+    # (python -m puts the current directory first): a user's module beside them is found.
+    here = os.getcwd()
+    if not any(entry in ("", here) for entry in sys.path):
+        sys.path.insert(0, here)
+    try:
+        return getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise CommandError(f"{option} {spec}: cannot load it: {exc}") from None
+
+
+def _load_object(spec: str, option: str, what: str) -> Any:
+    """The object named ``module:name`` (called when it is a function or class)."""
+    found = _import_attribute(spec, option, f"{what}, e.g. myapp.llms:make_llm")
+    return found() if callable(found) else found
+
+
+def _progress(label: str) -> Any:
+    from ...core.progress import Progress
+
+    return Progress(label)  # draws on a terminal only

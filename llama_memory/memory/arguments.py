@@ -1,0 +1,75 @@
+"""Checking the arguments a memory is given: a clear error saying what was wrong and
+what to pass instead, before anything is written."""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from llama_index.core.base.llms.types import ChatMessage
+
+from ..core.text import short
+
+# ChatMemoryBuffer.from_defaults arguments that have no meaning here, with what to do
+# instead (said in the TypeError rather than ignored: the conversation would silently
+# not be where the user thinks it is).
+NOT_SUPPORTED = {
+    "chat_store": "the conversation is kept in SQLite under path=; pass path=...",
+    "chat_store_key": "pass session_id= (and user_id=) to name the conversation",
+}
+
+
+
+def parameters(function: Callable[..., Any]) -> list[str]:
+    """The names a function takes as keyword arguments (not ``*args``/``**kwargs``)."""
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [p.name for p in inspect.signature(function).parameters.values() if p.kind in kinds]
+
+
+def reject_unknown(where: str, given: Sequence[str] | dict[str, Any], valid: Sequence[str]) -> None:
+    """TypeError for the first name of ``given`` not in ``valid``, naming the closest
+    valid one (a typo must not be ignored: ``memory_token_limt=10`` would do nothing)."""
+    for name in given:
+        if name in valid:
+            continue
+        hint = NOT_SUPPORTED.get(name)
+        if hint is None:
+            close = difflib.get_close_matches(name, valid, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"valid ones: {', '.join(sorted(valid))}"
+        raise TypeError(f"{where} got an unexpected keyword argument {name!r}; {hint}")
+
+
+def not_a_message(where: str, value: Any, many: bool, position: int = 0) -> str:
+    """What was wrong with a value given where a ChatMessage was expected, and what to pass."""
+    takes = "ChatMessage objects" if many else "a ChatMessage"
+    what = f"message {position} is" if many else "it was given"
+    if isinstance(value, str):
+        fix = f"pass ChatMessage(role=\"user\", content={short(value)})"
+    elif isinstance(value, dict):
+        fix = "pass ChatMessage(**message) or ChatMessage.model_validate(message)"
+    elif not many and isinstance(value, (list, tuple)):
+        fix = "for several messages call put_messages(messages)"
+    else:
+        fix = "pass a llama_index.core.llms.ChatMessage"
+    return f"{where} takes {takes}; {what} a {type(value).__name__} ({short(value)}): {fix}"
+
+
+def messages_arg(messages: Any, where: str) -> list[ChatMessage]:
+    """``messages`` as a list of ChatMessage; TypeError naming the first bad one (before
+    anything is written)."""
+    if isinstance(messages, ChatMessage):
+        raise TypeError(
+            f"{where} takes a list of ChatMessage, not one ChatMessage: pass [message]"
+        )
+    if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, (list, tuple, deque)):
+        raise TypeError(
+            f"{where} takes a list of ChatMessage, not {type(messages).__name__} "
+            f"{short(messages)}: pass e.g. [ChatMessage(role=\"user\", content=\"...\")]"
+        )
+    for position, message in enumerate(messages):
+        if not isinstance(message, ChatMessage):
+            raise TypeError(not_a_message(where, message, many=True, position=position))
+    return list(messages)

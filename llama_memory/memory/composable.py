@@ -1,0 +1,593 @@
+"""``ComposableMemory``: a drop-in, long-term ``SimpleComposableMemory`` for LlamaIndex."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Any, Optional, cast
+from uuid import uuid4
+
+from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.bridge.pydantic import Field, PrivateAttr, SerializeAsAny
+from llama_index.core.memory.types import BaseMemory
+from llama_index.core.utils import get_tokenizer
+
+from ..core.errors import LlamaMemoryError
+from ..core.instrumentation import dispatcher
+from ..core.types import MemoryRecord, Scope
+from ..read import pipeline as read
+from ..read.compose import MemoryBlock
+from ..sources.base import ProfileHolder, TripleHolder
+from ..sources.base import Source as SourceProtocol
+from ..sources.episodic import EpisodicMemory
+from ..sources.instructions import Instructions
+from ..sources.llama_index import as_sources
+from ..sources.profile import ProfileSource
+from ..sources.summarise import SUMMARY_SENTENCES
+from ..sources.triples import KnowledgeTriple, TripleSource
+from ..sources.vector import VectorSource
+from ..sources.views import RecordList
+from ..storage.expiry import TTL
+from ..storage.reconcile import ReconcileReport
+from ..write import pipeline as write
+from ..write.formation import passes
+from . import maintenance
+from .agents import RunMemoryTool, drops_leading_system_message
+from .arguments import not_a_message, reject_unknown
+from .defaults import DEFAULT_TOKEN_LIMIT as DEFAULT_TOKEN_LIMIT
+from .defaults import DEFAULT_TOP_K as DEFAULT_TOP_K
+from .from_defaults import MemoryFromDefaults
+from .restore import memory_from_dict, memory_to_dict, pickled_memory, unpickle_memory
+from .runtime import Runtime
+from .settings import (
+    Count,
+    ExtractIn,
+    InsertMethod,
+    MemorySettings,
+    Relevance,
+    Seconds,
+    Spread,
+    check_formation,
+    setting_field,
+)
+from .wiring import VECTOR_COLLECTION as VECTOR_COLLECTION
+from .wiring import default_vector_source as default_vector_source
+
+#: The keyword arguments LlamaIndex itself passes to a memory (llama-index-core 0.14):
+#: chat engines call ``memory_cls.from_defaults(chat_history=..., token_limit=...)``,
+#: agents build their default memory with ``from_defaults(llm=...)``, and chat engines
+#: call ``get(initial_token_count=...)``. ``from_defaults`` honours the first three (any
+#: other unknown keyword argument is a TypeError); ``get`` passes its extra keyword
+#: arguments to the primary memory.
+LLAMA_INDEX_KWARGS = ("chat_history", "token_limit", "llm", "initial_token_count")
+
+
+class ComposableMemory(MemoryFromDefaults):
+    """A chat buffer for this conversation plus long-term sources, composed into one memory.
+
+    Pass it as ``memory=`` to a LlamaIndex agent, or use it directly. Every
+    ``get`` returns the primary memory's messages with a block of records from
+    the secondary sources injected (into the system message by default), built
+    for the given ``input`` or, when there is none, for the latest user message.
+    The block is deduplicated against the window and across sources and never
+    exceeds ``memory_token_limit`` tokens.
+
+    Build it with :meth:`from_defaults`. Same API as LlamaIndex's
+    ``SimpleComposableMemory``: ``primary_memory``, ``secondary_memory_sources``,
+    ``get``, ``get_all``, ``put``, ``put_messages``, ``set``, ``reset``.
+    """
+
+    primary_memory: SerializeAsAny[BaseMemory] = Field(
+        description="This conversation: a token-limited buffer returned on every get."
+    )
+    secondary_memory_sources: list[Any] = Field(
+        default_factory=list,
+        description="Long-term sources (llama-memory sources or any LlamaIndex BaseMemory).",
+    )
+    # The options a memory also holds as fields: default and description from the settings.
+    user_id: Optional[str] = setting_field("user_id")
+    session_id: str = Field(default_factory=lambda: uuid4().hex, description="This conversation.")
+    tenant_id: str = setting_field("tenant_id")
+    path: Optional[str] = setting_field("path")
+    memory_token_limit: Count = setting_field("memory_token_limit")
+    top_k: Count = setting_field("top_k")
+    insert_method: InsertMethod = setting_field("insert_method")
+    tokenizer_fn: Callable[[str], Sequence] = Field(
+        default_factory=get_tokenizer, exclude=True, description="Counts the block's tokens."
+    )
+    llm: Optional[Any] = Field(
+        default=None, exclude=True, description="LLM for sources that extract structured memories."
+    )
+    extract_every: Count = setting_field("extract_every")
+    extract_after_quiet: Seconds = setting_field("extract_after_quiet")
+    formation_token_budget: Count = setting_field("formation_token_budget")
+    extract_in: ExtractIn = setting_field("extract_in")
+    min_relevance: Relevance = setting_field("min_relevance")
+    set_spread: Spread = setting_field("set_spread")
+
+    # The parts and the state the pipelines work on (read.py, write.py, passes.py,
+    # maintenance.py): built here, its store attached by wiring.build_memory.
+    _rt: Runtime = PrivateAttr(default=None)  # type: ignore[assignment]
+
+    def __init__(self, **data: Any) -> None:
+        """Build a memory from its fields (:meth:`from_defaults` is the usual way);
+        TypeError naming an unknown keyword argument and the closest valid one;
+        ValueError for formation settings no one would run (see
+        :func:`~llama_memory.memory.settings.check_formation`)."""
+        reject_unknown("ComposableMemory()", data, [*type(self).model_fields, "class_name"])
+        check_formation(
+            data.get("llm"), data.get("extract_every", 0), data.get("extract_after_quiet", 0.0),
+            data.get("extract_in", "thread"),
+        )
+        super().__init__(**data)
+
+    def model_post_init(self, __context: Any) -> None:
+        """Wrap LlamaIndex memories given as secondary sources so all speak one protocol,
+        and build the runtime the pipelines work on (with no store: ``build_memory``
+        attaches one)."""
+        # Built by hand: the parts were given as live objects; the fields say the rest.
+        settings = MemorySettings(
+            primary_memory=self.primary_memory,
+            secondary_memory_sources=list(self.secondary_memory_sources),
+            token_limit=getattr(self.primary_memory, "token_limit", DEFAULT_TOKEN_LIMIT),
+        )
+        self._rt = Runtime(self, as_sources(self.secondary_memory_sources), settings)
+        self._rt.session_id_given = "session_id" in self.model_fields_set
+
+    @classmethod
+    def class_name(cls) -> str:
+        """Class name, as LlamaIndex components report it."""
+        return "ComposableMemory"
+
+    @property
+    def runtime(self) -> Runtime:
+        """What this memory's pipelines work on (:class:`~llama_memory.memory.runtime.Runtime`):
+        its store, sources, instructions, lock and the state kept between calls. For
+        the library's own modules (agent tools, memory blocks, the admin); an
+        application uses the memory's methods."""
+        return self._rt
+
+    @property
+    def settings(self) -> MemorySettings:
+        """What this memory was built with (:class:`~llama_memory.memory.settings.MemorySettings`),
+        resolved: its session id, absolute path, embedding model. The fields it shares
+        with this memory (``top_k``, ``min_relevance``...) say their current value."""
+        shared = {name: getattr(self, name) for name in _SHARED_FIELDS}
+        return self._rt.settings.model_copy(update=shared)
+
+    # -- scope and sources ------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        """Who, where and how much, in one line (pydantic's repr would print every
+        field, the whole conversation among them)."""
+        if self._rt.closed:
+            messages = "closed"
+        else:
+            try:
+                messages = str(len(self.primary_memory.get_all()))
+            except Exception as exc:  # a repr must not fail, least of all in a traceback
+                messages = f"unreadable ({type(exc).__name__})"
+        return (
+            f"ComposableMemory(user_id={self.user_id!r}, session_id={self.session_id!r}, "
+            f"tenant_id={self.tenant_id!r}, path={self.path!r}, "
+            f"sources={[s.name for s in self._rt.sources]!r}, messages={messages})"
+        )
+
+    def __str__(self) -> str:
+        """The same one line as :meth:`__repr__`."""
+        return repr(self)
+
+    def _check_open(self) -> None:
+        self._rt.check_open()
+
+    @property
+    def scope(self) -> Scope:
+        """The tenant, user and session this memory reads and writes."""
+        return Scope(user_id=self.user_id, session_id=self.session_id, tenant_id=self.tenant_id)
+
+    @property
+    def sources(self) -> list[SourceProtocol]:
+        """The secondary sources (LlamaIndex memories wrapped as :class:`MemorySource`)."""
+        return list(self._rt.sources)
+
+    @property
+    def last_block(self) -> MemoryBlock:
+        """The memory block built by the latest ``get``, with what was left out and why."""
+        return self._rt.last_block
+
+    # -- reading ------------------------------------------------------------------------
+
+    def source(self, name: str) -> SourceProtocol:
+        """The secondary source called ``name`` (``"vector"``...); KeyError naming the
+        available ones otherwise."""
+        for source in self._rt.sources:
+            if source.name == name:
+                return source
+        raise KeyError(f"no source named {name!r}; this memory has {[s.name for s in self._rt.sources]}")
+
+    def tools(self) -> list[RunMemoryTool]:
+        """Every source's agent tools (LlamaIndex ``FunctionTool``s): pass them to an
+        agent as ``tools=``.
+
+        Inside an agent run each acts for the run's memory (the ``memory=`` of that
+        run, read from the workflow ``Context``), so an agent built once serves every
+        user; called directly, for this memory's user. A run whose memory is not a
+        ``ComposableMemory`` with the tool's source gets a ScopeError as the tool's
+        result, never a write into this memory (see :class:`RunMemoryTool`).
+        """
+        self._check_open()
+        scope = self.scope
+        return [
+            RunMemoryTool(self, holder, tool, ComposableMemory)
+            for holder in self._rt.tool_holders()
+            for tool in holder.tools(scope)
+        ]
+
+    @dispatcher.span
+    def get(self, input: Optional[str] = None, **kwargs: Any) -> list[ChatMessage]:
+        """The primary memory's messages with the memory block injected.
+
+        Args:
+            input: what to retrieve for; default the latest user message, so an
+                agent's first ``get()`` of a run (which passes no input) still
+                retrieves.
+            **kwargs: passed to the primary memory (e.g. ``initial_token_count``).
+        """
+        return read.get(self._rt, input, self.insert_method, **kwargs)
+
+    def get_all(self) -> list[ChatMessage]:
+        """Every message of this conversation (the primary memory's ``get_all``)."""
+        self._check_open()
+        return self.primary_memory.get_all()
+
+    @dispatcher.span
+    def search(self, query: str, k: int = DEFAULT_TOP_K) -> RecordList:
+        """Up to ``k`` long-term records for ``query``, with their provenance (a list that
+        shows as a table in Jupyter).
+
+        Sources of higher priority come first; within a priority, rankings are
+        merged round-robin; duplicates are dropped. Query-independent sources (the profile) are left out: they are not ranked
+        by relevance; read them from the source (``memory.profile``).
+        """
+        return read.search(self._rt, query, k)
+
+    @dispatcher.span
+    def retrieve_from(
+        self, source: SourceProtocol, query: str, scope: Scope, k: int, shown: frozenset[str] = frozenset()
+    ) -> list[MemoryRecord]:
+        """One source's records for ``query`` (a span and a
+        :class:`~llama_memory.core.instrumentation.MemoryRetrievalEvent` of its own); a
+        ``WindowAware`` source (the vector source) leaves out the records
+        whose normalised text is in ``shown`` (the window's own messages)."""
+        return read.retrieve_one(self._rt, source, query, scope, k, shown)
+
+    # -- writing ------------------------------------------------------------------------
+
+    def put(self, message: ChatMessage) -> None:
+        """Add a message to the conversation and to every long-term source."""
+        if not isinstance(message, ChatMessage):
+            raise TypeError(not_a_message("put()", message, many=False))
+        self.put_messages([message])
+
+    @dispatcher.span
+    def put_messages(self, messages: list[ChatMessage]) -> None:
+        """Add messages (one batch for the buffer and for each source). When an
+        extraction pass falls due (``extract_every`` user turns), it is queued in the
+        same transaction and runs in the background: ``put`` never waits for an LLM."""
+        write.put_messages(self._rt, messages)
+
+    def flush(self, timeout: Optional[float] = None) -> None:
+        """Wait until the queued extraction passes that may run now are done (for
+        tests, notebooks and shutdown). A failed pass waiting for its retry is not
+        waited for (``llama-memory jobs`` lists failed jobs).
+
+        Args:
+            timeout: seconds to wait at most; TimeoutError past it.
+
+        With ``extract_in="thread"`` the memory's own thread runs them. With
+        ``extract_in="worker"`` this memory runs none: it waits until worker processes
+        (``llama-memory worker``) have run this session's passes, looking at the
+        store's queue every 0.1 s; with no worker running it waits until ``timeout``
+        (for ever without one). Without ``llm`` in thread mode nothing is queued and
+        it returns at once.
+        """
+        passes.flush(self._rt, timeout)
+
+    async def aflush(self, timeout: Optional[float] = None) -> None:
+        """Async :meth:`flush`, in a worker thread on every store: it waits for the
+        extraction worker or runs the LLM pass itself."""
+        await asyncio.to_thread(self.flush, timeout)
+
+    @dispatcher.span
+    def extract(self, messages: Optional[Sequence[ChatMessage]] = None, llm: Any = None) -> None:
+        """Let every source derive structured memories (triples, profile...) with an LLM,
+        now, in the calling thread.
+
+        Args:
+            messages: what to extract from; default the conversation's messages
+                not extracted from yet (after the session's persisted cursor, which
+                this pass moves).
+            llm: default the memory's ``llm``.
+        """
+        passes.extract(self._rt, messages, llm)
+
+    def add_triples(
+        self,
+        triples: Sequence[Any],
+        *,
+        event_time: Any = None,
+        message_ids: Sequence[str] = (),
+        ttl: Optional[TTL] = None,
+    ) -> list[KnowledgeTriple]:
+        """Store knowledge triples for this memory's user: ``KnowledgeTriple``s,
+        ``(subject, predicate, object)`` tuples or mappings (see
+        :meth:`TripleSource.add_triples`), kept ``ttl`` (seconds or a timedelta;
+        default the memory's ``ttl``). Needs a triple source
+        (``from_defaults(..., triples=True)``)."""
+        with self._rt.lock:
+            self._check_open()
+            return self.triple_source.add_triples(
+                triples, self.scope, event_time=event_time, message_ids=message_ids, ttl=ttl
+            )
+
+    @property
+    def triple_source(self) -> TripleSource:
+        """The knowledge-triple source (``history``, ``to_networkx``, ``plot``...);
+        LlamaMemoryError when this memory has none."""
+        return cast("TripleSource", self._rt.source_of(
+            TripleHolder,
+            "this memory has no knowledge-triple source: build it with "
+            "ComposableMemory.from_defaults(..., triples=True) or pass a TripleSource",
+        ))
+
+    @property
+    def profile(self) -> ProfileSource:
+        """The user-profile source (``get_profile``, ``set_field``, ``history``...);
+        LlamaMemoryError when this memory has none."""
+        return cast("ProfileSource", self._rt.source_of(
+            ProfileHolder,
+            "this memory has no profile source: build it with the default sources, or "
+            "ComposableMemory.from_defaults(..., profile=True), or pass a ProfileSource",
+        ))
+
+    @property
+    def instructions(self) -> Instructions:
+        """The standing instructions the assistant follows for this user (procedural
+        memory): ``current()``, ``history()``, ``add(text)``, ``remove(text_or_id)``,
+        ``replace(old, new)``. Shown first in the memory block on every ``get``, as
+        instructions; kept in the store with their history; ``forget()`` removes them.
+        LlamaMemoryError for a memory without a user or a store."""
+        self._check_open()
+        if self._rt.instructions is None:
+            raise LlamaMemoryError(
+                "this memory keeps no instructions: they need a user and a store, e.g. "
+                "ComposableMemory.from_defaults(user_id='alice', path='./memory')"
+            )
+        return self._rt.instructions
+
+    @property
+    def episodic(self) -> EpisodicMemory:
+        """The session summaries (episodic memory), kept in the vector source of past
+        messages; LlamaMemoryError when this memory has none."""
+        source = self._rt.source_of(
+            VectorSource,
+            "this memory has no vector source of past messages to keep session summaries in: "
+            "build it with ComposableMemory.from_defaults(...) or pass a VectorSource",
+        )
+        return EpisodicMemory(cast(VectorSource, source))
+
+    def summarise(self, session_id: Optional[str] = None, sentences: int = SUMMARY_SENTENCES) -> Optional[str]:
+        """Summarise a session offline (extractive, no LLM: its most central sentences)
+        and keep it as the session's summary, replacing the previous one; return the
+        summary's record id, or None when the session has nothing to sum up.
+
+        Args:
+            session_id: the session (default: this memory's).
+            sentences: how many sentences the summary keeps.
+        """
+        if session_id is not None and (not isinstance(session_id, str) or not session_id):
+            raise ValueError(f"summarise() session_id must be a non-empty str or None, got {session_id!r}")
+        with self._rt.lock:
+            self._check_open()
+            scope = Scope(self.user_id, session_id or self.session_id, self.tenant_id)
+            return self.episodic.summarise(scope, sentences)
+
+    def set(self, messages: list[ChatMessage]) -> None:
+        """Replace the conversation; messages new to it also reach the long-term sources.
+
+        (``SimpleComposableMemory.set`` appends all of them to the secondaries again,
+        duplicating what they already hold; here only new messages are added.)
+        """
+        write.set_messages(self._rt, messages)
+
+    def reset(self) -> None:
+        """Start this conversation afresh: clear the primary memory and this session's
+        stored messages. Long-term memory stays: the records, profile and triples of
+        this session and of every other one (as LlamaIndex's ``Memory.reset()`` keeps
+        its memory blocks; chat engines call ``reset()`` for "new chat").
+
+        Unlike ``SimpleComposableMemory.reset()``, the secondary sources are not
+        cleared. To delete long-term memory, say so: :meth:`forget` (a user,
+        everywhere) or one source's ``reset``, e.g.
+        ``memory.source("vector").reset(memory.scope)``.
+
+        What follows is a new conversation: the block no longer labels the records of
+        the one reset as "earlier in this conversation". A memory that chose its own
+        session id (none was given to :meth:`from_defaults`) moves to a new random
+        ``session_id``; one given by the application (or restored by :meth:`from_dict`)
+        stays, and only the records this memory stores from now on count as this
+        conversation's.
+
+        Automatic extraction starts again from the (empty) conversation: user turns
+        not yet extracted from are not extracted (they stay in the past messages).
+        """
+        write.reset(self._rt)
+
+    def forget(self, user_id: Optional[str] = None) -> None:
+        """Remove a user's records from every source and every index: the right to be
+        forgotten.
+
+        Args:
+            user_id: whose records; default this memory's user. Only this
+                memory's tenant is touched, and no other user.
+
+        Deletes the user from every table of the store, whichever sources this
+        memory was opened with: chat sessions (all of them), long-term records
+        (text, lexical index, vector copies, provenance), profile and its history,
+        triples and their history and mentions; and their Chroma collections of
+        every kind the default sources keep (past messages, triples), in this
+        store's namespace. Clears the conversation in this memory when it is the
+        user's. The system of record is cleaned first: if the dense index cannot be
+        reached, nothing of the user can be retrieved any more, a StorageError says
+        so, and :meth:`reconcile` drops their vectors once the index is back (as
+        does opening a memory of that user in server mode).
+        """
+        maintenance.forget(self._rt, user_id)
+
+    def purge_expired(self) -> int:
+        """Delete the records whose time to live is over from every source and index;
+        return how many. (Expired records are never retrieved anyway; this frees the
+        space and removes them for good.)"""
+        return maintenance.purge_expired(self._rt)
+
+    # -- maintenance --------------------------------------------------------------------
+
+    def reconcile(self, catch_up: bool = True) -> dict[str, ReconcileReport]:
+        """Bring every derived dense index in line with the system of record: vectors
+        missing from Chroma are written again (``catch_up``, else on the next read),
+        vectors and collections without a record are deleted, for every user of the
+        store. Opening a memory in server mode does it for its own user; call this after
+        a Chroma server was down, wiped or restored, or a forget() could not reach it.
+        Returns what each source did, by name."""
+        return maintenance.reconcile(self._rt, catch_up, None)
+
+    def reindex(self) -> int:
+        """Rebuild every derived dense index from the system of record; return records indexed."""
+        return maintenance.reindex(self._rt)
+
+    def close(self) -> None:
+        """Stop the extraction worker thread (after the pass running now; the passes
+        still queued stay in the store: call :meth:`flush` first to run them), write
+        what is waiting to the indexes and release the sources' and the store's
+        resources. Closing twice is harmless; other calls after it raise
+        :class:`~llama_memory.core.errors.MemoryClosedError` ("this memory is closed")."""
+        maintenance.close(self._rt)
+
+    # -- async: the sync work, awaited on the loop (PostgreSQL) or in a thread -----------
+    # On a PostgreSQL store opened from a URL the sync body runs on the event loop
+    # through llama_memory.core.asyncbridge, each statement awaited on an AsyncConnectionPool:
+    # no thread per call. On SQLite/Chroma (local files, their own sync clients) and on
+    # an application's sync ConnectionPool it runs in a worker thread. Either way one
+    # memory's calls run one at a time.
+
+    async def _run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return await self._rt.run(fn, *args, **kwargs)
+
+    @dispatcher.span
+    async def aget(self, input: Optional[str] = None, **kwargs: Any) -> list[ChatMessage]:
+        """Async :meth:`get` (what agents call): on the event loop without a thread on
+        a PostgreSQL store opened from a URL, else in a worker thread.
+
+        In a step of a ``ReActAgent`` without a ``system_prompt``, the block goes into
+        the latest user message whatever ``insert_method`` says: that agent drops a
+        leading system message, which would be the memory's own.
+        """
+        react = await drops_leading_system_message()
+        insert_method = "user" if react else self.insert_method
+        return cast(
+            list[ChatMessage], await self._run(read.get, self._rt, input, insert_method, **kwargs)
+        )
+
+    async def aget_all(self) -> list[ChatMessage]:
+        """Async :meth:`get_all` (bridged on PostgreSQL, as :meth:`aget`)."""
+        return cast(list[ChatMessage], await self._run(self.get_all))
+
+    async def aput(self, message: ChatMessage) -> None:
+        """Async :meth:`put` (bridged on PostgreSQL, as :meth:`aget`)."""
+        await self._run(self.put, message)
+
+    async def aput_messages(self, messages: list[ChatMessage]) -> None:
+        """Async :meth:`put_messages` (bridged on PostgreSQL, as :meth:`aget`)."""
+        await self._run(self.put_messages, messages)
+
+    async def aset(self, messages: list[ChatMessage]) -> None:
+        """Async :meth:`set` (bridged on PostgreSQL, as :meth:`aget`)."""
+        await self._run(self.set, messages)
+
+    async def areset(self) -> None:
+        """Async :meth:`reset` (bridged on PostgreSQL, as :meth:`aget`)."""
+        await self._run(self.reset)
+
+    async def asearch(self, query: str, k: int = DEFAULT_TOP_K) -> list[MemoryRecord]:
+        """Async :meth:`search` (bridged on PostgreSQL, as :meth:`aget`)."""
+        return cast(list[MemoryRecord], await self._run(self.search, query, k))
+
+    # -- serialisation: restorable from configuration, not from live objects -------------
+
+    def to_dict(self, **kwargs: Any) -> dict[str, Any]:
+        """The configuration that reopens this memory (see :meth:`from_dict`); plain JSON
+        data, as a workflow ``Context`` saves it.
+
+        A memory with a ``path`` (absolute) is restored from its files, one on a
+        PostgreSQL ``store`` from its database (the URL is kept without its password:
+        libpq reads it from ``PGPASSWORD`` or ``~/.pgpass`` on restore; a pool is a live
+        object, passed again as ``store=``); an in-memory
+        one carries its chat history in the dict. The embedding model is carried by
+        class and configuration (credentials left out), a profile schema by import
+        path, a primary memory LlamaIndex can serialise (``ChatBuffer``,
+        ``ChatMemoryBuffer``...) by class and content. Live objects (an LLM, custom
+        sources, a Chroma client, a tokenizer function) are marked, and
+        :meth:`from_dict` asks for them instead of silently building defaults.
+        """
+        return memory_to_dict(self)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle as the configuration that reopens this memory (:meth:`to_dict`) and
+        the live parts that pickle themselves (the ``llm``, a ``tokenizer_fn``): the
+        copy, in this process or another (multiprocessing, a cache), reopens the same
+        store with :meth:`from_dict` and stores what it is given there, where this
+        memory and any other on the store see it.
+
+        Raises:
+            NotPicklableError: (a TypeError) the copy could not reopen this memory: an
+                in-memory store (``path=None``), custom sources or primary memory, a
+                Chroma client or connection pool object, an ``llm`` that does not
+                pickle. The message names ``to_dict()``/``from_dict()``, the way to
+                pass those parts again.
+            MemoryClosedError: the memory is closed.
+        """
+        data, live = pickled_memory(self)
+        return (unpickle_memory, (type(self), data, live))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], **kwargs: Any) -> "ComposableMemory":
+        """Rebuild a memory from :meth:`to_dict`'s output.
+
+        What the dict cannot carry comes from, in order of precedence: keyword
+        arguments here (``llm=``, ``embed_model=``, ``primary_memory=``,
+        ``secondary_memory_sources=``, ``chroma_client=``, ``tokenizer_fn=``, or any
+        other ``from_defaults`` argument, which override the dict), then the
+        process-wide hook of :func:`~llama_memory.memory.restore.set_restore_hook` (the only
+        way when a workflow ``Context.from_dict`` calls this with no arguments).
+
+        Raises:
+            StorageError: the dict's ``path`` holds no store (moved or deleted):
+                restoring never opens a new, empty memory in its place.
+            LlamaMemoryError: a part cannot be rebuilt (custom sources or primary
+                memory not given again, a class that cannot be imported...); the
+                message says which argument to pass.
+
+        Warns:
+            RestoreWarning: the memory had an ``llm`` or a custom ``tokenizer_fn`` and
+                none was given: extraction is off, tokens are counted by the default.
+        """
+        return memory_from_dict(cls, data, kwargs)
+
+
+#: The options a memory also has as fields of its own (``memory.top_k``...), which may be
+#: changed after it opens: ``memory.settings`` reads them from the memory. Live objects
+#: (the llm, the tokenizer) stay as given to from_defaults.
+_SHARED_FIELDS = tuple(
+    name for name, field in MemorySettings.model_fields.items()
+    if name in ComposableMemory.model_fields and not field.exclude
+)

@@ -1,0 +1,335 @@
+"""Every option of a :class:`~llama_memory.memory.composable.ComposableMemory`, written once:
+:class:`MemorySettings`.
+
+``ComposableMemory.from_defaults(**kw)`` builds the settings from its keyword
+arguments, :func:`~llama_memory.memory.wiring.build_memory` opens a memory from them, and
+``to_dict()`` writes their serialisable part (:meth:`MemorySettings.data`) beside
+markers for the live objects a dict cannot carry (``from_dict`` asks for those again).
+
+To add an option:
+
+1. add one field to :class:`MemorySettings`, in its group, with its default, a
+   description, and (when a value can be wrong) its check beside it: a field validator,
+   or :meth:`MemorySettings._check_together` when it depends on other fields. A live
+   object (a client, a callable) gets ``exclude=True`` and a marker in
+   :func:`~llama_memory.memory.restore.live_markers`;
+2. add the same keyword, with the same default, to ``ComposableMemory.from_defaults``'s
+   signature and its docstring (the signature LlamaIndex users and the API reference
+   read); tests/unit/test_settings.py fails until both agree;
+3. read it where it is used as ``memory.settings.<name>``.
+
+``to_dict``/``from_dict``, pickling and worker processes carry it with nothing more.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, Literal, Optional
+from uuid import uuid4
+
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_serializer,
+    field_validator,
+)
+
+from ..core.text import short
+from ..retrieval.relevance import DEFAULT_MIN_RELEVANCE
+from ..retrieval.set_questions import SET_SPREAD
+from ..storage.expiry import ttl_seconds
+from .arguments import reject_unknown
+from .defaults import DEFAULT_MEMORY_TOKEN_LIMIT, DEFAULT_TOKEN_LIMIT, DEFAULT_TOP_K
+
+__all__ = ["MemorySettings", "check_formation", "qualified_name", "setting_field"]
+
+InsertMethod = Literal["system", "user"]
+ExtractIn = Literal["thread", "worker"]
+
+
+def _relevance(value: float) -> float:
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(
+            f"min_relevance is a calibrated relevance between 0 and 1 (0 keeps every "
+            f"record), got {value}"
+        )
+    return value
+
+
+def _spread(value: float) -> float:
+    if not value >= 1.0:
+        raise ValueError(
+            f"set_spread is 1 (a set question gets top_k records like any other) or more, got {value}"
+        )
+    return value
+
+
+def _non_negative(value: Any) -> Any:
+    if value < 0:
+        raise ValueError(f"must be zero or more, got {value}")
+    return value
+
+
+#: Field types with their checks, shared with ``ComposableMemory``'s own fields.
+Relevance = Annotated[float, AfterValidator(_relevance)]
+Spread = Annotated[float, AfterValidator(_spread)]
+Count = Annotated[int, AfterValidator(_non_negative)]
+Seconds = Annotated[float, AfterValidator(_non_negative)]
+
+
+def check_formation(llm: Any, extract_every: int, extract_after_quiet: float, extract_in: str) -> None:
+    """ValueError when automatic formation is asked for and nothing would run it: a
+    memory that runs its passes itself (``extract_in="thread"``) needs an ``llm``;
+    with ``extract_in="worker"`` the worker processes bring theirs."""
+    if llm is not None or extract_in != "thread" or not (extract_every or extract_after_quiet):
+        return
+    asked = f"extract_every={extract_every}" if extract_every else f"extract_after_quiet={extract_after_quiet}"
+    raise ValueError(
+        f"{asked} asks for automatic extraction passes, but this memory has no llm to run "
+        "them: pass llm= (a LlamaIndex LLM), or extract_in='worker' when `llama-memory "
+        "worker` processes run the passes with an LLM of their own; without either, "
+        "leave extract_every and extract_after_quiet at 0 (memory.extract(llm=...) runs "
+        "a pass on demand)"
+    )
+
+
+def qualified_name(cls: type) -> str:
+    """``"module:QualName"`` of a class, the form :func:`~llama_memory.memory.restore.import_class` reads."""
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _live(description: str) -> Any:
+    """A field holding a live object: kept out of :meth:`MemorySettings.data`."""
+    return Field(default=None, exclude=True, description=description)
+
+
+class MemorySettings(BaseModel):
+    """Every option of a memory, once, grouped: identity, location, budgets, retrieval,
+    formation, expiry, sources. The keyword arguments of
+    :meth:`ComposableMemory.from_defaults <llama_memory.memory.composable.ComposableMemory.from_defaults>`
+    (its docstring says what each one means), checked when the settings are made:
+    an unknown name is a TypeError naming the closest valid one, a bad value a
+    TypeError or ValueError saying what was wrong, before anything opens.
+
+    Frozen: ``memory.settings`` says what a memory was built with, resolved (its
+    session id, absolute path, embedding model). Live objects (an llm, a client, a
+    pool, custom sources) are fields too, left out of :meth:`data`.
+
+    Example:
+        ```python
+        from llama_memory import MemorySettings
+
+        settings = MemorySettings(user_id="alice", top_k=5)
+        assert settings.data()["top_k"] == 5 and settings.tenant_id == "default"
+        ```
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    # -- identity: whose memory, which conversation ----------------------------------------
+    user_id: Optional[str] = Field(default=None, description="Whose memory this is.")
+    session_id: str = Field(
+        default=None, validate_default=True, description="This conversation (None: a new random id)."
+    )
+    tenant_id: str = Field(default="default", description="Separates applications in one store.")
+
+    # -- location: where the store is ----------------------------------------------------
+    path: Optional[str] = Field(default=None, description="Memory directory; None is in-memory.")
+    store: Any = _live("A PostgreSQL URL or a psycopg_pool.ConnectionPool, instead of path.")
+    chroma_client: Any = _live("A Chroma client instead of the embedded one.")
+    chroma_host: Optional[str] = Field(default=None, description="Server mode: a Chroma server's host.")
+    chroma_port: int = Field(default=8000, description="Server mode: its port, with chroma_host.")
+    chroma_url: Optional[str] = Field(default=None, description='Server mode: "http://host:port".')
+
+    # -- privacy on disk: who can read the files under path -------------------------------
+    owner_only: bool = Field(
+        default=True,
+        description="Create the memory directory 0700 and its files 0600 whatever the umask, and "
+        "warn once when a store others can read is opened; False leaves modes to the umask.",
+    )
+    # A live secret: never in data(), to_dict() or a pickle (to_dict writes a marker that
+    # makes from_dict ask for it again, or read it from the environment).
+    encryption_key: Optional[SecretStr] = Field(
+        default=None, exclude=True, repr=False,
+        description="Encrypt the SQLite store under path with SQLCipher, with this passphrase "
+        "(None: the LLAMA_MEMORY_ENCRYPTION_KEY environment variable when set, else no encryption).",
+    )  # fmt: skip
+
+    # -- budgets: how much is kept and shown ---------------------------------------------
+    token_limit: int = Field(default=DEFAULT_TOKEN_LIMIT, description="Token limit of the default buffer.")
+    memory_token_limit: Count = Field(
+        default=DEFAULT_MEMORY_TOKEN_LIMIT, description="Token budget of the injected block."
+    )
+    top_k: Count = Field(default=DEFAULT_TOP_K, description="Records retrieved per source.")
+
+    # -- retrieval: what goes into the block, and where ----------------------------------
+    min_relevance: Relevance = Field(
+        default=DEFAULT_MIN_RELEVANCE,
+        description="Records whose calibrated relevance is below this stay out of the block.",
+    )
+    set_spread: Spread = Field(
+        default=SET_SPREAD,
+        description="A question that asks for a set (\"what activities...\", \"how many...\") "
+        "retrieves this many times top_k records for the block (1: as many as any other; "
+        "llama_memory.retrieval.set_questions).",
+    )
+    insert_method: InsertMethod = Field(
+        default="system", description='Where the block goes: "system" or "user" message.'
+    )
+
+    # -- formation: who forms structured memories, and when ------------------------------
+    llm: Any = _live("LLM that forms structured memories (the formation passes).")
+    extract_every: Count = Field(
+        default=0, description="Queue a formation pass every N user turns (0: on demand)."
+    )
+    extract_in: ExtractIn = Field(
+        default="thread",
+        description='Who runs queued passes: "thread" (this memory, with llm) or "worker" '
+        "(llama-memory worker processes).",
+    )
+    extract_after_quiet: Seconds = Field(
+        default=0.0,
+        description="Queue a formation pass once the session has been quiet this many seconds "
+        "(0: off); each put() pushes it back.",
+    )
+    formation_token_budget: Count = Field(
+        default=0,
+        description="LLM tokens a user's queued formation passes may use per day (UTC); "
+        "passes past it wait for the next day (0: no budget).",
+    )
+
+    # -- expiry: how long long-term records live ------------------------------------------
+    ttl: Optional[float] = Field(default=None, description="Seconds records live (None: kept).")
+    refresh_on_read: bool = Field(default=False, description="A record read lives ttl from then.")
+    clock: Optional[Callable[[], float]] = _live("Epoch seconds now, for expiry.")
+
+    # -- sources: the conversation's buffer and the long-term memories --------------------
+    primary_memory: Any = _live("This conversation's memory (None: a ChatBuffer).")
+    secondary_memory_sources: Optional[list[Any]] = _live("Long-term sources (None: the defaults).")
+    embed_model: Any = _live("The embedding model (None: Settings.embed_model or the offline one).")
+    tokenizer_fn: Optional[Callable[[str], Sequence]] = _live("Counts tokens (None: tiktoken).")
+    profile: Any = Field(default=None, description="The profile source: None, a bool or a schema class.")
+    triples: bool = Field(default=False, description="Also keep knowledge triples.")
+    # An action on open, not a setting: a copy restored from to_dict must not repeat it.
+    reembed: bool = Field(default=False, exclude=True, description="Embed the store again on open.")
+
+    def __init__(self, **data: Any) -> None:
+        """Settings from keyword arguments; TypeError naming an unknown one and the
+        closest valid one, TypeError or ValueError for a bad value."""
+        reject_unknown("MemorySettings()", data, list(type(self).model_fields))
+        super().__init__(**data)
+        self._check_together()
+
+    def _check_together(self) -> None:
+        """ValueError for options that contradict each other (raised as such, not
+        wrapped in a ValidationError)."""
+        check_formation(self.llm, self.extract_every, self.extract_after_quiet, self.extract_in)
+        if self.encryption_key is not None and self.path is None:
+            raise ValueError(
+                "encryption_key encrypts the SQLite file under path=, and this memory has none "
+                + ("(a PostgreSQL store= is protected by the server: rights, TLS and disk "
+                   "encryption, see docs/security.md)" if self.store is not None
+                   else "(an in-memory store writes nothing to disk)")
+            )  # fmt: skip
+        if self.store is not None:
+            if self.path is not None:
+                raise ValueError(
+                    f"pass path= (a directory for SQLite and Chroma) or store= (a PostgreSQL URL or "
+                    f"pool), not both: got path={self.path!r} and store=..."
+                )
+            if self.chroma_client is not None or self.chroma_host is not None or self.chroma_url is not None:
+                raise ValueError(
+                    "with store= the vectors live in PostgreSQL (pgvector), in the same database: "
+                    "chroma_client, chroma_host and chroma_url go with path= only; drop them"
+                )
+        elif self.path is None and self.extract_in == "worker" and (self.extract_every or self.extract_after_quiet):
+            raise ValueError(
+                "extract_in='worker' queues the passes for `llama-memory worker` processes, which "
+                "cannot reach an in-memory store: give the memory a path= (or a PostgreSQL "
+                "store=), or run the passes in this process (extract_in='thread' with llm=)"
+            )
+
+    @field_validator("session_id", mode="before")
+    @classmethod
+    def _a_session(cls, value: Any) -> Any:
+        return value or uuid4().hex
+
+    @field_validator("path", mode="before")
+    @classmethod
+    def _a_directory(cls, value: Any) -> Any:
+        if value is None or isinstance(value, str):
+            return value
+        if isinstance(value, os.PathLike):
+            return os.fspath(value)
+        raise TypeError(
+            f"path takes a directory as a str or pathlib.Path, not {type(value).__name__} "
+            f"{value!r}: pass e.g. path='./memory'"
+        )
+
+    @field_validator("encryption_key", mode="before")
+    @classmethod
+    def _a_passphrase(cls, value: Any) -> Any:
+        if value is None or isinstance(value, SecretStr):
+            return value
+        if not isinstance(value, str) or not value or "\x00" in value:
+            raise TypeError(
+                f"encryption_key takes a non-empty string (a passphrase) without NUL characters, "
+                f"not {type(value).__name__}" + (" ''" if value == "" else "")
+            )
+        return value
+
+    @field_validator("ttl", mode="before")
+    @classmethod
+    def _in_seconds(cls, value: Any) -> Optional[float]:
+        return ttl_seconds(value)
+
+    @field_validator("embed_model")
+    @classmethod
+    def _an_embedding(cls, value: Any) -> Any:
+        if value is None or isinstance(value, BaseEmbedding):
+            return value
+        if isinstance(value, str):
+            raise TypeError(
+                f"embed_model takes an embedding object, not the model name {value!r}: pass "
+                f"e.g. OpenAIEmbedding(model={value!r}) (from llama_index.embeddings.openai), "
+                "or any LlamaIndex BaseEmbedding"
+            )
+        raise TypeError(
+            f"embed_model takes a LlamaIndex embedding (a BaseEmbedding such as "
+            f"OpenAIEmbedding(...)), not {type(value).__name__} {short(value)}"
+        )
+
+    @field_validator("profile")
+    @classmethod
+    def _a_profile(cls, value: Any) -> Any:
+        if value is None or isinstance(value, bool) or (isinstance(value, type) and issubclass(value, BaseModel)):
+            return value
+        raise TypeError(f"profile takes True, False, None or a pydantic model class, not {value!r}")
+
+    @field_serializer("profile")
+    def _profile_by_name(self, value: Any) -> Any:
+        return qualified_name(value) if isinstance(value, type) else value
+
+    @property
+    def persistent(self) -> bool:
+        """Whether the store outlives this process (a ``path`` or a PostgreSQL ``store``):
+        what another process (a copy, a worker) can open again."""
+        return self.path is not None or self.store is not None
+
+    def data(self) -> dict[str, Any]:
+        """The options as plain JSON data (live objects left out: see
+        :func:`~llama_memory.memory.restore.live_markers`); ``MemorySettings(**data)`` reads
+        them back, with a profile schema given as its class."""
+        return self.model_dump(mode="json")
+
+
+def setting_field(name: str) -> Any:
+    """A pydantic field with the default and description of the setting ``name``, for a
+    model that holds that option too (``ComposableMemory``'s public fields)."""
+    field = MemorySettings.model_fields[name]
+    return Field(default=field.default, description=field.description)

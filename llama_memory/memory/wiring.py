@@ -1,0 +1,258 @@
+"""Building a memory: the composition root, where the parts are wired.
+
+:meth:`ComposableMemory.from_defaults <llama_memory.memory.composable.ComposableMemory.from_defaults>`
+lands here. This module asks the backend registry to open the store at the location
+given (a directory for the embedded default, a server's URL or pool), builds the
+default sources (past messages, profile, triples) on the parts of its backend, and
+hands the memory the ports it works through. Neither the memory nor this module
+knows which backend it is: a new backend is a bundle in ``llama_memory.storage``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional, Protocol, TypeVar, Union, cast
+
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.memory.types import BaseMemory
+from llama_index.core.utils import get_tokenizer
+
+from ..core.types import Scope
+from ..sources.base import ProfileHolder, TripleHolder
+from ..sources.dimension import forget_embedding_model
+from ..sources.instructions import Instructions
+from ..sources.profile import ProfileSource
+from ..sources.triples import TRIPLE_COLLECTION, TripleSource
+from ..sources.vector import VectorSource
+from ..storage.backend import Location, OpenBackend
+from ..storage.expiry import Expiry
+from ..storage.ports import Storage
+from ..storage.registry import backend_of, open_backend, open_existing, require_store
+from ..write.buffer import ChatBuffer
+from ..write.formation.answer import warm_up
+from .maintenance import reconcile
+from .settings import MemorySettings
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
+logger = logging.getLogger(__name__)
+
+
+class BuiltMemory(Protocol):
+    """What :func:`build_memory` uses of the memory it constructs
+    (:class:`~llama_memory.memory.composable.ComposableMemory` is one: its ``from_defaults`` passes
+    its class here): the runtime the opened parts are attached to, and the calls made
+    once it is built (re-embed, set the history, close on a failure)."""
+
+    @property
+    def runtime(self) -> Runtime: ...  # noqa: D102
+
+    @property
+    def scope(self) -> Scope: ...  # noqa: D102
+
+    def reindex(self) -> int: ...  # noqa: D102
+
+    def set(self, messages: list[ChatMessage]) -> None: ...  # noqa: D102
+
+    def close(self) -> None: ...  # noqa: D102
+
+
+#: The memory class built: a LlamaIndex memory (a pydantic model) whose fields that are
+#: settings too are set from the settings, and that is a :class:`BuiltMemory`.
+M = TypeVar("M", bound=BaseMemory)
+
+#: Collection-name prefix of the default vector source (one collection per user).
+VECTOR_COLLECTION = "llama_memory_vector"
+#: Every kind of dense-index collection the default sources keep for a user:
+#: ``forget()`` drops them all, also those of sources the memory was not opened with.
+DENSE_COLLECTIONS = (VECTOR_COLLECTION, TRIPLE_COLLECTION)
+
+
+def build_memory(
+    cls: type[M], settings: MemorySettings, history: Sequence[ChatMessage] = (), *, session_id_given: bool = True
+) -> M:
+    """What :meth:`ComposableMemory.from_defaults` does (its docstring says what each
+    setting means): open the store and the dense index, build the default sources,
+    construct the memory, then reconcile, re-embed or set the history it was asked to.
+    ``session_id_given``: the application chose the session id (else ``reset()`` may
+    start a new session)."""
+    tokenizer = settings.tokenizer_fn or get_tokenizer()
+    scope = Scope(user_id=settings.user_id, session_id=settings.session_id, tenant_id=settings.tenant_id)
+    clock = {"clock": settings.clock} if settings.clock else {}
+    expiry = Expiry(ttl=settings.ttl, refresh_on_read=settings.refresh_on_read, **clock)
+    # The backend of the location given; a bad path or contradicting index settings
+    # fail here, before anything is created.
+    backend = open_backend(Location.of(settings))
+    store = backend.store
+    path = backend.path
+    try:
+        primary_memory = settings.primary_memory
+        if primary_memory is None:
+            primary_memory = ChatBuffer.from_defaults(
+                token_limit=settings.token_limit, tokenizer_fn=tokenizer, chat_log=backend.chat_log(scope)
+            )
+        sources = settings.secondary_memory_sources
+        default_sources = sources is None
+        # The one model of the default sources, recorded by to_dict.
+        model = resolve_embed_model(settings.embed_model) if default_sources or settings.triples else None
+        if settings.reembed:
+            forget_embedding_model(store, vector=default_sources, triples=settings.triples)
+        if sources is None:
+            scope.require_user("the default long-term (vector) memory")
+            sources = [vector_source(backend, model, expiry)]
+        profile = settings.profile
+        if profile is not False and (default_sources or profile is not None):
+            scope.require_user("the profile memory")
+            if not any(isinstance(s, ProfileHolder) for s in sources):
+                schema = profile if isinstance(profile, type) else None
+                sources = [*sources, ProfileSource(backend.profile_rows(), schema=schema, expiry=expiry)]
+        if settings.triples and not any(isinstance(s, TripleHolder) for s in sources):
+            scope.require_user("the knowledge-triple memory")
+            sources = [*sources, triple_source(backend, resolve_embed_model(model), expiry=expiry)]
+        # The settings as opened, which to_dict writes: the location as its backend
+        # writes it (an absolute path, a URL without its password, a server by its URL).
+        opened = settings.model_copy(update={"embed_model": model, **backend.settings})
+        built = cls(**{
+            **{name: getattr(opened, name) for name in cls.model_fields if name in MemorySettings.model_fields},
+            "primary_memory": primary_memory, "secondary_memory_sources": sources, "tokenizer_fn": tokenizer,
+        })
+        memory = cast(BuiltMemory, built)
+        memory.runtime.attach(
+            store,
+            opened,
+            drop_dense=lambda owner: backend.drop_dense(owner, DENSE_COLLECTIONS),
+            instructions=open_instructions(backend, scope, settings.clock),
+        )
+        memory.runtime.session_id_given = session_id_given
+    except BaseException:
+        store.close()  # a source refused (another embedding model...): no store left open
+        raise
+    if settings.reembed:
+        try:
+            count = memory.reindex()
+        except Exception:
+            memory.close()
+            raise
+        logger.info("store %s re-embedded with %s: %d records", path, model, count)
+    elif backend.index_drifts and settings.user_id:
+        # An index on a server (or any given client) can drift from the record while
+        # this store is closed: catch this user's up now (one Chroma read per
+        # source). Missing vectors are flagged and embedded on the first read;
+        # orphans are deleted at once. Other users: reconcile().
+        try:
+            reports = reconcile(memory.runtime, False, memory.scope)
+        except Exception:
+            memory.close()  # do not leave the store open behind a failed open
+            raise
+        logger.info("dense index of %r reconciled on open: %s", settings.user_id, reports)
+    if history:
+        try:
+            memory.set(list(history))
+        except Exception:
+            memory.close()  # as above: no store left open behind a failed open
+            raise
+    if settings.llm is not None and settings.extract_in == "thread" and (
+        settings.extract_every or settings.extract_after_quiet
+    ):
+        # The first pass's one-time Python work, paid here rather than by the worker
+        # thread while put() and get() run (it holds the GIL): see docs/benchmarks.md.
+        warm_up(memory.runtime.pass_parts())
+    return built
+
+
+def open_instructions(
+    backend: OpenBackend, scope: Scope, clock: Optional[Callable[[], float]] = None
+) -> Optional[Instructions]:
+    """The user's instructions (procedural memory) in the backend's store, or None for
+    a memory without a user (instructions are a user's)."""
+    if scope.user_id is None:
+        return None
+    rows = backend.profile_rows("instructions")
+    return Instructions(rows, scope, **({"clock": clock} if clock else {}))
+
+
+def vector_source(backend: OpenBackend, embed_model: Optional[BaseEmbedding], expiry: Expiry) -> VectorSource:
+    """The default long-term source: past messages in the backend's store, their
+    vectors in its dense index."""
+    index = backend.vector_index(VECTOR_COLLECTION)
+    return VectorSource(backend.store, index, resolve_embed_model(embed_model), expiry=expiry)
+
+
+def triple_source(backend: OpenBackend, embed_model: BaseEmbedding, **kwargs: Any) -> TripleSource:
+    """The triple source on the backend's triple timeline and its dense index.
+    ``kwargs`` go to the source."""
+    index = backend.vector_index(TRIPLE_COLLECTION)
+    return TripleSource(backend.triple_timeline(), index, embed_model, **kwargs)
+
+
+def default_vector_source(
+    store: Storage,
+    path: Optional[Union[str, Path]],
+    embed_model: Optional[BaseEmbedding],
+    chroma_client: Any = None,
+    expiry: Optional[Expiry] = None,
+) -> VectorSource:
+    """The default long-term source on an open store: past messages in it + its
+    backend's dense index (the embedded store's Chroma: on ``chroma_client`` when given,
+    with collections named after the store's id, else under ``path``, else in memory)."""
+    backend = backend_of(store, Location(path=_text(path), chroma_client=chroma_client))
+    return vector_source(backend, embed_model, expiry or Expiry())
+
+
+def default_triple_source(
+    store: Storage,
+    path: Optional[Union[str, Path]],
+    embed_model: BaseEmbedding,
+    chroma_client: Any = None,
+    **kwargs: Any,
+) -> TripleSource:
+    """A :class:`TripleSource` on ``store``'s triple timeline with its backend's dense
+    index beside it (the embedded store's Chroma: the given client, a server's, with
+    collections named after the store's id; else the persistent one under ``path``;
+    else, in memory, collections of its own in the process-wide ephemeral client).
+    ``kwargs`` go to the source."""
+    backend = backend_of(store, Location(path=_text(path), chroma_client=chroma_client))
+    return triple_source(backend, embed_model, **kwargs)
+
+
+def default_profile_source(store: Storage, **kwargs: Any) -> ProfileSource:
+    """A :class:`ProfileSource` on ``store``'s profile rows (the table is created or
+    migrated on open). ``kwargs`` go to the source (``schema``, ``expiry``...)."""
+    return ProfileSource(backend_of(store).profile_rows(), **kwargs)
+
+
+def _text(path: Optional[Union[str, Path]]) -> Optional[str]:
+    return None if path is None else os.fspath(path)
+
+
+def check_restorable(path: Optional[str]) -> None:
+    """StorageError unless ``path`` (a restored memory's) holds a store: restoring
+    never opens a new, empty memory in its place."""
+    if path is not None:
+        require_store(path)
+
+
+def resolve_embed_model(embed_model: Optional[BaseEmbedding]) -> BaseEmbedding:
+    """The given model, else ``Settings.embed_model`` if one was set, else the offline default."""
+    if embed_model is not None:
+        return embed_model
+    from llama_index.core import Settings
+
+    configured = getattr(Settings, "_embed_model", None)
+    if configured is not None:
+        return configured
+    from ..embeddings.offline import default_embedding
+
+    return default_embedding()
+
+
+def open_queue(path: Union[str, Path]) -> Storage:
+    """The existing store at ``path`` (a directory, or a server backend's URL), for a
+    worker process to claim jobs from; StorageError when a directory holds none (a
+    worker never creates an empty store)."""
+    return open_existing(path if isinstance(path, str) else os.fspath(path))

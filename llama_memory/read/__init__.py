@@ -1,0 +1,3 @@
+"""``get()``: the read pipeline (query -> retrieve -> relevance -> dedup -> budget -> insert)
+and the composition of the memory block.
+"""
