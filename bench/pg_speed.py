@@ -37,7 +37,7 @@ import numpy as np
 from bench import locomo, pg_recall, real_texts, speed
 from llama_memory import ComposableMemory, default_embedding
 from llama_memory.core.errors import StorageError
-from llama_memory.embeddings.offline import THREADS_VARIABLE
+from llama_memory.embeddings.onnx_model import THREADS_VARIABLE
 from llama_memory.storage.postgres import PgVectorIndex, PostgresStore
 from llama_memory.storage.postgres.admin import PostgresStoreAdmin
 

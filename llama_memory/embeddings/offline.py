@@ -45,8 +45,6 @@ from llama_memory.embeddings.onnx_model import (
     embed_batch,
     load_model,
 )
-from llama_memory.embeddings.onnx_model import THREADS_VARIABLE as THREADS_VARIABLE
-from llama_memory.embeddings.onnx_model import embed_threads as embed_threads
 
 if TYPE_CHECKING:  # pragma: no cover - imported lazily at run time
     import onnxruntime

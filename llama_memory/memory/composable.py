@@ -34,8 +34,7 @@ from ..write.formation import passes
 from . import maintenance
 from .agents import RunMemoryTool, drops_leading_system_message
 from .arguments import not_a_message, reject_unknown
-from .defaults import DEFAULT_TOKEN_LIMIT as DEFAULT_TOKEN_LIMIT
-from .defaults import DEFAULT_TOP_K as DEFAULT_TOP_K
+from .defaults import DEFAULT_TOKEN_LIMIT, DEFAULT_TOP_K
 from .from_defaults import MemoryFromDefaults
 from .restore import memory_from_dict, memory_to_dict, pickled_memory, unpickle_memory
 from .runtime import Runtime
@@ -50,8 +49,6 @@ from .settings import (
     check_formation,
     setting_field,
 )
-from .wiring import VECTOR_COLLECTION as VECTOR_COLLECTION
-from .wiring import default_vector_source as default_vector_source
 
 #: The keyword arguments LlamaIndex itself passes to a memory (llama-index-core 0.14):
 #: chat engines call ``memory_cls.from_defaults(chat_history=..., token_limit=...)``,

@@ -47,11 +47,11 @@ from llama_index.core.memory.types import BaseMemory
 from llama_index.core.utils import get_tokenizer
 
 from ..core.asyncbridge import BridgeSafeRLock, LoopLocks, run_io
-from ..memory.defaults import DEFAULT_TOKEN_LIMIT as DEFAULT_TOKEN_LIMIT
+from ..memory.defaults import DEFAULT_TOKEN_LIMIT
 from ..storage.ports.chat import ChatLog, ChatLogChanges, SharedChatLog
 from .token_window import fit_window, message_tokens
 
-__all__ = ["ChatBuffer", "ChatLog", "ChatLogChanges", "DEFAULT_TOKEN_LIMIT", "SharedChatLog"]
+__all__ = ["ChatBuffer", "ChatLog", "ChatLogChanges", "SharedChatLog"]
 
 logger = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from llama_memory.admin.cli import main
 from llama_memory.admin.memory_admin import EXPORT_FORMAT, StoreNotFoundError, UnknownUserError
 from llama_memory.core.progress import Progress
 from llama_memory.core.types import Scope
-from llama_memory.memory.composable import VECTOR_COLLECTION
+from llama_memory.memory.wiring import VECTOR_COLLECTION
 from llama_memory.storage.chroma import open_index
 from llama_memory.storage.sqlite import NewRecord, SQLiteStore
 

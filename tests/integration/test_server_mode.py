@@ -19,7 +19,7 @@ import pytest
 from bench.chroma_server import ChromaServer, free_port
 from helpers import assistant, message_texts, user
 from llama_memory import ComposableMemory, StorageError
-from llama_memory.memory.composable import VECTOR_COLLECTION
+from llama_memory.memory.wiring import VECTOR_COLLECTION
 from llama_memory.retrieval.excerpts import hit_of
 from llama_memory.sources.vector import RESIDENT_LIMIT
 from llama_memory.storage.reconcile import ReconcileReport

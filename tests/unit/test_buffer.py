@@ -17,7 +17,8 @@ from llama_index.core.memory import ChatMemoryBuffer
 from llama_index.core.utils import get_tokenizer
 
 from llama_memory.core.messages import dump_message, load_message
-from llama_memory.write.buffer import DEFAULT_TOKEN_LIMIT, ChatBuffer, ChatLog
+from llama_memory.memory.defaults import DEFAULT_TOKEN_LIMIT
+from llama_memory.write.buffer import ChatBuffer, ChatLog
 
 USER, ASSISTANT, TOOL, SYSTEM = (
     MessageRole.USER,

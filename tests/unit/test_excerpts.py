@@ -12,7 +12,7 @@ from llama_index.core.utils import get_tokenizer
 from helpers import assistant, user
 from llama_memory import ComposableMemory, OfflineEmbedding
 from llama_memory.core.types import MemoryRecord, Scope
-from llama_memory.read.compose import compose_block, deduplicate
+from llama_memory.read.compose import block_from_records, deduplicate
 from llama_memory.retrieval import fuse_scores
 from llama_memory.retrieval.excerpts import gap_line, hit_of, join_parts, pack_excerpts
 from llama_memory.sources.vector import VectorSource
@@ -148,18 +148,18 @@ def test_the_block_drops_shown_parts_and_cuts_a_long_excerpt_to_its_hit() -> Non
     record = _excerpt(["I adopted a cat.", "Her name is Luna.", "She likes tuna."], hit=1)
     assert record.message_ids == ["m0", "m1", "m2"] and record.score == 0.7
     # The window already shows the first message: the excerpt keeps the other two.
-    block = compose_block([record], window=[user("I adopted a cat.")], token_limit=500,
+    block = block_from_records([record], window=[user("I adopted a cat.")], token_limit=500,
                           tokenizer=tokenizer)
     [shown] = block.records
     assert [p.text for p in shown.parts] == ["Her name is Luna.", "She likes tuna."]
     assert shown.message_ids == ["m1", "m2"] and "I adopted a cat" not in block.text
     # A budget too small for the whole excerpt still gets the message that made it.
     # (+2: the budget counts each line with its newline, so it errs by a token or two)
-    small = 2 + compose_block([hit_of(record)], window=[], token_limit=500,
+    small = 2 + block_from_records([hit_of(record)], window=[], token_limit=500,
                               tokenizer=tokenizer).token_count
-    assert compose_block([record], window=[], token_limit=500,
+    assert block_from_records([record], window=[], token_limit=500,
                          tokenizer=tokenizer).token_count > small + 5
-    block = compose_block([record], window=[], token_limit=small, tokenizer=tokenizer)
+    block = block_from_records([record], window=[], token_limit=small, tokenizer=tokenizer)
     assert [r.text for r in block.records] == ["Her name is Luna."]
     assert block.token_count <= small
     assert block.dropped_for_budget == 2  # the two messages cut from the excerpt
@@ -191,7 +191,7 @@ def test_a_part_cut_from_the_middle_of_an_excerpt_leaves_a_gap_marker() -> None:
         gap_line(1),
         "assistant: Never, I'm vegetarian.",
     ]
-    block = compose_block([record], window=[user("What about fish?")], token_limit=500,
+    block = block_from_records([record], window=[user("What about fish?")], token_limit=500,
                           tokenizer=get_tokenizer())
     assert "1 message left out here" in block.text and "What about fish" not in block.text
     # Parts cut at either end need no marker; a second cut keeps the first one's gap,
@@ -218,8 +218,8 @@ def test_the_block_itemises_what_it_left_out_and_why() -> None:
     shown = MemoryRecord(text="I adopted a cat.", source="vector", role="user", id="shown")
     long = _excerpt(["Her name is Luna.", "She likes tuna " * 20, "And naps all day " * 20], hit=0)
     other = MemoryRecord(text="Bob lives in Porto " * 30, source="vector", role="user", id="other")
-    small = 2 + compose_block([hit_of(long)], window=[], token_limit=500, tokenizer=tokenizer).token_count
-    block = compose_block([shown, long, other], window=[user("I adopted a cat.")],
+    small = 2 + block_from_records([hit_of(long)], window=[], token_limit=500, tokenizer=tokenizer).token_count
+    block = block_from_records([shown, long, other], window=[user("I adopted a cat.")],
                           token_limit=small, tokenizer=tokenizer)
     assert [r.text for r in block.records] == ["Her name is Luna."]
     assert [(item.record.id, item.reason) for item in block.left_out] == [

@@ -289,16 +289,16 @@ def test_to_dict_round_trip_reopens_the_same_memory(make_memory) -> None:
 def test_block_drops_records_shown_in_the_window_even_after_a_message_is_rewritten() -> None:
     # The window's texts are remembered per message object; content set anew is read again.
     from llama_memory.core.types import MemoryRecord
-    from llama_memory.read.compose import compose_block
+    from llama_memory.read.compose import block_from_records
 
     tokenizer = get_tokenizer()
     window = [user("I moved to Lisbon last spring.")]
     records = [MemoryRecord(text="I moved to Lisbon last spring.", source="vector"),
                MemoryRecord(text="My sister lives in Porto.", source="vector")]
-    first = compose_block(records, window=window, token_limit=500, tokenizer=tokenizer)
+    first = block_from_records(records, window=window, token_limit=500, tokenizer=tokenizer)
     assert [r.text for r in first.records] == ["My sister lives in Porto."]
     window[0].content = "My sister lives in Porto."
-    second = compose_block(records, window=window, token_limit=500, tokenizer=tokenizer)
+    second = block_from_records(records, window=window, token_limit=500, tokenizer=tokenizer)
     assert [r.text for r in second.records] == ["I moved to Lisbon last spring."]
     assert second.dropped_duplicates == 1
 

@@ -15,7 +15,7 @@ is (:class:`MemoryBlock`, :class:`LeftOut`). Every name is importable from here.
 from __future__ import annotations
 
 from .duplicates import deduplicate, interleave, merge_near_duplicates, window_texts
-from .fit import Tokenizer, compose_block, covered_by_summaries, fit_block
+from .fit import Tokenizer, block_from_records, covered_by_summaries, fit_block
 from .insert import insert_block, remove_block, strip_block
 from .model import (
     ADMITTED_BY,
@@ -59,7 +59,7 @@ __all__ = [
     "MemoryBlock",
     "Tokenizer",
     "admission",
-    "compose_block",
+    "block_from_records",
     "conflict_note",
     "covered_by_summaries",
     "deduplicate",

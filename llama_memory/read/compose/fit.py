@@ -32,7 +32,7 @@ def covered_by_summaries(records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
     ]
 
 
-def compose_block(
+def block_from_records(
     records: Sequence[MemoryRecord],
     *,
     window: Sequence[ChatMessage],
