@@ -1,16 +1,22 @@
 """A Model Context Protocol server over a memory store: ``llama-memory mcp``.
 
 Agents outside LlamaIndex (desktop assistants, IDE agents, other frameworks) reach a
-user's memory through MCP tools: search it, add to it, read the profile and the
-knowledge triples, list the latest records; and, only when the server is started
-with ``allow_delete``, delete a record or forget the user. Every tool goes through
-the library's public API (:class:`~llama_memory.admin.memory_admin.MemoryAdmin` and the
+user's memory through MCP tools: search it, add to it, read one memory whole, read the
+profile and the knowledge triples, list the latest records; and, only when the server
+is started with ``allow_delete``, delete records or forget the user. Every tool goes
+through the library's public API (:class:`~llama_memory.admin.memory_admin.MemoryAdmin` and the
 :class:`~llama_memory.memory.composable.ComposableMemory` it opens), so scope, errors and
 instrumentation are those of an application's memory; nothing here reads storage.
 
+The answers are made for an agent (:mod:`llama_memory.admin.mcp_results`): a memory's text
+as ``memory.search`` gives it, cut at a documented length, with the ids of every
+record it shows. So are the errors (:mod:`llama_memory.admin.mcp_arguments`): a sentence or
+two naming the argument, its value as the agent sent it, nothing coerced.
+
 A server serves one user, or the users of an allow-list: with one user the tools
-take no user argument (an agent cannot reach anyone else's memory); with several,
-each tool takes a ``user_id`` that must be on the list.
+take no user argument (an agent cannot reach anyone else's memory, and a call that
+names a user is refused); with several, each tool takes a ``user_id`` that must be on
+the list. It opens the store once, and one memory per user, for its whole life.
 
 The MCP Python SDK is an optional dependency (``pip install "llama-memory[mcp]"``),
 imported only when a server is built, so the rest of the package works without it.
@@ -27,16 +33,26 @@ import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional, TypeVar, Union
 
 from pydantic import Field
 
-# pydantic (which reads the tools' result types) needs this TypedDict on Python < 3.12.
-from typing_extensions import TypedDict
-
 from ..core.errors import LlamaMemoryError
+from ..core.text import first_unstorable
+from .mcp_arguments import argument_problem, shown
+from .mcp_results import (
+    MAX_TEXT_CHARS,
+    AddedResult,
+    DeletedRecord,
+    DeletedResult,
+    ForgottenResult,
+    ProfileResult,
+    RecordResult,
+    TripleResult,
+    record_result,
+    triple_result,
+)
 
 if TYPE_CHECKING:
     from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -49,8 +65,11 @@ __all__ = [
     "AddedResult",
     "DeletedResult",
     "ForgottenResult",
+    "DEFAULT_LOG_LEVEL",
     "DEFAULT_PORT",
     "DEFAULT_SESSION",
+    "MAX_RESULTS",
+    "MAX_TEXT_CHARS",
     "MCPUnavailableError",
     "MemoryTools",
     "ProfileResult",
@@ -76,89 +95,17 @@ MAX_RESULTS = 50
 HTTP_PATH = "/mcp"
 #: The only address ``--http`` binds: the server has no authentication of its own.
 LOOPBACK = "127.0.0.1"
-
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+#: What the server logs by default: warnings and errors (a refused call is the agent's
+#: to read, not the operator's); ``"INFO"`` also logs each call the SDK handles.
+DEFAULT_LOG_LEVEL: LogLevel = "WARNING"
+#: The levels ``log_level`` takes.
+LOG_LEVELS: tuple[str, ...] = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 T = TypeVar("T")
 
 
 class MCPUnavailableError(LlamaMemoryError, ImportError):
     """The MCP Python SDK is not installed (it comes with the ``mcp`` extra)."""
-
-
-# --------------------------------------------------------------------------- results
-
-
-class RecordResult(TypedDict):
-    """One long-term record as a tool returns it."""
-
-    id: Optional[str]
-    text: str
-    source: str
-    session_id: Optional[str]
-    date: Optional[str]
-    stored_at: Optional[str]
-    relevance: Optional[float]
-
-
-class TripleResult(TypedDict):
-    """One knowledge triple as a tool returns it."""
-
-    id: Optional[str]
-    subject: str
-    predicate: str
-    object: str
-    current: bool
-    valid_from: Optional[str]
-    valid_to: Optional[str]
-    mentions: int
-
-
-class ProfileResult(TypedDict):
-    """A user's current profile."""
-
-    user_id: str
-    profile: dict[str, Any]
-
-
-class AddedResult(TypedDict):
-    """What :meth:`MemoryTools.add_memory` stored."""
-
-    user_id: str
-    session_id: str
-    message_id: str
-    record_ids: list[str]
-
-
-class DeletedResult(TypedDict):
-    """What :meth:`MemoryTools.delete_memory` removed."""
-
-    user_id: str
-    deleted: str
-    source: str
-
-
-class ForgottenResult(TypedDict):
-    """Whom :meth:`MemoryTools.forget_user` forgot."""
-
-    forgotten: str
-
-
-def _iso(epoch: Optional[float]) -> Optional[str]:
-    if epoch is None:
-        return None
-    return datetime.fromtimestamp(epoch, tz=timezone.utc).isoformat(timespec="seconds")
-
-
-def _record(record: MemoryRecord) -> RecordResult:
-    relevance = None if record.relevance is None else round(record.relevance, 3)
-    return RecordResult(
-        id=record.id,
-        text=record.transcript,
-        source=record.source,
-        session_id=record.session_id,
-        date=_iso(record.event_time),
-        stored_at=_iso(record.ingested_at),
-        relevance=relevance,
-    )
 
 
 # --------------------------------------------------------------------------- the tools
@@ -178,10 +125,29 @@ def _allowed_users(users: Iterable[str]) -> tuple[str, ...]:
     return tuple(kept)
 
 
-def _count(value: int, what: str) -> int:
+def _count(value: Any, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_RESULTS:
-        raise ValueError(f"{what} must be a whole number from 1 to {MAX_RESULTS}, got {value!r}")
+        raise ValueError(f"{what} must be a whole number from 1 to {MAX_RESULTS}, got {shown(value)}.")
     return value
+
+
+def _text(value: Any, what: str) -> str:
+    """``value`` when it is a text a memory can hold; ValueError saying what is wrong."""
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{what} must be a non-empty text, got {shown(value)}.")
+    bad = first_unstorable(value)
+    if bad is not None:
+        raise ValueError(
+            f"{what} holds a character a memory cannot store (U+{ord(bad):04X}); "
+            "send it again without that character."
+        )
+    return value
+
+
+#: The arguments' types, as the tools' input schemas give them (strict: nothing coerced).
+Count = Annotated[int, Field(strict=True, ge=1, le=MAX_RESULTS)]
+Text = Annotated[str, Field(strict=True)]
+Flag = Annotated[bool, Field(strict=True)]
 
 
 class MemoryTools:
@@ -189,7 +155,8 @@ class MemoryTools:
 
     Each method takes the user first; :func:`build_server` turns them into tools
     (with or without a ``user_id`` argument) and runs them one at a time on one
-    thread, as the admin's store expects.
+    thread, as the admin's store expects. A memory of each user is opened on first
+    use and kept (one to search, one to add to), not opened again for each call.
 
     Args:
         admin: the open store and tenant.
@@ -212,36 +179,60 @@ class MemoryTools:
         self.users = _allowed_users(users)
         self.allow_delete = allow_delete
         self.session_id = session_id
-        # One memory per user for the writes, kept: opening one reads its session's
-        # messages, and an add should not pay that every time.
+        # One memory per user to write to (opening one reads its session's messages)
+        # and one to search with, on a session of its own: a search must not leave out
+        # what was added through the server as "already in the conversation".
         self._writers: dict[str, ComposableMemory] = {}
+        self._readers: dict[str, ComposableMemory] = {}
 
     def check_user(self, user_id: Any) -> str:
         """``user_id`` when the server serves it; ValueError naming the served users otherwise."""
         if user_id not in self.users:
-            served = ", ".join(map(repr, self.users))
-            raise ValueError(f"this server does not serve user {user_id!r}: it serves {served}")
+            served = ", ".join(map(shown, self.users))
+            raise ValueError(f"this server does not serve user {shown(user_id)}: it serves {served}.")
         return str(user_id)
+
+    def _reader(self, user: str) -> ComposableMemory:
+        memory = self._readers.get(user)
+        if memory is None:
+            memory = self._readers[user] = self.admin.memory(user)
+        return memory
+
+    def _writer(self, user: str) -> ComposableMemory:
+        memory = self._writers.get(user)
+        if memory is None:
+            memory = self._writers[user] = self.admin.memory(user, self.session_id)
+        return memory
 
     def search_memory(
         self,
         user_id: str,
-        query: Annotated[str, Field(description="what to look for, e.g. a question about the user")],
-        k: Annotated[int, Field(description=f"how many records at most (1-{MAX_RESULTS})")] = DEFAULT_SEARCH_K,
+        query: Annotated[Text, Field(description="what to look for, e.g. a question about the user")],
+        k: Annotated[Count, Field(description=f"how many memories at most (1-{MAX_RESULTS})")] = DEFAULT_SEARCH_K,
     ) -> list[RecordResult]:
-        """The records ``memory.search(query, k)`` returns for the user, best first."""
+        """The memories ``memory.search(query, k)`` returns for the user, best first,
+        each cut at :data:`MAX_TEXT_CHARS` characters."""
         user = self.check_user(user_id)
-        if not isinstance(query, str) or not query.strip():
-            raise ValueError(f"query must be a non-empty text, got {query!r}")
+        _text(query, "query")
         _count(k, "k")
-        # A memory on a new session, as MemoryAdmin.search builds it; a user with
-        # nothing stored yet has nothing to find (not an error: the server serves them).
-        return [_record(r) for r in self.admin.memory(user).search(query, k)]
+        # A user with nothing stored yet has nothing to find (not an error: the server
+        # serves them).
+        return [record_result(r) for r in self._reader(user).search(query, k)]
+
+    def read_memory(
+        self,
+        user_id: str,
+        record_id: Annotated[Text, Field(description="one id of a memory's record_ids")],
+    ) -> RecordResult:
+        """One of the user's records (or triples) by id, whole: what a cut text left out."""
+        user = self.check_user(user_id)
+        _text(record_id, "record_id")
+        return record_result(self._stored(user, [record_id])[0], whole=True)
 
     def add_memory(
         self,
         user_id: str,
-        text: Annotated[str, Field(description="what to remember, as one self-contained statement")],
+        text: Annotated[Text, Field(description="what to remember, as one self-contained statement")],
     ) -> AddedResult:
         """Store ``text`` as a message of the user in the server's session (``put``), so
         it is searched, deduplicated and formed into memories as any other turn."""
@@ -250,15 +241,11 @@ class MemoryTools:
         from ..core.messages import message_id
 
         user = self.check_user(user_id)
-        if not isinstance(text, str) or not text.strip():
-            raise ValueError(f"the memory to add must be a non-empty text, got {text!r}")
+        _text(text, "text")
         message = ChatMessage(role=MessageRole.USER, content=text)
         mid = message_id(message)
         message.additional_kwargs["message_id"] = mid
-        memory = self._writers.get(user)
-        if memory is None:
-            memory = self._writers[user] = self.admin.memory(user, self.session_id)
-        memory.put(message)
+        self._writer(user).put(message)
         written = self.admin.records(user, session_id=self.session_id, limit=MAX_RESULTS, newest_first=True)
         return AddedResult(
             user_id=user,
@@ -275,33 +262,22 @@ class MemoryTools:
     def read_triples(
         self,
         user_id: str,
-        include_history: Annotated[bool, Field(description="also the triples that no longer hold")] = False,
+        include_history: Annotated[Flag, Field(description="also the triples that no longer hold")] = False,
     ) -> list[TripleResult]:
         """The user's knowledge triples that hold now, oldest first; with
         ``include_history``, the superseded ones too."""
         user = self.check_user(user_id)
         if not isinstance(include_history, bool):
-            raise ValueError(f"include_history must be true or false, got {include_history!r}")
-        return [
-            TripleResult(
-                id=t.id,
-                subject=t.subject,
-                predicate=t.predicate,
-                object=t.object,
-                current=t.current,
-                valid_from=_iso(t.valid_from),
-                valid_to=_iso(t.valid_to),
-                mentions=t.mentions,
-            )
-            for t in self.admin.triples(user, include_history=include_history)
-        ]
+            raise ValueError(f"include_history must be true or false, got {shown(include_history)}.")
+        return [triple_result(t) for t in self.admin.triples(user, include_history=include_history)]
 
     def recent_memories(
         self,
         user_id: str,
-        limit: Annotated[int, Field(description=f"how many records at most (1-{MAX_RESULTS})")] = DEFAULT_RECENT,
+        limit: Annotated[Count, Field(description=f"how many memories at most (1-{MAX_RESULTS})")] = DEFAULT_RECENT,
     ) -> list[RecordResult]:
-        """The user's latest long-term records, newest first."""
+        """The user's latest long-term records, newest first, each cut at
+        :data:`MAX_TEXT_CHARS` characters."""
         from .memory_admin import UnknownUserError
 
         user = self.check_user(user_id)
@@ -310,36 +286,73 @@ class MemoryTools:
             records = self.admin.records(user, limit=limit, newest_first=True)
         except UnknownUserError:
             return []  # nothing stored of them yet
-        return [_record(r) for r in records]
+        return [record_result(r) for r in records]
 
     def delete_memory(
         self,
         user_id: str,
-        record_id: Annotated[str, Field(description="the id of the record or triple to delete")],
+        record_ids: Annotated[
+            list[Text],
+            Field(min_length=1, description="the ids to delete: a memory's record_ids, or a triple's id"),
+        ],
     ) -> DeletedResult:
-        """Delete one of the user's records or triples from every index."""
+        """Delete records or triples of the user from every index: all of them, or none
+        when one of the ids is not the user's."""
         user = self._check_delete(user_id, "delete_memory")
-        if not isinstance(record_id, str) or not record_id.strip():
-            raise ValueError(f"record_id must be a record's id (from search_memory), got {record_id!r}")
-        source = self.admin.delete_record(user, record_id)
-        return DeletedResult(user_id=user, deleted=record_id, source=source)
+        if not isinstance(record_ids, list) or not record_ids:
+            raise ValueError(f"record_ids must be a list of ids (at least one), got {shown(record_ids)}.")
+        for record_id in record_ids:
+            _text(record_id, "each of record_ids")
+        ids = list(dict.fromkeys(record_ids))  # each once, in the order given
+        self._stored(user, ids)  # every id checked before anything is deleted
+        deleted = [DeletedRecord(id=i, source=self.admin.delete_record(user, i)) for i in ids]
+        return DeletedResult(user_id=user, deleted=deleted)
 
     def forget_user(self, user_id: str) -> ForgottenResult:
         """Delete everything remembered of the user, for good."""
         user = self._check_delete(user_id, "forget_user")
-        self._writers.pop(user, None)  # its window holds what is being forgotten
+        # Their memories' windows hold what is being forgotten.
+        self._writers.pop(user, None)
+        self._readers.pop(user, None)
         self.admin.forget(user)
         return ForgottenResult(forgotten=user)
+
+    def _stored(self, user: str, ids: Sequence[str]) -> list[MemoryRecord]:
+        """The user's records (or triples) of ``ids``; ValueError naming those the user
+        has none of (another user's id is one of them)."""
+        from .memory_admin import UnknownUserError
+
+        found: list[MemoryRecord] = []
+        unknown: list[str] = []
+        for record_id in ids:
+            try:
+                found.append(self.admin.record(user, record_id))
+            except (KeyError, UnknownUserError):
+                unknown.append(record_id)
+        if unknown:
+            raise ValueError(
+                f"no memory of this user has the {'id' if len(unknown) == 1 else 'ids'} "
+                f"{', '.join(map(shown, unknown))}; take ids from "
+                "the record_ids of search_memory or recent_memories, or a triple's id from read_triples."
+            )
+        return found
 
     def _check_delete(self, user_id: str, tool: str) -> str:
         if not self.allow_delete:
             raise PermissionError(
-                f"{tool} is turned off: this server was started without --allow-delete"
+                f"{tool} is turned off: this server was started without --allow-delete."
             )
         return self.check_user(user_id)
 
 
 # --------------------------------------------------------------------------- the server
+
+_MEMORY_FIELDS = (
+    f"each with its text (at most {MAX_TEXT_CHARS:,} characters: a longer one is cut, ends with a "
+    "marker and has truncated: true), record_ids (the ids of every record the text shows: "
+    "read_memory reads one whole; delete_memory removes them), role (the speaker of a single "
+    "message), source, session_id, date (when it happened, UTC)"
+)
 
 #: The tools every server offers: (MemoryTools method and tool name, what the tool tells
 #: the agent, whether it only reads).
@@ -347,9 +360,15 @@ TOOLS: tuple[tuple[str, str, bool], ...] = (
     (
         "search_memory",
         "Search the user's long-term memory (past conversations, facts learnt, session "
-        "summaries) for `query`. Returns up to `k` records, best first, each with its id, "
-        "text, source, session, date (when it happened, UTC) and relevance (0..1, the "
-        "estimated chance it answers the query).",
+        "summaries) for `query`. Returns up to `k` memories, best first, "
+        + _MEMORY_FIELDS
+        + " and relevance (0..1, the estimated chance it answers the query).",
+        True,
+    ),
+    (
+        "read_memory",
+        "Read one memory whole by its id (one of a memory's record_ids, or a triple's id): "
+        "what a cut text left out.",
         True,
     ),
     (
@@ -373,7 +392,7 @@ TOOLS: tuple[tuple[str, str, bool], ...] = (
     ),
     (
         "recent_memories",
-        "List the user's latest long-term records, newest first, with their ids, sources and dates.",
+        "List the user's latest long-term records, newest first, " + _MEMORY_FIELDS + ".",
         True,
     ),
 )
@@ -381,8 +400,10 @@ TOOLS: tuple[tuple[str, str, bool], ...] = (
 DELETE_TOOLS: tuple[tuple[str, str, bool], ...] = (
     (
         "delete_memory",
-        "Delete one record or knowledge triple of the user by its id (from search_memory, "
-        "recent_memories or read_triples), from every index. Cannot be undone.",
+        "Delete records or knowledge triples of the user from every index: pass a memory's "
+        "record_ids (from search_memory or recent_memories) to remove all that it showed, or "
+        "a triple's id (from read_triples). Nothing is deleted when an id is not the user's. "
+        "Cannot be undone.",
         False,
     ),
     (
@@ -410,18 +431,25 @@ def build_server(
     tools: MemoryTools,
     executor: Optional[ThreadPoolExecutor] = None,
     warm_up: Optional[Callable[[], Any]] = None,
+    log_level: LogLevel = DEFAULT_LOG_LEVEL,
 ) -> Any:
     """An ``MCPServer`` (of the MCP Python SDK) offering ``tools``' operations.
 
-    With one user the tools take no ``user_id``; with an allow-list each takes one
-    (``user_id``, first). Every call runs on ``executor`` (default: a new one-thread
-    pool), so the store is used by one thread at a time. Errors of the library and of
-    bad arguments come back as tool errors carrying their message. ``warm_up`` runs
-    on the executor when a session starts, before its first call (load the model).
+    With one user the tools take no ``user_id`` (a call that passes one is refused);
+    with an allow-list each takes one (``user_id``, first). Every call's arguments are
+    checked strictly against the tool's input schema before it runs
+    (:func:`~llama_memory.admin.mcp_arguments.argument_problem`), and runs on ``executor``
+    (default: a new one-thread pool), so the store is used by one thread at a time.
+    Errors of the library and of bad arguments come back as tool errors carrying
+    their message alone. ``warm_up`` runs on the executor when a session starts,
+    before its first call (load the model). ``log_level``: the SDK's logging (the
+    level it gives the root logger when the process has configured none).
     """
     mcp_server_class = _import_sdk()
-    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+    from mcp.server.mcpserver.tools.base import Tool
     from mcp.types import ToolAnnotations
+    from pydantic import ValidationError
 
     from .. import __version__
 
@@ -431,15 +459,12 @@ def build_server(
         f"the user {tools.users[0]!r}" if one_user
         else "the users " + ", ".join(map(repr, tools.users)) + " (pass user_id)"
     )  # fmt: skip
-    server = mcp_server_class(
-        "llama-memory",
-        version=__version__,
-        lifespan=None if warm_up is None else (lambda _: _warm(pool, warm_up)),
-        instructions=(
-            f"Long-term memory of {who}: search it before answering questions about the "
-            "user's past, preferences or facts; add what the user asks you to remember."
-        ),
-    )
+    # A server of one user refuses a user_id: an agent that names a user must not
+    # believe it reached that user's memory.
+    refused = (
+        {"user_id": "this server serves one user's memory, so its tools take no user_id: call it again without user_id."}
+        if one_user else {}
+    )  # fmt: skip
 
     async def run(call: Callable[[], T]) -> T:
         try:
@@ -448,20 +473,64 @@ def build_server(
             message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
             raise ToolError(str(message)) from exc
 
+    delete_names = {n for n, _, _ in DELETE_TOOLS}
     offered = TOOLS + (DELETE_TOOLS if tools.allow_delete else ())
-    for name, description, read_only in offered:
-        server.add_tool(
+    registered = [
+        Tool.from_function(
             _tool_function(getattr(tools, name), run, one_user, tools.users),
             name=name,
             description=description,
             annotations=ToolAnnotations(
                 read_only_hint=read_only,
-                destructive_hint=name in {n for n, _, _ in DELETE_TOOLS},
+                destructive_hint=name in delete_names,
                 idempotent_hint=read_only,
                 open_world_hint=False,
             ),
         )
-    return server
+        for name, description, read_only in offered
+    ]
+    schemas = {tool.name: tool.parameters for tool in registered}
+
+    class MemoryServer(mcp_server_class):  # type: ignore[misc, valid-type]
+        """The SDK's server, whose calls are checked first and whose errors are the
+        tools' messages alone (no "Error executing tool" prefix, no pydantic dump)."""
+
+        async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+            schema = schemas.get(name)
+            if schema is None and name in delete_names:  # not offered: say why
+                raise ToolError(f"{name} is turned off: this server was started without --allow-delete.")
+            if schema is not None:
+                problem = argument_problem(name, schema, arguments, refused)
+                if problem is not None:
+                    raise ToolError(problem)
+            try:
+                return await super().call_tool(name, arguments, context)
+            except ToolError as exc:
+                cause = exc.__cause__
+                if isinstance(exc, UnexpectedToolError) or cause is None:
+                    raise
+                if isinstance(cause, ValidationError):  # what the check above let through
+                    raise ToolError(_validation_message(cause)) from cause
+                raise ToolError(str(cause)) from cause
+
+    return MemoryServer(
+        "llama-memory",
+        version=__version__,
+        tools=registered,
+        log_level=log_level,
+        lifespan=None if warm_up is None else (lambda _: _warm(pool, warm_up)),
+        instructions=(
+            f"Long-term memory of {who}: search it before answering questions about the "
+            "user's past, preferences or facts; add what the user asks you to remember."
+        ),
+    )
+
+
+def _validation_message(error: Any) -> str:
+    """A pydantic ValidationError as one line naming each argument, without its dump."""
+    return "; ".join(
+        f"{'.'.join(map(str, e['loc'])) or 'the arguments'}: {e['msg']}" for e in error.errors()
+    ) + "."
 
 
 def _tool_function(
@@ -475,7 +544,7 @@ def _tool_function(
     signature = inspect.signature(method, eval_str=True)
     params = [p for p in signature.parameters.values() if p.name != "user_id"]
     if not one_user:
-        described = Annotated[str, Field(description="whose memory: one of " + ", ".join(users))]
+        described = Annotated[Text, Field(description="whose memory: one of " + ", ".join(users))]
         params.insert(0, inspect.Parameter("user_id", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=described))
 
     async def tool(**arguments: Any) -> T:
@@ -518,10 +587,12 @@ def serve(
     port: int = DEFAULT_PORT,
     session_id: str = DEFAULT_SESSION,
     create: bool = False,
+    log_level: LogLevel = DEFAULT_LOG_LEVEL,
     **admin_options: Any,
 ) -> None:
     """Serve the memory of ``users`` on ``store`` over MCP until the client goes away
-    (stdio) or the process is stopped (``http``).
+    (stdio) or the process is stopped (``http``). The store is opened once, for the
+    server's whole life.
 
     Args:
         store: the memory directory (``path=`` of ``from_defaults``) or a
@@ -534,10 +605,14 @@ def serve(
         port: the HTTP port.
         session_id: the session added memories are written to.
         create: create the store when ``store`` holds none (else an error).
+        log_level: what is logged on stderr, one line per record (default warnings
+            and errors; ``"INFO"`` also each call the SDK handles).
         **admin_options: passed to :class:`MemoryAdmin` (``embed_model``, ``chroma_url``...).
     """
     _import_sdk()  # before the store is opened: a missing extra fails at once
     allowed = _allowed_users(users)
+    if log_level not in LOG_LEVELS:
+        raise ValueError(f"log_level must be one of {', '.join(LOG_LEVELS)}, got {log_level!r}")
     if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
         raise ValueError(f"port must be a whole number from 1 to 65535, got {port!r}")
     from ..memory.wiring import resolve_embed_model
@@ -552,7 +627,8 @@ def serve(
     previous = _interrupt_on_sigterm()
     try:
         tools = MemoryTools(admin, allowed, allow_delete=allow_delete, session_id=session_id)
-        server = build_server(tools, pool, lambda: _open_sources(admin, embed_model))
+        _log_in_lines(log_level)
+        server = build_server(tools, pool, lambda: _open_sources(admin, embed_model), log_level)
         if http:
             print(
                 f"llama-memory: serving {len(allowed)} user(s) of {admin.location} over MCP at "
@@ -567,6 +643,18 @@ def serve(
             signal.signal(signal.SIGTERM, previous)
         pool.submit(admin.close).result()  # on the thread that used the store
         pool.shutdown()
+
+
+def _log_in_lines(level: LogLevel) -> None:
+    """Log on stderr at ``level``, one plain line per record, unless the process has
+    configured logging already (the SDK would otherwise install a handler that wraps a
+    record over several lines of a terminal's width)."""
+    root = logging.getLogger()
+    if not root.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("llama-memory mcp: %(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)
+        root.setLevel(level)
 
 
 def _interrupt_on_sigterm() -> Any:

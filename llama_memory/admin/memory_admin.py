@@ -35,6 +35,7 @@ from ..storage.ports.admin import AdminRows, SessionSummary, UserSummary
 from ..storage.ports.jobs import JobRow
 from ..storage.reconcile import ReconcileReport
 from ..storage.registry import backend_at, location_of
+from ..storage.shared import SHARED
 from .export_format import EXPORT_FORMAT, EXPORT_VERSION, ImportCounts
 from .results import StoreNotFoundError, StoreStats, UnknownUserError, UserOverview
 from .transfer import TenantTransfer
@@ -100,7 +101,10 @@ class MemoryAdmin(TenantTransfer):
             owner-only, export files are written ``0600``, and a store others can
             read logs one warning; False leaves modes to the umask.
 
-    Close it (or use ``with``) to write waiting vectors and release the files.
+    Close it (or use ``with``) to write waiting vectors and release the files. The
+    admins of one process open at the same time on one store share one opening of it
+    (its file checked, an encrypted store's key derived, once): the last one to close
+    closes it. A long-lived tool (the MCP server) keeps one admin open for its life.
     """
 
     def __init__(
@@ -138,8 +142,9 @@ class MemoryAdmin(TenantTransfer):
         if chroma_url is not None and chroma_client is not None:
             raise ValueError("pass chroma_url or chroma_client, not both")
         # The store's backend with its parts; a malformed Chroma URL is refused now,
-        # not at first use.
-        self._backend = backend.open(location, for_admin=True)
+        # not at first use. Admins open at once on one store share one opening of it
+        # (a SQLite file is migrated, an encrypted one's key derived, once per process).
+        self._backend = SHARED.acquire(location, lambda: backend.open(location, for_admin=True))
         self.store: Any = self._backend.store
         self._admin: AdminRows = self._backend.admin_rows()
         self._vector: Optional[VectorSource] = None
@@ -156,7 +161,9 @@ class MemoryAdmin(TenantTransfer):
         self.close()
 
     def close(self) -> None:
-        """Write waiting vectors to the index and close the store (twice is harmless)."""
+        """Write waiting vectors to the index and close the store (twice is harmless).
+        Another admin of this process open on the same store keeps it open until it
+        is closed too."""
         if self._closed:
             return
         self._closed = True
@@ -164,7 +171,7 @@ class MemoryAdmin(TenantTransfer):
             for source in self._open_sources():
                 source.close()
         finally:
-            self.store.close()
+            SHARED.release(self._backend)
 
     # -- sources, opened when first needed ---------------------------------------------
 
@@ -302,6 +309,25 @@ class MemoryAdmin(TenantTransfer):
             limit=limit,
             newest_first=newest_first,
         )
+
+    def record(self, user_id: str, record_id: str) -> MemoryRecord:
+        """One of the user's records, or knowledge triples, by id, whole (a search's
+        excerpt cuts its neighbours; this reads the record as stored; a triple as a
+        search renders it, with its validity). KeyError naming the id when the user has
+        none such."""
+        from ..sources.triples.search import triple_record
+
+        self.user(user_id)
+        _require_text(record_id, "record_id")
+        found = self._admin.records(self.tenant_id, user_id, ids=[record_id])
+        if found:
+            return found[0]
+        triples = self.triple_source()
+        if triples is not None:
+            for triple in self.triples(user_id, include_history=True):
+                if triple.id == record_id:
+                    return triple_record(triple, 0.0, [], triples.name)
+        raise KeyError(f"user {user_id!r} has no record or triple with id {record_id!r}")
 
     def profile(self, user_id: str) -> dict[str, Any]:
         """The user's current profile as a nested dict (``{}`` when none)."""

@@ -15,6 +15,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections import Counter
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -23,12 +24,13 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from bench.chroma_server import free_port
-from helpers import user
+from helpers import assistant, hold, user
 from llama_memory import ComposableMemory, MemoryAdmin
 from llama_memory.admin.cli import main
+from llama_memory.admin.mcp_results import MAX_TEXT_CHARS
 
 ROOT = Path(__file__).resolve().parents[2]
-READ_TOOLS = {"search_memory", "add_memory", "read_profile", "read_triples", "recent_memories"}
+READ_TOOLS = {"search_memory", "read_memory", "add_memory", "read_profile", "read_triples", "recent_memories"}
 DELETE_TOOLS = {"delete_memory", "forget_user"}
 START_TIMEOUT = 120.0
 
@@ -96,7 +98,7 @@ async def test_one_user_over_stdio(store: Path, embed_model: Any) -> None:
         assert miso["source"] == "vector" and miso["session_id"] == "mcp"
         assert 0.5 <= miso["relevance"] <= 1
         assert datetime.fromisoformat(miso["date"]).year >= 2025
-        assert miso["id"] in added["record_ids"]
+        assert miso["record_ids"] == added["record_ids"] and miso["role"] == "user"
         assert any("Miso" in r.text for r in app.search("what is my cat called?", 3))
         # Bob's memory is out of reach: the tools have no user argument to ask for it.
         sailing = await call(client, "search_memory", query="who goes sailing every weekend?")
@@ -112,9 +114,9 @@ async def test_one_user_over_stdio(store: Path, embed_model: Any) -> None:
         [latest] = await call(client, "recent_memories", limit=1)
         assert "Miso" in latest["text"]
 
-        message = await refused(client, "delete_memory", record_id=miso["id"])
+        message = await refused(client, "delete_memory", record_ids=miso["record_ids"])
         assert "delete_memory" in message
-        assert "k must be a whole number from 1 to 50, got 0" in await refused(
+        assert "k must be a whole number from 1 to 50, got 0." == await refused(
             client, "search_memory", query="cat", k=0
         )
         assert "non-empty" in await refused(client, "add_memory", text="   ")
@@ -127,14 +129,157 @@ async def test_one_user_over_stdio(store: Path, embed_model: Any) -> None:
         assert any("Miso" in r.text for r in admin.search("alice", "what is my cat called?", 3))
 
 
+#: What an agent's error must never carry: a validator's dump, or advice for another interface.
+NOT_FOR_AGENTS = (
+    "validation error", "pydantic", "Arguments", "Error executing tool", "Traceback",
+    "replace(", "MemoryAdmin", "llama-memory search", "PostgreSQL", "encryption_key=",
+)  # fmt: skip
+
+
+def for_an_agent(message: str, *names: str) -> str:
+    """``message`` when it reads as an error for an agent: one or two sentences, naming
+    each of ``names``, with nothing of :data:`NOT_FOR_AGENTS`."""
+    assert all(name in message for name in names), message
+    assert not [bad for bad in NOT_FOR_AGENTS if bad in message], message
+    assert "\n" not in message and 1 <= message.count(". ") + message.endswith(".") <= 2, message
+    return message
+
+
+async def test_errors_and_types_are_for_an_agent(store: Path, embed_model: Any) -> None:
+    async with server(store, "--user", "alice") as client:
+        # Strict types: nothing is coerced, and each error names the argument.
+        for k in (True, "3", 3.0, 0, 51):
+            for_an_agent(await refused(client, "search_memory", query="cat", k=k), "k", "from 1 to 50")
+        assert 'got "3"' in await refused(client, "search_memory", query="cat", k="3")
+        assert "got true" in await refused(client, "search_memory", query="cat", k=True)
+        for_an_agent(await refused(client, "search_memory", query=3), "query", "a text")
+        for_an_agent(await refused(client, "search_memory"), "query")
+        for_an_agent(await refused(client, "search_memory", query="   "), "query")
+        for_an_agent(await refused(client, "recent_memories", limit="10"), "limit")
+        for_an_agent(await refused(client, "read_triples", include_history="yes"), "include_history")
+        for_an_agent(await refused(client, "search_memory", query="cat", top_k=3), "top_k", "query")
+        for_an_agent(await refused(client, "add_memory", text="a\x00b"), "text")
+        for_an_agent(await refused(client, "read_memory", record_id="nope"), "nope", "search_memory")
+        for_an_agent(await refused(client, "delete_memory", record_ids=["nope"]), "delete_memory", "--allow-delete")
+
+        # Scope: a server of one user refuses a user_id, whoever it names.
+        for who in ("bob", "alice"):
+            for_an_agent(await refused(client, "search_memory", query="sailing", user_id=who), "user_id")
+            for_an_agent(await refused(client, "add_memory", text="hi", user_id=who), "user_id")
+
+        # Consistency: the text memory.search gives, the speaker apart.
+        found = await call(client, "search_memory", query="where did I move last spring?")
+        [moved] = [r for r in found if "Lisbon" in r["text"] and r["source"] == "vector"]
+        assert (moved["text"], moved["role"], moved["truncated"]) == ("I moved to Lisbon last spring.", "user", False)
+    with MemoryAdmin(store, embed_model=embed_model) as admin:
+        texts = [r.text for r in admin.search("alice", "where did I move last spring?")]
+    assert moved["text"] in texts
+    assert {r["text"] for r in found} <= set(texts)
+    with MemoryAdmin(store) as admin:  # the refused calls added nothing
+        assert [s.session_id for s in admin.sessions("alice")] == ["s1"]
+
+
+async def test_delete_what_was_shown(tmp_path: Path, embed_model: Any) -> None:
+    """An excerpt carries the ids of every message it shows, whatever the query; deleting
+    them leaves nothing of it visible (the reply that repeats the name went too)."""
+    path = tmp_path / "memory"
+    memory = ComposableMemory.from_defaults(user_id="alice", session_id="old", path=path, embed_model=embed_model)
+    memory.put(user("I moved to Lisbon last spring."))
+    memory.close()
+    memory = ComposableMemory.from_defaults(user_id="alice", session_id="pets", path=path, embed_model=embed_model)
+    memory.put_messages([user("My dog is called Biscuit."), assistant("Biscuit is a lovely name for a dog!")])
+    memory.close()
+    async with server(path, "--user", "alice", "--allow-delete") as client:
+        shown = []
+        for query in ("what is my dog called?", "Biscuit is a lovely name", "what is my dog's name?"):
+            [result] = [r for r in await call(client, "search_memory", query=query) if "Biscuit" in r["text"]]
+            shown.append(result)
+        ids = shown[0]["record_ids"]
+        assert len(ids) == 2 and all(r["record_ids"] == ids for r in shown)
+        assert [(await call(client, "read_memory", record_id=i))["text"] for i in ids] == [
+            "My dog is called Biscuit.", "Biscuit is a lovely name for a dog!",
+        ]  # fmt: skip
+
+        # An id that is not the user's: nothing is deleted.
+        for_an_agent(await refused(client, "delete_memory", record_ids=[*ids, "nope"]), "nope")
+        assert len(await call(client, "recent_memories")) == 3
+
+        deleted = await call(client, "delete_memory", record_ids=ids)
+        assert deleted == {"user_id": "alice", "deleted": [{"id": i, "source": "vector"} for i in ids]}
+        for query in ("what is my dog called?", "Biscuit", "lovely name for a dog"):
+            assert not [r for r in await call(client, "search_memory", query=query) if "Biscuit" in r["text"]]
+        assert [r["text"] for r in await call(client, "recent_memories")] == ["I moved to Lisbon last spring."]
+        for_an_agent(await refused(client, "read_memory", record_id=ids[0]), ids[0])
+
+
+async def test_results_are_capped_and_read_whole(tmp_path: Path, embed_model: Any) -> None:
+    """A 1 MB memory comes back cut to MAX_TEXT_CHARS, marked; read_memory gives it whole."""
+    path = tmp_path / "memory"
+    document = "My notes on the garden: " + "the roses need water every morning. " * 28_000
+    hold(
+        lambda **kw: ComposableMemory.from_defaults(user_id="alice", path=path, embed_model=embed_model, **kw),
+        [document, "I planted the roses in May."],
+    )
+    async with server(path, "--user", "alice") as client:
+        found = await call(client, "search_memory", query="what do the roses need?")
+        recent = await call(client, "recent_memories")
+        assert all(len(r["text"]) <= MAX_TEXT_CHARS for r in found + recent)
+        [cut] = [r for r in found if "roses need water" in r["text"]]
+        [listed] = [r for r in recent if r["text"].startswith("My notes")]
+        for result in (cut, listed):
+            assert result["truncated"] and len(result["text"]) == MAX_TEXT_CHARS, len(result["text"])
+            assert result["text"].endswith("more characters: read_memory with an id of record_ids reads the whole record]")
+        whole = await call(client, "read_memory", record_id=listed["record_ids"][0])
+        assert whole["text"] == document and not whole["truncated"] and whole["role"] == "user"
+        [short] = [r for r in recent if r["text"] == "I planted the roses in May."]
+        assert short["truncated"] is False
+
+
+async def test_one_open_per_process(store: Path, embed_model: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server opens the store once and one memory per user for its life, and the
+    admins of one process open at the same time on one store share one opening."""
+    from llama_memory.admin.mcp_server import MemoryTools, build_server
+    from llama_memory.storage.sqlite.connection import SQLiteConnection
+
+    opened: Counter[str] = Counter()
+
+    def counting(what: str, original: Any) -> Any:
+        def opening(*args: Any, **kwargs: Any) -> Any:
+            opened[what] += 1
+            return original(*args, **kwargs)
+
+        return opening
+
+    monkeypatch.setattr(SQLiteConnection, "__init__", counting("store", SQLiteConnection.__init__))
+    monkeypatch.setattr(MemoryAdmin, "memory", counting("memory", MemoryAdmin.memory))
+    admin = MemoryAdmin(store, embed_model=embed_model)
+    maintenance = MemoryAdmin(store, embed_model=embed_model)  # another tool of the process, at once
+    assert maintenance.store is admin.store
+    async with Client(build_server(MemoryTools(admin, ["alice", "bob"]))) as client:
+        for n in range(3):
+            await call(client, "search_memory", user_id="alice", query="where do I live?")
+            await call(client, "search_memory", user_id="bob", query="what do I do at weekends?")
+            await call(client, "add_memory", user_id="alice", text=f"Note {n}: water the roses.")
+            await call(client, "recent_memories", user_id="alice")
+            await call(client, "read_profile", user_id="bob")
+            assert [u.user_id for u in maintenance.users()] == ["alice", "bob"]
+    assert opened == {"store": 1, "memory": 3}  # Alice's reader and writer, Bob's reader
+    maintenance.close()
+    assert admin.users()  # still open for the server
+    admin.close()
+    with MemoryAdmin(store, embed_model=embed_model) as again:  # the last one closed it: opened anew
+        assert again.store is not admin.store
+    assert opened["store"] == 2
+
+
 async def test_allow_list_and_delete(store: Path) -> None:
     async with server(store, "--users", "alice,bob", "--allow-delete") as client:
         tools = (await client.list_tools()).tools
         assert {t.name for t in tools} == READ_TOOLS | DELETE_TOOLS
         assert all("user_id" in t.input_schema["required"] for t in tools)
 
-        assert "does not serve user 'carol'" in await refused(client, "search_memory", user_id="carol", query="x")
-        assert "does not serve user 'carol'" in await refused(client, "add_memory", user_id="carol", text="hi")
+        assert 'does not serve user "carol"' in await refused(client, "search_memory", user_id="carol", query="x")
+        assert 'does not serve user "carol"' in await refused(client, "add_memory", user_id="carol", text="hi")
         assert "user_id" in await refused(client, "read_profile")
 
         bob = await call(client, "search_memory", user_id="bob", query="who goes sailing every weekend?")
@@ -143,11 +288,11 @@ async def test_allow_list_and_delete(store: Path) -> None:
         assert not [r for r in alice if "sailing" in r["text"]]
 
         [moved] = [r for r in await call(client, "recent_memories", user_id="alice") if "Lisbon" in r["text"]]
-        assert "has no record or triple with id" in await refused(
-            client, "delete_memory", user_id="bob", record_id=moved["id"]
+        assert "no memory of this user has the id" in await refused(
+            client, "delete_memory", user_id="bob", record_ids=moved["record_ids"]
         )  # an id of Alice's, asked as Bob's
-        deleted = await call(client, "delete_memory", user_id="alice", record_id=moved["id"])
-        assert deleted == {"user_id": "alice", "deleted": moved["id"], "source": "vector"}
+        deleted = await call(client, "delete_memory", user_id="alice", record_ids=moved["record_ids"])
+        assert deleted == {"user_id": "alice", "deleted": [{"id": moved["record_ids"][0], "source": "vector"}]}
         assert await call(client, "recent_memories", user_id="alice") == []
 
         assert await call(client, "forget_user", user_id="bob") == {"forgotten": "bob"}
@@ -165,7 +310,7 @@ async def test_a_postgres_store(postgres_url: str, embed_model: Any) -> None:
     async with server(postgres_url, "--user", "alice") as client:
         added = await call(client, "add_memory", text="My cat is called Miso.")
         found = await call(client, "search_memory", query="what is my cat called?", k=3)
-        assert [r["id"] for r in found if "Miso" in r["text"]] == added["record_ids"]
+        assert [r["record_ids"] for r in found if "Miso" in r["text"]] == [added["record_ids"]]
         assert len(await call(client, "recent_memories")) == 2
 
 
@@ -186,6 +331,7 @@ async def test_streamable_http_on_loopback(store: Path) -> None:
                     assert {t.name for t in (await client.list_tools()).tools} == READ_TOOLS
                     found = await call(client, "search_memory", query="where did I move last spring?")
                     assert any("Lisbon" in r["text"] and r["source"] == "vector" for r in found)
+                    assert "got 0" in await refused(client, "search_memory", query="where?", k=0)
                 break
             except Exception:  # not listening yet
                 if time.monotonic() > deadline:
@@ -204,6 +350,8 @@ async def test_streamable_http_on_loopback(store: Path) -> None:
         out, err = process.communicate(timeout=60)
     assert process.returncode == 0, err
     assert f"http://127.0.0.1:{port}/mcp" in err
+    # Quiet by default: neither the calls nor the refused one are logged.
+    assert "search_memory" not in err and "INFO" not in err, err
 
 
 def test_without_the_sdk_the_error_names_the_extra(
@@ -239,6 +387,6 @@ def test_help_lists_the_options(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["mcp", "--help"])
     text = capsys.readouterr().out
-    for option in ("--user", "--users", "--allow-delete", "--http", "--port", "--session", "--create"):
+    for option in ("--user", "--users", "--allow-delete", "--http", "--port", "--session", "--create", "--log-level"):
         assert option in text
     assert "127.0.0.1" in text

@@ -207,6 +207,10 @@ def build_parser() -> argparse.ArgumentParser:
     mcp.add_argument("--port", type=_positive, default=8000, help="the --http port (default 8000)")
     mcp.add_argument("--session", default="mcp", help='the session added memories go to (default "mcp")')
     mcp.add_argument("--create", action="store_true", help="create the store when --store holds none")
+    mcp.add_argument(
+        "--log-level", default="WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        help="what is logged on stderr (default WARNING; INFO also logs each call)",
+    )  # fmt: skip
     copy = commands.add_parser(
         "copy", parents=[options], help="copy a SQLite memory directory into PostgreSQL",
         description="Copy every user of a SQLite memory directory (chat logs, records, profile, "

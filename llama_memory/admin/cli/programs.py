@@ -19,7 +19,8 @@ def cmd_mcp(args: argparse.Namespace) -> None:
     try:
         serve(
             args.store, users, tenant_id=args.tenant or "default", allow_delete=args.allow_delete,
-            http=args.http, port=args.port, session_id=args.session, create=args.create, **kwargs,
+            http=args.http, port=args.port, session_id=args.session, create=args.create,
+            log_level=args.log_level, **kwargs,
         )  # fmt: skip
     except KeyboardInterrupt:
         return

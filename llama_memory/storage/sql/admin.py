@@ -165,10 +165,12 @@ class SQLStoreAdmin(SQLImportRows, ABC):
         until: Optional[float] = None,
         limit: Optional[int] = None,
         newest_first: bool = False,
+        ids: Optional[Sequence[str]] = None,
     ) -> list[MemoryRecord]:
         """The user's long-term records, in the order written (or newest first), with
         filters: one session, one source, a time range ``[since, until)`` on when each
-        happened (its event time, else when it was stored). Expired records included."""
+        happened (its event time, else when it was stored), these ids only (of any
+        source: what a reader of one record by id asks). Expired records included."""
         where = ["tenant_id = ?", "user_id = ?"]
         params: list[Any] = [tenant_id, user_id]
         given(
@@ -178,6 +180,11 @@ class SQLStoreAdmin(SQLImportRows, ABC):
             ("coalesce(event_time, ingested_at) >= ?", since),
             ("coalesce(event_time, ingested_at) < ?", until),
         )  # fmt: skip
+        if ids is not None:
+            if not ids:
+                return []
+            where.append(f"id IN ({', '.join('?' * len(ids))})")
+            params.extend(ids)
         statement = f"SELECT * FROM records WHERE {' AND '.join(where)} ORDER BY {self.record_order}"
         if newest_first:
             statement += " DESC"

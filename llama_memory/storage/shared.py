@@ -1,0 +1,124 @@
+"""Stores opened once per process: the tools that manage a store share one opening of it.
+
+Opening a store is not free: a SQLite file is checked, migrated and put in WAL mode, an
+encrypted one derives its key from the passphrase, a PostgreSQL pool connects. A
+process that keeps several :class:`~llama_memory.admin.memory_admin.MemoryAdmin` objects open on one
+store (an MCP server beside a maintenance thread, a web admin answering requests at
+once) pays that once: :data:`SHARED` hands the same opened backend to each, counts its
+holders, and closes it when the last one lets go, so that closing an admin still
+releases the files as it always did.
+
+Two openings are the same when they name the same place with the same options: the
+directory (resolved) or the server store's URL (a pool or client object by identity),
+the dense-index options, the file modes, and the encryption key (a digest of it, also
+of the environment's key when none is given: a key changed between two openings is a
+different opening, refused or accepted by the store itself).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from .backend import Location, OpenBackend
+from .privacy import environment_key
+
+__all__ = ["SHARED", "SharedBackends", "location_key"]
+
+
+def _identity(value: Any) -> Hashable:
+    """A text as itself, any other object (a pool, a client) by its identity."""
+    if value is None or isinstance(value, (str, int)):
+        return value
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    return ("object", id(value))
+
+
+def _digest(key: Any) -> Optional[str]:
+    """A digest of an encryption key (the key itself is not kept in the table)."""
+    if key is None:
+        return None
+    return hashlib.sha256(str(key).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def location_key(location: Location) -> Hashable:
+    """What makes two openings of a store the same (see the module)."""
+    path = None if location.path is None else os.path.realpath(os.path.expanduser(os.fspath(location.path)))
+    key = location.encryption_key if location.encryption_key is not None else environment_key()
+    return (
+        path,
+        _identity(location.store),
+        _identity(location.chroma_client),
+        location.chroma_host,
+        location.chroma_port,
+        location.chroma_url,
+        _digest(key),
+        location.owner_only,
+    )
+
+
+@dataclass
+class _Held:
+    backend: OpenBackend
+    holders: int
+
+
+class SharedBackends:
+    """The stores this process holds open for tools, each with how many hold it.
+
+    A store in memory (no path, no server store) is never shared: each opening of one
+    is a database of its own.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[Hashable, _Held] = {}
+
+    def acquire(self, location: Location, open_backend: Callable[[], OpenBackend]) -> OpenBackend:
+        """The backend already open at ``location`` in this process, else the one
+        ``open_backend()`` opens now; each call is one holder, to :meth:`release`."""
+        if location.path is None and location.store is None:
+            return open_backend()
+        key = location_key(location)
+        with self._lock:  # one opening at a time: two threads never open one store twice
+            held = self._held.get(key)
+            if held is None:
+                held = self._held[key] = _Held(open_backend(), 0)
+            held.holders += 1
+            return held.backend
+
+    def release(self, backend: OpenBackend) -> None:
+        """One holder of ``backend`` lets go; the last one closes it (a backend this
+        table does not hold is closed at once)."""
+        with self._lock:
+            key = next((k for k, h in self._held.items() if h.backend is backend), None)
+            if key is not None:
+                held = self._held[key]
+                held.holders -= 1
+                if held.holders > 0:
+                    return
+                del self._held[key]
+        backend.close()
+
+    def forget_all(self) -> None:
+        """Hold nothing, closing nothing: in a forked child, whose inherited connections
+        belong to its parent (a SQLite connection must not cross a fork)."""
+        self._lock = threading.Lock()
+        self._held = {}
+
+    def holders(self, location: Location) -> int:
+        """How many hold the store at ``location`` open (0: it is not open here)."""
+        with self._lock:
+            held = self._held.get(location_key(location))
+            return 0 if held is None else held.holders
+
+
+#: The process's table of shared stores (used by :class:`~llama_memory.admin.memory_admin.MemoryAdmin`).
+SHARED = SharedBackends()
+if hasattr(os, "register_at_fork"):  # a forked child opens its own stores
+    os.register_at_fork(after_in_child=SHARED.forget_all)
