@@ -32,18 +32,22 @@ pickled with the workflow ``Context`` they reopen the store lazily, on first use
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Optional, cast
 from uuid import uuid4
 
+import llama_index.core.utils
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.bridge.pydantic import BaseModel, Field, PrivateAttr, field_validator
 from llama_index.core.memory.memory import BaseMemoryBlock
 from llama_index.core.utils import get_tokenizer
 
+from .core.errors import ScopeError
 from .core.messages import message_text
 from .memory.arguments import parameters, reject_unknown
 from .memory.composable import ComposableMemory
@@ -142,12 +146,17 @@ class MemoryBlocks(BaseModel):
                 (``memory_token_limit``, ``top_k``, ``min_relevance``, ``triples``,
                 ``profile``, ``embed_model``, ``llm``, ``extract_every``, ``ttl``...).
 
+        Every argument is checked before anything opens: a refused call leaves nothing
+        on disk.
+
         Raises:
+            ScopeError: ``user_id`` is empty, blank or None (a ValueError).
             ValueError: neither ``path`` nor ``store`` (blocks keep memory across
                 sessions, so they need a store that outlives one ``Memory``).
             TypeError: an argument that belongs to the ``Memory`` (``token_limit``,
                 ``insert_method``, ``chat_history``, ``primary_memory``) or an unknown one.
         """
+        check_user(user_id)
         for name, why in MEMORY_ARGUMENTS.items():
             if name in settings:
                 raise TypeError(f"MemoryBlocks.open() takes no {name}: {why}")
@@ -163,7 +172,9 @@ class MemoryBlocks(BaseModel):
             user_id=user_id, path=path, store=store, session_id=session_id or uuid4().hex, **settings
         )
         config = memory.to_dict()
-        for key in ("class_name", *CONVERSATION_KEYS):
+        # Neither the conversation nor the Memory's own arguments (at their defaults
+        # here): the Memory holds the queue and says where the blocks go.
+        for key in ("class_name", *CONVERSATION_KEYS, *MEMORY_ARGUMENTS):
             config.pop(key, None)
         blocks = cls(config=config, session_id=memory.session_id)
         blocks._live = {k: v for k, v in settings.items() if k in LIVE_ARGUMENTS}
@@ -296,9 +307,63 @@ class MemoryBlocks(BaseModel):
         return state
 
     def __setstate__(self, state: dict[Any, Any]) -> None:
-        """Restore the configuration, with a lock of its own."""
+        """Restore the configuration, with a lock of its own; and make the tokenizer of
+        the ``Memory`` being unpickled with the blocks load offline
+        (:func:`load_pickled_tokenizer`)."""
         super().__setstate__(state)
         self._lock = threading.RLock()
+        load_pickled_tokenizer()
+
+
+_tokenizer_loaded = threading.Event()
+# Held while TIKTOKEN_CACHE_DIR is set for a moment (the environment is the process's).
+_environment_lock = threading.Lock()
+
+
+def load_pickled_tokenizer() -> None:
+    """Load tiktoken's ``cl100k_base`` (LlamaIndex's default tokenizer) from the copy
+    LlamaIndex ships, unless it is loaded already or ``TIKTOKEN_CACHE_DIR`` says where
+    tiktoken finds it.
+
+    A pickled LlamaIndex ``Memory`` holds its tokenizer, which pickles its encoding by
+    name; unpickled in a new process, tiktoken would load it from its own cache, by
+    default under the temporary directory, and download it when it is not there (a
+    fresh machine, a container): offline, the restore fails. ``Memory`` unpickles its
+    blocks before its tokenizer, so the blocks load the encoding first, from
+    LlamaIndex's copy (where ``llama_index.core.utils.get_tokenizer`` loads it), and
+    tiktoken finds it loaded. Once per process."""
+    if _tokenizer_loaded.is_set() or "TIKTOKEN_CACHE_DIR" in os.environ:
+        return
+    _tokenizer_loaded.set()
+    bundled = Path(llama_index.core.utils.__file__).parent / "_static" / "tiktoken_cache"
+    if not bundled.is_dir() or not any(bundled.iterdir()):
+        return  # nothing to load offline: tiktoken does as it would have done
+    try:
+        import tiktoken
+    except ImportError:
+        return
+    with _environment_lock:
+        os.environ["TIKTOKEN_CACHE_DIR"] = str(bundled)
+        try:
+            tiktoken.get_encoding("cl100k_base")
+        except Exception:  # noqa: BLE001 - the unpickling itself reports a missing encoding
+            pass
+        finally:
+            os.environ.pop("TIKTOKEN_CACHE_DIR", None)
+
+
+def check_user(user_id: Any) -> None:
+    """:class:`~llama_memory.core.errors.ScopeError` (TypeError for what is not a string)
+    unless ``user_id`` names a user: the blocks keep one user's long-term memory.
+    Checked before anything opens."""
+    if user_id is not None and not isinstance(user_id, str):
+        raise TypeError(f"MemoryBlocks.open() takes user_id as a string, not {type(user_id).__name__} {user_id!r}")
+    if not user_id or not user_id.strip():
+        blank = f" (got {user_id!r}, which is blank)" if user_id else ""
+        raise ScopeError(
+            f"MemoryBlocks.open() needs a user_id{blank}: the blocks keep one user's long-term "
+            "memory. Pass one, e.g. MemoryBlocks.open(user_id='alice', path='./memory')"
+        )
 
 
 def profile_sources(memory: ComposableMemory) -> frozenset[str]:
@@ -429,4 +494,5 @@ __all__ = [
     "MemoryBlocks",
     "ProfileMemoryBlock",
     "drop_last_records",
+    "load_pickled_tokenizer",
 ]

@@ -80,7 +80,16 @@ class MemoryClosedError(StorageError):
 class EncryptionError(StorageError):
     """A SQLite store's encryption does not match how it was opened: a wrong key, an
     encrypted store opened without one, or a plain store opened with one (the message
-    says which). Raised before anything is written; the store is unchanged."""
+    says which). Raised before anything is written; the store is unchanged.
+
+    Attributes:
+        command_line: the same said to someone at the ``llama-memory`` command, whose
+            key comes from the environment variable, not from a Python argument.
+    """
+
+    def __init__(self, message: str, *, command_line: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.command_line = command_line or message
 
 
 class ExtractionError(LlamaMemoryError, ValueError):

@@ -29,6 +29,25 @@ def message_text(message: ChatMessage) -> str:
     return "\n".join(p for p in parts if p)
 
 
+#: What stands for a content block that holds no text, by its ``block_type``, in the text
+#: stored for a message that has no text of its own.
+PLACEHOLDERS = {"image": "[image]", "audio": "[audio]", "video": "[video]", "document": "[document]"}
+
+
+def stored_text(message: ChatMessage) -> str:
+    """The text a message is stored and searched by: its text (:func:`message_text`), or
+    for a message of media only (a photo the user sent, a voice note) a placeholder per
+    block, ``"[image]"``, ``"[audio]"``: the message is then a record like any other, so
+    an excerpt shows the user's turn between the assistant's replies instead of two
+    replies in a row. A message with neither (a tool call) stays ''."""
+    text = message_text(message)
+    if text:
+        return text
+    return " ".join(
+        PLACEHOLDERS[kind] for kind in (getattr(b, "block_type", None) for b in message.blocks) if kind in PLACEHOLDERS
+    )
+
+
 def role_name(message: ChatMessage) -> str:
     """The message's role as a plain string (``"user"``, ``"assistant"``, ...)."""
     role = message.role

@@ -29,7 +29,7 @@ class Scope:
             blank = f" (got {self.user_id!r}, which is blank)" if self.user_id else ""
             raise ScopeError(
                 f"{what} needs a user_id{blank}: records are stored and retrieved per user. "
-                "Pass one, e.g. ComposableMemory.from_defaults(user_id='alice')."
+                "Pass one, e.g. user_id='alice'."
             )
         return self.user_id
 
@@ -40,7 +40,8 @@ class StoredMessage:
 
     ``message`` is the original LlamaIndex ``ChatMessage`` (kept for sources that
     want more than text); ``text`` is its plain text as
-    ``llama_memory.core.messages.message_text`` gives.
+    ``llama_memory.core.messages.stored_text`` gives (a placeholder such as
+    ``"[image]"`` for a message of media only).
     """
 
     message_id: str

@@ -201,7 +201,12 @@ class MemoryFromDefaults(BaseMemory):
                 ``token_limit`` and ``llm`` are honoured here, and
                 ``initial_token_count`` is for :meth:`~llama_memory.memory.composable.ComposableMemory.get`.
 
+        Every argument is checked before the store is opened or created: a refused call
+        leaves nothing on disk.
+
         Raises:
+            ScopeError: no ``user_id`` (None, empty or blank) while a long-term source
+                needs one: the default sources, ``profile`` or ``triples``.
             TypeError: an unknown keyword argument, an ``embed_model`` that is not an
                 embedding object (such as a model name), a ``chat_history`` that is
                 not a list of ``ChatMessage``.

@@ -29,6 +29,7 @@ from typing import Annotated, Any, Literal, Optional
 from uuid import uuid4
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.memory.types import BaseMemory
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -42,7 +43,9 @@ from pydantic import (
 from ..core.text import short
 from ..retrieval.relevance import DEFAULT_MIN_RELEVANCE
 from ..retrieval.set_questions import SET_SPREAD
+from ..sources.llama_index import check_sources
 from ..storage.expiry import ttl_seconds
+from ..storage.privacy import check_passphrase
 from .arguments import reject_unknown
 from .defaults import DEFAULT_MEMORY_TOKEN_LIMIT, DEFAULT_TOKEN_LIMIT, DEFAULT_TOP_K
 
@@ -229,6 +232,13 @@ class MemorySettings(BaseModel):
         """ValueError for options that contradict each other (raised as such, not
         wrapped in a ValidationError)."""
         check_formation(self.llm, self.extract_every, self.extract_after_quiet, self.extract_in)
+        if not self.tenant_id.strip():
+            raise ValueError(
+                f"tenant_id names the application the memory belongs to, and {self.tenant_id!r} "
+                "is blank: leave it at 'default' or pass a name"
+            )
+        if self.encryption_key is not None:
+            check_passphrase(self.encryption_key.get_secret_value(), "encryption_key")
         if self.encryption_key is not None and self.path is None:
             raise ValueError(
                 "encryption_key encrypts the SQLite file under path=, and this memory has none "
@@ -276,12 +286,26 @@ class MemorySettings(BaseModel):
     def _a_passphrase(cls, value: Any) -> Any:
         if value is None or isinstance(value, SecretStr):
             return value
-        if not isinstance(value, str) or not value or "\x00" in value:
-            raise TypeError(
-                f"encryption_key takes a non-empty string (a passphrase) without NUL characters, "
-                f"not {type(value).__name__}" + (" ''" if value == "" else "")
-            )
+        if not isinstance(value, str):
+            raise TypeError(f"encryption_key takes a passphrase (a string), not {type(value).__name__}")
+        return value  # an empty or blank one: ValueError in _check_together, as such
+
+    @field_validator("secondary_memory_sources")
+    @classmethod
+    def _sources(cls, value: Any) -> Any:
+        if value is not None:
+            check_sources(value)
         return value
+
+    @field_validator("primary_memory")
+    @classmethod
+    def _a_memory(cls, value: Any) -> Any:
+        if value is None or isinstance(value, BaseMemory):
+            return value
+        raise TypeError(
+            f"primary_memory takes a LlamaIndex memory (a BaseMemory such as ChatMemoryBuffer), "
+            f"not {type(value).__name__} {short(value)}"
+        )
 
     @field_validator("ttl", mode="before")
     @classmethod
@@ -314,6 +338,19 @@ class MemorySettings(BaseModel):
     @field_serializer("profile")
     def _profile_by_name(self, value: Any) -> Any:
         return qualified_name(value) if isinstance(value, type) else value
+
+    def needs_user(self) -> Optional[str]:
+        """What of these settings keeps long-term memory, and so needs a ``user_id``
+        (named for the error), or None for a buffer-only memory with custom sources
+        that need none: the default sources (past messages and the profile), a
+        profile or triples asked for."""
+        if self.secondary_memory_sources is None:
+            return "the default long-term (vector) memory"
+        if self.profile is not None and self.profile is not False:
+            return "the profile memory"
+        if self.triples:
+            return "the knowledge-triple memory"
+        return None
 
     @property
     def persistent(self) -> bool:

@@ -85,6 +85,9 @@ def build_memory(
     scope = Scope(user_id=settings.user_id, session_id=settings.session_id, tenant_id=settings.tenant_id)
     clock = {"clock": settings.clock} if settings.clock else {}
     expiry = Expiry(ttl=settings.ttl, refresh_on_read=settings.refresh_on_read, **clock)
+    needing = settings.needs_user()
+    if needing is not None:  # refused before the store is created: nothing left on disk
+        scope.require_user(needing)
     # The backend of the location given; a bad path or contradicting index settings
     # fail here, before anything is created.
     backend = open_backend(Location.of(settings))
@@ -102,17 +105,15 @@ def build_memory(
         model = resolve_embed_model(settings.embed_model) if default_sources or settings.triples else None
         if settings.reembed:
             forget_embedding_model(store, vector=default_sources, triples=settings.triples)
+        # (A user is named: the settings refused long-term sources without one.)
         if sources is None:
-            scope.require_user("the default long-term (vector) memory")
             sources = [vector_source(backend, model, expiry)]
         profile = settings.profile
         if profile is not False and (default_sources or profile is not None):
-            scope.require_user("the profile memory")
             if not any(isinstance(s, ProfileHolder) for s in sources):
                 schema = profile if isinstance(profile, type) else None
                 sources = [*sources, ProfileSource(backend.profile_rows(), schema=schema, expiry=expiry)]
         if settings.triples and not any(isinstance(s, TripleHolder) for s in sources):
-            scope.require_user("the knowledge-triple memory")
             sources = [*sources, triple_source(backend, resolve_embed_model(model), expiry=expiry)]
         # The settings as opened, which to_dict writes: the location as its backend
         # writes it (an absolute path, a URL without its password, a server by its URL).

@@ -58,12 +58,9 @@ class LlamaIndexMemorySource(MemorySource):
             self._owners.clear()
 
 
-def as_sources(objects: Iterable[Any]) -> list[Source]:
-    """A memory's ``secondary_memory_sources`` as sources that all speak the one
-    protocol (:class:`~llama_memory.sources.base.Source`): a LlamaIndex memory is
-    wrapped (:class:`LlamaIndexMemorySource`, named after its class and position);
-    TypeError for anything else that is not a source."""
-    objects = list(objects)
+def check_sources(objects: Iterable[Any]) -> None:
+    """TypeError naming the first of ``objects`` that is neither a llama-memory source
+    nor a LlamaIndex memory."""
     for s in objects:
         if not isinstance(s, (Source, BaseMemory)):
             raise TypeError(
@@ -71,6 +68,15 @@ def as_sources(objects: Iterable[Any]) -> list[Source]:
                 "retrieve: see llama_memory.sources.base.Source) or LlamaIndex BaseMemory "
                 f"objects, not {type(s).__name__}"
             )
+
+
+def as_sources(objects: Iterable[Any]) -> list[Source]:
+    """A memory's ``secondary_memory_sources`` as sources that all speak the one
+    protocol (:class:`~llama_memory.sources.base.Source`): a LlamaIndex memory is
+    wrapped (:class:`LlamaIndexMemorySource`, named after its class and position);
+    TypeError for anything else that is not a source."""
+    objects = list(objects)
+    check_sources(objects)
     return [
         LlamaIndexMemorySource(s, f"{s.class_name()}#{i + 1}") if isinstance(s, BaseMemory) else s
         for i, s in enumerate(objects)

@@ -26,7 +26,7 @@ import stat
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Optional, Union
+from typing import IO, Any, Optional, Union
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +45,21 @@ _warned_lock = threading.Lock()
 def environment_key() -> Optional[str]:
     """The encryption key set in :data:`ENCRYPTION_KEY_ENV`, or None (unset or empty)."""
     return os.environ.get(ENCRYPTION_KEY_ENV) or None
+
+
+def check_passphrase(key: Any, source: str = "encryption_key") -> None:
+    """TypeError for a passphrase that is not a string; ValueError for an empty or
+    blank one (no secret at all: a store "encrypted" with it protects nothing) or one
+    holding NUL, naming where it came from (``source``)."""
+    if not isinstance(key, str):
+        raise TypeError(f"{source} takes a passphrase (a string), not {type(key).__name__}")
+    if not key.strip():
+        raise ValueError(
+            f"{source} is {'empty' if not key else 'blank (only whitespace)'}: an encryption "
+            "key must be a passphrase with something in it"
+        )
+    if "\x00" in key:
+        raise ValueError(f"{source} holds a NUL character, which no passphrase may hold")
 
 
 def is_private(path: Union[str, Path]) -> bool:

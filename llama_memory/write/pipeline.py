@@ -33,9 +33,9 @@ from ..core.messages import (
     check_storable,
     dump_message,
     message_id,
-    message_text,
     message_time,
     role_name,
+    stored_text,
 )
 from ..core.types import StoredMessage, now
 from ..memory.arguments import messages_arg
@@ -145,7 +145,7 @@ def stored_messages(messages: Sequence[ChatMessage]) -> list[StoredMessage]:
         StoredMessage(
             message_id=message_id(m),
             role=role_name(m),
-            text=message_text(m),
+            text=stored_text(m),
             event_time=message_time(m, default=received),
             message=m,
         )

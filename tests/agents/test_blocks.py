@@ -13,8 +13,12 @@ previous turn is flushed at once.
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import shutil
+import subprocess
+import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +30,7 @@ from llama_index.core.memory import Memory
 from llama_index.core.workflow import Context
 from workflows.context.serializers import PickleSerializer
 
-from llama_memory import LlamaMemoryError, StorageError
+from llama_memory import ComposableMemory, LlamaMemoryError, ScopeError, StorageError
 from llama_memory.blocks import (
     InstructionsMemoryBlock,
     LongTermMemoryBlock,
@@ -238,6 +242,83 @@ async def test_a_block_dumped_as_json_reopens_its_store_and_a_store_that_is_gone
     assert not store.exists()
 
 
+#: Restores the Context saved in the file argv[1] in a process with no network (every
+#: socket connection refused): argv[2] "as-is", or "get_tokenizer" (the docs' step for a
+#: Memory without llama-memory's blocks first); prints what the LLM was sent.
+RESTORE_OFFLINE = """
+import asyncio, json, socket, sys
+
+def refuse(*args, **kwargs):
+    raise OSError("no network in this process")
+
+socket.socket.connect = refuse
+if sys.argv[2] == "get_tokenizer":
+    from llama_index.core.utils import get_tokenizer
+
+    get_tokenizer()
+from llama_index.core.agent.workflow import FunctionAgent
+from llama_index.core.workflow import Context
+from workflows.context.serializers import PickleSerializer
+from scripted_llm import ScriptedLLM, message_plain_text
+
+async def main():
+    llm = ScriptedLLM(["Try the tasca."])
+    agent = FunctionAgent(llm=llm, system_prompt="Be brief.")
+    saved = json.loads(open(sys.argv[1]).read())
+    restored = Context.from_dict(agent, saved, serializer=PickleSerializer())
+    await agent.run("Where should I eat tonight in Lisbon?", ctx=restored)
+    print(json.dumps([message_plain_text(m) for m in llm.calls[0].messages]))
+
+asyncio.run(main())
+"""
+
+
+def restore_offline(tmp_path: Path, saved: Path, how: str) -> subprocess.CompletedProcess:
+    """Run RESTORE_OFFLINE in a fresh process: no network, a temporary directory of its
+    own (no tiktoken cache there) and no TIKTOKEN_CACHE_DIR."""
+    root = Path(__file__).resolve().parents[2]
+    temporary = Path(tempfile.mkdtemp(prefix=f"tmp-{how}-", dir=tmp_path))
+    env = {k: v for k, v in os.environ.items() if k not in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR")}
+    env.update(TMPDIR=str(temporary), PYTHONPATH=os.pathsep.join([str(root), str(root / "tests")]))
+    return subprocess.run(
+        [sys.executable, "-c", RESTORE_OFFLINE, str(saved), how],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+
+
+async def test_a_pickled_memory_restores_offline_in_a_fresh_process(tmp_path: Path, opened) -> None:
+    """LlamaIndex's Memory pickles its tokenizer by name, and tiktoken downloads it in a
+    process that has not loaded it: a Memory holding the blocks restores with no network
+    (they load it from LlamaIndex's own copy first); one without them needs the docs'
+    step (get_tokenizer() before restoring), and fails without it."""
+    blocks = open_blocks(opened, "alice", path=tmp_path / "memory", session_id="s1")
+    agent = FunctionAgent(llm=ScriptedLLM(["Noted.", "Sure.", "Noted."]), system_prompt=SYSTEM_PROMPT)
+    ctx = Context(agent)
+    memory = short_term("s1", blocks.all())
+    for turn in (FACT, "Thanks!"):
+        await agent.run(user_msg=turn, memory=memory, ctx=ctx)
+    with_blocks = tmp_path / "with-blocks.json"
+    with_blocks.write_text(json.dumps(ctx.to_dict(serializer=PickleSerializer())))
+    blocks.close()
+
+    plain_ctx = Context(agent)
+    await agent.run(user_msg=FACT, memory=Memory.from_defaults(session_id="p1", token_limit=4000), ctx=plain_ctx)
+    without = tmp_path / "without-blocks.json"
+    without.write_text(json.dumps(plain_ctx.to_dict(serializer=PickleSerializer())))
+
+    restored = restore_offline(tmp_path, with_blocks, "as-is")
+    assert restored.returncode == 0, restored.stderr[-3000:]
+    sent = "\n".join(json.loads(restored.stdout.strip().splitlines()[-1]))
+    assert FACT in sent  # the blocks reopened the store and showed the fact
+
+    refused = restore_offline(tmp_path, without, "as-is")
+    # (The serializer hides the download's error behind its JSON fallback's.)
+    assert refused.returncode != 0, refused.stdout
+    assert "Failed to deserialize state value for key memory" in refused.stderr, refused.stderr[-3000:]
+    documented = restore_offline(tmp_path, without, "get_tokenizer")
+    assert documented.returncode == 0, documented.stderr[-3000:]
+
+
 # --------------------------------------------------------------------------- truncation
 
 
@@ -295,6 +376,35 @@ def test_bad_arguments_say_what_to_pass(tmp_path: Path, opened) -> None:
     blocks = open_blocks(opened, "alice", path=tmp_path)
     with pytest.raises(ValueError, match="priority 0"):
         blocks.instructions(priority=2)
+
+
+@pytest.mark.parametrize("user_id", ["", "   ", None])
+def test_a_missing_user_is_refused_before_anything_is_created(tmp_path: Path, user_id: Any) -> None:
+    """No user: refused before the store is made (no file at the path), with advice for
+    the call that was made: a MemoryBlocks caller is shown MemoryBlocks.open."""
+    where = tmp_path / "memory"
+    with pytest.raises(ScopeError, match=r"MemoryBlocks\.open\(\) needs a user_id") as refused:
+        MemoryBlocks.open(user_id=user_id, path=where)
+    assert "from_defaults" not in str(refused.value)
+    assert "MemoryBlocks.open(user_id='alice'" in str(refused.value)
+    assert not where.exists()
+    with pytest.raises(ScopeError, match="needs a user_id"):
+        ComposableMemory.from_defaults(user_id=user_id, path=where)
+    assert not where.exists()
+    with pytest.raises(TypeError, match="user_id as a string, not int"):
+        MemoryBlocks.open(user_id=42, path=where)  # type: ignore[arg-type]
+    assert not where.exists()
+
+
+def test_the_saved_configuration_holds_none_of_the_memorys_arguments(tmp_path: Path, opened) -> None:
+    """token_limit and insert_method are the Memory's (open() refuses them): the blocks'
+    configuration, pickled with a Context, does not carry them either."""
+    blocks = open_blocks(opened, "alice", path=tmp_path)
+    for saved in (blocks.config, pickle.loads(pickle.dumps(blocks)).config, blocks.long_term().model_dump()["blocks"]["config"]):
+        assert not set(saved) & {"token_limit", "insert_method", "chat_history", "primary_memory"}, sorted(saved)
+    copy = pickle.loads(pickle.dumps(blocks.long_term()))
+    opened.append(copy.blocks)
+    assert copy.blocks.memory.user_id == "alice"  # and it still reopens the store
 
 
 # --------------------------------------------------------------------------- PostgreSQL

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from llama_index.core.base.embeddings.base import BaseEmbedding
-from llama_index.core.base.llms.types import ChatMessage, ImageBlock, MessageRole
+from llama_index.core.base.llms.types import AudioBlock, ChatMessage, ImageBlock, MessageRole
 from llama_index.core.utils import get_tokenizer
 
 import workers
@@ -61,8 +61,9 @@ def reopened(memory: ComposableMemory, embed_model) -> ComposableMemory:
 
 
 def test_messages_without_text_are_kept_in_the_history_but_make_no_record(make_memory, embed_model) -> None:
-    """Documented: a message with no text (None or '' content, only an image, only a
-    tool call) is stored losslessly in the conversation; long-term sources skip it."""
+    """Documented: a message with no text (None or '' content, only a tool call) is
+    stored losslessly in the conversation; long-term sources skip it. A message of
+    media only (an image) is stored too, and makes one record: its placeholder."""
     memory = seeded(make_memory)
     tool_call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
     odd = [
@@ -75,7 +76,7 @@ def test_messages_without_text_are_kept_in_the_history_but_make_no_record(make_m
     ]
     before = memory.source("vector").store.count_records("vector")
     memory.put_messages(odd)
-    assert memory.source("vector").store.count_records("vector") == before
+    assert memory.source("vector").store.count_records("vector") == before + 1  # "[image]"
     assert memory.get()  # the window holds them; get() does not fail on them
     again = reopened(memory, embed_model)
     try:
@@ -350,6 +351,30 @@ def test_a_database_url_as_path_is_refused_and_creates_nothing(tmp_path: Path, m
     with pytest.raises(ValueError, match="path is a directory.*pass store=.postgresql:.*instead of path"):
         ComposableMemory.from_defaults(user_id="alice", path=url, embed_model=embed_model)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("block", "placeholder"),
+    [
+        (ImageBlock(url="https://example.com/miso.png"), "[image]"),
+        (AudioBlock(audio=b"RIFF0000WAVEfmt ", format="wav"), "[audio]"),
+    ],
+)
+def test_a_message_of_media_only_keeps_its_turn_in_the_excerpt(make_memory, block, placeholder) -> None:
+    """A photo or a voice note the user sent, with no text: stored with a placeholder,
+    so the excerpt around it shows the user's turn, not two assistant lines in a row."""
+    memory = make_memory(min_relevance=0.0)
+    memory.put_messages([
+        user("My cat Miso turned three today."),
+        assistant("Happy birthday to Miso!"),
+        ChatMessage(role=MessageRole.USER, blocks=[block]),
+        assistant("What a cute cat, Miso looks happy."),
+    ])
+    texts = [r.text for r in memory.search("Miso looks happy", k=3)]
+    shown = next(t for t in texts if "Miso looks happy" in t)
+    assert f"user: {placeholder}\nassistant: What a cute cat, Miso looks happy." in shown, texts
+    assert "assistant: Happy birthday to Miso!\nassistant:" not in shown
+    assert memory.get_all()[2].blocks == [block]  # the message itself is kept as it was
 
 
 async def test_calls_after_close_say_the_memory_is_closed(make_memory, embed_model) -> None:

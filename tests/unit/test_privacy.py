@@ -4,12 +4,14 @@ others can read is reported once, and the SQLite store is encrypted at rest on r
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import pickle
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -190,6 +192,7 @@ def test_the_key_is_never_written_and_comes_back_from_the_environment(
 #: A process that opens the store given as its argument and holds it until stdin closes.
 HOLD_STORE = """
 import sys
+import time
 from llama_memory.storage.sqlite import SQLiteStore
 store = SQLiteStore(sys.argv[1])
 store.get_meta("x")
@@ -248,3 +251,162 @@ def test_encrypt_turns_a_plain_store_into_an_encrypted_one_losing_nothing(
     monkeypatch.delenv(ENCRYPTION_KEY_ENV)
     assert cli(["users", "--store", str(store)]) == 1
     assert "is encrypted" in capsys.readouterr().err
+
+
+#: A process that opens the plain store given as its argument, writes (so that its -wal
+#: holds pages not yet in the database) and holds it until stdin closes.
+HOLD_AND_WRITE = """
+import sys
+import time
+from llama_memory.storage.sqlite import SQLiteStore
+store = SQLiteStore(sys.argv[1])
+store.set_meta("held by", "another process")
+print("open", flush=True)
+sys.stdin.read()
+store.close()
+"""
+
+
+def test_encrypt_refuses_a_store_another_process_holds_before_touching_it(
+    tmp_path: Path, embed_model, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """Asked of SQLite's locks at once: a store another process has open is refused
+    before anything is read, checkpointed or copied (its -wal keeps every byte), and
+    the message says so truly."""
+    store = tmp_path / "store"
+    ComposableMemory.from_defaults(user_id="u", path=store, embed_model=embed_model).close()
+    monkeypatch.setenv(ENCRYPTION_KEY_ENV, KEY)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_AND_WRITE, str(store)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        text=True, env={k: v for k, v in os.environ.items() if k != ENCRYPTION_KEY_ENV},
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "open"
+        before = snapshot(store)
+        assert before["memory.sqlite3-wal"][0], "the holder's write is in its -wal"
+        assert cli(["encrypt", "--store", str(store)]) == 1
+        said = capsys.readouterr().err
+        assert "in use by another process" in said and "nothing was read or changed" in said, said
+        assert snapshot(store) == before  # the -wal untouched, no copy begun
+    finally:
+        holder.communicate("")
+    assert cli(["encrypt", "--store", str(store)]) == 0  # once it is free
+    from llama_memory.storage.sqlite.driver import SQLCipherDriver
+
+    reopened = SQLiteStore(store, driver=SQLCipherDriver(KEY))
+    assert reopened.get_meta("held by") == "another process"  # the holder's write, kept
+    reopened.close()
+
+
+@pytest.mark.parametrize("passphrase", ["", "   ", "\t\n"])
+def test_empty_and_blank_passphrases_are_refused_with_a_value_error(
+    tmp_path: Path, embed_model, monkeypatch: pytest.MonkeyPatch, capsys, passphrase: str
+) -> None:
+    store = tmp_path / "store"
+    with pytest.raises(ValueError, match="encryption_key is (empty|blank)") as refused:
+        ComposableMemory.from_defaults(user_id="u", path=store, embed_model=embed_model, encryption_key=passphrase)
+    assert type(refused.value) is ValueError  # said plainly, not a validation dump
+    with pytest.raises(ValueError, match="(empty|blank)"):
+        MemoryAdmin(store, create=True, encryption_key=passphrase)
+    assert not store.exists()
+    if passphrase:  # an empty variable is an unset one; a blank one is a mistake
+        monkeypatch.setenv(ENCRYPTION_KEY_ENV, passphrase)
+        with pytest.raises(ValueError, match=f"{ENCRYPTION_KEY_ENV} environment variable is blank"):
+            ComposableMemory.from_defaults(user_id="u", path=store, embed_model=embed_model)
+        assert not store.exists()
+        monkeypatch.delenv(ENCRYPTION_KEY_ENV)
+        ComposableMemory.from_defaults(user_id="u", path=store, embed_model=embed_model).close()
+        monkeypatch.setenv(ENCRYPTION_KEY_ENV, passphrase)
+        for command in ("users", "encrypt"):
+            assert cli([command, "--store", str(store)]) == 1
+            assert f"{ENCRYPTION_KEY_ENV} environment variable is blank" in capsys.readouterr().err
+        assert (store / "memory.sqlite3").read_bytes()[:16] == b"SQLite format 3\x00"
+
+
+def test_the_command_line_names_the_environment_variable_not_python_arguments(
+    tmp_path: Path, embed_model, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    encrypted, plain = tmp_path / "encrypted", tmp_path / "plain"
+    ComposableMemory.from_defaults(user_id="u", path=encrypted, embed_model=embed_model, encryption_key=KEY).close()
+    ComposableMemory.from_defaults(user_id="u", path=plain, embed_model=embed_model).close()
+    monkeypatch.delenv(ENCRYPTION_KEY_ENV, raising=False)
+    assert cli(["users", "--store", str(encrypted)]) == 1
+    said = capsys.readouterr().err
+    assert f"set {ENCRYPTION_KEY_ENV} to its key" in said, said
+    monkeypatch.setenv(ENCRYPTION_KEY_ENV, KEY)
+    assert cli(["users", "--store", str(plain)]) == 1
+    said_too = capsys.readouterr().err
+    assert f"unset {ENCRYPTION_KEY_ENV}" in said_too, said_too
+    monkeypatch.setenv(ENCRYPTION_KEY_ENV, "not the key")
+    assert cli(["users", "--store", str(encrypted)]) == 1
+    wrong = capsys.readouterr().err
+    assert "wrong key" in wrong and ENCRYPTION_KEY_ENV in wrong
+    for message in (said, said_too, wrong):
+        assert "encryption_key=" not in message and "from_defaults" not in message and "MemoryAdmin" not in message
+    # From Python, the same refusal names the argument.
+    monkeypatch.delenv(ENCRYPTION_KEY_ENV)
+    with pytest.raises(EncryptionError, match="pass encryption_key="):
+        MemoryAdmin(encrypted)
+
+
+def _opening(store: Path, driver: SQLiteDriver, times: int = 5) -> float:
+    """The fastest of ``times`` opens (and closes) of the SQLite store, in seconds."""
+    best = float("inf")
+    for _ in range(times):
+        started = time.perf_counter()
+        SQLiteStore(store, driver=driver).close()
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def test_an_encrypted_reopen_costs_about_a_plain_open_and_its_key_stays_off_disk(tmp_path: Path) -> None:
+    """The passphrase's key is derived once per store in a process: a reopen in a warm
+    process costs at most about twice a plain open (the derivation alone costs ten
+    times one). The derived key is SQLCipher's own (the store opens with the passphrase
+    in SQLCipher, in another process) and is written nowhere."""
+    from llama_memory.storage.sqlite.driver import SQLCipherDriver
+
+    encrypted, plain = tmp_path / "encrypted", tmp_path / "plain"
+    SQLiteStore(encrypted, driver=SQLCipherDriver(KEY)).close()
+    SQLiteStore(plain, driver=SQLiteDriver()).close()
+    warm_plain = _opening(plain, SQLiteDriver())
+    warm_encrypted = _opening(encrypted, SQLCipherDriver(KEY))  # a new driver each time, as a new memory has
+    assert warm_encrypted <= 2 * warm_plain + 0.010, (warm_encrypted, warm_plain)
+
+    salt = (encrypted / "memory.sqlite3").read_bytes()[:16]
+    derived = hashlib.pbkdf2_hmac("sha512", KEY.encode(), salt, 256_000, 32)
+    for file in encrypted.rglob("*"):
+        if file.is_file():
+            content = file.read_bytes()
+            assert derived not in content and derived.hex().encode() not in content, file
+    with pytest.raises(EncryptionError, match="wrong key"):
+        SQLiteStore(encrypted, driver=SQLCipherDriver("not the key"))
+    opened_by_sqlcipher = subprocess.run(
+        [sys.executable, "-c", (
+            "import sys; from sqlcipher3 import dbapi2 as s; c = s.connect(sys.argv[1]); "
+            "c.execute(\"PRAGMA key = '" + KEY + "'\"); print(c.execute('PRAGMA user_version').fetchone()[0])"
+        ), str(encrypted / "memory.sqlite3")],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert int(opened_by_sqlcipher.stdout) > 0
+
+
+def test_encrypt_takes_a_store_a_crashed_process_left_with_its_wal(tmp_path: Path) -> None:
+    """A process that died with the store open leaves its -wal (with its last writes)
+    and -shm behind, and holds no lock: encrypt takes the store, losing nothing."""
+    from llama_memory.storage.sqlite.driver import SQLCipherDriver
+    from llama_memory.storage.sqlite.encrypt import encrypt_store
+
+    store = tmp_path / "store"
+    SQLiteStore(store).close()
+    crash = (
+        "import os, sys; from llama_memory.storage.sqlite import SQLiteStore; "
+        "SQLiteStore(sys.argv[1]).set_meta('last words', 'kept'); os._exit(0)"
+    )
+    subprocess.run([sys.executable, "-c", crash, str(store)], check=True)
+    assert (store / "memory.sqlite3-wal").stat().st_size > 0 and (store / "memory.sqlite3-shm").exists()
+    encrypt_store(store, KEY)
+    assert sorted(p.name for p in store.iterdir()) == ["memory.sqlite3"]
+    reopened = SQLiteStore(store, driver=SQLCipherDriver(KEY))
+    assert reopened.get_meta("last words") == "kept"
+    reopened.close()

@@ -16,7 +16,7 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from helpers import message_texts, user
-from llama_memory import ChatBuffer, ComposableMemory, MemorySettings, RestoreWarning
+from llama_memory import ChatBuffer, ComposableMemory, MemorySettings, RestoreWarning, ScopeError
 from llama_memory.storage.sqlite import DB_FILENAME
 from scripted_llm import ScriptedLLM
 
@@ -118,3 +118,22 @@ def test_a_copy_carries_the_settings(tmp_path: Path, embed_model: Any) -> None:
     finally:
         memory.close()
     assert (tmp_path / DB_FILENAME).is_file()
+
+
+@pytest.mark.parametrize(
+    ("given", "error", "said"),
+    [
+        ({"user_id": ""}, ScopeError, "needs a user_id"),
+        ({"user_id": "   "}, ScopeError, "blank"),
+        ({"user_id": None}, ScopeError, "needs a user_id"),
+        ({"user_id": "alice", "tenant_id": " "}, ValueError, "tenant_id .* is blank"),
+        ({"user_id": "alice", "secondary_memory_sources": [42]}, TypeError, "not int"),
+        ({"user_id": "alice", "primary_memory": 42}, TypeError, "primary_memory takes a LlamaIndex memory"),
+        ({"user_id": "alice", "encryption_key": " "}, ValueError, "encryption_key is blank"),
+    ],
+)
+def test_every_argument_is_checked_before_the_store_is_created(tmp_path: Path, given, error, said) -> None:
+    where = tmp_path / "m"
+    with pytest.raises(error, match=said):
+        ComposableMemory.from_defaults(path=where, **given)
+    assert not where.exists()

@@ -32,7 +32,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # reported with the command's own usage, which lists its options
         getattr(args, "command_parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
-    from ...core.errors import EmbeddingDimensionError, LlamaMemoryError
+    from ...core.errors import EmbeddingDimensionError, EncryptionError, LlamaMemoryError
 
     try:
         status = args.run(args)
@@ -42,6 +42,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
     except (CommandError, LlamaMemoryError, ValueError, KeyError, OSError, ImportError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        if isinstance(exc, EncryptionError):
+            message = exc.command_line  # the key comes from the environment here
         if isinstance(exc, EmbeddingDimensionError) or type(exc).__name__ == "EmbeddingMismatchError":
             message = f"{message} (pass it with --embed-model MODULE:NAME)"
         print(f"llama-memory {args.command}: error: {message}", file=sys.stderr)

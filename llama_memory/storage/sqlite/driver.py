@@ -14,13 +14,19 @@ wrong key is told apart from a plain file, all before anything is written.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Optional, Union
 
 from ...core.errors import EncryptionError
-from ..privacy import ENCRYPTION_KEY_ENV, environment_key
+from ..privacy import ENCRYPTION_KEY_ENV, check_passphrase, environment_key
+from .keys import derivation_of, derived_key, new_salt, raw_key, salt_of
+
+#: A raw key given as the passphrase, as SQLCipher takes one: ``x'<64 hex digits>'``,
+#: with the salt's 32 more (used as it is: nothing is derived).
+RAW_KEY = re.compile(r"^x'([0-9a-fA-F]{64}|[0-9a-fA-F]{96})'$")
 
 #: The first 16 bytes of every plain SQLite database file.
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -72,11 +78,14 @@ class SQLiteDriver:
         of two bytes). Anything else not SQLite's is left to SQLite to report as
         damaged ("file is not a database")."""
         if file_is_plain(file) is False and file.stat().st_size % 512 == 0:
-            raise EncryptionError(
+            said = (
                 f"the SQLite store {file} is encrypted, or damaged: without a key it is not "
-                f"a database (its header is not SQLite's). If it is encrypted, pass "
-                f"encryption_key= to from_defaults (or MemoryAdmin), or set {ENCRYPTION_KEY_ENV}. "
-                "Nothing was changed."
+                "a database (its header is not SQLite's). If it is encrypted, "
+            )
+            raise EncryptionError(
+                said + f"pass encryption_key= to from_defaults (or MemoryAdmin), or set "
+                f"{ENCRYPTION_KEY_ENV}. Nothing was changed.",
+                command_line=said + f"set {ENCRYPTION_KEY_ENV} to its key. Nothing was changed.",
             )
 
     def connect(self, target: str, timeout: float) -> Any:
@@ -93,14 +102,19 @@ class SQLiteDriver:
 class SQLCipherDriver(SQLiteDriver):
     """Opens a store's file through SQLCipher (AES-256, a key derived from ``key`` by
     PBKDF2-HMAC-SHA512): every page of the database, its -wal file included, is
-    encrypted on disk; FTS5 and every statement work as on a plain file.
+    encrypted on disk; FTS5 and every statement work as on a plain file. The key is
+    derived once per store file and passphrase in a process (:mod:`.keys`): a reopen
+    costs about what a plain open does.
 
     Args:
-        key: the passphrase (a non-empty string); never written anywhere by the library.
+        key: the passphrase (a string that is not blank); never written anywhere by the
+            library, nor is the key derived from it.
         source: where the key came from, named in error messages.
         owner_only: as :class:`SQLiteDriver`.
 
     Raises:
+        ValueError: an empty or blank passphrase
+            (:func:`~llama_memory.storage.privacy.check_passphrase`).
         ImportError: the ``sqlcipher3`` module is missing (the message says which extra
             to install).
     """
@@ -109,8 +123,7 @@ class SQLCipherDriver(SQLiteDriver):
 
     def __init__(self, key: str, *, source: str = "encryption_key", owner_only: bool = True) -> None:
         super().__init__(owner_only=owner_only)
-        if not isinstance(key, str) or not key or "\x00" in key:
-            raise ValueError(f"{source} must be a non-empty string without NUL characters")
+        check_passphrase(key, source)
         try:
             from sqlcipher3 import dbapi2
         except ImportError as exc:
@@ -121,11 +134,18 @@ class SQLCipherDriver(SQLiteDriver):
         self._module = dbapi2
         self._key = key
         self.source = source
+        self._derivation = derivation_of(dbapi2)
 
-    @property
-    def key(self) -> str:
-        """The passphrase (for ``ATTACH ... KEY`` when a store is encrypted)."""
-        return self._key
+    def key_clause(self, file: Path) -> str:
+        """The key of ``file`` as ``PRAGMA key`` and ``ATTACH ... KEY`` take it: SQLCipher's
+        raw key with the file's salt (a new salt for a new file), derived from the
+        passphrase once per file and passphrase in this process
+        (:mod:`~llama_memory.storage.sqlite.keys`); the passphrase itself when SQLCipher
+        derives keys in a way not done here."""
+        if self._derivation is None or RAW_KEY.match(self._key):
+            return quote(self._key)  # SQLCipher derives it, or a raw key given as such
+        salt = salt_of(file) or new_salt()
+        return raw_key(derived_key(self._key, salt, self._derivation), salt)
 
     @property
     def module(self) -> ModuleType:
@@ -140,20 +160,35 @@ class SQLCipherDriver(SQLiteDriver):
     def check_file(self, file: Path) -> None:
         """:class:`EncryptionError` when ``file`` is a plain (unencrypted) store."""
         if file_is_plain(file):
+            said = f"the SQLite store {file} is not encrypted, but a key was given ({self.source}): "
+            encrypt = f"encrypt it first with `llama-memory encrypt --store {file.parent}`. Nothing was changed."
             raise EncryptionError(
-                f"the SQLite store {file} is not encrypted, but a key was given ({self.source}): "
-                "open it without a key, or encrypt it first with `llama-memory encrypt --store "
-                f"{file.parent}`. Nothing was changed."
+                said + "open it without a key, or " + encrypt,
+                command_line=said + f"unset {ENCRYPTION_KEY_ENV} to open it as it is, or " + encrypt,
             )
 
     def connect(self, target: str, timeout: float) -> Any:
         """A connection with the key set, checked by reading the schema:
         :class:`EncryptionError` (the connection closed) for a wrong key."""
+        if target == ":memory:":  # no file, no salt: SQLCipher derives its key
+            return self._keyed(target, timeout, quote(self._key))
+        file = Path(target)
+        salted = salt_of(file)
+        try:
+            return self._keyed(target, timeout, self.key_clause(file))
+        except EncryptionError:
+            # A new file salted here and, meanwhile, by another process that wrote it
+            # first: its key is the one of the salt now in the file.
+            if salted is not None or salt_of(file) is None:
+                raise
+            return self._keyed(target, timeout, self.key_clause(file))
+
+    def _keyed(self, target: str, timeout: float, key: str) -> Any:
         conn = super().connect(target, timeout)
         try:
             # SQLCipher would print every failed page decryption (a wrong key) on stderr.
             conn.execute("PRAGMA cipher_log_level = NONE")
-            conn.execute(f"PRAGMA key = {quote(self._key)}")
+            conn.execute(f"PRAGMA key = {key}")
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
         except self._module.DatabaseError as exc:
             conn.close()

@@ -2,13 +2,16 @@
 
 Copy, verify, swap, nothing lost:
 
-1. the plain file is copied into a new encrypted file beside it (SQLCipher's
+1. the store is taken alone, with SQLite's exclusive lock (the lock every process that
+   has the store open shares): a store another process has open is refused there, before
+   anything is read, checkpointed or copied;
+2. the plain file is copied into a new encrypted file beside it (SQLCipher's
    ``sqlcipher_export``, every table, index, trigger and FTS5 index, and the schema
-   version) while a write lock keeps other writers out;
-2. the copy is checked against the original: every table's rows (with their rowids,
+   version) while that lock keeps every other process out;
+3. the copy is checked against the original: every table's rows (with their rowids,
    which the lexical index refers to) give the same digest, and SQLite's integrity
    check passes;
-3. the files are swapped (the plain one kept as a backup), the encrypted store is
+4. the files are swapped (the plain one kept as a backup), the encrypted store is
    opened as a memory would open it and checked once more; only then is the backup
    removed (unless asked to keep it). Any failure before that leaves the plain store
    where it was.
@@ -34,6 +37,9 @@ from .driver import SQLCipherDriver, file_is_plain, quote
 WORK_SUFFIX = ".encrypting"
 #: Suffix of the plain file kept until the encrypted one is checked in its place.
 BACKUP_SUFFIX = ".plain-backup"
+#: Seconds ``encrypt`` waits for the store to be free (a process that is closing it)
+#: before it says the store is in use.
+IN_USE_WAIT = 1.0
 
 
 @dataclass
@@ -59,8 +65,8 @@ def encrypt_store(
     """Encrypt the plain SQLite store under the memory directory ``path`` with ``key``.
 
     Stop every process that uses the store first: a process that still holds the old
-    file open would keep writing to it (the command refuses while the store's -wal
-    file shows another connection).
+    file open would keep writing to it. The command asks SQLite's locks first, and
+    refuses a store another process has open before it reads or copies anything.
 
     Raises:
         StorageError: no store under ``path``, or the store is in use.
@@ -90,9 +96,14 @@ def encrypt_store(
                 f"{file} is the one in use; remove {leftover.name} (after checking it) and run again"
             )
     module = driver.module
+    alone = hold_alone(module, file)  # refused here, before anything is read or copied
     try:
-        expected, tables, rows = _copy(module, file, work, driver)
-        _check(module, work, driver, expected, "the encrypted copy")
+        try:
+            expected, tables, rows = _copy(module, alone, file, work, driver)
+            _check(module, work, driver, expected, "the encrypted copy")
+        finally:
+            alone.close()
+        _tidy(module, file)
         _swap_in(file, work, backup)
     except BaseException:
         work.unlink(missing_ok=True)
@@ -110,15 +121,58 @@ def encrypt_store(
     return EncryptReport(file=file, tables=tables, rows=rows, backup=backup if keep_backup else None)
 
 
-def _copy(module: Any, file: Path, work: Path, driver: SQLCipherDriver) -> tuple[str, int, int]:
-    """Export ``file`` into the encrypted ``work`` under a write lock; the digest of the
-    original, with its table and row counts."""
+def hold_alone(module: Any, file: Path, wait: float = IN_USE_WAIT) -> Any:
+    """A connection to the plain store ``file`` that holds it alone until it is closed:
+    SQLite's exclusive lock on the file, the lock every connection of an open memory
+    (a worker, an MCP server, a command) shares while it has the store open. So the
+    question "does another process use the store?" is asked of SQLite's own locks, at
+    once: :class:`StorageError` saying so when another process has it open (after
+    ``wait`` seconds, for one that is closing it), nothing read or written."""
+    conn = module.connect(str(file), isolation_level=None, timeout=wait)
+    try:
+        # Never released until the connection closes; taken before the first access,
+        # so this connection keeps the WAL index to itself and touches no -shm.
+        conn.execute("PRAGMA locking_mode = EXCLUSIVE")
+        conn.execute("BEGIN EXCLUSIVE")
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        conn.execute("COMMIT")
+    except module.OperationalError as exc:
+        conn.close()
+        if "locked" not in str(exc) and "busy" not in str(exc):
+            raise StorageError(f"cannot open {file} to encrypt it: {exc}; nothing was changed") from exc
+        raise StorageError(
+            f"the store {file.parent} is in use by another process (a memory, a worker, an MCP "
+            "server or a llama-memory command has it open): stop the processes that use it and run "
+            "`llama-memory encrypt` again; nothing was read or changed"
+        ) from None
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _tidy(module: Any, file: Path) -> None:
+    """Open and close ``file`` as any process does: the last connection to close removes
+    the -wal and -shm files. (The connection that held the store alone kept its WAL
+    index to itself, so a -shm left by a process that crashed is still there.)"""
+    try:
+        conn = module.connect(str(file), isolation_level=None, timeout=IN_USE_WAIT)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        finally:
+            conn.close()
+    except module.Error as exc:
+        raise StorageError(f"cannot reopen {file} after copying it: {exc}; nothing was changed") from exc
+
+
+def _copy(module: Any, conn: Any, file: Path, work: Path, driver: SQLCipherDriver) -> tuple[str, int, int]:
+    """Export ``file`` (held alone by ``conn``) into the encrypted ``work``; the digest
+    of the original, with its table and row counts."""
     create_private_file(work)
-    conn = module.connect(str(file), isolation_level=None, timeout=30.0)
     try:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        conn.execute(f"ATTACH DATABASE {quote(str(work))} AS encrypted KEY {quote(driver.key)}")
-        conn.execute("BEGIN IMMEDIATE")  # no other writer until the copy is made
+        conn.execute(f"ATTACH DATABASE {quote(str(work))} AS encrypted KEY {driver.key_clause(work)}")
+        conn.execute("BEGIN IMMEDIATE")
         digest, tables, rows = _digest(conn)
         conn.execute("SELECT sqlcipher_export('encrypted')")
         version = int(conn.execute("PRAGMA main.user_version").fetchone()[0])
@@ -127,8 +181,6 @@ def _copy(module: Any, file: Path, work: Path, driver: SQLCipherDriver) -> tuple
         conn.execute("DETACH DATABASE encrypted")
     except module.Error as exc:
         raise StorageError(f"cannot copy {file} into an encrypted file: {exc}") from exc
-    finally:
-        conn.close()
     return digest, tables, rows
 
 
