@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 # The folders of tests/, by kind (tests/README.md); each has its own target for quick loops.
 TEST_KINDS := unit conformance integration agents docs bench
 
-.PHONY: demo test $(addprefix test-,$(TEST_KINDS)) lint docs install clean
+.PHONY: demo test $(addprefix test-,$(TEST_KINDS)) test-lowest wheel-check lint docs install clean
 
 install: $(STAMP)
 
@@ -30,6 +30,28 @@ test: $(STAMP)
 $(addprefix test-,$(TEST_KINDS)): test-%: $(STAMP)
 	$(PY) -m pytest -q tests/$* $(PYTEST_ARGS)
 
+# The agent and block tests (tests/agents) on the lowest LlamaIndex packages pyproject.toml
+# allows (tests/agents/lowest-requirements.txt), in a second venv; make test runs the newest.
+LOWEST_VENV := .venv-lowest
+LOWEST_REQUIREMENTS := tests/agents/lowest-requirements.txt
+LOWEST_STAMP := $(LOWEST_VENV)/.installed
+
+$(LOWEST_STAMP): pyproject.toml $(LOWEST_REQUIREMENTS)
+	rm -rf $(LOWEST_VENV)
+	$(PYTHON) -m venv $(LOWEST_VENV)
+	$(LOWEST_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(LOWEST_VENV)/bin/python -m pip install --quiet -e ".[postgres]" -r $(LOWEST_REQUIREMENTS)
+	touch $(LOWEST_STAMP)
+
+test-lowest: $(LOWEST_STAMP)
+	$(LOWEST_VENV)/bin/python -m pytest -q tests/agents $(PYTEST_ARGS)
+
+# The package as users get it: builds the sdist and the wheel into dist/, checks that the
+# wheel carries the model files and py.typed and nothing from tests/, installs it into a
+# fresh venv (build/wheel-venv) and runs `llama-memory --help` and the demo from it, offline.
+wheel-check: $(STAMP)
+	$(PY) tests/wheel_check.py --outdir dist --venv build/wheel-venv
+
 # The documentation site (mkdocs.yml) into site/; strict: broken links and references fail.
 docs: $(STAMP)
 	$(PY) -m mkdocs build --strict
@@ -39,4 +61,4 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy llama_memory
 
 clean:
-	rm -rf $(VENV) .pytest_cache build site *.egg-info
+	rm -rf $(VENV) $(LOWEST_VENV) .pytest_cache build dist site *.egg-info

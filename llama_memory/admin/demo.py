@@ -17,6 +17,7 @@ from typing import Optional, TextIO
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
+from ..core.distribution import install_hint
 from ..memory.composable import ComposableMemory
 from ..sources.profile import ProfileSource
 
@@ -137,8 +138,11 @@ def run_demo(path: Optional[Path] = None, out: Optional[TextIO] = None) -> None:
     out.write("history('John', 'lives in'):\n")
     for triple in knowledge.history("John", "lives in", reopened.scope):
         out.write(f"  {triple.text()}  ({'current' if triple.current else 'superseded'})\n")
-    picture = knowledge.plot(path / "knowledge-graph.png", reopened.scope)
-    out.write(f"Knowledge graph picture: {picture}\n")
+    try:
+        picture = knowledge.plot(path / "knowledge-graph.png", reopened.scope)
+        out.write(f"Knowledge graph picture: {picture}\n")
+    except ImportError:  # matplotlib is an extra: a plain install runs the demo without it
+        out.write(f"Knowledge graph picture: needs matplotlib ({install_hint('graph')})\n")
 
     out.write("\n== Timings (this machine, offline embedding) ==\n")
     puts, gets = [], []

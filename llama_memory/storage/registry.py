@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from ..core.distribution import install_hint
 from ..core.text import short
 from .backend import Backend, Location, OpenBackend
 from .ports import Storage
@@ -33,7 +34,7 @@ class Entry:
             backend of directories (``path=``).
         path_form: what ``path=`` takes for it, as an error names it (the backend of
             directories only).
-        extra: the optional extra (``pip install 'llama-memory[extra]'``) it needs.
+        extra: the optional extra (``pip install 'llama-index-memory-composable[extra]'``) it needs.
     """
 
     name: str
@@ -52,7 +53,7 @@ class Entry:
             if self.extra is None:
                 raise
             raise ImportError(
-                f"store= needs the {self.name} driver ({exc}): pip install 'llama-memory[{self.extra}]'"
+                f"store= needs the {self.name} driver ({exc}): {install_hint(self.extra)}"
             ) from exc
         return loaded
 

@@ -16,6 +16,10 @@ from llama_index.core.agent.workflow import AgentWorkflow, FunctionAgent
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.memory import ChatMemoryBuffer
 
+# At module level: llama-index-workflows 2.18 (the lowest allowed) resolves a step's annotations
+# (`ctx: Context`) in the module's globals only, not in a test's locals (2.26 reads both).
+from llama_index.core.workflow import Context, StartEvent, StopEvent, Workflow, step
+
 from llama_memory import ComposableMemory
 from llama_memory.embeddings.offline import default_embedding
 from scripted_llm import ScriptedLLM, ToolCallReply, message_plain_text
@@ -162,8 +166,6 @@ async def test_a_workflow_step_passing_its_context_acts_for_the_memory_it_keeps(
     # An app's own workflow step may call the tools with its Context, sync or async: the
     # memory kept there, as agents keep theirs, is the one acted for; a Context keeping
     # none means no agent run, and the tool acts for the memory it came from.
-    from llama_index.core.workflow import Context, StartEvent, StopEvent, Workflow, step
-
     alice, bob = open_memory("alice"), open_memory("bob")
     update, *_ = alice.tools()
 

@@ -21,12 +21,13 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.memory import Memory
+from llama_index.core.memory.memory import BaseMemoryBlock
 from llama_index.core.workflow import Context
 from workflows.context.serializers import PickleSerializer
 
@@ -60,10 +61,30 @@ def open_blocks(opened: list[MemoryBlocks], user_id: str, **where: Any) -> Memor
     return blocks
 
 
-def short_term(session_id: str, blocks: list[Any], token_limit: int = 4000) -> Memory:
+class OtherOrderMemory(Memory):
+    """LlamaIndex's ``Memory`` truncating distinct priorities the other way round from the
+    installed llama-index-core: 0.14.25 truncates priority 1 first, LlamaIndex's repository
+    now the higher number first. The installed code does the truncating, on the blocks with
+    their nonzero priorities mirrored (p -> top - p), so that the blocks meet both orders."""
+
+    async def _truncate_memory_blocks(self, *args: Any, **kwargs: Any) -> Any:
+        blocks = self.memory_blocks
+        top = max((b.priority for b in blocks), default=0) + 1
+        self.memory_blocks = [b if b.priority == 0 else b.model_copy(update={"priority": top - b.priority}) for b in blocks]
+        try:
+            return await super()._truncate_memory_blocks(*args, **kwargs)
+        finally:
+            self.memory_blocks = blocks
+
+
+#: Both truncation orders of LlamaIndex's Memory: the installed one and the other.
+BOTH_ORDERS = pytest.mark.parametrize("memory_class", [Memory, OtherOrderMemory], ids=["installed", "other-order"])
+
+
+def short_term(session_id: str, blocks: list[Any], token_limit: int = 4000, memory_class: type[Memory] = Memory) -> Memory:
     """A LlamaIndex Memory whose queue keeps about one message: the turn before the
     current one is flushed to the blocks."""
-    return Memory.from_defaults(
+    return memory_class.from_defaults(
         session_id=session_id,
         memory_blocks=blocks,
         token_limit=token_limit,
@@ -206,7 +227,7 @@ async def test_the_blocks_survive_a_workflow_context_saved_and_restored(tmp_path
 
     restored = Context.from_dict(agent, data, serializer=PickleSerializer())
     again = await restored.store.get("memory")
-    assert [type(b) for b in again.memory_blocks] == [InstructionsMemoryBlock, ProfileMemoryBlock, LongTermMemoryBlock]
+    assert [type(b) for b in again.memory_blocks] == [InstructionsMemoryBlock, LongTermMemoryBlock, ProfileMemoryBlock]
     shared = again.memory_blocks[0].blocks
     assert all(b.blocks is shared for b in again.memory_blocks)  # still one store for the three
     assert shared.config["path"] == str(tmp_path)
@@ -322,9 +343,44 @@ async def test_a_pickled_memory_restores_offline_in_a_fresh_process(tmp_path: Pa
 # --------------------------------------------------------------------------- truncation
 
 
-async def test_memory_truncates_the_least_relevant_records_first_and_never_the_instructions(
-    tmp_path: Path, opened, embed_model
+class _Recording(BaseMemoryBlock[str]):
+    """A block that only records when Memory asks it to truncate."""
+
+    async def _aget(self, messages: Any = None, **block_kwargs: Any) -> str:
+        return "word " * 50
+
+    async def _aput(self, messages: list[ChatMessage]) -> None:
+        pass
+
+    async def atruncate(self, content: str, tokens_to_truncate: int) -> Optional[str]:
+        TRUNCATED.append(self.name)
+        return None
+
+
+TRUNCATED: list[str] = []
+
+
+@pytest.mark.parametrize("priorities", [(1, 2), (1, 1)], ids=["distinct", "equal"])
+async def test_the_two_memory_classes_truncate_distinct_priorities_in_opposite_orders(priorities) -> None:
+    # What the blocks' tests below stand on: OtherOrderMemory really is the other order,
+    # and equal priorities are truncated in list order by both.
+    orders = []
+    for memory_class in (Memory, OtherOrderMemory):
+        TRUNCATED.clear()
+        blocks = [_Recording(name="one", priority=priorities[0]), _Recording(name="two", priority=priorities[1])]
+        await short_term("s", blocks, token_limit=20, memory_class=memory_class).aget()
+        orders.append(list(TRUNCATED))
+    if priorities[0] != priorities[1]:
+        assert orders[0] == orders[1][::-1] and sorted(orders[0]) == ["one", "two"]
+    else:
+        assert orders[0] == orders[1] == ["one", "two"]
+
+
+@BOTH_ORDERS
+async def test_memory_truncates_the_least_relevant_records_then_the_profile_never_the_instructions(
+    tmp_path: Path, opened, embed_model, memory_class: type[Memory]
 ) -> None:
+    # The same on every llama-index-core, whichever way it orders distinct priorities.
     blocks = open_blocks(opened, "alice", path=tmp_path, embed_model=embed_model, min_relevance=0.0)
     facts = [
         "I live in Lisbon, near the river.",
@@ -335,30 +391,44 @@ async def test_memory_truncates_the_least_relevant_records_first_and_never_the_i
     for i, fact in enumerate(facts):  # one session each: four records, not one excerpt
         blocks.memory_for(f"old{i}").put_messages([ChatMessage(role="user", content=fact)])
     blocks.memory.profile.set_field("name", "Alice", blocks.memory.scope)
+    blocks.memory.profile.set_field("diet", "vegetarian, no fish, no eggs", blocks.memory.scope)
     blocks.memory.instructions.add("Answer in French.")
 
-    roomy = short_term("s2", blocks.all(), token_limit=100_000)
-    await roomy.aput(ChatMessage(role="user", content=QUESTION))
-    whole = memory_text(await roomy.aget())
-    records = section(whole, "long_term_memory")[1:]
-    assert len(records) >= 3
+    async def shown(token_limit: int) -> str:
+        memory = short_term("s2", blocks.all(), token_limit=token_limit, memory_class=memory_class)
+        await memory.aput(ChatMessage(role="user", content=QUESTION))
+        return memory_text(await memory.aget())
 
-    # A token_limit that leaves room for about half the records.
-    tokens = len(blocks.memory.tokenizer_fn(whole))
-    half = sum(len(blocks.memory.tokenizer_fn(r)) for r in records[len(records) // 2 :])
-    tight = short_term("s2", blocks.all(), token_limit=tokens - half + 30)
-    await tight.aput(ChatMessage(role="user", content=QUESTION))
-    text = memory_text(await tight.aget())
+    whole = await shown(100_000)
+    records = section(whole, "long_term_memory")[1:]
+    profile = section(whole, "user_profile")
+    assert len(records) >= 3 and len(profile) == 3  # the intro and two fields
+
+    def tokens(lines: list[str]) -> int:
+        return sum(len(blocks.memory.tokenizer_fn(line)) for line in lines)
+
+    # A token_limit that leaves room for about half the records: the most relevant stay,
+    # in order; the profile and the instructions are whole.
+    total = len(blocks.memory.tokenizer_fn(whole))
+    text = await shown(total - tokens(records[len(records) // 2 :]) + 30)
     kept = section(text, "long_term_memory")[1:]
     assert 0 < len(kept) < len(records), (kept, records)
-    assert kept == records[: len(kept)]  # the most relevant stay, in order
+    assert kept == records[: len(kept)]
+    assert section(text, "user_profile") == profile
     assert section(text, "user_instructions") == section(whole, "user_instructions")
-    assert section(text, "user_profile") == section(whole, "user_profile")  # priority 2: after
+
+    # One token less than the queue and the blocks without the long-term block (as Memory
+    # counts them: each block's text, the queue's message): no record is left, and the
+    # profile's last field goes.
+    names = ("user_instructions", "long_term_memory", "user_profile")
+    counted = sum(tokens(["\n".join(section(whole, name))]) for name in names) + tokens([QUESTION])
+    text = await shown(counted - tokens(["\n".join(section(whole, "long_term_memory"))]) - 1)
+    assert section(text, "long_term_memory") == []
+    assert section(text, "user_profile") == profile[:-1], text
+    assert section(text, "user_instructions") == section(whole, "user_instructions")
 
     # With no room at all, the instructions (priority 0) are still there, whole.
-    none = short_term("s2", blocks.all(), token_limit=40)
-    await none.aput(ChatMessage(role="user", content=QUESTION))
-    text = memory_text(await none.aget())
+    text = await shown(40)
     assert section(text, "long_term_memory") == [] and section(text, "user_profile") == []
     assert section(text, "user_instructions") == [INSTRUCTIONS_INTRO, "- Answer in French."]
 

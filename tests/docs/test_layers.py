@@ -266,8 +266,12 @@ def test_the_package_has_no_import_cycles() -> None:
 def test_storage_depends_on_nothing_above_it() -> None:
     """Storage is the bottom layer: of the package, it imports only itself and the
     leaf modules of plain domain types, errors and text helpers."""
-    # (asyncbridge: the greenlet bridge of async calls, importing nothing of the package.)
-    leaves = {"llama_memory.core.types", "llama_memory.core.errors", "llama_memory.core.text", "llama_memory.core.asyncbridge"}
+    # (asyncbridge: the greenlet bridge of async calls, importing nothing of the package;
+    # distribution: the name install hints give, likewise.)
+    leaves = {
+        "llama_memory.core.types", "llama_memory.core.errors", "llama_memory.core.text", "llama_memory.core.asyncbridge",
+        "llama_memory.core.distribution",
+    }
     graph = _import_graph()
     above = {
         name: sorted(t for t in targets if not t.startswith("llama_memory.storage") and t not in leaves)

@@ -361,7 +361,7 @@ def test_without_the_sdk_the_error_names_the_extra(
         monkeypatch.setitem(sys.modules, name, None)  # an import of it fails, as when not installed
     monkeypatch.setitem(sys.modules, "mcp", None)
     assert main(["mcp", "--store", str(tmp_path), "--user", "alice"]) == 1
-    assert 'pip install "llama-memory[mcp]"' in capsys.readouterr().err
+    assert "pip install 'llama-index-memory-composable[mcp]'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

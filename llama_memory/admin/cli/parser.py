@@ -233,7 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
         "into an encrypted file, the copy checked row by row, then swapped in and checked again; "
         "the plain file is removed only after that (--keep-backup keeps it). Stop the processes "
         "using the store first. The Chroma index (vectors) stays unencrypted. Needs "
-        "llama-memory[encrypted].",
+        "llama-index-memory-composable[encrypted].",
     )  # fmt: skip
     encrypt.add_argument("--store", required=True, metavar="PATH", help="the memory directory")
     encrypt.add_argument(

@@ -4,7 +4,7 @@ Entities are nodes (keyed by their normalised name, labelled with the text as
 first stated), facts are directed edges from subject to object labelled with
 their predicate. ``networkx`` is a dependency of llama-index-core, so
 :func:`to_networkx` always works; :func:`plot` needs ``matplotlib`` (the
-``graph`` extra: ``pip install 'llama-memory[graph]'``) and draws off-screen,
+``graph`` extra: ``pip install 'llama-index-memory-composable[graph]'``) and draws off-screen,
 without touching pyplot's global state, so it runs on servers and inside
 notebooks alike.
 
@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
+from ...core.distribution import install_hint
 from .model import KnowledgeTriple
 from .normalize import display_predicate, normalize_entity
 
@@ -121,7 +122,7 @@ def plot(
         from matplotlib.figure import Figure
     except ImportError as exc:  # pragma: no cover - exercised only without the extra
         raise ImportError(
-            "plotting a knowledge graph needs matplotlib: pip install 'llama-memory[graph]'"
+            f"plotting a knowledge graph needs matplotlib: {install_hint('graph')}"
         ) from exc
 
     if not isinstance(graph, nx.Graph):

@@ -1,7 +1,7 @@
 """The PostgreSQL backend: the system of record in one PostgreSQL database with
 pgvector, shared by every worker on every machine.
 
-Install it with ``pip install 'llama-memory[postgres]'``. :class:`PostgresStore`
+Install it with ``pip install 'llama-index-memory-composable[postgres]'``. :class:`PostgresStore`
 implements every port of :mod:`llama_memory.storage.ports` (the ``Storage`` facade);
 :class:`PgVectorIndex` is the dense index in the same database. Tables are keyed by
 ``(tenant_id, user_id, ...)``; the schema is migrated on open (:data:`MIGRATIONS`).

@@ -2,7 +2,7 @@
 with a key (encryption at rest), and with which file modes.
 
 :class:`SQLiteDriver` opens a plain file; :class:`SQLCipherDriver` opens it through
-``sqlcipher3`` (the ``llama-memory[encrypted]`` extra: SQLCipher 4 with FTS5, a DB-API
+``sqlcipher3`` (the ``llama-index-memory-composable[encrypted]`` extra: SQLCipher 4 with FTS5, a DB-API
 module like ``sqlite3``) after ``PRAGMA key``. :func:`sqlite_driver` picks one from an
 explicit key or :data:`ENCRYPTION_KEY_ENV`.
 
@@ -20,6 +20,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Optional, Union
 
+from ...core.distribution import install_hint
 from ...core.errors import EncryptionError
 from ..privacy import ENCRYPTION_KEY_ENV, check_passphrase, environment_key
 from .keys import derivation_of, derived_key, new_salt, raw_key, salt_of
@@ -31,7 +32,7 @@ RAW_KEY = re.compile(r"^x'([0-9a-fA-F]{64}|[0-9a-fA-F]{96})'$")
 #: The first 16 bytes of every plain SQLite database file.
 SQLITE_HEADER = b"SQLite format 3\x00"
 
-_INSTALL = "pip install 'llama-memory[encrypted]'"
+_INSTALL = install_hint("encrypted")
 
 
 def file_is_plain(file: Path) -> Optional[bool]:

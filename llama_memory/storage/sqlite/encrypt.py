@@ -72,7 +72,7 @@ def encrypt_store(
         StorageError: no store under ``path``, or the store is in use.
         EncryptionError: the store is encrypted already; or the copy did not match the
             original (the plain store is left in place).
-        ImportError: SQLCipher is not installed (``llama-memory[encrypted]``).
+        ImportError: SQLCipher is not installed (``llama-index-memory-composable[encrypted]``).
     """
     driver = SQLCipherDriver(key, source=source)
     directory = memory_path(path)
