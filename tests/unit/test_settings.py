@@ -137,3 +137,20 @@ def test_every_argument_is_checked_before_the_store_is_created(tmp_path: Path, g
     with pytest.raises(error, match=said):
         ComposableMemory.from_defaults(path=where, **given)
     assert not where.exists()
+
+
+def test_the_command_lines_help_states_the_settings_defaults() -> None:
+    """``llama-memory explain`` and ``search`` fall back to the memory's own defaults, and
+    their help says which: the numbers come from the settings, not from the parser."""
+    from llama_memory import MemorySettings
+    from llama_memory.admin.cli.parser import build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if a.choices and "explain" in a.choices).choices
+    explain = " ".join(commands["explain"].format_help().split())
+    search = " ".join(commands["search"].format_help().split())
+    fields = MemorySettings.model_fields
+    assert f"records per source (default {fields['top_k'].default}, as from_defaults)" in explain
+    assert f"the block's token budget (default {fields['memory_token_limit'].default})" in explain
+    assert f"how many records (default {fields['top_k'].default})" in search
+    assert commands["search"].get_default("k") == fields["top_k"].default

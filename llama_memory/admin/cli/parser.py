@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Callable, Optional
 
+from ...memory.defaults import DEFAULT_MEMORY_TOKEN_LIMIT, DEFAULT_TOP_K
 from .import_export import cmd_export, cmd_import
 from .inspection import (
     cmd_delete,
@@ -131,7 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
     search = add("search", cmd_search, "search a user's long-term memory (scores, sources, provenance)")
     search.add_argument("user")
     search.add_argument("query")
-    search.add_argument("-k", type=_positive, default=10, help="how many records (default 10)")
+    search.add_argument(
+        "-k", type=_positive, default=DEFAULT_TOP_K, help=f"how many records (default {DEFAULT_TOP_K})"
+    )
     explain = add(
         "explain", cmd_explain,
         "the memory block get() would inject for a query, with what was left out and why",
@@ -139,8 +142,14 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("user")
     explain.add_argument("query")
     explain.add_argument("--session", help="as in this conversation (its window counts for deduplication)")
-    explain.add_argument("--top-k", type=_positive, help="records per source (default 10, as from_defaults)")
-    explain.add_argument("--token-limit", type=_positive, help="the block's token budget (default 1500)")
+    explain.add_argument(
+        "--top-k", type=_positive, help=f"records per source (default {DEFAULT_TOP_K}, as from_defaults)"
+    )
+    explain.add_argument(
+        "--token-limit",
+        type=_positive,
+        help=f"the block's token budget (default {DEFAULT_MEMORY_TOKEN_LIMIT})",
+    )
     delete = add("delete", cmd_delete, "delete one record or triple of a user, from every index")
     delete.add_argument("user")
     delete.add_argument("record_id", metavar="RECORD_ID")
