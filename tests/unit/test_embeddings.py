@@ -19,15 +19,14 @@ from tokenizers import Tokenizer
 from llama_memory.core.errors import ModelIntegrityError
 from llama_memory.embeddings.offline import (
     MODEL_SHA256,
-    THREADS_VARIABLE,
     TOKENIZER_SHA256,
     OfflineEmbedding,
     default_embedding,
     default_model_path,
     default_tokenizer_path,
-    embed_threads,
     embedding_dimension,
 )
+from llama_memory.embeddings.onnx_model import THREADS_VARIABLE, embed_threads
 
 # Well over 256 word pieces.
 LONG_TEXT = " ".join(
