@@ -60,9 +60,11 @@ not counted again, so read it as a lower bound).
 Optional modes, after the per-turn comparison:
 
 * ``--records 1000,10000,100000``: ours with N long-term records of one user (ingested
-  with ``put_messages`` and indexed, fake embedding), then the median and p95 of
-  ``get()`` (in turns) and of ``search(text, k=10)``; the offline model's single
-  query embedding is timed apart so get() with it can be stated ("get+offl");
+  with ``put_messages`` and indexed, fake embedding, or the offline model with
+  ``--records-embedding offline``), then the median and p95 of ``get()`` (in turns), of
+  ``get(input=question)`` ("get(q)") and of ``search(text, k=10)``; the offline model's
+  single query embedding is timed apart so get() with it can be stated ("get+offl"),
+  and get(q) with the offline model set against it ("/qe");
 * ``--bulk 10000``: messages/s of ``put_messages`` in batches of ``--batch`` with
   ``--bulk-embedding`` (default offline), embedding included (ours: ``flush()`` inside
   the timing), for every memory; stock stops at the build cap and its rate is taken
@@ -675,6 +677,9 @@ class RunResult:
     build_s: Optional[float] = None
     warmup_get_ms: Optional[float] = None
     get_ms: list[float] = field(default_factory=list)
+    #: The process's CPU time of each get() (no input): on a shared machine, the wall
+    #: clock mostly measures the other processes.
+    get_cpu_ms: list[float] = field(default_factory=list)
     get_input_ms: list[float] = field(default_factory=list)
     put_user_ms: list[float] = field(default_factory=list)
     put_assistant_ms: list[float] = field(default_factory=list)
@@ -696,6 +701,7 @@ class RunResult:
         data = asdict(self)
         data.update(
             get_median_ms=median(self.get_ms), get_p95_ms=p95(self.get_ms),
+            get_cpu_median_ms=median(self.get_cpu_ms),
             get_input_median_ms=median(self.get_input_ms),
             put_user_median_ms=median(self.put_user_ms),
             put_assistant_median_ms=median(self.put_assistant_ms),
@@ -749,10 +755,12 @@ def run_one(
             t0 = time.perf_counter()
             memory.put(user)
             result.put_user_ms.append(_ms(t0))
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             output = memory.get(input=user.content) if with_input else memory.get()
             elapsed = _ms(t0)
             (result.get_input_ms if with_input else result.get_ms).append(elapsed)
+            if not with_input:
+                result.get_cpu_ms.append((time.process_time() - c0) * 1000.0)
             if with_input:
                 result.recalled_with_input = subject.recalled(memory, output)
             else:
@@ -907,30 +915,34 @@ def time_query_embedding(model: BaseEmbedding, texts: Sequence[str]) -> dict[str
 
 
 def run_records(
-    counts: Sequence[int], *, gets: int, seed: int, log: Callable[[str], None] = print
+    counts: Sequence[int], *, gets: int, seed: int, log: Callable[[str], None] = print,
+    embedding: str = "fake",
 ) -> dict[str, Any]:
     """``get()`` and ``search()`` latency of ours with N long-term records of one user.
 
     Each N: a fresh ``ComposableMemory`` on a temporary directory, N messages put with
     ``put_messages`` in batches of :data:`RECORDS_BATCH` and indexed (``flush``), all
-    with the fake embedding (ingest and query: the store holds one dimension and one
-    model). Then ``gets`` turns of put(user), get() (timed), put(reply), and ``gets``
-    ``search(text, k=10)`` calls (timed) with fresh texts. The offline model's own
-    single-query embedding time is measured apart, so that get() with the offline model
-    is about ``get fake + offline query - fake query``.
+    with ``embedding`` (ingest and query: the store holds one dimension and one model;
+    the fake one by default). Then ``gets`` turns of put(user), get() (timed), put(reply),
+    ``gets`` ``get(input=question)`` calls with fresh questions (timed: "get(q)", the
+    question's embedding included) and ``gets`` ``search(text, k=10)`` calls (timed) with
+    fresh texts. The offline model's own single-query embedding time is measured apart,
+    so that get() with the offline model is about ``get fake + offline query - fake
+    query``; with ``embedding="offline"``, get(q) is measured against it directly.
     """
     fake = FakeEmbedding()
+    model = fake if embedding == "fake" else make_embeddings([embedding])[embedding]
     rows = []
     queries = [u.content or "" for u, _ in make_workload(0, gets, seed + 1)[1]]
     for count in counts:
         log(f"  records N={count:<7} (load {load_average()}) ...")
         history, fresh = make_workload(count, gets, seed)
-        row: dict[str, Any] = {"records": count, "embedding": "fake", "load_before": load_average()}
+        row: dict[str, Any] = {"records": count, "embedding": embedding, "load_before": load_average()}
         workdir = Path(tempfile.mkdtemp(prefix="llama-memory-records-"))
         memory = None
         with PeakMemory() as peak:
             try:
-                memory = make_ours(fake, workdir / "memory")
+                memory = make_ours(model, workdir / "memory")
                 t0 = time.perf_counter()
                 for i in range(0, len(history), RECORDS_BATCH):
                     memory.put_messages(list(history[i : i + RECORDS_BATCH]))
@@ -939,7 +951,7 @@ def run_records(
                 row["ingest_s"] = time.perf_counter() - t0
                 row["ingest_msgs_per_s"] = count / row["ingest_s"] if row["ingest_s"] else None
                 memory.get()  # warm-up
-                get_ms, put_ms, search_ms = [], [], []
+                get_ms, put_ms, search_ms, asked_ms = [], [], [], []
                 for user, reply in fresh:
                     t0 = time.perf_counter()
                     memory.put(user.model_copy(deep=True))
@@ -951,6 +963,10 @@ def run_records(
                     memory.put(reply.model_copy(deep=True))
                 for query in queries:
                     t0 = time.perf_counter()
+                    memory.get(input=query)
+                    asked_ms.append(_ms(t0))
+                for query in queries:
+                    t0 = time.perf_counter()
                     found = memory.search(query, k=10)
                     search_ms.append(_ms(t0))
                     row["search_found"] = len(found)
@@ -959,8 +975,8 @@ def run_records(
                     memory.close()
                 shutil.rmtree(workdir, ignore_errors=True)
         row.update(
-            get_ms=get_ms, search_ms=search_ms, put_ms=put_ms,
-            get_median_ms=median(get_ms), get_p95_ms=p95(get_ms),
+            get_ms=get_ms, search_ms=search_ms, put_ms=put_ms, get_question_ms=asked_ms,
+            get_median_ms=median(get_ms), get_p95_ms=p95(get_ms), get_question_median_ms=median(asked_ms),
             search_median_ms=median(search_ms), search_p95_ms=p95(search_ms),
             put_median_ms=median(put_ms),
             peak_rss_mb=peak.peak_mb, peak_rss_delta_mb=peak.delta_mb, load_after=load_average(),
@@ -973,7 +989,11 @@ def run_records(
     for row in rows:
         row["get_offline_estimate_ms"] = (row["get_median_ms"] or 0.0) + extra
         row["search_offline_estimate_ms"] = (row["search_median_ms"] or 0.0) + extra
-    return {"rows": rows, "query_embedding": query_embedding}
+        own = query_embedding["offline" if embedding == "offline" else "fake"]["median_ms"]
+        # get(question) against one embedding of a question by the records' own model.
+        row["get_question_over_query_embedding"] = (
+            row["get_question_median_ms"] / own if own and row["get_question_median_ms"] else None)
+    return {"rows": rows, "query_embedding": query_embedding, "embedding": embedding}
 
 
 # --------------------------------------------------------------------------- --bulk
@@ -1065,17 +1085,18 @@ def _fmt(value: Optional[float], digits: int = 1) -> str:
 
 def format_table(report: dict[str, Any]) -> str:
     """The report as a readable table."""
-    header = (f"{'memory':<22} {'embed':<7} {'N':>5} {'build s':>8} {'get med':>9} {'get p95':>9} "
+    header = (f"{'memory':<22} {'embed':<7} {'N':>5} {'build s':>8} {'get med':>9} {'get p95':>9} {'get cpu':>8} "
               f"{'get(in)':>9} {'put user':>9} {'put asst':>9} {'window':>6} {'recall':>6} {'peak MB':>8} "
               f"{'+MB':>6}  status")
-    lines = ["times in ms unless marked; get = get() with no input after put(user); "
+    lines = ["times in ms unless marked; get = get() with no input after put(user) (cpu: the "
+             "process's CPU time, median); "
              "get(in) = get(input=user text); recall = records injected (no input / with input)",
              header, "-" * len(header)]
     for r in report["results"]:
         recall = f"{_fmt(r['recalled'], 0)}/{_fmt(r['recalled_with_input'], 0)}"
         lines.append(
             f"{r['memory']:<22} {r['embedding']:<7} {r['size']:>5} {_fmt(r['build_s'], 2):>8} "
-            f"{_fmt(r['get_median_ms']):>9} {_fmt(r['get_p95_ms']):>9} "
+            f"{_fmt(r['get_median_ms']):>9} {_fmt(r['get_p95_ms']):>9} {_fmt(r.get('get_cpu_median_ms')):>8} "
             f"{_fmt(r['get_input_median_ms']):>9} {_fmt(r['put_user_median_ms']):>9} "
             f"{_fmt(r['put_assistant_median_ms']):>9} {_fmt(r['window_messages'], 0):>6} "
             f"{recall:>6} {_fmt(r.get('peak_rss_mb'), 0):>8} {_fmt(r.get('peak_rss_delta_mb'), 0):>6}  "
@@ -1095,15 +1116,18 @@ def format_table(report: dict[str, Any]) -> str:
     if report.get("records"):
         rec = report["records"]
         q = rec["query_embedding"]
-        lines += ["", "--records: ComposableMemory with N long-term records of one user, fake embedding "
-                  "for ingest and query (ms; search = search(text, k=10))",
+        used = rec.get("embedding", "fake")
+        lines += ["", f"--records: ComposableMemory with N long-term records of one user, {used} embedding "
+                  "for ingest and query (ms; search = search(text, k=10); get(q) = get(input=a new "
+                  "question), its embedding included; /qe = get(q) over one query embedding of that model)",
                   f"{'records':>8} {'ingest s':>9} {'msg/s':>8} {'get med':>8} {'get p95':>8} "
-                  f"{'search med':>10} {'search p95':>10} {'put med':>8} {'get+offl':>9} "
+                  f"{'get(q)':>8} {'/qe':>5} {'search med':>10} {'search p95':>10} {'put med':>8} {'get+offl':>9} "
                   f"{'peak MB':>8} {'+MB':>6}  load"]
         for r in rec["rows"]:
             lines.append(
                 f"{r['records']:>8} {_fmt(r['ingest_s'], 2):>9} {_fmt(r['ingest_msgs_per_s'], 0):>8} "
                 f"{_fmt(r['get_median_ms']):>8} {_fmt(r['get_p95_ms']):>8} "
+                f"{_fmt(r.get('get_question_median_ms')):>8} {_fmt(r.get('get_question_over_query_embedding'), 2):>5} "
                 f"{_fmt(r['search_median_ms']):>10} {_fmt(r['search_p95_ms']):>10} "
                 f"{_fmt(r['put_median_ms'], 2):>8} {_fmt(r['get_offline_estimate_ms']):>9} "
                 f"{_fmt(r['peak_rss_mb'], 0):>8} {_fmt(r['peak_rss_delta_mb'], 0):>6}  "
@@ -1243,7 +1267,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                              f"bulk {SMOKE_BULK} with the fake embedding (a few seconds)")
     parser.add_argument("--records", default="",
                         help="also time ours' get()/search() with these numbers of long-term "
-                             "records of one user (fake embedding), e.g. 1000,10000,100000")
+                             "records of one user (fake embedding unless --records-embedding), "
+                             "e.g. 1000,10000,100000")
+    parser.add_argument("--records-embedding", default="fake", choices=("fake", "offline"),
+                        help="--records: the model of ingest and query (offline: get(q) is measured "
+                             "against one query embedding of the offline model)")
     parser.add_argument("--bulk", type=int, default=0,
                         help="also time the bulk import of this many messages (put_messages in "
                              "batches of --batch, embedding included)")
@@ -1333,7 +1361,8 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
         }, "results": [], "ratios": []}
     started = time.time()
     if args.records:
-        report["records"] = run_records(args.records, gets=args.gets, seed=args.seed, log=log)
+        report["records"] = run_records(args.records, gets=args.gets, seed=args.seed, log=log,
+                                        embedding=args.records_embedding)
     if args.bulk:
         model = make_embeddings([args.bulk_embedding])[args.bulk_embedding]
         report["bulk_model"] = model_rate(model, min(args.bulk, 2000), args.seed)

@@ -12,20 +12,36 @@ Two kinds of stored message are no answer to a question, yet match it best:
 Set apart, neither takes a place among a retriever's candidates, scales the others'
 scores or seeds the second hop (:meth:`~llama_memory.retrieval.hybrid.HybridSearch.search_apart`,
 docs/benchmarks.md, "The agent flow and earlier questions in retrieval").
+
+The window's own messages are left out where the candidates are chosen: a record's id is
+a hash of its text and role, so the ids of the window's records are known before any
+search (:class:`WindowIds`), and every search of the retrieval is told to leave them out
+(:attr:`SetApart.excluded`). A search no longer asks for as many more hits as the window
+holds, and its cost no longer grows with the window (docs/benchmarks.md, "Speed back").
+The check by text stays, for a record of another role with a shown text.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import math
+from collections import OrderedDict
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import Optional
 
 from ..core.text import normalize_text
+from ..core.types import Scope
+from ..storage.ports import RecordStore
+from .hops import content_stems
 from .reads import RecordReads
+from .relevance import content_words, stem
 
 Ranking = list[tuple[str, float]]
 
 #: How many times a search is asked, at most, for more hits when those set apart leave
 #: it short.
 MAX_ASKS = 3
+#: How many window texts :class:`WindowIds` holds the ids of (a few windows' worth).
+IDS_HELD = 4096
 
 
 class SetApart:
@@ -35,11 +51,27 @@ class SetApart:
     Args:
         reads: the retrieval's record reads.
         shown: the normalised texts of the window's messages.
+        window_ids: the ids of the window's records by text (:class:`WindowIds`),
+            which every search of the retrieval leaves out itself (:attr:`excluded`);
+            none of them is a candidate.
+        share: see :attr:`share`.
     """
 
-    def __init__(self, reads: RecordReads, shown: frozenset[str]) -> None:
+    def __init__(
+        self,
+        reads: RecordReads,
+        shown: frozenset[str],
+        window_ids: Optional[Mapping[str, tuple[str, ...]]] = None,
+        share: float = 0.0,
+    ) -> None:
         self.reads = reads
         self.shown = shown
+        self.window_ids = window_ids or {}
+        self.excluded = frozenset(i for ids in self.window_ids.values() for i in ids)
+        #: The share of a search's hits expected to be set apart (the last retrieval's):
+        #: a search asks for that many more to begin with (:meth:`spare`). Only how
+        #: often a search is asked again depends on it, never what it finds.
+        self.share = share
         self.own: set[str] = set()
         self._apart: dict[str, bool] = {}  # by id, as decided (the searches overlap)
 
@@ -59,16 +91,105 @@ class SetApart:
                 decided.setdefault(i, False)
         return {i for i in ids if decided[i]}
 
+    def spare(self, count: int) -> int:
+        """How many more than ``count`` hits to ask a search for to begin with, at the
+        :attr:`share` expected to be set apart (at most three times ``count``)."""
+        if self.share <= 0:
+            return 0
+        return min(math.ceil(count * self.share / max(1.0 - self.share, 0.25)), 3 * count)
 
-def search_beside(search: Callable[[int], Ranking], apart: SetApart, count: int, spare: int = 0) -> Ranking:
-    """The best ``count`` hits of a search (``search(n)`` gives its best ``n``) that are
-    not set apart: it is asked for ``spare`` more to begin with, and again for as many
-    more as were set apart while it may hold more."""
+    def note(self, pool: int, aside: int) -> float:
+        """Set :attr:`share` from a search of ``pool`` others that set ``aside`` apart
+        (before its ``pool``-th other); return it."""
+        self.share = aside / (aside + pool) if pool > 0 else 0.0
+        return self.share
+
+    def own_texts(self, query: str) -> list[str]:
+        """The texts of the window's records that are stored (left out of the searches,
+        or found and set apart by their text) and hold a content word of ``query``, in a
+        stable order: the ones whose words the store's counts must not count for it (a
+        window of a hundred messages is read once, its texts' stems are cached)."""
+        wanted = {stem(w) for w in content_words(query)}
+        if not wanted:
+            return []
+        # Only the records of a window text that holds such a word are read.
+        ids = {i for text, held in self.window_ids.items() if wanted & content_stems(text) for i in held}
+        texts = self.reads.texts(sorted(ids | self.own)).values()
+        return [t for t in texts if wanted & content_stems(t)]
+
+
+class WindowIds:
+    """The ids of the records a window's texts are, or would be, stored as by one source
+    (:meth:`~llama_memory.storage.ports.RecordStore.record_ids`: one per role the source
+    stores), held by text for the last :data:`IDS_HELD` texts: the window changes by a
+    message or two from one ``get()`` to the next.
+
+    Args:
+        store: the source's record store.
+        source: the source's name.
+        roles: the roles the source stores messages of.
+    """
+
+    def __init__(self, store: RecordStore, source: str, roles: Iterable[Optional[str]]) -> None:
+        self.store = store
+        self.source = source
+        self.roles = sorted(roles, key=lambda role: role or "")
+        self._held: OrderedDict[tuple[str, str, str], tuple[str, ...]] = OrderedDict()
+
+    def __call__(self, shown: Collection[str], scope: Scope) -> dict[str, tuple[str, ...]]:
+        """The ids of the records of each of the normalised texts ``shown``, for the
+        scope's user."""
+        owner = (scope.tenant_id, scope.require_user(f"the {self.source!r} memory source"))
+        held = self._held
+        ids: dict[str, tuple[str, ...]] = {}
+        missing: list[str] = []
+        for text in shown:
+            known = held.get((*owner, text))
+            if known is None:
+                missing.append(text)
+            else:
+                ids[text] = known
+        if missing:
+            made = self.store.record_ids(missing, self.roles, scope, self.source)
+            width = len(self.roles)
+            for n, text in enumerate(missing):
+                ids[text] = held[(*owner, text)] = tuple(made[n * width : (n + 1) * width])
+            while len(held) > IDS_HELD:
+                held.popitem(last=False)  # the oldest first
+        return ids
+
+    def clear(self) -> None:
+        """Hold nothing (records were forgotten: no text of theirs stays held here)."""
+        self._held.clear()
+
+
+#: A search of a retrieval: its best ``n`` hits, the ids of ``exclude`` left out.
+Search = Callable[[int, Collection[str]], Ranking]
+
+
+def more_needed(count: int, asked: int, aside: int) -> int:
+    """How many hits past ``count`` to ask a search for, when ``asked`` hits held
+    ``aside`` set apart: as many as that share set apart says ``count`` others need
+    (at least as many as were set apart; 0 when ``count`` others were found)."""
+    others = asked - aside
+    if others >= count:
+        return 0
+    # At most four times as many as were asked: a share measured on a few hits is rough.
+    wanted = 4 * asked if others <= 0 else min(math.ceil(count * asked / others), 4 * asked)
+    return max(wanted, count + aside) - count
+
+
+def search_beside(search: Search, apart: SetApart, count: int, spare: int = 0) -> Ranking:
+    """The best ``count`` hits of a search that are not set apart: it leaves out the
+    window's records itself (``apart.excluded``), is asked for ``spare`` more to begin
+    with, and again for more (:func:`more_needed`) while those set apart (the user's
+    own questions) leave it short and it may hold more."""
     extra = max(spare, 0)
     for _ in range(MAX_ASKS):
-        hits = search(count + extra)
+        hits = search(count + extra, apart.excluded)
         aside = apart([i for i, _ in hits])
-        if len(hits) < count + extra or len(aside) <= extra:
+        needed = more_needed(count, len(hits), len(aside))
+        if len(hits) < count + extra or needed <= extra:
             break
-        extra = len(aside)
+        extra = needed
     return [(i, s) for i, s in hits if i not in aside][:count]

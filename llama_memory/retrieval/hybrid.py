@@ -3,24 +3,26 @@
 fused by :func:`~.fusion.fuse_scores` (measured better than reciprocal-rank fusion on
 LoCoMo, docs/benchmarks.md).
 
-A caller may set some candidates apart (the vector source: the conversation's own
-messages, the user's own earlier questions): they take no place among a retriever's
-candidates, which asks for more instead, and no part in scaling the others' scores.
-Without that, the message an agent has just stored was every question's best candidate
-(cosine 1, every word shared): it took a place of the pool, scaled every other score
-down and seeded the second hop (docs/benchmarks.md, "The agent flow and earlier
-questions in retrieval")."""
+A caller may leave some records out (the vector source: the conversation's own
+messages, by id): each retriever leaves them out where it chooses its candidates. It may
+also set some candidates apart (the user's own earlier questions, and a record of the
+window's text under another role): they take no place among a retriever's candidates,
+which asks for more instead, and no part in scaling the others' scores. Without that,
+the message an agent has just stored was every question's best candidate (cosine 1,
+every word shared): it took a place of the pool, scaled every other score down and
+seeded the second hop (docs/benchmarks.md, "The agent flow and earlier questions in
+retrieval")."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, Optional
 
 import numpy as np
 
 from ..core.types import Scope
 from ..storage.ports import LexicalIndex
-from .apart import MAX_ASKS, Ranking
+from .apart import MAX_ASKS, Ranking, more_needed
 from .fusion import fuse_scores
 from .sync import IndexSync
 from .vectors import add_cosines
@@ -71,18 +73,25 @@ class HybridSearch:
         pool: int,
         apart: Apart,
         *,
+        exclude: Collection[str] = (),
         spare: int = 0,
         dense_weight: float = 1.0,
         lexical_weight: float = 1.0,
         cosines: Optional[dict[str, float]] = None,
     ) -> tuple[Ranking, Ranking]:
-        """:meth:`search`, with the candidates that ``apart`` picks set apart: the others
-        by fused score, best first, and those set apart, fused among themselves.
+        """:meth:`search`, the records of ``exclude`` (ids) left out by each retriever,
+        with the candidates that ``apart`` picks set apart: the others by fused score,
+        best first, and those set apart, fused among themselves.
 
-        A candidate set apart takes no place among a retriever's ``pool`` (each asks for
-        ``spare`` more to begin with, and again as needed) and no part in scaling the
-        others' scores: they rank as if it were not stored."""
-        lexical, dense, aside = self._candidates(query, scope, pool, dense_weight, lexical_weight, apart, spare)
+        A record left out is no candidate at all. A candidate set apart takes no place
+        among a retriever's ``pool`` (each is asked for ``spare`` more to begin with, and
+        again for more as needed) and no part in scaling the others' scores: they rank
+        as if neither were stored. Those set apart are the ones ranked before a
+        retriever's ``pool``-th other candidate: what it was asked for beyond that
+        changes nothing."""
+        lexical, dense, aside = self._candidates(
+            query, scope, pool, dense_weight, lexical_weight, apart, exclude, spare
+        )
         if cosines is not None:
             cosines.update(dense)
         weights = {"lexical_weight": lexical_weight, "dense_weight": dense_weight}
@@ -101,11 +110,13 @@ class HybridSearch:
         *,
         dense_weight: float = 1.0,
         lexical_weight: float = 1.0,
+        exclude: Collection[str] = (),
     ) -> tuple[Ranking, dict[str, float]]:
         """The two rankings before fusion: lexical (id, score) best first, and the cosine
-        by id of the dense candidates and, where it can be had, of the lexical ones. A
-        caller with more signals (the triple source's entity links) fuses them itself."""
-        lexical, dense, _ = self._candidates(query, scope, pool, dense_weight, lexical_weight)
+        by id of the dense candidates and, where it can be had, of the lexical ones; the
+        records of ``exclude`` (ids) left out. A caller with more signals (the triple
+        source's entity links) fuses them itself."""
+        lexical, dense, _ = self._candidates(query, scope, pool, dense_weight, lexical_weight, exclude=exclude)
         return lexical, dense
 
     def _candidates(
@@ -116,22 +127,26 @@ class HybridSearch:
         dense_weight: float,
         lexical_weight: float,
         apart: Optional[Apart] = None,
+        exclude: Collection[str] = (),
         spare: int = 0,
     ) -> tuple[Ranking, dict[str, float], set[str]]:
         """:meth:`candidates`, and the ids among them that ``apart`` set apart (each
         retriever keeps ``pool`` others besides them, see :meth:`search_apart`)."""
         sync = self.sync
         owner = (scope.tenant_id, scope.require_user(f"the {sync.collection!r} memory source"))
-        extra, aside = max(spare, 0), set()
+        extra, aside = max(spare, 0) if apart is not None else 0, set()
         for _ in range(MAX_ASKS):
-            lexical, dense, found = self._rankings(query, scope, owner, pool + extra, dense_weight, lexical_weight)
+            lexical, dense, found = self._rankings(
+                query, scope, owner, pool + extra, dense_weight, lexical_weight, exclude
+            )
             if apart is None:
                 break
             aside = apart(list(dict.fromkeys(i for side in (lexical, dense) for i, _ in side)))
             # A retriever that gave all it was asked for may hold more past its cut: when
-            # those set apart leave it short of ``pool``, it is asked for as many more.
-            needed = max((sum(i in aside for i, _ in side) for side in (lexical, dense)
-                          if len(side) >= pool + extra), default=0)
+            # those set apart leave it short of ``pool``, it is asked for more, as many as
+            # the share set apart so far says it needs.
+            needed = max((more_needed(pool, pool + extra, sum(i in aside for i, _ in side))
+                          for side in (lexical, dense) if len(side) >= pool + extra), default=0)
             if needed <= extra:
                 break
             extra = needed
@@ -144,10 +159,11 @@ class HybridSearch:
 
     def _rankings(
         self, query: str, scope: Scope, owner: tuple[str, str], count: int,
-        dense_weight: float, lexical_weight: float,
+        dense_weight: float, lexical_weight: float, exclude: Collection[str] = (),
     ) -> tuple[Ranking, Ranking, dict[str, Any]]:
-        """Each retriever's ``count`` best: lexical (id, score) and dense (id, cosine),
-        best first; and what the dense side found to read vectors from later."""
+        """Each retriever's ``count`` best, the records of ``exclude`` left out: lexical
+        (id, score) and dense (id, cosine), best first; and what the dense side found
+        to read vectors from later."""
         sync = self.sync
         with sync.lock:
             sync.embed_pending()
@@ -157,15 +173,15 @@ class HybridSearch:
             resident = sync.resident(owner, len(vector)) if dense_weight > 0 else None
             dense: dict[str, float] = {}
             if resident is not None:
-                dense = dict(resident.search(vector, count))
+                dense = dict(resident.search(vector, count, exclude))
         if dense_weight > 0:
             if resident is None:
-                dense = dict(sync.index.query(*owner, vector, count))
+                dense = dict(sync.index.query(*owner, vector, count, exclude))
             if waiting:
-                add_cosines(dense, waiting, vector)
+                add_cosines(dense, {i: v for i, v in waiting.items() if i not in exclude} if exclude else waiting, vector)
         ranked = sorted(dense.items(), key=lambda item: item[1], reverse=True)[:count] if dense_weight > 0 else []
         lexical = (
-            self.lexical.search_text(query, scope, sync.collection, count) if lexical_weight > 0 else []
+            self.lexical.search_text(query, scope, sync.collection, count, exclude) if lexical_weight > 0 else []
         )
         return lexical, ranked, {"vector": vector, "resident": resident, "waiting": waiting}
 
@@ -192,15 +208,16 @@ class HybridSearch:
 
 
 def beside(ranking: Ranking, aside: set[str], pool: int) -> Ranking:
-    """``ranking`` cut after its ``pool``-th id not in ``aside`` (the ids set apart in
-    it are all kept, wherever they rank: they take no place)."""
+    """``ranking`` cut after its ``pool``-th id not in ``aside`` (the ids set apart
+    before it are kept: they take no place). Whatever lies past the cut is left, so the
+    result is the same however far the ranking was read."""
     kept: Ranking = []
     others = 0
     for item in ranking:
-        if item[0] in aside:
-            kept.append(item)
-        elif others < pool:
-            kept.append(item)
+        if others >= pool:
+            break
+        kept.append(item)
+        if item[0] not in aside:
             others += 1
     return kept
 

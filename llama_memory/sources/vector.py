@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Literal, Optional, Protocol, Union
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -12,7 +12,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from ..core.errors import EmbeddingModelError, StorageError
 from ..core.types import MemoryRecord, Scope, StoredMessage
 from ..embeddings.offline import embedding_dimension, vector_cache
-from ..retrieval.apart import SetApart, search_beside
+from ..retrieval.apart import SetApart, WindowIds, search_beside
 from ..retrieval.excerpts import JOIN_GAP, WideNeighbourhoods, hit_of, join_parts, pack_excerpts
 from ..retrieval.hops import HOP_FOUND, HOP_WEIGHT, SEEDS, content_stems, second_hop
 from ..retrieval.hybrid import HybridSearch
@@ -163,6 +163,11 @@ class VectorSource(MemorySource):
         self._vectors = vector_cache(embed_model)
         # The (role, text) of candidates, by id, across retrievals (retrieval/reads.py).
         self._lines = KnownLines()
+        # The ids of the window's records, by text, across retrievals (retrieval/apart.py).
+        self._window_ids = WindowIds(store, name, self.roles)
+        # The share of the last retrieval's candidates set apart: its searches ask for
+        # that many more to begin with (what they find does not depend on it).
+        self._aside_share = 0.0
         self._dimensions = DimensionGuard(store, embed_model)
         self._dimensions.check_at_open(embedding_dimension(embed_model))
         self._sync = IndexSync(
@@ -267,6 +272,7 @@ class VectorSource(MemorySource):
             if gone:
                 content_stems.cache_clear()  # it may hold their texts
                 self._lines.clear()  # so may the lines of candidates
+                self._window_ids.clear()  # and the window texts held with their ids
             return len(gone)
 
     # -- reading --------------------------------------------------------------------
@@ -298,16 +304,20 @@ class VectorSource(MemorySource):
         reads = RecordReads(self.store, scope, self.name, self._lines)
         # The window's own messages and the user's own earlier questions are set apart
         # (retrieval/apart.py): they take no statement's place among the candidates or
-        # the second hop's seeds. The own messages go; the questions come after every
+        # the second hop's seeds. The own messages go: every search leaves out their
+        # ids (a hash of text and role) itself. The questions come after every
         # statement, for the places statements leave.
-        apart = SetApart(reads, shown)
-        ranked, aside = self._fused(query, scope, pool, cosines, apart, len(shown))
+        apart = SetApart(
+            reads, shown, self._window_ids(shown, scope) if shown else None, self._aside_share
+        )
+        ranked, aside = self._fused(query, scope, pool, cosines, apart)
+        self._aside_share = apart.note(pool, len(aside))
         ranked = self._hop(query, scope, self._topic(query, scope, ranked, apart), k, reads, apart)
         ranked += [(i, score) for i, score in aside if i not in apart.own]
         # The system of record has the last word: a vector whose row is gone, or has
         # expired, is skipped, and get_records checks the user again.
         alive_at = self.expiry.now()
-        own_texts = list(reads.texts(sorted(apart.own)).values())
+        own_texts = apart.own_texts(query) if shown else []
         for i in apart.own:
             cosines.pop(i, None)
         if self.excerpt_messages > 1:
@@ -416,14 +426,14 @@ class VectorSource(MemorySource):
         return results
 
     def _fused(
-        self, query: str, scope: Scope, pool: int, cosines: dict[str, float], apart: SetApart, spare: int
+        self, query: str, scope: Scope, pool: int, cosines: dict[str, float], apart: SetApart
     ) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
         """Every candidate of the two retrievers (``pool`` each besides those set apart,
-        ``spare`` of which are expected), by fused score; and those set apart, by theirs
+        the window's records left out), by fused score; and those set apart, by theirs
         (:meth:`~llama_memory.retrieval.hybrid.HybridSearch.search_apart`). Every
         candidate's cosine with the query is put in ``cosines``."""
         return self._search.search_apart(
-            query, scope, pool, apart, spare=spare, dense_weight=self.dense_weight,
+            query, scope, pool, apart, exclude=apart.excluded, spare=apart.spare(pool), dense_weight=self.dense_weight,
             lexical_weight=self.lexical_weight, cosines=cosines,
         )
 
@@ -437,11 +447,11 @@ class VectorSource(MemorySource):
             return ranked
 
         def nearest(topic: str, count: int) -> list[tuple[str, float]]:
-            def search(n: int) -> list[tuple[str, float]]:
-                _, dense = self._search.candidates(topic, scope, n, lexical_weight=0)
+            def search(n: int, exclude: Collection[str]) -> list[tuple[str, float]]:
+                _, dense = self._search.candidates(topic, scope, n, lexical_weight=0, exclude=exclude)
                 return sorted(dense.items(), key=lambda pair: pair[1], reverse=True)
 
-            return search_beside(search, apart, count, len(apart.shown))
+            return search_beside(search, apart, count, apart.spare(count))
 
         return topic_hop(query, ranked, nearest, self.topic_weight)
 
@@ -467,7 +477,8 @@ class VectorSource(MemorySource):
             reads.texts([i for i, _ in ranked[:SEEDS]]),
             lambda words: self.store.word_counts(words, scope),
             lambda text: search_beside(
-                lambda n: self.store.search_text(text, scope, self.name, n), apart, found, len(apart.shown)
+                lambda n, exclude: self.store.search_text(text, scope, self.name, n, exclude), apart, found,
+                apart.spare(found),
             ),
             reads.texts,
             self.hop_weight,
@@ -484,6 +495,7 @@ class VectorSource(MemorySource):
             self._vectors.clear()  # it holds recent texts, the user's among them
             content_stems.cache_clear()  # so does the hop's cache of stems
             self._lines.clear()  # and that of the candidates' lines
+            self._window_ids.clear()  # and the window texts held with their ids
             self._sync.forget((scope.tenant_id, user))
 
     def forget_records(self, ids: Sequence[str], scope: Scope) -> None:
@@ -493,6 +505,7 @@ class VectorSource(MemorySource):
         self._sync.forget((scope.tenant_id, user), list(ids))
         content_stems.cache_clear()  # it may hold their texts
         self._lines.clear()  # so may the lines of candidates
+        self._window_ids.clear()  # and the window texts held with their ids
 
     # -- embedding ----------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ import hashlib
 import os
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union, cast
@@ -279,22 +279,30 @@ class DenseIndex:
         )
 
     def query(
-        self, tenant_id: str, user_id: str, embedding: Vector, k: int
+        self, tenant_id: str, user_id: str, embedding: Vector, k: int, exclude: Collection[str] = ()
     ) -> list[tuple[str, float]]:
-        """The ``k`` nearest of one user's vectors, as (id, cosine similarity)."""
+        """The ``k`` nearest of one user's vectors, as (id, cosine similarity), the ids
+        of ``exclude`` left out. Chroma's query filters on metadata, not on ids (a
+        ``#id`` filter is ignored there): it is asked for as many more as are left out.
+        The vector source asks Chroma only for users past its vectors held in memory."""
         if k <= 0:
             return []
         vector = [list(map(float, embedding))]
+        wanted = k + len(exclude)
         result: dict[str, Any] = self._read(
             tenant_id,
             user_id,
             "query",
-            lambda c: c.query(query_embeddings=vector, n_results=k, include=["distances"]),
+            lambda c: c.query(query_embeddings=vector, n_results=wanted, include=["distances"]),
             {"ids": [], "distances": []},
         )
         ids = result["ids"][0] if result["ids"] else []
         distances = result["distances"][0] if result.get("distances") else [1.0] * len(ids)
-        return [(i, 1.0 - float(d)) for i, d in zip(ids, distances)]
+        found = [(i, 1.0 - float(d)) for i, d in zip(ids, distances)]
+        if not exclude:
+            return found
+        left_out = set(exclude)
+        return [hit for hit in found if hit[0] not in left_out][:k]
 
     def vectors(self, tenant_id: str, user_id: str, ids: Sequence[str]) -> dict[str, Vector]:
         """The stored vectors of some of one user's records, by id (ids not indexed are

@@ -11,7 +11,7 @@ answers for users too large to hold in memory.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -57,12 +57,19 @@ class ResidentVectors:
             self._matrix = _grown(self._matrix, len(self._ids))
             self._matrix[len(self._ids) - len(fresh) : len(self._ids)] = rows[fresh]
 
-    def search(self, query: Any, k: int) -> list[tuple[str, float]]:
-        """The ``k`` vectors most similar to ``query``, as (id, cosine), best first."""
+    def search(self, query: Any, k: int, exclude: Collection[str] = ()) -> list[tuple[str, float]]:
+        """The ``k`` vectors most similar to ``query``, as (id, cosine), best first;
+        the ids of ``exclude`` are left out (the others rank as if they were not held)."""
         size = len(self._ids)
         if k <= 0 or not size:
             return []
         scores = self._matrix[:size] @ _unit_rows([query], self.dimension)[0]
+        left_out = [row for row in set(map(self._rows.get, exclude)) if row is not None]
+        if left_out:
+            scores[left_out] = -np.inf
+        k = min(k, size - len(left_out))
+        if k <= 0:
+            return []
         if k < size:
             top = np.argpartition(-scores, k - 1)[:k]
             top = top[np.argsort(-scores[top], kind="stable")]

@@ -233,3 +233,23 @@ def test_session_records_are_the_sessions_own_in_write_order(backend) -> None:
     assert [r.id for r in store.session_records(ALICE, "vector", 10)] == [first[0], second[0]]
     assert [r.text for r in store.session_records(ALICE, "vector", 1)] == ["first of s1"]
     assert store.session_records(ALICE, "episodic", 10) == []
+
+
+def test_the_ids_of_texts_are_those_their_records_get(backend) -> None:
+    store = backend.open()
+    [kept] = store.add_records([note("Bees on the  Roof", role="user")])
+    ids = store.record_ids(["bees on the roof"], ["user", "assistant"], ALICE, "vector")
+    assert ids[0] == kept and len(ids) == 2 and ids[1] != kept  # one per role, nothing read
+    assert store.record_ids(["bees on the roof"], ["user"], BOB, "vector") != [kept]
+
+
+def test_a_text_search_leaves_out_the_ids_it_is_told_in_the_query_itself(backend) -> None:
+    store = backend.open()
+    ids = store.add_records([note(f"the bees on the roof swarmed {n} times", mid=f"m{n}") for n in range(6)])
+    everything = [i for i, _ in store.search_text("bees roof swarmed", ALICE, "vector", 10)]
+    assert sorted(everything) == sorted(ids)
+    left_out = set(everything[:3])
+    # The 3 best of the others, as if the left-out records were not stored: not fewer.
+    found = [i for i, _ in store.search_text("bees roof swarmed", ALICE, "vector", 3, left_out)]
+    assert found == [i for i in everything if i not in left_out][:3]
+    assert store.search_text("bees", ALICE, "vector", 10, set(ids)) == []

@@ -31,3 +31,14 @@ def test_stored_vectors_come_back_as_arrays_of_their_values(backend) -> None:
         assert isinstance(vector, np.ndarray)
         # (Chroma's may differ in the last bit of a float32)
         assert np.allclose(vector, stored[record_id], rtol=1e-6, atol=0), record_id
+
+
+def test_a_query_leaves_out_the_ids_it_is_told(backend) -> None:
+    index = backend.index()
+    ids = [f"v{n}" for n in range(6)]
+    index.upsert("default", "alice", ids, [[1.0, n / 10] for n in range(6)])
+    everything = [i for i, _ in index.query("default", "alice", [1.0, 0.0], 6)]
+    assert everything == ids
+    # The 2 nearest of the others, as if the left-out ids were not stored: not fewer.
+    assert [i for i, _ in index.query("default", "alice", [1.0, 0.0], 2, {"v0", "v1", "v3"})] == ["v2", "v4"]
+    assert index.query("default", "alice", [1.0, 0.0], 3, set(ids)) == []

@@ -140,3 +140,16 @@ def test_a_small_users_search_is_one_statement(postgres_url: str, tmp_path: Path
     finally:
         store.close()
         trace.close()
+
+
+def test_a_large_users_search_through_hnsw_leaves_out_the_ids_it_is_told(store: PostgresStore) -> None:
+    rng = np.random.default_rng(5)
+    index = PgVectorIndex(store, "v", hnsw_threshold=50)
+    vectors = clustered_vectors(150, rng, dimension=DIMENSION)
+    index.upsert("t", "u", [f"a{i}" for i in range(150)], vectors.tolist())
+    query = vectors[7].tolist()
+    nearest = [i for i, _ in index.query("t", "u", query, K)]
+    left_out = set(nearest[:5])
+    found = [i for i, _ in index.query("t", "u", query, K, left_out)]
+    # k rows, none of them left out, the others of the first ten among them.
+    assert len(found) == K and not left_out & set(found) and set(nearest[5:]) <= set(found)

@@ -91,9 +91,9 @@ def test_a_get_with_the_hop_makes_one_text_search_more(sessions) -> None:
     calls: list[int] = []
     search_text = store.search_text
 
-    def counted(text, scope, source, limit):
+    def counted(text, scope, source, limit, *exclude):
         calls.append(limit)
-        return search_text(text, scope, source, limit)
+        return search_text(text, scope, source, limit, *exclude)
 
     store.search_text = counted
     memory.get(QUESTION)

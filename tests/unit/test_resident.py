@@ -70,3 +70,11 @@ def test_forgetting_a_user_empties_what_is_held(make_memory) -> None:
     assert memory.search("apiary hobby with honey", k=1) == []
     memory.put(user("I collect stamps from Peru."))
     assert message_texts(memory.search("philately", k=5)) == ["I collect stamps from Peru."]
+
+
+def test_a_search_leaves_out_the_ids_it_is_told_and_still_gives_k() -> None:
+    held = ResidentVectors(2)
+    held.add([f"v{n}" for n in range(5)], [[1.0, n / 10] for n in range(5)])
+    assert [i for i, _ in held.search([1.0, 0.0], 2, {"v0", "v2", "absent"})] == ["v1", "v3"]
+    assert [i for i, _ in held.search([1.0, 0.0], 9, {"v4"})] == ["v0", "v1", "v2", "v3"]
+    assert held.search([1.0, 0.0], 3, {f"v{n}" for n in range(5)}) == []

@@ -14,7 +14,7 @@ import pytest
 from bench.first_person import hobby_messages
 from helpers import hold, memory_factory, message_texts, user
 from llama_memory import MemoryAdmin
-from llama_memory.retrieval.apart import search_beside
+from llama_memory.retrieval.apart import more_needed, search_beside
 from llama_memory.retrieval.hybrid import beside
 from llama_memory.retrieval.reads import KnownLines
 from llama_memory.retrieval.relevance import asks_only
@@ -104,28 +104,49 @@ def test_earlier_questions_come_after_every_statement_when_there_is_room(make_me
     assert kinds == sorted(kinds) and kinds.count(True) == 3  # kept, after the statements
 
 
-def test_a_cut_keeps_pool_others_and_every_id_set_apart() -> None:
+def test_a_cut_keeps_pool_others_and_the_ids_set_apart_before_the_last_of_them() -> None:
     ranking = [("q1", 0.9), ("a", 0.8), ("q2", 0.7), ("b", 0.6), ("c", 0.5), ("q3", 0.4)]
-    assert beside(ranking, {"q1", "q2", "q3"}, 2) == [("q1", 0.9), ("a", 0.8), ("q2", 0.7), ("b", 0.6), ("q3", 0.4)]
+    # q3 ranks past the second other: however far the ranking was read, the cut is the same.
+    assert beside(ranking, {"q1", "q2", "q3"}, 2) == [("q1", 0.9), ("a", 0.8), ("q2", 0.7), ("b", 0.6)]
+    assert beside(ranking[:4], {"q1", "q2", "q3"}, 2) == beside(ranking, {"q1", "q2", "q3"}, 2)
+    assert beside(ranking, {"q1", "q2", "q3"}, 9) == ranking  # fewer others than the pool: all
     assert beside(ranking, set(), 2) == ranking[:2]
 
 
-def test_a_search_is_asked_for_more_while_what_is_set_apart_leaves_it_short() -> None:
-    hits = [("own", 1.0), ("q", 0.9), ("a", 0.8), ("b", 0.7), ("c", 0.6)]
+class Apart:
+    """Sets apart the questions ``q*``; the searches leave out ``excluded`` themselves."""
+
+    excluded = frozenset({"own"})
+
+    def __call__(self, ids) -> set[str]:
+        return {i for i in ids if i.startswith("q")}
+
+
+def test_a_search_leaves_out_the_window_itself_and_is_asked_for_more_while_questions_leave_it_short() -> None:
+    hits = [("own", 1.0), ("q1", 0.95), ("q2", 0.9), ("a", 0.8), ("b", 0.7), ("c", 0.6)]
     asked: list[int] = []
 
-    def search(n: int) -> list[tuple[str, float]]:
+    def search(n: int, exclude) -> list[tuple[str, float]]:
         asked.append(n)
-        return hits[:n]
+        return [hit for hit in hits if hit[0] not in exclude][:n]
 
-    def apart(ids) -> set[str]:
-        return {i for i in ids if i in ("own", "q")}
-
-    assert search_beside(search, apart, 2, spare=1) == [("a", 0.8), ("b", 0.7)]
-    assert asked == [3, 4]  # one spare, then as many more as were set apart
+    assert search_beside(search, Apart(), 2) == [("a", 0.8), ("b", 0.7)]
+    # 2 asked, both questions: asked for four times as many (the share said nothing yet).
+    assert asked == [2, 8]
     asked.clear()
-    assert search_beside(search, apart, 9) == [("a", 0.8), ("b", 0.7), ("c", 0.6)]
+    assert search_beside(search, Apart(), 2, spare=2) == [("a", 0.8), ("b", 0.7)]
+    assert asked == [4]  # the spare expected the questions: one search
+    asked.clear()
+    assert search_beside(search, Apart(), 9) == [("a", 0.8), ("b", 0.7), ("c", 0.6)]
     assert asked == [9]  # it gave fewer than asked: nothing more to find
+
+
+def test_more_is_asked_for_at_the_share_set_apart() -> None:
+    assert more_needed(10, 10, 0) == 0  # ten others: enough
+    assert more_needed(10, 10, 5) == 10  # half set apart: twenty in all
+    assert more_needed(10, 20, 15) == 30  # three in four: forty
+    assert more_needed(10, 10, 10) == 30  # none found: four times as many
+    assert more_needed(10, 10, 9) == 30  # and never more than four times
 
 
 def test_the_candidates_are_set_apart_from_their_texts_only_whole_records_are_read_for_the_results(

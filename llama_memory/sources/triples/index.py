@@ -8,7 +8,7 @@ signatures (a triple is not a message record), and these translate.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Optional
 
@@ -85,9 +85,13 @@ class TripleWords:
         self.timeline = timeline
         self.include_history = include_history
 
-    def search_text(self, query: str, scope: Scope, source: str, limit: int) -> list[tuple[str, float]]:
-        """(triple id, score) best first for ``query``'s words."""
-        return self.timeline.search_words(scope, query, limit, self.include_history)
+    def search_text(
+        self, query: str, scope: Scope, source: str, limit: int, exclude: Collection[str] = ()
+    ) -> list[tuple[str, float]]:
+        """(triple id, score) best first for ``query``'s words; the ids of ``exclude``
+        left out (no caller leaves triples out: they are filtered here)."""
+        found = self.timeline.search_words(scope, query, limit + len(exclude), self.include_history)
+        return [hit for hit in found if hit[0] not in exclude][:limit] if exclude else found
 
     def word_counts(self, words: Sequence[str], scope: Scope) -> tuple[int, dict[str, int]]:
         """What an idf needs (the store's lexical index answers: it counts triples and

@@ -3,7 +3,7 @@ full-text ranking), best first."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Protocol, runtime_checkable
 
 from ...core.types import Scope
@@ -13,10 +13,14 @@ from ...core.types import Scope
 class LexicalIndex(Protocol):
     """Full-text search over the records of one user and source."""
 
-    def search_text(self, query: str, scope: Scope, source: str, limit: int) -> list[tuple[str, float]]:
+    def search_text(
+        self, query: str, scope: Scope, source: str, limit: int, exclude: Collection[str] = ()
+    ) -> list[tuple[str, float]]:
         """Records of the scope's user whose text (or event date in words, "8 May 2023")
         shares words with ``query``, best first, as (id, score) with higher scores
-        better. Free text: the backend quotes it (no query syntax reaches the index)."""
+        better. Free text: the backend quotes it (no query syntax reaches the index).
+        The records of ``exclude`` (ids) are left out where the matches are chosen: the
+        ``limit`` best of the others, as if those were not stored."""
         ...
 
     def word_counts(self, words: Sequence[str], scope: Scope) -> tuple[int, dict[str, int]]:

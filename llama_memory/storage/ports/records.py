@@ -77,6 +77,15 @@ class RecordStore(Protocol):
         return without ``alive_at``: a light read for what needs no whole record."""
         ...
 
+    def record_ids(
+        self, texts: Sequence[str], roles: Sequence[Optional[str]], scope: Scope, source: str
+    ) -> list[str]:
+        """The ids that the scope's user's records of ``source`` with these ``texts``
+        have, or would have: one for each text and each of ``roles``. An id is a hash of
+        the record's normalised text and role (the same on every backend): nothing is
+        read, and an id may belong to no record."""
+        ...
+
     def session_neighbours(
         self, ids: Sequence[str], scope: Scope, source: str, radius: int
     ) -> dict[str, list[tuple[int, str]]]:

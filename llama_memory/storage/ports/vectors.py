@@ -3,7 +3,7 @@ record keeps beside each indexed record."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, Optional, Protocol, runtime_checkable
 
 #: A vector: any sequence of floats (lists, numpy arrays).
@@ -20,8 +20,11 @@ class VectorIndex(Protocol):
         """Add or replace one user's vectors."""
         ...
 
-    def query(self, tenant_id: str, user_id: str, embedding: Vector, k: int) -> list[tuple[str, float]]:
-        """The ``k`` nearest of one user's vectors, as (id, cosine similarity)."""
+    def query(
+        self, tenant_id: str, user_id: str, embedding: Vector, k: int, exclude: Collection[str] = ()
+    ) -> list[tuple[str, float]]:
+        """The ``k`` nearest of one user's vectors, as (id, cosine similarity), best
+        first; the ids of ``exclude`` are left out (the ``k`` nearest of the others)."""
         ...
 
     def vectors(self, tenant_id: str, user_id: str, ids: Sequence[str]) -> dict[str, Vector]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, Optional
 
 from ...core.types import Scope
@@ -261,9 +261,12 @@ class RecordTables(PostgresConnection, SQLRecordTables):
         )
         return [row["word"] for row in rows]
 
-    def search_text(self, query: str, scope: Scope, source: str, limit: int) -> list[tuple[str, float]]:
+    def search_text(
+        self, query: str, scope: Scope, source: str, limit: int, exclude: Collection[str] = ()
+    ) -> list[tuple[str, float]]:
         """Records of the scope's user whose text (or event date in words) shares words
-        with ``query``, best first, as (id, ``ts_rank_cd`` score).
+        with ``query``, best first, as (id, ``ts_rank_cd`` score); the records of
+        ``exclude`` (ids) are left out in the query itself.
 
         The query's words are OR-ed (as on SQLite) through ``websearch_to_tsquery``,
         which reads no operator but "or" and quotes: no user text is query syntax.
@@ -290,8 +293,10 @@ class RecordTables(PostgresConnection, SQLRecordTables):
             f"tsvector_to_array(to_tsvector('english', %(q)s)) AS lx, {_user_words('%(t)s', '%(u)s', '%(q)s')} AS keys "
             f"WHERE {USER_WORDS} && keys "
             "AND tenant_id = %(t)s AND user_id = %(u)s AND source = %(s)s AND ts_match_vq(tsv, q) "
+            f"{'AND NOT (id = ANY(%(x)s::text[])) ' if exclude else ''}"
             "ORDER BY ts_rank(tsv, q) DESC, seq LIMIT %(n)s) AS c ORDER BY score DESC, seq LIMIT %(k)s",
-            {"q": text, "t": scope.tenant_id, "u": user, "s": source, "n": candidates, "k": limit},
+            {"q": text, "t": scope.tenant_id, "u": user, "s": source, "n": candidates, "k": limit,
+             **({"x": list(exclude)} if exclude else {})},
         )
         return [(row["id"], float(row["score"])) for row in rows]
 

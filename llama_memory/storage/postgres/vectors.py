@@ -6,7 +6,7 @@ store's open transaction and forgetting a user deletes their vectors with their 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import numpy as np
@@ -193,12 +193,16 @@ class PgVectorIndex:
         self.store.after_commit(lambda: self._indexed_dimensions.add(dimension))
         self.store.after_commit(lambda: self._checked_dimensions.add(dimension))
 
-    def query(self, tenant_id: str, user_id: str, embedding: Vector, k: int) -> list[tuple[str, float]]:
+    def query(
+        self, tenant_id: str, user_id: str, embedding: Vector, k: int, exclude: Collection[str] = ()
+    ) -> list[tuple[str, float]]:
         """The ``k`` nearest of one user's vectors, as (id, cosine similarity): exact for
-        a user with fewer than ``hnsw_threshold`` vectors, else through HNSW."""
+        a user with fewer than ``hnsw_threshold`` vectors, else through HNSW. The ids of
+        ``exclude`` are left out in the statement (the ``k`` nearest of the others)."""
         if k <= 0:
             return []
         key = self._key(tenant_id, user_id)
+        skip, left_out = ("AND NOT (id = ANY(%(x)s::text[])) ", {"x": list(exclude)}) if exclude else ("", {})
         # Most users are small: their count and their exact search in one statement (one
         # round trip, one snapshot, where a transaction took five: BEGIN, the count, the
         # search, the check for its own writes, COMMIT). The search runs only when the count says exact (a one-time
@@ -211,10 +215,11 @@ class PgVectorIndex:
             "WHERE tenant_id = %(t)s AND user_id = %(u)s AND collection = %(c)s), 0) AS n) AS c "
             "LEFT JOIN LATERAL (SELECT id, 1 - (embedding <=> (SELECT %(q)b::float8[]::vector)) AS similarity "
             "FROM record_embeddings WHERE (c.n < %(h)s OR c.n <= %(k)s) AND tenant_id = %(t)s "
-            "AND user_id = %(u)s AND collection = %(c)s ORDER BY embedding <=> (SELECT %(q)b::float8[]::vector) "
+            f"AND user_id = %(u)s AND collection = %(c)s {skip}ORDER BY embedding <=> (SELECT %(q)b::float8[]::vector) "
             "LIMIT %(k)s) "
             "AS e ON true",
-            {"t": key[0], "u": key[1], "c": key[2], "q": _floats(embedding), "h": self.hnsw_threshold, "k": k},
+            {"t": key[0], "u": key[1], "c": key[2], "q": _floats(embedding), "h": self.hnsw_threshold, "k": k,
+             **left_out},
         )
         if not self._large(int(rows[0]["n"]), k):
             return [(row["id"], float(row["similarity"])) for row in rows if row["id"] is not None]
@@ -225,14 +230,14 @@ class PgVectorIndex:
             ).fetchone()
             held = int(row["n"]) if row else 0
             if self._large(held, k) and self._has_hnsw(conn, len(embedding)):
-                found = self._approximate(conn, key, query, len(embedding), k)
+                found = self._approximate(conn, key, query, len(embedding), k, exclude)
                 if len(found) >= k:
                     return found
             rows = conn.execute(
-                "SELECT id, 1 - (embedding <=> %s::vector) AS similarity FROM record_embeddings "
-                "WHERE tenant_id = %s AND user_id = %s AND collection = %s "
-                "ORDER BY embedding <=> %s::vector LIMIT %s",
-                (query, *key, query, k),
+                "SELECT id, 1 - (embedding <=> %(q)s::vector) AS similarity FROM record_embeddings "
+                f"WHERE tenant_id = %(t)s AND user_id = %(u)s AND collection = %(c)s {skip}"
+                "ORDER BY embedding <=> %(q)s::vector LIMIT %(k)s",
+                {"q": query, "t": key[0], "u": key[1], "c": key[2], "k": k, **left_out},
             ).fetchall()
         return [(row["id"], float(row["similarity"])) for row in rows]
 
@@ -251,9 +256,11 @@ class PgVectorIndex:
         return True
 
     def _approximate(
-        self, conn: Connection, key: tuple[str, str, str], query: str, dimension: int, k: int
+        self, conn: Connection, key: tuple[str, str, str], query: str, dimension: int, k: int,
+        exclude: Collection[str] = (),
     ) -> list[tuple[str, float]]:
-        """One user's ``k`` nearest through the HNSW index of ``dimension``, re-sorted."""
+        """One user's ``k`` nearest through the HNSW index of ``dimension``, re-sorted,
+        the ids of ``exclude`` left out (a filter the iterative scan walks past)."""
         candidates = max(2 * k, 20)
         # set_config(..., true) is SET LOCAL: these settings end with the transaction.
         # enable_sort off: the planner would otherwise often prefer the btree and a sort
@@ -268,13 +275,14 @@ class PgVectorIndex:
         d = int(dimension)
         # relaxed_order returns rows nearly in order: take more candidates than asked
         # and sort them by exact distance (MATERIALIZED keeps the walk's LIMIT inside).
+        skip = "AND NOT (id = ANY(%s::text[])) " if exclude else ""
         rows = conn.execute(
             f"WITH candidates AS MATERIALIZED (SELECT id, embedding::vector({d}) <=> %s::vector({d}) "
             "AS distance FROM record_embeddings WHERE tenant_id = %s AND user_id = %s "
-            f"AND collection = %s AND vector_dims(embedding) = {d} "
+            f"AND collection = %s AND vector_dims(embedding) = {d} {skip}"
             f"ORDER BY embedding::vector({d}) <=> %s::vector({d}) LIMIT %s) "
             "SELECT id, 1 - distance AS similarity FROM candidates ORDER BY distance LIMIT %s",
-            (query, *key, query, candidates, k),
+            (query, *key, *([list(exclude)] if exclude else []), query, candidates, k),
         ).fetchall()
         # Inside a caller's longer transaction the settings would outlive this search.
         conn.execute("RESET enable_sort; RESET hnsw.iterative_scan")

@@ -241,6 +241,14 @@ class SQLRecordTables:
             if (row["source"], row["tenant_id"], row["user_id"]) == (source, scope.tenant_id, user)
         }
 
+    def record_ids(
+        self, texts: Sequence[str], roles: Sequence[Optional[str]], scope: Scope, source: str
+    ) -> list[str]:
+        """The ids records of ``source`` with these ``texts`` have or would have, one for
+        each text and role (:meth:`add_records` makes them so; nothing is read)."""
+        tenant, user = scope.tenant_id, scope.require_user(f"the {source!r} memory source")
+        return [record_id(source, tenant, user, content_hash(text, role)) for text in texts for role in roles]
+
     def recent_records(
         self,
         scope: Scope,

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Hashable, Sequence
+from collections.abc import Collection, Hashable, Sequence
 from typing import Optional
 
 from ...core.types import Scope
@@ -27,6 +28,9 @@ PRUNE_FROM_RECORDS = 2000
 #: words), the rarest words first: BM25 costs a few microseconds per match, and a
 #: word of 100,000 records would otherwise cost more than the rest of a get().
 LEXICAL_POSTINGS_BUDGET = 1000
+#: The condition that leaves out the records whose ids a JSON list holds; ``{}`` is the
+#: rowid column it applies to.
+_NOT_LEFT_OUT = " AND {} NOT IN (SELECT rowid FROM records WHERE id IN (SELECT value FROM json_each(?)))"
 #: search_text first takes this many times ``limit`` of the index's best matches and
 #: keeps the user's; only if too few are theirs does it join every match to its record.
 _OWNER_OVERFETCH = 2
@@ -50,14 +54,20 @@ def _match_any(words: Sequence[str]) -> str:
 class LexicalTables(SQLiteConnection):
     """The lexical index part of the store (table ``records_fts``)."""
 
-    def search_text(self, query: str, scope: Scope, source: str, limit: int) -> list[tuple[str, float]]:
+    def search_text(
+        self, query: str, scope: Scope, source: str, limit: int, exclude: Collection[str] = ()
+    ) -> list[tuple[str, float]]:
         """Records of the scope's user whose text (or event date) shares words with
-        ``query``, best first, as (id, score) with BM25 scores turned positive."""
+        ``query``, best first, as (id, score) with BM25 scores turned positive; the
+        records of ``exclude`` (ids) are left out in the query itself."""
         user = scope.require_user(f"the {source!r} memory source")
         words = fts_words(query)
         if not words or limit <= 0:
             return []
         owner = (source, scope.tenant_id, user)
+        # The ids left out, as one JSON parameter (any number of them); matched to
+        # their rows by the records' id index, once per query.
+        skip, skipped = ("", ()) if not exclude else (_NOT_LEFT_OUT, (json.dumps(list(exclude)),))
         with self._lock:
             match = _match_any(self._selective_words(words))
             # First the best matches of the whole index, without the join to records: a
@@ -68,8 +78,8 @@ class LexicalTables(SQLiteConnection):
             top = self.query(
                 "search text",
                 "SELECT rowid, -bm25(records_fts, 1.0, 0.5) AS score FROM records_fts "
-                "WHERE records_fts MATCH ? ORDER BY score DESC LIMIT ?",
-                (match, fetch),
+                f"WHERE records_fts MATCH ?{skip.format('rowid')} ORDER BY score DESC LIMIT ?",
+                (match, *skipped, fetch),
             )
             # The owner of the first ``limit`` matches first: when they are all the user's
             # (one user's store) they are the answer, and the rest need no look-up.
@@ -85,9 +95,9 @@ class LexicalTables(SQLiteConnection):
                 "search text",
                 "SELECT r.id AS id, -bm25(records_fts, 1.0, 0.5) AS score FROM records_fts "
                 "JOIN records r ON r.rowid = records_fts.rowid "
-                "WHERE records_fts MATCH ? AND r.source = ? AND r.tenant_id = ? AND r.user_id = ? "
-                "ORDER BY score DESC LIMIT ?",
-                (match, *owner, limit),
+                f"WHERE records_fts MATCH ?{skip.format('r.rowid')} AND r.source = ? AND r.tenant_id = ? "
+                "AND r.user_id = ? ORDER BY score DESC LIMIT ?",
+                (match, *skipped, *owner, limit),
             )
         return [(row["id"], float(row["score"])) for row in rows]
 
