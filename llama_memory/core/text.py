@@ -90,3 +90,18 @@ def replace_unstorable(value: _T) -> tuple[_T, int]:
         pairs = [replace_unstorable(item) for item in value]
         return [item for item, _ in pairs], sum(n for _, n in pairs)  # type: ignore[return-value]
     return value, 0
+
+
+# The tail of a contraction or a possessive ("what's", "mum's", "we're", "don't", "I'd"),
+# with a straight or a typographic apostrophe. Left in, "what's" made a word "s" that
+# matched every record holding "that's" or "he's" (and no stop word list held it).
+_CONTRACTION_TAIL = re.compile(r"(?<=\w)['\u2019](?:s|re|ve|ll|d|m|t)\b", re.IGNORECASE)
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def word_tokens(text: str) -> list[str]:
+    """The lower-cased words of a text, in order, the tails of contractions and
+    possessives left out ("What's my mum's job?" -> ["what", "my", "mum", "job"]):
+    what every search by words (the lexical indexes' queries, the evidence of
+    relevance) takes a text's words to be."""
+    return _WORD.findall(_CONTRACTION_TAIL.sub("", text.casefold()))

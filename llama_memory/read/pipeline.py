@@ -66,6 +66,7 @@ from .compose import (
     window_texts,
 )
 from .query_plan import QueryPlan, choose_query
+from .question_parts import question_parts
 from .usage import UsageLog
 
 
@@ -234,11 +235,41 @@ def retrieve_for(rt: Runtime, plan: QueryPlan, k: int, shown: frozenset[str] = f
     back in time, first what each source holds of that time (:class:`Recent`).
     ``shown``: as for :func:`retrieve`."""
     if plan.kind != "time":
-        return retrieve(rt, plan.text, k, shown=shown)
+        return retrieve_parts(rt, plan.text, plan.parts, k, shown=shown)
     by_text = retrieve(rt, plan.text, k, shown=shown) if plan.text else retrieve(rt, "", k, query_independent(rt))
     scope, span = rt.scope, plan.span(now())
     by_time = [r for s in rt.sources if isinstance(s, Recent) for r in s.recent(scope, k, span)]
     return by_time + by_text
+
+
+def retrieve_parts(
+    rt: Runtime,
+    query: str,
+    parts: Sequence[str],
+    k: int,
+    sources: Optional[Sequence[SourceProtocol]] = None,
+    shown: frozenset[str] = frozenset(),
+) -> list[MemoryRecord]:
+    """:func:`retrieve` for ``query``, and, for a question of several ``parts``
+    (:func:`~llama_memory.read.question_parts.question_parts`), for each part too: the
+    rankings merged round-robin, each part's first, then the whole question's, each
+    record once, as many as the longest ranking. Each record keeps the relevance of the
+    search that judged it best (that of its part)."""
+    if not parts:
+        return retrieve(rt, query, k, sources, shown)
+    rankings = [retrieve(rt, text, k, sources, shown) for text in (*parts, query)]
+    # A record found by several searches keeps its first place and the best relevance
+    # any of them gave it: a small store returns the boat for the tea part too, judged
+    # against the tea.
+    merged: dict[str, MemoryRecord] = {}
+    for record in interleave(rankings):
+        key = record.id or normalize_text(record.text)
+        held = merged.get(key)
+        if held is None:
+            merged[key] = record
+        elif (record.relevance or 0.0) > (held.relevance or 0.0):
+            merged[key] = record
+    return list(merged.values())[: max(len(r) for r in rankings)]
 
 
 def retrieve(
@@ -438,5 +469,5 @@ def search(rt: Runtime, query: str, k: int) -> RecordList:
         rt.check_open()
         # A query-independent source (a profile) is not ranked by relevance.
         relevant = [s for s in rt.sources if not getattr(s, "query_independent", False)]
-        records, _ = deduplicate(retrieve(rt, query, k, relevant))
+        records, _ = deduplicate(retrieve_parts(rt, query, question_parts(query), k, relevant))
         return RecordList(records[:k])

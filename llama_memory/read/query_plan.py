@@ -19,6 +19,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Literal, Optional
 
 from ..retrieval.relevance import content_words, words
+from .question_parts import question_parts
 
 #: Words of greetings, thanks and acknowledgements: a message made of these only is small talk.
 SMALL_TALK = frozenset(
@@ -59,7 +60,8 @@ def is_small_talk(text: str) -> bool:
 
 
 # Greetings without a greeting word.
-_HOW_ARE_YOU = re.compile(r"\bhow (?:are|r) (?:you|u)\b|\bhow s it going\b|\bwhat s up\b|\bhow have you been\b")
+# (The words have no contraction tails: "how's it going" reads "how it going".)
+_HOW_ARE_YOU = re.compile(r"\bhow (?:are|r) (?:you|u)\b|\bhow (?:s )?it going\b|\bwhats? (?:s )?up\b|\bhow have you been\b")
 
 
 # Phrases that point back in time, with the span of days they point to (None: the
@@ -98,11 +100,15 @@ class QueryPlan:
         text: the text to search by (may be empty for ``"time"``).
         days: for ``"time"``: (how many days back the span starts, how many days back
             it ends), e.g. (1, 1) for yesterday; None for the latest earlier session.
+        parts: for a question that asks for two things or more ("Which tea do I like and
+            which boat do I own?"), each part, searched for by itself besides ``text``
+            (:func:`~llama_memory.read.question_parts.question_parts`); ``()`` otherwise.
     """
 
     kind: Literal["none", "as_is", "context", "time"]
     text: str
     days: Optional[tuple[int, int]] = None
+    parts: tuple[str, ...] = ()
 
     def span(self, now: float) -> Optional[tuple[float, float]]:
         """The (start, end) in epoch seconds of the days this plan points to, in UTC
@@ -142,4 +148,4 @@ def choose_query(text: Optional[str], earlier_user_texts: Sequence[str] = ()) ->
         previous = next((t for t in reversed(earlier_user_texts) if t.strip() and t.strip() != text), "")
         if previous:
             return QueryPlan("context", f"{previous}\n{text}")
-    return QueryPlan("as_is", text)
+    return QueryPlan("as_is", text, parts=question_parts(text))

@@ -4,7 +4,8 @@ Two ways are offered:
 
 - :func:`fuse_scores`, what the vector source uses: each retriever's scores are
   put on a common 0..1 scale (BM25 divided by the best BM25 of the query; cosine
-  min-max scaled over the candidates) and added, weighted. A candidate found by
+  min-max scaled over the candidates) and added, weighted, the words' part weighed
+  by how close in meaning the record is. A candidate found by
   one retriever only still gets the other's score when it can be computed (the
   cosine of a lexical hit), so a strong match on one side is not drowned by a
   mediocre match on both, which is what reciprocal-rank fusion rewards.
@@ -67,8 +68,11 @@ def fuse_scores(
         (id, score in 0..1) best first over every candidate of either retriever.
         A lexical score is divided by the best lexical score of the query (so the
         best word match scores 1 and one without words 0); a dense score is scaled
-        so that the worst candidate scores 0 and the best 1. Ties keep the order of
-        first appearance: lexical candidates, then dense ones.
+        so that the worst candidate scores 0 and the best 1. The lexical score is then
+        weighed by how close the record is in meaning, from half (the farthest
+        candidate) to all of it (the closest): word overlap alone cannot bury a strong
+        meaning match (measured: docs/benchmarks.md, "Everyday recall"). Ties keep the
+        order of first appearance: lexical candidates, then dense ones.
     """
     total = max(lexical_weight, 0.0) + max(dense_weight, 0.0)
     if total == 0:
@@ -82,8 +86,11 @@ def fuse_scores(
     spread = high - low
     fused = []
     for item in candidates:
-        score = wl * lexical_scores.get(item, 0.0) / best_lexical if best_lexical > 0 else 0.0
-        if spread > 0:
-            score += wd * (dense.get(item, low) - low) / spread
-        fused.append((item, score))
+        words = lexical_scores.get(item, 0.0) / best_lexical if best_lexical > 0 else 0.0
+        meaning = (dense.get(item, low) - low) / spread if spread > 0 else 0.0
+        # Words count in full only where the meaning agrees: a record that shares a
+        # common word with the question ("eat", "mum", "morning") and nothing else
+        # counts half, so it can never outrank the closest record in meaning.
+        agreement = (1.0 + meaning) / 2.0 if wd > 0 and spread > 0 else 1.0
+        fused.append((item, wl * words * agreement + wd * meaning))
     return sorted(fused, key=lambda pair: pair[1], reverse=True)

@@ -47,7 +47,9 @@ def test_noise_smoke_agent_flow_puts_each_query_first_and_still_injects_nothing_
     assert report["meta"]["agent_flow"] is True and report["meta"]["flow"] == "agent"
     sets = report["sets"]
     assert sets["never_said"]["tokens_mean"] <= 60
-    assert sets["real"]["tokens_mean"] > 0 and sets["real"]["block_recall"]["overall"] > 0.9
+    # (0.9 with the calibration fitted on LoCoMo alone; the one fitted on both corpora
+    # keeps less of LoCoMo: docs/benchmarks.md, "Everyday recall".)
+    assert sets["real"]["tokens_mean"] > 0 and sets["real"]["block_recall"]["overall"] > 0.8
     # Each query was taken back: no block shows an earlier one.
     assert all(r["question_records"] == 0 for r in report["rows"])
 
@@ -58,12 +60,15 @@ def test_noise_smoke_kept_flow_shows_earlier_queries_and_counts_them_apart() -> 
     assert report["meta"]["flow"] == "kept"
     rows = report["rows"]
     # The real questions come after 20 small-talk and 4 never-said queries, all kept in
-    # the user's history: some block shows one of them, counted apart.
-    assert any(r["question_records"] > 0 for r in rows if r["set"] == "real")
+    # the user's history. A block that shows one counts it apart. (With relevance judged
+    # by a record's own evidence, an earlier question, which states nothing, rarely
+    # passes: before, some block of this run showed one.)
+    asked = [r for r in rows if r["set"] == "real" and r["question_records"] > 0]
     for r in rows:
         assert 0 <= r["beyond_questions"] <= r["tokens"]
         assert r["question_records"] <= r["records"]
-    assert report["sets"]["real"]["beyond_questions_mean"] < report["sets"]["real"]["tokens_mean"]
+    real = report["sets"]["real"]
+    assert (real["beyond_questions_mean"] < real["tokens_mean"]) == bool(asked)
 
 
 def test_first_person_questions_are_never_said_by_the_hobby_store_nor_by_a_store_naming_their_topic() -> None:

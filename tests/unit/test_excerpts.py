@@ -52,9 +52,10 @@ def test_fusion_scales_each_retriever_and_gives_lexical_hits_their_cosine() -> N
     lexical = [("a", 8.0), ("b", 4.0)]
     dense = {"c": 0.9, "b": 0.7, "d": 0.5, "a": 0.5}
     fused = dict(fuse_scores(lexical, dense))
-    # a: best words (1.0), worst cosine (0.0); b: half the words, cosine half way
-    assert fused["a"] == pytest.approx(0.5)
-    assert fused["b"] == pytest.approx(0.5 * 0.5 + 0.5 * 0.5)
+    # a: best words (1.0), worst cosine (0.0): the words count half, as far as it is
+    # in meaning; b: half the words, cosine half way (the words count three quarters)
+    assert fused["a"] == pytest.approx(0.5 * 0.5)
+    assert fused["b"] == pytest.approx(0.5 * 0.5 * 0.75 + 0.5 * 0.5)
     assert fused["c"] == pytest.approx(0.5)  # no word in common, best cosine
     assert fused["d"] == pytest.approx(0.0)
     assert [i for i, _ in fuse_scores(lexical, dense, dense_weight=0)] == ["a", "b"]

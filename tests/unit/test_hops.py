@@ -25,14 +25,18 @@ OTHERS = (
 @pytest.fixture
 def sessions(make_memory_on):
     """SEED, LINKED and OTHERS, each said in a session of its own, on each backend (the
-    hop uses the lexical index port only: word counts and a text search)."""
+    hop uses the lexical index port only: word counts and a text search). The memories
+    these tests open keep every record (``min_relevance=0``): what the hop finds is
+    retrieved; whether the block shows it is the relevance judgement's call, by the
+    record's own evidence (LINKED shares no word with the question and scores below the
+    default)."""
     make = make_memory_on
     hold(make, [SEED, *OTHERS, LINKED])
     return make
 
 
 def test_a_second_hop_brings_what_the_best_hit_names_from_another_session(sessions) -> None:
-    memory = sessions(session_id="now", top_k=3)
+    memory = sessions(session_id="now", top_k=3, min_relevance=0)
     memory.get(QUESTION)
     shown = message_texts(memory.last_block.records)
     assert SEED in shown
@@ -86,7 +90,7 @@ def test_the_hop_searches_once_for_every_seeds_link_words() -> None:
 
 
 def test_a_get_with_the_hop_makes_one_text_search_more(sessions) -> None:
-    memory = sessions(session_id="now", top_k=3)
+    memory = sessions(session_id="now", top_k=3, min_relevance=0)
     store = memory.source("vector").store
     calls: list[int] = []
     search_text = store.search_text
@@ -109,7 +113,7 @@ def test_a_get_with_the_hop_makes_one_text_search_more(sessions) -> None:
 
 
 def test_a_get_reads_each_record_from_the_store_once(sessions) -> None:
-    memory = sessions(session_id="now", top_k=3)
+    memory = sessions(session_id="now", top_k=3, min_relevance=0)
     store = memory.source("vector").store
     read: list[str] = []
     get_records = store.get_records
@@ -128,7 +132,7 @@ def test_a_get_reads_each_record_from_the_store_once(sessions) -> None:
 
 
 def test_the_hop_stems_a_found_text_once_and_forgets_it_with_the_user(sessions) -> None:
-    memory = sessions(session_id="now", top_k=3)
+    memory = sessions(session_id="now", top_k=3, min_relevance=0)
     content_stems.cache_clear()
     memory.get(QUESTION)
     assert LINKED in message_texts(memory.last_block.records)

@@ -653,7 +653,10 @@ def test_one_get_embeds_its_query_once_for_both_sources(tmp_path: Path, embed_mo
     finally:
         dispatcher.event_handlers.remove(counter)
         memory.close()
-    assert queries == 1
+    # A question of two parts is searched three times (each part, and whole): each
+    # text is embedded once, for both sources.
+    assert queries == 3
+    assert len({text for chunk in embedded for text in chunk}) == len([t for c in embedded for t in c])
     assert after_put == 1
 
 

@@ -5,18 +5,17 @@ column, and the full-text index (a generated ``tsvector``) with its word counts.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Collection, Sequence
 from typing import Any, Optional
 
+from ...core.text import word_tokens
 from ...core.types import Scope
 from ..ports.records import NewRecord
 from ..sql.records import SQLRecordTables
 from .connection import PostgresConnection
 from .schema import USER_WORDS_FUNCTION
 
-_WORD = re.compile(r"\w+", re.UNICODE)
 #: A user of more records than this has their words counted on this many of their rows
 #: (a common word of a large user is held by thousands of them; an idf needs rough
 #: counts only). A smaller user's are counted exactly through ``records_user_words``.
@@ -272,7 +271,7 @@ class RecordTables(PostgresConnection, SQLRecordTables):
         which reads no operator but "or" and quotes: no user text is query syntax.
         """
         user = scope.require_user(f"the {source!r} memory source")
-        words = list(dict.fromkeys(w for w in _WORD.findall(query.casefold()) if w != "or"))
+        words = list(dict.fromkeys(w for w in word_tokens(query) if w != "or"))
         if not words or limit <= 0:
             return []
         # ts_rank_cd costs ~15 us a row (cover density over every position); ts_rank a

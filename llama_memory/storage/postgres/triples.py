@@ -11,10 +11,10 @@ key and point at the triple's id, and deleting a triple cascades to its mentions
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ...core.text import word_tokens
 from ...core.types import Scope
 from ..sql.dialect import owner
 from ..sql.triples import MentionLink, SQLTripleTimeline
@@ -23,7 +23,6 @@ from .store import PostgresStore
 
 __all__ = ["PostgresTripleTimeline"]
 
-_WORD = re.compile(r"\w+", re.UNICODE)
 
 
 class PostgresTripleTimeline(SQLTripleTimeline):
@@ -71,7 +70,7 @@ class PostgresTripleTimeline(SQLTripleTimeline):
         but "or" and quotes: no user text is query syntax.
         """
         user = owner(scope, "the knowledge-triple store")
-        words = list(dict.fromkeys(w for w in _WORD.findall(query.casefold()) if w != "or"))
+        words = list(dict.fromkeys(w for w in word_tokens(query) if w != "or"))
         if not words or k <= 0:
             return []
         current = "" if include_history else " AND valid_to IS NULL"

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Collection, Hashable, Sequence
 from typing import Optional
 
+from ...core.text import word_tokens
 from ...core.types import Scope
 from .connection import SQLiteConnection
 
@@ -16,7 +16,6 @@ _STOPWORDS = frozenset(
     "i if in into is it its me my of on or our she so than that the their them then there these "
     "they this to was we were what when where which who whom why will with would you your".split()
 )
-_WORD = re.compile(r"\w+", re.UNICODE)
 
 
 #: rare word), and scoring its matches is most of what lexical search costs (a word in 40%
@@ -38,7 +37,7 @@ _OWNER_OVERFETCH = 2
 
 def fts_words(text: str) -> list[str]:
     """The distinct non-stopwords of a text, lower-cased, in order."""
-    return list(dict.fromkeys(w for w in _WORD.findall(text.casefold()) if w not in _STOPWORDS))
+    return list(dict.fromkeys(w for w in word_tokens(text) if w not in _STOPWORDS))
 
 
 def fts_query(text: str) -> str:
