@@ -238,7 +238,8 @@ async def test_results_are_capped_and_read_whole(tmp_path: Path, embed_model: An
 async def test_one_open_per_process(store: Path, embed_model: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """The server opens the store once and one memory per user for its life, and the
     admins of one process open at the same time on one store share one opening."""
-    from llama_memory.admin.mcp_server import MemoryTools, build_server
+    from llama_memory.admin.mcp_server import build_server
+    from llama_memory.admin.mcp_tools import MemoryTools
     from llama_memory.storage.sqlite.connection import SQLiteConnection
 
     opened: Counter[str] = Counter()

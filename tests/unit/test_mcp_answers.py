@@ -16,7 +16,8 @@ from pathlib import Path  # noqa: E402
 from llama_memory import MemoryAdmin  # noqa: E402
 from llama_memory.admin.mcp_arguments import argument_problem  # noqa: E402
 from llama_memory.admin.mcp_results import CUT_MARKER, MAX_TEXT_CHARS, cut_text, record_result  # noqa: E402
-from llama_memory.admin.mcp_server import MemoryTools, build_server  # noqa: E402
+from llama_memory.admin.mcp_server import build_server  # noqa: E402
+from llama_memory.admin.mcp_tools import MemoryTools  # noqa: E402
 from llama_memory.core.types import MemoryRecord  # noqa: E402
 
 
