@@ -953,8 +953,10 @@ def head_to_head(rows: Sequence[dict[str, Any]], retrievers: Sequence[str], k: i
 def _versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
+    from llama_memory.core.distribution import DISTRIBUTION
+
     found = {}
-    for name in ("llama-memory", "llama-index-core", "chromadb", "onnxruntime", "tiktoken"):
+    for name in (DISTRIBUTION, "llama-index-core", "chromadb", "onnxruntime", "tiktoken"):
         try:
             found[name] = version(name)
         except PackageNotFoundError:

@@ -1066,8 +1066,10 @@ def run_bulk(
 def _versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
+    from llama_memory.core.distribution import DISTRIBUTION
+
     found = {}
-    for name in ("llama-memory", "llama-index-core", "llama-index-vector-stores-chroma", "chromadb",
+    for name in (DISTRIBUTION, "llama-index-core", "llama-index-vector-stores-chroma", "chromadb",
                  "onnxruntime", "tiktoken"):
         try:
             found[name] = version(name)
