@@ -28,8 +28,8 @@ from ..sources.episodic import EpisodicMemory
 from ..sources.instructions import Instructions
 from ..sources.vector import VectorSource
 from ..storage.ports import Storage
-from ..write.formation.jobs import FormationWorker
 from ..write.formation.parts import PassPart
+from ..write.formation.worker import FormationWorker
 from .settings import MemorySettings
 
 

@@ -131,7 +131,7 @@ OPENERS = (
     "admin/transfer.py",
     "admin/cli/",
     "admin/copying.py",
-    "write/formation/worker.py",
+    "write/formation/worker_process.py",
     "blocks.py",
     "admin/mcp_server.py",
 )

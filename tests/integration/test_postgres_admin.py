@@ -19,7 +19,7 @@ from llama_memory import ComposableMemory, MemoryAdmin, OfflineEmbedding
 from llama_memory.admin.cli import main
 from llama_memory.admin.memory_admin import UnknownUserError
 from llama_memory.testing import ScriptedLLM, pass_answer
-from llama_memory.write.formation.worker import run_worker
+from llama_memory.write.formation.worker_process import run_worker
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ from llama_memory.admin.memory_admin import MemoryAdmin
 from llama_memory.testing import ScriptedLLM, pass_answer
 from llama_memory.write.formation import EXTRACT_JOB, job_key
 from llama_memory.write.formation.passes import job_payload
-from llama_memory.write.formation.worker import run_worker
+from llama_memory.write.formation.worker_process import run_worker
 
 SCRIPT = Path(sys.executable).parent / "llama-memory"
 

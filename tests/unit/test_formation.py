@@ -21,7 +21,7 @@ from llama_memory.admin.memory_admin import MemoryAdmin
 from llama_memory.sources.base import MemorySource
 from llama_memory.testing import ScriptedLLM, ToolCallReply, pass_answer
 from llama_memory.write.formation import FormationWorker
-from llama_memory.write.formation.worker import run_worker
+from llama_memory.write.formation.worker_process import run_worker
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -516,7 +516,7 @@ def test_the_names_users_imported_before_the_formation_package_still_import() ->
         from llama_memory import ExtractionError
         from llama_memory.core.errors import ExtractionError as in_errors
         from llama_memory.write.formation.answer import structured_output
-        from llama_memory.write.formation.worker import run_worker
+        from llama_memory.write.formation.worker_process import run_worker
 
         assert ExtractionError is in_errors is formation.ExtractionError
         assert structured_output is formation.structured_output and callable(run_worker)

@@ -175,7 +175,7 @@ def test_passes_past_the_daily_token_budget_wait_for_the_next_day(where: dict[st
 
 
 def test_a_worker_budget_overrides_the_memorys(tmp_path: Path) -> None:
-    from llama_memory.write.formation.worker import run_worker
+    from llama_memory.write.formation.worker_process import run_worker
 
     memory = ComposableMemory.from_defaults(
         user_id="alice", session_id="s1", secondary_memory_sources=[], profile=True, path=tmp_path,

@@ -16,7 +16,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     import signal
     import threading
 
-    from ...write.formation.worker import run_worker
+    from ...write.formation.worker_process import run_worker
 
     llm = _load_object(args.llm, "--llm", "a LlamaIndex LLM (or a function returning one)")
     stop = threading.Event()

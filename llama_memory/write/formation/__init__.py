@@ -26,7 +26,7 @@ The modules, one job each:
   structured output, parsing);
 - :mod:`~llama_memory.write.formation.run`: one pass, applied once (the cursor,
   :func:`run_pass`, :func:`run_parts`);
-- :mod:`~llama_memory.write.formation.jobs`: passes as jobs (:class:`FormationWorker`,
+- :mod:`~llama_memory.write.formation.worker`: passes as jobs (:class:`FormationWorker`,
   :class:`JobOutcome`, retries);
 - :mod:`~llama_memory.write.formation.passes`: a memory's passes (queued by ``put``, run,
   followed up, flushed; functions of its :class:`~llama_memory.memory.runtime.Runtime`, not
@@ -45,7 +45,9 @@ from .answer import (
     structured_output,
     warm_up,
 )
-from .jobs import (
+from .parts import PassPart, PassWindow, Proposing, apply_pass, pass_window
+from .run import cursor_key, cursor_position, run_parts, run_pass
+from .worker import (
     DEFAULT_LEASE,
     EXTRACT_JOB,
     MAX_ATTEMPTS,
@@ -57,8 +59,6 @@ from .jobs import (
     job_key,
     retry_in,
 )
-from .parts import PassPart, PassWindow, Proposing, apply_pass, pass_window
-from .run import cursor_key, cursor_position, run_parts, run_pass
 
 __all__ = [
     "DEFAULT_LEASE",

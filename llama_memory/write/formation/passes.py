@@ -2,7 +2,7 @@
 by the memory's own thread or a worker process (``llama-memory worker``), followed up
 when messages arrived while one ran, waited for by ``flush``, or run at once by
 ``extract`` (see docs/formation.md). The job runs the pass of
-:mod:`llama_memory.write.formation.run`, under :class:`~llama_memory.write.formation.jobs.FormationWorker`.
+:mod:`llama_memory.write.formation.run`, under :class:`~llama_memory.write.formation.worker.FormationWorker`.
 
 Functions of a memory's :class:`~llama_memory.memory.runtime.Runtime`; its worker thread runs
 :func:`run_job` and :func:`follow_up`.
@@ -21,8 +21,8 @@ from ...core.errors import LlamaMemoryError
 from ...core.types import Scope
 from ...memory.runtime import Runtime
 from ...storage.ports.jobs import Job
-from .jobs import EXTRACT_JOB, MAX_ATTEMPTS, FormationDeferred, FormationWorker, job_key
 from .run import cursor_key, cursor_position, run_parts, run_pass
+from .worker import EXTRACT_JOB, MAX_ATTEMPTS, FormationDeferred, FormationWorker, job_key
 
 #: Seconds in a day: token budgets are per day, from midnight UTC.
 DAY = 86400
@@ -128,7 +128,7 @@ def conversation(rt: Runtime, scope: Scope) -> list[ChatMessage]:
 
 
 def check_budget(rt: Runtime, scope: Scope, at: Optional[float] = None) -> None:
-    """:class:`~llama_memory.write.formation.jobs.FormationDeferred` to the next day (UTC)
+    """:class:`~llama_memory.write.formation.worker.FormationDeferred` to the next day (UTC)
     when the user's queued formation passes have used ``formation_token_budget`` tokens
     today."""
     budget = rt.facade.formation_token_budget

@@ -1,111 +1,202 @@
-"""Formation passes run by a process of their own: ``llama-memory worker --store PATH``.
+"""Formation passes as jobs: the job kind, and the worker that claims and runs them.
 
-Memories built with ``extract_every=N`` queue a formation pass every N user turns (see
-docs/formation.md). A server whose memories are built with ``extract_in="worker"``
-runs none itself: one or more worker processes claim the passes from the store's
-queue, each pass once, with the LLM they are given.
+When a formation pass falls due, ``put()`` queues an ``"extract"`` job (the kind's
+name is stored in the database: it stays) in the same transaction as the messages (the
+store's :class:`~llama_memory.storage.ports.jobs.JobQueue`). A :class:`FormationWorker`
+(a thread of the memory, or ``llama-memory worker`` in another process) claims it and
+runs the pass; a failure is retried with backoff (:func:`retry_in`), then kept as dead
+with its error; :class:`FormationDeferred` gives a job back without counting an
+attempt. :class:`JobOutcome` says how one run ended.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import threading
-from pathlib import Path
-from typing import Any, Callable, Optional, Union
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
 
-from ...core.errors import LlamaMemoryError
-from ...memory.composable import ComposableMemory
-from ...memory.wiring import open_queue
-from ...storage.ports.jobs import Job
-from .jobs import DEFAULT_LEASE, POLL_SECONDS, FormationWorker, JobOutcome
-from .passes import follow_up, run_job
+from ...core.instrumentation import Stopwatch
+from ...core.metering import metering
+from ...core.types import Scope
+from ...storage.ports.jobs import Job, JobQueue, PassCost
+
+logger = logging.getLogger(__name__)
+
+#: The job kind of a formation pass (stored in the jobs table: the name stays).
+EXTRACT_JOB = "extract"
+#: Seconds a worker holds a job before another may claim it again (its worker died).
+DEFAULT_LEASE = 300.0
+#: Seconds before the first retry of a failed pass; each further retry waits 4x longer.
+RETRY_BASE = 5.0
+#: Attempts of a pass before its job is kept as dead, with its last error.
+MAX_ATTEMPTS = 4
+#: Seconds an idle worker sleeps before looking at the queue again (jobs queued by
+#: other processes, retries falling due); a put in this process wakes it at once.
+POLL_SECONDS = 1.0
 
 
-def run_worker(
-    path: Union[str, Path],
-    llm: Any,
-    *,
-    once: bool = False,
-    stop: Optional[threading.Event] = None,
-    lease: float = DEFAULT_LEASE,
-    poll: float = POLL_SECONDS,
-    name: Optional[str] = None,
-    report: Optional[Callable[[JobOutcome], Any]] = None,
-    formation_token_budget: Optional[int] = None,
-    **memory_kwargs: Any,
-) -> int:
-    """Run the formation passes queued in the store under ``path``; return how many
-    jobs were run (done or failed).
+def job_key(scope: Scope) -> str:
+    """The dedup key of a session's formation pass: one waits (or runs) at a time; it
+    reads every message after the cursor when it runs, so the turns of a burst share
+    one pass. The key is stored (``"extract:..."``): its text stays."""
+    return "extract:" + json.dumps([scope.tenant_id, scope.user_id, scope.session_id])
 
-    Args:
-        path: the memory directory (``path=`` of the memories that queue the passes),
-            or the ``postgresql://`` URL of their PostgreSQL store.
-        llm: the LlamaIndex LLM the passes form memories with.
-        once: run the jobs that may run now, then return; else run until ``stop``
-            is set.
-        stop: set it to stop after the job running now.
-        lease: seconds a job is held; if this process dies, another worker takes
-            the job over once the lease runs out.
-        poll: seconds between looks at an empty queue.
-        name: this worker's name in the queue (default a random one).
-        report: called with each job's :class:`~llama_memory.write.formation.jobs.JobOutcome`
-            as it ends (done, failed and retried at a time, dead with its error):
-            ``llama-memory worker`` prints one line per job with it.
-        formation_token_budget: tokens a user's passes may use per day (UTC), for
-            every job this worker runs (default: the budget of the memory that queued
-            the job, ``from_defaults(formation_token_budget=)``; 0: none). A job of a
-            user past it is deferred to the next day.
-        **memory_kwargs: what a job's memory configuration cannot carry, passed to
-            :meth:`ComposableMemory.from_dict` (``embed_model=``, a profile
-            ``schema``...).
 
-    Each job carries the configuration of the memory that queued it
-    (:meth:`ComposableMemory.to_dict`): the worker opens a memory like it once and
-    runs every pass of that configuration with it. A job from a memory with custom
-    sources fails with the error of ``from_dict`` (pass the sources in
-    ``memory_kwargs``); a job of an in-memory store cannot reach a worker.
+class FormationDeferred(Exception):
+    """Raised by a job's run before any LLM call to give the job back, to run at
+    ``until`` (epoch seconds), without counting an attempt: e.g. its user is over the
+    day's token budget. Not a failure."""
+
+    def __init__(self, until: float, reason: str) -> None:
+        super().__init__(reason)
+        self.until, self.reason = until, reason
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """How one run of a job ended (:meth:`FormationWorker.run_once`).
+
+    Attributes:
+        job: the job as it was claimed.
+        state: ``"done"``; ``"queued"`` (it failed and is retried at ``retry_at``);
+            ``"dead"`` (it failed and is out of attempts); ``"deferred"`` (it did not
+            run: see ``reason``; it runs at ``retry_at``); ``"lost"`` (it ran past its
+            lease and another worker took it over).
+        error: why it failed (``"ExtractionError: ..."``), None when it did not.
+        retry_at: epoch seconds of its next attempt, for ``"queued"`` and ``"deferred"``.
+        cost: the LLM tokens and wall time of the run (None when deferred).
+        reason: why it was deferred.
     """
-    if llm is None:
-        raise ValueError("run_worker() needs an LLM to extract with: pass llm=")
-    queue = open_queue(path)
-    memories: dict[str, ComposableMemory] = {}
 
-    def run(job: Job) -> int:
-        return run_job(memory_for(job).runtime, job)
+    job: Job
+    state: str
+    error: Optional[str] = None
+    retry_at: Optional[float] = None
+    cost: Optional[PassCost] = None
+    reason: Optional[str] = None
 
-    def memory_for(job: Job) -> ComposableMemory:
-        config = job.payload.get("memory")
-        if not isinstance(config, dict):
-            raise LlamaMemoryError("this job carries no memory configuration (its memory is not on disk)")
-        # One memory per configuration: the sources take the job's scope as an argument.
-        key = json.dumps({k: v for k, v in config.items() if k not in ("user_id", "session_id")}, sort_keys=True)
-        memory = memories.get(key)
-        if memory is None:
-            given = {**memory_kwargs, "llm": llm, "extract_in": "worker"}
-            if formation_token_budget is not None:
-                given["formation_token_budget"] = formation_token_budget
-            memory = ComposableMemory.from_dict(config, **given)
-            memories[key] = memory
-        return memory
+    @property
+    def failed(self) -> bool:
+        """Whether the run failed (retried later, or dead)."""
+        return self.error is not None
 
-    worker = FormationWorker(
-        queue, run, after=lambda job: follow_up(memory_for(job).runtime, job), name=name, lease=lease, poll=poll
-    )
-    stop = stop or threading.Event()
-    ran = 0
-    try:
-        while not stop.is_set():
-            outcome = worker.run_once()
-            if outcome is not None:
-                ran += 1
-                if report is not None:
-                    report(outcome)
-            elif once:
-                break
-            else:
-                stop.wait(poll)
-    finally:
-        for memory in memories.values():
-            memory.close()
-        queue.close()
-    return ran
+
+def retry_in(attempts: int) -> float:
+    """Seconds before a formation pass that failed ``attempts`` times runs again (backoff)."""
+    return RETRY_BASE * 4 ** max(attempts - 1, 0)
+
+
+class FormationWorker:
+    """Runs the formation jobs (kind ``"extract"``) of a queue in a thread: claim, run,
+    acknowledge;
+    a failure is retried with backoff (:func:`retry_in`), then kept as dead with its
+    error. :meth:`flush` waits until no job may run now."""
+
+    def __init__(
+        self,
+        queue: JobQueue,
+        run: Callable[[Job], Any],
+        *,
+        after: Optional[Callable[[Job], Any]] = None,
+        name: Optional[str] = None,
+        lease: float = DEFAULT_LEASE,
+        poll: float = POLL_SECONDS,
+    ) -> None:
+        """``run(job)`` does a job's work; ``after(job)`` runs once it is acknowledged
+        (a follow-up for what arrived meanwhile); ``lease``: seconds a job is held before
+        another worker may take it over; ``poll``: seconds between looks at the queue."""
+        if lease <= 0 or poll <= 0:
+            raise ValueError(f"lease and poll must be positive seconds, got {lease} and {poll}")
+        self.queue, self.run, self.after, self.lease, self.poll = queue, run, after, lease, poll
+        self.name = name or f"worker-{uuid.uuid4().hex[:8]}"
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._idle = threading.Condition()
+        self._asked = self._done = 0  # flush requests made / served
+        self._thread: Optional[threading.Thread] = None
+        #: The job this worker is running now (None between jobs): a put of that session
+        #: need not queue anything, :attr:`after` runs once the job is done.
+        self.running: Optional[Job] = None
+
+    def run_once(self) -> Optional[JobOutcome]:
+        """Claim and run one job and say how it ended; None when none may run now."""
+        job = self.queue.claim(self.name, kinds=[EXTRACT_JOB], lease=self.lease)
+        if job is None:
+            return None
+        self.running = job
+        watch = Stopwatch()
+        try:
+            with metering() as meter:
+                try:
+                    self.run(job)
+                finally:
+                    cost = PassCost(meter.sent, meter.received, watch.elapsed_ms)
+        except FormationDeferred as deferred:
+            self.running = None
+            self.queue.postpone(job, deferred.until)
+            logger.info("extraction job %s deferred: %s", job.id, deferred.reason)
+            return JobOutcome(job, "deferred", retry_at=deferred.until, reason=deferred.reason)
+        except Exception as exc:
+            self.running = None
+            error, wait = f"{type(exc).__name__}: {exc}", retry_in(job.attempts)
+            failed_at = time.time()
+            state = self.queue.fail(job, error, retry_in=wait, now=failed_at, cost=cost)
+            logger.warning("extraction job %s failed (attempt %d, now %s): %s", job.id, job.attempts, state, exc)
+            return JobOutcome(job, state, error, failed_at + wait if state == "queued" else None, cost)
+        self.running = None  # before the follow-up reads what arrived meanwhile
+        if not self.queue.ack(job, cost):
+            logger.warning("extraction job %s ran past its lease; another worker took it over", job.id)
+            return JobOutcome(job, "lost", cost=cost)
+        if self.after is not None:
+            self.after(job)
+        return JobOutcome(job, "done", cost=cost)
+
+    def start(self) -> None:
+        """Start the thread (once)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name=f"llama-memory {self.name}", daemon=True)
+            self._thread.start()
+
+    def wake(self) -> None:
+        """Look at the queue now (a job was just queued)."""
+        self._wake.set()
+
+    def flush(self, timeout: Optional[float] = None) -> bool:
+        """Wait until the queue holds no job that may run now (failed ones waiting for
+        their retry and jobs held by other workers excepted); False on timeout."""
+        self.start()
+        with self._idle:
+            self._asked += 1
+            target = self._asked
+            self._wake.set()
+            return self._idle.wait_for(
+                lambda: self._done >= target or self._stopping.is_set(), timeout
+            )
+
+    def stop(self, timeout: Optional[float] = None) -> None:
+        """Stop after the job running now (the others stay queued in the store)."""
+        self._stopping.set()
+        self._wake.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+        with self._idle:
+            self._idle.notify_all()
+
+    def _loop(self) -> None:
+        while not self._stopping.is_set():
+            self._wake.clear()  # before reading what was asked: a later ask sets it again
+            with self._idle:
+                asked = self._asked
+            try:
+                while not self._stopping.is_set() and self.run_once() is not None:
+                    pass
+            except Exception:  # the store failed (or closed): try again later
+                logger.exception("extraction worker %s: the job queue failed", self.name)
+            with self._idle:
+                self._done = max(self._done, asked)
+                self._idle.notify_all()
+            self._wake.wait(self.poll)
