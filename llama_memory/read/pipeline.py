@@ -26,7 +26,7 @@ a window the memory does not hold (:func:`block_for_window`).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from decimal import Decimal
 from typing import Any, Optional
@@ -61,7 +61,6 @@ from .compose import (
     deduplicate,
     fit_block,
     insert_block,
-    interleave,
     relevance_text,
     window_texts,
 )
@@ -290,6 +289,16 @@ def retrieve(
     for priority in sorted({s.priority for s in sources}, reverse=True):
         tier = [s for s in sources if s.priority == priority]
         merged.extend(interleave(rt.facade.retrieve_from(source, query, scope, k, shown) for source in tier))
+    return merged
+
+
+def interleave(ranked_lists: Iterable[Sequence[MemoryRecord]]) -> list[MemoryRecord]:
+    """Merge per-source rankings round-robin, so every source gets a share of the
+    budget (scores of different sources are not comparable)."""
+    lists = [list(r) for r in ranked_lists]
+    merged: list[MemoryRecord] = []
+    for rank in range(max((len(r) for r in lists), default=0)):
+        merged.extend(r[rank] for r in lists if rank < len(r))
     return merged
 
 

@@ -14,7 +14,7 @@ is (:class:`MemoryBlock`, :class:`LeftOut`). Every name is importable from here.
 
 from __future__ import annotations
 
-from .duplicates import deduplicate, interleave, merge_near_duplicates, window_texts
+from .duplicates import deduplicate, merge_near_duplicates, window_texts
 from .fit import Tokenizer, block_from_records, covered_by_summaries, fit_block
 from .insert import insert_block, remove_block, strip_block
 from .model import (
@@ -65,7 +65,6 @@ __all__ = [
     "deduplicate",
     "fit_block",
     "insert_block",
-    "interleave",
     "is_summary",
     "left_out_note",
     "merge_near_duplicates",

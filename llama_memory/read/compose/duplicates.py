@@ -1,5 +1,5 @@
-"""Deduplicating what the sources retrieved: merged round-robin, each fact shown once,
-nothing the conversation window already shows."""
+"""Deduplicating what the sources retrieved: each fact shown once, nothing the
+conversation window already shows."""
 
 from __future__ import annotations
 
@@ -18,16 +18,6 @@ from ...core.types import MemoryRecord
 from ...retrieval.excerpts import without
 from ..same_fact import MIN_SHARED, Relation, is_profile, relate, stated_at, statement
 from .model import DUPLICATE, LeftOut
-
-
-def interleave(ranked_lists: Iterable[Sequence[MemoryRecord]]) -> list[MemoryRecord]:
-    """Merge per-source rankings round-robin, so every source gets a share of the
-    budget (scores of different sources are not comparable)."""
-    lists = [list(r) for r in ranked_lists]
-    merged: list[MemoryRecord] = []
-    for rank in range(max((len(r) for r in lists), default=0)):
-        merged.extend(r[rank] for r in lists if rank < len(r))
-    return merged
 
 
 def deduplicate(
