@@ -55,8 +55,8 @@ from llama_index.core.bridge.pydantic import BaseModel, Field, PrivateAttr, fiel
 from llama_index.core.memory.memory import BaseMemoryBlock
 from llama_index.core.utils import get_tokenizer
 
-from .core.errors import ScopeError
 from .core.messages import message_text
+from .core.types import Scope
 from .memory.arguments import parameters, reject_unknown
 from .memory.composable import ComposableMemory
 from .memory.restore import CONVERSATION_KEYS
@@ -383,12 +383,7 @@ def check_user(user_id: Any) -> None:
     Checked before anything opens."""
     if user_id is not None and not isinstance(user_id, str):
         raise TypeError(f"MemoryBlocks.open() takes user_id as a string, not {type(user_id).__name__} {user_id!r}")
-    if not user_id or not user_id.strip():
-        blank = f" (got {user_id!r}, which is blank)" if user_id else ""
-        raise ScopeError(
-            f"MemoryBlocks.open() needs a user_id{blank}: the blocks keep one user's long-term "
-            "memory. Pass one, e.g. MemoryBlocks.open(user_id='alice', path='./memory')"
-        )
+    Scope(user_id=user_id).require_user("MemoryBlocks.open()", "MemoryBlocks.open(user_id='alice', path='./memory')")
 
 
 def profile_sources(memory: ComposableMemory) -> frozenset[str]:

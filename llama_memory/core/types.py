@@ -23,13 +23,14 @@ class Scope:
     session_id: Optional[str] = None
     tenant_id: str = "default"
 
-    def require_user(self, what: str = "long-term memory") -> str:
-        """Return the user id, or raise :class:`ScopeError` naming ``what`` needed it."""
+    def require_user(self, what: str = "long-term memory", example: str = "user_id='alice'") -> str:
+        """Return the user id, or raise :class:`ScopeError` naming ``what`` needed it and
+        showing ``example``, a call that passes one (the caller's own)."""
         if not self.user_id or not self.user_id.strip():
             blank = f" (got {self.user_id!r}, which is blank)" if self.user_id else ""
             raise ScopeError(
                 f"{what} needs a user_id{blank}: records are stored and retrieved per user. "
-                "Pass one, e.g. user_id='alice'."
+                f"Pass one, e.g. {example}."
             )
         return self.user_id
 
