@@ -330,13 +330,14 @@ def relevant_records(
     """The records that enter (those without a relevance stay), statements before the
     user's own questions, and the others as left out, :data:`~llama_memory.read.compose.IRRELEVANT`.
 
-    Two decisions, in order. The calibration judges the question mostly by its best
-    match among past messages (is it about this user's history at all?): a record's
-    ``relevance`` must reach ``min_relevance``. Then the record itself: its own
-    relevance (:func:`~llama_memory.retrieval.relevance.own_relevance`, the calibration applied to
-    its evidence alone) must reach :data:`~llama_memory.retrieval.relevance.RECORD_FLOOR`, a low
-    bar (the question is about the user), but one a record that has nothing to do with
-    the question does not pass.
+    Two decisions, in order. A record's ``relevance`` must reach ``min_relevance``. Then
+    the record itself: its own relevance (:func:`~llama_memory.retrieval.relevance.own_relevance`,
+    the calibration applied to its evidence alone) must reach
+    :data:`~llama_memory.retrieval.relevance.RECORD_FLOOR`, a low bar. The default
+    calibration weighs a record's own evidence only, so the two agree and the floor never
+    decides; a calibration that also weighs the query's best match among past messages
+    (is the question about this user's history at all?) can lift a record that has
+    nothing to do with the question, and the floor leaves that one out.
 
     A fact (a record that is no turn of a conversation: a triple) is a few words, with a
     low cosine with any question: when some past statement is relevant, the question is
