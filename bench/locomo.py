@@ -87,6 +87,7 @@ from typing import Any, Optional
 import numpy as np
 
 from bench.asking import FLOW_TITLES, FLOWS
+from bench.versions import package_versions
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 #: Default data: five LoCoMo conversations, outside the repository.
@@ -813,7 +814,7 @@ def run(
             "python": platform.python_version(),
             "platform": platform.platform(),
             "cpus": os.cpu_count(),
-            "versions": _versions(),
+            "versions": package_versions(),
             "ks": list(ks),
             "retrievers": list(retrievers),
             "conversations": len(dataset.conversations),
@@ -949,20 +950,6 @@ def head_to_head(rows: Sequence[dict[str, Any]], retrievers: Sequence[str], k: i
         out["ours_topk_ids_equal_dense"] = {"questions": same, "of": len(rows)}
     return out
 
-
-def _versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    from llama_memory.core.distribution import DISTRIBUTION
-
-    found = {}
-    for name in (DISTRIBUTION, "llama-index-core", "chromadb", "onnxruntime", "tiktoken"):
-        try:
-            found[name] = version(name)
-        except PackageNotFoundError:
-            found[name] = "?"
-    found["sqlite"] = sqlite3.sqlite_version
-    return found
 
 
 # --------------------------------------------------------------------------- output

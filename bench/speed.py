@@ -136,6 +136,7 @@ try:  # pip install llama-index-vector-stores-chroma
 except ImportError:  # pragma: no cover - the Memory row is then skipped, and says so
     ChromaVectorStore = None  # type: ignore[assignment,misc]
 
+from bench.versions import package_versions
 from llama_memory import ComposableMemory, default_embedding
 
 #: Dimension of both embeddings.
@@ -888,7 +889,7 @@ def run(
             "python": platform.python_version(),
             "platform": platform.platform(),
             "cpus": os.cpu_count(),
-            "versions": _versions(),
+            "versions": package_versions(("llama-index-vector-stores-chroma",)),
             "sizes": list(sizes), "embeddings": list(embeddings), "gets": gets,
             "input_gets": input_gets, "batch": batch, "seed": seed,
             "get_cap_s": GET_CAP_S, "build_cap_s": BUILD_CAP_S,
@@ -1062,20 +1063,6 @@ def run_bulk(
         rows.append(row)
     return rows
 
-
-def _versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    from llama_memory.core.distribution import DISTRIBUTION
-
-    found = {}
-    for name in (DISTRIBUTION, "llama-index-core", "llama-index-vector-stores-chroma", "chromadb",
-                 "onnxruntime", "tiktoken"):
-        try:
-            found[name] = version(name)
-        except PackageNotFoundError:
-            found[name] = "?"
-    return found
 
 
 # --------------------------------------------------------------------------- output
@@ -1358,7 +1345,7 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
         report = {"meta": {
             "started": time.strftime("%Y-%m-%d %H:%M:%S"), "duration_s": 0.0,
             "python": platform.python_version(), "platform": platform.platform(),
-            "cpus": os.cpu_count(), "versions": _versions(), "sizes": [], "gets": args.gets,
+            "cpus": os.cpu_count(), "versions": package_versions(("llama-index-vector-stores-chroma",)), "sizes": [], "gets": args.gets,
             "batch": args.batch, "seed": args.seed, "stock_build": "not run",
         }, "results": [], "ratios": []}
     started = time.time()
