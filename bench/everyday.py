@@ -3,15 +3,17 @@
 
 Two stores are built through the public API, as that README says:
 
-* **small**: the 90 fact exchanges (user message, assistant reply) in round-robin order
-  by category, 10 per session over 9 sessions, with two small-talk exchanges in each;
+* **small**: the fact exchanges (user message, assistant reply) in round-robin order
+  by category, 10 per session (the development set's 90 over 9 sessions; n facts over
+  ceil(n/10)), with two small-talk exchanges in each;
 * **large**: the same exchanges as needles among the first 1,500 LoCoMo turns
-  (``../shared/data/locomo/locomo_dev.json``), each turn a user message of the same
-  user, one fact exchange after every 16th turn.
+  (``../shared/data/locomo/locomo_dev.json``; more if a set has more than 93 facts, 16
+  turns for each), each turn a user message of the same user, one fact exchange after
+  every 16th turn.
 
-Each is copied once more with the 10 ``updates`` as a later session (the update
-questions are asked of that copy). Every question is asked in a fresh conversation of
-``dev-user`` in each flow of :mod:`bench.asking`: ``get`` (``get(question)``) and
+Each is copied once more with the ``updates`` as a later session (the update questions
+are asked of that copy). Every question is asked in a fresh conversation of the set's
+user (its ``user`` field) in each flow of :mod:`bench.asking`: ``get`` (``get(question)``) and
 ``agent`` (the question put as the first message of a new session, then ``get()``, then
 taken back out of the store). Each flow starts from its own copy of the store as built.
 
@@ -44,6 +46,8 @@ Run::
     .venv/bin/python -m bench.everyday --json bench/results/everyday.json
     .venv/bin/python -m bench.everyday --min-relevance 0        # no relevance gate
     .venv/bin/python -m bench.everyday --smoke                  # tests/data/everyday_tiny.json, seconds
+    .venv/bin/python -m bench.everyday --data bench/data/everyday_heldout/everyday_heldout.json
+                                                                # the held-out set: measure, never tune
 
 LoCoMo is CC BY-NC 4.0: its turns are read from outside the repository; the report
 holds figures and ids only.
@@ -78,14 +82,18 @@ from bench.locomo import SMOKE_DATA as LOCOMO_SMOKE
 DEFAULT_DATA = REPO_ROOT / ".." / "shared" / "data" / "everyday" / "everyday_dev.json"
 #: A tiny synthetic set of the same schema, for ``--smoke``.
 SMOKE_DATA = REPO_ROOT / "tests" / "data" / "everyday_tiny.json"
-#: The user every record belongs to (the data names it too).
+#: The held-out set, written independently of the development set: it measures, it is
+#: never tuned on (its README).
+HELDOUT_DATA = REPO_ROOT / "bench" / "data" / "everyday_heldout" / "everyday_heldout.json"
+#: The development set's user, and the user of a set that names none.
 USER = "dev-user"
 #: The assistant's reply to small talk (README).
 SMALL_TALK_REPLY = "Sure, I'm here whenever you need me."
 #: The stores and flows, in report order.
 STORES = ("small", "large")
 FLOWS = ("get", "agent")
-#: LoCoMo turns taken as distractors, and a fact exchange after every this many (README).
+#: LoCoMo turns taken as distractors (at least; more when the facts need them), and a
+#: fact exchange after every this many (README).
 DISTRACTORS = 1500
 EVERY = 16
 #: Fact exchanges per session of the small store, and where its second small talk goes.
@@ -104,6 +112,11 @@ OLDER_QUOTE = re.compile(r"conflict, older: \[[^\]]*\] \"(?:[^\"\\]|\\.)*\"")
 def has(text: str, keyword: str) -> bool:
     """The README's matching rule: ``keyword`` at a word start, case-insensitively."""
     return re.search(r"(?<!\w)" + re.escape(keyword), text, re.IGNORECASE) is not None
+
+
+def user_of(data: dict[str, Any]) -> str:
+    """The user every record of the set belongs to: its ``user`` field."""
+    return str(data.get("user") or USER)
 
 
 def round_robin(facts: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -172,9 +185,10 @@ def locomo_turns(path: Path, n: int) -> list[Message]:
 def large_store(data: dict[str, Any], locomo: Path, n: int = DISTRACTORS, every: int = EVERY) -> list[Message]:
     """The large store's messages in order: the LoCoMo turns, a fact exchange after
     every ``every``-th, in the session and at the time of the turn before it (README,
-    recipe (b))."""
+    recipe (b)). ``n`` turns are taken, or ``every`` per fact when that is more, so that
+    every fact finds its place (the development set's 90 facts need 1,440 of the 1,500)."""
     facts, out = round_robin(data["facts"]), []
-    for i, turn in enumerate(locomo_turns(locomo, n), start=1):
+    for i, turn in enumerate(locomo_turns(locomo, max(n, every * len(facts))), start=1):
         out.append(turn)
         if i % every == 0 and i // every <= len(facts):
             f = facts[i // every - 1]
@@ -197,9 +211,9 @@ def updates_session(data: dict[str, Any], messages: Sequence[Message]) -> list[M
 # --------------------------------------------------------------------------- stores
 
 
-def write_store(path: Path, messages: Sequence[Message]) -> float:
-    """Put ``messages`` into the store at ``path``, one memory per run of one session
-    (``put_messages``, each with its id and time); the seconds it took."""
+def write_store(path: Path, messages: Sequence[Message], user: str = USER) -> float:
+    """Put ``messages`` into the store at ``path`` as ``user``, one memory per run of one
+    session (``put_messages``, each with its id and time); the seconds it took."""
     from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
     from llama_memory import ComposableMemory
@@ -212,7 +226,7 @@ def write_store(path: Path, messages: Sequence[Message]) -> float:
         else:
             runs.append([m])
     for run in runs:
-        memory = ComposableMemory.from_defaults(user_id=USER, session_id=run[0].session, path=path)
+        memory = ComposableMemory.from_defaults(user_id=user, session_id=run[0].session, path=path)
         try:
             memory.put_messages([
                 ChatMessage(role=MessageRole.USER if m.role == "user" else MessageRole.ASSISTANT, content=m.text,
@@ -300,11 +314,11 @@ class Store:
 def build(name: str, messages: list[Message], data: dict[str, Any], workdir: Path, log: Callable[[str], None]) -> Store:
     """Write the store and its copy with the updates session."""
     built = workdir / f"{name}-built"
-    seconds = write_store(built, messages)
+    seconds = write_store(built, messages, user_of(data))
     updated = workdir / f"{name}-updated"
     shutil.copytree(built, updated)
     later = updates_session(data, messages)
-    write_store(updated, later)
+    write_store(updated, later, user_of(data))
     log(f"[{name}] {len(messages)} messages written in {seconds:.1f}s (+{len(later)} updates)")
     return Store(name, messages, built, updated, EmbeddingRanks([*messages, *later]), seconds)
 
@@ -334,7 +348,7 @@ def ask_all(store: Store, data: dict[str, Any], flow: str, workdir: Path,
     """Every question of the set, in ``flow``, on fresh copies of ``store``."""
     facts = {f["id"]: f for f in data["facts"]}
     rows: list[Asked] = []
-    asker = Asker(fresh(store.built, workdir, f"{store.name}-{flow}"), USER, flow, min_relevance=min_relevance)
+    asker = Asker(fresh(store.built, workdir, f"{store.name}-{flow}"), user_of(data), flow, min_relevance=min_relevance)
     try:
         def ask(text: str, wanted: Sequence[tuple[str, list[str]]] = ()) -> tuple[list[str], dict[str, Any], int, float]:
             """The question's record lines, why each wanted fact (id, answers) is not
@@ -370,7 +384,7 @@ def ask_all(store: Store, data: dict[str, Any], flow: str, workdir: Path,
     finally:
         asker.close()
     # Updates: on the store with the later session.
-    asker = Asker(fresh(store.updated, workdir, f"{store.name}-{flow}-updated"), USER, flow, min_relevance=min_relevance)
+    asker = Asker(fresh(store.updated, workdir, f"{store.name}-{flow}-updated"), user_of(data), flow, min_relevance=min_relevance)
     try:
         for u in data["updates"]:
             captured: dict[str, Any] = {}
