@@ -10,17 +10,17 @@ its id back, boolean literals, and making writers of one key take turns
 (``sqlite/dialect.py``, ``postgres/dialect.py``) and subclasses the algorithm, keeping
 only what differs for a reason (FTS5 vs ``tsvector``, cascades, read-ahead):
 
-- :mod:`.triples`: the knowledge-triple timeline (``SQLTripleTimeline``);
-- :mod:`.profile`: the profile and instruction rows (``SQLProfileRows``);
-- :mod:`.jobs`: the job queue (``SQLJobQueue``, a part of the store); a claim's
+- :mod:`.triples`: the knowledge-triple timeline (``TripleTimeline``);
+- :mod:`.profile`: the profile and instruction rows (``ProfileRows``);
+- :mod:`.jobs`: the job queue (``JobQueue``, a part of the store); a claim's
   row lock is the dialect's ``skip_locked`` (``FOR UPDATE SKIP LOCKED`` on
   PostgreSQL, nothing on SQLite, whose ``BEGIN IMMEDIATE`` already serialises it);
-- :mod:`.admin` and :mod:`.admin_import`: the admin rows (``SQLStoreAdmin``: users,
+- :mod:`.admin` and :mod:`.admin_import`: the admin rows (``AdminRows``: users,
   sessions, counts, export and import rows);
-- :mod:`.records`: the long-term records (``SQLRecordTables``, a part of the store:
+- :mod:`.records`: the long-term records (``RecordStore``, a part of the store:
   dedup on write, reads, the dense index's flags, expiry, forgetting a user), a
   record's id and a ``records`` row as a ``MemoryRecord``;
-- :mod:`.meta`: the ``meta`` table (``SQLMeta``, a part of the store's connection);
+- :mod:`.meta`: the ``meta`` table (``MetaStore``, a part of the store's connection);
 - :mod:`.chat`: the chat history's writes and session list (``SQLChatTables``) and the
   chat log facade's plain calls (``SQLChatLog``); reading what changed stays each
   backend's.

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
 from functools import lru_cache
 from typing import Any, Optional, Protocol
 
 from ...core.types import Scope
+from ..ports.base import Transactional
 
 #: SQL condition keeping rows that have not expired; its one parameter is "now".
 ALIVE_SQL = "(expires_at IS NULL OR expires_at > ?)"
@@ -28,12 +28,9 @@ def owner(scope: Scope, what: str) -> tuple[str, str]:
     return scope.tenant_id, scope.require_user(what)
 
 
-class SQLStore(Protocol):
-    """What the shared algorithms use of a store: its transactions and its reads."""
-
-    def transaction(self, action: str) -> AbstractContextManager[Any]:
-        """One atomic write (joining one already open in this thread); yields the connection."""
-        ...
+class SQLStore(Transactional, Protocol):
+    """What the shared algorithms use of a store: its transactions (whose context yields
+    the connection) and its reads (and a ``location`` naming the store in messages)."""
 
     def query(self, action: str, sql: str, params: Sequence[Any] = ()) -> Sequence[Any]:
         """Run one read statement; its rows (read by column name)."""

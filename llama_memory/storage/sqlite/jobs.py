@@ -1,12 +1,12 @@
-"""The job queue in SQLite (table ``jobs``): the :class:`~llama_memory.storage.ports.jobs.JobQueue`
-port, written once in :class:`~llama_memory.storage.sql.jobs.SQLJobQueue`. A claim runs
+"""The job queue in SQLite (table ``jobs``): the :class:`~llama_memory.storage.sql.jobs.JobQueue`
+port, written once in :class:`~llama_memory.storage.sql.jobs.JobQueue`. A claim runs
 under the file's write lock (``BEGIN IMMEDIATE``), so two workers (threads or processes)
 never hold one job. Here is what SQLite does its own way: the table's schema, made on
 first use."""
 
 from __future__ import annotations
 
-from ..sql.jobs import SQLJobQueue
+from ..sql.jobs import JobQueue
 from .connection import SQLiteConnection
 
 JOB_MIGRATIONS: tuple[str, ...] = (
@@ -47,7 +47,7 @@ JOB_MIGRATIONS: tuple[str, ...] = (
 )
 
 
-class JobTables(SQLiteConnection, SQLJobQueue):
+class JobTables(SQLiteConnection, JobQueue):
     """The job queue part of the store (its table created on first use)."""
 
     _jobs_ready = False

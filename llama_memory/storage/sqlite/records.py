@@ -1,5 +1,5 @@
 """Long-term records in the SQLite system of record: the reads and writes are
-:class:`~llama_memory.storage.sql.records.SQLRecordTables`' (shared with PostgreSQL);
+:class:`~llama_memory.storage.sql.records.RecordStore`' (shared with PostgreSQL);
 here is what SQLite does its own way: a record's session neighbours, found along
 ``rowid``, and its vector copy, kept in the table ``record_vectors`` (deleted with its
 record by a trigger)."""
@@ -10,12 +10,12 @@ from collections.abc import Sequence
 from typing import Optional
 
 from ...core.types import Scope
-from ..sql.records import SQLRecordTables
+from ..sql.records import RecordStore
 from .connection import SQLiteConnection
 from .schema import SESSION_ORDER_MIGRATIONS
 
 
-class RecordTables(SQLiteConnection, SQLRecordTables):
+class RecordTables(SQLiteConnection, RecordStore):
     """The records part of the store (table ``records``)."""
 
     write_order = "rowid"

@@ -4,17 +4,16 @@ one connection."""
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import TYPE_CHECKING
 
 from ...core.types import Scope
-from ..ports.base import Storage
+from ..sql.store import Storage
 from .chat import ChatTables, SQLiteChatLog
 from .jobs import JobTables
 from .lexical import LexicalTables
 from .records import RecordTables
 
 # Rows that belong to a user through a row of another table, with no trigger to delete
-# them with it: deleted first when the user is (see SQLRecordTables.delete_user).
+# them with it: deleted first when the user is (see RecordStore.delete_user).
 _USER_DEPENDENTS: dict[str, tuple[str, ...]] = {
     "triples": (
         "DELETE FROM triples_fts WHERE rowid IN "
@@ -25,7 +24,7 @@ _USER_DEPENDENTS: dict[str, tuple[str, ...]] = {
 }
 
 
-class SQLiteStore(ChatTables, RecordTables, LexicalTables, JobTables):
+class SQLiteStore(ChatTables, RecordTables, LexicalTables, JobTables, Storage):
     """A thread-safe SQLite system of record.
 
     Args:
@@ -42,7 +41,7 @@ class SQLiteStore(ChatTables, RecordTables, LexicalTables, JobTables):
     re-raised as :class:`~llama_memory.core.errors.StorageError` naming the file.
 
     It implements every port of :mod:`llama_memory.storage.ports` (the
-    :class:`~llama_memory.storage.ports.Storage` facade), one part per module of this
+    :class:`~llama_memory.storage.sql.store.Storage` facade), one part per module of this
     package.
     """
 
@@ -56,8 +55,3 @@ class SQLiteStore(ChatTables, RecordTables, LexicalTables, JobTables):
         """Changes when another connection commits to the file (``PRAGMA data_version``)."""
         return self.data_version()
 
-
-if TYPE_CHECKING:  # mypy checks here that the store implements every port
-
-    def _implements_the_ports(store: SQLiteStore) -> Storage:
-        return store
