@@ -68,8 +68,8 @@ def render() -> str:
     out = [f"# what a backend writes: {count()} methods (tests/docs/test_storage_ports.py)"]
     for file, name, methods, protocol in ports():
         out.append("")
-        kind = "(Protocol):" if protocol else ":  # its abstract methods;"
-        out.append(f"class {name}{kind}  # storage/{file}")
+        kind = "(Protocol):  # " if protocol else ":  # abstract methods of "
+        out.append(f"class {name}{kind}storage/{file}")
         for fn in methods:
             args = ast.unparse(fn.args)
             args = args[len("self, "):] if args.startswith("self, ") else ("" if args == "self" else args)

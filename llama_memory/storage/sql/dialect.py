@@ -9,7 +9,8 @@ spell differently. A backend package makes one dialect object (``storage/sqlite/
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from functools import lru_cache
 from typing import Any, Optional, Protocol
 
@@ -127,6 +128,28 @@ class Dialect(ABC):
     ) -> list[Any]:
         """``DELETE`` the rows of ``table`` matching ``where``; their ``returning``
         columns (read by column name)."""
+
+    def update_ids(
+        self,
+        transaction: Callable[[str], AbstractContextManager[Any]],
+        action: str,
+        table: str,
+        assign: str,
+        ids: Sequence[Any],
+        where: str = "",
+        before: Sequence[Any] = (),
+        after: Sequence[Any] = (),
+    ) -> None:
+        """``UPDATE table SET assign`` on the rows whose ``id`` is one of ``ids`` (and
+        ``where``), in batches, in one ``transaction`` of the store (none for no ids): the
+        parameters of ``assign`` are ``before``, those of ``where`` ``after``."""
+        if not ids:
+            return
+        also = f" AND {where}" if where else ""
+        with transaction(action) as conn:
+            for batch in self.batches(ids):
+                listed, values = self.in_list("id", batch)
+                self.execute(conn, f"UPDATE {table} SET {assign} WHERE {listed}{also}", [*before, *values, *after])
 
     @abstractmethod
     def user_tables(self, conn: Any) -> list[str]:

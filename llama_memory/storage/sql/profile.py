@@ -128,17 +128,9 @@ class ProfileRows:
 
     def refresh_expiry(self, ids: Sequence[int], at: float) -> None:
         """Rows ``ids`` that have a ttl live it again from ``at`` (see the port)."""
-        if not ids:
-            return
-        d = self.dialect
-        with self.store.transaction(f"refresh {self.document} expiry") as conn:
-            for batch in d.batches(ids):
-                condition, params = d.in_list("id", batch)
-                d.execute(
-                    conn,
-                    f"UPDATE {self._table} SET expires_at = ? + ttl WHERE {condition} AND ttl IS NOT NULL",
-                    (at, *params),
-                )
+        self.dialect.update_ids(
+            self.store.transaction, f"refresh {self.document} expiry", self._table, "expires_at = ? + ttl", ids, "ttl IS NOT NULL", (at,)
+        )
 
     def purge_expired(self, at: float) -> int:
         """Delete the rows of every user expired at ``at``; return how many."""

@@ -217,28 +217,14 @@ class RecordStore(ABC):
 
     def refresh_expiry(self, ids: Sequence[str], at: float) -> None:
         """Make records that have a time to live expire ``ttl`` seconds after ``at``."""
-        self._update_ids("refresh expiry", "expires_at = ? + ttl", ids, " AND ttl IS NOT NULL", (at,), ())
+        self.dialect.update_ids(self.transaction, "refresh expiry", "records", "expires_at = ? + ttl", ids, "ttl IS NOT NULL", (at,))
 
     def mark_used(self, ids: Sequence[str], at: float) -> None:
         """Record that these records were shown at ``at`` (``last_used`` only moves
         forward; unknown ids are ignored). Callers batch it: it is a write."""
-        self._update_ids(
-            "mark records used", "last_used = ?", ids, " AND (last_used IS NULL OR last_used < ?)", (at,), (at,)
+        self.dialect.update_ids(
+            self.transaction, "mark records used", "records", "last_used = ?", ids, "(last_used IS NULL OR last_used < ?)", (at,), (at,)
         )
-
-    def _update_ids(
-        self, action: str, assign: str, ids: Sequence[str], where: str, before: Sequence[Any], after: Sequence[Any]
-    ) -> None:
-        """``UPDATE records SET assign`` on the records ``ids`` (and ``where``); the
-        parameters of ``assign`` are ``before``, those of ``where`` ``after``."""
-        if not ids:
-            return
-        with self.transaction(action) as conn:
-            for batch in self.dialect.batches(ids):
-                listed, values = self.dialect.in_list("id", batch)
-                self.dialect.execute(
-                    conn, f"UPDATE records SET {assign} WHERE {listed}{where}", [*before, *values, *after]
-                )
 
     # -- reading ----------------------------------------------------------------------------
 

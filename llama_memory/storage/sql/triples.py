@@ -183,8 +183,9 @@ class TripleTimeline(ABC):
 
     def end(self, triple_ids: Sequence[str], valid_to: float, superseded_by: Optional[str]) -> None:
         """End triples' intervals at ``valid_to``, replaced by ``superseded_by`` (``None``: retracted, nothing replaces them)."""
-        self._update_by_ids(
-            "supersede triples", "SET valid_to = ?, superseded_by = ?", (valid_to, superseded_by), triple_ids
+        self.dialect.update_ids(
+            self.store.transaction, "supersede triples", "triples", "valid_to = ?, superseded_by = ?", triple_ids,
+            before=(valid_to, superseded_by),
         )
 
     # -- reads ---------------------------------------------------------------------------
@@ -282,8 +283,8 @@ class TripleTimeline(ABC):
 
     def refresh_expiry(self, triple_ids: Sequence[str], at: float) -> None:
         """Triples read at ``at`` live their ``ttl`` from then (those with a ttl)."""
-        self._update_by_ids(
-            "refresh triple expiry", "SET expires_at = ? + ttl", (at,), triple_ids, "AND ttl IS NOT NULL"
+        self.dialect.update_ids(
+            self.store.transaction, "refresh triple expiry", "triples", "expires_at = ? + ttl", triple_ids, "ttl IS NOT NULL", (at,)
         )
 
     # -- the dense index's bookkeeping -----------------------------------------------------
@@ -304,7 +305,7 @@ class TripleTimeline(ABC):
 
     def mark_indexed(self, triple_ids: Sequence[str], indexed: bool = True) -> None:
         """Flag triples as in the dense index (or as waiting for it)."""
-        self._update_by_ids("set triple index flags", "SET indexed = ?", (indexed,), triple_ids)
+        self.dialect.update_ids(self.store.transaction, "set triple index flags", "triples", "indexed = ?", triple_ids, before=(indexed,))
 
     def mark_all_unindexed(self) -> None:
         """Flag every triple as waiting for the dense index (a rebuild)."""
@@ -342,19 +343,6 @@ class TripleTimeline(ABC):
 
     def _query(self, action: str, statement: str, params: Sequence[Any]) -> Sequence[Any]:
         return self.store.query(action, self.dialect.sql(statement), params)
-
-    def _update_by_ids(
-        self, action: str, assignments: str, values: Sequence[Any], ids: Sequence[str], also: str = ""
-    ) -> None:
-        """``UPDATE triples {assignments} WHERE id IN ids {also}``; no transaction for no ids."""
-        if not ids:
-            return
-        with self.store.transaction(action) as conn:
-            for batch in self.dialect.batches(ids):
-                condition, params = self.dialect.in_list("id", batch)
-                self.dialect.execute(
-                    conn, f"UPDATE triples {assignments} WHERE {condition} {also}".rstrip(), (*values, *params)
-                )
 
     def _insert_mention(self, conn: Any, triple_id: str, m: TripleMention) -> None:
         link = self.mentions
