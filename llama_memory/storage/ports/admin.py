@@ -1,7 +1,6 @@
-"""The admin port: store-wide reads and writes for managing a memory (what
-:class:`~llama_memory.admin.memory_admin.MemoryAdmin` and the ``llama-memory`` command line use),
-and the plain rows they return. SQLite implements it in
-:mod:`llama_memory.storage.sqlite.admin`, PostgreSQL in :mod:`llama_memory.storage.postgres.admin`.
+"""The plain rows the admin rows return (store-wide reads and writes for managing a
+memory, what :class:`~llama_memory.admin.memory_admin.MemoryAdmin` and the ``llama-memory``
+command line use: :class:`~llama_memory.storage.sql.admin.AdminRows`).
 """
 
 from __future__ import annotations

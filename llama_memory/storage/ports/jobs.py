@@ -1,5 +1,6 @@
-"""The job queue port: durable work items (background memory formation),
-claimed by one worker at a time under a lease, acknowledged or retried."""
+"""The rows of the job queue (durable work items of background memory formation,
+claimed by one worker at a time under a lease, acknowledged or retried): what
+:class:`~llama_memory.storage.sql.jobs.JobQueue` takes and returns."""
 
 from __future__ import annotations
 

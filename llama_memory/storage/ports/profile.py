@@ -1,9 +1,10 @@
-"""The profile rows port: a user's profile as a timeline of field values.
+"""The rows of a user's profile as a timeline of field values (what
+:class:`~llama_memory.storage.sql.profile.ProfileRows` takes and returns).
 
 A profile is stored as its leaves, one row per dotted path (``diet``,
 ``travel.seat``). A change never overwrites a row: the replaced row gets a
 ``superseded_at`` time and a new row holds the new value; a removal is a row
-without a value. The port reads and writes those rows as plain
+without a value. The rows are read and written as plain
 :class:`ProfileChange` values; the rules that decide *which* rows an update
 writes (operations, merge patch, schema) live above it, in
 ``llama_memory.sources.profile``, and reach storage through :meth:`~llama_memory.storage.sql.profile.ProfileRows.update`.

@@ -1,5 +1,6 @@
-"""The message records port: long-term records with provenance, written with dedup,
-read by id and in session order, with expiry applied by storage."""
+"""The rows of the long-term records (with provenance, written with dedup, read by id
+and in session order, with expiry applied by storage): what
+:class:`~llama_memory.storage.sql.records.RecordStore` takes and returns."""
 
 from __future__ import annotations
 

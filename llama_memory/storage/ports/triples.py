@@ -1,9 +1,10 @@
-"""The triple timeline port: where a backend keeps knowledge triples and their provenance.
+"""The rows of the triple timeline (knowledge triples and their provenance), and the
+rules every backend's :class:`~llama_memory.storage.sql.triples.TripleTimeline` keeps.
 
 A user's triples form, per (subject key, predicate key), a timeline of intervals
 ``[valid_from, valid_to)``; which interval a new statement ends or extends is
 decided above storage (:mod:`llama_memory.sources.triples.timeline`, pure
-functions). The port only reads and writes rows:
+functions). The timeline only reads and writes rows:
 
 - writes join the transaction opened by :meth:`~llama_memory.storage.sql.triples.TripleTimeline.transaction` (a batch
   of triples is written all or nothing, and a memory's write spanning several

@@ -1,5 +1,5 @@
-"""The vector ports: the dense index (Chroma today) and the vector copies the system of
-record keeps beside each indexed record."""
+"""The dense index port (Chroma, or pgvector in the database), which a backend writes
+when its dense index is its own."""
 
 from __future__ import annotations
 
