@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from ..core.text import replace_unstorable
 from ..storage.chat_import import MessageRanks
-from ..storage.ports.admin import AdminRows
+from ..storage.sql.admin import AdminRows
 from .export_format import IMPORT_BATCH, ImportCounts, check_header, check_row, storable_row
 
 if TYPE_CHECKING:

@@ -31,11 +31,12 @@ from ..core.progress import watching
 from ..core.types import MemoryRecord, Scope, now
 from ..memory.defaults import DEFAULT_MEMORY_TOKEN_LIMIT, DEFAULT_TOP_K
 from ..storage.expiry import Expiry
-from ..storage.ports.admin import AdminRows, SessionSummary, UserSummary
+from ..storage.ports.admin import SessionSummary, UserSummary
 from ..storage.ports.jobs import JobRow
 from ..storage.reconcile import ReconcileReport
 from ..storage.registry import backend_at, location_of
 from ..storage.shared import SHARED
+from ..storage.sql.admin import AdminRows
 from .export_format import EXPORT_FORMAT, EXPORT_VERSION, ImportCounts
 from .results import StoreNotFoundError, StoreStats, UnknownUserError, UserOverview
 from .transfer import TenantTransfer

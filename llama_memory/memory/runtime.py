@@ -27,7 +27,7 @@ from ..sources.base import Source, WithTools
 from ..sources.episodic import EpisodicMemory
 from ..sources.instructions import Instructions
 from ..sources.vector import VectorSource
-from ..storage.ports import Storage
+from ..storage.sql.store import Storage
 from ..write.formation.parts import PassPart
 from ..write.formation.worker import FormationWorker
 from .settings import MemorySettings

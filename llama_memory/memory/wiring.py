@@ -30,8 +30,8 @@ from ..sources.triples import TRIPLE_COLLECTION, TripleSource
 from ..sources.vector import VectorSource
 from ..storage.backend import Location, OpenBackend
 from ..storage.expiry import Expiry
-from ..storage.ports import Storage
 from ..storage.registry import backend_of, open_backend, open_existing, require_store
+from ..storage.sql.store import Storage
 from ..write.buffer import ChatBuffer
 from ..write.formation.answer import warm_up
 from .maintenance import reconcile

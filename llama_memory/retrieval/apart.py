@@ -30,7 +30,7 @@ from typing import Optional
 
 from ..core.text import normalize_text
 from ..core.types import Scope
-from ..storage.ports import RecordStore
+from ..storage.sql.records import RecordStore
 from .hops import content_stems
 from .reads import RecordReads
 from .relevance import content_words, stem
@@ -120,7 +120,7 @@ class SetApart:
 
 class WindowIds:
     """The ids of the records a window's texts are, or would be, stored as by one source
-    (:meth:`~llama_memory.storage.ports.RecordStore.record_ids`: one per role the source
+    (:meth:`~llama_memory.storage.sql.records.RecordStore.record_ids`: one per role the source
     stores), held by text for the last :data:`IDS_HELD` texts: the window changes by a
     message or two from one ``get()`` to the next.
 

@@ -9,7 +9,7 @@ asks from what it holds (docs/benchmarks.md, "The second hop's cost, third round
 
 Most of those asks need no whole record: the candidates set apart and the calibration's
 check of them need a record's role and text, the hop its text. Those are read light
-(:meth:`~llama_memory.storage.ports.RecordStore.get_texts`: two columns, no metadata
+(:meth:`~llama_memory.storage.sql.records.RecordStore.get_texts`: two columns, no metadata
 decoded), and whether a record is only the user's own questions is remembered across
 retrievals, with the line, by id (:class:`KnownLines`): a retrieval checks a few hundred
 candidates, most of them the same from one turn to the next.
@@ -27,7 +27,7 @@ from typing import Optional
 
 from ..core.types import MemoryRecord, Scope
 from ..storage.expiry import is_alive
-from ..storage.ports import RecordStore
+from ..storage.sql.records import RecordStore
 from .relevance import is_users_question
 
 #: How many records :class:`KnownLines` holds (a few retrievals' candidates).
@@ -101,7 +101,7 @@ class RecordReads:
 
     def get(self, ids: Sequence[str], alive_at: Optional[float] = None) -> dict[str, MemoryRecord]:
         """The records of ``ids`` that exist (and are alive at ``alive_at`` when given),
-        as :meth:`~llama_memory.storage.ports.RecordStore.get_records` gives them; only
+        as :meth:`~llama_memory.storage.sql.records.RecordStore.get_records` gives them; only
         the ids not asked for before are read from the store."""
         unread = [i for i in dict.fromkeys(ids) if i not in self._rows and i not in self._missing]
         if unread:
@@ -120,7 +120,7 @@ class RecordReads:
         """The :data:`Line` of each record of ``ids`` that exists (expired or not, as
         :meth:`get` without ``alive_at``; or held in :attr:`known`), in the order of
         ``ids``; the ids neither read before nor held are read light
-        (:meth:`~llama_memory.storage.ports.RecordStore.get_texts`)."""
+        (:meth:`~llama_memory.storage.sql.records.RecordStore.get_texts`)."""
         lines, missing = self._lines, self._missing
         unread = [i for i in dict.fromkeys(ids) if i not in lines and i not in missing]
         if unread:

@@ -15,7 +15,7 @@ held in memory (:class:`~llama_memory.storage.resident.ResidentVectors`), loaded
 the copies and kept up to date with this sync's own writes.
 
 Another collection (triples) uses it by implementing
-:class:`~llama_memory.storage.ports.IndexedRows` for its rows (``collection`` names
+:class:`SyncedRows` for its rows (``collection`` names
 them); with ``resident_limit=0`` it needs no vector copies at all.
 """
 
@@ -28,7 +28,7 @@ from typing import Any, NamedTuple, Optional, Protocol
 
 import numpy as np
 
-from ..storage.ports import IndexedRows, Transactional, VectorCopies, VectorIndex
+from ..storage.ports import IndexFlags, PendingRecord, Transactional, VectorIndex
 from ..storage.reconcile import ReconcileReport, reconcile_index
 from ..storage.resident import ResidentVectors
 from .vectors import decode, encode, encodes
@@ -39,9 +39,41 @@ from .vectors import decode, encode, encodes
 RESIDENT_TOTAL = 100_000
 
 
-class SyncedRows(IndexedRows, VectorCopies, Transactional, Protocol):
-    """What the index sync needs of the system of record: the index flags of the
-    collection, the vector copies, and the change token."""
+class SyncedRows(Transactional, Protocol):
+    """What the index sync needs of the system of record: the index flags of a
+    collection of rows (which rows wait for their vector), the vector copies, and the
+    change token. A store's records give them
+    (:class:`~llama_memory.storage.sql.records.RecordStore`, ``collection`` the source's
+    name), as does any other indexed collection (the triples' ``TripleRows``)."""
+
+    def pending_records(self, source: str, limit: int) -> list[PendingRecord]:
+        """Up to ``limit`` rows the dense index has not caught up with, oldest first."""
+        ...
+
+    def mark_indexed(
+        self, ids: Sequence[str], indexed: bool = True, vectors: Optional[Sequence[bytes]] = None
+    ) -> None:
+        """Record that the dense index holds (or no longer holds) these rows, keeping
+        ``vectors`` (encoded, one per id) as their copies."""
+        ...
+
+    def mark_all_unindexed(self, source: str) -> int:
+        """Flag every row of ``source`` for re-indexing (copies dropped); return how many."""
+        ...
+
+    def index_flags(self, source: str, owner: Optional[tuple[str, str]] = None) -> IndexFlags:
+        """Every row id of ``source`` (of one (tenant, user) ``owner``, or all) and
+        whether the dense index holds it."""
+        ...
+
+    def stored_vectors(self, ids: Sequence[str]) -> dict[str, bytes]:
+        """The vector copies of these ids, by id (ids without one left out)."""
+        ...
+
+    def user_vectors(self, source: str, tenant_id: str, user_id: str, limit: int) -> Optional[dict[str, bytes]]:
+        """Every copy of one user's indexed records of ``source``, read in one snapshot;
+        None when they are more than ``limit`` or some indexed record has no copy."""
+        ...
 
 
 class _Embedded(NamedTuple):

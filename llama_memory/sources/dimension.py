@@ -11,7 +11,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 
 from ..core.errors import EmbeddingDimensionError, EmbeddingMismatchError
 from ..embeddings.offline import vector_cache
-from ..storage.ports import MetaStore
+from ..storage.sql.meta import MetaStore
 
 #: The same model must give its fingerprint a cosine of at least this with the recorded
 #: one. Reruns of one model differ by far less (a remote model's nondeterminism, another

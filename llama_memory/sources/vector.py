@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Collection, Mapping, Sequence
-from typing import Literal, Optional, Protocol, Union
+from typing import Literal, Optional, Union
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
@@ -20,18 +20,12 @@ from ..retrieval.reads import KnownLines, RecordReads
 from ..retrieval.relevance import Calibration, asks_only, calibrate, calibration_for
 from ..retrieval.salience import Salience
 from ..retrieval.set_questions import asks_for_a_set
-from ..retrieval.sync import IndexSync, SyncedRows
+from ..retrieval.sync import IndexSync
 from ..retrieval.topic import TOPIC_WEIGHT, topic_hop
 from ..storage.expiry import NEVER, Expiry
-from ..storage.ports import (
-    LexicalIndex,
-    MetaStore,
-    NewRecord,
-    RecordStore,
-    UserDeletion,
-    VectorIndex,
-)
+from ..storage.ports import NewRecord, VectorIndex
 from ..storage.reconcile import ReconcileReport
+from ..storage.sql.store import Storage
 from .base import MemorySource
 from .dimension import DimensionGuard
 
@@ -41,11 +35,6 @@ logger = logging.getLogger(__name__)
 #: (:mod:`llama_memory.storage.resident`); larger ones in Chroma. 20,000 vectors of
 #: 384 dimensions take 31 MB and about 2 ms to search.
 RESIDENT_LIMIT = 20_000
-
-
-class VectorStorage(RecordStore, LexicalIndex, SyncedRows, MetaStore, UserDeletion, Protocol):
-    """The ports the vector source uses: records, the lexical index, index flags and
-    vector copies, transactions, meta, forgetting (any :class:`~llama_memory.storage.ports.Storage`)."""
 
 
 class VectorSource(MemorySource):
@@ -70,7 +59,7 @@ class VectorSource(MemorySource):
     no SQL: it speaks to storage through its ports.
 
     Args:
-        store: the system of record (any :class:`VectorStorage`: the SQLite store).
+        store: the system of record (any :class:`~llama_memory.storage.sql.store.Storage`).
         index: the dense index derived from it (one Chroma collection per user).
         embed_model: any LlamaIndex embedding; its dimension, name and fingerprint
             (the vector of a fixed probe text) are recorded in the store, and another
@@ -114,7 +103,7 @@ class VectorSource(MemorySource):
 
     def __init__(
         self,
-        store: VectorStorage,
+        store: Storage,
         index: VectorIndex,
         embed_model: BaseEmbedding,
         *,

@@ -11,14 +11,19 @@ given, so the code above storage never asks which database it is talking to.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Optional, Protocol
+from typing import Any, ClassVar, Optional, Protocol
 
 from ..core.types import Scope
-from .ports import ChatLog, JobQueue, ProfileRows, Storage, TripleTimeline, VectorIndex
-from .ports.admin import AdminRows
+from .ports import ChatLog, VectorIndex
+from .sql.admin import AdminRows
+from .sql.jobs import JobQueue
+from .sql.profile import ProfileRows
+from .sql.store import Storage
+from .sql.triples import TripleTimeline
 
 
 @dataclass(frozen=True)
@@ -53,11 +58,13 @@ class Location:
         return cls(**{name: getattr(settings, name) for name in cls.__dataclass_fields__})
 
 
-class OpenBackend(Protocol):
+class OpenBackend(ABC):
     """One backend's parts on an opened store: what construction, the admin and the
-    command line build on."""
+    command line build on. A backend's bundle names its classes of the parts written
+    once over SQL (:attr:`timeline_type`, :attr:`profile_type`, :attr:`admin_type`) and
+    writes the rest."""
 
-    #: The store: records, chat logs, meta, transactions (every port of ``Storage``).
+    #: The store: records, chat logs, meta, transactions, the job queue.
     store: Storage
     #: The directory that holds the store's files, or None (in memory, or on a server).
     path: Optional[str]
@@ -65,45 +72,60 @@ class OpenBackend(Protocol):
     #: the store is closed (a server or a given client): a memory catches its user up
     #: on open.
     index_drifts: bool
+    #: The backend's triple timeline, profile rows and admin rows, each made on the store.
+    timeline_type: ClassVar[Any]
+    profile_type: ClassVar[Any]
+    admin_type: ClassVar[Any]
 
     @property
     def jobs(self) -> JobQueue:
-        """The store's job queue (background formation passes)."""
+        """The store's job queue (background formation passes): a table of the store."""
+        return self.store
+
+    def triple_timeline(self) -> TripleTimeline:
+        """The knowledge triples' timeline in the store."""
+        return self.timeline_type(self.store)
+
+    def profile_rows(self, document: str = "profile") -> ProfileRows:
+        """The rows of one profile document (``"profile"``, ``"instructions"``)."""
+        return self.profile_type(self.store, document)
+
+    def admin_rows(self) -> AdminRows:
+        """Plain rows of every tenant, for the admin and copies between stores."""
+        return self.admin_type(self.store)
+
+    def close(self) -> None:
+        """Close the store (and its pool, when it opened one)."""
+        self.store.close()
 
     @property
+    @abstractmethod
     def location(self) -> str:
         """The store as messages name it: its directory, or ``host:port/dbname``."""
 
     @property
+    @abstractmethod
     def settings(self) -> dict[str, Any]:
         """What ``to_dict`` writes of the location: settings fields and their values as
         opened (an absolute path, a URL without its password, a server by its URL)."""
 
+    @abstractmethod
     def chat_log(self, scope: Scope) -> Optional[ChatLog]:
         """The conversation's log in the store, or None when the store keeps no chat
         (in memory: the buffer holds the messages)."""
 
+    @abstractmethod
     def vector_index(self, collection: str) -> VectorIndex:
         """The dense index of one kind of collection (one per source)."""
 
-    def triple_timeline(self) -> TripleTimeline:
-        """The knowledge triples' timeline in the store."""
-
-    def profile_rows(self, document: str = "profile") -> ProfileRows:
-        """The rows of one profile document (``"profile"``, ``"instructions"``)."""
-
-    def admin_rows(self) -> AdminRows:
-        """Plain rows of every tenant, for the admin and copies between stores."""
-
+    @abstractmethod
     def sizes(self) -> dict[str, int]:
         """Bytes the store takes, by part, with their ``total``."""
 
+    @abstractmethod
     def drop_dense(self, owner: tuple[str, str], collections: Sequence[str]) -> None:
         """Drop one (tenant, user)'s dense collections of the kinds named (those kept
         apart from the store; rows in it went with ``delete_user``)."""
-
-    def close(self) -> None:
-        """Close the store."""
 
 
 class Backend(Protocol):

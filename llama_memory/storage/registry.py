@@ -18,7 +18,7 @@ from typing import Any, Optional
 from ..core.distribution import install_hint
 from ..core.text import short
 from .backend import Backend, Location, OpenBackend
-from .ports import Storage
+from .sql.store import Storage
 
 
 @dataclass(frozen=True)

@@ -25,9 +25,11 @@ from typing import Any, Optional
 import pytest
 
 from llama_memory.storage.backend import Location
-from llama_memory.storage.ports import ProfileRows, Storage, VectorIndex
-from llama_memory.storage.ports.triples import TripleTimeline
+from llama_memory.storage.ports import VectorIndex
 from llama_memory.storage.registry import backend_of, open_backend
+from llama_memory.storage.sql.profile import ProfileRows
+from llama_memory.storage.sql.store import Storage
+from llama_memory.storage.sql.triples import TripleTimeline
 
 
 class Backend:

@@ -1,4 +1,4 @@
-"""Conformance of the profile rows port (``llama_memory.storage.ports.ProfileRows``).
+"""Conformance of the profile rows port (``llama_memory.storage.sql.profile.ProfileRows``).
 
 Every backend must pass these: current values, history, merge patch, removal,
 expiry, forget, isolation, atomic and serialised updates. They drive the port
@@ -16,7 +16,8 @@ import pytest
 from llama_memory import Scope
 from llama_memory.sources.profile import ProfileSource, ProfileUpdateError
 from llama_memory.storage.expiry import Expiry
-from llama_memory.storage.ports import ProfileRows, ProfileValue, ProfileWrite
+from llama_memory.storage.ports import ProfileValue, ProfileWrite
+from llama_memory.storage.sql.profile import ProfileRows
 
 if TYPE_CHECKING:
     from .conftest import Backend

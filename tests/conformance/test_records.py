@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from llama_memory.core.types import Scope
-from llama_memory.storage.ports import NewRecord, Storage
+from llama_memory.storage.ports import NewRecord
+from llama_memory.storage.sql.store import Storage
 
 ALICE = Scope(user_id="alice", session_id="s1")
 BOB = Scope(user_id="bob", session_id="s1")

@@ -1,5 +1,5 @@
 """Conformance of a triple timeline backend: the behaviour every implementation of
-:class:`~llama_memory.storage.ports.triples.TripleTimeline` must have, written
+:class:`~llama_memory.storage.sql.triples.TripleTimeline` must have, written
 against the port only, parametrised by backend (the one ``backend`` fixture of
 ``conftest.py``: a PostgreSQL backend adds itself there and runs exactly these tests).
 
@@ -18,12 +18,8 @@ from typing import TYPE_CHECKING, Optional
 import pytest
 
 from llama_memory import Scope
-from llama_memory.storage.ports.triples import (
-    NewTriple,
-    TimelineEntry,
-    TripleMention,
-    TripleTimeline,
-)
+from llama_memory.storage.ports.triples import NewTriple, TimelineEntry, TripleMention
+from llama_memory.storage.sql.triples import TripleTimeline
 
 if TYPE_CHECKING:
     from .conftest import Backend

@@ -26,7 +26,7 @@ from llama_memory.core.instrumentation import MemoryExtractionEvent
 from llama_memory.storage.ports import PassCost
 from llama_memory.storage.postgres import MIGRATIONS, PostgresStore
 from llama_memory.storage.sqlite import SQLiteStore
-from llama_memory.storage.sqlite.jobs import JOB_MIGRATIONS
+from llama_memory.storage.sqlite.schema import JOB_MIGRATIONS
 from llama_memory.testing import ScriptedLLM, pass_answer
 from llama_memory.write.formation import FormationDeferred
 from llama_memory.write.formation.passes import DAY, check_budget

@@ -8,7 +8,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
 from ...core.types import Scope, now
-from ...storage.ports.profile import ProfileChange, ProfileRows, ProfileWrite
+from ...storage.ports.profile import ProfileChange, ProfileWrite
+from ...storage.sql.profile import ProfileRows
 from ..base import require_port
 from .model import Instruction, InstructionOp, find_id, missing_target, plan_rows, to_instruction
 from .tools import instruction_tools
@@ -24,7 +25,7 @@ class Instructions:
 
     Args:
         rows: the store's instructions document (a
-            :class:`~llama_memory.storage.ports.ProfileRows` port of document
+            :class:`~llama_memory.storage.sql.profile.ProfileRows` port of document
             ``"instructions"``); ``llama_memory.memory.wiring`` opens it.
         scope: whose instructions the methods without a scope read and change.
         clock: the time of writes and reads (seconds since the epoch).

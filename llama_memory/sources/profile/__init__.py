@@ -7,7 +7,7 @@ whatever the query.
 
 How it is stored. The document is kept as its leaves, one row per dotted path
 (``diet``, ``travel.seat``; a list is one leaf), through the profile rows port
-(:class:`~llama_memory.storage.ports.ProfileRows`; in SQLite the ``profile_fields``
+(:class:`~llama_memory.storage.sql.profile.ProfileRows`; in SQLite the ``profile_fields``
 table of the memory's file). A change never overwrites a row: the old row gets a
 ``superseded_at`` time and a new row holds the new value, with its provenance
 (operation, session, message ids, time). The current profile is the rows not

@@ -12,7 +12,8 @@ from pydantic import BaseModel
 
 from ...core.types import MemoryRecord, Scope, StoredMessage, now
 from ...storage.expiry import NEVER, TTL, Expiry
-from ...storage.ports.profile import ProfileChange, ProfileRows, ProfileWrite
+from ...storage.ports.profile import ProfileChange, ProfileWrite
+from ...storage.sql.profile import ProfileRows
 from ..base import MemorySource, require_port
 from ..change_notes import CHANGED_WITHIN, is_recent, since_before, window_seconds
 from ..views import ProfileView
@@ -33,7 +34,7 @@ class ProfileSource(MemorySource):
 
     Args:
         store: where the profile rows are kept: any implementation of the
-            :class:`~llama_memory.storage.ports.ProfileRows` port (SQLite:
+            :class:`~llama_memory.storage.sql.profile.ProfileRows` port (SQLite:
             ``SQLiteProfileRows(store)`` on the memory's store;
             :func:`llama_memory.memory.wiring.default_profile_source` builds the source so).
         schema: a pydantic model the profile follows. Updates are validated against

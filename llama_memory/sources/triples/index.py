@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 from ...core.types import Scope
 from ...storage.ports import IndexFlags, PendingRecord
-from ...storage.ports.triples import TripleTimeline
+from ...storage.sql.triples import TripleTimeline
 from .normalize import search_text
 
 __all__ = ["TripleRows", "TripleWords"]

@@ -30,8 +30,9 @@ from ...retrieval.sync import IndexSync
 from ...retrieval.vectors import add_cosines
 from ...storage.expiry import NEVER, TTL, Expiry
 from ...storage.ports import VectorIndex
-from ...storage.ports.triples import TripleEdge, TripleTimeline
+from ...storage.ports.triples import TripleEdge
 from ...storage.reconcile import ReconcileReport
+from ...storage.sql.triples import TripleTimeline
 from ..base import MemorySource, require_port
 from ..change_notes import CHANGED_WITHIN, is_recent, window_seconds
 from ..dimension import DimensionGuard
@@ -70,7 +71,7 @@ class TripleSource(MemorySource):
 
     Args:
         store: the triple timeline, the system of record (a
-            :class:`~llama_memory.storage.ports.triples.TripleTimeline`, e.g.
+            :class:`~llama_memory.storage.sql.triples.TripleTimeline`, e.g.
             ``SQLiteTripleTimeline(store)``; :func:`llama_memory.memory.wiring.default_triple_source`
             builds the whole source on a ``SQLiteStore``).
         index: the dense index derived from it (a

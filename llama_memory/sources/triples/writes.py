@@ -10,7 +10,8 @@ from typing import AbstractSet, Any, Optional, Protocol
 from ...core.messages import to_epoch
 from ...core.types import MemoryRecord, Scope, now
 from ...storage.expiry import TTL, later_expiry
-from ...storage.ports.triples import NewTriple, TimelineEntry, TripleMention, TripleTimeline
+from ...storage.ports.triples import NewTriple, TimelineEntry, TripleMention
+from ...storage.sql.triples import TripleTimeline
 from .model import KnowledgeTriple, Prepared, TripleError, prepare_all
 from .normalize import search_text
 from .timeline import Decision, Written, decide

@@ -1,47 +1,24 @@
-"""The storage ports: the interfaces everything above ``llama_memory.storage`` depends on.
+"""The storage ports: what a backend writes, and the plain rows the storage parts take
+and return.
 
-A backend implements them (``llama_memory.storage.sqlite`` with FTS5, and
-``llama_memory.storage.chroma`` for the dense index); sources, retrieval and the
-memory only ever see these types and plain domain rows (``MemoryRecord``, ``Scope``,
-``NewRecord``...): no connection, no SQL, no rowid. See docs/architecture.md.
+A backend writes the connection (:class:`Transactional`, with ``query``: the
+:class:`~llama_memory.storage.sql.dialect.SQLStore` port), its lexical index
+(:class:`LexicalIndex`), its chat logs (:class:`SharedChatLog`), the dense index
+(:class:`VectorIndex`) and its bundle (:mod:`llama_memory.storage.backend`); the parts
+a memory reads and writes (records, jobs, triples, profile rows, admin rows, meta) are
+written once over SQL in :mod:`llama_memory.storage.sql`, the store that holds them being
+:class:`~llama_memory.storage.sql.store.Storage`. Sources, retrieval and the memory see
+these types and plain domain rows (``MemoryRecord``, ``Scope``, ``NewRecord``...): no
+connection, no SQL, no rowid. See docs/architecture.md.
 """
 
-from .base import MetaStore, Storage, Transactional, UserDeletion, one_connection
-from .chat import ChatLog, ChatLogChanges, ChatStore, SharedChatLog
-from .jobs import JOB_STATES, FormationDay, Job, JobQueue, JobRow, PassCost
+from .base import Transactional, one_connection
+from .chat import ChatLog, ChatLogChanges, SharedChatLog
+from .jobs import JOB_STATES, FormationDay, Job, JobRow, PassCost
 from .lexical import LexicalIndex
-from .records import IndexedRows, IndexFlags, NewRecord, PendingRecord, RecordStore
-from .vectors import Vector, VectorCopies, VectorIndex
-
-__all__ = [
-    "JOB_STATES",
-    "ChatLog",
-    "ChatLogChanges",
-    "ChatStore",
-    "IndexFlags",
-    "IndexedRows",
-    "Job",
-    "FormationDay",
-    "JobQueue",
-    "JobRow",
-    "PassCost",
-    "LexicalIndex",
-    "MetaStore",
-    "NewRecord",
-    "PendingRecord",
-    "RecordStore",
-    "SharedChatLog",
-    "Storage",
-    "Transactional",
-    "UserDeletion",
-    "one_connection",
-    "Vector",
-    "VectorCopies",
-    "VectorIndex",
-]
-# Ports of the triple timeline and of profile rows, imported below, one line each.
-from .profile import ProfileChange, ProfileRows, ProfileValue, ProfileWrite  # noqa: E402
-from .triples import (  # noqa: E402
+from .profile import ProfileChange, ProfileValue, ProfileWrite
+from .records import IndexFlags, NewRecord, PendingRecord
+from .triples import (
     NewTriple,
     StoredTriple,
     TimelineEntry,
@@ -49,20 +26,34 @@ from .triples import (  # noqa: E402
     TripleMention,
     TripleRef,
     TripleRow,
-    TripleTimeline,
 )
+from .vectors import Vector, VectorIndex
 
-__all__ += [
+__all__ = [
+    "JOB_STATES",
+    "ChatLog",
+    "ChatLogChanges",
+    "FormationDay",
+    "IndexFlags",
+    "Job",
+    "JobRow",
+    "LexicalIndex",
+    "NewRecord",
     "NewTriple",
+    "PassCost",
+    "PendingRecord",
     "ProfileChange",
-    "ProfileRows",
     "ProfileValue",
     "ProfileWrite",
+    "SharedChatLog",
     "StoredTriple",
     "TimelineEntry",
+    "Transactional",
     "TripleEdge",
     "TripleMention",
     "TripleRef",
     "TripleRow",
-    "TripleTimeline",
+    "Vector",
+    "VectorIndex",
+    "one_connection",
 ]

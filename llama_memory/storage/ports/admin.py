@@ -1,18 +1,13 @@
-"""The admin port: store-wide reads and writes for managing a memory (what
-:class:`~llama_memory.admin.memory_admin.MemoryAdmin` and the ``llama-memory`` command line use),
-and the plain rows they return. SQLite implements it in
-:mod:`llama_memory.storage.sqlite.admin`, PostgreSQL in :mod:`llama_memory.storage.postgres.admin`.
+"""The plain rows the admin rows return (store-wide reads and writes for managing a
+memory, what :class:`~llama_memory.admin.memory_admin.MemoryAdmin` and the ``llama-memory``
+command line use: :class:`~llama_memory.storage.sql.admin.AdminRows`).
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional, Protocol
+from typing import Optional
 
-from ...core.types import MemoryRecord
-from ..chat_import import MessageRanks
 from .profile import document_table
 
 #: The export kinds of the documents kept as profile rows (the profile, the user's
@@ -90,46 +85,3 @@ class StoreCounts:
     profile_fields: int = 0
     pending: dict[str, int] = field(default_factory=dict)
     expired: int = 0
-
-
-class AdminRows(Protocol):
-    """Administrative reads and writes on one store, one tenant at a time (each
-    method is documented on the SQLite implementation, :class:`~llama_memory.storage.sqlite.admin.StoreAdmin`)."""
-
-    def has_triples(self) -> bool: ...
-    def tenants(self) -> list[str]: ...
-    def users(self, tenant_id: str) -> list[UserSummary]: ...
-    def sessions(self, tenant_id: str, user_id: str) -> list[SessionSummary]: ...
-    def records(
-        self,
-        tenant_id: str,
-        user_id: str,
-        *,
-        session_id: Optional[str] = None,
-        source: Optional[str] = None,
-        since: Optional[float] = None,
-        until: Optional[float] = None,
-        limit: Optional[int] = None,
-        newest_first: bool = False,
-        ids: Optional[Sequence[str]] = None,
-    ) -> list[MemoryRecord]: ...
-    def delete_record(self, tenant_id: str, user_id: str, record_id: str) -> Optional[str]: ...
-    def delete_triple(self, tenant_id: str, user_id: str, triple_id: str) -> bool: ...
-    def counts(self, tenant_id: str, at: float) -> StoreCounts: ...
-    def index_backlog(self, source: str) -> tuple[int, int]: ...
-    def count_export_rows(self, tenant_id: str, users: Sequence[str]) -> int: ...
-    def export_rows(self, tenant_id: str, user_id: str) -> Iterator[dict[str, Any]]: ...
-    def import_rows(
-        self,
-        tenant_id: str,
-        rows: Sequence[dict[str, Any]],
-        triple_texts: Sequence[str],
-        ranks: Optional[MessageRanks] = None,
-    ) -> Counter[str]: ...
-    def chat_messages(self, tenant_id: str, user_id: str, session_id: str) -> list[str]: ...
-    def user_meta(self, tenant_id: str, user_id: str) -> dict[str, str]: ...
-    def store_meta(self) -> dict[str, str]: ...
-    def user_jobs(self, tenant_id: str, user_id: str) -> list[dict[str, Any]]: ...
-    def add_meta(self, entries: dict[str, str]) -> None: ...
-    def add_jobs(self, tenant_id: str, user_id: str, jobs: Sequence[dict[str, Any]]) -> None: ...
-    def refresh_statistics(self) -> None: ...

@@ -1,19 +1,15 @@
-"""The storage facade: the transaction that spans every port, store-wide meta, and the
-operations that cross every kind of row (forgetting a user, purging what expired)."""
+"""The transaction that spans every part of a store (what a backend's connection gives),
+and the keys of per-user meta. The store itself, every part written once over SQL, is
+:class:`~llama_memory.storage.sql.store.Storage`."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any, Optional, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ...core.types import Scope
-from .chat import ChatStore
-from .jobs import JobQueue
-from .lexical import LexicalIndex
-from .records import IndexedRows, PendingRecord, RecordStore
-from .vectors import VectorCopies
 
 
 @runtime_checkable
@@ -41,27 +37,6 @@ class Transactional(Protocol):
         ...
 
 
-@runtime_checkable
-class MetaStore(Protocol):
-    """Store-wide key/value settings (the embedding model's identity, schema versions)."""
-
-    def get_meta(self, key: str) -> Optional[str]:
-        """The value under ``key``, or None."""
-        ...
-
-    def set_meta(self, key: str, value: str) -> None:
-        """Store ``value`` under ``key``."""
-        ...
-
-    def set_meta_once(self, key: str, value: str) -> str:
-        """Store ``value`` unless a value is there; return the value kept (atomic)."""
-        ...
-
-    def delete_meta(self, keys: Sequence[str]) -> None:
-        """Remove ``keys`` (absent ones ignored)."""
-        ...
-
-
 def user_meta_key(kind: str, scope: Scope) -> str:
     """A meta key that belongs to one user's session (``kind:["tenant", "user",
     "session"]``, e.g. an extraction cursor): ``delete_user`` deletes every such key of
@@ -73,50 +48,6 @@ def user_meta_infix(tenant_id: str, user_id: str) -> str:
     """What every :func:`user_meta_key` of one user contains (JSON quoting makes it
     unambiguous: no other user's key holds it)."""
     return ":" + json.dumps([tenant_id, user_id])[:-1] + ", "
-
-
-@runtime_checkable
-class UserDeletion(Protocol):
-    """Forgetting a user."""
-
-    def delete_user(self, scope: Scope, source: Optional[str] = None) -> list[str]:
-        """Delete one user's records of ``source``; without ``source``, the user from
-        every kind of row of the store (records, chat history, triples, profile,
-        jobs...): the right to be forgotten. Returns the deleted record ids."""
-        ...
-
-
-@runtime_checkable
-class Storage(
-    Transactional,
-    MetaStore,
-    UserDeletion,
-    ChatStore,
-    RecordStore,
-    IndexedRows,
-    LexicalIndex,
-    VectorCopies,
-    JobQueue,
-    Protocol,
-):
-    """Everything a memory needs from its system of record, as one object: what a
-    second backend implements (``llama_memory.storage.sqlite.SQLiteStore`` is the
-    first). The dense index (:class:`~llama_memory.storage.ports.vectors.VectorIndex`)
-    is separate: it is derived, and may live elsewhere (a Chroma server)."""
-
-    @property
-    def store_id(self) -> str:
-        """A random id of this store, kept in it: it namespaces derived indexes."""
-        ...
-
-    def purge_expired(self, at: float) -> list[PendingRecord]:
-        """Delete every record of every source expired at ``at``; return them (their
-        vectors are the caller's to drop)."""
-        ...
-
-    def close(self) -> None:
-        """Release the connection."""
-        ...
 
 
 def one_connection(store: object) -> AbstractContextManager[Any]:

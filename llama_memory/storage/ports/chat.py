@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Protocol, runtime_c
 if TYPE_CHECKING:  # storage imports without LlamaIndex (the command line lists users fast)
     from llama_index.core.base.llms.types import ChatMessage
 
-from ...core.types import Scope
 
 
 @runtime_checkable
@@ -71,17 +70,4 @@ class SharedChatLog(ChatLog, Protocol):
 
     def replace_all(self, messages: Sequence[ChatMessage]) -> Any:
         """Make ``messages`` the whole conversation; return the cursor after them."""
-        ...
-
-
-@runtime_checkable
-class ChatStore(Protocol):
-    """The chat tables of a store: every conversation of every user."""
-
-    def chat_log(self, scope: Scope) -> SharedChatLog:
-        """The log of the scope's conversation (tenant, user, session)."""
-        ...
-
-    def sessions(self, scope: Scope) -> list[str]:
-        """The session ids with stored messages for the scope's user, oldest first."""
         ...

@@ -1,11 +1,11 @@
-"""The job queue port: durable work items (background memory formation),
-claimed by one worker at a time under a lease, acknowledged or retried."""
+"""The rows of the job queue (durable work items of background memory formation,
+claimed by one worker at a time under a lease, acknowledged or retried): what
+:class:`~llama_memory.storage.sql.jobs.JobQueue` takes and returns."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional, Protocol, runtime_checkable
+from typing import Any, Optional
 
 #: A job's states: waiting to run (or to be retried), claimed by a worker, done, or
 #: failed for good (out of attempts).
@@ -116,104 +116,3 @@ class FormationDay:
     tokens_sent: int
     tokens_received: int
     duration_ms: float
-
-
-@runtime_checkable
-class JobQueue(Protocol):
-    """At-least-once delivery: a claimed job whose worker dies (its lease runs out) is
-    claimed again; a job is done only once acknowledged by the worker holding it.
-
-    Semantics every backend keeps (``tests/conformance/test_jobs.py``): a job is claimed
-    by one worker at a time; jobs come out in the order they may run (``run_at``, then
-    the order queued); ``dedup_key`` makes queuing idempotent while a job with that key
-    is queued or running; ``defer`` moves a queued job's ``run_at`` (never a running
-    one's); a failure retries after ``retry_in`` seconds until ``max_attempts`` is
-    reached, then the job is dead; ``retry`` queues a failed job again.
-    """
-
-    def enqueue(
-        self,
-        kind: str,
-        payload: dict[str, Any],
-        *,
-        tenant_id: Optional[str] = None,
-        user_id: Optional[str] = None,
-        run_at: Optional[float] = None,
-        max_attempts: int = 3,
-        dedup_key: Optional[str] = None,
-    ) -> str:
-        """Queue a job (joining an open transaction); return its id (the existing
-        job's id when ``dedup_key`` matches one queued or running)."""
-        ...
-
-    def defer(self, dedup_key: str, run_at: float) -> bool:
-        """Move the queued job with this ``dedup_key`` (one not running) to run at
-        ``run_at`` (joining an open transaction); False when no such job is queued.
-        A debounce: each new message pushes its session's pass back."""
-        ...
-
-    def claim(
-        self, worker: str, *, kinds: Optional[list[str]] = None, lease: float = 60.0, now: Optional[float] = None
-    ) -> Optional[Job]:
-        """The next job that may run now (of ``kinds`` when given), leased to ``worker``
-        for ``lease`` seconds; None when there is none."""
-        ...
-
-    def ack(self, job: Job, cost: Optional[PassCost] = None) -> bool:
-        """Mark the job done, adding ``cost`` to its totals; False when the lease was
-        lost (another worker claimed it)."""
-        ...
-
-    def fail(
-        self, job: Job, error: str, *, retry_in: float = 30.0, now: Optional[float] = None,
-        cost: Optional[PassCost] = None,
-    ) -> str:
-        """Record a failed attempt (and its ``cost``): queued again after ``retry_in``
-        seconds, or dead when out of attempts; return the new state (or ``"lost"`` when
-        the lease was lost)."""
-        ...
-
-    def postpone(self, job: Job, run_at: float) -> bool:
-        """Give a claimed job back, to run at ``run_at``, without counting the attempt
-        (it did not run: e.g. its user is over the day's token budget); False when the
-        lease was lost."""
-        ...
-
-
-    def list_jobs(
-        self,
-        *,
-        states: Optional[Sequence[str]] = None,
-        failed: bool = False,
-        tenant_id: Optional[str] = None,
-        dedup_key: Optional[str] = None,
-        kind: Optional[str] = None,
-    ) -> list[JobRow]:
-        """The jobs in ``states`` (default every state), oldest first; ``failed``: only
-        those that failed (dead, or queued for a retry); ``tenant_id``, ``dedup_key``,
-        ``kind``: only those."""
-        ...
-
-    def retry(self, job_id: str, *, tenant_id: Optional[str] = None, now: Optional[float] = None) -> str:
-        """Queue a dead job (or one waiting for its retry) to run now with its attempts
-        counted from zero and its error cleared (it is no longer failed). Returns the id of the job that will run: ``job_id``, or the
-        job of the same ``dedup_key`` already queued or running (it covers the same
-        work; the dead one is left as it is). KeyError when the queue (of
-        ``tenant_id``, when given) has no such job; ValueError when it is not dead or
-        failed (done, running, or queued without a failure)."""
-        ...
-
-    def tokens_used(self, tenant_id: Optional[str], user_id: Optional[str], since: float) -> int:
-        """Tokens (sent and received) of the user's job runs that ended at or after
-        ``since`` (epoch seconds)."""
-        ...
-
-    def formation_days(self, *, tenant_id: Optional[str] = None, since: Optional[float] = None) -> list[FormationDay]:
-        """Runs, failures, tokens and time of the jobs per user and per day (UTC) their
-        runs ended, oldest day first (of ``tenant_id`` and from ``since`` when given)."""
-        ...
-
-    def counts(self, kind: Optional[str] = None) -> dict[str, int]:
-        """How many jobs are in each state of :data:`JOB_STATES`."""
-        ...
-

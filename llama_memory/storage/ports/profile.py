@@ -1,12 +1,13 @@
-"""The profile rows port: a user's profile as a timeline of field values.
+"""The rows of a user's profile as a timeline of field values (what
+:class:`~llama_memory.storage.sql.profile.ProfileRows` takes and returns).
 
 A profile is stored as its leaves, one row per dotted path (``diet``,
 ``travel.seat``). A change never overwrites a row: the replaced row gets a
 ``superseded_at`` time and a new row holds the new value; a removal is a row
-without a value. The port reads and writes those rows as plain
+without a value. The rows are read and written as plain
 :class:`ProfileChange` values; the rules that decide *which* rows an update
 writes (operations, merge patch, schema) live above it, in
-``llama_memory.sources.profile``, and reach storage through :meth:`ProfileRows.update`.
+``llama_memory.sources.profile``, and reach storage through :meth:`~llama_memory.storage.sql.profile.ProfileRows.update`.
 
 The same rows keep a second document of the user, their standing **instructions**
 (procedural memory, ``llama_memory.sources.instructions``): one path per instruction, in a
@@ -18,11 +19,8 @@ decides what has expired, so an expired value reads as absent before it is purge
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Optional, Protocol, runtime_checkable
-
-from ...core.types import Scope
+from typing import Any, Optional
 
 #: The documents kept as profile rows, each in its own table: the user's profile, and
 #: the instructions the assistant follows for them (procedural memory).
@@ -89,7 +87,7 @@ class ProfileValue:
 
 @dataclass(frozen=True)
 class ProfileWrite:
-    """What one update writes, decided from the current rows (see :meth:`ProfileRows.update`).
+    """What one update writes, decided from the current rows (see :meth:`~llama_memory.storage.sql.profile.ProfileRows.update`).
 
     Attributes:
         supersede: ids of current rows the update replaces or removes.
@@ -106,46 +104,3 @@ class ProfileWrite:
     message_ids: tuple[str, ...] = ()
     ttl: Optional[float] = None
     expires_at: Optional[float] = None
-
-
-@runtime_checkable
-class ProfileRows(Protocol):
-    """Profile rows of every user of one store.
-
-    Every method acts within ``scope.tenant_id`` and ``scope.user_id`` (the caller
-    checks that a user is given). Writes are atomic; a write made while the
-    storage's transaction is open joins it. Storage failures raise
-    :class:`~llama_memory.core.errors.StorageError`, never read as an empty profile.
-    """
-
-    def current(self, scope: Scope, at: float) -> list[ProfileChange]:
-        """The user's current field values (not superseded, not removals, alive at
-        ``at``), oldest row first."""
-        ...
-
-    def history(self, scope: Scope, at: float, path: Optional[str] = None) -> list[ProfileChange]:
-        """Every row alive at ``at`` of the field at ``path`` and the fields beneath it
-        (``None``: the whole profile), superseded ones and removals included, oldest first."""
-        ...
-
-    def update(
-        self, scope: Scope, at: float, decide: Callable[[list[ProfileChange]], ProfileWrite]
-    ) -> list[ProfileChange]:
-        """Read the current rows (as :meth:`current`), call ``decide`` with them and write
-        what it returns, all in one transaction that serialises concurrent updates of
-        the user's profile (other threads, other processes). If ``decide`` raises,
-        nothing is written and the exception propagates. Returns the inserted rows."""
-        ...
-
-    def erase(self, scope: Scope, path: Optional[str] = None) -> int:
-        """Delete every row, history included, of the field at ``path`` and the fields
-        beneath it (``None``: the user's whole profile); return how many."""
-        ...
-
-    def refresh_expiry(self, ids: Sequence[int], at: float) -> None:
-        """Rows ``ids`` that have a time to live live it again from ``at``."""
-        ...
-
-    def purge_expired(self, at: float) -> int:
-        """Delete the rows of every user expired at ``at``; return how many."""
-        ...

@@ -1,10 +1,10 @@
-"""The vector ports: the dense index (Chroma today) and the vector copies the system of
-record keeps beside each indexed record."""
+"""The dense index port (Chroma, or pgvector in the database), which a backend writes
+when its dense index is its own."""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Any, Optional, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 #: A vector: any sequence of floats (lists, numpy arrays).
 Vector = Any
@@ -61,21 +61,4 @@ class VectorIndex(Protocol):
 
     def drop_collection(self, name: str) -> None:
         """Delete one partition by name (nothing if absent)."""
-        ...
-
-
-@runtime_checkable
-class VectorCopies(Protocol):
-    """Copies of indexed records' vectors (float16 unit vectors, as
-    :mod:`llama_memory.retrieval.vectors` encodes them) kept in the system of record:
-    read by id instead of asking the dense index, and loaded whole for users small
-    enough to be searched in memory."""
-
-    def stored_vectors(self, ids: Sequence[str]) -> dict[str, bytes]:
-        """The copies of these ids, by id (ids without one left out)."""
-        ...
-
-    def user_vectors(self, source: str, tenant_id: str, user_id: str, limit: int) -> Optional[dict[str, bytes]]:
-        """Every copy of one user's indexed records of ``source``, read in one snapshot;
-        None when they are more than ``limit`` or some indexed record has no copy."""
         ...

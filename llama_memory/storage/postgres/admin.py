@@ -1,6 +1,6 @@
 """Store-wide reads and writes for managing a memory on PostgreSQL, written once for
-every SQL backend in :class:`~llama_memory.storage.sql.admin.SQLStoreAdmin` (the
-:class:`~llama_memory.storage.ports.admin.AdminRows` port).
+every SQL backend in :class:`~llama_memory.storage.sql.admin.AdminRows` (the
+:class:`~llama_memory.storage.sql.admin.AdminRows` port).
 
 The rows (and the export format) are the SQLite side's, so an export of one backend
 imports into the other, and ``llama-memory copy`` moves a SQLite directory in. Here is
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..sql.admin import SQLStoreAdmin
+from ..sql.admin import AdminRows
 from .dialect import POSTGRES
 from .records import _event_date
 from .triples import PostgresTripleTimeline
@@ -27,7 +27,7 @@ TABLES = (
 )  # fmt: skip
 
 
-class PostgresStoreAdmin(SQLStoreAdmin):
+class PostgresStoreAdmin(AdminRows):
     """Administrative reads and writes on one PostgreSQL store, for one tenant at a time."""
 
     dialect = POSTGRES

@@ -12,10 +12,10 @@ from contextlib import contextmanager
 from typing import Any, Optional
 
 from ...core.types import Scope
-from ..backend import Location
+from ..backend import Location, OpenBackend
 from ..chroma import server_address
-from ..ports import ChatLog, JobQueue, ProfileRows, Storage, TripleTimeline, VectorIndex
-from ..ports.admin import AdminRows
+from ..ports import ChatLog, VectorIndex
+from ..sql.store import Storage
 from .admin import PostgresStoreAdmin
 from .profile import PostgresProfileRows
 from .store import PostgresStore
@@ -23,13 +23,17 @@ from .triples import PostgresTripleTimeline
 from .vectors import PgVectorIndex
 
 
-class ServerStore:
+class ServerStore(OpenBackend):
     """The PostgreSQL backend's parts on one opened :class:`PostgresStore`.
 
     Args:
         store: the store.
         given: the ``store=`` value it was opened from (a URL, a pool), or None.
     """
+
+    timeline_type = PostgresTripleTimeline
+    profile_type = PostgresProfileRows
+    admin_type = PostgresStoreAdmin
 
     path: Optional[str] = None
     #: The vectors are rows of the same database, written in the same transaction.
@@ -39,11 +43,6 @@ class ServerStore:
         self.store: Storage = store
         self._postgres = store
         self._given = given
-
-    @property
-    def jobs(self) -> JobQueue:
-        """The job queue: a table of the database."""
-        return self._postgres
 
     @property
     def location(self) -> str:
@@ -64,18 +63,6 @@ class ServerStore:
         """pgvector rows of one kind of collection, in the store's database."""
         return PgVectorIndex(self._postgres, collection)
 
-    def triple_timeline(self) -> TripleTimeline:
-        """The triples' tables."""
-        return PostgresTripleTimeline(self._postgres)
-
-    def profile_rows(self, document: str = "profile") -> ProfileRows:
-        """One profile document's rows (its table comes with the schema's migrations)."""
-        return PostgresProfileRows(self._postgres, document)
-
-    def admin_rows(self) -> AdminRows:
-        """The rows of every tenant."""
-        return PostgresStoreAdmin(self._postgres)
-
     def sizes(self) -> dict[str, int]:
         """``postgres``: bytes the tables take with their indexes; ``total`` the same."""
         size = PostgresStoreAdmin(self._postgres).size_bytes()
@@ -84,9 +71,7 @@ class ServerStore:
     def drop_dense(self, owner: tuple[str, str], collections: Sequence[str]) -> None:
         """Nothing: the vectors are rows that ``delete_user`` removed in its transaction."""
 
-    def close(self) -> None:
-        """Close the store (and its pool, when it opened one)."""
-        self._postgres.close()
+
 
 
 class ServerBackend:

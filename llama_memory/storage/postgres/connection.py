@@ -22,7 +22,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTi
 from ...core.asyncbridge import await_only, in_bridge, on_exit
 from ...core.errors import StorageError
 from ..sql.dialect import Dialect
-from ..sql.meta import SQLMeta
+from ..sql.meta import MetaStore
 from ..word_counts import WordCountCache
 from .bridged import BridgedPool, LoopPool, close_in_its_loop
 from .changes import ChangeWatch, read_snapshot
@@ -107,7 +107,7 @@ class _OwnPools:
 _own_pools = _OwnPools()
 
 
-class PostgresConnection(SQLMeta):
+class PostgresConnection(MetaStore):
     """The plumbing every part of :class:`~llama_memory.storage.postgres.PostgresStore`
     shares: a bounded pool, thread-local transactions that nest, migrations, meta.
 

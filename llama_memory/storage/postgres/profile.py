@@ -1,9 +1,9 @@
-"""Profile rows (the :class:`~llama_memory.storage.ports.ProfileRows` port) in PostgreSQL.
+"""Profile rows (the :class:`~llama_memory.storage.sql.profile.ProfileRows` port) in PostgreSQL.
 
 Table ``profile_fields`` (migration 2 of :data:`~llama_memory.storage.postgres.MIGRATIONS`),
 and ``instruction_fields`` for the instructions document (migration 3; see
 :data:`~llama_memory.storage.ports.profile.DOCUMENTS`): the same rows as on SQLite, read
-and written by :class:`~llama_memory.storage.sql.profile.SQLProfileRows`. What is
+and written by :class:`~llama_memory.storage.sql.profile.ProfileRows`. What is
 PostgreSQL's own: a ``get()`` reads every document's current rows in one round trip.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from ...core.types import Scope
 from ..ports.profile import DOCUMENTS, ProfileChange
 from ..sql.dialect import ALIVE_SQL, owner
-from ..sql.profile import CURRENT_COLUMNS, CURRENT_ROWS, SQLProfileRows
+from ..sql.profile import CURRENT_COLUMNS, CURRENT_ROWS, ProfileRows
 from .dialect import POSTGRES
 from .store import PostgresStore
 
@@ -30,7 +30,7 @@ _CURRENT_OF_EVERY_DOCUMENT = POSTGRES.sql(
 )
 
 
-class PostgresProfileRows(SQLProfileRows):
+class PostgresProfileRows(ProfileRows):
     """The profile rows of one :class:`PostgresStore` (its schema is migrated on open).
 
     Args:

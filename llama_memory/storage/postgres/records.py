@@ -1,5 +1,5 @@
 """Long-term records in PostgreSQL: the reads and writes are
-:class:`~llama_memory.storage.sql.records.SQLRecordTables`' (shared with SQLite); here
+:class:`~llama_memory.storage.sql.records.RecordStore`' (shared with SQLite); here
 is what PostgreSQL does its own way: session order (``seq``), vector copies in a
 column, and the full-text index (a generated ``tsvector``) with its word counts."""
 
@@ -12,7 +12,7 @@ from typing import Any, Optional
 from ...core.text import word_tokens
 from ...core.types import Scope
 from ..ports.records import NewRecord
-from ..sql.records import SQLRecordTables
+from ..sql.records import RecordStore
 from .connection import PostgresConnection
 from .schema import USER_WORDS_FUNCTION
 
@@ -65,9 +65,9 @@ _MONTHS = (
 )
 
 
-class RecordTables(PostgresConnection, SQLRecordTables):
+class RecordTables(PostgresConnection, RecordStore):
     """The records part of the store (table ``records``): the reads and writes of
-    :class:`~llama_memory.storage.sql.records.SQLRecordTables`, and what PostgreSQL does
+    :class:`~llama_memory.storage.sql.records.RecordStore`, and what PostgreSQL does
     its own way (session neighbours by a ``LATERAL`` join, vector copies in a column, the
     full-text search and word counts)."""
 

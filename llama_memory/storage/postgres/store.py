@@ -1,18 +1,19 @@
 """The PostgreSQL store: every part (chat, records with their full-text index and
-vector copies, jobs) on one pool."""
+vector copies, jobs) on one pool. The job queue is written once
+(:class:`~llama_memory.storage.sql.jobs.JobQueue`, a part of
+:class:`~llama_memory.storage.sql.store.Storage`): a claim takes the next runnable
+row with ``FOR UPDATE SKIP LOCKED``, so workers on many machines never hold one job and
+never wait for each other."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ...core.types import Scope
-from ..ports.base import Storage
+from ..sql.store import Storage
 from .chat import ChatTables, PostgresChatLog
-from .jobs import JobTables
 from .records import RecordTables
 
 
-class PostgresStore(ChatTables, RecordTables, JobTables):
+class PostgresStore(ChatTables, RecordTables, Storage):
     """A PostgreSQL system of record (psycopg 3, a bounded ``psycopg_pool`` pool).
 
     Args:
@@ -23,7 +24,7 @@ class PostgresStore(ChatTables, RecordTables, JobTables):
 
     Opening it migrates the schema (under an advisory lock: many workers opening
     one new database migrate it once). It implements every port of the
-    :class:`~llama_memory.storage.ports.Storage` facade; a transaction is held by the
+    :class:`~llama_memory.storage.sql.store.Storage` facade; a transaction is held by the
     thread that opened it, and every port's write in that thread joins it.
     """
 
@@ -31,8 +32,3 @@ class PostgresStore(ChatTables, RecordTables, JobTables):
         """The shared log of the scope's conversation."""
         return PostgresChatLog(self, scope)
 
-
-if TYPE_CHECKING:  # mypy checks here that the store implements every port
-
-    def _implements_the_ports(store: PostgresStore) -> Storage:
-        return store

@@ -3,7 +3,7 @@ of each triple's text for lexical search) and ``triple_mentions`` (see
 :mod:`llama_memory.storage.ports.triples`; migration 2 of
 :data:`~llama_memory.storage.postgres.MIGRATIONS`).
 
-The timeline's rules are :class:`~llama_memory.storage.sql.triples.SQLTripleTimeline`'s
+The timeline's rules are :class:`~llama_memory.storage.sql.triples.TripleTimeline`'s
 (shared with SQLite); here is what PostgreSQL does its own way: the words are a
 generated ``tsvector`` column searched with ``ts_rank_cd``, mentions carry the user's
 key and point at the triple's id, and deleting a triple cascades to its mentions.
@@ -17,7 +17,7 @@ from typing import Any
 from ...core.text import word_tokens
 from ...core.types import Scope
 from ..sql.dialect import owner
-from ..sql.triples import MentionLink, SQLTripleTimeline
+from ..sql.triples import MentionLink, TripleTimeline
 from .dialect import POSTGRES
 from .store import PostgresStore
 
@@ -25,8 +25,8 @@ __all__ = ["PostgresTripleTimeline"]
 
 
 
-class PostgresTripleTimeline(SQLTripleTimeline):
-    """:class:`~llama_memory.storage.ports.triples.TripleTimeline` on a
+class PostgresTripleTimeline(TripleTimeline):
+    """:class:`~llama_memory.storage.sql.triples.TripleTimeline` on a
     :class:`PostgresStore` (whose schema is migrated on open).
 
     Args:

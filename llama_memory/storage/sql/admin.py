@@ -1,5 +1,5 @@
 """Store-wide reads and writes for managing a memory, once for every SQL backend: the
-:class:`~llama_memory.storage.ports.admin.AdminRows` port behind :mod:`llama_memory.admin.memory_admin`.
+:class:`~llama_memory.storage.sql.admin.AdminRows` port behind :mod:`llama_memory.admin.memory_admin`.
 
 Everything here works on one store and returns plain rows (dataclasses and dicts),
 never SQL: listing the users and sessions of a tenant, a user's records with filters,
@@ -9,9 +9,9 @@ profile rows, triples with their mentions; writing them is :mod:`.admin_import`'
 export format) are the same on every backend, so an export of one imports into another.
 
 A backend subclass says what it does its own way: which of its tables exist
-(:meth:`SQLStoreAdmin._existing`: a SQLite file has the profile and triple tables only
+(:meth:`AdminRows._existing`: a SQLite file has the profile and triple tables only
 once such a source was opened on it), the column that keeps the records' write order,
-the columns a record row adds (:meth:`SQLStoreAdmin._record_extras`), its triple
+the columns a record row adds (:meth:`AdminRows._record_extras`), its triple
 timeline (which writes and deletes a triple with its lexical entry) and refreshing the
 planner's statistics.
 """
@@ -32,7 +32,7 @@ from .admin_import import SQLImportRows
 from .dialect import EXPIRED_SQL, given
 from .records import to_record
 
-__all__ = ["PROFILE_TABLE", "SQLStoreAdmin"]
+__all__ = ["PROFILE_TABLE", "AdminRows"]
 
 PROFILE_TABLE = DOCUMENT_KINDS["profile"]
 _TRIPLE_COLUMNS = (
@@ -54,7 +54,7 @@ def _is_user_key(key: str) -> bool:
     return ':["' in key
 
 
-class SQLStoreAdmin(SQLImportRows, ABC):
+class AdminRows(SQLImportRows, ABC):
     """Administrative reads and writes on one SQL store, for one tenant at a time."""
 
     #: The ``records`` column that keeps write order.

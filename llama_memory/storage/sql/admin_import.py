@@ -1,5 +1,5 @@
 """Writing the rows of an export into a store, once for every SQL backend: the import
-half of :class:`~llama_memory.storage.sql.admin.SQLStoreAdmin`.
+half of :class:`~llama_memory.storage.sql.admin.AdminRows`.
 
 What the store already has is skipped, so importing the same rows twice changes
 nothing. A backend says which columns its record rows add
@@ -20,7 +20,7 @@ from ..ports.admin import DOCUMENT_KINDS
 from ..ports.triples import TripleMention
 from .dialect import Dialect, SQLStore
 from .records import record_id
-from .triples import SQLTripleTimeline
+from .triples import TripleTimeline
 
 __all__ = ["OWNER", "SQLImportRows"]
 
@@ -34,7 +34,7 @@ class SQLImportRows:
 
     dialect: ClassVar[Dialect]
     #: The backend's triple timeline (its mention links; writing and deleting triples).
-    timeline_class: ClassVar[type[SQLTripleTimeline]]
+    timeline_class: ClassVar[type[TripleTimeline]]
 
     def __init__(self, store: SQLStore) -> None:
         self.store = store
@@ -44,7 +44,7 @@ class SQLImportRows:
         imported record row."""
         return {}
 
-    def _timeline(self) -> SQLTripleTimeline:
+    def _timeline(self) -> TripleTimeline:
         return self.timeline_class(self.store)  # type: ignore[call-arg]
 
     def import_rows(
@@ -54,7 +54,7 @@ class SQLImportRows:
         triple_texts: Sequence[str],
         ranks: Optional[MessageRanks] = None,
     ) -> Counter[str]:
-        """Write export rows (of :meth:`~llama_memory.storage.sql.admin.SQLStoreAdmin.export_rows`) into the tenant, in one transaction
+        """Write export rows (of :meth:`~llama_memory.storage.sql.admin.AdminRows.export_rows`) into the tenant, in one transaction
         (joining the caller's when one is open); return how many of each kind were new.
         What the store already has is skipped, so importing the same rows twice changes
         nothing:
@@ -79,7 +79,7 @@ class SQLImportRows:
         new: Counter[str] = Counter()
         ranks = MessageRanks() if ranks is None else ranks
         document_paths: set[tuple[str, str, str]] = set()  # (table, user, path)
-        timeline: Optional[SQLTripleTimeline] = None
+        timeline: Optional[TripleTimeline] = None
         with self.store.transaction("import") as conn:
             for row, triple_text in zip(rows, triple_texts):
                 kind, user = row["kind"], row["user"]
@@ -146,7 +146,7 @@ class SQLImportRows:
         return True
 
     def _import_triple(
-        self, conn: Any, timeline: SQLTripleTimeline, tenant_id: str, user: str, row: dict[str, Any], text: str
+        self, conn: Any, timeline: TripleTimeline, tenant_id: str, user: str, row: dict[str, Any], text: str
     ) -> int:
         """Write one triple row with its mentions (1); a triple held under its id is
         skipped, one whose fact the user holds now under another id adds its mentions

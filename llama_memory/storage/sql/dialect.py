@@ -9,12 +9,13 @@ spell differently. A backend package makes one dialect object (``storage/sqlite/
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from functools import lru_cache
 from typing import Any, Optional, Protocol
 
 from ...core.types import Scope
+from ..ports.base import Transactional
 
 #: SQL condition keeping rows that have not expired; its one parameter is "now".
 ALIVE_SQL = "(expires_at IS NULL OR expires_at > ?)"
@@ -28,12 +29,9 @@ def owner(scope: Scope, what: str) -> tuple[str, str]:
     return scope.tenant_id, scope.require_user(what)
 
 
-class SQLStore(Protocol):
-    """What the shared algorithms use of a store: its transactions and its reads."""
-
-    def transaction(self, action: str) -> AbstractContextManager[Any]:
-        """One atomic write (joining one already open in this thread); yields the connection."""
-        ...
+class SQLStore(Transactional, Protocol):
+    """What the shared algorithms use of a store: its transactions (whose context yields
+    the connection) and its reads (and a ``location`` naming the store in messages)."""
 
     def query(self, action: str, sql: str, params: Sequence[Any] = ()) -> Sequence[Any]:
         """Run one read statement; its rows (read by column name)."""
@@ -130,6 +128,28 @@ class Dialect(ABC):
     ) -> list[Any]:
         """``DELETE`` the rows of ``table`` matching ``where``; their ``returning``
         columns (read by column name)."""
+
+    def update_ids(
+        self,
+        transaction: Callable[[str], AbstractContextManager[Any]],
+        action: str,
+        table: str,
+        assign: str,
+        ids: Sequence[Any],
+        where: str = "",
+        before: Sequence[Any] = (),
+        after: Sequence[Any] = (),
+    ) -> None:
+        """``UPDATE table SET assign`` on the rows whose ``id`` is one of ``ids`` (and
+        ``where``), in batches, in one ``transaction`` of the store (none for no ids): the
+        parameters of ``assign`` are ``before``, those of ``where`` ``after``."""
+        if not ids:
+            return
+        also = f" AND {where}" if where else ""
+        with transaction(action) as conn:
+            for batch in self.batches(ids):
+                listed, values = self.in_list("id", batch)
+                self.execute(conn, f"UPDATE {table} SET {assign} WHERE {listed}{also}", [*before, *values, *after])
 
     @abstractmethod
     def user_tables(self, conn: Any) -> list[str]:

@@ -1,15 +1,15 @@
 """The job queue over SQL, once for every SQL backend (table ``jobs``; see
 :mod:`llama_memory.storage.ports.jobs`).
 
-:class:`SQLJobQueue` is a part of a store (a mixin after its connection class): its
+:class:`JobQueue` is a part of a store (a mixin after its connection class): its
 statements run in the store's own ``transaction`` and ``query``. A claim reads the next
 runnable row and leases it in one transaction; the dialect's
 :attr:`~.dialect.Dialect.skip_locked` keeps two workers from holding one job (PostgreSQL
 passes over a row another claim holds; SQLite's write transaction already lets one
 claim run at a time). A lease that runs out makes the job claimable again.
 
-A backend subclass sets :attr:`SQLJobQueue.dialect` and, where its table is made on
-first use (SQLite), :meth:`SQLJobQueue._jobs_table`.
+A backend subclass sets :attr:`JobQueue.dialect` and, where its table is made on
+first use (SQLite), :meth:`JobQueue._jobs_table`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from ..job_rows import (
 from ..ports.jobs import JOB_STATES, FormationDay, Job, JobRow, PassCost
 from .dialect import Dialect, given
 
-__all__ = ["SQLJobQueue"]
+__all__ = ["JobQueue"]
 
 #: The live holder of a dedup key: a job waiting or running.
 _LIVE = "state IN ('queued', 'running')"
@@ -45,8 +45,18 @@ def _held(job: Job) -> tuple[Any, ...]:
     return job.id, job.worker, job.attempts
 
 
-class SQLJobQueue:
-    """:class:`~llama_memory.storage.ports.jobs.JobQueue` over a SQL store."""
+class JobQueue:
+    """The job queue over a SQL store: at-least-once delivery. A claimed job whose
+    worker dies (its lease runs out) is claimed again; a job is done only once
+    acknowledged by the worker holding it.
+
+    Semantics every backend keeps (``tests/conformance/test_jobs.py``): a job is claimed
+    by one worker at a time; jobs come out in the order they may run (``run_at``, then
+    the order queued); ``dedup_key`` makes queuing idempotent while a job with that key
+    is queued or running; ``defer`` moves a queued job's ``run_at`` (never a running
+    one's); a failure retries after ``retry_in`` seconds until ``max_attempts`` is
+    reached, then the job is dead; ``retry`` queues a failed job again.
+    """
 
     dialect: ClassVar[Dialect]
 
@@ -84,7 +94,8 @@ class SQLJobQueue:
         max_attempts: int = 3,
         dedup_key: Optional[str] = None,
     ) -> str:
-        """Queue a job; see :meth:`~llama_memory.storage.ports.jobs.JobQueue.enqueue`."""
+        """Queue a job (joining an open transaction); return its id (the existing
+        job's id when ``dedup_key`` matches one queued or running)."""
         if not kind:
             raise ValueError("enqueue() needs a job kind, e.g. kind='extract'")
         if max_attempts < 1:
@@ -119,7 +130,8 @@ class SQLJobQueue:
     def claim(
         self, worker: str, *, kinds: Optional[list[str]] = None, lease: float = 60.0, now: Optional[float] = None
     ) -> Optional[Job]:
-        """The next runnable job, leased to ``worker``; see the port."""
+        """The next job that may run now (of ``kinds`` when given), leased to ``worker``
+        for ``lease`` seconds; None when there is none."""
         if lease <= 0:
             raise ValueError(f"lease must be positive seconds, got {lease}")
         self._jobs_table()
@@ -166,13 +178,16 @@ class SQLJobQueue:
         )
 
     def defer(self, dedup_key: str, run_at: float) -> bool:
-        """Move the queued job with ``dedup_key`` to ``run_at``; see the port."""
+        """Move the queued job with this ``dedup_key`` (one not running) to run at
+        ``run_at`` (joining an open transaction); False when no such job is queued.
+        A debounce: each new message pushes its session's pass back."""
         return self._write(
             "defer a job", "UPDATE jobs SET run_at = ? WHERE dedup_key = ? AND state = 'queued'", (run_at, dedup_key)
         ) > 0  # fmt: skip
 
     def ack(self, job: Job, cost: Optional[PassCost] = None) -> bool:
-        """Mark ``job`` done (with its run's cost); False when its lease was lost."""
+        """Mark the job done, adding ``cost`` to its totals; False when the lease was
+        lost (another worker claimed it)."""
         return self._write(
             "acknowledge a job",
             "UPDATE jobs SET state = 'done', lease_until = NULL, " + RUN_TOTALS.format(p="?") + f" WHERE {_HELD}",
@@ -183,7 +198,9 @@ class SQLJobQueue:
         self, job: Job, error: str, *, retry_in: float = 30.0, now: Optional[float] = None,
         cost: Optional[PassCost] = None,
     ) -> str:
-        """Record a failed attempt of ``job`` (and its cost); return its new state (or ``"lost"``)."""
+        """Record a failed attempt (and its ``cost``): queued again after ``retry_in``
+        seconds, or dead when out of attempts; return the new state (or ``"lost"`` when
+        the lease was lost)."""
         if retry_in < 0:
             raise ValueError(f"retry_in must be zero or more seconds, got {retry_in}")
         at = time.time() if now is None else now
@@ -197,7 +214,9 @@ class SQLJobQueue:
         return state if changed == 1 else "lost"
 
     def postpone(self, job: Job, run_at: float) -> bool:
-        """Give ``job`` back to run at ``run_at``, its attempt not counted; see the port."""
+        """Give a claimed job back, to run at ``run_at``, without counting the attempt
+        (it did not run: e.g. its user is over the day's token budget); False when the
+        lease was lost."""
         return self._write(
             "postpone a job",
             "UPDATE jobs SET state = 'queued', worker = NULL, lease_until = NULL, run_at = ?, "
@@ -206,7 +225,8 @@ class SQLJobQueue:
         ) == 1  # fmt: skip
 
     def tokens_used(self, tenant_id: Optional[str], user_id: Optional[str], since: float) -> int:
-        """Tokens of the user's job runs that ended since ``since``; see the port."""
+        """Tokens (sent and received) of the user's job runs that ended at or after
+        ``since`` (epoch seconds)."""
         same = self.dialect.same_as
         rows = self._read(
             "count a user's tokens",
@@ -217,7 +237,8 @@ class SQLJobQueue:
         return int(rows[0]["n"])
 
     def formation_days(self, *, tenant_id: Optional[str] = None, since: Optional[float] = None) -> list[FormationDay]:
-        """Per user and per day (UTC), what the job runs cost; see the port."""
+        """Runs, failures, tokens and time of the jobs per user and per day (UTC) their
+        runs ended, oldest day first (of ``tenant_id`` and from ``since`` when given)."""
         where, params = ["finished_at IS NOT NULL"], []  # type: tuple[list[str], list[Any]]
         given(where, params, ("tenant_id = ?", tenant_id), ("finished_at >= ?", since))
         rows = self._read(
@@ -239,7 +260,9 @@ class SQLJobQueue:
         dedup_key: Optional[str] = None,
         kind: Optional[str] = None,
     ) -> list[JobRow]:
-        """The jobs asked for, oldest first; see the port."""
+        """The jobs in ``states`` (default every state), oldest first; ``failed``: only
+        those that failed (dead, or queued for a retry); ``tenant_id``, ``dedup_key``,
+        ``kind``: only those."""
         where, params = ["1 = 1"], []  # type: tuple[list[str], list[Any]]
         if states is not None:
             condition, values = self.dialect.in_list("state", states) if states else ("0 = 1", [])
@@ -252,7 +275,12 @@ class SQLJobQueue:
         return [job_row({**dict(row), "payload": self.dialect.json_value(row["payload"])}) for row in rows]
 
     def retry(self, job_id: str, *, tenant_id: Optional[str] = None, now: Optional[float] = None) -> str:
-        """Queue a failed job again, to run now; see the port."""
+        """Queue a dead job (or one waiting for its retry) to run now with its attempts
+        counted from zero and its error cleared (it is no longer failed). Returns the id of the job that will run: ``job_id``, or the
+        job of the same ``dedup_key`` already queued or running (it covers the same
+        work; the dead one is left as it is). KeyError when the queue (of
+        ``tenant_id``, when given) has no such job; ValueError when it is not dead or
+        failed (done, running, or queued without a failure)."""
         self._jobs_table()
         at = time.time() if now is None else now
         dialect = self.dialect
@@ -276,7 +304,7 @@ class SQLJobQueue:
         return job_id
 
     def counts(self, kind: Optional[str] = None) -> dict[str, int]:
-        """How many jobs are in each state."""
+        """How many jobs are in each state of :data:`JOB_STATES`."""
         where, params = (" WHERE kind = ?", (kind,)) if kind is not None else ("", ())
         rows = self._read("count jobs", "SELECT state, count(*) AS n FROM jobs" + where + " GROUP BY state", params)
         found = {row["state"]: int(row["n"]) for row in rows}

@@ -1,5 +1,5 @@
 """The ``meta`` table of every SQL store (one text value a key: the store's id, what
-the dense index was built with, per-user marks), written once: :class:`SQLMeta` is a
+the dense index was built with, per-user marks), written once: :class:`MetaStore` is a
 part of the store's connection class, whose ``transaction`` and ``query`` it uses."""
 
 from __future__ import annotations
@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 from .dialect import Dialect
 
-__all__ = ["SQLMeta"]
+__all__ = ["MetaStore"]
 
 
-class SQLMeta:
-    """Reads and writes of the ``meta`` table (``key`` its primary key)."""
+class MetaStore:
+    """Store-wide key/value settings (the embedding model's identity, schema versions,
+    per-user marks): reads and writes of the ``meta`` table (``key`` its primary key)."""
 
     dialect: ClassVar[Dialect]
 

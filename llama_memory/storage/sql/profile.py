@@ -1,4 +1,4 @@
-"""Profile rows (the :class:`~llama_memory.storage.ports.ProfileRows` port) over SQL, once
+"""Profile rows (the :class:`~llama_memory.storage.sql.profile.ProfileRows` port) over SQL, once
 for every SQL backend.
 
 One table per document (``profile_fields``, ``instruction_fields``: see
@@ -18,7 +18,7 @@ from ...core.types import Scope
 from ..ports.profile import ProfileChange, ProfileWrite, document_table
 from .dialect import ALIVE_SQL, Dialect, SQLStore, owner
 
-__all__ = ["CURRENT_COLUMNS", "SQLProfileRows"]
+__all__ = ["CURRENT_COLUMNS", "ProfileRows"]
 
 #: The columns a :class:`ProfileChange` is read from.
 CURRENT_COLUMNS = "id, path, value_json, op, session_id, message_ids, created_at, superseded_at"
@@ -26,8 +26,13 @@ CURRENT_COLUMNS = "id, path, value_json, op, session_id, message_ids, created_at
 CURRENT_ROWS = "tenant_id = ? AND user_id = ? AND superseded_at IS NULL AND value_json IS NOT NULL"
 
 
-class SQLProfileRows:
-    """The profile rows of one document in a SQL store.
+class ProfileRows:
+    """The profile rows of one document in a SQL store, for every user of the store.
+
+    Every method acts within ``scope.tenant_id`` and ``scope.user_id`` (the caller
+    checks that a user is given). Writes are atomic; a write made while the
+    storage's transaction is open joins it. Storage failures raise
+    :class:`~llama_memory.core.errors.StorageError`, never read as an empty profile.
 
     A backend sets :attr:`dialect` and checks the store it is given; its constructor
     calls :meth:`_open`.
@@ -45,12 +50,14 @@ class SQLProfileRows:
         self._current = self._select + f"WHERE {CURRENT_ROWS} AND {ALIVE_SQL} ORDER BY id"
 
     def current(self, scope: Scope, at: float) -> list[ProfileChange]:
-        """The user's current field values, oldest row first (see the port)."""
+        """The user's current field values (not superseded, not removals, alive at
+        ``at``), oldest row first."""
         rows = self._query(f"read {self.document}", self._current, (*_owner(scope), at))
         return [self._to_change(row) for row in rows]
 
     def history(self, scope: Scope, at: float, path: Optional[str] = None) -> list[ProfileChange]:
-        """The rows of ``path`` and beneath it (all with None), oldest first (see the port)."""
+        """Every row alive at ``at`` of the field at ``path`` and the fields beneath it
+        (``None``: the whole profile), superseded ones and removals included, oldest first."""
         where, params = self._subtree(path)
         rows = self._query(
             f"read {self.document} history",
@@ -62,7 +69,10 @@ class SQLProfileRows:
     def update(
         self, scope: Scope, at: float, decide: Callable[[list[ProfileChange]], ProfileWrite]
     ) -> list[ProfileChange]:
-        """Read the current rows, ``decide``, write, in one transaction (see the port)."""
+        """Read the current rows (as :meth:`current`), call ``decide`` with them and write
+        what it returns, all in one transaction that serialises concurrent updates of
+        the user's profile (other threads, other processes). If ``decide`` raises,
+        nothing is written and the exception propagates. Returns the inserted rows."""
         user, d = _owner(scope), self.dialect
         with self.store.transaction(f"update {self.document}") as conn:
             # Updates of one user's document take turns (other threads, other workers):
@@ -104,7 +114,8 @@ class SQLProfileRows:
         return changes
 
     def erase(self, scope: Scope, path: Optional[str] = None) -> int:
-        """Delete the rows of ``path`` and beneath it (all with None) (see the port)."""
+        """Delete every row, history included, of the field at ``path`` and the fields
+        beneath it (``None``: the user's whole profile); return how many."""
         where, params = self._subtree(path)
         action = f"forget {self.document}" if path is None else f"erase {self.document} field"
         with self.store.transaction(action) as conn:
@@ -117,20 +128,12 @@ class SQLProfileRows:
 
     def refresh_expiry(self, ids: Sequence[int], at: float) -> None:
         """Rows ``ids`` that have a ttl live it again from ``at`` (see the port)."""
-        if not ids:
-            return
-        d = self.dialect
-        with self.store.transaction(f"refresh {self.document} expiry") as conn:
-            for batch in d.batches(ids):
-                condition, params = d.in_list("id", batch)
-                d.execute(
-                    conn,
-                    f"UPDATE {self._table} SET expires_at = ? + ttl WHERE {condition} AND ttl IS NOT NULL",
-                    (at, *params),
-                )
+        self.dialect.update_ids(
+            self.store.transaction, f"refresh {self.document} expiry", self._table, "expires_at = ? + ttl", ids, "ttl IS NOT NULL", (at,)
+        )
 
     def purge_expired(self, at: float) -> int:
-        """Delete every user's rows expired at ``at`` (see the port)."""
+        """Delete the rows of every user expired at ``at``; return how many."""
         with self.store.transaction(f"purge expired {self.document} fields") as conn:
             cursor = self.dialect.execute(conn, f"DELETE FROM {self._table} WHERE NOT {ALIVE_SQL}", (at,))
             return int(cursor.rowcount)

@@ -1,13 +1,13 @@
 """The records of every SQL backend (table ``records``; see
 :mod:`llama_memory.storage.ports.records`): a record's id, a row as a
-:class:`~llama_memory.core.types.MemoryRecord`, and :class:`SQLRecordTables`, the reads and
+:class:`~llama_memory.core.types.MemoryRecord`, and :class:`RecordStore`, the reads and
 writes written once.
 
-:class:`SQLRecordTables` is a part of a store (a mixin after its connection class), as
-:class:`~.jobs.SQLJobQueue` is: its statements run in the store's own ``transaction``
-and ``query``. A backend subclass sets :attr:`~SQLRecordTables.dialect` and
-:attr:`~SQLRecordTables.write_order`, adds the columns its schema derives from a record
-(:meth:`~SQLRecordTables._derived_columns`), and keeps what it does its own way, for a
+:class:`RecordStore` is a part of a store (a mixin after its connection class), as
+:class:`~.jobs.JobQueue` is: its statements run in the store's own ``transaction``
+and ``query``. A backend subclass sets :attr:`~RecordStore.dialect` and
+:attr:`~RecordStore.write_order`, adds the columns its schema derives from a record
+(:meth:`~RecordStore._derived_columns`), and keeps what it does its own way, for a
 reason: the session neighbours (a ``UNION ALL`` per hit on SQLite, a ``LATERAL`` join on
 PostgreSQL), the vector copies (their own table, or a column) and the lexical index
 (FTS5, or a ``tsvector``).
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
@@ -29,7 +30,7 @@ from ..ports.base import user_meta_infix
 from ..ports.records import NewRecord, PendingRecord, more_important
 from .dialect import ALIVE_SQL, EXPIRED_SQL, Dialect
 
-__all__ = ["RECORD_COLUMNS", "SQLRecordTables", "record_id", "to_record"]
+__all__ = ["RECORD_COLUMNS", "RecordStore", "record_id", "to_record"]
 
 #: The columns :func:`to_record` reads (not the lexical index's, nor a vector copy).
 RECORD_COLUMNS = (
@@ -80,9 +81,15 @@ def _gone(rows: Sequence[Any]) -> list[PendingRecord]:
     return [PendingRecord(r["id"], r["text"], r["tenant_id"], r["user_id"]) for r in rows]
 
 
-class SQLRecordTables:
-    """The records part of a SQL store, and what spans its tables (forgetting a user,
-    purging what expired)."""
+class RecordStore(ABC):
+    """Long-term records of every source, keyed by a deterministic id: the records part
+    of a SQL store, and what spans its tables (forgetting a user, purging what expired).
+
+    Semantics every backend keeps (the conformance suite checks them): a record whose
+    normalised text (and role) the same user already has in the same source is stored
+    once (its message ids grow, the later expiry wins, "forever" wins all); reads
+    never return another user's records, nor (given ``alive_at``) expired ones.
+    """
 
     dialect: ClassVar[Dialect]
     #: The column that keeps a user's records in the order they were written.
@@ -104,6 +111,32 @@ class SQLRecordTables:
         def transaction(self, action: str) -> AbstractContextManager[Any]: ...
 
         def query(self, action: str, sql: str, params: Sequence[Any] = ()) -> Sequence[Any]: ...
+
+    # -- what a backend does its own way ---------------------------------------------------
+
+    @abstractmethod
+    def session_neighbours(
+        self, ids: Sequence[str], scope: Scope, source: str, radius: int
+    ) -> dict[str, list[tuple[int, str]]]:
+        """For each id: the records of its session from ``radius`` before to ``radius``
+        after it, itself included, as (position, id) in write order. A position is any
+        integer that grows with write order within the store (a sequence column)."""
+
+    @abstractmethod
+    def ensure_session_order(self) -> None:
+        """Prepare what :meth:`session_neighbours` needs (SQLite: an index, created once
+        per file); a backend that needs nothing does nothing."""
+
+    @abstractmethod
+    def mark_indexed(
+        self, ids: Sequence[str], indexed: bool = True, vectors: Optional[Sequence[bytes]] = None
+    ) -> None:
+        """Record that the dense index holds (or no longer holds) these rows, keeping
+        ``vectors`` (encoded, one per id) as their copies."""
+
+    @abstractmethod
+    def mark_all_unindexed(self, source: str) -> int:
+        """Flag every row of ``source`` for re-indexing (copies dropped); return how many."""
 
     def _derived_columns(self, rec: NewRecord) -> dict[str, Any]:
         """Columns the backend's schema keeps beside a new record's own (none here)."""
@@ -184,27 +217,14 @@ class SQLRecordTables:
 
     def refresh_expiry(self, ids: Sequence[str], at: float) -> None:
         """Make records that have a time to live expire ``ttl`` seconds after ``at``."""
-        self._update_ids("refresh expiry", "expires_at = ? + ttl", ids, " AND ttl IS NOT NULL", (at,), ())
+        self.dialect.update_ids(self.transaction, "refresh expiry", "records", "expires_at = ? + ttl", ids, "ttl IS NOT NULL", (at,))
 
     def mark_used(self, ids: Sequence[str], at: float) -> None:
-        """Record that these records were shown at ``at`` (``last_used`` only moves forward)."""
-        self._update_ids(
-            "mark records used", "last_used = ?", ids, " AND (last_used IS NULL OR last_used < ?)", (at,), (at,)
+        """Record that these records were shown at ``at`` (``last_used`` only moves
+        forward; unknown ids are ignored). Callers batch it: it is a write."""
+        self.dialect.update_ids(
+            self.transaction, "mark records used", "records", "last_used = ?", ids, "(last_used IS NULL OR last_used < ?)", (at,), (at,)
         )
-
-    def _update_ids(
-        self, action: str, assign: str, ids: Sequence[str], where: str, before: Sequence[Any], after: Sequence[Any]
-    ) -> None:
-        """``UPDATE records SET assign`` on the records ``ids`` (and ``where``); the
-        parameters of ``assign`` are ``before``, those of ``where`` ``after``."""
-        if not ids:
-            return
-        with self.transaction(action) as conn:
-            for batch in self.dialect.batches(ids):
-                listed, values = self.dialect.in_list("id", batch)
-                self.dialect.execute(
-                    conn, f"UPDATE records SET {assign} WHERE {listed}{where}", [*before, *values, *after]
-                )
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -244,8 +264,10 @@ class SQLRecordTables:
     def record_ids(
         self, texts: Sequence[str], roles: Sequence[Optional[str]], scope: Scope, source: str
     ) -> list[str]:
-        """The ids records of ``source`` with these ``texts`` have or would have, one for
-        each text and role (:meth:`add_records` makes them so; nothing is read)."""
+        """The ids that the scope's user's records of ``source`` with these ``texts``
+        have, or would have: one for each text and each of ``roles``. An id is a hash of
+        the record's normalised text and role (the same on every backend): nothing is
+        read, and an id may belong to no record."""
         tenant, user = scope.tenant_id, scope.require_user(f"the {source!r} memory source")
         return [record_id(source, tenant, user, content_hash(text, role)) for text in texts for role in roles]
 
@@ -286,7 +308,8 @@ class SQLRecordTables:
         return [to_record(row) for row in reversed(rows)]
 
     def session_records(self, scope: Scope, source: str, limit: int) -> list[MemoryRecord]:
-        """The first ``limit`` records of ``source`` in the scope's session, in write order."""
+        """The first ``limit`` records of ``source`` in the scope's session, in write
+        order (what a session summary sums up)."""
         user = scope.require_user(f"the {source!r} memory source")
         rows = self._record_rows(
             "session records",
@@ -375,8 +398,9 @@ class SQLRecordTables:
     # -- deleting -----------------------------------------------------------------------------
 
     def delete_records(self, ids: Sequence[str], scope: Scope, source: str) -> list[PendingRecord]:
-        """Delete these records of the scope's user in ``source``; return what was
-        deleted. Their lexical entries and vector copies go with them."""
+        """Delete these records of the scope's user in ``source`` (joining an open
+        transaction); return what was deleted (for the dense index). Ids of another
+        user or source, or unknown, are ignored."""
         if not ids:
             return []
         user = scope.require_user(f"the {source!r} memory source")
@@ -396,7 +420,8 @@ class SQLRecordTables:
             return _gone(self.dialect.delete(conn, "records", f"source = ? AND {EXPIRED_SQL}", (source, at), _GONE))
 
     def purge_expired(self, at: float) -> list[PendingRecord]:
-        """Delete every record of every source expired at ``at``; return them."""
+        """Delete every record of every source expired at ``at``; return them (their
+        vectors are the caller's to drop)."""
         with self.transaction("purge expired records") as conn:
             return _gone(self.dialect.delete(conn, "records", EXPIRED_SQL, (at,), _GONE))
 

@@ -7,9 +7,9 @@ rolls back as one), reads with ``store.query`` (on the open transaction's connec
 when there is one, so they see its writes).
 
 A backend subclass says what its schema does differently, for a reason: how the words
-of a triple are indexed and searched (:meth:`SQLTripleTimeline._insert_row`,
-:meth:`~SQLTripleTimeline.search_words`), how deleting a triple takes its dependents with
-it (:meth:`~SQLTripleTimeline._delete_where`), and how a mention points at its triple
+of a triple are indexed and searched (:meth:`TripleTimeline._insert_row`,
+:meth:`~TripleTimeline.search_words`), how deleting a triple takes its dependents with
+it (:meth:`~TripleTimeline._delete_where`), and how a mention points at its triple
 (:class:`MentionLink`).
 """
 
@@ -31,9 +31,9 @@ from ..ports.triples import (
     TripleMention,
     TripleRef,
 )
-from .dialect import ALIVE_SQL, Dialect, SQLStore, given, owner
+from .dialect import ALIVE_SQL, Dialect, given, owner
 
-__all__ = ["MentionLink", "SQLTripleTimeline"]
+__all__ = ["MentionLink", "TripleTimeline"]
 
 _TIMELINE_COLUMNS = "id, object_key, valid_from, valid_to, ttl, expires_at"
 
@@ -58,8 +58,9 @@ class MentionLink:
     scoped: bool
 
 
-class SQLTripleTimeline(ABC):
-    """:class:`~llama_memory.storage.ports.triples.TripleTimeline` over a SQL store.
+class TripleTimeline(ABC):
+    """Knowledge triples, their provenance and their lexical index, for every user,
+    over a SQL store (the rules every backend keeps: :mod:`llama_memory.storage.ports.triples`).
 
     A backend sets :attr:`dialect` and :attr:`mentions` and implements the lexical
     index's three methods; the timeline's rules, reads and bookkeeping are here.
@@ -67,11 +68,15 @@ class SQLTripleTimeline(ABC):
 
     dialect: ClassVar[Dialect]
     mentions: ClassVar[MentionLink]
-    store: SQLStore
+    #: The storage the timeline lives in (its ``transaction`` and ``query``); a source
+    #: keeps beside its triples what the store's meta table holds (the embedding
+    #: model's identity).
+    store: Any
 
     @contextmanager
     def transaction(self, action: str) -> Iterator[Any]:
-        """One atomic write, joining a transaction already open in this thread."""
+        """One atomic write: the port's writes inside it commit or roll back together,
+        and it joins a transaction already open (``action`` names it in errors)."""
         with self.store.transaction(action):
             yield None
 
@@ -90,12 +95,15 @@ class SQLTripleTimeline(ABC):
     def search_words(
         self, scope: Scope, query: str, k: int, include_history: bool
     ) -> list[tuple[str, float]]:
-        """The user's triples best matching ``query``'s words, as (id, score), best first."""
+        """The user's triples whose words best match ``query`` (any word of it, as plain
+        words: never query syntax), best first, at most ``k``, as (id, score): higher is
+        better (SQLite: BM25 turned positive); score fusion divides by the best one."""
 
     # -- the update rules ----------------------------------------------------------------
 
     def timeline(self, scope: Scope, subject_key: str, predicate_key: str) -> list[TimelineEntry]:
-        """Every triple of the (subject, predicate) pair, by valid_from then write order."""
+        """Every triple of the (subject, predicate) pair, expired ones included, by
+        ``valid_from`` then write order."""
         rows = self._query(
             "read a triple timeline",
             f"SELECT {_TIMELINE_COLUMNS} FROM triples WHERE tenant_id = ? AND user_id = ? "
@@ -107,7 +115,7 @@ class SQLTripleTimeline(ABC):
     def current(
         self, scope: Scope, subject_key: str, predicate_key: str, object_key: str
     ) -> Optional[TimelineEntry]:
-        """The triple with these keys that holds now, if any."""
+        """The triple with these three keys that holds now (at most one does), if any."""
         rows = self._query(
             "read a current triple",
             f"SELECT {_TIMELINE_COLUMNS} FROM triples WHERE tenant_id = ? AND user_id = ? "
@@ -117,7 +125,8 @@ class SQLTripleTimeline(ABC):
         return _entry(rows[0]) if rows else None
 
     def entity_spelling(self, scope: Scope, entity_key: str) -> Optional[str]:
-        """The entity's text in the user's earliest-written triple naming it."""
+        """The text the user's earliest-written triple naming this entity (as subject or
+        object) gives it, if any."""
         user = _owner(scope)
         rows = self._query(
             "read an entity's spelling",
@@ -130,7 +139,7 @@ class SQLTripleTimeline(ABC):
         return str(rows[0]["text"]) if rows else None
 
     def predicate_spelling(self, scope: Scope, predicate_key: str) -> Optional[str]:
-        """The predicate's text in the user's earliest-written triple with it."""
+        """The text the user's earliest-written triple with this predicate gives it."""
         rows = self._query(
             "read a predicate's spelling",
             "SELECT predicate FROM triples WHERE tenant_id = ? AND user_id = ? "
@@ -140,7 +149,7 @@ class SQLTripleTimeline(ABC):
         return str(rows[0]["predicate"]) if rows else None
 
     def insert(self, triple: NewTriple) -> None:
-        """Write a new triple, its lexical entry and its first mention."""
+        """Write a new triple with its first mention and its lexical entry."""
         t = triple
         row = {
             "id": t.id, "tenant_id": t.tenant_id, "user_id": t.user_id, "subject": t.subject,
@@ -160,7 +169,7 @@ class SQLTripleTimeline(ABC):
         ttl: Optional[float],
         expires_at: Optional[float],
     ) -> None:
-        """Record another statement of a triple and set its (renewed) lifetime."""
+        """Record another statement of a triple, and set its lifetime (as renewed)."""
         with self.store.transaction("add a triple mention") as conn:
             self._insert_mention(conn, triple_id, mention)
             self.dialect.execute(
@@ -168,14 +177,15 @@ class SQLTripleTimeline(ABC):
             )
 
     def move_start(self, triple_id: str, valid_from: float) -> None:
-        """Set a triple's valid_from."""
+        """Set a triple's ``valid_from`` (earlier evidence that it held)."""
         with self.store.transaction("move a triple's start") as conn:
             self.dialect.execute(conn, "UPDATE triples SET valid_from = ? WHERE id = ?", (valid_from, triple_id))
 
     def end(self, triple_ids: Sequence[str], valid_to: float, superseded_by: Optional[str]) -> None:
         """End triples' intervals at ``valid_to``, replaced by ``superseded_by`` (``None``: retracted, nothing replaces them)."""
-        self._update_by_ids(
-            "supersede triples", "SET valid_to = ?, superseded_by = ?", (valid_to, superseded_by), triple_ids
+        self.dialect.update_ids(
+            self.store.transaction, "supersede triples", "triples", "valid_to = ?, superseded_by = ?", triple_ids,
+            before=(valid_to, superseded_by),
         )
 
     # -- reads ---------------------------------------------------------------------------
@@ -190,7 +200,9 @@ class SQLTripleTimeline(ABC):
         subject_key: Optional[str] = None,
         predicate_key: Optional[str] = None,
     ) -> list[StoredTriple]:
-        """The user's unexpired triples matching the filters, by valid_from, write order."""
+        """The user's triples not expired at ``alive_at``, by ``valid_from`` then write
+        order: those with the given ids, current ones only unless ``include_history``,
+        optionally of one subject and/or predicate key."""
         user = _owner(scope)
         where, params = ["tenant_id = ?", "user_id = ?"], [*user]
         if ids is not None:
@@ -240,7 +252,8 @@ class SQLTripleTimeline(ABC):
     def touching(
         self, scope: Scope, entity_keys: Sequence[str], include_history: bool
     ) -> list[TripleEdge]:
-        """The user's triples whose subject or object is one of ``entity_keys``."""
+        """The user's triples whose subject or object is one of ``entity_keys``, in no
+        particular order."""
         user = _owner(scope)
         if not entity_keys:
             return []
@@ -256,7 +269,8 @@ class SQLTripleTimeline(ABC):
         return [TripleEdge(r["id"], r["subject_key"], r["object_key"], r["valid_from"]) for r in rows]
 
     def entity_names(self, scope: Scope) -> list[str]:
-        """Subjects and objects of the user's current triples, newest first."""
+        """Subjects and objects of the user's current triples as written, newest first
+        (repeats kept)."""
         user = _owner(scope)
         rows = self._query(
             "read known entities",
@@ -268,15 +282,16 @@ class SQLTripleTimeline(ABC):
         return [r["name"] for r in rows]
 
     def refresh_expiry(self, triple_ids: Sequence[str], at: float) -> None:
-        """Triples read at ``at`` live their ttl from then."""
-        self._update_by_ids(
-            "refresh triple expiry", "SET expires_at = ? + ttl", (at,), triple_ids, "AND ttl IS NOT NULL"
+        """Triples read at ``at`` live their ``ttl`` from then (those with a ttl)."""
+        self.dialect.update_ids(
+            self.store.transaction, "refresh triple expiry", "triples", "expires_at = ? + ttl", triple_ids, "ttl IS NOT NULL", (at,)
         )
 
     # -- the dense index's bookkeeping -----------------------------------------------------
 
     def pending(self, limit: int) -> list[TripleRef]:
-        """Triples not yet in the dense index, in write order."""
+        """Up to ``limit`` triples (of any user) not yet in the dense index, in write
+        order, with their text."""
         rows = self._query(
             "read pending triples",
             "SELECT id, tenant_id, user_id, subject, predicate, object FROM triples "
@@ -289,17 +304,18 @@ class SQLTripleTimeline(ABC):
         ]
 
     def mark_indexed(self, triple_ids: Sequence[str], indexed: bool = True) -> None:
-        """Flag triples as in the dense index, or as waiting for it."""
-        self._update_by_ids("set triple index flags", "SET indexed = ?", (indexed,), triple_ids)
+        """Flag triples as in the dense index (or as waiting for it)."""
+        self.dialect.update_ids(self.store.transaction, "set triple index flags", "triples", "indexed = ?", triple_ids, before=(indexed,))
 
     def mark_all_unindexed(self) -> None:
-        """Flag every triple as waiting for the dense index."""
+        """Flag every triple as waiting for the dense index (a rebuild)."""
         with self.store.transaction("reset triple index flags") as conn:
             d = self.dialect
             d.execute(conn, f"UPDATE triples SET indexed = {d.false} WHERE indexed = {d.true}")
 
     def index_flags(self, scope: Optional[Scope] = None) -> IndexFlags:
-        """Every triple id and whether it is indexed, per (tenant, user)."""
+        """Every triple id and whether it is in the dense index, per (tenant, user), for
+        every user or one (tenant, user)."""
         user = _owner(scope) if scope is not None else ()
         where = " WHERE tenant_id = ? AND user_id = ?" if user else ""
         flags: IndexFlags = {}
@@ -312,12 +328,13 @@ class SQLTripleTimeline(ABC):
     # -- forgetting ------------------------------------------------------------------------
 
     def delete_user(self, scope: Scope) -> None:
-        """Delete the user's triples, provenance and lexical entries."""
+        """Delete the user's triples, their provenance and lexical entries."""
         with self.store.transaction("delete knowledge triples") as conn:
             self._delete_where(conn, "tenant_id = ? AND user_id = ?", _owner(scope))
 
     def delete_expired(self, at: float) -> list[TripleRef]:
-        """Delete the triples expired at ``at``; return which."""
+        """Delete the triples expired at ``at`` (current or not) with their provenance and
+        lexical entries; return which ones (triples they superseded keep the id)."""
         with self.store.transaction("purge expired triples") as conn:
             rows = self._delete_where(conn, f"NOT {ALIVE_SQL}", (at,))
         return [TripleRef(r["tenant_id"], r["user_id"], r["id"]) for r in rows]
@@ -326,19 +343,6 @@ class SQLTripleTimeline(ABC):
 
     def _query(self, action: str, statement: str, params: Sequence[Any]) -> Sequence[Any]:
         return self.store.query(action, self.dialect.sql(statement), params)
-
-    def _update_by_ids(
-        self, action: str, assignments: str, values: Sequence[Any], ids: Sequence[str], also: str = ""
-    ) -> None:
-        """``UPDATE triples {assignments} WHERE id IN ids {also}``; no transaction for no ids."""
-        if not ids:
-            return
-        with self.store.transaction(action) as conn:
-            for batch in self.dialect.batches(ids):
-                condition, params = self.dialect.in_list("id", batch)
-                self.dialect.execute(
-                    conn, f"UPDATE triples {assignments} WHERE {condition} {also}".rstrip(), (*values, *params)
-                )
 
     def _insert_mention(self, conn: Any, triple_id: str, m: TripleMention) -> None:
         link = self.mentions

@@ -23,7 +23,6 @@ from ..ports.records import NewRecord, PendingRecord
 from ..sql.dialect import ALIVE_SQL
 from .chat import ChatCursor, ChatRows, SQLiteChatLog
 from .connection import DB_FILENAME, memory_path, store_exists
-from .jobs import JOB_MIGRATIONS
 from .lexical import (
     LEXICAL_POSTINGS_BUDGET,
     MAX_TERM_SHARE,
@@ -31,7 +30,7 @@ from .lexical import (
     fts_query,
     fts_words,
 )
-from .schema import MIGRATIONS, SESSION_ORDER_MIGRATIONS, sql_statements
+from .schema import JOB_MIGRATIONS, MIGRATIONS, SESSION_ORDER_MIGRATIONS, sql_statements
 from .store import SQLiteStore
 
 __all__ = [

@@ -1,6 +1,6 @@
 """Store-wide reads and writes for managing a memory on SQLite: the SQL behind
 :mod:`llama_memory.admin.memory_admin`, written once for every SQL backend in
-:class:`~llama_memory.storage.sql.admin.SQLStoreAdmin`.
+:class:`~llama_memory.storage.sql.admin.AdminRows`.
 
 Here is what SQLite does its own way: the tables of the profile and triple sources
 (and the job queue's) exist only once such a source was opened on the file, so every
@@ -9,16 +9,16 @@ read treats a missing table as empty; records keep their write order in ``rowid`
 
 from __future__ import annotations
 
-from ..sql.admin import SQLStoreAdmin
+from ..sql.admin import AdminRows
 from .dialect import SQLITE
 from .triples import SQLiteTripleTimeline
 
 __all__ = ["StoreAdmin"]
 
 
-class StoreAdmin(SQLStoreAdmin):
+class StoreAdmin(AdminRows):
     """Administrative reads and writes on one SQLite store, for one tenant at a time
-    (the :class:`~llama_memory.storage.ports.admin.AdminRows` port on SQLite)."""
+    (the :class:`~llama_memory.storage.sql.admin.AdminRows` port on SQLite)."""
 
     dialect = SQLITE
     record_order = "rowid"

@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 from ...core.errors import LlamaMemoryError
 from ...core.types import Scope
-from ..backend import Location
+from ..backend import Location, OpenBackend
 from ..chroma import (
     CHROMA_DIRNAME,
     OPEN_LOCK,
@@ -26,8 +26,8 @@ from ..chroma import (
     persistent_client,
     server_address,
 )
-from ..ports import ChatLog, JobQueue, ProfileRows, Storage, TripleTimeline
-from ..ports.admin import AdminRows
+from ..ports import ChatLog
+from ..sql.store import Storage
 from .admin import StoreAdmin
 from .connection import DB_FILENAME, memory_path, store_exists
 from .driver import sqlite_driver
@@ -36,7 +36,7 @@ from .store import SQLiteStore
 from .triples import SQLiteTripleTimeline
 
 
-class EmbeddedStore:
+class EmbeddedStore(OpenBackend):
     """The embedded backend's parts on one opened :class:`SQLiteStore`.
 
     Args:
@@ -49,6 +49,10 @@ class EmbeddedStore:
         for_admin: refuse to start an embedded index beside a store whose vectors are
             on a server (see :meth:`Backend.open`).
     """
+
+    timeline_type = SQLiteTripleTimeline
+    profile_type = SQLiteProfileRows
+    admin_type = StoreAdmin
 
     def __init__(
         self,
@@ -65,11 +69,6 @@ class EmbeddedStore:
         self._server = server
         self._for_admin = for_admin
         self.index_drifts = client is not None or server is not None
-
-    @property
-    def jobs(self) -> JobQueue:
-        """The job queue: a table of the store."""
-        return self._sqlite
 
     @property
     def location(self) -> str:
@@ -98,18 +97,6 @@ class EmbeddedStore:
         namespace = self._sqlite.store_id if client is not None else None
         return open_index(collection, self.path, client, namespace)
 
-    def triple_timeline(self) -> TripleTimeline:
-        """The triples' tables in the store."""
-        return SQLiteTripleTimeline(self._sqlite)
-
-    def profile_rows(self, document: str = "profile") -> ProfileRows:
-        """One profile document's table (created or migrated now)."""
-        return SQLiteProfileRows(self._sqlite, document)
-
-    def admin_rows(self) -> AdminRows:
-        """The rows of every tenant."""
-        return StoreAdmin(self._sqlite)
-
     def sizes(self) -> dict[str, int]:
         """Bytes on disk: ``sqlite`` (the file with its WAL), ``chroma`` (the embedded
         index) and ``total``."""
@@ -131,10 +118,6 @@ class EmbeddedStore:
             client = persistent_client(self.path)
         for prefix in collections:
             open_index(prefix, None, client, namespace).drop(*owner)
-
-    def close(self) -> None:
-        """Close the store."""
-        self._sqlite.close()
 
     def _chroma(self) -> Any:
         """The Chroma client (None: the embedded index under the directory); a server's

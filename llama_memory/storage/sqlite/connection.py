@@ -20,7 +20,7 @@ from typing import ClassVar, Optional
 from ...core.errors import StorageError
 from ..privacy import create_private_file, make_private_dir, warn_if_shared
 from ..sql.dialect import Dialect
-from ..sql.meta import SQLMeta
+from ..sql.meta import MetaStore
 from ..word_counts import WordCountCache
 from .dialect import SQLITE
 from .driver import SQLiteDriver, sqlite_driver
@@ -62,7 +62,7 @@ def store_exists(path: Path | str) -> bool:
     return (Path(path) / DB_FILENAME).is_file()
 
 
-class SQLiteConnection(SQLMeta):
+class SQLiteConnection(MetaStore):
     """The plumbing every part of :class:`~llama_memory.storage.sqlite.SQLiteStore`
     shares: one thread-safe connection, transactions that nest, migrations, meta.
 

@@ -1,14 +1,14 @@
-"""Profile rows (the :class:`~llama_memory.storage.ports.ProfileRows` port) in SQLite.
+"""Profile rows (the :class:`~llama_memory.storage.sql.profile.ProfileRows` port) in SQLite.
 
 One table per document (``profile_fields``, ``instruction_fields``: see
 :data:`~llama_memory.storage.ports.profile.DOCUMENTS`) in the memory's SQLite file, created
 by the migrations here; the reads and writes are
-:class:`~llama_memory.storage.sql.profile.SQLProfileRows`' (shared with PostgreSQL).
+:class:`~llama_memory.storage.sql.profile.ProfileRows`' (shared with PostgreSQL).
 """
 
 from __future__ import annotations
 
-from ..sql.profile import SQLProfileRows
+from ..sql.profile import ProfileRows
 from .dialect import SQLITE
 from .store import SQLiteStore
 
@@ -56,7 +56,7 @@ INSTRUCTION_MIGRATIONS: tuple[str, ...] = (
 _MIGRATIONS = {"profile": MIGRATIONS, "instructions": INSTRUCTION_MIGRATIONS}
 
 
-class SQLiteProfileRows(SQLProfileRows):
+class SQLiteProfileRows(ProfileRows):
     """The profile rows of one :class:`SQLiteStore` (creates or migrates the table).
 
     Args:
@@ -72,7 +72,7 @@ class SQLiteProfileRows(SQLProfileRows):
         if not isinstance(store, SQLiteStore):
             raise TypeError(
                 "the profile is kept in a SQLiteStore (or any implementation of "
-                f"llama_memory.storage.ports.ProfileRows), not {type(store).__name__} "
+                f"llama_memory.storage.sql.profile.ProfileRows), not {type(store).__name__} "
                 f"{store!r}: pass the memory's store, e.g. SQLiteProfileRows(SQLiteStore('./memory'))"
             )
         self._open(store, document)

@@ -1,7 +1,7 @@
 """The triple timeline on SQLite: tables ``triples``, ``triple_mentions`` and the FTS5
 table ``triples_fts``, in the store's file (see :mod:`llama_memory.storage.ports.triples`).
 
-The timeline's rules are :class:`~llama_memory.storage.sql.triples.SQLTripleTimeline`'s
+The timeline's rules are :class:`~llama_memory.storage.sql.triples.TripleTimeline`'s
 (shared with PostgreSQL); here is what SQLite does its own way: the words are indexed in
 an FTS5 table keyed by the triple's ``seq``, mentions point at that ``seq``, and deleting
 a triple deletes its FTS5 entry (which no foreign key reaches) and its mentions with it.
@@ -14,7 +14,7 @@ from typing import Any
 
 from ...core.types import Scope
 from ..sql.dialect import owner
-from ..sql.triples import MentionLink, SQLTripleTimeline
+from ..sql.triples import MentionLink, TripleTimeline
 from .dialect import SQLITE
 from .lexical import fts_query
 from .store import SQLiteStore
@@ -70,8 +70,8 @@ MIGRATIONS: tuple[str, ...] = (
 )
 
 
-class SQLiteTripleTimeline(SQLTripleTimeline):
-    """:class:`~llama_memory.storage.ports.triples.TripleTimeline` on a
+class SQLiteTripleTimeline(TripleTimeline):
+    """:class:`~llama_memory.storage.sql.triples.TripleTimeline` on a
     :class:`SQLiteStore`; creates (or upgrades) its tables on construction."""
 
     dialect = SQLITE

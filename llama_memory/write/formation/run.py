@@ -23,8 +23,8 @@ from llama_index.core.base.llms.types import ChatMessage
 from ...core.messages import dump_message
 from ...core.types import Scope
 from ...sources.base import Extracting, Stored
-from ...storage.ports import Storage
 from ...storage.ports.base import user_meta_key
+from ...storage.sql.store import Storage
 from .answer import ask_pass, observed
 from .parts import PassPart, Proposing, apply_pass, pass_window
 

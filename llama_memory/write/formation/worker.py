@@ -2,7 +2,7 @@
 
 When a formation pass falls due, ``put()`` queues an ``"extract"`` job (the kind's
 name is stored in the database: it stays) in the same transaction as the messages (the
-store's :class:`~llama_memory.storage.ports.jobs.JobQueue`). A :class:`FormationWorker`
+store's :class:`~llama_memory.storage.sql.jobs.JobQueue`). A :class:`FormationWorker`
 (a thread of the memory, or ``llama-memory worker`` in another process) claims it and
 runs the pass; a failure is retried with backoff (:func:`retry_in`), then kept as dead
 with its error; :class:`FormationDeferred` gives a job back without counting an
@@ -22,7 +22,8 @@ from typing import Any, Callable, Optional
 from ...core.instrumentation import Stopwatch
 from ...core.metering import metering
 from ...core.types import Scope
-from ...storage.ports.jobs import Job, JobQueue, PassCost
+from ...storage.ports.jobs import Job, PassCost
+from ...storage.sql.jobs import JobQueue
 
 logger = logging.getLogger(__name__)
 
