@@ -49,7 +49,7 @@ from ..storage.privacy import check_passphrase
 from .arguments import reject_unknown
 from .defaults import DEFAULT_MEMORY_TOKEN_LIMIT, DEFAULT_TOKEN_LIMIT, DEFAULT_TOP_K
 
-__all__ = ["MemorySettings", "check_formation", "qualified_name", "setting_field"]
+__all__ = ["MemorySettings", "check_formation", "qualified_name"]
 
 InsertMethod = Literal["system", "user"]
 ExtractIn = Literal["thread", "worker"]
@@ -78,7 +78,7 @@ def _non_negative(value: Any) -> Any:
     return value
 
 
-#: Field types with their checks, shared with ``ComposableMemory``'s own fields.
+#: Field types with their checks.
 Relevance = Annotated[float, AfterValidator(_relevance)]
 Spread = Annotated[float, AfterValidator(_spread)]
 Count = Annotated[int, AfterValidator(_non_negative)]
@@ -364,9 +364,3 @@ class MemorySettings(BaseModel):
         them back, with a profile schema given as its class."""
         return self.model_dump(mode="json")
 
-
-def setting_field(name: str) -> Any:
-    """A pydantic field with the default and description of the setting ``name``, for a
-    model that holds that option too (``ComposableMemory``'s public fields)."""
-    field = MemorySettings.model_fields[name]
-    return Field(default=field.default, description=field.description)

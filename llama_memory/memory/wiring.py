@@ -118,10 +118,10 @@ def build_memory(
         # The settings as opened, which to_dict writes: the location as its backend
         # writes it (an absolute path, a URL without its password, a server by its URL).
         opened = settings.model_copy(update={"embed_model": model, **backend.settings})
-        built = cls(**{
-            **{name: getattr(opened, name) for name in cls.model_fields if name in MemorySettings.model_fields},
+        parts: dict[str, Any] = {
             "primary_memory": primary_memory, "secondary_memory_sources": sources, "tokenizer_fn": tokenizer,
-        })
+        }
+        built = cls(**parts)
         memory = cast(BuiltMemory, built)
         memory.runtime.attach(
             store,
