@@ -113,21 +113,11 @@ class Runtime:
         self.closed = False
         self.warned_not_atomic = False
 
-    def attach(
-        self,
-        store: Storage,
-        settings: MemorySettings,
-        *,
-        drop_dense: Callable[[tuple[str, str]], None],
-        instructions: Optional[Instructions] = None,
-    ) -> None:
-        """Attach what :func:`~llama_memory.memory.wiring.build_memory` opened: the store (the
-        transaction port every write of a batch joins), the settings it was opened with
-        (resolved), how to drop a user's dense collections of every kind, and the
-        user's instructions."""
+    def attach(self, store: Storage, *, drop_dense: Callable[[tuple[str, str]], None]) -> None:
+        """Attach the store :func:`~llama_memory.memory.wiring.build_memory` opened (the
+        transaction port every write of a batch joins) and how to drop a user's dense
+        collections of every kind."""
         self.store = store
-        self.settings = settings
-        self.instructions = instructions
         self.drop_dense = drop_dense
 
     # -- who and whether ---------------------------------------------------------------
