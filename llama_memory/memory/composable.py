@@ -99,7 +99,7 @@ class ComposableMemory(MemoryFromDefaults):
         self._rt.session_id_given = bool(options.get("session_id"))
 
     def __getattr__(self, name: str) -> Any:
-        """An option (``memory.top_k``...): its value in :attr:`settings`."""
+        """An option (``memory.set_spread``...): its value in :attr:`settings`."""
         if name in MemorySettings.model_fields:
             return getattr(self._rt.settings, name)
         return super().__getattr__(name)  # type: ignore[misc]
