@@ -8,15 +8,15 @@ markers for the live objects a dict cannot carry (``from_dict`` asks for those a
 
 To add an option:
 
-1. add one field to :class:`MemorySettings`, in its group, with its default, a
-   description, and (when a value can be wrong) its check beside it: a field validator,
-   or :meth:`MemorySettings._check_together` when it depends on other fields. A live
-   object (a client, a callable) gets ``exclude=True`` and a marker in
-   :func:`~llama_memory.memory.restore.live_markers`;
+1. add one field to :class:`MemorySettings`, in its group, with its default, its
+   documentation as the field's docstring, and (when a value can be wrong) its check
+   beside it: a field validator, or :meth:`MemorySettings._check_together` when it
+   depends on other fields. A live object (a client, a callable) gets ``exclude=True``
+   and a marker in :func:`~llama_memory.memory.restore.live_markers`;
 2. add the same keyword, with the same default, to ``ComposableMemory.from_defaults``'s
-   signature and its docstring (the signature LlamaIndex users and the API reference
-   read); tests/unit/test_settings.py fails until both agree;
-3. read it where it is used as ``memory.settings.<name>``.
+   signature (what IDEs show); tests/unit/test_settings.py fails until both agree;
+3. read it where it is used: ``rt.settings.<name>`` in a pipeline, ``memory.<name>``
+   (or ``memory.settings.<name>``) outside.
 
 ``to_dict``/``from_dict``, pickling and worker processes carry it with nothing more.
 """
