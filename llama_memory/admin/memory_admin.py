@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 from ..core.errors import StorageError
 from ..core.progress import watching
 from ..core.types import MemoryRecord, Scope, now
-from ..memory.defaults import DEFAULT_TOP_K
+from ..memory import DEFAULT_TOP_K
 from ..storage.expiry import Expiry
 from ..storage.ports.admin import AdminRows, SessionSummary, UserSummary
 from ..storage.ports.jobs import JobRow

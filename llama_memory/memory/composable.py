@@ -30,10 +30,9 @@ from ..storage.expiry import TTL
 from ..storage.reconcile import ReconcileReport
 from ..write import pipeline as write
 from ..write.formation import passes
-from . import maintenance
+from . import DEFAULT_TOP_K, maintenance
 from .agents import RunMemoryTool, drops_leading_system_message
 from .arguments import not_a_message, reject_unknown
-from .defaults import DEFAULT_TOP_K
 from .from_defaults import MemoryFromDefaults
 from .restore import memory_from_dict, memory_to_dict, pickled_memory, unpickle_memory
 from .runtime import Runtime

@@ -25,8 +25,8 @@ from ..retrieval.relevance import DEFAULT_MIN_RELEVANCE
 from ..retrieval.set_questions import SET_SPREAD
 from ..sources.base import MemorySource
 from ..storage.expiry import TTL
+from . import DEFAULT_MEMORY_TOKEN_LIMIT, DEFAULT_TOKEN_LIMIT, DEFAULT_TOP_K
 from .arguments import messages_arg, parameters, reject_unknown
-from .defaults import DEFAULT_MEMORY_TOKEN_LIMIT, DEFAULT_TOKEN_LIMIT, DEFAULT_TOP_K
 from .settings import ExtractIn, InsertMethod, MemorySettings
 from .wiring import build_memory
 

@@ -46,8 +46,8 @@ from ..retrieval.set_questions import SET_SPREAD
 from ..sources.llama_index import check_sources
 from ..storage.expiry import ttl_seconds
 from ..storage.privacy import check_passphrase
+from . import DEFAULT_MEMORY_TOKEN_LIMIT, DEFAULT_TOKEN_LIMIT, DEFAULT_TOP_K
 from .arguments import reject_unknown
-from .defaults import DEFAULT_MEMORY_TOKEN_LIMIT, DEFAULT_TOKEN_LIMIT, DEFAULT_TOP_K
 
 __all__ = ["MemorySettings", "check_formation", "qualified_name"]
 

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Callable, Optional
 
-from ...memory.defaults import DEFAULT_MEMORY_TOKEN_LIMIT, DEFAULT_TOP_K
+from ...memory import DEFAULT_MEMORY_TOKEN_LIMIT, DEFAULT_TOP_K
 from .import_export import cmd_export, cmd_import
 from .inspection import (
     cmd_delete,
