@@ -56,35 +56,60 @@ _EXPORTS: dict[str, str] = {
     "set_restore_hook": ".memory.restore",
 }
 
-if TYPE_CHECKING:  # what type checkers and IDEs see: the eager imports
-    from .admin.memory_admin import MemoryAdmin
+# What type checkers and IDEs see: the eager imports, each public ("X as X"; isort would
+# write one import per name).
+# isort: off
+if TYPE_CHECKING:
+    from .admin.memory_admin import MemoryAdmin as MemoryAdmin
     from .core.errors import (
-        EmbeddingDimensionError,
-        EmbeddingMismatchError,
-        EmbeddingModelError,
-        EncryptionError,
-        ExtractionError,
-        LlamaMemoryError,
-        MemoryClosedError,
-        ModelIntegrityError,
-        NotPicklableError,
-        RestoreWarning,
-        ScopeError,
-        StorageError,
+        EmbeddingDimensionError as EmbeddingDimensionError,
+        EmbeddingMismatchError as EmbeddingMismatchError,
+        EmbeddingModelError as EmbeddingModelError,
+        EncryptionError as EncryptionError,
+        ExtractionError as ExtractionError,
+        LlamaMemoryError as LlamaMemoryError,
+        MemoryClosedError as MemoryClosedError,
+        ModelIntegrityError as ModelIntegrityError,
+        NotPicklableError as NotPicklableError,
+        RestoreWarning as RestoreWarning,
+        ScopeError as ScopeError,
+        StorageError as StorageError,
     )
-    from .core.types import MemoryRecord, Scope, StoredMessage
-    from .embeddings.offline import OfflineEmbedding, default_embedding
-    from .memory.agents import RunMemoryTool
-    from .memory.composable import ComposableMemory
-    from .memory.restore import set_restore_hook
-    from .memory.settings import MemorySettings
-    from .read.compose import MemoryBlock
-    from .sources import LlamaIndexMemorySource, MemorySource, ProfileSource, VectorSource
-    from .sources.profile import ProfileUpdateError
-    from .sources.triples import KnowledgeTriple, TripleError, TripleSource
-    from .storage.expiry import Expiry
-    from .storage.reconcile import ReconcileReport
-    from .write.buffer import ChatBuffer, ChatLog, ChatLogChanges, SharedChatLog
+    from .core.types import (
+        MemoryRecord as MemoryRecord,
+        Scope as Scope,
+        StoredMessage as StoredMessage,
+    )
+    from .embeddings.offline import (
+        OfflineEmbedding as OfflineEmbedding,
+        default_embedding as default_embedding,
+    )
+    from .memory.agents import RunMemoryTool as RunMemoryTool
+    from .memory.composable import ComposableMemory as ComposableMemory
+    from .memory.restore import set_restore_hook as set_restore_hook
+    from .memory.settings import MemorySettings as MemorySettings
+    from .read.compose import MemoryBlock as MemoryBlock
+    from .sources import (
+        LlamaIndexMemorySource as LlamaIndexMemorySource,
+        MemorySource as MemorySource,
+        ProfileSource as ProfileSource,
+        VectorSource as VectorSource,
+    )
+    from .sources.profile import ProfileUpdateError as ProfileUpdateError
+    from .sources.triples import (
+        KnowledgeTriple as KnowledgeTriple,
+        TripleError as TripleError,
+        TripleSource as TripleSource,
+    )
+    from .storage.expiry import Expiry as Expiry
+    from .storage.reconcile import ReconcileReport as ReconcileReport
+    from .write.buffer import (
+        ChatBuffer as ChatBuffer,
+        ChatLog as ChatLog,
+        ChatLogChanges as ChatLogChanges,
+        SharedChatLog as SharedChatLog,
+    )
+# isort: on
 
 
 def __getattr__(name: str) -> Any:
@@ -105,42 +130,5 @@ def __dir__() -> list[str]:
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "ChatBuffer",
-    "ChatLog",
-    "ChatLogChanges",
-    "ComposableMemory",
-    "EmbeddingDimensionError",
-    "EmbeddingMismatchError",
-    "EmbeddingModelError",
-    "EncryptionError",
-    "Expiry",
-    "ExtractionError",
-    "KnowledgeTriple",
-    "LlamaIndexMemorySource",
-    "LlamaMemoryError",
-    "MemoryAdmin",
-    "MemoryBlock",
-    "MemoryClosedError",
-    "MemoryRecord",
-    "MemorySettings",
-    "MemorySource",
-    "ModelIntegrityError",
-    "NotPicklableError",
-    "OfflineEmbedding",
-    "ProfileSource",
-    "ProfileUpdateError",
-    "ReconcileReport",
-    "RestoreWarning",
-    "RunMemoryTool",
-    "Scope",
-    "ScopeError",
-    "SharedChatLog",
-    "StorageError",
-    "StoredMessage",
-    "TripleError",
-    "TripleSource",
-    "VectorSource",
-    "default_embedding",
-    "set_restore_hook",
-]
+#: The public names: those of _EXPORTS (the imports above say the same to type checkers).
+__all__ = sorted(_EXPORTS)

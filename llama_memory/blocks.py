@@ -21,7 +21,7 @@ What ``Memory`` flushes from its short-term queue is stored once as the user's m
 of the ``Memory``'s session (``_aput``); on every ``get`` the three blocks show one
 composition made for the queue's messages by the same code as ``ComposableMemory.get``
 (relevance, deduplication against the queue and across sources, the
-``memory_token_limit`` budget), each its share of it (``_aget``). When ``Memory`` must
+memory's token budget), each its share of it (``_aget``). When ``Memory`` must
 shrink the blocks for its ``token_limit``, the long-term block drops its least relevant
 records first, then the profile block its last fields (``atruncate``); the instructions
 are never dropped.
@@ -157,9 +157,10 @@ class MemoryBlocks(BaseModel):
                 ``psycopg_pool.ConnectionPool``, instead of ``path``.
             session_id: the session to open first (the ``Memory``'s, to open the store
                 once); each ``Memory`` session gets its own, on the same store.
-            **settings: any other argument of ``ComposableMemory.from_defaults``
-                (``memory_token_limit``, ``top_k``, ``min_relevance``, ``triples``,
-                ``profile``, ``embed_model``, ``llm``, ``extract_every``, ``ttl``...).
+            **settings: any other option of ``ComposableMemory.from_defaults``
+                (:class:`~llama_memory.memory.settings.MemorySettings`: the block's
+                budget, records per source, ``triples``, ``profile``, ``embed_model``,
+                ``llm``, ``ttl``...).
 
         Every argument is checked before anything opens: a refused call leaves nothing
         on disk.

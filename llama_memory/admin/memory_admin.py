@@ -24,12 +24,11 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
-from uuid import uuid4
 
 from ..core.errors import StorageError
 from ..core.progress import watching
 from ..core.types import MemoryRecord, Scope, now
-from ..memory.defaults import DEFAULT_MEMORY_TOKEN_LIMIT, DEFAULT_TOP_K
+from ..memory import DEFAULT_TOP_K
 from ..storage.expiry import Expiry
 from ..storage.ports.admin import SessionSummary, UserSummary
 from ..storage.ports.jobs import JobRow
@@ -88,9 +87,6 @@ class MemoryAdmin(TenantTransfer):
         create: create the store when ``path`` holds none (for an import);
             otherwise :class:`StoreNotFoundError`, so a mistyped path never
             leaves an empty store behind.
-        top_k: records per source of the memories built for :meth:`search` and
-            :meth:`explain` (use your application's).
-        memory_token_limit: the token budget of their memory block.
         chroma_url: server mode: the Chroma server holding the store's vectors
             (``"http://host:port"``), as given to ``from_defaults``. A store used in
             server mode is refused without it, so that no command reads, deletes or
@@ -101,6 +97,10 @@ class MemoryAdmin(TenantTransfer):
         owner_only: as ``from_defaults``: a store created here (an import) is
             owner-only, export files are written ``0600``, and a store others can
             read logs one warning; False leaves modes to the umask.
+        **options: options (:class:`~llama_memory.memory.settings.MemorySettings`) of
+            the memories built for :meth:`search` and :meth:`explain`: use your
+            application's (records per source, the block's token budget...). Checked
+            now: an unknown one is a TypeError, a bad value a ValueError.
 
     Close it (or use ``with``) to write waiting vectors and release the files. The
     admins of one process open at the same time on one store share one opening of it
@@ -115,13 +115,16 @@ class MemoryAdmin(TenantTransfer):
         *,
         embed_model: Optional[BaseEmbedding] = None,
         create: bool = False,
-        top_k: int = DEFAULT_TOP_K,
-        memory_token_limit: int = DEFAULT_MEMORY_TOKEN_LIMIT,
         chroma_url: Optional[str] = None,
         chroma_client: Any = None,
         encryption_key: Optional[str] = None,
         owner_only: bool = True,
+        **options: Any,
     ) -> None:
+        if options:  # (the settings import LlamaIndex: only when there are options to check)
+            from ..memory.settings import MemorySettings
+
+            MemorySettings(**options)
         if not isinstance(tenant_id, str) or not tenant_id:
             raise ValueError(f"tenant_id must be a non-empty string, got {tenant_id!r}")
         location = location_of(
@@ -137,8 +140,8 @@ class MemoryAdmin(TenantTransfer):
             )
         self.tenant_id = tenant_id
         self.owner_only = owner_only
-        self.top_k = top_k
-        self.memory_token_limit = memory_token_limit
+        #: The options of the memories it builds (:meth:`memory`).
+        self.options = options
         self._embed_model = embed_model
         if chroma_url is not None and chroma_client is not None:
             raise ValueError("pass chroma_url or chroma_client, not both")
@@ -225,25 +228,16 @@ class MemoryAdmin(TenantTransfer):
         window is what the block is deduplicated against), default a new, empty one.
         It shares the admin's sources: close the admin, not the memory."""
         from ..memory.composable import ComposableMemory
-        from ..memory.wiring import open_instructions
-        from ..write.buffer import ChatBuffer
+        from ..memory.settings import MemorySettings
+        from ..memory.wiring import memory_on
 
-        session = session_id or uuid4().hex
-        scope = Scope(user_id=user_id, session_id=session, tenant_id=self.tenant_id)
-        memory = ComposableMemory(
-            primary_memory=ChatBuffer.from_defaults(chat_log=self.store.chat_log(scope)),
-            secondary_memory_sources=self.sources(),
-            user_id=user_id,
-            session_id=session,
-            tenant_id=self.tenant_id,
-            path=self._backend.path,
-            top_k=self.top_k,
-            memory_token_limit=self.memory_token_limit,
-        )
-        # The user's instructions head every block the application's memory builds:
-        # explain() must show them too.
-        memory.runtime.instructions = open_instructions(self._backend, scope)
-        return memory
+        settings = MemorySettings(
+            user_id=user_id, session_id=session_id, tenant_id=self.tenant_id, path=self._backend.path,
+            secondary_memory_sources=self.sources(), **self.options,
+        )  # fmt: skip
+        # With the user's instructions, which head every block the application's memory
+        # builds: explain() shows them too.
+        return memory_on(ComposableMemory, settings, self._backend)
 
     # -- listing ----------------------------------------------------------------------
 

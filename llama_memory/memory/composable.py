@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any, Optional, cast
-from uuid import uuid4
 
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.bridge.pydantic import Field, PrivateAttr, SerializeAsAny
@@ -31,24 +30,13 @@ from ..storage.expiry import TTL
 from ..storage.reconcile import ReconcileReport
 from ..write import pipeline as write
 from ..write.formation import passes
-from . import maintenance
+from . import DEFAULT_TOP_K, maintenance
 from .agents import RunMemoryTool, drops_leading_system_message
 from .arguments import not_a_message, reject_unknown
-from .defaults import DEFAULT_TOKEN_LIMIT, DEFAULT_TOP_K
 from .from_defaults import MemoryFromDefaults
 from .restore import memory_from_dict, memory_to_dict, pickled_memory, unpickle_memory
 from .runtime import Runtime
-from .settings import (
-    Count,
-    ExtractIn,
-    InsertMethod,
-    MemorySettings,
-    Relevance,
-    Seconds,
-    Spread,
-    check_formation,
-    setting_field,
-)
+from .settings import MemorySettings
 
 #: The keyword arguments LlamaIndex itself passes to a memory (llama-index-core 0.14):
 #: chat engines call ``memory_cls.from_defaults(chat_history=..., token_limit=...)``,
@@ -67,7 +55,7 @@ class ComposableMemory(MemoryFromDefaults):
     the secondary sources injected (into the system message by default), built
     for the given ``input`` or, when there is none, for the latest user message.
     The block is deduplicated against the window and across sources and never
-    exceeds ``memory_token_limit`` tokens.
+    exceeds the memory's token budget.
 
     Build it with :meth:`from_defaults`. Same API as LlamaIndex's
     ``SimpleComposableMemory``: ``primary_memory``, ``secondary_memory_sources``,
@@ -81,55 +69,47 @@ class ComposableMemory(MemoryFromDefaults):
         default_factory=list,
         description="Long-term sources (llama-memory sources or any LlamaIndex BaseMemory).",
     )
-    # The options a memory also holds as fields: default and description from the settings.
-    user_id: Optional[str] = setting_field("user_id")
-    session_id: str = Field(default_factory=lambda: uuid4().hex, description="This conversation.")
-    tenant_id: str = setting_field("tenant_id")
-    path: Optional[str] = setting_field("path")
-    memory_token_limit: Count = setting_field("memory_token_limit")
-    top_k: Count = setting_field("top_k")
-    insert_method: InsertMethod = setting_field("insert_method")
     tokenizer_fn: Callable[[str], Sequence] = Field(
         default_factory=get_tokenizer, exclude=True, description="Counts the block's tokens."
     )
-    llm: Optional[Any] = Field(
-        default=None, exclude=True, description="LLM for sources that extract structured memories."
-    )
-    extract_every: Count = setting_field("extract_every")
-    extract_after_quiet: Seconds = setting_field("extract_after_quiet")
-    formation_token_budget: Count = setting_field("formation_token_budget")
-    extract_in: ExtractIn = setting_field("extract_in")
-    min_relevance: Relevance = setting_field("min_relevance")
-    set_spread: Spread = setting_field("set_spread")
 
     # The parts and the state the pipelines work on (read.py, write.py, passes.py,
-    # maintenance.py): built here, its store attached by wiring.build_memory.
+    # maintenance.py), its options among them: built here, its store attached by
+    # wiring.build_memory.
     _rt: Runtime = PrivateAttr(default=None)  # type: ignore[assignment]
 
     def __init__(self, **data: Any) -> None:
-        """Build a memory from its fields (:meth:`from_defaults` is the usual way);
-        TypeError naming an unknown keyword argument and the closest valid one;
-        ValueError for formation settings no one would run (see
-        :func:`~llama_memory.memory.settings.check_formation`)."""
-        reject_unknown("ComposableMemory()", data, [*type(self).model_fields, "class_name"])
-        check_formation(
-            data.get("llm"), data.get("extract_every", 0), data.get("extract_after_quiet", 0.0),
-            data.get("extract_in", "thread"),
-        )
+        """Build a memory from its parts and options (:meth:`from_defaults` is the usual
+        way): any option of :class:`~llama_memory.memory.settings.MemorySettings`,
+        checked there; TypeError naming an unknown keyword argument and the closest
+        valid one."""
+        fields = type(self).model_fields
+        reject_unknown("ComposableMemory()", data, [*fields, *MemorySettings.model_fields, "class_name"])
+        options = {name: data.pop(name) for name in list(data) if name not in fields and name != "class_name"}
         super().__init__(**data)
-
-    def model_post_init(self, __context: Any) -> None:
-        """Wrap LlamaIndex memories given as secondary sources so all speak one protocol,
-        and build the runtime the pipelines work on (with no store: ``build_memory``
-        attaches one)."""
-        # Built by hand: the parts were given as live objects; the fields say the rest.
+        primary = self.primary_memory
+        if hasattr(primary, "token_limit"):
+            options.setdefault("token_limit", primary.token_limit)
         settings = MemorySettings(
-            primary_memory=self.primary_memory,
-            secondary_memory_sources=list(self.secondary_memory_sources),
-            token_limit=getattr(self.primary_memory, "token_limit", DEFAULT_TOKEN_LIMIT),
+            primary_memory=primary, secondary_memory_sources=list(self.secondary_memory_sources), **options
         )
+        # LlamaIndex memories given as secondary sources are wrapped, so all speak one protocol.
         self._rt = Runtime(self, as_sources(self.secondary_memory_sources), settings)
-        self._rt.session_id_given = "session_id" in self.model_fields_set
+        self._rt.session_id_given = bool(options.get("session_id"))
+
+    def __getattr__(self, name: str) -> Any:
+        """An option (``memory.set_spread``...): its value in :attr:`settings`."""
+        if name in MemorySettings.model_fields:
+            return getattr(self._rt.settings, name)
+        return super().__getattr__(name)  # type: ignore[misc]
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """Changing an option (``memory.set_spread = 1``) changes :attr:`settings`; the
+        next call reads it."""
+        if name in MemorySettings.model_fields and name not in type(self).model_fields:
+            self._rt.change(**{name: value})
+        else:
+            super().__setattr__(name, value)
 
     @classmethod
     def class_name(cls) -> str:
@@ -146,11 +126,11 @@ class ComposableMemory(MemoryFromDefaults):
 
     @property
     def settings(self) -> MemorySettings:
-        """What this memory was built with (:class:`~llama_memory.memory.settings.MemorySettings`),
-        resolved: its session id, absolute path, embedding model. The fields it shares
-        with this memory (``top_k``, ``min_relevance``...) say their current value."""
-        shared = {name: getattr(self, name) for name in _SHARED_FIELDS}
-        return self._rt.settings.model_copy(update=shared)
+        """This memory's options (:class:`~llama_memory.memory.settings.MemorySettings`),
+        resolved: its session id, absolute path, embedding model. Each one is also an
+        attribute of the memory, which may be changed after it opens
+        (``memory.set_spread = 1``): the settings say its current value."""
+        return self._rt.settings
 
     # -- scope and sources ------------------------------------------------------------
 
@@ -180,7 +160,7 @@ class ComposableMemory(MemoryFromDefaults):
     @property
     def scope(self) -> Scope:
         """The tenant, user and session this memory reads and writes."""
-        return Scope(user_id=self.user_id, session_id=self.session_id, tenant_id=self.tenant_id)
+        return self._rt.scope
 
     @property
     def sources(self) -> list[SourceProtocol]:
@@ -580,11 +560,3 @@ class ComposableMemory(MemoryFromDefaults):
         """
         return memory_from_dict(cls, data, kwargs)
 
-
-#: The options a memory also has as fields of its own (``memory.top_k``...), which may be
-#: changed after it opens: ``memory.settings`` reads them from the memory. Live objects
-#: (the llm, the tokenizer) stay as given to from_defaults.
-_SHARED_FIELDS = tuple(
-    name for name, field in MemorySettings.model_fields.items()
-    if name in ComposableMemory.model_fields and not field.exclude
-)

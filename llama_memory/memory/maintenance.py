@@ -18,9 +18,9 @@ from .runtime import Runtime
 
 def forget(rt: Runtime, user_id: Optional[str]) -> None:
     """The body of :meth:`ComposableMemory.forget`."""
-    own = rt.facade.user_id
+    own = rt.settings.user_id
     user = user_id if user_id is not None else own
-    scope = Scope(user_id=user, tenant_id=rt.facade.tenant_id)
+    scope = Scope(user_id=user, tenant_id=rt.settings.tenant_id)
     scope.require_user("forget()")
     with rt.lock:
         rt.check_open()

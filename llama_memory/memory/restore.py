@@ -47,19 +47,7 @@ class Restorable(Protocol):
     def primary_memory(self) -> BaseMemory: ...  # noqa: D102
 
     @property
-    def llm(self) -> Optional[Any]: ...  # noqa: D102
-
-    @property
     def tokenizer_fn(self) -> Callable[[str], Any]: ...  # noqa: D102
-
-    @property
-    def extract_every(self) -> int: ...  # noqa: D102
-
-    @property
-    def extract_after_quiet(self) -> float: ...  # noqa: D102
-
-    @property
-    def extract_in(self) -> str: ...  # noqa: D102
 
     def get_all(self) -> list[ChatMessage]: ...  # noqa: D102
 
@@ -491,15 +479,16 @@ def pickled_memory(memory: Restorable) -> tuple[dict[str, Any], dict[str, Any]]:
                 f"({data[key].get('qualified_name')}), a live connection" + _INSTEAD + f" ({argument}=...)"
             )
     try:
-        check_formation(memory.llm, memory.extract_every, memory.extract_after_quiet, memory.extract_in)
+        options = memory.settings
+        check_formation(options.llm, options.extract_every, options.extract_after_quiet, options.extract_in)
     except ValueError as exc:  # restored without its llm: a copy could not be built so
         raise NotPicklableError(
             f"cannot pickle this ComposableMemory: it was restored without its llm ({exc})" + _INSTEAD
             + " (llm=...)"
         ) from None
     live: dict[str, Any] = {}
-    if memory.llm is not None:
-        live["llm"] = _picklable_part(memory.llm, "its llm", "llm")
+    if memory.settings.llm is not None:
+        live["llm"] = _picklable_part(memory.settings.llm, "its llm", "llm")
     if "tokenizer_fn" in data:
         live["tokenizer_fn"] = _picklable_part(memory.tokenizer_fn, "its tokenizer_fn", "tokenizer_fn")
     model = data.get("embed_model")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, Optional, Protocol
+from typing import Any, Optional, Protocol
 
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.memory.types import BaseMemory
@@ -34,35 +34,15 @@ from .settings import MemorySettings
 
 
 class Facade(Protocol):
-    """The public face of the memory a runtime serves: the options it holds as fields,
-    which an application may change after it opens (``memory.top_k = 6``), so the
-    pipelines read them at each call; its settings and serialisation; and the
-    instrumented methods the pipelines call (:meth:`retrieve_from`, :meth:`extract`:
-    span handlers know them by those names)."""
+    """The public face of the memory a runtime serves: its resolved tokenizer, its
+    serialisation, and the instrumented methods the pipelines call (:meth:`retrieve_from`,
+    :meth:`extract`: span handlers know them by those names). Its options are the
+    runtime's :attr:`Runtime.settings`."""
 
     primary_memory: BaseMemory
-    user_id: Optional[str]
-    session_id: str
-    tenant_id: str
-    path: Optional[str]
-    memory_token_limit: int
-    top_k: int
-    llm: Optional[Any]
-    extract_every: int
-    extract_after_quiet: float
-    formation_token_budget: int
-    extract_in: Literal["thread", "worker"]
-    min_relevance: float
-    set_spread: float
 
     @property
     def tokenizer_fn(self) -> Callable[[str], Sequence]: ...  # noqa: D102
-
-    @property
-    def scope(self) -> Scope: ...  # noqa: D102
-
-    @property
-    def settings(self) -> MemorySettings: ...  # noqa: D102
 
     def to_dict(self, **kwargs: Any) -> dict[str, Any]: ...  # noqa: D102
 
@@ -77,9 +57,11 @@ class Runtime:
     """One memory's parts and the state it keeps between calls.
 
     Attributes:
-        facade: the memory's public face (its options, read live).
-        settings: what the memory was opened with, resolved (see
-            :attr:`ComposableMemory.settings <llama_memory.memory.composable.ComposableMemory.settings>`).
+        facade: the memory's public face.
+        settings: its options, resolved (see
+            :attr:`ComposableMemory.settings <llama_memory.memory.composable.ComposableMemory.settings>`):
+            the pipelines read them at each call, so an option changed after the memory
+            opened (:meth:`change`) holds from the next call.
         sources: the secondary sources, each speaking :class:`~llama_memory.sources.base.Source`.
         store: the store every write of a batch joins; None for a memory built by hand.
         instructions: the user's standing instructions, when the memory has a user and a store.
@@ -92,7 +74,7 @@ class Runtime:
         usage: the records shown in blocks, waiting to be written as their last use.
         window_overlaps: how many retrieved records the window already showed at the
             last few ``get`` calls: the next one asks for the most of them more than
-            ``top_k`` (the window changes little between turns, and asking again costs
+            the records per source (the window changes little between turns, and asking again costs
             a whole retrieval).
         worker: the formation worker thread, started by the first job.
         job_payload: the payload of this memory's formation jobs, by scope.
@@ -131,21 +113,11 @@ class Runtime:
         self.closed = False
         self.warned_not_atomic = False
 
-    def attach(
-        self,
-        store: Storage,
-        settings: MemorySettings,
-        *,
-        drop_dense: Callable[[tuple[str, str]], None],
-        instructions: Optional[Instructions] = None,
-    ) -> None:
-        """Attach what :func:`~llama_memory.memory.wiring.build_memory` opened: the store (the
-        transaction port every write of a batch joins), the settings it was opened with
-        (resolved), how to drop a user's dense collections of every kind, and the
-        user's instructions."""
+    def attach(self, store: Storage, *, drop_dense: Callable[[tuple[str, str]], None]) -> None:
+        """Attach the store :func:`~llama_memory.memory.wiring.build_memory` opened (the
+        transaction port every write of a batch joins) and how to drop a user's dense
+        collections of every kind."""
         self.store = store
-        self.settings = settings
-        self.instructions = instructions
         self.drop_dense = drop_dense
 
     # -- who and whether ---------------------------------------------------------------
@@ -158,12 +130,19 @@ class Runtime:
     @property
     def scope(self) -> Scope:
         """The tenant, user and session the memory reads and writes."""
-        return self.facade.scope
+        s = self.settings
+        return Scope(user_id=s.user_id, session_id=s.session_id, tenant_id=s.tenant_id)
 
     def event_scope(self) -> dict[str, Any]:
         """Whose memory, for the instrumentation events."""
-        f = self.facade
-        return {"tenant_id": f.tenant_id, "user_id": f.user_id, "session_id": f.session_id}
+        s = self.settings
+        return {"tenant_id": s.tenant_id, "user_id": s.user_id, "session_id": s.session_id}
+
+    def change(self, **options: Any) -> None:
+        """Change options after the memory opened (``memory.<option> = value``): the
+        next call reads them. Not validated here, as an attribute of a LlamaIndex memory
+        is not: a bad value fails where it is used."""
+        self.settings = self.settings.model_copy(update=options)
 
     def check_open(self) -> None:
         """MemoryClosedError once ``close()`` was called."""
@@ -207,7 +186,7 @@ class Runtime:
         if self.instructions is not None:
             parts.append(self.instructions)
         vector = next((s for s in self.sources if isinstance(s, VectorSource)), None)
-        if vector is not None and self.facade.user_id is not None:  # the session's summary, episodic memory
+        if vector is not None and self.settings.user_id is not None:  # the session's summary, episodic memory
             parts.append(EpisodicMemory(vector))
         return parts
 

@@ -8,15 +8,15 @@ markers for the live objects a dict cannot carry (``from_dict`` asks for those a
 
 To add an option:
 
-1. add one field to :class:`MemorySettings`, in its group, with its default, a
-   description, and (when a value can be wrong) its check beside it: a field validator,
-   or :meth:`MemorySettings._check_together` when it depends on other fields. A live
-   object (a client, a callable) gets ``exclude=True`` and a marker in
-   :func:`~llama_memory.memory.restore.live_markers`;
+1. add one field to :class:`MemorySettings`, in its group, with its default, its
+   documentation as the field's docstring, and (when a value can be wrong) its check
+   beside it: a field validator, or :meth:`MemorySettings._check_together` when it
+   depends on other fields. A live object (a client, a callable) gets ``exclude=True``
+   and a marker in :func:`~llama_memory.memory.restore.live_markers`;
 2. add the same keyword, with the same default, to ``ComposableMemory.from_defaults``'s
-   signature and its docstring (the signature LlamaIndex users and the API reference
-   read); tests/unit/test_settings.py fails until both agree;
-3. read it where it is used as ``memory.settings.<name>``.
+   signature (what IDEs show); tests/unit/test_settings.py fails until both agree;
+3. read it where it is used: ``rt.settings.<name>`` in a pipeline, ``memory.<name>``
+   (or ``memory.settings.<name>``) outside.
 
 ``to_dict``/``from_dict``, pickling and worker processes carry it with nothing more.
 """
@@ -46,10 +46,10 @@ from ..retrieval.set_questions import SET_SPREAD
 from ..sources.llama_index import check_sources
 from ..storage.expiry import ttl_seconds
 from ..storage.privacy import check_passphrase
+from . import DEFAULT_MEMORY_TOKEN_LIMIT, DEFAULT_TOKEN_LIMIT, DEFAULT_TOP_K
 from .arguments import reject_unknown
-from .defaults import DEFAULT_MEMORY_TOKEN_LIMIT, DEFAULT_TOKEN_LIMIT, DEFAULT_TOP_K
 
-__all__ = ["MemorySettings", "check_formation", "qualified_name", "setting_field"]
+__all__ = ["MemorySettings", "check_formation", "qualified_name"]
 
 InsertMethod = Literal["system", "user"]
 ExtractIn = Literal["thread", "worker"]
@@ -78,7 +78,7 @@ def _non_negative(value: Any) -> Any:
     return value
 
 
-#: Field types with their checks, shared with ``ComposableMemory``'s own fields.
+#: Field types with their checks.
 Relevance = Annotated[float, AfterValidator(_relevance)]
 Spread = Annotated[float, AfterValidator(_spread)]
 Count = Annotated[int, AfterValidator(_non_negative)]
@@ -106,11 +106,6 @@ def qualified_name(cls: type) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
-def _live(description: str) -> Any:
-    """A field holding a live object: kept out of :meth:`MemorySettings.data`."""
-    return Field(default=None, exclude=True, description=description)
-
-
 class MemorySettings(BaseModel):
     """Every option of a memory, once, grouped: identity, location, budgets, retrieval,
     formation, expiry, sources. The keyword arguments of
@@ -132,94 +127,154 @@ class MemorySettings(BaseModel):
         ```
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+    # Each field's docstring is its description (use_attribute_docstrings): what
+    # ComposableMemory.from_defaults' users read in the API reference and in help().
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", arbitrary_types_allowed=True, use_attribute_docstrings=True
+    )
 
     # -- identity: whose memory, which conversation ----------------------------------------
-    user_id: Optional[str] = Field(default=None, description="Whose memory this is.")
-    session_id: str = Field(
-        default=None, validate_default=True, description="This conversation (None: a new random id)."
-    )
-    tenant_id: str = Field(default="default", description="Separates applications in one store.")
+    user_id: Optional[str] = None
+    """Whose memory this is; required by long-term sources."""
+    session_id: str = Field(default=None, validate_default=True)
+    """This conversation; a new random id by default. Reopening a ``path`` with the same
+    ``session_id`` resumes the conversation, and memory objects open on it at once
+    (threads, web workers) share one window: each sees every committed message, in
+    commit order."""
+    tenant_id: str = "default"
+    """Separates applications that share one store."""
 
     # -- location: where the store is ----------------------------------------------------
-    path: Optional[str] = Field(default=None, description="Memory directory; None is in-memory.")
-    store: Any = _live("A PostgreSQL URL or a psycopg_pool.ConnectionPool, instead of path.")
-    chroma_client: Any = _live("A Chroma client instead of the embedded one.")
-    chroma_host: Optional[str] = Field(default=None, description="Server mode: a Chroma server's host.")
-    chroma_port: int = Field(default=8000, description="Server mode: its port, with chroma_host.")
-    chroma_url: Optional[str] = Field(default=None, description='Server mode: "http://host:port".')
+    path: Optional[str] = None
+    """A directory for the SQLite file and Chroma index; ``None`` (and no ``store``) keeps
+    everything in memory."""
+    store: Any = Field(default=None, exclude=True)
+    """A PostgreSQL database instead of ``path``: a URL
+    (``"postgresql://user@host:5432/dbname"``; install
+    ``llama-index-memory-composable[postgres]``) or an open ``psycopg_pool.ConnectionPool``.
+    Everything is kept there: chat logs, records, vectors (pgvector), profile, triples,
+    jobs; app servers on several machines share one memory. Not with ``path`` or a Chroma
+    argument (ValueError). ``to_dict()`` keeps the URL without its password: on restore,
+    libpq reads it from ``PGPASSWORD`` or ``~/.pgpass``, or pass ``store=`` to
+    ``from_dict`` (or return it from a restore hook)."""
+    chroma_client: Any = Field(default=None, exclude=True)
+    """A Chroma client to use instead of the embedded one (its collections are named after
+    the store's id, as in server mode)."""
+    chroma_host: Optional[str] = None
+    """Server mode: keep the vectors of the default vector and triple sources on the Chroma
+    server on this host (``chromadb.HttpClient``), shared by several processes. SQLite
+    under ``path`` (required) stays the system of record. StorageError naming the address
+    when the server cannot be reached. While it is down, reads raise and writes still
+    land in SQLite (indexing waits). On open, this user's index is reconciled with the
+    record (see ``ComposableMemory.reconcile``). ``chroma_client`` (any client) works the
+    same way."""
+    chroma_port: int = 8000
+    """The server's port, with ``chroma_host``."""
+    chroma_url: Optional[str] = None
+    """The server as a URL, ``"http://host:port"`` (instead of ``chroma_host``/``chroma_port``)."""
 
     # -- privacy on disk: who can read the files under path -------------------------------
-    owner_only: bool = Field(
-        default=True,
-        description="Create the memory directory 0700 and its files 0600 whatever the umask, and "
-        "warn once when a store others can read is opened; False leaves modes to the umask.",
-    )
+    owner_only: bool = True
+    """The store under ``path`` is private to the account that runs the process: a new
+    memory directory is ``0700``, its SQLite file and Chroma index ``0600``/``0700``,
+    whatever the umask; opening a store others can read logs one warning with the command
+    that tightens it. ``False`` leaves the modes to the umask (you manage permissions
+    yourself). See docs/security.md."""
     # A live secret: never in data(), to_dict() or a pickle (to_dict writes a marker that
     # makes from_dict ask for it again, or read it from the environment).
-    encryption_key: Optional[SecretStr] = Field(
-        default=None, exclude=True, repr=False,
-        description="Encrypt the SQLite store under path with SQLCipher, with this passphrase "
-        "(None: the LLAMA_MEMORY_ENCRYPTION_KEY environment variable when set, else no encryption).",
-    )  # fmt: skip
+    encryption_key: Optional[SecretStr] = Field(default=None, exclude=True, repr=False)
+    """Encrypt the SQLite store under ``path`` at rest (SQLCipher; install
+    ``llama-index-memory-composable[encrypted]``) with this passphrase. ``None``: the
+    ``LLAMA_MEMORY_ENCRYPTION_KEY`` environment variable when it is set, else a plain
+    file. A wrong key, an encrypted store opened without one, or a plain store opened with
+    one raise :class:`~llama_memory.core.errors.EncryptionError` saying which, before
+    anything is written; ``llama-memory encrypt --store PATH`` encrypts an existing store.
+    The key is never written: ``to_dict()`` and pickles mark that one is needed, and
+    ``from_dict()`` asks for it again (or reads the environment variable). The Chroma
+    index (vectors) is not encrypted (docs/security.md)."""
 
     # -- budgets: how much is kept and shown ---------------------------------------------
-    token_limit: int = Field(default=DEFAULT_TOKEN_LIMIT, description="Token limit of the default buffer.")
-    memory_token_limit: Count = Field(
-        default=DEFAULT_MEMORY_TOKEN_LIMIT, description="Token budget of the injected block."
-    )
-    top_k: Count = Field(default=DEFAULT_TOP_K, description="Records retrieved per source.")
+    token_limit: int = DEFAULT_TOKEN_LIMIT
+    """Token limit of the default chat buffer."""
+    memory_token_limit: Count = DEFAULT_MEMORY_TOKEN_LIMIT
+    """Token budget of the injected memory block."""
+    top_k: Count = DEFAULT_TOP_K
+    """Records retrieved per source."""
 
     # -- retrieval: what goes into the block, and where ----------------------------------
-    min_relevance: Relevance = Field(
-        default=DEFAULT_MIN_RELEVANCE,
-        description="Records whose calibrated relevance is below this stay out of the block.",
-    )
-    set_spread: Spread = Field(
-        default=SET_SPREAD,
-        description="A question that asks for a set (\"what activities...\", \"how many...\") "
-        "retrieves this many times top_k records for the block (1: as many as any other; "
-        "llama_memory.retrieval.set_questions).",
-    )
-    insert_method: InsertMethod = Field(
-        default="system", description='Where the block goes: "system" or "user" message.'
-    )
+    min_relevance: Relevance = DEFAULT_MIN_RELEVANCE
+    """Records whose calibrated ``relevance`` (0..1, see :mod:`llama_memory.retrieval.relevance`)
+    is below this stay out of the memory block; 0 keeps everything retrieved. Records not
+    ranked by relevance (the profile, a custom source's records) are always kept."""
+    set_spread: Spread = SET_SPREAD
+    """A question that asks for a set ("what activities...", "how many...",
+    :mod:`llama_memory.retrieval.set_questions`) gets ``set_spread`` x ``top_k`` records in
+    the block (1: as many as any other question)."""
+    insert_method: InsertMethod = "system"
+    """``"system"`` (into the system message) or ``"user"`` (into the latest user message)."""
 
     # -- formation: who forms structured memories, and when ------------------------------
-    llm: Any = _live("LLM that forms structured memories (the formation passes).")
-    extract_every: Count = Field(
-        default=0, description="Queue a formation pass every N user turns (0: on demand)."
-    )
-    extract_in: ExtractIn = Field(
-        default="thread",
-        description='Who runs queued passes: "thread" (this memory, with llm) or "worker" '
-        "(llama-memory worker processes).",
-    )
-    extract_after_quiet: Seconds = Field(
-        default=0.0,
-        description="Queue a formation pass once the session has been quiet this many seconds "
-        "(0: off); each put() pushes it back.",
-    )
-    formation_token_budget: Count = Field(
-        default=0,
-        description="LLM tokens a user's queued formation passes may use per day (UTC); "
-        "passes past it wait for the next day (0: no budget).",
-    )
+    llm: Any = Field(default=None, exclude=True)
+    """A LlamaIndex LLM for sources that extract structured memories from the conversation
+    (see ``ComposableMemory.extract``)."""
+    extract_every: Count = 0
+    """Every this many user turns, ``put()`` queues an extraction pass (0: only when
+    ``extract()`` is called); it runs in the background and never makes ``put()`` wait
+    (see docs/formation.md). ``flush()`` waits for it."""
+    extract_in: ExtractIn = "thread"
+    """Who runs the queued passes: ``"thread"`` (default), a thread of this memory, with
+    ``llm`` (``extract_every`` or ``extract_after_quiet`` without ``llm`` is a
+    ValueError); ``"worker"``: ``llama-memory worker --store PATH`` processes, which bring
+    their own LLM (this memory needs none, but a ``path`` or ``store`` they can open)."""
+    extract_after_quiet: Seconds = 0.0
+    """Seconds of quiet after which a pass falls due (debounce, as LangGraph's
+    ``ReflectionExecutor``): each ``put()`` pushes the session's queued pass back to now +
+    this (0: off). With ``extract_every`` too, whichever comes first."""
+    formation_token_budget: Count = 0
+    """LLM tokens (sent and received) the queued extraction passes of one user may use per
+    day (UTC), whoever runs them; a pass due past it waits for the next day (nothing is
+    lost). 0: no budget. A pass that starts under it runs whole (see docs/formation.md)."""
 
     # -- expiry: how long long-term records live ------------------------------------------
-    ttl: Optional[float] = Field(default=None, description="Seconds records live (None: kept).")
-    refresh_on_read: bool = Field(default=False, description="A record read lives ttl from then.")
-    clock: Optional[Callable[[], float]] = _live("Epoch seconds now, for expiry.")
+    ttl: Optional[float] = None
+    """Time to live (seconds or a ``timedelta``) of the long-term records the default
+    sources write: past messages, triples, profile values. ``None``: kept until forgotten.
+    Expired records are never retrieved; ``purge_expired()`` deletes them."""
+    refresh_on_read: bool = False
+    """A record returned by ``get``/``search`` lives ``ttl`` from then (like LangGraph's
+    ``TTLConfig(refresh_on_read=True)``)."""
+    clock: Optional[Callable[[], float]] = Field(default=None, exclude=True)
+    """Epoch seconds now, for expiry (default ``time.time``)."""
 
     # -- sources: the conversation's buffer and the long-term memories --------------------
-    primary_memory: Any = _live("This conversation's memory (None: a ChatBuffer).")
-    secondary_memory_sources: Optional[list[Any]] = _live("Long-term sources (None: the defaults).")
-    embed_model: Any = _live("The embedding model (None: Settings.embed_model or the offline one).")
-    tokenizer_fn: Optional[Callable[[str], Sequence]] = _live("Counts tokens (None: tiktoken).")
-    profile: Any = Field(default=None, description="The profile source: None, a bool or a schema class.")
-    triples: bool = Field(default=False, description="Also keep knowledge triples.")
+    primary_memory: Any = Field(default=None, exclude=True)
+    """This conversation's memory; default a :class:`~llama_memory.write.buffer.ChatBuffer`
+    of ``token_limit`` tokens, persisted under ``path`` per session."""
+    secondary_memory_sources: Optional[list[Any]] = Field(default=None, exclude=True)
+    """Long-term sources (llama-memory sources or any LlamaIndex ``BaseMemory``); default
+    one :class:`~llama_memory.sources.vector.VectorSource` of past messages (needs
+    ``user_id``). Pass ``[]`` for a buffer-only memory."""
+    embed_model: Any = Field(default=None, exclude=True)
+    """Any LlamaIndex embedding; default ``Settings.embed_model`` when one was set
+    explicitly, else the offline MiniLM ONNX model."""
+    tokenizer_fn: Optional[Callable[[str], Sequence]] = Field(default=None, exclude=True)
+    """Counts tokens (default tiktoken, as LlamaIndex)."""
+    profile: Any = None
+    """The user-profile source (:class:`~llama_memory.sources.profile.ProfileSource`) on this
+    memory's store. ``None``: part of the default sources only; ``True`` or a pydantic
+    model class (the profile's schema): also added to custom ``secondary_memory_sources``;
+    ``False``: no profile."""
+    triples: bool = False
+    """Also keep a knowledge-triple memory (:class:`~llama_memory.sources.triples.TripleSource`,
+    on this memory's store and Chroma client), added to the default or the given sources
+    unless one is there already; needs ``user_id``."""
     # An action on open, not a setting: a copy restored from to_dict must not repeat it.
-    reembed: bool = Field(default=False, exclude=True, description="Embed the store again on open.")
+    reembed: bool = Field(default=False, exclude=True)
+    """Switch the store to ``embed_model``: forget the model it recorded and embed every
+    record of the default sources again from the system of record (the dense index is
+    rebuilt) before returning. The way out of an
+    :class:`~llama_memory.core.errors.EmbeddingModelError`; close the memories still open
+    on the store with the old model first."""
 
     def __init__(self, **data: Any) -> None:
         """Settings from keyword arguments; TypeError naming an unknown one and the
@@ -364,9 +419,3 @@ class MemorySettings(BaseModel):
         them back, with a profile schema given as its class."""
         return self.model_dump(mode="json")
 
-
-def setting_field(name: str) -> Any:
-    """A pydantic field with the default and description of the setting ``name``, for a
-    model that holds that option too (``ComposableMemory``'s public fields)."""
-    field = MemorySettings.model_fields[name]
-    return Field(default=field.default, description=field.description)

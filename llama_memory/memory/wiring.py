@@ -76,63 +76,26 @@ DENSE_COLLECTIONS = (VECTOR_COLLECTION, TRIPLE_COLLECTION)
 def build_memory(
     cls: type[M], settings: MemorySettings, history: Sequence[ChatMessage] = (), *, session_id_given: bool = True
 ) -> M:
-    """What :meth:`ComposableMemory.from_defaults` does (its docstring says what each
-    setting means): open the store and the dense index, build the default sources,
-    construct the memory, then reconcile, re-embed or set the history it was asked to.
-    ``session_id_given``: the application chose the session id (else ``reset()`` may
-    start a new session)."""
-    tokenizer = settings.tokenizer_fn or get_tokenizer()
-    scope = Scope(user_id=settings.user_id, session_id=settings.session_id, tenant_id=settings.tenant_id)
-    clock = {"clock": settings.clock} if settings.clock else {}
-    expiry = Expiry(ttl=settings.ttl, refresh_on_read=settings.refresh_on_read, **clock)
+    """What :meth:`ComposableMemory.from_defaults` does (:class:`MemorySettings` says
+    what each setting means): open the store and the dense index at the location the
+    settings give, build the memory on them (:func:`memory_on`), then reconcile,
+    re-embed or set the history it was asked to. ``session_id_given``: the application
+    chose the session id (else ``reset()`` may start a new session)."""
     needing = settings.needs_user()
     if needing is not None:  # refused before the store is created: nothing left on disk
-        scope.require_user(needing)
+        Scope(settings.user_id, settings.session_id, settings.tenant_id).require_user(needing)
     # The backend of the location given; a bad path or contradicting index settings
     # fail here, before anything is created.
     backend = open_backend(Location.of(settings))
-    store = backend.store
-    path = backend.path
+    store, path = backend.store, backend.path
     try:
-        primary_memory = settings.primary_memory
-        if primary_memory is None:
-            primary_memory = ChatBuffer.from_defaults(
-                token_limit=settings.token_limit, tokenizer_fn=tokenizer, chat_log=backend.chat_log(scope)
-            )
-        sources = settings.secondary_memory_sources
-        default_sources = sources is None
-        # The one model of the default sources, recorded by to_dict.
-        model = resolve_embed_model(settings.embed_model) if default_sources or settings.triples else None
-        if settings.reembed:
-            forget_embedding_model(store, vector=default_sources, triples=settings.triples)
-        # (A user is named: the settings refused long-term sources without one.)
-        if sources is None:
-            sources = [vector_source(backend, model, expiry)]
-        profile = settings.profile
-        if profile is not False and (default_sources or profile is not None):
-            if not any(isinstance(s, ProfileHolder) for s in sources):
-                schema = profile if isinstance(profile, type) else None
-                sources = [*sources, ProfileSource(backend.profile_rows(), schema=schema, expiry=expiry)]
-        if settings.triples and not any(isinstance(s, TripleHolder) for s in sources):
-            sources = [*sources, triple_source(backend, resolve_embed_model(model), expiry=expiry)]
-        # The settings as opened, which to_dict writes: the location as its backend
-        # writes it (an absolute path, a URL without its password, a server by its URL).
-        opened = settings.model_copy(update={"embed_model": model, **backend.settings})
-        built = cls(**{
-            **{name: getattr(opened, name) for name in cls.model_fields if name in MemorySettings.model_fields},
-            "primary_memory": primary_memory, "secondary_memory_sources": sources, "tokenizer_fn": tokenizer,
-        })
+        built = memory_on(cls, settings, backend, session_id_given=session_id_given)
         memory = cast(BuiltMemory, built)
-        memory.runtime.attach(
-            store,
-            opened,
-            drop_dense=lambda owner: backend.drop_dense(owner, DENSE_COLLECTIONS),
-            instructions=open_instructions(backend, scope, settings.clock),
-        )
-        memory.runtime.session_id_given = session_id_given
+        memory.runtime.attach(store, drop_dense=lambda owner: backend.drop_dense(owner, DENSE_COLLECTIONS))
     except BaseException:
         store.close()  # a source refused (another embedding model...): no store left open
         raise
+    model = memory.runtime.settings.embed_model
     if settings.reembed:
         try:
             count = memory.reindex()
@@ -163,6 +126,51 @@ def build_memory(
         # The first pass's one-time Python work, paid here rather than by the worker
         # thread while put() and get() run (it holds the GIL): see docs/benchmarks.md.
         warm_up(memory.runtime.pass_parts())
+    return built
+
+
+def memory_on(cls: type[M], settings: MemorySettings, backend: OpenBackend, *, session_id_given: bool = True) -> M:
+    """The memory ``settings`` describe, built on an open backend's parts: its primary
+    memory (a :class:`ChatBuffer` on the backend's chat log unless one is given), the
+    sources given or the default ones (past messages, profile, triples), the user's
+    instructions. Its store is not attached: :func:`build_memory` attaches the one it
+    opened; the admin's memories (:meth:`MemoryAdmin.memory
+    <llama_memory.admin.memory_admin.MemoryAdmin.memory>`) write through their sources."""
+    tokenizer = settings.tokenizer_fn or get_tokenizer()
+    scope = Scope(user_id=settings.user_id, session_id=settings.session_id, tenant_id=settings.tenant_id)
+    clock = {"clock": settings.clock} if settings.clock else {}
+    expiry = Expiry(ttl=settings.ttl, refresh_on_read=settings.refresh_on_read, **clock)
+    primary_memory = settings.primary_memory
+    if primary_memory is None:
+        primary_memory = ChatBuffer.from_defaults(
+            token_limit=settings.token_limit, tokenizer_fn=tokenizer, chat_log=backend.chat_log(scope)
+        )
+    sources = settings.secondary_memory_sources
+    default_sources = sources is None
+    # The one model of the default sources, recorded by to_dict.
+    model = resolve_embed_model(settings.embed_model) if default_sources or settings.triples else None
+    if settings.reembed:
+        forget_embedding_model(backend.store, vector=default_sources, triples=settings.triples)
+    # (A user is named: the settings refused long-term sources without one.)
+    if sources is None:
+        sources = [vector_source(backend, model, expiry)]
+    profile = settings.profile
+    if profile is not False and (default_sources or profile is not None):
+        if not any(isinstance(s, ProfileHolder) for s in sources):
+            schema = profile if isinstance(profile, type) else None
+            sources = [*sources, ProfileSource(backend.profile_rows(), schema=schema, expiry=expiry)]
+    if settings.triples and not any(isinstance(s, TripleHolder) for s in sources):
+        sources = [*sources, triple_source(backend, resolve_embed_model(model), expiry=expiry)]
+    parts: dict[str, Any] = {
+        "primary_memory": primary_memory, "secondary_memory_sources": sources, "tokenizer_fn": tokenizer,
+    }
+    built = cls(**parts)
+    runtime = cast(BuiltMemory, built).runtime
+    # The settings as opened, which to_dict writes: the location as its backend writes
+    # it (an absolute path, a URL without its password, a server by its URL).
+    runtime.settings = settings.model_copy(update={"embed_model": model, **backend.settings})
+    runtime.instructions = open_instructions(backend, scope, settings.clock)
+    runtime.session_id_given = session_id_given
     return built
 
 

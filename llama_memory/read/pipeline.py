@@ -122,10 +122,10 @@ def note_shown(rt: Runtime, block: MemoryBlock) -> None:
 def compose_block(rt: Runtime, plan: QueryPlan, window: Sequence[ChatMessage]) -> MemoryBlock:
     """Stages 3-6 for a plan: the user's instructions, then the relevant records the
     window does not show already, within the memory's token budget."""
-    options = rt.facade
+    options = rt.settings
     # The user's standing instructions: whatever the query, first, outside the budget.
     instructions = rt.instructions.texts() if rt.instructions is not None else []
-    budget: dict[str, Any] = {"token_limit": options.memory_token_limit, "tokenizer": options.tokenizer_fn}
+    budget: dict[str, Any] = {"token_limit": options.memory_token_limit, "tokenizer": rt.facade.tokenizer_fn}
     if not rt.sources:
         return fit_block([], **budget, instructions=instructions)
     top_k = options.top_k
@@ -193,7 +193,7 @@ def announce_block(
             record_ids=[r.id for r in block.records],
             sources=[r.source for r in block.records],
             token_count=block.token_count,
-            token_limit=rt.facade.memory_token_limit,
+            token_limit=rt.settings.memory_token_limit,
             dropped_duplicates=block.dropped_duplicates,
             dropped_for_budget=block.dropped_for_budget,
             window_messages=window_messages,

@@ -73,14 +73,14 @@ def asks_for_a_set(question: str) -> bool:
     return _plural(rest[0]) or (len(rest) >= 3 and _plural(rest[1]) and rest[2] in _AUXILIARIES)
 
 
-def records_for(question: str, top_k: int, spread: float = SET_SPREAD) -> int:
-    """How many records to retrieve for ``question`` when the memory shows ``top_k``:
-    ``round(top_k * spread)`` for a question that asks for a set, ``top_k`` otherwise."""
+def records_for(question: str, k: int, spread: float = SET_SPREAD) -> int:
+    """How many records to retrieve for ``question`` when the memory shows ``k`` per
+    source: ``round(k * spread)`` for a question that asks for a set, ``k`` otherwise."""
     if not spread >= 1:
         raise ValueError(
             f"the set spread (a memory's set_spread) is 1 (no more records for a question that "
             f"asks for a set) or more, got {spread}"
         )
-    if top_k <= 0 or spread == 1 or not asks_for_a_set(question):
-        return top_k
-    return max(top_k, round(top_k * spread))
+    if k <= 0 or spread == 1 or not asks_for_a_set(question):
+        return k
+    return max(k, round(k * spread))

@@ -47,7 +47,7 @@ from llama_index.core.memory.types import BaseMemory
 from llama_index.core.utils import get_tokenizer
 
 from ..core.asyncbridge import BridgeSafeRLock, LoopLocks, run_io
-from ..memory.defaults import DEFAULT_TOKEN_LIMIT
+from ..memory import DEFAULT_TOKEN_LIMIT
 from ..storage.ports.chat import ChatLog, ChatLogChanges, SharedChatLog
 from .token_window import fit_window, message_tokens
 

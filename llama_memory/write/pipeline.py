@@ -56,7 +56,7 @@ def put_messages(rt: Runtime, messages: list[ChatMessage]) -> None:
         return
     watch = Stopwatch()
     stored = stored_messages(messages)  # 1. validate, before anything is written
-    options = rt.facade
+    options = rt.settings
     with rt.lock:
         rt.check_open()
         turns = rt.user_turns_pending + sum(m.role == "user" for m in stored)
@@ -90,7 +90,7 @@ def put_messages(rt: Runtime, messages: list[ChatMessage]) -> None:
             return
         if rt.store is None:  # built by hand, without a store: no queue
             try:
-                options.extract()
+                rt.facade.extract()
             except LlamaMemoryError as exc:
                 logger.warning("automatic extraction failed, will retry: %s", exc)
             return
@@ -199,7 +199,7 @@ def start_new_conversation(rt: Runtime) -> None:
     logged = getattr(buffer, "chat_log", None) is not None
     if rt.session_id_given or (logged and (not isinstance(buffer, ChatBuffer) or store is None)):
         return  # a log the application keeps itself keeps its session too
-    rt.facade.session_id = uuid4().hex
+    rt.change(session_id=uuid4().hex)
     if logged and isinstance(buffer, ChatBuffer) and store is not None:
         buffer.move_to(store.chat_log(rt.scope))
     if rt.instructions is not None:

@@ -154,3 +154,42 @@ def test_the_command_lines_help_states_the_settings_defaults() -> None:
     assert f"the block's token budget (default {fields['memory_token_limit'].default})" in explain
     assert f"how many records (default {fields['top_k'].default})" in search
     assert commands["search"].get_default("k") == fields["top_k"].default
+
+
+def test_every_option_is_an_attribute_of_the_memory(tmp_path: Path, embed_model: Any) -> None:
+    """A memory reads each of its options from its settings, whatever the option: one
+    field of MemorySettings is all a new option needs to be ``memory.<name>``."""
+    memory = ComposableMemory.from_defaults(
+        user_id="alice", path=tmp_path, embed_model=embed_model, ttl=60, formation_token_budget=500
+    )
+    try:
+        # The parts a memory holds as built (its buffer, sources, tokenizer) and its
+        # profile source (memory.profile) are not the options' values.
+        for name in MemorySettings.model_fields:
+            if name not in ("primary_memory", "secondary_memory_sources", "tokenizer_fn", "profile"):
+                assert getattr(memory, name) == getattr(memory.settings, name), name
+        assert (memory.ttl, memory.formation_token_budget, memory.owner_only) == (60.0, 500, True)
+        memory.min_relevance = 0.5  # changed after it opened: the settings and to_dict say so
+        assert memory.settings.min_relevance == memory.to_dict()["min_relevance"] == 0.5
+        with pytest.raises(AttributeError):
+            memory.top_kk  # noqa: B018 (not an option)
+    finally:
+        memory.close()
+
+
+def test_the_admin_builds_its_memories_with_the_settings_options(tmp_path: Path, embed_model: Any) -> None:
+    """MemoryAdmin takes any option of the memories it builds (explain, search), checked
+    when it is made, as from_defaults checks them."""
+    from llama_memory import MemoryAdmin
+
+    memory = ComposableMemory.from_defaults(user_id="alice", path=tmp_path, embed_model=embed_model)
+    memory.put(user("I like green tea."))
+    memory.close()
+    with pytest.raises(TypeError, match=r"'top_kk'; did you mean 'top_k'\?"):
+        MemoryAdmin(tmp_path, top_kk=3)
+    with pytest.raises(ValidationError, match="min_relevance is a calibrated relevance"):
+        MemoryAdmin(tmp_path, min_relevance=2.0)
+    with MemoryAdmin(tmp_path, embed_model=embed_model, min_relevance=0.9, top_k=3) as admin:
+        built = admin.memory("alice")
+        assert (built.settings.min_relevance, built.top_k, built.path) == (0.9, 3, str(tmp_path))
+        assert built.runtime.instructions is not None  # the user's instructions, as the app's memory

@@ -105,11 +105,12 @@ def cmd_search(args: argparse.Namespace) -> None:
 
 
 def cmd_explain(args: argparse.Namespace) -> None:
+    from ...memory.settings import MemorySettings
     from ...read.compose import admission, relevance_text
 
     with _open(args) as admin:
         block = admin.explain(args.user, args.query, session_id=args.session)
-        limit = admin.memory_token_limit
+        limit = MemorySettings(**admin.options).memory_token_limit
     rules = [
         block.admitted[n] if n < len(block.admitted) else admission(record)
         for n, record in enumerate(block.records)

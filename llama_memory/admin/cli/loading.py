@@ -18,11 +18,12 @@ def _open(args: argparse.Namespace, create: bool = False) -> Any:
     from ..memory_admin import MemoryAdmin
 
     tenant = args.tenant or "default"
-    kwargs: dict[str, Any] = {}
-    if getattr(args, "top_k", None) is not None:
-        kwargs["top_k"] = args.top_k
-    if getattr(args, "token_limit", None) is not None:
-        kwargs["memory_token_limit"] = args.token_limit
+    # The options a command sets for the memories it builds (explain's --top-k...):
+    # the parser stores each as "setting.<name>" (parser.add_setting).
+    kwargs: dict[str, Any] = {
+        dest.removeprefix("setting."): value
+        for dest, value in vars(args).items() if dest.startswith("setting.") and value is not None
+    }
     if args.embed_model is not None:
         kwargs["embed_model"] = _load_embedding(args.embed_model)
     # An encrypted store's key comes from LLAMA_MEMORY_ENCRYPTION_KEY, never from an

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Callable, Optional
 
-from ...memory.defaults import DEFAULT_MEMORY_TOKEN_LIMIT, DEFAULT_TOP_K
+from ...memory import DEFAULT_MEMORY_TOKEN_LIMIT, DEFAULT_TOP_K
 from .import_export import cmd_export, cmd_import
 from .inspection import (
     cmd_delete,
@@ -142,13 +142,9 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("user")
     explain.add_argument("query")
     explain.add_argument("--session", help="as in this conversation (its window counts for deduplication)")
-    explain.add_argument(
-        "--top-k", type=_positive, help=f"records per source (default {DEFAULT_TOP_K}, as from_defaults)"
-    )
-    explain.add_argument(
-        "--token-limit",
-        type=_positive,
-        help=f"the block's token budget (default {DEFAULT_MEMORY_TOKEN_LIMIT})",
+    add_setting(explain, "--top-k", "top_k", f"records per source (default {DEFAULT_TOP_K}, as from_defaults)")
+    add_setting(
+        explain, "--token-limit", "memory_token_limit", f"the block's token budget (default {DEFAULT_MEMORY_TOKEN_LIMIT})"
     )
     delete = add("delete", cmd_delete, "delete one record or triple of a user, from every index")
     delete.add_argument("user")
@@ -257,3 +253,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.set_defaults(run=cmd_demo, command_parser=demo)
     return parser
+
+
+def add_setting(parser: argparse.ArgumentParser, flag: str, setting: str, help: str) -> None:
+    """An argument that sets an option (:class:`~llama_memory.memory.settings.MemorySettings`)
+    of the memories the command builds, stored as ``setting.<name>`` for
+    ``loading._open`` (unset: the option's default)."""
+    metavar = flag.lstrip("-").upper().replace("-", "_")
+    parser.add_argument(flag, type=_positive, dest=f"setting.{setting}", metavar=metavar, help=help)

@@ -33,18 +33,18 @@ FLUSH_POLL = 0.1
 def job_payload(rt: Runtime) -> dict[str, Any]:
     """Whose formation pass a job is, and (for a worker process) how to open the
     memory: made once per scope (``to_dict()`` costs more than the rest of a put)."""
-    memory = rt.facade
-    key = (memory.tenant_id, memory.user_id, memory.session_id)
+    memory, options = rt.facade, rt.settings
+    key = (options.tenant_id, options.user_id, options.session_id)
     cached = rt.job_payload
     if cached is not None and cached[0] == key:
         return cached[1]
     payload = {
-        "tenant_id": memory.tenant_id,
-        "user_id": memory.user_id,
-        "session_id": memory.session_id,
+        "tenant_id": options.tenant_id,
+        "user_id": options.user_id,
+        "session_id": options.session_id,
         # A worker process rebuilds the sources from this (a memory on disk or in a
         # PostgreSQL store; an in-memory one has nothing a worker could open).
-        "memory": memory.to_dict() if memory.settings.persistent else None,
+        "memory": memory.to_dict() if options.persistent else None,
     }
     rt.job_payload = (key, payload)
     return payload
@@ -76,7 +76,7 @@ def queue_pass(rt: Runtime, scope: Scope, payload: dict[str, Any], run_at: Optio
     store = rt.store
     assert store is not None
     key = job_key(scope)
-    if rt.facade.extract_after_quiet > 0 and store.defer(key, time.time() if run_at is None else run_at):
+    if rt.settings.extract_after_quiet > 0 and store.defer(key, time.time() if run_at is None else run_at):
         return
     store.enqueue(
         EXTRACT_JOB, payload, tenant_id=scope.tenant_id, user_id=scope.user_id,
@@ -100,7 +100,7 @@ def run_job(rt: Runtime, job: Job) -> int:
     """Run one formation job with the memory's sources and LLM (any session of
     the store: the sources take the scope as an argument)."""
     scope = job_scope(job)
-    llm = rt.facade.llm
+    llm = rt.settings.llm
     if llm is None:
         raise LlamaMemoryError("this worker has no LLM to extract with: give the memory llm=")
     check_budget(rt, scope)
@@ -131,7 +131,7 @@ def check_budget(rt: Runtime, scope: Scope, at: Optional[float] = None) -> None:
     """:class:`~llama_memory.write.formation.worker.FormationDeferred` to the next day (UTC)
     when the user's queued formation passes have used ``formation_token_budget`` tokens
     today."""
-    budget = rt.facade.formation_token_budget
+    budget = rt.settings.formation_token_budget
     if not budget:
         return
     assert rt.store is not None
@@ -156,7 +156,7 @@ def extract(rt: Runtime, messages: Optional[Sequence[ChatMessage]], llm: Any) ->
     """The body of :meth:`ComposableMemory.extract` (formation now, in the calling
     thread): the session's formation pass (one LLM call for every part), or a pass over
     the ``messages`` given, with no cursor."""
-    llm = llm or rt.facade.llm
+    llm = llm or rt.settings.llm
     if llm is None:
         raise ValueError("extract() needs an LLM: pass llm=, or build the memory with llm=")
     rt.check_open()
@@ -181,7 +181,7 @@ def extract(rt: Runtime, messages: Optional[Sequence[ChatMessage]], llm: Any) ->
 def flush(rt: Runtime, timeout: Optional[float]) -> None:
     """The body of :meth:`ComposableMemory.flush`."""
     rt.check_open()
-    options = rt.facade
+    options = rt.settings
     if rt.usage is not None:
         with rt.lock:
             rt.usage.write()
@@ -211,7 +211,7 @@ def wait_for_workers(rt: Runtime, timeout: Optional[float]) -> None:
         if not waiting:
             return
         if deadline is not None and time.monotonic() >= deadline:
-            where = rt.facade.path or "postgresql://..."
+            where = rt.settings.path or "postgresql://..."
             raise TimeoutError(
                 f"flush(): this session's extraction pass (job {waiting[0].id}, {waiting[0].state}) "
                 f"was not run by a worker within {timeout} s: is `llama-memory worker --store "
