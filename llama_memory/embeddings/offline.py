@@ -428,21 +428,6 @@ class VectorCache:
         self._keep([text], [vector])
         return vector
 
-    def queries(self, texts: list[str]) -> list[np.ndarray]:
-        """The query vectors of ``texts`` (float32), the unknown ones embedded in one
-        batch call for a symmetric model (one run of the offline model for a question
-        and its statement form costs little more than one), one by one otherwise."""
-        if not self._symmetric or len(texts) < 2:
-            return [self.query(t) for t in texts]
-        with self._lock:
-            known = [self._queries.get(t) for t in texts]
-        missing = list(dict.fromkeys(t for t, v in zip(texts, known) if v is None))
-        if not missing:
-            return [v for v in known if v is not None]
-        fresh = dict(zip(missing, (np.asarray(v, dtype=np.float32) for v in self._batch(missing))))
-        self._keep(missing, [fresh[t] for t in missing])
-        return [v if v is not None else fresh[t] for t, v in zip(texts, known)]
-
     def documents(self, texts: list[str]) -> list[np.ndarray]:
         """The document vectors of ``texts`` (float32), the unknown ones embedded in one
         batch call; for a symmetric model, known query vectors are reused and the new

@@ -114,14 +114,6 @@ class DimensionGuard:
         self.check_vectors(len(vector))
         return vector
 
-    def queries(self, texts: list[str]) -> list[np.ndarray]:
-        """``texts`` embedded as queries through the shared vector cache, in one batch
-        where the model allows it (:meth:`~llama_memory.embeddings.offline.VectorCache.queries`), checked."""
-        vectors = vector_cache(self.embed_model).queries(texts)
-        if vectors:
-            self.check_vectors(len(vectors[0]))
-        return vectors
-
     def check_vectors(self, dim: int) -> None:
         """Check the dimension of vectors just made, then (once) the model's identity."""
         self.check(dim)

@@ -7,7 +7,6 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from typing import Literal, Optional, Protocol, Union
 
-import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
 from ..core.errors import EmbeddingModelError, StorageError
@@ -21,7 +20,6 @@ from ..retrieval.reads import KnownLines, RecordReads
 from ..retrieval.relevance import Calibration, asks_only, calibrate, calibration_for
 from ..retrieval.salience import Salience
 from ..retrieval.set_questions import asks_for_a_set
-from ..retrieval.statement_form import STATEMENT_WEIGHT, blend, statement_form
 from ..retrieval.sync import IndexSync, SyncedRows
 from ..retrieval.topic import TOPIC_WEIGHT, topic_hop
 from ..storage.expiry import NEVER, Expiry
@@ -112,10 +110,6 @@ class VectorSource(MemorySource):
             to its topic alone (the question without the names it mentions) are worth against the first
             ranking (:mod:`llama_memory.retrieval.topic`), 0 to 1; 0 turns it off (so does
             ``dense_weight=0``).
-        statement_weight: for a question, what its statement form ("Which city do I live
-            in?" -> "I live in city") is worth beside it in the vector the dense side
-            searches by (:mod:`llama_memory.retrieval.statement_form`), 0 to 1; 0 searches
-            by the question alone.
     """
 
     def __init__(
@@ -137,7 +131,6 @@ class VectorSource(MemorySource):
         hop_weight: float = HOP_WEIGHT,
         salience: Optional[Salience] = None,
         topic_weight: float = TOPIC_WEIGHT,
-        statement_weight: float = STATEMENT_WEIGHT,
     ) -> None:
         if batch_size <= 0:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
@@ -149,15 +142,10 @@ class VectorSource(MemorySource):
             raise ValueError(f"hop_weight is between 0 (no second hop) and 1, got {hop_weight}")
         if not 0 <= topic_weight <= 1:
             raise ValueError(f"topic_weight is between 0 (no topic query) and 1, got {topic_weight}")
-        if not 0 <= statement_weight <= 1:
-            raise ValueError(
-                f"statement_weight is between 0 (the question alone) and 1, got {statement_weight}"
-            )
         self.store = store
         self.index = index
         self.hop_weight = hop_weight
         self.topic_weight = topic_weight
-        self.statement_weight = statement_weight
         self.embed_model = embed_model
         self.roles = frozenset(roles)
         self.name = name
@@ -187,7 +175,7 @@ class VectorSource(MemorySource):
             resident_limit=resident_limit,
         )
         self._lock = self._sync.lock
-        self._search = HybridSearch(self._sync, store, self._query_vector)
+        self._search = HybridSearch(self._sync, store, self._dimensions.query)
 
     @property
     def batch_size(self) -> int:
@@ -496,16 +484,6 @@ class VectorSource(MemorySource):
             self.hop_weight,
             seeds=SEEDS,
         )
-
-    def _query_vector(self, query: str) -> np.ndarray:
-        """The vector the dense side searches by: the query's, blended with that of its
-        statement form when it is a question (:mod:`llama_memory.retrieval.statement_form`),
-        both embedded in one batch."""
-        statement = statement_form(query) if self.statement_weight > 0 else None
-        if statement is None:
-            return self._dimensions.query(query)
-        question, stated = self._dimensions.queries([query, statement])
-        return blend(question, stated, self.statement_weight)
 
     # -- forgetting -------------------------------------------------------------------
 
