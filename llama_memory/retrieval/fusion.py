@@ -104,7 +104,7 @@ def fuse_scores(
 #: The closest records in meaning keep a place near the top whatever the words say:
 #: the n-th closest (n = 1, 2, 3) ranks no lower than (2n + 1)-th: it takes the score of
 #: the record at 2n-th place, and comes after it (measured on both corpora:
-#: docs/benchmarks.md, "Everyday recall", "The changes, one by one").
+#: docs/benchmarks.md, "Second round on retrieval").
 MEANING_PLACES = 3
 
 
