@@ -71,7 +71,9 @@ def fuse_scores(
         so that the worst candidate scores 0 and the best 1. The lexical score is then
         weighed by how close the record is in meaning, from half (the farthest
         candidate) to all of it (the closest): word overlap alone cannot bury a strong
-        meaning match (measured: docs/benchmarks.md, "Everyday recall"). Ties keep the
+        meaning match (measured: docs/benchmarks.md, "Everyday recall"). With both
+        sides on, the :data:`MEANING_PLACES` closest records in meaning are lifted to
+        a place near the top, however many records share more words. Ties keep the
         order of first appearance: lexical candidates, then dense ones.
     """
     total = max(lexical_weight, 0.0) + max(dense_weight, 0.0)
@@ -93,4 +95,25 @@ def fuse_scores(
         # counts half, so it can never outrank the closest record in meaning.
         agreement = (1.0 + meaning) / 2.0 if wd > 0 and spread > 0 else 1.0
         fused.append((item, wl * words * agreement + wd * meaning))
-    return sorted(fused, key=lambda pair: pair[1], reverse=True)
+    ranked = sorted(fused, key=lambda pair: pair[1], reverse=True)
+    if MEANING_PLACES > 0 and wd > 0 and wl > 0 and spread > 0:
+        ranked = _keep_meaning_places(ranked, dense, MEANING_PLACES)
+    return ranked
+
+
+#: The closest records in meaning keep a place near the top whatever the words say:
+#: the n-th closest (n = 1, 2, 3) ranks no lower than (2n + 1)-th: it takes the score of
+#: the record at 2n-th place, and comes after it (measured on both corpora:
+#: docs/benchmarks.md, "Second round on retrieval").
+MEANING_PLACES = 3
+
+
+def _keep_meaning_places(ranked: list[tuple[str, float]], dense: Mapping[str, float], places: int) -> list[tuple[str, float]]:
+    """``ranked`` with the ``places`` closest records in meaning lifted (:data:`MEANING_PLACES`)."""
+    scores = dict(ranked)
+    closest = sorted((i for i in scores if i in dense), key=lambda i: dense[i], reverse=True)[:places]
+    for n, item in enumerate(closest):
+        floor = ranked[min(2 * n + 1, len(ranked) - 1)][1]
+        if scores[item] < floor:
+            scores[item] = floor
+    return sorted(scores.items(), key=lambda pair: pair[1], reverse=True)
