@@ -66,6 +66,7 @@ from .compose import (
 )
 from .query_plan import QueryPlan, choose_query
 from .question_parts import question_parts
+from .small_talk import without_small_talk
 from .usage import UsageLog
 
 
@@ -155,13 +156,13 @@ def compose_block(rt: Runtime, plan: QueryPlan, window: Sequence[ChatMessage]) -
     records = retrieve_for(rt, plan, fetch, own)  # 3. retrieve
     # Irrelevant records go first, so that one never stands for a fact in the
     # near-duplicate merge and then leaves the block with it.
-    relevant, left_out = relevant_records(records, options.min_relevance)  # 4. relevance
+    relevant, left_out = relevant_records(records, options.min_relevance, plan.text)  # 4. relevance
     kept, duplicates = deduplicate(relevant, shown, left_out)  # 5. deduplicate
     if duplicates and fetch < most and short_of(relevant, kept, fetch, top_k):
         # The window shows more of what was found than last time: ask once more,
         # for as many more as it showed.
         records = retrieve_for(rt, plan, min(most, fetch + duplicates), own)
-        relevant, left_out = relevant_records(records, options.min_relevance)
+        relevant, left_out = relevant_records(records, options.min_relevance, plan.text)
         kept, duplicates = deduplicate(relevant, shown, left_out)
     asked = sum(1 for r in relevant if is_question_record(r))
     if asked:
@@ -170,7 +171,7 @@ def compose_block(rt: Runtime, plan: QueryPlan, window: Sequence[ChatMessage]) -
         # where the statements leave room among as many records as before.
         places = len(relevant)
         records = retrieve_for(rt, plan, fetch + asked, own)
-        relevant, left_out = relevant_records(records, options.min_relevance)
+        relevant, left_out = relevant_records(records, options.min_relevance, plan.text)
         relevant, no_place = within_places(relevant, places)
         kept, duplicates = deduplicate(relevant, shown, [*left_out, *no_place])
     rt.window_overlaps.append(duplicates)
@@ -325,12 +326,14 @@ def query_independent(rt: Runtime) -> list[SourceProtocol]:
 
 
 def relevant_records(
-    records: Sequence[MemoryRecord], min_relevance: float
+    records: Sequence[MemoryRecord], min_relevance: float, query: str = ""
 ) -> tuple[list[MemoryRecord], list[LeftOut]]:
     """The records that enter (those without a relevance stay), statements before the
     user's own questions, and the others as left out, :data:`~llama_memory.read.compose.IRRELEVANT`.
 
-    Two decisions, in order. A record's ``relevance`` must reach ``min_relevance``. Then
+    First, stored small talk goes (:func:`~llama_memory.read.small_talk.without_small_talk`):
+    a record that matched ``query`` by a greeting or the reply to one, or by the same
+    words as the query, and such parts of an excerpt. Then two decisions, in order. A record's ``relevance`` must reach ``min_relevance``. Then
     the record itself: its own relevance (:func:`~llama_memory.retrieval.relevance.own_relevance`,
     the calibration applied to its evidence alone) must reach
     :data:`~llama_memory.retrieval.relevance.RECORD_FLOOR`, a low bar. The default
@@ -348,6 +351,9 @@ def relevant_records(
     (:func:`~llama_memory.retrieval.relevance.serves_request`), and so does one close to a
     first-person question that holds a word it names
     (:func:`~llama_memory.retrieval.relevance.speaks_of_what_is_asked`)."""
+    # Stored small talk states nothing: a record that matched the query by it goes, and
+    # an excerpt loses it (llama_memory.read.small_talk), before anything is judged.
+    records, empty = without_small_talk(records, query)
     floor = RECORD_FLOOR if min_relevance > 0 else 0.0
     about_user = any(
         r.is_turn and not asks_only(r) and r.relevance is not None and r.relevance >= min_relevance
@@ -355,7 +361,7 @@ def relevant_records(
         for r in records
     )
     kept: list[MemoryRecord] = []
-    dropped: list[LeftOut] = []
+    dropped: list[LeftOut] = list(empty)
     for r in records:
         rule = admitting_rule(r, min_relevance, about_user)
         if rule is not None:
