@@ -49,7 +49,7 @@ from ..retrieval.relevance import (
     speaks_of_what_is_asked,
 )
 from ..retrieval.set_questions import records_for
-from ..sources.base import Recent, WindowAware
+from ..sources.base import Embedded, Recent, WindowAware
 from ..sources.base import Source as SourceProtocol
 from ..sources.views import RecordList
 from ..storage.ports import one_connection
@@ -67,6 +67,7 @@ from .compose import (
 from .query_plan import QueryPlan, choose_query
 from .question_parts import question_parts
 from .small_talk import without_small_talk
+from .superseded import mark_superseded
 from .usage import UsageLog
 
 
@@ -175,6 +176,13 @@ def compose_block(rt: Runtime, plan: QueryPlan, window: Sequence[ChatMessage]) -
         relevant, no_place = within_places(relevant, places)
         kept, duplicates = deduplicate(relevant, shown, [*left_out, *no_place])
     rt.window_overlaps.append(duplicates)
+    # An older message beside a later one on the same thing is marked as possibly
+    # superseded (llama_memory.read.superseded): before the budget, which counts the mark.
+    question = query_vector(rt, plan.text) if len(kept) > 1 else None
+    if question is not None:
+        dimension = len(question)
+        kept = mark_superseded(kept, question, lambda source, ids: record_vectors(rt, source, ids, dimension),
+                               lambda words: word_counts(rt, words))
     block = fit_block(  # 6. fit the budget
         kept, **budget, duplicates=duplicates, session_id=options.session_id,
         left_out=left_out, instructions=instructions, since=rt.conversation_since,
@@ -458,6 +466,35 @@ def share_text(value: float) -> str:
     """A relevance (0..1) with two significant digits, written out (``0.000081``, not
     ``8.1e-05``): the record floor is that small."""
     return format(Decimal(f"{value:.2g}"), "f")
+
+
+# -- stage 5b: mark what a later record may supersede (read/superseded.py) --------------
+
+
+def query_vector(rt: Runtime, text: str) -> Optional[Any]:
+    """The question's vector, embedded by the first source with vectors (None: no such
+    source, or no text)."""
+    if not text.strip():
+        return None
+    source = next((s for s in rt.sources if isinstance(s, Embedded)), None)
+    return source.query_vector(text) if source is not None else None
+
+
+def record_vectors(rt: Runtime, source_name: str, ids: Sequence[str], dimension: int) -> dict[str, Any]:
+    """The stored vectors (of ``dimension``) of some records of the source named
+    ``source_name`` (none when it has no vectors)."""
+    source = next((s for s in rt.sources if s.name == source_name and isinstance(s, Embedded)), None)
+    if source is None or not ids:
+        return {}
+    return source.record_vectors(ids, rt.scope, dimension)
+
+
+def word_counts(rt: Runtime, words: Sequence[str]) -> tuple[int, dict[str, int]]:
+    """(records of the user, records holding each of ``words``) in the memory's store;
+    nothing known of a memory without a store (built by hand)."""
+    if rt.store is None:
+        return 0, {}
+    return rt.store.word_counts(words, rt.scope)
 
 
 # -- stage 5: deduplicate (compose.deduplicate), asking once more when short ------------
