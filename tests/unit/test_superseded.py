@@ -48,7 +48,7 @@ def test_the_older_value_is_marked_as_superseded_by_the_later(memory) -> None:
     old, new = lines_with(text, "Quillbyte"), lines_with(text, "Ferrovane")
     assert old and new, text
     # Before, both lines stood unmarked: the LLM read two employers with two dates.
-    assert all("possibly superseded by the later [vector, 2025-03-10" in line for line in old), old
+    assert all("possibly superseded by [vector, 2025-03-10" in line for line in old), old
     assert not any("superseded" in line for line in new), new
 
 

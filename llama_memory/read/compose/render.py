@@ -88,14 +88,15 @@ def conflict_note(record: MemoryRecord) -> str:
 
 #: The most characters of a superseded message of an excerpt its note quotes (enough to
 #: tell which of the excerpt's messages it is).
-SUPERSEDED_QUOTE = 40
+SUPERSEDED_QUOTE = 32
 
 
 def superseded_note(record: MemoryRecord) -> str:
-    """`` (possibly superseded by the later [vector, 2025-03-10 19:02] record: where they
-    differ, the later holds)``: what a record whose message a later record on the same
-    thing may supersede (:mod:`llama_memory.read.superseded`) is marked with; for an
-    excerpt, each such message is named by its first words. ``""`` for a record without."""
+    """`` (possibly superseded by [vector, 2025-03-10 19:02])``: what a record whose
+    message a later record on the same thing may supersede
+    (:mod:`llama_memory.read.superseded`) is marked with, the later one named by its
+    label; for an excerpt, each such message is named by its first words. ``""`` for a
+    record without."""
     parts = record.parts or [record]
     notes = []
     for part in parts:
@@ -105,10 +106,10 @@ def superseded_note(record: MemoryRecord) -> str:
             if len(parts) > 1:
                 text = part.text if len(part.text) <= SUPERSEDED_QUOTE else part.text[: SUPERSEDED_QUOTE - 1] + "…"
                 which = f"{quoted(text)} "
-            notes.append(f"{which}possibly superseded by the later [{label}] record")
+            notes.append(f"{which}possibly superseded by [{label}]")
     if not notes:
         return ""
-    return f" ({'; '.join(notes)}: where they differ, the later holds)"
+    return f" ({'; '.join(notes)})"
 
 
 def render_instructions(instructions: Sequence[str]) -> list[str]:
