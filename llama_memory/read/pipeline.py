@@ -176,19 +176,33 @@ def compose_block(rt: Runtime, plan: QueryPlan, window: Sequence[ChatMessage]) -
         relevant, no_place = within_places(relevant, places)
         kept, duplicates = deduplicate(relevant, shown, [*left_out, *no_place])
     rt.window_overlaps.append(duplicates)
+
+    def fit(shown: Sequence[MemoryRecord]) -> MemoryBlock:  # 6. fit the budget
+        return fit_block(
+            shown, **budget, duplicates=duplicates, session_id=options.session_id,
+            left_out=left_out, instructions=instructions, since=rt.conversation_since,
+        )
+
+    block = fit(kept)
     # An older message beside a later one on the same thing is marked as possibly
-    # superseded (llama_memory.read.superseded): before the budget, which counts the mark.
-    question = query_vector(rt, plan.text) if len(kept) > 1 else None
+    # superseded (llama_memory.read.superseded); the marks cost tokens, and the block
+    # keeps them only when it shows as much with them as without.
+    question = query_vector(rt, plan.text) if len(block.records) > 1 else None
     if question is not None:
         dimension = len(question)
-        kept = mark_superseded(kept, question, lambda source, ids: record_vectors(rt, source, ids, dimension),
-                               lambda words: word_counts(rt, words))
-    block = fit_block(  # 6. fit the budget
-        kept, **budget, duplicates=duplicates, session_id=options.session_id,
-        left_out=left_out, instructions=instructions, since=rt.conversation_since,
-    )
+        marked = mark_superseded(kept, question, lambda source, ids: record_vectors(rt, source, ids, dimension),
+                                 lambda words: word_counts(rt, words))
+        if any(m is not k for m, k in zip(marked, kept)):
+            with_marks = fit(marked)
+            if shown_size(with_marks) >= shown_size(block):
+                block = with_marks
     block.dropped_irrelevant = len(records) - len(relevant)
     return block
+
+
+def shown_size(block: MemoryBlock) -> int:
+    """How many stored records a block's lines show (an excerpt: its messages)."""
+    return sum(len(r.parts) or 1 for r in block.records)
 
 
 def announce_block(
