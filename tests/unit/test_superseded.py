@@ -75,3 +75,18 @@ def test_no_mark_within_one_conversation(make_memory) -> None:
     memory.get("Which company am I working for these days?")
 
     assert "superseded" not in memory.last_block.text
+
+
+def test_a_mark_never_costs_a_record_of_a_full_block(make_memory, memory) -> None:
+    question = "Which company am I working for these days?"
+    memory.get(question)
+    whole = memory.last_block
+    assert "possibly superseded" in whole.text
+    # One token short of the marked block: without the marks it still fits whole.
+    tight = make_memory(session_id="tight", memory_token_limit=whole.token_count - 1)
+
+    tight.get(question)
+
+    assert len(tight.last_block.records) == len(whole.records)
+    assert "Quillbyte" in tight.last_block.text and "Ferrovane" in tight.last_block.text
+    assert "possibly superseded" not in tight.last_block.text
