@@ -186,7 +186,7 @@ def compose_block(rt: Runtime, plan: QueryPlan, window: Sequence[ChatMessage]) -
     block = fit(kept)
     # An older message beside a later one on the same thing is marked as possibly
     # superseded (llama_memory.read.superseded); the marks cost tokens, and the block
-    # keeps them only when it shows as much with them as without.
+    # keeps them only when it shows every message with them that it shows without.
     question = query_vector(rt, plan.text) if len(block.records) > 1 else None
     if question is not None:
         dimension = len(question)
@@ -194,15 +194,16 @@ def compose_block(rt: Runtime, plan: QueryPlan, window: Sequence[ChatMessage]) -
                                  lambda words: word_counts(rt, words))
         if any(m is not k for m, k in zip(marked, kept)):
             with_marks = fit(marked)
-            if shown_size(with_marks) >= shown_size(block):
+            if shown_messages(with_marks) >= shown_messages(block):
                 block = with_marks
     block.dropped_irrelevant = len(records) - len(relevant)
     return block
 
 
-def shown_size(block: MemoryBlock) -> int:
-    """How many stored records a block's lines show (an excerpt: its messages)."""
-    return sum(len(r.parts) or 1 for r in block.records)
+def shown_messages(block: MemoryBlock) -> set[str]:
+    """The stored records a block's lines show (an excerpt: its messages), by id (or
+    text, for a record without one)."""
+    return {p.id or p.text for r in block.records for p in (r.parts or [r])}
 
 
 def announce_block(
