@@ -49,7 +49,7 @@ from ..retrieval.relevance import (
     speaks_of_what_is_asked,
 )
 from ..retrieval.set_questions import records_for
-from ..sources.base import Recent, WindowAware
+from ..sources.base import Embedded, Recent, WindowAware
 from ..sources.base import Source as SourceProtocol
 from ..sources.views import RecordList
 from ..storage.ports import one_connection
@@ -66,6 +66,8 @@ from .compose import (
 )
 from .query_plan import QueryPlan, choose_query
 from .question_parts import question_parts
+from .small_talk import without_small_talk
+from .superseded import mark_superseded
 from .usage import UsageLog
 
 
@@ -155,13 +157,13 @@ def compose_block(rt: Runtime, plan: QueryPlan, window: Sequence[ChatMessage]) -
     records = retrieve_for(rt, plan, fetch, own)  # 3. retrieve
     # Irrelevant records go first, so that one never stands for a fact in the
     # near-duplicate merge and then leaves the block with it.
-    relevant, left_out = relevant_records(records, options.min_relevance)  # 4. relevance
+    relevant, left_out = relevant_records(records, options.min_relevance, plan.text)  # 4. relevance
     kept, duplicates = deduplicate(relevant, shown, left_out)  # 5. deduplicate
     if duplicates and fetch < most and short_of(relevant, kept, fetch, top_k):
         # The window shows more of what was found than last time: ask once more,
         # for as many more as it showed.
         records = retrieve_for(rt, plan, min(most, fetch + duplicates), own)
-        relevant, left_out = relevant_records(records, options.min_relevance)
+        relevant, left_out = relevant_records(records, options.min_relevance, plan.text)
         kept, duplicates = deduplicate(relevant, shown, left_out)
     asked = sum(1 for r in relevant if is_question_record(r))
     if asked:
@@ -170,16 +172,38 @@ def compose_block(rt: Runtime, plan: QueryPlan, window: Sequence[ChatMessage]) -
         # where the statements leave room among as many records as before.
         places = len(relevant)
         records = retrieve_for(rt, plan, fetch + asked, own)
-        relevant, left_out = relevant_records(records, options.min_relevance)
+        relevant, left_out = relevant_records(records, options.min_relevance, plan.text)
         relevant, no_place = within_places(relevant, places)
         kept, duplicates = deduplicate(relevant, shown, [*left_out, *no_place])
     rt.window_overlaps.append(duplicates)
-    block = fit_block(  # 6. fit the budget
-        kept, **budget, duplicates=duplicates, session_id=options.session_id,
-        left_out=left_out, instructions=instructions, since=rt.conversation_since,
-    )
+
+    def fit(shown: Sequence[MemoryRecord]) -> MemoryBlock:  # 6. fit the budget
+        return fit_block(
+            shown, **budget, duplicates=duplicates, session_id=options.session_id,
+            left_out=left_out, instructions=instructions, since=rt.conversation_since,
+        )
+
+    block = fit(kept)
+    # An older message beside a later one on the same thing is marked as possibly
+    # superseded (llama_memory.read.superseded); the marks cost tokens, and the block
+    # keeps them only when it shows every message with them that it shows without.
+    question = query_vector(rt, plan.text) if len(block.records) > 1 else None
+    if question is not None:
+        dimension = len(question)
+        marked = mark_superseded(kept, question, lambda source, ids: record_vectors(rt, source, ids, dimension),
+                                 lambda words: word_counts(rt, words))
+        if any(m is not k for m, k in zip(marked, kept)):
+            with_marks = fit(marked)
+            if shown_messages(with_marks) >= shown_messages(block):
+                block = with_marks
     block.dropped_irrelevant = len(records) - len(relevant)
     return block
+
+
+def shown_messages(block: MemoryBlock) -> set[str]:
+    """The stored records a block's lines show (an excerpt: its messages), by id (or
+    text, for a record without one)."""
+    return {p.id or p.text for r in block.records for p in (r.parts or [r])}
 
 
 def announce_block(
@@ -325,12 +349,14 @@ def query_independent(rt: Runtime) -> list[SourceProtocol]:
 
 
 def relevant_records(
-    records: Sequence[MemoryRecord], min_relevance: float
+    records: Sequence[MemoryRecord], min_relevance: float, query: str = ""
 ) -> tuple[list[MemoryRecord], list[LeftOut]]:
     """The records that enter (those without a relevance stay), statements before the
     user's own questions, and the others as left out, :data:`~llama_memory.read.compose.IRRELEVANT`.
 
-    Two decisions, in order. A record's ``relevance`` must reach ``min_relevance``. Then
+    First, stored small talk goes (:func:`~llama_memory.read.small_talk.without_small_talk`):
+    a record that matched ``query`` by a greeting or the reply to one, or by the same
+    words as the query, and such parts of an excerpt. Then two decisions, in order. A record's ``relevance`` must reach ``min_relevance``. Then
     the record itself: its own relevance (:func:`~llama_memory.retrieval.relevance.own_relevance`,
     the calibration applied to its evidence alone) must reach
     :data:`~llama_memory.retrieval.relevance.RECORD_FLOOR`, a low bar. The default
@@ -348,6 +374,9 @@ def relevant_records(
     (:func:`~llama_memory.retrieval.relevance.serves_request`), and so does one close to a
     first-person question that holds a word it names
     (:func:`~llama_memory.retrieval.relevance.speaks_of_what_is_asked`)."""
+    # Stored small talk states nothing: a record that matched the query by it goes, and
+    # an excerpt loses it (llama_memory.read.small_talk), before anything is judged.
+    records, empty = without_small_talk(records, query)
     floor = RECORD_FLOOR if min_relevance > 0 else 0.0
     about_user = any(
         r.is_turn and not asks_only(r) and r.relevance is not None and r.relevance >= min_relevance
@@ -355,7 +384,7 @@ def relevant_records(
         for r in records
     )
     kept: list[MemoryRecord] = []
-    dropped: list[LeftOut] = []
+    dropped: list[LeftOut] = list(empty)
     for r in records:
         rule = admitting_rule(r, min_relevance, about_user)
         if rule is not None:
@@ -452,6 +481,35 @@ def share_text(value: float) -> str:
     """A relevance (0..1) with two significant digits, written out (``0.000081``, not
     ``8.1e-05``): the record floor is that small."""
     return format(Decimal(f"{value:.2g}"), "f")
+
+
+# -- stage 5b: mark what a later record may supersede (read/superseded.py) --------------
+
+
+def query_vector(rt: Runtime, text: str) -> Optional[Any]:
+    """The question's vector, embedded by the first source with vectors (None: no such
+    source, or no text)."""
+    if not text.strip():
+        return None
+    source = next((s for s in rt.sources if isinstance(s, Embedded)), None)
+    return source.query_vector(text) if source is not None else None
+
+
+def record_vectors(rt: Runtime, source_name: str, ids: Sequence[str], dimension: int) -> dict[str, Any]:
+    """The stored vectors (of ``dimension``) of some records of the source named
+    ``source_name`` (none when it has no vectors)."""
+    source = next((s for s in rt.sources if s.name == source_name and isinstance(s, Embedded)), None)
+    if source is None or not ids:
+        return {}
+    return source.record_vectors(ids, rt.scope, dimension)
+
+
+def word_counts(rt: Runtime, words: Sequence[str]) -> tuple[int, dict[str, int]]:
+    """(records of the user, records holding each of ``words``) in the memory's store;
+    nothing known of a memory without a store (built by hand)."""
+    if rt.store is None:
+        return 0, {}
+    return rt.store.word_counts(words, rt.scope)
 
 
 # -- stage 5: deduplicate (compose.deduplicate), asking once more when short ------------

@@ -2,7 +2,9 @@
 
 :func:`choose_query` looks at the user's message:
 
-- small talk ("hi", "thanks", "ok", "great!") retrieves nothing: no record can answer it;
+- small talk ("hi", "thanks", "ok", "great!", "got it") retrieves nothing: no record can
+  answer it; nor does a message of function words only that is not about the user
+  ("how about you?") and refers to nothing earlier;
 - a message that refers back to the conversation ("and the other one?", "why?") is
   too short to search by: it is searched together with the previous user message;
 - a message that refers back in time ("what did we talk about last time?", "what did I
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Literal, Optional
 
-from ..retrieval.relevance import content_words, words
+from ..retrieval.relevance import content_words, is_personal, words
 from .question_parts import question_parts
 
 #: Words of greetings, thanks and acknowledgements: a message made of these only is small talk.
@@ -52,16 +54,24 @@ def is_small_talk(text: str) -> bool:
     found = words(text)
     if not found:
         return bool(text.strip())
+    joined = " ".join(found)
     return (
         len(found) <= 8
         and all(w in SMALL_TALK for w in found)
-        and (any(w in _GREETING_CORE for w in found) or bool(_HOW_ARE_YOU.search(" ".join(found))))
+        and (any(w in _GREETING_CORE for w in found) or bool(_HOW_ARE_YOU.search(joined))
+             or bool(_ACKNOWLEDGED.search(joined)))
     )
 
 
 # Greetings without a greeting word.
 # (The words have no contraction tails: "how's it going" reads "how it going".)
 _HOW_ARE_YOU = re.compile(r"\bhow (?:are|r) (?:you|u)\b|\bhow (?:s )?it going\b|\bwhats? (?:s )?up\b|\bhow have you been\b")
+# Acknowledgements and goodbyes without such a word: the phrases whose words
+# :data:`SMALL_TALK` holds for them ("got it", "makes sense", "will do", "take care").
+_ACKNOWLEDGED = re.compile(
+    r"\bgot it\b|\bmakes sense\b|\bunderstood\b|\bwill do\b|\bwell done\b|\btake care\b|"
+    r"\b(?:see|talk to) (?:you|u)\b|\btalk soon\b"
+)
 
 
 # Phrases that point back in time, with the span of days they point to (None: the
@@ -148,4 +158,10 @@ def choose_query(text: Optional[str], earlier_user_texts: Sequence[str] = ()) ->
         previous = next((t for t in reversed(earlier_user_texts) if t.strip() and t.strip() != text), "")
         if previous:
             return QueryPlan("context", f"{previous}\n{text}")
+    if not content and not is_personal(text):
+        # Nothing but function words, and not about the user ("how about you?", "are you
+        # there?"), and nothing earlier it refers to: no record can match it by what it
+        # is about, only by the words every message has. A question about the user in
+        # function words ("what do I do?") is searched: its meaning may match.
+        return QueryPlan("none", "")
     return QueryPlan("as_is", text, parts=question_parts(text))

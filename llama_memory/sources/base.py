@@ -4,7 +4,7 @@ Every source does what :class:`Source` says: it has a ``name`` and a ``priority`
 takes in messages (``add``) and retrieves records for a query within a scope
 (``retrieve``). The rest is optional, each its own protocol that the memory checks
 for before calling it: :class:`Forgettable` (``reset``/``forget``),
-:class:`Reconcilable`, :class:`Reindexable`, :class:`Expiring`, :class:`Recent`, :class:`WithTools`,
+:class:`Reconcilable`, :class:`Reindexable`, :class:`Expiring`, :class:`Recent`, :class:`Embedded`, :class:`WithTools`,
 :class:`Extracting`, :class:`Closable`, and :class:`Stored` (a source that writes to
 a store takes part in the memory's transaction). :class:`MemorySource` implements
 them all with defaults that do nothing: subclass it, or implement only what you need.
@@ -132,6 +132,21 @@ class WindowAware(Protocol):
     ) -> list[MemoryRecord]:
         """:meth:`Source.retrieve`, leaving out the records whose normalised text
         (:func:`llama_memory.core.text.normalize_text`) is in ``shown``."""
+        ...
+
+
+@runtime_checkable
+class Embedded(Protocol):
+    """A source whose records have vectors: it gives those stored for some of its
+    records, and embeds a query as its retrieval does (the block compares records by
+    meaning with each other and with the question: :mod:`llama_memory.read.superseded`)."""
+
+    def record_vectors(self, ids: Sequence[str], scope: Scope, dimension: int) -> dict[str, Any]:
+        """The stored vectors (of ``dimension``) of those of ``ids`` that have one, by id."""
+        ...
+
+    def query_vector(self, text: str) -> Any:
+        """``text`` embedded as a query (cached: retrieval embedded it already)."""
         ...
 
 

@@ -7,6 +7,7 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from typing import Literal, Optional, Union
 
+import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
 from ..core.errors import EmbeddingModelError, StorageError
@@ -349,6 +350,33 @@ class VectorSource(MemorySource):
             return list(reads.questions([i for i, _ in found]).values())
 
         calibrate(query, records, cosines, word_counts, self.calibration, hit, left_out, reads.questions, holders)
+
+    def record_vectors(self, ids: Sequence[str], scope: Scope, dimension: int) -> dict[str, np.ndarray]:
+        """The vectors of some of the scope's user's records, by id: held in memory, kept
+        in the record, or in the dense index; a record not embedded yet has none, nor
+        has one of another ``dimension`` (from before a change of model)."""
+        owner = (scope.tenant_id, scope.require_user(f"the {self.name!r} memory source"))
+        wanted = list(dict.fromkeys(i for i in ids if i))
+        if not wanted:
+            return {}
+        found: dict[str, np.ndarray] = {}
+        with self._lock:
+            resident = self._sync.resident(owner, dimension)
+            if resident is not None:
+                found.update(resident.vectors(wanted))
+        rest = [i for i in wanted if i not in found]
+        if rest:
+            found.update(self._sync.vector_copies(rest, dimension))
+            rest = [i for i in rest if i not in found]
+        if rest and resident is None:
+            held = self._sync.index_vectors(owner, rest).items()
+            found.update({i: v for i, v in ((i, np.asarray(v, dtype=np.float32)) for i, v in held) if v.size == dimension})
+        return found
+
+    def query_vector(self, text: str) -> np.ndarray:
+        """``text`` embedded as a query, through the model's shared vector cache (a query
+        retrieved for costs nothing more)."""
+        return self._dimensions.query(text)
 
     def recent(
         self, scope: Scope, k: int, span: Optional[tuple[float, float]] = None

@@ -122,8 +122,9 @@ ADMITTED_BY = "admitted_by"
 
 
 def admission(record: MemoryRecord) -> str:
-    """The rule that let ``record`` into the block, with what it stands for (``also_in``)
-    and conflicts with (``conflicts_with``)."""
+    """The rule that let ``record`` into the block, with what it stands for (``also_in``),
+    conflicts with (``conflicts_with``) and which of its messages a later record may
+    supersede (``possibly_superseded_by``, :mod:`llama_memory.read.superseded`)."""
     rule = str(record.metadata.get(ADMITTED_BY) or (
         "no relevance: not ranked by it (shown whatever the question)"
         if record.relevance is None else f"relevance {relevance_text(record)}"
@@ -133,6 +134,10 @@ def admission(record: MemoryRecord) -> str:
     for other in record.metadata.get("conflicts_with", ()):
         age = {True: "newer than", False: "older than"}.get(other.get("newer"), "in conflict with")  # type: ignore[arg-type]
         rule += f"; conflict: {age} [{other['source']}] {quoted(clip(str(other['text'])))}"
+    for part in record.parts or [record]:
+        for later in part.metadata.get("possibly_superseded_by") or ():
+            rule += (f"; {quoted(clip(part.text))} possibly superseded by the later "
+                     f"[{later.get('source')}, {later.get('time')}] {quoted(clip(str(later.get('text'))))}")
     return rule
 
 

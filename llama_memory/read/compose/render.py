@@ -42,7 +42,7 @@ def render_item(record: MemoryRecord, session_id: Optional[str] = None, since: O
     if is_summary(record):
         speaker = f"summary of the session of {format_time(record.event_time) or 'unknown date'}: "
     text = quoted(record.text)
-    return f"- [{label}] {speaker}{text}{conflict_note(record)}"
+    return f"- [{label}] {speaker}{text}{conflict_note(record)}{superseded_note(record)}"
 
 
 def of_this_conversation(record: MemoryRecord, session_id: Optional[str], since: Optional[float] = None) -> bool:
@@ -84,6 +84,32 @@ def conflict_note(record: MemoryRecord) -> str:
     if not notes:
         return ""
     return f" ({'; '.join(notes)}; ask the user which holds)"
+
+
+#: The most characters of a superseded message of an excerpt its note quotes (enough to
+#: tell which of the excerpt's messages it is).
+SUPERSEDED_QUOTE = 32
+
+
+def superseded_note(record: MemoryRecord) -> str:
+    """`` (possibly superseded by [vector, 2025-03-10 19:02])``: what a record whose
+    message a later record on the same thing may supersede
+    (:mod:`llama_memory.read.superseded`) is marked with, the later one named by its
+    label; for an excerpt, each such message is named by its first words. ``""`` for a
+    record without."""
+    parts = record.parts or [record]
+    notes = []
+    for part in parts:
+        for later in part.metadata.get("possibly_superseded_by") or ():
+            label = ", ".join(str(p) for p in (later.get("source"), later.get("time")) if p)
+            which = ""
+            if len(parts) > 1:
+                text = part.text if len(part.text) <= SUPERSEDED_QUOTE else part.text[: SUPERSEDED_QUOTE - 1] + "…"
+                which = f"{quoted(text)} "
+            notes.append(f"{which}possibly superseded by [{label}]")
+    if not notes:
+        return ""
+    return f" ({'; '.join(notes)})"
 
 
 def render_instructions(instructions: Sequence[str]) -> list[str]:

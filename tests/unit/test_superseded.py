@@ -1,0 +1,92 @@
+"""A later message about the same thing supersedes an older one: the block shows both,
+the older marked as possibly superseded by the later (never the older unmarked beside
+the newer), and leaves two messages about different things unmarked."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from helpers import assistant, user
+from llama_memory.read.compose import render_item
+from llama_memory.read.superseded import SUPERSEDED_BY
+
+JANUARY = datetime(2025, 1, 6, 19, 0, tzinfo=timezone.utc)
+MARCH = datetime(2025, 3, 10, 19, 0, tzinfo=timezone.utc)
+
+OLD_JOB = "I work at Quillbyte, a tiny mapping startup with six people and a very loud kettle."
+NEW_JOB = "Last day at the startup was Friday! On Monday I start as an analyst at Ferrovane, a big consultancy."
+OTHER = "My sister Marta plays the cello in a youth orchestra and practises every evening."
+
+
+def said(make_memory, session: str, when: datetime, *pairs: tuple[str, str]) -> None:
+    memory = make_memory(session_id=session)
+    messages = []
+    for n, (text, reply) in enumerate(pairs):
+        stamp = when.replace(minute=2 * n).isoformat()
+        messages += [user(text, timestamp=stamp), assistant(reply, timestamp=stamp)]
+    memory.put_messages(messages)
+    memory.close()
+
+
+@pytest.fixture
+def memory(make_memory):
+    said(make_memory, "january", JANUARY, (OLD_JOB, "Small teams move fast!"), (OTHER, "How lovely."))
+    said(make_memory, "march", MARCH, (NEW_JOB, "Congratulations on the new role!"))
+    return make_memory(session_id="now")
+
+
+def lines_with(text: str, word: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("- [") and word in line]
+
+
+def test_the_older_value_is_marked_as_superseded_by_the_later(memory) -> None:
+    memory.get("Which company am I working for these days?")
+
+    text = memory.last_block.text
+    old, new = lines_with(text, "Quillbyte"), lines_with(text, "Ferrovane")
+    assert old and new, text
+    # Before, both lines stood unmarked: the LLM read two employers with two dates.
+    assert all("possibly superseded by [vector, 2025-03-10" in line for line in old), old
+    assert not any("superseded" in line for line in new), new
+
+
+def test_the_mark_is_on_the_message_and_survives_a_cut_to_it(memory) -> None:
+    memory.get("Which company am I working for these days?")
+
+    marked = [p for r in memory.last_block.records for p in (r.parts or [r]) if p.metadata.get(SUPERSEDED_BY)]
+    assert [p.text for p in marked] == [OLD_JOB]
+    # Rendered alone (an excerpt cut to this message for the budget), it keeps its mark.
+    assert "possibly superseded" in render_item(marked[0])
+
+
+def test_messages_about_different_things_are_not_marked(memory) -> None:
+    memory.get("What instrument does my sister play?")
+
+    assert "cello" in memory.last_block.text
+    assert "superseded" not in memory.last_block.text
+
+
+def test_no_mark_within_one_conversation(make_memory) -> None:
+    said(make_memory, "one", JANUARY, (OLD_JOB, "Small teams move fast!"), (NEW_JOB, "Congratulations!"))
+    memory = make_memory(session_id="now")
+
+    memory.get("Which company am I working for these days?")
+
+    assert "superseded" not in memory.last_block.text
+
+
+def test_a_mark_never_costs_a_record_of_a_full_block(make_memory, memory) -> None:
+    question = "Which company am I working for these days?"
+    memory.get(question)
+    whole = memory.last_block
+    assert "possibly superseded" in whole.text
+    # One token short of the marked block: without the marks it still fits whole.
+    tight = make_memory(session_id="tight", memory_token_limit=whole.token_count - 1)
+
+    tight.get(question)
+
+    assert len(tight.last_block.records) == len(whole.records)
+    assert "Quillbyte" in tight.last_block.text and "Ferrovane" in tight.last_block.text
+    assert "possibly superseded" not in tight.last_block.text
