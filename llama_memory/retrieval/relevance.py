@@ -42,7 +42,7 @@ from typing import Optional
 from ..core.text import word_tokens
 from ..core.types import MemoryRecord
 
-#: Default of ``min_relevance``: records below it are kept out of the memory block.
+#: The default relevance floor (the memory's option of that name): records below it are kept out of the memory block.
 #: Set by measurement on both corpora (docs/benchmarks.md, "Everyday recall"): a
 #: record's relevance is its estimated chance of holding the answer, and about one
 #: record in ten that a question retrieves does; below this the block gained too little

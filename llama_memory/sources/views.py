@@ -199,7 +199,7 @@ def block_html(block: ShownBlock) -> str:
 def _left_out(block: ShownBlock) -> str:
     summary = (
         f"<p>Left out: {block.dropped_duplicates} already shown (in the conversation or an "
-        f"earlier record), {block.dropped_irrelevant} not relevant (below min_relevance), "
+        f"earlier record), {block.dropped_irrelevant} not relevant (below the relevance floor), "
         f"{block.dropped_for_budget} over the token budget.</p>"
     )
     if not block.left_out:

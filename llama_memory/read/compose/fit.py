@@ -14,7 +14,7 @@ from llama_index.core.base.llms.types import ChatMessage
 from ...core.types import MemoryRecord
 from ...retrieval.excerpts import hit_of
 from .duplicates import deduplicate, window_texts
-from .model import CUT_TO_FIT, OVER_BUDGET, SUMMARISED, LeftOut, MemoryBlock, admission
+from .model import CUT_TO_FIT, NO_ROOM, OVER_BUDGET, SUMMARISED, LeftOut, MemoryBlock, admission
 from .render import is_summary, left_out_note, render_block, render_item
 
 Tokenizer = Callable[[str], Sequence]
@@ -82,7 +82,7 @@ def fit_block(
     result = MemoryBlock(
         dropped_duplicates=duplicates, left_out=list(left_out), instructions=list(instructions)
     )
-    no_room = f"no room left in memory_token_limit ({token_limit} tokens)"
+    no_room = f"{NO_ROOM} ({token_limit} tokens)"
     if not kept or token_limit <= 0:
         result.left_out.extend(LeftOut(record, OVER_BUDGET, detail=no_room) for record in kept)
         return _instructions_only(result, tokenizer)

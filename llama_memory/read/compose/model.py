@@ -86,6 +86,12 @@ class LeftOut:
             object.__setattr__(self, "rule", _default_rule(self))
 
 
+#: Why a record was left out when the block had no room left for it.
+NO_ROOM = "no room left in memory_token_limit"
+#: The rule that leaves out a record whose relevance is below the memory's floor.
+IRRELEVANT_RULE = "relevance below min_relevance"
+
+
 def _default_detail(item: LeftOut) -> str:
     if item.reason == DUPLICATE and item.other is not None:
         return f"says nothing that [{item.other.source}] {quoted(clip(item.other.text))} does not"
@@ -94,7 +100,7 @@ def _default_detail(item: LeftOut) -> str:
     if item.reason == IRRELEVANT:
         return f"relevance {relevance_text(item.record)} below min_relevance"
     if item.reason == OVER_BUDGET:
-        return "no room left in memory_token_limit"
+        return NO_ROOM
     if item.reason == CUT_TO_FIT:
         return "shown as its best message only, for memory_token_limit"
     if item.reason == SUMMARISED:
@@ -106,7 +112,7 @@ def _default_rule(item: LeftOut) -> str:
     if item.reason == DUPLICATE and item.other is not None:
         return "stated whole by another record"
     if item.reason == IRRELEVANT:
-        return "relevance below min_relevance"
+        return IRRELEVANT_RULE
     return item.detail  # the others' details name no value of the record's own
 
 
