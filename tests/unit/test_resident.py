@@ -105,3 +105,16 @@ def test_search_stays_on_the_calling_thread_and_ranks_as_matmul_does() -> None:
     order = [int(i[1:]) for i, _ in found]
     assert np.allclose([s for _, s in found], cosines[order], atol=1e-6)
     assert order == [i for i in np.argsort(-cosines, kind="stable") if i != 1][:40]
+
+
+def test_the_cosines_of_candidates_outside_the_pool_stay_on_the_calling_thread_too() -> None:
+    from llama_memory.retrieval.vectors import add_cosines, cosine
+
+    rng = np.random.default_rng(5)
+    matrix = rng.standard_normal((120, 384)).astype(np.float32)  # past OpenBLAS's threading size
+    query = rng.standard_normal(384)
+    expected = (matrix @ query) / (np.linalg.norm(matrix, axis=1) * np.linalg.norm(query))
+    assert np.allclose(cosine(matrix.view(_NoMatmul), query), expected, atol=1e-6)
+    into = {"v0": 2.0}  # the larger one wins
+    add_cosines(into, {f"v{i}": matrix[i] for i in range(120)}, query)
+    assert into["v0"] == 2.0 and np.isclose(into["v7"], expected[7], atol=1e-6)
