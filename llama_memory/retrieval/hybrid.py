@@ -135,13 +135,29 @@ class HybridSearch:
         sync = self.sync
         owner = (scope.tenant_id, scope.require_user(f"the {sync.collection!r} memory source"))
         extra, aside = max(spare, 0) if apart is not None else 0, set()
+        lexical: Ranking = []
+        dense: Ranking = []
+        found: dict[str, Any] = {}
+        ask_lexical, ask_dense = lexical_weight > 0, dense_weight > 0
         for _ in range(MAX_ASKS):
-            lexical, dense, found = self._rankings(
-                query, scope, owner, pool + extra, dense_weight, lexical_weight, exclude
+            asked_lexical, asked_dense, found_now = self._rankings(
+                query, scope, owner, pool + extra, dense_weight if ask_dense else 0.0,
+                lexical_weight if ask_lexical else 0.0, exclude,
             )
+            if ask_lexical:
+                lexical = asked_lexical
+            if ask_dense:
+                dense, found = asked_dense, found_now
             if apart is None:
                 break
             aside = apart(list(dict.fromkeys(i for side in (lexical, dense) for i, _ in side)))
+            # A side asked again finds what it found before and more past it: one that
+            # already holds ``pool`` others, or gave fewer hits than it was asked for
+            # (it holds no more), would end the same after its cut (:func:`beside`), so
+            # only the others are asked again (a lexical search costs the same however
+            # many hits it is asked for: every match is scored).
+            ask_lexical = ask_lexical and _short(lexical, aside, pool, pool + extra)
+            ask_dense = ask_dense and _short(dense, aside, pool, pool + extra)
             # A retriever that gave all it was asked for may hold more past its cut: when
             # those set apart leave it short of ``pool``, it is asked for more, as many as
             # the share set apart so far says it needs.
@@ -220,6 +236,12 @@ def beside(ranking: Ranking, aside: set[str], pool: int) -> Ranking:
         if item[0] not in aside:
             others += 1
     return kept
+
+
+def _short(ranking: Ranking, aside: set[str], pool: int, asked: int) -> bool:
+    """Whether a side that was asked for ``asked`` hits gave them all and holds fewer
+    than ``pool`` not in ``aside``: only then may asking it for more change its cut."""
+    return len(ranking) >= asked and sum(i not in aside for i, _ in ranking) < pool
 
 
 def _nothing_apart(ids: Sequence[str]) -> set[str]:

@@ -29,9 +29,10 @@ def encodes(data: bytes, dimension: int) -> bool:
 
 
 def cosine(matrix: np.ndarray, vector: np.ndarray) -> list[float]:
-    """Cosine similarity of each row of ``matrix`` with ``vector``."""
+    """Cosine similarity of each row of ``matrix`` with ``vector`` (on the calling
+    thread: see :func:`~llama_memory.storage.resident.cosines`)."""
     norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(vector) or 1.0)
-    return (matrix @ vector / np.where(norms == 0, 1.0, norms)).tolist()
+    return (np.einsum("ij,j->i", matrix, vector) / np.where(norms == 0, 1.0, norms)).tolist()
 
 
 def add_cosines(into: dict[str, float], vectors: Mapping[str, Any], query: np.ndarray) -> None:

@@ -63,7 +63,7 @@ class ResidentVectors:
         size = len(self._ids)
         if k <= 0 or not size:
             return []
-        scores = self._matrix[:size] @ _unit_rows([query], self.dimension)[0]
+        scores = cosines(self._matrix[:size], _unit_rows([query], self.dimension)[0])
         left_out = [row for row in set(map(self._rows.get, exclude)) if row is not None]
         if left_out:
             scores[left_out] = -np.inf
@@ -80,6 +80,17 @@ class ResidentVectors:
     def vectors(self, ids: Iterable[str]) -> Mapping[str, np.ndarray]:
         """The held vectors of those ``ids`` that are here, by id."""
         return {i: self._matrix[self._rows[i]] for i in ids if i in self._rows}
+
+
+def cosines(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    """Each row of ``matrix`` times ``vector`` (float32), on the calling thread.
+
+    ``matrix @ vector`` hands a product of more than about 9,000 numbers to OpenBLAS,
+    which splits it over every core: on a busy machine the threads wait for one another,
+    and a search of 2,000 vectors cost 8-12 ms of CPU (spinning included) against 0.15 ms
+    on one thread. einsum's own loop stays on this thread.
+    """
+    return np.einsum("ij,j->i", matrix, vector)
 
 
 def _unit_rows(vectors: Sequence[Any] | np.ndarray, dimension: int) -> np.ndarray:

@@ -96,3 +96,41 @@ def test_the_vectors_held_in_memory_are_bounded_over_all_users() -> None:
         # Alice's 3 and Bob's 1 fit in 4; in 3, Alice's (searched longest ago) are dropped.
         assert sync.resident(("default", "alice"), 384) is not None
         assert loads == ["alice", "bob", *reloaded], total
+
+
+def test_a_side_that_cannot_change_its_cut_is_not_asked_again() -> None:
+    # The lexical side found every match it holds (one, fewer than asked for); the dense
+    # side is left short by those set apart and is asked again. Asking the lexical side
+    # again (a search that scores every match) would find the same match: it is not.
+    store, sync, ids, _ = collection()
+    more = store.add_records(
+        [NewRecord("facts", ALICE, f"alice wrote note number {n}", (f"n{n}",), None) for n in range(9)]
+    )
+    model = WordHashEmbedding()
+    search = HybridSearch(sync, store, lambda q: np.asarray(model.get_query_embedding(q), dtype=np.float32))
+    apart = {ids[0], *more[:7]}  # the best hit of both sides among them
+    lexical_asks: list[int] = []
+    search_text = store.search_text
+
+    def counted(query, scope, source, limit, exclude=()):
+        lexical_asks.append(limit)
+        return search_text(query, scope, source, limit, exclude)
+
+    store.search_text = counted  # type: ignore[method-assign]
+    ranked, aside = search.search_apart("who keeps bees", ALICE, 2, lambda found: apart & set(found))
+    assert len(lexical_asks) == 1  # the dense side was asked again, the lexical one not
+    assert aside[0][0] == ids[0] and len(ranked) >= 2
+    assert not {i for i, _ in ranked} & apart and not {i for i, _ in aside} - apart
+    # The dense side alone needed more: it was asked again, as the lexical one was not.
+    dense_asks: list[int] = []
+    rankings = search._rankings
+
+    def counted_rankings(query, scope, owner, count, dense_weight, lexical_weight, exclude=()):
+        if dense_weight > 0:
+            dense_asks.append(count)
+        return rankings(query, scope, owner, count, dense_weight, lexical_weight, exclude)
+
+    search._rankings = counted_rankings  # type: ignore[method-assign]
+    lexical_asks.clear()
+    search.search_apart("who keeps bees", ALICE, 2, lambda found: apart & set(found))
+    assert len(dense_asks) >= 2 and len(lexical_asks) == 1
