@@ -67,7 +67,7 @@ from .compose import (
 from .query_plan import QueryPlan, choose_query
 from .question_parts import question_parts
 from .small_talk import without_small_talk
-from .superseded import mark_superseded
+from .superseded import mark_superseded, marks_of_shown
 from .usage import UsageLog
 
 
@@ -194,6 +194,10 @@ def compose_block(rt: Runtime, plan: QueryPlan, window: Sequence[ChatMessage]) -
                                  lambda words: word_counts(rt, words))
         if any(m is not k for m, k in zip(marked, kept)):
             with_marks = fit(marked)
+            # A mark whose later record the budget left out names nothing the LLM sees.
+            unmarked = marks_of_shown(marked, shown_messages(with_marks))
+            if any(u is not m for u, m in zip(unmarked, marked)):
+                with_marks = fit(unmarked)
             if shown_messages(with_marks) >= shown_messages(block):
                 block = with_marks
     block.dropped_irrelevant = len(records) - len(relevant)

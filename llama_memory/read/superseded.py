@@ -35,7 +35,7 @@ the assistant's replies), and only records of a source that has vectors
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 from typing import Any, Optional
 
@@ -214,6 +214,30 @@ def with_marks(
         return record
     return replace(record, parts=parts)
 
+
+
+def marks_of_shown(records: Sequence[MemoryRecord], shown: Set[str]) -> list[MemoryRecord]:
+    """``records`` with only the marks whose later message is among ``shown`` (message
+    ids): a mark that names a record the budget left out points the LLM at nothing.
+    Records with no mark to take off are returned as they are."""
+    def kept(part: MemoryRecord) -> MemoryRecord:
+        marks = part.metadata.get(SUPERSEDED_BY)
+        if not marks:
+            return part
+        left = [mark for mark in marks if mark.get("id") in shown]
+        if len(left) == len(marks):
+            return part
+        metadata = {k: v for k, v in part.metadata.items() if k != SUPERSEDED_BY}
+        return replace(part, metadata={**metadata, SUPERSEDED_BY: left} if left else metadata)
+
+    out = []
+    for record in records:
+        if not record.parts:
+            out.append(kept(record))
+            continue
+        parts = [kept(p) for p in record.parts]
+        out.append(record if all(new is old for new, old in zip(parts, record.parts)) else replace(record, parts=parts))
+    return out
 
 def unit(vector: Any) -> np.ndarray:
     """``vector`` as a float32 array of length 1 (a zero vector stays zero)."""

@@ -90,3 +90,27 @@ def test_a_mark_never_costs_a_record_of_a_full_block(make_memory, memory) -> Non
     assert len(tight.last_block.records) == len(whole.records)
     assert "Quillbyte" in tight.last_block.text and "Ferrovane" in tight.last_block.text
     assert "possibly superseded" not in tight.last_block.text
+
+
+def test_a_mark_naming_a_record_the_block_does_not_show_is_taken_off() -> None:
+    from llama_memory.core.types import MemoryRecord
+    from llama_memory.read.superseded import marks_of_shown
+
+    def mark(later_id: str) -> dict[str, str]:
+        return {"source": "vector", "time": "2025-03-10 19:00", "id": later_id, "text": NEW_JOB}
+
+    old = MemoryRecord(text=OLD_JOB, source="vector", id="old", metadata={SUPERSEDED_BY: [mark("new")]})
+    excerpt = MemoryRecord(text=OTHER, source="vector", id="x", parts=[
+        MemoryRecord(text=OTHER, source="vector", id="other", metadata={SUPERSEDED_BY: [mark("gone"), mark("new")]}),
+    ])
+    plain = MemoryRecord(text=NEW_JOB, source="vector", id="new")
+
+    # The later record "new" is shown; "gone" was left out for the budget.
+    out = marks_of_shown([old, excerpt, plain], {"old", "other", "new"})
+
+    assert out[0] is old and out[2] is plain
+    assert [m["id"] for m in out[1].parts[0].metadata[SUPERSEDED_BY]] == ["new"]
+    # Nothing shown to point at: the mark goes, and so does its key.
+    alone = marks_of_shown([old], {"old"})
+    assert SUPERSEDED_BY not in alone[0].metadata
+    assert "superseded" not in render_item(alone[0])
