@@ -44,6 +44,7 @@ import numpy as np
 from ..core.messages import format_time
 from ..core.types import MemoryRecord
 from ..retrieval.relevance import content_words, is_users_question, stem
+from ..retrieval.vectors import unit
 from .query_plan import is_small_talk
 
 #: The metadata key of the mark on an older message (a list of the later records).
@@ -207,13 +208,18 @@ def with_marks(
                 "text": later.part.text}
         return replace(part, metadata={**part.metadata, SUPERSEDED_BY: [mark]})
 
+    return each_message(record, marked)
+
+
+def each_message(record: MemoryRecord, change: Callable[[MemoryRecord], MemoryRecord]) -> MemoryRecord:
+    """``record`` with ``change`` applied to each of its messages (its parts, or itself
+    when it has none); ``record`` itself when ``change`` left every message as it was."""
     if not record.parts:
-        return marked(record)
-    parts = [marked(p) for p in record.parts]
+        return change(record)
+    parts = [change(p) for p in record.parts]
     if all(new is old for new, old in zip(parts, record.parts)):
         return record
     return replace(record, parts=parts)
-
 
 
 def marks_of_shown(records: Sequence[MemoryRecord], shown: Set[str]) -> list[MemoryRecord]:
@@ -230,17 +236,4 @@ def marks_of_shown(records: Sequence[MemoryRecord], shown: Set[str]) -> list[Mem
         metadata = {k: v for k, v in part.metadata.items() if k != SUPERSEDED_BY}
         return replace(part, metadata={**metadata, SUPERSEDED_BY: left} if left else metadata)
 
-    out = []
-    for record in records:
-        if not record.parts:
-            out.append(kept(record))
-            continue
-        parts = [kept(p) for p in record.parts]
-        out.append(record if all(new is old for new, old in zip(parts, record.parts)) else replace(record, parts=parts))
-    return out
-
-def unit(vector: Any) -> np.ndarray:
-    """``vector`` as a float32 array of length 1 (a zero vector stays zero)."""
-    array = np.asarray(vector, dtype=np.float32).ravel()
-    norm = float(np.linalg.norm(array))
-    return array / norm if norm > 0 else array
+    return [each_message(record, kept) for record in records]

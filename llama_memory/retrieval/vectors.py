@@ -7,14 +7,21 @@ from typing import Any
 
 import numpy as np
 
+from ..storage.resident import cosines
+
+
+def unit(vector: Any) -> np.ndarray:
+    """``vector`` as a float32 array of length 1 (a zero vector stays zero)."""
+    array = np.asarray(vector, dtype=np.float32).ravel()
+    norm = float(np.linalg.norm(array))
+    return array / norm if norm > 0 else array
+
 
 def encode(vector: Any) -> bytes:
     """A record vector's copy for the system of record: its direction (all a cosine
     needs) as float16, half the bytes of float32; the cosines it gives differ from
     the exact ones by about 1e-3."""
-    array = np.asarray(vector, dtype=np.float32)
-    norm = float(np.linalg.norm(array))
-    return (array / norm if norm > 0 else array).astype(np.float16).tobytes()
+    return unit(vector).astype(np.float16).tobytes()
 
 
 def decode(data: bytes) -> np.ndarray:
@@ -32,7 +39,7 @@ def cosine(matrix: np.ndarray, vector: np.ndarray) -> list[float]:
     """Cosine similarity of each row of ``matrix`` with ``vector`` (on the calling
     thread: see :func:`~llama_memory.storage.resident.cosines`)."""
     norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(vector) or 1.0)
-    return (np.einsum("ij,j->i", matrix, vector) / np.where(norms == 0, 1.0, norms)).tolist()
+    return (cosines(matrix, vector) / np.where(norms == 0, 1.0, norms)).tolist()
 
 
 def add_cosines(into: dict[str, float], vectors: Mapping[str, Any], query: np.ndarray) -> None:
