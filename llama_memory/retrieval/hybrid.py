@@ -210,16 +210,9 @@ class HybridSearch:
         sync, vector, resident, waiting = self.sync, found["vector"], found["resident"], found["waiting"]
         vectors: dict[str, Any] = {i: waiting[i] for i in missing if i in waiting}
         rest = [i for i in missing if i not in vectors]
-        if resident is not None:
-            with sync.lock:
-                vectors.update(resident.vectors(rest))
-            rest = [i for i in rest if i not in vectors]
-        vectors.update(sync.vector_copies(rest, len(vector)))
-        rest = [i for i in rest if i not in vectors]
-        if resident is None:  # rows indexed before copies were kept
-            vectors.update(sync.index_vectors(owner, rest))
-        # else: what is left was written by another process after this search began
+        # An id left without one was written by another process after this search began
         # and is not embedded yet; it competes on words alone until the next search.
+        vectors.update(sync.known_vectors(owner, rest, len(vector), resident))
         add_cosines(dense, vectors, vector)
 
 

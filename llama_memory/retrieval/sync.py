@@ -290,3 +290,23 @@ class IndexSync:
     def index_vectors(self, owner: tuple[str, str], ids: Sequence[str]) -> dict[str, Any]:
         """The vectors the dense index holds of some of one user's ids."""
         return self.index.vectors(*owner, ids)
+
+    def known_vectors(
+        self, owner: tuple[str, str], ids: Sequence[str], dimension: int, resident: Optional[ResidentVectors]
+    ) -> dict[str, Any]:
+        """The vectors of some of one user's ids, by id: from ``resident`` (the user's
+        vectors held in memory, :meth:`resident`), then the copies kept in the record,
+        then, only when none are held in memory (rows indexed before copies were kept),
+        the dense index. With vectors held in memory, an id none of them has was written
+        by another process since, and is not embedded yet: it has none."""
+        found: dict[str, Any] = {}
+        rest = list(ids)
+        if resident is not None:
+            with self.lock:
+                found.update(resident.vectors(rest))
+            rest = [i for i in rest if i not in found]
+        found.update(self.vector_copies(rest, dimension))
+        rest = [i for i in rest if i not in found]
+        if resident is None:
+            found.update(self.index_vectors(owner, rest))
+        return found

@@ -359,19 +359,10 @@ class VectorSource(MemorySource):
         wanted = list(dict.fromkeys(i for i in ids if i))
         if not wanted:
             return {}
-        found: dict[str, np.ndarray] = {}
-        with self._lock:
-            resident = self._sync.resident(owner, dimension)
-            if resident is not None:
-                found.update(resident.vectors(wanted))
-        rest = [i for i in wanted if i not in found]
-        if rest:
-            found.update(self._sync.vector_copies(rest, dimension))
-            rest = [i for i in rest if i not in found]
-        if rest and resident is None:
-            held = self._sync.index_vectors(owner, rest).items()
-            found.update({i: v for i, v in ((i, np.asarray(v, dtype=np.float32)) for i, v in held) if v.size == dimension})
-        return found
+        resident = self._sync.resident(owner, dimension)
+        found = self._sync.known_vectors(owner, wanted, dimension, resident).items()
+        # The dense index may hold vectors of another model (before a change of model).
+        return {i: v for i, v in ((i, np.asarray(v, dtype=np.float32)) for i, v in found) if v.size == dimension}
 
     def query_vector(self, text: str) -> np.ndarray:
         """``text`` embedded as a query, through the model's shared vector cache (a query
