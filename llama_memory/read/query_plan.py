@@ -47,13 +47,35 @@ _GREETING_CORE = frozenset(
 )
 
 
+# Words that place a message in the time it is said ("today", "tonight", "these days",
+# "this week"): they say when, not what about. "How are you today?" is as much small talk
+# as "how are you?", and "today" names nothing a record could hold; set aside before a
+# message is judged by what it is about. (Not "yesterday", "last week": they point back
+# to what was said then, :data:`_WHEN`.)
+_TIME_DEIXIS = re.compile(
+    r"\b(?:today|tonight|tonite|now|right now|nowadays|lately|recently|currently|these days|so far|"
+    r"this (?:morning|afternoon|evening|week|weekend|month|year))\b"
+)
+
+
+def without_time_deixis(found: Sequence[str]) -> list[str]:
+    """``found`` (a message's words, :func:`~llama_memory.retrieval.relevance.words`)
+    without the words that place it in the time it is said (:data:`_TIME_DEIXIS`)."""
+    return _TIME_DEIXIS.sub(" ", " ".join(found)).split()
+
+
 def is_small_talk(text: str) -> bool:
     """Whether a message is only a greeting, thanks or acknowledgement ("hi", "thanks!",
-    "ok", "great!", "how are you?"): at most 8 words, all of :data:`SMALL_TALK`, one a
-    greeting or acknowledgement. A message without words (emoji, punctuation) counts too."""
+    "ok", "great!", "how are you?"), with or without a word of when it is said ("how are
+    you today?", "how's it going these days?"): at most 8 words, all of
+    :data:`SMALL_TALK` once those are set aside, one a greeting or acknowledgement. A
+    message without words (emoji, punctuation) counts too."""
     found = words(text)
     if not found:
         return bool(text.strip())
+    found = without_time_deixis(found)
+    if not found:  # "today?", "now?": a time alone asks about something said before
+        return False
     joined = " ".join(found)
     return (
         len(found) <= 8
@@ -158,10 +180,16 @@ def choose_query(text: Optional[str], earlier_user_texts: Sequence[str] = ()) ->
         previous = next((t for t in reversed(earlier_user_texts) if t.strip() and t.strip() != text), "")
         if previous:
             return QueryPlan("context", f"{previous}\n{text}")
-    if not content and not is_personal(text):
-        # Nothing but function words, and not about the user ("how about you?", "are you
-        # there?"), and nothing earlier it refers to: no record can match it by what it
-        # is about, only by the words every message has. A question about the user in
-        # function words ("what do I do?") is searched: its meaning may match.
+    if not content_words(" ".join(without_time_deixis(found))) and not is_personal(text):
+        # Nothing but function words and words of when it is said, and not about the
+        # user ("how about you?", "are you there?", "what about today?"): no record can
+        # match it by what it is about, only by the words every message has or by
+        # "today". A time alone follows up the previous message ("what's on tomorrow?"
+        # then "what about today?"): searched with it. A question about the user in
+        # function words ("what do I do?", "what am I doing today?") is searched: its
+        # meaning may match.
+        previous = next((t for t in reversed(earlier_user_texts) if t.strip() and t.strip() != text), "")
+        if previous and len(without_time_deixis(found)) < len(found):
+            return QueryPlan("context", f"{previous}\n{text}")
         return QueryPlan("none", "")
     return QueryPlan("as_is", text, parts=question_parts(text))
