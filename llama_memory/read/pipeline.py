@@ -280,7 +280,7 @@ def retrieve_parts(
     """:func:`retrieve` for ``query``, and, for a question of several ``parts``
     (:func:`~llama_memory.read.question_parts.question_parts`), for each part too: the
     rankings merged round-robin, each part's first, then the whole question's, each
-    record once, as many as the longest ranking. Each record keeps the relevance of the
+    record once, as many as the longest ranking for each part. Each record keeps the relevance of the
     search that judged it best (that of its part)."""
     if not parts:
         return retrieve(rt, query, k, sources, shown)
@@ -296,7 +296,10 @@ def retrieve_parts(
             merged[key] = record
         elif (record.relevance or 0.0) > (held.relevance or 0.0):
             merged[key] = record
-    return list(merged.values())[: max(len(r) for r in rankings)]
+    # Each part keeps the places a question of one part has: cut to as many records as
+    # the longest ranking for each part, not for the question as a whole (which gave each
+    # part a third of them, and a part's fact at its fourth place was never shown).
+    return list(merged.values())[: max(len(r) for r in rankings) * len(parts)]
 
 
 def retrieve(
