@@ -34,7 +34,10 @@ SMALL_TALK = frozenset(
     "lol haha hahaha hehe lmao hmm hm mm oh ah ahh uh um huh "
     "welcome please np problem worries got it that sounds makes sense understood "
     "so very really too the a you u all for again is was this me will do well done "
-    "how are whats what up sup s it doing going been have hope your day".split()
+    "how are whats what up sup s it doing going been have hope your day "
+    # "hi there", "that's helpful": the vocative "there" of a greeting, and praise of a
+    # reply beside "great" and "nice" (with a greeting or thanks, never alone).
+    "there helpful useful".split()
 )
 # Some words only make small talk in company ("how are you?"): alone, or with others,
 # a message needs at least one of these to count.

@@ -118,3 +118,15 @@ def test_a_time_alone_follows_up_the_previous_message() -> None:
     plan = choose_query("what about today?", ["What's on my calendar tomorrow?"])
 
     assert plan.kind == "context" and plan.text.startswith("What's on my calendar tomorrow?")
+
+
+@pytest.mark.parametrize("text", ["hello there", "hi there!", "very useful, thanks", "that was helpful, thank you"])
+def test_a_greeting_to_someone_there_and_praise_of_a_reply_are_small_talk(text: str) -> None:
+    # Before, "there" and "helpful" made these queries: they matched records by "hello".
+    assert is_small_talk(text)
+    assert choose_query(text).kind == "none"
+
+
+@pytest.mark.parametrize("text", ["is there a dentist near me?", "is the bakery there open on sundays?", "helpful?"])
+def test_there_and_helpful_in_a_question_are_searched(text: str) -> None:
+    assert choose_query(text).kind == "as_is"
