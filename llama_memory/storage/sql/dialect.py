@@ -2,7 +2,7 @@
 
 The shared algorithms write their SQL once, with ``?`` placeholders (DB-API's "qmark"
 style, SQLite's own), and ask a :class:`Dialect` for the few things the two databases
-spell differently. A backend package makes one dialect object (``storage/sqlite/dialect.py``,
+spell differently. A backend package makes one dialect object (``storage/sqlite/connection.py``,
 ``storage/postgres/dialect.py``); nothing else of the algorithms depends on which it is.
 """
 
