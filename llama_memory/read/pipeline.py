@@ -34,8 +34,8 @@ from typing import Any, Optional
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
 from ..core.instrumentation import MemoryBlockEvent, Stopwatch, dispatcher, retrieval_event
-from ..core.messages import check_text, message_text
-from ..core.text import normalize_text
+from ..core.messages import message_text
+from ..core.text import check_text, normalize_text
 from ..core.types import MemoryRecord, Scope, now
 from ..memory.arguments import short
 from ..memory.runtime import Runtime

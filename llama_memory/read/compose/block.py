@@ -15,7 +15,8 @@ from typing import Optional
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock
 
-from ...core.messages import format_time, message_text
+from ...core.messages import message_text
+from ...core.text import format_time
 from ...core.types import SUMMARY_KIND, MemoryRecord
 from ...sources.views import block_html, block_summary
 
