@@ -52,7 +52,7 @@ from ..retrieval.set_questions import records_for
 from ..sources.base import Embedded, Recent, WindowAware
 from ..sources.base import Source as SourceProtocol
 from ..sources.views import RecordList
-from ..storage.ports import one_connection
+from ..storage.sql.dialect import one_connection
 from .compose import (
     ADMITTED_BY,
     IRRELEVANT,
