@@ -11,7 +11,7 @@ import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
 from ..core.errors import EmbeddingModelError, StorageError
-from ..core.types import MemoryRecord, Scope, StoredMessage
+from ..core.types import NEVER, Expiry, MemoryRecord, Scope, StoredMessage
 from ..embeddings.offline import embedding_dimension, vector_cache
 from ..retrieval.apart import SetApart, WindowIds, search_beside
 from ..retrieval.excerpts import JOIN_GAP, WideNeighbourhoods, hit_of, join_parts, pack_excerpts
@@ -23,7 +23,6 @@ from ..retrieval.salience import Salience
 from ..retrieval.set_questions import asks_for_a_set
 from ..retrieval.sync import IndexSync
 from ..retrieval.topic import TOPIC_WEIGHT, topic_hop
-from ..storage.expiry import NEVER, Expiry
 from ..storage.ports import NewRecord, VectorIndex
 from ..storage.reconcile import ReconcileReport
 from ..storage.sql.store import Storage

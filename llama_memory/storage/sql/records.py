@@ -24,8 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 from ...core.errors import StorageError
 from ...core.text import content_hash
-from ...core.types import MemoryRecord, Scope, now
-from ..expiry import is_alive, later_expiry
+from ...core.types import MemoryRecord, Scope, is_alive, later_expiry, now
 from ..ports.base import user_meta_infix
 from ..ports.records import NewRecord, PendingRecord, more_important
 from .dialect import ALIVE_SQL, EXPIRED_SQL, Dialect
