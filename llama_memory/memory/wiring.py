@@ -22,8 +22,8 @@ from llama_index.core.memory.types import BaseMemory
 from llama_index.core.utils import get_tokenizer
 
 from ..core.types import Expiry, Scope
+from ..embeddings.store_model import forget_embedding_model
 from ..sources.base import ProfileHolder, TripleHolder
-from ..sources.dimension import forget_embedding_model
 from ..sources.instructions import Instructions
 from ..sources.profile import ProfileSource
 from ..sources.triples import TRIPLE_COLLECTION, TripleSource
