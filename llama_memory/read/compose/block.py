@@ -83,7 +83,7 @@ def clip(text: str) -> str:
 def conflict_note(record: MemoryRecord) -> str:
     """`` (conflict, newer: [triples] "..." says otherwise; ask the user which holds)``:
     what a record in conflict with another
-    (:func:`~llama_memory.read.compose.duplicates.merge_near_duplicates`) is marked
+    (:func:`~llama_memory.read.compose.selection.merge_near_duplicates`) is marked
     with, the other's text quoted as data; ``""`` for a record in no conflict."""
     notes = []
     for other in record.metadata.get("conflicts_with", ()):

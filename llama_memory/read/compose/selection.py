@@ -85,7 +85,7 @@ def merge_near_duplicates(
     Two records about the same thing that differ are both shown; when the thing holds
     one value at a time (a profile field, a functional triple) or one negates the other,
     as a conflict: the newer first, each marked (``metadata["conflicts_with"]``,
-    rendered by :func:`~llama_memory.read.compose.render.render_item`) so the LLM can ask the
+    rendered by :func:`~llama_memory.read.compose.block.render_item`) so the LLM can ask the
     user which holds. Records of one source are not compared with each other (exact
     duplicates are gone already). Returns the
     records and how many were left out; what was left out (a record, or an excerpt's
