@@ -38,7 +38,7 @@ from ..core.messages import message_text
 from ..core.text import check_text, normalize_text
 from ..core.types import MemoryRecord, Scope, now
 from ..memory.arguments import short
-from ..memory.runtime import Runtime
+from ..memory.runtime import Runtime, UsageLog
 from ..retrieval.relevance import (
     NAMED_MIN_COSINE,
     RECORD_FLOOR,
@@ -68,7 +68,6 @@ from .query_plan import QueryPlan, choose_query
 from .question_parts import question_parts
 from .small_talk import without_small_talk
 from .superseded import mark_superseded, marks_of_shown
-from .usage import UsageLog
 
 
 def get(rt: Runtime, input: Optional[str], insert_method: str, **kwargs: Any) -> list[ChatMessage]:

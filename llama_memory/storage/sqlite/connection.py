@@ -24,7 +24,7 @@ from ...core.errors import StorageError
 from ..privacy import create_private_file, make_private_dir, warn_if_shared
 from ..sql.dialect import Dialect, insert_sql
 from ..sql.meta import MetaStore
-from ..word_counts import WordCountCache
+from ..sql.records import WordCountCache
 from .driver import SQLiteDriver, sqlite_driver
 from .schema import MIGRATIONS, sql_statements
 
