@@ -57,13 +57,11 @@ from bench.locomo import Ours, load_dataset
 from bench.noise import fit_logistic
 
 #: The calibration's inputs (names of :meth:`llama_memory.retrieval.relevance.Evidence.features`):
-#: the record's own evidence, and its cosine against the question's background (a
-#: property of the question alone: :mod:`llama_memory.retrieval.background`). The query's best match among the other records
+#: the record's own evidence only. The query's best match among the other records
 #: (``best_cosine``, ``best_lexical``) and the share of the query the store has never
 #: seen (``unknown``) were tried: they depend on what else the store holds, and a
 #: record that is the best of three scored like the best of 2,000.
-FEATURES = ("cosine", "lexical", "cosine_lexical", "unknown_name", "personal", "personal_cosine",
-            "background_gap", "personal_background_gap")
+FEATURES = ("cosine", "lexical", "cosine_lexical", "unknown_name", "personal", "personal_cosine")
 #: What each row records of a record (FEATURES and those tried), for refitting from ``--json``.
 RECORDED = (*FEATURES, "best_cosine", "best_lexical", "unknown")
 #: Records searched per question (the block's ``top_k``).

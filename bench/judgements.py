@@ -21,11 +21,9 @@ The judgements (:data:`VARIANTS`) are built from:
   share of the question's words weighed by the store's counts, ``personal``,
   ``unknown_name``);
 * **the query's background** (``background``): the mean of the question's five best
-  cosines with a fixed bank of neutral chat sentences
-  (:data:`llama_memory.retrieval.background.NEUTRAL_CHAT`, written for this, about no one
-  in either corpus), so that a question near everything and one near nothing are judged
-  apart, whatever the store holds (the library's calibration weighs it since this was
-  measured);
+  cosines with a fixed bank of neutral chat sentences (``bench/data/neutral_chat.txt``,
+  written for this, about no one in either corpus), so that a question near everything
+  and one near nothing are judged apart, whatever the store holds;
 * **the best sentence** (``sentence``, with ``--sentences``): the record's best cosine
   with the question over the sentences of its messages, a second look at a long message
   whose one clause answers (it embeds every sentence of every record: minutes).
@@ -53,6 +51,8 @@ import numpy as np
 from bench.calibrate import auc
 from bench.noise import fit_logistic
 
+#: The bank of neutral chat sentences a question's background is measured against.
+BANK = Path(__file__).parent / "data" / "neutral_chat.txt"
 #: The small store's never-said token levels at which the judgements are compared.
 TOKEN_LEVELS = (250.0, 170.0, 120.0, 60.0)
 #: The block's fixed lines in tokens, counted once per question that keeps a record.
@@ -140,14 +140,13 @@ def add_evidence(rows: Sequence[dict[str, Any]], with_sentences: bool, log: Call
     """Give each row its question's ``background`` and, ``with_sentences``, each record
     its best ``sentence`` cosine (the default embedding)."""
     from llama_memory import default_embedding
-    from llama_memory.retrieval.background import BACKGROUND_TOP, NEUTRAL_CHAT
 
     model = default_embedding()
-    bank = _unit(model.get_text_embedding_batch(list(NEUTRAL_CHAT)))
+    bank = _unit(model.get_text_embedding_batch([s for s in BANK.read_text(encoding="utf-8").splitlines() if s.strip()]))
     questions = sorted({row["question"] for row in rows})
     query = {q: _unit(model.get_query_embedding(q)) for q in questions}
     for row in rows:
-        row["background"] = float(np.sort(bank @ query[row["question"]])[-BACKGROUND_TOP:].mean())
+        row["background"] = float(np.sort(bank @ query[row["question"]])[-5:].mean())
     if not with_sentences:
         return
     wanted = sorted({s for row in rows for r in row["records"] for s in sentences(r["text"])})

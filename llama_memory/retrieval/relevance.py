@@ -46,11 +46,8 @@ from ..core.types import MemoryRecord
 #: Set by measurement on both corpora (docs/benchmarks.md, "Everyday recall"): a
 #: record's relevance is its estimated chance of holding the answer, and about one
 #: record in ten that a question retrieves does; below this the block gained too little
-#: recall for the tokens it spent on questions about things never said. With the
-#: question's background weighed (:data:`DEFAULT_CALIBRATION`), this is where the small
-#: everyday store's never-said questions spend what they spent before (about 270
-#: tokens) for more recall on both corpora ("Third round: the relevance judgement").
-DEFAULT_MIN_RELEVANCE = 0.027
+#: recall for the tokens it spent on questions about things never said.
+DEFAULT_MIN_RELEVANCE = 0.03
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 # Function words: they say nothing about what a record is about.
@@ -133,9 +130,6 @@ class Evidence:
             "plan my weekend"): a request about the user, which what they said of
             themselves may serve without sharing a word with it (:func:`is_personal`).
         request: 1.0 when the query asks for advice in the first person (:func:`is_request`).
-        background: the query's background, its closeness to neutral chat about nothing
-            in particular (:func:`~llama_memory.retrieval.background.background`); the
-            record's cosine counts by how far it rises above it (``background_gap``).
     """
 
     cosine: Optional[float]
@@ -146,7 +140,6 @@ class Evidence:
     unknown_name: float = 0.0
     personal: float = 0.0
     request: float = 0.0
-    background: float = 0.0
 
     def features(self) -> dict[str, float]:
         """The calibration's inputs by name (products included)."""
@@ -163,8 +156,6 @@ class Evidence:
             "personal": self.personal,
             "personal_cosine": self.personal * cosine,
             "request": self.request,
-            "background_gap": cosine - self.background,
-            "personal_background_gap": self.personal * (cosine - self.background),
         }
 
     def own(self) -> "Evidence":
@@ -360,7 +351,6 @@ def calibrate(
     left_out: Sequence[str] = (),
     candidates: Optional[Callable[[Sequence[str]], Mapping[str, tuple[str, bool]]]] = None,
     holders: Optional[Callable[[str, int], Sequence[tuple[str, bool]]]] = None,
-    background: float = 0.0,
 ) -> None:
     """Set ``relevance`` and ``metadata["evidence"]`` on each of a query's records.
 
@@ -389,8 +379,6 @@ def calibrate(
             user's own questions, as ``candidates`` gives them; with it, a word that only the user's own questions
             among the candidates hold is checked in the whole store
             (:func:`stated_counts`).
-        background: the query's background
-            (:func:`~llama_memory.retrieval.background.background`; 0: not known).
     """
     if not records:
         return
@@ -424,7 +412,6 @@ def calibrate(
             unknown_name=unknown_name,
             personal=personal,
             request=request,
-            background=background,
         )
         record.relevance = calibration.relevance(evidence)
         record.metadata["evidence"] = {
@@ -498,30 +485,24 @@ MAX_HOLDERS_READ = 400
 CALIBRATED_MODEL = "all-MiniLM-L6-v2-onnx-int8"
 
 #: Fitted on both development corpora with the default offline embedding
-#: (``python -m bench.judgements``, "library's + background", on the records of
-#: ``python -m bench.calibrate``): the five LoCoMo conversations and the everyday set's two
-#: stores, a record being a positive when it holds the answer to the question it was
-#: retrieved for. Only the record's own evidence counts (its cosine and lexical share,
-#: whether the question names someone the store never heard of, whether it is in the
-#: first person) and the question's background (its closeness to neutral chat, measured
-#: against a fixed bank, :mod:`llama_memory.retrieval.background`), none of the query's
-#: best match among the other records: a score then means the same in a store of 3
-#: records and in one of 2,000, where the earlier model, which weighed the query's best
-#: match most, scored every record of a small store 1.0 for any question one of them
-#: answered. The cosine counts by how far it rises above the question's background: a
-#: question near all chat needs a closer record than one near none. The fits on one
-#: corpus only, each judged on the other, are in docs/benchmarks.md ("Everyday recall").
+#: (``python -m bench.calibrate``, the fit "both"): the five LoCoMo conversations and the
+#: everyday set's two stores, a record being a positive when it holds the answer to the
+#: question it was retrieved for. Only the record's own evidence counts (its cosine and
+#: lexical share, whether the question names someone the store never heard of, whether it
+#: is in the first person), none of the query's best match among the other records: a
+#: score then means the same in a store of 3 records and in one of 2,000, where the
+#: earlier model, which weighed the query's best match most, scored every record of a
+#: small store 1.0 for any question one of them answered. The fits on one corpus only,
+#: each judged on the other, are in docs/benchmarks.md ("Everyday recall").
 DEFAULT_CALIBRATION = Calibration(
-    intercept=-4.765,
+    intercept=-5.194,
     weights={
-        "cosine": 1.57,
-        "lexical": 2.331,
-        "cosine_lexical": 2.444,
-        "unknown_name": -2.075,
-        "personal": -0.514,
-        "personal_cosine": 3.918,
-        "background_gap": 1.857,
-        "personal_background_gap": 2.509,
+        "cosine": 3.633,
+        "lexical": 1.931,
+        "cosine_lexical": 2.793,
+        "unknown_name": -2.17,
+        "personal": -0.799,
+        "personal_cosine": 5.142,
     },
 )
 

@@ -14,7 +14,6 @@ from ..core.errors import EmbeddingModelError, StorageError
 from ..core.types import MemoryRecord, Scope, StoredMessage
 from ..embeddings.offline import embedding_dimension, vector_cache
 from ..retrieval.apart import SetApart, WindowIds, search_beside
-from ..retrieval.background import background
 from ..retrieval.excerpts import JOIN_GAP, WideNeighbourhoods, hit_of, join_parts, pack_excerpts
 from ..retrieval.hops import HOP_FOUND, HOP_WEIGHT, SEEDS, content_stems, second_hop
 from ..retrieval.hybrid import HybridSearch
@@ -350,8 +349,7 @@ class VectorSource(MemorySource):
             found = self.store.search_text(word, scope, self.name, n)
             return list(reads.questions([i for i, _ in found]).values())
 
-        calibrate(query, records, cosines, word_counts, self.calibration, hit, left_out, reads.questions, holders,
-                  background=background(self._vectors, self._dimensions.query(query)))
+        calibrate(query, records, cosines, word_counts, self.calibration, hit, left_out, reads.questions, holders)
 
     def record_vectors(self, ids: Sequence[str], scope: Scope, dimension: int) -> dict[str, np.ndarray]:
         """The vectors of some of the scope's user's records, by id: held in memory, kept

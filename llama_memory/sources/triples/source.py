@@ -24,7 +24,6 @@ from llama_index.core.base.llms.types import ChatMessage
 from ...core.errors import EmbeddingModelError, StorageError
 from ...core.types import MemoryRecord, Scope, StoredMessage
 from ...embeddings.offline import embedding_dimension, vector_cache
-from ...retrieval.background import background
 from ...retrieval.hybrid import HybridSearch
 from ...retrieval.relevance import calibrate, calibration_for
 from ...retrieval.sync import IndexSync
@@ -313,8 +312,7 @@ class TripleSource(MemorySource):
         def word_counts(words: Sequence[str]) -> tuple[int, dict[str, int]]:
             return self.store.word_counts(words, scope)
 
-        calibrate(query, records, cosines, word_counts, calibration, words_of,
-                  background=background(self._vectors, vector))
+        calibrate(query, records, cosines, word_counts, calibration, words_of)
         # The calibration was fitted on messages, where words weigh little next to the
         # query's best cosine, and a short fact has a low cosine with most questions
         # ("where do I live?" / "user lives in Porto": 0.28). A fact that holds every
