@@ -77,7 +77,7 @@ from bench.asking import FLOW_TITLES, Asker
 from bench.locomo import DEFAULT_DATA as LOCOMO_DATA
 from bench.locomo import REPO_ROOT, parse_session_date
 from bench.locomo import SMOKE_DATA as LOCOMO_SMOKE
-from llama_memory.read.question_parts import question_parts
+from llama_memory.read.query_plan import question_parts
 
 #: The development set, outside the repository.
 DEFAULT_DATA = REPO_ROOT / ".." / "shared" / "data" / "everyday" / "everyday_dev.json"

@@ -39,6 +39,7 @@ from ..core.text import check_text, normalize_text
 from ..core.types import MemoryRecord, Scope, now
 from ..memory.arguments import short
 from ..memory.runtime import Runtime, UsageLog
+from ..retrieval.excerpts import records_for
 from ..retrieval.relevance import (
     NAMED_MIN_COSINE,
     RECORD_FLOOR,
@@ -48,7 +49,6 @@ from ..retrieval.relevance import (
     serves_request,
     speaks_of_what_is_asked,
 )
-from ..retrieval.set_questions import records_for
 from ..sources.base import Embedded, Recent, WindowAware
 from ..sources.base import Source as SourceProtocol
 from ..sources.views import RecordList
@@ -64,9 +64,7 @@ from .compose import (
     relevance_text,
     window_texts,
 )
-from .query_plan import QueryPlan, choose_query
-from .question_parts import question_parts
-from .small_talk import without_small_talk
+from .query_plan import QueryPlan, choose_query, question_parts, without_small_talk
 from .superseded import mark_superseded, marks_of_shown
 
 
@@ -141,7 +139,7 @@ def compose_block(rt: Runtime, plan: QueryPlan, window: Sequence[ChatMessage]) -
         )
     shown = window_texts(window)
     # A question that asks for a set ("what activities...") gathers its answer from many
-    # sessions, one turn in each: it gets more records (llama_memory.retrieval.set_questions).
+    # sessions, one turn in each: it gets more records (llama_memory.retrieval.excerpts).
     top_k = records_for(plan.text, top_k, options.set_spread)
     # What the window already shows is dropped afterwards, so ask for more than top_k:
     # as many more as the window showed last time, and at most top_k more. The vector
@@ -277,7 +275,7 @@ def retrieve_parts(
     shown: frozenset[str] = frozenset(),
 ) -> list[MemoryRecord]:
     """:func:`retrieve` for ``query``, and, for a question of several ``parts``
-    (:func:`~llama_memory.read.question_parts.question_parts`), for each part too: the
+    (:func:`~llama_memory.read.query_plan.question_parts`), for each part too: the
     rankings merged round-robin, each part's first, then the whole question's, each
     record once, as many as the longest ranking for each part. Each record keeps the relevance of the
     search that judged it best (that of its part)."""
@@ -360,7 +358,7 @@ def relevant_records(
     """The records that enter (those without a relevance stay), statements before the
     user's own questions, and the others as left out, :data:`~llama_memory.read.compose.IRRELEVANT`.
 
-    First, stored small talk goes (:func:`~llama_memory.read.small_talk.without_small_talk`):
+    First, stored small talk goes (:func:`~llama_memory.read.query_plan.without_small_talk`):
     a record that matched ``query`` by a greeting or the reply to one, or by the same
     words as the query, and such parts of an excerpt. Then two decisions, in order. A record's ``relevance`` must reach ``min_relevance``. Then
     the record itself: its own relevance (:func:`~llama_memory.retrieval.relevance.own_relevance`,
@@ -381,7 +379,7 @@ def relevant_records(
     first-person question that holds a word it names
     (:func:`~llama_memory.retrieval.relevance.speaks_of_what_is_asked`)."""
     # Stored small talk states nothing: a record that matched the query by it goes, and
-    # an excerpt loses it (llama_memory.read.small_talk), before anything is judged.
+    # an excerpt loses it (llama_memory.read.query_plan.without_small_talk), before anything is judged.
     records, empty = without_small_talk(records, query)
     floor = RECORD_FLOOR if min_relevance > 0 else 0.0
     about_user = any(

@@ -15,13 +15,19 @@ from ..core.types import NEVER, Expiry, MemoryRecord, Scope, StoredMessage
 from ..embeddings.offline import embedding_dimension
 from ..embeddings.store_model import DimensionGuard, vector_cache
 from ..retrieval.apart import SetApart, WindowIds, search_beside
-from ..retrieval.excerpts import JOIN_GAP, WideNeighbourhoods, hit_of, join_parts, pack_excerpts
+from ..retrieval.excerpts import (
+    JOIN_GAP,
+    WideNeighbourhoods,
+    asks_for_a_set,
+    hit_of,
+    join_parts,
+    pack_excerpts,
+)
 from ..retrieval.hops import HOP_FOUND, HOP_WEIGHT, SEEDS, content_stems, second_hop
 from ..retrieval.hybrid import HybridSearch
 from ..retrieval.reads import KnownLines, RecordReads
 from ..retrieval.relevance import Calibration, asks_only, calibrate, calibration_for
 from ..retrieval.salience import Salience
-from ..retrieval.set_questions import asks_for_a_set
 from ..retrieval.sync import IndexSync
 from ..retrieval.topic import TOPIC_WEIGHT, topic_hop
 from ..storage.ports import NewRecord, VectorIndex
@@ -95,7 +101,7 @@ class VectorSource(MemorySource):
             (:mod:`llama_memory.retrieval.salience`); ``NO_SALIENCE`` ranks by the
             match alone.
         topic_weight: for a question that asks for a set
-            (:func:`~llama_memory.retrieval.set_questions.asks_for_a_set`), what the messages nearest
+            (:func:`~llama_memory.retrieval.excerpts.asks_for_a_set`), what the messages nearest
             to its topic alone (the question without the names it mentions) are worth against the first
             ranking (:mod:`llama_memory.retrieval.topic`), 0 to 1; 0 turns it off (so does
             ``dense_weight=0``).

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from helpers import hold
-from llama_memory.read.query_plan import choose_query
-from llama_memory.read.question_parts import question_parts
+from llama_memory.read.query_plan import choose_query, question_parts
 
 
 @pytest.mark.parametrize(
