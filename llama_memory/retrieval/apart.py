@@ -19,6 +19,11 @@ search (:class:`WindowIds`), and every search of the retrieval is told to leave 
 (:attr:`SetApart.excluded`). A search no longer asks for as many more hits as the window
 holds, and its cost no longer grows with the window (docs/benchmarks.md, "Speed back").
 The check by text stays, for a record of another role with a shown text.
+
+The user's own questions are known only once their texts are read, so each retriever's
+ranking is read as far as its ``pool``-th candidate not set apart (:func:`take_beside`):
+it is searched once, and read further, never searched again, when questions fill its
+head (docs/benchmarks.md, "Speed back, third round").
 """
 
 from __future__ import annotations
@@ -67,8 +72,8 @@ class SetApart:
         self.window_ids = window_ids or {}
         self.excluded = frozenset(i for ids in self.window_ids.values() for i in ids)
         #: The share of a search's hits expected to be set apart (the last retrieval's):
-        #: a search asks for that many more to begin with (:meth:`spare`). Only how
-        #: often a search is asked again depends on it, never what it finds.
+        #: a ranking is read that many further to begin with (:meth:`spare`). Only how
+        #: many times it is read depends on it, never what it gives.
         self.share = share
         self.own: set[str] = set()
         self._apart: dict[str, bool] = {}  # by id, as decided (the searches overlap)
@@ -90,7 +95,7 @@ class SetApart:
         return {i for i in ids if decided[i]}
 
     def spare(self, count: int) -> int:
-        """How many more than ``count`` hits to ask a search for to begin with, at the
+        """How many more than ``count`` hits to read of a ranking to begin with, at the
         :attr:`share` expected to be set apart (at most three times ``count``)."""
         if self.share <= 0:
             return 0

@@ -86,8 +86,8 @@ class HybridSearch:
         best first, and those set apart, fused among themselves.
 
         A record left out is no candidate at all. A candidate set apart takes no place
-        among a retriever's ``pool`` (each is asked for ``spare`` more to begin with, and
-        again for more as needed) and no part in scaling the others' scores: they rank
+        among a retriever's ``pool`` (each ranking is read ``spare`` further to begin with,
+        and further as needed) and no part in scaling the others' scores: they rank
         as if neither were stored. Those set apart are the ones ranked before a
         retriever's ``pool``-th other candidate: what it was asked for beyond that
         changes nothing."""
