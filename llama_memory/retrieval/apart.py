@@ -203,8 +203,8 @@ def take_beside(hits: Hits, apart: Callable[[Sequence[str]], set[str]], count: i
     """The head of ``hits`` up to its ``count``-th hit that ``apart`` does not set apart
     (all of them when fewer), and the ids set apart in it: the hits are read ``first``
     at a time to begin with (each batch checked by ``apart`` at once), then as many as
-    the share set apart so far says are needed (:func:`more_needed`). What lies past
-    the cut is never read, so the head is the same however the hits were read."""
+    the share set apart so far says are needed (:func:`more_needed`). What was read past
+    the cut is left, so the head is the same however far the hits were read."""
     kept: Ranking = []
     aside: set[str] = set()
     others = read = 0
