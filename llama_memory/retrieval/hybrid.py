@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Collection, Iterable, Sequence
-from itertools import islice
+from itertools import chain, islice
 from typing import Any, Optional
 
 import numpy as np
@@ -152,8 +152,11 @@ class HybridSearch:
         if apart is None:
             lexical, dense = list(islice(lexical_hits, pool)), list(islice(dense_hits, pool))
         else:
-            lexical, aside = take_beside(lexical_hits, apart, pool, first)
-            dense, dense_aside = take_beside(dense_hits, apart, pool, first)
+            # The heads of both sides checked at once (one read of the texts not known).
+            heads = list(islice(lexical_hits, first)), list(islice(dense_hits, first))
+            apart(list(dict.fromkeys(i for head in heads for i, _ in head)))
+            lexical, aside = take_beside(chain(heads[0], lexical_hits), apart, pool, first)
+            dense, dense_aside = take_beside(chain(heads[1], dense_hits), apart, pool, first)
             aside |= dense_aside
         scores = dict(dense)
         if scores and lexical:
