@@ -448,10 +448,10 @@ def admitting_rule(record: MemoryRecord, min_relevance: float, about_user: bool)
     if not own_passes(record, floor):
         return None
     if record.relevance >= min_relevance:
-        return f"relevance {shown} >= min_relevance {min_relevance:.2f}{own_shown}"
+        return f"relevance {shown} >= min_relevance {threshold_text(min_relevance)}{own_shown}"
     if about_user and not record.is_turn:
         return (f"relevance {shown}, a fact kept because a past statement makes the question "
-                f"one about this user (relevance >= {min_relevance:.2f}){own_shown}")
+                f"one about this user (relevance >= {threshold_text(min_relevance)}){own_shown}")
     return None
 
 
@@ -461,7 +461,7 @@ def why_irrelevant(record: MemoryRecord, min_relevance: float) -> str:
     if below_floor_only(record, min_relevance) and own is not None:
         return (f"relevance {relevance_text(record)}, but its own relevance {share_text(own)} is below "
                 f"the record floor {share_text(RECORD_FLOOR)}")
-    return f"relevance {relevance_text(record)} below min_relevance {min_relevance:.2f}"
+    return f"relevance {relevance_text(record)} below min_relevance {threshold_text(min_relevance)}"
 
 
 def irrelevance_rule(record: MemoryRecord, min_relevance: float) -> str:
@@ -469,7 +469,7 @@ def irrelevance_rule(record: MemoryRecord, min_relevance: float) -> str:
     threshold only: the same words for every record it left out."""
     if below_floor_only(record, min_relevance):
         return f"own relevance below the record floor {share_text(RECORD_FLOOR)}"
-    return f"relevance below min_relevance {min_relevance:.2f}"
+    return f"relevance below min_relevance {threshold_text(min_relevance)}"
 
 
 def below_floor_only(record: MemoryRecord, min_relevance: float) -> bool:
@@ -478,6 +478,13 @@ def below_floor_only(record: MemoryRecord, min_relevance: float) -> bool:
     own = own_relevance(record)
     floor = RECORD_FLOOR if min_relevance > 0 else 0.0
     return own is not None and own < floor and record.relevance is not None and record.relevance >= min_relevance
+
+
+def threshold_text(value: float) -> str:
+    """A threshold with two decimals, or as many more as it has (``0.40``, ``0.027``):
+    the rule that names it must not round it to another value."""
+    two = f"{value:.2f}"
+    return two if abs(float(two) - value) < 1e-12 else format(Decimal(f"{value:.3g}"), "f")
 
 
 def share_text(value: float) -> str:
