@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Literal, Optional, Union
 
 import numpy as np
@@ -460,11 +460,8 @@ class VectorSource(MemorySource):
             return ranked
 
         def nearest(topic: str, count: int) -> list[tuple[str, float]]:
-            def search(n: int, exclude: Collection[str]) -> list[tuple[str, float]]:
-                _, dense = self._search.candidates(topic, scope, n, lexical_weight=0, exclude=exclude)
-                return sorted(dense.items(), key=lambda pair: pair[1], reverse=True)
-
-            return search_beside(search, apart, count, apart.spare(count))
+            first = count + apart.spare(count)
+            return search_beside(self._search.dense_hits(topic, scope, apart.excluded, first), apart, count, first)
 
         return topic_hop(query, ranked, nearest, self.topic_weight)
 
@@ -484,14 +481,14 @@ class VectorSource(MemorySource):
         if self.hop_weight <= 0 or self.lexical_weight <= 0 or not ranked:
             return ranked
         found = HOP_FOUND * k
+        first = found + apart.spare(found)
         return second_hop(
             query,
             ranked,
             reads.texts([i for i, _ in ranked[:SEEDS]]),
             lambda words: self.store.word_counts(words, scope),
             lambda text: search_beside(
-                lambda n, exclude: self.store.search_text(text, scope, self.name, n, exclude), apart, found,
-                apart.spare(found),
+                self.store.rank_text(text, scope, self.name, apart.excluded, first), apart, found, first
             ),
             reads.texts,
             self.hop_weight,
