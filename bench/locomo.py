@@ -565,7 +565,7 @@ class OursNoSalience(Ours):
     name = "ours-no-salience"
 
     def _open(self) -> None:
-        from llama_memory.retrieval.salience import NO_SALIENCE
+        from llama_memory.retrieval.ranking import NO_SALIENCE
 
         super()._open()
         self.memory.source("vector").salience = NO_SALIENCE

@@ -1,6 +1,6 @@
 """Focused timing of get() with and without the hot-path additions of importance and recency: noting the
 records a block shows (``llama_memory.memory.runtime.UsageLog``) and the importance and recency rerank
-(``llama_memory.retrieval.salience``), modes alternated, on one store of 500 messages.
+(``llama_memory.retrieval.ranking``), modes alternated, on one store of 500 messages.
 
 Run: ``python -m bench.salience_timing`` (about a minute on an idle machine).
 """
@@ -17,7 +17,7 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_memory import ComposableMemory
 from llama_memory.embeddings.offline import OfflineEmbedding
 from llama_memory.read import pipeline as read
-from llama_memory.retrieval.salience import NO_SALIENCE, Salience
+from llama_memory.retrieval.ranking import NO_SALIENCE, Salience
 
 MODES = ("before", "after", "usage only", "salience only")
 

@@ -88,7 +88,7 @@ class MemoryRecord:
         metadata: anything else the source wants to keep.
         expires_at: when it expires (seconds since the epoch, UTC); None: never.
         importance: how much it matters, 0..1, as a formation pass judged it; None:
-            not judged (ranking then uses simple signals, :mod:`llama_memory.retrieval.salience`).
+            not judged (ranking then uses simple signals, :mod:`llama_memory.retrieval.ranking`).
         last_used: when it was last shown in a memory block (seconds since the epoch,
             UTC); None: never (or not recorded yet: uses are written in batches).
         parts: for a record that groups several (an excerpt of a conversation, see

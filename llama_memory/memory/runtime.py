@@ -52,7 +52,7 @@ class UsageLog:
     ``put()``'s transaction (no commit of their own), or on their own once
     :data:`USAGE_BATCH` ids wait, and on ``flush()`` and ``close()``. A note lost with
     the process only makes a record look a little less recently used: the ranking's
-    recency term (:mod:`llama_memory.retrieval.salience`) is a small one.
+    recency term (:mod:`llama_memory.retrieval.ranking`) is a small one.
 
     Args:
         store: where records live (``None``: a memory without a store notes nothing).

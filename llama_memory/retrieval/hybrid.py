@@ -1,6 +1,6 @@
 """The one hybrid search: rows found by words (the lexical index port) and by meaning
 (the dense index, the overlay and the vectors held in memory of :class:`~.sync.IndexSync`),
-fused by :func:`~.fusion.fuse_scores` (measured better than reciprocal-rank fusion on
+fused by :func:`~.ranking.fuse_scores` (measured better than reciprocal-rank fusion on
 LoCoMo, docs/benchmarks.md).
 
 A caller may leave some records out (the vector source: the conversation's own
@@ -25,7 +25,7 @@ import numpy as np
 from ..core.types import Scope
 from ..storage.ports import LexicalIndex, RankedLexicalIndex
 from .apart import Hits, Ranking, grown, take_beside
-from .fusion import fuse_scores
+from .ranking import fuse_scores
 from .sync import IndexSync
 from .vectors import add_cosines
 
@@ -60,7 +60,7 @@ class HybridSearch:
         cosines: Optional[dict[str, float]] = None,
     ) -> Ranking:
         """Every candidate of the two retrievers (``pool`` each) of the scope's user, by
-        fused score (:func:`~.fusion.fuse_scores`), best first. Given ``cosines``, the
+        fused score (:func:`~.ranking.fuse_scores`), best first. Given ``cosines``, the
         candidates' cosines with the query are put in it (fused scores are rescaled per
         query; a cosine is absolute evidence, :mod:`llama_memory.retrieval.relevance`)."""
         ranked, _ = self.search_apart(

@@ -14,7 +14,7 @@ from ..core.errors import EmbeddingModelError, StorageError
 from ..core.types import NEVER, Expiry, MemoryRecord, Scope, StoredMessage
 from ..embeddings.offline import embedding_dimension
 from ..embeddings.store_model import DimensionGuard, vector_cache
-from ..retrieval.apart import SetApart, WindowIds, search_beside
+from ..retrieval.apart import KnownLines, RecordReads, SetApart, WindowIds, search_beside
 from ..retrieval.excerpts import (
     JOIN_GAP,
     WideNeighbourhoods,
@@ -25,9 +25,8 @@ from ..retrieval.excerpts import (
 )
 from ..retrieval.hops import HOP_FOUND, HOP_WEIGHT, SEEDS, content_stems, second_hop
 from ..retrieval.hybrid import HybridSearch
-from ..retrieval.reads import KnownLines, RecordReads
+from ..retrieval.ranking import Salience
 from ..retrieval.relevance import Calibration, asks_only, calibrate, calibration_for
-from ..retrieval.salience import Salience
 from ..retrieval.sync import IndexSync
 from ..retrieval.topic import TOPIC_WEIGHT, topic_hop
 from ..storage.ports import NewRecord, VectorIndex
@@ -98,7 +97,7 @@ class VectorSource(MemorySource):
             other sessions that share the best hits' rare words) is worth against the
             first ranking, 0 to 1; 0 turns it off (so does ``lexical_weight=0``).
         salience: the weights of recency and importance in the ranking
-            (:mod:`llama_memory.retrieval.salience`); ``NO_SALIENCE`` ranks by the
+            (:mod:`llama_memory.retrieval.ranking`); ``NO_SALIENCE`` ranks by the
             match alone.
         topic_weight: for a question that asks for a set
             (:func:`~llama_memory.retrieval.excerpts.asks_for_a_set`), what the messages nearest

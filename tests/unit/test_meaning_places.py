@@ -4,7 +4,7 @@ lower than (2n + 1)-th, whatever the words of the others say."""
 from __future__ import annotations
 
 from helpers import hold
-from llama_memory.retrieval.fusion import fuse_scores
+from llama_memory.retrieval.ranking import fuse_scores
 
 #: Five lines that share "play" with the question, and the one that answers it, which
 #: shares no word with it and is the closest in meaning.

@@ -14,8 +14,7 @@ import pytest
 from bench.first_person import hobby_messages
 from helpers import hold, memory_factory, message_texts, user
 from llama_memory import MemoryAdmin
-from llama_memory.retrieval.apart import grown, more_needed, search_beside, take_beside
-from llama_memory.retrieval.reads import KnownLines
+from llama_memory.retrieval.apart import KnownLines, grown, more_needed, search_beside, take_beside
 from llama_memory.retrieval.relevance import asks_only
 
 #: What the user told, one message per session, among 60 hobby messages.

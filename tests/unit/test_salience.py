@@ -7,7 +7,7 @@ import pytest
 
 from helpers import user
 from llama_memory.core.types import MemoryRecord, now
-from llama_memory.retrieval.salience import DAY, NO_SALIENCE, Salience, signal_importance
+from llama_memory.retrieval.ranking import DAY, NO_SALIENCE, Salience, signal_importance
 
 YEAR = 365 * DAY
 

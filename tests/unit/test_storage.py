@@ -237,7 +237,7 @@ def test_lexical_search_finds_a_users_records_behind_many_better_matches_of_othe
 def test_lexical_search_of_a_large_store_scores_the_rarest_words_within_a_budget(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from llama_memory.storage.sqlite import lexical as sqlite_module  # where the budget is read
+    from llama_memory.storage.sqlite import store as sqlite_module  # where the budget is read
 
     monkeypatch.setattr(sqlite_module, "LEXICAL_POSTINGS_BUDGET", 50)
     store = SQLiteStore()

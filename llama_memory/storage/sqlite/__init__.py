@@ -8,7 +8,7 @@ Everything a memory knows is written here first and committed; the dense index
 - ``records``: long-term memory records of every source, with provenance
   (tenant, user, session, message ids, event and ingestion time) and an
   ``indexed`` flag that says whether the dense index has caught up with them
-  (:mod:`.records`), their FTS5 index (:mod:`.lexical`) and vector copies
+  (:mod:`.records`), their FTS5 index (:mod:`.store`) and vector copies
   (:mod:`.vectors`);
 - ``jobs``: the job queue (:mod:`.jobs`).
 
@@ -22,15 +22,18 @@ from ...core.text import content_hash, normalize_text
 from ..ports.records import NewRecord, PendingRecord
 from ..sql.dialect import ALIVE_SQL
 from .connection import DB_FILENAME, memory_path, store_exists
-from .lexical import (
+from .schema import JOB_MIGRATIONS, MIGRATIONS, SESSION_ORDER_MIGRATIONS, sql_statements
+from .store import (
     LEXICAL_POSTINGS_BUDGET,
     MAX_TERM_SHARE,
     PRUNE_FROM_RECORDS,
+    ChatCursor,
+    ChatRows,
+    SQLiteChatLog,
+    SQLiteStore,
     fts_query,
     fts_words,
 )
-from .schema import JOB_MIGRATIONS, MIGRATIONS, SESSION_ORDER_MIGRATIONS, sql_statements
-from .store import ChatCursor, ChatRows, SQLiteChatLog, SQLiteStore
 
 __all__ = [
     "ALIVE_SQL",

@@ -16,8 +16,7 @@ from ...core.types import Scope
 from ..sql.dialect import owner
 from ..sql.triples import MentionLink, TripleTimeline
 from .connection import SQLITE
-from .lexical import fts_query
-from .store import SQLiteStore
+from .store import SQLiteStore, fts_query
 
 __all__ = ["MIGRATIONS", "SQLiteTripleTimeline"]
 
