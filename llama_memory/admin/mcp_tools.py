@@ -41,7 +41,6 @@ DEFAULT_RECENT = 10
 MAX_RESULTS = 50
 
 
-
 def allowed_users(users: Iterable[str]) -> tuple[str, ...]:
     """The users a server serves, in the order given, each once; ValueError for none
     or for an id that is empty or blank."""
