@@ -63,7 +63,6 @@ __all__ = [
     "UserSummary",
 ]
 
-
 Time = Union[float, int, str, Any]
 
 
