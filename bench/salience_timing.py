@@ -1,5 +1,5 @@
 """Focused timing of get() with and without the hot-path additions of importance and recency: noting the
-records a block shows (``llama_memory.read.usage``) and the importance and recency rerank
+records a block shows (``llama_memory.memory.runtime.UsageLog``) and the importance and recency rerank
 (``llama_memory.retrieval.salience``), modes alternated, on one store of 500 messages.
 
 Run: ``python -m bench.salience_timing`` (about a minute on an idle machine).

@@ -25,7 +25,7 @@ _EXPORTS: dict[str, str] = {
     "EmbeddingMismatchError": ".core.errors",
     "EmbeddingModelError": ".core.errors",
     "EncryptionError": ".core.errors",
-    "Expiry": ".storage.expiry",
+    "Expiry": ".core.types",
     "ExtractionError": ".core.errors",
     "KnowledgeTriple": ".sources.triples",
     "LlamaIndexMemorySource": ".sources",
@@ -101,7 +101,7 @@ if TYPE_CHECKING:
         TripleError as TripleError,
         TripleSource as TripleSource,
     )
-    from .storage.expiry import Expiry as Expiry
+    from .core.types import Expiry as Expiry
     from .storage.reconcile import ReconcileReport as ReconcileReport
     from .write.buffer import (
         ChatBuffer as ChatBuffer,

@@ -23,9 +23,8 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 
 from ..core.errors import StorageError
 from ..core.progress import watching
-from ..core.types import MemoryRecord, Scope, now
+from ..core.types import Expiry, MemoryRecord, Scope, now
 from ..memory import DEFAULT_TOP_K
-from ..storage.expiry import Expiry
 from ..storage.ports.admin import SessionSummary, UserSummary
 from ..storage.ports.jobs import JobRow
 from ..storage.reconcile import ReconcileReport

@@ -15,7 +15,7 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock
 
 from ..storage.codec import dump_message as dump_message  # re-exported: formation, admin
 from ..storage.codec import load_message as load_message  # re-exported: its old home
-from .text import describe_unstorable, first_unstorable
+from .text import check_text
 
 #: ``additional_kwargs`` keys read for a message's id (the first one present wins).
 MESSAGE_ID_KEYS = ("message_id", "id")
@@ -58,19 +58,6 @@ def check_storable(message: ChatMessage, position: int = 0) -> None:
     """Raise ``ValueError`` naming the message if it holds a character no store can
     hold (:func:`check_text`). Checked before anything is written."""
     check_text(message.model_dump(mode="json"), f"message {position} ({role_name(message)})", "nothing was stored")
-
-
-def check_text(value: object, what: str, outcome: str) -> None:
-    """Raise ``ValueError`` saying that ``what`` holds a character no store can hold, the
-    same on every backend (:data:`~llama_memory.core.text.UNSTORABLE`), and the ``outcome``
-    ("nothing was stored"): a lone surrogate (``"\\ud800"``, left by decoding bytes with
-    ``errors="surrogateescape"`` or by a broken JSON source), which is not UTF-8, or NUL
-    (``"\\x00"``), which PostgreSQL cannot store in text. ``value`` is a text or nested
-    dicts and lists of texts. The one check of the text a memory takes: what ``put()``
-    stores and what ``get()``/``search()`` look for."""
-    found = first_unstorable(value)
-    if found is not None:
-        raise ValueError(f"{what} holds {describe_unstorable(found)}; {outcome}")
 
 
 def declared_message_id(message: ChatMessage) -> Optional[str]:
@@ -123,13 +110,3 @@ def message_time(message: ChatMessage, default: float) -> float:
     """The event time of a message: ``additional_kwargs["timestamp"]`` or ``default``."""
     value = message.additional_kwargs.get(TIMESTAMP_KEY)
     return default if value is None else to_epoch(value)
-
-
-def format_time(epoch: Optional[float]) -> str:
-    """A compact UTC rendering of an event time for the prompt ('' when unknown)."""
-    if epoch is None:
-        return ""
-    dt = datetime.fromtimestamp(epoch, tz=timezone.utc)
-    if dt.hour == 0 and dt.minute == 0 and dt.second == 0:
-        return dt.strftime("%Y-%m-%d")
-    return dt.strftime("%Y-%m-%d %H:%M")

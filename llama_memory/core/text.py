@@ -1,10 +1,12 @@
-"""Text helpers shared by storage (dedup keys, error messages) and composition (the
-window's texts)."""
+"""Text helpers shared by storage (dedup keys, error messages), the read and write paths
+(the one check of the text a memory takes, the words a search takes) and composition
+(the window's texts, an event time as the prompt shows it)."""
 
 from __future__ import annotations
 
 import hashlib
 import re
+from datetime import datetime, timezone
 from functools import lru_cache
 from typing import Optional, TypeVar
 
@@ -90,6 +92,29 @@ def replace_unstorable(value: _T) -> tuple[_T, int]:
         pairs = [replace_unstorable(item) for item in value]
         return [item for item, _ in pairs], sum(n for _, n in pairs)  # type: ignore[return-value]
     return value, 0
+
+
+def check_text(value: object, what: str, outcome: str) -> None:
+    """Raise ``ValueError`` saying that ``what`` holds a character no store can hold, the
+    same on every backend (:data:`UNSTORABLE`), and the ``outcome``
+    ("nothing was stored"): a lone surrogate (``"\\ud800"``, left by decoding bytes with
+    ``errors="surrogateescape"`` or by a broken JSON source), which is not UTF-8, or NUL
+    (``"\\x00"``), which PostgreSQL cannot store in text. ``value`` is a text or nested
+    dicts and lists of texts. The one check of the text a memory takes: what ``put()``
+    stores and what ``get()``/``search()`` look for."""
+    found = first_unstorable(value)
+    if found is not None:
+        raise ValueError(f"{what} holds {describe_unstorable(found)}; {outcome}")
+
+
+def format_time(epoch: Optional[float]) -> str:
+    """A compact UTC rendering of an event time for the prompt ('' when unknown)."""
+    if epoch is None:
+        return ""
+    dt = datetime.fromtimestamp(epoch, tz=timezone.utc)
+    if dt.hour == 0 and dt.minute == 0 and dt.second == 0:
+        return dt.strftime("%Y-%m-%d")
+    return dt.strftime("%Y-%m-%d %H:%M")
 
 
 # The tail of a contraction or a possessive ("what's", "mum's", "we're", "don't", "I'd"),

@@ -13,7 +13,7 @@ from llama_index.core.utils import get_tokenizer
 
 from ..core.errors import LlamaMemoryError
 from ..core.instrumentation import dispatcher
-from ..core.types import MemoryRecord, Scope
+from ..core.types import TTL, MemoryRecord, Scope
 from ..read import pipeline as read
 from ..read.compose import MemoryBlock
 from ..sources.base import ProfileHolder, TripleHolder
@@ -26,7 +26,6 @@ from ..sources.summarise import SUMMARY_SENTENCES
 from ..sources.triples import KnowledgeTriple, TripleSource
 from ..sources.vector import VectorSource
 from ..sources.views import RecordList
-from ..storage.expiry import TTL
 from ..storage.reconcile import ReconcileReport
 from ..write import pipeline as write
 from ..write.formation import passes

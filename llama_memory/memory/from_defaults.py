@@ -21,10 +21,10 @@ from llama_index.core.memory.types import BaseMemory
 from pydantic import BaseModel
 from typing_extensions import Self
 
+from ..core.types import TTL
 from ..retrieval.relevance import DEFAULT_MIN_RELEVANCE
 from ..retrieval.set_questions import SET_SPREAD
 from ..sources.base import MemorySource
-from ..storage.expiry import TTL
 from . import DEFAULT_MEMORY_TOKEN_LIMIT, DEFAULT_TOKEN_LIMIT, DEFAULT_TOP_K
 from .arguments import messages_arg, parameters, reject_unknown
 from .settings import ExtractIn, InsertMethod, MemorySettings

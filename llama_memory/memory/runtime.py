@@ -11,8 +11,9 @@ live in one runtime. :func:`~llama_memory.memory.wiring.build_memory` attaches w
 
 from __future__ import annotations
 
+import threading
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Optional, Protocol
 
 from llama_index.core.base.llms.types import ChatMessage
@@ -22,7 +23,6 @@ from ..core.asyncbridge import BridgeSafeRLock, LoopLocks, run_io
 from ..core.errors import LlamaMemoryError, MemoryClosedError
 from ..core.types import MemoryRecord, Scope
 from ..read.compose import MemoryBlock
-from ..read.usage import UsageLog
 from ..sources.base import Source, WithTools
 from ..sources.episodic import EpisodicMemory
 from ..sources.instructions import Instructions
@@ -31,6 +31,79 @@ from ..storage.sql.store import Storage
 from ..write.formation.parts import PassPart
 from ..write.formation.worker import FormationWorker
 from .settings import MemorySettings
+
+#: Ids noted before a ``get()`` writes them itself (one UPDATE batch, one commit).
+USAGE_BATCH = 256
+
+
+class UsageStore(Protocol):
+    """The port the log writes through (any record store)."""
+
+    def mark_used(self, ids: list[str], at: float) -> None:
+        """Set ``last_used`` of these records to ``at`` (if later)."""
+        ...
+
+
+class UsageLog:
+    """Ids shown in blocks and when, waiting to be written to the record store as each
+    record's ``last_used``.
+
+    A ``get()`` only notes the ids in memory; the notes are written inside the next
+    ``put()``'s transaction (no commit of their own), or on their own once
+    :data:`USAGE_BATCH` ids wait, and on ``flush()`` and ``close()``. A note lost with
+    the process only makes a record look a little less recently used: the ranking's
+    recency term (:mod:`llama_memory.retrieval.salience`) is a small one.
+
+    Args:
+        store: where records live (``None``: a memory without a store notes nothing).
+        batch: how many ids wait before :meth:`note` writes them itself.
+    """
+
+    def __init__(self, store: Optional[UsageStore], batch: int = USAGE_BATCH) -> None:
+        if batch <= 0:
+            raise ValueError(f"batch must be positive, got {batch}")
+        self.store = store
+        self.batch = batch
+        self._pending: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def note(self, records: Iterable[MemoryRecord], at: float) -> None:
+        """Note that these records (and their parts) were shown at ``at``; write the
+        notes if a batch is full."""
+        if self.store is None:
+            return
+        with self._lock:
+            for record in records:
+                for part in (record, *record.parts):
+                    if part.id:
+                        self._pending[part.id] = at
+            full = len(self._pending) >= self.batch
+        if full:
+            self.write()
+
+    @property
+    def pending(self) -> int:
+        """How many ids wait to be written."""
+        return len(self._pending)
+
+    def write(self) -> int:
+        """Write the waiting notes (joining the store's open transaction, if any);
+        return how many ids. On a storage failure they stay noted and it raises."""
+        if self.store is None:
+            return 0
+        with self._lock:
+            pending, self._pending = self._pending, {}
+        by_time: dict[float, list[str]] = {}
+        for record_id, at in pending.items():
+            by_time.setdefault(at, []).append(record_id)
+        try:
+            for at, ids in by_time.items():
+                self.store.mark_used(ids, at)
+        except Exception:
+            with self._lock:  # keep them for the next write, newer notes win
+                self._pending = {**pending, **self._pending}
+            raise
+        return len(pending)
 
 
 class Facade(Protocol):

@@ -41,10 +41,10 @@ from pydantic import (
 )
 
 from ..core.text import short
+from ..core.types import ttl_seconds
 from ..retrieval.relevance import DEFAULT_MIN_RELEVANCE
 from ..retrieval.set_questions import SET_SPREAD
 from ..sources.llama_index import check_sources
-from ..storage.expiry import ttl_seconds
 from ..storage.privacy import check_passphrase
 from . import DEFAULT_MEMORY_TOKEN_LIMIT, DEFAULT_TOKEN_LIMIT, DEFAULT_TOP_K
 from .arguments import reject_unknown

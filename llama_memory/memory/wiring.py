@@ -21,15 +21,14 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.memory.types import BaseMemory
 from llama_index.core.utils import get_tokenizer
 
-from ..core.types import Scope
+from ..core.types import Expiry, Scope
+from ..embeddings.store_model import forget_embedding_model
 from ..sources.base import ProfileHolder, TripleHolder
-from ..sources.dimension import forget_embedding_model
 from ..sources.instructions import Instructions
 from ..sources.profile import ProfileSource
 from ..sources.triples import TRIPLE_COLLECTION, TripleSource
 from ..sources.vector import VectorSource
 from ..storage.backend import Location, OpenBackend
-from ..storage.expiry import Expiry
 from ..storage.registry import backend_of, open_backend, open_existing, require_store
 from ..storage.sql.store import Storage
 from ..write.buffer import ChatBuffer

@@ -34,11 +34,11 @@ from typing import Any, Optional
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
 from ..core.instrumentation import MemoryBlockEvent, Stopwatch, dispatcher, retrieval_event
-from ..core.messages import check_text, message_text
-from ..core.text import normalize_text
+from ..core.messages import message_text
+from ..core.text import check_text, normalize_text
 from ..core.types import MemoryRecord, Scope, now
 from ..memory.arguments import short
-from ..memory.runtime import Runtime
+from ..memory.runtime import Runtime, UsageLog
 from ..retrieval.relevance import (
     NAMED_MIN_COSINE,
     RECORD_FLOOR,
@@ -52,7 +52,7 @@ from ..retrieval.set_questions import records_for
 from ..sources.base import Embedded, Recent, WindowAware
 from ..sources.base import Source as SourceProtocol
 from ..sources.views import RecordList
-from ..storage.ports import one_connection
+from ..storage.sql.dialect import one_connection
 from .compose import (
     ADMITTED_BY,
     IRRELEVANT,
@@ -68,7 +68,6 @@ from .query_plan import QueryPlan, choose_query
 from .question_parts import question_parts
 from .small_talk import without_small_talk
 from .superseded import mark_superseded, marks_of_shown
-from .usage import UsageLog
 
 
 def get(rt: Runtime, input: Optional[str], insert_method: str, **kwargs: Any) -> list[ChatMessage]:

@@ -41,7 +41,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..core.messages import format_time
+from ..core.text import format_time
 from ..core.types import MemoryRecord
 from ..retrieval.relevance import content_words, is_users_question, stem
 from ..retrieval.vectors import unit

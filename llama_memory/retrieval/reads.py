@@ -16,7 +16,7 @@ candidates, most of them the same from one turn to the next.
 
 It lives for one retrieval only: a record deleted or changed meanwhile is seen by the
 next retrieval, as before. Expiry is applied here, with the rule storage applies
-(:func:`~llama_memory.storage.expiry.is_alive`), so one read serves the asks with and
+(:func:`~llama_memory.core.types.is_alive`), so one read serves the asks with and
 without ``alive_at``.
 """
 
@@ -25,8 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Optional
 
-from ..core.types import MemoryRecord, Scope
-from ..storage.expiry import is_alive
+from ..core.types import MemoryRecord, Scope, is_alive
 from ..storage.sql.records import RecordStore
 from .relevance import is_users_question
 

@@ -11,8 +11,9 @@ import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
 from ..core.errors import EmbeddingModelError, StorageError
-from ..core.types import MemoryRecord, Scope, StoredMessage
-from ..embeddings.offline import embedding_dimension, vector_cache
+from ..core.types import NEVER, Expiry, MemoryRecord, Scope, StoredMessage
+from ..embeddings.offline import embedding_dimension
+from ..embeddings.store_model import DimensionGuard, vector_cache
 from ..retrieval.apart import SetApart, WindowIds, search_beside
 from ..retrieval.excerpts import JOIN_GAP, WideNeighbourhoods, hit_of, join_parts, pack_excerpts
 from ..retrieval.hops import HOP_FOUND, HOP_WEIGHT, SEEDS, content_stems, second_hop
@@ -23,12 +24,10 @@ from ..retrieval.salience import Salience
 from ..retrieval.set_questions import asks_for_a_set
 from ..retrieval.sync import IndexSync
 from ..retrieval.topic import TOPIC_WEIGHT, topic_hop
-from ..storage.expiry import NEVER, Expiry
 from ..storage.ports import NewRecord, VectorIndex
 from ..storage.reconcile import ReconcileReport
 from ..storage.sql.store import Storage
 from .base import MemorySource
-from .dimension import DimensionGuard
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +63,7 @@ class VectorSource(MemorySource):
         index: the dense index derived from it (one Chroma collection per user).
         embed_model: any LlamaIndex embedding; its dimension, name and fingerprint
             (the vector of a fixed probe text) are recorded in the store, and another
-            model is refused (:class:`~llama_memory.sources.dimension.DimensionGuard`).
+            model is refused (:class:`~llama_memory.embeddings.store_model.DimensionGuard`).
         roles: which message roles are remembered (tool results and system
             prompts are not, by default).
         batch_size: how many records are embedded per call to the model (which

@@ -28,8 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..core.distribution import install_hint
-from ..core.messages import format_time
-from ..core.text import counted
+from ..core.text import counted, format_time
 from ..core.types import MemoryRecord
 
 if TYPE_CHECKING:  # the model types, never the sources or the block's composer: they import views

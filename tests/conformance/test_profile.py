@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, Callable
 import pytest
 
 from llama_memory import Scope
+from llama_memory.core.types import Expiry
 from llama_memory.sources.profile import ProfileSource, ProfileUpdateError
-from llama_memory.storage.expiry import Expiry
 from llama_memory.storage.ports import ProfileValue, ProfileWrite
 from llama_memory.storage.sql.profile import ProfileRows
 

@@ -14,9 +14,8 @@ from bench.postgres_server import free_port
 from helpers import ServerTrace, user
 from llama_memory import ComposableMemory
 from llama_memory.core.errors import StorageError
-from llama_memory.core.types import Scope
+from llama_memory.core.types import Expiry, Scope
 from llama_memory.sources.profile import ProfileSource
-from llama_memory.storage.expiry import Expiry
 from llama_memory.storage.ports import NewRecord
 from llama_memory.storage.postgres import MIGRATIONS, PostgresProfileRows, PostgresStore
 

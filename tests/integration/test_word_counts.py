@@ -11,7 +11,7 @@ from llama_memory.core.types import Scope
 from llama_memory.storage.ports import NewRecord
 from llama_memory.storage.postgres import PostgresStore
 from llama_memory.storage.postgres import records as pg_records
-from llama_memory.storage.word_counts import WordCountCache
+from llama_memory.storage.sql.records import WordCountCache
 
 ALICE = Scope(user_id="alice", session_id="s1")
 

@@ -18,7 +18,7 @@ from llama_memory import (
     EmbeddingModelError,
     OfflineEmbedding,
 )
-from llama_memory.embeddings.offline import PROBE_TEXT
+from llama_memory.embeddings.store_model import PROBE_TEXT
 
 NOTES = [
     "My sister Maria lives in Porto.",

@@ -241,7 +241,7 @@ def test_embedding_dimension() -> None:
 
 
 def test_vector_cache_is_shared_per_model_and_reuses_vectors_only_when_symmetric(embed_model) -> None:
-    from llama_memory.embeddings.offline import vector_cache
+    from llama_memory.embeddings.store_model import vector_cache
 
     cache = vector_cache(embed_model)
     assert vector_cache(embed_model) is cache

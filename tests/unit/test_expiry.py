@@ -14,9 +14,9 @@ import pytest
 
 from helpers import assistant, message_texts, user
 from llama_memory import ComposableMemory, Scope
+from llama_memory.core.types import Expiry
 from llama_memory.memory.wiring import default_profile_source, default_triple_source
 from llama_memory.sources import TripleSource
-from llama_memory.storage.expiry import Expiry
 from llama_memory.storage.sqlite import DB_FILENAME, MIGRATIONS, SQLiteStore, sql_statements
 from llama_memory.storage.sqlite.profile import MIGRATIONS as PROFILE_MIGRATIONS
 from llama_memory.storage.sqlite.triples import MIGRATIONS as TRIPLE_MIGRATIONS

@@ -16,7 +16,7 @@ from llama_memory import Scope
 from llama_memory.storage.ports.profile import ProfileValue, ProfileWrite
 from llama_memory.storage.ports.triples import NewTriple, TripleMention
 from llama_memory.storage.sqlite import SQLiteStore
-from llama_memory.storage.sqlite.dialect import SQLITE
+from llama_memory.storage.sqlite.connection import SQLITE
 from llama_memory.storage.sqlite.profile import SQLiteProfileRows
 from llama_memory.storage.sqlite.triples import SQLiteTripleTimeline
 

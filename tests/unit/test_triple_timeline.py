@@ -10,11 +10,11 @@ from collections.abc import Sequence
 
 import pytest
 
+from llama_memory.core.types import later_expiry
 from llama_memory.sources.triples.model import to_triple
 from llama_memory.sources.triples.normalize import query_entities
 from llama_memory.sources.triples.search import neighbourhood, rank_triples, triple_record
 from llama_memory.sources.triples.timeline import Decision, decide
-from llama_memory.storage.expiry import later_expiry
 from llama_memory.storage.ports.triples import (
     StoredTriple,
     TimelineEntry,
@@ -116,7 +116,7 @@ def test_the_timeline_is_read_in_time_order_whatever_order_it_comes_in() -> None
     ],
 )
 def test_stating_a_fact_again_renews_it(kept: tuple, stated: tuple, expected: tuple) -> None:
-    # The one rule of storage/expiry.py, the same for records, triples and profile values.
+    # The one rule of expiry (core/types.py), the same for records, triples and profile values.
     assert later_expiry(kept, stated) == expected
 
 

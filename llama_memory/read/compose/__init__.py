@@ -6,41 +6,48 @@ whose text is a JSON string with ``<`` and every line-breaking character escaped
 so stored text can neither close the block nor start a line that poses as a role
 or as instructions.
 
-One module per step of the ``get()`` pipeline (:mod:`llama_memory.read.pipeline`) that builds the
-block: :mod:`.duplicates` (deduplicate), :mod:`.fit` (fit the budget), :mod:`.insert`
-(insert the block); :mod:`.render` writes its text, and :mod:`.model` says what a block
-is (:class:`MemoryBlock`, :class:`LeftOut`). Every name is importable from here.
+Two modules: :mod:`.selection` chooses what the block shows (the deduplicate and fit
+steps of the ``get()`` pipeline, :mod:`llama_memory.read.pipeline`), and :mod:`.block`
+is the block itself: what a block is (:class:`MemoryBlock`, :class:`LeftOut`), its
+text, and its insertion into the messages. Every name is importable from here.
 """
 
 from __future__ import annotations
 
-from .duplicates import deduplicate, merge_near_duplicates, window_texts
-from .fit import Tokenizer, block_from_records, covered_by_summaries, fit_block
-from .insert import insert_block, remove_block, strip_block
-from .model import (
+from .block import (
     ADMITTED_BY,
-    CUT_TO_FIT,
-    DUPLICATE,
-    IRRELEVANT,
-    OVER_BUDGET,
-    SUMMARISED,
-    LeftOut,
-    MemoryBlock,
-    admission,
-    relevance_text,
-)
-from .render import (
     BLOCK_CLOSE,
     BLOCK_INTRO,
     BLOCK_OPEN,
+    CUT_TO_FIT,
+    DUPLICATE,
     INSTRUCTIONS_INTRO,
+    IRRELEVANT,
+    OVER_BUDGET,
+    SUMMARISED,
     THIS_CONVERSATION,
+    LeftOut,
+    MemoryBlock,
+    admission,
     conflict_note,
+    insert_block,
     is_summary,
     left_out_note,
+    relevance_text,
+    remove_block,
     render_block,
     render_instructions,
     render_item,
+    strip_block,
+)
+from .selection import (
+    Tokenizer,
+    block_from_records,
+    covered_by_summaries,
+    deduplicate,
+    fit_block,
+    merge_near_duplicates,
+    window_texts,
 )
 
 __all__ = [

@@ -10,8 +10,7 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.utils import get_tokenizer
 from pydantic import BaseModel
 
-from ...core.types import MemoryRecord, Scope, StoredMessage, now
-from ...storage.expiry import NEVER, TTL, Expiry
+from ...core.types import NEVER, TTL, Expiry, MemoryRecord, Scope, StoredMessage, now
 from ...storage.ports.profile import ProfileChange, ProfileWrite
 from ...storage.sql.profile import ProfileRows
 from ..base import MemorySource, require_port

@@ -19,20 +19,19 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage
 
 from ...core.errors import EmbeddingModelError, StorageError
-from ...core.types import MemoryRecord, Scope, StoredMessage
-from ...embeddings.offline import embedding_dimension, vector_cache
+from ...core.types import NEVER, TTL, Expiry, MemoryRecord, Scope, StoredMessage
+from ...embeddings.offline import embedding_dimension
+from ...embeddings.store_model import DimensionGuard, vector_cache
 from ...retrieval.hybrid import HybridSearch
 from ...retrieval.relevance import calibrate, calibration_for
 from ...retrieval.sync import IndexSync
 from ...retrieval.vectors import add_cosines
-from ...storage.expiry import NEVER, TTL, Expiry
 from ...storage.ports import VectorIndex
 from ...storage.ports.triples import TripleEdge
 from ...storage.reconcile import ReconcileReport
 from ...storage.sql.triples import TripleTimeline
 from ..base import MemorySource, require_port
 from ..change_notes import CHANGED_WITHIN, is_recent, window_seconds
-from ..dimension import DimensionGuard
 from ..views import TripleTable
 from .extraction import ParsedTriples, apply_triples, parse_triples, triples_prompt
 from .index import TripleRows, TripleWords

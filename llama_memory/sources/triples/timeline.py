@@ -15,7 +15,7 @@ time ``t``:
   since earlier: its start moves to ``t``.
 
 Stating a fact again renews it (the later expiry wins:
-:func:`llama_memory.storage.expiry.later_expiry`, the same for every kind of record,
+:func:`llama_memory.core.types.later_expiry`, the same for every kind of record,
 applied by :mod:`.writes`). These functions read
 timeline entries and return decisions; the source applies them through the
 storage port, inside one transaction.

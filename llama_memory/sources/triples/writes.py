@@ -8,8 +8,7 @@ from collections.abc import Iterable, Sequence
 from typing import AbstractSet, Any, Optional, Protocol
 
 from ...core.messages import to_epoch
-from ...core.types import MemoryRecord, Scope, now
-from ...storage.expiry import TTL, later_expiry
+from ...core.types import TTL, MemoryRecord, Scope, later_expiry, now
 from ...storage.ports.triples import NewTriple, TimelineEntry, TripleMention
 from ...storage.sql.triples import TripleTimeline
 from .model import KnowledgeTriple, Prepared, TripleError, prepare_all

@@ -12,7 +12,7 @@ these types and plain domain rows (``MemoryRecord``, ``Scope``, ``NewRecord``...
 connection, no SQL, no rowid. See docs/architecture.md.
 """
 
-from .base import Transactional, one_connection
+from .base import Transactional
 from .chat import ChatLog, ChatLogChanges, SharedChatLog
 from .jobs import JOB_STATES, FormationDay, Job, JobRow, PassCost
 from .lexical import LexicalIndex
@@ -55,5 +55,4 @@ __all__ = [
     "TripleRow",
     "Vector",
     "VectorIndex",
-    "one_connection",
 ]

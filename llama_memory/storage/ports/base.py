@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Hashable
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
 from ...core.types import Scope
@@ -48,12 +48,3 @@ def user_meta_infix(tenant_id: str, user_id: str) -> str:
     """What every :func:`user_meta_key` of one user contains (JSON quoting makes it
     unambiguous: no other user's key holds it)."""
     return ":" + json.dumps([tenant_id, user_id])[:-1] + ", "
-
-
-def one_connection(store: object) -> AbstractContextManager[Any]:
-    """A context in which ``store``'s reads share one connection, when the store has a
-    pool of them (PostgreSQL's ``one_connection``); a no-op for any other store (SQLite
-    has one connection anyway) or none. A ``get()`` reads in 15-20 statements: one
-    connection taken and checked once saves a round trip per statement."""
-    hold = getattr(store, "one_connection", None)
-    return hold() if callable(hold) else nullcontext()

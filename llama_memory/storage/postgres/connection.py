@@ -23,7 +23,7 @@ from ...core.asyncbridge import await_only, in_bridge, on_exit
 from ...core.errors import StorageError
 from ..sql.dialect import Dialect
 from ..sql.meta import MetaStore
-from ..word_counts import WordCountCache
+from ..sql.records import WordCountCache
 from .bridged import BridgedPool, LoopPool, close_in_its_loop
 from .changes import ChangeWatch, read_snapshot
 from .dialect import POSTGRES

@@ -153,7 +153,7 @@ class RecordTables(PostgresConnection, RecordStore):
         one (a user's name often appears only there).
 
         One statement reads the user's size and counts the words not remembered
-        (:class:`~llama_memory.storage.word_counts.WordCountCache`, until the user's
+        (:class:`~llama_memory.storage.sql.records.WordCountCache`, until the user's
         records grow by a tenth), through the index of each user's words, or on a sample
         of a large user's rows (:meth:`_count_words`)."""
         user = scope.require_user("word counts")

@@ -7,7 +7,7 @@ shared algorithm writes its statements once, with ``?`` placeholders, and asks a
 :meth:`~.dialect.Dialect.batches`), prefixes, JSON columns, inserting a row and getting
 its id back, boolean literals, and making writers of one key take turns
 (:meth:`~.dialect.Dialect.lock`). Each backend package makes its dialect
-(``sqlite/dialect.py``, ``postgres/dialect.py``) and subclasses the algorithm, keeping
+(``sqlite/connection.py``, ``postgres/dialect.py``) and subclasses the algorithm, keeping
 only what differs for a reason (FTS5 vs ``tsvector``, cascades, read-ahead).
 
 The modules: :mod:`.store` (``Storage``, the system of record as one object),

@@ -2,15 +2,17 @@
 
 The shared algorithms write their SQL once, with ``?`` placeholders (DB-API's "qmark"
 style, SQLite's own), and ask a :class:`Dialect` for the few things the two databases
-spell differently. A backend package makes one dialect object (``storage/sqlite/dialect.py``,
+spell differently. A backend package makes one dialect object (``storage/sqlite/connection.py``,
 ``storage/postgres/dialect.py``); nothing else of the algorithms depends on which it is.
+What else differs, the store as the algorithms see it (:class:`SQLStore`) and the reads
+of one ``get()`` sharing one connection of a pool (:func:`one_connection`), is here too.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from functools import lru_cache
 from typing import Any, Optional, Protocol
 
@@ -36,6 +38,15 @@ class SQLStore(Transactional, Protocol):
     def query(self, action: str, sql: str, params: Sequence[Any] = ()) -> Sequence[Any]:
         """Run one read statement; its rows (read by column name)."""
         ...
+
+
+def one_connection(store: object) -> AbstractContextManager[Any]:
+    """A context in which ``store``'s reads share one connection, when the store has a
+    pool of them (PostgreSQL's ``one_connection``); a no-op for any other store (SQLite
+    has one connection anyway) or none. A ``get()`` reads in 15-20 statements: one
+    connection taken and checked once saves a round trip per statement."""
+    hold = getattr(store, "one_connection", None)
+    return hold() if callable(hold) else nullcontext()
 
 
 class Dialect(ABC):

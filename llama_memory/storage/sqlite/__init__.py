@@ -12,7 +12,6 @@ so a store written by an older release opens in a newer one.
 from ...core.text import content_hash, normalize_text
 from ..ports.records import NewRecord, PendingRecord
 from ..sql.dialect import ALIVE_SQL
-from .chat import ChatCursor, ChatRows, SQLiteChatLog
 from .connection import DB_FILENAME, memory_path, store_exists
 from .lexical import (
     LEXICAL_POSTINGS_BUDGET,
@@ -22,7 +21,7 @@ from .lexical import (
     fts_words,
 )
 from .schema import JOB_MIGRATIONS, MIGRATIONS, SESSION_ORDER_MIGRATIONS, sql_statements
-from .store import SQLiteStore
+from .store import ChatCursor, ChatRows, SQLiteChatLog, SQLiteStore
 
 __all__ = [
     "ALIVE_SQL",

@@ -10,7 +10,7 @@ read treats a missing table as empty; records keep their write order in ``rowid`
 from __future__ import annotations
 
 from ..sql.admin import AdminRows
-from .dialect import SQLITE
+from .connection import SQLITE
 from .triples import SQLiteTripleTimeline
 
 __all__ = ["StoreAdmin"]

@@ -9,7 +9,7 @@ by the migrations here; the reads and writes are
 from __future__ import annotations
 
 from ..sql.profile import ProfileRows
-from .dialect import SQLITE
+from .connection import SQLITE
 from .store import SQLiteStore
 
 #: The columns of a document's field rows: one row per value a field had (a removal has

@@ -15,7 +15,7 @@ from typing import Any
 from ...core.types import Scope
 from ..sql.dialect import owner
 from ..sql.triples import MentionLink, TripleTimeline
-from .dialect import SQLITE
+from .connection import SQLITE
 from .lexical import fts_query
 from .store import SQLiteStore
 

@@ -1,17 +1,156 @@
-"""The embedding model a store's vectors were built with: its dimension, its name and its
-fingerprint (the vector of a fixed probe text), checked against every model that opens it."""
+"""An embedding model as a store's sources use it: its recent vectors, cached once per
+model for every source that embeds with it (:class:`VectorCache`), and the model a
+store's vectors were built with, its dimension, its name and its fingerprint (the vector
+of a fixed probe text), recorded in the store and checked against every model that
+opens it (:class:`DimensionGuard`)."""
 
 from __future__ import annotations
 
 import json
+import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Sequence
 
 import numpy as np
-from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
 
+from ..core.asyncbridge import await_only, in_bridge
 from ..core.errors import EmbeddingDimensionError, EmbeddingMismatchError
-from ..embeddings.offline import vector_cache
 from ..storage.sql.meta import MetaStore
+from .offline import OfflineEmbedding, is_symmetric
+
+#: The text whose vector identifies an embedding model in a store (its fingerprint).
+#: Never change it: stores compare the vector of this exact text.
+PROBE_TEXT = (
+    "llama-memory embedding fingerprint: the quick brown fox jumps over the lazy dog "
+    "while a Lisbon bakery sells 12 custard tarts before noon."
+)
+
+#: How many recent texts keep their vector in a model's :class:`VectorCache`.
+VECTORS_KEPT = 256
+
+
+def awaits_io(model: BaseEmbedding) -> bool:
+    """Whether to await ``model``'s async API here: inside a bridged async call
+    (:mod:`~llama_memory.core.asyncbridge`) and for a model with an async API of its own (an
+    HTTP client such as OpenAI's). A local model (the offline one, whose async API only
+    hands the work to a thread) runs inline: it is CPU work, not waiting."""
+    if not in_bridge() or isinstance(model, OfflineEmbedding):
+        return False
+    return type(model)._aget_query_embedding is not BaseEmbedding._aget_query_embedding
+
+
+class VectorCache:
+    """Recent vectors of one embedding model by text, shared by every source that uses it.
+
+    One ``get()`` asks each source to retrieve for the same query, and an agent run
+    asks ``get()`` the same query again after every tool round: through this cache a
+    query is embedded once. For a symmetric model (:func:`is_symmetric`) a text's
+    document vector is its query vector, so the user message an agent has just put,
+    embedded as a document, needs no query embedding, and a query embedded first needs
+    no second embedding as a document. Thread-safe; get the one of a model with
+    :func:`vector_cache`.
+    """
+
+    def __init__(self, model: BaseEmbedding, size: int = VECTORS_KEPT) -> None:
+        self._model = weakref.ref(model)
+        self._symmetric = is_symmetric(model)
+        self._size = size
+        self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+        self._fingerprint: np.ndarray | None = None
+
+    @property
+    def model(self) -> BaseEmbedding:
+        """The embedding model."""
+        model = self._model()
+        if model is None:  # pragma: no cover - the sources hold the model
+            raise RuntimeError("the embedding model of this cache is gone")
+        return model
+
+    def query(self, text: str) -> np.ndarray:
+        """The query vector of ``text`` (float32), embedded only if not known yet."""
+        with self._lock:
+            vector = self._queries.get(text)
+            if vector is not None:
+                self._queries.move_to_end(text)
+                return vector
+        model = self.model
+        if awaits_io(model):  # an API call: awaited on the event loop, not blocking it
+            embedded = await_only(model.aget_query_embedding(text))
+        else:
+            embedded = model.get_query_embedding(text)
+        vector = np.asarray(embedded, dtype=np.float32)
+        self._keep([text], [vector])
+        return vector
+
+    def documents(self, texts: list[str]) -> list[np.ndarray]:
+        """The document vectors of ``texts`` (float32), the unknown ones embedded in one
+        batch call; for a symmetric model, known query vectors are reused and the new
+        vectors kept as query vectors."""
+        if not self._symmetric:
+            return [np.asarray(v, dtype=np.float32) for v in self._batch(texts)]
+        with self._lock:
+            known = [self._queries.get(t) for t in texts]
+        missing = [t for t, v in zip(texts, known) if v is None]
+        fresh = iter([np.asarray(v, dtype=np.float32) for v in self._batch(missing)] if missing else [])
+        vectors = [v if v is not None else next(fresh) for v in known]
+        self._keep(texts, vectors)
+        return vectors
+
+    def _batch(self, texts: list[str]) -> list[Embedding]:
+        model = self.model
+        if awaits_io(model):
+            return await_only(model.aget_text_embedding_batch(texts))
+        return model.get_text_embedding_batch(texts)
+
+    def fingerprint(self) -> np.ndarray:
+        """The model's document vector of :data:`PROBE_TEXT` (float32), embedded once per
+        model object: every memory of a process that shares the model (one per request,
+        say) checks a store's model identity at the cost of one embedding in all."""
+        vector = self._fingerprint
+        if vector is None:
+            vector = np.asarray(self.model.get_text_embedding(PROBE_TEXT), dtype=np.float32)
+            self._fingerprint = vector
+        return vector
+
+    def clear(self) -> None:
+        """Forget every vector kept (they are keyed by users' texts: a user who is
+        forgotten must not stay here)."""
+        with self._lock:
+            self._queries.clear()
+
+    def _keep(self, texts: list[str], vectors: list[np.ndarray]) -> None:
+        with self._lock:
+            for text, vector in zip(texts[-self._size :], vectors[-self._size :]):
+                self._queries[text] = vector
+                self._queries.move_to_end(text)
+            while len(self._queries) > self._size:
+                self._queries.popitem(last=False)
+
+
+_caches_lock = threading.Lock()
+_caches: dict[int, VectorCache] = {}
+
+
+def vector_cache(model: BaseEmbedding) -> VectorCache:
+    """The :class:`VectorCache` of ``model`` (one per model object, made on first use,
+    dropped with the model), so the sources of a memory share their vectors."""
+    key = id(model)
+    with _caches_lock:
+        cache = _caches.get(key)
+        if cache is None or cache._model() is not model:
+            cache = _caches[key] = VectorCache(model)
+            weakref.finalize(model, _forget_cache, key, cache)
+        return cache
+
+
+def _forget_cache(key: int, cache: VectorCache) -> None:
+    with _caches_lock:
+        if _caches.get(key) is cache:
+            del _caches[key]
+
 
 #: The same model must give its fingerprint a cosine of at least this with the recorded
 #: one. Reruns of one model differ by far less (a remote model's nondeterminism, another
@@ -45,7 +184,7 @@ class DimensionGuard:
     Two checks: the dimension (:meth:`check`, free: at open for a model that declares
     it), raising :class:`EmbeddingDimensionError` naming both numbers; and the model's
     identity, by its fingerprint, the vector of
-    :data:`~llama_memory.embeddings.offline.PROBE_TEXT`, raising
+    :data:`PROBE_TEXT`, raising
     :class:`EmbeddingMismatchError` naming both models. A source checks both at open
     when the store records a model already (:meth:`check_at_open`), else before its
     first write (:meth:`check_model`): another model is refused before anything is
