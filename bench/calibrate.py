@@ -142,7 +142,8 @@ def collect(built: dict[str, Any], log: Callable[[str], None]) -> list[dict[str,
                     e = r.metadata.get("evidence") or {}
                     out.append({"x": [float(e.get(f) or 0.0) for f in FEATURES],
                                 "recorded": {f: float(e.get(f) or 0.0) for f in RECORDED}, "y": int(positive),
-                                "tokens": len(tokens(r.text)) + 8, "relevance": r.relevance})
+                                "tokens": len(tokens(r.text)) + 8, "relevance": r.relevance,
+                                "text": r.text})
                 rows.append({"corpus": store["corpus"], "store": name, "question": question,
                              "answerable": answerable, "records": out})
         finally:

@@ -77,6 +77,7 @@ from bench.asking import FLOW_TITLES, Asker
 from bench.locomo import DEFAULT_DATA as LOCOMO_DATA
 from bench.locomo import REPO_ROOT, parse_session_date
 from bench.locomo import SMOKE_DATA as LOCOMO_SMOKE
+from llama_memory.read.query_plan import question_parts
 
 #: The development set, outside the repository.
 DEFAULT_DATA = REPO_ROOT / ".." / "shared" / "data" / "everyday" / "everyday_dev.json"
@@ -287,7 +288,8 @@ def marked_older(line: str, old: Sequence[str]) -> bool:
 
 def classify_miss(memory: Any, question: str, fact_id: str, ranks: EmbeddingRanks) -> dict[str, Any]:
     """Why the block did not show fact ``fact_id``: the rule of the block that left out
-    a retrieved record holding its message, or, never retrieved, its embedding rank."""
+    a retrieved record holding its message, or, never retrieved, its embedding rank (for
+    a question of several parts also ``part_rank``, its best rank for any part)."""
     block = memory.last_block
     for left in block.left_out:
         ids = {i for p in (left.record.parts or [left.record]) for i in ([p.id] + list(p.message_ids))}
@@ -296,7 +298,13 @@ def classify_miss(memory: Any, question: str, fact_id: str, ranks: EmbeddingRank
     for record in block.records:
         if fact_id in record.message_ids:
             return {"kind": "shown, keyword not in its line", "rule": "shown"}
-    return {"kind": "never retrieved", "rule": "never retrieved", "rank": ranks.rank(question, fact_id)}
+    miss = {"kind": "never retrieved", "rule": "never retrieved", "rank": ranks.rank(question, fact_id)}
+    parts = question_parts(question)
+    if parts:
+        # A question of two parts is searched part by part too: the fact's best rank by
+        # the embedding for any of its parts says whether a part could have found it.
+        miss["part_rank"] = min(r for r in (ranks.rank(p, fact_id) for p in parts) if r is not None)
+    return miss
 
 
 @dataclass
@@ -439,6 +447,19 @@ def figures(rows: Sequence[Asked], data: dict[str, Any]) -> dict[str, Any]:
             if why.get("rank") is not None:
                 ranks.append(why["rank"])
     out["misses"] = dict(misses.most_common())
+    # The two-part questions' misses apart: does a part fail to find its fact, or the gate?
+    two_misses: Counter = Counter()
+    part_ranks: list[int] = []
+    for r in two:
+        for why in r.extra.get("why", {}).values():
+            two_misses[why["rule"]] += 1
+            if why.get("part_rank") is not None:
+                part_ranks.append(why["part_rank"])
+    out["two_part_misses"] = dict(two_misses.most_common())
+    out["two_part_never_retrieved_part_rank"] = {
+        "median": statistics.median(part_ranks) if part_ranks else None,
+        "top10": sum(1 for x in part_ranks if x <= 10), "n": len(part_ranks),
+    }
     out["never_retrieved_rank"] = {
         "median": statistics.median(ranks) if ranks else None,
         "top10": sum(1 for x in ranks if x <= 10), "n": len(ranks),
@@ -490,6 +511,13 @@ def format_table(report: dict[str, Any]) -> str:
         out.append(f"- {k}: " + ", ".join(f"{rule}: {n}" for rule, n in r["misses"].items())
                    + (f"; never retrieved: median embedding rank {nr['median']}, {nr['top10']} of {nr['n']} in the top 10"
                       if nr["n"] else ""))
+    out += ["", "Two-part questions' misses (each fact not shown), by cause:", ""]
+    for k in keys:
+        r = runs[k]
+        pr = r.get("two_part_never_retrieved_part_rank") or {"n": 0}
+        out.append(f"- {k}: " + (", ".join(f"{rule}: {n}" for rule, n in r.get("two_part_misses", {}).items()) or "none")
+                   + (f"; never retrieved, the fact's best embedding rank for a part: median {pr['median']}, "
+                      f"{pr['top10']} of {pr['n']} in the top 10" if pr["n"] else ""))
     out += ["", f"Never-said and small talk count on the small store (large: information only). "
             f"Tokens: the memory's tokenizer (tiktoken). Built in {report['build_s']}. Ran {report['seconds']:.0f}s."]
     return "\n".join(out)

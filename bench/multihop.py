@@ -23,7 +23,7 @@ Run::
     .venv/bin/python -m bench.multihop --weights 0.5 --set-spreads 1,1.2,1.3,1.5,1.7   # the set spread
 
 With several ``--set-spreads`` (the memory's ``set_spread``: how many more records a
-question that asks for a set gets, ``llama_memory.retrieval.set_questions``) and one hop weight,
+question that asks for a set gets, ``llama_memory.retrieval.excerpts``) and one hop weight,
 leave-one-out chooses the spread instead, the same way; 1 is "before". With several
 ``--topic-weights`` too (the vector source's ``topic_weight``: the topic query of a set
 question, ``llama_memory.retrieval.topic``; 0 is without it), it chooses the pair
@@ -56,7 +56,7 @@ from bench.locomo import (
     load_dataset,
     score,
 )
-from llama_memory.retrieval.set_questions import SET_SPREAD
+from llama_memory.retrieval.excerpts import SET_SPREAD
 from llama_memory.retrieval.topic import TOPIC_WEIGHT
 
 #: The weights tried by default (0: no second hop).
@@ -77,7 +77,7 @@ def run(
     topic_weights: Sequence[float] = (TOPIC_WEIGHT,),
 ) -> list[dict[str, Any]]:
     """One row per (weight, set spread, topic weight, question): block recall, tokens,
-    get() ms (``spreads``: the memory's ``set_spread``, see ``llama_memory.retrieval.set_questions``;
+    get() ms (``spreads``: the memory's ``set_spread``, see ``llama_memory.retrieval.excerpts``;
     ``topic_weights``: the vector source's ``topic_weight``, ``llama_memory.retrieval.topic``)."""
     from llama_memory import default_embedding
 

@@ -22,8 +22,8 @@ from pydantic import BaseModel
 from typing_extensions import Self
 
 from ..core.types import TTL
+from ..retrieval.excerpts import SET_SPREAD
 from ..retrieval.relevance import DEFAULT_MIN_RELEVANCE
-from ..retrieval.set_questions import SET_SPREAD
 from ..sources.base import MemorySource
 from . import DEFAULT_MEMORY_TOKEN_LIMIT, DEFAULT_TOKEN_LIMIT, DEFAULT_TOP_K
 from .arguments import messages_arg, parameters, reject_unknown

@@ -42,8 +42,8 @@ from pydantic import (
 
 from ..core.text import short
 from ..core.types import ttl_seconds
+from ..retrieval.excerpts import SET_SPREAD
 from ..retrieval.relevance import DEFAULT_MIN_RELEVANCE
-from ..retrieval.set_questions import SET_SPREAD
 from ..sources.llama_index import check_sources
 from ..storage.privacy import check_passphrase
 from . import DEFAULT_MEMORY_TOKEN_LIMIT, DEFAULT_TOKEN_LIMIT, DEFAULT_TOP_K
@@ -208,7 +208,7 @@ class MemorySettings(BaseModel):
     ranked by relevance (the profile, a custom source's records) are always kept."""
     set_spread: Spread = SET_SPREAD
     """A question that asks for a set ("what activities...", "how many...",
-    :mod:`llama_memory.retrieval.set_questions`) gets ``set_spread`` x ``top_k`` records in
+    :mod:`llama_memory.retrieval.excerpts`) gets ``set_spread`` x ``top_k`` records in
     the block (1: as many as any other question)."""
     insert_method: InsertMethod = "system"
     """``"system"`` (into the system message) or ``"user"`` (into the latest user message)."""

@@ -39,6 +39,7 @@ from ..core.text import check_text, normalize_text
 from ..core.types import MemoryRecord, Scope, now
 from ..memory.arguments import short
 from ..memory.runtime import Runtime, UsageLog
+from ..retrieval.excerpts import records_for
 from ..retrieval.relevance import (
     NAMED_MIN_COSINE,
     RECORD_FLOOR,
@@ -48,7 +49,6 @@ from ..retrieval.relevance import (
     serves_request,
     speaks_of_what_is_asked,
 )
-from ..retrieval.set_questions import records_for
 from ..sources.base import Embedded, Recent, WindowAware
 from ..sources.base import Source as SourceProtocol
 from ..sources.views import RecordList
@@ -64,9 +64,7 @@ from .compose import (
     relevance_text,
     window_texts,
 )
-from .query_plan import QueryPlan, choose_query
-from .question_parts import question_parts
-from .small_talk import without_small_talk
+from .query_plan import QueryPlan, choose_query, question_parts, without_small_talk
 from .superseded import mark_superseded, marks_of_shown
 
 
@@ -141,7 +139,7 @@ def compose_block(rt: Runtime, plan: QueryPlan, window: Sequence[ChatMessage]) -
         )
     shown = window_texts(window)
     # A question that asks for a set ("what activities...") gathers its answer from many
-    # sessions, one turn in each: it gets more records (llama_memory.retrieval.set_questions).
+    # sessions, one turn in each: it gets more records (llama_memory.retrieval.excerpts).
     top_k = records_for(plan.text, top_k, options.set_spread)
     # What the window already shows is dropped afterwards, so ask for more than top_k:
     # as many more as the window showed last time, and at most top_k more. The vector
@@ -277,9 +275,9 @@ def retrieve_parts(
     shown: frozenset[str] = frozenset(),
 ) -> list[MemoryRecord]:
     """:func:`retrieve` for ``query``, and, for a question of several ``parts``
-    (:func:`~llama_memory.read.question_parts.question_parts`), for each part too: the
+    (:func:`~llama_memory.read.query_plan.question_parts`), for each part too: the
     rankings merged round-robin, each part's first, then the whole question's, each
-    record once, as many as the longest ranking. Each record keeps the relevance of the
+    record once, as many as the longest ranking for each part. Each record keeps the relevance of the
     search that judged it best (that of its part)."""
     if not parts:
         return retrieve(rt, query, k, sources, shown)
@@ -295,7 +293,10 @@ def retrieve_parts(
             merged[key] = record
         elif (record.relevance or 0.0) > (held.relevance or 0.0):
             merged[key] = record
-    return list(merged.values())[: max(len(r) for r in rankings)]
+    # Each part keeps the places a question of one part has: cut to as many records as
+    # the longest ranking for each part, not for the question as a whole (which gave each
+    # part a third of them, and a part's fact at its fourth place was never shown).
+    return list(merged.values())[: max(len(r) for r in rankings) * len(parts)]
 
 
 def retrieve(
@@ -357,7 +358,7 @@ def relevant_records(
     """The records that enter (those without a relevance stay), statements before the
     user's own questions, and the others as left out, :data:`~llama_memory.read.compose.IRRELEVANT`.
 
-    First, stored small talk goes (:func:`~llama_memory.read.small_talk.without_small_talk`):
+    First, stored small talk goes (:func:`~llama_memory.read.query_plan.without_small_talk`):
     a record that matched ``query`` by a greeting or the reply to one, or by the same
     words as the query, and such parts of an excerpt. Then two decisions, in order. A record's ``relevance`` must reach ``min_relevance``. Then
     the record itself: its own relevance (:func:`~llama_memory.retrieval.relevance.own_relevance`,
@@ -378,7 +379,7 @@ def relevant_records(
     first-person question that holds a word it names
     (:func:`~llama_memory.retrieval.relevance.speaks_of_what_is_asked`)."""
     # Stored small talk states nothing: a record that matched the query by it goes, and
-    # an excerpt loses it (llama_memory.read.small_talk), before anything is judged.
+    # an excerpt loses it (llama_memory.read.query_plan.without_small_talk), before anything is judged.
     records, empty = without_small_talk(records, query)
     floor = RECORD_FLOOR if min_relevance > 0 else 0.0
     about_user = any(
@@ -448,10 +449,10 @@ def admitting_rule(record: MemoryRecord, min_relevance: float, about_user: bool)
     if not own_passes(record, floor):
         return None
     if record.relevance >= min_relevance:
-        return f"relevance {shown} >= min_relevance {min_relevance:.2f}{own_shown}"
+        return f"relevance {shown} >= min_relevance {threshold_text(min_relevance)}{own_shown}"
     if about_user and not record.is_turn:
         return (f"relevance {shown}, a fact kept because a past statement makes the question "
-                f"one about this user (relevance >= {min_relevance:.2f}){own_shown}")
+                f"one about this user (relevance >= {threshold_text(min_relevance)}){own_shown}")
     return None
 
 
@@ -461,7 +462,7 @@ def why_irrelevant(record: MemoryRecord, min_relevance: float) -> str:
     if below_floor_only(record, min_relevance) and own is not None:
         return (f"relevance {relevance_text(record)}, but its own relevance {share_text(own)} is below "
                 f"the record floor {share_text(RECORD_FLOOR)}")
-    return f"relevance {relevance_text(record)} below min_relevance {min_relevance:.2f}"
+    return f"relevance {relevance_text(record)} below min_relevance {threshold_text(min_relevance)}"
 
 
 def irrelevance_rule(record: MemoryRecord, min_relevance: float) -> str:
@@ -469,7 +470,7 @@ def irrelevance_rule(record: MemoryRecord, min_relevance: float) -> str:
     threshold only: the same words for every record it left out."""
     if below_floor_only(record, min_relevance):
         return f"own relevance below the record floor {share_text(RECORD_FLOOR)}"
-    return f"relevance below min_relevance {min_relevance:.2f}"
+    return f"relevance below min_relevance {threshold_text(min_relevance)}"
 
 
 def below_floor_only(record: MemoryRecord, min_relevance: float) -> bool:
@@ -478,6 +479,13 @@ def below_floor_only(record: MemoryRecord, min_relevance: float) -> bool:
     own = own_relevance(record)
     floor = RECORD_FLOOR if min_relevance > 0 else 0.0
     return own is not None and own < floor and record.relevance is not None and record.relevance >= min_relevance
+
+
+def threshold_text(value: float) -> str:
+    """A threshold with two decimals, or as many more as it has (``0.40``, ``0.027``):
+    the rule that names it must not round it to another value."""
+    two = f"{value:.2f}"
+    return two if abs(float(two) - value) < 1e-12 else format(Decimal(f"{value:.3g}"), "f")
 
 
 def share_text(value: float) -> str:

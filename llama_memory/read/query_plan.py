@@ -1,4 +1,4 @@
-"""What to retrieve for: the choice of query for a user's message.
+"""What to retrieve for a user's message, and what of the retrieved is small talk.
 
 :func:`choose_query` looks at the user's message:
 
@@ -10,18 +10,76 @@
 - a message that refers back in time ("what did we talk about last time?", "what did I
   say yesterday?") asks for what was said then: the records of the latest earlier
   session, or of that day, plus a search by its remaining words if it has any.
+
+A question that asks for two things at once ("Which tea do I like and which boat do I
+own?") is split into its parts (:func:`question_parts`), each searched for by itself.
+Searched whole, such a question is one vector between its two topics and one bag of
+words: the records of the stronger topic fill every place, and the other part's answer
+is not found (measured: the second fact of a two-part question was shown for 0.20 of
+them). Searched part by part, each part's best records are found, and the rankings are
+merged round-robin with the whole question's (:func:`~llama_memory.read.pipeline.retrieve_for`).
+
+Of what was retrieved, stored small talk is never shown (:func:`without_small_talk`).
+A conversation holds greetings, thanks and acknowledgements and the assistant's replies
+to them ("Sure, I'm here whenever you need me."). Stored like any message, they match a
+query of the same kind word for word and by meaning (a cosine near 1 with "got it"), and
+an excerpt around such a match brings its neighbours along: the block then shows facts
+that have nothing to do with the query, and spends tokens on lines that say nothing.
+An **empty exchange** is a user message that is small talk (:func:`is_small_talk`) and
+the assistant's message right after it in the same excerpt (its reply: whatever it
+says, it answers nothing the user told). :func:`without_small_talk` takes them out:
+
+- an excerpt loses those parts (the others stay, with a gap marker where some were left
+  out between two kept ones);
+- a record whose hit (the message that matched the query, which its relevance is that
+  of) is such a part is left out whole: what stays of it was only its neighbour.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Literal, Optional
 
+from ..core.text import normalize_text
+from ..core.types import MemoryRecord
+from ..retrieval.excerpts import hit_of, without
 from ..retrieval.relevance import content_words, is_personal, words
-from .question_parts import question_parts
+from .compose import IRRELEVANT, LeftOut
+
+#: The most parts a question is searched in (each part costs a search).
+MAX_PARTS = 3
+# Where a question is split: "and" (or "&", "plus", ";") that starts a second question,
+# by a question word ("... and which boat do I own?") or an auxiliary before its subject
+# ("... and do I still have it?"). An "and" between two names ("Caroline and Melanie",
+# "my mum's and dad's names") joins the things one question asks about: not split.
+_JOIN = re.compile(
+    r"\s*,?\s+(?:and|&|plus)\s+(?=(?:what|which|where|who|whom|whose|when|why|how)\b"
+    r"|(?:do|does|did|is|are|am|was|were|can|could|will|would)\s+(?:i|we|my|our|you|he|she|they|it)\b)"
+    r"|\s*;\s*",
+    re.IGNORECASE,
+)
+
+
+def question_parts(text: str) -> tuple[str, ...]:
+    """The parts of a question that asks for two or more things, each with a content
+    word of its own; ``()`` for a question of one part (or a text that is no question).
+
+    "Which tea do I like and which boat do I own?" -> ("Which tea do I like",
+    "which boat do I own?"); "What did Caroline and Melanie paint?" is one question about
+    two people: not split."""
+    if "?" not in text:
+        return ()
+    pieces = [p.strip() for p in _JOIN.split(text.strip()) if p.strip()]
+    if len(pieces) < 2:
+        return ()
+    parts = tuple(p for p in pieces if content_words(p))
+    if len(parts) < 2:
+        return ()
+    return parts[:MAX_PARTS]
+
 
 #: Words of greetings, thanks and acknowledgements: a message made of these only is small talk.
 SMALL_TALK = frozenset(
@@ -34,7 +92,10 @@ SMALL_TALK = frozenset(
     "lol haha hahaha hehe lmao hmm hm mm oh ah ahh uh um huh "
     "welcome please np problem worries got it that sounds makes sense understood "
     "so very really too the a you u all for again is was this me will do well done "
-    "how are whats what up sup s it doing going been have hope your day".split()
+    "how are whats what up sup s it doing going been have hope your day "
+    # "hi there", "that's helpful": the vocative "there" of a greeting, and praise of a
+    # reply beside "great" and "nice" (with a greeting or thanks, never alone).
+    "there helpful useful".split()
 )
 # Some words only make small talk in company ("how are you?"): alone, or with others,
 # a message needs at least one of these to count.
@@ -47,13 +108,35 @@ _GREETING_CORE = frozenset(
 )
 
 
+# Words that place a message in the time it is said ("today", "tonight", "these days",
+# "this week"): they say when, not what about. "How are you today?" is as much small talk
+# as "how are you?", and "today" names nothing a record could hold; set aside before a
+# message is judged by what it is about. (Not "yesterday", "last week": they point back
+# to what was said then, :data:`_WHEN`.)
+_TIME_DEIXIS = re.compile(
+    r"\b(?:today|tonight|tonite|now|right now|nowadays|lately|recently|currently|these days|so far|"
+    r"this (?:morning|afternoon|evening|week|weekend|month|year))\b"
+)
+
+
+def without_time_deixis(found: Sequence[str]) -> list[str]:
+    """``found`` (a message's words, :func:`~llama_memory.retrieval.relevance.words`)
+    without the words that place it in the time it is said (:data:`_TIME_DEIXIS`)."""
+    return _TIME_DEIXIS.sub(" ", " ".join(found)).split()
+
+
 def is_small_talk(text: str) -> bool:
     """Whether a message is only a greeting, thanks or acknowledgement ("hi", "thanks!",
-    "ok", "great!", "how are you?"): at most 8 words, all of :data:`SMALL_TALK`, one a
-    greeting or acknowledgement. A message without words (emoji, punctuation) counts too."""
+    "ok", "great!", "how are you?"), with or without a word of when it is said ("how are
+    you today?", "how's it going these days?"): at most 8 words, all of
+    :data:`SMALL_TALK` once those are set aside, one a greeting or acknowledgement. A
+    message without words (emoji, punctuation) counts too."""
     found = words(text)
     if not found:
         return bool(text.strip())
+    found = without_time_deixis(found)
+    if not found:  # "today?", "now?": a time alone asks about something said before
+        return False
     joined = " ".join(found)
     return (
         len(found) <= 8
@@ -112,7 +195,7 @@ class QueryPlan:
             it ends), e.g. (1, 1) for yesterday; None for the latest earlier session.
         parts: for a question that asks for two things or more ("Which tea do I like and
             which boat do I own?"), each part, searched for by itself besides ``text``
-            (:func:`~llama_memory.read.question_parts.question_parts`); ``()`` otherwise.
+            (:func:`question_parts`); ``()`` otherwise.
     """
 
     kind: Literal["none", "as_is", "context", "time"]
@@ -158,10 +241,87 @@ def choose_query(text: Optional[str], earlier_user_texts: Sequence[str] = ()) ->
         previous = next((t for t in reversed(earlier_user_texts) if t.strip() and t.strip() != text), "")
         if previous:
             return QueryPlan("context", f"{previous}\n{text}")
-    if not content and not is_personal(text):
-        # Nothing but function words, and not about the user ("how about you?", "are you
-        # there?"), and nothing earlier it refers to: no record can match it by what it
-        # is about, only by the words every message has. A question about the user in
-        # function words ("what do I do?") is searched: its meaning may match.
+    if not content_words(" ".join(without_time_deixis(found))) and not is_personal(text):
+        # Nothing but function words and words of when it is said, and not about the
+        # user ("how about you?", "are you there?", "what about today?"): no record can
+        # match it by what it is about, only by the words every message has or by
+        # "today". A time alone follows up the previous message ("what's on tomorrow?"
+        # then "what about today?"): searched with it. A question about the user in
+        # function words ("what do I do?", "what am I doing today?") is searched: its
+        # meaning may match.
+        previous = next((t for t in reversed(earlier_user_texts) if t.strip() and t.strip() != text), "")
+        if previous and len(without_time_deixis(found)) < len(found):
+            return QueryPlan("context", f"{previous}\n{text}")
         return QueryPlan("none", "")
     return QueryPlan("as_is", text, parts=question_parts(text))
+
+
+#: Why :func:`without_small_talk` left a record out (a :class:`LeftOut` rule).
+SMALL_TALK_RULE = "the message that matched is small talk or the reply to it: it states nothing"
+#: Why :func:`without_small_talk` left out a record that matched by repeating the query.
+ECHO_RULE = "the message that matched says the same words as the query: it states nothing the query does not"
+
+
+def empty_parts(record: MemoryRecord) -> set[int]:
+    """The ``id()`` of each part of ``record`` (the record itself when it has none) that
+    belongs to an empty exchange: a user message that is small talk, and the assistant's
+    message right after it."""
+    parts = record.parts or [record]
+    empty: set[int] = set()
+    after_small_talk = False
+    for part in parts:
+        if part.role == "user":
+            after_small_talk = is_small_talk(part.text)
+            if after_small_talk:
+                empty.add(id(part))
+        elif part.role == "assistant" and after_small_talk:
+            empty.add(id(part))
+            after_small_talk = False
+        else:
+            after_small_talk = False
+    return empty
+
+
+def without_small_talk(
+    records: Sequence[MemoryRecord], query: str = ""
+) -> tuple[list[MemoryRecord], list[LeftOut]]:
+    """``records`` without the parts of empty exchanges (:func:`empty_parts`), and those
+    whose hit is one of them (or which are nothing else) as left out,
+    :data:`~llama_memory.read.compose.IRRELEVANT` (rule :data:`SMALL_TALK_RULE`).
+
+    A record whose hit is an earlier message of the same words as ``query`` is left out
+    too (rule :data:`ECHO_RULE`): it states nothing the query does not, whatever it is
+    ("one sec", "bye for now!" said before: a phrase of small talk no word list knows
+    matches itself best). An earlier question of the same words is the user's own
+    question, which the relevance stage ranks after statements already."""
+    echo = normalize_text(query) if query.strip() else None
+    kept: list[MemoryRecord] = []
+    dropped: list[LeftOut] = []
+    for record in records:
+        hit = hit_of(record)
+        if echo is not None and normalize_text(hit.text) == echo:
+            dropped.append(LeftOut(record, IRRELEVANT, detail=ECHO_RULE, rule=ECHO_RULE))
+            continue
+        empty = empty_parts(record)
+        if not empty:
+            kept.append(record)
+            continue
+        left = None if id(hit) in empty else without(record, lambda part: id(part) in empty)
+        if left is None:
+            dropped.append(LeftOut(record, IRRELEVANT, detail=SMALL_TALK_RULE, rule=SMALL_TALK_RULE))
+        else:
+            kept.append(_as_retrieved(left, record))
+    return kept, dropped
+
+
+def _as_retrieved(left: MemoryRecord, record: MemoryRecord) -> MemoryRecord:
+    """``left`` (``record`` without some parts, its hit kept) with what retrieval gave
+    ``record``: its relevance and metadata (the evidence), the excerpt's own keys
+    (the hit, the gaps) as ``left`` has them."""
+    own = {k: v for k, v in record.metadata.items() if k not in _EXCERPT_KEYS}
+    return replace(left, relevance=record.relevance, importance=record.importance,
+                   last_used=record.last_used, metadata={**own, **left.metadata})
+
+
+#: The metadata keys an excerpt's text is made from (:func:`~llama_memory.retrieval.excerpts.join_parts`).
+_EXCERPT_KEYS = ("hit", "omitted_before")

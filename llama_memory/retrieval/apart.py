@@ -19,13 +19,19 @@ search (:class:`WindowIds`), and every search of the retrieval is told to leave 
 (:attr:`SetApart.excluded`). A search no longer asks for as many more hits as the window
 holds, and its cost no longer grows with the window (docs/benchmarks.md, "Speed back").
 The check by text stays, for a record of another role with a shown text.
+
+The user's own questions are known only once their texts are read, so each retriever's
+ranking is read as far as its ``pool``-th candidate not set apart (:func:`take_beside`):
+it is searched once, and read further, never searched again, when questions fill its
+head (docs/benchmarks.md, "Speed back, third round").
 """
 
 from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from itertools import islice
 from typing import Optional
 
 from ..core.text import normalize_text
@@ -37,9 +43,6 @@ from .relevance import content_words, stem
 
 Ranking = list[tuple[str, float]]
 
-#: How many times a search is asked, at most, for more hits when those set apart leave
-#: it short.
-MAX_ASKS = 3
 #: How many window texts :class:`WindowIds` holds the ids of (a few windows' worth).
 IDS_HELD = 4096
 
@@ -69,8 +72,8 @@ class SetApart:
         self.window_ids = window_ids or {}
         self.excluded = frozenset(i for ids in self.window_ids.values() for i in ids)
         #: The share of a search's hits expected to be set apart (the last retrieval's):
-        #: a search asks for that many more to begin with (:meth:`spare`). Only how
-        #: often a search is asked again depends on it, never what it finds.
+        #: a ranking is read that many further to begin with (:meth:`spare`). Only how
+        #: many times it is read depends on it, never what it gives.
         self.share = share
         self.own: set[str] = set()
         self._apart: dict[str, bool] = {}  # by id, as decided (the searches overlap)
@@ -92,7 +95,7 @@ class SetApart:
         return {i for i in ids if decided[i]}
 
     def spare(self, count: int) -> int:
-        """How many more than ``count`` hits to ask a search for to begin with, at the
+        """How many more than ``count`` hits to read of a ranking to begin with, at the
         :attr:`share` expected to be set apart (at most three times ``count``)."""
         if self.share <= 0:
             return 0
@@ -165,31 +168,70 @@ class WindowIds:
 
 #: A search of a retrieval: its best ``n`` hits, the ids of ``exclude`` left out.
 Search = Callable[[int, Collection[str]], Ranking]
+#: A retriever's hits, best first, read as far as needed.
+Hits = Iterator[tuple[str, float]]
 
 
-def more_needed(count: int, asked: int, aside: int) -> int:
-    """How many hits past ``count`` to ask a search for, when ``asked`` hits held
-    ``aside`` set apart: as many as that share set apart says ``count`` others need
-    (at least as many as were set apart; 0 when ``count`` others were found)."""
-    others = asked - aside
-    if others >= count:
-        return 0
-    # At most four times as many as were asked: a share measured on a few hits is rough.
-    wanted = 4 * asked if others <= 0 else min(math.ceil(count * asked / others), 4 * asked)
-    return max(wanted, count + aside) - count
+def grown(search: Search, exclude: Collection[str], first: int) -> Hits:
+    """The hits of a search that can only be asked for a count, as a stream: asked for
+    ``first``, then for four times as many each time the reader gets past what it gave
+    (only the hits not given before are given: an approximate index may order them a
+    little differently)."""
+    count, given = max(first, 1), set()
+    while True:
+        hits = search(count, exclude)
+        for i, score in hits:
+            if i not in given:
+                given.add(i)
+                yield i, score
+        if len(hits) < count:
+            return
+        count *= 4
 
 
-def search_beside(search: Search, apart: SetApart, count: int, spare: int = 0) -> Ranking:
-    """The best ``count`` hits of a search that are not set apart: it leaves out the
-    window's records itself (``apart.excluded``), is asked for ``spare`` more to begin
-    with, and again for more (:func:`more_needed`) while those set apart (the user's
-    own questions) leave it short and it may hold more."""
-    extra = max(spare, 0)
-    for _ in range(MAX_ASKS):
-        hits = search(count + extra, apart.excluded)
-        aside = apart([i for i, _ in hits])
-        needed = more_needed(count, len(hits), len(aside))
-        if len(hits) < count + extra or needed <= extra:
+def more_needed(count: int, read: int, aside: int) -> int:
+    """How many more hits to read when ``read`` hits held ``aside`` set apart and
+    fewer than ``count`` others: as many as that share set apart says the ``count``
+    others need (at least as many as were set apart; at most four times as many as
+    were read: a share measured on a few hits is rough)."""
+    others = read - aside
+    wanted = 4 * read if others <= 0 else min(math.ceil(count * read / others), 4 * read)
+    return max(wanted, count + aside) - read
+
+
+def take_beside(hits: Hits, apart: Callable[[Sequence[str]], set[str]], count: int, first: int) -> tuple[Ranking, set[str]]:
+    """The head of ``hits`` up to its ``count``-th hit that ``apart`` does not set apart
+    (all of them when fewer), and the ids set apart in it: the hits are read ``first``
+    at a time to begin with (each batch checked by ``apart`` at once), then as many as
+    the share set apart so far says are needed (:func:`more_needed`). What was read past
+    the cut is left, so the head is the same however far the hits were read."""
+    kept: Ranking = []
+    aside: set[str] = set()
+    others = read = 0
+    want = max(first, count, 1)
+    while others < count:
+        batch = list(islice(hits, want))
+        if not batch:
             break
-        extra = needed
-    return [(i, s) for i, s in hits if i not in aside][:count]
+        marked = apart([i for i, _ in batch])
+        read += len(batch)
+        for item in batch:
+            if others >= count:
+                break
+            kept.append(item)
+            if item[0] in marked:
+                aside.add(item[0])
+            else:
+                others += 1
+        if len(batch) < want:
+            break
+        want = more_needed(count, read, len(aside))
+    return kept, aside
+
+
+def search_beside(hits: Hits, apart: SetApart, count: int, first: int) -> Ranking:
+    """The best ``count`` of ``hits`` (a search that left out the window's records
+    itself, ``apart.excluded``) that are not set apart (the user's own questions),
+    read as far as needed (:func:`take_beside`)."""
+    kept, aside = take_beside(hits, apart, count, first)
+    return [(i, s) for i, s in kept if i not in aside]

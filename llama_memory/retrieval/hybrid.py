@@ -15,14 +15,16 @@ retrieval")."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+import heapq
+from collections.abc import Callable, Collection, Iterable, Sequence
+from itertools import chain, islice
 from typing import Any, Optional
 
 import numpy as np
 
 from ..core.types import Scope
-from ..storage.ports import LexicalIndex
-from .apart import MAX_ASKS, Ranking, more_needed
+from ..storage.ports import LexicalIndex, RankedLexicalIndex
+from .apart import Hits, Ranking, grown, take_beside
 from .fusion import fuse_scores
 from .sync import IndexSync
 from .vectors import add_cosines
@@ -84,8 +86,8 @@ class HybridSearch:
         best first, and those set apart, fused among themselves.
 
         A record left out is no candidate at all. A candidate set apart takes no place
-        among a retriever's ``pool`` (each is asked for ``spare`` more to begin with, and
-        again for more as needed) and no part in scaling the others' scores: they rank
+        among a retriever's ``pool`` (each ranking is read ``spare`` further to begin with,
+        and further as needed) and no part in scaling the others' scores: they rank
         as if neither were stored. Those set apart are the ones ranked before a
         retriever's ``pool``-th other candidate: what it was asked for beyond that
         changes nothing."""
@@ -119,6 +121,12 @@ class HybridSearch:
         lexical, dense, _ = self._candidates(query, scope, pool, dense_weight, lexical_weight, exclude=exclude)
         return lexical, dense
 
+    def dense_hits(self, query: str, scope: Scope, exclude: Collection[str] = (), first: int = 30) -> Hits:
+        """The dense ranking alone (id, cosine), best first, the records of ``exclude``
+        left out, read as far as the caller reads (``first``: how far it expects to)."""
+        owner = (scope.tenant_id, scope.require_user(f"the {self.sync.collection!r} memory source"))
+        return self._hits(query, scope, owner, first, 1.0, 0.0, exclude)[1]
+
     def _candidates(
         self,
         query: str,
@@ -131,75 +139,69 @@ class HybridSearch:
         spare: int = 0,
     ) -> tuple[Ranking, dict[str, float], set[str]]:
         """:meth:`candidates`, and the ids among them that ``apart`` set apart (each
-        retriever keeps ``pool`` others besides them, see :meth:`search_apart`)."""
+        retriever keeps ``pool`` others besides them, see :meth:`search_apart`).
+
+        Each retriever is searched once, and its ranking read as far as its ``pool``-th
+        candidate not set apart (:func:`~.apart.take_beside`): those set apart make it
+        read further, never search again."""
         sync = self.sync
         owner = (scope.tenant_id, scope.require_user(f"the {sync.collection!r} memory source"))
-        extra, aside = max(spare, 0) if apart is not None else 0, set()
-        lexical: Ranking = []
-        dense: Ranking = []
-        found: dict[str, Any] = {}
-        ask_lexical, ask_dense = lexical_weight > 0, dense_weight > 0
-        for _ in range(MAX_ASKS):
-            asked_lexical, asked_dense, found_now = self._rankings(
-                query, scope, owner, pool + extra, dense_weight if ask_dense else 0.0,
-                lexical_weight if ask_lexical else 0.0, exclude,
-            )
-            if ask_lexical:
-                lexical = asked_lexical
-            if ask_dense:
-                dense, found = asked_dense, found_now
-            if apart is None:
-                break
-            aside = apart(list(dict.fromkeys(i for side in (lexical, dense) for i, _ in side)))
-            # A side asked again finds what it found before and more past it: one that
-            # already holds ``pool`` others, or gave fewer hits than it was asked for
-            # (it holds no more), would end the same after its cut (:func:`beside`), so
-            # only the others are asked again (a lexical search costs the same however
-            # many hits it is asked for: every match is scored).
-            ask_lexical = ask_lexical and _short(lexical, aside, pool, pool + extra)
-            ask_dense = ask_dense and _short(dense, aside, pool, pool + extra)
-            # A retriever that gave all it was asked for may hold more past its cut: when
-            # those set apart leave it short of ``pool``, it is asked for more, as many as
-            # the share set apart so far says it needs.
-            needed = max((more_needed(pool, pool + extra, sum(i in aside for i, _ in side))
-                          for side in (lexical, dense) if len(side) >= pool + extra), default=0)
-            if needed <= extra:
-                break
-            extra = needed
-        lexical, dense = beside(lexical, aside, pool), beside(dense, aside, pool)
+        first = pool + (max(spare, 0) if apart is not None else 0)
+        lexical_hits, dense_hits, found = self._hits(query, scope, owner, first, dense_weight, lexical_weight, exclude)
+        aside: set[str] = set()
+        if apart is None:
+            lexical, dense = list(islice(lexical_hits, pool)), list(islice(dense_hits, pool))
+        else:
+            # The heads of both sides checked at once (one read of the texts not known).
+            heads = list(islice(lexical_hits, first)), list(islice(dense_hits, first))
+            apart(list(dict.fromkeys(i for head in heads for i, _ in head)))
+            lexical, aside = take_beside(chain(heads[0], lexical_hits), apart, pool, first)
+            dense, dense_aside = take_beside(chain(heads[1], dense_hits), apart, pool, first)
+            aside |= dense_aside
         scores = dict(dense)
         if scores and lexical:
             self._add_cosines(scores, [i for i, _ in lexical if i not in scores], owner, found)
-        held = {i for i, _ in lexical} | set(scores)
-        return lexical, scores, aside & held
+        return lexical, scores, aside
 
-    def _rankings(
-        self, query: str, scope: Scope, owner: tuple[str, str], count: int,
+    def _hits(
+        self, query: str, scope: Scope, owner: tuple[str, str], first: int,
         dense_weight: float, lexical_weight: float, exclude: Collection[str] = (),
-    ) -> tuple[Ranking, Ranking, dict[str, Any]]:
-        """Each retriever's ``count`` best, the records of ``exclude`` left out: lexical
-        (id, score) and dense (id, cosine), best first; and what the dense side found
-        to read vectors from later."""
+    ) -> tuple[Hits, Hits, dict[str, Any]]:
+        """Each retriever's ranking, the records of ``exclude`` left out, read as far as
+        the caller reads (``first``: how far it expects to): lexical (id, score) and
+        dense (id, cosine), best first; and what the dense side found to read vectors
+        from later."""
         sync = self.sync
+        resident_hits: Optional[Hits] = None
         with sync.lock:
             sync.embed_pending()
             vector = self.query_vector(query)
             waiting = sync.waiting(owner)
             # Held vectors serve only the dense side: none are loaded when it is off.
             resident = sync.resident(owner, len(vector)) if dense_weight > 0 else None
-            dense: dict[str, float] = {}
             if resident is not None:
-                dense = dict(resident.search(vector, count, exclude))
+                resident_hits = resident.ranking(vector, exclude, first)
+        dense_hits: Hits = iter(())
         if dense_weight > 0:
-            if resident is None:
-                dense = dict(sync.index.query(*owner, vector, count, exclude))
+            if resident_hits is None:
+                resident_hits = grown(
+                    lambda n, left_out: _best_first(sync.index.query(*owner, vector, n, left_out)), exclude, first
+                )
+            dense_hits = resident_hits
             if waiting:
-                add_cosines(dense, {i: v for i, v in waiting.items() if i not in exclude} if exclude else waiting, vector)
-        ranked = sorted(dense.items(), key=lambda item: item[1], reverse=True)[:count] if dense_weight > 0 else []
-        lexical = (
-            self.lexical.search_text(query, scope, sync.collection, count, exclude) if lexical_weight > 0 else []
-        )
-        return lexical, ranked, {"vector": vector, "resident": resident, "waiting": waiting}
+                cosines: dict[str, float] = {}
+                add_cosines(cosines, {i: v for i, v in waiting.items() if i not in exclude} if exclude else waiting, vector)
+                dense_hits = _merged(resident_hits, _best_first(cosines.items()))
+        lexical_hits: Hits = iter(())
+        if lexical_weight > 0:
+            lexical = self.lexical
+            if isinstance(lexical, RankedLexicalIndex):
+                lexical_hits = lexical.rank_text(query, scope, sync.collection, exclude, first)
+            else:
+                lexical_hits = grown(
+                    lambda n, left_out: lexical.search_text(query, scope, sync.collection, n, left_out), exclude, first
+                )
+        return lexical_hits, dense_hits, {"vector": vector, "resident": resident, "waiting": waiting}
 
     def _add_cosines(
         self, dense: dict[str, float], missing: Sequence[str], owner: tuple[str, str], found: dict[str, Any]
@@ -216,25 +218,19 @@ class HybridSearch:
         add_cosines(dense, vectors, vector)
 
 
-def beside(ranking: Ranking, aside: set[str], pool: int) -> Ranking:
-    """``ranking`` cut after its ``pool``-th id not in ``aside`` (the ids set apart
-    before it are kept: they take no place). Whatever lies past the cut is left, so the
-    result is the same however far the ranking was read."""
-    kept: Ranking = []
-    others = 0
-    for item in ranking:
-        if others >= pool:
-            break
-        kept.append(item)
-        if item[0] not in aside:
-            others += 1
-    return kept
+def _best_first(pairs: Iterable[tuple[str, float]]) -> Ranking:
+    """(id, score) pairs by score, best first (ties in the order given)."""
+    return sorted(pairs, key=lambda pair: pair[1], reverse=True)
 
 
-def _short(ranking: Ranking, aside: set[str], pool: int, asked: int) -> bool:
-    """Whether a side that was asked for ``asked`` hits gave them all and holds fewer
-    than ``pool`` not in ``aside``: only then may asking it for more change its cut."""
-    return len(ranking) >= asked and sum(i not in aside for i, _ in ranking) < pool
+def _merged(held: Hits, waiting: Ranking) -> Hits:
+    """Two rankings by cosine as one, best first (on a tie, ``held``'s first; an id in
+    both, once)."""
+    given: set[str] = set()
+    for i, score in heapq.merge(held, waiting, key=lambda pair: -pair[1]):
+        if i not in given:
+            given.add(i)
+            yield i, score
 
 
 def _nothing_apart(ids: Sequence[str]) -> set[str]:

@@ -8,7 +8,7 @@ turns the block missed on LoCoMo, 108 of 176 were among no candidate list (neith
 dense nor the lexical side's, nor the second hop's), and 87 of them share no word with
 the question but the person's name (docs/benchmarks.md, "Multi-hop, fourth round").
 
-So, for a question that asks for a set (:func:`llama_memory.retrieval.set_questions.asks_for_a_set`),
+So, for a question that asks for a set (:func:`llama_memory.retrieval.excerpts.asks_for_a_set`),
 :func:`topic_hop` embeds its *topic* (its content words without the names it mentions:
 "activities partake"), takes as many of the store's messages nearest to it as the first
 ranking holds, and lets them join the ranking at ``weight`` times their cosine rescaled

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Literal, Optional, Union
 
 import numpy as np
@@ -15,13 +15,19 @@ from ..core.types import NEVER, Expiry, MemoryRecord, Scope, StoredMessage
 from ..embeddings.offline import embedding_dimension
 from ..embeddings.store_model import DimensionGuard, vector_cache
 from ..retrieval.apart import SetApart, WindowIds, search_beside
-from ..retrieval.excerpts import JOIN_GAP, WideNeighbourhoods, hit_of, join_parts, pack_excerpts
+from ..retrieval.excerpts import (
+    JOIN_GAP,
+    WideNeighbourhoods,
+    asks_for_a_set,
+    hit_of,
+    join_parts,
+    pack_excerpts,
+)
 from ..retrieval.hops import HOP_FOUND, HOP_WEIGHT, SEEDS, content_stems, second_hop
 from ..retrieval.hybrid import HybridSearch
 from ..retrieval.reads import KnownLines, RecordReads
 from ..retrieval.relevance import Calibration, asks_only, calibrate, calibration_for
 from ..retrieval.salience import Salience
-from ..retrieval.set_questions import asks_for_a_set
 from ..retrieval.sync import IndexSync
 from ..retrieval.topic import TOPIC_WEIGHT, topic_hop
 from ..storage.ports import NewRecord, VectorIndex
@@ -95,7 +101,7 @@ class VectorSource(MemorySource):
             (:mod:`llama_memory.retrieval.salience`); ``NO_SALIENCE`` ranks by the
             match alone.
         topic_weight: for a question that asks for a set
-            (:func:`~llama_memory.retrieval.set_questions.asks_for_a_set`), what the messages nearest
+            (:func:`~llama_memory.retrieval.excerpts.asks_for_a_set`), what the messages nearest
             to its topic alone (the question without the names it mentions) are worth against the first
             ranking (:mod:`llama_memory.retrieval.topic`), 0 to 1; 0 turns it off (so does
             ``dense_weight=0``).
@@ -454,11 +460,8 @@ class VectorSource(MemorySource):
             return ranked
 
         def nearest(topic: str, count: int) -> list[tuple[str, float]]:
-            def search(n: int, exclude: Collection[str]) -> list[tuple[str, float]]:
-                _, dense = self._search.candidates(topic, scope, n, lexical_weight=0, exclude=exclude)
-                return sorted(dense.items(), key=lambda pair: pair[1], reverse=True)
-
-            return search_beside(search, apart, count, apart.spare(count))
+            first = count + apart.spare(count)
+            return search_beside(self._search.dense_hits(topic, scope, apart.excluded, first), apart, count, first)
 
         return topic_hop(query, ranked, nearest, self.topic_weight)
 
@@ -478,14 +481,14 @@ class VectorSource(MemorySource):
         if self.hop_weight <= 0 or self.lexical_weight <= 0 or not ranked:
             return ranked
         found = HOP_FOUND * k
+        first = found + apart.spare(found)
         return second_hop(
             query,
             ranked,
             reads.texts([i for i, _ in ranked[:SEEDS]]),
             lambda words: self.store.word_counts(words, scope),
             lambda text: search_beside(
-                lambda n, exclude: self.store.search_text(text, scope, self.name, n, exclude), apart, found,
-                apart.spare(found),
+                self.store.rank_text(text, scope, self.name, apart.excluded, first), apart, found, first
             ),
             reads.texts,
             self.hop_weight,

@@ -11,7 +11,7 @@ answers for users too large to hold in memory.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -77,9 +77,47 @@ class ResidentVectors:
             top = np.argsort(-scores, kind="stable")
         return [(self._ids[i], float(scores[i])) for i in top]
 
+    def ranking(self, query: Any, exclude: Collection[str] = (), first: int = 64) -> Iterator[tuple[str, float]]:
+        """Every held vector but those of ``exclude``, most similar to ``query`` first,
+        as (id, cosine), read as far as the caller reads: the cosines are computed here,
+        at once (a later change to what is held is not seen); the order is sorted
+        ``first`` at a time, then four times as many (the first ``first`` are those of
+        :meth:`search` for ``first``)."""
+        size = len(self._ids)
+        if not size:
+            return iter(())
+        scores = cosines(self._matrix[:size], _unit_rows([query], self.dimension)[0])
+        left_out = [row for row in set(map(self._rows.get, exclude)) if row is not None]
+        if left_out:
+            scores[left_out] = -np.inf
+        return _best_first(scores, self._ids[:size], size - len(left_out), max(first, 1))
+
     def vectors(self, ids: Iterable[str]) -> Mapping[str, np.ndarray]:
         """The held vectors of those ``ids`` that are here, by id."""
         return {i: self._matrix[self._rows[i]] for i in ids if i in self._rows}
+
+
+def _best_first(scores: np.ndarray, ids: Sequence[str], valid: int, first: int) -> Iterator[tuple[str, float]]:
+    """(id, score) by score, best first, of the ``valid`` best ``scores`` (the others
+    are -inf), sorted ``first`` at a time, then four times as many: the ranking read
+    past the first few is rare and sorting all of it would cost more."""
+    given: set[int] = set()
+    k = first
+    while len(given) < valid:
+        k = min(k, valid)
+        if k < len(scores):
+            top = np.argpartition(-scores, k - 1)[:k]
+            top = top[np.argsort(-scores[top], kind="stable")]
+        else:
+            top = np.argsort(-scores, kind="stable")[:k]
+        # A tie at the cut may fall either side of it from one sort to the next.
+        for i in top.tolist():
+            if i not in given:
+                given.add(i)
+                yield ids[i], float(scores[i])
+        if k >= valid:
+            return
+        k *= 4
 
 
 def cosines(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:

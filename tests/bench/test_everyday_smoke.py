@@ -33,6 +33,10 @@ def test_everyday_smoke_reports_both_stores_and_flows(tmp_path: Path, capsys: py
             if why["kind"] == "never retrieved":
                 assert why["rank"] >= 1
     assert "recall (questions)" in printed and "Misses" in printed
+    # The two-part questions' misses are counted apart, with a part's embedding rank.
+    assert "Two-part questions' misses" in printed
+    for figures in report["runs"].values():
+        assert sum(figures["two_part_misses"].values()) <= 2 * len(json.loads(everyday.SMOKE_DATA.read_text())["two_part"])
 
 
 def test_the_stores_follow_the_recipe() -> None:

@@ -254,3 +254,26 @@ def test_a_text_search_leaves_out_the_ids_it_is_told_in_the_query_itself(backend
     found = [i for i, _ in store.search_text("bees roof swarmed", ALICE, "vector", 3, left_out)]
     assert found == [i for i in everything if i not in left_out][:3]
     assert store.search_text("bees", ALICE, "vector", 10, set(ids)) == []
+
+
+def test_the_ranked_text_search_is_the_search_read_as_far_as_wanted(backend) -> None:
+    store = backend.open()
+    texts = [f"bees {'honey ' * (n % 5)}note {n}" for n in range(60)]
+    ids = store.add_records([note(text, mid=f"m{n}") for n, text in enumerate(texts)])
+    store.add_records([note("bees of bob", BOB)])
+    left_out = set(ids[:5])
+    ranked = list(store.rank_text("bees honey", ALICE, "vector", left_out, first=4))
+    # Every match of the user's, none left out, none of another user's or source, in
+    # the search's order: each head of it is what the search gives for that many.
+    assert len(ranked) == 55 and not {i for i, _ in ranked} & left_out
+    for n in (1, 10, 30, 55):
+        assert [i for i, _ in ranked[:n]] == [i for i, _ in store.search_text("bees honey", ALICE, "vector", n, left_out)]
+    assert [s for _, s in ranked] == sorted((s for _, s in ranked), reverse=True)
+    assert list(store.rank_text("the", ALICE, "vector")) == []  # no word to search for
+    assert list(store.rank_text("bees", Scope(user_id="carol"), "vector")) == []
+    if hasattr(store, "rank_candidates"):  # a backend that ranks a few candidates at a time
+        store.rank_candidates = 8
+        wider = [i for i, _ in store.rank_text("bees honey", ALICE, "vector", left_out, first=4)]
+        assert sorted(wider) == sorted(i for i, _ in ranked) and wider[:8] == [
+            i for i, _ in store.search_text("bees honey", ALICE, "vector", 8, left_out)
+        ]

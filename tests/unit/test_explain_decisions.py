@@ -16,6 +16,7 @@ from helpers import hold, user
 from llama_memory import ComposableMemory
 from llama_memory.admin.cli import main
 from llama_memory.read.compose import DUPLICATE, IRRELEVANT, OVER_BUDGET
+from llama_memory.read.pipeline import threshold_text
 from llama_memory.retrieval.relevance import DEFAULT_MIN_RELEVANCE
 
 # The library's threshold: a relevance is the chance that the record holds the answer.
@@ -44,7 +45,7 @@ def test_each_shown_record_has_its_relevance_and_rule(make_memory) -> None:
     for record, rule in zip(block.records, block.admitted):
         if record.is_turn:
             assert record.relevance is not None and 0.0 <= record.relevance <= 1.0
-            assert rule.startswith(f"relevance {record.relevance:.2f} >= min_relevance {MIN:.2f}"), rule
+            assert rule.startswith(f"relevance {record.relevance:.2f} >= min_relevance {threshold_text(MIN)}"), rule
     [napoli] = [rule for r, rule in zip(block.records, block.admitted) if "Napoli" in r.text]
     assert '; stands for [triples] "John — likes — pizza' in napoli
 
@@ -61,7 +62,7 @@ def test_what_was_left_out_says_by_which_rule(make_memory) -> None:
     irrelevant = [o for o in memory.last_block.left_out if o.reason == IRRELEVANT]
     assert irrelevant
     for item in irrelevant:
-        assert item.detail == f"relevance {item.record.relevance:.2f} below min_relevance {MIN:.2f}"
+        assert item.detail == f"relevance {item.record.relevance:.2f} below min_relevance {threshold_text(MIN)}"
 
 
 def test_a_conflict_is_named_in_the_rule(make_memory) -> None:
@@ -99,7 +100,7 @@ def test_explain_prints_relevance_on_0_1_and_the_rules(store: Path, capsys: pyte
     assert '  - duplicate (says nothing that [vector] "My friend John likes pizza from Napoli"' in left
     assert main(["explain", "alice", "what is my wife's name?", "--store", str(store)]) in (0, None)
     left = capsys.readouterr().out.split("\nleft out:\n", 1)[1]
-    found = re.search(r"  - not relevant \(relevance (\d\.\d\d) below min_relevance " + f"{MIN:.2f}".replace(".", r"\.")
+    found = re.search(r"  - not relevant \(relevance (\d\.\d\d) below min_relevance " + f"{threshold_text(MIN)}".replace(".", r"\.")
                       + r"\), relevance \1:", left)
     assert found, left
 
@@ -143,13 +144,13 @@ def test_explain_counts_what_was_left_out_by_each_rule(
     summary = [line for line in left.splitlines() if re.match(r"  \d+ record", line)]
     items = re.findall(r"^  - not relevant \((.*)\), relevance", left, re.M)
     floor = [i for i in items if "below the record floor" in i]
-    below = [i for i in items if i.endswith(f"below min_relevance {MIN:.2f}")]
+    below = [i for i in items if i.endswith(f"below min_relevance {threshold_text(MIN)}")]
     assert below and len(floor) + len(below) == len(items), items
     # Each rule counted apart, by its name and threshold: none counted under another's.
     # (The record floor judges a record's own evidence, which the calibration is now
     # made of alone: a record below it is below min_relevance first.)
     expected = [f"  {len(floor)} record{'s' * (len(floor) > 1)} not relevant: own relevance below the record floor 0.0001"] * bool(floor)
-    assert summary == [*expected, f"  {len(below)} records not relevant: relevance below min_relevance {MIN:.2f}"], summary
+    assert summary == [*expected, f"  {len(below)} records not relevant: relevance below min_relevance {threshold_text(MIN)}"], summary
 
 
 def test_every_score_explain_prints_is_on_0_1(

@@ -93,13 +93,13 @@ def test_a_get_with_the_hop_makes_one_text_search_more(sessions) -> None:
     memory = sessions(session_id="now", top_k=3, min_relevance=0)
     store = memory.source("vector").store
     calls: list[int] = []
-    search_text = store.search_text
+    rank_text = store.rank_text
 
-    def counted(text, scope, source, limit, *exclude):
-        calls.append(limit)
-        return search_text(text, scope, source, limit, *exclude)
+    def counted(text, scope, source, exclude=(), first=30):
+        calls.append(first)  # how many hits it expects to read
+        return rank_text(text, scope, source, exclude, first)
 
-    store.search_text = counted
+    store.rank_text = counted
     memory.get(QUESTION)
     with_hop = len(calls)
     assert LINKED in message_texts(memory.last_block.records)

@@ -98,10 +98,9 @@ def test_the_vectors_held_in_memory_are_bounded_over_all_users() -> None:
         assert loads == ["alice", "bob", *reloaded], total
 
 
-def test_a_side_that_cannot_change_its_cut_is_not_asked_again() -> None:
-    # The lexical side found every match it holds (one, fewer than asked for); the dense
-    # side is left short by those set apart and is asked again. Asking the lexical side
-    # again (a search that scores every match) would find the same match: it is not.
+def test_each_side_is_searched_once_and_read_further_when_those_set_apart_leave_it_short() -> None:
+    # The lexical side found every match it holds (one); the dense side is left short by
+    # those set apart: it is read further, and neither side is searched again.
     store, sync, ids, _ = collection()
     more = store.add_records(
         [NewRecord("facts", ALICE, f"alice wrote note number {n}", (f"n{n}",), None) for n in range(9)]
@@ -110,27 +109,22 @@ def test_a_side_that_cannot_change_its_cut_is_not_asked_again() -> None:
     search = HybridSearch(sync, store, lambda q: np.asarray(model.get_query_embedding(q), dtype=np.float32))
     apart = {ids[0], *more[:7]}  # the best hit of both sides among them
     lexical_asks: list[int] = []
-    search_text = store.search_text
+    rank_text = store.rank_text
 
-    def counted(query, scope, source, limit, exclude=()):
-        lexical_asks.append(limit)
-        return search_text(query, scope, source, limit, exclude)
+    def counted(query, scope, source, exclude=(), first=30):
+        lexical_asks.append(first)
+        return rank_text(query, scope, source, exclude, first)
 
-    store.search_text = counted  # type: ignore[method-assign]
+    store.rank_text = counted  # type: ignore[method-assign]
+    searched: list[int] = []
+    hits = search._hits
+
+    def counted_hits(query, scope, owner, first, *args):
+        searched.append(first)
+        return hits(query, scope, owner, first, *args)
+
+    search._hits = counted_hits  # type: ignore[method-assign]
     ranked, aside = search.search_apart("who keeps bees", ALICE, 2, lambda found: apart & set(found))
-    assert len(lexical_asks) == 1  # the dense side was asked again, the lexical one not
+    assert lexical_asks == [2] and searched == [2]  # one search each, however short
     assert aside[0][0] == ids[0] and len(ranked) >= 2
     assert not {i for i, _ in ranked} & apart and not {i for i, _ in aside} - apart
-    # The dense side alone needed more: it was asked again, as the lexical one was not.
-    dense_asks: list[int] = []
-    rankings = search._rankings
-
-    def counted_rankings(query, scope, owner, count, dense_weight, lexical_weight, exclude=()):
-        if dense_weight > 0:
-            dense_asks.append(count)
-        return rankings(query, scope, owner, count, dense_weight, lexical_weight, exclude)
-
-    search._rankings = counted_rankings  # type: ignore[method-assign]
-    lexical_asks.clear()
-    search.search_apart("who keeps bees", ALICE, 2, lambda found: apart & set(found))
-    assert len(dense_asks) >= 2 and len(lexical_asks) == 1

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from helpers import hold
-from llama_memory.read.query_plan import choose_query
-from llama_memory.read.question_parts import question_parts
+from llama_memory.read.query_plan import choose_query, question_parts
 
 
 @pytest.mark.parametrize(
@@ -77,3 +76,20 @@ def test_a_profile_field_and_a_triple_answer_the_two_parts(make_memory) -> None:
 
     shown = memory.last_block.text
     assert "lapsang" in shown and "Marigold" in shown, shown
+
+
+def test_each_part_keeps_the_places_of_a_question_of_one_part(make_memory) -> None:
+    # Before, the merged rankings (each part's, then the whole question's) were cut to
+    # one ranking's length: with three rankings each part kept a third of its places, and
+    # a part's answer at its second place here was never shown.
+    from llama_memory.read.pipeline import retrieve, retrieve_parts
+
+    hold(make_memory, TEA_AND_BOAT)
+    memory = make_memory(session_id="now", top_k=2)
+    question = "Which tea do I like and which boat do I own?"
+    parts = choose_query(question).parts
+
+    merged = {r.id for r in retrieve_parts(memory._rt, question, parts, 2)}
+
+    for part in parts:
+        assert {r.id for r in retrieve(memory._rt, part, 2)} <= merged, part

@@ -8,6 +8,7 @@ import pytest
 
 from helpers import hold, message_texts, user
 from llama_memory import ComposableMemory, Scope
+from llama_memory.read.compose import IRRELEVANT
 from llama_memory.read.query_plan import QueryPlan, choose_query, is_small_talk
 
 #: A user's unrelated history, each message in a session of its own (so no excerpt
@@ -321,3 +322,17 @@ def test_another_users_history_does_not_make_a_question_answerable(shared_store)
     shared_store(session_id="later").put(user(BOBS_DINNER))
     alice.get("What did Zorblax eat at the conference dinner?")
     assert any("Zorblax" in r.text for r in alice.last_block.records)
+
+
+def test_a_rule_names_its_threshold_unrounded(history) -> None:
+    # A min_relevance of 0.025 was written "0.03" (two decimals): the rule named another
+    # threshold than the one that left the records out.
+    memory = history(session_id="now", min_relevance=0.025)
+
+    memory.get("Which hotel did I book in Lisbon?")
+
+    irrelevant = [o for o in memory.last_block.left_out if o.reason == IRRELEVANT]
+    assert irrelevant
+    assert all(o.detail.endswith("below min_relevance 0.025") for o in irrelevant), [o.detail for o in irrelevant]
+    named = [rule for rule in memory.last_block.admitted if "min_relevance" in rule]
+    assert all("min_relevance 0.025" in rule for rule in named), named

@@ -14,8 +14,7 @@ import pytest
 from bench.first_person import hobby_messages
 from helpers import hold, memory_factory, message_texts, user
 from llama_memory import MemoryAdmin
-from llama_memory.retrieval.apart import more_needed, search_beside
-from llama_memory.retrieval.hybrid import beside
+from llama_memory.retrieval.apart import grown, more_needed, search_beside, take_beside
 from llama_memory.retrieval.reads import KnownLines
 from llama_memory.retrieval.relevance import asks_only
 
@@ -104,13 +103,21 @@ def test_earlier_questions_come_after_every_statement_when_there_is_room(make_me
     assert kinds == sorted(kinds) and kinds.count(True) == 3  # kept, after the statements
 
 
+def beside(ranking, aside, pool, first=3):
+    return take_beside(iter(ranking), lambda ids: {i for i in ids if i in aside}, pool, first)[0]
+
+
 def test_a_cut_keeps_pool_others_and_the_ids_set_apart_before_the_last_of_them() -> None:
     ranking = [("q1", 0.9), ("a", 0.8), ("q2", 0.7), ("b", 0.6), ("c", 0.5), ("q3", 0.4)]
     # q3 ranks past the second other: however far the ranking was read, the cut is the same.
     assert beside(ranking, {"q1", "q2", "q3"}, 2) == [("q1", 0.9), ("a", 0.8), ("q2", 0.7), ("b", 0.6)]
     assert beside(ranking[:4], {"q1", "q2", "q3"}, 2) == beside(ranking, {"q1", "q2", "q3"}, 2)
+    for first in (1, 2, 6, 10):  # read a few at a time or all at once
+        assert beside(ranking, {"q1", "q2", "q3"}, 2, first) == beside(ranking, {"q1", "q2", "q3"}, 2)
     assert beside(ranking, {"q1", "q2", "q3"}, 9) == ranking  # fewer others than the pool: all
     assert beside(ranking, set(), 2) == ranking[:2]
+    kept, aside = take_beside(iter(ranking), lambda ids: {i for i in ids if i.startswith("q")}, 2, 2)
+    assert aside == {"q1", "q2"}  # q3, past the cut, is not among them
 
 
 class Apart:
@@ -122,7 +129,22 @@ class Apart:
         return {i for i in ids if i.startswith("q")}
 
 
-def test_a_search_leaves_out_the_window_itself_and_is_asked_for_more_while_questions_leave_it_short() -> None:
+def test_a_search_leaves_out_the_window_itself_and_is_read_further_while_questions_leave_it_short() -> None:
+    hits = [("own", 1.0), ("q1", 0.95), ("q2", 0.9), ("a", 0.8), ("b", 0.7), ("c", 0.6)]
+    searched: list[int] = []
+
+    def ranking(exclude):
+        searched.append(1)
+        yield from (hit for hit in hits if hit[0] not in exclude)
+
+    # Both first hits are questions: the one search is read further, never asked again.
+    assert search_beside(ranking(Apart.excluded), Apart(), 2, 2) == [("a", 0.8), ("b", 0.7)]
+    assert search_beside(ranking(Apart.excluded), Apart(), 2, 4) == [("a", 0.8), ("b", 0.7)]
+    assert search_beside(ranking(Apart.excluded), Apart(), 9, 9) == [("a", 0.8), ("b", 0.7), ("c", 0.6)]
+    assert len(searched) == 3
+
+
+def test_a_search_that_answers_only_a_count_is_asked_for_four_times_as_many_when_read_past() -> None:
     hits = [("own", 1.0), ("q1", 0.95), ("q2", 0.9), ("a", 0.8), ("b", 0.7), ("c", 0.6)]
     asked: list[int] = []
 
@@ -130,21 +152,19 @@ def test_a_search_leaves_out_the_window_itself_and_is_asked_for_more_while_quest
         asked.append(n)
         return [hit for hit in hits if hit[0] not in exclude][:n]
 
-    assert search_beside(search, Apart(), 2) == [("a", 0.8), ("b", 0.7)]
-    # 2 asked, both questions: asked for four times as many (the share said nothing yet).
-    assert asked == [2, 8]
+    assert search_beside(grown(search, Apart.excluded, 2), Apart(), 2, 2) == [("a", 0.8), ("b", 0.7)]
+    assert asked == [2, 8]  # both questions: asked for four times as many, once
     asked.clear()
-    assert search_beside(search, Apart(), 2, spare=2) == [("a", 0.8), ("b", 0.7)]
+    assert search_beside(grown(search, Apart.excluded, 4), Apart(), 2, 4) == [("a", 0.8), ("b", 0.7)]
     assert asked == [4]  # the spare expected the questions: one search
     asked.clear()
-    assert search_beside(search, Apart(), 9) == [("a", 0.8), ("b", 0.7), ("c", 0.6)]
+    assert search_beside(grown(search, Apart.excluded, 9), Apart(), 9, 9) == [("a", 0.8), ("b", 0.7), ("c", 0.6)]
     assert asked == [9]  # it gave fewer than asked: nothing more to find
 
 
-def test_more_is_asked_for_at_the_share_set_apart() -> None:
-    assert more_needed(10, 10, 0) == 0  # ten others: enough
+def test_more_is_read_at_the_share_set_apart() -> None:
     assert more_needed(10, 10, 5) == 10  # half set apart: twenty in all
-    assert more_needed(10, 20, 15) == 30  # three in four: forty
+    assert more_needed(10, 20, 15) == 20  # three in four: forty
     assert more_needed(10, 10, 10) == 30  # none found: four times as many
     assert more_needed(10, 10, 9) == 30  # and never more than four times
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from helpers import hold, message_texts
-from llama_memory.retrieval.set_questions import SET_SPREAD, asks_for_a_set, records_for
+from llama_memory.retrieval.excerpts import SET_SPREAD, asks_for_a_set, records_for
 
 #: One hobby per session, as a conversation tells them: weeks apart, one turn each.
 HOBBIES = (

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import assistant, user
+from helpers import assistant, hold, user
 from llama_memory.read.query_plan import choose_query, is_small_talk
 
 REPLY = "Sure, I'm here whenever you need me."
@@ -77,4 +77,56 @@ def test_function_words_only_not_about_the_user_retrieve_nothing(text: str) -> N
 
 @pytest.mark.parametrize("text", ["what do I do?", "who am I?", "got it, where do I live?"])
 def test_a_question_about_the_user_is_searched(text: str) -> None:
+    assert choose_query(text).kind == "as_is"
+
+
+#: Facts said with a word of when they were said: a greeting with the same word matched
+#: them by it ("how are you tonight?" -> "...tonight").
+SAID_WITH_A_TIME = (
+    "We're having my sister's famous lasagne tonight, she drove two hours to bring it.",
+    "These days I cycle to the office, the bus got far too crowded.",
+    "This morning the plumber finally fixed the leaking kitchen tap.",
+    "My knee is much better now, the physio exercises are working.",
+)
+
+
+@pytest.mark.parametrize(
+    "line", ["how are you tonight?", "hey, how's it going these days?", "good morning, how are you this morning?",
+             "how are you doing now?"],
+)
+def test_a_greeting_with_a_word_of_when_injects_nothing(make_memory, line: str) -> None:
+    # Before, the word of when ("tonight", "these days", "this morning", "now") made the
+    # greeting a query: it matched the facts said with the same word.
+    hold(make_memory, SAID_WITH_A_TIME)
+    memory = make_memory(session_id="now")
+
+    assert is_small_talk(line)
+    memory.get(line)
+
+    assert memory.last_block.text == ""
+
+
+@pytest.mark.parametrize("text", ["what am I eating tonight?", "how is my knee these days?",
+                                  "what did the plumber fix this morning?"])
+def test_a_question_with_a_word_of_when_is_searched(make_memory, text: str) -> None:
+    assert not is_small_talk(text)
+    assert choose_query(text).kind == "as_is"
+
+
+def test_a_time_alone_follows_up_the_previous_message() -> None:
+    assert choose_query("what about today?").kind == "none"
+    plan = choose_query("what about today?", ["What's on my calendar tomorrow?"])
+
+    assert plan.kind == "context" and plan.text.startswith("What's on my calendar tomorrow?")
+
+
+@pytest.mark.parametrize("text", ["hello there", "hi there!", "very useful, thanks", "that was helpful, thank you"])
+def test_a_greeting_to_someone_there_and_praise_of_a_reply_are_small_talk(text: str) -> None:
+    # Before, "there" and "helpful" made these queries: they matched records by "hello".
+    assert is_small_talk(text)
+    assert choose_query(text).kind == "none"
+
+
+@pytest.mark.parametrize("text", ["is there a dentist near me?", "is the bakery there open on sundays?", "helpful?"])
+def test_there_and_helpful_in_a_question_are_searched(text: str) -> None:
     assert choose_query(text).kind == "as_is"

@@ -114,3 +114,54 @@ def test_a_mark_naming_a_record_the_block_does_not_show_is_taken_off() -> None:
     alone = marks_of_shown([old], {"old"})
     assert SUPERSEDED_BY not in alone[0].metadata
     assert "superseded" not in render_item(alone[0])
+
+
+OLD_BIKE = "My trusty steel Peugeot touring bike is older than me and the gears still click like a clock."
+NEW_BIKE = "Retired the old touring bike and bought a secondhand Gazelle e-bike, hills are suddenly easy."
+#: Closer to the question than either (cosine 0.45 against 0.41 and 0.32), said before both.
+BIKE_PRICES = "Bicycles are so expensive now, a new road bike costs more than a used car."
+
+
+def test_the_pair_is_marked_when_a_distractor_is_the_closest_statement(make_memory) -> None:
+    said(make_memory, "december", JANUARY.replace(year=2024, month=12), (BIKE_PRICES, "Prices went wild."))
+    said(make_memory, "january", JANUARY, (OLD_BIKE, "A bike with character!"))
+    said(make_memory, "march", MARCH, (NEW_BIKE, "Hills are no longer a problem then!"))
+    memory = make_memory(session_id="now")
+
+    memory.get("Which bike do I ride these days?")
+
+    text = memory.last_block.text
+    old = lines_with(text, "Peugeot")
+    assert old and lines_with(text, "Gazelle"), text
+    # Before, only a pair with the closest statement was compared: the prices (closest)
+    # against each bike, never the old bike against the new.
+    assert all("possibly superseded by [vector, 2025-03-10" in line for line in old), old
+
+
+OLD_TEST = "Finally booked my driving test: March 3rd, at the centre across town. Already nervous."
+NEW_TEST = "Ugh, my instructor says the exam is off until March 17th because the examiner is ill."
+#: Other records that say "March": in this store the month is no rare word.
+IN_MARCH = (
+    "My sister's birthday is in March, she wants a cake shaped like a cat.",
+    "The garden centre opens again in March, I want to plant tomatoes.",
+    "We went skiing in March last year and I broke my wrist.",
+    "Our landlord raises the rent every March.",
+    "In March the days finally get longer here.",
+)
+
+
+def test_a_common_word_only_the_pair_holds_among_what_is_asked_names_one_thing(make_memory) -> None:
+    for n, text in enumerate(IN_MARCH):
+        said(make_memory, f"chat-{n}", JANUARY.replace(day=1 + n), (text, "Nice."))
+    said(make_memory, "january", JANUARY, (OLD_TEST, "Good luck!"))
+    said(make_memory, "march", MARCH, (NEW_TEST, "More time to practise, then."))
+    memory = make_memory(session_id="now")
+
+    memory.get("When is my driving test?")
+
+    text = memory.last_block.text
+    old = lines_with(text, "March 3rd")
+    assert old and lines_with(text, "March 17th"), text
+    # Before, "March" (held by seven records) was no rare word, and the two (cosine
+    # 0.41) were not close enough to be about one thing: both dates stood unmarked.
+    assert all("possibly superseded by [vector, 2025-03-10" in line for line in old), old

@@ -85,19 +85,18 @@ def test_only_a_question_that_asks_for_a_set_makes_a_topic_query(sessions) -> No
     memory = sessions(session_id="now", top_k=3)
     search = memory.source("vector")._search
     topics: list[str] = []
-    candidates = search.candidates
+    dense_hits = search.dense_hits
 
-    def counted(query, scope, pool, **weights):
-        if weights.get("lexical_weight") == 0:
-            topics.append(query)
-        return candidates(query, scope, pool, **weights)
+    def counted(query, scope, *args):
+        topics.append(query)
+        return dense_hits(query, scope, *args)
 
-    search.candidates = counted
+    search.dense_hits = counted
     memory.get("What is Ana's favourite hobby?")
     assert topics == []
     memory.get(QUESTION)
-    # (asked again, for more, when the user's own questions among the hits leave it short)
-    assert topics and set(topics) == {"hobbies"}
+    # (one search, read further when the user's own questions among the hits leave it short)
+    assert topics == ["hobbies"]
 
 
 def test_topic_weight_is_between_0_and_1(make_memory) -> None:

@@ -65,13 +65,14 @@ def test_no_window_message_enters_the_block_and_no_other_record_is_lost(make_mem
 def test_a_search_asks_for_no_more_hits_however_long_the_window(make_memory, monkeypatch) -> None:
     asked: dict[str, list[tuple[str, int]]] = {"reference": [], "alice": []}
     current = ["reference"]
-    search = ResidentVectors.search
+    ranking = ResidentVectors.ranking
 
-    def spy_dense(self, query, k, *exclude):
-        asked[current[0]].append(("dense", k))
-        return search(self, query, k, *exclude)
+    def spy_dense(self, query, *args, **kwargs):
+        hits = ranking(self, query, *args, **kwargs)
+        asked[current[0]].append(("dense", len(list(hits))))  # what it could give
+        return ranking(self, query, *args, **kwargs)
 
-    monkeypatch.setattr(ResidentVectors, "search", spy_dense)
+    monkeypatch.setattr(ResidentVectors, "ranking", spy_dense)
     for who in ("reference", "alice"):
         hold(make_memory, [*hobby_messages(40), *FACTS], user_id=who)
     for who in ("reference", "alice"):
@@ -80,20 +81,25 @@ def test_a_search_asks_for_no_more_hits_however_long_the_window(make_memory, mon
             memory.put_messages([user(text) for text in TALK])
             memory.put(user(QUESTION))
         store = memory.source("vector").store
-        search_text = store.search_text
+        search_text, rank_text = store.search_text, store.rank_text
 
         def spy_text(query, scope, source, limit, *exclude, who=who):
             asked[who].append(("text", limit))
             return search_text(query, scope, source, limit, *exclude)
 
+        def spy_rank(query, scope, source, *args, who=who, **kwargs):
+            asked[who].append(("ranked text", len(list(rank_text(query, scope, source, *args, **kwargs)))))
+            return rank_text(query, scope, source, *args, **kwargs)
+
         current[0] = who
-        store.search_text = spy_text
+        store.search_text, store.rank_text = spy_text, spy_rank
         try:
             memory.get() if who == "alice" else memory.get(QUESTION)
         finally:
-            del store.search_text
-    # A window of 41 messages, all of them stored and the best matches: the searches ask
-    # for as many hits as with no window at all (they asked for 41 more each before).
+            del store.search_text, store.rank_text
+    # A window of 41 messages, all of them stored and the best matches: the searches
+    # are the same, and each could give as many hits as with no window at all (they
+    # asked for 41 more each before, and the window's records were among them).
     assert asked["alice"] and asked["alice"] == asked["reference"]
 
 

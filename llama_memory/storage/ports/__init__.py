@@ -15,7 +15,7 @@ connection, no SQL, no rowid. See docs/architecture.md.
 from .base import Transactional
 from .chat import ChatLog, ChatLogChanges, SharedChatLog
 from .jobs import JOB_STATES, FormationDay, Job, JobRow, PassCost
-from .lexical import LexicalIndex
+from .lexical import LexicalIndex, RankedLexicalIndex
 from .profile import ProfileChange, ProfileValue, ProfileWrite
 from .records import IndexFlags, NewRecord, PendingRecord
 from .triples import (
@@ -38,6 +38,7 @@ __all__ = [
     "Job",
     "JobRow",
     "LexicalIndex",
+    "RankedLexicalIndex",
     "NewRecord",
     "NewTriple",
     "PassCost",

@@ -3,7 +3,7 @@ full-text ranking), best first."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import Protocol, runtime_checkable
 
 from ...core.types import Scope
@@ -31,4 +31,19 @@ class LexicalIndex(Protocol):
         word none of the user's records holds but their triples or current profile do
         counts as held by one. Counts may be cached, sampled on a large user and a little
         stale."""
+        ...
+
+
+@runtime_checkable
+class RankedLexicalIndex(LexicalIndex, Protocol):
+    """A lexical index that also gives its ranking as far as a caller reads it (the
+    records' lexical index, on every SQL backend)."""
+
+    def rank_text(
+        self, query: str, scope: Scope, source: str, exclude: Collection[str] = (), first: int = 30
+    ) -> Iterator[tuple[str, float]]:
+        """The hits of :meth:`search_text` in its order, as many as the caller reads:
+        the index is searched once however far it reads (``first``: how many it is
+        expected to read), so a caller that leaves some hits aside reads on instead of
+        searching again for more."""
         ...

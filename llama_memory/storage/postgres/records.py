@@ -6,7 +6,7 @@ column, and the full-text index (a generated ``tsvector``) with its word counts.
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any, Optional
 
 from ...core.text import word_tokens
@@ -271,20 +271,47 @@ class RecordTables(PostgresConnection, RecordStore):
         which reads no operator but "or" and quotes: no user text is query syntax.
         """
         user = scope.require_user(f"the {source!r} memory source")
-        words = list(dict.fromkeys(w for w in word_tokens(query) if w != "or"))
-        if not words or limit <= 0:
+        text = _or_words(query)
+        if not text or limit <= 0:
             return []
+        return self._ranked_text(text, scope.tenant_id, user, source, max(self.rank_candidates, limit), limit, exclude)
+
+    def rank_text(
+        self, query: str, scope: Scope, source: str, exclude: Collection[str] = (), first: int = 30
+    ) -> Iterator[tuple[str, float]]:
+        """The records :meth:`search_text` finds, in its order, read as far as the
+        caller reads: every candidate the cheap rank picks (at least ``first``) comes
+        back scored from one statement; a caller that reads past them all (it left
+        many aside: the user's own questions) gets those of a search of four times as
+        many candidates that it has not had yet."""
+        user = scope.require_user(f"the {source!r} memory source")
+        text = _or_words(query)
+        candidates = max(self.rank_candidates, first)
+        given: set[str] = set()
+        while text:
+            rows = self._ranked_text(text, scope.tenant_id, user, source, candidates, candidates, exclude)
+            for found in rows:
+                if found[0] not in given:
+                    given.add(found[0])
+                    yield found
+            if len(rows) < candidates:
+                return
+            candidates *= 4
+
+    def _ranked_text(
+        self, text: str, tenant: str, user: str, source: str, candidates: int, limit: int, exclude: Collection[str]
+    ) -> list[tuple[str, float]]:
+        """The ``limit`` best of the ``candidates`` best matches by ``ts_rank`` of the
+        user's records with any of the words of ``text`` (OR-ed), by ``ts_rank_cd``."""
         # ts_rank_cd costs ~15 us a row (cover density over every position); ts_rank a
         # fifth of it. A user's question shares a common word with hundreds of their rows,
         # so the cheap rank picks the candidates and only those get the real score.
-        candidates = max(self.rank_candidates, limit)
         # records_user_words gives the user's rows holding any word of the query (a
         # superset of the matches: a phrase needs all its words), which are then
         # matched; ts_match_vq(tsv, q) is tsv @@ q in a form no index serves. What is
         # made of the query is made once, in FROM: a prepared statement's generic plan
         # evaluates an expression of its parameters again for every row it tests (the
         # query's keys made 2,000 times: 180 ms on a new table the planner walks).
-        text = " or ".join(words)
         rows = self.query(
             "search text",
             f"SELECT id, ts_rank_cd(tsv, {_ROW_QUERY}) AS score FROM ("
@@ -294,10 +321,16 @@ class RecordTables(PostgresConnection, RecordStore):
             "AND tenant_id = %(t)s AND user_id = %(u)s AND source = %(s)s AND ts_match_vq(tsv, q) "
             f"{'AND NOT (id = ANY(%(x)s::text[])) ' if exclude else ''}"
             "ORDER BY ts_rank(tsv, q) DESC, seq LIMIT %(n)s) AS c ORDER BY score DESC, seq LIMIT %(k)s",
-            {"q": text, "t": scope.tenant_id, "u": user, "s": source, "n": candidates, "k": limit,
+            {"q": text, "t": tenant, "u": user, "s": source, "n": candidates, "k": limit,
              **({"x": list(exclude)} if exclude else {})},
         )
         return [(row["id"], float(row["score"])) for row in rows]
+
+
+def _or_words(query: str) -> str:
+    """The distinct words of ``query`` joined by "or" (what ``websearch_to_tsquery``
+    reads as an OR of words; the word "or" itself left out); '' when it has none."""
+    return " or ".join(dict.fromkeys(w for w in word_tokens(query) if w != "or"))
 
 
 def _event_date(event_time: Optional[float]) -> str:

@@ -9,7 +9,7 @@ from abc import ABC, abstractmethod
 
 from ...core.types import Scope
 from ..ports.chat import SharedChatLog
-from ..ports.lexical import LexicalIndex
+from ..ports.lexical import RankedLexicalIndex
 from .chat import SQLChatTables
 from .dialect import SQLStore
 from .jobs import JobQueue
@@ -19,7 +19,7 @@ from .records import RecordStore
 __all__ = ["Storage"]
 
 
-class Storage(MetaStore, SQLChatTables, RecordStore, JobQueue, SQLStore, LexicalIndex, ABC):
+class Storage(MetaStore, SQLChatTables, RecordStore, JobQueue, SQLStore, RankedLexicalIndex, ABC):
     """Everything a memory needs from its system of record, as one object
     (``llama_memory.storage.sqlite.SQLiteStore``,
     ``llama_memory.storage.postgres.PostgresStore``). The dense index
