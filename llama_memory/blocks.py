@@ -18,20 +18,11 @@ and hands out blocks that share it:
   truncated).
 
 What ``Memory`` flushes from its short-term queue is stored once as the user's messages
-of the ``Memory``'s session (``_aput``); on every ``get`` the three blocks show one
-composition made for the queue's messages by the same code as ``ComposableMemory.get``
-(relevance, deduplication against the queue and across sources, the
-memory's token budget), each its share of it (``_aget``). When ``Memory`` must
-shrink the blocks for its ``token_limit``, the long-term block drops its least relevant
-records first, then the profile block its last fields (``atruncate``); the instructions
-are never dropped.
-
-That order holds on every llama-index-core. ``Memory`` orders distinct priorities one way
-in 0.14.25 and earlier (priority 1 truncated first) and the other way in LlamaIndex's
-repository since (the higher number first, as its field's description, "1 = highest
-priority", says). So the long-term and profile blocks share priority 1, and ``Memory``,
-whose sort keeps equal priorities in list order either way, truncates them in the order
-of :meth:`MemoryBlocks.all`.
+of the ``Memory``'s session; on every ``get`` the three blocks show one composition made
+for the queue's messages by the same code as ``ComposableMemory.get``, each its share of
+it. When ``Memory`` must shrink the blocks for its ``token_limit``, the long-term block
+drops its least relevant records first, then the profile block its last fields, on every
+llama-index-core (see :meth:`MemoryBlocks.all`); the instructions are never dropped.
 
 The blocks are plain configuration (the store's location, the user, the settings):
 pickled with the workflow ``Context`` they reopen the store lazily, on first use.
@@ -140,13 +131,7 @@ class MemoryBlocks(BaseModel):
 
     @classmethod
     def open(
-        cls,
-        user_id: str,
-        *,
-        path: Any = None,
-        store: Any = None,
-        session_id: Optional[str] = None,
-        **settings: Any,
+        cls, user_id: str, *, path: Any = None, store: Any = None, session_id: Optional[str] = None, **settings: Any
     ) -> "MemoryBlocks":
         """Open ``user_id``'s store and return the factory of its blocks.
 
@@ -432,7 +417,24 @@ class _StoreBlock(BaseMemoryBlock[str]):
         return await self.blocks.composed(block_kwargs.get("session_id"), messages or [], self.name)
 
 
-class LongTermMemoryBlock(_StoreBlock):
+class _RecordsBlock(_StoreBlock):
+    """A block of record lines (the long-term records, the profile's fields), truncated
+    from its last line up."""
+
+    async def _lines(self, messages: Optional[list[ChatMessage]], block_kwargs: dict[str, Any], intro: str,
+                     of_profile: bool) -> str:  # fmt: skip
+        memory, block = await self._shown(messages, block_kwargs)
+        profile = profile_sources(memory)
+        lines = [render_item(r, memory.session_id) for r in block.records if (r.source in profile) == of_profile]
+        return "\n".join([intro, *lines]) if lines else ""
+
+    async def atruncate(self, content: str, tokens_to_truncate: int) -> Optional[str]:
+        """The block without its last (least relevant) lines, enough of them to save
+        ``tokens_to_truncate`` tokens; None when none is left."""
+        return drop_last_records(content, tokens_to_truncate, get_tokenizer())
+
+
+class LongTermMemoryBlock(_RecordsBlock):
     """The long-term records relevant to the conversation: past messages (as excerpts),
     knowledge triples, session summaries; most relevant first, each labelled with its
     source and date and quoted as data. Truncated by dropping the least relevant records.
@@ -445,18 +447,10 @@ class LongTermMemoryBlock(_StoreBlock):
     async def _aget(self, messages: Optional[list[ChatMessage]] = None, **block_kwargs: Any) -> str:
         """The records for the latest user message of ``messages`` (the ``Memory``'s
         queue), those the queue shows already left out."""
-        memory, block = await self._shown(messages, block_kwargs)
-        profile = profile_sources(memory)
-        lines = [render_item(r, memory.session_id) for r in block.records if r.source not in profile]
-        return "\n".join([BLOCK_INTRO, *lines]) if lines else ""
-
-    async def atruncate(self, content: str, tokens_to_truncate: int) -> Optional[str]:
-        """The block without its least relevant records, enough of them to save
-        ``tokens_to_truncate`` tokens; None when none is left."""
-        return drop_last_records(content, tokens_to_truncate, get_tokenizer())
+        return await self._lines(messages, block_kwargs, BLOCK_INTRO, of_profile=False)
 
 
-class ProfileMemoryBlock(_StoreBlock):
+class ProfileMemoryBlock(_RecordsBlock):
     """The user's profile (the fields the composition kept: a field the queue or a long-term
     record states already is shown once). Truncated by dropping its last fields.
 
@@ -467,15 +461,7 @@ class ProfileMemoryBlock(_StoreBlock):
 
     async def _aget(self, messages: Optional[list[ChatMessage]] = None, **block_kwargs: Any) -> str:
         """The profile's fields, quoted as data."""
-        memory, block = await self._shown(messages, block_kwargs)
-        profile = profile_sources(memory)
-        lines = [render_item(r, memory.session_id) for r in block.records if r.source in profile]
-        return "\n".join([PROFILE_INTRO, *lines]) if lines else ""
-
-    async def atruncate(self, content: str, tokens_to_truncate: int) -> Optional[str]:
-        """The block without its last fields, enough of them to save ``tokens_to_truncate``
-        tokens; None when none is left."""
-        return drop_last_records(content, tokens_to_truncate, get_tokenizer())
+        return await self._lines(messages, block_kwargs, PROFILE_INTRO, of_profile=True)
 
 
 class InstructionsMemoryBlock(_StoreBlock):

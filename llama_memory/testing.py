@@ -112,28 +112,12 @@ def _to_message(item: Any) -> ChatMessage:
     if isinstance(item, str):
         return ChatMessage(role=MessageRole.ASSISTANT, content=item)
     if isinstance(item, ToolCallReply):
-        return ChatMessage(
-            role=MessageRole.ASSISTANT,
-            blocks=[
-                ToolCallBlock(
-                    tool_call_id=item.tool_call_id,
-                    tool_name=item.tool_name,
-                    tool_kwargs=dict(item.tool_kwargs),
-                )
-            ],
-            additional_kwargs={
-                "tool_calls": [
-                    {
-                        "id": item.tool_call_id,
-                        "type": "function",
-                        "function": {
-                            "name": item.tool_name,
-                            "arguments": json.dumps(item.tool_kwargs),
-                        },
-                    }
-                ]
-            },
-        )
+        call = {
+            "id": item.tool_call_id, "type": "function",
+            "function": {"name": item.tool_name, "arguments": json.dumps(item.tool_kwargs)},
+        }  # fmt: skip
+        block = ToolCallBlock(tool_call_id=item.tool_call_id, tool_name=item.tool_name, tool_kwargs=dict(item.tool_kwargs))
+        return ChatMessage(role=MessageRole.ASSISTANT, blocks=[block], additional_kwargs={"tool_calls": [call]})
     raise TypeError(f"unsupported script item: {item!r}")
 
 
@@ -163,9 +147,7 @@ class ScriptedLLM(FunctionCallingLLM):
     _calls: list[LLMCall] = PrivateAttr(default_factory=list)
     _function_calling: bool = PrivateAttr(default=True)
 
-    def __init__(
-        self, script: Sequence[ScriptItem] = (), *, function_calling: bool = True, **kwargs: Any
-    ) -> None:
+    def __init__(self, script: Sequence[ScriptItem] = (), *, function_calling: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._script = list(script)
         self._function_calling = function_calling
@@ -197,17 +179,9 @@ class ScriptedLLM(FunctionCallingLLM):
 
     def _next(self, method: str, messages: Sequence[ChatMessage], kwargs: dict) -> ChatMessage:
         tools = kwargs.get("tools") or []
-        self._calls.append(
-            LLMCall(
-                method=method,
-                messages=copy.deepcopy(list(messages)),
-                tool_names=[t.metadata.get_name() for t in tools],
-            )
-        )
+        self._calls.append(LLMCall(method, copy.deepcopy(list(messages)), [t.metadata.get_name() for t in tools]))
         if not self._script:
-            raise ScriptExhausted(
-                f"ScriptedLLM: call #{len(self._calls)} ({method}) but the script is empty"
-            )
+            raise ScriptExhausted(f"ScriptedLLM: call #{len(self._calls)} ({method}) but the script is empty")
         item = self._script.pop(0)
         if callable(item) and not isinstance(item, (ToolCallReply, ChatMessage)):
             item = item(list(messages))
@@ -219,12 +193,9 @@ class ScriptedLLM(FunctionCallingLLM):
     def metadata(self) -> LLMMetadata:
         """A chat model with a large context window; function calling as constructed."""
         return LLMMetadata(
-            context_window=200_000,
-            num_output=1024,
-            is_chat_model=True,
-            is_function_calling_model=self._function_calling,
-            model_name="scripted",
-        )
+            context_window=200_000, num_output=1024, is_chat_model=True,
+            is_function_calling_model=self._function_calling, model_name="scripted",
+        )  # fmt: skip
 
     # -- chat --------------------------------------------------------------------------
 
@@ -251,9 +222,7 @@ class ScriptedLLM(FunctionCallingLLM):
         return gen()
 
     @llm_chat_callback()
-    async def astream_chat(
-        self, messages: Sequence[ChatMessage], **kwargs: Any
-    ) -> ChatResponseAsyncGen:
+    async def astream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseAsyncGen:
         """Record the messages and reply with the next scripted item."""
         message = self._next("astream_chat", messages, kwargs)
 
@@ -279,9 +248,7 @@ class ScriptedLLM(FunctionCallingLLM):
         return CompletionResponse(text=self._complete("complete", prompt, kwargs))
 
     @llm_completion_callback()
-    def stream_complete(
-        self, prompt: str, formatted: bool = False, **kwargs: Any
-    ) -> CompletionResponseGen:
+    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
         """Record the prompt (as one user message) and reply with the next scripted item,
         in one chunk."""
         text = self._complete("stream_complete", prompt, kwargs)
@@ -292,16 +259,12 @@ class ScriptedLLM(FunctionCallingLLM):
         return gen()
 
     @llm_completion_callback()
-    async def acomplete(
-        self, prompt: str, formatted: bool = False, **kwargs: Any
-    ) -> CompletionResponse:
+    async def acomplete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
         """Record the prompt (as one user message) and reply with the next scripted item."""
         return CompletionResponse(text=self._complete("acomplete", prompt, kwargs))
 
     @llm_completion_callback()
-    async def astream_complete(
-        self, prompt: str, formatted: bool = False, **kwargs: Any
-    ) -> CompletionResponseAsyncGen:
+    async def astream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseAsyncGen:
         """Record the prompt (as one user message) and reply with the next scripted item,
         in one chunk."""
         text = self._complete("astream_complete", prompt, kwargs)
@@ -324,12 +287,10 @@ class ScriptedLLM(FunctionCallingLLM):
         **kwargs: Any,
     ) -> dict[str, Any]:
         messages = list(chat_history or [])
+        if isinstance(user_msg, str):
+            user_msg = ChatMessage(role=MessageRole.USER, content=user_msg)
         if user_msg is not None:
-            messages.append(
-                user_msg
-                if isinstance(user_msg, ChatMessage)
-                else ChatMessage(role=MessageRole.USER, content=user_msg)
-            )
+            messages.append(user_msg)
         return {"messages": messages, "tools": tools}
 
     def get_tool_calls_from_response(
@@ -341,9 +302,7 @@ class ScriptedLLM(FunctionCallingLLM):
             ToolSelection(
                 tool_id=block.tool_call_id or "",
                 tool_name=block.tool_name,
-                tool_kwargs=block.tool_kwargs
-                if isinstance(block.tool_kwargs, dict)
-                else json.loads(block.tool_kwargs or "{}"),
+                tool_kwargs=block.tool_kwargs if isinstance(block.tool_kwargs, dict) else json.loads(block.tool_kwargs or "{}"),
             )
             for block in response.message.blocks
             if isinstance(block, ToolCallBlock)

@@ -1,19 +1,15 @@
 """Moving a SQLite memory directory into PostgreSQL: ``llama-memory copy``.
 
-Every user of every tenant (or of one) is copied with everything the system of record
-holds of them: chat logs in their order, message records with their expiry, profile
-rows and instructions with their history, knowledge triples with their mentions and history, their
-per-session meta (formation cursors) and the jobs still waiting for them. The
-store-wide meta (which embedding model made the vectors) goes first. Each user is
-copied in one PostgreSQL transaction: a failure leaves that user absent, never half
-there, and ``skip_existing`` resumes a copy that stopped.
+Every user of every tenant (or of one) is copied with all the system of record holds of
+them (the export's rows, their per-session meta and waiting jobs), after the store-wide
+meta (which embedding model made the vectors). Each user is copied in one PostgreSQL
+transaction: a failure leaves that user absent, never half there, and ``skip_existing``
+resumes a copy that stopped.
 
-Vectors are not taken from the SQLite side: they are re-embedded into pgvector after
-the rows are in (the records and triples arrive marked "not indexed", as an import
-leaves them). The SQLite side's dense index is Chroma, derived and possibly on a
-server of its own; re-embedding with the model the store's fingerprint names makes the
-PostgreSQL vectors exactly what a memory there would write, and the copy works without
-reaching that Chroma. The cost is one embedding per record and triple.
+Vectors are re-embedded into pgvector after the rows are in, not taken from the SQLite
+side's Chroma: derived and possibly on a server of its own, it need not be reached, and
+the vectors are exactly what a memory there would write. The cost is one embedding per
+record and triple.
 """
 
 from __future__ import annotations
@@ -61,15 +57,9 @@ class CopyReport:
 
 
 def copy_store(
-    source: Union[str, Path],
-    target: str,
-    *,
-    tenant_id: Optional[str] = None,
-    skip_existing: bool = False,
-    embed_model: Optional[BaseEmbedding] = None,
-    chroma_url: Optional[str] = None,
-    progress: Optional[Progress] = None,
-) -> CopyReport:
+    source: Union[str, Path], target: str, *, tenant_id: Optional[str] = None, skip_existing: bool = False,
+    embed_model: Optional[BaseEmbedding] = None, chroma_url: Optional[str] = None, progress: Optional[Progress] = None,
+) -> CopyReport:  # fmt: skip
     """Copy the SQLite memory directory ``source`` into the PostgreSQL store ``target``.
 
     Args:
@@ -101,9 +91,7 @@ def copy_store(
             got = f"{str(target)!r}, a path (copy moves a SQLite memory directory into PostgreSQL)"
         else:
             got = f"a {type(target).__name__}"
-        raise ValueError(
-            f"copy --to takes a PostgreSQL URL ('postgresql://user@host:5432/dbname'), got {got}"
-        )
+        raise ValueError(f"copy --to takes a PostgreSQL URL ('postgresql://user@host:5432/dbname'), got {got}")
     if isinstance(source, str) and entry_for(source).path_form is None:
         raise ValueError("copy --from takes a SQLite memory directory; the source is already PostgreSQL")
     report = CopyReport()
@@ -178,10 +166,7 @@ def _copy_user(src: MemoryAdmin, dst: MemoryAdmin, tenant: str, user: str) -> tu
     """One user's rows, meta and waiting jobs, in one transaction of the target; and
     how many characters PostgreSQL cannot store were replaced by U+FFFD in them."""
     rows, replaced = replace_unstorable(list(src.rows.export_rows(tenant, user)))
-    texts = [
-        search_text(r["subject"], r["predicate"], r["object"]) if r["kind"] == "triple" else ""
-        for r in rows
-    ]
+    texts = [search_text(r["subject"], r["predicate"], r["object"]) if r["kind"] == "triple" else "" for r in rows]
     meta = src.rows.user_meta(tenant, user)
     jobs = src.rows.user_jobs(tenant, user)
     store: Any = dst.store

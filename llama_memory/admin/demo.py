@@ -83,9 +83,7 @@ def run_demo(path: Optional[Path] = None, out: Optional[TextIO] = None) -> None:
     signup.close()
 
     out.write("\n== Conversation 1 (session-1): John tells a few facts; his profile evolves ==\n")
-    first = ComposableMemory.from_defaults(
-        user_id="john", session_id="session-1", path=path, triples=True
-    )
+    first = ComposableMemory.from_defaults(user_id="john", session_id="session-1", path=path, triples=True)
     profile = _profile(first)
     for (question, answer), update in zip(FIRST_CONVERSATION, PROFILE_UPDATES):
         first.put(ChatMessage(role=MessageRole.USER, content=question))
@@ -107,27 +105,20 @@ def run_demo(path: Optional[Path] = None, out: Optional[TextIO] = None) -> None:
         f"\n== Conversation 2 (session-2, same user): {SECOND_QUESTION!r} ==\n"
         "What get() returns, i.e. what the agent's LLM receives:\n\n"
     )
-    second = ComposableMemory.from_defaults(
-        user_id="john", session_id="session-2", path=path, triples=True
-    )
+    second = ComposableMemory.from_defaults(user_id="john", session_id="session-2", path=path, triples=True)
     second.put(ChatMessage(role=MessageRole.SYSTEM, content=SYSTEM_PROMPT))
     second.put(ChatMessage(role=MessageRole.USER, content=SECOND_QUESTION))
     _print_messages(second.get(), out)
     second.close()
 
     out.write("\n== Persistence: a fresh ComposableMemory on the same path ==\n")
-    reopened = ComposableMemory.from_defaults(
-        user_id="john", session_id="session-2", path=path, triples=True
-    )
+    reopened = ComposableMemory.from_defaults(user_id="john", session_id="session-2", path=path, triples=True)
     out.write(f"session-2 chat history restored: {len(reopened.get_all())} messages\n")
     out.write("search('what kind of food do I like?'):\n")
     # The profile is served first whatever the query; show the vector source's ranking.
     found = reopened.search("what kind of food do I like?", k=10)
     for record in [r for r in found if r.source == "vector"][:3]:
-        out.write(
-            f"  {record.score:.3f}  [{record.source}, session {record.session_id}] "
-            f"{record.transcript}\n"
-        )
+        out.write(f"  {record.score:.3f}  [{record.source}, session {record.session_id}] {record.transcript}\n")
 
     out.write("\n== John's knowledge triples ==\n")
     knowledge = reopened.triple_source

@@ -19,12 +19,8 @@ if TYPE_CHECKING:
 
 #: The ``format`` field of an export's header line.
 EXPORT_FORMAT = "llama-memory-export"
-
-
 #: The export format's version; an import refuses a newer one.
 EXPORT_VERSION = 2  # 2: "instruction" rows (procedural memory); version 1 files still import
-
-
 #: Rows written to the store per transaction during an import.
 IMPORT_BATCH = 500
 
@@ -91,9 +87,7 @@ def check_row(row: dict[str, Any], line: int) -> dict[str, Any]:
     (``line``: its place in the file, for the message)."""
     kind = row.get("kind")
     if kind not in ROW_FIELDS:
-        raise ValueError(
-            f"export row {line}: unknown kind {kind!r} (expected one of {sorted(ROW_FIELDS)})"
-        )
+        raise ValueError(f"export row {line}: unknown kind {kind!r} (expected one of {sorted(ROW_FIELDS)})")
     missing = [f for f in ROW_FIELDS[kind] if f not in row]
     if missing:
         raise ValueError(f"export row {line} ({kind}): missing fields {missing}")
@@ -119,9 +113,7 @@ def count_rows(path: Path) -> int:
         return sum(1 for line in stream if line.strip())
 
 
-def write_rows(
-    stream: IO[str], rows: Iterable[dict[str, Any]], progress: Optional[Progress]
-) -> int:
+def write_rows(stream: IO[str], rows: Iterable[dict[str, Any]], progress: Optional[Progress]) -> int:
     """Write ``rows`` (the header first) as JSON Lines; return how many after the header."""
     written = -1  # the header is not counted
     for row in rows:

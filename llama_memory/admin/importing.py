@@ -26,15 +26,10 @@ Flush = Callable[[Optional["Progress"]], int]
 
 
 def import_export_rows(
-    rows: Iterable[Mapping[str, Any]],
-    tenant_id: str,
-    admin_rows: AdminRows,
-    *,
-    prepare: Callable[[set[str]], None],
-    flush: Flush,
-    progress: Optional[Progress] = None,
+    rows: Iterable[Mapping[str, Any]], tenant_id: str, admin_rows: AdminRows, *,
+    prepare: Callable[[set[str]], None], flush: Flush, progress: Optional[Progress] = None,
     batch_size: int = IMPORT_BATCH,
-) -> ImportCounts:
+) -> ImportCounts:  # fmt: skip
     """Import an export's rows (the header first) into ``tenant_id`` through the admin
     port, ``batch_size`` rows to a transaction; ``prepare`` is given the kinds of each
     batch first (to open the tables they go to). Returns how many rows of each kind
@@ -60,10 +55,7 @@ def import_export_rows(
             break
         line += len(batch)
         prepare({r["kind"] for r in batch})
-        texts = [
-            search_text(r["subject"], r["predicate"], r["object"]) if r["kind"] == "triple" else ""
-            for r in batch
-        ]
+        texts = [search_text(r["subject"], r["predicate"], r["object"]) if r["kind"] == "triple" else "" for r in batch]
         try:
             added += admin_rows.import_rows(tenant_id, batch, texts, ranks)
         except ValidationError as exc:
@@ -76,15 +68,10 @@ def import_export_rows(
 
 
 def import_chat_store(
-    data: Union[Mapping[str, Any], str],
-    tenant_id: str,
-    admin_rows: AdminRows,
-    *,
-    memory: Callable[[str, str], ComposableMemory],
-    flush: Flush,
-    user_id: Optional[str] = None,
+    data: Union[Mapping[str, Any], str], tenant_id: str, admin_rows: AdminRows, *,
+    memory: Callable[[str, str], ComposableMemory], flush: Flush, user_id: Optional[str] = None,
     progress: Optional[Progress] = None,
-) -> ImportCounts:
+) -> ImportCounts:  # fmt: skip
     """Import a ``SimpleChatStore`` (its JSON, or that as a string): each key's messages
     that the session does not hold yet go in through ``memory(user, session)
     .put_messages`` (see :meth:`MemoryAdmin.import_chat_store` for the keys and users)."""
@@ -113,18 +100,13 @@ def import_chat_store(
             try:
                 parsed.append(ChatMessage.model_validate(message))
             except ValidationError as exc:
-                raise ValueError(
-                    f"SimpleChatStore key {key!r}, message {position}: not a ChatMessage ({exc})"
-                ) from None
+                raise ValueError(f"SimpleChatStore key {key!r}, message {position}: not a ChatMessage ({exc})") from None
         conversations.append((user_id or key, key, parsed))
     if progress is not None:
         progress.total = sum(len(m) for _, _, m in conversations)
     added.replaced = +added.replaced  # only the users with a replacement
     for user, session, messages in conversations:
-        held = Counter(
-            dump_message(load_message(m))
-            for m in admin_rows.chat_messages(tenant_id, user, session)
-        )
+        held = Counter(dump_message(load_message(m)) for m in admin_rows.chat_messages(tenant_id, user, session))
         new = []
         for message in messages:
             text = dump_message(message)

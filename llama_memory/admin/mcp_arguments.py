@@ -1,13 +1,10 @@
 """A tool call's arguments checked for an agent: strictly, and said in its own terms.
 
-The MCP SDK checks a call against the tool's input schema with pydantic, which takes
-``"3"`` and ``true`` for the number 3 and 1, ignores an argument the tool does not
-have, and reports a mistake as a pydantic dump with a link to pydantic's docs. An
-agent reads the error to correct its next call, so :func:`argument_problem` checks the
-arguments first, against the same JSON schema, and says what is wrong in a sentence or
-two that name the argument and show the value as the agent sent it (JSON): ``k must be
-a whole number from 1 to 50, got "3"``. Nothing is coerced: a number is a JSON
-number, a flag a JSON boolean, a text a JSON string.
+The MCP SDK's pydantic check takes ``"3"`` and ``true`` for the numbers 3 and 1, ignores
+an argument the tool does not have, and reports a mistake as a pydantic dump. An agent
+reads the error to correct its next call, so :func:`argument_problem` checks the
+arguments first, against the same JSON schema, nothing coerced, and names the argument
+and the value as sent: ``k must be a whole number from 1 to 50, got "3"``.
 """
 
 from __future__ import annotations
@@ -78,14 +75,10 @@ def _fits(spec: Mapping[str, Any], value: Any) -> bool:
 
 
 def argument_problem(
-    tool: str,
-    schema: Mapping[str, Any],
-    arguments: Mapping[str, Any],
-    refused: Optional[Mapping[str, str]] = None,
+    tool: str, schema: Mapping[str, Any], arguments: Mapping[str, Any], refused: Optional[Mapping[str, str]] = None
 ) -> Optional[str]:
-    """The first thing wrong with ``arguments`` for ``tool``, whose input schema is
-    ``schema`` (the JSON schema the tool lists), in a sentence or two naming the
-    argument; None when they fit.
+    """The first thing wrong with ``arguments`` for ``tool``, in a sentence or two naming
+    the argument; None when they fit.
 
     Args:
         tool: the tool's name.

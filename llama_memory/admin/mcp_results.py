@@ -1,12 +1,9 @@
 """What the MCP tools return: one JSON shape per kind of answer, made for an agent.
 
-A memory shown to an agent is shown as ``memory.search`` gives it: the same text (a
-message without a ``"user: "`` prefix, its speaker in ``role``; an excerpt of a
-conversation with one ``role: text`` line per message), with the ids of every record
-the text shows, so that deleting them removes what was shown. Its text is cut at
-:data:`MAX_TEXT_CHARS` characters (an agent's context is small, and a pasted document
-stored as a message would come back whole): a cut text ends with :data:`CUT_MARKER`
-and says so in ``truncated``; ``read_memory`` reads a record whole.
+A memory is shown as ``memory.search`` gives it, with the ids of every record its text
+shows (so that deleting them removes what was shown), cut at :data:`MAX_TEXT_CHARS`
+characters: an agent's context is small, and a pasted document stored as a message
+would come back whole.
 """
 
 from __future__ import annotations
@@ -140,27 +137,16 @@ def record_result(record: MemoryRecord, whole: bool = False) -> RecordResult:
     ids = [part.id for part in record.parts if part.id] if record.parts else [record.id] if record.id else []
     text, truncated = (record.text, False) if whole else cut_text(record.text)
     return RecordResult(
-        text=text,
-        record_ids=ids,
-        role=None if record.parts else record.role,
-        source=record.source,
-        session_id=record.session_id,
-        date=iso(record.event_time),
-        stored_at=iso(record.ingested_at),
-        relevance=None if record.relevance is None else round(record.relevance, 3),
-        truncated=truncated,
-    )
+        text=text, record_ids=ids, role=None if record.parts else record.role, source=record.source,
+        session_id=record.session_id, date=iso(record.event_time), stored_at=iso(record.ingested_at),
+        relevance=None if record.relevance is None else round(record.relevance, 3), truncated=truncated,
+    )  # fmt: skip
 
 
 def triple_result(triple: KnowledgeTriple) -> TripleResult:
     """A knowledge triple as ``read_triples`` shows it."""
     return TripleResult(
-        id=triple.id,
-        subject=triple.subject,
-        predicate=triple.predicate,
-        object=triple.object,
-        current=triple.current,
-        valid_from=iso(triple.valid_from),
-        valid_to=iso(triple.valid_to),
+        id=triple.id, subject=triple.subject, predicate=triple.predicate, object=triple.object,
+        current=triple.current, valid_from=iso(triple.valid_from), valid_to=iso(triple.valid_to),
         mentions=triple.mentions,
-    )
+    )  # fmt: skip

@@ -1,22 +1,13 @@
 """A Model Context Protocol server over a memory store: ``llama-memory mcp``.
 
-Agents outside LlamaIndex (desktop assistants, IDE agents, other frameworks) reach a
-user's memory through MCP tools: search it, add to it, read one memory whole, read the
-profile and the knowledge triples, list the latest records; and, only when the server
-is started with ``allow_delete``, delete records or forget the user. Every tool goes
-through the library's public API (:class:`~llama_memory.admin.memory_admin.MemoryAdmin` and the
-:class:`~llama_memory.memory.composable.ComposableMemory` it opens), so scope, errors and
-instrumentation are those of an application's memory; nothing here reads storage.
-
-The answers are made for an agent (:mod:`llama_memory.admin.mcp_results`): a memory's text
-as ``memory.search`` gives it, cut at a documented length, with the ids of every
-record it shows. So are the errors (:mod:`llama_memory.admin.mcp_arguments`): a sentence or
-two naming the argument, its value as the agent sent it, nothing coerced.
-
-A server serves one user, or the users of an allow-list: with one user the tools
-take no user argument (an agent cannot reach anyone else's memory, and a call that
-names a user is refused); with several, each tool takes a ``user_id`` that must be on
-the list. It opens the store once, and one memory per user, for its whole life.
+Agents outside LlamaIndex reach a user's memory through MCP tools (:mod:`.mcp_tools`):
+search it, add to it, read it; delete only when started with ``allow_delete``. Every
+tool goes through :class:`~llama_memory.admin.memory_admin.MemoryAdmin` and the memory it
+opens, so scope, errors and instrumentation are an application's; nothing here reads
+storage. Answers (:mod:`.mcp_results`) and errors (:mod:`.mcp_arguments`) are made for an
+agent. A server serves one user (its tools take no ``user_id``, and a call naming one is
+refused) or an allow-list (each tool takes a ``user_id`` on it), and opens the store
+once for its whole life.
 
 The MCP Python SDK is an optional dependency (``pip install "llama-index-memory-composable[mcp]"``),
 imported only when a server is built, so the rest of the package works without it.
@@ -156,15 +147,12 @@ def build_server(
     registered = [
         Tool.from_function(
             _tool_function(getattr(tools, name), run, one_user, tools.users),
-            name=name,
-            description=description,
+            name=name, description=description,
             annotations=ToolAnnotations(
-                read_only_hint=read_only,
-                destructive_hint=name in delete_names,
-                idempotent_hint=read_only,
-                open_world_hint=False,
+                read_only_hint=read_only, destructive_hint=name in delete_names,
+                idempotent_hint=read_only, open_world_hint=False,
             ),
-        )
+        )  # fmt: skip
         for name, description, read_only in offered
     ]
     schemas = {tool.name: tool.parameters for tool in registered}
@@ -192,16 +180,13 @@ def build_server(
                 raise ToolError(str(cause)) from cause
 
     return MemoryServer(
-        "llama-memory",
-        version=__version__,
-        tools=registered,
-        log_level=log_level,
+        "llama-memory", version=__version__, tools=registered, log_level=log_level,
         lifespan=None if warm_up is None else (lambda _: _warm(pool, warm_up)),
         instructions=(
             f"Long-term memory of {who}: search it before answering questions about the "
             "user's past, preferences or facts; add what the user asks you to remember."
         ),
-    )
+    )  # fmt: skip
 
 
 def _validation_message(error: Any) -> str:
@@ -212,10 +197,7 @@ def _validation_message(error: Any) -> str:
 
 
 def _tool_function(
-    method: Callable[..., T],
-    run: Callable[[Callable[[], T]], Awaitable[T]],
-    one_user: bool,
-    users: Sequence[str],
+    method: Callable[..., T], run: Callable[[Callable[[], T]], Awaitable[T]], one_user: bool, users: Sequence[str]
 ) -> Callable[..., Awaitable[T]]:
     """An async tool for ``method``, whose signature (the tool's input schema) is the
     method's without ``user_id`` when the server serves one user."""
@@ -310,9 +292,8 @@ def serve(
         if http:
             print(
                 f"llama-memory: serving {len(allowed)} user(s) of {admin.location} over MCP at "
-                f"http://{LOOPBACK}:{port}{HTTP_PATH}",
-                file=sys.stderr,
-            )
+                f"http://{LOOPBACK}:{port}{HTTP_PATH}", file=sys.stderr,
+            )  # fmt: skip
             server.run("streamable-http", host=LOOPBACK, port=port, streamable_http_path=HTTP_PATH)
         else:
             server.run("stdio")

@@ -1,8 +1,6 @@
 """What the MCP server's tools do, in plain Python, on one open
-:class:`~llama_memory.admin.memory_admin.MemoryAdmin`: search, read one memory whole, add,
-read the profile and triples, list recent records, delete and forget; their descriptions
-and the checks of their arguments. :mod:`llama_memory.admin.mcp_server` turns them into
-tools of an MCP server."""
+:class:`~llama_memory.admin.memory_admin.MemoryAdmin`, with their descriptions and the
+checks of their arguments; :mod:`llama_memory.admin.mcp_server` serves them."""
 
 from __future__ import annotations
 
@@ -41,9 +39,6 @@ DEFAULT_SEARCH_K = 5
 DEFAULT_RECENT = 10
 #: The most records one call returns (an agent's context is small).
 MAX_RESULTS = 50
-
-
-# --------------------------------------------------------------------------- the tools
 
 
 def allowed_users(users: Iterable[str]) -> tuple[str, ...]:
@@ -101,12 +96,7 @@ class MemoryTools:
     """
 
     def __init__(
-        self,
-        admin: MemoryAdmin,
-        users: Sequence[str],
-        *,
-        allow_delete: bool = False,
-        session_id: str = DEFAULT_SESSION,
+        self, admin: MemoryAdmin, users: Sequence[str], *, allow_delete: bool = False, session_id: str = DEFAULT_SESSION
     ) -> None:
         if not isinstance(session_id, str) or not session_id.strip():
             raise ValueError(f"session_id must be a non-empty, non-blank string, got {session_id!r}")
@@ -128,16 +118,14 @@ class MemoryTools:
         return str(user_id)
 
     def _reader(self, user: str) -> ComposableMemory:
-        memory = self._readers.get(user)
-        if memory is None:
-            memory = self._readers[user] = self.admin.memory(user)
-        return memory
+        if user not in self._readers:
+            self._readers[user] = self.admin.memory(user)
+        return self._readers[user]
 
     def _writer(self, user: str) -> ComposableMemory:
-        memory = self._writers.get(user)
-        if memory is None:
-            memory = self._writers[user] = self.admin.memory(user, self.session_id)
-        return memory
+        if user not in self._writers:
+            self._writers[user] = self.admin.memory(user, self.session_id)
+        return self._writers[user]
 
     def search_memory(
         self,
@@ -150,14 +138,10 @@ class MemoryTools:
         user = self.check_user(user_id)
         _text(query, "query")
         _count(k, "k")
-        # A user with nothing stored yet has nothing to find (not an error: the server
-        # serves them).
         return [record_result(r) for r in self._reader(user).search(query, k)]
 
     def read_memory(
-        self,
-        user_id: str,
-        record_id: Annotated[Text, Field(description="one id of a memory's record_ids")],
+        self, user_id: str, record_id: Annotated[Text, Field(description="one id of a memory's record_ids")]
     ) -> RecordResult:
         """One of the user's records (or triples) by id, whole: what a cut text left out."""
         user = self.check_user(user_id)
@@ -165,9 +149,7 @@ class MemoryTools:
         return record_result(self._stored(user, [record_id])[0], whole=True)
 
     def add_memory(
-        self,
-        user_id: str,
-        text: Annotated[Text, Field(description="what to remember, as one self-contained statement")],
+        self, user_id: str, text: Annotated[Text, Field(description="what to remember, as one self-contained statement")]
     ) -> AddedResult:
         """Store ``text`` as a message of the user in the server's session (``put``), so
         it is searched, deduplicated and formed into memories as any other turn."""
@@ -183,11 +165,9 @@ class MemoryTools:
         self._writer(user).put(message)
         written = self.admin.records(user, session_id=self.session_id, limit=MAX_RESULTS, newest_first=True)
         return AddedResult(
-            user_id=user,
-            session_id=self.session_id,
-            message_id=mid,
+            user_id=user, session_id=self.session_id, message_id=mid,
             record_ids=[r.id for r in written if r.id and mid in r.message_ids],
-        )
+        )  # fmt: skip
 
     def read_profile(self, user_id: str) -> ProfileResult:
         """The user's current profile (``{}`` when none)."""
@@ -274,13 +254,9 @@ class MemoryTools:
 
     def _check_delete(self, user_id: str, tool: str) -> str:
         if not self.allow_delete:
-            raise PermissionError(
-                f"{tool} is turned off: this server was started without --allow-delete."
-            )
+            raise PermissionError(f"{tool} is turned off: this server was started without --allow-delete.")
         return self.check_user(user_id)
 
-
-# --------------------------------------------------------------------------- the server
 
 _MEMORY_FIELDS = (
     f"each with its text (at most {MAX_TEXT_CHARS:,} characters: a longer one is cut, ends with a "
@@ -300,12 +276,8 @@ TOOLS: tuple[tuple[str, str, bool], ...] = (
         + " and relevance (0..1, the estimated chance it answers the query).",
         True,
     ),
-    (
-        "read_memory",
-        "Read one memory whole by its id (one of a memory's record_ids, or a triple's id): "
-        "what a cut text left out.",
-        True,
-    ),
+    ("read_memory", "Read one memory whole by its id (one of a memory's record_ids, or a triple's id): "
+     "what a cut text left out.", True),
     (
         "add_memory",
         "Remember something about or for the user: a statement they want kept, e.g. "
@@ -313,11 +285,7 @@ TOOLS: tuple[tuple[str, str, bool], ...] = (
         "found by later searches. Returns the ids of the records written.",
         False,
     ),
-    (
-        "read_profile",
-        "Read the user's profile: the fields known about them (name, preferences...), as JSON.",
-        True,
-    ),
+    ("read_profile", "Read the user's profile: the fields known about them (name, preferences...), as JSON.", True),
     (
         "read_triples",
         "Read the knowledge triples known about the user (subject, predicate, object) that "
@@ -325,11 +293,7 @@ TOOLS: tuple[tuple[str, str, bool], ...] = (
         "each held.",
         True,
     ),
-    (
-        "recent_memories",
-        "List the user's latest long-term records, newest first, " + _MEMORY_FIELDS + ".",
-        True,
-    ),
+    ("recent_memories", "List the user's latest long-term records, newest first, " + _MEMORY_FIELDS + ".", True),
 )
 #: The tools a server offers only when started with ``allow_delete``.
 DELETE_TOOLS: tuple[tuple[str, str, bool], ...] = (

@@ -1,12 +1,9 @@
 """Manage a memory store: what is remembered of each user, and why it is shown.
 
-:class:`MemoryAdmin` opens a memory directory (the ``path=`` of
-``ComposableMemory.from_defaults``) for one tenant and works on all its users: list
-users, sessions and records, look at a user's profile and triples, search and explain
-the block ``get()`` would inject, delete one record, forget a user, export and import
-(a versioned JSON Lines format, and LlamaIndex ``SimpleChatStore`` files), reindex,
-reconcile, purge expired records and count what the store holds. The ``llama-memory``
-command line is a thin layer over it::
+:class:`MemoryAdmin` opens a memory store for one tenant and works on all its users:
+listing, inspecting, searching and explaining, deleting and forgetting, export and
+import, reindexing, reconciling, purging and counting. The ``llama-memory`` command line
+is a thin layer over it::
 
     from llama_memory import MemoryAdmin
 
@@ -15,9 +12,8 @@ command line is a thin layer over it::
             print(user.user_id, user.records)
         admin.export("alice.jsonl", users=["alice"])
 
-The admin opens the store with every kind of source that has data in it (past
-messages and the profile always, knowledge triples when there are any), so nothing
-stored is hidden because an application's memory would not have opened it.
+It opens every kind of source that has data in the store, so nothing stored is hidden
+because an application's memory would not have opened it.
 """
 
 from __future__ import annotations
@@ -65,7 +61,6 @@ __all__ = [
     "UserOverview",
     "UserSummary",
 ]
-
 
 Time = Union[float, int, str, Any]
 
@@ -234,8 +229,6 @@ class MemoryAdmin(TenantTransfer):
             user_id=user_id, session_id=session_id, tenant_id=self.tenant_id, path=self._backend.path,
             secondary_memory_sources=self.sources(), **self.options,
         )  # fmt: skip
-        # With the user's instructions, which head every block the application's memory
-        # builds: explain() shows them too.
         return memory_on(ComposableMemory, settings, self._backend)
 
     # -- listing ----------------------------------------------------------------------
@@ -294,15 +287,10 @@ class MemoryAdmin(TenantTransfer):
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
             raise ValueError(f"limit must be a non-negative integer or None, got {limit!r}")
         return self._admin.records(
-            self.tenant_id,
-            user_id,
-            session_id=session_id,
-            source=source,
-            since=None if since is None else to_epoch(since),
-            until=None if until is None else to_epoch(until),
-            limit=limit,
-            newest_first=newest_first,
-        )
+            self.tenant_id, user_id, session_id=session_id, source=source,
+            since=None if since is None else to_epoch(since), until=None if until is None else to_epoch(until),
+            limit=limit, newest_first=newest_first,
+        )  # fmt: skip
 
     def record(self, user_id: str, record_id: str) -> MemoryRecord:
         """One of the user's records, or knowledge triples, by id, whole (a search's
@@ -350,7 +338,6 @@ class MemoryAdmin(TenantTransfer):
         scope.require_user()
         if not self._admin.has_triples():
             return []  # no table to read (and none created by reading)
-        # Through the triple timeline port, as the source reads them.
         rows = self._backend.triple_timeline().select(scope, now(), include_history=include_history)
         return [to_triple(row) for row in rows]
 
@@ -358,13 +345,10 @@ class MemoryAdmin(TenantTransfer):
         """Counts, profile, current triples, instructions, the ``recent`` latest records
         and the sessions of one user."""
         return UserOverview(
-            summary=self.user(user_id),
-            profile=self.profile(user_id),
-            triples=self.triples(user_id),
-            instructions=self.instructions(user_id),
-            recent=self.records(user_id, limit=recent, newest_first=True),
+            summary=self.user(user_id), profile=self.profile(user_id), triples=self.triples(user_id),
+            instructions=self.instructions(user_id), recent=self.records(user_id, limit=recent, newest_first=True),
             sessions=self._admin.sessions(self.tenant_id, user_id),
-        )
+        )  # fmt: skip
 
     # -- retrieval ------------------------------------------------------------------------
 
@@ -439,10 +423,7 @@ class MemoryAdmin(TenantTransfer):
     def reindex(self, progress: Optional[Progress] = None) -> int:
         """Rebuild the dense indexes (past messages, triples) from the system of record,
         for every tenant and user; return how many records were embedded."""
-        from ..sources.triples import TripleSource
-        from ..sources.vector import VectorSource
-
-        sources = [s for s in self.sources() if isinstance(s, (VectorSource, TripleSource))]
+        sources = self._indexed_sources()
         total, _ = self._backlog()
         with watching(progress, lambda: self._backlog()[1], total):
             return sum(source.reindex() for source in sources)
@@ -450,12 +431,15 @@ class MemoryAdmin(TenantTransfer):
     def flush(self, progress: Optional[Progress] = None) -> int:
         """Embed every record (and triple) still waiting for the dense index, of every
         tenant; return how many."""
+        sources = self._indexed_sources()
+        with watching(progress, lambda: self._backlog()[1], self._backlog()[1]):
+            return sum(source.flush() for source in sources)
+
+    def _indexed_sources(self) -> list[Union[VectorSource, TripleSource]]:
         from ..sources.triples import TripleSource
         from ..sources.vector import VectorSource
 
-        sources = [s for s in self.sources() if isinstance(s, (VectorSource, TripleSource))]
-        with watching(progress, lambda: self._backlog()[1], self._backlog()[1]):
-            return sum(source.flush() for source in sources)
+        return [s for s in self.sources() if isinstance(s, (VectorSource, TripleSource))]
 
     def _backlog(self) -> tuple[int, int]:
         return self._admin.index_backlog(self.vector_source.name)
@@ -474,14 +458,11 @@ class MemoryAdmin(TenantTransfer):
         """Counts, sizes on disk, pending index work, jobs, and what the tenant's
         extraction passes cost per user and day."""
         return StoreStats(
-            counts=self._admin.counts(self.tenant_id, now()),
-            sizes=self._backend.sizes(),
-            schema_version=self.store.schema_version,
-            tenants=self._admin.tenants(),
-            jobs=self._backend.jobs.counts(),
-            location=self.location,
+            counts=self._admin.counts(self.tenant_id, now()), sizes=self._backend.sizes(),
+            schema_version=self.store.schema_version, tenants=self._admin.tenants(),
+            jobs=self._backend.jobs.counts(), location=self.location,
             formation=self._backend.jobs.formation_days(tenant_id=self.tenant_id),
-        )
+        )  # fmt: skip
 
     # -- background jobs --------------------------------------------------------------------
 
@@ -523,9 +504,6 @@ class MemoryAdmin(TenantTransfer):
     def _scope(self, user_id: str) -> Scope:
         _require_text(user_id, "user_id")
         return Scope(user_id=user_id, tenant_id=self.tenant_id)
-
-
-# --------------------------------------------------------------------------- helpers
 
 
 def _require_text(value: Any, what: str) -> None:

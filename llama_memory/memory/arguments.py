@@ -22,7 +22,6 @@ NOT_SUPPORTED = {
 }
 
 
-
 def parameters(function: Callable[..., Any]) -> list[str]:
     """The names a function takes as keyword arguments (not ``*args``/``**kwargs``)."""
     kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)

@@ -209,11 +209,7 @@ def embedding_from_dict(entry: Mapping[str, Any]) -> BaseEmbedding:
         return cls.from_dict(config)
     except Exception as exc:
         dropped = entry.get("dropped")
-        hint = (
-            f" (its {', '.join(dropped)} were not saved: set them in the environment)"
-            if dropped
-            else ""
-        )
+        hint = f" (its {', '.join(dropped)} were not saved: set them in the environment)" if dropped else ""
         raise LlamaMemoryError(f"cannot rebuild {what}: {exc}{hint}; pass {instead}") from exc
 
 
@@ -241,11 +237,9 @@ def primary_to_dict(memory: BaseMemory) -> Optional[dict[str, Any]]:
         if type(memory.chat_store) is not SimpleChatStore:
             return None  # a database-backed chat store is a live client
         return {
-            "qualified_name": name,
-            "token_limit": memory.token_limit,
-            "chat_store_key": memory.chat_store_key,
+            "qualified_name": name, "token_limit": memory.token_limit, "chat_store_key": memory.chat_store_key,
             "chat_history": [m.model_dump(mode="json") for m in memory.get_all()],
-        }
+        }  # fmt: skip
     try:
         data = memory.to_dict()
         json.dumps(data)

@@ -28,7 +28,7 @@ judges by meaning and by names, with the question as the third point:
 
 The older is then marked (``metadata["possibly_superseded_by"]``, on the message itself: an excerpt
 cut to that message for the budget keeps it), and rendered as possibly superseded by the
-later record (:func:`~llama_memory.read.compose.render.superseded_note`): the block says
+later record (:func:`~llama_memory.read.compose.block.superseded_note`): the block says
 which is later and that the later holds where they differ, and hides neither. Two
 messages about one thing that do not differ (a second visit, a fact told twice) read
 well with the mark too; what it costs is a few tokens.

@@ -112,9 +112,7 @@ class Recent(Protocol):
     """A source that can give its records by time, for a message that refers back
     ("what did we talk about last time?", "what did I say yesterday?")."""
 
-    def recent(
-        self, scope: Scope, k: int, span: Optional[tuple[float, float]] = None
-    ) -> list[MemoryRecord]:
+    def recent(self, scope: Scope, k: int, span: Optional[tuple[float, float]] = None) -> list[MemoryRecord]:
         """Up to ``k`` records of ``span`` (start, end in epoch seconds), or of the
         latest earlier session when ``span`` is None."""
         ...
@@ -127,9 +125,7 @@ class WindowAware(Protocol):
     window shows out of a retrieval, and out of the evidence of how relevant the others
     are (the query would otherwise match itself)."""
 
-    def retrieve_beside(
-        self, query: str, scope: Scope, k: int, shown: frozenset[str]
-    ) -> list[MemoryRecord]:
+    def retrieve_beside(self, query: str, scope: Scope, k: int, shown: frozenset[str]) -> list[MemoryRecord]:
         """:meth:`Source.retrieve`, leaving out the records whose normalised text
         (:func:`llama_memory.core.text.normalize_text`) is in ``shown``."""
         ...
@@ -190,18 +186,10 @@ class TripleHolder(Protocol):
 class MemorySource(ABC):
     """A secondary memory: it receives the conversation and retrieves records for a query.
 
-    The base class of the built-in sources: it implements :class:`Source` and every
-    optional protocol of this module with defaults. A source does four things: ``add`` messages, ``retrieve`` records for a
-    query, ``reset`` what it holds for a scope, and ``forget`` a user entirely.
-    Scope is strict: a source never returns records of a user other than
+    The base class of the built-in sources: subclass it and write ``add``, ``retrieve``
+    and ``reset``; every optional protocol of this module has a default that does
+    nothing. Scope is strict: a source never returns records of a user other than
     ``scope.user_id``.
-
-    Optional hooks, with defaults that do nothing: ``tools`` (LlamaIndex tools
-    an agent may call, bound to the scope), ``extract`` (turn conversation into
-    structured memories with an LLM), ``priority`` (sources with a higher
-    priority are served first from the memory block's budget), ``reconcile``
-    (bring a derived index back in line with the record) and ``purge_expired``
-    (delete records whose time to live is over).
     """
 
     #: Short name shown next to each injected item (``"vector"``, ``"triples"``...).
@@ -240,9 +228,7 @@ class MemorySource(ABC):
         default keeps no derived index."""
         return ReconcileReport()
 
-    def recent(
-        self, scope: Scope, k: int, span: Optional[tuple[float, float]] = None
-    ) -> list[MemoryRecord]:
+    def recent(self, scope: Scope, k: int, span: Optional[tuple[float, float]] = None) -> list[MemoryRecord]:
         """Records by time, for a message that refers back ("what did we talk about last
         time?"): up to ``k`` of those from ``span`` (start, end in epoch seconds), or
         of the latest earlier session when ``span`` is None. None by default."""
@@ -280,7 +266,4 @@ def require_port(value: Any, port: Any, source: str, instead: str) -> Any:
     for a ``type[P]``; the caller annotates what it gets.)"""
     if isinstance(value, port):
         return value
-    raise TypeError(
-        f"{source} takes {port.__name__} (a storage port), not {type(value).__name__} "
-        f"{value!r}: pass {instead}"
-    )
+    raise TypeError(f"{source} takes {port.__name__} (a storage port), not {type(value).__name__} {value!r}: pass {instead}")

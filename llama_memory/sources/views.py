@@ -58,13 +58,7 @@ def _cell(value: Any) -> str:
     return escaped
 
 
-def html_table(
-    headers: Sequence[str],
-    rows: Iterable[Sequence[Any]],
-    *,
-    caption: str = "",
-    faded: Sequence[bool] = (),
-) -> str:
+def html_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, caption: str = "", faded: Sequence[bool] = ()) -> str:
     """An HTML table; ``faded[i]`` greys row ``i`` out (history, left-out records)."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
     body = []
@@ -85,14 +79,8 @@ def _count_by_source(records: Iterable[MemoryRecord]) -> str:
 
 
 def _record_row(rank: int, record: MemoryRecord) -> list[Any]:
-    return [
-        rank,
-        f"{record.score:.3f}",
-        record.source,
-        format_time(record.event_time),
-        record.session_id or "",
-        record.transcript,
-    ]
+    return [rank, f"{record.score:.3f}", record.source, format_time(record.event_time), record.session_id or "",
+            record.transcript]  # fmt: skip
 
 
 _RECORD_HEADERS = ("#", "score", "source", "when", "session", "text")
@@ -280,8 +268,7 @@ class TripleTable:
         ]
         current = sum(t.current for t in self.triples)
         table = html_table(
-            ("subject", "predicate", "object", "since", "until", "mentions"),
-            rows,
+            ("subject", "predicate", "object", "since", "until", "mentions"), rows,
             caption=f"Knowledge triples: {current} current, {len(self.triples) - current} superseded (grey)",
             faded=[not t.current for t in self.triples],
         )

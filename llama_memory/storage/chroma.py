@@ -44,16 +44,12 @@ def _quiet_settings() -> Any:
 def persistent_client(path: Path | str) -> Any:
     """An embedded Chroma client storing its files under ``path/chroma``.
 
-    Chroma's files are as private as the store's database: beside an owner-only one
-    (the default, see :mod:`~llama_memory.storage.privacy`) its directory is made
-    ``0700`` before Chroma writes there and the entries it holds are
-    tightened on each open (Chroma creates them under the umask; the ``0700``
-    directory keeps them private in between). Elsewhere Chroma's modes are left as
-    they are."""
+    Chroma's files are as private as the store's database (created first, by the SQLite
+    store; else as its directory): beside an owner-only one its directory is made
+    ``0700`` before Chroma writes there and the entries it holds are tightened on each
+    open (Chroma creates them under the umask). Elsewhere their modes are left as they are."""
     import chromadb
 
-    # As private as the store's database (created first, by the SQLite store), else as
-    # its directory.
     database = Path(path) / DB_FILENAME
     private = Path(path).is_dir() and is_private(database if database.exists() else path)
     directory = Path(path) / CHROMA_DIRNAME
@@ -213,15 +209,11 @@ class DenseIndex:
                             name, embedding_function=None, configuration={"hnsw": {"space": "cosine"}}
                         )
                     else:
-                        self._collections[name] = self.client.get_collection(
-                            name, embedding_function=None
-                        )
+                        self._collections[name] = self.client.get_collection(name, embedding_function=None)
                 except NotFoundError:
                     return None
                 except Exception as exc:
-                    raise StorageError(
-                        f"cannot open Chroma collection {name!r} on {self.location}: {exc}"
-                    ) from exc
+                    raise StorageError(f"cannot open Chroma collection {name!r} on {self.location}: {exc}") from exc
             return self._collections[name]
 
     def _run(self, tenant_id: str, user_id: str, action: str, operation: Callable[[Any], T]) -> T:
@@ -230,21 +222,13 @@ class DenseIndex:
         opened again once."""
         return self._attempt(tenant_id, user_id, action, operation, True, cast(T, None))
 
-    def _read(
-        self, tenant_id: str, user_id: str, action: str, operation: Callable[[Any], T], empty: T
-    ) -> T:
+    def _read(self, tenant_id: str, user_id: str, action: str, operation: Callable[[Any], T], empty: T) -> T:
         """Like :meth:`_run`, for reads: a user without a collection has nothing indexed
         (``empty``), and reading creates no collection (a forgotten user's stays gone)."""
         return self._attempt(tenant_id, user_id, action, operation, False, empty)
 
     def _attempt(
-        self,
-        tenant_id: str,
-        user_id: str,
-        action: str,
-        operation: Callable[[Any], T],
-        create: bool,
-        empty: T,
+        self, tenant_id: str, user_id: str, action: str, operation: Callable[[Any], T], create: bool, empty: T
     ) -> T:
         from chromadb.errors import NotFoundError
 
@@ -267,16 +251,12 @@ class DenseIndex:
     def _error(self, action: str, name: str, exc: Exception) -> StorageError:
         return StorageError(f"Chroma {action} on {name!r} failed ({self.location}): {exc}")
 
-    def upsert(
-        self, tenant_id: str, user_id: str, ids: Sequence[str], embeddings: Sequence[Vector]
-    ) -> None:
+    def upsert(self, tenant_id: str, user_id: str, ids: Sequence[str], embeddings: Sequence[Vector]) -> None:
         """Add or replace one user's vectors."""
         if not ids:
             return
         vectors = [list(map(float, e)) for e in embeddings]
-        self._run(
-            tenant_id, user_id, "upsert", lambda c: c.upsert(ids=list(ids), embeddings=vectors)
-        )
+        self._run(tenant_id, user_id, "upsert", lambda c: c.upsert(ids=list(ids), embeddings=vectors))
 
     def query(
         self, tenant_id: str, user_id: str, embedding: Vector, k: int, exclude: Collection[str] = ()
@@ -290,12 +270,10 @@ class DenseIndex:
         vector = [list(map(float, embedding))]
         wanted = k + len(exclude)
         result: dict[str, Any] = self._read(
-            tenant_id,
-            user_id,
-            "query",
+            tenant_id, user_id, "query",
             lambda c: c.query(query_embeddings=vector, n_results=wanted, include=["distances"]),
             {"ids": [], "distances": []},
-        )
+        )  # fmt: skip
         ids = result["ids"][0] if result["ids"] else []
         distances = result["distances"][0] if result.get("distances") else [1.0] * len(ids)
         found = [(i, 1.0 - float(d)) for i, d in zip(ids, distances)]
@@ -310,12 +288,9 @@ class DenseIndex:
         if not ids:
             return {}
         result: dict[str, Any] = self._read(
-            tenant_id,
-            user_id,
-            "get vectors",
-            lambda c: c.get(ids=list(ids), include=["embeddings"]),
+            tenant_id, user_id, "get vectors", lambda c: c.get(ids=list(ids), include=["embeddings"]),
             {"ids": [], "embeddings": None},
-        )
+        )  # fmt: skip
         embeddings = result.get("embeddings")
         if embeddings is None:
             return {}
@@ -331,11 +306,7 @@ class DenseIndex:
         while True:
             offset = len(found)
             batch: list[str] = self._read(
-                tenant_id,
-                user_id,
-                "list ids",
-                lambda c: c.get(include=[], limit=page, offset=offset)["ids"],
-                [],
+                tenant_id, user_id, "list ids", lambda c: c.get(include=[], limit=page, offset=offset)["ids"], []
             )
             found.update(batch)
             if len(batch) < page:
@@ -365,9 +336,6 @@ class DenseIndex:
 
     def drop_collection(self, name: str) -> None:
         """Delete one collection of this index by name (nothing if it is not there)."""
-        self._drop(name)
-
-    def _drop(self, name: str) -> None:
         with self._lock:
             self._collections.pop(name, None)
             try:
@@ -375,6 +343,4 @@ class DenseIndex:
                 if name in existing:
                     self.client.delete_collection(name)
             except Exception as exc:
-                raise StorageError(
-                    f"cannot drop Chroma collection {name!r} on {self.location}: {exc}"
-                ) from exc
+                raise StorageError(f"cannot drop Chroma collection {name!r} on {self.location}: {exc}") from exc

@@ -1,21 +1,14 @@
 """Privacy on disk: owner-only files, and where the encryption key comes from.
 
-What a memory directory holds is private to the account that owns it.
-
 A store holds what users told an assistant about themselves, so the library creates its
-files readable by their owner only, whatever the umask: the memory directory ``0700``,
-the SQLite database ``0600`` (SQLite gives its -wal and -shm files the database's mode),
-Chroma's directory ``0700`` with the entries under it tightened when it opens (Chroma
-creates its files under the umask; the ``0700`` directory above them is what keeps
-them private in between),
-lock files and export files ``0600``.
+files readable by their owner only, whatever the umask: the memory directory and
+Chroma's ``0700``, the SQLite database (and so its -wal and -shm files), lock files and
+export files ``0600``. A store opened with wider modes (made by an older release, or
+copied) is not changed, since whoever made it so may share it on purpose: it logs one
+warning per process with the command that tightens it (:func:`warn_if_shared`).
 
-A store opened with wider modes (made by an older release, or copied) is not changed:
-the person who made it so may share it on purpose. It logs one warning per process with
-the command that tightens it (:func:`warn_if_shared`).
-
-Encryption at rest (the SQLite file through SQLCipher, :mod:`.sqlite.driver`) takes its
-key from ``encryption_key=`` or from :data:`ENCRYPTION_KEY_ENV`.
+Encryption at rest (SQLCipher, :mod:`.sqlite.driver`) takes its key from
+``encryption_key=`` or from :data:`ENCRYPTION_KEY_ENV`.
 """
 
 from __future__ import annotations
@@ -158,8 +151,7 @@ def warn_if_shared(directory: Path, names: Sequence[str]) -> None:
             return
         _warned.add(key)
     listed = ", ".join(f"{p.name or p} ({stat.filemode(os.stat(p).st_mode)})" for p in shared)
-    # The directory alone (it may hold other things), then the store's entries with
-    # what is under them.
+    # Not -R on the directory: it may hold other things than the store.
     commands = [f"chmod go-rwx {_quoted(str(directory))}"] if shared[0] == directory else []
     entries = [_quoted(str(p)) for p in shared if p != directory]
     if entries:

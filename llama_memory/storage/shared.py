@@ -1,18 +1,15 @@
 """Stores opened once per process: the tools that manage a store share one opening of it.
 
-Opening a store is not free: a SQLite file is checked, migrated and put in WAL mode, an
-encrypted one derives its key from the passphrase, a PostgreSQL pool connects. A
-process that keeps several :class:`~llama_memory.admin.memory_admin.MemoryAdmin` objects open on one
-store (an MCP server beside a maintenance thread, a web admin answering requests at
-once) pays that once: :data:`SHARED` hands the same opened backend to each, counts its
-holders, and closes it when the last one lets go, so that closing an admin still
-releases the files as it always did.
+Opening a store is not free (a SQLite file is checked and migrated, an encrypted one
+derives its key, a PostgreSQL pool connects). A process that keeps several
+:class:`~llama_memory.admin.memory_admin.MemoryAdmin` open on one store (an MCP server
+beside a maintenance thread) pays it once: :data:`SHARED` hands each the same opened
+backend, counts its holders and closes it when the last one lets go.
 
 Two openings are the same when they name the same place with the same options: the
-directory (resolved) or the server store's URL (a pool or client object by identity),
-the dense-index options, the file modes, and the encryption key (a digest of it, also
-of the environment's key when none is given: a key changed between two openings is a
-different opening, refused or accepted by the store itself).
+resolved directory or the server store's URL (a pool or client object by identity), the
+dense-index options, the file modes and a digest of the encryption key (of the
+environment's when none is given).
 """
 
 from __future__ import annotations

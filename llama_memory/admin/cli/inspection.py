@@ -22,10 +22,7 @@ def cmd_users(args: argparse.Namespace) -> None:
         print(f"no users in tenant {args.tenant or 'default'!r}")
         return
     _table(
-        [
-            (u.user_id, u.sessions, u.messages, u.records, u.triples, u.profile_fields, _when(u.last_active))
-            for u in users
-        ],
+        [(u.user_id, u.sessions, u.messages, u.records, u.triples, u.profile_fields, _when(u.last_active)) for u in users],
         ("USER", "SESSIONS", "MESSAGES", "RECORDS", "TRIPLES", "PROFILE", "LAST ACTIVE (UTC)"),
     )
 
@@ -53,27 +50,21 @@ def cmd_show(args: argparse.Namespace) -> None:
         f"{counted(s.records, 'record')}, {counted(s.triples, 'current triple')}, "
         f"{counted(s.profile_fields, 'profile field')}; last active {_when(s.last_active)} UTC"
     )
-    print("\nprofile:")
-    if overview.profile:
-        for line in json.dumps(overview.profile, ensure_ascii=False, indent=2).splitlines():
-            print(f"  {line}")
-    else:
-        print("  (empty)")
-    print("\ncurrent triples:")
-    for triple in overview.triples:
-        print(f"  {triple.render()}  [{triple.id}]")
-    if not overview.triples:
-        print("  (none)")
-    print("\ninstructions:")
-    for instruction in overview.instructions:
-        print(f"  {instruction.text}  [{instruction.id}, since {_when(instruction.created_at)}]")
-    if not overview.instructions:
-        print("  (none)")
-    print(f"\nrecent records (newest first, up to {args.recent}):")
-    for record in overview.recent:
-        print(f"  {_when(record.event_time)}  [{record.source}] {_short(record.transcript, 80)}  [{record.id}]")
-    if not overview.recent:
-        print("  (none)")
+    profile = json.dumps(overview.profile, ensure_ascii=False, indent=2).splitlines() if overview.profile else []
+    _section("profile", profile, "(empty)")
+    _section("current triples", [f"{t.render()}  [{t.id}]" for t in overview.triples])
+    _section("instructions", [f"{i.text}  [{i.id}, since {_when(i.created_at)}]" for i in overview.instructions])
+    _section(
+        f"recent records (newest first, up to {args.recent})",
+        [f"{_when(r.event_time)}  [{r.source}] {_short(r.transcript, 80)}  [{r.id}]" for r in overview.recent],
+    )
+
+
+def _section(title: str, lines: list[str], empty: str = "(none)") -> None:
+    """One part of ``show``: its title, then its lines indented (``empty`` when none)."""
+    print(f"\n{title}:")
+    for line in lines or [empty]:
+        print(f"  {line}")
 
 
 def cmd_records(args: argparse.Namespace) -> None:

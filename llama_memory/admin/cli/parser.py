@@ -35,7 +35,6 @@ creates a store (owner-only). An encrypted store is opened with the key in
 LLAMA_MEMORY_ENCRYPTION_KEY.
 """
 
-
 EPILOG = """\
 examples:
   llama-memory users --store ./memory
@@ -52,24 +51,23 @@ examples:
 """
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
-    return value
+def _whole_number(least: int, what: str) -> Callable[[str], int]:
+    """An argparse type: a whole number of at least ``least`` (``what`` names it in errors)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = least - 1
+        if value < least:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return value
+
+    return parse
 
 
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number (0 or more), got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number (0 or more), got {text!r}")
-    return value
+_positive = _whole_number(1, "a positive whole number")
+_non_negative = _whole_number(0, "a whole number (0 or more)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,10 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     from ... import __version__
 
     parser = argparse.ArgumentParser(
-        prog="llama-memory",
-        description=DESCRIPTION,
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog="llama-memory", description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--version", action="version", version=f"llama-memory {__version__}")
     # Options of every command that opens a store (the parents copy them: added first).

@@ -13,17 +13,10 @@ rules (see ``docs/triples.md``):
 - retrieval returns only current triples unless history is asked for; nothing is
   deleted except by an explicit ``reset``/``forget``.
 
-The package, read in this order:
-
-- :mod:`.normalize`: matching keys of entities and predicates, display, query entities;
-- :mod:`.model`: :class:`KnowledgeTriple`, the tool/extraction models, validation;
-- :mod:`.timeline`: the update rules as pure functions (no database);
-- :mod:`.writes`: a batch validated whole, the rules applied through the port;
-- :mod:`.search`: how retrieval ranks (fusion, second hop);
-- :mod:`.index`: the timeline as the one index sync and hybrid search see it;
-- :mod:`.source`: :class:`TripleSource` on the triple timeline port
-  (:mod:`llama_memory.storage.ports.triples`) and a dense index;
-- :mod:`.tools`, :mod:`.extraction`: the agent tools and LLM extraction.
+The package, read in this order: :mod:`.normalize` (matching keys), :mod:`.model`
+(:class:`KnowledgeTriple`, validation), :mod:`.timeline` (the update rules, pure),
+:mod:`.writes`, :mod:`.search` (ranking), :mod:`.index`, :mod:`.source`
+(:class:`TripleSource`), :mod:`.tools` and :mod:`.extraction`.
 
 Built on SQLite + Chroma by :func:`llama_memory.memory.wiring.default_triple_source`.
 """

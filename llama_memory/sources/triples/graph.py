@@ -49,9 +49,7 @@ def _node_size(label: str) -> float:
     return max(40.0, width + 14, height + 14) ** 2
 
 
-def to_networkx(
-    triples: Iterable[KnowledgeTriple], *, name: Optional[str] = None
-) -> "networkx.MultiDiGraph":
+def to_networkx(triples: Iterable[KnowledgeTriple], *, name: Optional[str] = None) -> "networkx.MultiDiGraph":
     """A directed multigraph of the triples.
 
     Nodes are normalised entity names with a ``label`` attribute (the text as

@@ -46,22 +46,9 @@ TRIPLE_COLLECTION = "llama_memory_triples"
 #: built with another list. Matched after normalisation, so "lived in",
 #: "living in" and "lives_in" are all ``lives in``.
 DEFAULT_FUNCTIONAL_PREDICATES: tuple[str, ...] = (
-    "name",
-    "age",
-    "birthday",
-    "born in",
-    "born on",
-    "lives in",
-    "works at",
-    "started at",
-    "works for",
-    "works as",
-    "job title",
-    "occupation",
-    "married to",
-    "email",
-    "phone number",
-)
+    "name", "age", "birthday", "born in", "born on", "lives in", "works at", "started at", "works for",
+    "works as", "job title", "occupation", "married to", "email", "phone number",
+)  # fmt: skip
 
 #: The longest subject, predicate or object accepted: a triple names things, it
 #: does not quote paragraphs (a longer part is nearly always a malformed call).
@@ -73,9 +60,6 @@ class TripleError(LlamaMemoryError, ValueError):
 
     Raised before anything is written: a batch with one bad triple writes none.
     """
-
-
-# --------------------------------------------------------------------------- data
 
 
 @dataclass(frozen=True)

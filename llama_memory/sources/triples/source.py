@@ -1,13 +1,10 @@
 """The knowledge-triple source: writes through the update rules, reads, retrieval,
 the dense index's upkeep and forgetting, on the triple timeline port.
 
-Facts arrive three ways, never from plain conversation messages (``add`` does
-nothing): :meth:`TripleSource.add_triples`, the agent tools (:meth:`TripleSource.tools`,
-bound to the memory's user) and memory formation (the triples' part of a formation
-pass, or :meth:`TripleSource.extract`). The
-update rules are pure functions in :mod:`.timeline`; retrieval's ranking is in
-:mod:`.search`. The timeline port is the system of record (with the lexical index);
-the dense index is derived from it, per user, and rebuildable.
+Facts arrive from :meth:`TripleSource.add_triples`, the agent tools and memory
+formation, never from plain conversation messages. The update rules are pure functions
+in :mod:`.timeline`, retrieval's ranking is in :mod:`.search`. The timeline port is the
+system of record; the dense index is derived from it, per user, and rebuildable.
 """
 
 from __future__ import annotations
@@ -176,14 +173,9 @@ class TripleSource(MemorySource):
         not from every message (past messages are the vector source's job)."""
 
     def add_triples(
-        self,
-        triples: Iterable[Any],
-        scope: Who,
-        *,
-        event_time: Any = None,
-        message_ids: Sequence[str] = (),
+        self, triples: Iterable[Any], scope: Who, *, event_time: Any = None, message_ids: Sequence[str] = (),
         ttl: Optional[TTL] = None,
-    ) -> list[KnowledgeTriple]:
+    ) -> list[KnowledgeTriple]:  # fmt: skip
         """Store facts for the scope's user, all in one transaction.
 
         Args:
@@ -206,20 +198,13 @@ class TripleSource(MemorySource):
             TripleError: a triple was malformed; nothing was written.
             ScopeError: the scope has no user.
         """
-        written = self._write(
-            triples, _scope(scope), event_time, message_ids, origin="api", ttl=ttl
-        )
+        written = self._write(triples, _scope(scope), event_time, message_ids, origin="api", ttl=ttl)
         return self._by_ids([w.id for w in written], _scope(scope))
 
     def _write(
-        self,
-        triples: Iterable[Any],
-        scope: Scope,
-        event_time: Any,
-        message_ids: Sequence[str],
-        origin: str,
+        self, triples: Iterable[Any], scope: Scope, event_time: Any, message_ids: Sequence[str], origin: str,
         ttl: Optional[TTL] = None,
-    ) -> list[Written]:
+    ) -> list[Written]:  # fmt: skip
         scope.require_user(f"the {self.name!r} memory source")
         self._dimensions.check_model()  # another model is refused before its triples are written
         with self._lock:
@@ -231,24 +216,18 @@ class TripleSource(MemorySource):
     # -- reading the store -----------------------------------------------------------------
 
     def triples(
-        self,
-        scope: Who,
-        *,
-        include_history: bool = False,
-        subject: Optional[str] = None,
+        self, scope: Who, *, include_history: bool = False, subject: Optional[str] = None,
         predicate: Optional[str] = None,
-    ) -> list[KnowledgeTriple]:
+    ) -> list[KnowledgeTriple]:  # fmt: skip
         """The user's triples (current ones only, unless ``include_history``), oldest
         first, optionally for one subject and/or predicate (matched normalised)."""
         scope = _scope(scope)
         scope.require_user(f"the {self.name!r} memory source")
         rows = self.timeline.select(
-            scope,
-            self.expiry.now(),
-            include_history=include_history,
+            scope, self.expiry.now(), include_history=include_history,
             subject_key=normalize_entity(subject) if subject is not None else None,
             predicate_key=normalize_predicate(predicate) if predicate is not None else None,
-        )
+        )  # fmt: skip
         return [to_triple(r) for r in rows]
 
     def view(self, scope: Who, *, include_history: bool = True, draw: bool = True) -> TripleTable:
@@ -256,9 +235,7 @@ class TripleSource(MemorySource):
         in Jupyter (``draw``); superseded ones too unless ``include_history=False``
         (:class:`~llama_memory.sources.views.TripleTable`)."""
         scope = _scope(scope)
-        return TripleTable(
-            self.triples(scope, include_history=include_history), name=scope.user_id or "", draw=draw
-        )
+        return TripleTable(self.triples(scope, include_history=include_history), name=scope.user_id or "", draw=draw)
 
     def history(self, subject: str, predicate: str, scope: Who) -> list[KnowledgeTriple]:
         """Every value ``subject``'s ``predicate`` has had, oldest first: the supersede
@@ -322,13 +299,7 @@ class TripleSource(MemorySource):
                 record.metadata["evidence"]["own_relevance"] = 1.0
 
     def search(
-        self,
-        query: str,
-        scope: Who,
-        k: int = 10,
-        *,
-        include_history: bool = False,
-        hops: Optional[int] = None,
+        self, query: str, scope: Who, k: int = 10, *, include_history: bool = False, hops: Optional[int] = None
     ) -> list[MemoryRecord]:
         """The triples that best answer ``query``, as records rendered
         ``subject — predicate — object (since date)``, best first.
@@ -396,9 +367,7 @@ class TripleSource(MemorySource):
         now = self.expiry.now()
         found: dict[str, str] = {}
         for triple in triples:
-            if triple.id is None or not triple.current or not is_recent(
-                triple.valid_from, now, self.changed_within
-            ):
+            if triple.id is None or not triple.current or not is_recent(triple.valid_from, now, self.changed_within):
                 continue
             pair = self.timeline.select(
                 scope, now, include_history=True, subject_key=normalize_entity(triple.subject),
@@ -477,9 +446,7 @@ class TripleSource(MemorySource):
         acting for the scope's user (the LLM's arguments never choose the user)."""
         return knowledge_tools(self, scope)
 
-    def extract(  # returns what it stored; the memory ignores it
-        self, messages: Sequence[ChatMessage], llm: Any, scope: Scope
-    ) -> list[KnowledgeTriple]:
+    def extract(self, messages: Sequence[ChatMessage], llm: Any, scope: Scope) -> list[KnowledgeTriple]:
         """Turn ``messages`` into new and retracted triples with one LLM call (this
         source alone as the part of a pass, :func:`llama_memory.write.formation.ask_pass`),
         and store them.
@@ -534,9 +501,7 @@ class TripleSource(MemorySource):
         from .graph import to_networkx
 
         scope = _scope(scope)
-        return to_networkx(
-            self.triples(scope, include_history=include_history), name=scope.require_user()
-        )
+        return to_networkx(self.triples(scope, include_history=include_history), name=scope.require_user())
 
     def plot(self, path: Union[str, Path], scope: Who, **kwargs: Any) -> Path:
         """Draw the user's current knowledge graph to an image file (see

@@ -59,9 +59,7 @@ class Decision:
         return self.target is None
 
 
-def decide(
-    timeline: Sequence[TimelineEntry], object_key: str, at: float, functional: bool
-) -> Decision:
+def decide(timeline: Sequence[TimelineEntry], object_key: str, at: float, functional: bool) -> Decision:
     """What stating the value ``object_key`` at time ``at`` does to ``timeline``.
 
     Args:

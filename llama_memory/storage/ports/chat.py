@@ -10,7 +10,6 @@ if TYPE_CHECKING:  # storage imports without LlamaIndex (the command line lists 
     from llama_index.core.base.llms.types import ChatMessage
 
 
-
 @runtime_checkable
 class ChatLog(Protocol):
     """Where a buffer persists its messages (one conversation)."""

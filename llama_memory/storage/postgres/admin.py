@@ -1,12 +1,7 @@
-"""Store-wide reads and writes for managing a memory on PostgreSQL, written once for
-every SQL backend in :class:`~llama_memory.storage.sql.admin.AdminRows` (the
-:class:`~llama_memory.storage.sql.admin.AdminRows` port).
-
-The rows (and the export format) are the SQLite side's, so an export of one backend
-imports into the other, and ``llama-memory copy`` moves a SQLite directory in. Here is
-what PostgreSQL does its own way: every table exists from the first migration on, a
-record row carries its event date in words for the full-text index, the tables' size
-is measured, and a bulk import is followed by ``ANALYZE``.
+"""The admin rows of a PostgreSQL store (:class:`~llama_memory.storage.sql.admin.AdminRows`,
+written once for every SQL backend): what PostgreSQL does its own way. Every table exists
+from the first migration on, a record row carries its event date in words for the
+full-text index, the tables' size is measured, and a bulk import is followed by ``ANALYZE``.
 """
 
 from __future__ import annotations

@@ -72,8 +72,6 @@ class ServerStore(OpenBackend):
         """Nothing: the vectors are rows that ``delete_user`` removed in its transaction."""
 
 
-
-
 class ServerBackend:
     """PostgreSQL with pgvector (see :class:`ServerStore`)."""
 

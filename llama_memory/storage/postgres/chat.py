@@ -47,11 +47,7 @@ class ChatTables(PostgresConnection, SQLChatTables):
         # Writers of one conversation take turns until they commit, so that sequence
         # numbers (taken after the lock) follow commit order: a reader that has seen
         # seq n never misses a later commit with a smaller one.
-        key = _key(scope)
-        conn.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-            (json.dumps([key["t"], key["u"], key["s"]]),),
-        )
+        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (json.dumps(conversation_key(scope)),))
 
     def append_chat_after(
         self, scope: Scope, after: int, messages: Sequence[ChatMessage]
@@ -102,9 +98,7 @@ class PostgresChatLog(SQLChatLog):
     def append_after(self, cursor: Optional[ChatCursor], messages: Sequence[ChatMessage]) -> ChatLogChanges:
         """Append ``messages`` after whatever was committed since ``cursor``, which is
         returned (the cursor returned is after ``messages``)."""
-        before, bounds, end = self.store.append_chat_after(
-            self.scope, cursor.last if cursor is not None else 0, messages
-        )
+        before, bounds, end = self.store.append_chat_after(self.scope, cursor.last if cursor is not None else 0, messages)
         return ChatLogChanges(before, replaced(cursor, bounds.first), end)
 
     def replace_all(self, messages: Sequence[ChatMessage]) -> ChatCursor:

@@ -39,7 +39,6 @@ logger = logging.getLogger(__name__)
 #: another logs a warning (once per database): each keeps a connection while open.
 MANY_OWN_POOLS = 16
 
-
 #: Seconds a call waits for a pooled connection before asking the server itself whether
 #: it is up: a call to a dead server fails in about this long, not the whole timeout.
 PROBE_AFTER = 0.5

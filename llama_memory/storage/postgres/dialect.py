@@ -69,9 +69,7 @@ class PostgresDialect(Dialect):
         assert row is not None  # an INSERT ... VALUES returns its row
         return int(row[returning])
 
-    def delete(
-        self, conn: Any, table: str, where: str, params: Sequence[Any], returning: str
-    ) -> list[Any]:
+    def delete(self, conn: Any, table: str, where: str, params: Sequence[Any], returning: str) -> list[Any]:
         """``DELETE ... RETURNING``: one statement."""
         return list(self.execute(conn, f"DELETE FROM {table} WHERE {where} RETURNING {returning}", params).fetchall())
 

@@ -24,7 +24,6 @@ from .store import PostgresStore
 __all__ = ["PostgresTripleTimeline"]
 
 
-
 class PostgresTripleTimeline(TripleTimeline):
     """:class:`~llama_memory.storage.sql.triples.TripleTimeline` on a
     :class:`PostgresStore` (whose schema is migrated on open).

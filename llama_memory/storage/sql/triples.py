@@ -249,9 +249,7 @@ class TripleTimeline(ABC):
             found.update(r["id"] for r in rows)
         return found
 
-    def touching(
-        self, scope: Scope, entity_keys: Sequence[str], include_history: bool
-    ) -> list[TripleEdge]:
+    def touching(self, scope: Scope, entity_keys: Sequence[str], include_history: bool) -> list[TripleEdge]:
         """The user's triples whose subject or object is one of ``entity_keys``, in no
         particular order."""
         user = _owner(scope)

@@ -1,21 +1,12 @@
 """The SQLite backend: the system of record, one SQLite file (WAL mode) per memory directory.
 
-Everything a memory knows is written here first and committed; the dense index
-(Chroma) is derived from these rows and can be rebuilt from them. The rows:
-
-- ``chat_messages``: each conversation's messages, losslessly as JSON, so a new
-  process resumes a session where the last one stopped (:mod:`.chat`);
-- ``records``: long-term memory records of every source, with provenance
-  (tenant, user, session, message ids, event and ingestion time) and an
-  ``indexed`` flag that says whether the dense index has caught up with them
-  (:mod:`.records`), their FTS5 index (:mod:`.store`) and vector copies
-  (:mod:`.vectors`);
-- ``jobs``: the job queue (:mod:`.jobs`).
-
-:class:`SQLiteStore` implements every port of :mod:`llama_memory.storage.ports`.
-The schema version is kept in ``PRAGMA user_version``; :data:`MIGRATIONS` is the
-ordered list of steps applied on open, so a store written by an older release
-opens in a newer one.
+Everything a memory knows is written here first and committed (chat messages, records
+with their FTS5 index and vector copies, profile rows, triples, jobs); the dense index
+(Chroma) is derived from these rows and can be rebuilt from them. :class:`SQLiteStore`
+implements every port of :mod:`llama_memory.storage.ports` (the algorithms shared with
+PostgreSQL are :mod:`llama_memory.storage.sql`'s). The schema version is kept in
+``PRAGMA user_version``; :data:`MIGRATIONS` is the ordered list of steps applied on open,
+so a store written by an older release opens in a newer one.
 """
 
 from ...core.text import content_hash, normalize_text

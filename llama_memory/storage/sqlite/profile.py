@@ -34,7 +34,7 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX profile_fields_current ON profile_fields (tenant_id, user_id, superseded_at);
     CREATE INDEX profile_fields_by_path ON profile_fields (tenant_id, user_id, path);
     """,
-    # 2: expiry (see llama_memory.storage.expiry); NULL: kept until forgotten.
+    # 2: expiry (see llama_memory.core.types.Expiry); NULL: kept until forgotten.
     """
     ALTER TABLE profile_fields ADD COLUMN ttl REAL;
     ALTER TABLE profile_fields ADD COLUMN expires_at REAL;

@@ -60,7 +60,7 @@ MIGRATIONS: tuple[str, ...] = (
         text, tokenize = 'porter unicode61 remove_diacritics 2'
     );
     """,
-    # 2: expiry (see llama_memory.storage.expiry); NULL: kept until forgotten.
+    # 2: expiry (see llama_memory.core.types.Expiry); NULL: kept until forgotten.
     """
     ALTER TABLE triples ADD COLUMN ttl REAL;
     ALTER TABLE triples ADD COLUMN expires_at REAL;

@@ -18,19 +18,10 @@ sources, and any part registered on the memory); every part is parsed (all or no
 then applied, and the cursor moved, in one transaction, only if the cursor is still
 where the pass started. See docs/formation.md.
 
-The modules, one job each:
-
-- :mod:`~llama_memory.write.formation.parts`: what takes part in a pass (:class:`PassPart`,
-  :class:`Proposing`, :class:`PassWindow`);
-- :mod:`~llama_memory.write.formation.answer`: the pass's one LLM answer (the prompt,
-  structured output, parsing);
-- :mod:`~llama_memory.write.formation.run`: one pass, applied once (the cursor,
-  :func:`run_pass`, :func:`run_parts`);
-- :mod:`~llama_memory.write.formation.worker`: passes as jobs (:class:`FormationWorker`,
-  :class:`JobOutcome`, retries);
-- :mod:`~llama_memory.write.formation.passes`: a memory's passes (queued by ``put``, run,
-  followed up, flushed; functions of its :class:`~llama_memory.memory.runtime.Runtime`, not
-  imported here: the runtime imports this package).
+The modules: :mod:`.parts` (what takes part in a pass), :mod:`.answer` (the pass's one
+LLM answer), :mod:`.run` (one pass, applied once), :mod:`.worker` (passes as jobs) and
+:mod:`.passes` (a memory's passes, functions of its runtime; not imported here, since the
+runtime imports this package).
 """
 
 from ...core.errors import ExtractionError

@@ -225,12 +225,7 @@ def _json_objects(text: str) -> list[Any]:
     return found
 
 
-def structured_output(
-    llm: Any,
-    output_cls: type[Model],
-    prompt: Union[str, PromptTemplate],
-    **prompt_args: Any,
-) -> Model:
+def structured_output(llm: Any, output_cls: type[Model], prompt: Union[str, PromptTemplate], **prompt_args: Any) -> Model:
     """Ask ``llm`` for an instance of ``output_cls``: LlamaIndex's
     ``LLM.structured_predict``, which picks the route for the model (a function-calling
     LLM, ``metadata.is_function_calling_model``, is asked to call a tool named after the
@@ -261,17 +256,12 @@ def structured_output(
     # call to a tool that was not offered; TypeError for a non-model result.
     # Transport errors (timeouts, HTTP) are none of these and propagate unchanged.
     except (ValueError, KeyError, TypeError) as exc:
-        detail = str(exc)
-        if len(detail) > _MAX_DETAIL:
-            detail = detail[:_MAX_DETAIL] + "..."
+        detail = str(exc) if len(str(exc)) <= _MAX_DETAIL else str(exc)[:_MAX_DETAIL] + "..."
         raise ExtractionError(
-            f"{_llm_name(llm)} did not produce a valid {output_cls.__name__}: "
-            f"{type(exc).__name__}: {detail}"
+            f"{_llm_name(llm)} did not produce a valid {output_cls.__name__}: {type(exc).__name__}: {detail}"
         ) from exc
     if not isinstance(result, output_cls):
-        raise ExtractionError(
-            f"{_llm_name(llm)} returned {type(result).__name__}, not {output_cls.__name__}"
-        )
+        raise ExtractionError(f"{_llm_name(llm)} returned {type(result).__name__}, not {output_cls.__name__}")
     return result
 
 

@@ -25,9 +25,7 @@ class Proposing(Protocol):
     the writes join the formation pass's transaction (a user-supplied source that is
     not a :class:`PassPart`)."""
 
-    def propose(
-        self, messages: Sequence[ChatMessage], llm: Any, scope: Scope
-    ) -> Optional[Callable[[], Any]]:
+    def propose(self, messages: Sequence[ChatMessage], llm: Any, scope: Scope) -> Optional[Callable[[], Any]]:
         """Ask ``llm`` about ``messages`` without writing; return what writes the
         answer (joining an open transaction), or None when there is nothing to write."""
         ...

@@ -1,12 +1,9 @@
 """Formation passes as jobs: the job kind, and the worker that claims and runs them.
 
-When a formation pass falls due, ``put()`` queues an ``"extract"`` job (the kind's
-name is stored in the database: it stays) in the same transaction as the messages (the
-store's :class:`~llama_memory.storage.sql.jobs.JobQueue`). A :class:`FormationWorker`
-(a thread of the memory, or ``llama-memory worker`` in another process) claims it and
-runs the pass; a failure is retried with backoff (:func:`retry_in`), then kept as dead
-with its error; :class:`FormationDeferred` gives a job back without counting an
-attempt. :class:`JobOutcome` says how one run ended.
+When a formation pass falls due, ``put()`` queues an ``"extract"`` job in the same
+transaction as the messages (the store's :class:`~llama_memory.storage.sql.jobs.JobQueue`).
+A :class:`FormationWorker` (a thread of the memory, or ``llama-memory worker`` in another
+process) claims it and runs the pass.
 """
 
 from __future__ import annotations
@@ -93,20 +90,13 @@ def retry_in(attempts: int) -> float:
 
 class FormationWorker:
     """Runs the formation jobs (kind ``"extract"``) of a queue in a thread: claim, run,
-    acknowledge;
-    a failure is retried with backoff (:func:`retry_in`), then kept as dead with its
+    acknowledge; a failure is retried with backoff (:func:`retry_in`), then kept as dead with its
     error. :meth:`flush` waits until no job may run now."""
 
     def __init__(
-        self,
-        queue: JobQueue,
-        run: Callable[[Job], Any],
-        *,
-        after: Optional[Callable[[Job], Any]] = None,
-        name: Optional[str] = None,
-        lease: float = DEFAULT_LEASE,
-        poll: float = POLL_SECONDS,
-    ) -> None:
+        self, queue: JobQueue, run: Callable[[Job], Any], *, after: Optional[Callable[[Job], Any]] = None,
+        name: Optional[str] = None, lease: float = DEFAULT_LEASE, poll: float = POLL_SECONDS,
+    ) -> None:  # fmt: skip
         """``run(job)`` does a job's work; ``after(job)`` runs once it is acknowledged
         (a follow-up for what arrived meanwhile); ``lease``: seconds a job is held before
         another worker may take it over; ``poll``: seconds between looks at the queue."""
@@ -174,9 +164,7 @@ class FormationWorker:
             self._asked += 1
             target = self._asked
             self._wake.set()
-            return self._idle.wait_for(
-                lambda: self._done >= target or self._stopping.is_set(), timeout
-            )
+            return self._idle.wait_for(lambda: self._done >= target or self._stopping.is_set(), timeout)
 
     def stop(self, timeout: Optional[float] = None) -> None:
         """Stop after the job running now (the others stay queued in the store)."""
