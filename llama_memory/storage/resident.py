@@ -12,6 +12,7 @@ answers for users too large to hold in memory.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from itertools import islice
 from typing import Any
 
 import numpy as np
@@ -60,22 +61,9 @@ class ResidentVectors:
     def search(self, query: Any, k: int, exclude: Collection[str] = ()) -> list[tuple[str, float]]:
         """The ``k`` vectors most similar to ``query``, as (id, cosine), best first;
         the ids of ``exclude`` are left out (the others rank as if they were not held)."""
-        size = len(self._ids)
-        if k <= 0 or not size:
-            return []
-        scores = cosines(self._matrix[:size], _unit_rows([query], self.dimension)[0])
-        left_out = [row for row in set(map(self._rows.get, exclude)) if row is not None]
-        if left_out:
-            scores[left_out] = -np.inf
-        k = min(k, size - len(left_out))
         if k <= 0:
             return []
-        if k < size:
-            top = np.argpartition(-scores, k - 1)[:k]
-            top = top[np.argsort(-scores[top], kind="stable")]
-        else:
-            top = np.argsort(-scores, kind="stable")
-        return [(self._ids[i], float(scores[i])) for i in top]
+        return list(islice(self.ranking(query, exclude, k), k))
 
     def ranking(self, query: Any, exclude: Collection[str] = (), first: int = 64) -> Iterator[tuple[str, float]]:
         """Every held vector but those of ``exclude``, most similar to ``query`` first,
