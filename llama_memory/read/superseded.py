@@ -40,6 +40,7 @@ the assistant's replies), and only records of a source that has vectors
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 from typing import Any, Optional
@@ -186,10 +187,12 @@ def same_things(found: Sequence[Statement], word_counts: WordCounts) -> dict[int
     shared = {(a, b): shared_words(found[a].part.text, found[b].part.text)
               for a, b, close in pairs if close < SAME_MIN_COSINE}
     rare = rare_words({w for words in shared.values() for w in words}, word_counts)
+    # How many of the statements hold each stem, counted once for every pair.
+    holders = Counter(st for s in found for st in {stem(w) for w in content_words(s.part.text)})
     later_of: dict[int, Statement] = {}
     for a, b, close in pairs:
         if (about_the_same(close, shared.get((a, b), ()), rare)
-                or named_by_them_alone(close, shared.get((a, b), ()), [s for n, s in enumerate(found) if n not in (a, b)])):
+                or named_by_them_alone(close, shared.get((a, b), ()), holders)):
             held = later_of.get(a)
             if held is None or (found[b].part.event_time or 0.0) > (held.part.event_time or 0.0):
                 later_of[a] = found[b]
@@ -202,14 +205,14 @@ def about_the_same(close: float, shared: Sequence[str], rare: Set[str]) -> bool:
     return close >= SAME_MIN_COSINE or (close >= NAMED_MIN_COSINE and any(w in rare for w in shared))
 
 
-def named_by_them_alone(close: float, shared: Sequence[str], others: Sequence[Statement]) -> bool:
+def named_by_them_alone(close: float, shared: Sequence[str], holders: Mapping[str, int]) -> bool:
     """Whether two statements at cosine ``close`` (at least
-    :data:`LOCALLY_NAMED_MIN_COSINE`) share a word of ``shared`` that none of ``others``
-    (the block's other statements about what is asked) holds."""
+    :data:`LOCALLY_NAMED_MIN_COSINE`) share a word of ``shared`` that none of the block's
+    other statements about what is asked holds: a stem that ``holders`` (how many of the
+    statements hold each stem, the two included) counts twice, theirs only."""
     if close < LOCALLY_NAMED_MIN_COSINE or not shared:
         return False
-    held = {stem(w) for s in others for w in content_words(s.part.text)}
-    return any(stem(w) not in held for w in shared)
+    return any(holders[stem(w)] == 2 for w in shared)
 
 
 def shared_words(first: str, second: str) -> list[str]:
