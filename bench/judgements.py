@@ -48,15 +48,13 @@ from typing import Any, Optional
 
 import numpy as np
 
-from bench.calibrate import auc
+from bench.calibrate import auc, block
 from bench.noise import fit_logistic
 
 #: The bank of neutral chat sentences a question's background is measured against.
 BANK = Path(__file__).parent / "data" / "neutral_chat.txt"
 #: The small store's never-said token levels at which the judgements are compared.
 TOKEN_LEVELS = (250.0, 170.0, 120.0, 60.0)
-#: The block's fixed lines in tokens, counted once per question that keeps a record.
-BLOCK_OVERHEAD = 30
 
 Features = Callable[[dict[str, Any], dict[str, Any]], list[float]]
 
@@ -177,19 +175,6 @@ def fit(features: Features, rows: Sequence[dict[str, Any]]) -> np.ndarray:
     return fit_logistic(x, y, l2=1.0)
 
 
-def kept(rows: Sequence[dict[str, Any]], scores: Sequence[np.ndarray], threshold: float) -> tuple[float, float]:
-    """(recall of the answerable questions, mean tokens of the never-said ones) when the
-    records scoring ``threshold`` or more are kept."""
-    recall, never = [], []
-    for row, s in zip(rows, scores):
-        mine = [r for r, p in zip(row["records"], s) if p >= threshold]
-        if row["answerable"]:
-            recall.append(float(any(r["y"] for r in mine)))
-        else:
-            never.append(float(sum(r["tokens"] for r in mine) + (BLOCK_OVERHEAD if mine else 0)))
-    return float(np.mean(recall)) if recall else 0.0, float(np.mean(never)) if never else 0.0
-
-
 def groups(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     """The rows of the small and large everyday stores and of LoCoMo."""
     return {"small": [r for r in rows if r["store"] == "everyday/small"],
@@ -203,12 +188,12 @@ def trade_off(scores: dict[str, list[np.ndarray]], rows: dict[str, list[dict[str
     out = []
     for level in TOKEN_LEVELS:
         for t in np.arange(0.0, 1.0, 0.0005):
-            recall, never = kept(rows["small"], scores["small"], t)
-            if never <= level:
-                large, _ = kept(rows["large"], scores["large"], t)
-                locomo, locomo_never = kept(rows["locomo"], scores["locomo"], t)
-                out.append({"level": level, "threshold": round(float(t), 4), "small": recall, "small_never": never,
-                            "large": large, "locomo": locomo, "locomo_never": locomo_never})
+            small = block(rows["small"], scores["small"], t)
+            if small["never_tokens"] <= level:
+                locomo = block(rows["locomo"], scores["locomo"], t)
+                out.append({"level": level, "threshold": round(float(t), 4), "small": small["recall"],
+                            "small_never": small["never_tokens"], "large": block(rows["large"], scores["large"], t)["recall"],
+                            "locomo": locomo["recall"], "locomo_never": locomo["never_tokens"]})
                 break
     return out
 
