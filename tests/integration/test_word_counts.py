@@ -109,3 +109,34 @@ def test_postgres_counts_only_the_users_own_rows_either_way(
         assert store.word_counts(["bees", "zeppelin"], bob) == (5, {"bees": 5, "zeppelin": 5})
     finally:
         store.close()
+
+
+def test_postgres_word_counts_take_one_round_trip(postgres_url: str) -> None:
+    """The user's size, the counts of the words not remembered and the look-up of those
+    that may count none in the user's triples and profile come from one statement, the
+    first time and when every count is remembered (it took two before: the counts, or
+    the size, then the look-up)."""
+    store = PostgresStore(postgres_url)
+    statements: list[str] = []
+    query = store.query
+
+    def counted(action: str, *args: object, **kwargs: object) -> object:
+        statements.append(action)
+        return query(action, *args, **kwargs)  # type: ignore[arg-type]
+
+    try:
+        store.add_records(notes(["bees on the roof", "bees in the garden"]))
+        with store.transaction("profile") as conn:
+            conn.execute(
+                "INSERT INTO profile_fields (tenant_id, user_id, path, value_json, op, created_at) "
+                "VALUES ('default', 'alice', 'pet.name', '\"Zorblax\"', 'set', 1.0)"
+            )
+        store.query = counted  # type: ignore[method-assign]
+        first = store.word_counts(["bees", "zorblax", "quux", "the"], ALICE)
+        assert first == (2, {"bees": 2, "zorblax": 1, "quux": 0, "the": 0})
+        assert len(statements) == 1, statements
+        statements.clear()
+        assert store.word_counts(["zorblax", "bees", "quux"], ALICE) == (2, {"zorblax": 1, "bees": 2, "quux": 0})
+        assert len(statements) == 1, statements  # every count remembered: the size and the look-up
+    finally:
+        store.close()

@@ -152,10 +152,13 @@ class RecordTables(PostgresConnection, RecordStore):
         holds but a triple or a current profile field of the user does counts as held by
         one (a user's name often appears only there).
 
-        One statement reads the user's size and counts the words not remembered
+        One statement reads the user's size, counts the words not remembered
         (:class:`~llama_memory.storage.sql.records.WordCountCache`, until the user's
-        records grow by a tenth), through the index of each user's words, or on a sample
-        of a large user's rows (:meth:`_count_words`)."""
+        records grow by a tenth) through the index of each user's words, and looks for
+        the words that may count none (those counted, and those remembered as none) in
+        the user's triples and profile: a round trip, where the size, the counts and that
+        look-up took one each. A large user's words are counted on a sample of their rows
+        (:meth:`_count_words`), in a statement of its own."""
         user = scope.require_user("word counts")
         owner = (scope.tenant_id, user)
         unique = list(dict.fromkeys(words))
@@ -163,7 +166,8 @@ class RecordTables(PostgresConnection, RecordStore):
         # every word not remembered for *some* size is counted in the same pass, and a
         # remembered one turned stale is counted by a second (rare: a tenth's growth).
         pending = [w for w in unique if not self._word_counts.holds((*owner, w))]
-        total, counted = self._count_words(owner, pending)
+        maybe_none = [w for w in unique if w in pending or self._word_counts.peek((*owner, w)) == 0]
+        total, counted, elsewhere = self._count_words(owner, pending, maybe_none)
         counts: dict[str, int] = {}
         stale: list[str] = []
         for word in unique:
@@ -177,20 +181,25 @@ class RecordTables(PostgresConnection, RecordStore):
             else:
                 counts[word] = cached
         if stale:
-            _, recounted = self._count_words(owner, stale)
+            _, recounted, _ = self._count_words(owner, stale)
             for word, n in recounted.items():
                 counts[word] = n
                 self._word_counts.put((*owner, word), n, total)
         unseen = [w for w in unique if counts[w] == 0]
-        if unseen:
-            for word in self._known_elsewhere(unseen, owner):
+        # A word counted none that was not looked for above (remembered with a count
+        # then, counted none again now) is looked for apart.
+        unchecked = [w for w in unseen if w not in maybe_none]
+        known = set(elsewhere) | (set(self._known_elsewhere(unchecked, owner)) if unchecked else set())
+        for word in unseen:
+            if word in known:
                 counts[word] = 1
         return total, {word: counts[word] for word in unique}
 
     def _count_words(
-        self, owner: tuple[str, str], words: Sequence[str]
-    ) -> tuple[int, dict[str, int]]:
-        """(the user's records, each word's count). A user of at most
+        self, owner: tuple[str, str], words: Sequence[str], maybe_none: Sequence[str] = ()
+    ) -> tuple[int, dict[str, int], list[str]]:
+        """(the user's records, each word's count, those of ``maybe_none`` found in the
+        user's triples or current profile fields). A user of at most
         :data:`SAMPLE_ROWS` records has each word counted exactly through
         ``records_user_words``, which holds only the user's rows with the word (0.05 ms a
         word among 1M rows). A larger user's words are counted in one pass over
@@ -198,11 +207,9 @@ class RecordTables(PostgresConnection, RecordStore):
         thousands of their rows: counting them one by one would cost more than the
         pass); a word found in none of the sample's rows is counted exactly (it is
         rare)."""
-        if not words:  # the size alone: the (tenant, user) index, no row read
-            return int(self.query("size the user's records", f"SELECT {_USER_SIZE} AS n", owner)[0]["n"]), {}
-        total, counts = self._count_by_index(owner, words, SAMPLE_ROWS)
+        total, counts, elsewhere = self._count_by_index(owner, words, SAMPLE_ROWS, maybe_none)
         if len(counts) == len(words):
-            return total, counts
+            return total, counts, elsewhere
         # One FILTER clause per word: the SQL text holds placeholders only, never a word.
         # A stop word's query is empty and matches nothing ("the" counts 0).
         matches = "".join(
@@ -221,31 +228,52 @@ class RecordTables(PostgresConnection, RecordStore):
         rare = [w for w in words if w not in counts]
         if rare:
             counts.update(self._count_by_index(owner, rare)[1])  # size read above
-        return total, counts
+        return total, counts, elsewhere
 
     def _count_by_index(
-        self, owner: tuple[str, str], words: Sequence[str], up_to: Optional[int] = None
-    ) -> tuple[int, dict[str, int]]:
-        """(the user's records, each word's exact count among them), each word counted
-        through ``records_user_words`` in one statement; given ``up_to``, only for a
-        user of at most that many records (a larger user's counts are left out: the
-        index would read thousands of rows for a common word). The size is read only
-        given ``up_to`` (0 otherwise: the caller has read it)."""
-        size, size_args = (_USER_SIZE, owner) if up_to is not None else ("0", ())
+        self,
+        owner: tuple[str, str],
+        words: Sequence[str],
+        up_to: Optional[int] = None,
+        maybe_none: Sequence[str] = (),
+    ) -> tuple[int, dict[str, int], list[str]]:
+        """(the user's records, each word's exact count among them, those of
+        ``maybe_none`` that count none or are not counted here and are found in the
+        user's triples or current profile fields), from one statement: each word
+        counted through ``records_user_words``; given ``up_to``, only for a user of at
+        most that many records (a larger user's counts are left out: the index would
+        read thousands of rows for a common word). The size is read only given
+        ``up_to`` (0 otherwise: the caller has read it)."""
+        size = _USER_SIZE % ("%(t)s", "%(u)s") if up_to is not None else "0"
+        listed = list(dict.fromkeys([*words, *maybe_none]))
+        counted, looked_for = set(words), set(maybe_none)
         # A stop word has no lexeme (its keys are empty: every row would contain them).
         # Each word's keys are made once, beside it (see search_text), and the size once
-        # (OFFSET 0: not copied into each place that reads it).
+        # (OFFSET 0: not copied into each place that reads it; the counts likewise, so
+        # that the look-up elsewhere reads them rather than counting again). The LEFT
+        # JOIN gives the size even for no word.
         rows = self.query(
             "count word matches",
-            "SELECT s.total, w AS word, CASE WHEN s.total > %s THEN NULL "
+            "SELECT s.total, c.word, c.n, c.known FROM (SELECT " + size + " AS total OFFSET 0) AS s "
+            "LEFT JOIN LATERAL (SELECT w AS word, n, CASE WHEN z AND coalesce(n, 0) = 0 THEN (EXISTS ("
+            "SELECT 1 FROM triples WHERE tenant_id = %(t)s AND user_id = %(u)s "
+            "AND tsv @@ plainto_tsquery('english', w)) OR EXISTS ("
+            "SELECT 1 FROM profile_fields WHERE tenant_id = %(t)s AND user_id = %(u)s AND superseded_at IS NULL "
+            "AND strpos(lower(path || ' ' || coalesce(value_json, '')), folded) > 0)) END AS known "
+            "FROM (SELECT w, z, folded, CASE WHEN NOT counts OR s.total > %(up_to)s THEN NULL "
             "WHEN numnode(plainto_tsquery('english', w)) = 0 THEN 0 ELSE "
-            f"(SELECT count(*) FROM records WHERE {USER_WORDS} @> keys AND {_OWNED_BY}) END AS n "
-            f"FROM (SELECT {size} AS total OFFSET 0) AS s, unnest(%s::text[]) AS w, "
-            f"{_user_words('%s', '%s', 'w')} AS keys",
-            (up_to, *owner, *size_args, list(words), *owner),
+            "(SELECT count(*) FROM records WHERE " + USER_WORDS + " @> keys AND "
+            + _OWNED_BY % ("%(t)s", "%(u)s") + ") END AS n "
+            "FROM unnest(%(w)s::text[], %(c)s::boolean[], %(z)s::boolean[], %(f)s::text[]) "
+            "AS u(w, counts, z, folded), " + _user_words("%(t)s", "%(u)s", "w") + " AS keys OFFSET 0) AS m"
+            ") AS c ON true",
+            {"t": owner[0], "u": owner[1], "up_to": up_to, "w": listed,
+             "c": [w in counted for w in listed], "z": [w in looked_for for w in listed],
+             "f": [w.casefold() for w in listed]},  # fmt: skip
         )
-        counts = {row["word"]: int(row["n"]) for row in rows if row["n"] is not None}
-        return int(rows[0]["total"]), counts
+        counts = {row["word"]: int(row["n"]) for row in rows if row["word"] in counted and row["n"] is not None}
+        elsewhere = [row["word"] for row in rows if row["known"]]
+        return int(rows[0]["total"]), counts, elsewhere
 
     def _known_elsewhere(self, words: Sequence[str], owner: tuple[str, str]) -> list[str]:
         """Those of ``words`` found in the user's triples or current profile fields."""

@@ -484,6 +484,13 @@ class WordCountCache:
         with self._lock:
             return word in self._counts
 
+    def peek(self, word: Hashable) -> Optional[int]:
+        """The remembered count of ``word``, fresh or not (None when none is): what a
+        caller may prepare for before it knows the size (it does not count as a use)."""
+        with self._lock:
+            cached = self._counts.get(word)
+            return None if cached is None else cached[0]
+
     def get(self, word: Hashable, total: int) -> Optional[int]:
         """The remembered count of ``word`` if still fresh for an index of ``total``
         records, else None (count it and :meth:`put` it)."""
