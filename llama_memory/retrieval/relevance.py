@@ -59,10 +59,27 @@ _STOPWORDS = frozenset(
 )
 
 
+#: How many texts' words and stems :func:`words` and :func:`word_stems` keep: a
+#: retrieval reads the words of every candidate, and the same records come back turn
+#: after turn (a record's text never changes; the cache holds texts, not records).
+TEXTS_KEPT = 8192
+
+
 def words(text: str) -> list[str]:
     """The lower-cased words of a text, in order, without the tails of contractions and
     possessives (:func:`~llama_memory.core.text.word_tokens`)."""
-    return word_tokens(text)
+    return list(_words(text))
+
+
+@lru_cache(maxsize=TEXTS_KEPT)
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(word_tokens(text))
+
+
+@lru_cache(maxsize=TEXTS_KEPT)
+def word_stems(text: str) -> frozenset[str]:
+    """The stems (:func:`stem`) of every word of a text (cached, as :func:`words`)."""
+    return frozenset(stem(w) for w in _words(text))
 
 
 def content_words(text: str) -> list[str]:
@@ -102,7 +119,7 @@ def lexical_share(query_words: Sequence[str], weights: Mapping[str, float], text
     if not query_words:
         return 0.0
     heaviest = max(weights.values(), default=1.0)
-    found = {stem(w) for w in set(words(text))}  # stems are cached: a store's words recur
+    found = word_stems(text)
     total = matched = 0.0
     for word in query_words:
         weight = weights.get(word, heaviest)
@@ -241,7 +258,7 @@ def shares_a_word(query_words: Sequence[str], text: str) -> bool:
     or more, leaving out the first person ("my", "I'm") and the pieces of a contraction
     ("sister's" -> "s")."""
     wanted = {stem(w) for w in query_words if len(w) >= 3 and w not in _FIRST_PERSON}
-    return bool(wanted & {stem(w) for w in words(text)})
+    return not wanted.isdisjoint(word_stems(text))
 
 
 def own_relevance(record: MemoryRecord) -> Optional[float]:
@@ -264,6 +281,7 @@ _NOT_AN_END = re.compile(r"(?:\b[A-Z]|\b(?:Mr|Mrs|Ms|Dr|St|Jr|Sr|Mt|vs|etc|e\.g|
 _ANSWER_VERBS = frozenset("answer reply respond explain describe list give be keep use please".split())
 
 
+@lru_cache(maxsize=TEXTS_KEPT)
 def is_question(text: str) -> bool:
     """Whether a message only asks: every sentence of it ends with a question mark
     ("Where did my brother Theo study music?", "Would Tim enjoy C. S. Lewis?"), or is
@@ -432,7 +450,7 @@ def without_texts(
     counted as unknown, which is the point."""
     if not texts:
         return total, dict(counts)
-    stems = [{stem(w) for w in words(t)} for t in texts]
+    stems = [word_stems(t) for t in texts]
     return max(total - len(texts), 0), {
         w: max(n - sum(stem(w) in s for s in stems), 0) for w, n in counts.items()
     }
@@ -459,8 +477,8 @@ def stated_counts(
     among the candidates is known as it is, and a word more common than
     :data:`MAX_HOLDERS_READ` is not looked up."""
     out = dict(counts)
-    in_questions = [{stem(w) for w in words(t)} for t in asked]
-    in_statements = [{stem(w) for w in words(t)} for t in stated]
+    in_questions = [word_stems(t) for t in asked]
+    in_statements = [word_stems(t) for t in stated]
     own = set(left_out)
     for word, n in counts.items():
         s, held = stem(word), store_counts.get(word, 0)

@@ -336,3 +336,13 @@ def test_a_rule_names_its_threshold_unrounded(history) -> None:
     assert all(o.detail.endswith("below min_relevance 0.025") for o in irrelevant), [o.detail for o in irrelevant]
     named = [rule for rule in memory.last_block.admitted if "min_relevance" in rule]
     assert all("min_relevance 0.025" in rule for rule in named), named
+
+
+def test_the_words_of_a_text_are_kept_and_a_caller_may_change_its_copy() -> None:
+    from llama_memory.retrieval.relevance import stem, word_stems, words
+
+    text = "What's my mum's job? She hikes in Porto."
+    first = words(text)
+    first.append("changed")  # a caller's own list: the cache keeps its own tuple
+    assert words(text) == ["what", "my", "mum", "job", "she", "hikes", "in", "porto"]
+    assert word_stems(text) == frozenset(stem(w) for w in words(text))
