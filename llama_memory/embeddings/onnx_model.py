@@ -105,6 +105,8 @@ def _cpu_threads() -> int:
 #: process (when ``num_threads`` is not given): an app running several worker processes
 #: on one machine sets it to cores // workers.
 THREADS_VARIABLE = "LLAMA_MEMORY_EMBED_THREADS"
+#: The onnxruntime session setting that lets idle intra-op workers spin (turned off).
+SPINNING = "session.intra_op.allow_spinning"
 
 
 def embed_threads() -> int:
@@ -112,9 +114,9 @@ def embed_threads() -> int:
     ``num_threads``: :data:`THREADS_VARIABLE` when set, else the CPUs this process may
     run on.
 
-    Each process's session starts that many threads, and their workers spin while they
-    wait: N worker processes on a machine of N or fewer cores, each with a thread per
-    core, fight over the cores (measured in docs/benchmarks.md, "PostgreSQL get() speed,
+    Each process's session starts that many threads (their workers sleep between runs:
+    spinning is turned off, see :func:`load_model`): N worker processes on a machine of
+    N or fewer cores, each with a thread per core, still fight over the cores (measured in docs/benchmarks.md, "PostgreSQL get() speed,
     idle machine": total throughput fell from 1 to 4 workers).
     """
     value = os.environ.get(THREADS_VARIABLE, "").strip()
@@ -169,6 +171,12 @@ def load_model(
     options = ort.SessionOptions()
     options.intra_op_num_threads = num_threads or embed_threads()
     options.inter_op_num_threads = 1
+    # Once a run ends, onnxruntime's workers spin waiting for the next one by default:
+    # a query is embedded once per retrieval, and the spinning took the cores from what
+    # follows it (the search, the database server), and from the other processes. At a
+    # load of 13 on 2 cores one query took 52-65 ms with spinning, 11 ms without (the
+    # same vectors, bit for bit: only how idle workers wait changes).
+    options.add_session_config_entry(SPINNING, "0")
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.log_severity_level = 3  # errors only

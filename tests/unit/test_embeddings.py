@@ -277,3 +277,14 @@ def test_a_bad_threads_variable_says_what_it_takes(monkeypatch, value: str) -> N
     monkeypatch.setenv(THREADS_VARIABLE, value)
     with pytest.raises(ValueError, match=f"LLAMA_MEMORY_EMBED_THREADS must be .* at least 1.*not '{value}'"):
         OfflineEmbedding().get_query_embedding("how many threads")
+
+
+def test_the_sessions_idle_workers_sleep_instead_of_spinning() -> None:
+    # Spinning workers took the cores from the search and the database after each query
+    # embedding (and from other processes); the vectors are the same either way.
+    from llama_memory.embeddings.onnx_model import SPINNING
+
+    model = OfflineEmbedding(num_threads=2)
+    model.get_query_embedding("do the workers spin")
+    assert model._session is not None
+    assert model._session.get_session_options().get_session_config_entry(SPINNING) == "0"
