@@ -7,8 +7,6 @@ from typing import Any
 
 import numpy as np
 
-from ..storage.resident import cosines
-
 
 def unit(vector: Any) -> np.ndarray:
     """``vector`` as a float32 array of length 1 (a zero vector stays zero)."""
@@ -35,9 +33,20 @@ def encodes(data: bytes, dimension: int) -> bool:
     return len(data) == dimension * np.dtype(np.float16).itemsize
 
 
+def cosines(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    """Each row of ``matrix`` times ``vector`` (float32), on the calling thread.
+
+    ``matrix @ vector`` hands a product of more than about 9,000 numbers to OpenBLAS,
+    which splits it over every core: on a busy machine the threads wait for one another,
+    and a search of 2,000 vectors cost 8-12 ms of CPU (spinning included) against 0.15 ms
+    on one thread. einsum's own loop stays on this thread.
+    """
+    return np.einsum("ij,j->i", matrix, vector)
+
+
 def cosine(matrix: np.ndarray, vector: np.ndarray) -> list[float]:
     """Cosine similarity of each row of ``matrix`` with ``vector`` (on the calling
-    thread: see :func:`~llama_memory.storage.resident.cosines`)."""
+    thread: see :func:`cosines`)."""
     norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(vector) or 1.0)
     return (cosines(matrix, vector) / np.where(norms == 0, 1.0, norms)).tolist()
 

@@ -37,7 +37,7 @@ from .base import MemorySource
 logger = logging.getLogger(__name__)
 
 #: Users with at most this many indexed records are searched in memory, exactly
-#: (:mod:`llama_memory.storage.resident`); larger ones in Chroma. 20,000 vectors of
+#: (:class:`~llama_memory.retrieval.sync.ResidentVectors`); larger ones in Chroma. 20,000 vectors of
 #: 384 dimensions take 31 MB and about 2 ms to search.
 RESIDENT_LIMIT = 20_000
 

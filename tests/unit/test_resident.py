@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from helpers import message_texts, user
-from llama_memory.storage.resident import ResidentVectors
+from llama_memory.retrieval.sync import ResidentVectors
 
 BEES = "I keep bees on the roof of my building."
 FILLER = [f"Today I watered the {plant}." for plant in ("roses", "tulips", "cactus", "ferns")]
