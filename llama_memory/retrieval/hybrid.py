@@ -57,8 +57,7 @@ from ..storage.ports import LexicalIndex, RankedLexicalIndex
 from .apart import Hits, Ranking, grown, take_beside
 from .ranking import fuse_scores
 from .relevance import content_stems, content_words, stem
-from .sync import IndexSync
-from .vectors import add_cosines
+from .sync import IndexSync, add_cosines
 
 #: Picks, among candidate ids, those to set apart (:class:`~.apart.SetApart`).
 Apart = Callable[[Sequence[str]], set[str]]
