@@ -218,7 +218,7 @@ def announce_block(
             record_ids=[r.id for r in block.records],
             sources=[r.source for r in block.records],
             token_count=block.token_count,
-            token_limit=rt.settings.memory_token_limit,
+            token_limit=block.token_limit,
             dropped_duplicates=block.dropped_duplicates,
             dropped_for_budget=block.dropped_for_budget,
             window_messages=window_messages,
