@@ -24,8 +24,8 @@ from llama_index.core.memory.types import BaseMemory
 
 from ..core.errors import LlamaMemoryError, RestoreWarning
 from ..storage.privacy import ENCRYPTION_KEY_ENV, environment_key
+from ..storage.registry import require_store
 from .settings import MemorySettings, check_formation, qualified_name
-from .wiring import check_restorable
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -62,24 +62,6 @@ class Restorable(Protocol):
 
 
 M = TypeVar("M", bound=Restorable)
-
-__all__ = [
-    "RestoreHook",
-    "pickled_memory",
-    "unpickle_memory",
-    "embedding_from_dict",
-    "embedding_to_dict",
-    "import_class",
-    "live_markers",
-    "memory_from_dict",
-    "memory_to_dict",
-    "primary_from_dict",
-    "primary_to_dict",
-    "qualified_name",
-    "restore_hook_arguments",
-    "restore_parts",
-    "set_restore_hook",
-]
 
 #: Called by ``ComposableMemory.from_dict`` with the serialised dict; returns keyword
 #: arguments for ``from_dict`` (``llm=``, ``embed_model=``, ``secondary_memory_sources=``...).
@@ -327,7 +309,13 @@ def memory_to_dict(memory: Restorable) -> dict[str, Any]:
     whole."""
     settings = memory.settings
     data = {"class_name": memory.class_name(), **settings.data(), **live_markers(memory, settings)}
-    data.update(conversation_markers(memory))
+    # The conversation, so that a copy resets as the original would: reset() of a memory
+    # that chose its session id starts a new session; a conversation reset with its session
+    # id kept began at conversation_since (the session's records stored before are the reset one's).
+    if not memory.runtime.session_id_given:
+        data["session_id_chosen"] = True
+    if memory.runtime.conversation_since is not None:
+        data["conversation_since"] = memory.runtime.conversation_since
     if not settings.persistent and settings.primary_memory is None:
         data["chat_history"] = [m.model_dump(mode="json") for m in memory.get_all()]
     return data
@@ -336,21 +324,6 @@ def memory_to_dict(memory: Restorable) -> dict[str, Any]:
 #: The keys of ``to_dict()`` that belong to the one conversation a memory holds, not to
 #: the store and options it shares with the user's other conversations.
 CONVERSATION_KEYS = ("session_id", "chat_history", "session_id_chosen", "conversation_since")
-
-
-def conversation_markers(memory: Restorable) -> dict[str, Any]:
-    """What ``to_dict`` writes of the conversation beside the settings, so that a copy
-    resets as the original would: ``session_id_chosen`` when the memory chose its session
-    id itself (``reset()`` then starts a new session), and ``conversation_since``, when
-    the conversation was reset with its session id kept (the records of the session stored
-    before it belong to the conversation reset)."""
-    runtime = memory.runtime
-    markers: dict[str, Any] = {}
-    if not runtime.session_id_given:
-        markers["session_id_chosen"] = True
-    if runtime.conversation_since is not None:
-        markers["conversation_since"] = runtime.conversation_since
-    return markers
 
 
 def live_markers(memory: Restorable, settings: MemorySettings) -> dict[str, Any]:
@@ -401,7 +374,8 @@ def memory_from_dict(cls: type[M], data: dict[str, Any], kwargs: dict[str, Any])
     idle = {k: config.pop(k) for k in ("extract_every", "extract_after_quiet") if k in config} if (
         llm_left_behind and config.get("extract_in", "thread") == "thread"
     ) else {}
-    check_restorable(config.get("path"))
+    if config.get("path") is not None:  # never a new, empty memory in place of a store moved or deleted
+        require_store(config["path"])
     history = config.pop("chat_history", None)
     memory = cls.from_defaults(**config)
     for name, value in idle.items():

@@ -6,7 +6,7 @@ it keeps between calls (the last block, the usage log, the formation worker, the
 live in one runtime. :func:`~llama_memory.memory.wiring.build_memory` attaches what it opened
 (:meth:`Runtime.attach`); :mod:`llama_memory.read.pipeline` (``get``), :mod:`llama_memory.write.pipeline`
 (``put``), :mod:`llama_memory.write.formation.passes` (formation passes) and
-:mod:`llama_memory.memory.maintenance` take the runtime, never the facade's private state.
+the memory's maintenance methods take the runtime, never the facade's private state.
 """
 
 from __future__ import annotations
@@ -23,10 +23,11 @@ from ..core.asyncbridge import BridgeSafeRLock, LoopLocks, run_io
 from ..core.errors import LlamaMemoryError, MemoryClosedError
 from ..core.types import MemoryRecord, Scope
 from ..read.compose import MemoryBlock
-from ..sources.base import Source, WithTools
+from ..sources.base import Reconcilable, Source, WithTools
 from ..sources.episodic import EpisodicMemory
 from ..sources.instructions import Instructions
 from ..sources.vector import VectorSource
+from ..storage.reconcile import ReconcileReport
 from ..storage.sql.store import Storage
 from ..write.formation.parts import PassPart
 from ..write.formation.worker import FormationWorker
@@ -34,14 +35,6 @@ from .settings import MemorySettings
 
 #: Ids noted before a ``get()`` writes them itself (one UPDATE batch, one commit).
 USAGE_BATCH = 256
-
-
-class UsageStore(Protocol):
-    """The port the log writes through (any record store)."""
-
-    def mark_used(self, ids: list[str], at: float) -> None:
-        """Set ``last_used`` of these records to ``at`` (if later)."""
-        ...
 
 
 class UsageLog:
@@ -59,7 +52,7 @@ class UsageLog:
         batch: how many ids wait before :meth:`note` writes them itself.
     """
 
-    def __init__(self, store: Optional[UsageStore], batch: int = USAGE_BATCH) -> None:
+    def __init__(self, store: Optional[Storage], batch: int = USAGE_BATCH) -> None:
         if batch <= 0:
             raise ValueError(f"batch must be positive, got {batch}")
         self.store = store
@@ -224,6 +217,12 @@ class Runtime:
                 "this memory is closed (close() was called): open a new one, e.g. "
                 "ComposableMemory.from_defaults(...) with the same path and ids"
             )
+
+    def reconcile(self, catch_up: bool, scope: Optional[Scope]) -> dict[str, ReconcileReport]:
+        """Every derived index's ``reconcile``, for every user or the scope's."""
+        with self.lock:
+            self.check_open()
+            return {s.name: s.reconcile(catch_up, scope) for s in self.sources if isinstance(s, Reconcilable)}
 
     async def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run the sync ``fn`` from a coroutine: on the event loop (a PostgreSQL store

@@ -29,11 +29,10 @@ from ..sources.profile import ProfileSource
 from ..sources.triples import TRIPLE_COLLECTION, TripleSource
 from ..sources.vector import VectorSource
 from ..storage.backend import Location, OpenBackend
-from ..storage.registry import backend_of, open_backend, open_existing, require_store
+from ..storage.registry import backend_of, open_backend
 from ..storage.sql.store import Storage
 from ..write.buffer import ChatBuffer
 from ..write.formation.answer import warm_up
-from .maintenance import reconcile
 from .settings import MemorySettings
 
 if TYPE_CHECKING:
@@ -108,7 +107,7 @@ def build_memory(
         # source). Missing vectors are flagged and embedded on the first read;
         # orphans are deleted at once. Other users: reconcile().
         try:
-            reports = reconcile(memory.runtime, False, memory.scope)
+            reports = memory.runtime.reconcile(False, memory.scope)
         except Exception:
             memory.close()  # do not leave the store open behind a failed open
             raise
@@ -238,13 +237,6 @@ def _text(path: Optional[Union[str, Path]]) -> Optional[str]:
     return None if path is None else os.fspath(path)
 
 
-def check_restorable(path: Optional[str]) -> None:
-    """StorageError unless ``path`` (a restored memory's) holds a store: restoring
-    never opens a new, empty memory in its place."""
-    if path is not None:
-        require_store(path)
-
-
 def resolve_embed_model(embed_model: Optional[BaseEmbedding]) -> BaseEmbedding:
     """The given model, else ``Settings.embed_model`` if one was set, else the offline default."""
     if embed_model is not None:
@@ -257,10 +249,3 @@ def resolve_embed_model(embed_model: Optional[BaseEmbedding]) -> BaseEmbedding:
     from ..embeddings.offline import default_embedding
 
     return default_embedding()
-
-
-def open_queue(path: Union[str, Path]) -> Storage:
-    """The existing store at ``path`` (a directory, or a server backend's URL), for a
-    worker process to claim jobs from; StorageError when a directory holds none (a
-    worker never creates an empty store)."""
-    return open_existing(path if isinstance(path, str) else os.fspath(path))
