@@ -192,14 +192,8 @@ class VectorSource(MemorySource):
         ttl, expires_at = self.expiry.for_write()
         records = [
             NewRecord(
-                source=self.name,
-                scope=scope,
-                text=m.text,
-                message_ids=(m.message_id,),
-                event_time=m.event_time,
-                role=m.role,
-                ttl=ttl,
-                expires_at=expires_at,
+                source=self.name, scope=scope, text=m.text, message_ids=(m.message_id,), event_time=m.event_time,
+                role=m.role, ttl=ttl, expires_at=expires_at,
             )
             for m in messages
             if m.role in self.roles and m.text.strip()
@@ -263,9 +257,7 @@ class VectorSource(MemorySource):
             for owner, ids in by_user.items():
                 self._sync.forget(owner, ids)
             if gone:
-                content_stems.cache_clear()  # it may hold their texts
-                self._lines.clear()  # so may the lines of candidates
-                self._window_ids.clear()  # and the window texts held with their ids
+                self._clear_texts()
             return len(gone)
 
     # -- reading --------------------------------------------------------------------
@@ -303,7 +295,12 @@ class VectorSource(MemorySource):
         apart = SetApart(
             reads, shown, self._window_ids(shown, scope) if shown else None, self._aside_share
         )
-        ranked, aside = self._fused(query, scope, pool, cosines, apart)
+        # Every candidate of the two retrievers (pool each besides those set apart, the
+        # window's records left out) by fused score, and those set apart by theirs.
+        ranked, aside = self._search.search_apart(
+            query, scope, pool, apart, exclude=apart.excluded, spare=apart.spare(pool), dense_weight=self.dense_weight,
+            lexical_weight=self.lexical_weight, cosines=cosines,
+        )
         self._aside_share = apart.note(pool, len(aside))
         ranked = self._hop(query, scope, self._topic(query, scope, ranked, apart), k, reads, apart)
         ranked += [(i, score) for i, score in aside if i not in apart.own]
@@ -436,18 +433,6 @@ class VectorSource(MemorySource):
                 results.append(record)
         return results
 
-    def _fused(
-        self, query: str, scope: Scope, pool: int, cosines: dict[str, float], apart: SetApart
-    ) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
-        """Every candidate of the two retrievers (``pool`` each besides those set apart,
-        the window's records left out), by fused score; and those set apart, by theirs
-        (:meth:`~llama_memory.retrieval.hybrid.HybridSearch.search_apart`). Every
-        candidate's cosine with the query is put in ``cosines``."""
-        return self._search.search_apart(
-            query, scope, pool, apart, exclude=apart.excluded, spare=apart.spare(pool), dense_weight=self.dense_weight,
-            lexical_weight=self.lexical_weight, cosines=cosines,
-        )
-
     def _topic(
         self, query: str, scope: Scope, ranked: list[tuple[str, float]], apart: SetApart
     ) -> list[tuple[str, float]]:
@@ -501,9 +486,7 @@ class VectorSource(MemorySource):
         with self._lock:
             self.store.delete_user(scope, source=self.name)
             self._vectors.clear()  # it holds recent texts, the user's among them
-            content_stems.cache_clear()  # so does the hop's cache of stems
-            self._lines.clear()  # and that of the candidates' lines
-            self._window_ids.clear()  # and the window texts held with their ids
+            self._clear_texts()
             self._sync.forget((scope.tenant_id, user))
 
     def forget_records(self, ids: Sequence[str], scope: Scope) -> None:
@@ -511,10 +494,12 @@ class VectorSource(MemorySource):
         system of record: from the dense index, the overlay and the vectors held in memory."""
         user = scope.require_user(f"the {self.name!r} memory source")
         self._sync.forget((scope.tenant_id, user), list(ids))
-        content_stems.cache_clear()  # it may hold their texts
-        self._lines.clear()  # so may the lines of candidates
-        self._window_ids.clear()  # and the window texts held with their ids
+        self._clear_texts()
 
-    # -- embedding ----------------------------------------------------------------------
-
+    def _clear_texts(self) -> None:
+        """Drop the caches that may hold texts of records deleted: the hop's stems, the
+        candidates' lines, the window texts held with their ids."""
+        content_stems.cache_clear()
+        self._lines.clear()
+        self._window_ids.clear()
 
