@@ -65,9 +65,7 @@ MEMORY_ARGUMENTS = {
 }
 #: Arguments whose values are live objects: reused for the other sessions of this process,
 #: rebuilt from the saved configuration (or a restore hook) after a pickle.
-LIVE_ARGUMENTS = (
-    "embed_model", "llm", "tokenizer_fn", "chroma_client", "clock", "secondary_memory_sources", "profile",
-)
+LIVE_ARGUMENTS = ("embed_model", "llm", "tokenizer_fn", "chroma_client", "clock", "secondary_memory_sources", "profile")
 #: How many sessions' memories one :class:`MemoryBlocks` keeps open (least recently used
 #: closed first): an app that reuses the blocks for many conversations holds a few.
 OPEN_SESSIONS = 8

@@ -191,9 +191,7 @@ def build_server(
 
 def _validation_message(error: Any) -> str:
     """A pydantic ValidationError as one line naming each argument, without its dump."""
-    return "; ".join(
-        f"{'.'.join(map(str, e['loc'])) or 'the arguments'}: {e['msg']}" for e in error.errors()
-    ) + "."
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'the arguments'}: {e['msg']}" for e in error.errors()) + "."
 
 
 def _tool_function(

@@ -515,9 +515,7 @@ class ComposableMemory(MemoryFromDefaults):
         """
         react = await drops_leading_system_message()
         insert_method = "user" if react else self.insert_method
-        return cast(
-            list[ChatMessage], await self._rt.run(read.get, self._rt, input, insert_method, **kwargs)
-        )
+        return cast(list[ChatMessage], await self._rt.run(read.get, self._rt, input, insert_method, **kwargs))
 
     async def aget_all(self) -> list[ChatMessage]:
         """Async :meth:`get_all` (bridged on PostgreSQL, as :meth:`aget`)."""

@@ -255,9 +255,7 @@ def restore_live_parts(config: dict[str, Any]) -> None:
     if isinstance(config.get("embed_model"), dict):
         config["embed_model"] = embedding_from_dict(config["embed_model"])
     if isinstance(config.get("profile"), str):
-        config["profile"] = import_class(
-            config["profile"], "the profile schema", "profile=YourSchema to from_dict"
-        )
+        config["profile"] = import_class(config["profile"], "the profile schema", "profile=YourSchema to from_dict")
     if isinstance(config.get("chroma_client"), dict):
         raise LlamaMemoryError(
             f"this ComposableMemory used a Chroma client of its own "

@@ -47,9 +47,7 @@ class EpisodicMemory:
 
     def __init__(self, source: VectorSource) -> None:
         if not isinstance(source, VectorSource):
-            raise TypeError(
-                f"EpisodicMemory needs the memory's VectorSource, not {type(source).__name__}"
-            )
+            raise TypeError(f"EpisodicMemory needs the memory's VectorSource, not {type(source).__name__}")
         self.source = source
 
     # -- writing ------------------------------------------------------------------------

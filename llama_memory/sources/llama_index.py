@@ -40,9 +40,7 @@ class LlamaIndexMemorySource(MemorySource):
             text = message_text(message)
             if text:
                 records.append(
-                    MemoryRecord(
-                        text=text, score=1.0 / (rank + 1), source=self.name, role=role_name(message)
-                    )
+                    MemoryRecord(text=text, score=1.0 / (rank + 1), source=self.name, role=role_name(message))
                 )
         return records[:k] if k > 0 else records
 

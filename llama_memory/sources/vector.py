@@ -128,9 +128,7 @@ class VectorSource(MemorySource):
         if batch_size <= 0:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
         if not excerpt_messages >= 1:
-            raise ValueError(
-                f"excerpt_messages must be 1 (single messages) or more, got {excerpt_messages}"
-            )
+            raise ValueError(f"excerpt_messages must be 1 (single messages) or more, got {excerpt_messages}")
         if not 0 <= hop_weight <= 1:
             raise ValueError(f"hop_weight is between 0 (no second hop) and 1, got {hop_weight}")
         if not 0 <= topic_weight <= 1:
@@ -270,9 +268,7 @@ class VectorSource(MemorySource):
         share it was computed from."""
         return self.retrieve_beside(query, scope, k, frozenset())
 
-    def retrieve_beside(
-        self, query: str, scope: Scope, k: int, shown: frozenset[str]
-    ) -> list[MemoryRecord]:
+    def retrieve_beside(self, query: str, scope: Scope, k: int, shown: frozenset[str]) -> list[MemoryRecord]:
         """:meth:`retrieve`, leaving out the records whose normalised text is in
         ``shown``: the conversation's own latest messages, which the window shows (an
         agent stores the user's message before it asks). They are left out of the
@@ -292,9 +288,7 @@ class VectorSource(MemorySource):
         # the second hop's seeds. The own messages go: every search leaves out their
         # ids (a hash of text and role) itself. The questions come after every
         # statement, for the places statements leave.
-        apart = SetApart(
-            reads, shown, self._window_ids(shown, scope) if shown else None, self._aside_share
-        )
+        apart = SetApart(reads, shown, self._window_ids(shown, scope) if shown else None, self._aside_share)
         # Every candidate of the two retrievers (pool each besides those set apart, the
         # window's records left out) by fused score, and those set apart by theirs.
         ranked, aside = self._search.search_apart(
@@ -369,9 +363,7 @@ class VectorSource(MemorySource):
         retrieved for costs nothing more)."""
         return self._dimensions.query(text)
 
-    def recent(
-        self, scope: Scope, k: int, span: Optional[tuple[float, float]] = None
-    ) -> list[MemoryRecord]:
+    def recent(self, scope: Scope, k: int, span: Optional[tuple[float, float]] = None) -> list[MemoryRecord]:
         """The latest messages of ``span``, or of the latest earlier session, as one
         excerpt per session (as many messages as a search of ``k`` excerpts may hold),
         marked ``metadata["retrieved_by"] = "time"``; their ``relevance`` is None: they

@@ -119,9 +119,7 @@ def plot(
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError as exc:  # pragma: no cover - exercised only without the extra
-        raise ImportError(
-            f"plotting a knowledge graph needs matplotlib: {install_hint('graph')}"
-        ) from exc
+        raise ImportError(f"plotting a knowledge graph needs matplotlib: {install_hint('graph')}") from exc
 
     if not isinstance(graph, nx.Graph):
         graph = to_networkx(graph)

@@ -131,9 +131,7 @@ class TripleInput(BaseModel):
     """One fact as (subject, predicate, object)."""
 
     subject: str = Field(description='Who or what the fact is about, e.g. "John".')
-    predicate: str = Field(
-        description='The relation, short and in the present tense, e.g. "likes", "lives in".'
-    )
+    predicate: str = Field(description='The relation, short and in the present tense, e.g. "likes", "lives in".')
     object: str = Field(description='The value or the other entity, e.g. "pizza".')
 
 
@@ -179,9 +177,7 @@ _TRIPLE_FIELDS = ("subject", "predicate", "object")
 
 def _part(value: Any, field: str, where: str) -> str:
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise TripleError(
-            f"{where}: {field!r} must be a string, got {type(value).__name__} {value!r}"
-        )
+        raise TripleError(f"{where}: {field!r} must be a string, got {type(value).__name__} {value!r}")
     text = " ".join(str(value).split())
     if not text:
         raise TripleError(f"{where}: {field!r} is empty")
@@ -243,9 +239,7 @@ def prepare_one(item: Any, position: int) -> Prepared:
 def prepare_all(triples: Any) -> list[Prepared]:
     """Validate a batch of triples (see :func:`prepare_one`): all are checked before
     anything is written, and a single triple not wrapped in a list is refused."""
-    if isinstance(triples, (str, bytes, Mapping, KnowledgeTriple, BaseModel)) or not isinstance(
-        triples, Iterable
-    ):
+    if isinstance(triples, (str, bytes, Mapping, KnowledgeTriple, BaseModel)) or not isinstance(triples, Iterable):
         raise TripleError(
             f"expected a list of triples, got {type(triples).__name__}: {triples!r} "
             "(wrap a single triple in a list)"

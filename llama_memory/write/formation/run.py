@@ -31,9 +31,7 @@ from .parts import PassPart, Proposing, apply_pass, pass_window
 logger = logging.getLogger(__name__)
 
 
-def run_parts(
-    sources: Sequence[Any], scope: Scope, llm: Any, messages: Sequence[ChatMessage]
-) -> dict[str, Any]:
+def run_parts(sources: Sequence[Any], scope: Scope, llm: Any, messages: Sequence[ChatMessage]) -> dict[str, Any]:
     """A formation pass over ``messages`` with no cursor (``memory.extract(messages=...)``,
     a memory without a store, a source's own ``extract``): the parts ask once and are
     applied, then the sources that form memories their own way (``extract``) do.
