@@ -48,7 +48,6 @@ class ToolHolder(Protocol):
 
     def tools(self, scope: Scope) -> list[Any]:
         """The holder's agent tools, acting for ``scope``."""
-        ...
 
 
 class ToolMemory(Protocol):
