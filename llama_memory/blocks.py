@@ -370,11 +370,6 @@ def check_user(user_id: Any) -> None:
     Scope(user_id=user_id).require_user("MemoryBlocks.open()", "MemoryBlocks.open(user_id='alice', path='./memory')")
 
 
-def profile_sources(memory: ComposableMemory) -> frozenset[str]:
-    """The names of the memory's profile sources (their records go to the profile block)."""
-    return frozenset(s.name for s in memory.sources if isinstance(s, ProfileHolder))
-
-
 def drop_last_records(content: Any, tokens_to_truncate: int, tokenizer: Callable[[str], Sequence]) -> Optional[str]:
     """A block's text without its last (least relevant) record lines, as many as it takes
     to save ``tokens_to_truncate`` tokens; None when no record is left (or the content is
@@ -422,7 +417,7 @@ class _RecordsBlock(_StoreBlock):
     async def _lines(self, messages: Optional[list[ChatMessage]], block_kwargs: dict[str, Any], intro: str,
                      of_profile: bool) -> str:  # fmt: skip
         memory, block = await self._shown(messages, block_kwargs)
-        profile = profile_sources(memory)
+        profile = {s.name for s in memory.sources if isinstance(s, ProfileHolder)}  # go to the profile block
         lines = [render_item(r, memory.session_id) for r in block.records if (r.source in profile) == of_profile]
         return "\n".join([intro, *lines]) if lines else ""
 
