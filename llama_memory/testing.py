@@ -277,15 +277,10 @@ class ScriptedLLM(FunctionCallingLLM):
     # -- function calling ----------------------------------------------------------------
 
     def _prepare_chat_with_tools(
-        self,
-        tools: Sequence[Any],
-        user_msg: Optional[Union[str, ChatMessage]] = None,
-        chat_history: Optional[list[ChatMessage]] = None,
-        verbose: bool = False,
-        allow_parallel_tool_calls: bool = False,
-        tool_required: bool = False,
-        **kwargs: Any,
-    ) -> dict[str, Any]:
+        self, tools: Sequence[Any], user_msg: Optional[Union[str, ChatMessage]] = None,
+        chat_history: Optional[list[ChatMessage]] = None, verbose: bool = False,
+        allow_parallel_tool_calls: bool = False, tool_required: bool = False, **kwargs: Any,
+    ) -> dict[str, Any]:  # fmt: skip
         messages = list(chat_history or [])
         if isinstance(user_msg, str):
             user_msg = ChatMessage(role=MessageRole.USER, content=user_msg)

@@ -97,11 +97,9 @@ def _import_sdk() -> Any:
 
 
 def build_server(
-    tools: MemoryTools,
-    executor: Optional[ThreadPoolExecutor] = None,
-    warm_up: Optional[Callable[[], Any]] = None,
+    tools: MemoryTools, executor: Optional[ThreadPoolExecutor] = None, warm_up: Optional[Callable[[], Any]] = None,
     log_level: LogLevel = DEFAULT_LOG_LEVEL,
-) -> Any:
+) -> Any:  # fmt: skip
     """An ``MCPServer`` (of the MCP Python SDK) offering ``tools``' operations.
 
     With one user the tools take no ``user_id`` (a call that passes one is refused);

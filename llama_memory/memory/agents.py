@@ -85,12 +85,8 @@ class RunMemoryTool(FunctionTool):
     """
 
     def __init__(
-        self,
-        origin: ToolMemory,
-        source: ToolHolder,
-        tool: BaseTool,
-        host: Optional[type[Any]] = None,
-    ) -> None:
+        self, origin: ToolMemory, source: ToolHolder, tool: BaseTool, host: Optional[type[Any]] = None,
+    ) -> None:  # fmt: skip
         """Wrap ``tool``, one of ``source.tools(origin.scope)`` (``source``: a source, or
         the memory's instructions); ``host`` is the memory
         class a run's memory must be an instance of (default ``origin``'s class; memory.py

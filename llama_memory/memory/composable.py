@@ -285,13 +285,9 @@ class ComposableMemory(MemoryFromDefaults):
         passes.extract(self._rt, messages, llm)
 
     def add_triples(
-        self,
-        triples: Sequence[Any],
-        *,
-        event_time: Any = None,
-        message_ids: Sequence[str] = (),
+        self, triples: Sequence[Any], *, event_time: Any = None, message_ids: Sequence[str] = (),
         ttl: Optional[TTL] = None,
-    ) -> list[KnowledgeTriple]:
+    ) -> list[KnowledgeTriple]:  # fmt: skip
         """Store knowledge triples for this memory's user: ``KnowledgeTriple``s,
         ``(subject, predicate, object)`` tuples or mappings (see
         :meth:`TripleSource.add_triples`), kept ``ttl`` (seconds or a timedelta;

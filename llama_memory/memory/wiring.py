@@ -198,12 +198,9 @@ def triple_source(backend: OpenBackend, embed_model: BaseEmbedding, **kwargs: An
 
 
 def default_vector_source(
-    store: Storage,
-    path: Optional[Union[str, Path]],
-    embed_model: Optional[BaseEmbedding],
-    chroma_client: Any = None,
+    store: Storage, path: Optional[Union[str, Path]], embed_model: Optional[BaseEmbedding], chroma_client: Any = None,
     expiry: Optional[Expiry] = None,
-) -> VectorSource:
+) -> VectorSource:  # fmt: skip
     """The default long-term source on an open store: past messages in it + its
     backend's dense index (the embedded store's Chroma: on ``chroma_client`` when given,
     with collections named after the store's id, else under ``path``, else in memory)."""
@@ -212,12 +209,9 @@ def default_vector_source(
 
 
 def default_triple_source(
-    store: Storage,
-    path: Optional[Union[str, Path]],
-    embed_model: BaseEmbedding,
-    chroma_client: Any = None,
+    store: Storage, path: Optional[Union[str, Path]], embed_model: BaseEmbedding, chroma_client: Any = None,
     **kwargs: Any,
-) -> TripleSource:
+) -> TripleSource:  # fmt: skip
     """A :class:`TripleSource` on ``store``'s triple timeline with its backend's dense
     index beside it (the embedded store's Chroma: the given client, a server's, with
     collections named after the store's id; else the persistent one under ``path``;

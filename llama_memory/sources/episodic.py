@@ -53,15 +53,9 @@ class EpisodicMemory:
     # -- writing ------------------------------------------------------------------------
 
     def add_summary(
-        self,
-        scope: Scope,
-        text: str,
-        message_ids: Sequence[str],
-        *,
-        covers: Sequence[str] = (),
-        event_time: Optional[float] = None,
-        importance: Optional[float] = None,
-    ) -> str:
+        self, scope: Scope, text: str, message_ids: Sequence[str], *, covers: Sequence[str] = (),
+        event_time: Optional[float] = None, importance: Optional[float] = None,
+    ) -> str:  # fmt: skip
         """Store ``text`` as the summary of the scope's session, replacing its previous
         summary (joining an open transaction); return the record id.
 

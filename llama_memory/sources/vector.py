@@ -318,14 +318,9 @@ class VectorSource(MemorySource):
         return [r for r, a in zip(ranked_results, asking) if not a] + [r for r, a in zip(ranked_results, asking) if a]
 
     def _calibrate(
-        self,
-        query: str,
-        records: Sequence[MemoryRecord],
-        cosines: Mapping[str, float],
-        scope: Scope,
-        left_out: Sequence[str],
-        reads: RecordReads,
-    ) -> None:
+        self, query: str, records: Sequence[MemoryRecord], cosines: Mapping[str, float], scope: Scope,
+        left_out: Sequence[str], reads: RecordReads,
+    ) -> None:  # fmt: skip
         """Set each record's absolute ``relevance`` from the evidence of its hit; the
         candidates, and the holders of a word only questions seem to hold, are read light
         through ``reads`` (to tell the user's own questions apart)."""
@@ -385,13 +380,8 @@ class VectorSource(MemorySource):
         return results
 
     def _excerpts(
-        self,
-        ranked: list[tuple[str, float]],
-        scope: Scope,
-        k: int,
-        alive_at: float,
-        reads: RecordReads,
-    ) -> list[MemoryRecord]:
+        self, ranked: list[tuple[str, float]], scope: Scope, k: int, alive_at: float, reads: RecordReads,
+    ) -> list[MemoryRecord]:  # fmt: skip
         """Up to ``k`` excerpts around the best of ``ranked`` (live records only, read
         through ``reads``)."""
         neighbourhoods = WideNeighbourhoods(
@@ -441,14 +431,8 @@ class VectorSource(MemorySource):
         return topic_hop(query, ranked, nearest, self.topic_weight)
 
     def _hop(
-        self,
-        query: str,
-        scope: Scope,
-        ranked: list[tuple[str, float]],
-        k: int,
-        reads: RecordReads,
-        apart: SetApart,
-    ) -> list[tuple[str, float]]:
+        self, query: str, scope: Scope, ranked: list[tuple[str, float]], k: int, reads: RecordReads, apart: SetApart,
+    ) -> list[tuple[str, float]]:  # fmt: skip
         """``ranked`` with the second hop's candidates (:func:`~llama_memory.retrieval.hybrid.second_hop`)
         for a retrieval of ``k``, the records' texts read through ``reads``; none when the
         lexical side is off (the hop is a search by words). What ``apart`` sets apart is

@@ -101,13 +101,9 @@ def rank_triples(
 
 
 def triple_record(
-    triple: KnowledgeTriple,
-    score: float,
-    matched: list[str],
-    source: str,
-    before: Optional[str] = None,
+    triple: KnowledgeTriple, score: float, matched: list[str], source: str, before: Optional[str] = None,
     functional: bool = False,
-) -> MemoryRecord:
+) -> MemoryRecord:  # fmt: skip
     """A retrieved triple as a memory record of ``source``, rendered with its validity
     (and ``before``, the value it recently replaced, if any). ``functional``: whether
     its predicate holds one value at a time (``metadata["functional"]``): the memory

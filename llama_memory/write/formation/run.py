@@ -76,13 +76,9 @@ def cursor_position(history: Sequence[ChatMessage], cursor: Optional[str]) -> in
 
 
 def run_pass(
-    store: Storage,
-    sources: Sequence[Any],
-    scope: Scope,
-    llm: Any,
-    history: Sequence[ChatMessage],
+    store: Storage, sources: Sequence[Any], scope: Scope, llm: Any, history: Sequence[ChatMessage],
     lock: Optional[AbstractContextManager[Any]] = None,
-) -> int:
+) -> int:  # fmt: skip
     """One formation pass over the session's messages after its cursor; return how
     many messages it covered (0: nothing new, or another worker applied it first).
 

@@ -23,18 +23,11 @@ from .worker import DEFAULT_LEASE, POLL_SECONDS, FormationWorker, JobOutcome
 
 
 def run_worker(
-    path: Union[str, Path],
-    llm: Any,
-    *,
-    once: bool = False,
-    stop: Optional[threading.Event] = None,
-    lease: float = DEFAULT_LEASE,
-    poll: float = POLL_SECONDS,
-    name: Optional[str] = None,
-    report: Optional[Callable[[JobOutcome], Any]] = None,
-    formation_token_budget: Optional[int] = None,
+    path: Union[str, Path], llm: Any, *, once: bool = False, stop: Optional[threading.Event] = None,
+    lease: float = DEFAULT_LEASE, poll: float = POLL_SECONDS, name: Optional[str] = None,
+    report: Optional[Callable[[JobOutcome], Any]] = None, formation_token_budget: Optional[int] = None,
     **memory_kwargs: Any,
-) -> int:
+) -> int:  # fmt: skip
     """Run the formation passes queued in the store under ``path``; return how many
     jobs were run (done or failed).
 
