@@ -292,9 +292,8 @@ class MemoryBlocks(BaseModel):
             return
         self._last_flush = batch  # before any await: the other blocks' calls see it
         session = next(
-            (m.additional_kwargs.get("session_id") for m in batch if m.additional_kwargs.get("session_id")),
-            None,
-        )
+            (m.additional_kwargs.get("session_id") for m in batch if m.additional_kwargs.get("session_id")), None,
+        )  # fmt: skip
         # Memory marks the messages with its session id: stored as the app wrote them.
         plain = [
             m.model_copy(update={"additional_kwargs": {

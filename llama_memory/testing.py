@@ -295,10 +295,9 @@ class ScriptedLLM(FunctionCallingLLM):
         ``error_on_no_tool_call``)."""
         selections = [
             ToolSelection(
-                tool_id=block.tool_call_id or "",
-                tool_name=block.tool_name,
+                tool_id=block.tool_call_id or "", tool_name=block.tool_name,
                 tool_kwargs=block.tool_kwargs if isinstance(block.tool_kwargs, dict) else json.loads(block.tool_kwargs or "{}"),
-            )
+            )  # fmt: skip
             for block in response.message.blocks
             if isinstance(block, ToolCallBlock)
         ]

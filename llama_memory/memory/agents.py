@@ -151,9 +151,8 @@ class RunMemoryTool(FunctionTool):
         # The sources, and what else offers tools (the user's instructions).
         holders = memory.runtime.tool_holders()
         source: Optional[ToolHolder] = next(
-            (s for s in holders if type(s) is type(self._source) and s.name == self._source.name),
-            None,
-        )
+            (s for s in holders if type(s) is type(self._source) and s.name == self._source.name), None,
+        )  # fmt: skip
         if source is None:
             raise ScopeError(
                 f"the {name!r} tool acts for the memory of the agent run calling it, and this "

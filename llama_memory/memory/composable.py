@@ -65,9 +65,8 @@ class ComposableMemory(MemoryFromDefaults):
         description="This conversation: a token-limited buffer returned on every get."
     )
     secondary_memory_sources: list[Any] = Field(
-        default_factory=list,
-        description="Long-term sources (llama-memory sources or any LlamaIndex BaseMemory).",
-    )
+        default_factory=list, description="Long-term sources (llama-memory sources or any LlamaIndex BaseMemory).",
+    )  # fmt: skip
     tokenizer_fn: Callable[[str], Sequence] = Field(
         default_factory=get_tokenizer, exclude=True, description="Counts the block's tokens."
     )

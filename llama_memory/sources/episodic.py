@@ -73,14 +73,10 @@ class EpisodicMemory:
         store, name = self.source.store, self.source.name
         key = _summary_key(scope)
         record = NewRecord(
-            source=name,
-            scope=Scope(scope.user_id, SUMMARY_SESSION_PREFIX + scope.session_id, scope.tenant_id),
-            text=text.strip(),
-            message_ids=tuple(dict.fromkeys(message_ids)),
-            event_time=event_time,
-            metadata={"kind": SUMMARY_KIND, "session": scope.session_id, "covers": list(covers)},
-            importance=importance,
-        )
+            source=name, scope=Scope(scope.user_id, SUMMARY_SESSION_PREFIX + scope.session_id, scope.tenant_id),
+            text=text.strip(), message_ids=tuple(dict.fromkeys(message_ids)), event_time=event_time,
+            metadata={"kind": SUMMARY_KIND, "session": scope.session_id, "covers": list(covers)}, importance=importance,
+        )  # fmt: skip
         with store.transaction("replace a session summary"):
             old = store.get_meta(key)
             gone = store.delete_records([old], scope, name) if old else []

@@ -151,9 +151,8 @@ class ExtractedTriples(BaseModel):
     """Lasting facts stated in the conversation, as knowledge triples."""
 
     triples: list[TripleInput] = Field(
-        default_factory=list,
-        description="The facts; an empty list when the conversation states none.",
-    )
+        default_factory=list, description="The facts; an empty list when the conversation states none.",
+    )  # fmt: skip
 
 def _date(epoch: float) -> str:
     """``2023-05-08``: an epoch as a UTC date."""
@@ -253,20 +252,9 @@ def to_triple(row: "StoredTriple") -> KnowledgeTriple:
     sessions = tuple(dict.fromkeys(m.session_id for m in mentions if m.session_id))
     message_ids = tuple(dict.fromkeys(i for m in mentions for i in m.message_ids))
     return KnowledgeTriple(
-        subject=row.subject,
-        predicate=row.predicate,
-        object=row.object,
-        id=row.id,
-        user_id=row.user_id,
-        tenant_id=row.tenant_id,
-        session_id=mentions[0].session_id if mentions else None,
-        session_ids=sessions,
-        message_ids=message_ids,
-        event_time=min((m.event_time for m in mentions), default=None),
-        ingested_at=row.ingested_at,
-        valid_from=row.valid_from,
-        valid_to=row.valid_to,
-        superseded_by=row.superseded_by,
-        mentions=len(mentions),
-        expires_at=row.expires_at,
-    )
+        subject=row.subject, predicate=row.predicate, object=row.object, id=row.id, user_id=row.user_id,
+        tenant_id=row.tenant_id, session_id=mentions[0].session_id if mentions else None, session_ids=sessions,
+        message_ids=message_ids, event_time=min((m.event_time for m in mentions), default=None),
+        ingested_at=row.ingested_at, valid_from=row.valid_from, valid_to=row.valid_to, superseded_by=row.superseded_by,
+        mentions=len(mentions), expires_at=row.expires_at,
+    )  # fmt: skip
