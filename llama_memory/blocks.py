@@ -155,7 +155,10 @@ class MemoryBlocks(BaseModel):
             TypeError: an argument that belongs to the ``Memory`` (``token_limit``,
                 ``insert_method``, ``chat_history``, ``primary_memory``) or an unknown one.
         """
-        check_user(user_id)
+        if user_id is not None and not isinstance(user_id, str):  # checked before anything opens
+            raise TypeError(f"MemoryBlocks.open() takes user_id as a string, not {type(user_id).__name__} {user_id!r}")
+        example = "MemoryBlocks.open(user_id='alice', path='./memory')"
+        Scope(user_id=user_id).require_user("MemoryBlocks.open()", example)
         for name, why in MEMORY_ARGUMENTS.items():
             if name in settings:
                 raise TypeError(f"MemoryBlocks.open() takes no {name}: {why}")
@@ -360,15 +363,6 @@ def load_pickled_tokenizer() -> None:
             os.environ.pop("TIKTOKEN_CACHE_DIR", None)
 
 
-def check_user(user_id: Any) -> None:
-    """:class:`~llama_memory.core.errors.ScopeError` (TypeError for what is not a string)
-    unless ``user_id`` names a user: the blocks keep one user's long-term memory.
-    Checked before anything opens."""
-    if user_id is not None and not isinstance(user_id, str):
-        raise TypeError(f"MemoryBlocks.open() takes user_id as a string, not {type(user_id).__name__} {user_id!r}")
-    Scope(user_id=user_id).require_user("MemoryBlocks.open()", "MemoryBlocks.open(user_id='alice', path='./memory')")
-
-
 def drop_last_records(content: Any, tokens_to_truncate: int, tokenizer: Callable[[str], Sequence]) -> Optional[str]:
     """A block's text without its last (least relevant) record lines, as many as it takes
     to save ``tokens_to_truncate`` tokens; None when no record is left (or the content is
@@ -488,10 +482,6 @@ class InstructionsMemoryBlock(_StoreBlock):
 
 
 __all__ = [
-    "InstructionsMemoryBlock",
-    "LongTermMemoryBlock",
-    "MemoryBlocks",
-    "ProfileMemoryBlock",
-    "drop_last_records",
+    "InstructionsMemoryBlock", "LongTermMemoryBlock", "MemoryBlocks", "ProfileMemoryBlock", "drop_last_records",
     "load_pickled_tokenizer",
 ]
