@@ -249,9 +249,24 @@ def primary_from_dict(entry: Mapping[str, Any]) -> BaseMemory:
 
 
 def restore_live_parts(config: dict[str, Any]) -> None:
-    """Turn what :meth:`ComposableMemory.to_dict` wrote of live objects back into
-    ``from_defaults`` arguments, in place: rebuild what can be (the embedding model, the
-    profile schema), refuse or warn for what was not given again."""
+    """Turn what :meth:`ComposableMemory.to_dict` wrote of the primary memory, the sources
+    and live objects back into ``from_defaults`` arguments, in place: rebuild what can be
+    (a serialised primary memory, the embedding model, the profile schema; "none" is no
+    sources), refuse or warn for what was not given again ("custom" parts, a client...)."""
+    for part, argument in (("primary", "primary_memory"), ("sources", "secondary_memory_sources")):
+        kind = config.pop(part, "default")
+        if argument in config:
+            continue
+        if isinstance(kind, dict):
+            config[argument] = primary_from_dict(kind)
+        elif kind == "custom":
+            raise LlamaMemoryError(
+                f"this ComposableMemory was built with a custom {argument}, a live object "
+                f"a dict cannot carry: pass it again, ComposableMemory.from_dict(data, "
+                f"{argument}=...), or from a restore hook (llama_memory.set_restore_hook)"
+            )
+        elif kind == "none":
+            config[argument] = []
     if isinstance(config.get("embed_model"), dict):
         config["embed_model"] = embedding_from_dict(config["embed_model"])
     if isinstance(config.get("profile"), str):
@@ -363,7 +378,6 @@ def memory_from_dict(cls: type[M], data: dict[str, Any], kwargs: dict[str, Any])
     # A session id given now is the application's: reset() keeps it.
     chosen = bool(config.pop("session_id_chosen", False)) and "session_id" not in kwargs
     since = config.pop("conversation_since", None)
-    restore_parts(config)
     llm_left_behind = isinstance(config.get("llm"), dict)
     restore_live_parts(config)
     # Restored without its llm (the RestoreWarning says formation is off): the
@@ -384,26 +398,6 @@ def memory_from_dict(cls: type[M], data: dict[str, Any], kwargs: dict[str, Any])
     if history and not memory.settings.persistent:
         memory.primary_memory.set([ChatMessage.model_validate(m) for m in history])
     return memory
-
-
-def restore_parts(config: dict[str, Any]) -> None:
-    """Turn what :meth:`ComposableMemory.to_dict` wrote of the primary memory and the
-    sources back into ``from_defaults`` arguments, in place: a serialised primary memory
-    is rebuilt, "none" is no sources, and "custom" (live objects) must be given again."""
-    for part, argument in (("primary", "primary_memory"), ("sources", "secondary_memory_sources")):
-        kind = config.pop(part, "default")
-        if argument in config:
-            continue
-        if isinstance(kind, dict):
-            config[argument] = primary_from_dict(kind)
-        elif kind == "custom":
-            raise LlamaMemoryError(
-                f"this ComposableMemory was built with a custom {argument}, a live object "
-                f"a dict cannot carry: pass it again, ComposableMemory.from_dict(data, "
-                f"{argument}=...), or from a restore hook (llama_memory.set_restore_hook)"
-            )
-        elif kind == "none":
-            config[argument] = []
 
 
 # -- pickling -----------------------------------------------------------------------------
