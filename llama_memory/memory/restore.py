@@ -16,7 +16,7 @@ import json
 import threading
 import warnings
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Optional, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Optional, TypeVar
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage
@@ -28,40 +28,9 @@ from ..storage.registry import require_store
 from .settings import MemorySettings, check_formation, qualified_name
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from .runtime import Facade
 
-
-class Restorable(Protocol):
-    """What serialising, restoring and pickling use of a memory
-    (:class:`~llama_memory.memory.composable.ComposableMemory` is one: its ``to_dict``,
-    ``from_dict`` and ``__reduce__`` call this module): its settings and live parts,
-    its conversation, and its constructors."""
-
-    @property
-    def settings(self) -> MemorySettings: ...  # noqa: D102
-
-    @property
-    def runtime(self) -> Runtime: ...  # noqa: D102
-
-    @property
-    def primary_memory(self) -> BaseMemory: ...  # noqa: D102
-
-    @property
-    def tokenizer_fn(self) -> Callable[[str], Any]: ...  # noqa: D102
-
-    def get_all(self) -> list[ChatMessage]: ...  # noqa: D102
-
-    @classmethod
-    def class_name(cls) -> str: ...  # noqa: D102
-
-    @classmethod
-    def from_defaults(cls, *args: Any, **kwargs: Any) -> Any: ...  # noqa: D102
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any], **kwargs: Any) -> Any: ...  # noqa: D102
-
-
-M = TypeVar("M", bound=Restorable)
+M = TypeVar("M", bound="Facade")
 
 #: Called by ``ComposableMemory.from_dict`` with the serialised dict; returns keyword
 #: arguments for ``from_dict`` (``llm=``, ``embed_model=``, ``secondary_memory_sources=``...).
@@ -316,7 +285,7 @@ def restore_live_parts(config: dict[str, Any]) -> None:
         )
 
 
-def memory_to_dict(memory: Restorable) -> dict[str, Any]:
+def memory_to_dict(memory: Facade) -> dict[str, Any]:
     """The body of :meth:`ComposableMemory.to_dict`: the memory's settings as data and
     markers for the live parts a dict cannot carry; an in-memory conversation is carried
     whole."""
@@ -339,7 +308,7 @@ def memory_to_dict(memory: Restorable) -> dict[str, Any]:
 CONVERSATION_KEYS = ("session_id", "chat_history", "session_id_chosen", "conversation_since")
 
 
-def live_markers(memory: Restorable, settings: MemorySettings) -> dict[str, Any]:
+def live_markers(memory: Facade, settings: MemorySettings) -> dict[str, Any]:
     """What ``to_dict`` writes of the settings' live objects: the primary memory and the
     sources by kind ("default": rebuilt by from_defaults; "none"; "custom": asked for
     again; a primary LlamaIndex can serialise, as data), the embedding model by class
@@ -409,7 +378,7 @@ _INSTEAD = (
 )
 
 
-def pickled_memory(memory: Restorable) -> tuple[dict[str, Any], dict[str, Any]]:
+def pickled_memory(memory: Facade) -> tuple[dict[str, Any], dict[str, Any]]:
     """What a pickle of ``memory`` carries: its :func:`memory_to_dict` and the live parts
     that pickle themselves (the llm, a tokenizer function, an embedding model whose
     configuration is not plain data), as ``from_dict`` keyword arguments.

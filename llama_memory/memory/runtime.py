@@ -100,15 +100,38 @@ class UsageLog:
 
 
 class Facade(Protocol):
-    """The public face of the memory a runtime serves: its resolved tokenizer, its
-    serialisation, and the instrumented methods the pipelines call (:meth:`retrieve_from`,
-    :meth:`extract`: span handlers know them by those names). Its options are the
-    runtime's :attr:`Runtime.settings`."""
+    """The public face of the memory a runtime serves
+    (:class:`~llama_memory.memory.composable.ComposableMemory` is one), described once for the
+    modules below it (it imports them): the pipelines call its resolved tokenizer, its
+    serialisation and the instrumented methods (:meth:`retrieve_from`, :meth:`extract`: span
+    handlers know them by those names); the wiring attaches the runtime and re-embeds, sets
+    the history or closes a memory it built; restoring and pickling read its settings and
+    conversation and call its constructors; an agent tool acts for its user."""
 
     primary_memory: BaseMemory
 
     @property
+    def runtime(self) -> Runtime: ...  # noqa: D102
+
+    @property
+    def settings(self) -> MemorySettings: ...  # noqa: D102
+
+    @property
+    def scope(self) -> Scope: ...  # noqa: D102
+
+    @property
+    def user_id(self) -> Optional[str]: ...  # noqa: D102
+
+    @property
     def tokenizer_fn(self) -> Callable[[str], Sequence]: ...  # noqa: D102
+
+    def get_all(self) -> list[ChatMessage]: ...  # noqa: D102
+
+    def set(self, messages: list[ChatMessage]) -> None: ...  # noqa: D102
+
+    def reindex(self) -> int: ...  # noqa: D102
+
+    def close(self) -> None: ...  # noqa: D102
 
     def to_dict(self, **kwargs: Any) -> dict[str, Any]: ...  # noqa: D102
 
@@ -117,6 +140,15 @@ class Facade(Protocol):
     def retrieve_from(  # noqa: D102
         self, source: Source, query: str, scope: Scope, k: int, shown: frozenset[str] = frozenset()
     ) -> list[MemoryRecord]: ...
+
+    @classmethod
+    def class_name(cls) -> str: ...  # noqa: D102
+
+    @classmethod
+    def from_defaults(cls, *args: Any, **kwargs: Any) -> Any: ...  # noqa: D102
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], **kwargs: Any) -> Any: ...  # noqa: D102
 
 
 class Runtime:

@@ -14,7 +14,7 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Protocol, TypeVar, Union, cast
+from typing import TYPE_CHECKING, Any, Optional, TypeVar, Union, cast
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage
@@ -36,32 +36,14 @@ from ..write.formation.answer import warm_up
 from .settings import MemorySettings
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from .runtime import Facade
 
 logger = logging.getLogger(__name__)
 
 
-class BuiltMemory(Protocol):
-    """What :func:`build_memory` uses of the memory it constructs
-    (:class:`~llama_memory.memory.composable.ComposableMemory` is one: its ``from_defaults`` passes
-    its class here): the runtime the opened parts are attached to, and the calls made
-    once it is built (re-embed, set the history, close on a failure)."""
-
-    @property
-    def runtime(self) -> Runtime: ...  # noqa: D102
-
-    @property
-    def scope(self) -> Scope: ...  # noqa: D102
-
-    def reindex(self) -> int: ...  # noqa: D102
-
-    def set(self, messages: list[ChatMessage]) -> None: ...  # noqa: D102
-
-    def close(self) -> None: ...  # noqa: D102
-
-
 #: The memory class built: a LlamaIndex memory (a pydantic model) whose fields that are
-#: settings too are set from the settings, and that is a :class:`BuiltMemory`.
+#: settings too are set from the settings, and that is a
+#: :class:`~llama_memory.memory.runtime.Facade`.
 M = TypeVar("M", bound=BaseMemory)
 
 #: Collection-name prefix of the default vector source (one collection per user).
@@ -88,7 +70,7 @@ def build_memory(
     store, path = backend.store, backend.path
     try:
         built = memory_on(cls, settings, backend, session_id_given=session_id_given)
-        memory = cast(BuiltMemory, built)
+        memory = cast("Facade", built)
         memory.runtime.attach(store, drop_dense=lambda owner: backend.drop_dense(owner, DENSE_COLLECTIONS))
     except BaseException:
         store.close()  # a source refused (another embedding model...): no store left open
@@ -163,7 +145,7 @@ def memory_on(cls: type[M], settings: MemorySettings, backend: OpenBackend, *, s
         "primary_memory": primary_memory, "secondary_memory_sources": sources, "tokenizer_fn": tokenizer,
     }
     built = cls(**parts)
-    runtime = cast(BuiltMemory, built).runtime
+    runtime = cast("Facade", built).runtime
     # The settings as opened, which to_dict writes: the location as its backend writes
     # it (an absolute path, a URL without its password, a server by its URL).
     runtime.settings = settings.model_copy(update={"embed_model": model, **backend.settings})
