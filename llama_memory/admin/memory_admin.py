@@ -25,7 +25,7 @@ from ..core.errors import StorageError
 from ..core.progress import watching
 from ..core.types import Expiry, MemoryRecord, Scope, now
 from ..memory import DEFAULT_TOP_K
-from ..storage.ports.admin import SessionSummary, UserSummary
+from ..storage.ports import SessionSummary, UserSummary
 from ..storage.ports.jobs import JobRow
 from ..storage.reconcile import ReconcileReport
 from ..storage.registry import backend_at, location_of

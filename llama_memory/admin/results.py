@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import LlamaMemoryError
 from ..core.types import MemoryRecord
-from ..storage.ports.admin import SessionSummary, StoreCounts, UserSummary
+from ..storage.ports import SessionSummary, StoreCounts, UserSummary
 from ..storage.ports.jobs import FormationDay
 
 if TYPE_CHECKING:

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from ..sources.profile import ProfileSource
     from ..sources.triples import TripleSource
     from ..storage.backend import OpenBackend
-    from ..storage.ports.admin import UserSummary
+    from ..storage.ports import UserSummary
     from ..storage.sql.admin import AdminRows
 
 __all__ = ["TenantTransfer"]

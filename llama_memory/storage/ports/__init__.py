@@ -12,7 +12,7 @@ these types and plain domain rows (``MemoryRecord``, ``Scope``, ``NewRecord``...
 connection, no SQL, no rowid. See docs/architecture.md.
 """
 
-from .base import Transactional
+from .base import SessionSummary, StoreCounts, Transactional, UserSummary
 from .chat import ChatLog, ChatLogChanges, SharedChatLog
 from .jobs import JOB_STATES, FormationDay, Job, JobRow, PassCost
 from .lexical import LexicalIndex, RankedLexicalIndex
@@ -46,7 +46,9 @@ __all__ = [
     "ProfileChange",
     "ProfileValue",
     "ProfileWrite",
+    "SessionSummary",
     "SharedChatLog",
+    "StoreCounts",
     "StoredTriple",
     "TimelineEntry",
     "Transactional",
@@ -54,6 +56,7 @@ __all__ = [
     "TripleMention",
     "TripleRef",
     "TripleRow",
+    "UserSummary",
     "Vector",
     "VectorIndex",
 ]

@@ -15,7 +15,7 @@ The modules: :mod:`.store` (``Storage``, the system of record as one object),
 (``SQLChatTables``, ``SQLChatLog``), :mod:`.jobs` (``JobQueue``; a claim's row lock is the
 dialect's ``skip_locked``), :mod:`.triples` (``TripleTimeline``), :mod:`.profile` (a
 document with its history: the profile and the instructions, ``ProfileRows``),
-:mod:`.admin` and :mod:`.admin_import` (``AdminRows``). What a backend writes is each
+:mod:`.admin` (``AdminRows``). What a backend writes is each
 class's abstract methods and the ports' Protocols (``tests/docs/test_storage_ports.py``
 lists them in docs/architecture.md).
 

@@ -27,13 +27,37 @@ from ..chroma import (
     server_address,
 )
 from ..ports import ChatLog
+from ..sql.admin import AdminRows
 from ..sql.store import Storage
-from .admin import StoreAdmin
-from .connection import DB_FILENAME, memory_path, store_exists
+from .connection import DB_FILENAME, SQLITE, memory_path, store_exists
 from .driver import sqlite_driver
 from .profile import SQLiteProfileRows
 from .store import SQLiteStore
 from .triples import SQLiteTripleTimeline
+
+
+class StoreAdmin(AdminRows):
+    """The admin rows (:class:`~llama_memory.storage.sql.admin.AdminRows`) of one SQLite
+    store: the tables of the profile and triple sources (and the job queue's) exist only
+    once such a source was opened on the file, so every read treats a missing table as
+    empty; records keep their write order in ``rowid``."""
+
+    dialect = SQLITE
+    record_order = "rowid"
+    tables_on_first_use = True
+    timeline_class = SQLiteTripleTimeline
+
+    def tables(self) -> set[str]:
+        """The names of the tables in the file."""
+        rows = self.store.query("list tables", "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")
+        return {row["name"] for row in rows}
+
+    def _existing(self, *tables: str) -> set[str]:
+        return set(tables) & self.tables()
+
+    def refresh_statistics(self) -> None:
+        """Nothing to do: the SQLite store's queries are planned without statistics (its
+        plans are fixed in the SQL, e.g. the full-text join's CROSS JOIN)."""
 
 
 class EmbeddedStore(OpenBackend):
