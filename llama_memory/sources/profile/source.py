@@ -99,7 +99,7 @@ class ProfileSource(MemorySource):
         self._costs: dict[str, int] = {}  # line -> tokens; the same fields render on every get
         self.rows: ProfileRows = require_port(
             store, ProfileRows, "ProfileSource",
-            "SQLiteProfileRows(SQLiteStore('./memory')) (llama_memory.storage.sqlite.profile), "
+            "SQLiteProfileRows(SQLiteStore('./memory')) (llama_memory.storage.sqlite.bundle), "
             "or build the source with llama_memory.memory.wiring.default_profile_source(store)",
         )  # fmt: skip
         # The SQLite store, kept as the attribute the memory uses to write a batch in one

@@ -10,9 +10,8 @@ its id back, boolean literals, and making writers of one key take turns
 (``sqlite/connection.py``, ``postgres/dialect.py``) and subclasses the algorithm, keeping
 only what differs for a reason (FTS5 vs ``tsvector``, cascades, read-ahead).
 
-The modules: :mod:`.store` (``Storage``, the system of record as one object),
-:mod:`.records` (``RecordStore``), :mod:`.meta` (``MetaStore``), :mod:`.chat`
-(``SQLChatTables``, ``SQLChatLog``), :mod:`.jobs` (``JobQueue``; a claim's row lock is the
+The modules: :mod:`.store` (``Storage``, the system of record as one object, with
+``MetaStore``, ``SQLChatTables`` and ``SQLChatLog``), :mod:`.records` (``RecordStore``), :mod:`.jobs` (``JobQueue``; a claim's row lock is the
 dialect's ``skip_locked``), :mod:`.triples` (``TripleTimeline``), :mod:`.profile` (a
 document with its history: the profile and the instructions, ``ProfileRows``),
 :mod:`.admin` (``AdminRows``). What a backend writes is each

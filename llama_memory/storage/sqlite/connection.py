@@ -23,8 +23,8 @@ from typing import Any, ClassVar, Optional
 from ...core.errors import StorageError
 from ..privacy import create_private_file, make_private_dir, warn_if_shared
 from ..sql.dialect import Dialect, insert_sql
-from ..sql.meta import MetaStore
 from ..sql.records import WordCountCache
+from ..sql.store import MetaStore
 from .driver import SQLiteDriver, sqlite_driver
 from .schema import MIGRATIONS, sql_statements
 
