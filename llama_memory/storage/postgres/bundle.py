@@ -10,13 +10,12 @@ module needs the ``postgres`` extra (the registry imports it only for such a sto
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
 from ...core.text import word_tokens
 from ...core.types import Scope
-from ..backend import Location, OpenBackend
+from ..backend import Backend, Location, OpenBackend
 from ..chroma import server_address
 from ..ports import ChatLog, VectorIndex
 from ..ports.profile import DOCUMENTS, ProfileChange
@@ -233,11 +232,8 @@ class ServerStore(OpenBackend):
         size = PostgresStoreAdmin(self._postgres).size_bytes()
         return {"postgres": size, "total": size}
 
-    def drop_dense(self, owner: tuple[str, str], collections: Sequence[str]) -> None:
-        """Nothing: the vectors are rows that ``delete_user`` removed in its transaction."""
 
-
-class ServerBackend:
+class ServerBackend(Backend):
     """PostgreSQL with pgvector (see :class:`ServerStore`)."""
 
     name = "PostgreSQL"
@@ -274,10 +270,6 @@ class ServerBackend:
             raise TypeError(f"the PostgreSQL backend's parts need a PostgresStore, not {type(store).__name__}")
         return ServerStore(store)
 
-    def missing(self, where: Any) -> Optional[str]:
-        """None: the database exists, and opening makes its tables."""
-        return None
-
     def describe_sizes(self, sizes: dict[str, int], size: Any) -> str:
         """The bytes the tables take in the database."""
         return f"in the database: {size(sizes['postgres'])} (tables and their indexes)"
@@ -289,11 +281,6 @@ class ServerBackend:
             "store is encrypted at rest by the server's disk encryption, and in transit by "
             "TLS (docs/security.md)"
         )
-
-    @contextmanager
-    def undo_failed_creation(self, where: Any) -> Iterator[None]:
-        """Nothing to undo: each batch is one transaction; there are no files."""
-        yield
 
 
 #: The bundle the registry hands out for a PostgreSQL URL or pool.

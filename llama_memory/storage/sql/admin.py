@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from abc import ABC, abstractmethod
+from abc import ABC
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar, Optional
@@ -79,9 +79,10 @@ class AdminRows(ABC):
         """Which of ``tables`` exist (all of them where the schema is migrated on open)."""
         return set(tables)
 
-    @abstractmethod
     def refresh_statistics(self) -> None:
-        """Bring the planner's statistics up to date after a bulk import."""
+        """Bring the planner's statistics up to date after a bulk import. Nothing by
+        default: SQLite's queries are planned without statistics (its plans are fixed in
+        the SQL, e.g. the full-text join's CROSS JOIN)."""
 
     def _record_extras(self, row: dict[str, Any]) -> dict[str, Any]:
         """Columns of the backend's ``records`` table beyond the shared ones, for an

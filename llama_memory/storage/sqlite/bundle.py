@@ -20,7 +20,7 @@ from typing import Any, Optional
 
 from ...core.errors import LlamaMemoryError
 from ...core.types import Scope
-from ..backend import Location, OpenBackend
+from ..backend import Backend, Location, OpenBackend
 from ..chroma import (
     CHROMA_DIRNAME,
     OPEN_LOCK,
@@ -132,9 +132,6 @@ class StoreAdmin(AdminRows):
     def _existing(self, *tables: str) -> set[str]:
         return set(tables) & self.tables()
 
-    def refresh_statistics(self) -> None:
-        """Nothing to do: the SQLite store's queries are planned without statistics (its
-        plans are fixed in the SQL, e.g. the full-text join's CROSS JOIN)."""
 
 
 class EmbeddedStore(OpenBackend):
@@ -240,7 +237,7 @@ class EmbeddedStore(OpenBackend):
         return self._client
 
 
-class EmbeddedBackend:
+class EmbeddedBackend(Backend):
     """SQLite + Chroma under a directory: the default backend (see :class:`EmbeddedStore`)."""
 
     name = "SQLite"
