@@ -15,9 +15,8 @@ connection, no SQL, no rowid. See docs/architecture.md.
 from .base import SessionSummary, StoreCounts, Transactional, UserSummary
 from .chat import ChatLog, ChatLogChanges, SharedChatLog
 from .jobs import JOB_STATES, FormationDay, Job, JobRow, PassCost
-from .lexical import LexicalIndex, RankedLexicalIndex
 from .profile import ProfileChange, ProfileValue, ProfileWrite
-from .records import IndexFlags, NewRecord, PendingRecord
+from .records import IndexFlags, LexicalIndex, NewRecord, PendingRecord, RankedLexicalIndex
 from .triples import (
     NewTriple,
     StoredTriple,

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Optional, Protocol
 from ...core.types import Scope, now
 from ..codec import dump_message
 from ..ports.chat import SharedChatLog
-from ..ports.lexical import RankedLexicalIndex
+from ..ports.records import RankedLexicalIndex
 from .dialect import Dialect, SQLStore
 from .jobs import JobQueue
 from .records import RecordStore
