@@ -31,9 +31,8 @@ from ..storage.reconcile import ReconcileReport
 from ..storage.registry import backend_at, location_of
 from ..storage.shared import SHARED
 from ..storage.sql.admin import AdminRows
-from .export_format import EXPORT_FORMAT, EXPORT_VERSION, ImportCounts
 from .results import StoreNotFoundError, StoreStats, UnknownUserError, UserOverview
-from .transfer import TenantTransfer
+from .transfer import EXPORT_FORMAT, EXPORT_VERSION, ImportCounts, TenantTransfer
 
 if TYPE_CHECKING:
     # The memory, its sources and LlamaIndex are imported by the methods that use them:
