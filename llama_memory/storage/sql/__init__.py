@@ -19,10 +19,8 @@ class's abstract methods and the ports' Protocols (``tests/docs/test_storage_por
 lists them in docs/architecture.md).
 
 Bringing another algorithm here: write its statements once with ``?``; where the
-backends truly differ, add one explicit member to ``Dialect`` and to both dialects (as
-``skip_locked``, ``same_as``, ``utc_day`` and ``contains`` were).
+backends truly differ, add one explicit member to ``Dialect`` (as ``skip_locked``,
+``same_as``, ``utc_day`` and ``contains`` were): with the standard SQL spelling as its
+default where there is one, overridden by a dialect whose database spells it otherwise,
+else abstract, written by every dialect.
 """
-
-from .dialect import ALIVE_SQL, Dialect, SQLStore, owner
-
-__all__ = ["ALIVE_SQL", "Dialect", "SQLStore", "owner"]
