@@ -23,10 +23,9 @@ from ..retrieval.excerpts import (
     join_parts,
     pack_excerpts,
 )
-from ..retrieval.hops import HOP_FOUND, HOP_WEIGHT, SEEDS, content_stems, second_hop
-from ..retrieval.hybrid import HybridSearch
+from ..retrieval.hybrid import HOP_FOUND, HOP_WEIGHT, SEEDS, HybridSearch, second_hop
 from ..retrieval.ranking import Salience
-from ..retrieval.relevance import Calibration, asks_only, calibrate, calibration_for
+from ..retrieval.relevance import Calibration, asks_only, calibrate, calibration_for, content_stems
 from ..retrieval.sync import IndexSync
 from ..retrieval.topic import TOPIC_WEIGHT, topic_hop
 from ..storage.ports import NewRecord, VectorIndex
@@ -37,7 +36,7 @@ from .base import MemorySource
 logger = logging.getLogger(__name__)
 
 #: Users with at most this many indexed records are searched in memory, exactly
-#: (:mod:`llama_memory.storage.resident`); larger ones in Chroma. 20,000 vectors of
+#: (:class:`~llama_memory.retrieval.sync.ResidentVectors`); larger ones in Chroma. 20,000 vectors of
 #: 384 dimensions take 31 MB and about 2 ms to search.
 RESIDENT_LIMIT = 20_000
 
@@ -93,7 +92,7 @@ class VectorSource(MemorySource):
             absolute ``relevance`` (:mod:`llama_memory.retrieval.relevance`); by default the one
             fitted for the default offline model, and none for other models (their
             records get ``relevance=None`` and are not filtered).
-        hop_weight: what the second hop (:mod:`llama_memory.retrieval.hops`: messages of
+        hop_weight: what the second hop (:func:`llama_memory.retrieval.hybrid.second_hop`: messages of
             other sessions that share the best hits' rare words) is worth against the
             first ranking, 0 to 1; 0 turns it off (so does ``lexical_weight=0``).
         salience: the weights of recency and importance in the ranking
@@ -473,7 +472,7 @@ class VectorSource(MemorySource):
         reads: RecordReads,
         apart: SetApart,
     ) -> list[tuple[str, float]]:
-        """``ranked`` with the second hop's candidates (:func:`~llama_memory.retrieval.hops.second_hop`)
+        """``ranked`` with the second hop's candidates (:func:`~llama_memory.retrieval.hybrid.second_hop`)
         for a retrieval of ``k``, the records' texts read through ``reads``; none when the
         lexical side is off (the hop is a search by words). What ``apart`` sets apart is
         not found by the hop (nor does it scale what is)."""
