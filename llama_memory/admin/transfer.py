@@ -19,9 +19,8 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Callable, Optional, Union
 
 from ..core.text import replace_unstorable
-from ..storage.chat_import import MessageRanks
 from ..storage.privacy import open_private
-from ..storage.sql.admin import AdminRows
+from ..storage.sql.admin import AdminRows, MessageRanks
 
 if TYPE_CHECKING:
     from llama_index.core.base.llms.types import ChatMessage
@@ -330,7 +329,7 @@ class TenantTransfer:
         per user (:attr:`ImportCounts.replaced`). Importing the same rows
         again changes nothing; into a store that has some of them, only the rest is
         added (a message is the k-th of its session with its content and time, see
-        :mod:`llama_memory.storage.chat_import`). Rows are written ``batch_size`` to a
+        :class:`~llama_memory.storage.sql.admin.MessageRanks`). Rows are written ``batch_size`` to a
         transaction. Records and triples are embedded before it returns."""
         return import_export_rows(
             rows, self.tenant_id, self._admin, prepare=self._prepare_import, flush=self.flush,
