@@ -70,13 +70,9 @@ def _section(title: str, lines: list[str], empty: str = "(none)") -> None:
 def cmd_records(args: argparse.Namespace) -> None:
     with _open(args) as admin:
         records = admin.records(
-            args.user,
-            session_id=args.session,
-            source=args.source,
-            since=args.since,
-            until=args.until,
+            args.user, session_id=args.session, source=args.source, since=args.since, until=args.until,
             limit=args.limit,
-        )
+        )  # fmt: skip
     if args.json:
         return _print_json(records)
     for record in records:
