@@ -274,12 +274,13 @@ class SentencePassages:
     counts: list[int]
 
     @classmethod
-    def embed(cls, embedder: Embedder, texts: Sequence[str], prefixes: Optional[Sequence[str]] = None
-              ) -> "SentencePassages":
+    def embed(cls, embedder: Embedder, texts: Sequence[str], prefixes: Optional[Sequence[str]] = None,
+              split_these: Optional[Sequence[bool]] = None) -> "SentencePassages":
         """``texts``, whole and by sentence, each piece with its text's prefix before it
-        (a LoCoMo turn's ``speaker: ``); a text of one sentence reuses its whole vector."""
+        (a LoCoMo turn's ``speaker: ``); a text of one sentence, or one ``split_these``
+        says not to split (an assistant's), reuses its whole vector."""
         prefixes = prefixes or [""] * len(texts)
-        split = [split_sentences(t) for t in texts]
+        split = [split_sentences(t) if split_these is None or split_these[n] else [t] for n, t in enumerate(texts)]
         whole = embedder.passages([p + t for p, t in zip(prefixes, texts)])
         rows = [p + s for p, parts in zip(prefixes, split) if len(parts) > 1 for s in parts]
         many = embedder.passages(rows) if rows else np.zeros((0, whole.shape[1]), dtype=np.float32)
@@ -323,15 +324,17 @@ def distractor_turns(path: Path = LOCOMO, count: int = 1500) -> list[str]:
     return texts[:count]
 
 
-def everyday_sentences(embedder: Embedder, path: Path = EVERYDAY, distractors: Sequence[str] = ()
-                       ) -> dict[str, dict[str, float]]:
+def everyday_sentences(embedder: Embedder, path: Path = EVERYDAY, distractors: Sequence[str] = (),
+                       user_only: bool = False) -> dict[str, dict[str, float]]:
     """Per scoring: recall@K and MRR of each fact's questions against the facts' messages
-    and replies (and ``distractors``); and the AUC of the answering message's score for a
-    real question against the best score in the store for a never-said one."""
+    and replies (and ``distractors``, user messages in the large store); and the AUC of
+    the answering message's score for a real question against the best score in the
+    store for a never-said one. With ``user_only``, the replies are not split."""
     data = json.loads(path.read_text())
     facts = data["facts"]
     texts = [f["message"] for f in facts] + [f["reply"] for f in facts] + list(distractors)
-    store = SentencePassages.embed(embedder, texts)
+    users = [True] * len(facts) + [not user_only] * len(facts) + [True] * len(distractors)
+    store = SentencePassages.embed(embedder, texts, split_these=users)
     asked = [(n, q) for n, f in enumerate(facts) for q in f["questions"]]
     real = store.scores(embedder.queries([q for _, q in asked]))
     never = store.scores(embedder.queries([q["question"] for q in data["never_said"]]))
@@ -350,9 +353,10 @@ def everyday_sentences(embedder: Embedder, path: Path = EVERYDAY, distractors: S
     return out
 
 
-def locomo_sentences(embedder: Embedder, path: Path = LOCOMO) -> dict[str, dict[str, float]]:
+def locomo_sentences(embedder: Embedder, path: Path = LOCOMO, user_only: bool = False) -> dict[str, dict[str, float]]:
     """Per scoring: turn recall@K and MRR of LoCoMo questions (categories 1-4), each turn
-    embedded whole and by sentence (``speaker: sentence``)."""
+    embedded whole and by sentence (``speaker: sentence``); with ``user_only``, only
+    speaker_a's turns are split (``bench.locomo`` stores speaker_b's as the assistant's)."""
     recalls: dict[str, list[float]] = {name: [] for name in SCORINGS}
     reciprocal: dict[str, list[float]] = {name: [] for name in SCORINGS}
     counts: list[int] = []
@@ -364,7 +368,8 @@ def locomo_sentences(embedder: Embedder, path: Path = LOCOMO) -> dict[str, dict[
         where = {t["dia_id"]: n for n, t in enumerate(turns)}
         # Each sentence with its speaker, as the whole turn has it.
         store = SentencePassages.embed(embedder, [t["text"] for t in turns],
-                                       [f"{t['speaker']}: " for t in turns])
+                                       [f"{t['speaker']}: " for t in turns],
+                                       [not user_only or t["speaker"] == talk.get("speaker_a") for t in turns])
         counts.extend(store.counts)
         asked = [(q["question"], [where[e] for e in _evidence(q.get("evidence", [])) if e in where])
                  for q in sample["qa"] if q.get("category") in (1, 2, 3, 4)]
@@ -383,13 +388,51 @@ def locomo_sentences(embedder: Embedder, path: Path = LOCOMO) -> dict[str, dict[
     return out
 
 
-def sentence_mode(spec: ModelSpec, log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Every figure of the sentence mode, for one model."""
+def write_cost(texts: Sequence[str], repeat: int = 3) -> dict[str, float]:
+    """What embedding a record's sentences adds to a write, with the library's offline
+    model (:meth:`OfflineEmbedding.embed_array`, as the index sync embeds a record):
+    the median ms of one message embedded alone (an agent turn's put) and with its
+    sentences in the same call, and the ms per message of all of them in one call (a
+    bulk import's batches)."""
+    from llama_memory.embeddings.offline import default_embedding
+
+    model = default_embedding()
+    model.embed_array(["warm-up text."])
+    split = [split_sentences(t) for t in texts]
+    with_sentences = [[t, *parts] if len(parts) > 1 else [t] for t, parts in zip(texts, split)]
+
+    def each(batches: Sequence[list[str]]) -> float:
+        times = []
+        for _ in range(repeat):
+            for batch in batches:
+                start = time.perf_counter()
+                model.embed_array(batch)
+                times.append((time.perf_counter() - start) * 1000)
+        return statistics.median(times)
+
+    def bulk(flat: list[str]) -> float:
+        start = time.perf_counter()
+        for _ in range(repeat):
+            model.embed_array(flat)
+        return (time.perf_counter() - start) * 1000 / repeat / len(texts)
+
+    return {"messages": len(texts), "one_whole_ms": each([[t] for t in texts]),
+            "one_with_sentences_ms": each(with_sentences),
+            "bulk_whole_ms": bulk(list(texts)),
+            "bulk_with_sentences_ms": bulk([x for batch in with_sentences for x in batch])}
+
+
+
+def sentence_mode(spec: ModelSpec, log: Callable[[str], None] = print, user_only: bool = False) -> dict[str, Any]:
+    """Every figure of the sentence mode, for one model (``user_only``: the assistant's
+    records are not split)."""
     embedder = Embedder(spec)
-    row = {"model": spec.name,
-           "everyday small": everyday_sentences(embedder),
-           "everyday large": everyday_sentences(embedder, distractors=distractor_turns()),
-           "locomo": locomo_sentences(embedder)}
+    row = {"model": spec.name, "user_only": user_only,
+           "everyday small": everyday_sentences(embedder, user_only=user_only),
+           "everyday large": everyday_sentences(embedder, distractors=distractor_turns(), user_only=user_only),
+           "locomo": locomo_sentences(embedder, user_only=user_only)}
+    facts = json.loads(EVERYDAY.read_text())["facts"]
+    row["write cost"] = write_cost([f["message"] for f in facts] + distractor_turns(count=90))
     log(json.dumps(row))
     return row
 
@@ -406,6 +449,10 @@ def print_sentence_table(row: dict[str, Any]) -> None:
               f"{g['mrr']:.3f} | {g['auc']:.3f} | {c[f'turn_recall@{K}']:.3f} | {c['mrr']:.3f} |")
     print("\n(AUC with the best score in the store for real questions too: "
           + ", ".join(f"{n} {small[n]['auc_top']:.3f}/{large[n]['auc_top']:.3f}" for n in SCORINGS) + ")")
+    cost = row["write cost"]
+    print(f"(write cost, offline model, {cost['messages']} messages: one message alone "
+          f"{cost['one_whole_ms']:.1f} ms, with its sentences {cost['one_with_sentences_ms']:.1f} ms; "
+          f"in bulk {cost['bulk_whole_ms']:.2f} ms a message, with sentences {cost['bulk_with_sentences_ms']:.2f} ms)")
     for name in ("everyday small", "everyday large", "locomo"):
         a = row[name]["_about"]
         print(f"({name}: {a['passages']} passages, {a['multi_sentence']:.0%} of more than one sentence, "
@@ -444,10 +491,12 @@ def main(argv: Optional[Sequence[str]] = None) -> list[dict[str, Any]]:
                         help="score passages by their whole text, best sentence and mixes (the default model)")
     parser.add_argument("--min-words", type=int, default=MIN_WORDS,
                         help="with --sentences: a sentence of fewer words joins a neighbour")
+    parser.add_argument("--user-only", action="store_true",
+                        help="with --sentences: split the user's records only, the assistant's stay whole")
     args = parser.parse_args(argv)
     if args.sentences:
         MIN_WORDS = args.min_words
-        row = sentence_mode(default_spec())
+        row = sentence_mode(default_spec(), user_only=args.user_only)
         print_sentence_table(row)
         if args.json is not None:
             args.json.write_text(json.dumps(row, indent=2))
