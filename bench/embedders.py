@@ -339,15 +339,23 @@ def everyday_sentences(embedder: Embedder, path: Path = EVERYDAY, distractors: S
     real = store.scores(embedder.queries([q for _, q in asked]))
     never = store.scores(embedder.queries([q["question"] for q in data["never_said"]]))
     out = {}
+    whole: list[int] = []
     for name, scores in real.items():
         order = _ranked(scores)
         positions = [int(np.nonzero(row == n)[0][0]) for (n, _), row in zip(asked, order)]
+        whole = whole or positions  # "whole" comes first
         answer = [float(scores[i, n]) for i, (n, _) in enumerate(asked)]
         out[name] = {f"recall@{K}": sum(p < K for p in positions) / len(positions),
                      "mrr": sum(1 / (p + 1) for p in positions) / len(positions),
                      "auc": auc(answer, never[name].max(axis=1).tolist()),
-                     "auc_top": auc(scores.max(axis=1).tolist(), never[name].max(axis=1).tolist())}
+                     "auc_top": auc(scores.max(axis=1).tolist(), never[name].max(axis=1).tolist()),
+                     # Questions the whole vector misses that this finds, and the reverse.
+                     "rescued": sum(w >= K > p for w, p in zip(whole, positions)),
+                     "lost": sum(p >= K > w for w, p in zip(whole, positions))}
     out["_about"] = {"passages": len(texts), "questions": len(asked), "never_said": len(data["never_said"]),
+                     "whole_misses": sum(w >= K for w in whole),
+                     "whole_misses_multi_sentence": sum(w >= K and store.counts[n] > 1
+                                                        for w, (n, _) in zip(whole, asked)),
                      "multi_sentence": sum(c > 1 for c in store.counts) / len(texts),
                      "sentences_per_passage": statistics.fmean(store.counts)}
     return out
@@ -449,6 +457,12 @@ def print_sentence_table(row: dict[str, Any]) -> None:
               f"{g['mrr']:.3f} | {g['auc']:.3f} | {c[f'turn_recall@{K}']:.3f} | {c['mrr']:.3f} |")
     print("\n(AUC with the best score in the store for real questions too: "
           + ", ".join(f"{n} {small[n]['auc_top']:.3f}/{large[n]['auc_top']:.3f}" for n in SCORINGS) + ")")
+    print(f"(everyday questions the whole vector misses, small/large: {small['_about']['whole_misses']}/"
+          f"{large['_about']['whole_misses']}, of which about a message of several sentences "
+          f"{small['_about']['whole_misses_multi_sentence']}/{large['_about']['whole_misses_multi_sentence']}; "
+          "rescued and lost by each scoring: "
+          + ", ".join(f"{n} +{small[n]['rescued']}-{small[n]['lost']}/+{large[n]['rescued']}-{large[n]['lost']}"
+                      for n in SCORINGS if n != "whole") + ")")
     cost = row["write cost"]
     print(f"(write cost, offline model, {cost['messages']} messages: one message alone "
           f"{cost['one_whole_ms']:.1f} ms, with its sentences {cost['one_with_sentences_ms']:.1f} ms; "

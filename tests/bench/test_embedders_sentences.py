@@ -3,6 +3,9 @@ the AUC it reports (the model itself is run by ``python -m bench.embedders --sen
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -80,3 +83,28 @@ def test_the_large_store_takes_the_first_1500_locomo_turns() -> None:
         pytest.skip("the LoCoMo data is not here")
     turns = embedders.distractor_turns()
     assert len(turns) == 1500 and all(isinstance(t, str) and t for t in turns)
+
+
+class _Words(_Unit):
+    words = ("porto", "week", "dog", "tired", "cat")
+
+    def queries(self, texts: list[str]) -> np.ndarray:
+        return self.passages(texts)
+
+
+def test_everyday_counts_the_questions_a_scoring_rescues_and_loses(tmp_path: Path) -> None:
+    # The Porto fact is diluted by its tired week: its whole vector ranks below ten
+    # distractors that say little besides "porto"; its Porto sentence ranks first.
+    data = {"facts": [
+        {"message": "I am so tired and it was a long week. We moved to Porto last month.",
+         "reply": "Welcome to the city!", "questions": ["porto"]},
+        {"message": "The dog is fine today.", "reply": "Good dog.", "questions": ["dog"]},
+    ], "never_said": [{"question": "cat", "near": None}]}
+    path = tmp_path / "everyday.json"
+    path.write_text(json.dumps(data))
+    distractors = [f"a long week number {n} in porto" for n in range(embedders.K)]
+    out = embedders.everyday_sentences(_Words(), path, distractors)  # type: ignore[arg-type]
+    assert out["whole"][f"recall@{embedders.K}"] == 0.5  # the Porto fact ranks below the ten
+    assert out["best sentence"][f"recall@{embedders.K}"] == 1.0
+    assert (out["best sentence"]["rescued"], out["best sentence"]["lost"]) == (1, 0)
+    assert out["_about"]["whole_misses"] == 1 and out["_about"]["whole_misses_multi_sentence"] == 1
