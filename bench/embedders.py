@@ -20,14 +20,17 @@ Also the median time of one query embedding (a single text, as ``get()`` embeds 
 With ``--sentences``, a record's best sentence instead (:func:`sentence_mode`): each
 passage is also embedded sentence by sentence (:func:`split_sentences`), and a passage
 is scored by its whole text, its best sentence, or a mix of the two; on the everyday
-facts alone (small), among 1,500 LoCoMo turns as in the everyday large store (large),
-and on LoCoMo; with, for the relevance judgement, the AUC of the answering record's
-score against the best score in the store for the never-said questions.
+facts' messages and replies (small), the same among 1,500 LoCoMo turns as in the
+everyday large store (large), and on LoCoMo; with, for the relevance judgement, the AUC
+of the answering record's score against the best score in the store for the never-said
+questions; and what the sentences add to a write (:func:`write_cost`). ``--user-only``
+splits the user's records only (the replies, and LoCoMo's speaker_b, stay whole).
 
 Run::
 
     .venv/bin/python -m bench.embedders                       # the default model alone
     .venv/bin/python -m bench.embedders --sentences           # whole message vs best sentence
+    .venv/bin/python -m bench.embedders --sentences --user-only
     .venv/bin/python -m bench.embedders --model \\
         bge-small=/path/model.onnx:/path/tokenizer.json:cls:"Represent this sentence for searching relevant passages: ":
 """
