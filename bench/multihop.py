@@ -4,7 +4,7 @@ For each conversation a store is built as ``bench.locomo`` builds it (one memory
 LoCoMo session, every turn put with its date and dia_id), then a memory of session
 ``"eval"`` (``top_k=10``, empty buffer) answers the conversation's questions through
 ``get()`` once per weight of the second hop (``VectorSource.hop_weight``, see
-``llama_memory.retrieval.hops``; 0 is the memory without it). Per weight: the block's
+``llama_memory.retrieval.hybrid.second_hop``; 0 is the memory without it). Per weight: the block's
 turn recall (evidence turns among the message ids of the records shown, as
 ``bench.locomo`` measures it) per category and overall, mean block tokens, median
 ``get()`` ms.

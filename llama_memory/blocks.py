@@ -65,9 +65,7 @@ MEMORY_ARGUMENTS = {
 }
 #: Arguments whose values are live objects: reused for the other sessions of this process,
 #: rebuilt from the saved configuration (or a restore hook) after a pickle.
-LIVE_ARGUMENTS = (
-    "embed_model", "llm", "tokenizer_fn", "chroma_client", "clock", "secondary_memory_sources", "profile",
-)
+LIVE_ARGUMENTS = ("embed_model", "llm", "tokenizer_fn", "chroma_client", "clock", "secondary_memory_sources", "profile")
 #: How many sessions' memories one :class:`MemoryBlocks` keeps open (least recently used
 #: closed first): an app that reuses the blocks for many conversations holds a few.
 OPEN_SESSIONS = 8
@@ -157,7 +155,10 @@ class MemoryBlocks(BaseModel):
             TypeError: an argument that belongs to the ``Memory`` (``token_limit``,
                 ``insert_method``, ``chat_history``, ``primary_memory``) or an unknown one.
         """
-        check_user(user_id)
+        if user_id is not None and not isinstance(user_id, str):  # checked before anything opens
+            raise TypeError(f"MemoryBlocks.open() takes user_id as a string, not {type(user_id).__name__} {user_id!r}")
+        example = "MemoryBlocks.open(user_id='alice', path='./memory')"
+        Scope(user_id=user_id).require_user("MemoryBlocks.open()", example)
         for name, why in MEMORY_ARGUMENTS.items():
             if name in settings:
                 raise TypeError(f"MemoryBlocks.open() takes no {name}: {why}")
@@ -294,9 +295,8 @@ class MemoryBlocks(BaseModel):
             return
         self._last_flush = batch  # before any await: the other blocks' calls see it
         session = next(
-            (m.additional_kwargs.get("session_id") for m in batch if m.additional_kwargs.get("session_id")),
-            None,
-        )
+            (m.additional_kwargs.get("session_id") for m in batch if m.additional_kwargs.get("session_id")), None,
+        )  # fmt: skip
         # Memory marks the messages with its session id: stored as the app wrote them.
         plain = [
             m.model_copy(update={"additional_kwargs": {
@@ -363,20 +363,6 @@ def load_pickled_tokenizer() -> None:
             os.environ.pop("TIKTOKEN_CACHE_DIR", None)
 
 
-def check_user(user_id: Any) -> None:
-    """:class:`~llama_memory.core.errors.ScopeError` (TypeError for what is not a string)
-    unless ``user_id`` names a user: the blocks keep one user's long-term memory.
-    Checked before anything opens."""
-    if user_id is not None and not isinstance(user_id, str):
-        raise TypeError(f"MemoryBlocks.open() takes user_id as a string, not {type(user_id).__name__} {user_id!r}")
-    Scope(user_id=user_id).require_user("MemoryBlocks.open()", "MemoryBlocks.open(user_id='alice', path='./memory')")
-
-
-def profile_sources(memory: ComposableMemory) -> frozenset[str]:
-    """The names of the memory's profile sources (their records go to the profile block)."""
-    return frozenset(s.name for s in memory.sources if isinstance(s, ProfileHolder))
-
-
 def drop_last_records(content: Any, tokens_to_truncate: int, tokenizer: Callable[[str], Sequence]) -> Optional[str]:
     """A block's text without its last (least relevant) record lines, as many as it takes
     to save ``tokens_to_truncate`` tokens; None when no record is left (or the content is
@@ -424,7 +410,7 @@ class _RecordsBlock(_StoreBlock):
     async def _lines(self, messages: Optional[list[ChatMessage]], block_kwargs: dict[str, Any], intro: str,
                      of_profile: bool) -> str:  # fmt: skip
         memory, block = await self._shown(messages, block_kwargs)
-        profile = profile_sources(memory)
+        profile = {s.name for s in memory.sources if isinstance(s, ProfileHolder)}  # go to the profile block
         lines = [render_item(r, memory.session_id) for r in block.records if (r.source in profile) == of_profile]
         return "\n".join([intro, *lines]) if lines else ""
 
@@ -496,10 +482,6 @@ class InstructionsMemoryBlock(_StoreBlock):
 
 
 __all__ = [
-    "InstructionsMemoryBlock",
-    "LongTermMemoryBlock",
-    "MemoryBlocks",
-    "ProfileMemoryBlock",
-    "drop_last_records",
+    "InstructionsMemoryBlock", "LongTermMemoryBlock", "MemoryBlocks", "ProfileMemoryBlock", "drop_last_records",
     "load_pickled_tokenizer",
 ]

@@ -277,15 +277,10 @@ class ScriptedLLM(FunctionCallingLLM):
     # -- function calling ----------------------------------------------------------------
 
     def _prepare_chat_with_tools(
-        self,
-        tools: Sequence[Any],
-        user_msg: Optional[Union[str, ChatMessage]] = None,
-        chat_history: Optional[list[ChatMessage]] = None,
-        verbose: bool = False,
-        allow_parallel_tool_calls: bool = False,
-        tool_required: bool = False,
-        **kwargs: Any,
-    ) -> dict[str, Any]:
+        self, tools: Sequence[Any], user_msg: Optional[Union[str, ChatMessage]] = None,
+        chat_history: Optional[list[ChatMessage]] = None, verbose: bool = False,
+        allow_parallel_tool_calls: bool = False, tool_required: bool = False, **kwargs: Any,
+    ) -> dict[str, Any]:  # fmt: skip
         messages = list(chat_history or [])
         if isinstance(user_msg, str):
             user_msg = ChatMessage(role=MessageRole.USER, content=user_msg)
@@ -300,10 +295,9 @@ class ScriptedLLM(FunctionCallingLLM):
         ``error_on_no_tool_call``)."""
         selections = [
             ToolSelection(
-                tool_id=block.tool_call_id or "",
-                tool_name=block.tool_name,
+                tool_id=block.tool_call_id or "", tool_name=block.tool_name,
                 tool_kwargs=block.tool_kwargs if isinstance(block.tool_kwargs, dict) else json.loads(block.tool_kwargs or "{}"),
-            )
+            )  # fmt: skip
             for block in response.message.blocks
             if isinstance(block, ToolCallBlock)
         ]

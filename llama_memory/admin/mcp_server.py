@@ -97,11 +97,9 @@ def _import_sdk() -> Any:
 
 
 def build_server(
-    tools: MemoryTools,
-    executor: Optional[ThreadPoolExecutor] = None,
-    warm_up: Optional[Callable[[], Any]] = None,
+    tools: MemoryTools, executor: Optional[ThreadPoolExecutor] = None, warm_up: Optional[Callable[[], Any]] = None,
     log_level: LogLevel = DEFAULT_LOG_LEVEL,
-) -> Any:
+) -> Any:  # fmt: skip
     """An ``MCPServer`` (of the MCP Python SDK) offering ``tools``' operations.
 
     With one user the tools take no ``user_id`` (a call that passes one is refused);
@@ -191,9 +189,7 @@ def build_server(
 
 def _validation_message(error: Any) -> str:
     """A pydantic ValidationError as one line naming each argument, without its dump."""
-    return "; ".join(
-        f"{'.'.join(map(str, e['loc'])) or 'the arguments'}: {e['msg']}" for e in error.errors()
-    ) + "."
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'the arguments'}: {e['msg']}" for e in error.errors()) + "."
 
 
 def _tool_function(

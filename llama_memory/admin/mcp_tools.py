@@ -207,8 +207,7 @@ class MemoryTools:
         self,
         user_id: str,
         record_ids: Annotated[
-            list[Text],
-            Field(min_length=1, description="the ids to delete: a memory's record_ids, or a triple's id"),
+            list[Text], Field(min_length=1, description="the ids to delete: a memory's record_ids, or a triple's id"),
         ],
     ) -> DeletedResult:
         """Delete records or triples of the user from every index: all of them, or none

@@ -20,15 +20,11 @@ Events carry ids, sources, counts and timings, never stored text beyond the quer
 
 from __future__ import annotations
 
-import time
-from collections.abc import Sequence
-from typing import Any, Optional
+from typing import Optional
 
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.events import BaseEvent
 from pydantic import Field
-
-from .types import MemoryRecord
 
 #: The package's dispatcher; it propagates to LlamaIndex's root dispatcher.
 dispatcher = get_dispatcher("llama_memory")
@@ -123,35 +119,3 @@ class MemoryExtractionEvent(MemoryEvent):
     def class_name(cls) -> str:
         """Name of the event, as LlamaIndex handlers report it."""
         return "MemoryExtractionEvent"
-
-
-class Stopwatch:
-    """Milliseconds since it was made (``elapsed_ms``)."""
-
-    def __init__(self) -> None:
-        self._start = time.perf_counter()
-
-    @property
-    def elapsed_ms(self) -> float:
-        """Milliseconds since the stopwatch was made."""
-        return (time.perf_counter() - self._start) * 1000.0
-
-
-def retrieval_event(
-    scope_fields: dict[str, Any],
-    source: str,
-    query: str,
-    k: int,
-    records: Sequence[MemoryRecord],
-    duration_ms: float,
-) -> MemoryRetrievalEvent:
-    """The :class:`MemoryRetrievalEvent` for one source's ``records``."""
-    return MemoryRetrievalEvent(
-        **scope_fields,
-        source=source,
-        query=query,
-        k=k,
-        record_ids=[r.id for r in records],
-        scores=[float(r.score) for r in records],
-        duration_ms=duration_ms,
-    )

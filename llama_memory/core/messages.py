@@ -1,4 +1,5 @@
-"""Helpers for LlamaIndex ``ChatMessage``: text, lossless JSON, ids and event times.
+"""Helpers for LlamaIndex ``ChatMessage``: text, lossless JSON, ids, event times and
+token counts (:func:`message_tokens`, what a message costs in a window).
 
 Messages are stored losslessly: ``model_dump(mode="json")`` keeps content blocks,
 tool calls and ``additional_kwargs`` (``tool_call_id``, ...), and
@@ -7,7 +8,9 @@ tool calls and ``additional_kwargs`` (``tool_call_id``, ...), and
 
 from __future__ import annotations
 
+import json
 import uuid
+from collections.abc import Callable, Sequence
 from datetime import date, datetime, timezone
 from typing import Any, Optional
 
@@ -110,3 +113,48 @@ def message_time(message: ChatMessage, default: float) -> float:
     """The event time of a message: ``additional_kwargs["timestamp"]`` or ``default``."""
     value = message.additional_kwargs.get(TIMESTAMP_KEY)
     return default if value is None else to_epoch(value)
+
+
+try:  # ToolCallBlock only exists in recent llama-index-core releases.
+    from llama_index.core.base.llms.types import ToolCallBlock as _ToolCallBlock
+except ImportError:  # pragma: no cover - depends on the installed llama-index version
+    _ToolCallBlock = None  # type: ignore[assignment,misc]
+
+
+def _json_default(value: Any) -> Any:
+    """Make tool-call objects (pydantic models, dataclasses, ...) JSON-encodable."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json")
+    if hasattr(value, "__dict__"):
+        return vars(value)
+    return str(value)
+
+
+def _tool_call_payload(message: ChatMessage) -> list[Any]:
+    """The tool calls a message carries: ``additional_kwargs`` ones, then block ones."""
+    calls: list[Any] = []
+    legacy = message.additional_kwargs.get("tool_calls")
+    if legacy:
+        calls.extend(legacy if isinstance(legacy, (list, tuple)) else [legacy])
+    if _ToolCallBlock is not None:
+        calls.extend(
+            block.model_dump(mode="json")
+            for block in message.blocks
+            if isinstance(block, _ToolCallBlock)
+        )
+    return calls
+
+
+def message_tokens(message: ChatMessage, tokenizer_fn: Callable[[str], Sequence[Any]]) -> int:
+    """The tokens ``message`` counts for: ``len(tokenizer_fn(...))`` of its text, with
+    its tool calls as JSON on a new line when it has any."""
+    # One tokenizer call per message: callers (and tests) rely on it. The text
+    # alone, as ChatMemoryBuffer counts it, so token_limit means the same.
+    text = message_text(message)
+    calls = _tool_call_payload(message)
+    if calls:
+        text += "\n" + json.dumps(
+            calls, sort_keys=True, ensure_ascii=False, default=_json_default
+        )
+    return len(tokenizer_fn(text))

@@ -1,6 +1,7 @@
 """Plain data types shared by the memory, its sources and storage: whose memory an
 operation touches (:class:`Scope`), a message as a source receives it, a retrieved
-record, the clock, and the expiry (time to live) of records.
+record, the clock (and a stopwatch, for the durations events report), and the expiry
+(time to live) of records.
 
 Expiry: a record written with a time to live carries ``ttl`` (seconds) and
 ``expires_at`` (epoch seconds) in the system of record. Reads filter expired
@@ -141,6 +142,18 @@ SUMMARY_KIND = "summary"
 def now() -> float:
     """Seconds since the epoch; one place to read the clock."""
     return time.time()
+
+
+class Stopwatch:
+    """Milliseconds since it was made (``elapsed_ms``)."""
+
+    def __init__(self) -> None:
+        self._start = time.perf_counter()
+
+    @property
+    def elapsed_ms(self) -> float:
+        """Milliseconds since the stopwatch was made."""
+        return (time.perf_counter() - self._start) * 1000.0
 
 
 #: A time to live as seconds or a ``timedelta``.

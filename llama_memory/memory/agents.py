@@ -31,7 +31,7 @@ from ..core.errors import ScopeError
 from ..core.types import Scope
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from .runtime import Facade
 
 #: The key under which LlamaIndex's agents keep the run's memory in ``Context.store``.
 RUN_MEMORY_KEY = "memory"
@@ -48,22 +48,6 @@ class ToolHolder(Protocol):
 
     def tools(self, scope: Scope) -> list[Any]:
         """The holder's agent tools, acting for ``scope``."""
-        ...
-
-
-class ToolMemory(Protocol):
-    """What a :class:`RunMemoryTool` uses of the memory it acts for
-    (:class:`~llama_memory.memory.composable.ComposableMemory` is one: it builds the tools and
-    passes its class as the ``host`` a run's memory must be an instance of)."""
-
-    @property
-    def runtime(self) -> Runtime: ...  # noqa: D102
-
-    @property
-    def user_id(self) -> Optional[str]: ...  # noqa: D102
-
-    @property
-    def scope(self) -> Scope: ...  # noqa: D102
 
 
 class RunMemoryTool(FunctionTool):
@@ -86,12 +70,8 @@ class RunMemoryTool(FunctionTool):
     """
 
     def __init__(
-        self,
-        origin: ToolMemory,
-        source: ToolHolder,
-        tool: BaseTool,
-        host: Optional[type[Any]] = None,
-    ) -> None:
+        self, origin: Facade, source: ToolHolder, tool: BaseTool, host: Optional[type[Any]] = None,
+    ) -> None:  # fmt: skip
         """Wrap ``tool``, one of ``source.tools(origin.scope)`` (``source``: a source, or
         the memory's instructions); ``host`` is the memory
         class a run's memory must be an instance of (default ``origin``'s class; memory.py
@@ -108,7 +88,7 @@ class RunMemoryTool(FunctionTool):
         self.ctx_param_name = CTX_PARAM
 
     @property
-    def origin(self) -> ToolMemory:
+    def origin(self) -> Facade:
         """The memory this tool came from (the one it acts for outside a run)."""
         return self._origin
 
@@ -156,9 +136,8 @@ class RunMemoryTool(FunctionTool):
         # The sources, and what else offers tools (the user's instructions).
         holders = memory.runtime.tool_holders()
         source: Optional[ToolHolder] = next(
-            (s for s in holders if type(s) is type(self._source) and s.name == self._source.name),
-            None,
-        )
+            (s for s in holders if type(s) is type(self._source) and s.name == self._source.name), None,
+        )  # fmt: skip
         if source is None:
             raise ScopeError(
                 f"the {name!r} tool acts for the memory of the agent run calling it, and this "
@@ -175,7 +154,7 @@ class RunMemoryTool(FunctionTool):
         )
 
 
-async def _run_memory(ctx: Context, default: ToolMemory) -> Any:
+async def _run_memory(ctx: Context, default: Facade) -> Any:
     """The memory of the run ``ctx`` belongs to; ``default`` when it keeps none. A
     LlamaIndex ``Memory`` holding llama-memory blocks acts as the blocks' memory of its
     session: its user is the one the tools act for."""

@@ -60,9 +60,7 @@ def messages_arg(messages: Any, where: str) -> list[ChatMessage]:
     """``messages`` as a list of ChatMessage; TypeError naming the first bad one (before
     anything is written)."""
     if isinstance(messages, ChatMessage):
-        raise TypeError(
-            f"{where} takes a list of ChatMessage, not one ChatMessage: pass [message]"
-        )
+        raise TypeError(f"{where} takes a list of ChatMessage, not one ChatMessage: pass [message]")
     if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, (list, tuple, deque)):
         raise TypeError(
             f"{where} takes a list of ChatMessage, not {type(messages).__name__} "

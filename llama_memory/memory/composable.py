@@ -11,12 +11,12 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr, SerializeAsAny
 from llama_index.core.memory.types import BaseMemory
 from llama_index.core.utils import get_tokenizer
 
-from ..core.errors import LlamaMemoryError
+from ..core.errors import LlamaMemoryError, StorageError
 from ..core.instrumentation import dispatcher
 from ..core.types import TTL, MemoryRecord, Scope
 from ..read import pipeline as read
 from ..read.compose import MemoryBlock
-from ..sources.base import ProfileHolder, TripleHolder
+from ..sources.base import Closable, Expiring, Forgettable, ProfileHolder, Reindexable, TripleHolder
 from ..sources.base import Source as SourceProtocol
 from ..sources.episodic import EpisodicMemory
 from ..sources.instructions import Instructions
@@ -29,7 +29,7 @@ from ..sources.views import RecordList
 from ..storage.reconcile import ReconcileReport
 from ..write import pipeline as write
 from ..write.formation import passes
-from . import DEFAULT_TOP_K, maintenance
+from . import DEFAULT_TOP_K
 from .agents import RunMemoryTool, drops_leading_system_message
 from .arguments import not_a_message, reject_unknown
 from .from_defaults import MemoryFromDefaults
@@ -65,15 +65,14 @@ class ComposableMemory(MemoryFromDefaults):
         description="This conversation: a token-limited buffer returned on every get."
     )
     secondary_memory_sources: list[Any] = Field(
-        default_factory=list,
-        description="Long-term sources (llama-memory sources or any LlamaIndex BaseMemory).",
-    )
+        default_factory=list, description="Long-term sources (llama-memory sources or any LlamaIndex BaseMemory).",
+    )  # fmt: skip
     tokenizer_fn: Callable[[str], Sequence] = Field(
         default_factory=get_tokenizer, exclude=True, description="Counts the block's tokens."
     )
 
-    # The parts and the state the pipelines work on (read.py, write.py, passes.py,
-    # maintenance.py), its options among them: built here, its store attached by
+    # The parts and the state the pipelines work on (read.py, write.py, passes.py),
+    # its options among them: built here, its store attached by
     # wiring.build_memory.
     _rt: Runtime = PrivateAttr(default=None)  # type: ignore[assignment]
 
@@ -153,9 +152,6 @@ class ComposableMemory(MemoryFromDefaults):
         """The same one line as :meth:`__repr__`."""
         return repr(self)
 
-    def _check_open(self) -> None:
-        self._rt.check_open()
-
     @property
     def scope(self) -> Scope:
         """The tenant, user and session this memory reads and writes."""
@@ -191,7 +187,7 @@ class ComposableMemory(MemoryFromDefaults):
         ``ComposableMemory`` with the tool's source gets a ScopeError as the tool's
         result, never a write into this memory (see :class:`RunMemoryTool`).
         """
-        self._check_open()
+        self._rt.check_open()
         scope = self.scope
         return [
             RunMemoryTool(self, holder, tool, ComposableMemory)
@@ -213,7 +209,7 @@ class ComposableMemory(MemoryFromDefaults):
 
     def get_all(self) -> list[ChatMessage]:
         """Every message of this conversation (the primary memory's ``get_all``)."""
-        self._check_open()
+        self._rt.check_open()
         return self.primary_memory.get_all()
 
     @dispatcher.span
@@ -288,20 +284,16 @@ class ComposableMemory(MemoryFromDefaults):
         passes.extract(self._rt, messages, llm)
 
     def add_triples(
-        self,
-        triples: Sequence[Any],
-        *,
-        event_time: Any = None,
-        message_ids: Sequence[str] = (),
+        self, triples: Sequence[Any], *, event_time: Any = None, message_ids: Sequence[str] = (),
         ttl: Optional[TTL] = None,
-    ) -> list[KnowledgeTriple]:
+    ) -> list[KnowledgeTriple]:  # fmt: skip
         """Store knowledge triples for this memory's user: ``KnowledgeTriple``s,
         ``(subject, predicate, object)`` tuples or mappings (see
         :meth:`TripleSource.add_triples`), kept ``ttl`` (seconds or a timedelta;
         default the memory's ``ttl``). Needs a triple source
         (``from_defaults(..., triples=True)``)."""
         with self._rt.lock:
-            self._check_open()
+            self._rt.check_open()
             return self.triple_source.add_triples(
                 triples, self.scope, event_time=event_time, message_ids=message_ids, ttl=ttl
             )
@@ -333,7 +325,7 @@ class ComposableMemory(MemoryFromDefaults):
         ``replace(old, new)``. Shown first in the memory block on every ``get``, as
         instructions; kept in the store with their history; ``forget()`` removes them.
         LlamaMemoryError for a memory without a user or a store."""
-        self._check_open()
+        self._rt.check_open()
         if self._rt.instructions is None:
             raise LlamaMemoryError(
                 "this memory keeps no instructions: they need a user and a store, e.g. "
@@ -364,7 +356,7 @@ class ComposableMemory(MemoryFromDefaults):
         if session_id is not None and (not isinstance(session_id, str) or not session_id):
             raise ValueError(f"summarise() session_id must be a non-empty str or None, got {session_id!r}")
         with self._rt.lock:
-            self._check_open()
+            self._rt.check_open()
             scope = Scope(self.user_id, session_id or self.session_id, self.tenant_id)
             return self.episodic.summarise(scope, sentences)
 
@@ -418,13 +410,45 @@ class ComposableMemory(MemoryFromDefaults):
         so, and :meth:`reconcile` drops their vectors once the index is back (as
         does opening a memory of that user in server mode).
         """
-        maintenance.forget(self._rt, user_id)
+        rt, own = self._rt, self._rt.settings.user_id
+        user = user_id if user_id is not None else own
+        scope = Scope(user_id=user, tenant_id=rt.settings.tenant_id)
+        scope.require_user("forget()")
+        with rt.lock:
+            rt.check_open()
+            if user == own:
+                rt.primary.reset()
+                rt.formed_upto = rt.user_turns_pending = 0
+            if rt.store is not None:
+                rt.store.delete_user(scope)  # every table, any source, every session
+            # Every source's forget, then the user's collections of every kind: one index
+            # that cannot be reached does not stop the others; the failures are raised together.
+            failures: list[str] = []
+            for source in rt.sources:
+                if isinstance(source, Forgettable):
+                    try:
+                        source.forget(scope)
+                    except StorageError as exc:
+                        failures.append(f"{source.name}: {exc}")
+            try:
+                if rt.drop_dense is not None:
+                    rt.drop_dense((scope.tenant_id, scope.require_user()))
+            except StorageError as exc:
+                failures.append(f"dense index: {exc}")
+            if failures:
+                raise StorageError(
+                    f"forget: user {user!r} was removed from the system of record, but not yet "
+                    f"from every index ({'; '.join(failures)}); call reconcile() once it is "
+                    "reachable again"
+                )
 
     def purge_expired(self) -> int:
         """Delete the records whose time to live is over from every source and index;
         return how many. (Expired records are never retrieved anyway; this frees the
         space and removes them for good.)"""
-        return maintenance.purge_expired(self._rt)
+        with self._rt.lock:
+            self._rt.check_open()
+            return sum(s.purge_expired() for s in self._rt.sources if isinstance(s, Expiring))
 
     # -- maintenance --------------------------------------------------------------------
 
@@ -435,11 +459,13 @@ class ComposableMemory(MemoryFromDefaults):
         store. Opening a memory in server mode does it for its own user; call this after
         a Chroma server was down, wiped or restored, or a forget() could not reach it.
         Returns what each source did, by name."""
-        return maintenance.reconcile(self._rt, catch_up, None)
+        return self._rt.reconcile(catch_up, None)
 
     def reindex(self) -> int:
         """Rebuild every derived dense index from the system of record; return records indexed."""
-        return maintenance.reindex(self._rt)
+        with self._rt.lock:
+            self._rt.check_open()
+            return sum(s.reindex() for s in self._rt.sources if isinstance(s, Reindexable))
 
     def close(self) -> None:
         """Stop the extraction worker thread (after the pass running now; the passes
@@ -447,7 +473,24 @@ class ComposableMemory(MemoryFromDefaults):
         what is waiting to the indexes and release the sources' and the store's
         resources. Closing twice is harmless; other calls after it raise
         :class:`~llama_memory.core.errors.MemoryClosedError` ("this memory is closed")."""
-        maintenance.close(self._rt)
+        rt = self._rt
+        if (worker := rt.worker) is not None:
+            worker.stop()  # before taking the lock: the job running now applies its pass under it
+        with rt.lock:
+            if rt.closed:
+                return
+            rt.closed = True
+            try:
+                try:
+                    if rt.usage is not None:
+                        rt.usage.write()
+                finally:  # the sources close even if the last uses could not be written
+                    for source in rt.sources:
+                        if isinstance(source, Closable):
+                            source.close()
+            finally:
+                if rt.store is not None:
+                    rt.store.close()
 
     # -- async: the sync work, awaited on the loop (PostgreSQL) or in a thread -----------
     # On a PostgreSQL store opened from a URL the sync body runs on the event loop
@@ -455,9 +498,6 @@ class ComposableMemory(MemoryFromDefaults):
     # no thread per call. On SQLite/Chroma (local files, their own sync clients) and on
     # an application's sync ConnectionPool it runs in a worker thread. Either way one
     # memory's calls run one at a time.
-
-    async def _run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        return await self._rt.run(fn, *args, **kwargs)
 
     @dispatcher.span
     async def aget(self, input: Optional[str] = None, **kwargs: Any) -> list[ChatMessage]:
@@ -470,33 +510,31 @@ class ComposableMemory(MemoryFromDefaults):
         """
         react = await drops_leading_system_message()
         insert_method = "user" if react else self.insert_method
-        return cast(
-            list[ChatMessage], await self._run(read.get, self._rt, input, insert_method, **kwargs)
-        )
+        return cast(list[ChatMessage], await self._rt.run(read.get, self._rt, input, insert_method, **kwargs))
 
     async def aget_all(self) -> list[ChatMessage]:
         """Async :meth:`get_all` (bridged on PostgreSQL, as :meth:`aget`)."""
-        return cast(list[ChatMessage], await self._run(self.get_all))
+        return cast(list[ChatMessage], await self._rt.run(self.get_all))
 
     async def aput(self, message: ChatMessage) -> None:
         """Async :meth:`put` (bridged on PostgreSQL, as :meth:`aget`)."""
-        await self._run(self.put, message)
+        await self._rt.run(self.put, message)
 
     async def aput_messages(self, messages: list[ChatMessage]) -> None:
         """Async :meth:`put_messages` (bridged on PostgreSQL, as :meth:`aget`)."""
-        await self._run(self.put_messages, messages)
+        await self._rt.run(self.put_messages, messages)
 
     async def aset(self, messages: list[ChatMessage]) -> None:
         """Async :meth:`set` (bridged on PostgreSQL, as :meth:`aget`)."""
-        await self._run(self.set, messages)
+        await self._rt.run(self.set, messages)
 
     async def areset(self) -> None:
         """Async :meth:`reset` (bridged on PostgreSQL, as :meth:`aget`)."""
-        await self._run(self.reset)
+        await self._rt.run(self.reset)
 
     async def asearch(self, query: str, k: int = DEFAULT_TOP_K) -> list[MemoryRecord]:
         """Async :meth:`search` (bridged on PostgreSQL, as :meth:`aget`)."""
-        return cast(list[MemoryRecord], await self._run(self.search, query, k))
+        return cast(list[MemoryRecord], await self._rt.run(self.search, query, k))
 
     # -- serialisation: restorable from configuration, not from live objects -------------
 

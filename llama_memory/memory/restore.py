@@ -16,7 +16,7 @@ import json
 import threading
 import warnings
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Optional, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Optional, TypeVar
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage
@@ -24,62 +24,13 @@ from llama_index.core.memory.types import BaseMemory
 
 from ..core.errors import LlamaMemoryError, RestoreWarning
 from ..storage.privacy import ENCRYPTION_KEY_ENV, environment_key
+from ..storage.registry import require_store
 from .settings import MemorySettings, check_formation, qualified_name
-from .wiring import check_restorable
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from .runtime import Facade
 
-
-class Restorable(Protocol):
-    """What serialising, restoring and pickling use of a memory
-    (:class:`~llama_memory.memory.composable.ComposableMemory` is one: its ``to_dict``,
-    ``from_dict`` and ``__reduce__`` call this module): its settings and live parts,
-    its conversation, and its constructors."""
-
-    @property
-    def settings(self) -> MemorySettings: ...  # noqa: D102
-
-    @property
-    def runtime(self) -> Runtime: ...  # noqa: D102
-
-    @property
-    def primary_memory(self) -> BaseMemory: ...  # noqa: D102
-
-    @property
-    def tokenizer_fn(self) -> Callable[[str], Any]: ...  # noqa: D102
-
-    def get_all(self) -> list[ChatMessage]: ...  # noqa: D102
-
-    @classmethod
-    def class_name(cls) -> str: ...  # noqa: D102
-
-    @classmethod
-    def from_defaults(cls, *args: Any, **kwargs: Any) -> Any: ...  # noqa: D102
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any], **kwargs: Any) -> Any: ...  # noqa: D102
-
-
-M = TypeVar("M", bound=Restorable)
-
-__all__ = [
-    "RestoreHook",
-    "pickled_memory",
-    "unpickle_memory",
-    "embedding_from_dict",
-    "embedding_to_dict",
-    "import_class",
-    "live_markers",
-    "memory_from_dict",
-    "memory_to_dict",
-    "primary_from_dict",
-    "primary_to_dict",
-    "qualified_name",
-    "restore_hook_arguments",
-    "restore_parts",
-    "set_restore_hook",
-]
+M = TypeVar("M", bound="Facade")
 
 #: Called by ``ComposableMemory.from_dict`` with the serialised dict; returns keyword
 #: arguments for ``from_dict`` (``llm=``, ``embed_model=``, ``secondary_memory_sources=``...).
@@ -267,15 +218,28 @@ def primary_from_dict(entry: Mapping[str, Any]) -> BaseMemory:
 
 
 def restore_live_parts(config: dict[str, Any]) -> None:
-    """Turn what :meth:`ComposableMemory.to_dict` wrote of live objects back into
-    ``from_defaults`` arguments, in place: rebuild what can be (the embedding model, the
-    profile schema), refuse or warn for what was not given again."""
+    """Turn what :meth:`ComposableMemory.to_dict` wrote of the primary memory, the sources
+    and live objects back into ``from_defaults`` arguments, in place: rebuild what can be
+    (a serialised primary memory, the embedding model, the profile schema; "none" is no
+    sources), refuse or warn for what was not given again ("custom" parts, a client...)."""
+    for part, argument in (("primary", "primary_memory"), ("sources", "secondary_memory_sources")):
+        kind = config.pop(part, "default")
+        if argument in config:
+            continue
+        if isinstance(kind, dict):
+            config[argument] = primary_from_dict(kind)
+        elif kind == "custom":
+            raise LlamaMemoryError(
+                f"this ComposableMemory was built with a custom {argument}, a live object "
+                f"a dict cannot carry: pass it again, ComposableMemory.from_dict(data, "
+                f"{argument}=...), or from a restore hook (llama_memory.set_restore_hook)"
+            )
+        elif kind == "none":
+            config[argument] = []
     if isinstance(config.get("embed_model"), dict):
         config["embed_model"] = embedding_from_dict(config["embed_model"])
     if isinstance(config.get("profile"), str):
-        config["profile"] = import_class(
-            config["profile"], "the profile schema", "profile=YourSchema to from_dict"
-        )
+        config["profile"] = import_class(config["profile"], "the profile schema", "profile=YourSchema to from_dict")
     if isinstance(config.get("chroma_client"), dict):
         raise LlamaMemoryError(
             f"this ComposableMemory used a Chroma client of its own "
@@ -321,13 +285,19 @@ def restore_live_parts(config: dict[str, Any]) -> None:
         )
 
 
-def memory_to_dict(memory: Restorable) -> dict[str, Any]:
+def memory_to_dict(memory: Facade) -> dict[str, Any]:
     """The body of :meth:`ComposableMemory.to_dict`: the memory's settings as data and
     markers for the live parts a dict cannot carry; an in-memory conversation is carried
     whole."""
     settings = memory.settings
     data = {"class_name": memory.class_name(), **settings.data(), **live_markers(memory, settings)}
-    data.update(conversation_markers(memory))
+    # The conversation, so that a copy resets as the original would: reset() of a memory
+    # that chose its session id starts a new session; a conversation reset with its session
+    # id kept began at conversation_since (the session's records stored before are the reset one's).
+    if not memory.runtime.session_id_given:
+        data["session_id_chosen"] = True
+    if memory.runtime.conversation_since is not None:
+        data["conversation_since"] = memory.runtime.conversation_since
     if not settings.persistent and settings.primary_memory is None:
         data["chat_history"] = [m.model_dump(mode="json") for m in memory.get_all()]
     return data
@@ -338,22 +308,7 @@ def memory_to_dict(memory: Restorable) -> dict[str, Any]:
 CONVERSATION_KEYS = ("session_id", "chat_history", "session_id_chosen", "conversation_since")
 
 
-def conversation_markers(memory: Restorable) -> dict[str, Any]:
-    """What ``to_dict`` writes of the conversation beside the settings, so that a copy
-    resets as the original would: ``session_id_chosen`` when the memory chose its session
-    id itself (``reset()`` then starts a new session), and ``conversation_since``, when
-    the conversation was reset with its session id kept (the records of the session stored
-    before it belong to the conversation reset)."""
-    runtime = memory.runtime
-    markers: dict[str, Any] = {}
-    if not runtime.session_id_given:
-        markers["session_id_chosen"] = True
-    if runtime.conversation_since is not None:
-        markers["conversation_since"] = runtime.conversation_since
-    return markers
-
-
-def live_markers(memory: Restorable, settings: MemorySettings) -> dict[str, Any]:
+def live_markers(memory: Facade, settings: MemorySettings) -> dict[str, Any]:
     """What ``to_dict`` writes of the settings' live objects: the primary memory and the
     sources by kind ("default": rebuilt by from_defaults; "none"; "custom": asked for
     again; a primary LlamaIndex can serialise, as data), the embedding model by class
@@ -392,7 +347,6 @@ def memory_from_dict(cls: type[M], data: dict[str, Any], kwargs: dict[str, Any])
     # A session id given now is the application's: reset() keeps it.
     chosen = bool(config.pop("session_id_chosen", False)) and "session_id" not in kwargs
     since = config.pop("conversation_since", None)
-    restore_parts(config)
     llm_left_behind = isinstance(config.get("llm"), dict)
     restore_live_parts(config)
     # Restored without its llm (the RestoreWarning says formation is off): the
@@ -401,7 +355,8 @@ def memory_from_dict(cls: type[M], data: dict[str, Any], kwargs: dict[str, Any])
     idle = {k: config.pop(k) for k in ("extract_every", "extract_after_quiet") if k in config} if (
         llm_left_behind and config.get("extract_in", "thread") == "thread"
     ) else {}
-    check_restorable(config.get("path"))
+    if config.get("path") is not None:  # never a new, empty memory in place of a store moved or deleted
+        require_store(config["path"])
     history = config.pop("chat_history", None)
     memory = cls.from_defaults(**config)
     for name, value in idle.items():
@@ -414,26 +369,6 @@ def memory_from_dict(cls: type[M], data: dict[str, Any], kwargs: dict[str, Any])
     return memory
 
 
-def restore_parts(config: dict[str, Any]) -> None:
-    """Turn what :meth:`ComposableMemory.to_dict` wrote of the primary memory and the
-    sources back into ``from_defaults`` arguments, in place: a serialised primary memory
-    is rebuilt, "none" is no sources, and "custom" (live objects) must be given again."""
-    for part, argument in (("primary", "primary_memory"), ("sources", "secondary_memory_sources")):
-        kind = config.pop(part, "default")
-        if argument in config:
-            continue
-        if isinstance(kind, dict):
-            config[argument] = primary_from_dict(kind)
-        elif kind == "custom":
-            raise LlamaMemoryError(
-                f"this ComposableMemory was built with a custom {argument}, a live object "
-                f"a dict cannot carry: pass it again, ComposableMemory.from_dict(data, "
-                f"{argument}=...), or from a restore hook (llama_memory.set_restore_hook)"
-            )
-        elif kind == "none":
-            config[argument] = []
-
-
 # -- pickling -----------------------------------------------------------------------------
 
 # What pickling says when it must refuse: the way that works for what it cannot carry.
@@ -443,7 +378,7 @@ _INSTEAD = (
 )
 
 
-def pickled_memory(memory: Restorable) -> tuple[dict[str, Any], dict[str, Any]]:
+def pickled_memory(memory: Facade) -> tuple[dict[str, Any], dict[str, Any]]:
     """What a pickle of ``memory`` carries: its :func:`memory_to_dict` and the live parts
     that pickle themselves (the llm, a tokenizer function, an embedding model whose
     configuration is not plain data), as ``from_dict`` keyword arguments.

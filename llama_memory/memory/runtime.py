@@ -6,7 +6,7 @@ it keeps between calls (the last block, the usage log, the formation worker, the
 live in one runtime. :func:`~llama_memory.memory.wiring.build_memory` attaches what it opened
 (:meth:`Runtime.attach`); :mod:`llama_memory.read.pipeline` (``get``), :mod:`llama_memory.write.pipeline`
 (``put``), :mod:`llama_memory.write.formation.passes` (formation passes) and
-:mod:`llama_memory.memory.maintenance` take the runtime, never the facade's private state.
+the memory's maintenance methods take the runtime, never the facade's private state.
 """
 
 from __future__ import annotations
@@ -23,10 +23,11 @@ from ..core.asyncbridge import BridgeSafeRLock, LoopLocks, run_io
 from ..core.errors import LlamaMemoryError, MemoryClosedError
 from ..core.types import MemoryRecord, Scope
 from ..read.compose import MemoryBlock
-from ..sources.base import Source, WithTools
+from ..sources.base import Reconcilable, Source, WithTools
 from ..sources.episodic import EpisodicMemory
 from ..sources.instructions import Instructions
 from ..sources.vector import VectorSource
+from ..storage.reconcile import ReconcileReport
 from ..storage.sql.store import Storage
 from ..write.formation.parts import PassPart
 from ..write.formation.worker import FormationWorker
@@ -34,14 +35,6 @@ from .settings import MemorySettings
 
 #: Ids noted before a ``get()`` writes them itself (one UPDATE batch, one commit).
 USAGE_BATCH = 256
-
-
-class UsageStore(Protocol):
-    """The port the log writes through (any record store)."""
-
-    def mark_used(self, ids: list[str], at: float) -> None:
-        """Set ``last_used`` of these records to ``at`` (if later)."""
-        ...
 
 
 class UsageLog:
@@ -59,7 +52,7 @@ class UsageLog:
         batch: how many ids wait before :meth:`note` writes them itself.
     """
 
-    def __init__(self, store: Optional[UsageStore], batch: int = USAGE_BATCH) -> None:
+    def __init__(self, store: Optional[Storage], batch: int = USAGE_BATCH) -> None:
         if batch <= 0:
             raise ValueError(f"batch must be positive, got {batch}")
         self.store = store
@@ -107,15 +100,38 @@ class UsageLog:
 
 
 class Facade(Protocol):
-    """The public face of the memory a runtime serves: its resolved tokenizer, its
-    serialisation, and the instrumented methods the pipelines call (:meth:`retrieve_from`,
-    :meth:`extract`: span handlers know them by those names). Its options are the
-    runtime's :attr:`Runtime.settings`."""
+    """The public face of the memory a runtime serves
+    (:class:`~llama_memory.memory.composable.ComposableMemory` is one), described once for the
+    modules below it (it imports them): the pipelines call its resolved tokenizer, its
+    serialisation and the instrumented methods (:meth:`retrieve_from`, :meth:`extract`: span
+    handlers know them by those names); the wiring attaches the runtime and re-embeds, sets
+    the history or closes a memory it built; restoring and pickling read its settings and
+    conversation and call its constructors; an agent tool acts for its user."""
 
     primary_memory: BaseMemory
 
     @property
+    def runtime(self) -> Runtime: ...  # noqa: D102
+
+    @property
+    def settings(self) -> MemorySettings: ...  # noqa: D102
+
+    @property
+    def scope(self) -> Scope: ...  # noqa: D102
+
+    @property
+    def user_id(self) -> Optional[str]: ...  # noqa: D102
+
+    @property
     def tokenizer_fn(self) -> Callable[[str], Sequence]: ...  # noqa: D102
+
+    def get_all(self) -> list[ChatMessage]: ...  # noqa: D102
+
+    def set(self, messages: list[ChatMessage]) -> None: ...  # noqa: D102
+
+    def reindex(self) -> int: ...  # noqa: D102
+
+    def close(self) -> None: ...  # noqa: D102
 
     def to_dict(self, **kwargs: Any) -> dict[str, Any]: ...  # noqa: D102
 
@@ -124,6 +140,15 @@ class Facade(Protocol):
     def retrieve_from(  # noqa: D102
         self, source: Source, query: str, scope: Scope, k: int, shown: frozenset[str] = frozenset()
     ) -> list[MemoryRecord]: ...
+
+    @classmethod
+    def class_name(cls) -> str: ...  # noqa: D102
+
+    @classmethod
+    def from_defaults(cls, *args: Any, **kwargs: Any) -> Any: ...  # noqa: D102
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], **kwargs: Any) -> Any: ...  # noqa: D102
 
 
 class Runtime:
@@ -224,6 +249,12 @@ class Runtime:
                 "this memory is closed (close() was called): open a new one, e.g. "
                 "ComposableMemory.from_defaults(...) with the same path and ids"
             )
+
+    def reconcile(self, catch_up: bool, scope: Optional[Scope]) -> dict[str, ReconcileReport]:
+        """Every derived index's ``reconcile``, for every user or the scope's."""
+        with self.lock:
+            self.check_open()
+            return {s.name: s.reconcile(catch_up, scope) for s in self.sources if isinstance(s, Reconcilable)}
 
     async def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run the sync ``fn`` from a coroutine: on the event loop (a PostgreSQL store

@@ -66,9 +66,7 @@ def _relevance(value: float) -> float:
 
 def _spread(value: float) -> float:
     if not value >= 1.0:
-        raise ValueError(
-            f"set_spread is 1 (a set question gets top_k records like any other) or more, got {value}"
-        )
+        raise ValueError(f"set_spread is 1 (a set question gets top_k records like any other) or more, got {value}")
     return value
 
 
@@ -129,9 +127,7 @@ class MemorySettings(BaseModel):
 
     # Each field's docstring is its description (use_attribute_docstrings): what
     # ComposableMemory.from_defaults' users read in the API reference and in help().
-    model_config = ConfigDict(
-        frozen=True, extra="forbid", arbitrary_types_allowed=True, use_attribute_docstrings=True
-    )
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True, use_attribute_docstrings=True)
 
     # -- identity: whose memory, which conversation ----------------------------------------
     user_id: Optional[str] = None

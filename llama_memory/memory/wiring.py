@@ -14,7 +14,7 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Protocol, TypeVar, Union, cast
+from typing import TYPE_CHECKING, Any, Optional, TypeVar, Union, cast
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage
@@ -29,40 +29,21 @@ from ..sources.profile import ProfileSource
 from ..sources.triples import TRIPLE_COLLECTION, TripleSource
 from ..sources.vector import VectorSource
 from ..storage.backend import Location, OpenBackend
-from ..storage.registry import backend_of, open_backend, open_existing, require_store
+from ..storage.registry import backend_of, open_backend
 from ..storage.sql.store import Storage
 from ..write.buffer import ChatBuffer
 from ..write.formation.answer import warm_up
-from .maintenance import reconcile
 from .settings import MemorySettings
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from .runtime import Facade
 
 logger = logging.getLogger(__name__)
 
 
-class BuiltMemory(Protocol):
-    """What :func:`build_memory` uses of the memory it constructs
-    (:class:`~llama_memory.memory.composable.ComposableMemory` is one: its ``from_defaults`` passes
-    its class here): the runtime the opened parts are attached to, and the calls made
-    once it is built (re-embed, set the history, close on a failure)."""
-
-    @property
-    def runtime(self) -> Runtime: ...  # noqa: D102
-
-    @property
-    def scope(self) -> Scope: ...  # noqa: D102
-
-    def reindex(self) -> int: ...  # noqa: D102
-
-    def set(self, messages: list[ChatMessage]) -> None: ...  # noqa: D102
-
-    def close(self) -> None: ...  # noqa: D102
-
-
 #: The memory class built: a LlamaIndex memory (a pydantic model) whose fields that are
-#: settings too are set from the settings, and that is a :class:`BuiltMemory`.
+#: settings too are set from the settings, and that is a
+#: :class:`~llama_memory.memory.runtime.Facade`.
 M = TypeVar("M", bound=BaseMemory)
 
 #: Collection-name prefix of the default vector source (one collection per user).
@@ -89,7 +70,7 @@ def build_memory(
     store, path = backend.store, backend.path
     try:
         built = memory_on(cls, settings, backend, session_id_given=session_id_given)
-        memory = cast(BuiltMemory, built)
+        memory = cast("Facade", built)
         memory.runtime.attach(store, drop_dense=lambda owner: backend.drop_dense(owner, DENSE_COLLECTIONS))
     except BaseException:
         store.close()  # a source refused (another embedding model...): no store left open
@@ -108,7 +89,7 @@ def build_memory(
         # source). Missing vectors are flagged and embedded on the first read;
         # orphans are deleted at once. Other users: reconcile().
         try:
-            reports = reconcile(memory.runtime, False, memory.scope)
+            reports = memory.runtime.reconcile(False, memory.scope)
         except Exception:
             memory.close()  # do not leave the store open behind a failed open
             raise
@@ -164,7 +145,7 @@ def memory_on(cls: type[M], settings: MemorySettings, backend: OpenBackend, *, s
         "primary_memory": primary_memory, "secondary_memory_sources": sources, "tokenizer_fn": tokenizer,
     }
     built = cls(**parts)
-    runtime = cast(BuiltMemory, built).runtime
+    runtime = cast("Facade", built).runtime
     # The settings as opened, which to_dict writes: the location as its backend writes
     # it (an absolute path, a URL without its password, a server by its URL).
     runtime.settings = settings.model_copy(update={"embed_model": model, **backend.settings})
@@ -199,12 +180,9 @@ def triple_source(backend: OpenBackend, embed_model: BaseEmbedding, **kwargs: An
 
 
 def default_vector_source(
-    store: Storage,
-    path: Optional[Union[str, Path]],
-    embed_model: Optional[BaseEmbedding],
-    chroma_client: Any = None,
+    store: Storage, path: Optional[Union[str, Path]], embed_model: Optional[BaseEmbedding], chroma_client: Any = None,
     expiry: Optional[Expiry] = None,
-) -> VectorSource:
+) -> VectorSource:  # fmt: skip
     """The default long-term source on an open store: past messages in it + its
     backend's dense index (the embedded store's Chroma: on ``chroma_client`` when given,
     with collections named after the store's id, else under ``path``, else in memory)."""
@@ -213,12 +191,9 @@ def default_vector_source(
 
 
 def default_triple_source(
-    store: Storage,
-    path: Optional[Union[str, Path]],
-    embed_model: BaseEmbedding,
-    chroma_client: Any = None,
+    store: Storage, path: Optional[Union[str, Path]], embed_model: BaseEmbedding, chroma_client: Any = None,
     **kwargs: Any,
-) -> TripleSource:
+) -> TripleSource:  # fmt: skip
     """A :class:`TripleSource` on ``store``'s triple timeline with its backend's dense
     index beside it (the embedded store's Chroma: the given client, a server's, with
     collections named after the store's id; else the persistent one under ``path``;
@@ -238,13 +213,6 @@ def _text(path: Optional[Union[str, Path]]) -> Optional[str]:
     return None if path is None else os.fspath(path)
 
 
-def check_restorable(path: Optional[str]) -> None:
-    """StorageError unless ``path`` (a restored memory's) holds a store: restoring
-    never opens a new, empty memory in its place."""
-    if path is not None:
-        require_store(path)
-
-
 def resolve_embed_model(embed_model: Optional[BaseEmbedding]) -> BaseEmbedding:
     """The given model, else ``Settings.embed_model`` if one was set, else the offline default."""
     if embed_model is not None:
@@ -257,10 +225,3 @@ def resolve_embed_model(embed_model: Optional[BaseEmbedding]) -> BaseEmbedding:
     from ..embeddings.offline import default_embedding
 
     return default_embedding()
-
-
-def open_queue(path: Union[str, Path]) -> Storage:
-    """The existing store at ``path`` (a directory, or a server backend's URL), for a
-    worker process to claim jobs from; StorageError when a directory holds none (a
-    worker never creates an empty store)."""
-    return open_existing(path if isinstance(path, str) else os.fspath(path))

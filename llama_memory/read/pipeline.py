@@ -33,10 +33,10 @@ from typing import Any, Optional
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
-from ..core.instrumentation import MemoryBlockEvent, Stopwatch, dispatcher, retrieval_event
+from ..core.instrumentation import MemoryBlockEvent, MemoryRetrievalEvent, dispatcher
 from ..core.messages import message_text
 from ..core.text import check_text, normalize_text
-from ..core.types import MemoryRecord, Scope, now
+from ..core.types import MemoryRecord, Scope, Stopwatch, now
 from ..memory.arguments import short
 from ..memory.runtime import Runtime, UsageLog
 from ..retrieval.excerpts import records_for
@@ -218,7 +218,7 @@ def announce_block(
             record_ids=[r.id for r in block.records],
             sources=[r.source for r in block.records],
             token_count=block.token_count,
-            token_limit=rt.settings.memory_token_limit,
+            token_limit=block.token_limit,
             dropped_duplicates=block.dropped_duplicates,
             dropped_for_budget=block.dropped_for_budget,
             window_messages=window_messages,
@@ -342,6 +342,26 @@ def retrieve_one(
         records = source.retrieve(query, scope, k)
     dispatcher.event(retrieval_event(rt.event_scope(), source.name, query, k, records, watch.elapsed_ms))
     return records
+
+
+def retrieval_event(
+    scope_fields: dict[str, Any],
+    source: str,
+    query: str,
+    k: int,
+    records: Sequence[MemoryRecord],
+    duration_ms: float,
+) -> MemoryRetrievalEvent:
+    """The :class:`MemoryRetrievalEvent` for one source's ``records``."""
+    return MemoryRetrievalEvent(
+        **scope_fields,
+        source=source,
+        query=query,
+        k=k,
+        record_ids=[r.id for r in records],
+        scores=[float(r.score) for r in records],
+        duration_ms=duration_ms,
+    )
 
 
 def query_independent(rt: Runtime) -> list[SourceProtocol]:

@@ -50,7 +50,7 @@ import numpy as np
 from ..core.text import format_time
 from ..core.types import MemoryRecord
 from ..retrieval.relevance import content_words, is_users_question, stem
-from ..retrieval.vectors import unit
+from ..retrieval.sync import unit
 from .query_plan import is_small_talk
 
 #: The metadata key of the mark on an older message (a list of the later records).

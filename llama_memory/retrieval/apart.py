@@ -57,8 +57,7 @@ from typing import Optional
 from ..core.text import normalize_text
 from ..core.types import MemoryRecord, Scope, is_alive
 from ..storage.sql.records import RecordStore
-from .hops import content_stems
-from .relevance import content_words, is_users_question, stem
+from .relevance import content_stems, content_words, is_users_question, stem
 
 Ranking = list[tuple[str, float]]
 

@@ -83,6 +83,19 @@ def stem(word: str) -> str:
     return word
 
 
+#: How many texts' stems :func:`content_stems` keeps.
+STEMS_KEPT = 4096
+
+
+@lru_cache(maxsize=STEMS_KEPT)
+def content_stems(text: str) -> frozenset[str]:
+    """The stems of a text's content words. Cached: the hop asks which link words each
+    found message holds, and the same messages are found again and again (a record's
+    text never changes). A source that forgets records calls ``cache_clear()``, so no
+    forgotten text stays held here."""
+    return frozenset(stem(w) for w in content_words(text))
+
+
 def idf(document_count: int, total: int) -> float:
     """BM25's inverse document frequency of a word found in ``document_count`` of
     ``total`` records (a word never seen gets the largest)."""

@@ -41,11 +41,9 @@ class Source(Protocol):
     def add(self, messages: Sequence[StoredMessage], scope: Scope) -> None:
         """Take in new conversation messages (a source that learns nothing from them
         does nothing)."""
-        ...
 
     def retrieve(self, query: str, scope: Scope, k: int) -> list[MemoryRecord]:
         """Up to ``k`` records relevant to ``query``, best first, all within ``scope``."""
-        ...
 
 
 @runtime_checkable
@@ -54,11 +52,9 @@ class Forgettable(Protocol):
 
     def reset(self, scope: Scope) -> None:
         """Remove what this source holds for the scope's user."""
-        ...
 
     def forget(self, scope: Scope) -> None:
         """Remove every trace of the scope's user, in every index and cache."""
-        ...
 
 
 @runtime_checkable
@@ -67,7 +63,6 @@ class Reconcilable(Protocol):
 
     def reconcile(self, catch_up: bool = True, scope: Optional[Scope] = None) -> ReconcileReport:
         """Bring derived indexes in line with the system of record."""
-        ...
 
 
 @runtime_checkable
@@ -76,7 +71,6 @@ class Reindexable(Protocol):
 
     def reindex(self) -> int:
         """Rebuild the dense index; return how many records were indexed."""
-        ...
 
 
 @runtime_checkable
@@ -85,7 +79,6 @@ class Expiring(Protocol):
 
     def purge_expired(self) -> int:
         """Delete records whose time to live is over; return how many."""
-        ...
 
 
 @runtime_checkable
@@ -94,7 +87,6 @@ class WithTools(Protocol):
 
     def tools(self, scope: Scope) -> list[Any]:
         """LlamaIndex tools acting within ``scope``."""
-        ...
 
 
 @runtime_checkable
@@ -104,7 +96,6 @@ class Extracting(Protocol):
 
     def extract(self, messages: Sequence[ChatMessage], llm: Any, scope: Scope) -> Any:
         """Form and store structured memories from ``messages``."""
-        ...
 
 
 @runtime_checkable
@@ -115,7 +106,6 @@ class Recent(Protocol):
     def recent(self, scope: Scope, k: int, span: Optional[tuple[float, float]] = None) -> list[MemoryRecord]:
         """Up to ``k`` records of ``span`` (start, end in epoch seconds), or of the
         latest earlier session when ``span`` is None."""
-        ...
 
 
 @runtime_checkable
@@ -128,7 +118,6 @@ class WindowAware(Protocol):
     def retrieve_beside(self, query: str, scope: Scope, k: int, shown: frozenset[str]) -> list[MemoryRecord]:
         """:meth:`Source.retrieve`, leaving out the records whose normalised text
         (:func:`llama_memory.core.text.normalize_text`) is in ``shown``."""
-        ...
 
 
 @runtime_checkable
@@ -139,11 +128,9 @@ class Embedded(Protocol):
 
     def record_vectors(self, ids: Sequence[str], scope: Scope, dimension: int) -> dict[str, Any]:
         """The stored vectors (of ``dimension``) of those of ``ids`` that have one, by id."""
-        ...
 
     def query_vector(self, text: str) -> Any:
         """``text`` embedded as a query (cached: retrieval embedded it already)."""
-        ...
 
 
 @runtime_checkable
@@ -152,7 +139,6 @@ class Closable(Protocol):
 
     def close(self) -> None:
         """Release them."""
-        ...
 
 
 @runtime_checkable
@@ -171,7 +157,6 @@ class ProfileHolder(Protocol):
 
     def get_profile(self, scope: Scope) -> Any:
         """The scope user's profile."""
-        ...
 
 
 @runtime_checkable
@@ -180,7 +165,6 @@ class TripleHolder(Protocol):
 
     def add_triples(self, triples: Sequence[Any], scope: Scope, **kwargs: Any) -> Any:
         """Store triples for the scope's user."""
-        ...
 
 
 class MemorySource(ABC):

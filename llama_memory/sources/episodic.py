@@ -47,23 +47,15 @@ class EpisodicMemory:
 
     def __init__(self, source: VectorSource) -> None:
         if not isinstance(source, VectorSource):
-            raise TypeError(
-                f"EpisodicMemory needs the memory's VectorSource, not {type(source).__name__}"
-            )
+            raise TypeError(f"EpisodicMemory needs the memory's VectorSource, not {type(source).__name__}")
         self.source = source
 
     # -- writing ------------------------------------------------------------------------
 
     def add_summary(
-        self,
-        scope: Scope,
-        text: str,
-        message_ids: Sequence[str],
-        *,
-        covers: Sequence[str] = (),
-        event_time: Optional[float] = None,
-        importance: Optional[float] = None,
-    ) -> str:
+        self, scope: Scope, text: str, message_ids: Sequence[str], *, covers: Sequence[str] = (),
+        event_time: Optional[float] = None, importance: Optional[float] = None,
+    ) -> str:  # fmt: skip
         """Store ``text`` as the summary of the scope's session, replacing its previous
         summary (joining an open transaction); return the record id.
 
@@ -81,14 +73,10 @@ class EpisodicMemory:
         store, name = self.source.store, self.source.name
         key = _summary_key(scope)
         record = NewRecord(
-            source=name,
-            scope=Scope(scope.user_id, SUMMARY_SESSION_PREFIX + scope.session_id, scope.tenant_id),
-            text=text.strip(),
-            message_ids=tuple(dict.fromkeys(message_ids)),
-            event_time=event_time,
-            metadata={"kind": SUMMARY_KIND, "session": scope.session_id, "covers": list(covers)},
-            importance=importance,
-        )
+            source=name, scope=Scope(scope.user_id, SUMMARY_SESSION_PREFIX + scope.session_id, scope.tenant_id),
+            text=text.strip(), message_ids=tuple(dict.fromkeys(message_ids)), event_time=event_time,
+            metadata={"kind": SUMMARY_KIND, "session": scope.session_id, "covers": list(covers)}, importance=importance,
+        )  # fmt: skip
         with store.transaction("replace a session summary"):
             old = store.get_meta(key)
             gone = store.delete_records([old], scope, name) if old else []

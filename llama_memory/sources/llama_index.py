@@ -40,9 +40,7 @@ class LlamaIndexMemorySource(MemorySource):
             text = message_text(message)
             if text:
                 records.append(
-                    MemoryRecord(
-                        text=text, score=1.0 / (rank + 1), source=self.name, role=role_name(message)
-                    )
+                    MemoryRecord(text=text, score=1.0 / (rank + 1), source=self.name, role=role_name(message))
                 )
         return records[:k] if k > 0 else records
 
@@ -73,10 +71,8 @@ def check_sources(objects: Iterable[Any]) -> None:
 def as_sources(objects: Iterable[Any]) -> list[Source]:
     """A memory's ``secondary_memory_sources`` as sources that all speak the one
     protocol (:class:`~llama_memory.sources.base.Source`): a LlamaIndex memory is
-    wrapped (:class:`LlamaIndexMemorySource`, named after its class and position);
-    TypeError for anything else that is not a source."""
-    objects = list(objects)
-    check_sources(objects)
+    wrapped (:class:`LlamaIndexMemorySource`, named after its class and position).
+    The objects were checked by the settings (:func:`check_sources`)."""
     return [
         LlamaIndexMemorySource(s, f"{s.class_name()}#{i + 1}") if isinstance(s, BaseMemory) else s
         for i, s in enumerate(objects)

@@ -23,10 +23,9 @@ from ..retrieval.excerpts import (
     join_parts,
     pack_excerpts,
 )
-from ..retrieval.hops import HOP_FOUND, HOP_WEIGHT, SEEDS, content_stems, second_hop
-from ..retrieval.hybrid import HybridSearch
+from ..retrieval.hybrid import HOP_FOUND, HOP_WEIGHT, SEEDS, HybridSearch, second_hop
 from ..retrieval.ranking import Salience
-from ..retrieval.relevance import Calibration, asks_only, calibrate, calibration_for
+from ..retrieval.relevance import Calibration, asks_only, calibrate, calibration_for, content_stems
 from ..retrieval.sync import IndexSync
 from ..retrieval.topic import TOPIC_WEIGHT, topic_hop
 from ..storage.ports import NewRecord, VectorIndex
@@ -37,7 +36,7 @@ from .base import MemorySource
 logger = logging.getLogger(__name__)
 
 #: Users with at most this many indexed records are searched in memory, exactly
-#: (:mod:`llama_memory.storage.resident`); larger ones in Chroma. 20,000 vectors of
+#: (:class:`~llama_memory.retrieval.sync.ResidentVectors`); larger ones in Chroma. 20,000 vectors of
 #: 384 dimensions take 31 MB and about 2 ms to search.
 RESIDENT_LIMIT = 20_000
 
@@ -93,7 +92,7 @@ class VectorSource(MemorySource):
             absolute ``relevance`` (:mod:`llama_memory.retrieval.relevance`); by default the one
             fitted for the default offline model, and none for other models (their
             records get ``relevance=None`` and are not filtered).
-        hop_weight: what the second hop (:mod:`llama_memory.retrieval.hops`: messages of
+        hop_weight: what the second hop (:func:`llama_memory.retrieval.hybrid.second_hop`: messages of
             other sessions that share the best hits' rare words) is worth against the
             first ranking, 0 to 1; 0 turns it off (so does ``lexical_weight=0``).
         salience: the weights of recency and importance in the ranking
@@ -129,9 +128,7 @@ class VectorSource(MemorySource):
         if batch_size <= 0:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
         if not excerpt_messages >= 1:
-            raise ValueError(
-                f"excerpt_messages must be 1 (single messages) or more, got {excerpt_messages}"
-            )
+            raise ValueError(f"excerpt_messages must be 1 (single messages) or more, got {excerpt_messages}")
         if not 0 <= hop_weight <= 1:
             raise ValueError(f"hop_weight is between 0 (no second hop) and 1, got {hop_weight}")
         if not 0 <= topic_weight <= 1:
@@ -193,14 +190,8 @@ class VectorSource(MemorySource):
         ttl, expires_at = self.expiry.for_write()
         records = [
             NewRecord(
-                source=self.name,
-                scope=scope,
-                text=m.text,
-                message_ids=(m.message_id,),
-                event_time=m.event_time,
-                role=m.role,
-                ttl=ttl,
-                expires_at=expires_at,
+                source=self.name, scope=scope, text=m.text, message_ids=(m.message_id,), event_time=m.event_time,
+                role=m.role, ttl=ttl, expires_at=expires_at,
             )
             for m in messages
             if m.role in self.roles and m.text.strip()
@@ -264,9 +255,7 @@ class VectorSource(MemorySource):
             for owner, ids in by_user.items():
                 self._sync.forget(owner, ids)
             if gone:
-                content_stems.cache_clear()  # it may hold their texts
-                self._lines.clear()  # so may the lines of candidates
-                self._window_ids.clear()  # and the window texts held with their ids
+                self._clear_texts()
             return len(gone)
 
     # -- reading --------------------------------------------------------------------
@@ -279,9 +268,7 @@ class VectorSource(MemorySource):
         share it was computed from."""
         return self.retrieve_beside(query, scope, k, frozenset())
 
-    def retrieve_beside(
-        self, query: str, scope: Scope, k: int, shown: frozenset[str]
-    ) -> list[MemoryRecord]:
+    def retrieve_beside(self, query: str, scope: Scope, k: int, shown: frozenset[str]) -> list[MemoryRecord]:
         """:meth:`retrieve`, leaving out the records whose normalised text is in
         ``shown``: the conversation's own latest messages, which the window shows (an
         agent stores the user's message before it asks). They are left out of the
@@ -301,10 +288,13 @@ class VectorSource(MemorySource):
         # the second hop's seeds. The own messages go: every search leaves out their
         # ids (a hash of text and role) itself. The questions come after every
         # statement, for the places statements leave.
-        apart = SetApart(
-            reads, shown, self._window_ids(shown, scope) if shown else None, self._aside_share
+        apart = SetApart(reads, shown, self._window_ids(shown, scope) if shown else None, self._aside_share)
+        # Every candidate of the two retrievers (pool each besides those set apart, the
+        # window's records left out) by fused score, and those set apart by theirs.
+        ranked, aside = self._search.search_apart(
+            query, scope, pool, apart, exclude=apart.excluded, spare=apart.spare(pool), dense_weight=self.dense_weight,
+            lexical_weight=self.lexical_weight, cosines=cosines,
         )
-        ranked, aside = self._fused(query, scope, pool, cosines, apart)
         self._aside_share = apart.note(pool, len(aside))
         ranked = self._hop(query, scope, self._topic(query, scope, ranked, apart), k, reads, apart)
         ranked += [(i, score) for i, score in aside if i not in apart.own]
@@ -328,14 +318,9 @@ class VectorSource(MemorySource):
         return [r for r, a in zip(ranked_results, asking) if not a] + [r for r, a in zip(ranked_results, asking) if a]
 
     def _calibrate(
-        self,
-        query: str,
-        records: Sequence[MemoryRecord],
-        cosines: Mapping[str, float],
-        scope: Scope,
-        left_out: Sequence[str],
-        reads: RecordReads,
-    ) -> None:
+        self, query: str, records: Sequence[MemoryRecord], cosines: Mapping[str, float], scope: Scope,
+        left_out: Sequence[str], reads: RecordReads,
+    ) -> None:  # fmt: skip
         """Set each record's absolute ``relevance`` from the evidence of its hit; the
         candidates, and the holders of a word only questions seem to hold, are read light
         through ``reads`` (to tell the user's own questions apart)."""
@@ -373,9 +358,7 @@ class VectorSource(MemorySource):
         retrieved for costs nothing more)."""
         return self._dimensions.query(text)
 
-    def recent(
-        self, scope: Scope, k: int, span: Optional[tuple[float, float]] = None
-    ) -> list[MemoryRecord]:
+    def recent(self, scope: Scope, k: int, span: Optional[tuple[float, float]] = None) -> list[MemoryRecord]:
         """The latest messages of ``span``, or of the latest earlier session, as one
         excerpt per session (as many messages as a search of ``k`` excerpts may hold),
         marked ``metadata["retrieved_by"] = "time"``; their ``relevance`` is None: they
@@ -397,13 +380,8 @@ class VectorSource(MemorySource):
         return results
 
     def _excerpts(
-        self,
-        ranked: list[tuple[str, float]],
-        scope: Scope,
-        k: int,
-        alive_at: float,
-        reads: RecordReads,
-    ) -> list[MemoryRecord]:
+        self, ranked: list[tuple[str, float]], scope: Scope, k: int, alive_at: float, reads: RecordReads,
+    ) -> list[MemoryRecord]:  # fmt: skip
         """Up to ``k`` excerpts around the best of ``ranked`` (live records only, read
         through ``reads``)."""
         neighbourhoods = WideNeighbourhoods(
@@ -437,18 +415,6 @@ class VectorSource(MemorySource):
                 results.append(record)
         return results
 
-    def _fused(
-        self, query: str, scope: Scope, pool: int, cosines: dict[str, float], apart: SetApart
-    ) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
-        """Every candidate of the two retrievers (``pool`` each besides those set apart,
-        the window's records left out), by fused score; and those set apart, by theirs
-        (:meth:`~llama_memory.retrieval.hybrid.HybridSearch.search_apart`). Every
-        candidate's cosine with the query is put in ``cosines``."""
-        return self._search.search_apart(
-            query, scope, pool, apart, exclude=apart.excluded, spare=apart.spare(pool), dense_weight=self.dense_weight,
-            lexical_weight=self.lexical_weight, cosines=cosines,
-        )
-
     def _topic(
         self, query: str, scope: Scope, ranked: list[tuple[str, float]], apart: SetApart
     ) -> list[tuple[str, float]]:
@@ -465,15 +431,9 @@ class VectorSource(MemorySource):
         return topic_hop(query, ranked, nearest, self.topic_weight)
 
     def _hop(
-        self,
-        query: str,
-        scope: Scope,
-        ranked: list[tuple[str, float]],
-        k: int,
-        reads: RecordReads,
-        apart: SetApart,
-    ) -> list[tuple[str, float]]:
-        """``ranked`` with the second hop's candidates (:func:`~llama_memory.retrieval.hops.second_hop`)
+        self, query: str, scope: Scope, ranked: list[tuple[str, float]], k: int, reads: RecordReads, apart: SetApart,
+    ) -> list[tuple[str, float]]:  # fmt: skip
+        """``ranked`` with the second hop's candidates (:func:`~llama_memory.retrieval.hybrid.second_hop`)
         for a retrieval of ``k``, the records' texts read through ``reads``; none when the
         lexical side is off (the hop is a search by words). What ``apart`` sets apart is
         not found by the hop (nor does it scale what is)."""
@@ -502,9 +462,7 @@ class VectorSource(MemorySource):
         with self._lock:
             self.store.delete_user(scope, source=self.name)
             self._vectors.clear()  # it holds recent texts, the user's among them
-            content_stems.cache_clear()  # so does the hop's cache of stems
-            self._lines.clear()  # and that of the candidates' lines
-            self._window_ids.clear()  # and the window texts held with their ids
+            self._clear_texts()
             self._sync.forget((scope.tenant_id, user))
 
     def forget_records(self, ids: Sequence[str], scope: Scope) -> None:
@@ -512,10 +470,12 @@ class VectorSource(MemorySource):
         system of record: from the dense index, the overlay and the vectors held in memory."""
         user = scope.require_user(f"the {self.name!r} memory source")
         self._sync.forget((scope.tenant_id, user), list(ids))
-        content_stems.cache_clear()  # it may hold their texts
-        self._lines.clear()  # so may the lines of candidates
-        self._window_ids.clear()  # and the window texts held with their ids
+        self._clear_texts()
 
-    # -- embedding ----------------------------------------------------------------------
-
+    def _clear_texts(self) -> None:
+        """Drop the caches that may hold texts of records deleted: the hop's stems, the
+        candidates' lines, the window texts held with their ids."""
+        content_stems.cache_clear()
+        self._lines.clear()
+        self._window_ids.clear()
 

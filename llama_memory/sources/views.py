@@ -220,8 +220,7 @@ class ProfileView:
         changes = html_table(
             ("when", "field", "operation", "value", "session"),
             [
-                [format_time(c.created_at), c.path, c.op, "(removed)" if c.removed else c.value,
-                 c.session_id or ""]
+                [format_time(c.created_at), c.path, c.op, "(removed)" if c.removed else c.value, c.session_id or ""]
                 for c in self.history
             ],
             caption=f"History ({len(self.history)} changes; grey: no longer current)",
@@ -262,8 +261,7 @@ class TripleTable:
 
     def _repr_html_(self) -> str:
         rows = [
-            [t.subject, t.predicate, t.object, format_time(t.valid_from), format_time(t.valid_to),
-             t.mentions]
+            [t.subject, t.predicate, t.object, format_time(t.valid_from), format_time(t.valid_to), t.mentions]
             for t in self.triples
         ]
         current = sum(t.current for t in self.triples)

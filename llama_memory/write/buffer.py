@@ -19,14 +19,16 @@ agent as ``memory=``). It differs from the stock buffer in these ways:
 
 Messages are stored as given (the same objects come back from ``get()``), so
 content blocks, tool calls and ``additional_kwargs`` are kept losslessly.
+
+Here: the buffer and the window it returns (:func:`fit_window`: whole turns, the latest
+that fit, a leading system message kept). A message's count is
+:func:`~llama_memory.core.messages.message_tokens`; saving and copying a buffer
+(``to_dict``, copies, pickles) is :mod:`llama_memory.write.buffer_restore`.
 """
 
 from __future__ import annotations
 
-import copy
-import json
 import logging
-import pickle
 from typing import (
     Any,
     Callable,
@@ -35,7 +37,7 @@ from typing import (
     cast,
 )
 
-from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.bridge.pydantic import (
     ConfigDict,
     Field,
@@ -47,25 +49,61 @@ from llama_index.core.memory.types import BaseMemory
 from llama_index.core.utils import get_tokenizer
 
 from ..core.asyncbridge import BridgeSafeRLock, LoopLocks, run_io
+from ..core.messages import message_tokens
 from ..memory import DEFAULT_TOKEN_LIMIT
 from ..storage.ports.chat import ChatLog, ChatLogChanges, SharedChatLog
-from .token_window import fit_window, message_tokens
+from .buffer_restore import BufferRestore
 
 __all__ = ["ChatBuffer", "ChatLog", "ChatLogChanges", "SharedChatLog"]
 
 logger = logging.getLogger(__name__)
 
 
-def _picklable(value: Any) -> bool:
-    """Whether ``value`` survives ``pickle.dumps``."""
-    try:
-        pickle.dumps(value)
-    except Exception:
-        return False
-    return True
+def fit_window(
+    messages: Sequence[ChatMessage],
+    counts: Sequence[int],
+    total: int,
+    token_limit: int,
+    initial_token_count: int,
+) -> tuple[bool, int]:
+    """``(keep_system, start)``: the window is ``[system?] + messages[start:]``, for
+    ``messages`` whose token ``counts`` sum to ``total``, within ``token_limit`` less
+    ``initial_token_count``. Costs O(window), not O(history)."""
+    if initial_token_count > token_limit:
+        raise ValueError(
+            f"Initial token count exceeds token limit ({initial_token_count} > "
+            f"{token_limit})"
+        )
+    budget = token_limit - initial_token_count
+    n = len(messages)
+    if total <= budget:
+        return False, 0  # everything fits: the history, unchanged
+
+    keep_system = messages[0].role == MessageRole.SYSTEM
+    floor = 1 if keep_system else 0
+    remaining = budget - (counts[0] if keep_system else 0)
+    start = n
+    while start > floor and counts[start - 1] <= remaining:
+        start -= 1
+        remaining -= counts[start]
+    # The history was truncated: start at a user turn, so the window never
+    # opens with an assistant reply or a tool result whose call was cut off.
+    while start < n and messages[start].role != MessageRole.USER:
+        start += 1
+    if start < n:
+        return keep_system, start
+
+    # Overflow: not even the last user turn fits. Return it whole anyway so
+    # the LLM sees an explicit overflow rather than an empty history.
+    last_user = n - 1
+    while last_user >= floor and messages[last_user].role != MessageRole.USER:
+        last_user -= 1
+    if last_user >= floor:
+        return keep_system, last_user
+    return keep_system, max(floor, n - 1)  # no user message: the stock fallback
 
 
-class ChatBuffer(BaseMemory):
+class ChatBuffer(BufferRestore, BaseMemory):
     """Token-limited, lossless memory of one conversation.
 
     ``get()`` returns the most recent messages that fit in ``token_limit``:
@@ -472,126 +510,3 @@ class ChatBuffer(BaseMemory):
     async def areset(self) -> None:
         """Async :meth:`reset` (as :meth:`aput`)."""
         await self._write(self.reset)
-
-    # ------------------------------------------------------------------ serialization
-
-    def to_dict(self, **kwargs: Any) -> dict[str, Any]:
-        """The fields plus ``chat_history`` (messages as JSON-ready dicts).
-
-        The tokenizer and the chat log are live handles and are not included.
-        Workflow contexts serialize their memory through this method.
-        """
-        data = super().to_dict(**kwargs)
-        data["chat_history"] = [m.model_dump(mode="json") for m in self.get_all()]
-        return data
-
-    def to_string(self) -> str:
-        """:meth:`to_dict` as a JSON string (``ChatMemoryBuffer.to_string``)."""
-        return json.dumps(self.to_dict())
-
-    @classmethod
-    def from_string(cls, json_str: str, **kwargs: Any) -> "ChatBuffer":
-        """Inverse of :meth:`to_string`; ``kwargs`` as for :meth:`from_dict`."""
-        return cls.from_dict(json.loads(json_str), **kwargs)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any], **kwargs: Any) -> "ChatBuffer":
-        """Inverse of :meth:`to_dict`.
-
-        Pass ``chat_log=`` to reattach a log; the log is then the source of truth
-        and the serialized ``chat_history`` is ignored (it may be stale).
-
-        A ``ChatMemoryBuffer``'s dict loads too: its history is read from the
-        ``SimpleChatStore`` under ``chat_store_key``. Any other chat store raises
-        ``ValueError`` (its messages are elsewhere): pass ``chat_history=`` then.
-        """
-        data = {**data, **kwargs}
-        data.pop("class_name", None)
-        store = data.pop("chat_store", None)
-        key = data.pop("chat_store_key", "chat_history")
-        history = data.pop("chat_history", None)
-        if store is not None and history is None:
-            # Loading it as nothing would be a silent loss of the conversation.
-            held = store.get("store") if isinstance(store, dict) else None
-            if not isinstance(held, dict):
-                raise ValueError(
-                    "ChatBuffer.from_dict reads a ChatMemoryBuffer's history from a "
-                    f"SimpleChatStore only, got chat_store={store!r}: pass the messages as "
-                    "chat_history= (e.g. chat_history=old_buffer.get_all())"
-                )
-            history = held.get(key, [])
-        if data.get("chat_log") is None and history is not None:
-            data["chat_history"] = [
-                m if isinstance(m, ChatMessage) else ChatMessage.model_validate(m)
-                for m in history
-            ]
-        return cls(**data)
-
-    def _clone(self, fields: dict[str, Any], messages: list[ChatMessage]) -> "ChatBuffer":
-        # model_construct skips validation and __init__ (so the log is not
-        # re-read) and gives the clone its own fresh locks.
-        with self._lock:
-            counts = list(self._counts)
-        clone = type(self).model_construct(_fields_set=set(self.model_fields_set), **fields)
-        clone._attach(self._log)
-        clone._cursor = self._cursor  # same messages, read as far
-        clone._replace_state(messages, counts)
-        return clone
-
-    def __copy__(self) -> "ChatBuffer":
-        """A new buffer with the same messages (same objects), its own lists and locks.
-
-        It shares the tokenizer and the chat log (handles, not data).
-        """
-        return self._clone(dict(self.__dict__), self.get_all())
-
-    def __deepcopy__(self, memo: Optional[dict[int, Any]] = None) -> "ChatBuffer":
-        """A new buffer with deep copies of the messages and its own locks.
-
-        The tokenizer and the chat log are shared, not copied: they are handles
-        (copying a tiktoken encoder is slow, and a log names external storage).
-        """
-        memo = {} if memo is None else memo
-        fields = {
-            name: value
-            if name == "tokenizer_fn" or getattr(type(self).model_fields.get(name), "exclude", False)
-            else copy.deepcopy(value, memo)
-            for name, value in self.__dict__.items()
-        }
-        return self._clone(fields, copy.deepcopy(self.get_all(), memo))
-
-    def __getstate__(self) -> dict[str, Any]:
-        """Pickle state: the fields, the messages and their counts.
-
-        Locks are never pickled; the tokenizer and the chat log only when they
-        pickle (otherwise the default tokenizer is used and the log is dropped,
-        with a warning).
-        """
-        with self._lock:
-            messages = [m.model_dump(mode="json") for m in self._messages]
-            counts = list(self._counts)
-        fields = {k: v for k, v in self.__dict__.items() if k != "tokenizer_fn"}
-        tokenizer = self.tokenizer_fn if _picklable(self.tokenizer_fn) else None
-        log = self._log
-        if log is not None and not _picklable(log):
-            logger.warning("ChatBuffer pickled without its chat log (it cannot be pickled)")
-            log = None
-        return {
-            "fields": fields,
-            "tokenizer_fn": tokenizer,
-            "messages": messages,
-            "counts": counts,
-            "chat_log": log,
-        }
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        """Restore from :meth:`__getstate__` without re-reading the chat log."""
-        self.__init__(**state["fields"], tokenizer_fn=state["tokenizer_fn"])  # type: ignore[misc]
-        messages = [ChatMessage.model_validate(m) for m in state["messages"]]
-        counts = list(state["counts"])
-        if state["tokenizer_fn"] is None:
-            # A different (default) tokenizer now: the cached counts are stale.
-            counts = [self._count_tokens(m) for m in messages]
-        self._replace_state(messages, counts)
-        # A log that travelled is the source of truth again: the next read reloads it.
-        self._attach(state["chat_log"])

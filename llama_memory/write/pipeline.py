@@ -28,7 +28,7 @@ from uuid import uuid4
 from llama_index.core.base.llms.types import ChatMessage
 
 from ..core.errors import LlamaMemoryError
-from ..core.instrumentation import MemoryPutEvent, Stopwatch, dispatcher
+from ..core.instrumentation import MemoryPutEvent, dispatcher
 from ..core.messages import (
     check_storable,
     dump_message,
@@ -37,7 +37,7 @@ from ..core.messages import (
     role_name,
     stored_text,
 )
-from ..core.types import StoredMessage, now
+from ..core.types import Stopwatch, StoredMessage, now
 from ..memory.arguments import messages_arg
 from ..memory.runtime import Runtime
 from ..read.compose import MemoryBlock

@@ -7,6 +7,7 @@ claims about a process (what it imports, a pipe between two commands) run one.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -136,6 +137,15 @@ def test_explain_indents_what_it_left_out(store: Path, capsys: pytest.CaptureFix
     for i in reasons:
         assert tail[i + 1].startswith("    [vector]"), tail[i : i + 3]
         assert tail[i + 2].startswith("         user: I play the cello")
+
+
+def test_explain_reports_the_budget_it_was_given(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--token-limit`` reaches the block explain composes, and its header and JSON say the
+    budget the block was fitted to."""
+    _, out, _ = run(capsys, "explain", "alice", "what do I play?", "--token-limit", "40", "--store", store)
+    assert " of 40 tokens" in out
+    status, out, _ = run(capsys, "explain", "alice", "what do I play?", "--store", store, "--json")
+    assert status == 0 and json.loads(out)["token_limit"] == 1500
 
 
 # --------------------------------------------------------------------------- errors

@@ -82,6 +82,7 @@ def test_over_budget_names_the_budget(make_memory) -> None:
 
     over = [o for o in memory.last_block.left_out if o.reason == OVER_BUDGET]
     assert over and all(o.detail == "no room left in memory_token_limit (60 tokens)" for o in over)
+    assert memory.last_block.token_limit == 60 and memory.last_block.token_count <= 60
 
 
 @pytest.fixture

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from helpers import hold, message_texts, user
-from llama_memory.retrieval.hops import HOP_FOUND, content_stems, link_words, second_hop
+from llama_memory.retrieval.hybrid import HOP_FOUND, link_words, second_hop
+from llama_memory.retrieval.relevance import content_stems
 
 QUESTION = "What did Caroline do after the support group?"
 #: The first hop: shares the question's words, and names a place.

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from helpers import message_texts, user
-from llama_memory.storage.resident import ResidentVectors
+from llama_memory.retrieval.sync import ResidentVectors
 
 BEES = "I keep bees on the roof of my building."
 FILLER = [f"Today I watered the {plant}." for plant in ("roses", "tulips", "cactus", "ferns")]
@@ -108,7 +108,7 @@ def test_search_stays_on_the_calling_thread_and_ranks_as_matmul_does() -> None:
 
 
 def test_the_cosines_of_candidates_outside_the_pool_stay_on_the_calling_thread_too() -> None:
-    from llama_memory.retrieval.vectors import add_cosines, cosine
+    from llama_memory.retrieval.sync import add_cosines, cosine
 
     rng = np.random.default_rng(5)
     matrix = rng.standard_normal((120, 384)).astype(np.float32)  # past OpenBLAS's threading size

@@ -11,7 +11,7 @@ import pytest
 
 from bench.first_person import hobby_messages
 from helpers import hold, message_texts, user
-from llama_memory.storage.resident import ResidentVectors
+from llama_memory.retrieval.sync import ResidentVectors
 
 #: What the user told before, one message per session, among hobby messages.
 FACTS = (

@@ -70,13 +70,9 @@ def _section(title: str, lines: list[str], empty: str = "(none)") -> None:
 def cmd_records(args: argparse.Namespace) -> None:
     with _open(args) as admin:
         records = admin.records(
-            args.user,
-            session_id=args.session,
-            source=args.source,
-            since=args.since,
-            until=args.until,
+            args.user, session_id=args.session, source=args.source, since=args.since, until=args.until,
             limit=args.limit,
-        )
+        )  # fmt: skip
     if args.json:
         return _print_json(records)
     for record in records:
@@ -96,12 +92,10 @@ def cmd_search(args: argparse.Namespace) -> None:
 
 
 def cmd_explain(args: argparse.Namespace) -> None:
-    from ...memory.settings import MemorySettings
     from ...read.compose import admission, relevance_text
 
     with _open(args) as admin:
         block = admin.explain(args.user, args.query, session_id=args.session)
-        limit = MemorySettings(**admin.options).memory_token_limit
     rules = [
         block.admitted[n] if n < len(block.admitted) else admission(record)
         for n, record in enumerate(block.records)
@@ -116,9 +110,9 @@ def cmd_explain(args: argparse.Namespace) -> None:
         left = Counter((item.reason, item.rule) for item in block.left_out)
         counts = [{"reason": reason, "rule": rule, "records": n} for (reason, rule), n in left.items()]
         data = _without_rank_scores(_jsonable(block))
-        return _print_json({"query": args.query, "token_limit": limit, **data, "shown": shown, "left_out_by_rule": counts})
+        return _print_json({"query": args.query, "token_limit": block.token_limit, **data, "shown": shown, "left_out_by_rule": counts})
     print(block.text or "(nothing would be injected)")
-    print(f"\n{counted(len(block.records), 'record')} shown, {block.token_count} of {limit} tokens "
+    print(f"\n{counted(len(block.records), 'record')} shown, {block.token_count} of {block.token_limit} tokens "
           "(relevance: calibrated, 0..1):")
     for rank, (record, rule) in enumerate(zip(block.records, rules), start=1):
         _print_record(rank, record, relevance=True)

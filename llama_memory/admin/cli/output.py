@@ -56,9 +56,7 @@ def _shown(value: Any, width: int = CELL_WIDTH) -> str:
     """A value as one line of at most ``width`` characters: newlines and other control
     characters escaped (an id holding a newline must not break a table), the middle of
     a long value elided (ids usually differ at their start or end)."""
-    text = "".join(
-        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in str(value)
-    )
+    text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in str(value))
     if len(text) <= width:
         return text
     head = (width - 1) // 2

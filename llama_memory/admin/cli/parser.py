@@ -127,9 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     search = add("search", cmd_search, "search a user's long-term memory (scores, sources, provenance)")
     search.add_argument("user")
     search.add_argument("query")
-    search.add_argument(
-        "-k", type=_positive, default=DEFAULT_TOP_K, help=f"how many records (default {DEFAULT_TOP_K})"
-    )
+    search.add_argument("-k", type=_positive, default=DEFAULT_TOP_K, help=f"how many records (default {DEFAULT_TOP_K})")
     explain = add(
         "explain", cmd_explain,
         "the memory block get() would inject for a query, with what was left out and why",
@@ -243,9 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     encrypt.add_argument("--json", action="store_true", help="print JSON, for scripts")
     encrypt.set_defaults(run=cmd_encrypt, command_parser=encrypt)
     demo = commands.add_parser("demo", help="run the offline two-conversation demo")
-    demo.add_argument(
-        "--path", type=Path, default=None, help="memory directory (default: a new temporary one)"
-    )
+    demo.add_argument("--path", type=Path, default=None, help="memory directory (default: a new temporary one)")
     demo.set_defaults(run=cmd_demo, command_parser=demo)
     return parser
 

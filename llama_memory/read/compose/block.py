@@ -165,6 +165,7 @@ class MemoryBlock:
         text: the block, ``""`` when nothing was worth injecting.
         records: the records shown, in order.
         token_count: tokens of ``text`` by the memory's tokenizer.
+        token_limit: the token budget the block was fitted to.
         dropped_duplicates: records left out as duplicates of the window or of each other.
         dropped_for_budget: records left out because the budget was full (an excerpt
             counts its messages, so cutting one down to its best message counts too).
@@ -182,6 +183,7 @@ class MemoryBlock:
     text: str = ""
     records: list[MemoryRecord] = field(default_factory=list)
     token_count: int = 0
+    token_limit: int = 0
     dropped_duplicates: int = 0
     dropped_for_budget: int = 0
     dropped_irrelevant: int = 0

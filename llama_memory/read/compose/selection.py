@@ -302,8 +302,9 @@ def fit_block(
     the records get what of the budget they leave. Instructions longer than the
     whole budget are still shown, whole, with no record."""
     result = MemoryBlock(
-        dropped_duplicates=duplicates, left_out=list(left_out), instructions=list(instructions)
-    )
+        token_limit=token_limit, dropped_duplicates=duplicates, left_out=list(left_out),
+        instructions=list(instructions),
+    )  # fmt: skip
     no_room = f"{NO_ROOM} ({token_limit} tokens)"
     if not kept or token_limit <= 0:
         result.left_out.extend(LeftOut(record, OVER_BUDGET, detail=no_room) for record in kept)

@@ -74,15 +74,9 @@ def to_networkx(triples: Iterable[KnowledgeTriple], *, name: Optional[str] = Non
             ends.append(node)
         predicate = display_predicate(triple.predicate)
         graph.add_edge(
-            ends[0],
-            ends[1],
-            key=triple.id or f"{ends[0]}|{predicate}|{ends[1]}",
-            predicate=predicate,
-            label=predicate,
-            valid_from=triple.valid_from,
-            valid_to=triple.valid_to,
-            current=triple.current,
-        )
+            ends[0], ends[1], key=triple.id or f"{ends[0]}|{predicate}|{ends[1]}", predicate=predicate, label=predicate,
+            valid_from=triple.valid_from, valid_to=triple.valid_to, current=triple.current,
+        )  # fmt: skip
     return graph
 
 
@@ -119,9 +113,7 @@ def plot(
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError as exc:  # pragma: no cover - exercised only without the extra
-        raise ImportError(
-            f"plotting a knowledge graph needs matplotlib: {install_hint('graph')}"
-        ) from exc
+        raise ImportError(f"plotting a knowledge graph needs matplotlib: {install_hint('graph')}") from exc
 
     if not isinstance(graph, nx.Graph):
         graph = to_networkx(graph)

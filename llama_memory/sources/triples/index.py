@@ -37,9 +37,7 @@ class TripleRows:
             for r in self.timeline.pending(limit)
         ]
 
-    def mark_indexed(
-        self, ids: Sequence[str], indexed: bool = True, vectors: Optional[Sequence[bytes]] = None
-    ) -> None:
+    def mark_indexed(self, ids: Sequence[str], indexed: bool = True, vectors: Optional[Sequence[bytes]] = None) -> None:
         """Flag triples as in the dense index (``vectors``, the copies, are not kept)."""
         self.timeline.mark_indexed(ids, indexed)
 
@@ -58,9 +56,7 @@ class TripleRows:
         """None kept: the hybrid search reads missing cosines from the dense index."""
         return {}
 
-    def user_vectors(
-        self, source: str, tenant_id: str, user_id: str, limit: int
-    ) -> Optional[dict[str, bytes]]:
+    def user_vectors(self, source: str, tenant_id: str, user_id: str, limit: int) -> Optional[dict[str, bytes]]:
         """None kept (see the class)."""
         return None
 

@@ -131,9 +131,7 @@ class TripleInput(BaseModel):
     """One fact as (subject, predicate, object)."""
 
     subject: str = Field(description='Who or what the fact is about, e.g. "John".')
-    predicate: str = Field(
-        description='The relation, short and in the present tense, e.g. "likes", "lives in".'
-    )
+    predicate: str = Field(description='The relation, short and in the present tense, e.g. "likes", "lives in".')
     object: str = Field(description='The value or the other entity, e.g. "pizza".')
 
 
@@ -153,9 +151,8 @@ class ExtractedTriples(BaseModel):
     """Lasting facts stated in the conversation, as knowledge triples."""
 
     triples: list[TripleInput] = Field(
-        default_factory=list,
-        description="The facts; an empty list when the conversation states none.",
-    )
+        default_factory=list, description="The facts; an empty list when the conversation states none.",
+    )  # fmt: skip
 
 def _date(epoch: float) -> str:
     """``2023-05-08``: an epoch as a UTC date."""
@@ -179,9 +176,7 @@ _TRIPLE_FIELDS = ("subject", "predicate", "object")
 
 def _part(value: Any, field: str, where: str) -> str:
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise TripleError(
-            f"{where}: {field!r} must be a string, got {type(value).__name__} {value!r}"
-        )
+        raise TripleError(f"{where}: {field!r} must be a string, got {type(value).__name__} {value!r}")
     text = " ".join(str(value).split())
     if not text:
         raise TripleError(f"{where}: {field!r} is empty")
@@ -243,9 +238,7 @@ def prepare_one(item: Any, position: int) -> Prepared:
 def prepare_all(triples: Any) -> list[Prepared]:
     """Validate a batch of triples (see :func:`prepare_one`): all are checked before
     anything is written, and a single triple not wrapped in a list is refused."""
-    if isinstance(triples, (str, bytes, Mapping, KnowledgeTriple, BaseModel)) or not isinstance(
-        triples, Iterable
-    ):
+    if isinstance(triples, (str, bytes, Mapping, KnowledgeTriple, BaseModel)) or not isinstance(triples, Iterable):
         raise TripleError(
             f"expected a list of triples, got {type(triples).__name__}: {triples!r} "
             "(wrap a single triple in a list)"
@@ -259,20 +252,9 @@ def to_triple(row: "StoredTriple") -> KnowledgeTriple:
     sessions = tuple(dict.fromkeys(m.session_id for m in mentions if m.session_id))
     message_ids = tuple(dict.fromkeys(i for m in mentions for i in m.message_ids))
     return KnowledgeTriple(
-        subject=row.subject,
-        predicate=row.predicate,
-        object=row.object,
-        id=row.id,
-        user_id=row.user_id,
-        tenant_id=row.tenant_id,
-        session_id=mentions[0].session_id if mentions else None,
-        session_ids=sessions,
-        message_ids=message_ids,
-        event_time=min((m.event_time for m in mentions), default=None),
-        ingested_at=row.ingested_at,
-        valid_from=row.valid_from,
-        valid_to=row.valid_to,
-        superseded_by=row.superseded_by,
-        mentions=len(mentions),
-        expires_at=row.expires_at,
-    )
+        subject=row.subject, predicate=row.predicate, object=row.object, id=row.id, user_id=row.user_id,
+        tenant_id=row.tenant_id, session_id=mentions[0].session_id if mentions else None, session_ids=sessions,
+        message_ids=message_ids, event_time=min((m.event_time for m in mentions), default=None),
+        ingested_at=row.ingested_at, valid_from=row.valid_from, valid_to=row.valid_to, superseded_by=row.superseded_by,
+        mentions=len(mentions), expires_at=row.expires_at,
+    )  # fmt: skip

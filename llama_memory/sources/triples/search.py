@@ -31,10 +31,7 @@ def neighbourhood(entities: set[str], touching: Touching) -> list[TripleEdge]:
         return []
     keys = sorted(entities)[: _MAX_FRONTIER * 10]  # bounded: a query names few entities
     # Distinct named entities touched: "John — name — John" touches one, not two.
-    return sorted(
-        touching(keys),
-        key=lambda e: (-len({e.subject_key, e.object_key} & entities), -e.valid_from),
-    )
+    return sorted(touching(keys), key=lambda e: (-len({e.subject_key, e.object_key} & entities), -e.valid_from))
 
 
 #: The fusions :func:`rank_triples` offers; ``"scores"`` is the default, chosen by
@@ -75,11 +72,7 @@ def rank_triples(
     if fusion not in FUSIONS:
         raise ValueError(f"fusion must be one of {FUSIONS}, got {fusion!r}")
     by_cosine = sorted(dense, key=lambda i: dense[i], reverse=True)
-    lists = {
-        "dense": by_cosine[:k],
-        "lexical": [i for i, _ in lexical][:k],
-        "entity": [r.id for r in near][:k],
-    }
+    lists = {"dense": by_cosine[:k], "lexical": [i for i, _ in lexical][:k], "entity": [r.id for r in near][:k]}
     if fusion == "rrf":
         scores = dict(fuse_rankings([([(i, 0.0) for i in ids], 1.0) for ids in lists.values()]))
     else:
@@ -108,13 +101,9 @@ def rank_triples(
 
 
 def triple_record(
-    triple: KnowledgeTriple,
-    score: float,
-    matched: list[str],
-    source: str,
-    before: Optional[str] = None,
+    triple: KnowledgeTriple, score: float, matched: list[str], source: str, before: Optional[str] = None,
     functional: bool = False,
-) -> MemoryRecord:
+) -> MemoryRecord:  # fmt: skip
     """A retrieved triple as a memory record of ``source``, rendered with its validity
     (and ``before``, the value it recently replaced, if any). ``functional``: whether
     its predicate holds one value at a time (``metadata["functional"]``): the memory

@@ -24,8 +24,7 @@ from ...embeddings.offline import embedding_dimension
 from ...embeddings.store_model import DimensionGuard, vector_cache
 from ...retrieval.hybrid import HybridSearch
 from ...retrieval.relevance import calibrate, calibration_for
-from ...retrieval.sync import IndexSync
-from ...retrieval.vectors import add_cosines
+from ...retrieval.sync import IndexSync, add_cosines
 from ...storage.ports import VectorIndex
 from ...storage.ports.triples import TripleEdge
 from ...storage.reconcile import ReconcileReport

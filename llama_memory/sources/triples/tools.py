@@ -71,8 +71,6 @@ def describe_writes(source: TripleAccess, written: Sequence[Written], scope: Sco
         fact = triples[w.id].text()
         status = "saved" if w.created else "already known"
         if w.superseded:
-            status += "; replaces " + ", ".join(
-                replaced[i].text() for i in w.superseded if i in replaced
-            )
+            status += "; replaces " + ", ".join(replaced[i].text() for i in w.superseded if i in replaced)
         lines.append(f"- {fact} ({status})")
     return "\n".join(lines) if lines else "Nothing to save: the list of triples was empty."

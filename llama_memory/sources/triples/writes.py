@@ -32,28 +32,17 @@ class TripleAccess(Protocol):
     def search(self, query: str, scope: Scope, k: int = 10) -> list[MemoryRecord]: ...  # noqa: D102
 
     def _write(
-        self,
-        triples: Iterable[Any],
-        scope: Scope,
-        event_time: Any,
-        message_ids: Sequence[str],
-        origin: str,
+        self, triples: Iterable[Any], scope: Scope, event_time: Any, message_ids: Sequence[str], origin: str,
         ttl: Optional[TTL] = None,
-    ) -> list[Written]: ...
+    ) -> list[Written]: ...  # fmt: skip
 
     def _by_ids(self, ids: Sequence[str], scope: Scope) -> list[KnowledgeTriple]: ...
 
 
 def write_triples(
-    timeline: TripleTimeline,
-    functional_keys: AbstractSet[str],
-    lifetime: tuple[Optional[float], Optional[float]],
-    triples: Iterable[Any],
-    scope: Scope,
-    event_time: Any,
-    message_ids: Sequence[str],
-    origin: str,
-) -> list[Written]:
+    timeline: TripleTimeline, functional_keys: AbstractSet[str], lifetime: tuple[Optional[float], Optional[float]],
+    triples: Iterable[Any], scope: Scope, event_time: Any, message_ids: Sequence[str], origin: str,
+) -> list[Written]:  # fmt: skip
     """Store ``triples`` for the scope's user, all or nothing; return what each did.
 
     Args:
@@ -86,13 +75,9 @@ def write_triples(
 
 
 def _write_one(
-    timeline: TripleTimeline,
-    functional_keys: AbstractSet[str],
-    scope: Scope,
-    item: Prepared,
-    mention: TripleMention,
+    timeline: TripleTimeline, functional_keys: AbstractSet[str], scope: Scope, item: Prepared, mention: TripleMention,
     lifetime: tuple[Optional[float], Optional[float]],
-) -> Written:
+) -> Written:  # fmt: skip
     """Apply the update rules (:func:`.timeline.decide`) to one triple, inside the
     caller's transaction."""
     t = mention.event_time
@@ -119,13 +104,9 @@ def _write_one(
 
 
 def _insert(
-    timeline: TripleTimeline,
-    scope: Scope,
-    item: Prepared,
-    mention: TripleMention,
-    lifetime: tuple[Optional[float], Optional[float]],
-    decision: Decision,
-) -> str:
+    timeline: TripleTimeline, scope: Scope, item: Prepared, mention: TripleMention,
+    lifetime: tuple[Optional[float], Optional[float]], decision: Decision,
+) -> str:  # fmt: skip
     # The spellings the user's graph already uses: an entity is shown the way it was
     # first written ("Alice", even when a later statement says "alice"), so one node
     # never reads two ways.

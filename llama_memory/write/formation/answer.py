@@ -22,9 +22,10 @@ from llama_index.core.prompts import PromptTemplate
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from ...core.errors import ExtractionError
-from ...core.instrumentation import MemoryExtractionEvent, Stopwatch, dispatcher
+from ...core.instrumentation import MemoryExtractionEvent, dispatcher
 from ...core.messages import message_text, role_name
 from ...core.metering import metering
+from ...core.types import Stopwatch
 from .parts import PassPart, PassWindow
 
 Model = TypeVar("Model", bound=BaseModel)

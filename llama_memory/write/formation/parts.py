@@ -28,7 +28,6 @@ class Proposing(Protocol):
     def propose(self, messages: Sequence[ChatMessage], llm: Any, scope: Scope) -> Optional[Callable[[], Any]]:
         """Ask ``llm`` about ``messages`` without writing; return what writes the
         answer (joining an open transaction), or None when there is nothing to write."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -52,21 +51,17 @@ class PassPart(Protocol):
     def pass_field(self) -> str:
         """The key of the JSON answer this part owns, e.g. ``"triples"`` (a plain
         attribute does as well as a property)."""
-        ...
 
     def pass_prompt(self, window: PassWindow) -> str:
         """What the LLM must put under :attr:`pass_field`: one paragraph and the JSON
         shape (it may include current state, e.g. known triples)."""
-        ...
 
     def parse_pass(self, value: Any, window: PassWindow) -> Any:
         """Validate the answer under :attr:`pass_field`; raise ``ValueError`` naming what
         is wrong. Writes nothing."""
-        ...
 
     def apply_pass(self, parsed: Any, window: PassWindow) -> None:
         """Write what :meth:`parse_pass` returned, joining the pass's open transaction."""
-        ...
 
 
 def pass_window(scope: Scope, messages: Sequence[ChatMessage], at: Optional[float] = None) -> PassWindow:

@@ -31,9 +31,7 @@ from .parts import PassPart, Proposing, apply_pass, pass_window
 logger = logging.getLogger(__name__)
 
 
-def run_parts(
-    sources: Sequence[Any], scope: Scope, llm: Any, messages: Sequence[ChatMessage]
-) -> dict[str, Any]:
+def run_parts(sources: Sequence[Any], scope: Scope, llm: Any, messages: Sequence[ChatMessage]) -> dict[str, Any]:
     """A formation pass over ``messages`` with no cursor (``memory.extract(messages=...)``,
     a memory without a store, a source's own ``extract``): the parts ask once and are
     applied, then the sources that form memories their own way (``extract``) do.
@@ -78,13 +76,9 @@ def cursor_position(history: Sequence[ChatMessage], cursor: Optional[str]) -> in
 
 
 def run_pass(
-    store: Storage,
-    sources: Sequence[Any],
-    scope: Scope,
-    llm: Any,
-    history: Sequence[ChatMessage],
+    store: Storage, sources: Sequence[Any], scope: Scope, llm: Any, history: Sequence[ChatMessage],
     lock: Optional[AbstractContextManager[Any]] = None,
-) -> int:
+) -> int:  # fmt: skip
     """One formation pass over the session's messages after its cursor; return how
     many messages it covered (0: nothing new, or another worker applied it first).
 

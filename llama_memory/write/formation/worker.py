@@ -16,9 +16,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from ...core.instrumentation import Stopwatch
 from ...core.metering import metering
-from ...core.types import Scope
+from ...core.types import Scope, Stopwatch
 from ...storage.ports.jobs import Job, PassCost
 from ...storage.sql.jobs import JobQueue
 

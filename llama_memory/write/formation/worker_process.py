@@ -9,31 +9,25 @@ queue, each pass once, with the LLM they are given.
 from __future__ import annotations
 
 import json
+import os
 import threading
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
 from ...core.errors import LlamaMemoryError
 from ...memory.composable import ComposableMemory
-from ...memory.wiring import open_queue
 from ...storage.ports.jobs import Job
+from ...storage.registry import open_existing
 from .passes import follow_up, run_job
 from .worker import DEFAULT_LEASE, POLL_SECONDS, FormationWorker, JobOutcome
 
 
 def run_worker(
-    path: Union[str, Path],
-    llm: Any,
-    *,
-    once: bool = False,
-    stop: Optional[threading.Event] = None,
-    lease: float = DEFAULT_LEASE,
-    poll: float = POLL_SECONDS,
-    name: Optional[str] = None,
-    report: Optional[Callable[[JobOutcome], Any]] = None,
-    formation_token_budget: Optional[int] = None,
+    path: Union[str, Path], llm: Any, *, once: bool = False, stop: Optional[threading.Event] = None,
+    lease: float = DEFAULT_LEASE, poll: float = POLL_SECONDS, name: Optional[str] = None,
+    report: Optional[Callable[[JobOutcome], Any]] = None, formation_token_budget: Optional[int] = None,
     **memory_kwargs: Any,
-) -> int:
+) -> int:  # fmt: skip
     """Run the formation passes queued in the store under ``path``; return how many
     jobs were run (done or failed).
 
@@ -67,7 +61,7 @@ def run_worker(
     """
     if llm is None:
         raise ValueError("run_worker() needs an LLM to extract with: pass llm=")
-    queue = open_queue(path)
+    queue = open_existing(os.fspath(path))  # a worker never creates an empty store
     memories: dict[str, ComposableMemory] = {}
 
     def run(job: Job) -> int:
