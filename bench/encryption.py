@@ -9,7 +9,7 @@ median put() and get() of each kind over every round, their ratio (encrypted / p
 the time to create a memory's store (an encrypted one derives its key from the
 passphrase there), and the time to reopen it ``--reopens`` times in the same warm
 process (the derived key is kept per store and passphrase in the process, so a reopen
-derives nothing: :mod:`llama_memory.storage.sqlite.keys`).
+derives nothing: :mod:`llama_memory.storage.sqlite.driver`).
 
     python -m bench.encryption                      # 300 messages, 100 gets, 3 rounds
     python -m bench.encryption --messages 50 --gets 20 --rounds 1 --json out.json

@@ -39,7 +39,7 @@ from llama_memory import ComposableMemory, default_embedding
 from llama_memory.core.errors import StorageError
 from llama_memory.embeddings.onnx_model import THREADS_VARIABLE
 from llama_memory.storage.postgres import PgVectorIndex, PostgresStore
-from llama_memory.storage.postgres.admin import PostgresStoreAdmin
+from llama_memory.storage.postgres.bundle import PostgresStoreAdmin
 
 USER = "u"
 SMOKE = {"sizes": (20,), "gets": 3, "seconds": 0.5, "workers": (1,), "pg_records": 300}

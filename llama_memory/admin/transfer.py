@@ -1,38 +1,262 @@
 """Export and import of one tenant of a memory store (a versioned JSON Lines export,
 LlamaIndex ``SimpleChatStore`` files): :class:`TenantTransfer`, a base of
-:class:`~llama_memory.admin.memory_admin.MemoryAdmin`. The file formats are
-:mod:`.export_format`'s and :mod:`.importing`'s."""
+:class:`~llama_memory.admin.memory_admin.MemoryAdmin`.
+
+The export file: JSON Lines, a header row (``format``, ``version``, ``tenant``,
+``users``) then one row per message, record, profile or instruction row and triple;
+how it is written, read and checked. How an import writes into a store: an export's
+rows in batches, or a ``SimpleChatStore``'s conversations as new messages
+(:meth:`MemoryAdmin.import_rows`, :meth:`MemoryAdmin.import_chat_store`). Importing the
+same data again adds nothing."""
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from itertools import islice
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Optional, Union
+from typing import IO, TYPE_CHECKING, Any, Callable, Optional, Union
 
+from ..core.text import replace_unstorable
 from ..storage.privacy import open_private
-from .export_format import (
-    EXPORT_FORMAT,
-    IMPORT_BATCH,
-    ImportCounts,
-    count_rows,
-    export_header,
-    header_row,
-    read_rows,
-    write_rows,
-)
-from .importing import import_chat_store, import_export_rows
+from ..storage.sql.admin import AdminRows, MessageRanks
 
 if TYPE_CHECKING:
+    from llama_index.core.base.llms.types import ChatMessage
+
     from ..core.progress import Progress
     from ..memory.composable import ComposableMemory
     from ..sources.profile import ProfileSource
     from ..sources.triples import TripleSource
     from ..storage.backend import OpenBackend
-    from ..storage.ports.admin import UserSummary
-    from ..storage.sql.admin import AdminRows
+    from ..storage.ports import UserSummary
 
 __all__ = ["TenantTransfer"]
+
+
+#: The ``format`` field of an export's header line.
+EXPORT_FORMAT = "llama-memory-export"
+#: The export format's version; an import refuses a newer one.
+EXPORT_VERSION = 2  # 2: "instruction" rows (procedural memory); version 1 files still import
+#: Rows written to the store per transaction during an import.
+IMPORT_BATCH = 500
+
+
+class ImportCounts(Counter[str]):
+    """What an import added: how many rows of each kind were new (a ``Counter``), and
+    :attr:`replaced`: per user, how many characters no store can hold (NUL, lone
+    surrogates: :data:`llama_memory.core.text.UNSTORABLE`) the import replaced by U+FFFD.
+    Such text is refused by ``put()``; an older store or a file may still hold it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: Characters replaced by U+FFFD, by user.
+        self.replaced: Counter[str] = Counter()
+
+
+def header_row(tenant_id: str, users: Sequence[str]) -> dict[str, Any]:
+    """The header row of an export of ``users`` of ``tenant_id``."""
+    # No export time: the same store must give the same file (export, import, export).
+    return {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "tenant": tenant_id, "users": list(users)}
+
+
+def check_header(header: Any) -> None:
+    """Refuse what is not an export's header, or one of a newer format version."""
+    if not isinstance(header, Mapping) or header.get("format") != EXPORT_FORMAT:
+        raise ValueError(
+            f"not a llama-memory export: its first row must be the header "
+            f"{{'format': {EXPORT_FORMAT!r}, 'version': ...}}, got {header!r:.200}"
+        )
+    version = header.get("version")
+    if not isinstance(version, int) or version > EXPORT_VERSION or version < 1:
+        raise ValueError(
+            f"export format version {version!r} is not supported by this llama-memory "
+            f"(it reads versions 1 to {EXPORT_VERSION}): upgrade llama-memory"
+        )
+
+
+def storable_row(row: dict[str, Any], replaced: Counter[str]) -> dict[str, Any]:
+    """The row with every character no store can hold replaced by U+FFFD (counted
+    under its user in ``replaced``): an import never stops at text an older store kept."""
+    clean, count = replace_unstorable(row)
+    if count:
+        replaced[str(clean.get("user"))] += count
+    return clean
+
+
+#: The fields each kind of export row must have.
+ROW_FIELDS: dict[str, tuple[str, ...]] = {
+    "message": ("user", "session", "created_at", "message"),
+    "record": ("user", "source", "session", "role", "text", "message_ids", "event_time",
+               "ingested_at", "metadata", "ttl", "expires_at"),
+    "profile": ("user", "path", "value", "removed", "op", "session", "message_ids",
+                "created_at", "superseded_at", "ttl", "expires_at"),
+    "instruction": ("user", "path", "value", "removed", "op", "session", "message_ids",
+                    "created_at", "superseded_at", "ttl", "expires_at"),
+    "triple": ("user", "id", "subject", "predicate", "object", "subject_key", "predicate_key",
+               "object_key", "valid_from", "valid_to", "superseded_by", "ingested_at", "ttl",
+               "expires_at", "mentions"),
+}  # fmt: skip
+
+
+def check_row(row: dict[str, Any], line: int) -> dict[str, Any]:
+    """The row, refused when its kind is unknown or a field of its kind is missing
+    (``line``: its place in the file, for the message)."""
+    kind = row.get("kind")
+    if kind not in ROW_FIELDS:
+        raise ValueError(f"export row {line}: unknown kind {kind!r} (expected one of {sorted(ROW_FIELDS)})")
+    missing = [f for f in ROW_FIELDS[kind] if f not in row]
+    if missing:
+        raise ValueError(f"export row {line} ({kind}): missing fields {missing}")
+    if not isinstance(row["user"], str) or not row["user"]:
+        raise ValueError(f"export row {line} ({kind}): user must be a non-empty string")
+    return row
+
+
+def read_rows(stream: IO[str]) -> Iterator[dict[str, Any]]:
+    """The rows of an export read from a text stream (blank lines skipped)."""
+    for number, line in enumerate(stream, start=1):
+        if not line.strip():
+            continue
+        try:
+            yield json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"line {number} of the export is not JSON: {exc}") from None
+
+
+def count_rows(path: Path) -> int:
+    """How many rows (non-blank lines) an export file holds, its header included."""
+    with open(path, "rb") as stream:
+        return sum(1 for line in stream if line.strip())
+
+
+def write_rows(stream: IO[str], rows: Iterable[dict[str, Any]], progress: Optional[Progress]) -> int:
+    """Write ``rows`` (the header first) as JSON Lines; return how many after the header."""
+    written = -1  # the header is not counted
+    for row in rows:
+        # sort_keys: one store, one file, byte for byte.
+        stream.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
+        written += 1
+        if progress is not None and written > 0:
+            progress.advance()
+    return max(written, 0)
+
+
+def export_header(path: Path) -> Optional[Mapping[str, Any]]:
+    """The header row of the file at ``path`` when it is an export, else None (a
+    SimpleChatStore file, or anything else)."""
+    with open(path, encoding="utf-8") as stream:
+        first = stream.readline()
+    try:
+        head = json.loads(first) if first.strip() else None
+    except json.JSONDecodeError:
+        return None  # a pretty-printed JSON document: not JSON Lines
+    return head if isinstance(head, dict) and head.get("format") == EXPORT_FORMAT else None
+
+
+#: Embeds what an import left waiting for the dense index (``MemoryAdmin.flush``).
+Flush = Callable[[Optional["Progress"]], int]
+
+
+def import_export_rows(
+    rows: Iterable[Mapping[str, Any]], tenant_id: str, admin_rows: AdminRows, *,
+    prepare: Callable[[set[str]], None], flush: Flush, progress: Optional[Progress] = None,
+    batch_size: int = IMPORT_BATCH,
+) -> ImportCounts:  # fmt: skip
+    """Import an export's rows (the header first) into ``tenant_id`` through the admin
+    port, ``batch_size`` rows to a transaction; ``prepare`` is given the kinds of each
+    batch first (to open the tables they go to). Returns how many rows of each kind
+    were new; records and triples are embedded (``flush``) before it returns."""
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    from pydantic import ValidationError
+
+    from ..sources.triples.normalize import search_text
+
+    iterator = iter(rows)
+    header = next(iterator, None)
+    check_header(header)
+    added = ImportCounts()
+    ranks = MessageRanks()  # over every batch: the batch size must change nothing
+    line = 1
+    while True:
+        batch = [
+            check_row(storable_row(dict(row), added.replaced), line + i + 1)
+            for i, row in enumerate(islice(iterator, batch_size))
+        ]
+        if not batch:
+            break
+        line += len(batch)
+        prepare({r["kind"] for r in batch})
+        texts = [search_text(r["subject"], r["predicate"], r["object"]) if r["kind"] == "triple" else "" for r in batch]
+        try:
+            added += admin_rows.import_rows(tenant_id, batch, texts, ranks)
+        except ValidationError as exc:
+            raise ValueError(f"import: a chat message is not a valid ChatMessage: {exc}") from exc
+        if progress is not None:
+            progress.advance(len(batch))
+    if added["record"] or added["triple"]:
+        flush(progress and progress.child("embedding"))
+    return added
+
+
+def import_chat_store(
+    data: Union[Mapping[str, Any], str], tenant_id: str, admin_rows: AdminRows, *,
+    memory: Callable[[str, str], ComposableMemory], flush: Flush, user_id: Optional[str] = None,
+    progress: Optional[Progress] = None,
+) -> ImportCounts:  # fmt: skip
+    """Import a ``SimpleChatStore`` (its JSON, or that as a string): each key's messages
+    that the session does not hold yet go in through ``memory(user, session)
+    .put_messages`` (see :meth:`MemoryAdmin.import_chat_store` for the keys and users)."""
+    from llama_index.core.base.llms.types import ChatMessage
+    from pydantic import ValidationError
+
+    from ..core.messages import dump_message, load_message
+
+    if isinstance(data, str):
+        data = json.loads(data)
+    store = data.get("store") if isinstance(data, Mapping) else None
+    if not isinstance(store, Mapping) or not all(isinstance(v, list) for v in store.values()):
+        raise ValueError(
+            "not a SimpleChatStore file: expected a JSON object with a 'store' object "
+            "mapping each chat-store key to a list of messages (SimpleChatStore.persist())"
+        )
+    conversations: list[tuple[str, str, list[ChatMessage]]] = []
+    added = ImportCounts()
+    for key, messages in store.items():
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"SimpleChatStore key {key!r} is not a non-empty string")
+        parsed = []
+        for position, message in enumerate(messages):
+            message, replaced = replace_unstorable(message)
+            added.replaced[user_id or key] += replaced
+            try:
+                parsed.append(ChatMessage.model_validate(message))
+            except ValidationError as exc:
+                raise ValueError(f"SimpleChatStore key {key!r}, message {position}: not a ChatMessage ({exc})") from None
+        conversations.append((user_id or key, key, parsed))
+    if progress is not None:
+        progress.total = sum(len(m) for _, _, m in conversations)
+    added.replaced = +added.replaced  # only the users with a replacement
+    for user, session, messages in conversations:
+        held = Counter(dump_message(load_message(m)) for m in admin_rows.chat_messages(tenant_id, user, session))
+        new = []
+        for message in messages:
+            text = dump_message(message)
+            if held[text] > 0:
+                held[text] -= 1
+            else:
+                new.append(message)
+        if new:
+            memory(user, session).put_messages(new)
+            added["message"] += len(new)
+            added["session"] += 1
+        if progress is not None:
+            progress.advance(len(messages))
+    if added["message"]:
+        flush(progress and progress.child("embedding"))
+    return added
 
 
 class TenantTransfer:
@@ -105,7 +329,7 @@ class TenantTransfer:
         per user (:attr:`ImportCounts.replaced`). Importing the same rows
         again changes nothing; into a store that has some of them, only the rest is
         added (a message is the k-th of its session with its content and time, see
-        :mod:`llama_memory.storage.chat_import`). Rows are written ``batch_size`` to a
+        :class:`~llama_memory.storage.sql.admin.MessageRanks`). Rows are written ``batch_size`` to a
         transaction. Records and triples are embedded before it returns."""
         return import_export_rows(
             rows, self.tenant_id, self._admin, prepare=self._prepare_import, flush=self.flush,

@@ -17,7 +17,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
 
 from ..core.asyncbridge import await_only, in_bridge
 from ..core.errors import EmbeddingDimensionError, EmbeddingMismatchError
-from ..storage.sql.meta import MetaStore
+from ..storage.sql.store import MetaStore
 from .offline import OfflineEmbedding, is_symmetric
 
 #: The text whose vector identifies an embedding model in a store (its fingerprint).

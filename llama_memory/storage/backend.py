@@ -12,10 +12,10 @@ given, so the code above storage never asks which database it is talking to.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, ClassVar, Optional, Protocol
+from typing import Any, ClassVar, Optional
 
 from ..core.types import Scope
 from .ports import ChatLog, VectorIndex
@@ -122,46 +122,57 @@ class OpenBackend(ABC):
     def sizes(self) -> dict[str, int]:
         """Bytes the store takes, by part, with their ``total``."""
 
-    @abstractmethod
     def drop_dense(self, owner: tuple[str, str], collections: Sequence[str]) -> None:
         """Drop one (tenant, user)'s dense collections of the kinds named (those kept
-        apart from the store; rows in it went with ``delete_user``)."""
+        apart from the store; rows in it went with ``delete_user``). Nothing by default:
+        vectors kept as rows of the store went with ``delete_user``'s transaction."""
 
 
-class Backend(Protocol):
+class Backend(ABC):
     """A storage backend's bundle: how to open its store at a location, and the parts
-    on it (:class:`OpenBackend`)."""
+    on it (:class:`OpenBackend`). A backend writes the abstract methods; the others
+    say what a backend on a database server does (no files to look for or to remove,
+    encryption at rest left to the server)."""
 
     #: How messages name the backend (``"SQLite"``).
     name: str
     #: Whether a copy between stores may write into it (``llama-memory copy --to``).
     copy_target: bool
 
+    @abstractmethod
     def open(self, location: Location, *, for_admin: bool = False) -> OpenBackend:
         """Open (creating when new) the store at ``location``: ValueError or TypeError
         naming what is wrong with it before anything is created. ``for_admin``: a tool
         opens a store it did not write; it refuses to start a dense index of its own
         beside a store whose vectors are elsewhere."""
 
+    @abstractmethod
     def owns(self, store: Any) -> bool:
         """Whether ``store`` is this backend's store object."""
 
+    @abstractmethod
     def on(self, store: Storage, location: Location = Location()) -> OpenBackend:
         """The parts on a store already open (``location``: its dense-index options)."""
 
-    def missing(self, where: Any) -> Optional[str]:
-        """Why no store is at ``where`` (``"does not exist"``), or None when one is
-        (or when opening creates it, as a database server's tables are)."""
-
+    @abstractmethod
     def describe_sizes(self, sizes: dict[str, int], size: Any) -> str:
         """One line for ``llama-memory stats``: ``sizes`` (:meth:`OpenBackend.sizes`)
         with ``size`` turning bytes into text."""
 
+    def missing(self, where: Any) -> Optional[str]:
+        """Why no store is at ``where`` (``"does not exist"``), or None when one is
+        (or when opening creates it, as a database server's tables are: the default)."""
+        return None
+
     def encrypt(self, where: Any, key: str, *, keep_backup: bool = False, source: str = "the key given") -> Any:
         """Encrypt the store at ``where`` at rest with ``key`` (``llama-memory encrypt``)
         and return what was done; ValueError for a backend whose encryption at rest is
-        the server's or the disk's."""
+        the server's or the disk's (the default)."""
+        raise ValueError(f"a {self.name} store is encrypted at rest by its server's disks, not by llama-memory")
 
-    def undo_failed_creation(self, where: Any) -> AbstractContextManager[None]:
+    @contextmanager
+    def undo_failed_creation(self, where: Any) -> Iterator[None]:
         """A context in which a failure removes what a first write created at ``where``
-        (no empty store is left behind a failed import)."""
+        (no empty store is left behind a failed import). Nothing to undo by default:
+        each batch is one transaction, and there are no files."""
+        yield

@@ -16,7 +16,7 @@ from llama_memory import ComposableMemory, LlamaMemoryError, RestoreWarning
 from llama_memory.core.errors import NotPicklableError
 from llama_memory.sources.profile import ProfileSource
 from llama_memory.storage.sqlite import SQLiteStore
-from llama_memory.storage.sqlite.profile import SQLiteProfileRows
+from llama_memory.storage.sqlite.bundle import SQLiteProfileRows
 from scripted_llm import ScriptedLLM
 
 

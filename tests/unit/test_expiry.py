@@ -18,8 +18,7 @@ from llama_memory.core.types import Expiry
 from llama_memory.memory.wiring import default_profile_source, default_triple_source
 from llama_memory.sources import TripleSource
 from llama_memory.storage.sqlite import DB_FILENAME, MIGRATIONS, SQLiteStore, sql_statements
-from llama_memory.storage.sqlite.profile import MIGRATIONS as PROFILE_MIGRATIONS
-from llama_memory.storage.sqlite.triples import MIGRATIONS as TRIPLE_MIGRATIONS
+from llama_memory.storage.sqlite.schema import PROFILE_MIGRATIONS, TRIPLE_MIGRATIONS
 
 START = 1_800_000_000.0
 

@@ -16,9 +16,8 @@ from llama_memory import Scope
 from llama_memory.storage.ports.profile import ProfileValue, ProfileWrite
 from llama_memory.storage.ports.triples import NewTriple, TripleMention
 from llama_memory.storage.sqlite import SQLiteStore
+from llama_memory.storage.sqlite.bundle import SQLiteProfileRows, SQLiteTripleTimeline
 from llama_memory.storage.sqlite.connection import SQLITE
-from llama_memory.storage.sqlite.profile import SQLiteProfileRows
-from llama_memory.storage.sqlite.triples import SQLiteTripleTimeline
 
 T0 = 1_700_000_000.0
 ALICE = Scope(user_id="alice")

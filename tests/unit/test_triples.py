@@ -664,7 +664,7 @@ def test_a_source_takes_a_timeline_and_says_what_to_pass_otherwise(
     tmp_path: Path, embed_model
 ) -> None:
     from llama_memory.storage.chroma import open_index
-    from llama_memory.storage.sqlite.triples import SQLiteTripleTimeline
+    from llama_memory.storage.sqlite.bundle import SQLiteTripleTimeline
 
     store = SQLiteStore(tmp_path)
     index = open_index("llama_memory_triples", tmp_path, None, None)

@@ -68,7 +68,7 @@ def _print_import(args: argparse.Namespace, added: Any) -> None:
 
 def _file_tenant(file: Path) -> str:
     """The tenant an export was taken from ("default" for other files)."""
-    from ..export_format import export_header
+    from ..transfer import export_header
 
     head = export_header(file)
     return "default" if head is None else str(head.get("tenant") or "default")

@@ -21,18 +21,23 @@ pass). Every update is checked whole before anything is written, and written in 
 transaction: either every operation applies or none does.
 
 The package, one concern a module: ``paths`` (dotted paths, values, the update
-error), ``schema`` (checks against a pydantic schema), ``ops`` (operations, merge
-patch, the in-memory draft an update is applied to), ``source`` (the source),
-``tools`` (agent tools) and ``extraction`` (LLM extraction).
+error, checks against a pydantic schema), ``ops`` (operations, merge patch, the
+in-memory draft an update is applied to, and the writers that send operations: agent
+tools and LLM extraction) and ``source`` (the source).
 """
 
 from __future__ import annotations
 
 from ...storage.ports.profile import ProfileChange
-from .extraction import PART_PROMPT
-from .ops import ProfileOp, ProfileUpdate, UpdateInput
-from .paths import MAX_PATH_DEPTH, MAX_PATH_LENGTH, OPS, ProfileUpdateError, render_value
-from .schema import describe_schema
+from .ops import PART_PROMPT, ProfileOp, ProfileUpdate, UpdateInput
+from .paths import (
+    MAX_PATH_DEPTH,
+    MAX_PATH_LENGTH,
+    OPS,
+    ProfileUpdateError,
+    describe_schema,
+    render_value,
+)
 from .source import DEFAULT_MAX_RECORDS, DEFAULT_MAX_TOKENS, ProfileSource
 
 __all__ = [

@@ -1,13 +1,15 @@
-"""Dotted field paths and JSON values of a profile: checks and helpers, no storage."""
+"""Dotted field paths and JSON values of a profile, and their checks against the
+developer's pydantic schema: checks and helpers, no storage."""
 
 from __future__ import annotations
 
 import json
 import re
+import types
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Optional
+from typing import Annotated, Any, Optional, Union, get_args, get_origin
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ...core.errors import LlamaMemoryError
 
@@ -128,3 +130,134 @@ def pydantic_problem(exc: ValidationError) -> str:
     return "; ".join(
         f"{'.'.join(str(p) for p in e['loc']) or 'value'}: {e['msg']}" for e in exc.errors()
     )
+
+
+def resolve(annotation: Any) -> tuple[str, Any]:
+    """What a field's type allows beneath it: ("model", cls), ("mapping", value type),
+    ("any", None) or ("leaf", annotation)."""
+    if get_origin(annotation) is Annotated:
+        return resolve(get_args(annotation)[0])
+    if annotation is Any:
+        return "any", None
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return "model", annotation
+    origin = get_origin(annotation)
+    if origin is Union or origin is types.UnionType:
+        options = [resolve(a) for a in get_args(annotation) if a is not type(None)]
+        for kind in ("model", "mapping", "any"):
+            for option in options:
+                if option[0] == kind:
+                    return option
+        return "leaf", annotation
+    if annotation is dict or origin is dict or (
+        isinstance(origin, type) and issubclass(origin, Mapping)
+    ):
+        args = get_args(annotation)
+        return ("mapping", args[1]) if len(args) == 2 else ("any", None)
+    return "leaf", annotation
+
+
+def schema_path_problem(schema: type[BaseModel], path: str) -> Optional[str]:
+    """Why ``path`` is not a field of ``schema``, or None when it is."""
+    kind: str = "model"
+    target: Any = schema
+    seen: list[str] = []
+    for segment in path.split("."):
+        if kind == "any":
+            return None
+        if kind == "model":
+            fields = target.model_fields
+            if segment in fields:
+                target = fields[segment].annotation
+            elif target.model_config.get("extra") == "allow":
+                return None
+            else:
+                where = f"{'.'.join(seen)!r}" if seen else "the profile"
+                return f"unknown field {segment!r}: {where} has the fields {', '.join(fields)}"
+        elif kind == "mapping":
+            pass  # any key; ``target`` is already the value type
+        else:
+            where = ".".join(seen)
+            return f"{where!r} is a field of type {type_name(target)}; it has no sub-fields"
+        seen.append(segment)
+        kind, resolved = resolve(target)
+        target = resolved if kind in ("model", "mapping") else target
+    return None
+
+
+def schema_importance(schema: type[BaseModel], path: str) -> Optional[float]:
+    """The ``json_schema_extra={"importance": ...}`` nearest to ``path`` in the schema."""
+    found = None
+    kind, target = "model", schema
+    for segment in path.split("."):
+        if kind == "mapping":
+            kind, target = resolve(target)
+            continue
+        if kind != "model" or segment not in target.model_fields:
+            break
+        info = target.model_fields[segment]
+        extra = info.json_schema_extra
+        weight = extra.get("importance") if isinstance(extra, dict) else None
+        if isinstance(weight, (int, float)) and not isinstance(weight, bool):
+            found = float(weight)
+        kind, resolved = resolve(info.annotation)
+        target = resolved
+    return found
+
+
+def schema_errors(
+    schema: type[BaseModel], leaves: Mapping[str, Any], touched: set[str]
+) -> list[tuple[str, str]]:
+    """Validation problems of the updated profile that concern the touched fields.
+
+    The profile is checked as JSON in strict mode, so what is stored is exactly
+    what the schema accepts ("42" is not an int). Missing required fields are
+    not problems: a profile fills up over time. Problems in fields this update
+    did not touch (a profile written before the schema changed) do not block it.
+    """
+    try:
+        schema.model_validate_json(json.dumps(unflatten(leaves.items())), strict=True)
+        return []
+    except ValidationError as exc:
+        errors = exc.errors()
+    problems = []
+    for error in errors:
+        if error["type"] == "missing":
+            continue
+        loc = ".".join(str(p) for p in error["loc"])
+        # A model-level error (empty loc) cannot be pinned on a field: always report it.
+        if loc and not any(related(loc, t) for t in touched):
+            continue
+        got = json.dumps(error.get("input"), ensure_ascii=False, default=str)
+        if len(got) > 60:
+            got = got[:57] + "..."
+        problems.append((loc or "(profile)", f"{error['msg']} (got {got})"))
+    return problems
+
+
+def describe_schema(schema: type[BaseModel]) -> str:
+    """The schema's fields as dotted paths with their types and descriptions, for
+    prompts and tool descriptions: ``name (str); travel.seat (Seat): ...``."""
+    parts: list[str] = []
+
+    def walk(model: type[BaseModel], prefix: str, depth: int) -> None:
+        for name, info in model.model_fields.items():
+            path = f"{prefix}{name}"
+            kind, target = resolve(info.annotation)
+            if kind == "model" and depth < MAX_PATH_DEPTH and target is not model:
+                walk(target, path + ".", depth + 1)
+                continue
+            text = f"{path} ({type_name(info.annotation)})"
+            if info.description:
+                text += f": {info.description}"
+            parts.append(text)
+
+    walk(schema, "", 1)
+    return "; ".join(parts)
+
+
+def type_name(annotation: Any) -> str:
+    """A type annotation as shown in messages and tool descriptions."""
+    if isinstance(annotation, type):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "")

@@ -16,11 +16,25 @@ from ...storage.sql.profile import ProfileRows
 from ..base import MemorySource, require_port
 from ..change_notes import CHANGED_WITHIN, is_recent, since_before, window_seconds
 from ..views import ProfileView
-from .extraction import apply_profile, parse_profile, profile_prompt
-from .ops import Draft, ProfileOp, UpdateInput, to_ops
-from .paths import ProfileUpdateError, path_problem, raise_if_bad_path, render_value, unflatten
-from .schema import schema_errors, schema_importance
-from .tools import profile_tools
+from .ops import (
+    Draft,
+    ProfileOp,
+    UpdateInput,
+    apply_profile,
+    parse_profile,
+    profile_prompt,
+    profile_tools,
+    to_ops,
+)
+from .paths import (
+    ProfileUpdateError,
+    path_problem,
+    raise_if_bad_path,
+    render_value,
+    schema_errors,
+    schema_importance,
+    unflatten,
+)
 
 #: Default token share of the profile in the memory block.
 DEFAULT_MAX_TOKENS = 500
@@ -99,7 +113,7 @@ class ProfileSource(MemorySource):
         self._costs: dict[str, int] = {}  # line -> tokens; the same fields render on every get
         self.rows: ProfileRows = require_port(
             store, ProfileRows, "ProfileSource",
-            "SQLiteProfileRows(SQLiteStore('./memory')) (llama_memory.storage.sqlite.profile), "
+            "SQLiteProfileRows(SQLiteStore('./memory')) (llama_memory.storage.sqlite.bundle), "
             "or build the source with llama_memory.memory.wiring.default_profile_source(store)",
         )  # fmt: skip
         # The SQLite store, kept as the attribute the memory uses to write a batch in one

@@ -12,12 +12,11 @@ these types and plain domain rows (``MemoryRecord``, ``Scope``, ``NewRecord``...
 connection, no SQL, no rowid. See docs/architecture.md.
 """
 
-from .base import Transactional
+from .base import SessionSummary, StoreCounts, Transactional, UserSummary
 from .chat import ChatLog, ChatLogChanges, SharedChatLog
 from .jobs import JOB_STATES, FormationDay, Job, JobRow, PassCost
-from .lexical import LexicalIndex, RankedLexicalIndex
 from .profile import ProfileChange, ProfileValue, ProfileWrite
-from .records import IndexFlags, NewRecord, PendingRecord
+from .records import IndexFlags, LexicalIndex, NewRecord, PendingRecord, RankedLexicalIndex
 from .triples import (
     NewTriple,
     StoredTriple,
@@ -46,7 +45,9 @@ __all__ = [
     "ProfileChange",
     "ProfileValue",
     "ProfileWrite",
+    "SessionSummary",
     "SharedChatLog",
+    "StoreCounts",
     "StoredTriple",
     "TimelineEntry",
     "Transactional",
@@ -54,6 +55,7 @@ __all__ = [
     "TripleMention",
     "TripleRef",
     "TripleRow",
+    "UserSummary",
     "Vector",
     "VectorIndex",
 ]

@@ -1,5 +1,8 @@
 """The transaction that spans every part of a store (what a backend's connection gives),
-and the keys of per-user meta. The store itself, every part written once over SQL, is
+the keys of per-user meta, and the store-wide summaries the admin rows return
+(:class:`~llama_memory.storage.sql.admin.AdminRows`, behind
+:class:`~llama_memory.admin.memory_admin.MemoryAdmin` and the ``llama-memory`` command
+line). The store itself, every part written once over SQL, is
 :class:`~llama_memory.storage.sql.store.Storage`."""
 
 from __future__ import annotations
@@ -7,7 +10,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Hashable
 from contextlib import AbstractContextManager
-from typing import Any, Protocol, runtime_checkable
+from dataclasses import dataclass, field
+from typing import Any, Optional, Protocol, runtime_checkable
 
 from ...core.types import Scope
 
@@ -48,3 +52,72 @@ def user_meta_infix(tenant_id: str, user_id: str) -> str:
     """What every :func:`user_meta_key` of one user contains (JSON quoting makes it
     unambiguous: no other user's key holds it)."""
     return ":" + json.dumps([tenant_id, user_id])[:-1] + ", "
+
+
+@dataclass(frozen=True)
+class UserSummary:
+    """One user of a tenant and how much is remembered of them.
+
+    Attributes:
+        user_id: the user.
+        sessions: conversations with stored chat history.
+        messages: chat messages stored (all sessions).
+        records: long-term records (every source that keeps records: past messages...).
+        triples: knowledge triples that currently hold.
+        profile_fields: fields of the current profile.
+        last_active: the latest time something of theirs was written (epoch seconds).
+    """
+
+    user_id: str
+    sessions: int = 0
+    messages: int = 0
+    records: int = 0
+    triples: int = 0
+    profile_fields: int = 0
+    last_active: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class SessionSummary:
+    """One conversation of a user.
+
+    Attributes:
+        session_id: the session.
+        messages: chat messages stored in it.
+        records: long-term records written from it.
+        first_at, last_at: when its first and latest messages were stored (epoch
+            seconds; None for a session known only from records).
+    """
+
+    session_id: str
+    messages: int = 0
+    records: int = 0
+    first_at: Optional[float] = None
+    last_at: Optional[float] = None
+
+
+@dataclass
+class StoreCounts:
+    """What a store holds for one tenant, and what its dense index has not caught up with.
+
+    Attributes:
+        users, sessions, messages: chat history.
+        records: long-term records by source name.
+        triples, triples_current: knowledge triples (with history) and those that hold.
+        profile_rows, profile_fields: profile rows (with history) and current fields.
+        pending: records (by source name, ``"triples"`` for triples) written but not
+            in the dense index yet: embedded on the next read, flush or reindex.
+        expired: records, triples and profile rows past their time to live, not yet
+            purged.
+    """
+
+    users: int = 0
+    sessions: int = 0
+    messages: int = 0
+    records: dict[str, int] = field(default_factory=dict)
+    triples: int = 0
+    triples_current: int = 0
+    profile_rows: int = 0
+    profile_fields: int = 0
+    pending: dict[str, int] = field(default_factory=dict)
+    expired: int = 0

@@ -37,6 +37,11 @@ def document_table(document: str) -> str:
     return DOCUMENTS[document]
 
 
+#: The export kinds of the documents (the profile, the user's instructions), and their
+#: tables, on every backend.
+DOCUMENT_KINDS: dict[str, str] = {"profile": DOCUMENTS["profile"], "instruction": DOCUMENTS["instructions"]}
+
+
 @dataclass(frozen=True)
 class ProfileChange:
     """One row of a profile's history: a value a field had, or its removal.

@@ -10,12 +10,11 @@ the knowledge triples in it. ``ComposableMemory.from_defaults(store="postgresql:
 opens a whole memory on it.
 """
 
+from .bundle import PostgresProfileRows, PostgresTripleTimeline
 from .chat import ChatCursor, PostgresChatLog
 from .connection import PostgresConnection
-from .profile import PostgresProfileRows
 from .schema import MIGRATIONS
 from .store import PostgresStore
-from .triples import PostgresTripleTimeline
 from .urls import describe_url
 from .vectors import PgVectorIndex
 

@@ -1,5 +1,8 @@
 """The PostgreSQL backend as one bundle: the system of record and its vectors (pgvector)
-in one database, at a ``postgresql://`` URL or on a ``psycopg_pool.ConnectionPool``.
+in one database, at a ``postgresql://`` URL or on a ``psycopg_pool.ConnectionPool``; and
+the parts written once over SQL as PostgreSQL keeps them: the profile and instructions
+rows (:class:`PostgresProfileRows`), the triple timeline (:class:`PostgresTripleTimeline`)
+and the admin rows (:class:`PostgresStoreAdmin`).
 
 :data:`BACKEND` is what the registry hands out for such a ``store=``; importing this
 module needs the ``postgres`` extra (the registry imports it only for such a store).
@@ -7,20 +10,181 @@ module needs the ``postgres`` extra (the registry imports it only for such a sto
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
+from ...core.text import word_tokens
 from ...core.types import Scope
-from ..backend import Location, OpenBackend
+from ..backend import Backend, Location, OpenBackend
 from ..chroma import server_address
 from ..ports import ChatLog, VectorIndex
+from ..ports.profile import DOCUMENTS, ProfileChange
+from ..sql.admin import AdminRows
+from ..sql.dialect import owner
+from ..sql.profile import CURRENT_COLUMNS, CURRENT_ROWS, ProfileRows
 from ..sql.store import Storage
-from .admin import PostgresStoreAdmin
-from .profile import PostgresProfileRows
+from ..sql.triples import MentionLink, TripleTimeline
+from .dialect import POSTGRES
+from .records import _event_date
 from .store import PostgresStore
-from .triples import PostgresTripleTimeline
 from .vectors import PgVectorIndex
+
+# The current rows of every document of one user (expiry left to the reader: each reads
+# at its own time); parameters: tenant and user, once per document.
+_CURRENT_OF_EVERY_DOCUMENT = POSTGRES.sql(
+    "SELECT * FROM ("
+    + " UNION ALL ".join(
+        f"SELECT '{table}' AS doc, {CURRENT_COLUMNS}, expires_at FROM {table} WHERE {CURRENT_ROWS}"
+        for table in DOCUMENTS.values()
+    )
+    + ") AS d ORDER BY id"
+)
+
+
+class PostgresProfileRows(ProfileRows):
+    """The profile rows of one :class:`PostgresStore` (its schema is migrated on open:
+    ``profile_fields``, migration 2, and ``instruction_fields``, migration 3), read and
+    written by :class:`~llama_memory.storage.sql.profile.ProfileRows` as on SQLite; what
+    is PostgreSQL's own is that a ``get()`` reads every document's current rows in one
+    round trip.
+
+    Args:
+        store: the PostgreSQL system of record; it provides the transactions.
+        document: which document of the user these rows hold (a key of
+            :data:`~llama_memory.storage.ports.profile.DOCUMENTS`): ``"profile"``, or
+            ``"instructions"`` (procedural memory), each in its own table.
+    """
+
+    dialect = POSTGRES
+    store: PostgresStore
+
+    def __init__(self, store: PostgresStore, document: str = "profile") -> None:
+        if not isinstance(store, PostgresStore):
+            raise TypeError(
+                f"PostgresProfileRows keeps the profile in a PostgresStore, not "
+                f"{type(store).__name__} {store!r}: pass PostgresStore('postgresql://...')"
+            )
+        self._open(store, document)
+
+    def current(self, scope: Scope, at: float) -> list[ProfileChange]:
+        """The user's current field values, oldest row first (see the port).
+
+        Within one ``get()`` (the store's :meth:`~PostgresConnection.one_connection`),
+        the first document read reads every document's current rows in one statement,
+        and a later read of another document of the same user takes its rows from
+        there (a memory reads the instructions, then the profile: one round trip for
+        both). Expiry is applied at each read's own time."""
+        ahead = self.store.read_ahead()
+        if ahead is None:
+            return super().current(scope, at)
+        user = owner(scope, "the profile memory")
+        key = ("current profile rows", self._table, user)
+        if key not in ahead:
+            every = self.store.query(f"read {self.document}", _CURRENT_OF_EVERY_DOCUMENT, user * len(DOCUMENTS))
+            for table in DOCUMENTS.values():
+                ahead[("current profile rows", table, user)] = [r for r in every if r["doc"] == table]
+        return [self._to_change(row) for row in ahead.pop(key) if row["expires_at"] is None or row["expires_at"] > at]
+
+
+class PostgresTripleTimeline(TripleTimeline):
+    """:class:`~llama_memory.storage.sql.triples.TripleTimeline` on a
+    :class:`PostgresStore` (whose schema is migrated on open: ``triples``, with a
+    generated ``tsvector`` of each triple's text, and ``triple_mentions``). What
+    PostgreSQL does its own way: the words are searched with ``ts_rank_cd``, mentions
+    carry the user's key and point at the triple's id, and deleting a triple cascades
+    to its mentions.
+
+    Args:
+        store: the PostgreSQL system of record; it provides the transactions.
+    """
+
+    dialect = POSTGRES
+    # Mentions lead with the user's key (tables sharded by user) and point at the id.
+    mentions = MentionLink(
+        columns="tenant_id, user_id, triple_id",
+        sources="tenant_id, user_id, id",
+        key=("triple_id", "id"),
+        order="seq",
+        scoped=True,
+    )
+
+    def __init__(self, store: PostgresStore) -> None:
+        if not isinstance(store, PostgresStore):
+            raise TypeError(
+                f"PostgresTripleTimeline keeps triples in a PostgresStore, not "
+                f"{type(store).__name__} {store!r}: pass PostgresStore('postgresql://...')"
+            )
+        self.store = store
+
+    def _insert_row(self, conn: Any, row: Mapping[str, Any], search_text: str) -> None:
+        # The lexical entry is the generated tsvector column of search_text.
+        self.dialect.insert(conn, "triples", {**row, "search_text": search_text})
+
+    def _delete_where(self, conn: Any, condition: str, params: Sequence[Any]) -> list[Any]:
+        # The mentions' foreign key cascades.
+        statement = f"DELETE FROM triples WHERE {condition} RETURNING id, tenant_id, user_id"
+        return self.dialect.execute(conn, statement, params).fetchall()
+
+    def search_words(
+        self, scope: Scope, query: str, k: int, include_history: bool
+    ) -> list[tuple[str, float]]:
+        """The user's triples best matching ``query``'s words, as (id, ``ts_rank_cd``
+        score), best first.
+
+        The words are OR-ed through ``websearch_to_tsquery``, which reads no operator
+        but "or" and quotes: no user text is query syntax.
+        """
+        user = owner(scope, "the knowledge-triple store")
+        words = list(dict.fromkeys(w for w in word_tokens(query) if w != "or"))
+        if not words or k <= 0:
+            return []
+        current = "" if include_history else " AND valid_to IS NULL"
+        rows = self.store.query(
+            "search knowledge triples by words",
+            "SELECT id, ts_rank_cd(tsv, q) AS score FROM triples, "
+            "websearch_to_tsquery('english', %s) AS q "
+            f"WHERE tenant_id = %s AND user_id = %s{current} AND tsv @@ q "
+            "ORDER BY score DESC, seq LIMIT %s",
+            (" or ".join(words), *user, k),
+        )
+        return [(r["id"], float(r["score"])) for r in rows]
+
+
+#: Tables whose size :meth:`PostgresStoreAdmin.size_bytes` adds up (with their indexes).
+TABLES = (
+    "chat_messages", "records", "record_embeddings", "profile_fields", "instruction_fields",
+    "triples", "triple_mentions", "jobs", "meta",
+)  # fmt: skip
+
+
+class PostgresStoreAdmin(AdminRows):
+    """The admin rows (:class:`~llama_memory.storage.sql.admin.AdminRows`) of one
+    PostgreSQL store: every table exists from the first migration on, a record row
+    carries its event date in words for the full-text index, the tables' size is
+    measured, and a bulk import is followed by ``ANALYZE``."""
+
+    dialect = POSTGRES
+    record_order = "seq"
+    tables_on_first_use = False
+    timeline_class = PostgresTripleTimeline
+
+    def _record_extras(self, row: dict[str, Any]) -> dict[str, Any]:
+        return {"event_date": _event_date(row["event_time"])}
+
+    def size_bytes(self) -> int:
+        """Bytes the llama-memory tables take in the database, indexes included."""
+        row = self._one(
+            "measure tables",
+            "SELECT coalesce(sum(pg_total_relation_size(to_regclass(t))), 0) AS n FROM unnest(?::text[]) AS t",
+            (list(TABLES),),
+        )
+        return int(row["n"])
+
+    def refresh_statistics(self) -> None:
+        """ANALYZE the store's tables, after a bulk import: until autovacuum's first
+        ANALYZE (up to a minute), the planner walks a user's rows where an index serves
+        (docs/howto/postgres.md, "The fifth round")."""
+        self.store.query("analyze the tables", "ANALYZE")
 
 
 class ServerStore(OpenBackend):
@@ -68,11 +232,8 @@ class ServerStore(OpenBackend):
         size = PostgresStoreAdmin(self._postgres).size_bytes()
         return {"postgres": size, "total": size}
 
-    def drop_dense(self, owner: tuple[str, str], collections: Sequence[str]) -> None:
-        """Nothing: the vectors are rows that ``delete_user`` removed in its transaction."""
 
-
-class ServerBackend:
+class ServerBackend(Backend):
     """PostgreSQL with pgvector (see :class:`ServerStore`)."""
 
     name = "PostgreSQL"
@@ -109,10 +270,6 @@ class ServerBackend:
             raise TypeError(f"the PostgreSQL backend's parts need a PostgresStore, not {type(store).__name__}")
         return ServerStore(store)
 
-    def missing(self, where: Any) -> Optional[str]:
-        """None: the database exists, and opening makes its tables."""
-        return None
-
     def describe_sizes(self, sizes: dict[str, int], size: Any) -> str:
         """The bytes the tables take in the database."""
         return f"in the database: {size(sizes['postgres'])} (tables and their indexes)"
@@ -124,11 +281,6 @@ class ServerBackend:
             "store is encrypted at rest by the server's disk encryption, and in transit by "
             "TLS (docs/security.md)"
         )
-
-    @contextmanager
-    def undo_failed_creation(self, where: Any) -> Iterator[None]:
-        """Nothing to undo: each batch is one transaction; there are no files."""
-        yield
 
 
 #: The bundle the registry hands out for a PostgreSQL URL or pool.

@@ -11,7 +11,7 @@ from llama_index.core.base.llms.types import ChatMessage
 
 from ...core.types import Scope
 from ..ports.chat import ChatLogChanges
-from ..sql.chat import SQLChatLog, SQLChatTables, conversation_key, replaced
+from ..sql.store import SQLChatLog, SQLChatTables, conversation_key, replaced
 from .connection import Connection, PostgresConnection
 
 # One statement, so one snapshot: the conversation's bounds and its rows after a cursor.

@@ -22,8 +22,8 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTi
 from ...core.asyncbridge import await_only, in_bridge, on_exit
 from ...core.errors import StorageError
 from ..sql.dialect import Dialect
-from ..sql.meta import MetaStore
 from ..sql.records import WordCountCache
+from ..sql.store import MetaStore
 from .bridged import BridgedPool, LoopPool, close_in_its_loop
 from .changes import ChangeWatch, read_snapshot
 from .dialect import POSTGRES

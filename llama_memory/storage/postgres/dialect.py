@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Optional
+from collections.abc import Sequence
+from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from ..sql.dialect import Dialect, format_style, insert_sql
+from ..sql.dialect import Dialect, format_style
 
 
 class PostgresDialect(Dialect):
@@ -37,10 +37,6 @@ class PostgresDialect(Dialect):
         """``starts_with(column, prefix)``."""
         return f"starts_with({column}, ?)", (prefix,)
 
-    def same_as(self, column: str) -> str:
-        """``column IS NOT DISTINCT FROM ?``."""
-        return f"{column} IS NOT DISTINCT FROM ?"
-
     def contains(self, column: str) -> str:
         """``strpos(column, ?) > 0``."""
         return f"strpos({column}, ?) > 0"
@@ -56,31 +52,6 @@ class PostgresDialect(Dialect):
     def json_value(self, stored: Any) -> Any:
         """psycopg has parsed the ``jsonb`` already."""
         return stored
-
-    def insert(
-        self, conn: Any, table: str, values: Mapping[str, Any], returning: Optional[str] = None
-    ) -> Optional[int]:
-        """``INSERT ... RETURNING`` the key column asked for."""
-        statement = insert_sql(table, list(values))
-        if returning is None:
-            conn.execute(self.sql(statement), list(values.values()))
-            return None
-        row = conn.execute(self.sql(f"{statement} RETURNING {returning}"), list(values.values())).fetchone()
-        assert row is not None  # an INSERT ... VALUES returns its row
-        return int(row[returning])
-
-    def delete(self, conn: Any, table: str, where: str, params: Sequence[Any], returning: str) -> list[Any]:
-        """``DELETE ... RETURNING``: one statement."""
-        return list(self.execute(conn, f"DELETE FROM {table} WHERE {where} RETURNING {returning}", params).fetchall())
-
-    def user_tables(self, conn: Any) -> list[str]:
-        """From ``information_schema``, of the current schema, by name."""
-        rows = conn.execute(
-            "SELECT table_name FROM information_schema.columns WHERE table_schema = current_schema() "
-            "AND column_name IN ('tenant_id', 'user_id') GROUP BY table_name HAVING count(*) = 2 "
-            "ORDER BY table_name"
-        ).fetchall()
-        return [row["table_name"] for row in rows]
 
     def lock(self, conn: Any, key: str) -> None:
         """A transaction-scoped advisory lock on a hash of ``key``: writers of one key

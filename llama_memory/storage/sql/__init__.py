@@ -10,20 +10,17 @@ its id back, boolean literals, and making writers of one key take turns
 (``sqlite/connection.py``, ``postgres/dialect.py``) and subclasses the algorithm, keeping
 only what differs for a reason (FTS5 vs ``tsvector``, cascades, read-ahead).
 
-The modules: :mod:`.store` (``Storage``, the system of record as one object),
-:mod:`.records` (``RecordStore``), :mod:`.meta` (``MetaStore``), :mod:`.chat`
-(``SQLChatTables``, ``SQLChatLog``), :mod:`.jobs` (``JobQueue``; a claim's row lock is the
+The modules: :mod:`.store` (``Storage``, the system of record as one object, with
+``MetaStore``, ``SQLChatTables`` and ``SQLChatLog``), :mod:`.records` (``RecordStore``), :mod:`.jobs` (``JobQueue``; a claim's row lock is the
 dialect's ``skip_locked``), :mod:`.triples` (``TripleTimeline``), :mod:`.profile` (a
 document with its history: the profile and the instructions, ``ProfileRows``),
-:mod:`.admin` and :mod:`.admin_import` (``AdminRows``). What a backend writes is each
+:mod:`.admin` (``AdminRows``). What a backend writes is each
 class's abstract methods and the ports' Protocols (``tests/docs/test_storage_ports.py``
 lists them in docs/architecture.md).
 
 Bringing another algorithm here: write its statements once with ``?``; where the
-backends truly differ, add one explicit member to ``Dialect`` and to both dialects (as
-``skip_locked``, ``same_as``, ``utc_day`` and ``contains`` were).
+backends truly differ, add one explicit member to ``Dialect`` (as ``skip_locked``,
+``same_as``, ``utc_day`` and ``contains`` were): with the standard SQL spelling as its
+default where there is one, overridden by a dialect whose database spells it otherwise,
+else abstract, written by every dialect.
 """
-
-from .dialect import ALIVE_SQL, Dialect, SQLStore, owner
-
-__all__ = ["ALIVE_SQL", "Dialect", "SQLStore", "owner"]

@@ -1,12 +1,14 @@
 """Store-wide reads and writes for managing a memory, once for every SQL backend: the
-:class:`~llama_memory.storage.sql.admin.AdminRows` port behind :mod:`llama_memory.admin.memory_admin`.
+:class:`AdminRows` behind :mod:`llama_memory.admin.memory_admin` and the command line.
 
 Everything here works on one store and returns plain rows (dataclasses and dicts),
 never SQL: listing the users and sessions of a tenant, a user's records with filters,
 deleting one record or triple, counting what the store holds and what the dense index
-still has to catch up with, and reading the rows of an export (chat messages, records,
-profile rows, triples with their mentions; writing them is :mod:`.admin_import`'s). The rows (and the
-export format) are the same on every backend, so an export of one imports into another.
+still has to catch up with, and the rows of an export (chat messages, records, profile
+rows, triples with their mentions), read and written back. The rows (and the export
+format) are the same on every backend, so an export of one imports into another. A
+document's rows are :mod:`.profile`'s, a triple's import is the timeline's
+(:meth:`~.triples.TripleTimeline.import_row`).
 
 A backend subclass says what it does its own way: which of its tables exist
 (:meth:`AdminRows._existing`: a SQLite file has the profile and triple tables only
@@ -18,23 +20,29 @@ planner's statistics.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
-from abc import ABC, abstractmethod
+from abc import ABC
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar, Optional
 
+from ...core.text import content_hash
 from ...core.types import MemoryRecord
-from ..ports.admin import DOCUMENT_KINDS, SessionSummary, StoreCounts, UserSummary
-from ..ports.base import user_meta_infix
-from .admin_import import OWNER as _OWNER
-from .admin_import import SQLImportRows
-from .dialect import EXPIRED_SQL, given
-from .records import to_record
+from ..codec import dump_message
+from ..ports.base import SessionSummary, StoreCounts, UserSummary, user_meta_infix
+from ..ports.profile import DOCUMENT_KINDS
+from .dialect import EXPIRED_SQL, Dialect, SQLStore, given
+from .profile import export_document, import_document_row, one_current_value
+from .records import record_id, to_record
+from .triples import TripleTimeline
 
 __all__ = ["PROFILE_TABLE", "AdminRows"]
 
 PROFILE_TABLE = DOCUMENT_KINDS["profile"]
+#: The condition on a user's rows; its parameters are the tenant and the user.
+_OWNER = "WHERE tenant_id = ? AND user_id = ?"
 _TRIPLE_COLUMNS = (
     "subject", "predicate", "object", "subject_key", "predicate_key", "object_key",
     "valid_from", "valid_to", "superseded_by", "ingested_at", "ttl", "expires_at",
@@ -54,9 +62,74 @@ def _is_user_key(key: str) -> bool:
     return ':["' in key
 
 
-class AdminRows(SQLImportRows, ABC):
+#: The columns of a chat message an import writes.
+_CHAT_COLUMNS = "tenant_id, user_id, session_id, message_json, created_at"
+
+
+class MessageRanks:
+    """For one import: how many messages equal to each one came before it, over
+    every batch. Keyed by a 16-byte digest: about 100 bytes a message (measured), so
+    an import of a million messages holds about 100 MB.
+
+    A stored message has no id of its own, and one ``put_messages`` call gives all its
+    messages the same time: "OK." said 300 times in one call is 300 rows equal in every
+    column. So a message of an export is identified by its session, its time, its content
+    (as the chat log stores it) *and its rank among the messages equal to it in the
+    file*: the third "OK." of a session at time t is held when the session holds at
+    least three such rows. The rank is counted over the whole import
+    (this class, carried from batch to batch by the caller), never per batch,
+    so the batch size changes nothing; importing a file again adds nothing, an import
+    that stopped resumes where it stopped, and messages of two histories that meet in one
+    session are both kept.
+
+    Not by position in the session alone: a session replaced or cleared after the export
+    (``memory.set()``, ``reset()``) would then take the backup's first messages as held
+    and restore only its tail. Each check counts the session's equal rows, a walk of the
+    session's index: an import's cost grows with the square of a session's length (fine
+    for thousands of messages in a session; a session of a hundred thousand would want an
+    index on the content's hash).
+    """
+
+    def __init__(self) -> None:
+        self._seen: Counter[bytes] = Counter()
+
+    def next(self, key: tuple[str, str, str, str, float]) -> int:
+        """The rank (1 for the first) of this message among equal ones so far."""
+        digest = hashlib.blake2b(json.dumps(key).encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        self._seen[digest] += 1
+        return self._seen[digest]
+
+
+def import_message(conn: Any, mark: str, tenant_id: str, row: dict[str, Any], ranks: MessageRanks) -> bool:
+    """Write one ``message`` export row unless the session already holds it (see
+    :class:`MessageRanks`); whether it was written. ``conn`` is a connection of either backend inside
+    the import's transaction, whose rows read by column name; ``mark`` its parameter
+    placeholder (``?`` or ``%s``)."""
+    # As the chat log writes it (the text of the store exported from, whatever the
+    # key order of the file): what makes two messages equal.
+    from llama_index.core.base.llms.types import ChatMessage  # only imports need it
+
+    data = dump_message(ChatMessage.model_validate(row["message"]))
+    key = (tenant_id, row["user"], row["session"], data, float(row["created_at"]))
+    rank = ranks.next(key)
+    held = conn.execute(
+        f"SELECT count(*) AS n FROM chat_messages WHERE tenant_id = {mark} AND user_id = {mark} "
+        f"AND session_id = {mark} AND message_json = {mark} AND created_at = {mark}",
+        key,
+    ).fetchone()
+    if held["n"] >= rank:
+        return False
+    conn.execute(f"INSERT INTO chat_messages ({_CHAT_COLUMNS}) VALUES ({', '.join([mark] * 5)})", key)
+    return True
+
+
+
+class AdminRows(ABC):
     """Administrative reads and writes on one SQL store, for one tenant at a time."""
 
+    dialect: ClassVar[Dialect]
+    #: The backend's triple timeline (its mention links; writing and deleting triples).
+    timeline_class: ClassVar[type[TripleTimeline]]
     #: The ``records`` column that keeps write order.
     record_order: ClassVar[str]
     #: Whether the tables of the optional sources are made when a source is first
@@ -69,11 +142,23 @@ class AdminRows(SQLImportRows, ABC):
         """Which of ``tables`` exist (all of them where the schema is migrated on open)."""
         return set(tables)
 
-    @abstractmethod
     def refresh_statistics(self) -> None:
-        """Bring the planner's statistics up to date after a bulk import."""
+        """Bring the planner's statistics up to date after a bulk import. Nothing by
+        default: SQLite's queries are planned without statistics (its plans are fixed in
+        the SQL, e.g. the full-text join's CROSS JOIN)."""
+
+    def _record_extras(self, row: dict[str, Any]) -> dict[str, Any]:
+        """Columns of the backend's ``records`` table beyond the shared ones, for an
+        imported record row."""
+        return {}
 
     # -- plumbing -------------------------------------------------------------------------
+
+    def __init__(self, store: SQLStore) -> None:
+        self.store = store
+
+    def _timeline(self) -> TripleTimeline:
+        return self.timeline_class(self.store)  # type: ignore[call-arg]
 
     def _query(self, action: str, statement: str, params: Sequence[Any] = ()) -> Sequence[Any]:
         return self.store.query(action, self.dialect.sql(statement), params)
@@ -325,21 +410,9 @@ class AdminRows(SQLImportRows, ABC):
         tables = self._existing(*DOCUMENT_KINDS.values(), "triples")
         for kind, table in DOCUMENT_KINDS.items():
             if table in tables:
-                yield from self._document_rows(kind, table, owner)
+                yield from export_document(self._query, self.dialect, kind, table, owner)
         if "triples" in tables:
             yield from self.triple_rows(tenant_id, user_id)
-
-    def _document_rows(self, kind: str, table: str, owner: tuple[str, str]) -> Iterator[dict[str, Any]]:
-        """One user's rows of a document of profile rows (the profile, the instructions)."""
-        for row in self._query(f"export {kind}", f"SELECT * FROM {table} {_OWNER} ORDER BY id", owner):
-            removed = row["value_json"] is None
-            yield {
-                "kind": kind, "user": owner[1], "path": row["path"],
-                "value": None if removed else json.loads(row["value_json"]), "removed": removed,
-                "op": row["op"], "session": row["session_id"],
-                "message_ids": list(self.dialect.json_value(row["message_ids"])), "created_at": row["created_at"],
-                "superseded_at": row["superseded_at"], "ttl": row["ttl"], "expires_at": row["expires_at"],
-            }  # fmt: skip
 
     def triple_rows(self, tenant_id: str, user_id: str) -> list[dict[str, Any]]:
         """The user's knowledge triples as export rows (each with its mentions), in the
@@ -383,6 +456,85 @@ class AdminRows(SQLImportRows, ABC):
             (tenant_id, user_id, session_id),
         )
         return [row["message_json"] for row in rows]
+
+    # -- import -------------------------------------------------------------------------
+
+    def import_rows(
+        self,
+        tenant_id: str,
+        rows: Sequence[dict[str, Any]],
+        triple_texts: Sequence[str],
+        ranks: Optional[MessageRanks] = None,
+    ) -> Counter[str]:
+        """Write export rows (of :meth:`export_rows`) into the tenant, in one transaction
+        (joining the caller's when one is open); return how many of each kind were new.
+        What the store already has is skipped, so importing the same rows twice changes
+        nothing:
+
+        - a chat message already in its session is not added again: the k-th message
+          of a session with the same content and time is held when the session has k
+          such messages (:class:`MessageRanks`; ``ranks`` carries the
+          count over the batches of one import, default this call's rows only);
+        - a record already held (same source, user and text) only gains the message
+          ids it lacked;
+        - a profile (or instructions) row already in the history (same path, operation,
+          value, time) is skipped; afterwards each field (instruction) has one current
+          value, the latest;
+        - a triple already held (same id) is skipped; one that holds now and whose
+          fact the user already holds under another id adds its mentions to it.
+
+        ``triple_texts`` gives, per row (in order; ignored for other kinds), the text
+        the triple's lexical index holds. The profile and triple tables must exist
+        (the caller opens those sources first) when such rows are given; so must the
+        instructions table for ``instruction`` rows.
+        """
+        new: Counter[str] = Counter()
+        ranks = MessageRanks() if ranks is None else ranks
+        document_paths: set[tuple[str, str, str]] = set()  # (table, user, path)
+        timeline: Optional[TripleTimeline] = None
+        with self.store.transaction("import") as conn:
+            for row, triple_text in zip(rows, triple_texts):
+                kind, user = row["kind"], row["user"]
+                if kind == "message":
+                    new[kind] += import_message(conn, self.dialect.sql("?"), tenant_id, row, ranks)
+                elif kind == "record":
+                    new[kind] += self._import_record(conn, tenant_id, user, row)
+                elif kind in DOCUMENT_KINDS:  # a profile or an instructions row
+                    if import_document_row(conn, self.dialect, DOCUMENT_KINDS[kind], tenant_id, user, row):
+                        document_paths.add((DOCUMENT_KINDS[kind], user, row["path"]))
+                        new[kind] += 1
+                elif kind == "triple":
+                    timeline = timeline or self._timeline()
+                    new[kind] += timeline.import_row(conn, tenant_id, user, row, triple_text)
+            for table, user, path in sorted(document_paths):
+                one_current_value(conn, self.dialect, table, tenant_id, user, path)
+        return new
+
+    def _import_record(self, conn: Any, tenant_id: str, user: str, row: dict[str, Any]) -> int:
+        """Write one record row (1), or merge its message ids into the one held (0)."""
+        dialect = self.dialect
+        digest = content_hash(row["text"], row["role"])
+        new_id = record_id(row["source"], tenant_id, user, digest)
+        existing = dialect.execute(
+            conn, f"SELECT message_ids FROM records {_OWNER} AND id = ?{dialect.row_lock}", (tenant_id, user, new_id)
+        ).fetchone()
+        if existing is not None:
+            known = list(dialect.json_value(existing["message_ids"]))
+            merged = known + [m for m in row["message_ids"] if m not in known]
+            if merged != known:
+                dialect.execute(
+                    conn, f"UPDATE records SET message_ids = ? {_OWNER} AND id = ?",
+                    (dialect.json_param(merged), tenant_id, user, new_id),
+                )  # fmt: skip
+            return 0
+        dialect.insert(conn, "records", {
+            "id": new_id, "source": row["source"], "tenant_id": tenant_id, "user_id": user,
+            "session_id": row["session"], "role": row["role"], "text": row["text"], "content_hash": digest,
+            "message_ids": dialect.json_param(list(row["message_ids"])), "event_time": row["event_time"],
+            "ingested_at": row["ingested_at"], "metadata": dialect.json_param(row["metadata"] or {}),
+            "ttl": row["ttl"], "expires_at": row["expires_at"], **self._record_extras(row),
+        })  # fmt: skip
+        return 1
 
     # -- what a copy to another store carries besides the export rows -----------------
 

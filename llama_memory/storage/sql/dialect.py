@@ -10,6 +10,7 @@ of one ``get()`` sharing one connection of a pool (:func:`one_connection`), is h
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -69,9 +70,10 @@ class Dialect(ABC):
     #: them, so that workers claiming from one queue never wait for each other.
     skip_locked: str
 
-    @abstractmethod
     def sql(self, statement: str) -> str:
-        """``statement`` (``?`` placeholders) as this database's driver takes it."""
+        """``statement`` (``?`` placeholders) as this database's driver takes it: as
+        written for a driver of DB-API's "qmark" style (sqlite3)."""
+        return statement
 
     def execute(self, conn: Any, statement: str, params: Sequence[Any] = ()) -> Any:
         """Run ``statement`` on ``conn`` (a connection of the store's transaction); the cursor."""
@@ -81,10 +83,11 @@ class Dialect(ABC):
         """Run ``statement`` once for each parameter row of ``rows`` on ``conn``."""
         conn.executemany(self.sql(statement), rows)
 
-    @abstractmethod
     def in_list(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
-        """``column`` is one of ``values``: ``(condition, its parameters)``. Where a list
-        may be long, pass it in :meth:`batches` (SQLite bounds the parameters of a statement)."""
+        """``column`` is one of ``values``: ``(condition, its parameters)``, by default
+        ``column IN (?, ...)``, one placeholder a value. Where a list may be long, pass
+        it in :meth:`batches` (SQLite bounds the parameters of a statement)."""
+        return f"{column} IN ({','.join('?' * len(values))})", list(values)
 
     #: How many values one :meth:`in_list` takes (None: any number).
     max_list: Optional[int] = None
@@ -95,14 +98,15 @@ class Dialect(ABC):
         for start in range(0, len(values), step):
             yield list(values[start : start + step])
 
-    @abstractmethod
     def starts_with(self, column: str, prefix: str) -> tuple[str, tuple[Any, ...]]:
-        """``column`` begins with ``prefix``: ``(condition, its parameters)``."""
+        """``column`` begins with ``prefix``: ``(condition, its parameters)``, by default
+        ``substr(column, 1, len) = prefix`` (not ``LIKE``: a prefix may hold ``%`` or ``_``)."""
+        return f"substr({column}, 1, ?) = ?", (len(prefix), prefix)
 
-    @abstractmethod
     def same_as(self, column: str) -> str:
         """``column`` equals one parameter, NULL equal to NULL (SQL's ``=`` is never
-        true for NULL)."""
+        true for NULL): standard SQL's ``IS NOT DISTINCT FROM``."""
+        return f"{column} IS NOT DISTINCT FROM ?"
 
     @abstractmethod
     def contains(self, column: str) -> str:
@@ -112,20 +116,29 @@ class Dialect(ABC):
     def utc_day(self, column: str) -> str:
         """The day (UTC, ``YYYY-MM-DD``) of ``column``'s Unix time, as SQL."""
 
-    @abstractmethod
     def json_param(self, value: Any) -> Any:
-        """``value`` as the parameter of a JSON list column (``message_ids``)."""
+        """``value`` as the parameter of a JSON list column (``message_ids``): its JSON
+        text, by default."""
+        return json.dumps(value)
 
-    @abstractmethod
     def json_value(self, stored: Any) -> Any:
-        """A JSON list column's value as read back, as Python."""
+        """A JSON list column's value as read back, as Python: the JSON text parsed, by
+        default."""
+        return json.loads(stored)
 
-    @abstractmethod
     def insert(
         self, conn: Any, table: str, values: Mapping[str, Any], returning: Optional[str] = None
     ) -> Optional[int]:
         """``INSERT`` one row of ``values`` (column: value) into ``table``; with
-        ``returning``, the new row's value of that integer key column."""
+        ``returning``, the new row's value of that integer key column (``INSERT ...
+        RETURNING``, by default)."""
+        statement = insert_sql(table, list(values))
+        if returning is None:
+            self.execute(conn, statement, list(values.values()))
+            return None
+        row = self.execute(conn, f"{statement} RETURNING {returning}", list(values.values())).fetchone()
+        assert row is not None  # an INSERT ... VALUES returns its row
+        return int(row[returning])
 
     def insert_new(self, conn: Any, table: str, values: Mapping[str, Any]) -> bool:
         """``INSERT`` one row of ``values`` unless a row with one of its unique keys is
@@ -133,12 +146,12 @@ class Dialect(ABC):
         statement = f"{insert_sql(table, list(values))} ON CONFLICT DO NOTHING"
         return int(self.execute(conn, statement, list(values.values())).rowcount) == 1
 
-    @abstractmethod
     def delete(
         self, conn: Any, table: str, where: str, params: Sequence[Any], returning: str
     ) -> list[Any]:
         """``DELETE`` the rows of ``table`` matching ``where``; their ``returning``
-        columns (read by column name)."""
+        columns (read by column name): ``DELETE ... RETURNING``, one statement, by default."""
+        return list(self.execute(conn, f"DELETE FROM {table} WHERE {where} RETURNING {returning}", params).fetchall())
 
     def update_ids(
         self,
@@ -162,10 +175,17 @@ class Dialect(ABC):
                 listed, values = self.in_list("id", batch)
                 self.execute(conn, f"UPDATE {table} SET {assign} WHERE {listed}{also}", [*before, *values, *after])
 
-    @abstractmethod
     def user_tables(self, conn: Any) -> list[str]:
         """The tables with per-user rows (a ``tenant_id`` and a ``user_id`` column),
-        whichever part of the store made them."""
+        whichever part of the store made them, by name: from ``information_schema``, of
+        the current schema, by default."""
+        rows = self.execute(
+            conn,
+            "SELECT table_name FROM information_schema.columns WHERE table_schema = current_schema() "
+            "AND column_name IN ('tenant_id', 'user_id') GROUP BY table_name HAVING count(*) = 2 "
+            "ORDER BY table_name",
+        ).fetchall()
+        return [row["table_name"] for row in rows]
 
     @abstractmethod
     def lock(self, conn: Any, key: str) -> None:

@@ -11,14 +11,14 @@ store joins it.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar, Optional
 
 from ...core.types import Scope
 from ..ports.profile import ProfileChange, ProfileWrite, document_table
 from .dialect import ALIVE_SQL, Dialect, SQLStore, owner
 
-__all__ = ["CURRENT_COLUMNS", "ProfileRows"]
+__all__ = ["CURRENT_COLUMNS", "ProfileRows", "export_document", "import_document_row", "one_current_value"]
 
 #: The columns a :class:`ProfileChange` is read from.
 CURRENT_COLUMNS = "id, path, value_json, op, session_id, message_ids, created_at, superseded_at"
@@ -166,3 +166,63 @@ class ProfileRows:
 
 def _owner(scope: Scope) -> tuple[str, str]:
     return owner(scope, "the profile memory")
+
+
+# -- a document's rows in an export, and back (the admin rows: export, import, copy) -----
+
+
+def export_document(
+    query: Callable[..., Sequence[Any]], dialect: Dialect, kind: str, table: str, user: tuple[str, str]
+) -> Iterator[dict[str, Any]]:
+    """One user's rows of a document (``table``: the profile's, the instructions') as
+    export rows of ``kind``, history included, in the order written."""
+    for row in query(f"export {kind}", f"SELECT * FROM {table} WHERE tenant_id = ? AND user_id = ? ORDER BY id", user):
+        removed = row["value_json"] is None
+        yield {
+            "kind": kind, "user": user[1], "path": row["path"],
+            "value": None if removed else json.loads(row["value_json"]), "removed": removed,
+            "op": row["op"], "session": row["session_id"],
+            "message_ids": list(dialect.json_value(row["message_ids"])), "created_at": row["created_at"],
+            "superseded_at": row["superseded_at"], "ttl": row["ttl"], "expires_at": row["expires_at"],
+        }  # fmt: skip
+
+
+def import_document_row(conn: Any, dialect: Dialect, table: str, tenant_id: str, user: str, row: dict[str, Any]) -> bool:
+    """Write one export row of a document (``table``) unless its history already has it
+    (same path, operation, value, time); whether it was written."""
+    value_json = None if row["removed"] else json.dumps(row["value"], ensure_ascii=False)
+    held = dialect.execute(
+        conn,
+        f"SELECT 1 FROM {table} WHERE tenant_id = ? AND user_id = ? AND path = ? AND op = ? AND created_at = ? "
+        f"AND {dialect.same_as('value_json')}",
+        (tenant_id, user, row["path"], row["op"], row["created_at"], value_json),
+    ).fetchone()
+    if held is not None:
+        return False
+    dialect.insert(conn, table, {
+        "tenant_id": tenant_id, "user_id": user, "path": row["path"], "value_json": value_json,
+        "op": row["op"], "session_id": row["session"],
+        "message_ids": dialect.json_param(list(row["message_ids"])), "created_at": row["created_at"],
+        "superseded_at": row["superseded_at"], "ttl": row["ttl"], "expires_at": row["expires_at"],
+    })  # fmt: skip
+    return True
+
+
+def one_current_value(conn: Any, dialect: Dialect, table: str, tenant_id: str, user: str, path: str) -> None:
+    """Leave one current row for a field (or an instruction) of a document: the latest
+    written; the others are superseded when it was written (histories merged from two
+    stores)."""
+    rows = dialect.execute(
+        conn,
+        f"SELECT id, created_at FROM {table} WHERE tenant_id = ? AND user_id = ? AND path = ? "
+        "AND superseded_at IS NULL ORDER BY created_at, id",
+        (tenant_id, user, path),
+    ).fetchall()
+    if len(rows) > 1:
+        latest = rows[-1]["created_at"]
+        for batch in dialect.batches([r["id"] for r in rows[:-1]]):
+            condition, values = dialect.in_list("id", batch)
+            dialect.execute(
+                conn, f"UPDATE {table} SET superseded_at = ? WHERE tenant_id = ? AND user_id = ? AND {condition}",
+                (latest, tenant_id, user, *values),
+            )  # fmt: skip

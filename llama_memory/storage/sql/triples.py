@@ -337,6 +337,59 @@ class TripleTimeline(ABC):
             rows = self._delete_where(conn, f"NOT {ALIVE_SQL}", (at,))
         return [TripleRef(r["tenant_id"], r["user_id"], r["id"]) for r in rows]
 
+    # -- an export's rows, imported (the admin rows' import and copies) --------------------
+
+    def import_row(self, conn: Any, tenant_id: str, user: str, row: dict[str, Any], text: str) -> int:
+        """Write one export row of a triple with its mentions, in the open transaction
+        ``conn`` (``text``: what its lexical index holds); 1 when written, 0 when a
+        triple held under its id is skipped or one whose fact the user holds now under
+        another id takes its mentions."""
+        dialect = self.dialect
+        held = dialect.execute(conn, "SELECT tenant_id, user_id FROM triples WHERE id = ?", (row["id"],)).fetchone()
+        if held is not None:
+            if (held["tenant_id"], held["user_id"]) != (tenant_id, user):
+                raise ValueError(
+                    f"triple {row['id']} already belongs to user {held['user_id']!r} of tenant "
+                    f"{held['tenant_id']!r} in this store: import this file into another store, "
+                    "or forget that user first"
+                )
+            return 0
+        link = self.mentions
+        mention_key, triple_key = link.key
+        keys = (row["subject_key"], row["predicate_key"], row["object_key"])
+        same = None
+        if row["valid_to"] is None:
+            same = dialect.execute(
+                conn,
+                f"SELECT id, {triple_key} FROM triples WHERE tenant_id = ? AND user_id = ? AND subject_key = ? "
+                "AND predicate_key = ? AND object_key = ? AND valid_to IS NULL",
+                (tenant_id, user, *keys),
+            ).fetchone()
+        if same is None:
+            self._insert_row(conn, {
+                "id": row["id"], "tenant_id": tenant_id, "user_id": user, "subject": row["subject"],
+                "predicate": row["predicate"], "object": row["object"], "subject_key": keys[0],
+                "predicate_key": keys[1], "object_key": keys[2], "valid_from": row["valid_from"],
+                "valid_to": row["valid_to"], "superseded_by": row["superseded_by"],
+                "ingested_at": row["ingested_at"], "ttl": row["ttl"], "expires_at": row["expires_at"],
+            }, text)  # fmt: skip
+            same = dialect.execute(conn, f"SELECT id, {triple_key} FROM triples WHERE id = ?", (row["id"],)).fetchone()
+        scoped = "tenant_id = ? AND user_id = ? AND " if link.scoped else ""
+        for mention in row["mentions"]:
+            known = dialect.execute(
+                conn,
+                f"SELECT 1 FROM triple_mentions WHERE {scoped}{mention_key} = ? AND {dialect.same_as('session_id')} "
+                "AND message_ids = ? AND event_time = ? AND origin = ?",
+                (*((tenant_id, user) if link.scoped else ()), same[triple_key], mention["session"],
+                 dialect.json_param(list(mention["message_ids"])), mention["event_time"], mention["origin"]),
+            ).fetchone()  # fmt: skip
+            if known is None:
+                self._insert_mention(conn, same["id"], TripleMention(
+                    mention["session"], tuple(mention["message_ids"]), mention["event_time"],
+                    mention["ingested_at"], mention["origin"],
+                ))  # fmt: skip
+        return int(same["id"] == row["id"])
+
     # -- helpers ---------------------------------------------------------------------------
 
     def _query(self, action: str, statement: str, params: Sequence[Any]) -> Sequence[Any]:

@@ -10,42 +10,20 @@ so a store written by an older release opens in a newer one.
 """
 
 from ...core.text import content_hash, normalize_text
-from ..ports.records import NewRecord, PendingRecord
-from ..sql.dialect import ALIVE_SQL
-from .connection import DB_FILENAME, memory_path, store_exists
-from .schema import JOB_MIGRATIONS, MIGRATIONS, SESSION_ORDER_MIGRATIONS, sql_statements
-from .store import (
-    LEXICAL_POSTINGS_BUDGET,
-    MAX_TERM_SHARE,
-    PRUNE_FROM_RECORDS,
-    ChatCursor,
-    ChatRows,
-    SQLiteChatLog,
-    SQLiteStore,
-    fts_query,
-    fts_words,
-)
+from ..ports.records import NewRecord
+from .connection import DB_FILENAME
+from .schema import MIGRATIONS, sql_statements
+from .store import PRUNE_FROM_RECORDS, SQLiteChatLog, SQLiteStore, fts_query
 
 __all__ = [
-    "ALIVE_SQL",
     "DB_FILENAME",
-    "JOB_MIGRATIONS",
-    "LEXICAL_POSTINGS_BUDGET",
-    "MAX_TERM_SHARE",
     "MIGRATIONS",
     "PRUNE_FROM_RECORDS",
-    "SESSION_ORDER_MIGRATIONS",
-    "ChatCursor",
-    "ChatRows",
     "NewRecord",
-    "PendingRecord",
     "SQLiteChatLog",
     "SQLiteStore",
     "content_hash",
     "fts_query",
-    "fts_words",
-    "memory_path",
     "normalize_text",
     "sql_statements",
-    "store_exists",
 ]

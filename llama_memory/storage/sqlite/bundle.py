@@ -2,21 +2,25 @@
 its dense index in Chroma (embedded beside it, on a given client, or on a server).
 
 :data:`BACKEND` is what the registry hands out for ``path=``: it opens the store, and
-on it the parts a memory, the admin and the command line build on.
+on it the parts a memory, the admin and the command line build on, among them the
+parts written once over SQL as SQLite keeps them: the triple timeline
+(:class:`SQLiteTripleTimeline`), the profile and instructions rows
+(:class:`SQLiteProfileRows`) and the admin rows (:class:`StoreAdmin`), whose tables
+are made when first opened on the file (:mod:`.schema`).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Optional
 
 from ...core.errors import LlamaMemoryError
 from ...core.types import Scope
-from ..backend import Location, OpenBackend
+from ..backend import Backend, Location, OpenBackend
 from ..chroma import (
     CHROMA_DIRNAME,
     OPEN_LOCK,
@@ -27,13 +31,107 @@ from ..chroma import (
     server_address,
 )
 from ..ports import ChatLog
+from ..sql.admin import AdminRows
+from ..sql.dialect import owner
+from ..sql.profile import ProfileRows
 from ..sql.store import Storage
-from .admin import StoreAdmin
-from .connection import DB_FILENAME, memory_path, store_exists
+from ..sql.triples import MentionLink, TripleTimeline
+from .connection import DB_FILENAME, SQLITE, memory_path, store_exists
 from .driver import sqlite_driver
-from .profile import SQLiteProfileRows
-from .store import SQLiteStore
-from .triples import SQLiteTripleTimeline
+from .schema import DOCUMENT_MIGRATIONS, TRIPLE_MIGRATIONS
+from .store import SQLiteStore, fts_query
+
+
+class SQLiteTripleTimeline(TripleTimeline):
+    """:class:`~llama_memory.storage.sql.triples.TripleTimeline` on a
+    :class:`SQLiteStore`; creates (or upgrades) its tables on construction.
+
+    What SQLite does its own way: the words are indexed in an FTS5 table keyed by the
+    triple's ``seq``, mentions point at that ``seq``, and deleting a triple deletes its
+    FTS5 entry (which no foreign key reaches) and its mentions with it."""
+
+    dialect = SQLITE
+    mentions = MentionLink(columns="triple_seq", sources="seq", key=("triple_seq", "seq"), order="rowid", scoped=False)
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self.store = store
+        store.ensure_schema("triples", TRIPLE_MIGRATIONS)
+
+    def _insert_row(self, conn: Any, row: Mapping[str, Any], search_text: str) -> None:
+        seq = self.dialect.insert(conn, "triples", row, returning="seq")
+        conn.execute("INSERT INTO triples_fts (rowid, text) VALUES (?, ?)", (seq, search_text))
+
+    def _delete_where(self, conn: Any, condition: str, params: Sequence[Any]) -> list[Any]:
+        rows = conn.execute(f"SELECT seq, id, tenant_id, user_id FROM triples WHERE {condition}", params).fetchall()
+        seqs = [(r["seq"],) for r in rows]
+        conn.executemany("DELETE FROM triples_fts WHERE rowid = ?", seqs)
+        conn.executemany("DELETE FROM triple_mentions WHERE triple_seq = ?", seqs)
+        conn.executemany("DELETE FROM triples WHERE seq = ?", seqs)
+        return rows
+
+    def search_words(
+        self, scope: Scope, query: str, k: int, include_history: bool
+    ) -> list[tuple[str, float]]:
+        """The user's triples best matching ``query``'s words, as (id, FTS5 BM25 score
+        turned positive), best first."""
+        tenant_id, user_id = owner(scope, "the knowledge-triple store")
+        match = fts_query(query)  # quoted words: user text is never read as FTS5 syntax
+        if not match:
+            return []
+        current = "" if include_history else " AND t.valid_to IS NULL"
+        rows = self.store.query(
+            "search knowledge triples by words",
+            "SELECT t.id AS id, -bm25(triples_fts) AS score FROM triples_fts "
+            "JOIN triples AS t ON t.seq = triples_fts.rowid "
+            f"WHERE triples_fts MATCH ? AND t.tenant_id = ? AND t.user_id = ?{current} "
+            "ORDER BY score DESC LIMIT ?",
+            (match, tenant_id, user_id, k),
+        )
+        return [(r["id"], float(r["score"])) for r in rows]
+
+
+class SQLiteProfileRows(ProfileRows):
+    """The profile rows of one :class:`SQLiteStore` (creates or migrates the table).
+
+    Args:
+        store: the memory's SQLite system of record; it provides the transactions.
+        document: which document of the user these rows hold (a key of
+            :data:`~llama_memory.storage.ports.profile.DOCUMENTS`): ``"profile"``, or
+            ``"instructions"`` (procedural memory), each in its own table.
+    """
+
+    dialect = SQLITE
+
+    def __init__(self, store: SQLiteStore, document: str = "profile") -> None:
+        if not isinstance(store, SQLiteStore):
+            raise TypeError(
+                "the profile is kept in a SQLiteStore (or any implementation of "
+                f"llama_memory.storage.sql.profile.ProfileRows), not {type(store).__name__} "
+                f"{store!r}: pass the memory's store, e.g. SQLiteProfileRows(SQLiteStore('./memory'))"
+            )
+        self._open(store, document)
+        store.ensure_schema(document, DOCUMENT_MIGRATIONS[document])
+
+
+class StoreAdmin(AdminRows):
+    """The admin rows (:class:`~llama_memory.storage.sql.admin.AdminRows`) of one SQLite
+    store: the tables of the profile and triple sources (and the job queue's) exist only
+    once such a source was opened on the file, so every read treats a missing table as
+    empty; records keep their write order in ``rowid``."""
+
+    dialect = SQLITE
+    record_order = "rowid"
+    tables_on_first_use = True
+    timeline_class = SQLiteTripleTimeline
+
+    def tables(self) -> set[str]:
+        """The names of the tables in the file."""
+        rows = self.store.query("list tables", "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")
+        return {row["name"] for row in rows}
+
+    def _existing(self, *tables: str) -> set[str]:
+        return set(tables) & self.tables()
+
 
 
 class EmbeddedStore(OpenBackend):
@@ -139,7 +237,7 @@ class EmbeddedStore(OpenBackend):
         return self._client
 
 
-class EmbeddedBackend:
+class EmbeddedBackend(Backend):
     """SQLite + Chroma under a directory: the default backend (see :class:`EmbeddedStore`)."""
 
     name = "SQLite"

@@ -8,7 +8,6 @@ a busy timeout let several processes use one file.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sqlite3
@@ -23,8 +22,8 @@ from typing import Any, ClassVar, Optional
 from ...core.errors import StorageError
 from ..privacy import create_private_file, make_private_dir, warn_if_shared
 from ..sql.dialect import Dialect, insert_sql
-from ..sql.meta import MetaStore
 from ..sql.records import WordCountCache
+from ..sql.store import MetaStore
 from .driver import SQLiteDriver, sqlite_driver
 from .schema import MIGRATIONS, sql_statements
 
@@ -39,18 +38,6 @@ class SQLiteDialect(Dialect):
     #: Values per ``IN`` list: well under SQLite's bound-parameter limit (999 before 3.32).
     max_list = 500
 
-    def sql(self, statement: str) -> str:
-        """The statement as written: ``?`` is sqlite3's own placeholder."""
-        return statement
-
-    def in_list(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
-        """``column IN (?, ...)``, one placeholder a value."""
-        return f"{column} IN ({','.join('?' * len(values))})", list(values)
-
-    def starts_with(self, column: str, prefix: str) -> tuple[str, tuple[Any, ...]]:
-        """``substr(column, 1, len) = prefix`` (not ``LIKE``: a prefix may hold ``%`` or ``_``)."""
-        return f"substr({column}, 1, ?) = ?", (len(prefix), prefix)
-
     def same_as(self, column: str) -> str:
         """``column IS ?``."""
         return f"{column} IS ?"
@@ -62,14 +49,6 @@ class SQLiteDialect(Dialect):
     def utc_day(self, column: str) -> str:
         """``date(column, 'unixepoch')``."""
         return f"date({column}, 'unixepoch')"
-
-    def json_param(self, value: Any) -> str:
-        """The JSON text."""
-        return json.dumps(value)
-
-    def json_value(self, stored: Any) -> Any:
-        """The JSON text parsed."""
-        return json.loads(stored)
 
     def insert(
         self, conn: Any, table: str, values: Mapping[str, Any], returning: Optional[str] = None

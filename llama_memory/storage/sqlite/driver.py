@@ -10,20 +10,142 @@ Both read the file's first bytes before opening it: a plain SQLite file starts w
 ``"SQLite format 3\\0"``, an encrypted one with its random salt. So a plain store opened
 with a key, or an encrypted one without, is refused with a message saying which, and a
 wrong key is told apart from a plain file, all before anything is written.
+
+SQLCipher's keys are derived once per store and passphrase in a process.
+SQLCipher turns a passphrase into the database's key with PBKDF2 (256,000 rounds of
+HMAC-SHA512 in SQLCipher 4) salted with the 16 random bytes at the start of the file.
+That costs some 150 ms of CPU on every open: ten times what the rest of opening a store
+costs, paid by every ``MemoryBlocks`` session, every admin command, every MCP call that
+opens a store. So the derivation is done here, with SQLCipher's own parameters, once per
+salt (that is, per store file) and passphrase; SQLCipher is then handed the result as a
+raw key with the store's salt (``PRAGMA key = "x'<key><salt>'"``), which it uses as it is.
+
+The derived keys live in this process's memory only, never on disk: a key in the
+process is as sensitive as the passphrase that is there already. A new store gets its
+salt from here (random, as SQLCipher would draw it); SQLCipher writes it at the start of
+the file.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 import sqlite3
+import threading
+from collections import OrderedDict
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Optional, Union
+from typing import Any, NamedTuple, Optional, Union
 
 from ...core.distribution import install_hint
 from ...core.errors import EncryptionError
 from ..privacy import ENCRYPTION_KEY_ENV, check_passphrase, environment_key
-from .keys import derivation_of, derived_key, new_salt, raw_key, salt_of
+
+#: Bytes of salt at the start of an encrypted file (SQLCipher's ``FILE_HEADER_SZ``).
+SALT_BYTES = 16
+#: Bytes of the AES-256 key.
+KEY_BYTES = 32
+#: Derived keys kept per process (least recently used dropped first): one per store
+#: file and passphrase in use.
+KEPT = 64
+
+#: SQLCipher's names of its key derivations, as ``hashlib.pbkdf2_hmac`` names the hash.
+_HASHES = {"PBKDF2_HMAC_SHA512": "sha512", "PBKDF2_HMAC_SHA256": "sha256", "PBKDF2_HMAC_SHA1": "sha1"}
+
+
+class Derivation(NamedTuple):
+    """How SQLCipher derives a key from a passphrase: PBKDF2 with this hash and rounds."""
+
+    hash_name: str
+    iterations: int
+
+
+_lock = threading.Lock()
+_derived: OrderedDict[tuple[bytes, bytes], bytes] = OrderedDict()
+_derivation: dict[int, Optional[Derivation]] = {}
+
+
+def derivation_of(module: Any) -> Optional[Derivation]:
+    """The key derivation the SQLCipher ``module`` applies to passphrases (read from it
+    once), or None when it is not one this module can do the same way (then the
+    passphrase is given to SQLCipher as it is)."""
+    with _lock:
+        if id(module) in _derivation:
+            return _derivation[id(module)]
+    conn = module.connect(":memory:")
+    try:
+        algorithm = str(conn.execute("PRAGMA cipher_default_kdf_algorithm").fetchone()[0])
+        iterations = int(conn.execute("PRAGMA cipher_default_kdf_iter").fetchone()[0])
+    except (module.Error, TypeError, ValueError):
+        found = None
+    else:
+        found = Derivation(_HASHES[algorithm], iterations) if algorithm in _HASHES and iterations > 0 else None
+    finally:
+        conn.close()
+    with _lock:
+        _derivation[id(module)] = found
+    return found
+
+
+def salt_of(file: Path) -> Optional[bytes]:
+    """The salt at the start of an encrypted store's file; None when the file is absent
+    or empty (a new store) or too short to hold one."""
+    try:
+        with open(file, "rb") as stream:
+            head = stream.read(SALT_BYTES)
+    except FileNotFoundError:
+        return None
+    return head if len(head) == SALT_BYTES else None
+
+
+def new_salt() -> bytes:
+    """A random salt for a new encrypted file."""
+    return os.urandom(SALT_BYTES)
+
+
+def derived_key(passphrase: str, salt: bytes, derivation: Derivation) -> bytes:
+    """The key SQLCipher derives from ``passphrase`` for a file salted with ``salt``:
+    computed on the first call for this salt and passphrase in the process, then kept
+    in memory."""
+    # The passphrase is kept as a digest in the cache's key: no second copy of it.
+    cache_key = (salt, hashlib.sha256(passphrase.encode("utf-8")).digest() + derivation.hash_name.encode())
+    with _lock:
+        key = _derived.get(cache_key)
+        if key is not None:
+            _derived.move_to_end(cache_key)
+            return key
+    key = hashlib.pbkdf2_hmac(derivation.hash_name, passphrase.encode("utf-8"), salt, derivation.iterations, KEY_BYTES)
+    with _lock:
+        _derived[cache_key] = key
+        while len(_derived) > KEPT:
+            _derived.popitem(last=False)
+    return key
+
+
+def raw_key(key: bytes, salt: bytes) -> str:
+    """The SQL literal of a raw key with its salt, as ``PRAGMA key`` and
+    ``ATTACH ... KEY`` take it: SQLCipher uses it without deriving anything."""
+    return f"\"x'{key.hex()}{salt.hex()}'\""
+
+
+def forget_derived_keys() -> None:
+    """Drop every derived key this process holds (the next open of each store derives
+    its key again)."""
+    with _lock:
+        _derived.clear()
+
+
+__all__ = [
+    "Derivation",
+    "derivation_of",
+    "derived_key",
+    "forget_derived_keys",
+    "new_salt",
+    "raw_key",
+    "salt_of",
+]
+
 
 #: A raw key given as the passphrase, as SQLCipher takes one: ``x'<64 hex digits>'``,
 #: with the salt's 32 more (used as it is: nothing is derived).
@@ -104,7 +226,7 @@ class SQLCipherDriver(SQLiteDriver):
     """Opens a store's file through SQLCipher (AES-256, a key derived from ``key`` by
     PBKDF2-HMAC-SHA512): every page of the database, its -wal file included, is
     encrypted on disk; FTS5 and every statement work as on a plain file. The key is
-    derived once per store file and passphrase in a process (:mod:`.keys`): a reopen
+    derived once per store file and passphrase in a process (:func:`derived_key`): a reopen
     costs about what a plain open does.
 
     Args:
@@ -140,9 +262,8 @@ class SQLCipherDriver(SQLiteDriver):
     def key_clause(self, file: Path) -> str:
         """The key of ``file`` as ``PRAGMA key`` and ``ATTACH ... KEY`` take it: SQLCipher's
         raw key with the file's salt (a new salt for a new file), derived from the
-        passphrase once per file and passphrase in this process
-        (:mod:`~llama_memory.storage.sqlite.keys`); the passphrase itself when SQLCipher
-        derives keys in a way not done here."""
+        passphrase once per file and passphrase in this process (:func:`derived_key`);
+        the passphrase itself when SQLCipher derives keys in a way not done here."""
         if self._derivation is None or RAW_KEY.match(self._key):
             return quote(self._key)  # SQLCipher derives it, or a raw key given as such
         salt = salt_of(file) or new_salt()

@@ -2,7 +2,9 @@
 
 The schema version is kept in ``PRAGMA user_version``; :data:`MIGRATIONS` is the
 ordered list of steps applied on open, so a store written by an older release
-opens in a newer one.
+opens in a newer one. The optional parts (the job queue, the profile and instructions
+documents, the triples) have their own steps, applied under their own schema component
+name when the part is first opened on the file (``SQLiteStore.ensure_schema``).
 """
 
 from __future__ import annotations
@@ -142,6 +144,100 @@ JOB_MIGRATIONS: tuple[str, ...] = (
 SESSION_ORDER_MIGRATIONS: tuple[str, ...] = (
     "CREATE INDEX IF NOT EXISTS records_by_session "
     "ON records (source, tenant_id, user_id, session_id)",
+)
+
+
+#: The columns of a document's field rows: one row per value a field had (a removal has
+#: no value).
+_FIELD_COLUMNS = """
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        tenant_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        path TEXT NOT NULL,
+        value_json TEXT,
+        op TEXT NOT NULL,
+        session_id TEXT,
+        message_ids TEXT NOT NULL DEFAULT '[]',
+        created_at REAL NOT NULL,
+        superseded_at REAL"""
+
+#: The profile's own schema in the memory's SQLite file (see ``SQLiteStore.ensure_schema``).
+PROFILE_MIGRATIONS: tuple[str, ...] = (
+    f"""
+    CREATE TABLE profile_fields ({_FIELD_COLUMNS}
+    );
+    CREATE INDEX profile_fields_current ON profile_fields (tenant_id, user_id, superseded_at);
+    CREATE INDEX profile_fields_by_path ON profile_fields (tenant_id, user_id, path);
+    """,
+    # 2: expiry (see llama_memory.core.types.Expiry); NULL: kept until forgotten.
+    """
+    ALTER TABLE profile_fields ADD COLUMN ttl REAL;
+    ALTER TABLE profile_fields ADD COLUMN expires_at REAL;
+    """,
+)
+
+#: The instructions document's table (same rows as the profile's; see
+#: :data:`~llama_memory.storage.ports.profile.DOCUMENTS`), created whole.
+INSTRUCTION_MIGRATIONS: tuple[str, ...] = (
+    f"""
+    CREATE TABLE instruction_fields ({_FIELD_COLUMNS},
+        ttl REAL,
+        expires_at REAL
+    );
+    CREATE INDEX instruction_fields_current ON instruction_fields (tenant_id, user_id, superseded_at);
+    """,
+)
+#: Each document's migrations, applied under its own schema component name.
+DOCUMENT_MIGRATIONS = {"profile": PROFILE_MIGRATIONS, "instructions": INSTRUCTION_MIGRATIONS}
+
+
+#: The triples' own schema, applied by ``store.ensure_schema("triples", TRIPLE_MIGRATIONS)``: tables ``triples``,
+#: ``triple_mentions`` and the FTS5 table ``triples_fts`` (keyed by the triple's ``seq``).
+TRIPLE_MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE triples (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        tenant_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        subject TEXT NOT NULL,
+        predicate TEXT NOT NULL,
+        object TEXT NOT NULL,
+        subject_key TEXT NOT NULL,
+        predicate_key TEXT NOT NULL,
+        object_key TEXT NOT NULL,
+        valid_from REAL NOT NULL,
+        valid_to REAL,
+        superseded_by TEXT,
+        ingested_at REAL NOT NULL,
+        indexed INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE UNIQUE INDEX triples_one_current
+        ON triples (tenant_id, user_id, subject_key, predicate_key, object_key)
+        WHERE valid_to IS NULL;
+    CREATE INDEX triples_by_subject
+        ON triples (tenant_id, user_id, subject_key, predicate_key, valid_from);
+    CREATE INDEX triples_by_object ON triples (tenant_id, user_id, object_key);
+    CREATE INDEX triples_pending ON triples (indexed);
+    CREATE TABLE triple_mentions (
+        triple_seq INTEGER NOT NULL REFERENCES triples (seq) ON DELETE CASCADE,
+        session_id TEXT,
+        message_ids TEXT NOT NULL DEFAULT '[]',
+        event_time REAL NOT NULL,
+        ingested_at REAL NOT NULL,
+        origin TEXT NOT NULL
+    );
+    CREATE INDEX triple_mentions_by_triple ON triple_mentions (triple_seq);
+    CREATE VIRTUAL TABLE triples_fts USING fts5 (
+        text, tokenize = 'porter unicode61 remove_diacritics 2'
+    );
+    """,
+    # 2: expiry (see llama_memory.core.types.Expiry); NULL: kept until forgotten.
+    """
+    ALTER TABLE triples ADD COLUMN ttl REAL;
+    ALTER TABLE triples ADD COLUMN expires_at REAL;
+    CREATE INDEX triples_expiring ON triples (expires_at) WHERE expires_at IS NOT NULL;
+    """,
 )
 
 

@@ -16,8 +16,7 @@ from ...core.text import word_tokens
 from ...core.types import Scope
 from ..codec import load_message
 from ..ports.chat import ChatLogChanges
-from ..sql.chat import SQLChatLog, SQLChatTables, conversation_key, replaced
-from ..sql.store import Storage
+from ..sql.store import SQLChatLog, SQLChatTables, Storage, conversation_key, replaced
 from .connection import SQLiteConnection
 from .schema import JOB_MIGRATIONS, SESSION_ORDER_MIGRATIONS
 
