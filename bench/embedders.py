@@ -188,16 +188,21 @@ def _evidence(ids: Sequence[str]) -> list[str]:
     return found
 
 
+def _turns(sample: dict[str, Any]) -> list[dict[str, Any]]:
+    """A LoCoMo conversation's turns, session by session, in order."""
+    talk = sample["conversation"]
+    sessions = sorted((k for k in talk if k.startswith("session_") and not k.endswith("date_time")),
+                      key=lambda k: int(k.split("_")[1]))
+    return [t for key in sessions for t in talk[key]]
+
+
 def locomo(embedder: Embedder, path: Path = LOCOMO) -> dict[str, Any]:
     """Turn recall@K and MRR of LoCoMo questions (categories 1-4) against each
     conversation's turns."""
     recalls: list[float] = []
     reciprocal: list[float] = []
     for sample in json.loads(path.read_text()):
-        talk = sample["conversation"]
-        turns = [t for key in sorted((k for k in talk if k.startswith("session_") and not k.endswith("date_time")),
-                                     key=lambda k: int(k.split("_")[1]))
-                 for t in talk[key]]
+        turns = _turns(sample)
         where = {t["dia_id"]: n for n, t in enumerate(turns)}
         passages = embedder.passages([f"{t['speaker']}: {t['text']}" for t in turns])
         asked = [(q["question"], [where[e] for e in _evidence(q.get("evidence", [])) if e in where])
@@ -320,10 +325,7 @@ def distractor_turns(path: Path = LOCOMO, count: int = 1500) -> list[str]:
     order, their text without the speaker."""
     texts: list[str] = []
     for sample in json.loads(path.read_text()):
-        talk = sample["conversation"]
-        for key in sorted((k for k in talk if k.startswith("session_") and not k.endswith("date_time")),
-                          key=lambda k: int(k.split("_")[1])):
-            texts.extend(t["text"] for t in talk[key])
+        texts.extend(t["text"] for t in _turns(sample))
     return texts[:count]
 
 
@@ -372,15 +374,12 @@ def locomo_sentences(embedder: Embedder, path: Path = LOCOMO, user_only: bool = 
     reciprocal: dict[str, list[float]] = {name: [] for name in SCORINGS}
     counts: list[int] = []
     for sample in json.loads(path.read_text()):
-        talk = sample["conversation"]
-        turns = [t for key in sorted((k for k in talk if k.startswith("session_") and not k.endswith("date_time")),
-                                     key=lambda k: int(k.split("_")[1]))
-                 for t in talk[key]]
+        turns = _turns(sample)
         where = {t["dia_id"]: n for n, t in enumerate(turns)}
         # Each sentence with its speaker, as the whole turn has it.
         store = SentencePassages.embed(embedder, [t["text"] for t in turns],
                                        [f"{t['speaker']}: " for t in turns],
-                                       [not user_only or t["speaker"] == talk.get("speaker_a") for t in turns])
+                                       [not user_only or t["speaker"] == sample["conversation"].get("speaker_a") for t in turns])
         counts.extend(store.counts)
         asked = [(q["question"], [where[e] for e in _evidence(q.get("evidence", [])) if e in where])
                  for q in sample["qa"] if q.get("category") in (1, 2, 3, 4)]
