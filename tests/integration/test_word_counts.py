@@ -92,6 +92,26 @@ def test_postgres_finds_unseen_words_of_the_users_triples_in_one_statement(postg
         store.close()
 
 
+def test_postgres_finds_a_stale_words_profile_mention_when_its_records_are_gone(postgres_url: str) -> None:
+    """A remembered count turned stale is counted again; when it counts none now, the
+    user's profile still holds the word: it counts as held by one, as a new word would."""
+    store, other = PostgresStore(postgres_url), PostgresStore(postgres_url)
+    try:
+        [mine] = store.add_records(notes(["zorblax the cat sleeps"]))
+        assert store.word_counts(["zorblax"], ALICE) == (1, {"zorblax": 1})  # remembered
+        with other.transaction("profile") as conn:
+            conn.execute(
+                "INSERT INTO profile_fields (tenant_id, user_id, path, value_json, op, created_at) "
+                "VALUES ('default', 'alice', 'pet.name', '\"Zorblax\"', 'set', 1.0)"
+            )
+        other.delete_records([mine], ALICE, "vector")  # another process: the count stays remembered
+        other.add_records(notes([f"bees in hive {i}" for i in range(3)]))  # grown past a tenth: stale
+        assert store.word_counts(["zorblax", "quux"], ALICE) == (3, {"zorblax": 1, "quux": 0})
+    finally:
+        store.close()
+        other.close()
+
+
 @pytest.mark.parametrize("sample_rows", [2, 5_000], ids=["on a sample of the users rows", "by the index"])
 def test_postgres_counts_only_the_users_own_rows_either_way(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch, sample_rows: int

@@ -157,8 +157,9 @@ class RecordTables(PostgresConnection, RecordStore):
         records grow by a tenth) through the index of each user's words, and looks for
         the words that may count none (those counted, and those remembered as none) in
         the user's triples and profile: a round trip, where the size, the counts and that
-        look-up took one each. A large user's words are counted on a sample of their rows
-        (:meth:`_count_words`), in a statement of its own."""
+        look-up took one each (a remembered count turned stale is counted again, and
+        looked for, in a second). A large user's words are counted on a sample of their
+        rows (:meth:`_count_words`), in a statement of its own."""
         user = scope.require_user("word counts")
         owner = (scope.tenant_id, user)
         unique = list(dict.fromkeys(words))
@@ -180,18 +181,15 @@ class RecordTables(PostgresConnection, RecordStore):
                 stale.append(word)
             else:
                 counts[word] = cached
-        if stale:
-            _, recounted, _ = self._count_words(owner, stale)
+        if stale:  # a stale word may count none now: looked for in the same statement
+            _, recounted, also = self._count_words(owner, stale, stale)
+            elsewhere += also
             for word, n in recounted.items():
                 counts[word] = n
                 self._word_counts.put((*owner, word), n, total)
-        unseen = [w for w in unique if counts[w] == 0]
-        # A word counted none that was not looked for above (remembered with a count
-        # then, counted none again now) is looked for apart.
-        unchecked = [w for w in unseen if w not in maybe_none]
-        known = set(elsewhere) | (set(self._known_elsewhere(unchecked, owner)) if unchecked else set())
-        for word in unseen:
-            if word in known:
+        known = set(elsewhere)
+        for word in unique:
+            if counts[word] == 0 and word in known:
                 counts[word] = 1
         return total, {word: counts[word] for word in unique}
 
@@ -274,19 +272,6 @@ class RecordTables(PostgresConnection, RecordStore):
         counts = {row["word"]: int(row["n"]) for row in rows if row["word"] in counted and row["n"] is not None}
         elsewhere = [row["word"] for row in rows if row["known"]]
         return int(rows[0]["total"]), counts, elsewhere
-
-    def _known_elsewhere(self, words: Sequence[str], owner: tuple[str, str]) -> list[str]:
-        """Those of ``words`` found in the user's triples or current profile fields."""
-        rows = self.query(
-            "find words in triples or profiles",
-            "SELECT w AS word FROM unnest(%s::text[], %s::text[]) AS u(w, folded) WHERE EXISTS ("
-            "SELECT 1 FROM triples WHERE tenant_id = %s AND user_id = %s "
-            "AND tsv @@ plainto_tsquery('english', w)) OR EXISTS ("
-            "SELECT 1 FROM profile_fields WHERE tenant_id = %s AND user_id = %s AND superseded_at IS NULL "
-            "AND strpos(lower(path || ' ' || coalesce(value_json, '')), folded) > 0)",
-            (list(words), [w.casefold() for w in words], *owner, *owner),
-        )
-        return [row["word"] for row in rows]
 
     def search_text(
         self, query: str, scope: Scope, source: str, limit: int, exclude: Collection[str] = ()
