@@ -439,32 +439,31 @@ def figures(rows: Sequence[Asked], data: dict[str, Any]) -> dict[str, Any]:
         out[kind] = {"tokens": mean([r.tokens for r in mine]), "empty": mean([float(r.tokens == 0) for r in mine])}
     said = [r for r in rows if r.kind.startswith("never_said")]
     out["never_said"] = {"tokens": mean([r.tokens for r in said]), "empty": mean([float(r.tokens == 0) for r in said])}
+    misses, never_retrieved = _misses(rows, "rank")
+    # The two-part questions' misses apart: does a part fail to find its fact, or the gate?
+    two_misses, two_never_retrieved = _misses(two, "part_rank")
+    out["misses"] = misses
+    out["two_part_misses"] = two_misses
+    out["two_part_never_retrieved_part_rank"] = two_never_retrieved
+    out["never_retrieved_rank"] = never_retrieved
+    return out
+
+
+def _misses(rows: Sequence[Asked], rank: str) -> tuple[dict[str, int], dict[str, Any]]:
+    """The misses of these rows by rule, most first, and the embedding's ``rank`` field
+    of those never retrieved: its median and how many were in the top 10."""
     misses: Counter = Counter()
     ranks: list[int] = []
     for r in rows:
         for why in r.extra.get("why", {}).values():
             misses[why["rule"]] += 1
-            if why.get("rank") is not None:
-                ranks.append(why["rank"])
-    out["misses"] = dict(misses.most_common())
-    # The two-part questions' misses apart: does a part fail to find its fact, or the gate?
-    two_misses: Counter = Counter()
-    part_ranks: list[int] = []
-    for r in two:
-        for why in r.extra.get("why", {}).values():
-            two_misses[why["rule"]] += 1
-            if why.get("part_rank") is not None:
-                part_ranks.append(why["part_rank"])
-    out["two_part_misses"] = dict(two_misses.most_common())
-    out["two_part_never_retrieved_part_rank"] = {
-        "median": statistics.median(part_ranks) if part_ranks else None,
-        "top10": sum(1 for x in part_ranks if x <= 10), "n": len(part_ranks),
-    }
-    out["never_retrieved_rank"] = {
+            if why.get(rank) is not None:
+                ranks.append(why[rank])
+    summary = {
         "median": statistics.median(ranks) if ranks else None,
         "top10": sum(1 for x in ranks if x <= 10), "n": len(ranks),
     }
-    return out
+    return dict(misses.most_common()), summary
 
 
 # --------------------------------------------------------------------------- report
