@@ -4,7 +4,7 @@ Every source does what :class:`Source` says: it has a ``name`` and a ``priority`
 takes in messages (``add``) and retrieves records for a query within a scope
 (``retrieve``). The rest is optional, each its own protocol that the memory checks
 for before calling it: :class:`Forgettable` (``reset``/``forget``),
-:class:`Reconcilable`, :class:`Reindexable`, :class:`Expiring`, :class:`Recent`, :class:`Embedded`, :class:`WithTools`,
+:class:`Reconcilable`, :class:`Reindexable`, :class:`Expiring`, :class:`Recent`, :class:`Embedded`, :class:`EmbedsAhead`, :class:`WithTools`,
 :class:`Extracting`, :class:`Closable`, and :class:`Stored` (a source that writes to
 a store takes part in the memory's transaction). :class:`MemorySource` implements
 them all with defaults that do nothing: subclass it, or implement only what you need.
@@ -131,6 +131,15 @@ class Embedded(Protocol):
 
     def query_vector(self, text: str) -> Any:
         """``text`` embedded as a query (cached: retrieval embedded it already)."""
+
+
+@runtime_checkable
+class EmbedsAhead(Protocol):
+    """A source that can start embedding the queries a ``get()`` will retrieve for
+    before it asks (in the background, beside the store's statements)."""
+
+    def embed_ahead(self, texts: Sequence[str]) -> None:
+        """Start embedding ``texts`` as queries; a retrieval for one takes its vector."""
 
 
 @runtime_checkable
