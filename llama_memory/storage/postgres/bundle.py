@@ -71,9 +71,11 @@ class PostgresProfileRows(ProfileRows):
 
         Within one ``get()`` (the store's :meth:`~PostgresConnection.one_connection`),
         the first document read reads every document's current rows in one statement,
-        and a later read of another document of the same user takes its rows from
-        there (a memory reads the instructions, then the profile: one round trip for
-        both). Expiry is applied at each read's own time."""
+        and a later read of any document of the same user takes its rows from there
+        (a memory reads the instructions, then the profile: one round trip for both;
+        and each retrieval of the ``get()`` reads the profile: three for a question of
+        two parts), until a transaction of this store object. Expiry is applied at each
+        read's own time."""
         ahead = self.store.read_ahead()
         if ahead is None:
             return super().current(scope, at)
@@ -83,7 +85,7 @@ class PostgresProfileRows(ProfileRows):
             every = self.store.query(f"read {self.document}", _CURRENT_OF_EVERY_DOCUMENT, user * len(DOCUMENTS))
             for table in DOCUMENTS.values():
                 ahead[("current profile rows", table, user)] = [r for r in every if r["doc"] == table]
-        return [self._to_change(row) for row in ahead.pop(key) if row["expires_at"] is None or row["expires_at"] > at]
+        return [self._to_change(row) for row in ahead[key] if row["expires_at"] is None or row["expires_at"] > at]
 
 
 class PostgresTripleTimeline(TripleTimeline):

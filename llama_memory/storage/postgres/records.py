@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 from ...core.text import word_tokens
 from ...core.types import Scope
-from ..ports.records import NewRecord
+from ..ports.records import NewRecord, PendingRecord
 from ..sql.records import RecordStore
 from .connection import PostgresConnection
 from .schema import USER_WORDS_FUNCTION
@@ -79,6 +79,22 @@ class RecordTables(PostgresConnection, RecordStore):
     #: costs a fifth as much a row. Measured on real rows (docs/benchmarks.md, "PostgreSQL
     #: get() speed, idle machine"), the top 30 stayed the same as ranking every row.
     rank_candidates: int = RANK_CANDIDATES
+
+    def pending_records(self, source: str, limit: int) -> list[PendingRecord]:
+        """Up to ``limit`` records the dense index has not caught up with, oldest first.
+
+        Within one ``get()`` (:meth:`~PostgresConnection.one_connection`), a read that
+        found none is remembered: every retrieval of the ``get()`` (a question of two parts
+        makes three) asks, and only a write can add one; a transaction of this store
+        object forgets it, and the next ``get()`` reads again."""
+        key = ("no pending records", source)
+        if key in (self.read_ahead() or ()):
+            return []
+        rows = super().pending_records(source, limit)
+        ahead = self.read_ahead()  # the hold's connection is taken by the first statement
+        if ahead is not None and not rows:
+            ahead[key] = True
+        return rows
 
     def _derived_columns(self, rec: NewRecord) -> dict[str, Any]:
         # The full-text index reads the event date in words too (the column ``tsv``).
