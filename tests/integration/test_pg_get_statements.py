@@ -83,3 +83,28 @@ def test_none_pending_is_remembered_within_one_get_only(postgres_url: str, state
         assert statements["read pending records"] == 2  # once a get(), not once a call
     finally:
         store.close()
+
+
+def test_within_a_get_words_counted_already_are_given_again_without_a_statement(
+    postgres_url: str, statements: Counter[str]
+) -> None:
+    store = PostgresStore(postgres_url)
+    try:
+        store.add_records([NewRecord("vector", ALICE, t, (f"m{i}",), 1.0)
+                           for i, t in enumerate(["bees on the roof", "bees in the garden", "a quiet garden"])])  # fmt: skip
+        with store.one_connection():
+            first = store.word_counts(["bees", "garden", "quux"], ALICE)
+            assert first == (3, {"bees": 2, "garden": 2, "quux": 0})
+            assert store.word_counts(["garden", "bees"], ALICE) == (3, {"garden": 2, "bees": 2})
+            assert statements["count word matches"] == 1  # two before: one a call
+            store.word_counts(["roof", "bees"], ALICE)  # a word not counted yet: a statement
+            assert statements["count word matches"] == 2
+            store.add_records([NewRecord("vector", ALICE, "more bees", ("m9",), 1.0)])  # a write
+            assert store.word_counts(["bees"], ALICE) == (4, {"bees": 3})  # read again
+            assert statements["count word matches"] > 2
+        before = statements["count word matches"]
+        with store.one_connection():  # the next get() asks the store again
+            assert store.word_counts(["bees"], ALICE) == (4, {"bees": 3})
+            assert statements["count word matches"] == before + 1
+    finally:
+        store.close()
