@@ -193,8 +193,10 @@ class RecordTables(PostgresConnection, RecordStore):
         if ahead is not None:
             given = ahead.get(key)
             if given is None or given[0] != total:
-                ahead[key] = given = (total, {})
-            given[1].update(counts)
+                given = (total, {})
+                ahead[key] = given
+            remembered: dict[str, int] = given[1]
+            remembered.update(counts)
         return total, counts
 
     def _word_counts_of(self, owner: tuple[str, str], unique: list[str]) -> tuple[int, dict[str, int]]:
