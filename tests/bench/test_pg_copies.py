@@ -40,3 +40,24 @@ def test_vector_copies_modes_say_what_they_take() -> None:
     assert pg_speed.vector_copies_modes("without,with") == [False, True]
     with pytest.raises(ValueError, match="--pg-vector-copies takes"):
         pg_speed.vector_copies_modes("yes")
+
+
+def test_each_load_embeds_its_questions_itself(postgres_server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both loads of ``--pg-vector-copies without,with`` ask the same questions in one
+    process: the second must not find their vectors kept from the first (it was timed
+    without its embeddings)."""
+    from llama_memory import OfflineEmbedding
+
+    embedded: list[str] = []
+    embed = OfflineEmbedding._get_query_embedding
+
+    def counted(self: OfflineEmbedding, query: str) -> list[float]:
+        embedded.append(query)
+        return embed(self, query)
+
+    monkeypatch.setattr(OfflineEmbedding, "_get_query_embedding", counted)
+    for n, copies in enumerate((False, True)):
+        before = len(embedded)
+        pg_speed.bulk(postgres_server.create_database(f"bulk_twice_{n}"), 1, 100, gets=3, seed=7,
+                      data=locomo.SMOKE_DATA, copies=copies)  # fmt: skip
+        assert len(embedded) - before >= 6  # 3 get(input=...) and 3 search(), each a new question
