@@ -55,10 +55,9 @@ import numpy as np
 from ..core.types import Scope
 from ..storage.ports import LexicalIndex, RankedLexicalIndex
 from .apart import Hits, Ranking, grown, take_beside
-from .hubness import Compute, HubnessCache, HubOf, reranked
 from .ranking import fuse_scores
 from .relevance import content_stems, content_words, stem
-from .sync import IndexSync, ResidentVectors, add_cosines
+from .sync import IndexSync, add_cosines
 
 #: Picks, among candidate ids, those to set apart (:class:`~.apart.SetApart`).
 Apart = Callable[[Sequence[str]], set[str]]
@@ -71,20 +70,14 @@ class HybridSearch:
         sync: the collection's index sync (dense side: index, overlay, held vectors).
         lexical: the lexical index port.
         query_vector: a query's vector (embedded once per query, cached by the caller).
-        hub_weight: what a record's hubness weighs against its cosine on the dense side
-            (:mod:`~.hubness`; 0, the default, ranks by the cosine alone).
     """
 
     def __init__(
-        self, sync: IndexSync, lexical: LexicalIndex, query_vector: Callable[[str], np.ndarray],
-        hub_weight: float = 0.0,
+        self, sync: IndexSync, lexical: LexicalIndex, query_vector: Callable[[str], np.ndarray]
     ) -> None:
         self.sync = sync
         self.lexical = lexical
         self.query_vector = query_vector
-        self.hub_weight = hub_weight
-        # per user: the hubness of the records searched, while their held set stands
-        self._hubs: dict[tuple[str, str], HubnessCache] = {}
 
     def search(
         self,
@@ -128,16 +121,11 @@ class HybridSearch:
         as if neither were stored. Those set apart are the ones ranked before a
         retriever's ``pool``-th other candidate: what it was asked for beyond that
         changes nothing."""
-        lexical, dense, aside, hub = self._candidates(
+        lexical, dense, aside = self._candidates(
             query, scope, pool, dense_weight, lexical_weight, apart, exclude, spare
         )
         if cosines is not None:
             cosines.update(dense)
-        if hub is not None:
-            # The fusion's meaning is the dense side's order: the cosine less hubness
-            # (the relevance judgement keeps the plain cosine, given above).
-            hubs = hub(list(dense))
-            dense = {i: c - self.hub_weight * hubs.get(i, 0.0) for i, c in dense.items()}
         weights = {"lexical_weight": lexical_weight, "dense_weight": dense_weight}
         return (
             fuse_scores([(i, s) for i, s in lexical if i not in aside],
@@ -160,14 +148,14 @@ class HybridSearch:
         by id of the dense candidates and, where it can be had, of the lexical ones; the
         records of ``exclude`` (ids) left out. A caller with more signals (the triple
         source's entity links) fuses them itself."""
-        lexical, dense, _, _ = self._candidates(query, scope, pool, dense_weight, lexical_weight, exclude=exclude)
+        lexical, dense, _ = self._candidates(query, scope, pool, dense_weight, lexical_weight, exclude=exclude)
         return lexical, dense
 
     def dense_hits(self, query: str, scope: Scope, exclude: Collection[str] = (), first: int = 30) -> Hits:
         """The dense ranking alone (id, cosine), best first, the records of ``exclude``
         left out, read as far as the caller reads (``first``: how far it expects to)."""
         owner = (scope.tenant_id, scope.require_user(f"the {self.sync.collection!r} memory source"))
-        return self._hits(query, scope, owner, first, 1.0, 0.0, exclude, by_hubness=False)[1]
+        return self._hits(query, scope, owner, first, 1.0, 0.0, exclude)[1]
 
     def _candidates(
         self,
@@ -179,10 +167,9 @@ class HybridSearch:
         apart: Optional[Apart] = None,
         exclude: Collection[str] = (),
         spare: int = 0,
-    ) -> tuple[Ranking, dict[str, float], set[str], Optional[HubOf]]:
-        """:meth:`candidates`, the ids among them that ``apart`` set apart (each
-        retriever keeps ``pool`` others besides them, see :meth:`search_apart`), and
-        what gives the records' hubness when the dense side ranked by it.
+    ) -> tuple[Ranking, dict[str, float], set[str]]:
+        """:meth:`candidates`, and the ids among them that ``apart`` set apart (each
+        retriever keeps ``pool`` others besides them, see :meth:`search_apart`).
 
         Each retriever is searched once, and its ranking read as far as its ``pool``-th
         candidate not set apart (:func:`~.apart.take_beside`): those set apart make it
@@ -204,11 +191,11 @@ class HybridSearch:
         scores = dict(dense)
         if scores and lexical:
             self._add_cosines(scores, [i for i, _ in lexical if i not in scores], owner, found)
-        return lexical, scores, aside, found["hub"]
+        return lexical, scores, aside
 
     def _hits(
         self, query: str, scope: Scope, owner: tuple[str, str], first: int,
-        dense_weight: float, lexical_weight: float, exclude: Collection[str] = (), by_hubness: bool = True,
+        dense_weight: float, lexical_weight: float, exclude: Collection[str] = (),
     ) -> tuple[Hits, Hits, dict[str, Any]]:
         """Each retriever's ranking, the records of ``exclude`` left out, read as far as
         the caller reads (``first``: how far it expects to): lexical (id, score) and
@@ -224,8 +211,6 @@ class HybridSearch:
             resident = sync.resident(owner, len(vector)) if dense_weight > 0 else None
             if resident is not None:
                 resident_hits = resident.ranking(vector, exclude, first)
-            by_hubness = by_hubness and resident is not None and self.hub_weight > 0
-            hub = self._hub_of(owner, resident, waiting) if by_hubness and resident is not None else None
         dense_hits: Hits = iter(())
         if dense_weight > 0:
             if resident_hits is None:
@@ -237,8 +222,6 @@ class HybridSearch:
                 cosines: dict[str, float] = {}
                 add_cosines(cosines, {i: v for i, v in waiting.items() if i not in exclude} if exclude else waiting, vector)
                 dense_hits = _merged(resident_hits, _best_first(cosines.items()))
-            if hub is not None:
-                dense_hits = reranked(dense_hits, hub, first, self.hub_weight)
         lexical_hits: Hits = iter(())
         if lexical_weight > 0:
             lexical = self.lexical
@@ -248,21 +231,7 @@ class HybridSearch:
                 lexical_hits = grown(
                     lambda n, left_out: lexical.search_text(query, scope, sync.collection, n, left_out), exclude, first
                 )
-        return lexical_hits, dense_hits, {"vector": vector, "resident": resident, "waiting": waiting, "hub": hub}
-
-    def _hub_of(self, owner: tuple[str, str], resident: ResidentVectors, waiting: Mapping[str, np.ndarray]) -> HubOf:
-        """What gives the hubness of the user's records (:mod:`~.hubness`), against the
-        vectors held now, through the user's cache."""
-        cache = self._hubs.setdefault(owner, HubnessCache())
-        lock = self.sync.lock
-
-        def hub(ids: Sequence[str]) -> Mapping[str, float]:
-            # Under the sync's lock: the held set does not change while it is read.
-            with lock:
-                held, rows = resident.held()
-                return cache.values(resident, len(rows), ids, Compute(held, rows, waiting))
-
-        return hub
+        return lexical_hits, dense_hits, {"vector": vector, "resident": resident, "waiting": waiting}
 
     def _add_cosines(
         self, dense: dict[str, float], missing: Sequence[str], owner: tuple[str, str], found: dict[str, Any]

@@ -440,11 +440,6 @@ class ResidentVectors:
         """The held vectors of those ``ids`` that are here, by id."""
         return {i: self._matrix[self._rows[i]] for i in ids if i in self._rows}
 
-    def held(self) -> tuple[np.ndarray, Mapping[str, int]]:
-        """Every held vector as the rows of one matrix, and each id's row in it (a view:
-        read it, do not keep it past the next :meth:`add`)."""
-        return self._matrix[: len(self._ids)], self._rows
-
 
 def _best_first(scores: np.ndarray, ids: Sequence[str], valid: int, first: int) -> Iterator[tuple[str, float]]:
     """(id, score) by score, best first, of the ``valid`` best ``scores`` (the others

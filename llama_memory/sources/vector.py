@@ -23,7 +23,6 @@ from ..retrieval.excerpts import (
     join_parts,
     pack_excerpts,
 )
-from ..retrieval.hubness import HUB_WEIGHT
 from ..retrieval.hybrid import HOP_FOUND, HOP_WEIGHT, SEEDS, HybridSearch, second_hop
 from ..retrieval.ranking import Salience
 from ..retrieval.relevance import Calibration, asks_only, calibrate, calibration_for, content_stems
@@ -167,7 +166,7 @@ class VectorSource(MemorySource):
             resident_limit=resident_limit,
         )
         self._lock = self._sync.lock
-        self._search = HybridSearch(self._sync, store, self._dimensions.query, hub_weight=HUB_WEIGHT)
+        self._search = HybridSearch(self._sync, store, self._dimensions.query)
 
     @property
     def batch_size(self) -> int:
