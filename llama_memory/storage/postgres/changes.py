@@ -11,7 +11,8 @@ of the app itself, and after every get() too (it records which records it showed
 
 Anything this cannot tell apart counts as another's write (the token moves, a reload
 follows): a rolled-back transaction, a savepoint's own id, other databases' writes on
-the same server (transaction ids are the server's).
+the same server (transaction ids are the server's), autovacuum's ANALYZE (it commits
+its statistics in a transaction of its own).
 """
 
 from __future__ import annotations
