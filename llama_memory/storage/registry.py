@@ -114,20 +114,22 @@ def location_of(where: Any, **options: Any) -> Location:
 
 def backend_at(location: Location) -> Backend:
     """The bundle of a :class:`Location`; TypeError naming what ``store=`` takes when no
-    backend claims it."""
+    backend claims it, ValueError for a string that is no URL."""
     if location.store is None:
         return _directories().load()
     found = next((e for e in ENTRIES if e.claims(location.store)), None)
-    if found is None and isinstance(location.store, str):
-        # A string of no known scheme: the first server backend's driver says what is
+    is_text = isinstance(location.store, str)
+    if found is None and is_text and "://" in location.store:
+        # A URL of no known scheme: the first server backend's driver says what is
         # wrong with it (a malformed connection string).
         found = next(e for e in ENTRIES if e.store_forms is not None)
     if found is None:
         forms = " or ".join(e.store_forms for e in ENTRIES if e.store_forms)
-        raise TypeError(
-            f"store takes {forms}, not {type(location.store).__name__} {short(location.store)}; "
-            f"for {_directories().path_form} pass path= instead"
-        )
+        given = f"{type(location.store).__name__} {short(location.store)}"
+        hint = f"for {_directories().path_form} pass path= instead"
+        if is_text:  # most often a directory given to the wrong argument
+            raise ValueError(f"store takes {forms}, not the path {short(location.store)}; {hint}")
+        raise TypeError(f"store takes {forms}, not {given}; {hint}")
     return found.load()
 
 

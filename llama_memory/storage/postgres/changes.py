@@ -4,7 +4,8 @@ data (the vector source's vectors) reload only for others' writes.
 
 It is read from ``pg_current_snapshot()``: a transaction id that was running and has
 ended is a commit, unless it is one of this store's own, noted before they commit. What
-cannot be told apart (a rollback, another database's writes) counts as another's write.
+cannot be told apart (a rollback, another database's writes, autovacuum's ANALYZE)
+counts as another's write.
 """
 
 from __future__ import annotations
