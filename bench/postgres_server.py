@@ -26,7 +26,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 HOST = "127.0.0.1"
 #: The system user the server runs as when this runs as root.
@@ -122,10 +122,14 @@ class PostgresServer:
         port: default a free loopback port (never 5432 unless asked).
         path: the data directory (default a new temporary directory, deleted by
             :meth:`stop`); a restart on the same path keeps the data.
+        settings: more server settings (``-c name=value``), e.g. ``{"autovacuum": "off"}``.
     """
 
-    def __init__(self, port: Optional[int] = None, path: Optional[Path] = None) -> None:
+    def __init__(
+        self, port: Optional[int] = None, path: Optional[Path] = None, settings: Mapping[str, str] = {}
+    ) -> None:
         self.port = port or free_port()
+        self.settings = dict(settings)
         self._owns_path = path is None
         self.path = Path(path) if path is not None else Path(tempfile.mkdtemp(prefix="llama-memory-pg-"))
         self.data = self.path / "data"
@@ -182,6 +186,8 @@ class PostgresServer:
             "-c", f"listen_addresses={HOST}", "-c", f"unix_socket_directories={self.path}",
             "-c", "fsync=off", "-c", "full_page_writes=off", "-c", "max_connections=200",
         ]  # fmt: skip
+        for name, value in self.settings.items():
+            command += ["-c", f"{name}={value}"]
         with open(self.log, "ab") as out:
             self.process = subprocess.Popen(
                 command, stdout=out, stderr=subprocess.STDOUT, cwd=self.path,

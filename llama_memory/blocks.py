@@ -7,25 +7,13 @@ against LlamaIndex's ``Memory`` (``llama_index.core.memory.Memory``)::
     blocks = MemoryBlocks.open(user_id="alice", path="./memory")
     memory = Memory.from_defaults(session_id="chat-42", memory_blocks=blocks.all())
 
-:class:`MemoryBlocks` opens the user's store once (through
-:meth:`ComposableMemory.from_defaults <llama_memory.memory.composable.ComposableMemory.from_defaults>`)
-and hands out blocks that share it:
-
-- :class:`LongTermMemoryBlock`: past messages (excerpts), knowledge triples and session
-  summaries relevant to the conversation;
-- :class:`ProfileMemoryBlock`: the user's profile;
-- :class:`InstructionsMemoryBlock`: the user's standing instructions (priority 0: never
-  truncated).
-
-What ``Memory`` flushes from its short-term queue is stored once as the user's messages
-of the ``Memory``'s session; on every ``get`` the three blocks show one composition made
-for the queue's messages by the same code as ``ComposableMemory.get``, each its share of
-it. When ``Memory`` must shrink the blocks for its ``token_limit``, the long-term block
-drops its least relevant records first, then the profile block its last fields, on every
-llama-index-core (see :meth:`MemoryBlocks.all`); the instructions are never dropped.
-
-The blocks are plain configuration (the store's location, the user, the settings):
-pickled with the workflow ``Context`` they reopen the store lazily, on first use.
+:class:`MemoryBlocks` opens the user's store once and hands out blocks that share it:
+:class:`LongTermMemoryBlock` (past messages, triples, session summaries),
+:class:`ProfileMemoryBlock` and :class:`InstructionsMemoryBlock` (priority 0: never
+truncated). What ``Memory`` flushes is stored as the user's messages of its session; on
+every ``get`` the blocks show one composition, made as ``ComposableMemory.get`` makes it,
+each its share. The blocks are plain configuration: pickled with the workflow
+``Context``, they reopen the store on first use.
 """
 
 from __future__ import annotations
@@ -101,15 +89,11 @@ class MemoryBlocks(BaseModel):
     """One user's llama-memory store, opened once, and the LlamaIndex memory blocks over it.
 
     Build it with :meth:`open`; hand its blocks to ``Memory.from_defaults(memory_blocks=...)``
-    (:meth:`all`, or :meth:`long_term`, :meth:`profile`, :meth:`instructions`). The blocks
-    of one ``MemoryBlocks`` share its store and one composition per ``get``.
-
-    Its fields are plain data (what :meth:`ComposableMemory.to_dict
-    <llama_memory.memory.composable.ComposableMemory.to_dict>` says of the memory it opened): a
-    pickled or ``model_dump``-ed copy reopens the same store on first use, through
-    :meth:`ComposableMemory.from_dict <llama_memory.memory.composable.ComposableMemory.from_dict>`
-    (so a live LLM or connection pool comes from :func:`~llama_memory.set_restore_hook`,
-    and a store that is gone raises instead of opening an empty one).
+    (:meth:`all`, or :meth:`long_term`, :meth:`profile`, :meth:`instructions`). Its fields
+    are plain data: a pickled or ``model_dump``-ed copy reopens the same store on first
+    use through :meth:`ComposableMemory.from_dict
+    <llama_memory.memory.composable.ComposableMemory.from_dict>` (a live LLM or pool comes
+    from :func:`~llama_memory.set_restore_hook`; a store that is gone raises).
     """
 
     config: dict[str, Any] = Field(
@@ -131,27 +115,23 @@ class MemoryBlocks(BaseModel):
     def open(
         cls, user_id: str, *, path: Any = None, store: Any = None, session_id: Optional[str] = None, **settings: Any
     ) -> "MemoryBlocks":
-        """Open ``user_id``'s store and return the factory of its blocks.
+        """Open ``user_id``'s store and return the factory of its blocks. Every argument is
+        checked before anything opens.
 
         Args:
             user_id: whose long-term memory the blocks show and keep.
             path: a memory directory (SQLite and Chroma), as for ``ComposableMemory``.
             store: a PostgreSQL URL (``"postgresql://..."``) or a
                 ``psycopg_pool.ConnectionPool``, instead of ``path``.
-            session_id: the session to open first (the ``Memory``'s, to open the store
-                once); each ``Memory`` session gets its own, on the same store.
+            session_id: the session to open first (the ``Memory``'s); each ``Memory``
+                session gets its own, on the same store.
             **settings: any other option of ``ComposableMemory.from_defaults``
-                (:class:`~llama_memory.memory.settings.MemorySettings`: the block's
-                budget, records per source, ``triples``, ``profile``, ``embed_model``,
-                ``llm``, ``ttl``...).
-
-        Every argument is checked before anything opens: a refused call leaves nothing
-        on disk.
+                (:class:`~llama_memory.memory.settings.MemorySettings`).
 
         Raises:
             ScopeError: ``user_id`` is empty, blank or None (a ValueError).
-            ValueError: neither ``path`` nor ``store`` (blocks keep memory across
-                sessions, so they need a store that outlives one ``Memory``).
+            ValueError: neither ``path`` nor ``store`` (blocks need a store that outlives
+                one ``Memory``).
             TypeError: an argument that belongs to the ``Memory`` (``token_limit``,
                 ``insert_method``, ``chat_history``, ``primary_memory``) or an unknown one.
         """
@@ -190,15 +170,13 @@ class MemoryBlocks(BaseModel):
     # -- the blocks -----------------------------------------------------------------------
 
     def long_term(self, name: str = LONG_TERM_NAME, priority: int = SHARED_PRIORITY, **fields: Any) -> "LongTermMemoryBlock":
-        """The block of long-term records (past messages, triples, session summaries).
-        Another ``priority`` than the profile block's makes which of the two ``Memory``
-        truncates first depend on the llama-index-core version (see :meth:`all`)."""
+        """The block of long-term records (past messages, triples, session summaries); see
+        :meth:`all` before giving it another ``priority``."""
         return LongTermMemoryBlock(blocks=self, name=name, priority=priority, **fields)
 
     def profile(self, name: str = PROFILE_NAME, priority: int = SHARED_PRIORITY, **fields: Any) -> "ProfileMemoryBlock":
-        """The block of the user's profile. Another ``priority`` than the long-term
-        block's makes which of the two ``Memory`` truncates first depend on the
-        llama-index-core version (see :meth:`all`)."""
+        """The block of the user's profile; see :meth:`all` before giving it another
+        ``priority``."""
         return ProfileMemoryBlock(blocks=self, name=name, priority=priority, **fields)
 
     def instructions(self, name: str = INSTRUCTIONS_NAME, **fields: Any) -> "InstructionsMemoryBlock":
@@ -206,14 +184,11 @@ class MemoryBlocks(BaseModel):
         return InstructionsMemoryBlock(blocks=self, name=name, **fields)
 
     def all(self) -> list[BaseMemoryBlock]:
-        """The three blocks, in the order ``Memory`` shows them and truncates them:
-        instructions (priority 0, never truncated), long-term records, profile.
-
-        The long-term and profile blocks share priority 1, so that ``Memory`` truncates
-        the least relevant long-term records first, then the profile's last fields, on
-        every llama-index-core: it truncates distinct priorities in one order in 0.14.25
-        and earlier (priority 1 first) and in the other in later code (the higher number
-        first), but keeps equal ones in this list's order in both."""
+        """The three blocks, in the order ``Memory`` shows and truncates them: instructions
+        (priority 0, never truncated), long-term records, profile. The last two share
+        priority 1: llama-index-core truncates distinct priorities in opposite orders
+        before and after 0.14.25, but equal ones in this list's order in both, so the
+        least relevant records go first, then the profile's last fields."""
         return [self.instructions(), self.long_term(), self.profile()]
 
     # -- the store -------------------------------------------------------------------------
@@ -230,9 +205,8 @@ class MemoryBlocks(BaseModel):
         return self.memory_for(self.session_id)
 
     def memory_for(self, session_id: Optional[str]) -> ComposableMemory:
-        """The ``ComposableMemory`` of one session on the blocks' store, opened on first
-        use (the ``Memory``'s session: where flushed messages are stored and which records
-        are labelled as this conversation's)."""
+        """The ``ComposableMemory`` of one session (the ``Memory``'s) on the blocks' store,
+        opened on first use."""
         session = session_id or self.session_id
         with self._lock:
             if session is None:
@@ -271,9 +245,8 @@ class MemoryBlocks(BaseModel):
     async def composed(self, session_id: Optional[str], messages: Sequence[ChatMessage], taker: str) -> tuple[
         ComposableMemory, MemoryBlock
     ]:
-        """The composition for ``messages`` (the ``Memory``'s short-term queue), made once
-        for the blocks that show it: ``taker`` (a block's name) takes the one made for the
-        same messages unless it took it already."""
+        """The composition for ``messages`` (the short-term queue), made once: ``taker``
+        (a block's name) takes the one made for the same messages unless it took it."""
         memory = await self._memory_for(session_id)
         key = tuple((m.role.value, message_text(m)) for m in messages)
         shown = self._shown.get(memory.session_id)
@@ -318,9 +291,8 @@ class MemoryBlocks(BaseModel):
         return state
 
     def __setstate__(self, state: dict[Any, Any]) -> None:
-        """Restore the configuration, with a lock of its own; and make the tokenizer of
-        the ``Memory`` being unpickled with the blocks load offline
-        (:func:`load_pickled_tokenizer`)."""
+        """Restore the configuration with a lock of its own, and load the unpickled
+        ``Memory``'s tokenizer offline (:func:`load_pickled_tokenizer`)."""
         super().__setstate__(state)
         self._lock = threading.RLock()
         load_pickled_tokenizer()
@@ -332,17 +304,9 @@ _environment_lock = threading.Lock()
 
 
 def load_pickled_tokenizer() -> None:
-    """Load tiktoken's ``cl100k_base`` (LlamaIndex's default tokenizer) from the copy
-    LlamaIndex ships, unless it is loaded already or ``TIKTOKEN_CACHE_DIR`` says where
-    tiktoken finds it.
-
-    A pickled LlamaIndex ``Memory`` holds its tokenizer, which pickles its encoding by
-    name; unpickled in a new process, tiktoken would load it from its own cache, by
-    default under the temporary directory, and download it when it is not there (a
-    fresh machine, a container): offline, the restore fails. ``Memory`` unpickles its
-    blocks before its tokenizer, so the blocks load the encoding first, from
-    LlamaIndex's copy (where ``llama_index.core.utils.get_tokenizer`` loads it), and
-    tiktoken finds it loaded. Once per process."""
+    """Load tiktoken's ``cl100k_base`` from the copy LlamaIndex ships (unless loaded, or
+    ``TIKTOKEN_CACHE_DIR`` is set), once per process: an unpickled ``Memory``'s tokenizer
+    would otherwise download it, failing offline. ``Memory`` unpickles its blocks first."""
     if _tokenizer_loaded.is_set() or "TIKTOKEN_CACHE_DIR" in os.environ:
         return
     _tokenizer_loaded.set()
@@ -364,9 +328,8 @@ def load_pickled_tokenizer() -> None:
 
 
 def drop_last_records(content: Any, tokens_to_truncate: int, tokenizer: Callable[[str], Sequence]) -> Optional[str]:
-    """A block's text without its last (least relevant) record lines, as many as it takes
-    to save ``tokens_to_truncate`` tokens; None when no record is left (or the content is
-    not a text this module rendered)."""
+    """A block's text without its last (least relevant) record lines, enough to save
+    ``tokens_to_truncate`` tokens; None when no record is left."""
     if not isinstance(content, str) or not content:
         return None
     lines = content.split("\n")
@@ -392,9 +355,8 @@ class _StoreBlock(BaseMemoryBlock[str]):
         await self.blocks.store_flushed(messages)
 
     def run_memory(self, memory: Any) -> ComposableMemory:
-        """The memory a run of LlamaIndex's ``Memory`` ``memory`` (holding this block)
-        reaches: the blocks' user in that ``Memory``'s session. ``memory.tools()`` act
-        for it in the run."""
+        """The memory a run of LlamaIndex's ``Memory`` reaches: the blocks' user in that
+        ``Memory``'s session (``memory.tools()`` act for it)."""
         return self.blocks.memory_for(getattr(memory, "session_id", None))
 
     async def _shown(self, messages: Optional[list[ChatMessage]], block_kwargs: dict[str, Any]) -> tuple[
@@ -421,11 +383,9 @@ class _RecordsBlock(_StoreBlock):
 
 
 class LongTermMemoryBlock(_RecordsBlock):
-    """The long-term records relevant to the conversation: past messages (as excerpts),
-    knowledge triples, session summaries; most relevant first, each labelled with its
-    source and date and quoted as data. Truncated by dropping the least relevant records.
-
-    Made by :meth:`MemoryBlocks.long_term`."""
+    """The long-term records relevant to the conversation (past messages as excerpts,
+    triples, session summaries), most relevant first, labelled and quoted as data;
+    truncated by dropping the least relevant. Made by :meth:`MemoryBlocks.long_term`."""
 
     name: str = Field(default=LONG_TERM_NAME, description="The block's name (its tag in the prompt).")
     priority: int = Field(default=SHARED_PRIORITY, description=_PRIORITY_DOC)
@@ -437,10 +397,8 @@ class LongTermMemoryBlock(_RecordsBlock):
 
 
 class ProfileMemoryBlock(_RecordsBlock):
-    """The user's profile (the fields the composition kept: a field the queue or a long-term
-    record states already is shown once). Truncated by dropping its last fields.
-
-    Made by :meth:`MemoryBlocks.profile`."""
+    """The user's profile (the fields the composition kept); truncated by dropping its
+    last fields. Made by :meth:`MemoryBlocks.profile`."""
 
     name: str = Field(default=PROFILE_NAME, description="The block's name (its tag in the prompt).")
     priority: int = Field(default=SHARED_PRIORITY, description=_PRIORITY_DOC)
@@ -451,12 +409,8 @@ class ProfileMemoryBlock(_RecordsBlock):
 
 
 class InstructionsMemoryBlock(_StoreBlock):
-    """The user's standing instructions ("answer in French"), shown as instructions, on
-    every ``get``. Priority 0: ``Memory`` never truncates it, and it never truncates itself.
-
-    Made by :meth:`MemoryBlocks.instructions`; the instructions are written with
-    ``blocks.memory.instructions.add(...)``, the ``update_instructions`` tool or a formation
-    pass."""
+    """The user's standing instructions, shown as instructions on every ``get`` (priority
+    0: never truncated). Made by :meth:`MemoryBlocks.instructions`."""
 
     name: str = Field(default=INSTRUCTIONS_NAME, description="The block's name (its tag in the prompt).")
     priority: int = Field(default=0, description="0: never truncated (the only value accepted).")

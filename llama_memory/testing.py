@@ -1,28 +1,19 @@
 """A scripted, recording LLM for offline demos and tests: not for production.
 
-It drives LlamaIndex's real agents (``FunctionAgent``, ``ReActAgent``,
-``AgentWorkflow``) without a network or an API key: the project's notebooks use
-it when ``OPENAI_API_KEY`` is not set, and its tests use it to check what an LLM
-receives from the memory.
+``ScriptedLLM`` (a ``FunctionCallingLLM``) drives LlamaIndex's real agents without a
+network or API key. Every chat entry point (``chat``, ``achat``, ``stream_chat``,
+``astream_chat``, and the ``*_with_tools`` variants) records a deep copy of the messages
+received, then replies with the next item of its script:
 
-``ScriptedLLM`` is a ``FunctionCallingLLM``. Every chat entry point an agent can
-use (``chat``, ``achat``, ``stream_chat``, ``astream_chat``; the ``*_with_tools``
-variants of ``FunctionCallingLLM`` end in these) records a deep copy of the
-messages it received, then replies with the next item of its script:
-
-* a ``str``: a plain assistant text reply (for ``ReActAgent`` write it in ReAct
-  format, e.g. ``"Thought: ...\\nAnswer: ..."``);
-* a :class:`ToolCallReply`: an assistant message that calls a tool (for
-  ``FunctionAgent``); the call is put both in a ``ToolCallBlock`` and in
-  ``additional_kwargs["tool_calls"]`` (OpenAI-style dicts), as real LLM
-  integrations do;
+* a ``str``: a plain text reply (for ``ReActAgent``, in ReAct format: ``"Thought:
+  ...\\nAnswer: ..."``);
+* a :class:`ToolCallReply`: a tool call (for ``FunctionAgent``), in a ``ToolCallBlock``
+  and in ``additional_kwargs["tool_calls"]``, as real integrations do;
 * a callable ``(messages) -> str | ToolCallReply | ChatMessage``.
 
-The completion entry points (``complete``, ``acomplete``, ``stream_complete``,
-``astream_complete``), which chat engines use to condense a question, record the prompt
-as one user message and reply with the next item's text (a tool call there raises).
-
-When the script runs out the LLM raises, so a test notices an unexpected call.
+The completion entry points (used by chat engines to condense) record the prompt as one
+user message and reply with the next item's text. When the script runs out the LLM
+raises, so a test notices an unexpected call.
 """
 
 from __future__ import annotations
@@ -307,8 +298,7 @@ class ScriptedLLM(FunctionCallingLLM):
 
 
 def pass_answer(**parts: Any) -> ToolCallReply:
-    """What a function-calling LLM answers to a formation pass: the one structured
-    answer, one keyword per part (``triples={"new": [...], "retracted": [...]}``,
-    ``profile=[{"op": "set", ...}]``). Script a ``str`` holding the same JSON object for
-    ``ScriptedLLM(function_calling=False)``."""
+    """What a function-calling LLM answers to a formation pass: one keyword per part
+    (``triples={"new": [...], "retracted": [...]}``, ``profile=[...]``). Script the same
+    JSON as a ``str`` for ``ScriptedLLM(function_calling=False)``."""
     return ToolCallReply(PASS_ANSWER, dict(parts))

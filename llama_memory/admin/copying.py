@@ -1,15 +1,7 @@
-"""Moving a SQLite memory directory into PostgreSQL: ``llama-memory copy``.
-
-Every user of every tenant (or of one) is copied with all the system of record holds of
-them (the export's rows, their per-session meta and waiting jobs), after the store-wide
-meta (which embedding model made the vectors). Each user is copied in one PostgreSQL
-transaction: a failure leaves that user absent, never half there, and ``skip_existing``
-resumes a copy that stopped.
-
-Vectors are re-embedded into pgvector after the rows are in, not taken from the SQLite
-side's Chroma: derived and possibly on a server of its own, it need not be reached, and
-the vectors are exactly what a memory there would write. The cost is one embedding per
-record and triple.
+"""Moving a SQLite memory directory into PostgreSQL: ``llama-memory copy``. Each user is
+copied in one transaction (export rows, per-session meta, waiting jobs), after the
+store-wide meta; ``skip_existing`` resumes a copy that stopped. Vectors are re-embedded
+into pgvector, not read from Chroma (one embedding per record and triple).
 """
 
 from __future__ import annotations
@@ -44,9 +36,8 @@ class CopyReport:
         rows: rows written by kind (``message``, ``record``, ``profile``, ``triple``,
             ``meta``, ``job``).
         embedded: records and triples embedded into pgvector after the copy.
-        replaced: characters PostgreSQL cannot store (NUL, which a SQLite store
-            written before ``put()`` refused it may hold) replaced by U+FFFD, by
-            tenant and user; only the users with some.
+        replaced: characters PostgreSQL cannot store (NUL) replaced by U+FFFD, by
+            tenant and user.
     """
 
     users: dict[str, list[str]] = field(default_factory=dict)
@@ -64,16 +55,14 @@ def copy_store(
 
     Args:
         source: the memory directory (``path=`` of ``from_defaults``).
-        target: the ``postgresql://`` URL (``store=`` of ``from_defaults``); its schema
-            is created or migrated on open.
-        tenant_id: copy this tenant only (default every tenant of the directory).
-        skip_existing: leave out the users the target already holds (to resume a copy
-            that stopped); by default such users make the copy refuse, before writing
-            anything.
+        target: the ``postgresql://`` URL; its schema is created or migrated on open.
+        tenant_id: copy this tenant only (default every tenant).
+        skip_existing: leave out the users the target already holds (to resume); by
+            default they make the copy refuse, before writing anything.
         embed_model: the model the directory's vectors were made with, if not the
-            offline default (its fingerprint is checked as a memory would).
-        chroma_url: not needed (vectors are re-embedded); accepted so that a server-mode
-            directory opens.
+            offline default.
+        chroma_url: not needed (vectors are re-embedded); accepted so that a
+            server-mode directory opens.
         progress: told the rows copied.
 
     Raises:

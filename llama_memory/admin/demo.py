@@ -1,8 +1,5 @@
-"""The offline demo: a user's second conversation recalls the first.
-
-Run with ``llama-memory demo`` (or ``make demo``). It needs no API key and no
-network: the embedding is the offline default and no LLM is called. It prints
-the exact messages ``get()`` hands an agent's LLM.
+"""The offline demo (``llama-memory demo``): a user's second conversation recalls the
+first, with no API key or network; it prints the messages ``get()`` hands the LLM.
 """
 
 from __future__ import annotations

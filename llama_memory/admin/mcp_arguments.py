@@ -1,10 +1,6 @@
-"""A tool call's arguments checked for an agent: strictly, and said in its own terms.
-
-The MCP SDK's pydantic check takes ``"3"`` and ``true`` for the numbers 3 and 1, ignores
-an argument the tool does not have, and reports a mistake as a pydantic dump. An agent
-reads the error to correct its next call, so :func:`argument_problem` checks the
-arguments first, against the same JSON schema, nothing coerced, and names the argument
-and the value as sent: ``k must be a whole number from 1 to 50, got "3"``.
+"""A tool call's arguments checked strictly for an agent (the SDK's pydantic check
+coerces ``"3"`` and ignores unknown arguments), each problem named in the agent's terms:
+``k must be a whole number from 1 to 50, got "3"``.
 """
 
 from __future__ import annotations
@@ -77,16 +73,9 @@ def _fits(spec: Mapping[str, Any], value: Any) -> bool:
 def argument_problem(
     tool: str, schema: Mapping[str, Any], arguments: Mapping[str, Any], refused: Optional[Mapping[str, str]] = None
 ) -> Optional[str]:
-    """The first thing wrong with ``arguments`` for ``tool``, in a sentence or two naming
-    the argument; None when they fit.
-
-    Args:
-        tool: the tool's name.
-        schema: its input schema (``properties``, ``required``).
-        arguments: the call's arguments.
-        refused: arguments the tool does not take, each with the sentence that says
-            why (``user_id`` on a server of one user).
-    """
+    """The first thing wrong with ``arguments`` for ``tool`` against its input
+    ``schema``, in a sentence naming the argument; None when they fit. ``refused``:
+    arguments the tool does not take, each with the sentence saying why."""
     properties: Mapping[str, Mapping[str, Any]] = schema.get("properties", {})
     for name in arguments:
         if name in properties:

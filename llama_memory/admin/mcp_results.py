@@ -1,9 +1,6 @@
-"""What the MCP tools return: one JSON shape per kind of answer, made for an agent.
-
-A memory is shown as ``memory.search`` gives it, with the ids of every record its text
-shows (so that deleting them removes what was shown), cut at :data:`MAX_TEXT_CHARS`
-characters: an agent's context is small, and a pasted document stored as a message
-would come back whole.
+"""What the MCP tools return, one JSON shape per kind of answer: a memory as
+``memory.search`` gives it, with the ids of every record its text shows, cut at
+:data:`MAX_TEXT_CHARS` (an agent's context is small).
 """
 
 from __future__ import annotations
@@ -43,12 +40,8 @@ CUT_MARKER = " [… {n:,} more characters: read_memory with an id of record_ids 
 
 
 class RecordResult(TypedDict):
-    """One long-term memory as a tool returns it.
-
-    ``record_ids`` are the ids of every record ``text`` shows, in the order shown (an
-    excerpt of a conversation shows several messages): the same whatever the query
-    that found them, and what ``delete_memory`` takes to remove what was shown.
-    """
+    """One long-term memory as a tool returns it; ``record_ids`` are the ids of every
+    record ``text`` shows, in order (what ``delete_memory`` takes)."""
 
     text: str
     record_ids: list[str]
@@ -131,9 +124,8 @@ def cut_text(text: str, limit: int = MAX_TEXT_CHARS) -> tuple[str, bool]:
 
 
 def record_result(record: MemoryRecord, whole: bool = False) -> RecordResult:
-    """A record as the tools show it: its text as ``memory.search`` gives it (cut at
-    :data:`MAX_TEXT_CHARS` unless ``whole``), the ids of every record it shows (an
-    excerpt's messages), the speaker of a single message."""
+    """A record as the tools show it (cut at :data:`MAX_TEXT_CHARS` unless ``whole``),
+    with the ids of every record it shows and a single message's speaker."""
     ids = [part.id for part in record.parts if part.id] if record.parts else [record.id] if record.id else []
     text, truncated = (record.text, False) if whole else cut_text(record.text)
     return RecordResult(

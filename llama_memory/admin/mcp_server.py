@@ -1,16 +1,10 @@
 """A Model Context Protocol server over a memory store: ``llama-memory mcp``.
 
-Agents outside LlamaIndex reach a user's memory through MCP tools (:mod:`.mcp_tools`):
-search it, add to it, read it; delete only when started with ``allow_delete``. Every
-tool goes through :class:`~llama_memory.admin.memory_admin.MemoryAdmin` and the memory it
-opens, so scope, errors and instrumentation are an application's; nothing here reads
-storage. Answers (:mod:`.mcp_results`) and errors (:mod:`.mcp_arguments`) are made for an
-agent. A server serves one user (its tools take no ``user_id``, and a call naming one is
-refused) or an allow-list (each tool takes a ``user_id`` on it), and opens the store
-once for its whole life.
-
-The MCP Python SDK is an optional dependency (``pip install "llama-index-memory-composable[mcp]"``),
-imported only when a server is built, so the rest of the package works without it.
+Agents outside LlamaIndex search, add to and read a user's memory through MCP tools
+(:mod:`.mcp_tools`), delete only with ``allow_delete``; every tool goes through
+:class:`~llama_memory.admin.memory_admin.MemoryAdmin`. A server serves one user (tools
+take no ``user_id``) or an allow-list (each tool takes one), and opens the store once.
+The MCP SDK (the ``mcp`` extra) is imported only when a server is built.
 """
 
 from __future__ import annotations
@@ -100,17 +94,13 @@ def build_server(
     tools: MemoryTools, executor: Optional[ThreadPoolExecutor] = None, warm_up: Optional[Callable[[], Any]] = None,
     log_level: LogLevel = DEFAULT_LOG_LEVEL,
 ) -> Any:  # fmt: skip
-    """An ``MCPServer`` (of the MCP Python SDK) offering ``tools``' operations.
-
-    With one user the tools take no ``user_id`` (a call that passes one is refused);
-    with an allow-list each takes one (``user_id``, first). Every call's arguments are
-    checked strictly against the tool's input schema before it runs
-    (:func:`~llama_memory.admin.mcp_arguments.argument_problem`), and runs on ``executor``
-    (default: a new one-thread pool), so the store is used by one thread at a time.
-    Errors of the library and of bad arguments come back as tool errors carrying
-    their message alone. ``warm_up`` runs on the executor when a session starts,
-    before its first call (load the model). ``log_level``: the SDK's logging (the
-    level it gives the root logger when the process has configured none).
+    """An ``MCPServer`` offering ``tools``' operations: with one user the tools take no
+    ``user_id`` (a call passing one is refused), with an allow-list each takes one first.
+    Arguments are checked strictly against the input schema
+    (:func:`~llama_memory.admin.mcp_arguments.argument_problem`) and calls run on
+    ``executor`` (default a one-thread pool); errors come back as tool errors carrying
+    their message alone. ``warm_up`` runs when a session starts; ``log_level``: the
+    SDK's logging.
     """
     mcp_server_class = _import_sdk()
     from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
@@ -247,22 +237,18 @@ def serve(
     **admin_options: Any,
 ) -> None:
     """Serve the memory of ``users`` on ``store`` over MCP until the client goes away
-    (stdio) or the process is stopped (``http``). The store is opened once, for the
-    server's whole life.
+    (stdio) or the process is stopped (``http``); the store is opened once.
 
     Args:
-        store: the memory directory (``path=`` of ``from_defaults``) or a
-            ``postgresql://`` URL.
-        users: the user served, or the allow-list of users (then the tools take a
-            ``user_id``).
+        store: the memory directory or a ``postgresql://`` URL.
+        users: the user served, or the allow-list (then the tools take a ``user_id``).
         tenant_id: the tenant.
         allow_delete: offer ``delete_memory`` and ``forget_user``.
         http: streamable HTTP on ``127.0.0.1:port`` (path ``/mcp``) instead of stdio.
         port: the HTTP port.
         session_id: the session added memories are written to.
         create: create the store when ``store`` holds none (else an error).
-        log_level: what is logged on stderr, one line per record (default warnings
-            and errors; ``"INFO"`` also each call the SDK handles).
+        log_level: what is logged on stderr, one line per record (default warnings).
         **admin_options: passed to :class:`MemoryAdmin` (``embed_model``, ``chroma_url``...).
     """
     _import_sdk()  # before the store is opened: a missing extra fails at once
@@ -301,9 +287,8 @@ def serve(
 
 
 def _log_in_lines(level: LogLevel) -> None:
-    """Log on stderr at ``level``, one plain line per record, unless the process has
-    configured logging already (the SDK would otherwise install a handler that wraps a
-    record over several lines of a terminal's width)."""
+    """Log on stderr at ``level``, one plain line per record, unless logging is
+    configured already (the SDK's handler wraps records over several lines)."""
     root = logging.getLogger()
     if not root.handlers:
         handler = logging.StreamHandler(sys.stderr)
@@ -313,9 +298,8 @@ def _log_in_lines(level: LogLevel) -> None:
 
 
 def _interrupt_on_sigterm() -> Any:
-    """Make SIGTERM (a service manager or an MCP client stopping the server) end it as
-    Ctrl-C does, so the store is closed on the way out (waiting vectors written) instead
-    of the process dying at once; the previous handler, or None off the main thread."""
+    """Make SIGTERM end the server as Ctrl-C does, so the store is closed (waiting vectors
+    written); return the previous handler, or None off the main thread."""
     if threading.current_thread() is not threading.main_thread():
         return None
 

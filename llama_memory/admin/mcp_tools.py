@@ -81,12 +81,8 @@ Flag = Annotated[bool, Field(strict=True)]
 
 
 class MemoryTools:
-    """What the MCP tools do, on one open :class:`MemoryAdmin`, in plain Python.
-
-    Each method takes the user first; :func:`~llama_memory.admin.mcp_server.build_server` turns them into tools
-    (with or without a ``user_id`` argument) and runs them one at a time on one
-    thread, as the admin's store expects. A memory of each user is opened on first
-    use and kept (one to search, one to add to), not opened again for each call.
+    """What the MCP tools do, on one open :class:`MemoryAdmin`, in plain Python: each
+    method takes the user first; a memory of each user is opened on first use and kept.
 
     Args:
         admin: the open store and tenant.

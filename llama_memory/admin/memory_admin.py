@@ -1,9 +1,8 @@
 """Manage a memory store: what is remembered of each user, and why it is shown.
 
-:class:`MemoryAdmin` opens a memory store for one tenant and works on all its users:
-listing, inspecting, searching and explaining, deleting and forgetting, export and
-import, reindexing, reconciling, purging and counting. The ``llama-memory`` command line
-is a thin layer over it::
+:class:`MemoryAdmin` works on every user of one tenant (listing, inspecting, searching
+and explaining, deleting and forgetting, export and import, maintenance); the
+``llama-memory`` command line is a thin layer over it::
 
     from llama_memory import MemoryAdmin
 
@@ -12,11 +11,7 @@ is a thin layer over it::
             print(user.user_id, user.records)
         admin.export("alice.jsonl", users=["alice"])
 
-It opens every kind of source that has data in the store, so nothing stored is hidden
-because an application's memory would not have opened it.
-
-What it returns beyond the storage rows (a user's overview, a store's statistics) and
-the errors it raises are defined here too.
+It opens every kind of source that has data in the store, so nothing stored is hidden.
 """
 
 from __future__ import annotations
@@ -97,19 +92,15 @@ class StoreStats:
         counts: users, sessions, messages, records by source, triples, profile rows,
             records waiting for the dense index (``counts.pending``) and expired ones
             not purged yet.
-        sizes: bytes on disk: ``sqlite`` (the file with its WAL), ``chroma`` (the
-            embedded index), ``total``; on PostgreSQL ``postgres`` (the tables with their
-            indexes) and ``total``.
+        sizes: bytes on disk by part (``sqlite``, ``chroma``; ``postgres``) and
+            ``total``.
         schema_version: the SQLite schema version.
         tenants: every tenant in the store.
         location: the store: its directory, or ``host:port/dbname`` (no password).
-        jobs: background jobs (formation passes) by state: ``queued`` (waiting,
-            or waiting for a retry), ``running``, ``done``, ``dead`` (failed for
-            good; the store keeps the last error), for the whole store.
-        formation: what the tenant's formation passes cost, per user and per day
-            (UTC), oldest day first: passes run, failed ones, LLM tokens sent and
-            received, wall time (:class:`~llama_memory.storage.ports.jobs.FormationDay`;
-            a job's runs count on the day its last run ended).
+        jobs: background jobs (formation passes) of the whole store by state:
+            ``queued``, ``running``, ``done``, ``dead`` (failed for good).
+        formation: what the tenant's formation passes cost, per user and per UTC day
+            (:class:`~llama_memory.storage.ports.jobs.FormationDay`), oldest day first.
     """
 
     counts: StoreCounts
@@ -128,37 +119,28 @@ class MemoryAdmin(TenantTransfer):
     """Every user of one tenant of a memory store, for inspection and maintenance.
 
     Args:
-        path: the memory directory (``path=`` of ``ComposableMemory.from_defaults``),
-            or a PostgreSQL store: its ``postgresql://`` URL (``store=`` of
-            ``from_defaults``; needs the ``postgres`` extra). On PostgreSQL the vectors
-            are in the same database (no Chroma argument) and ``create`` is implied:
-            the database exists, its tables are made on open.
+        path: the memory directory (``path=`` of ``ComposableMemory.from_defaults``), or
+            a PostgreSQL store's ``postgresql://`` URL (``store=``; needs the
+            ``postgres`` extra; ``create`` is then implied).
         tenant_id: the tenant to work on.
         embed_model: the embedding model the store was built with (default as
-            ``from_defaults``: ``Settings.embed_model`` if set, else the offline
-            model). Loaded only by what needs it (search, explain, import, reindex).
-        create: create the store when ``path`` holds none (for an import);
-            otherwise :class:`StoreNotFoundError`, so a mistyped path never
-            leaves an empty store behind.
+            ``from_defaults``); loaded only by what needs it (search, explain, import,
+            reindex).
+        create: create the store when ``path`` holds none (for an import); otherwise
+            :class:`StoreNotFoundError`, so a mistyped path leaves no empty store.
         chroma_url: server mode: the Chroma server holding the store's vectors
-            (``"http://host:port"``), as given to ``from_defaults``. A store used in
-            server mode is refused without it, so that no command reads, deletes or
-            rebuilds vectors in an embedded index the application never uses.
+            (``"http://host:port"``); a store used in server mode is refused without it.
         chroma_client: any Chroma client instead of ``chroma_url``.
-        encryption_key: the key of an encrypted SQLite store (as ``from_defaults``;
-            default the ``LLAMA_MEMORY_ENCRYPTION_KEY`` environment variable).
-        owner_only: as ``from_defaults``: a store created here (an import) is
-            owner-only, export files are written ``0600``, and a store others can
-            read logs one warning; False leaves modes to the umask.
-        **options: options (:class:`~llama_memory.memory.settings.MemorySettings`) of
-            the memories built for :meth:`search` and :meth:`explain`: use your
-            application's (records per source, the block's token budget...). Checked
-            now: an unknown one is a TypeError, a bad value a ValueError.
+        encryption_key: the key of an encrypted SQLite store (default the
+            ``LLAMA_MEMORY_ENCRYPTION_KEY`` environment variable).
+        owner_only: as ``from_defaults``: a store created here is owner-only, export
+            files are ``0600``; False leaves modes to the umask.
+        **options: options (:class:`~llama_memory.memory.settings.MemorySettings`) of the
+            memories built for :meth:`search` and :meth:`explain`: use your
+            application's. Checked now (TypeError, ValueError).
 
-    Close it (or use ``with``) to write waiting vectors and release the files. The
-    admins of one process open at the same time on one store share one opening of it
-    (its file checked, an encrypted store's key derived, once): the last one to close
-    closes it. A long-lived tool (the MCP server) keeps one admin open for its life.
+    Close it (or use ``with``) to write waiting vectors and release the files. Admins of
+    one process on one store share one opening of it, closed by the last one.
     """
 
     def __init__(
@@ -218,9 +200,7 @@ class MemoryAdmin(TenantTransfer):
         self.close()
 
     def close(self) -> None:
-        """Write waiting vectors to the index and close the store (twice is harmless).
-        Another admin of this process open on the same store keeps it open until it
-        is closed too."""
+        """Write waiting vectors to the index and close the store (twice is harmless)."""
         if self._closed:
             return
         self._closed = True
@@ -276,10 +256,9 @@ class MemoryAdmin(TenantTransfer):
         return [self.vector_source, self.profile_source, *([triples] if triples else [])]
 
     def memory(self, user_id: str, session_id: Optional[str] = None) -> ComposableMemory:
-        """A memory of ``user_id`` on this store, with the admin's sources, as an
-        application would open it: ``session_id`` resumes that conversation (its
-        window is what the block is deduplicated against), default a new, empty one.
-        It shares the admin's sources: close the admin, not the memory."""
+        """A memory of ``user_id`` on this store with the admin's sources, as an
+        application would open it (``session_id`` resumes that conversation, default a
+        new one). Close the admin, not the memory."""
         from ..memory.composable import ComposableMemory
         from ..memory.settings import MemorySettings
         from ..memory.wiring import memory_on
@@ -352,10 +331,8 @@ class MemoryAdmin(TenantTransfer):
         )  # fmt: skip
 
     def record(self, user_id: str, record_id: str) -> MemoryRecord:
-        """One of the user's records, or knowledge triples, by id, whole (a search's
-        excerpt cuts its neighbours; this reads the record as stored; a triple as a
-        search renders it, with its validity). KeyError naming the id when the user has
-        none such."""
+        """One of the user's records or knowledge triples by id, whole, as stored (a
+        triple rendered with its validity); KeyError naming the id when there is none."""
         from ..sources.triples.search import triple_record
 
         self.user(user_id)
@@ -388,9 +365,8 @@ class MemoryAdmin(TenantTransfer):
         return instructions.history() if include_history else instructions.current()
 
     def triples(self, user_id: str, include_history: bool = False) -> list[KnowledgeTriple]:
-        """The user's knowledge triples that have not expired, oldest first: those that
-        hold now, or all with ``include_history`` (read from the store alone: no model or
-        dense index needed)."""
+        """The user's unexpired knowledge triples, oldest first: those that hold now, or
+        all with ``include_history`` (no model or dense index needed)."""
         from ..sources.triples.model import to_triple
 
         scope = self._scope(user_id)
@@ -419,10 +395,8 @@ class MemoryAdmin(TenantTransfer):
         return self.memory(user_id).search(query, k)
 
     def explain(self, user_id: str, query: str, session_id: Optional[str] = None) -> MemoryBlock:
-        """The block ``get(query)`` injects for the user, built by the memory's own
-        composition, with what was left out (duplicates of the window or of each
-        other, over the token budget). ``session_id``: resume that conversation (its
-        window counts for deduplication); default a new one."""
+        """The block ``get(query)`` injects for the user, with what was left out and why;
+        ``session_id`` resumes that conversation (default a new one)."""
         self.user(user_id)
         _require_text(query, "query")
         memory = self.memory(user_id, session_id)
@@ -432,12 +406,10 @@ class MemoryAdmin(TenantTransfer):
     # -- deleting -------------------------------------------------------------------------
 
     def delete_record(self, user_id: str, record_id: str) -> str:
-        """Delete one of the user's records, or knowledge triples, by id, from every
-        index: its row, lexical entry and vector copy in SQLite, and its vector in
-        Chroma. Returns the name of the source it belonged to; KeyError naming the id
-        when the user has none such. The system of record goes first: if Chroma cannot
-        be reached, the record is gone all the same (nothing retrieves a vector without
-        its row), a StorageError says so, and :meth:`reconcile` drops the vector later."""
+        """Delete one of the user's records or triples by id from every index; return its
+        source's name (KeyError when there is none). The store goes first: if the dense
+        index cannot be reached, a StorageError says so and :meth:`reconcile` drops the
+        vector later."""
         self.user(user_id)
         scope = self._scope(user_id)
         # Opened before anything is deleted: a refusal (a server-mode store without its
@@ -457,10 +429,8 @@ class MemoryAdmin(TenantTransfer):
         )
 
     def forget(self, user_id: str) -> None:
-        """Remove every trace of the user in this tenant: chat history, records, profile
-        (with history), triples and their vectors (as ``memory.forget()``). A dense
-        index that cannot be reached raises StorageError after the system of record
-        was cleaned (run :meth:`reconcile` once it is back)."""
+        """Remove every trace of the user in this tenant (as ``memory.forget()``); a dense
+        index that cannot be reached raises StorageError after the store was cleaned."""
         self.user(user_id)
         scope = self._scope(user_id)
         sources = self.sources()  # opened first: a refusal must leave the user in place
@@ -526,16 +496,14 @@ class MemoryAdmin(TenantTransfer):
     # -- background jobs --------------------------------------------------------------------
 
     def jobs(self, failed_only: bool = True) -> list[JobRow]:
-        """The tenant's extraction jobs, oldest first: by default only the failed ones
-        (``dead``, out of attempts, or ``queued`` again for a retry), each with its
-        ``last_error``; ``failed_only=False``: every job (done ones too)."""
+        """The tenant's extraction jobs, oldest first: only the failed ones (with
+        ``last_error``) unless ``failed_only=False``."""
         return self._backend.jobs.list_jobs(failed=failed_only, tenant_id=self.tenant_id)
 
     def retry_job(self, job_id: str) -> str:
-        """Queue a failed job of the tenant again, to run now with its attempts counted
-        from zero. Returns the id of the job that will run: ``job_id``, or the job of
-        the same session already queued (a pass reads every message after the
-        session's cursor, so it covers the dead one's).
+        """Queue a failed job of the tenant again, to run now with its attempts from zero.
+        Returns the id of the job that will run: ``job_id``, or the session's job already
+        queued (it covers the dead one's messages).
 
         Raises:
             KeyError: the tenant has no job ``job_id``.

@@ -1,12 +1,7 @@
-"""Export and import of one tenant of a memory store (a versioned JSON Lines export,
-LlamaIndex ``SimpleChatStore`` files): :class:`TenantTransfer`, a base of
-:class:`~llama_memory.admin.memory_admin.MemoryAdmin`.
-
-The export file: JSON Lines, a header row (``format``, ``version``, ``tenant``,
-``users``) then one row per message, record, profile or instruction row and triple;
-how it is written, read and checked. How an import writes into a store: an export's
-rows in batches, or a ``SimpleChatStore``'s conversations as new messages
-(:meth:`MemoryAdmin.import_rows`, :meth:`MemoryAdmin.import_chat_store`). Importing the
+"""Export and import of one tenant of a memory store: :class:`TenantTransfer`, a base of
+:class:`~llama_memory.admin.memory_admin.MemoryAdmin`. The export is JSON Lines: a header
+row (``format``, ``version``, ``tenant``, ``users``) then one row per message, record,
+document row and triple; LlamaIndex ``SimpleChatStore`` files import too. Importing the
 same data again adds nothing."""
 
 from __future__ import annotations
@@ -44,10 +39,9 @@ IMPORT_BATCH = 500
 
 
 class ImportCounts(Counter[str]):
-    """What an import added: how many rows of each kind were new (a ``Counter``), and
-    :attr:`replaced`: per user, how many characters no store can hold (NUL, lone
-    surrogates: :data:`llama_memory.core.text.UNSTORABLE`) the import replaced by U+FFFD.
-    Such text is refused by ``put()``; an older store or a file may still hold it."""
+    """How many rows of each kind an import added (a ``Counter``), and :attr:`replaced`:
+    per user, how many characters no store can hold (NUL, lone surrogates) were replaced
+    by U+FFFD."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -164,10 +158,9 @@ def import_export_rows(
     prepare: Callable[[set[str]], None], flush: Flush, progress: Optional[Progress] = None,
     batch_size: int = IMPORT_BATCH,
 ) -> ImportCounts:  # fmt: skip
-    """Import an export's rows (the header first) into ``tenant_id`` through the admin
-    port, ``batch_size`` rows to a transaction; ``prepare`` is given the kinds of each
-    batch first (to open the tables they go to). Returns how many rows of each kind
-    were new; records and triples are embedded (``flush``) before it returns."""
+    """Import an export's rows (header first) into ``tenant_id``, ``batch_size`` rows to a
+    transaction (``prepare`` opens the tables each batch's kinds go to); return how many
+    of each kind were new, records and triples embedded."""
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
     from pydantic import ValidationError
@@ -206,9 +199,8 @@ def import_chat_store(
     memory: Callable[[str, str], ComposableMemory], flush: Flush, user_id: Optional[str] = None,
     progress: Optional[Progress] = None,
 ) -> ImportCounts:  # fmt: skip
-    """Import a ``SimpleChatStore`` (its JSON, or that as a string): each key's messages
-    that the session does not hold yet go in through ``memory(user, session)
-    .put_messages`` (see :meth:`MemoryAdmin.import_chat_store` for the keys and users)."""
+    """Import a ``SimpleChatStore`` (its JSON or that as a string) through
+    ``memory(user, session).put_messages``, skipping messages a session holds."""
     from llama_index.core.base.llms.types import ChatMessage
     from pydantic import ValidationError
 
@@ -287,8 +279,8 @@ class TenantTransfer:
 
     def export_rows(self, users: Optional[Sequence[str]] = None) -> Iterator[dict[str, Any]]:
         """The export as dicts: a header (``format``, ``version``, ``tenant``, ``users``),
-        then every row of each user (all users of the tenant when ``users`` is None).
-        The same store always gives the same rows, in the same order."""
+        then every row of each user (all when ``users`` is None), always in the same
+        order."""
         chosen = self._export_users(users)
         yield header_row(self.tenant_id, chosen)
         for user in chosen:
@@ -324,13 +316,11 @@ class TenantTransfer:
         self, rows: Iterable[Mapping[str, Any]], progress: Optional[Progress] = None, *, batch_size: int = IMPORT_BATCH
     ) -> ImportCounts:
         """Import an export (dicts as :meth:`export_rows` gives, the header first) into
-        this tenant; return how many rows of each kind were new. A character no store
-        can hold (NUL: an older store may have one) is replaced by U+FFFD and counted
-        per user (:attr:`ImportCounts.replaced`). Importing the same rows
-        again changes nothing; into a store that has some of them, only the rest is
-        added (a message is the k-th of its session with its content and time, see
-        :class:`~llama_memory.storage.sql.admin.MessageRanks`). Rows are written ``batch_size`` to a
-        transaction. Records and triples are embedded before it returns."""
+        this tenant; return how many rows of each kind were new. Importing again adds
+        nothing (a message is the k-th of its session with its content and time); NUL is
+        replaced by U+FFFD and counted (:attr:`ImportCounts.replaced`). Rows are written
+        ``batch_size`` to a transaction; records and triples are embedded before it
+        returns."""
         return import_export_rows(
             rows, self.tenant_id, self._admin, prepare=self._prepare_import, flush=self.flush,
             progress=progress, batch_size=batch_size,
@@ -374,16 +364,11 @@ class TenantTransfer:
     def import_chat_store(
         self, data: Union[Mapping[str, Any], str], *, user_id: Optional[str] = None, progress: Optional[Progress] = None
     ) -> ImportCounts:
-        """Import a LlamaIndex ``SimpleChatStore`` (what ``SimpleChatStore.persist()``
-        writes: ``{"store": {key: [message, ...]}, ...}``, or that as a JSON string).
-
-        Each key's messages become one session: by default the key is the user id and
-        the session id (LlamaIndex apps usually key a chat store by user); with
-        ``user_id`` every key becomes a session of that user. The messages go in as
-        ``memory.put_messages`` puts them (chat history and the long-term sources), so
-        search finds them; messages a session already holds are skipped, so importing
-        twice changes nothing. Returns ``{"message": new messages, "session": sessions
-        touched}``.
+        """Import a LlamaIndex ``SimpleChatStore`` (what ``persist()`` writes, or that as
+        a JSON string): each key's messages become one session, the key being user and
+        session id (with ``user_id``: sessions of that user). Messages go in as
+        ``memory.put_messages`` puts them; those a session holds are skipped. Returns
+        ``{"message": new messages, "session": sessions touched}``.
         """
         return import_chat_store(
             data, self.tenant_id, self._admin, memory=self.memory, flush=self.flush,

@@ -1,12 +1,8 @@
 """Run sync code on the event loop, awaiting its I/O: the bridge behind ``aget``/``aput``
-on PostgreSQL (the pattern of SQLAlchemy's asyncio layer).
-
-The get/put pipeline is sync. :func:`run_bridged` runs it in a greenlet whose parent
-is the calling coroutine; wherever the pipeline reaches I/O that has an async form
-(a PostgreSQL statement, an embedding API call), it calls :func:`await_only` on that
-coroutine: the greenlet switches to its parent, which awaits the coroutine on the
-event loop (other tasks run meanwhile) and switches back with the result, or throws
-the exception into the greenlet. No thread is used and no sync code is duplicated.
+on PostgreSQL (SQLAlchemy's asyncio pattern). :func:`run_bridged` runs the sync pipeline
+in a greenlet whose parent is the calling coroutine; where it reaches async I/O it calls
+:func:`await_only`, which switches to the parent to await it on the loop. No thread, no
+duplicated sync code.
 """
 
 from __future__ import annotations
@@ -44,8 +40,7 @@ class _Bridge(greenlet.greenlet):
 
 
 def on_exit(callback: Callable[[], object]) -> None:
-    """Run ``callback`` when the current bridged call ends (inside it, so it may
-    :func:`await_only`): e.g. give back a connection the call kept for its statements."""
+    """Run ``callback`` when the current bridged call ends (inside it)."""
     current = greenlet.getcurrent()
     if not isinstance(current, _Bridge):
         raise RuntimeError("on_exit() called outside run_bridged()")
@@ -101,13 +96,10 @@ class SuspendedCallError(RuntimeError):
 
 
 class BridgeSafeRLock:
-    """A reentrant lock held by one thread or one bridged call (greenlet).
-
-    ``threading.RLock`` would let a second bridged call of the same thread re-enter it
-    (they share the thread) and ``threading.Lock`` would deadlock it. Here other threads
-    wait as usual; on the owner's own thread, a blocking acquire by another greenlet
-    raises :class:`SuspendedCallError` (a sync call from inside the event loop while an
-    async call of the same memory waits on it), a non-blocking one returns False.
+    """A reentrant lock held by one thread or one bridged call (greenlet): a
+    ``threading.RLock`` would let a second greenlet of the thread re-enter, a ``Lock``
+    would deadlock. On the owner's thread, a blocking acquire by another greenlet raises
+    :class:`SuspendedCallError` (a non-blocking one returns False).
     """
 
     def __init__(self) -> None:
@@ -153,8 +145,8 @@ class BridgeSafeRLock:
 
 
 class LoopLocks:
-    """One asyncio lock per event loop, for one object (a memory, a chat buffer): its
-    bridged calls never interleave. Locks of loops gone are dropped with them."""
+    """One asyncio lock per event loop for one object, so its bridged calls never
+    interleave (locks of loops gone are dropped)."""
 
     def __init__(self) -> None:
         self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
@@ -171,13 +163,9 @@ class LoopLocks:
 
 
 async def run_io(locks: LoopLocks, store: Any, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """Run the sync ``fn`` of an object (a memory, a chat buffer) from a coroutine.
-
-    On a store whose I/O can be awaited (``store.supports_async``: PostgreSQL opened
-    from a URL) it runs on the event loop through :func:`run_bridged`, no thread,
-    after the object's ``locks`` lock for this loop (so two coroutines of one object never
-    interleave inside it, where its thread locks would not tell them apart); on any
-    other store (SQLite and Chroma: local files and their clients) in a worker thread.
+    """Run the sync ``fn`` of an object from a coroutine: through :func:`run_bridged`
+    under the object's ``locks`` lock for this loop when ``store.supports_async``
+    (PostgreSQL from a URL), else in a worker thread.
     """
     if getattr(store, "supports_async", False):
         async with locks.here():

@@ -1,10 +1,5 @@
-"""The name llama-memory is published under on the package index, for install hints.
-
-The import package is ``llama_memory`` and the command ``llama-memory``, but the
-distribution is ``llama-index-memory-composable``: ``llama-memory`` on the package index
-belongs to an unrelated project, and LlamaIndex's memory integrations are published as
-``llama-index-memory-<name>``. Every message that tells a user what to install takes the
-name from here.
+"""The name llama-memory is published under (``llama-index-memory-composable``: the name
+``llama-memory`` is another project's), for every install hint.
 """
 
 from __future__ import annotations
@@ -16,8 +11,7 @@ DISTRIBUTION = "llama-index-memory-composable"
 
 
 def install_hint(extra: Optional[str] = None) -> str:
-    """The pip command that installs llama-memory, with ``extra`` (``"mcp"``,
-    ``"encrypted"``, ...) when given: ``pip install 'llama-index-memory-composable[mcp]'``."""
+    """The pip command installing llama-memory, with ``extra`` when given."""
     if extra is None:
         return f"pip install {DISTRIBUTION}"
     return f"pip install '{DISTRIBUTION}[{extra}]'"

@@ -1,7 +1,5 @@
-"""Exceptions raised by llama-memory.
-
-Every error says what was wrong; none of them is ever swallowed into an empty
-result, so "nothing remembered" and "storage failed" can always be told apart.
+"""Exceptions raised by llama-memory: every error says what was wrong, and none is
+swallowed into an empty result ("nothing remembered" and "storage failed" differ).
 """
 
 from __future__ import annotations
@@ -70,11 +68,8 @@ class StorageError(LlamaMemoryError, RuntimeError):
 
 
 class MemoryClosedError(StorageError):
-    """A memory was used after :meth:`~llama_memory.ComposableMemory.close`: open a new one.
-
-    A :class:`StorageError`, so code that caught the closed database's error before
-    still catches it.
-    """
+    """A memory was used after :meth:`~llama_memory.ComposableMemory.close`: open a new
+    one (a :class:`StorageError`, as the closed database's error was)."""
 
 
 class EncryptionError(StorageError):
@@ -93,12 +88,9 @@ class EncryptionError(StorageError):
 
 
 class ExtractionError(LlamaMemoryError, ValueError):
-    """An LLM's structured output was malformed, or was rejected on validation: the
-    answer of a formation pass (memory formation: the profile, the triples and the other
-    parts formed from the conversation), or a source's own structured call.
-
-    Nothing derived from that output was written. (The name predates the word
-    "formation" and is kept: it is public.)
+    """An LLM's structured output was malformed or rejected: the answer of a formation
+    pass, or a source's own structured call. Nothing derived from it was written. (The
+    name predates the word "formation" and is kept: it is public.)
     """
 
 

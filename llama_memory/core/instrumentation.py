@@ -1,21 +1,8 @@
-"""Spans and events through LlamaIndex's instrumentation, so memory shows next to LLM calls.
-
-Every observability tool a LlamaIndex user already has listens on the root dispatcher
-(``llama_index.core.instrumentation.get_dispatcher()``): a handler registered there sees
-the memory's work inside the agent run that caused it, with no set-up of ours.
-
-Spans (one per call, child of the agent's span when an agent made the call):
-``ComposableMemory.get``, ``.put_messages``, ``.search``, ``.extract``, and one
-``ComposableMemory.retrieve_from`` per source asked.
-
-Events (subclasses of LlamaIndex's ``BaseEvent``, each emitted inside its span):
-
-- :class:`MemoryRetrievalEvent`: what one source returned for a query;
-- :class:`MemoryBlockEvent`: what ``get()`` injected, and what it left out and why;
-- :class:`MemoryPutEvent`: messages written to the conversation and the sources;
-- :class:`MemoryExtractionEvent`: one LLM call of memory formation (a formation pass).
-
-Events carry ids, sources, counts and timings, never stored text beyond the query.
+"""Spans and events through LlamaIndex's instrumentation (the root dispatcher), so every
+observability tool sees the memory's work inside the agent run that caused it: spans for
+``get``, ``put_messages``, ``search``, ``extract`` and each ``retrieve_from``, and the
+events below, carrying ids, sources, counts and timings, never stored text beyond the
+query (docs/howto/observability.md).
 """
 
 from __future__ import annotations
@@ -101,10 +88,9 @@ class MemoryPutEvent(MemoryEvent):
 
 
 class MemoryExtractionEvent(MemoryEvent):
-    """One LLM call of memory formation (``source`` ``"pass:triples+profile..."`` for
-    the formation pass's one call for its parts, else a source's own): its messages,
-    tokens and time; ``error`` says why it failed, if it did. (The name predates the
-    word "formation" and is kept: handlers match on it.)"""
+    """One LLM call of memory formation (``source`` ``"pass:triples+profile..."`` for a
+    pass's one call, else a source's own): messages, tokens, time and ``error``. (The name
+    predates the word "formation" and is kept: handlers match on it.)"""
 
     source: str = Field(description="The pass, or the source that formed memories.")
     messages: int = Field(default=0, description="Messages it read.")

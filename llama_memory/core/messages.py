@@ -1,9 +1,5 @@
-"""Helpers for LlamaIndex ``ChatMessage``: text, lossless JSON, ids, event times and
-token counts (:func:`message_tokens`, what a message costs in a window).
-
-Messages are stored losslessly: ``model_dump(mode="json")`` keeps content blocks,
-tool calls and ``additional_kwargs`` (``tool_call_id``, ...), and
-``ChatMessage.model_validate`` brings them back unchanged.
+"""Helpers for LlamaIndex ``ChatMessage``: text, lossless JSON (``model_dump(mode="json")``
+keeps blocks, tool calls and ``additional_kwargs``), ids, event times and token counts.
 """
 
 from __future__ import annotations
@@ -38,11 +34,9 @@ PLACEHOLDERS = {"image": "[image]", "audio": "[audio]", "video": "[video]", "doc
 
 
 def stored_text(message: ChatMessage) -> str:
-    """The text a message is stored and searched by: its text (:func:`message_text`), or
-    for a message of media only (a photo the user sent, a voice note) a placeholder per
-    block, ``"[image]"``, ``"[audio]"``: the message is then a record like any other, so
-    an excerpt shows the user's turn between the assistant's replies instead of two
-    replies in a row. A message with neither (a tool call) stays ''."""
+    """The text a message is stored and searched by: its text, or for a message of media
+    only a placeholder per block (``"[image]"``, ``"[audio]"``), so it is a record like any
+    other; '' for neither (a tool call)."""
     text = message_text(message)
     if text:
         return text
@@ -78,11 +72,9 @@ def message_id(message: ChatMessage) -> str:
 
 
 def to_epoch(value: Any) -> float:
-    """Convert a timestamp to seconds since the epoch (UTC).
-
-    Accepts a ``datetime`` (naive ones are taken as UTC), a ``date``, a number of
-    seconds, or an ISO 8601 string. Anything else raises ``ValueError`` saying
-    what was given.
+    """Convert a timestamp to seconds since the epoch (UTC): a ``datetime`` (naive taken
+    as UTC), a ``date``, a number, or an ISO 8601 string; ValueError saying what was
+    given otherwise.
     """
     if isinstance(value, bool):
         raise ValueError(f"timestamp must be a datetime, date, number or ISO string, not {value!r}")

@@ -1,14 +1,8 @@
-"""What the LLM calls of a piece of work cost in tokens, seen through LlamaIndex's
-instrumentation: every LlamaIndex LLM reports each chat or completion with an end
-event holding its messages and response, whatever the route (``chat``,
-``structured_predict``, tool calls, streaming).
-
-``with metering() as meter:`` counts the calls made in that block (in this thread or
-task, nested meters each counting): the tokens the LLM reported in its response
-(``usage`` in ``ChatResponse.raw``, OpenAI's ``prompt_tokens``/``completion_tokens``
-in ``additional_kwargs``, Anthropic's ``input_tokens``/``output_tokens``, Ollama's
-``prompt_eval_count``/``eval_count``), else the text sent and received counted with
-LlamaIndex's tokenizer (``meter.estimated`` then says so).
+"""What the LLM calls of a piece of work cost in tokens, through LlamaIndex's
+instrumentation (every LLM reports its end events, whatever the route). ``with
+metering() as meter:`` counts the calls in that block (this thread or task; meters nest):
+the usage the response reported (OpenAI, Anthropic, Ollama keys), else the text counted
+with LlamaIndex's tokenizer (``meter.estimated``).
 """
 
 from __future__ import annotations

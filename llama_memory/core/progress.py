@@ -1,7 +1,5 @@
-"""A small progress bar for long commands (import, export, reindex), without a dependency.
-
-It draws on a terminal only: when its stream is not a TTY (a pipe, a file, a test,
-a CI log) it stays silent, so scripts get clean output.
+"""A small progress bar for long commands, drawn only on a terminal (silent on a pipe,
+file or CI log).
 """
 
 from __future__ import annotations
@@ -22,13 +20,11 @@ class Progress:
 
     Args:
         label: what is being done.
-        total: how many steps in all (None: unknown, the count alone is shown; it
-            may be set later).
+        total: how many steps in all (None: unknown; may be set later).
         stream: where to draw (default ``sys.stderr``).
         enabled: draw or not; default only when ``stream`` is a terminal.
 
-    Thread-safe: a watcher thread may :meth:`update` it while the work runs.
-    Use it as a context manager, or call :meth:`close` to end the line.
+    Thread-safe; a context manager, or call :meth:`close` to end the line.
     """
 
     def __init__(

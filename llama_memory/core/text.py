@@ -95,13 +95,10 @@ def replace_unstorable(value: _T) -> tuple[_T, int]:
 
 
 def check_text(value: object, what: str, outcome: str) -> None:
-    """Raise ``ValueError`` saying that ``what`` holds a character no store can hold, the
-    same on every backend (:data:`UNSTORABLE`), and the ``outcome``
-    ("nothing was stored"): a lone surrogate (``"\\ud800"``, left by decoding bytes with
-    ``errors="surrogateescape"`` or by a broken JSON source), which is not UTF-8, or NUL
-    (``"\\x00"``), which PostgreSQL cannot store in text. ``value`` is a text or nested
-    dicts and lists of texts. The one check of the text a memory takes: what ``put()``
-    stores and what ``get()``/``search()`` look for."""
+    """Raise ``ValueError`` saying that ``what`` (a text, or nested dicts and lists of
+    them) holds a character no store can hold (a lone surrogate, not UTF-8, or NUL, which
+    PostgreSQL cannot store), and the ``outcome`` ("nothing was stored"): the one check of
+    the text a memory stores and searches for."""
     found = first_unstorable(value)
     if found is not None:
         raise ValueError(f"{what} holds {describe_unstorable(found)}; {outcome}")
@@ -125,8 +122,7 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 
 
 def word_tokens(text: str) -> list[str]:
-    """The lower-cased words of a text, in order, the tails of contractions and
-    possessives left out ("What's my mum's job?" -> ["what", "my", "mum", "job"]):
-    what every search by words (the lexical indexes' queries, the evidence of
-    relevance) takes a text's words to be."""
+    """The lower-cased words of a text, in order, contraction and possessive tails left
+    out ("What's my mum's job?" -> ["what", "my", "mum", "job"]): every search by words
+    takes a text's words so."""
     return _WORD.findall(_CONTRACTION_TAIL.sub("", text.casefold()))

@@ -1,18 +1,8 @@
-"""Plain data types shared by the memory, its sources and storage: whose memory an
-operation touches (:class:`Scope`), a message as a source receives it, a retrieved
-record, the clock (and a stopwatch, for the durations events report), and the expiry
-(time to live) of records.
-
-Expiry: a record written with a time to live carries ``ttl`` (seconds) and
-``expires_at`` (epoch seconds) in the system of record. Reads filter expired
-rows out in SQL, so an expired record is never retrieved even before it is
-purged; ``purge_expired()`` deletes them from SQLite and the dense index.
-With ``refresh_on_read`` a record returned by a read lives ``ttl`` seconds
-from that read (LangGraph's ``TTLConfig(refresh_on_read=True)``). Stating a
-record again renews it: the later expiry wins, and "forever" wins all
-(:func:`later_expiry`). The policy (:class:`Expiry`) and the rules here are the same
-for every kind of record, and each backend applies them in its queries (the SQL
-backends' condition: ``llama_memory.storage.sql.dialect.ALIVE_SQL``).
+"""Plain data types shared by the memory, its sources and storage: :class:`Scope`, a
+message as a source receives it, a retrieved record, the clock, and the expiry of
+records: a record with a ``ttl`` carries ``expires_at``, reads filter expired rows out
+in SQL (``ALIVE_SQL``), ``refresh_on_read`` renews a record read, and stating it again
+keeps the later expiry, "forever" winning all (:func:`later_expiry`).
 """
 
 from __future__ import annotations
@@ -52,13 +42,8 @@ class Scope:
 
 @dataclass(frozen=True)
 class StoredMessage:
-    """A chat message as a source receives it: its text plus provenance.
-
-    ``message`` is the original LlamaIndex ``ChatMessage`` (kept for sources that
-    want more than text); ``text`` is its plain text as
-    ``llama_memory.core.messages.stored_text`` gives (a placeholder such as
-    ``"[image]"`` for a message of media only).
-    """
+    """A chat message as a source receives it: the original ``message`` and its ``text``
+    (``stored_text``: a placeholder such as ``"[image]"`` for media only)."""
 
     message_id: str
     role: str

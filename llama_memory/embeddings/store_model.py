@@ -1,8 +1,6 @@
 """An embedding model as a store's sources use it: its recent vectors, cached once per
-model for every source that embeds with it (:class:`VectorCache`), and the model a
-store's vectors were built with, its dimension, its name and its fingerprint (the vector
-of a fixed probe text), recorded in the store and checked against every model that
-opens it (:class:`DimensionGuard`)."""
+model (:class:`VectorCache`), and the model a store's vectors were built with, recorded
+in the store and checked against every model that opens it (:class:`DimensionGuard`)."""
 
 from __future__ import annotations
 
@@ -51,25 +49,18 @@ def ahead_executor() -> ThreadPoolExecutor:
 
 
 def awaits_io(model: BaseEmbedding) -> bool:
-    """Whether to await ``model``'s async API here: inside a bridged async call
-    (:mod:`~llama_memory.core.asyncbridge`) and for a model with an async API of its own (an
-    HTTP client such as OpenAI's). A local model (the offline one, whose async API only
-    hands the work to a thread) runs inline: it is CPU work, not waiting."""
+    """Whether to await ``model``'s async API here: inside a bridged call and for a model
+    with an async API of its own (an HTTP client); a local model runs inline."""
     if not in_bridge() or isinstance(model, OfflineEmbedding):
         return False
     return type(model)._aget_query_embedding is not BaseEmbedding._aget_query_embedding
 
 
 class VectorCache:
-    """Recent vectors of one embedding model by text, shared by every source that uses it.
-
-    One ``get()`` asks each source to retrieve for the same query, and an agent run
-    asks ``get()`` the same query again after every tool round: through this cache a
-    query is embedded once. For a symmetric model (:func:`is_symmetric`) a text's
-    document vector is its query vector, so the user message an agent has just put,
-    embedded as a document, needs no query embedding, and a query embedded first needs
-    no second embedding as a document. Thread-safe; get the one of a model with
-    :func:`vector_cache`.
+    """Recent vectors of one embedding model by text, shared by every source using it: a
+    query asked of every source, and again after each tool round, is embedded once; for a
+    symmetric model a document vector is also the query vector. Thread-safe; get a
+    model's with :func:`vector_cache`.
     """
 
     def __init__(self, model: BaseEmbedding, size: int = VECTORS_KEPT) -> None:
@@ -148,9 +139,8 @@ class VectorCache:
         return np.asarray(embedded, dtype=np.float32)
 
     def documents(self, texts: list[str]) -> list[np.ndarray]:
-        """The document vectors of ``texts`` (float32), the unknown ones embedded in one
-        batch call; for a symmetric model, known query vectors are reused and the new
-        vectors kept as query vectors."""
+        """The document vectors of ``texts`` (float32), unknown ones embedded in one batch
+        (a symmetric model's known query vectors reused)."""
         if not self._symmetric:
             return [np.asarray(v, dtype=np.float32) for v in self._batch(texts)]
         with self._lock:
@@ -169,8 +159,7 @@ class VectorCache:
 
     def fingerprint(self) -> np.ndarray:
         """The model's document vector of :data:`PROBE_TEXT` (float32), embedded once per
-        model object: every memory of a process that shares the model (one per request,
-        say) checks a store's model identity at the cost of one embedding in all."""
+        model object."""
         vector = self._fingerprint
         if vector is None:
             vector = np.asarray(self.model.get_text_embedding(PROBE_TEXT), dtype=np.float32)
@@ -236,27 +225,19 @@ def model_label(model: BaseEmbedding) -> str:
 
 
 def forget_embedding_model(store: MetaStore, *, vector: bool, triples: bool) -> None:
-    """Drop what the store recorded of the embedding model of the default vector source
-    and/or the triple source, so that the next model to embed is recorded as theirs: the
-    first step of re-embedding them. (A source not re-embedded keeps its record, and
-    still refuses the new model.)"""
+    """Drop what the store recorded of the vector and/or triple source's model, so the
+    next model to embed is recorded: the first step of re-embedding them."""
     prefixes = [p for p, chosen in zip(SOURCE_PREFIXES, (vector, triples)) if chosen]
     store.delete_meta([prefix + key for prefix in prefixes for key in IDENTITY_KEYS])
 
 
 class DimensionGuard:
-    """Records, in the store's meta table, the embedding model of the vectors a source
-    keeps, and refuses another model.
-
-    Two checks: the dimension (:meth:`check`, free: at open for a model that declares
-    it), raising :class:`EmbeddingDimensionError` naming both numbers; and the model's
-    identity, by its fingerprint, the vector of
-    :data:`PROBE_TEXT`, raising
-    :class:`EmbeddingMismatchError` naming both models. A source checks both at open
-    when the store records a model already (:meth:`check_at_open`), else before its
-    first write (:meth:`check_model`): another model is refused before anything is
-    written, never found out later. The fingerprint is embedded once per model object
-    and process, not once per open.
+    """Records, in the store's meta table, the embedding model of a source's vectors and
+    refuses another: by dimension (:meth:`check`, raising
+    :class:`EmbeddingDimensionError`) and by fingerprint, the vector of
+    :data:`PROBE_TEXT` (raising :class:`EmbeddingMismatchError`), at open when the store
+    records a model (:meth:`check_at_open`), else before the first write
+    (:meth:`check_model`).
 
     Args:
         store: where the dimension, the model's name and its fingerprint are recorded.

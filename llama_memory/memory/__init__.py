@@ -1,9 +1,6 @@
-"""The LlamaIndex-facing memory: the ``ComposableMemory`` facade, ``from_defaults``, its
-settings, the wiring that builds a runtime from them, and restoring a serialised memory.
-
-The default sizes of a memory are here, where importing them imports nothing: the
-settings, the buffer and the command line (which states them in its help without
-loading LlamaIndex) share them.
+"""The LlamaIndex-facing memory: the facade, ``from_defaults``, settings, wiring and
+restore; and the default sizes, importable without LlamaIndex (the command line's help
+states them).
 """
 
 #: Default token limit of the primary chat buffer (the same as ``ChatMemoryBuffer``'s).

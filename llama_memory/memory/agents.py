@@ -1,15 +1,7 @@
-"""Where a ``ComposableMemory`` meets LlamaIndex's agents (llama-index-core 0.14).
-
-Two things an agent run needs that the memory cannot see from its own arguments:
-
-* **Whose memory a tool acts on.** Apps build an agent once and pass a different
-  ``memory=`` per run; the agents keep that memory in the run's workflow ``Context``
-  (``ctx.store["memory"]``). :class:`RunMemoryTool` reads it from there.
-* **Which agent asks for the messages.** ``ReActAgent`` drops the first message it
-  is given when that is a system message (it expects its own ``system_prompt`` there,
-  already folded into its ReAct header). Without a ``system_prompt`` that message is
-  the memory's, and the memory block would be lost: :func:`drops_leading_system_message`
-  tells the memory so.
+"""Where a ``ComposableMemory`` meets LlamaIndex's agents: whose memory a tool acts on (the
+run's ``memory=``, in its workflow ``Context``: :class:`RunMemoryTool`), and whether the
+agent asking drops a leading system message (a ``ReActAgent`` without a
+``system_prompt``: :func:`drops_leading_system_message`).
 """
 
 from __future__ import annotations
@@ -53,29 +45,20 @@ class ToolHolder(Protocol):
 class RunMemoryTool(FunctionTool):
     """A tool of ``memory.tools()`` that acts for the memory of the agent run calling it.
 
-    Inside a run of ``FunctionAgent``, ``ReActAgent`` or ``AgentWorkflow``, the agent
-    passes its workflow ``Context``; the tool reads the run's memory from it and calls
-    the same tool of the same source of *that* memory, for *its* user. So one agent
-    built with ``alice.tools()`` and run with ``memory=bob`` writes into Bob's memory.
-    Called directly (no ``Context``), or from a workflow that keeps no memory in its
-    ``Context``, it acts for the memory it came from.
-
-    It never falls back to the memory it came from inside a run: when the run's
-    memory is not a ``ComposableMemory`` with the same source, it raises a
-    :class:`~llama_memory.core.errors.ScopeError` saying so (agents show the error to the
-    LLM as the tool's result).
-
-    The LLM sees the source tool's name, description and parameters unchanged: the
-    ``Context`` is no parameter of the schema.
+    Inside a run of ``FunctionAgent``, ``ReActAgent`` or ``AgentWorkflow`` the tool reads
+    the run's memory from the workflow ``Context`` and calls the same tool of the same
+    source of *that* memory: one agent built with ``alice.tools()`` and run with
+    ``memory=bob`` writes into Bob's memory. Called directly, or from a workflow that
+    keeps no memory, it acts for the memory it came from. When the run's memory lacks
+    the source it raises :class:`~llama_memory.core.errors.ScopeError` (shown to the LLM
+    as the tool's result). The LLM sees the source tool's schema unchanged.
     """
 
     def __init__(
         self, origin: Facade, source: ToolHolder, tool: BaseTool, host: Optional[type[Any]] = None,
     ) -> None:  # fmt: skip
-        """Wrap ``tool``, one of ``source.tools(origin.scope)`` (``source``: a source, or
-        the memory's instructions); ``host`` is the memory
-        class a run's memory must be an instance of (default ``origin``'s class; memory.py
-        passes ``ComposableMemory``: this module does not import memory.py)."""
+        """Wrap ``tool``, one of ``source.tools(origin.scope)``; ``host`` is the memory
+        class a run's memory must be an instance of (default ``origin``'s class)."""
         self._origin = origin
         self._host: type[Any] = host or type(origin)
         self._source = source
@@ -99,9 +82,7 @@ class RunMemoryTool(FunctionTool):
         return self._call_for(memory, args, kwargs)
 
     async def acall(self, *args: Any, **kwargs: Any) -> ToolOutput:
-        """Async :meth:`call` (what agents use): as the memory's own async calls run, on
-        the event loop with no thread on a PostgreSQL store opened from its URL, in a
-        worker thread otherwise (:func:`~llama_memory.core.asyncbridge.run_io`)."""
+        """Async :meth:`call`, run as the memory's own async calls are."""
         ctx = kwargs.pop(CTX_PARAM, None)
         memory = self._origin if ctx is None else await _run_memory(ctx, self._origin)
         if isinstance(memory, self._host):
@@ -155,9 +136,8 @@ class RunMemoryTool(FunctionTool):
 
 
 async def _run_memory(ctx: Context, default: Facade) -> Any:
-    """The memory of the run ``ctx`` belongs to; ``default`` when it keeps none. A
-    LlamaIndex ``Memory`` holding llama-memory blocks acts as the blocks' memory of its
-    session: its user is the one the tools act for."""
+    """The memory of the run ``ctx`` belongs to (a LlamaIndex ``Memory`` holding
+    llama-memory blocks counts as the blocks' memory); ``default`` when it keeps none."""
     memory = await ctx.store.get(RUN_MEMORY_KEY, default=None)
     if memory is None:
         return default
@@ -171,10 +151,8 @@ async def _run_memory(ctx: Context, default: Facade) -> Any:
 
 
 async def drops_leading_system_message() -> bool:
-    """Whether the workflow step running now is a ``ReActAgent``'s (alone or as the
-    current agent of an ``AgentWorkflow``) without a ``system_prompt``: such an agent
-    drops the first message it is given when that is a system message, so the memory
-    block must not be there. False outside a workflow step."""
+    """Whether the step running now is a ``ReActAgent``'s without a ``system_prompt``
+    (which drops a leading system message); False outside a workflow step."""
     from llama_index.core.agent.workflow import AgentWorkflow, ReActAgent
 
     try:

@@ -49,12 +49,10 @@ LLAMA_INDEX_KWARGS = ("chat_history", "token_limit", "llm", "initial_token_count
 class ComposableMemory(MemoryFromDefaults):
     """A chat buffer for this conversation plus long-term sources, composed into one memory.
 
-    Pass it as ``memory=`` to a LlamaIndex agent, or use it directly. Every
-    ``get`` returns the primary memory's messages with a block of records from
-    the secondary sources injected (into the system message by default), built
-    for the given ``input`` or, when there is none, for the latest user message.
-    The block is deduplicated against the window and across sources and never
-    exceeds the memory's token budget.
+    Pass it as ``memory=`` to a LlamaIndex agent, or use it directly. Every ``get``
+    returns the primary memory's messages with a block of records from the secondary
+    sources injected (into the system message by default), built for ``input`` or else
+    the latest user message, deduplicated and within the memory's token budget.
 
     Build it with :meth:`from_defaults`. Same API as LlamaIndex's
     ``SimpleComposableMemory``: ``primary_memory``, ``secondary_memory_sources``,
@@ -116,25 +114,21 @@ class ComposableMemory(MemoryFromDefaults):
 
     @property
     def runtime(self) -> Runtime:
-        """What this memory's pipelines work on (:class:`~llama_memory.memory.runtime.Runtime`):
-        its store, sources, instructions, lock and the state kept between calls. For
-        the library's own modules (agent tools, memory blocks, the admin); an
-        application uses the memory's methods."""
+        """What this memory's pipelines work on (:class:`~llama_memory.memory.runtime.Runtime`),
+        for the library's own modules; an application uses the memory's methods."""
         return self._rt
 
     @property
     def settings(self) -> MemorySettings:
         """This memory's options (:class:`~llama_memory.memory.settings.MemorySettings`),
-        resolved: its session id, absolute path, embedding model. Each one is also an
-        attribute of the memory, which may be changed after it opens
-        (``memory.set_spread = 1``): the settings say its current value."""
+        resolved; each is also an attribute that may be changed after it opens
+        (``memory.set_spread = 1``)."""
         return self._rt.settings
 
     # -- scope and sources ------------------------------------------------------------
 
     def __repr__(self) -> str:
-        """Who, where and how much, in one line (pydantic's repr would print every
-        field, the whole conversation among them)."""
+        """Who, where and how much, in one line (not every field, as pydantic's would)."""
         if self._rt.closed:
             messages = "closed"
         else:
@@ -178,14 +172,12 @@ class ComposableMemory(MemoryFromDefaults):
         raise KeyError(f"no source named {name!r}; this memory has {[s.name for s in self._rt.sources]}")
 
     def tools(self) -> list[RunMemoryTool]:
-        """Every source's agent tools (LlamaIndex ``FunctionTool``s): pass them to an
-        agent as ``tools=``.
+        """Every source's agent tools (LlamaIndex ``FunctionTool``s), for ``tools=``.
 
-        Inside an agent run each acts for the run's memory (the ``memory=`` of that
-        run, read from the workflow ``Context``), so an agent built once serves every
-        user; called directly, for this memory's user. A run whose memory is not a
-        ``ComposableMemory`` with the tool's source gets a ScopeError as the tool's
-        result, never a write into this memory (see :class:`RunMemoryTool`).
+        Inside an agent run each acts for the run's memory (its ``memory=``), so an agent
+        built once serves every user; called directly, for this memory's user. A run
+        whose memory lacks the tool's source gets a ScopeError as the tool's result
+        (see :class:`RunMemoryTool`).
         """
         self._rt.check_open()
         scope = self.scope
@@ -215,11 +207,8 @@ class ComposableMemory(MemoryFromDefaults):
     @dispatcher.span
     def search(self, query: str, k: int = DEFAULT_TOP_K) -> RecordList:
         """Up to ``k`` long-term records for ``query``, with their provenance (a list that
-        shows as a table in Jupyter).
-
-        Sources of higher priority come first; within a priority, rankings are
-        merged round-robin; duplicates are dropped. Query-independent sources (the profile) are left out: they are not ranked
-        by relevance; read them from the source (``memory.profile``).
+        shows as a table in Jupyter): higher priorities first, round-robin within one,
+        duplicates dropped. Query-independent sources (the profile) are left out.
         """
         return read.search(self._rt, query, k)
 
@@ -227,10 +216,9 @@ class ComposableMemory(MemoryFromDefaults):
     def retrieve_from(
         self, source: SourceProtocol, query: str, scope: Scope, k: int, shown: frozenset[str] = frozenset()
     ) -> list[MemoryRecord]:
-        """One source's records for ``query`` (a span and a
-        :class:`~llama_memory.core.instrumentation.MemoryRetrievalEvent` of its own); a
-        ``WindowAware`` source (the vector source) leaves out the records
-        whose normalised text is in ``shown`` (the window's own messages)."""
+        """One source's records for ``query``, in a span and event of its own; a
+        ``WindowAware`` source leaves out the records whose normalised text is in
+        ``shown``."""
         return read.retrieve_one(self._rt, source, query, scope, k, shown)
 
     # -- writing ------------------------------------------------------------------------
@@ -249,19 +237,15 @@ class ComposableMemory(MemoryFromDefaults):
         write.put_messages(self._rt, messages)
 
     def flush(self, timeout: Optional[float] = None) -> None:
-        """Wait until the queued extraction passes that may run now are done (for
-        tests, notebooks and shutdown). A failed pass waiting for its retry is not
-        waited for (``llama-memory jobs`` lists failed jobs).
+        """Wait until the queued extraction passes that may run now are done (for tests,
+        notebooks and shutdown); a failed pass waiting for its retry is not waited for.
 
         Args:
             timeout: seconds to wait at most; TimeoutError past it.
 
-        With ``extract_in="thread"`` the memory's own thread runs them. With
-        ``extract_in="worker"`` this memory runs none: it waits until worker processes
-        (``llama-memory worker``) have run this session's passes, looking at the
-        store's queue every 0.1 s; with no worker running it waits until ``timeout``
-        (for ever without one). Without ``llm`` in thread mode nothing is queued and
-        it returns at once.
+        With ``extract_in="worker"`` it waits for worker processes (``llama-memory
+        worker``) to run this session's passes, polling the queue every 0.1 s (with no
+        worker, until ``timeout``). Without ``llm`` in thread mode it returns at once.
         """
         passes.flush(self._rt, timeout)
 
@@ -276,9 +260,8 @@ class ComposableMemory(MemoryFromDefaults):
         now, in the calling thread.
 
         Args:
-            messages: what to extract from; default the conversation's messages
-                not extracted from yet (after the session's persisted cursor, which
-                this pass moves).
+            messages: what to extract from; default the conversation's messages not
+                extracted from yet (this pass moves the session's cursor).
             llm: default the memory's ``llm``.
         """
         passes.extract(self._rt, messages, llm)
@@ -287,11 +270,9 @@ class ComposableMemory(MemoryFromDefaults):
         self, triples: Sequence[Any], *, event_time: Any = None, message_ids: Sequence[str] = (),
         ttl: Optional[TTL] = None,
     ) -> list[KnowledgeTriple]:  # fmt: skip
-        """Store knowledge triples for this memory's user: ``KnowledgeTriple``s,
-        ``(subject, predicate, object)`` tuples or mappings (see
-        :meth:`TripleSource.add_triples`), kept ``ttl`` (seconds or a timedelta;
-        default the memory's ``ttl``). Needs a triple source
-        (``from_defaults(..., triples=True)``)."""
+        """Store knowledge triples for this memory's user (see
+        :meth:`TripleSource.add_triples`), kept ``ttl`` (default the memory's ``ttl``).
+        Needs ``from_defaults(..., triples=True)``."""
         with self._rt.lock:
             self._rt.check_open()
             return self.triple_source.add_triples(
@@ -320,11 +301,9 @@ class ComposableMemory(MemoryFromDefaults):
 
     @property
     def instructions(self) -> Instructions:
-        """The standing instructions the assistant follows for this user (procedural
-        memory): ``current()``, ``history()``, ``add(text)``, ``remove(text_or_id)``,
-        ``replace(old, new)``. Shown first in the memory block on every ``get``, as
-        instructions; kept in the store with their history; ``forget()`` removes them.
-        LlamaMemoryError for a memory without a user or a store."""
+        """The standing instructions the assistant follows for this user: ``current()``,
+        ``history()``, ``add(text)``, ``remove(text_or_id)``, ``replace(old, new)``;
+        shown first in the block. LlamaMemoryError for a memory without a user or store."""
         self._rt.check_open()
         if self._rt.instructions is None:
             raise LlamaMemoryError(
@@ -335,8 +314,7 @@ class ComposableMemory(MemoryFromDefaults):
 
     @property
     def episodic(self) -> EpisodicMemory:
-        """The session summaries (episodic memory), kept in the vector source of past
-        messages; LlamaMemoryError when this memory has none."""
+        """The session summaries (episodic memory); LlamaMemoryError when there are none."""
         source = self._rt.source_of(
             VectorSource,
             "this memory has no vector source of past messages to keep session summaries in: "
@@ -345,9 +323,8 @@ class ComposableMemory(MemoryFromDefaults):
         return EpisodicMemory(cast(VectorSource, source))
 
     def summarise(self, session_id: Optional[str] = None, sentences: int = SUMMARY_SENTENCES) -> Optional[str]:
-        """Summarise a session offline (extractive, no LLM: its most central sentences)
-        and keep it as the session's summary, replacing the previous one; return the
-        summary's record id, or None when the session has nothing to sum up.
+        """Summarise a session offline (extractive, no LLM) and keep it as the session's
+        summary; return its record id, or None when there is nothing to sum up.
 
         Args:
             session_id: the session (default: this memory's).
@@ -361,33 +338,19 @@ class ComposableMemory(MemoryFromDefaults):
             return self.episodic.summarise(scope, sentences)
 
     def set(self, messages: list[ChatMessage]) -> None:
-        """Replace the conversation; messages new to it also reach the long-term sources.
-
-        (``SimpleComposableMemory.set`` appends all of them to the secondaries again,
-        duplicating what they already hold; here only new messages are added.)
-        """
+        """Replace the conversation; only messages new to it reach the long-term sources
+        (``SimpleComposableMemory.set`` adds them all again)."""
         write.set_messages(self._rt, messages)
 
     def reset(self) -> None:
         """Start this conversation afresh: clear the primary memory and this session's
-        stored messages. Long-term memory stays: the records, profile and triples of
-        this session and of every other one (as LlamaIndex's ``Memory.reset()`` keeps
-        its memory blocks; chat engines call ``reset()`` for "new chat").
+        stored messages. Long-term memory stays (as LlamaIndex's ``Memory.reset()``
+        keeps its blocks); unlike ``SimpleComposableMemory.reset()``, the sources are
+        not cleared: use :meth:`forget` or one source's ``reset`` for that.
 
-        Unlike ``SimpleComposableMemory.reset()``, the secondary sources are not
-        cleared. To delete long-term memory, say so: :meth:`forget` (a user,
-        everywhere) or one source's ``reset``, e.g.
-        ``memory.source("vector").reset(memory.scope)``.
-
-        What follows is a new conversation: the block no longer labels the records of
-        the one reset as "earlier in this conversation". A memory that chose its own
-        session id (none was given to :meth:`from_defaults`) moves to a new random
-        ``session_id``; one given by the application (or restored by :meth:`from_dict`)
-        stays, and only the records this memory stores from now on count as this
-        conversation's.
-
-        Automatic extraction starts again from the (empty) conversation: user turns
-        not yet extracted from are not extracted (they stay in the past messages).
+        A memory that chose its own session id moves to a new random ``session_id``; one
+        given by the application stays, and only records stored from now on count as
+        this conversation's. Extraction starts again from the empty conversation.
         """
         write.reset(self._rt)
 
@@ -396,19 +359,14 @@ class ComposableMemory(MemoryFromDefaults):
         forgotten.
 
         Args:
-            user_id: whose records; default this memory's user. Only this
-                memory's tenant is touched, and no other user.
+            user_id: whose records; default this memory's user. Only this memory's
+                tenant is touched, and no other user.
 
-        Deletes the user from every table of the store, whichever sources this
-        memory was opened with: chat sessions (all of them), long-term records
-        (text, lexical index, vector copies, provenance), profile and its history,
-        triples and their history and mentions; and their Chroma collections of
-        every kind the default sources keep (past messages, triples), in this
-        store's namespace. Clears the conversation in this memory when it is the
-        user's. The system of record is cleaned first: if the dense index cannot be
-        reached, nothing of the user can be retrieved any more, a StorageError says
-        so, and :meth:`reconcile` drops their vectors once the index is back (as
-        does opening a memory of that user in server mode).
+        Deletes the user from every table of the store (chat sessions, records, profile,
+        triples, with their histories) and their dense collections in this store's
+        namespace, and clears this conversation when it is the user's. The store is
+        cleaned first: if the dense index cannot be reached, a StorageError says so and
+        :meth:`reconcile` drops the vectors once it is back.
         """
         rt, own = self._rt, self._rt.settings.user_id
         user = user_id if user_id is not None else own
@@ -443,9 +401,8 @@ class ComposableMemory(MemoryFromDefaults):
                 )
 
     def purge_expired(self) -> int:
-        """Delete the records whose time to live is over from every source and index;
-        return how many. (Expired records are never retrieved anyway; this frees the
-        space and removes them for good.)"""
+        """Delete the records whose time to live is over from every source and index
+        (they are never retrieved anyway); return how many."""
         with self._rt.lock:
             self._rt.check_open()
             return sum(s.purge_expired() for s in self._rt.sources if isinstance(s, Expiring))
@@ -453,12 +410,10 @@ class ComposableMemory(MemoryFromDefaults):
     # -- maintenance --------------------------------------------------------------------
 
     def reconcile(self, catch_up: bool = True) -> dict[str, ReconcileReport]:
-        """Bring every derived dense index in line with the system of record: vectors
-        missing from Chroma are written again (``catch_up``, else on the next read),
-        vectors and collections without a record are deleted, for every user of the
-        store. Opening a memory in server mode does it for its own user; call this after
-        a Chroma server was down, wiped or restored, or a forget() could not reach it.
-        Returns what each source did, by name."""
+        """Bring every dense index in line with the system of record, for every user:
+        missing vectors written again (``catch_up``, else on the next read), orphans
+        deleted. Call it after a Chroma server was down, wiped or restored. Returns what
+        each source did, by name."""
         return self._rt.reconcile(catch_up, None)
 
     def reindex(self) -> int:
@@ -468,11 +423,10 @@ class ComposableMemory(MemoryFromDefaults):
             return sum(s.reindex() for s in self._rt.sources if isinstance(s, Reindexable))
 
     def close(self) -> None:
-        """Stop the extraction worker thread (after the pass running now; the passes
-        still queued stay in the store: call :meth:`flush` first to run them), write
-        what is waiting to the indexes and release the sources' and the store's
-        resources. Closing twice is harmless; other calls after it raise
-        :class:`~llama_memory.core.errors.MemoryClosedError` ("this memory is closed")."""
+        """Stop the extraction thread (queued passes stay in the store: :meth:`flush`
+        first to run them), write what waits to the indexes and release resources.
+        Closing twice is harmless; other calls after it raise
+        :class:`~llama_memory.core.errors.MemoryClosedError`."""
         rt = self._rt
         if (worker := rt.worker) is not None:
             worker.stop()  # before taking the lock: the job running now applies its pass under it
@@ -501,12 +455,10 @@ class ComposableMemory(MemoryFromDefaults):
 
     @dispatcher.span
     async def aget(self, input: Optional[str] = None, **kwargs: Any) -> list[ChatMessage]:
-        """Async :meth:`get` (what agents call): on the event loop without a thread on
-        a PostgreSQL store opened from a URL, else in a worker thread.
-
-        In a step of a ``ReActAgent`` without a ``system_prompt``, the block goes into
-        the latest user message whatever ``insert_method`` says: that agent drops a
-        leading system message, which would be the memory's own.
+        """Async :meth:`get` (what agents call): on the event loop on a PostgreSQL store
+        opened from a URL, else in a worker thread. In a ``ReActAgent`` step without a
+        ``system_prompt``, the block goes into the latest user message (that agent drops
+        a leading system message).
         """
         react = await drops_leading_system_message()
         insert_method = "user" if react else self.insert_method
@@ -539,35 +491,28 @@ class ComposableMemory(MemoryFromDefaults):
     # -- serialisation: restorable from configuration, not from live objects -------------
 
     def to_dict(self, **kwargs: Any) -> dict[str, Any]:
-        """The configuration that reopens this memory (see :meth:`from_dict`); plain JSON
-        data, as a workflow ``Context`` saves it.
+        """The configuration that reopens this memory (see :meth:`from_dict`), as plain
+        JSON data (what a workflow ``Context`` saves).
 
-        A memory with a ``path`` (absolute) is restored from its files, one on a
-        PostgreSQL ``store`` from its database (the URL is kept without its password:
-        libpq reads it from ``PGPASSWORD`` or ``~/.pgpass`` on restore; a pool is a live
-        object, passed again as ``store=``); an in-memory
-        one carries its chat history in the dict. The embedding model is carried by
-        class and configuration (credentials left out), a profile schema by import
-        path, a primary memory LlamaIndex can serialise (``ChatBuffer``,
-        ``ChatMemoryBuffer``...) by class and content. Live objects (an LLM, custom
-        sources, a Chroma client, a tokenizer function) are marked, and
-        :meth:`from_dict` asks for them instead of silently building defaults.
+        A memory with a ``path`` is restored from its files, one on PostgreSQL from its
+        database (the URL without its password; a pool is passed again), an in-memory one
+        carries its chat history. The embedding model, a profile schema and a
+        serialisable primary memory are carried by class; live objects (an LLM, custom
+        sources, a client, a tokenizer function) are marked, and :meth:`from_dict` asks
+        for them.
         """
         return memory_to_dict(self)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        """Pickle as the configuration that reopens this memory (:meth:`to_dict`) and
-        the live parts that pickle themselves (the ``llm``, a ``tokenizer_fn``): the
-        copy, in this process or another (multiprocessing, a cache), reopens the same
-        store with :meth:`from_dict` and stores what it is given there, where this
-        memory and any other on the store see it.
+        """Pickle as the configuration that reopens this memory (:meth:`to_dict`) plus the
+        live parts that pickle (the ``llm``, a ``tokenizer_fn``): the copy reopens the
+        same store.
 
         Raises:
-            NotPicklableError: (a TypeError) the copy could not reopen this memory: an
-                in-memory store (``path=None``), custom sources or primary memory, a
-                Chroma client or connection pool object, an ``llm`` that does not
-                pickle. The message names ``to_dict()``/``from_dict()``, the way to
-                pass those parts again.
+            NotPicklableError: (a TypeError) the copy could not reopen this memory (an
+                in-memory store, custom sources or primary memory, a client or pool
+                object, an ``llm`` that does not pickle); the message names
+                ``to_dict()``/``from_dict()``.
             MemoryClosedError: the memory is closed.
         """
         data, live = pickled_memory(self)

@@ -1,11 +1,6 @@
-"""How a memory is made from its options: ``ComposableMemory.from_defaults``, which
-:class:`~llama_memory.memory.composable.ComposableMemory` inherits from :class:`MemoryFromDefaults`.
-
-Its keyword arguments are the options of :class:`~llama_memory.memory.settings.MemorySettings`
-(the signature and the documentation LlamaIndex users read); it checks them and hands
-over to :func:`~llama_memory.memory.wiring.build_memory`, which opens the store and builds the
-sources. (``from_dict`` and pickling make a memory again from what ``to_dict`` wrote:
-:mod:`llama_memory.memory.restore`.)
+"""``ComposableMemory.from_defaults`` (:class:`MemoryFromDefaults`): its keyword arguments
+are the options of :class:`~llama_memory.memory.settings.MemorySettings`; it checks them and
+hands over to :func:`~llama_memory.memory.wiring.build_memory`.
 """
 
 from __future__ import annotations
@@ -35,9 +30,8 @@ Source = Union[MemorySource, BaseMemory]
 
 
 class MemoryFromDefaults(BaseMemory):
-    """A LlamaIndex memory built from its options by :meth:`from_defaults`, each one a
-    setting. :class:`~llama_memory.memory.composable.ComposableMemory` is the memory; this class
-    holds no state of its own."""
+    """A LlamaIndex memory built from its options by :meth:`from_defaults` (no state of
+    its own)."""
 
     @classmethod
     def from_defaults(  # type: ignore[override]
@@ -120,8 +114,8 @@ class MemoryFromDefaults(BaseMemory):
 
 
 def _list_options(doc: str) -> str:
-    """``doc`` followed by each option and its description, from the settings: what
-    ``help(ComposableMemory.from_defaults)`` shows, with no second copy to keep."""
+    """``doc`` followed by each option and its description, from the settings (what
+    ``help(ComposableMemory.from_defaults)`` shows)."""
     options = [
         f"    {name}: {textwrap.indent(field.description or '', '        ').strip()}"
         for name, field in MemorySettings.model_fields.items()

@@ -1,12 +1,7 @@
 """What a serialised ``ComposableMemory`` carries of its live parts, and the hook for the
-parts a dict cannot carry.
-
-LlamaIndex workflows save a memory with ``to_dict()`` and rebuild it with the class's
-``from_dict(data)``, passing no arguments. So the dict must name everything needed to
-reopen an equivalent memory: classes by their import path (``"module:QualName"``),
-components by their own ``to_dict``, and for what cannot be written down (a live LLM, a
-client, custom sources) a marker that makes restoring ask for it, through the keyword
-arguments of ``from_dict`` or the process-wide hook of :func:`set_restore_hook`.
+parts a dict cannot carry: workflows rebuild a memory with ``from_dict(data)`` and no
+arguments, so classes are named by import path, components by their ``to_dict``, and what
+cannot be written down by a marker that makes restoring ask for it.
 """
 
 from __future__ import annotations
@@ -48,11 +43,10 @@ def set_restore_hook(hook: Optional[RestoreHook]) -> Optional[RestoreHook]:
     """Set the process-wide hook that supplies what a memory's dict cannot carry.
 
     ``Context.from_dict(agent, data)`` rebuilds a memory with
-    ``ComposableMemory.from_dict(data)`` and no arguments: a live LLM, custom
-    sources, a Chroma client or a custom tokenizer can then only come from here.
-    The hook receives the memory's dict (``user_id``, ``session_id``, ``path``...)
-    and returns keyword arguments for ``from_dict``, or None for none. Arguments
-    passed to ``from_dict`` itself win over the hook's.
+    ``ComposableMemory.from_dict(data)`` and no arguments: a live LLM, custom sources, a
+    Chroma client or a custom tokenizer can then only come from here. The hook receives
+    the memory's dict and returns keyword arguments for ``from_dict`` (or None);
+    arguments passed to ``from_dict`` itself win.
 
     Args:
         hook: the function, or None to remove it.
@@ -114,11 +108,8 @@ def import_class(name: str, what: str, instead: str) -> type:
 
 
 def embedding_to_dict(model: BaseEmbedding) -> dict[str, Any]:
-    """The model's class and its own ``to_dict()``, without credentials (a restored model
-    reads them from its environment, as when it is built without them).
-
-    A model whose configuration is not plain data is recorded by class only, and
-    restoring it asks for ``embed_model=``.
+    """The model's class and its own ``to_dict()``, without credentials; by class only
+    when its configuration is not plain data (restoring then asks for ``embed_model=``).
     """
     entry: dict[str, Any] = {"qualified_name": qualified_name(type(model))}
     try:
@@ -140,9 +131,8 @@ def embedding_to_dict(model: BaseEmbedding) -> dict[str, Any]:
 
 
 def embedding_from_dict(entry: Mapping[str, Any]) -> BaseEmbedding:
-    """The model :func:`embedding_to_dict` described: the shared offline default when it
-    is that, else its class rebuilt from its configuration; LlamaMemoryError asking for
-    ``embed_model=`` when it cannot be."""
+    """The model :func:`embedding_to_dict` described (the shared offline default, or its
+    class rebuilt); LlamaMemoryError asking for ``embed_model=`` when it cannot be."""
     name = str(entry.get("qualified_name"))
     instead = "embed_model= to from_dict (or through set_restore_hook)"
     what = f"the embedding model {name!r} this memory's vectors were made with"
@@ -174,10 +164,8 @@ def _is_secret(field: str) -> bool:
 
 
 def primary_to_dict(memory: BaseMemory) -> Optional[dict[str, Any]]:
-    """A primary memory LlamaIndex can serialise, as data: a ``ChatMemoryBuffer`` on its
-    default in-memory chat store by its token limit and messages (its own ``to_dict``
-    fails once it holds a message, in llama-index-core 0.14), anything else by its own
-    ``to_dict``. None when it cannot be written down."""
+    """A primary memory LlamaIndex can serialise, as data (a ``ChatMemoryBuffer`` by its
+    token limit and messages: its own ``to_dict`` fails once it holds one), else None."""
     from llama_index.core.memory import ChatMemoryBuffer
     from llama_index.core.storage.chat_store import SimpleChatStore
 
@@ -218,10 +206,8 @@ def primary_from_dict(entry: Mapping[str, Any]) -> BaseMemory:
 
 
 def restore_live_parts(config: dict[str, Any]) -> None:
-    """Turn what :meth:`ComposableMemory.to_dict` wrote of the primary memory, the sources
-    and live objects back into ``from_defaults`` arguments, in place: rebuild what can be
-    (a serialised primary memory, the embedding model, the profile schema; "none" is no
-    sources), refuse or warn for what was not given again ("custom" parts, a client...)."""
+    """Turn what ``to_dict`` wrote of the primary memory, sources and live objects back
+    into ``from_defaults`` arguments, in place; refuse or warn for what is not given."""
     for part, argument in (("primary", "primary_memory"), ("sources", "secondary_memory_sources")):
         kind = config.pop(part, "default")
         if argument in config:
@@ -286,9 +272,8 @@ def restore_live_parts(config: dict[str, Any]) -> None:
 
 
 def memory_to_dict(memory: Facade) -> dict[str, Any]:
-    """The body of :meth:`ComposableMemory.to_dict`: the memory's settings as data and
-    markers for the live parts a dict cannot carry; an in-memory conversation is carried
-    whole."""
+    """The body of :meth:`ComposableMemory.to_dict`: settings as data, markers for live
+    parts, an in-memory conversation whole."""
     settings = memory.settings
     data = {"class_name": memory.class_name(), **settings.data(), **live_markers(memory, settings)}
     # The conversation, so that a copy resets as the original would: reset() of a memory
@@ -309,12 +294,10 @@ CONVERSATION_KEYS = ("session_id", "chat_history", "session_id_chosen", "convers
 
 
 def live_markers(memory: Facade, settings: MemorySettings) -> dict[str, Any]:
-    """What ``to_dict`` writes of the settings' live objects: the primary memory and the
-    sources by kind ("default": rebuilt by from_defaults; "none"; "custom": asked for
-    again; a primary LlamaIndex can serialise, as data), the embedding model by class
-    and configuration, a PostgreSQL URL without its password, and for what cannot be
-    written down (an llm, a tokenizer function, a Chroma client, a pool) a marker that
-    makes :meth:`~llama_memory.memory.composable.ComposableMemory.from_dict` ask for it."""
+    """What ``to_dict`` writes of the live objects: the primary memory and sources by kind
+    ("default", "none", "custom", or data), the embedding model by class, a URL without
+    its password, and a marker for what cannot be written down (an llm, a tokenizer, a
+    client, a pool), which ``from_dict`` asks for."""
     primary, sources = settings.primary_memory, settings.secondary_memory_sources
     markers: dict[str, Any] = {
         "primary": "default" if primary is None else primary_to_dict(memory.primary_memory) or "custom",
@@ -339,9 +322,8 @@ def live_markers(memory: Facade, settings: MemorySettings) -> dict[str, Any]:
 
 
 def memory_from_dict(cls: type[M], data: dict[str, Any], kwargs: dict[str, Any]) -> M:
-    """The body of :meth:`ComposableMemory.from_dict`: ``data`` with the restore hook's
-    arguments and then ``kwargs`` over it, its parts rebuilt, opened with
-    ``from_defaults``; a memory in memory gets its chat history back."""
+    """The body of :meth:`ComposableMemory.from_dict`: ``data`` under the hook's
+    arguments and ``kwargs``, parts rebuilt, opened with ``from_defaults``."""
     config = {**data, **restore_hook_arguments(data), **kwargs}
     config.pop("class_name", None)
     # A session id given now is the application's: reset() keeps it.
@@ -380,11 +362,9 @@ _INSTEAD = (
 
 def pickled_memory(memory: Facade) -> tuple[dict[str, Any], dict[str, Any]]:
     """What a pickle of ``memory`` carries: its :func:`memory_to_dict` and the live parts
-    that pickle themselves (the llm, a tokenizer function, an embedding model whose
-    configuration is not plain data), as ``from_dict`` keyword arguments.
-    :class:`~llama_memory.core.errors.NotPicklableError` naming ``to_dict()``/``from_dict()``
-    when the copy could not reopen the same memory: it must store what it is given
-    where this one does, or not exist."""
+    that pickle themselves, as ``from_dict`` arguments;
+    :class:`~llama_memory.core.errors.NotPicklableError` when the copy could not reopen the
+    same memory."""
     from ..core.errors import NotPicklableError
 
     memory.runtime.check_open()

@@ -1,12 +1,7 @@
-"""What a memory's pipelines work on: :class:`Runtime`.
-
-A :class:`~llama_memory.memory.composable.ComposableMemory` is the LlamaIndex-facing facade; the
-parts it was opened with (the store, the sources, the user's instructions) and the state
-it keeps between calls (the last block, the usage log, the formation worker, the lock)
-live in one runtime. :func:`~llama_memory.memory.wiring.build_memory` attaches what it opened
-(:meth:`Runtime.attach`); :mod:`llama_memory.read.pipeline` (``get``), :mod:`llama_memory.write.pipeline`
-(``put``), :mod:`llama_memory.write.formation.passes` (formation passes) and
-the memory's maintenance methods take the runtime, never the facade's private state.
+"""What a memory's pipelines work on: :class:`Runtime`, the parts a
+:class:`~llama_memory.memory.composable.ComposableMemory` was opened with and the state it
+keeps between calls. The read and write pipelines, formation and maintenance take the
+runtime, never the facade's private state.
 """
 
 from __future__ import annotations
@@ -38,18 +33,10 @@ USAGE_BATCH = 256
 
 
 class UsageLog:
-    """Ids shown in blocks and when, waiting to be written to the record store as each
-    record's ``last_used``.
-
-    A ``get()`` only notes the ids in memory; the notes are written inside the next
-    ``put()``'s transaction (no commit of their own), or on their own once
-    :data:`USAGE_BATCH` ids wait, and on ``flush()`` and ``close()``. A note lost with
-    the process only makes a record look a little less recently used: the ranking's
-    recency term (:mod:`llama_memory.retrieval.ranking`) is a small one.
-
-    Args:
-        store: where records live (``None``: a memory without a store notes nothing).
-        batch: how many ids wait before :meth:`note` writes them itself.
+    """Ids shown in blocks and when, waiting to be written as each record's ``last_used``:
+    inside the next ``put()``'s transaction, on their own once :data:`USAGE_BATCH` wait,
+    and on ``flush()``/``close()`` (a note lost with the process only makes a record look
+    a little less recent). ``store`` None notes nothing.
     """
 
     def __init__(self, store: Optional[Storage], batch: int = USAGE_BATCH) -> None:
@@ -80,8 +67,8 @@ class UsageLog:
         return len(self._pending)
 
     def write(self) -> int:
-        """Write the waiting notes (joining the store's open transaction, if any);
-        return how many ids. On a storage failure they stay noted and it raises."""
+        """Write the waiting notes (joining an open transaction); return how many ids. On
+        a storage failure they stay noted and it raises."""
         if self.store is None:
             return 0
         with self._lock:
@@ -100,13 +87,9 @@ class UsageLog:
 
 
 class Facade(Protocol):
-    """The public face of the memory a runtime serves
-    (:class:`~llama_memory.memory.composable.ComposableMemory` is one), described once for the
-    modules below it (it imports them): the pipelines call its resolved tokenizer, its
-    serialisation and the instrumented methods (:meth:`retrieve_from`, :meth:`extract`: span
-    handlers know them by those names); the wiring attaches the runtime and re-embeds, sets
-    the history or closes a memory it built; restoring and pickling read its settings and
-    conversation and call its constructors; an agent tool acts for its user."""
+    """The public face of the memory a runtime serves, described once for the modules
+    below it: the pipelines call its tokenizer, serialisation and instrumented methods
+    (span handlers know :meth:`retrieve_from` and :meth:`extract` by name)."""
 
     primary_memory: BaseMemory
 
@@ -156,34 +139,26 @@ class Runtime:
 
     Attributes:
         facade: the memory's public face.
-        settings: its options, resolved (see
-            :attr:`ComposableMemory.settings <llama_memory.memory.composable.ComposableMemory.settings>`):
-            the pipelines read them at each call, so an option changed after the memory
-            opened (:meth:`change`) holds from the next call.
-        sources: the secondary sources, each speaking :class:`~llama_memory.sources.base.Source`.
+        settings: its options, resolved; read at each call, so a change (:meth:`change`)
+            holds from the next call.
+        sources: the secondary sources.
         store: the store every write of a batch joins; None for a memory built by hand.
-        instructions: the user's standing instructions, when the memory has a user and a store.
-        drop_dense: drops a (tenant, user)'s dense collections of every kind (``forget``).
-        lock: held by one thread or one bridged async call (``aget``/``aput`` on
-            PostgreSQL run as greenlets of the loop's thread, which a
-            ``threading.RLock`` would not tell apart).
+        instructions: the user's standing instructions (with a user and a store).
+        drop_dense: drops a (tenant, user)'s dense collections of every kind.
+        lock: held by one thread or one bridged async call (greenlets of the loop's
+            thread, which a ``threading.RLock`` would not tell apart).
         loop_locks: serialise the memory's async calls on each event loop.
         last_block: the block built by the latest ``get``.
         usage: the records shown in blocks, waiting to be written as their last use.
-        window_overlaps: how many retrieved records the window already showed at the
-            last few ``get`` calls: the next one asks for the most of them more than
-            the records per source (the window changes little between turns, and asking again costs
-            a whole retrieval).
+        window_overlaps: how many retrieved records the window showed at the last few
+            ``get`` calls: the next asks for that many more per source.
         worker: the formation worker thread, started by the first job.
         job_payload: the payload of this memory's formation jobs, by scope.
         user_turns_pending: user messages no formation pass has been queued for yet.
         formed_upto: without a store, where formation is in the conversation.
-        session_id_given: the application chose the session id (``from_defaults(session_id=...)``,
-            a restore, a memory built by hand with one): ``reset()`` keeps it. When the
-            memory chose it, ``reset()`` starts a new session.
-        conversation_since: when this memory last reset its conversation (epoch
-            seconds; None: never): records of the session stored before it belong to
-            the conversation reset, not to this one.
+        session_id_given: the application chose the session id (``reset()`` keeps it).
+        conversation_since: when this memory last reset its conversation (records of
+            the session stored before belong to the conversation reset).
         closed: ``close()`` was called.
         warned_not_atomic: the "writes are not atomic" warning was logged.
     """
@@ -212,9 +187,8 @@ class Runtime:
         self.warned_not_atomic = False
 
     def attach(self, store: Storage, *, drop_dense: Callable[[tuple[str, str]], None]) -> None:
-        """Attach the store :func:`~llama_memory.memory.wiring.build_memory` opened (the
-        transaction port every write of a batch joins) and how to drop a user's dense
-        collections of every kind."""
+        """Attach the store :func:`~llama_memory.memory.wiring.build_memory` opened and how
+        to drop a user's dense collections."""
         self.store = store
         self.drop_dense = drop_dense
 
@@ -237,9 +211,8 @@ class Runtime:
         return {"tenant_id": s.tenant_id, "user_id": s.user_id, "session_id": s.session_id}
 
     def change(self, **options: Any) -> None:
-        """Change options after the memory opened (``memory.<option> = value``): the
-        next call reads them. Not validated here, as an attribute of a LlamaIndex memory
-        is not: a bad value fails where it is used."""
+        """Change options after the memory opened (``memory.<option> = value``), not
+        validated (as a LlamaIndex memory's attributes are not)."""
         self.settings = self.settings.model_copy(update=options)
 
     def check_open(self) -> None:
@@ -257,8 +230,8 @@ class Runtime:
             return {s.name: s.reconcile(catch_up, scope) for s in self.sources if isinstance(s, Reconcilable)}
 
     async def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Run the sync ``fn`` from a coroutine: on the event loop (a PostgreSQL store
-        opened from a URL) or in a worker thread (:func:`~llama_memory.core.asyncbridge.run_io`)."""
+        """Run the sync ``fn`` from a coroutine: on the event loop (PostgreSQL from a URL)
+        or in a worker thread."""
         return await run_io(self.loop_locks, self.store, fn, *args, **kwargs)
 
     # -- what the sources offer ----------------------------------------------------------
@@ -278,12 +251,9 @@ class Runtime:
         raise LlamaMemoryError(missing)
 
     def pass_parts(self) -> list[Any]:
-        """What a formation pass asks about: the sources, the user's instructions (the
-        pass's ``"instructions"`` part) and the session's summary (``"summary"``, kept by
-        the vector source of past messages). These two ride on the pass's one structured
-        call made for another part (the profile, the triples): alone they never make a
-        call of their own, so a memory of user-supplied sources only keeps its sources'
-        own formation (``extract``) and LLM calls as they were."""
+        """What a formation pass asks about: the sources, the instructions and the
+        session summary (these two ride on a call made for another part, never one of
+        their own)."""
         parts: list[Any] = list(self.sources)
         if not any(isinstance(s, PassPart) for s in parts):
             return parts
@@ -295,8 +265,6 @@ class Runtime:
         return parts
 
     def tool_holders(self) -> list[Any]:
-        """What offers agent tools: the sources that have some, and the instructions
-        (``update_instructions``). A :class:`~llama_memory.memory.agents.RunMemoryTool` finds
-        its tool's holder in a run's memory here."""
+        """What offers agent tools: the sources that have some, and the instructions."""
         holders: list[Any] = [s for s in self.sources if isinstance(s, WithTools)]
         return holders if self.instructions is None else [*holders, self.instructions]

@@ -1,24 +1,6 @@
 """Every option of a :class:`~llama_memory.memory.composable.ComposableMemory`, written once:
-:class:`MemorySettings`.
-
-``ComposableMemory.from_defaults(**kw)`` builds the settings from its keyword
-arguments, :func:`~llama_memory.memory.wiring.build_memory` opens a memory from them, and
-``to_dict()`` writes their serialisable part (:meth:`MemorySettings.data`) beside
-markers for the live objects a dict cannot carry (``from_dict`` asks for those again).
-
-To add an option:
-
-1. add one field to :class:`MemorySettings`, in its group, with its default, its
-   documentation as the field's docstring, and (when a value can be wrong) its check
-   beside it: a field validator, or :meth:`MemorySettings._check_together` when it
-   depends on other fields. A live object (a client, a callable) gets ``exclude=True``
-   and a marker in :func:`~llama_memory.memory.restore.live_markers`;
-2. add the same keyword, with the same default, to ``ComposableMemory.from_defaults``'s
-   signature (what IDEs show); tests/unit/test_settings.py fails until both agree;
-3. read it where it is used: ``rt.settings.<name>`` in a pipeline, ``memory.<name>``
-   (or ``memory.settings.<name>``) outside.
-
-``to_dict``/``from_dict``, pickling and worker processes carry it with nothing more.
+:class:`MemorySettings`. How to add an option: docs/architecture.md ("Settings: every
+option once").
 """
 
 from __future__ import annotations
@@ -84,9 +66,8 @@ Seconds = Annotated[float, AfterValidator(_non_negative)]
 
 
 def check_formation(llm: Any, extract_every: int, extract_after_quiet: float, extract_in: str) -> None:
-    """ValueError when automatic formation is asked for and nothing would run it: a
-    memory that runs its passes itself (``extract_in="thread"``) needs an ``llm``;
-    with ``extract_in="worker"`` the worker processes bring theirs."""
+    """ValueError when automatic formation is asked for and nothing would run it
+    (``extract_in="thread"`` needs an ``llm``; workers bring theirs)."""
     if llm is not None or extract_in != "thread" or not (extract_every or extract_after_quiet):
         return
     asked = f"extract_every={extract_every}" if extract_every else f"extract_after_quiet={extract_after_quiet}"
@@ -107,14 +88,14 @@ def qualified_name(cls: type) -> str:
 class MemorySettings(BaseModel):
     """Every option of a memory, once, grouped: identity, location, budgets, retrieval,
     formation, expiry, sources. The keyword arguments of
-    :meth:`ComposableMemory.from_defaults <llama_memory.memory.composable.ComposableMemory.from_defaults>`
-    (its docstring says what each one means), checked when the settings are made:
-    an unknown name is a TypeError naming the closest valid one, a bad value a
-    TypeError or ValueError saying what was wrong, before anything opens.
+    :meth:`ComposableMemory.from_defaults <llama_memory.memory.composable.ComposableMemory.from_defaults>`,
+    checked when the settings are made: an unknown name is a TypeError naming the
+    closest valid one, a bad value a TypeError or ValueError saying what was wrong,
+    before anything opens.
 
-    Frozen: ``memory.settings`` says what a memory was built with, resolved (its
-    session id, absolute path, embedding model). Live objects (an llm, a client, a
-    pool, custom sources) are fields too, left out of :meth:`data`.
+    Frozen: ``memory.settings`` says what a memory was built with, resolved (its session
+    id, absolute path, embedding model). Live objects (an llm, a client, a pool, custom
+    sources) are fields too, left out of :meth:`data`.
 
     Example:
         ```python
@@ -391,10 +372,8 @@ class MemorySettings(BaseModel):
         return qualified_name(value) if isinstance(value, type) else value
 
     def needs_user(self) -> Optional[str]:
-        """What of these settings keeps long-term memory, and so needs a ``user_id``
-        (named for the error), or None for a buffer-only memory with custom sources
-        that need none: the default sources (past messages and the profile), a
-        profile or triples asked for."""
+        """What of these settings needs a ``user_id`` (named for the error): the default
+        sources, a profile or triples; None for a buffer-only memory."""
         if self.secondary_memory_sources is None:
             return "the default long-term (vector) memory"
         if self.profile is not None and self.profile is not False:
@@ -405,8 +384,7 @@ class MemorySettings(BaseModel):
 
     @property
     def persistent(self) -> bool:
-        """Whether the store outlives this process (a ``path`` or a PostgreSQL ``store``):
-        what another process (a copy, a worker) can open again."""
+        """Whether the store outlives this process (a ``path`` or a PostgreSQL ``store``)."""
         return self.path is not None or self.store is not None
 
     def data(self) -> dict[str, Any]:

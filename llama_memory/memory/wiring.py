@@ -1,11 +1,6 @@
-"""Building a memory: the composition root, where the parts are wired.
-
-:meth:`ComposableMemory.from_defaults <llama_memory.memory.composable.ComposableMemory.from_defaults>`
-lands here. This module asks the backend registry to open the store at the location
-given (a directory for the embedded default, a server's URL or pool), builds the
-default sources (past messages, profile, triples) on the parts of its backend, and
-hands the memory the ports it works through. Neither the memory nor this module
-knows which backend it is: a new backend is a bundle in ``llama_memory.storage``.
+"""Building a memory: the composition root. It asks the backend registry to open the
+store at the location given, builds the default sources on the backend's parts, and hands
+the memory its ports, never knowing which backend it is.
 """
 
 from __future__ import annotations
@@ -56,11 +51,9 @@ DENSE_COLLECTIONS = (VECTOR_COLLECTION, TRIPLE_COLLECTION)
 def build_memory(
     cls: type[M], settings: MemorySettings, history: Sequence[ChatMessage] = (), *, session_id_given: bool = True
 ) -> M:
-    """What :meth:`ComposableMemory.from_defaults` does (:class:`MemorySettings` says
-    what each setting means): open the store and the dense index at the location the
-    settings give, build the memory on them (:func:`memory_on`), then reconcile,
-    re-embed or set the history it was asked to. ``session_id_given``: the application
-    chose the session id (else ``reset()`` may start a new session)."""
+    """What :meth:`ComposableMemory.from_defaults` does: open the store at the settings'
+    location, build the memory on it (:func:`memory_on`), then reconcile, re-embed or set
+    the history asked for. ``session_id_given``: the application chose the session id."""
     needing = settings.needs_user()
     if needing is not None:  # refused before the store is created: nothing left on disk
         Scope(settings.user_id, settings.session_id, settings.tenant_id).require_user(needing)
@@ -110,12 +103,9 @@ def build_memory(
 
 
 def memory_on(cls: type[M], settings: MemorySettings, backend: OpenBackend, *, session_id_given: bool = True) -> M:
-    """The memory ``settings`` describe, built on an open backend's parts: its primary
-    memory (a :class:`ChatBuffer` on the backend's chat log unless one is given), the
-    sources given or the default ones (past messages, profile, triples), the user's
-    instructions. Its store is not attached: :func:`build_memory` attaches the one it
-    opened; the admin's memories (:meth:`MemoryAdmin.memory
-    <llama_memory.admin.memory_admin.MemoryAdmin.memory>`) write through their sources."""
+    """The memory ``settings`` describe on an open backend's parts: its primary memory,
+    the sources given or the default ones, the user's instructions. The store is not
+    attached (:func:`build_memory` attaches the one it opened)."""
     tokenizer = settings.tokenizer_fn or get_tokenizer()
     scope = Scope(user_id=settings.user_id, session_id=settings.session_id, tenant_id=settings.tenant_id)
     clock = {"clock": settings.clock} if settings.clock else {}
@@ -183,9 +173,8 @@ def default_vector_source(
     store: Storage, path: Optional[Union[str, Path]], embed_model: Optional[BaseEmbedding], chroma_client: Any = None,
     expiry: Optional[Expiry] = None,
 ) -> VectorSource:  # fmt: skip
-    """The default long-term source on an open store: past messages in it + its
-    backend's dense index (the embedded store's Chroma: on ``chroma_client`` when given,
-    with collections named after the store's id, else under ``path``, else in memory)."""
+    """The default long-term source on an open store: past messages in it, their vectors
+    in its backend's dense index."""
     backend = backend_of(store, Location(path=_text(path), chroma_client=chroma_client))
     return vector_source(backend, embed_model, expiry or Expiry())
 
@@ -194,11 +183,8 @@ def default_triple_source(
     store: Storage, path: Optional[Union[str, Path]], embed_model: BaseEmbedding, chroma_client: Any = None,
     **kwargs: Any,
 ) -> TripleSource:  # fmt: skip
-    """A :class:`TripleSource` on ``store``'s triple timeline with its backend's dense
-    index beside it (the embedded store's Chroma: the given client, a server's, with
-    collections named after the store's id; else the persistent one under ``path``;
-    else, in memory, collections of its own in the process-wide ephemeral client).
-    ``kwargs`` go to the source."""
+    """A :class:`TripleSource` on ``store``'s triple timeline and its backend's dense
+    index; ``kwargs`` go to the source."""
     backend = backend_of(store, Location(path=_text(path), chroma_client=chroma_client))
     return triple_source(backend, embed_model, **kwargs)
 

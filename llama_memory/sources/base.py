@@ -1,19 +1,8 @@
-"""What a memory source is: one narrow protocol, optional protocols, and a base class.
-
-Every source does what :class:`Source` says: it has a ``name`` and a ``priority``,
-takes in messages (``add``) and retrieves records for a query within a scope
-(``retrieve``). The rest is optional, each its own protocol that the memory checks
-for before calling it: :class:`Forgettable` (``reset``/``forget``),
-:class:`Reconcilable`, :class:`Reindexable`, :class:`Expiring`, :class:`Recent`, :class:`Embedded`, :class:`EmbedsAhead`, :class:`WithTools`,
-:class:`Extracting`, :class:`Closable`, and :class:`Stored` (a source that writes to
-a store takes part in the memory's transaction). :class:`MemorySource` implements
-them all with defaults that do nothing: subclass it, or implement only what you need.
-
-``priority`` orders sources in the memory block, higher first, the way LlamaIndex's
-``Memory`` orders its memory blocks by ``priority`` when they overflow; there, a
-block of priority 0 is never truncated and higher numbers are truncated first, so
-the scales run opposite ways: a llama-memory source of higher priority is served
-first from the block's token budget (what does not fit is left out).
+"""What a memory source is: one narrow protocol (:class:`Source`: a ``name``, a
+``priority``, ``add`` and ``retrieve``), optional protocols the memory checks for before
+calling them, and :class:`MemorySource`, a base class implementing them all with defaults
+that do nothing. A source of higher ``priority`` is served first from the block's token
+budget (the opposite of LlamaIndex's block priorities: docs/concepts.md).
 """
 
 from __future__ import annotations
@@ -110,10 +99,9 @@ class Recent(Protocol):
 
 @runtime_checkable
 class WindowAware(Protocol):
-    """A source whose records include the conversation's own latest messages (an agent
-    stores the user's message before it asks the memory): it can leave the ones the
-    window shows out of a retrieval, and out of the evidence of how relevant the others
-    are (the query would otherwise match itself)."""
+    """A source whose records include the conversation's own latest messages: it can
+    leave those the window shows out of a retrieval and its evidence (the query would
+    otherwise match itself)."""
 
     def retrieve_beside(self, query: str, scope: Scope, k: int, shown: frozenset[str]) -> list[MemoryRecord]:
         """:meth:`Source.retrieve`, leaving out the records whose normalised text
@@ -122,9 +110,8 @@ class WindowAware(Protocol):
 
 @runtime_checkable
 class Embedded(Protocol):
-    """A source whose records have vectors: it gives those stored for some of its
-    records, and embeds a query as its retrieval does (the block compares records by
-    meaning with each other and with the question: :mod:`llama_memory.read.superseded`)."""
+    """A source whose records have vectors: it gives those stored and embeds a query as
+    its retrieval does (for :mod:`llama_memory.read.superseded`)."""
 
     def record_vectors(self, ids: Sequence[str], scope: Scope, dimension: int) -> dict[str, Any]:
         """The stored vectors (of ``dimension``) of those of ``ids`` that have one, by id."""
@@ -179,10 +166,9 @@ class TripleHolder(Protocol):
 class MemorySource(ABC):
     """A secondary memory: it receives the conversation and retrieves records for a query.
 
-    The base class of the built-in sources: subclass it and write ``add``, ``retrieve``
-    and ``reset``; every optional protocol of this module has a default that does
-    nothing. Scope is strict: a source never returns records of a user other than
-    ``scope.user_id``.
+    Subclass it and write ``add``, ``retrieve`` and ``reset``; every optional protocol of
+    this module has a default that does nothing. A source never returns records of a user
+    other than ``scope.user_id``.
     """
 
     #: Short name shown next to each injected item (``"vector"``, ``"triples"``...).
@@ -199,32 +185,26 @@ class MemorySource(ABC):
 
     @abstractmethod
     def retrieve(self, query: str, scope: Scope, k: int) -> list[MemoryRecord]:
-        """Up to ``k`` records relevant to ``query``, best first, all within ``scope``.
-
-        ``query`` may be empty (a conversation with no user message yet): a source
-        whose records do not depend on the query (a profile) still returns them.
-        """
+        """Up to ``k`` records relevant to ``query``, best first, all within ``scope``;
+        ``query`` may be empty (a profile still returns its records)."""
 
     @abstractmethod
     def reset(self, scope: Scope) -> None:
         """Remove what this source holds for the scope's user."""
 
     def forget(self, scope: Scope) -> None:
-        """Remove every trace of the scope's user, in every index the source keeps and
-        in every cache (by default the same as :meth:`reset`). ``memory.forget()``
-        calls it for the right to be forgotten."""
+        """Remove every trace of the scope's user, in every index and cache (default:
+        :meth:`reset`); ``memory.forget()`` calls it."""
         self.reset(scope)
 
     def reconcile(self, catch_up: bool = True, scope: Optional[Scope] = None) -> ReconcileReport:
-        """Bring derived indexes in line with the system of record, for every user or
-        for the scope's user only; with ``catch_up``, write what is missing now. The
-        default keeps no derived index."""
+        """Bring derived indexes in line with the system of record, for every user or the
+        scope's; with ``catch_up``, write what is missing now (default: no index)."""
         return ReconcileReport()
 
     def recent(self, scope: Scope, k: int, span: Optional[tuple[float, float]] = None) -> list[MemoryRecord]:
-        """Records by time, for a message that refers back ("what did we talk about last
-        time?"): up to ``k`` of those from ``span`` (start, end in epoch seconds), or
-        of the latest earlier session when ``span`` is None. None by default."""
+        """Up to ``k`` records of ``span`` (start, end in epoch seconds), or of the latest
+        earlier session when None, for a message that refers back (none by default)."""
         return []
 
     def purge_expired(self) -> int:
@@ -232,18 +212,15 @@ class MemorySource(ABC):
         return 0
 
     def tools(self, scope: Scope) -> list[Any]:
-        """LlamaIndex tools for agents, acting within ``scope`` (none by default).
-
-        The scope comes from the memory, never from the LLM's arguments. Inside an
-        agent run, a tool of ``memory.tools()`` calls this again on the source of the
-        same class and name in the run's memory, with that memory's scope, and uses
-        the tool of the same name: keep it cheap and the tool names fixed.
+        """LlamaIndex tools for agents, acting within ``scope`` (none by default). Inside
+        an agent run, ``memory.tools()`` calls this again on the run's memory's source of
+        the same class and name: keep it cheap and the tool names fixed.
         """
         return []
 
     def extract(self, messages: Sequence[ChatMessage], llm: Any, scope: Scope) -> Any:
-        """Derive structured memories from ``messages`` with ``llm``; may return what it
-        stored (nothing by default)."""
+        """Derive and store structured memories from ``messages`` with ``llm`` (nothing by
+        default)."""
         return None
 
     def close(self) -> None:
@@ -251,12 +228,9 @@ class MemorySource(ABC):
 
 
 def require_port(value: Any, port: Any, source: str, instead: str) -> Any:
-    """``value`` if it implements the storage ``port`` (a runtime-checkable protocol);
-    else a TypeError saying what ``source`` takes and what to pass ``instead``.
-
-    Sources take ports only: which backend implements them is chosen in
-    ``llama_memory.memory.wiring``. (``port`` is typed ``Any``: mypy takes no protocol class
-    for a ``type[P]``; the caller annotates what it gets.)"""
+    """``value`` if it implements the storage ``port`` (a runtime-checkable protocol), else
+    a TypeError saying what ``source`` takes and what to pass ``instead``. (``port`` is
+    ``Any``: mypy takes no protocol class for a ``type[P]``.)"""
     if isinstance(value, port):
         return value
     raise TypeError(f"{source} takes {port.__name__} (a storage port), not {type(value).__name__} {value!r}: pass {instead}")

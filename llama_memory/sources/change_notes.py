@@ -1,7 +1,5 @@
-"""Recent changes the memory block points out: when a fact's value
-replaced another one lately ("lives in Lisbon" after "Porto"), the block says so, once
-per fact, so the agent can check with the user rather than trust either value blindly.
-Shared by the triple and the profile sources' renderings."""
+"""Recent changes the memory block points out ("lives in Lisbon; before: Porto"), once
+per fact, so the agent can check with the user; shared by the triple and profile sources."""
 
 from __future__ import annotations
 
@@ -14,11 +12,8 @@ CHANGED_WITHIN = 90 * 86400.0
 
 
 def window_seconds(value: Union[float, int, timedelta, None], name: str = "changed_within") -> float:
-    """A change window in seconds (``None`` or 0: never show the value before).
-
-    Raises:
-        ValueError: a negative or non-numeric window.
-    """
+    """A change window in seconds (``None`` or 0: never); ValueError for a negative or
+    non-numeric one."""
     if value is None:
         return 0.0
     seconds = value.total_seconds() if isinstance(value, timedelta) else value

@@ -1,19 +1,9 @@
-"""Episodic memory: one current summary per session, kept as a record
-of the vector source, so it is found like the messages it sums up.
-
-A summary is a record of the vector source with no role, ``metadata["kind"] ==
-"summary"``, ``metadata["session"]`` the session it sums up and ``metadata["covers"]``
-the record ids of the messages it covers (where known); its ``message_ids`` are the
-chat message ids it covers, which is what lets it stand in for excerpts of those
-messages in a tight block (:func:`llama_memory.read.compose.covered_by_summaries`). It is
-stored under a session of its own (``"summary:" + session``): it never joins the
-session's messages into an excerpt. A newer summary of a session replaces the older
-(same transaction); the current one's id is kept in the store's meta.
-
-Summaries come from a formation pass (the ``"summary"`` part: :meth:`pass_prompt`,
-:meth:`parse_pass`, :meth:`apply_pass`) or, offline, from the extractive summariser
-(:func:`~llama_memory.sources.summarise.extractive_summary`) through
-``memory.summarise()``.
+"""Episodic memory: one current summary per session, a record of the vector source (no
+role, ``metadata["kind"] == "summary"``, ``metadata["covers"]`` its messages' record ids),
+found like the messages it sums up and able to stand in for their excerpts in a tight
+block. Stored under ``"summary:" + session`` so it never joins an excerpt; a newer one
+replaces the older; written by a formation pass or ``memory.summarise()``
+(docs/formation.md).
 """
 
 from __future__ import annotations
@@ -35,12 +25,8 @@ SESSION_LIMIT = 2_000
 
 
 class EpisodicMemory:
-    """Session summaries on a vector source: write (one current per session), read, and
-    the formation pass's ``"summary"`` part.
-
-    Args:
-        source: the vector source that holds the summaries beside the messages.
-    """
+    """Session summaries on a vector ``source``: write (one current per session), read,
+    and the formation pass's ``"summary"`` part."""
 
     #: The key of a formation pass's JSON answer this part owns.
     pass_field = "summary"
@@ -56,14 +42,14 @@ class EpisodicMemory:
         self, scope: Scope, text: str, message_ids: Sequence[str], *, covers: Sequence[str] = (),
         event_time: Optional[float] = None, importance: Optional[float] = None,
     ) -> str:  # fmt: skip
-        """Store ``text`` as the summary of the scope's session, replacing its previous
-        summary (joining an open transaction); return the record id.
+        """Store ``text`` as the summary of the scope's session, replacing the previous
+        one (joining an open transaction); return the record id.
 
         Args:
             message_ids: the chat message ids it covers (its provenance).
             covers: the record ids of those messages, where known.
             event_time: when the last message it covers was said.
-            importance: how much it matters, 0..1 (a pass's judgement), if given.
+            importance: how much it matters, 0..1, if given.
         """
         if not isinstance(text, str) or not text.strip():
             raise ValueError(f"a session summary must be non-empty text, got {text!r}")
@@ -96,9 +82,8 @@ class EpisodicMemory:
         return self.source.store.get_records([record_id], scope, self.source.name).get(record_id)
 
     def summarise(self, scope: Scope, sentences: int = SUMMARY_SENTENCES) -> Optional[str]:
-        """Summarise the scope's session offline (extractive, no LLM: its stored
-        messages' most central sentences) and store it as its summary; return the
-        record id, or None when there was nothing to sum up."""
+        """Summarise the scope's session offline (its most central sentences) and store
+        it; return the record id, or None when there was nothing to sum up."""
         records = self.source.store.session_records(scope, self.source.name, SESSION_LIMIT)
         messages = [
             StoredMessage(r.id or "", r.role or "", r.text, r.event_time or 0.0)
@@ -136,8 +121,8 @@ class EpisodicMemory:
         return value.strip() or None
 
     def apply_pass(self, parsed: Optional[str], window: Any) -> None:
-        """Store the pass's summary, covering the messages of the previous summary and
-        those of the pass's window (joining the pass's open transaction)."""
+        """Store the pass's summary, covering the previous summary's and the window's
+        messages, in the pass's transaction."""
         if parsed is None:
             return
         scope: Scope = window.scope

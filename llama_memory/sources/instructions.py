@@ -1,21 +1,7 @@
-"""Procedural memory: the standing instructions the assistant follows for one user.
-
-"Answer in French", "no bullet points": a user's instructions are their own document,
-kept with its history (who set each one, when, why, and what replaced or removed it),
-in the store beside the profile (the profile rows port, document ``"instructions"``).
-The memory block shows them first, worded as instructions for the assistant, on
-every ``get`` whatever the query; retrieved records stay quoted data below them.
-
-Only three writers exist: the API (``memory.instructions.add/remove/replace``), the
-``update_instructions`` agent tool, and a formation pass (the pass part methods of
-:class:`Instructions`). Text stored in the conversation never becomes an instruction
-by being retrieved.
-
-In this module: an instruction and an operation on the instructions, with the checks
-and the rule that turns operations into the rows of the document (checked whole before
-anything is written); the agent tool; and the :class:`Instructions` object, read and
-changed through the API, the agent tool and a formation pass (the contract of a
-formation pass part).
+"""Procedural memory: the standing instructions the assistant follows for one user
+("Answer in French"), a document with its history beside the profile, shown first in the
+block on every ``get``. Only the API, the ``update_instructions`` tool and a formation
+pass write them: retrieved text never becomes an instruction.
 """
 
 from __future__ import annotations
@@ -66,7 +52,7 @@ class Instruction:
         id: the instruction's id (kept when it is reworded by ``replace``).
         text: what the assistant should do ("" for a removal).
         reason: why it was set, as its writer said (None when not said, and for a
-            removal: a removal row keeps when and where only).
+            removal).
         origin: who wrote the row: ``"api"``, ``"tool"`` or ``"pass"`` (``""`` for a
             removal).
         op: ``"add"``, ``"replace"`` or ``"remove"``.
@@ -133,8 +119,7 @@ class InstructionOp:
 
 
 def check_text(text: Any, what: str = "an instruction") -> str:
-    """``text`` without its outer spaces; ValueError unless it is one line of text of
-    1 to :data:`MAX_TEXT` characters."""
+    """``text`` stripped; ValueError unless one line of 1 to :data:`MAX_TEXT` characters."""
     if not isinstance(text, str):
         raise ValueError(f"{what} must be a text, not {type(text).__name__} {text!r}")
     text = text.strip()
@@ -166,8 +151,8 @@ def to_instruction(change: ProfileChange) -> Instruction:
 
 @dataclass
 class _Entry:
-    """An instruction while operations are applied: its current row (None when added
-    by these operations) and its value."""
+    """An instruction while operations are applied: its current row (None when added)
+    and its value."""
 
     row_id: Optional[int]
     value: dict[str, Any]
@@ -179,12 +164,10 @@ def plan_rows(
 ) -> tuple[tuple[int, ...], tuple[ProfileValue, ...]]:
     """The rows to supersede and to insert to apply ``ops`` in order to the current rows.
 
-    Adding an instruction the user has already (same text, case and spacing aside)
-    changes nothing, as does rewording one to its own text, or rewording one that is
-    gone to a text the user has (the replace was made already). Rewording one to the
-    text of another current instruction removes it: one instruction, not two. ValueError (nothing
-    written) for a target no current instruction matches (unless ``missing_ok``: a
-    removal of what is gone already is then skipped), or beyond
+    Adding an instruction the user has (case and spacing aside), or rewording one to a
+    text it or the user has, changes nothing; rewording one to another current
+    instruction's text removes it. ValueError (nothing written) for a target that
+    matches nothing (unless ``missing_ok``: such a removal is skipped) or beyond
     :data:`MAX_INSTRUCTIONS`."""
     if origin not in ORIGINS:
         raise ValueError(f"origin is one of {list(ORIGINS)}, not {origin!r}")
@@ -252,8 +235,8 @@ def _texts(entries: dict[str, _Entry]) -> dict[str, str]:
 
 
 def find_id(texts: Mapping[str, str], target: str) -> Optional[str]:
-    """The id of the instruction ``target`` names among ``texts`` (id -> text), by id
-    or by text (case and spacing aside); None when none."""
+    """The id of the instruction ``target`` names (by id or text, case and spacing
+    aside) among ``texts`` (id -> text); None when none."""
     target = target.strip()
     if target in texts:
         return target
@@ -325,21 +308,16 @@ class Instructions:
 
     Args:
         rows: the store's instructions document (a
-            :class:`~llama_memory.storage.sql.profile.ProfileRows` port of document
-            ``"instructions"``); ``llama_memory.memory.wiring`` opens it.
-        scope: whose instructions the methods without a scope read and change.
+            :class:`~llama_memory.storage.sql.profile.ProfileRows` of document
+            ``"instructions"``).
+        scope: whose instructions the methods without a scope read and change (they hold
+            in every session of the user).
         clock: the time of writes and reads (seconds since the epoch).
 
-    :meth:`current`, :meth:`history`, :meth:`add`, :meth:`remove` and :meth:`replace`
-    act for ``scope``'s user (tenant and user; instructions hold in every session).
-    Every change is checked whole before anything is written (ValueError saying what
-    is wrong), and kept in the history with when, why and who (``"api"``, ``"tool"``,
-    ``"pass"``). Storage failures raise
-    :class:`~llama_memory.core.errors.StorageError`, never read as no instructions.
-
-    It is also a part of a formation pass (``pass_field``, :meth:`pass_prompt`,
-    :meth:`parse_pass`, :meth:`apply_pass`): the pass may add and remove instructions
-    the user gave in the conversation it reads.
+    Every change is checked whole before anything is written (ValueError saying what is
+    wrong) and kept in the history with when, why and who. It is also a part of a
+    formation pass (``pass_field``, :meth:`pass_prompt`, :meth:`parse_pass`,
+    :meth:`apply_pass`).
     """
 
     #: The name its agent tools are found by in a run's memory (see ``RunMemoryTool``).
@@ -395,11 +373,9 @@ class Instructions:
         return gone
 
     def replace(self, old: str, new: str, reason: Optional[str] = None) -> Instruction:
-        """Reword the current instruction ``old`` (its id or text) as ``new``; it keeps
-        its id. Returns the instruction now. Writes nothing when the user's instructions
-        are already as asked (``new`` is current and ``old`` is not: a script run
-        again); rewording ``old`` to another current instruction's text removes
-        ``old``, so the user keeps one of them."""
+        """Reword the current instruction ``old`` (id or text) as ``new``, keeping its id;
+        return it. Nothing is written when already so (a script run again); rewording to
+        another current instruction's text removes ``old``."""
         self.apply([InstructionOp("replace", text=new, target=old, reason=reason)])
         return self._named(new)
 
@@ -413,9 +389,8 @@ class Instructions:
         at: Optional[float] = None,
         missing_ok: bool = False,
     ) -> list[Instruction]:
-        """Apply ``ops`` in order, all or none, in one transaction (joining the store's
-        open one); return the rows written. ``origin`` and ``message_ids`` are the
-        provenance the history keeps."""
+        """Apply ``ops`` in order, all or none, in one transaction (joining an open one);
+        return the rows written, with ``origin`` and ``message_ids`` as provenance."""
         scope = self._scope(scope)
         ops = list(ops)
         if not all(isinstance(op, InstructionOp) for op in ops):
@@ -438,9 +413,8 @@ class Instructions:
     # -- a part of a formation pass -----------------------------------------------------
 
     def pass_prompt(self, window: Any) -> str:
-        """What a pass's answer holds under ``"instructions"``: the changes to the
-        standing instructions the user asked for in the messages read, and the
-        current ones (with their ids, for removals)."""
+        """The pass's request: changes to the standing instructions asked for in the
+        messages read, shown the current ones with their ids."""
         current = self.current(window.scope)
         known = "\n".join(f'  {{"id": {json.dumps(i.id)}, "text": {json.dumps(i.text, ensure_ascii=False)}}}' for i in current)
         return (
@@ -458,9 +432,8 @@ class Instructions:
         )
 
     def parse_pass(self, value: Any, window: Any) -> tuple[InstructionOp, ...]:
-        """The operations of a pass's answer under ``"instructions"``, checked against
-        the user's current instructions; ValueError naming what is wrong (the answer
-        is then rejected whole). Writes nothing."""
+        """The operations of a pass's answer, checked against the current instructions;
+        ValueError naming what is wrong (the answer is rejected whole)."""
         if not isinstance(value, list):
             raise ValueError(f'"instructions" must be a list of changes, not {type(value).__name__} {str(value)[:80]}')
         ops = tuple(_pass_op(item, i) for i, item in enumerate(value))
@@ -472,9 +445,8 @@ class Instructions:
         return ops
 
     def apply_pass(self, parsed: Sequence[InstructionOp], window: Any) -> None:
-        """Write what :meth:`parse_pass` returned, joining the pass's open transaction,
-        with the messages read as provenance. An instruction removed meanwhile (by the
-        tool) is not removed again."""
+        """Write what :meth:`parse_pass` returned in the pass's transaction, with the
+        messages as provenance (one removed meanwhile is not removed again)."""
         if parsed:
             ids = [m for m in window.message_ids if m]
             self.apply(parsed, window.scope, origin="pass", message_ids=ids, at=window.now, missing_ok=True)

@@ -14,11 +14,9 @@ from .base import MemorySource, Source
 
 
 class LlamaIndexMemorySource(MemorySource):
-    """Wraps a LlamaIndex memory so it can serve as a secondary source.
-
-    What it returns for a query are the messages of ``memory.get(input=query)``,
-    each one a record (text and role, no provenance beyond the source's name).
-    The wrapped memory has no notion of users: give each user their own instance.
+    """Wraps a LlamaIndex memory as a secondary source: a query returns the messages of
+    ``memory.get(input=query)`` as records. It has no notion of users: give each user
+    their own instance.
     """
 
     def __init__(self, memory: BaseMemory, name: str) -> None:
@@ -69,10 +67,8 @@ def check_sources(objects: Iterable[Any]) -> None:
 
 
 def as_sources(objects: Iterable[Any]) -> list[Source]:
-    """A memory's ``secondary_memory_sources`` as sources that all speak the one
-    protocol (:class:`~llama_memory.sources.base.Source`): a LlamaIndex memory is
-    wrapped (:class:`LlamaIndexMemorySource`, named after its class and position).
-    The objects were checked by the settings (:func:`check_sources`)."""
+    """A memory's ``secondary_memory_sources`` as :class:`~llama_memory.sources.base.Source`
+    objects, a LlamaIndex memory wrapped (:class:`LlamaIndexMemorySource`)."""
     return [
         LlamaIndexMemorySource(s, f"{s.class_name()}#{i + 1}") if isinstance(s, BaseMemory) else s
         for i, s in enumerate(objects)

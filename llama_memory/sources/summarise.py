@@ -1,9 +1,6 @@
-"""An extractive session summary, offline (no LLM): the session's most central sentences.
-
-Each sentence of the session's messages is embedded; the summary is the ``sentences``
-closest to the mean of them all (the session's centre), in the order they were said,
-each prefixed with its speaker. Crude next to an LLM's summary, but free, deterministic
-and faithful (every word was said): what ``memory.summarise()`` and the benchmarks use.
+"""An extractive session summary, offline (no LLM): the sentences closest to the mean of
+the session's sentence vectors, in the order said, each prefixed with its speaker; crude
+but free, deterministic and faithful.
 """
 
 from __future__ import annotations
@@ -37,9 +34,8 @@ def sentences_of(messages: Sequence[StoredMessage]) -> list[tuple[str, str]]:
 def extractive_summary(
     messages: Sequence[StoredMessage], embed_model: BaseEmbedding, sentences: int = SUMMARY_SENTENCES
 ) -> str:
-    """The ``sentences`` most central sentences of ``messages`` in their order, as
-    ``"role: sentence"`` joined by spaces; "" when the messages hold no sentence long
-    enough to pick."""
+    """The ``sentences`` most central sentences of ``messages`` in order, as ``"role:
+    sentence"`` joined by spaces ("" when none is long enough)."""
     if sentences <= 0:
         raise ValueError(f"sentences must be positive, got {sentences}")
     found = [(role, s) for role, s in sentences_of(messages) if len(s) >= MIN_SENTENCE_CHARS]

@@ -44,65 +44,50 @@ RESIDENT_LIMIT = 20_000
 class VectorSource(MemorySource):
     """Each user or assistant message becomes a record, found again by meaning and by words.
 
-    Retrieval fuses two rankings of the user's records: by meaning (cosine
-    similarity of embeddings, in Chroma and the overlay below) and by words (BM25
-    over the text and the event date in SQLite's FTS5 index), by a weighted sum of
-    normalised scores; then groups the best messages with their neighbours into
-    excerpts of the conversation (:mod:`llama_memory.retrieval.excerpts`).
-
-    Writing: the record goes to the system of record at once, in one
-    transaction per call, and that is all ``put`` costs.
-
-    Indexing is deferred and batched by the index sync
-    (:class:`~llama_memory.retrieval.sync.IndexSync`): before a retrieval, records
-    without a vector are embedded (in batches) and kept in an in-memory overlay that
-    is searched exactly alongside the dense index; the overlay is written to the
-    index once ``batch_size`` vectors wait in it, on :meth:`flush` and on
-    :meth:`close`. Retrieval is the one hybrid search
-    (:class:`~llama_memory.retrieval.hybrid.HybridSearch`). The source itself holds
-    no SQL: it speaks to storage through its ports.
+    Retrieval fuses the user's records ranked by meaning (cosine, in the dense index and
+    an in-memory overlay) and by words (BM25 over the text and event date) by a weighted
+    sum of normalised scores, then groups the best messages with their neighbours into
+    excerpts (:mod:`llama_memory.retrieval.excerpts`). ``put`` only writes the record;
+    embedding is deferred and batched (:class:`~llama_memory.retrieval.sync.IndexSync`):
+    records without a vector are embedded before a retrieval and written to the index
+    once ``batch_size`` wait, on :meth:`flush` and on :meth:`close`.
 
     Args:
         store: the system of record (any :class:`~llama_memory.storage.sql.store.Storage`).
         index: the dense index derived from it (one Chroma collection per user).
-        embed_model: any LlamaIndex embedding; its dimension, name and fingerprint
-            (the vector of a fixed probe text) are recorded in the store, and another
-            model is refused (:class:`~llama_memory.embeddings.store_model.DimensionGuard`).
-        roles: which message roles are remembered (tool results and system
-            prompts are not, by default).
-        batch_size: how many records are embedded per call to the model (which
-            batches them again by length, see :meth:`OfflineEmbedding.embed_array`), how
-            many vectors wait in the overlay before they are written to Chroma, and how
-            many records a bulk import writes before it embeds them.
+        embed_model: any LlamaIndex embedding; its dimension, name and fingerprint are
+            recorded in the store, and another model is refused
+            (:class:`~llama_memory.embeddings.store_model.DimensionGuard`).
+        roles: which message roles are remembered (not tool results and system prompts,
+            by default).
+        batch_size: records embedded per call to the model, vectors waiting before a
+            dense-index write, and records a bulk import writes before embedding them.
         name: the source's name in the store and in the memory block.
-        dense_weight: weight of the normalised dense (Chroma) score in fusion
+        dense_weight: weight of the normalised dense score in fusion
             (:func:`~llama_memory.retrieval.fuse_scores`; 0 turns it off).
-        lexical_weight: weight of the normalised lexical (FTS5) score (0 turns it off).
+        lexical_weight: weight of the normalised lexical score (0 turns it off).
         candidate_factor: each retriever ranks ``k * candidate_factor`` candidates.
-        excerpt_messages: a search for ``k`` records returns up to ``k`` excerpts
-            holding up to ``excerpt_messages * k`` messages in all, each excerpt a run
-            of consecutive messages of one session around the best matches
-            (:mod:`llama_memory.retrieval.excerpts`); 1 returns single messages.
-        expiry: time to live of new records, refresh on read, and the clock
-            (default: records are kept until forgotten).
-        resident_limit: a user with at most this many indexed records has their
-            vectors held in memory (from the copies in SQLite) and searched exactly
-            there, instead of asking Chroma; 0 always asks Chroma.
-        calibration: turns a record's evidence (cosine, lexical share...) into its
-            absolute ``relevance`` (:mod:`llama_memory.retrieval.relevance`); by default the one
-            fitted for the default offline model, and none for other models (their
-            records get ``relevance=None`` and are not filtered).
-        hop_weight: what the second hop (:func:`llama_memory.retrieval.hybrid.second_hop`: messages of
-            other sessions that share the best hits' rare words) is worth against the
-            first ranking, 0 to 1; 0 turns it off (so does ``lexical_weight=0``).
+        excerpt_messages: a search for ``k`` records returns up to ``k`` excerpts holding
+            up to ``excerpt_messages * k`` messages, each a run of consecutive messages
+            of one session; 1 returns single messages.
+        expiry: time to live of new records, refresh on read, and the clock (default:
+            kept until forgotten).
+        resident_limit: a user with at most this many indexed records is searched
+            exactly in memory (from the vector copies in the store); 0 always asks the
+            dense index.
+        calibration: turns a record's evidence into its absolute ``relevance``
+            (:mod:`llama_memory.retrieval.relevance`); by default the one fitted for the
+            default offline model, none for other models (``relevance=None``, not
+            filtered).
+        hop_weight: what the second hop (:func:`llama_memory.retrieval.hybrid.second_hop`:
+            messages of other sessions sharing the best hits' rare words) is worth
+            against the first ranking, 0 to 1; 0 turns it off.
         salience: the weights of recency and importance in the ranking
-            (:mod:`llama_memory.retrieval.ranking`); ``NO_SALIENCE`` ranks by the
-            match alone.
-        topic_weight: for a question that asks for a set
-            (:func:`~llama_memory.retrieval.excerpts.asks_for_a_set`), what the messages nearest
-            to its topic alone (the question without the names it mentions) are worth against the first
-            ranking (:mod:`llama_memory.retrieval.topic`), 0 to 1; 0 turns it off (so does
-            ``dense_weight=0``).
+            (:mod:`llama_memory.retrieval.ranking`); ``NO_SALIENCE`` ranks by the match.
+        topic_weight: for a question asking for a set
+            (:func:`~llama_memory.retrieval.excerpts.asks_for_a_set`), what the messages
+            nearest to its topic alone are worth against the first ranking
+            (:mod:`llama_memory.retrieval.topic`), 0 to 1; 0 turns it off.
     """
 
     def __init__(
@@ -208,9 +193,8 @@ class VectorSource(MemorySource):
             self.store.after_commit(self._flush_or_defer)
 
     def _flush_or_defer(self) -> None:
-        """Flush; an unreachable index only defers the indexing: the records are
-        committed and flagged as waiting, and the index catches up on a later flush,
-        read or reconcile. A write must not fail for that."""
+        """Flush; an unreachable index only defers indexing (the records are committed
+        and flagged waiting): a write must not fail for that."""
         try:
             self.flush()
         except StorageError as exc:
@@ -228,20 +212,17 @@ class VectorSource(MemorySource):
         return self._sync.reindex()
 
     def close(self) -> None:
-        """Write waiting vectors to the dense index, so the next process need not embed
-        them again. An unreachable index, or an embedding model the store refuses, is
-        logged, not raised (a close must not fail): the records stay flagged as waiting
-        and are embedded again after reopening."""
+        """Write waiting vectors to the dense index; an unreachable index or refused
+        model is logged, not raised (the records stay flagged waiting)."""
         try:
             self.flush()
         except (StorageError, EmbeddingModelError) as exc:
             logger.warning("closing with vectors not written to the dense index: %s", exc)
 
     def reconcile(self, catch_up: bool = True, scope: Optional[Scope] = None) -> ReconcileReport:
-        """Bring the dense index in line with the system of record, for every user or
-        the scope's user (see :func:`~llama_memory.storage.reconcile.reconcile_index`);
-        with ``catch_up``, embed and write the missing vectors now, else on the next
-        read or flush."""
+        """Bring the dense index in line with the system of record (see
+        :func:`~llama_memory.storage.reconcile.reconcile_index`); with ``catch_up``, embed
+        and write the missing vectors now, else on the next read or flush."""
         owner = (scope.tenant_id, scope.require_user()) if scope is not None else None
         return self._sync.reconcile(catch_up, owner)
 
@@ -261,20 +242,15 @@ class VectorSource(MemorySource):
     # -- reading --------------------------------------------------------------------
 
     def retrieve(self, query: str, scope: Scope, k: int) -> list[MemoryRecord]:
-        """The ``k`` records of the scope's user that best match ``query``: excerpts of
-        consecutive messages when ``excerpt_messages`` > 1 (see :mod:`llama_memory.retrieval.excerpts`),
-        single messages otherwise. Each carries its calibrated ``relevance`` (that of the
-        message that made it) and, in ``metadata["evidence"]``, the cosine and lexical
-        share it was computed from."""
+        """The ``k`` records that best match ``query``: excerpts of consecutive messages
+        when ``excerpt_messages`` > 1, else single messages. Each carries its calibrated
+        ``relevance`` and, in ``metadata["evidence"]``, what it was computed from."""
         return self.retrieve_beside(query, scope, k, frozenset())
 
     def retrieve_beside(self, query: str, scope: Scope, k: int, shown: frozenset[str]) -> list[MemoryRecord]:
         """:meth:`retrieve`, leaving out the records whose normalised text is in
-        ``shown``: the conversation's own latest messages, which the window shows (an
-        agent stores the user's message before it asks). They are left out of the
-        evidence too: the query's best cosine and its words' counts in the store are
-        those of the other records, or the query would match itself (cosine 1, every
-        word known) and any question would look like one about this user's history."""
+        ``shown`` (the latest messages the window shows), from the evidence too: else the
+        query matches itself and any question looks like one about the user's history."""
         scope.require_user(f"the {self.name!r} memory source")
         if not query.strip() or k <= 0:
             return []
@@ -321,9 +297,8 @@ class VectorSource(MemorySource):
         self, query: str, records: Sequence[MemoryRecord], cosines: Mapping[str, float], scope: Scope,
         left_out: Sequence[str], reads: RecordReads,
     ) -> None:  # fmt: skip
-        """Set each record's absolute ``relevance`` from the evidence of its hit; the
-        candidates, and the holders of a word only questions seem to hold, are read light
-        through ``reads`` (to tell the user's own questions apart)."""
+        """Set each record's ``relevance`` from its hit's evidence (candidates read light
+        through ``reads``, to tell the user's own questions apart)."""
         if self.calibration is None:
             return
 
@@ -341,9 +316,9 @@ class VectorSource(MemorySource):
         calibrate(query, records, cosines, word_counts, self.calibration, hit, left_out, reads.questions, holders)
 
     def record_vectors(self, ids: Sequence[str], scope: Scope, dimension: int) -> dict[str, np.ndarray]:
-        """The vectors of some of the scope's user's records, by id: held in memory, kept
-        in the record, or in the dense index; a record not embedded yet has none, nor
-        has one of another ``dimension`` (from before a change of model)."""
+        """The vectors of some of the user's records, by id (held in memory, copied in
+        the store, or in the dense index); none for a record not embedded yet or of
+        another ``dimension``."""
         owner = (scope.tenant_id, scope.require_user(f"the {self.name!r} memory source"))
         wanted = list(dict.fromkeys(i for i in ids if i))
         if not wanted:
@@ -354,8 +329,7 @@ class VectorSource(MemorySource):
         return {i: v for i, v in ((i, np.asarray(v, dtype=np.float32)) for i, v in found) if v.size == dimension}
 
     def query_vector(self, text: str) -> np.ndarray:
-        """``text`` embedded as a query, through the model's shared vector cache (a query
-        retrieved for costs nothing more)."""
+        """``text`` embedded as a query, through the model's shared vector cache."""
         return self._dimensions.query(text)
 
     def embed_ahead(self, texts: Sequence[str]) -> None:
@@ -365,10 +339,8 @@ class VectorSource(MemorySource):
         self._vectors.embed_ahead(texts)
 
     def recent(self, scope: Scope, k: int, span: Optional[tuple[float, float]] = None) -> list[MemoryRecord]:
-        """The latest messages of ``span``, or of the latest earlier session, as one
-        excerpt per session (as many messages as a search of ``k`` excerpts may hold),
-        marked ``metadata["retrieved_by"] = "time"``; their ``relevance`` is None: they
-        are what the message asked for, whatever their words."""
+        """The latest messages of ``span``, or of the latest earlier session, one excerpt
+        per session, marked ``metadata["retrieved_by"] = "time"`` (``relevance`` None)."""
         scope.require_user(f"the {self.name!r} memory source")
         if k <= 0:
             return []
@@ -424,9 +396,8 @@ class VectorSource(MemorySource):
     def _topic(
         self, query: str, scope: Scope, ranked: list[tuple[str, float]], apart: SetApart
     ) -> list[tuple[str, float]]:
-        """``ranked`` with the messages nearest to the topic of a question that asks for
-        a set (:func:`~llama_memory.retrieval.topic.topic_hop`); unchanged for any other
-        question, or when the dense side is off. What ``apart`` sets apart is no topic hit."""
+        """``ranked`` with the messages nearest to the topic of a question asking for a
+        set (:func:`~llama_memory.retrieval.topic.topic_hop`); unchanged otherwise."""
         if self.topic_weight <= 0 or self.dense_weight <= 0 or not ranked or not asks_for_a_set(query):
             return ranked
 
@@ -439,10 +410,9 @@ class VectorSource(MemorySource):
     def _hop(
         self, query: str, scope: Scope, ranked: list[tuple[str, float]], k: int, reads: RecordReads, apart: SetApart,
     ) -> list[tuple[str, float]]:  # fmt: skip
-        """``ranked`` with the second hop's candidates (:func:`~llama_memory.retrieval.hybrid.second_hop`)
-        for a retrieval of ``k``, the records' texts read through ``reads``; none when the
-        lexical side is off (the hop is a search by words). What ``apart`` sets apart is
-        not found by the hop (nor does it scale what is)."""
+        """``ranked`` with the second hop's candidates
+        (:func:`~llama_memory.retrieval.hybrid.second_hop`); none when the lexical side is
+        off. What ``apart`` sets apart is neither found nor scaled by the hop."""
         if self.hop_weight <= 0 or self.lexical_weight <= 0 or not ranked:
             return ranked
         found = HOP_FOUND * k
@@ -472,15 +442,14 @@ class VectorSource(MemorySource):
             self._sync.forget((scope.tenant_id, user))
 
     def forget_records(self, ids: Sequence[str], scope: Scope) -> None:
-        """Drop the vectors of records of the scope's user already deleted from the
-        system of record: from the dense index, the overlay and the vectors held in memory."""
+        """Drop the vectors of the user's records already deleted from the store (dense
+        index, overlay, vectors in memory)."""
         user = scope.require_user(f"the {self.name!r} memory source")
         self._sync.forget((scope.tenant_id, user), list(ids))
         self._clear_texts()
 
     def _clear_texts(self) -> None:
-        """Drop the caches that may hold texts of records deleted: the hop's stems, the
-        candidates' lines, the window texts held with their ids."""
+        """Drop the caches that may hold deleted records' texts."""
         content_stems.cache_clear()
         self._lines.clear()
         self._window_ids.clear()

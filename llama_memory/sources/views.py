@@ -1,18 +1,7 @@
-"""What is remembered, shown: HTML tables in Jupyter, plain text in a terminal.
-
-Each view is the ordinary value with two renderings: ``_repr_html_`` (Jupyter calls it
-when the value ends a cell) and a short ``__repr__`` that reads well in a terminal:
-
-- :class:`RecordList`: what :meth:`ComposableMemory.search` returns (a ``list``);
-- :class:`~llama_memory.read.compose.MemoryBlock` renders through :func:`block_html` and
-  :func:`block_summary`: what was injected, per source, with scores, and what was
-  left out and why;
-- :class:`ProfileView`: the current profile with its history
-  (:meth:`ProfileSource.view`);
-- :class:`TripleTable`: knowledge triples as a table, with the graph drawn inline
-  (:meth:`TripleSource.view`).
-
-Every value shown is HTML-escaped: stored text cannot inject markup into a notebook.
+"""What is remembered, shown: each view is the ordinary value with ``_repr_html_`` (a
+Jupyter table) and a short ``__repr__`` for a terminal: :class:`RecordList`
+(``memory.search``), the memory block (:func:`block_html`, :func:`block_summary`),
+:class:`ProfileView` and :class:`TripleTable`. Every value shown is HTML-escaped.
 """
 
 from __future__ import annotations
@@ -154,8 +143,7 @@ class ShownBlock(Protocol):
 
 def block_summary(block: ShownBlock) -> str:
     """``MemoryBlock(3 records: vector 2, profile 1; 412 tokens; left out: 2 duplicates,
-    1 for the budget)``: a block in one line (``2 instructions, `` first when it shows
-    the user's instructions)."""
+    1 for the budget)``: a block in one line."""
     if not block.text:
         shown = "empty"
     else:

@@ -1,12 +1,7 @@
-"""What a storage backend gives the rest of the package: one bundle per backend.
-
-A backend package (``storage/sqlite`` with ``storage/chroma``, ``storage/postgres``)
-exports one :class:`Backend`: how to open its store at a location, and, on an opened
-store (:class:`OpenBackend`), every part the memory, the admin and the command line
-build on: the vector index, the triple timeline, the profile and instructions rows,
-the job queue, the admin rows, its sizes, and what ``to_dict`` writes of its
-location. :mod:`llama_memory.storage.registry` picks the bundle from the location
-given, so the code above storage never asks which database it is talking to.
+"""What a storage backend gives the rest of the package: one bundle per backend
+(:class:`Backend`: how to open its store; :class:`OpenBackend`: every part on an opened
+store), picked by :mod:`llama_memory.storage.registry` from the location given, so the
+code above storage never asks which database it is talking to.
 """
 
 from __future__ import annotations
@@ -33,14 +28,11 @@ class Location:
     Attributes:
         path: a directory (``path=``); None with no ``store``: a store in memory.
         store: the ``store=`` value of a server backend (a URL, a connection pool).
-        chroma_client: a dense-index client given instead of the embedded one.
-        chroma_host: a dense-index server's host.
-        chroma_port: its port, with ``chroma_host``.
-        chroma_url: the server as a URL, instead of host and port.
-        encryption_key: the key of a store encrypted at rest (backends on files; None:
-            the environment's, else plain).
-        owner_only: files the backend creates are its owner's alone (0700/0600), and a
-            store others can read is warned about.
+        chroma_client, chroma_host, chroma_port, chroma_url: a dense-index client given
+            instead of the embedded one, or a server by host and port or URL.
+        encryption_key: the key of a store encrypted at rest (None: the environment's,
+            else plain).
+        owner_only: files the backend creates are its owner's alone (0700/0600).
     """
 
     path: Optional[str] = None
@@ -59,8 +51,7 @@ class Location:
 
 
 class OpenBackend(ABC):
-    """One backend's parts on an opened store: what construction, the admin and the
-    command line build on. A backend's bundle names its classes of the parts written
+    """One backend's parts on an opened store: it names its classes of the parts written
     once over SQL (:attr:`timeline_type`, :attr:`profile_type`, :attr:`admin_type`) and
     writes the rest."""
 
@@ -106,13 +97,12 @@ class OpenBackend(ABC):
     @property
     @abstractmethod
     def settings(self) -> dict[str, Any]:
-        """What ``to_dict`` writes of the location: settings fields and their values as
-        opened (an absolute path, a URL without its password, a server by its URL)."""
+        """What ``to_dict`` writes of the location, as opened (an absolute path, a URL
+        without its password, a server by its URL)."""
 
     @abstractmethod
     def chat_log(self, scope: Scope) -> Optional[ChatLog]:
-        """The conversation's log in the store, or None when the store keeps no chat
-        (in memory: the buffer holds the messages)."""
+        """The conversation's log, or None when the store keeps no chat (in memory)."""
 
     @abstractmethod
     def vector_index(self, collection: str) -> VectorIndex:
@@ -123,16 +113,15 @@ class OpenBackend(ABC):
         """Bytes the store takes, by part, with their ``total``."""
 
     def drop_dense(self, owner: tuple[str, str], collections: Sequence[str]) -> None:
-        """Drop one (tenant, user)'s dense collections of the kinds named (those kept
-        apart from the store; rows in it went with ``delete_user``). Nothing by default:
-        vectors kept as rows of the store went with ``delete_user``'s transaction."""
+        """Drop one (tenant, user)'s dense collections of the kinds named, where they
+        are kept apart from the store (nothing by default: rows went with
+        ``delete_user``)."""
 
 
 class Backend(ABC):
-    """A storage backend's bundle: how to open its store at a location, and the parts
-    on it (:class:`OpenBackend`). A backend writes the abstract methods; the others
-    say what a backend on a database server does (no files to look for or to remove,
-    encryption at rest left to the server)."""
+    """A storage backend's bundle: how to open its store at a location, and the parts on
+    it. The defaults say what a database server's backend does (no files, encryption at
+    rest left to the server)."""
 
     #: How messages name the backend (``"SQLite"``).
     name: str
@@ -141,10 +130,9 @@ class Backend(ABC):
 
     @abstractmethod
     def open(self, location: Location, *, for_admin: bool = False) -> OpenBackend:
-        """Open (creating when new) the store at ``location``: ValueError or TypeError
-        naming what is wrong with it before anything is created. ``for_admin``: a tool
-        opens a store it did not write; it refuses to start a dense index of its own
-        beside a store whose vectors are elsewhere."""
+        """Open (creating when new) the store at ``location``; ValueError or TypeError
+        naming what is wrong before anything is created. ``for_admin``: a tool opening a
+        store it did not write starts no dense index beside one kept elsewhere."""
 
     @abstractmethod
     def owns(self, store: Any) -> bool:
@@ -156,23 +144,20 @@ class Backend(ABC):
 
     @abstractmethod
     def describe_sizes(self, sizes: dict[str, int], size: Any) -> str:
-        """One line for ``llama-memory stats``: ``sizes`` (:meth:`OpenBackend.sizes`)
-        with ``size`` turning bytes into text."""
+        """One line for ``llama-memory stats`` of ``sizes``, ``size`` formatting bytes."""
 
     def missing(self, where: Any) -> Optional[str]:
-        """Why no store is at ``where`` (``"does not exist"``), or None when one is
-        (or when opening creates it, as a database server's tables are: the default)."""
+        """Why no store is at ``where`` (``"does not exist"``), or None (the default:
+        opening creates it)."""
         return None
 
     def encrypt(self, where: Any, key: str, *, keep_backup: bool = False, source: str = "the key given") -> Any:
-        """Encrypt the store at ``where`` at rest with ``key`` (``llama-memory encrypt``)
-        and return what was done; ValueError for a backend whose encryption at rest is
-        the server's or the disk's (the default)."""
+        """Encrypt the store at ``where`` with ``key`` (``llama-memory encrypt``);
+        ValueError where encryption at rest is the server's (the default)."""
         raise ValueError(f"a {self.name} store is encrypted at rest by its server's disks, not by llama-memory")
 
     @contextmanager
     def undo_failed_creation(self, where: Any) -> Iterator[None]:
         """A context in which a failure removes what a first write created at ``where``
-        (no empty store is left behind a failed import). Nothing to undo by default:
-        each batch is one transaction, and there are no files."""
+        (nothing by default: there are no files)."""
         yield

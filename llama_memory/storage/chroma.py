@@ -1,10 +1,7 @@
-"""The dense index: vectors of memory records in Chroma, one collection per user.
-
-The index is derived data. It shares ids with the SQLite records and can be
-rebuilt from the system of record at any time. Each (tenant, user) pair gets its
-own collection, so a query needs no metadata filter (Chroma's filtered search
-slows down as a collection grows: 13 ms at 2,000 vectors and 75 ms at 10,000,
-against 2-3 ms unfiltered) and no query can reach another user's vectors.
+"""The dense index: vectors of memory records in Chroma, one collection per (tenant,
+user), derived from the system of record (same ids) and rebuildable from it. A collection
+per user needs no metadata filter (filtered search slows as a collection grows: 75 ms at
+10,000 vectors against 2-3 ms) and no query reaches another user's vectors.
 """
 
 from __future__ import annotations
@@ -42,12 +39,9 @@ def _quiet_settings() -> Any:
 
 
 def persistent_client(path: Path | str) -> Any:
-    """An embedded Chroma client storing its files under ``path/chroma``.
-
-    Chroma's files are as private as the store's database (created first, by the SQLite
-    store; else as its directory): beside an owner-only one its directory is made
-    ``0700`` before Chroma writes there and the entries it holds are tightened on each
-    open (Chroma creates them under the umask). Elsewhere their modes are left as they are."""
+    """An embedded Chroma client storing its files under ``path/chroma``, as private as
+    the store's database: beside an owner-only one its directory is ``0700`` and its
+    entries are tightened on each open."""
     import chromadb
 
     database = Path(path) / DB_FILENAME
@@ -78,8 +72,8 @@ def http_client(host: str, port: int = 8000, ssl: bool = False) -> Any:
 
 
 def server_address(url: str) -> tuple[str, int, bool]:
-    """``(host, port, ssl)`` of a Chroma server URL such as ``http://host:8000``
-    (the port defaults to 8000 for http and 443 for https)."""
+    """``(host, port, ssl)`` of a Chroma server URL (port 8000 for http, 443 for https
+    by default)."""
     from urllib.parse import urlsplit
 
     parts = urlsplit(url if "://" in url else f"http://{url}")
@@ -90,8 +84,7 @@ def server_address(url: str) -> tuple[str, int, bool]:
 
 
 def describe_client(client: Any) -> str:
-    """Where a Chroma client keeps its data, for error messages: the server's
-    ``host:port``, the embedded index's directory, or "in-memory"."""
+    """Where a Chroma client keeps its data, for error messages."""
     try:
         settings = client.get_settings()
     except Exception:
@@ -104,9 +97,8 @@ def describe_client(client: Any) -> str:
 
 
 def _forget_failed_system(directory: str) -> None:
-    """Chroma caches a directory's client system before starting it, so one failed open
-    (a corrupted index) would fail every later open in this process, even once the index
-    is removed to be rebuilt: drop the failed system from that cache."""
+    """Drop a failed client system from Chroma's per-directory cache, or one failed open
+    would fail every later open in this process, even after a rebuild."""
     try:
         from chromadb.api.shared_system_client import SharedSystemClient
 
@@ -117,11 +109,9 @@ def _forget_failed_system(directory: str) -> None:
 
 @contextmanager
 def _opening_lock(lock_file: Path, private: bool = False) -> Iterator[None]:
-    """Hold an exclusive lock on ``lock_file`` while Chroma opens: processes that open
-    one new directory at the same moment otherwise race Chroma's own schema creation
-    ("table collections already exists", "database is locked"). POSIX only; without
-    ``fcntl``, or where the file cannot be written (a read-only directory), no lock.
-    ``private``: a new lock file is created ``0600``."""
+    """Hold an exclusive lock on ``lock_file`` while Chroma opens: processes opening one
+    new directory at once race Chroma's schema creation. No lock without ``fcntl`` or
+    where the file cannot be written; ``private``: a new lock file is ``0600``."""
     try:
         import fcntl
 
@@ -152,13 +142,9 @@ def open_index(
     chroma_client: Any = None,
     namespace: Optional[str] = None,
 ) -> "DenseIndex":
-    """The dense index of one source: on ``chroma_client`` when given, else the embedded
-    Chroma under ``path``, else (in memory) collections of its own in the process-wide
-    ephemeral Chroma, which every in-memory memory shares.
-
-    ``namespace`` (the store's id) goes into the collection names on a given client:
-    a Chroma server may serve several stores, and one store's re-indexing or
-    reconciling must never touch another's collections."""
+    """The dense index of one source: on ``chroma_client`` (collection names carry
+    ``namespace``, the store's id, so a server's stores never touch each other's), else
+    embedded under ``path``, else in the process-wide ephemeral Chroma."""
     if chroma_client is not None:
         return DenseIndex(chroma_client, f"{prefix}-{namespace}" if namespace else prefix)
     if path is not None:
@@ -167,14 +153,9 @@ def open_index(
 
 
 class DenseIndex:
-    """Record vectors in Chroma collections named ``<prefix>-<hash of tenant and user>``.
-
-    Args:
-        client: a Chroma client (persistent, ephemeral or HTTP).
-        prefix: what every collection name of this index starts with.
-
-    Chroma errors are re-raised as :class:`~llama_memory.core.errors.StorageError`, so
-    an unreachable or broken index never looks like an empty memory.
+    """Record vectors in Chroma collections named ``<prefix>-<hash of tenant and user>``
+    on ``client``. Chroma errors are re-raised as
+    :class:`~llama_memory.core.errors.StorageError`.
     """
 
     def __init__(self, client: Any, prefix: str) -> None:
@@ -187,8 +168,7 @@ class DenseIndex:
 
     @staticmethod
     def unique_prefix(prefix: str) -> str:
-        """A prefix no other index uses (for in-memory memories, which share one
-        process-wide ephemeral Chroma)."""
+        """A prefix no other index uses (in-memory memories share one Chroma)."""
         return f"{prefix}-{uuid.uuid4().hex[:12]}"
 
     def collection_name(self, tenant_id: str, user_id: str) -> str:
@@ -217,14 +197,13 @@ class DenseIndex:
             return self._collections[name]
 
     def _run(self, tenant_id: str, user_id: str, action: str, operation: Callable[[Any], T]) -> T:
-        """Run ``operation`` on one user's collection, created if needed. A cached handle
-        whose collection was dropped meanwhile (by another index object or process) is
-        opened again once."""
+        """Run ``operation`` on one user's collection, created if needed (a cached handle
+        dropped meanwhile is opened again once)."""
         return self._attempt(tenant_id, user_id, action, operation, True, cast(T, None))
 
     def _read(self, tenant_id: str, user_id: str, action: str, operation: Callable[[Any], T], empty: T) -> T:
-        """Like :meth:`_run`, for reads: a user without a collection has nothing indexed
-        (``empty``), and reading creates no collection (a forgotten user's stays gone)."""
+        """Like :meth:`_run`, for reads: no collection reads as ``empty`` and none is
+        created."""
         return self._attempt(tenant_id, user_id, action, operation, False, empty)
 
     def _attempt(
@@ -261,10 +240,8 @@ class DenseIndex:
     def query(
         self, tenant_id: str, user_id: str, embedding: Vector, k: int, exclude: Collection[str] = ()
     ) -> list[tuple[str, float]]:
-        """The ``k`` nearest of one user's vectors, as (id, cosine similarity), the ids
-        of ``exclude`` left out. Chroma's query filters on metadata, not on ids (a
-        ``#id`` filter is ignored there): it is asked for as many more as are left out.
-        The vector source asks Chroma only for users past its vectors held in memory."""
+        """Chroma filters on metadata, not ids: as many more are asked as ``exclude``
+        leaves out."""
         if k <= 0:
             return []
         vector = [list(map(float, embedding))]
@@ -283,8 +260,7 @@ class DenseIndex:
         return [hit for hit in found if hit[0] not in left_out][:k]
 
     def vectors(self, tenant_id: str, user_id: str, ids: Sequence[str]) -> dict[str, Vector]:
-        """The stored vectors of some of one user's records, by id (ids not indexed are
-        left out)."""
+        """The stored vectors of some of one user's ids."""
         if not ids:
             return {}
         result: dict[str, Any] = self._read(
@@ -301,7 +277,7 @@ class DenseIndex:
         return int(self._read(tenant_id, user_id, "count", lambda c: c.count(), 0))
 
     def ids(self, tenant_id: str, user_id: str, page: int = 5000) -> set[str]:
-        """Every id in one user's collection (read in pages)."""
+        """Read in pages."""
         found: set[str] = set()
         while True:
             offset = len(found)
@@ -322,7 +298,7 @@ class DenseIndex:
         self.drop_collection(self.collection_name(tenant_id, user_id))
 
     def collection_names(self) -> list[str]:
-        """The names of every collection of this index (this prefix, any user)."""
+        """The names of every collection of this index."""
         try:
             names = [getattr(c, "name", c) for c in self.client.list_collections()]
         except Exception as exc:
@@ -330,12 +306,12 @@ class DenseIndex:
         return [name for name in names if name.startswith(self.prefix + "-")]
 
     def clear(self) -> None:
-        """Delete every collection of this index (used by re-indexing)."""
+        """Delete every collection of this index."""
         for name in self.collection_names():
             self.drop_collection(name)
 
     def drop_collection(self, name: str) -> None:
-        """Delete one collection of this index by name (nothing if it is not there)."""
+        """Delete one collection by name (nothing if absent)."""
         with self._lock:
             self._collections.pop(name, None)
             try:

@@ -1,14 +1,6 @@
-"""Privacy on disk: owner-only files, and where the encryption key comes from.
-
-A store holds what users told an assistant about themselves, so the library creates its
-files readable by their owner only, whatever the umask: the memory directory and
-Chroma's ``0700``, the SQLite database (and so its -wal and -shm files), lock files and
-export files ``0600``. A store opened with wider modes (made by an older release, or
-copied) is not changed, since whoever made it so may share it on purpose: it logs one
-warning per process with the command that tightens it (:func:`warn_if_shared`).
-
-Encryption at rest (SQLCipher, :mod:`.sqlite.driver`) takes its key from
-``encryption_key=`` or from :data:`ENCRYPTION_KEY_ENV`.
+"""Privacy on disk: owner-only files (the directory and Chroma's ``0700``, the database,
+lock and export files ``0600``, whatever the umask; a store with wider modes is left as
+it is, with one warning per process), and where the encryption key comes from.
 """
 
 from __future__ import annotations
@@ -41,9 +33,8 @@ def environment_key() -> Optional[str]:
 
 
 def check_passphrase(key: Any, source: str = "encryption_key") -> None:
-    """TypeError for a passphrase that is not a string; ValueError for an empty or
-    blank one (no secret at all: a store "encrypted" with it protects nothing) or one
-    holding NUL, naming where it came from (``source``)."""
+    """TypeError for a passphrase that is not a string; ValueError, naming ``source``,
+    for an empty or blank one or one holding NUL."""
     if not isinstance(key, str):
         raise TypeError(f"{source} takes a passphrase (a string), not {type(key).__name__}")
     if not key.strip():
@@ -61,10 +52,8 @@ def is_private(path: Union[str, Path]) -> bool:
 
 
 def make_private_dir(path: Path) -> None:
-    """Create the directory ``path`` (and its parents) ``0700``, whatever the umask. An
-    existing empty directory (made for the store, as ``mkdtemp`` does) is made ``0700``
-    too; one that holds other things (the working directory, ``/tmp``) keeps its mode,
-    and the store's own files stay private through theirs. Parents keep the umask's."""
+    """Create ``path`` (and its parents) with ``path`` ``0700`` whatever the umask; an
+    existing empty directory is made ``0700``, one holding other things keeps its mode."""
     existed = path.exists()
     path.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
     if not existed or not any(path.iterdir()):
@@ -72,9 +61,8 @@ def make_private_dir(path: Path) -> None:
 
 
 def create_private_file(path: Path) -> None:
-    """Create ``path`` empty with mode ``0600`` unless it exists (an existing file keeps
-    its mode and content): SQLite then opens it, and the files it adds beside it take
-    its mode."""
+    """Create ``path`` empty with mode ``0600`` unless it exists (SQLite's files beside it
+    then take its mode)."""
     try:
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE)
     except FileExistsError:
@@ -86,9 +74,8 @@ def create_private_file(path: Path) -> None:
 
 
 def open_private(path: Union[str, Path], mode: str = "w") -> IO[str]:
-    """``open(path, mode, encoding="utf-8")`` for a file holding a user's data (an
-    export): a new file is created ``0600``, an existing one is made ``0600`` before
-    anything is written to it."""
+    """``open(path, mode, encoding="utf-8")`` for a file of a user's data, made ``0600``
+    before anything is written."""
     flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if "a" in mode else os.O_TRUNC)
     descriptor = os.open(path, flags, PRIVATE_FILE)
     try:
@@ -99,11 +86,9 @@ def open_private(path: Union[str, Path], mode: str = "w") -> IO[str]:
 
 
 def tighten_entries(directory: Path) -> None:
-    """Make the files under ``directory`` ``0600`` and its sub-directories ``0700``,
-    for backups that keep modes. A sub-directory already ``0700`` is not walked (it
-    was tightened before, and whatever is below it is private through it), so the cost
-    follows what was added since the last call. Entries that vanish meanwhile, or that
-    are not ours, are skipped."""
+    """Make the files under ``directory`` ``0600`` and sub-directories ``0700``; one
+    already ``0700`` is not walked, so the cost follows what was added. Vanished or
+    foreign entries are skipped."""
     try:
         entries = list(os.scandir(directory))
     except OSError:
@@ -124,9 +109,8 @@ def tighten_entries(directory: Path) -> None:
 
 
 def shared_entries(directory: Path, names: Sequence[str]) -> list[Path]:
-    """The memory directory itself and those of its entries ``names`` (the database and
-    its -wal/-shm files, the Chroma directory, lock files) that exist and grant anything
-    to their group or others. Other files of the directory are not the store's."""
+    """The memory directory and those of its entries ``names`` that exist and grant
+    anything to group or others."""
     found = [directory] if not is_private(directory) else []
     for name in names:
         try:
@@ -139,9 +123,8 @@ def shared_entries(directory: Path, names: Sequence[str]) -> list[Path]:
 
 
 def warn_if_shared(directory: Path, names: Sequence[str]) -> None:
-    """Log one warning (once per directory and process) when the store under
-    ``directory`` (its entries ``names``) can be read by other accounts, with the
-    one-liner that tightens it."""
+    """Log one warning per directory and process when the store can be read by other
+    accounts, with the command that tightens it."""
     shared = shared_entries(directory, names)
     if not shared:
         return

@@ -1,19 +1,10 @@
-"""Bringing a dense index back in line with the system of record.
+"""Bringing a dense index back in line with the system of record (after a Chroma server
+was down, restored from an old backup, or wiped), per user, all (``memory.reconcile()``)
+or one (server mode's open):
 
-The dense index (Chroma) is derived from SQLite, and the two can drift apart
-when they are not on one machine: a Chroma server that was down while records
-were written or forgotten, restored from an old backup, or wiped. Reconciling
-compares, per user, the ids SQLite holds with the ids Chroma holds:
-
-- a record flagged as indexed whose vector is missing is flagged again, so the
-  next flush (or read) embeds and writes it;
-- a record flagged as waiting whose vector is there already is flagged indexed;
-- a vector without a record (an orphan) is deleted;
-- a collection of this index whose user has no records left is dropped.
-
-It runs for every user of the store (``memory.reconcile()``) or for one user
-(what opening a memory in server mode does: a cost of one Chroma read, whatever
-the number of users).
+- a record flagged indexed whose vector is missing is flagged again (embedded next);
+- a record flagged waiting whose vector is there is flagged indexed;
+- a vector without a record is deleted, as is a collection whose user has no records.
 """
 
 from __future__ import annotations
@@ -58,14 +49,10 @@ def reconcile_index(
     set_flags: Callable[[Sequence[str], bool], None],
     owner: Optional[tuple[str, str]] = None,
 ) -> ReconcileReport:
-    """Compare ``index`` with the record's ids (``read_flags``), fix the flags with
-    ``set_flags(ids, indexed)`` and delete what the record no longer holds. With
-    ``owner`` (tenant, user), only that user's ids are compared, ``read_flags``
-    may return that user's alone, and no other collection is touched.
-
-    Chroma is read before SQLite on purpose: a writer commits to SQLite before it
-    writes to Chroma, so whatever Chroma shows is already in the SQLite read that
-    follows, and a concurrent writer's fresh vectors are never taken for orphans.
+    """Compare ``index`` with the records' flags (``read_flags``), fix them with
+    ``set_flags(ids, indexed)`` and delete orphans; with ``owner``, that user only.
+    Chroma is read before SQLite on purpose: writers commit to SQLite first, so a
+    concurrent writer's fresh vectors are never taken for orphans.
     """
     if owner is None:
         collections = set(index.collection_names())

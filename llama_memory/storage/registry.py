@@ -1,10 +1,6 @@
-"""The backends, chosen by the location given: a directory, a URL, a connection pool.
-
-Each entry says which ``store=`` values (or location strings) are its backend's,
-without importing the backend: the PostgreSQL extra stays optional, and a command
-that lists users on a directory loads no database driver. The bundle
-(:class:`~llama_memory.storage.backend.Backend`) is imported when first asked for.
-A new backend is one package exporting a bundle plus one entry here.
+"""The backends, chosen by the location given (a directory, a URL, a pool), each loaded
+only when first asked for (the PostgreSQL extra stays optional). A new backend is one
+package exporting a bundle plus one entry here.
 """
 
 from __future__ import annotations
@@ -28,13 +24,11 @@ class Entry:
     Attributes:
         name: how messages name the backend before it is loaded.
         bundle: ``"module:attribute"`` of its :class:`Backend`, imported on first use.
-        claims: whether a ``store=`` value (or a location string) is this backend's;
-            it must not import the backend.
-        store_forms: what ``store=`` takes for it, as an error lists it; None for the
-            backend of directories (``path=``).
-        path_form: what ``path=`` takes for it, as an error names it (the backend of
-            directories only).
-        extra: the optional extra (``pip install 'llama-index-memory-composable[extra]'``) it needs.
+        claims: whether a ``store=`` value (or location string) is this backend's,
+            without importing it.
+        store_forms: what ``store=`` takes for it, for errors; None for directories.
+        path_form: what ``path=`` takes for it (the backend of directories only).
+        extra: the optional extra it needs.
     """
 
     name: str
@@ -59,7 +53,7 @@ class Entry:
 
     @property
     def package(self) -> str:
-        """The backend's package: a store object can only be this backend's once it is imported."""
+        """The backend's package (a store is this backend's only once it is imported)."""
         return self.bundle.partition(":")[0].rpartition(".")[0]
 
 
@@ -100,8 +94,8 @@ def _directories() -> Entry:
 
 
 def entry_for(where: Any) -> Entry:
-    """The entry of a location as a command line or an admin gives it: a string or a
-    pool a server backend claims, else a directory."""
+    """The entry of a location: a string or pool a server backend claims, else a
+    directory."""
     return next((e for e in ENTRIES if e.claims(where)), _directories())
 
 
@@ -111,29 +105,31 @@ def backend_for(where: Any) -> Backend:
 
 
 def location_of(where: Any, **options: Any) -> Location:
-    """A :class:`Location` from one value (``--store``, ``MemoryAdmin(path)``): a server
-    backend's ``store=``, else a directory; ``options``: the dense-index ones."""
+    """A :class:`Location` from one value (``--store``, ``MemoryAdmin(path)``), with the
+    dense-index ``options``."""
     if entry_for(where).store_forms is not None:
         return Location(store=where, **options)
     return Location(path=where, **options)
 
 
 def backend_at(location: Location) -> Backend:
-    """The bundle of a :class:`Location`: that of a ``store=`` value (TypeError naming
-    what ``store=`` takes when no backend claims it), else that of directories."""
+    """The bundle of a :class:`Location`; TypeError naming what ``store=`` takes when no
+    backend claims it, ValueError for a string that is no URL."""
     if location.store is None:
         return _directories().load()
     found = next((e for e in ENTRIES if e.claims(location.store)), None)
-    if found is None and isinstance(location.store, str):
-        # A string of no known scheme: the first server backend's driver says what is
+    is_text = isinstance(location.store, str)
+    if found is None and is_text and "://" in location.store:
+        # A URL of no known scheme: the first server backend's driver says what is
         # wrong with it (a malformed connection string).
         found = next(e for e in ENTRIES if e.store_forms is not None)
     if found is None:
         forms = " or ".join(e.store_forms for e in ENTRIES if e.store_forms)
-        raise TypeError(
-            f"store takes {forms}, not {type(location.store).__name__} {short(location.store)}; "
-            f"for {_directories().path_form} pass path= instead"
-        )
+        given = f"{type(location.store).__name__} {short(location.store)}"
+        hint = f"for {_directories().path_form} pass path= instead"
+        if is_text:  # most often a directory given to the wrong argument
+            raise ValueError(f"store takes {forms}, not the path {short(location.store)}; {hint}")
+        raise TypeError(f"store takes {forms}, not {given}; {hint}")
     return found.load()
 
 
@@ -143,8 +139,7 @@ def open_backend(location: Location, *, for_admin: bool = False) -> OpenBackend:
 
 
 def backend_of(store: Storage, location: Location = Location()) -> OpenBackend:
-    """The parts on a store already open (``location``: its dense-index options);
-    TypeError for an object no backend knows."""
+    """The parts on a store already open; TypeError for an object no backend knows."""
     for entry in ENTRIES:
         if entry.package in sys.modules or entry.path_form is not None:
             backend = entry.load()
@@ -154,8 +149,7 @@ def backend_of(store: Storage, location: Location = Location()) -> OpenBackend:
 
 
 def require_store(where: Any) -> None:
-    """StorageError unless a store is at ``where`` (a restored memory's path, a
-    worker's queue): restoring never opens a new, empty memory in its place."""
+    """StorageError unless a store is at ``where`` (a restore never opens an empty one)."""
     from ..core.errors import StorageError
 
     why = backend_for(where).missing(where)
@@ -169,9 +163,8 @@ def require_store(where: Any) -> None:
 
 
 def open_existing(where: Any) -> Storage:
-    """The existing store at ``where`` (a directory or a server backend's URL), for a
-    worker to claim jobs from; StorageError when a directory holds none (a worker
-    never creates an empty store)."""
+    """The existing store at ``where``, for a worker; StorageError when a directory holds
+    none."""
     require_store(where)
     return backend_for(where).open(location_of(where)).store
 

@@ -1,15 +1,7 @@
-"""Stores opened once per process: the tools that manage a store share one opening of it.
-
-Opening a store is not free (a SQLite file is checked and migrated, an encrypted one
-derives its key, a PostgreSQL pool connects). A process that keeps several
-:class:`~llama_memory.admin.memory_admin.MemoryAdmin` open on one store (an MCP server
-beside a maintenance thread) pays it once: :data:`SHARED` hands each the same opened
-backend, counts its holders and closes it when the last one lets go.
-
-Two openings are the same when they name the same place with the same options: the
-resolved directory or the server store's URL (a pool or client object by identity), the
-dense-index options, the file modes and a digest of the encryption key (of the
-environment's when none is given).
+"""Stores opened once per process: tools that manage one store (an MCP server beside a
+maintenance thread) share one opening, closed when the last holder lets go. Two openings
+are the same when they name the same place with the same options (directory or URL, a
+pool by identity, dense-index options, file modes, a digest of the key).
 """
 
 from __future__ import annotations
@@ -66,19 +58,16 @@ class _Held:
 
 
 class SharedBackends:
-    """The stores this process holds open for tools, each with how many hold it.
-
-    A store in memory (no path, no server store) is never shared: each opening of one
-    is a database of its own.
-    """
+    """The stores this process holds open for tools, with their holder counts (a store in
+    memory is never shared)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._held: dict[Hashable, _Held] = {}
 
     def acquire(self, location: Location, open_backend: Callable[[], OpenBackend]) -> OpenBackend:
-        """The backend already open at ``location`` in this process, else the one
-        ``open_backend()`` opens now; each call is one holder, to :meth:`release`."""
+        """The backend open at ``location``, else the one ``open_backend()`` opens; one
+        holder more, to :meth:`release`."""
         if location.path is None and location.store is None:
             return open_backend()
         key = location_key(location)
@@ -90,8 +79,7 @@ class SharedBackends:
             return held.backend
 
     def release(self, backend: OpenBackend) -> None:
-        """One holder of ``backend`` lets go; the last one closes it (a backend this
-        table does not hold is closed at once)."""
+        """One holder lets go; the last one closes it (one not held here closes at once)."""
         with self._lock:
             key = next((k for k, h in self._held.items() if h.backend is backend), None)
             if key is not None:
@@ -103,8 +91,7 @@ class SharedBackends:
         backend.close()
 
     def forget_all(self) -> None:
-        """Hold nothing, closing nothing: in a forked child, whose inherited connections
-        belong to its parent (a SQLite connection must not cross a fork)."""
+        """Hold nothing, closing nothing (a forked child's connections are its parent's)."""
         self._lock = threading.Lock()
         self._held = {}
 

@@ -206,6 +206,10 @@ def test_path_and_store_are_exclusive_and_chroma_goes_with_path(tmp_path: Any) -
         ComposableMemory.from_defaults(user_id="a", store=url, chroma_url="http://localhost:8000")
     with pytest.raises(TypeError, match="store takes a PostgreSQL URL"):
         ComposableMemory.from_defaults(user_id="a", store=tmp_path)
+    # A directory as a string, given to store= by mistake: the error says where it goes.
+    with pytest.raises(ValueError, match=r"store takes a PostgreSQL URL.*not the path .*pass path= instead"):
+        ComposableMemory.from_defaults(user_id="a", store=str(tmp_path / "memory"))
+    assert not (tmp_path / "memory").exists()
     with pytest.raises(ValueError, match="store='postgresql://"):
         ComposableMemory.from_defaults(user_id="a", path=url)
 

@@ -1,15 +1,8 @@
-"""The ``llama-memory`` command line: see and manage what a memory store remembers.
-
-A thin layer over :class:`llama_memory.admin.memory_admin.MemoryAdmin`: every command opens the
-memory directory given as ``--store`` (the ``path=`` of ``from_defaults``, or a
-``postgresql://`` URL, the ``store=``) for one
-``--tenant``, prints for people or, with ``--json``, for scripts, and exits non-zero
-with a message on stderr when something is wrong.
-
-The package: :mod:`.parser` (the commands and options), :mod:`.loading` (the store and the
-objects a command loads), :mod:`.output` (JSON and tables), and one module per group of
-commands (:mod:`.inspection`, :mod:`.import_export`, :mod:`.maintenance`, :mod:`.jobs`,
-:mod:`.stores`, :mod:`.programs`).
+"""The ``llama-memory`` command line, a thin layer over
+:class:`llama_memory.admin.memory_admin.MemoryAdmin`: each command opens ``--store`` for
+one ``--tenant``, prints for people (or ``--json`` for scripts) and exits non-zero with a
+message on stderr when something is wrong. Modules: :mod:`.parser`, :mod:`.loading`,
+:mod:`.output`, and one per group of commands.
 """
 
 from __future__ import annotations

@@ -126,9 +126,8 @@ def cmd_explain(args: argparse.Namespace) -> None:
 
 
 def left_out_summary(block: Any) -> list[str]:
-    """What a block left out, counted by the rule that left it out, each rule by its
-    name and threshold (``3 records not relevant: relevance below`` the floor, with its
-    value), in the order the rules first apply; ``nothing`` when nothing was."""
+    """What a block left out, counted by rule (its name and threshold), in the order the
+    rules first apply; ``nothing`` when nothing was."""
     by_rule = Counter((item.reason, item.rule) for item in block.left_out)
     if not by_rule:
         return ["nothing"]

@@ -53,9 +53,8 @@ CELL_WIDTH = 40
 
 
 def _shown(value: Any, width: int = CELL_WIDTH) -> str:
-    """A value as one line of at most ``width`` characters: newlines and other control
-    characters escaped (an id holding a newline must not break a table), the middle of
-    a long value elided (ids usually differ at their start or end)."""
+    """A value as one line of at most ``width`` characters: control characters escaped,
+    the middle of a long value elided."""
     text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in str(value))
     if len(text) <= width:
         return text

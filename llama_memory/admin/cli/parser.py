@@ -247,8 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def add_setting(parser: argparse.ArgumentParser, flag: str, setting: str, help: str) -> None:
-    """An argument that sets an option (:class:`~llama_memory.memory.settings.MemorySettings`)
-    of the memories the command builds, stored as ``setting.<name>`` for
-    ``loading._open`` (unset: the option's default)."""
+    """An argument setting an option of the memories the command builds (stored as
+    ``setting.<name>``; unset: the option's default)."""
     metavar = flag.lstrip("-").upper().replace("-", "_")
     parser.add_argument(flag, type=_positive, dest=f"setting.{setting}", metavar=metavar, help=help)

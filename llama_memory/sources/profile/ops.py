@@ -1,8 +1,6 @@
-"""Profile operations (set, append, remove), JSON merge patches, and the draft that
-applies them in memory before anything is written; and the two writers besides the API
-that send operations: the ``update_profile`` and ``get_profile`` agent tools, and the
-profile as a part of a formation pass (what the pass asks for under the ``"profile"``
-key, how the answer is validated, and how it is applied)."""
+"""Profile operations (set, append, remove), JSON merge patches, the in-memory draft
+they are applied to before anything is written, and the writers besides the API: the
+agent tools and the profile's part of a formation pass."""
 
 from __future__ import annotations
 
@@ -65,9 +63,7 @@ UpdateInput = Union[Mapping[str, Any], BaseModel, Sequence[Union[ProfileOp, Mapp
 
 
 class EditableProfile(Protocol):
-    """What the profile's part of a formation pass and its agent tools use of a profile
-    source (:class:`~llama_memory.sources.profile.ProfileSource` is one): described
-    here, below the source, which builds its pass part and tools from those modules."""
+    """What the profile's pass part and agent tools use of a profile source."""
 
     name: str
     schema: Optional[type[BaseModel]]
@@ -89,11 +85,8 @@ class Plan:
 
 
 class Draft:
-    """The profile's leaves (path -> value) with operations applied in memory.
-
-    Nothing here touches storage: an update is applied to a draft, checked, and
-    only then written, so a rejected update leaves nothing behind.
-    """
+    """The profile's leaves (path -> value) with operations applied in memory, checked
+    before anything is written."""
 
     def __init__(self, leaves: dict[str, Any], schema: Optional[type[BaseModel]]) -> None:
         self.old = leaves
@@ -377,12 +370,8 @@ def profile_prompt(source: EditableProfile, scope: Scope) -> str:
 
 
 def parse_profile(value: Any) -> list[ProfileOp]:
-    """Validate the answer under the profile key: a list of operations (writes
-    nothing; whether they fit the current profile is checked when applied).
-
-    Raises:
-        ProfileUpdateError: not a list, or an operation that does not parse (each named).
-    """
+    """Validate the answer under the profile key, a list of operations (writes nothing).
+    ProfileUpdateError for a non-list or an operation that does not parse (each named)."""
     if not isinstance(value, list):
         raise ProfileUpdateError([("(answer)", f"expected a list of operations, got {type(value).__name__}")])
     ops = to_ops(value)

@@ -208,12 +208,9 @@ def schema_importance(schema: type[BaseModel], path: str) -> Optional[float]:
 def schema_errors(
     schema: type[BaseModel], leaves: Mapping[str, Any], touched: set[str]
 ) -> list[tuple[str, str]]:
-    """Validation problems of the updated profile that concern the touched fields.
-
-    The profile is checked as JSON in strict mode, so what is stored is exactly
-    what the schema accepts ("42" is not an int). Missing required fields are
-    not problems: a profile fills up over time. Problems in fields this update
-    did not touch (a profile written before the schema changed) do not block it.
+    """Validation problems of the updated profile in the touched fields, checked as JSON
+    in strict mode ("42" is not an int). Missing required fields and problems in fields
+    the update did not touch do not count.
     """
     try:
         schema.model_validate_json(json.dumps(unflatten(leaves.items())), strict=True)

@@ -46,32 +46,27 @@ class ProfileSource(MemorySource):
     """The user's profile: one current document per user, always in the memory block.
 
     Args:
-        store: where the profile rows are kept: any implementation of the
-            :class:`~llama_memory.storage.sql.profile.ProfileRows` port (SQLite:
-            ``SQLiteProfileRows(store)`` on the memory's store;
-            :func:`llama_memory.memory.wiring.default_profile_source` builds the source so).
-        schema: a pydantic model the profile follows. Updates are validated against
-            it (field names, types, constraints) before anything is written.
-            Required fields may be missing: a profile fills up over time.
+        store: where the profile rows are kept (a
+            :class:`~llama_memory.storage.sql.profile.ProfileRows`;
+            :func:`llama_memory.memory.wiring.default_profile_source` builds the source).
+        schema: a pydantic model the profile follows; updates are validated against it
+            before anything is written (required fields may be missing).
         max_records: at most this many fields are shown in the memory block.
-        max_tokens: the profile's share of the memory block, in tokens. When the
-            profile needs more, the most important, then most recently changed,
-            fields are kept and a last line says how many were left out.
-        importance: per-path importance (higher is shown first), e.g.
-            ``{"name": 10, "allergies": 8}``; a path's nearest listed ancestor
-            applies. Overrides ``json_schema_extra={"importance": ...}`` of the
-            schema's fields. Fields without one have importance 0.
+        max_tokens: the profile's share of the memory block, in tokens; beyond it the
+            most important, then most recently changed, fields are kept and a last line
+            says how many were left out.
+        importance: per-path importance (higher shown first), e.g. ``{"name": 10}``; a
+            path's nearest listed ancestor applies; overrides the schema fields'
+            ``json_schema_extra={"importance": ...}``; default 0.
         tokenizer_fn: counts tokens for ``max_tokens`` (default LlamaIndex's).
         name: the source's name in the memory block and in ``memory.source(name)``.
-        priority: the memory block serves higher priorities first; the default (10)
-            is above the vector source's, so the profile is never crowded out.
-        expiry: default time to live of new field values, refresh on read, and the
-            clock (default: kept until forgotten); ``update_profile(ttl=...)``
-            overrides it. An expired value reads as absent.
-        changed_within: seconds (or a timedelta): a field set this recently to a new
-            value is shown with the one it replaced, ``city: Lisbon (since 2026-03-02;
-            before: Porto)``, so the agent can check with the user; default 90 days, 0
-            never.
+        priority: the memory block serves higher priorities first; the default (10) is
+            above the vector source's, so the profile is never crowded out.
+        expiry: default time to live of new values, refresh on read, and the clock
+            (default: kept until forgotten); ``update_profile(ttl=...)`` overrides it.
+        changed_within: seconds (or a timedelta): a field set this recently is shown with
+            the value it replaced, ``city: Lisbon (since 2026-03-02; before: Porto)``;
+            default 90 days, 0 never.
     """
 
     query_independent = True  # the whole current profile, whatever the query
@@ -140,13 +135,9 @@ class ProfileSource(MemorySource):
         return self.rows.history(scope, self.expiry.now(), path)
 
     def retrieve(self, query: str, scope: Scope, k: int) -> list[MemoryRecord]:
-        """The current profile as records, one per field, whatever ``query`` is.
-
-        The profile is one document that belongs in every prompt, so ``k`` (a
-        relevance cut) does not shorten it: ``max_records`` and ``max_tokens`` do.
-        Records are ordered by importance, then by how recently the field
-        changed; when fields are left out, a last record says how many. Each
-        record's ``metadata`` holds the field's ``path``, ``value``,
+        """The current profile as records, one per field, whatever ``query`` and ``k``
+        (``max_records`` and ``max_tokens`` cut it), by importance then recency; a last
+        record says how many were left out. ``metadata`` holds ``path``, ``value``,
         ``importance``, ``op`` and ``updated_at``.
         """
         current = self._current(scope)
@@ -194,8 +185,7 @@ class ProfileSource(MemorySource):
     # -- writing --------------------------------------------------------------------
 
     def add(self, messages: Sequence[StoredMessage], scope: Scope) -> None:
-        """Nothing: the profile changes only through explicit updates, the agent
-        tools or memory formation, never from raw messages."""
+        """Nothing: the profile changes only through updates, tools or formation."""
 
     def update_profile(
         self,
@@ -209,28 +199,22 @@ class ProfileSource(MemorySource):
         """Apply an update to the user's profile, all of it or nothing.
 
         Args:
-            update: either a list of operations (:class:`ProfileOp` or dicts
-                ``{"op", "path", "value"}``) applied in order, or a JSON merge
-                patch (RFC 7386): a dict (or a pydantic model; its set fields) whose
-                objects are merged into the profile field by field, where ``None``
-                removes a field and any other value replaces it. A null is never
-                stored: ``set`` needs a value, and null members of an object value
-                are left out.
+            update: a list of operations (:class:`ProfileOp` or dicts ``{"op", "path",
+                "value"}``) applied in order, or a JSON merge patch (RFC 7386, a dict or
+                a pydantic model's set fields), where ``None`` removes a field. A null is
+                never stored.
             scope: whose profile; its ``session_id`` is the default provenance.
             session_id: the conversation the update came from (default the scope's).
             message_ids: ids of the messages it came from.
-            ttl: how long the values written are kept (seconds or a timedelta);
-                default the source's ``expiry.ttl``.
+            ttl: how long the values written are kept (seconds or a timedelta); default
+                the source's ``expiry.ttl``.
 
         Returns:
-            The rows written, in order. Setting a field to the value it has, or
-            removing what is not there, writes nothing.
+            The rows written, in order (none for a no-op).
 
         Raises:
-            ProfileUpdateError: an operation, path or value is invalid (unknown op,
-                malformed path, not JSON, not valid for the schema, append to a
-                non-list...); every problem is listed, each with its field, and
-                nothing is written.
+            ProfileUpdateError: an operation, path or value is invalid; every problem is
+                listed with its field, and nothing is written.
         """
         ops = to_ops(update)
         return self._update(scope, lambda current: ops, session_id, message_ids, ttl)
@@ -281,9 +265,8 @@ class ProfileSource(MemorySource):
     def set_field(
         self, path: str, value: Any, scope: Scope, **provenance: Any
     ) -> list[ProfileChange]:
-        """Give the field at ``path`` a new value (a dict value replaces the whole
-        object; ``None`` is refused, use :meth:`remove_field`).
-        ``provenance``: ``session_id=``, ``message_ids=``."""
+        """Give the field at ``path`` a new value (a dict replaces the whole object;
+        ``None`` is refused). ``provenance``: ``session_id=``, ``message_ids=``."""
         op = {"op": "set", "path": path, "value": value}
         return self.update_profile([op], scope, **provenance)
 
@@ -305,11 +288,8 @@ class ProfileSource(MemorySource):
     def remove_field(
         self, path: str, scope: Scope, *, with_history: bool = False, **provenance: Any
     ) -> list[ProfileChange]:
-        """Remove the field at ``path`` (and the fields beneath it).
-
-        By default the removal is recorded and the old values stay in
-        :meth:`history`; ``with_history=True`` erases every trace of the field.
-        """
+        """Remove the field at ``path`` and beneath; the old values stay in
+        :meth:`history` unless ``with_history=True`` erases them."""
         if not with_history:
             return self.update_profile([{"op": "remove", "path": path}], scope, **provenance)
         scope.require_user(f"the {self.name!r} memory source")
@@ -320,12 +300,8 @@ class ProfileSource(MemorySource):
     # -- forgetting -------------------------------------------------------------------
 
     def forget(self, scope: Scope, with_history: bool = True) -> None:
-        """Remove the user's whole profile.
-
-        ``with_history=True`` (the default, "forget me") deletes every row,
-        history included; ``False`` records the removal of every field and keeps
-        the old values in :meth:`history`.
-        """
+        """Remove the user's whole profile: every row (``with_history=True``, "forget
+        me"), or a removal of every field, keeping :meth:`history`."""
         scope.require_user(f"forgetting in the {self.name!r} memory source")
         if not with_history:
             # The fields to remove are read in the same transaction as the removal, so
@@ -354,23 +330,16 @@ class ProfileSource(MemorySource):
     # -- hooks: agent tools and formation --------------------------------------------------
 
     def tools(self, scope: Scope) -> list[Any]:
-        """``update_profile`` and ``get_profile`` tools bound to ``scope``: the LLM
-        never chooses whose profile it touches."""
+        """``update_profile`` and ``get_profile`` tools bound to ``scope``."""
         return profile_tools(self, scope)
 
     def extract(self, messages: Sequence[ChatMessage], llm: Any, scope: Scope) -> None:
-        """Ask ``llm`` for profile operations learned from ``messages`` and apply them,
-        with one LLM call (this source alone as the part of a pass,
-        :func:`llama_memory.write.formation.ask_pass`).
-
-        The LLM sees the current profile and the conversation's user and
-        assistant turns. The operations are validated together and applied in
-        one transaction, with the messages' ids and the scope's session as
-        provenance.
+        """Ask ``llm`` for profile operations learned from ``messages`` and apply them in
+        one transaction (one LLM call, shown the current profile).
 
         Raises:
-            ExtractionError: the output was malformed, or its operations were
-                rejected (the message lists each problem); nothing was written.
+            ExtractionError: the output was malformed or its operations rejected;
+                nothing was written.
         """
         # Imported here: formation imports sources.base, which runs this package's
         # __init__ (and so this module) first.
@@ -389,23 +358,18 @@ class ProfileSource(MemorySource):
         return self.name
 
     def pass_prompt(self, window: Any) -> str:
-        """What the pass asks for under :attr:`pass_field`: profile operations (set,
-        append, remove), shown the current profile."""
+        """The pass's request: profile operations, shown the current profile."""
         scope: Scope = window.scope
         scope.require_user(f"the {self.name!r} memory source")
         return profile_prompt(self, scope)
 
     def parse_pass(self, value: Any, window: Any) -> list[ProfileOp]:
-        """Validate the answer (a list of operations); writes nothing.
-
-        Raises:
-            ProfileUpdateError: the answer or an operation was malformed.
-        """
+        """Validate the answer (a list of operations); writes nothing. ProfileUpdateError
+        when malformed."""
         return parse_profile(value)
 
     def apply_pass(self, parsed: list[ProfileOp], window: Any) -> None:
-        """Apply the operations, joining the pass's open transaction: "remove" ends a
-        field (its history is kept)."""
+        """Apply the operations in the pass's transaction (a removal keeps history)."""
         apply_profile(self, parsed, window)
 
     # -- internals -----------------------------------------------------------------------
@@ -415,9 +379,8 @@ class ProfileSource(MemorySource):
         return self.rows.current(scope, self.expiry.now())
 
     def _replaced(self, rows: Sequence[ProfileChange], scope: Scope) -> dict[int, str]:
-        """The value each field set within ``changed_within`` replaced, rendered:
-        ``{row id: old value}``, one per field. Only recent changes read their history,
-        so an ordinary profile reads nothing more."""
+        """The value each field set within ``changed_within`` replaced: ``{row id: old
+        value}`` (only recent changes read their history)."""
         now = self.expiry.now()
         found: dict[int, str] = {}
         for row in rows:
@@ -457,7 +420,7 @@ class ProfileSource(MemorySource):
 
     def _fit(self, records: list[MemoryRecord]) -> tuple[list[MemoryRecord], int]:
         """Keep records, in order, while they fit in ``max_tokens``; return them and how
-        many were left out. Costs approximate the block's rendering of each line."""
+        many were left out."""
         costs = [self._line_cost(r.text) for r in records]
         if sum(costs) <= self.max_tokens:
             return records, 0

@@ -1,6 +1,5 @@
-"""Knowledge triples as a part of a formation pass: what the pass asks
-for under the ``"triples"`` key, how the answer is validated, and how new and
-retracted triples are written."""
+"""Knowledge triples as a part of a formation pass: the request, the answer's
+validation, and writing new and retracted triples."""
 
 from __future__ import annotations
 
@@ -59,12 +58,8 @@ def triples_prompt(source: TripleAccess, scope: Scope, now: float) -> str:
 
 
 def parse_triples(value: Any) -> ParsedTriples:
-    """Validate the answer under the triples key (writes nothing).
-
-    Raises:
-        TripleError: not an object with lists ``new`` and ``retracted``, or a malformed
-            triple (named by its list and position).
-    """
+    """Validate the answer under the triples key (writes nothing); TripleError for
+    anything but lists ``new`` and ``retracted`` of valid triples."""
     if not isinstance(value, Mapping):
         raise TripleError(f'expected an object {{"new": [...], "retracted": [...]}}, got {type(value).__name__}')
     unknown = sorted(set(value) - {"new", "retracted"})
@@ -88,9 +83,8 @@ def parse_triples(value: Any) -> ParsedTriples:
 
 
 def apply_triples(source: TripleAccess, parsed: ParsedTriples, window: Any) -> list[str]:
-    """Write a pass's new triples, then end its retracted ones (joining an open
-    transaction); return the ids of the triples written. The statements are dated by
-    the window's newest message."""
+    """Write a pass's new triples, then end its retracted ones (dated by the window's
+    newest message); return the ids written."""
     scope: Scope = window.scope
     stated = max((message_time(m, default=window.now) for m in window.messages), default=window.now)
     ids = [i for i in window.message_ids if i]

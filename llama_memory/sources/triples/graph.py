@@ -1,18 +1,7 @@
-"""A user's knowledge triples as a graph: networkx export and a matplotlib picture.
-
-Entities are nodes (keyed by their normalised name, labelled with the text as
-first stated), facts are directed edges from subject to object labelled with
-their predicate. ``networkx`` is a dependency of llama-index-core, so
-:func:`to_networkx` always works; :func:`plot` needs ``matplotlib`` (the
-``graph`` extra: ``pip install 'llama-index-memory-composable[graph]'``) and draws off-screen,
-without touching pyplot's global state, so it runs on servers and inside
-notebooks alike.
-
-Usually reached through the source::
-
-    triples = memory.source("triples")
-    graph = triples.to_networkx(memory.scope)
-    triples.plot("alice.png", memory.scope)
+"""A user's knowledge triples as a graph: networkx export and a matplotlib picture
+(``plot`` needs the ``graph`` extra and draws off-screen, outside pyplot's global state).
+Usually reached through the source: ``triples.to_networkx(scope)``, ``triples.plot(path,
+scope)``.
 """
 
 from __future__ import annotations
@@ -50,13 +39,9 @@ def _node_size(label: str) -> float:
 
 
 def to_networkx(triples: Iterable[KnowledgeTriple], *, name: Optional[str] = None) -> "networkx.MultiDiGraph":
-    """A directed multigraph of the triples.
-
-    Nodes are normalised entity names with a ``label`` attribute (the text as
-    first seen). Each triple is one edge ``subject -> object`` keyed by the
-    triple's id, with attributes ``predicate`` (as shown), ``label`` (the same),
-    ``valid_from``, ``valid_to`` and ``current``. Two facts between the same
-    entities are two edges, hence a multigraph.
+    """A directed multigraph of the triples: nodes are normalised entity names (``label``:
+    the text as first seen), each triple an edge ``subject -> object`` keyed by its id,
+    with ``predicate``, ``label``, ``valid_from``, ``valid_to`` and ``current``.
 
     Args:
         triples: e.g. ``source.triples(scope)`` (current facts only).
@@ -89,12 +74,8 @@ def plot(
     dpi: int = 120,
     seed: int = 7,
 ) -> Path:
-    """Draw a knowledge graph to an image file and return its path.
-
-    The format follows the file's suffix (``.png``, ``.svg``, ``.pdf``...).
-    Edges are labelled with their predicates; parallel facts between two
-    entities share one arrow whose label lists them. The layout is seeded, so
-    the same graph gives the same picture.
+    """Draw a knowledge graph to an image file (format by suffix) and return its path.
+    Parallel facts share one arrow listing their predicates; the layout is seeded.
 
     Args:
         graph: a graph from :func:`to_networkx`, or triples to build one from.

@@ -1,9 +1,5 @@
-"""The triple timeline as the shared retrieval parts see it: rows for the one index sync
-(:class:`~llama_memory.retrieval.sync.IndexSync`) and a lexical index for the one hybrid
-search (:class:`~llama_memory.retrieval.hybrid.HybridSearch`).
-
-Adapters only, no storage of their own: the triple timeline port keeps its own
-signatures (a triple is not a message record), and these translate.
+"""Adapters giving the triple timeline's rows to the one index sync and its words to the
+one hybrid search (a triple is not a message record).
 """
 
 from __future__ import annotations
@@ -21,11 +17,8 @@ __all__ = ["TripleRows", "TripleWords"]
 
 
 class TripleRows:
-    """The triples' index flags, as :class:`~llama_memory.retrieval.sync.SyncedRows`.
-
-    Triples keep no vector copies (the sync runs them with ``resident_limit=0``: a
-    search asks the dense index), so the copy and change-token reads answer "none".
-    """
+    """The triples' index flags for the index sync; triples keep no vector copies
+    (``resident_limit=0``), so copy and change-token reads answer "none"."""
 
     def __init__(self, timeline: TripleTimeline) -> None:
         self.timeline = timeline

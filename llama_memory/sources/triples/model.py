@@ -1,8 +1,5 @@
-"""The triples' data model: :class:`KnowledgeTriple`, the models the tools and the
-extracting LLM fill in, the error raised for malformed triples, and the validation
-that turns what a caller gives into triples ready to be written.
-
-Depends on normalisation only (no storage): :mod:`llama_memory.sources.triples.graph` builds on it.
+"""The triples' data model: :class:`KnowledgeTriple`, the tools' and the extracting LLM's
+models, the error for malformed triples, and the validation of what a caller gives.
 """
 
 from __future__ import annotations
@@ -56,24 +53,21 @@ MAX_PART_CHARS = 300
 
 
 class TripleError(LlamaMemoryError, ValueError):
-    """A triple given to the memory was malformed (empty part, wrong type...).
-
-    Raised before anything is written: a batch with one bad triple writes none.
-    """
+    """A triple given to the memory was malformed (empty part, wrong type...); raised
+    before anything is written: a batch with one bad triple writes none."""
 
 
 @dataclass(frozen=True)
 class KnowledgeTriple:
     """One fact, ``subject — predicate — object``, with its provenance and validity.
 
-    Build one with the three parts to write it (``KnowledgeTriple("John",
-    "likes", "pizza")``; ``valid_from`` or ``event_time``, when given, dates the
-    statement). Triples read back from a :class:`TripleSource` carry the rest.
+    Build one with the three parts to write it (``KnowledgeTriple("John", "likes",
+    "pizza")``; ``valid_from`` or ``event_time`` dates the statement). Triples read back
+    from a :class:`TripleSource` carry the rest.
 
     Attributes:
-        subject, predicate, object: the text as first stated (kept for display;
-            matching uses the normalised keys, see :func:`normalize_entity` and
-            :func:`normalize_predicate`).
+        subject, predicate, object: the text as first stated (matching uses the
+            normalised keys: :func:`normalize_entity`, :func:`normalize_predicate`).
         id: the triple's id in the store.
         user_id, tenant_id: whose fact it is.
         session_id: the session that first stated it.
@@ -115,9 +109,8 @@ class KnowledgeTriple:
         return f"{self.subject} — {display_predicate(self.predicate)} — {self.object}"
 
     def render(self, before: Optional[str] = None) -> str:
-        """The fact with its validity: ``John — lives in — New York (since 2023-05-08)``,
-        or ``(2020-01-01 to 2023-05-08)`` for a superseded one; ``before``, the value
-        a current fact replaced, adds ``; before: Boston`` (a recent change)."""
+        """The fact with its validity, ``John — lives in — New York (since 2023-05-08)``
+        or ``(2020-01-01 to 2023-05-08)``; ``before`` adds ``; before: Boston``."""
         if self.valid_from is None:
             return self.text()
         if self.valid_to is None:
@@ -236,8 +229,8 @@ def prepare_one(item: Any, position: int) -> Prepared:
 
 
 def prepare_all(triples: Any) -> list[Prepared]:
-    """Validate a batch of triples (see :func:`prepare_one`): all are checked before
-    anything is written, and a single triple not wrapped in a list is refused."""
+    """Validate a batch of triples (all before anything is written); a single triple
+    not in a list is refused."""
     if isinstance(triples, (str, bytes, Mapping, KnowledgeTriple, BaseModel)) or not isinstance(triples, Iterable):
         raise TripleError(
             f"expected a list of triples, got {type(triples).__name__}: {triples!r} "

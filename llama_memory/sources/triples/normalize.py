@@ -1,7 +1,5 @@
-"""Normalisation of triples: the matching keys of entities and predicates, how a
-predicate is shown, the text the indexes see, and the entities a query names.
-
-Pure functions of text: no storage, no model.
+"""Normalisation of triples, pure functions of text: matching keys of entities and
+predicates, how a predicate is shown, the indexes' text, the entities a query names.
 """
 
 from __future__ import annotations
@@ -55,10 +53,8 @@ _NOT_ENTITIES = frozenset(
 
 
 def _stem(word: str) -> str:
-    """A cheap, consistent stem of one predicate word: ``likes``, ``liked``,
-    ``liking`` and ``like`` all give ``lik``. Only equality of stems matters (the
-    stem is a matching key, never shown), so rules may cut words oddly as long
-    as the forms of one verb or noun meet."""
+    """A cheap, consistent stem of a predicate word (``likes``, ``liked``, ``liking`` all
+    give ``lik``): only equality matters, it is never shown."""
     if word in _IRREGULAR:
         word = _IRREGULAR[word]
     elif len(word) > 4 and word.endswith(("ies", "ied")):

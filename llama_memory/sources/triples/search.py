@@ -1,9 +1,5 @@
 """How triple retrieval ranks: words, meaning and the named entities fused, plus the
-optional second hop.
-
-Pure functions over ids, scores and edges: the source fetches the candidates (the one
-hybrid search, :meth:`~llama_memory.retrieval.hybrid.HybridSearch.candidates`) and
-passes a way to read the entity neighbourhood.
+optional second hop; pure functions over ids, scores and edges.
 """
 
 from __future__ import annotations
@@ -52,22 +48,14 @@ def rank_triples(
     """Scores of triple ids and which signals matched each one.
 
     Args:
-        named: the entity keys the query names; ``near``: their neighbourhood
-            (:func:`neighbourhood`).
-        lexical: (id, word score) best first; ``dense``: cosine by id of the dense
-            candidates and, where known, of the others (the hybrid search's
-            :meth:`~llama_memory.retrieval.hybrid.HybridSearch.candidates`).
+        named: the entity keys the query names; ``near``: their neighbourhood.
+        lexical: (id, word score) best first; ``dense``: cosine by id.
         touching: reads the triples touching entities (the second hop).
         k: how many are wanted: the top ``k`` of each ranking count as its matches.
-        hops: 1, or 2 to add the neighbours' triples.
-        fusion: ``"scores"``: the normalised lexical and dense scores are fused as the
-            vector source fuses them (:func:`~llama_memory.retrieval.fuse_scores`) and
-            the entity signal (the share of the named entities a triple touches) is
-            added with the same weight; ``"rrf"``: the three rankings' top ``k`` fused
-            by reciprocal rank.
-
-    With ``hops=2`` a triple reached through a neighbour entity adds half the best
-    score of the triples leading to it.
+        hops: 1, or 2 to add the neighbours' triples (half the best score leading
+            to them).
+        fusion: ``"scores"`` (lexical and dense fused as the vector source does, plus
+            the share of named entities touched, same weight) or ``"rrf"``.
     """
     if fusion not in FUSIONS:
         raise ValueError(f"fusion must be one of {FUSIONS}, got {fusion!r}")
@@ -104,11 +92,9 @@ def triple_record(
     triple: KnowledgeTriple, score: float, matched: list[str], source: str, before: Optional[str] = None,
     functional: bool = False,
 ) -> MemoryRecord:  # fmt: skip
-    """A retrieved triple as a memory record of ``source``, rendered with its validity
-    (and ``before``, the value it recently replaced, if any). ``functional``: whether
-    its predicate holds one value at a time (``metadata["functional"]``): the memory
-    block marks another value of it as a conflict, and shows another value of a
-    predicate that is not functional as a fact of its own."""
+    """A retrieved triple as a record of ``source``, rendered with its validity (and
+    ``before``); ``functional`` goes to ``metadata["functional"]`` (the block marks
+    another value of a functional predicate as a conflict)."""
     # event_time stays None on purpose: the rendered text already carries
     # "(since ...)", and the memory block would print the date twice. The
     # statement time is in the metadata.

@@ -1,10 +1,7 @@
-"""The knowledge-triple source: writes through the update rules, reads, retrieval,
-the dense index's upkeep and forgetting, on the triple timeline port.
-
-Facts arrive from :meth:`TripleSource.add_triples`, the agent tools and memory
-formation, never from plain conversation messages. The update rules are pure functions
-in :mod:`.timeline`, retrieval's ranking is in :mod:`.search`. The timeline port is the
-system of record; the dense index is derived from it, per user, and rebuildable.
+"""The knowledge-triple source: writes through the update rules (:mod:`.timeline`),
+reads, retrieval (:mod:`.search`), the dense index's upkeep and forgetting, on the triple
+timeline port. Facts arrive from :meth:`TripleSource.add_triples`, the agent tools and
+memory formation, never from plain messages.
 """
 
 from __future__ import annotations
@@ -66,32 +63,29 @@ class TripleSource(MemorySource):
 
     Args:
         store: the triple timeline, the system of record (a
-            :class:`~llama_memory.storage.sql.triples.TripleTimeline`, e.g.
-            ``SQLiteTripleTimeline(store)``; :func:`llama_memory.memory.wiring.default_triple_source`
-            builds the whole source on a ``SQLiteStore``).
+            :class:`~llama_memory.storage.sql.triples.TripleTimeline`;
+            :func:`llama_memory.memory.wiring.default_triple_source` builds the source).
         index: the dense index derived from it (a
-            :class:`~llama_memory.storage.ports.VectorIndex`; give it its own prefix,
-            e.g. :data:`TRIPLE_COLLECTION`; one collection per user).
-        embed_model: any LlamaIndex embedding; its dimension is recorded in the
-            store and a model of another dimension is refused.
-        functional_predicates: predicates that hold one value at a time (a new
-            object supersedes the current one); default
-            :data:`DEFAULT_FUNCTIONAL_PREDICATES`. More can be declared later
-            with :meth:`declare_functional`.
-        hops: the entity neighbourhood retrieval adds: 1 (triples touching an
-            entity the query names) or 2 (also triples touching their neighbours).
-        batch_size: how many triples are embedded per call to the model, and how many
-            embedded ones wait (searched in memory) before a dense-index write.
+            :class:`~llama_memory.storage.ports.VectorIndex` with its own prefix, e.g.
+            :data:`TRIPLE_COLLECTION`).
+        embed_model: any LlamaIndex embedding; a model of another dimension than the
+            store's is refused.
+        functional_predicates: predicates that hold one value at a time (a new object
+            supersedes the current one); default :data:`DEFAULT_FUNCTIONAL_PREDICATES`,
+            more with :meth:`declare_functional`.
+        hops: the entity neighbourhood retrieval adds: 1 (triples touching an entity the
+            query names) or 2 (also those touching their neighbours).
+        batch_size: triples embedded per call, and embedded ones waiting before a
+            dense-index write.
         name: the source's name in the memory block.
         priority: its place in the memory block (the profile is 10, past messages 0).
         expiry: default time to live of new triples, refresh on read, and the clock
             (default: kept until forgotten); ``add_triples(ttl=...)`` overrides it.
-        fusion: how words, meaning and the named entities are fused: ``"scores"``
-            (normalised scores, the default, chosen by ``python -m bench.triples``) or
-            ``"rrf"`` (reciprocal rank, the fusion before 0.x; see :meth:`search`).
+        fusion: how words, meaning and named entities are fused: ``"scores"``
+            (normalised scores, the default) or ``"rrf"`` (reciprocal rank).
         changed_within: seconds (or a timedelta): a current fact that replaced another
             value this recently is rendered with it, ``(since 2026-03-02; before:
-            Porto)``, so the agent can check with the user; default 90 days, 0 never.
+            Porto)``; default 90 days, 0 never.
     """
 
     def __init__(
@@ -149,12 +143,8 @@ class TripleSource(MemorySource):
     # -- functional predicates --------------------------------------------------------
 
     def declare_functional(self, *predicates: str) -> None:
-        """Declare predicates that hold one value at a time for a subject.
-
-        Applies to triples written from now on; triples already stored keep their
-        validity (a predicate declared late may have several current values until
-        the next statement of it supersedes them).
-        """
+        """Declare predicates that hold one value at a time for a subject, for triples
+        written from now on (stored ones keep their validity until stated again)."""
         for predicate in predicates:
             key = normalize_predicate(predicate) if isinstance(predicate, str) else ""
             if not key:
@@ -168,8 +158,7 @@ class TripleSource(MemorySource):
     # -- writing ----------------------------------------------------------------------
 
     def add(self, messages: Sequence[StoredMessage], scope: Scope) -> None:
-        """Does nothing: triples come from :meth:`add_triples`, the tools or :meth:`extract`,
-        not from every message (past messages are the vector source's job)."""
+        """Nothing: triples come from :meth:`add_triples`, the tools or :meth:`extract`."""
 
     def add_triples(
         self, triples: Iterable[Any], scope: Who, *, event_time: Any = None, message_ids: Sequence[str] = (),
@@ -230,15 +219,15 @@ class TripleSource(MemorySource):
         return [to_triple(r) for r in rows]
 
     def view(self, scope: Who, *, include_history: bool = True, draw: bool = True) -> TripleTable:
-        """The user's triples as a table, with the graph of the current ones drawn inline
-        in Jupyter (``draw``); superseded ones too unless ``include_history=False``
-        (:class:`~llama_memory.sources.views.TripleTable`)."""
+        """The user's triples as a table (:class:`~llama_memory.sources.views.TripleTable`),
+        the current ones' graph drawn in Jupyter (``draw``); superseded ones unless
+        ``include_history=False``."""
         scope = _scope(scope)
         return TripleTable(self.triples(scope, include_history=include_history), name=scope.user_id or "", draw=draw)
 
     def history(self, subject: str, predicate: str, scope: Who) -> list[KnowledgeTriple]:
-        """Every value ``subject``'s ``predicate`` has had, oldest first: the supersede
-        chain (each one's ``superseded_by`` is the next one's id), current one last."""
+        """Every value ``subject``'s ``predicate`` has had, oldest first (the supersede
+        chain), the current one last."""
         return self.triples(scope, include_history=True, subject=subject, predicate=predicate)
 
     def count(self, scope: Who, *, include_history: bool = False) -> int:
@@ -260,18 +249,15 @@ class TripleSource(MemorySource):
     # -- retrieval ---------------------------------------------------------------------
 
     def retrieve(self, query: str, scope: Scope, k: int) -> list[MemoryRecord]:
-        """Up to ``k`` current triples for ``query`` (see :meth:`search`); none for an
-        empty query. Each carries its calibrated ``relevance`` (:meth:`_calibrate`)."""
+        """Up to ``k`` current triples for ``query`` (:meth:`search`), each with its
+        calibrated ``relevance``; none for an empty query."""
         records = self.search(query, scope, k)
         self._calibrate(query, records, scope)
         return records
 
     def _calibrate(self, query: str, records: Sequence[MemoryRecord], scope: Scope) -> None:
-        """Give each triple its ``relevance`` (:mod:`llama_memory.retrieval.relevance`): the
-        calibration fitted on past messages, applied to the triple's words (subject,
-        predicate, object) and its cosine with the query. Not fitted on triples: no
-        benchmark of triples exists yet. None for an embedding model without a
-        calibration."""
+        """Give each triple its ``relevance``: the calibration fitted on past messages,
+        applied to its words and its cosine with the query (none without a calibration)."""
         calibration = calibration_for(self.embed_model)
         if calibration is None or not records:
             return
@@ -300,21 +286,16 @@ class TripleSource(MemorySource):
     def search(
         self, query: str, scope: Who, k: int = 10, *, include_history: bool = False, hops: Optional[int] = None
     ) -> list[MemoryRecord]:
-        """The triples that best answer ``query``, as records rendered
-        ``subject — predicate — object (since date)``, best first.
+        """The triples that best answer ``query``, as records rendered ``subject —
+        predicate — object (since date)``, best first; current ones unless
+        ``include_history``.
 
-        Candidates come from the one hybrid search
-        (:class:`~llama_memory.retrieval.hybrid.HybridSearch`: by words in the lexical
-        index, by meaning in the dense index) and from the 1-hop neighbourhood of the
-        entities the query names (triples whose subject or object appears in it, those
-        touching two named entities first). With the default ``fusion="scores"`` a
-        triple scores two thirds of its fused normalised word and meaning scores
-        (:func:`llama_memory.retrieval.fuse_scores`, as past messages) plus one third of
-        the share of the named entities it touches; with ``fusion="rrf"`` the three
-        rankings are fused by reciprocal rank. With ``hops=2``, a triple one
-        step further, reached through a neighbour entity, scores half the best score
-        of the triples that lead to it: it can outrank a weak match by meaning, never
-        the fact that leads to it. Only current triples unless ``include_history``.
+        Candidates come from the hybrid search (words and meaning) and the 1-hop
+        neighbourhood of the entities the query names. With ``fusion="scores"`` a triple
+        scores two thirds of its fused word and meaning scores plus one third of the share
+        of named entities it touches; ``"rrf"`` fuses the three rankings by reciprocal
+        rank. With ``hops=2``, a triple reached through a neighbour scores half the best
+        score of the triples leading to it.
         """
         scope = _scope(scope)
         scope.require_user(f"the {self.name!r} memory source")
@@ -360,9 +341,8 @@ class TripleSource(MemorySource):
         ]
 
     def _replaced(self, triples: Sequence[KnowledgeTriple], scope: Scope) -> dict[str, str]:
-        """The value each current triple replaced, for those that replaced one within
-        ``changed_within`` (a one-valued predicate changed): ``{id: old object}``, one
-        per fact. Read only for recent triples, so an ordinary search reads nothing."""
+        """The value each current triple replaced within ``changed_within``: ``{id: old
+        object}`` (only recent triples read their history)."""
         now = self.expiry.now()
         found: dict[str, str] = {}
         for triple in triples:
@@ -378,8 +358,7 @@ class TripleSource(MemorySource):
         return found
 
     def _add_cosines(self, dense: dict[str, float], ids: Sequence[str], scope: Scope, query: str) -> None:
-        """Give the entity candidates their cosine too, so that score fusion compares like
-        with like (a triple found by its entity alone would count as the worst match)."""
+        """Give the entity candidates their cosine too, so fusion compares like with like."""
         missing = [i for i in ids if i not in dense]
         if not missing:
             return
@@ -391,8 +370,8 @@ class TripleSource(MemorySource):
     # -- the dense index -----------------------------------------------------------------
 
     def flush(self) -> int:
-        """Embed every triple the dense index has not seen yet and write the waiting
-        vectors to it; return how many were written."""
+        """Embed the triples not in the dense index and write the waiting vectors; return
+        how many."""
         return self._sync.flush()
 
     def reindex(self) -> int:
@@ -400,25 +379,22 @@ class TripleSource(MemorySource):
         return self._sync.reindex()
 
     def close(self) -> None:
-        """Index what is waiting, so the next process need not embed it again. An
-        unreachable index, or an embedding model the store refuses, is logged, not
-        raised (a close must not fail): the triples stay flagged as waiting."""
+        """Index what is waiting; an unreachable index or refused model is logged, not
+        raised."""
         try:
             self.flush()
         except (StorageError, EmbeddingModelError) as exc:
             logger.warning("closing with triples not written to the dense index: %s", exc)
 
     def reconcile(self, catch_up: bool = True, scope: Optional[Scope] = None) -> ReconcileReport:
-        """Bring the dense index in line with the triples, for every user or the scope's
-        user (see :func:`~llama_memory.storage.reconcile.reconcile_index`); with
-        ``catch_up``, embed and write the missing vectors now, else before the next
-        search."""
+        """Bring the dense index in line with the triples (see
+        :func:`~llama_memory.storage.reconcile.reconcile_index`); with ``catch_up``,
+        embed the missing vectors now, else before the next search."""
         owner = (scope.tenant_id, scope.require_user()) if scope is not None else None
         return self._sync.reconcile(catch_up, owner)
 
     def purge_expired(self) -> int:
-        """Delete expired triples (current or not), their provenance and their vectors;
-        return how many. A triple they superseded keeps its ``superseded_by`` id."""
+        """Delete expired triples, their provenance and vectors; return how many."""
         with self._lock:
             gone = self.timeline.delete_expired(self.expiry.now())
             by_user: dict[tuple[str, str], list[str]] = {}
@@ -441,22 +417,16 @@ class TripleSource(MemorySource):
     # -- tools, formation, graph -------------------------------------------------------------
 
     def tools(self, scope: Scope) -> list[Any]:
-        """``save_knowledge`` and ``search_knowledge`` as LlamaIndex ``FunctionTool``s,
-        acting for the scope's user (the LLM's arguments never choose the user)."""
+        """``save_knowledge`` and ``search_knowledge`` tools acting for the scope's user."""
         return knowledge_tools(self, scope)
 
     def extract(self, messages: Sequence[ChatMessage], llm: Any, scope: Scope) -> list[KnowledgeTriple]:
-        """Turn ``messages`` into new and retracted triples with one LLM call (this
-        source alone as the part of a pass, :func:`llama_memory.write.formation.ask_pass`),
-        and store them.
-
-        User and assistant messages with text are shown to the LLM; if there are
-        none the LLM is not called. The whole answer is validated before anything
-        is written.
+        """Turn ``messages`` into new and retracted triples with one LLM call and store
+        them (the LLM sees user and assistant text; no call without any).
 
         Raises:
-            ExtractionError: the LLM's answer was malformed or held an invalid
-                triple; nothing was written.
+            ExtractionError: the answer was malformed or held an invalid triple; nothing
+                was written.
         """
         # Imported here: formation imports sources.base, which runs this package's
         # __init__ (and so this module) first.
@@ -476,8 +446,7 @@ class TripleSource(MemorySource):
         return self.name
 
     def pass_prompt(self, window: Any) -> str:
-        """What the pass asks for under :attr:`pass_field`: new and retracted triples,
-        with the user's known names and current facts."""
+        """The pass's request: new and retracted triples, shown the known names and facts."""
         scope: Scope = window.scope
         scope.require_user(f"the {self.name!r} memory source")
         return triples_prompt(self, scope, self.expiry.now())
@@ -491,8 +460,7 @@ class TripleSource(MemorySource):
         return parse_triples(value)
 
     def apply_pass(self, parsed: ParsedTriples, window: Any) -> None:
-        """Store the new triples and end the retracted ones (their history is kept),
-        joining the pass's open transaction."""
+        """Store the new triples and end the retracted ones, in the pass's transaction."""
         apply_triples(self, parsed, window)
 
     def to_networkx(self, scope: Who, *, include_history: bool = False) -> "networkx.MultiDiGraph":
@@ -503,8 +471,7 @@ class TripleSource(MemorySource):
         return to_networkx(self.triples(scope, include_history=include_history), name=scope.require_user())
 
     def plot(self, path: Union[str, Path], scope: Who, **kwargs: Any) -> Path:
-        """Draw the user's current knowledge graph to an image file (see
-        :func:`llama_memory.sources.triples.graph.plot`); return its path."""
+        """Draw the user's current knowledge graph to an image file; return its path."""
         from .graph import plot
 
         return cast(Path, plot(self.to_networkx(scope), path, **kwargs))

@@ -1,24 +1,9 @@
-"""The supersede timeline as pure functions: what one statement of a triple does.
-
-Every (subject, predicate) pair of a user is a timeline of intervals
-``[valid_from, valid_to)``, one per value it has had. A statement of a value at
-time ``t``:
-
-- for a predicate that may hold several values at once (``likes``), repeats the
-  current triple with that value (a *mention*, which moves its start earlier when
-  the statement is older) or adds a new current triple;
-- for a *functional* predicate (one value at a time: ``lives in``), repeats the
-  value holding at ``t`` (a mention), or ends the interval holding at ``t`` and
-  starts its own, which ends where the next known value begins: a statement dated
-  in the past slots into the history instead of overriding what is known to be
-  newer. When the next known value is this very value, that triple simply held
-  since earlier: its start moves to ``t``.
-
-Stating a fact again renews it (the later expiry wins:
-:func:`llama_memory.core.types.later_expiry`, the same for every kind of record,
-applied by :mod:`.writes`). These functions read
-timeline entries and return decisions; the source applies them through the
-storage port, inside one transaction.
+"""The supersede timeline as pure functions: what one statement of a triple does to its
+(subject, predicate) timeline of intervals ``[valid_from, valid_to)``. A many-valued
+predicate gets a mention of the current triple or a new one; a functional one repeats
+the value holding at ``t`` or slots a new interval into the history, ending where the
+next known value begins (docs/triples.md). The source applies the decisions in one
+transaction.
 """
 
 from __future__ import annotations
@@ -37,14 +22,11 @@ class Decision:
     """What one statement does to its (subject, predicate) timeline.
 
     Attributes:
-        target: the existing triple the statement is a mention of; ``None``: a new
-            triple is written.
-        start: the target's new ``valid_from`` (the statement is earlier evidence
-            that it held), or ``None`` to keep it.
+        target: the existing triple the statement is a mention of (``None``: a new one).
+        start: the target's new ``valid_from`` (earlier evidence), or ``None``.
         valid_to: where the new triple's interval ends (``None``: it holds now).
         superseded_by: the triple that follows the new one (the next known value).
-        ends: triples whose interval ends at the statement's time, replaced by the
-            target or the new triple.
+        ends: triples whose interval ends at the statement's time.
     """
 
     target: Optional[str] = None
@@ -60,16 +42,9 @@ class Decision:
 
 
 def decide(timeline: Sequence[TimelineEntry], object_key: str, at: float, functional: bool) -> Decision:
-    """What stating the value ``object_key`` at time ``at`` does to ``timeline``.
-
-    Args:
-        timeline: the (subject, predicate) pair's triples in write order (all of them
-            for a functional predicate; for another one, at least its current triple
-            with this object, if any: nothing else is looked at).
-        object_key: the stated value, normalised.
-        at: when it was stated (epoch seconds).
-        functional: whether the predicate holds one value at a time.
-    """
+    """What stating the value ``object_key`` at time ``at`` does to ``timeline``: the
+    pair's triples in write order (all of them for a ``functional`` predicate, else at
+    least its current triple with this object)."""
     if not functional:
         same = next((e for e in timeline if e.current and e.object_key == object_key), None)
         if same is None:

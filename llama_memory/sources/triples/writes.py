@@ -19,11 +19,7 @@ __all__ = ["TripleAccess", "retract_triples", "write_triples"]
 
 
 class TripleAccess(Protocol):
-    """What the triples' part of a formation pass and their agent tools use of a triple
-    source (:class:`~llama_memory.sources.triples.TripleSource` is one): its timeline
-    and the lock its writes hold, its search, and its own write and read by id (which
-    check the user and the embedding model first). Described here, below the source,
-    which builds its pass part and its tools from the modules that use them."""
+    """What the triples' pass part and agent tools use of a triple source."""
 
     name: str
     timeline: TripleTimeline
@@ -49,7 +45,7 @@ def write_triples(
         timeline: where they are kept.
         functional_keys: the normalised predicates that hold one value at a time.
         lifetime: ``(ttl, expires_at)`` of what is written now (``None``: forever).
-        triples: what the caller gave (validated whole before anything is written).
+        triples: what the caller gave (validated whole first).
         scope: whose facts they are, and the session they were stated in.
         event_time: when they were stated (default now); a triple's own date wins.
         message_ids: the chat messages they came from.
@@ -130,9 +126,8 @@ def _insert(
 
 
 def retract_triples(timeline: TripleTimeline, scope: Scope, retracted: Sequence[Prepared], at: float) -> list[str]:
-    """End the current triples a statement says no longer hold ("I don't eat meat any
-    more"): their interval ends at ``at`` with no successor, their history is kept. A
-    retracted triple that is not current is left alone. Returns the ids ended."""
+    """End the current triples a statement says no longer hold (no successor, history
+    kept; one not current is left alone); return the ids ended."""
     ended: list[str] = []
     with timeline.transaction("retract knowledge triples"):
         for item in retracted:

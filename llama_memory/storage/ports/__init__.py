@@ -1,15 +1,6 @@
-"""The storage ports: what a backend writes, and the plain rows the storage parts take
-and return.
-
-A backend writes the connection (:class:`Transactional`, with ``query``: the
-:class:`~llama_memory.storage.sql.dialect.SQLStore` port), its lexical index
-(:class:`LexicalIndex`), its chat logs (:class:`SharedChatLog`), the dense index
-(:class:`VectorIndex`) and its bundle (:mod:`llama_memory.storage.backend`); the parts
-a memory reads and writes (records, jobs, triples, profile rows, admin rows, meta) are
-written once over SQL in :mod:`llama_memory.storage.sql`, the store that holds them being
-:class:`~llama_memory.storage.sql.store.Storage`. Sources, retrieval and the memory see
-these types and plain domain rows (``MemoryRecord``, ``Scope``, ``NewRecord``...): no
-connection, no SQL, no rowid. See docs/architecture.md.
+"""The storage ports: what a backend writes (``typing.Protocol`` classes), and the plain
+rows the storage parts take and return. Code above storage sees these and domain rows:
+no connection, no SQL, no rowid. See docs/architecture.md ("The ports").
 """
 
 from .base import SessionSummary, StoreCounts, Transactional, UserSummary

@@ -1,9 +1,5 @@
-"""The transaction that spans every part of a store (what a backend's connection gives),
-the keys of per-user meta, and the store-wide summaries the admin rows return
-(:class:`~llama_memory.storage.sql.admin.AdminRows`, behind
-:class:`~llama_memory.admin.memory_admin.MemoryAdmin` and the ``llama-memory`` command
-line). The store itself, every part written once over SQL, is
-:class:`~llama_memory.storage.sql.store.Storage`."""
+"""The transaction that spans every part of a store, the keys of per-user meta, and the
+store-wide summaries the admin rows return."""
 
 from __future__ import annotations
 
@@ -22,35 +18,29 @@ class Transactional(Protocol):
 
     def transaction(self, action: str) -> AbstractContextManager[Any]:
         """One atomic write: committed on success, rolled back (and raised as
-        :class:`~llama_memory.core.errors.StorageError` naming ``action``) on failure.
-        A port write called inside it joins it, as does a nested ``transaction``
-        in the same thread: a memory writes a batch to the chat log and to every
-        source all or nothing."""
+        :class:`~llama_memory.core.errors.StorageError` naming ``action``) on failure. A
+        port write or a nested ``transaction`` in the same thread joins it."""
         ...
 
     def after_commit(self, callback: Callable[[], object]) -> None:
         """Run ``callback`` once the open transaction commits (at once when none is
-        open); drop it if the transaction rolls back. Derived work (embedding,
-        writing the dense index) waits for the commit this way."""
+        open), dropped on rollback: derived work (embedding, the dense index) waits."""
         ...
 
     def change_token(self) -> Hashable:
-        """A value that changes when another connection or process commits to the
-        store (this connection's own commits may leave it): caches of derived data
-        compare it to know when to reload."""
+        """A value that changes when another connection or process commits to the store
+        (caches of derived data compare it to know when to reload)."""
         ...
 
 
 def user_meta_key(kind: str, scope: Scope) -> str:
-    """A meta key that belongs to one user's session (``kind:["tenant", "user",
-    "session"]``, e.g. an extraction cursor): ``delete_user`` deletes every such key of
-    the user, so per-user state kept in the meta table is forgotten with the user."""
+    """A meta key of one user's session (``kind:["tenant", "user", "session"]``), which
+    ``delete_user`` deletes with the user."""
     return f"{kind}:" + json.dumps([scope.tenant_id, scope.user_id, scope.session_id])
 
 
 def user_meta_infix(tenant_id: str, user_id: str) -> str:
-    """What every :func:`user_meta_key` of one user contains (JSON quoting makes it
-    unambiguous: no other user's key holds it)."""
+    """What every :func:`user_meta_key` of one user contains, and no other user's."""
     return ":" + json.dumps([tenant_id, user_id])[:-1] + ", "
 
 

@@ -49,17 +49,12 @@ class ChatLogChanges(NamedTuple):
 
 @runtime_checkable
 class SharedChatLog(ChatLog, Protocol):
-    """A chat log that other writers (other buffers, threads, processes) write to as
-    well. A buffer keeps a cursor of how far it has read and asks for what is new.
-
-    A backend's cursor is opaque to the caller: SQLite's holds a change stamp and the
-    conversation's first and last sequence numbers; another backend may hold anything
-    that lets it answer "what is new since" and "was the conversation replaced".
-    """
+    """A chat log that other writers (buffers, threads, processes) write to as well: a
+    buffer keeps an opaque cursor of how far it has read and asks for what is new."""
 
     def changes(self, cursor: Any) -> Optional[ChatLogChanges]:
         """What was committed since ``cursor`` (None: from the start), or None when
-        nothing changed. Must be cheap when nothing changed: it runs on every read."""
+        nothing changed; cheap when nothing changed (it runs on every read)."""
         ...
 
     def append_after(self, cursor: Any, messages: Sequence[ChatMessage]) -> ChatLogChanges:

@@ -1,6 +1,5 @@
-"""The rows of the job queue (durable work items of background memory formation,
-claimed by one worker at a time under a lease, acknowledged or retried): what
-:class:`~llama_memory.storage.sql.jobs.JobQueue` takes and returns."""
+"""The rows of the job queue (durable work of background memory formation, leased to
+one worker at a time)."""
 
 from __future__ import annotations
 

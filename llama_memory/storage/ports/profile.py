@@ -1,20 +1,8 @@
-"""The rows of a user's profile as a timeline of field values (what
-:class:`~llama_memory.storage.sql.profile.ProfileRows` takes and returns).
-
-A profile is stored as its leaves, one row per dotted path (``diet``,
-``travel.seat``). A change never overwrites a row: the replaced row gets a
-``superseded_at`` time and a new row holds the new value; a removal is a row
-without a value. The rows are read and written as plain
-:class:`ProfileChange` values; the rules that decide *which* rows an update
-writes (operations, merge patch, schema) live above it, in
-``llama_memory.sources.profile``, and reach storage through :meth:`~llama_memory.storage.sql.profile.ProfileRows.update`.
-
-The same rows keep a second document of the user, their standing **instructions**
-(procedural memory, ``llama_memory.sources.instructions``): one path per instruction, in a
-table of its own. :data:`DOCUMENTS` names the documents a backend keeps.
-
-Expiry: a row may carry a time to live; every read takes the time ``at`` that
-decides what has expired, so an expired value reads as absent before it is purged.
+"""The rows of a user's documents (the profile, the instructions) as a timeline of field
+values: one row per dotted path (``travel.seat``); a change supersedes the row and adds a
+new one, a removal is a row without a value, and reads take the time ``at`` that decides
+what has expired. Which rows an update writes is decided above storage
+(``llama_memory.sources.profile``).
 """
 
 from __future__ import annotations
@@ -22,8 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-#: The documents kept as profile rows, each in its own table: the user's profile, and
-#: the instructions the assistant follows for them (procedural memory).
+#: The documents kept as rows, each in its own table.
 DOCUMENTS: dict[str, str] = {"profile": "profile_fields", "instructions": "instruction_fields"}
 
 
@@ -37,8 +24,7 @@ def document_table(document: str) -> str:
     return DOCUMENTS[document]
 
 
-#: The export kinds of the documents (the profile, the user's instructions), and their
-#: tables, on every backend.
+#: The export kinds of the documents, and their tables.
 DOCUMENT_KINDS: dict[str, str] = {"profile": DOCUMENTS["profile"], "instruction": DOCUMENTS["instructions"]}
 
 

@@ -1,8 +1,5 @@
-"""The rows of the long-term records (with provenance, written with dedup, read by id
-and in session order, with expiry applied by storage): what
-:class:`~llama_memory.storage.sql.records.RecordStore` takes and returns; and the
-lexical index port, records found by their words (BM25 or the backend's own full-text
-ranking), best first."""
+"""The rows of the long-term records, and the lexical index port (records found by their
+words, best first)."""
 
 from __future__ import annotations
 
@@ -33,8 +30,7 @@ class NewRecord:
 
 
 class PendingRecord(NamedTuple):
-    """A record waiting for its vector (or just deleted): what the dense index needs
-    to add (or remove) it."""
+    """A record waiting for its vector (or just deleted)."""
 
     id: str
     text: str
@@ -43,8 +39,8 @@ class PendingRecord(NamedTuple):
 
 
 def more_important(new: Optional[float], old: Optional[float]) -> bool:
-    """Whether a record stated again with importance ``new`` takes it over its stored
-    ``old`` one: the higher wins, a judgement wins over none (every backend's dedup)."""
+    """Whether importance ``new`` of a record stated again beats its stored ``old``: the
+    higher wins, a judgement wins over none."""
     return new is not None and (old is None or new > old)
 
 
@@ -59,34 +55,26 @@ class LexicalIndex(Protocol):
     def search_text(
         self, query: str, scope: Scope, source: str, limit: int, exclude: Collection[str] = ()
     ) -> list[tuple[str, float]]:
-        """Records of the scope's user whose text (or event date in words, "8 May 2023")
-        shares words with ``query``, best first, as (id, score) with higher scores
-        better. Free text: the backend quotes it (no query syntax reaches the index).
-        The records of ``exclude`` (ids) are left out where the matches are chosen: the
-        ``limit`` best of the others, as if those were not stored."""
+        """Records of the scope's user whose text (or event date in words) shares words
+        with ``query``, best first, as (id, score), higher better; the backend quotes the
+        free text. The ``limit`` best leaving out the ids of ``exclude``."""
         ...
 
     def word_counts(self, words: Sequence[str], scope: Scope) -> tuple[int, dict[str, int]]:
-        """(how many records the scope's user holds, how many of them match each of
-        ``words``): what an inverse document frequency needs
-        (:mod:`llama_memory.retrieval.relevance`). Only the user's own records count, never another
-        user's: what one user said must not make another's question look answerable. A
-        word none of the user's records holds but their triples or current profile do
-        counts as held by one. Counts may be cached, sampled on a large user and a little
-        stale."""
+        """(how many records the scope's user holds, how many match each of ``words``),
+        for an idf (:mod:`llama_memory.retrieval.relevance`). Only the user's own records
+        count; a word only their triples or current profile hold counts as one. Counts
+        may be cached, sampled on a large user and a little stale."""
         ...
 
 
 @runtime_checkable
 class RankedLexicalIndex(LexicalIndex, Protocol):
-    """A lexical index that also gives its ranking as far as a caller reads it (the
-    records' lexical index, on every SQL backend)."""
+    """A lexical index that also gives its ranking as far as a caller reads it."""
 
     def rank_text(
         self, query: str, scope: Scope, source: str, exclude: Collection[str] = (), first: int = 30
     ) -> Iterator[tuple[str, float]]:
-        """The hits of :meth:`search_text` in its order, as many as the caller reads:
-        the index is searched once however far it reads (``first``: how many it is
-        expected to read), so a caller that leaves some hits aside reads on instead of
-        searching again for more."""
+        """The hits of :meth:`search_text` in its order, as many as the caller reads,
+        from one search (``first``: how many it is expected to read)."""
         ...

@@ -1,18 +1,8 @@
-"""The rows of the triple timeline (knowledge triples and their provenance), and the
-rules every backend's :class:`~llama_memory.storage.sql.triples.TripleTimeline` keeps.
-
-A user's triples form, per (subject key, predicate key), a timeline of intervals
-``[valid_from, valid_to)``; which interval a new statement ends or extends is
-decided above storage (:mod:`llama_memory.sources.triples.timeline`, pure
-functions). The timeline only reads and writes rows:
-
-- writes join the transaction opened by :meth:`~llama_memory.storage.sql.triples.TripleTimeline.transaction` (a batch
-  of triples is written all or nothing, and a memory's write spanning several
-  ports joins the same transaction);
-- reads never return expired triples when they are given ``alive_at``;
-- "write order" below means the order triples were first written (SQLite: its
-  autoincrement key; PostgreSQL: a sequence), used to break ties between equal
-  ``valid_from`` and to find the spelling an entity was first written with.
+"""The rows of the triple timeline (knowledge triples and their provenance). A user's
+triples form, per (subject key, predicate key), a timeline of intervals
+``[valid_from, valid_to)``, decided above storage (:mod:`llama_memory.sources.triples.timeline`);
+writes join the open transaction, reads given ``alive_at`` leave out expired triples, and
+"write order" breaks ties between equal ``valid_from``.
 """
 
 from __future__ import annotations
@@ -147,11 +137,7 @@ class TripleEdge:
 
 @dataclass(frozen=True)
 class TripleRef:
-    """Where a triple (or a triple waiting for the dense index) belongs, and its text.
-
-    ``subject``, ``predicate`` and ``object`` are filled in by :meth:`~llama_memory.storage.sql.triples.TripleTimeline.pending`
-    (the text to embed) and left empty by :meth:`~llama_memory.storage.sql.triples.TripleTimeline.delete_expired`.
-    """
+    """Where a triple belongs, and its text (empty when not read: ``delete_expired``)."""
 
     tenant_id: str
     user_id: str

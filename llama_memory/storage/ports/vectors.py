@@ -1,5 +1,4 @@
-"""The dense index port (Chroma, or pgvector in the database), which a backend writes
-when its dense index is its own."""
+"""The dense index port (Chroma, or pgvector in the database)."""
 
 from __future__ import annotations
 
@@ -24,7 +23,7 @@ class VectorIndex(Protocol):
         self, tenant_id: str, user_id: str, embedding: Vector, k: int, exclude: Collection[str] = ()
     ) -> list[tuple[str, float]]:
         """The ``k`` nearest of one user's vectors, as (id, cosine similarity), best
-        first; the ids of ``exclude`` are left out (the ``k`` nearest of the others)."""
+        first, leaving out the ids of ``exclude``."""
         ...
 
     def vectors(self, tenant_id: str, user_id: str, ids: Sequence[str]) -> dict[str, Vector]:

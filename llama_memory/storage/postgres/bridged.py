@@ -1,12 +1,7 @@
-"""The sync face of psycopg's async pool, for code running inside
-:func:`~llama_memory.core.asyncbridge.run_bridged`: every call awaits the async psycopg call
-on the event loop (:func:`~llama_memory.core.asyncbridge.await_only`), so the one sync body
-of the store and its ports serves ``aget``/``aput`` without a thread.
-
-Only what :mod:`~llama_memory.storage.postgres` uses is covered: a pool's
-``getconn/putconn/check/close``; a connection's ``execute``, ``cursor``,
-``transaction`` and ``with conn:``; a cursor's ``execute``, ``executemany``,
-``fetchone``, ``fetchall``, ``description``, ``rowcount`` and ``with cur:``.
+"""The sync face of psycopg's async pool, for code inside
+:func:`~llama_memory.core.asyncbridge.run_bridged`: each call awaits the async one on the
+event loop, so the one sync body of the store serves ``aget``/``aput`` without a thread.
+Only what :mod:`~llama_memory.storage.postgres` uses is covered.
 """
 
 from __future__ import annotations
@@ -30,21 +25,14 @@ _logger = logging.getLogger(__name__)
 
 class LoopPool(AsyncConnectionPool):  # type: ignore[type-arg]
     """psycopg_pool's ``AsyncConnectionPool``, with maintenance workers that stop when
-    cancelled.
-
-    psycopg_pool's workers go back to waiting on their queue after a cancellation that
-    arrives while they run a task: the worker catches it, and so does the task that opens
-    a connection in the background (``AddConnection`` catches ``CancelledError`` to keep
-    the pool's count right). When ``asyncio.run()`` (or a test's event loop) ended while
-    one was connecting, it cancelled that worker once and then waited for it forever:
-    whole test runs hung this way, in a test's teardown.
+    cancelled: psycopg_pool's catch a cancellation that arrives while they run a task
+    and wait on forever, which hung test teardowns after ``asyncio.run()`` ended.
     """
 
     @classmethod
     async def worker(cls, q: "asyncio.Queue[Any]") -> None:  # type: ignore[override]
-        """Run maintenance tasks from ``q`` until a ``StopWorker`` comes, or until
-        cancelled, even when the task running then swallowed the cancellation; a task
-        that fails is logged, as in psycopg_pool."""
+        """Run maintenance tasks from ``q`` until a ``StopWorker`` or a cancellation (even
+        one the running task swallowed); a failing task is logged."""
         me = asyncio.current_task()
         while True:
             task = await q.get()
@@ -60,8 +48,7 @@ class LoopPool(AsyncConnectionPool):  # type: ignore[type-arg]
 
 
 def _cancel_requested(task: "Optional[asyncio.Task[Any]]") -> bool:
-    """Whether ``task`` was asked to cancel and has not honoured it (Python 3.11's
-    ``Task.cancelling()``; on 3.10, which cannot tell, False)."""
+    """Whether ``task`` was asked to cancel and has not honoured it (False on 3.10)."""
     cancelling = getattr(task, "cancelling", None)
     return bool(cancelling()) if cancelling is not None else False
 
@@ -183,9 +170,8 @@ class BridgedPool:
 
 
 def close_in_its_loop(loop: asyncio.AbstractEventLoop, pool: BridgedPool) -> None:
-    """Close an async pool from sync code, in its own loop: awaited inside a bridged call
-    of that loop, scheduled on it when it runs elsewhere (or here, outside the bridge);
-    a pool of a closed loop is only dropped (its tasks were cancelled with the loop)."""
+    """Close an async pool from sync code in its own loop (awaited in a bridged call,
+    else scheduled on it); a pool of a closed loop is only dropped."""
     if loop.is_closed():
         return
     try:

@@ -1,11 +1,6 @@
-"""The PostgreSQL backend as one bundle: the system of record and its vectors (pgvector)
-in one database, at a ``postgresql://`` URL or on a ``psycopg_pool.ConnectionPool``; and
-the parts written once over SQL as PostgreSQL keeps them: the profile and instructions
-rows (:class:`PostgresProfileRows`), the triple timeline (:class:`PostgresTripleTimeline`)
-and the admin rows (:class:`PostgresStoreAdmin`).
-
-:data:`BACKEND` is what the registry hands out for such a ``store=``; importing this
-module needs the ``postgres`` extra (the registry imports it only for such a store).
+"""The PostgreSQL backend as one bundle: the store and its vectors (pgvector) in one
+database, at a ``postgresql://`` URL or on a ``psycopg_pool.ConnectionPool``, and the parts
+written once over SQL as PostgreSQL keeps them. Importing it needs the ``postgres`` extra.
 """
 
 from __future__ import annotations
@@ -42,18 +37,8 @@ _CURRENT_OF_EVERY_DOCUMENT = POSTGRES.sql(
 
 
 class PostgresProfileRows(ProfileRows):
-    """The profile rows of one :class:`PostgresStore` (its schema is migrated on open:
-    ``profile_fields``, migration 2, and ``instruction_fields``, migration 3), read and
-    written by :class:`~llama_memory.storage.sql.profile.ProfileRows` as on SQLite; what
-    is PostgreSQL's own is that a ``get()`` reads every document's current rows in one
-    round trip.
-
-    Args:
-        store: the PostgreSQL system of record; it provides the transactions.
-        document: which document of the user these rows hold (a key of
-            :data:`~llama_memory.storage.ports.profile.DOCUMENTS`): ``"profile"``, or
-            ``"instructions"`` (procedural memory), each in its own table.
-    """
+    """The profile (or instructions: ``document``) rows of one :class:`PostgresStore`;
+    a ``get()`` reads every document's current rows in one round trip."""
 
     dialect = POSTGRES
     store: PostgresStore
@@ -67,15 +52,11 @@ class PostgresProfileRows(ProfileRows):
         self._open(store, document)
 
     def current(self, scope: Scope, at: float) -> list[ProfileChange]:
-        """The user's current field values, oldest row first (see the port).
-
-        Within one ``get()`` (the store's :meth:`~PostgresConnection.one_connection`),
-        the first document read reads every document's current rows in one statement,
-        and a later read of any document of the same user takes its rows from there
-        (a memory reads the instructions, then the profile: one round trip for both;
-        and each retrieval of the ``get()`` reads the profile: three for a question of
-        two parts), until a transaction of this store object. Expiry is applied at each
-        read's own time."""
+        """Within one ``get()`` (:meth:`~PostgresConnection.one_connection`) the first
+        document read fetches every document's current rows, and every later read takes
+        its rows from there (each retrieval reads the profile: three for a question of two
+        parts), until a transaction of this store object; expiry is applied at each read's
+        own time."""
         ahead = self.store.read_ahead()
         if ahead is None:
             return super().current(scope, at)
@@ -89,16 +70,9 @@ class PostgresProfileRows(ProfileRows):
 
 
 class PostgresTripleTimeline(TripleTimeline):
-    """:class:`~llama_memory.storage.sql.triples.TripleTimeline` on a
-    :class:`PostgresStore` (whose schema is migrated on open: ``triples``, with a
-    generated ``tsvector`` of each triple's text, and ``triple_mentions``). What
-    PostgreSQL does its own way: the words are searched with ``ts_rank_cd``, mentions
-    carry the user's key and point at the triple's id, and deleting a triple cascades
-    to its mentions.
-
-    Args:
-        store: the PostgreSQL system of record; it provides the transactions.
-    """
+    """The triple timeline on a :class:`PostgresStore`: words searched with
+    ``ts_rank_cd`` over a generated ``tsvector``, mentions keyed by the user and the
+    triple's id, deleting a triple cascades to its mentions."""
 
     dialect = POSTGRES
     # Mentions lead with the user's key (tables sharded by user) and point at the id.
@@ -130,12 +104,8 @@ class PostgresTripleTimeline(TripleTimeline):
     def search_words(
         self, scope: Scope, query: str, k: int, include_history: bool
     ) -> list[tuple[str, float]]:
-        """The user's triples best matching ``query``'s words, as (id, ``ts_rank_cd``
-        score), best first.
-
-        The words are OR-ed through ``websearch_to_tsquery``, which reads no operator
-        but "or" and quotes: no user text is query syntax.
-        """
+        """The user's triples best matching ``query``'s words, as (id, ``ts_rank_cd``),
+        best first; OR-ed through ``websearch_to_tsquery`` (no user text is syntax)."""
         user = owner(scope, "the knowledge-triple store")
         words = list(dict.fromkeys(w for w in word_tokens(query) if w != "or"))
         if not words or k <= 0:
@@ -160,10 +130,9 @@ TABLES = (
 
 
 class PostgresStoreAdmin(AdminRows):
-    """The admin rows (:class:`~llama_memory.storage.sql.admin.AdminRows`) of one
-    PostgreSQL store: every table exists from the first migration on, a record row
-    carries its event date in words for the full-text index, the tables' size is
-    measured, and a bulk import is followed by ``ANALYZE``."""
+    """The admin rows of one PostgreSQL store: every table exists from the first
+    migration, record rows carry their event date in words, sizes are measured, and a
+    bulk import is followed by ``ANALYZE``."""
 
     dialect = POSTGRES
     record_order = "seq"
@@ -183,19 +152,14 @@ class PostgresStoreAdmin(AdminRows):
         return int(row["n"])
 
     def refresh_statistics(self) -> None:
-        """ANALYZE the store's tables, after a bulk import: until autovacuum's first
-        ANALYZE (up to a minute), the planner walks a user's rows where an index serves
-        (docs/howto/postgres.md, "The fifth round")."""
+        """ANALYZE the store's tables after a bulk import (until autovacuum does, the
+        planner may walk a user's rows where an index serves)."""
         self.store.query("analyze the tables", "ANALYZE")
 
 
 class ServerStore(OpenBackend):
-    """The PostgreSQL backend's parts on one opened :class:`PostgresStore`.
-
-    Args:
-        store: the store.
-        given: the ``store=`` value it was opened from (a URL, a pool), or None.
-    """
+    """The PostgreSQL backend's parts on one opened :class:`PostgresStore` (``given``: the
+    ``store=`` value it was opened from, a URL or a pool)."""
 
     timeline_type = PostgresTripleTimeline
     profile_type = PostgresProfileRows
@@ -217,8 +181,7 @@ class ServerStore(OpenBackend):
 
     @property
     def settings(self) -> dict[str, Any]:
-        """The URL without its password; a pool as given (a live object, marked by
-        ``to_dict``)."""
+        """The URL without its password; a pool as given (marked by ``to_dict``)."""
         return {"store": self._postgres.url if isinstance(self._given, str) else self._given}
 
     def chat_log(self, scope: Scope) -> Optional[ChatLog]:
@@ -242,9 +205,8 @@ class ServerBackend(Backend):
     copy_target = True
 
     def open(self, location: Location, *, for_admin: bool = False) -> ServerStore:
-        """Open the store at ``location.store`` (its schema is created or migrated now).
-        ValueError for a dense-index option (the vectors are in the database), TypeError
-        for a store object instead of a URL or pool."""
+        """Open the store at ``location.store``, migrating its schema. ValueError for a
+        dense-index option, TypeError for a store object instead of a URL or pool."""
         given = location.store
         if location.chroma_url is not None or location.chroma_client is not None:
             if location.chroma_url is not None:

@@ -1,17 +1,11 @@
-"""The PostgreSQL store's change token: it moves when another store object (another
-process, another app server) commits a write, not when this one does, as SQLite's
-``PRAGMA data_version`` does for its connection.
+"""The PostgreSQL store's change token: it moves when another store object commits a
+write, not when this one does (as SQLite's ``PRAGMA data_version``), so caches of derived
+data (the vector source's vectors) reload only for others' writes.
 
-The token is read from ``pg_current_snapshot()`` (``xmin:xmax:xip,...``): a write
-committed since the last read shows as a transaction id that was not visible then and
-is now. The ids of this store's own write transactions are noted before they commit, so
-that they do not count. Without that, the vector source's in-memory vectors (reloaded
-whenever the token moves: 14 ms for 2,000 messages) were reloaded after every put()
-of the app itself, and after every get() too (it records which records it showed).
-
-Anything this cannot tell apart counts as another's write (the token moves, a reload
-follows): a rolled-back transaction, a savepoint's own id, other databases' writes on
-the same server (transaction ids are the server's).
+It is read from ``pg_current_snapshot()``: a transaction id that was running and has
+ended is a commit, unless it is one of this store's own, noted before they commit. What
+cannot be told apart (a rollback, another database's writes, autovacuum's ANALYZE)
+counts as another's write.
 """
 
 from __future__ import annotations
@@ -34,8 +28,7 @@ class Snapshot:
         self.running = frozenset(int(x) for x in running.split(",") if x)
 
     def ended_since(self, earlier: "Snapshot") -> Optional[set[int]]:
-        """The ids that had not ended in ``earlier`` and have in this one (the writes
-        committed or rolled back between the two); None when too many to list."""
+        """The ids that had not ended in ``earlier`` and have now; None when too many."""
         if self.xmax - earlier.xmax > MAX_OWN:
             return None
         # Running then and not now; or started since (from earlier.xmax on) and done.
@@ -54,8 +47,7 @@ class ChangeWatch:
         self._epoch = 0
 
     def note_own(self, xid: Any) -> None:
-        """Record the id of one of this store's write transactions (before it commits;
-        None: the transaction wrote nothing)."""
+        """Record the id of one of this store's write transactions before it commits."""
         if xid is None:
             return
         with self._lock:
@@ -64,8 +56,7 @@ class ChangeWatch:
                 del self._own[next(iter(self._own))]
 
     def token(self, snapshot_text: str) -> int:
-        """The token for a snapshot just read: the number of times another's commit was
-        seen, so it moves when one has ended since the last read, and only then."""
+        """The token for a snapshot just read: how many times another's commit was seen."""
         current = Snapshot(snapshot_text)
         with self._lock:
             last, self._last = self._last, current

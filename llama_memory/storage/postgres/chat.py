@@ -26,8 +26,7 @@ _SINCE = (
 
 class ChatCursor(NamedTuple):
     """How far a reader of a :class:`PostgresChatLog` has read: the sequence numbers of
-    the first (None when empty) and last (0 when empty) messages it saw. Sequence
-    numbers only grow, so a conversation whose first number changed was replaced."""
+    the first (None when empty) and last (0 when empty) messages it saw."""
 
     first: Optional[int]
     last: int
@@ -72,10 +71,8 @@ class ChatTables(PostgresConnection, SQLChatTables):
 
 
 class PostgresChatLog(SQLChatLog):
-    """One conversation's persisted messages: a
-    :class:`~llama_memory.storage.ports.chat.SharedChatLog`. Every worker on the
-    database sees the messages the others commit, in commit order; "nothing changed"
-    costs one index lookup of the conversation's bounds."""
+    """One conversation's shared chat log in PostgreSQL; "nothing changed" costs one
+    index lookup of the conversation's bounds."""
 
     store: ChatTables
 
@@ -88,16 +85,14 @@ class PostgresChatLog(SQLChatLog):
         self.store.append_chat_after(self.scope, 2**62, messages)
 
     def changes(self, cursor: Optional[ChatCursor]) -> Optional[ChatLogChanges]:
-        """What was committed since ``cursor`` (everything when it is None), or None
-        when the conversation is as the cursor saw it."""
+        """None when the conversation is as the cursor saw it."""
         messages, bounds = self.store._since(self.scope, cursor.last if cursor is not None else 0)
         if cursor is not None and bounds == cursor:
             return None
         return ChatLogChanges(messages, replaced(cursor, bounds.first), bounds)
 
     def append_after(self, cursor: Optional[ChatCursor], messages: Sequence[ChatMessage]) -> ChatLogChanges:
-        """Append ``messages`` after whatever was committed since ``cursor``, which is
-        returned (the cursor returned is after ``messages``)."""
+        """Append after what others committed since ``cursor``; return that."""
         before, bounds, end = self.store.append_chat_after(self.scope, cursor.last if cursor is not None else 0, messages)
         return ChatLogChanges(before, replaced(cursor, bounds.first), end)
 

@@ -1,6 +1,5 @@
-"""The connection pool of the PostgreSQL system of record: transactions that span every
-port, migrations under an advisory lock, meta, and errors that name the server (as
-:mod:`.urls` shows it; the async pools of bridged calls are :mod:`.bridged`'s)."""
+"""The connection pool of the PostgreSQL store: transactions that span every port,
+migrations under an advisory lock, meta, and errors that name the server."""
 
 from __future__ import annotations
 
@@ -71,9 +70,8 @@ class _Lent:
 
 
 class _OwnPools:
-    """How many stores of this process hold a pool of their own on each database (an app
-    opening a memory per user from the URL): past :data:`MANY_OWN_POOLS`, a warning says
-    to open them on one shared pool instead."""
+    """How many stores of this process hold their own pool on each database: past
+    :data:`MANY_OWN_POOLS`, a warning says to share one pool."""
 
     def __init__(self) -> None:
         self._open: dict[str, int] = {}
@@ -111,30 +109,21 @@ class PostgresConnection(MetaStore):
     shares: a bounded pool, thread-local transactions that nest, migrations, meta.
 
     Args:
-        url: a ``postgresql://`` URL (libpq connection string), or an open
-            ``psycopg_pool.ConnectionPool`` of the application's: its connections are
-            borrowed (with autocommit and dict rows while the store holds them, set
-            back on return), the pool settings below are then the pool's, and
-            :meth:`close` leaves the pool open.
-        max_size: most connections this store object opens (a bounded pool: behind
-            pgbouncer, keep the sum over workers under its pool size).
+        url: a ``postgresql://`` URL, or an open ``psycopg_pool.ConnectionPool`` of the
+            application's: its connections are borrowed (autocommit and dict rows set
+            back on return), the settings below are the pool's, and :meth:`close`
+            leaves it open.
+        max_size: most connections this store object opens (behind pgbouncer, keep the
+            sum over workers under its pool size).
         max_idle: seconds an idle connection above ``min_size`` is kept.
-        max_lifetime: seconds after which a connection is replaced (proxies and
-            load balancers cut old connections).
-        prepare_threshold: psycopg's; pass ``None`` behind pgbouncer in transaction
-            mode (no server-side prepared statements there).
+        max_lifetime: seconds after which a connection is replaced.
+        prepare_threshold: psycopg's; ``None`` behind pgbouncer in transaction mode.
         timeout: seconds to wait for a connection before raising StorageError.
 
-    Every connection is checked when taken from the pool, so one cut by the server or
-    a proxy is replaced instead of failing the call; when no connection comes within
-    :data:`PROBE_AFTER` seconds, the store opens one itself: if that fails the server is
-    down and the call raises at once, else the pool's idle connections are all checked
-    (the cut ones replaced together). While the server is down every call raises at once;
-    the first call after it answers again gets a new pool (an application's pool: its
-    connections checked). Every ``psycopg`` error is re-raised as
-    :class:`~llama_memory.core.errors.StorageError` naming the server (``host:port/dbname``,
-    with libpq's reason; never the password). A write that failed is never retried: it
-    may have committed before the connection broke.
+    A connection is checked when taken; when none comes within :data:`PROBE_AFTER`
+    seconds the store probes the server and raises at once while it is down. Every
+    ``psycopg`` error is re-raised as :class:`~llama_memory.core.errors.StorageError`
+    naming the server (never the password); a failed write is never retried.
     """
 
     dialect: ClassVar[Dialect] = POSTGRES
@@ -231,15 +220,12 @@ class PostgresConnection(MetaStore):
 
     @property
     def supports_async(self) -> bool:
-        """Whether ``aget``/``aput`` run on the event loop without a thread (through
-        :mod:`~llama_memory.core.asyncbridge`, on an ``AsyncConnectionPool`` per loop): true
-        for a store opened from a URL; an application's ``ConnectionPool`` is sync, so
-        its a* calls run in a worker thread."""
+        """Whether ``aget``/``aput`` run on the event loop without a thread: true from a
+        URL; an application's ``ConnectionPool`` is sync (a* calls use a thread)."""
         return self._owns_pool
 
     def _current_pool(self) -> Any:
-        """The pool of this call: the sync pool, or inside a bridged call the async pool
-        of the running event loop (opened on first use; those of closed loops dropped)."""
+        """The sync pool, or inside a bridged call the running loop's async pool."""
         if not in_bridge():
             return self._pool
         if self._closed:
@@ -287,14 +273,9 @@ class PostgresConnection(MetaStore):
 
     @contextmanager
     def _connection(self) -> Iterator[Connection]:
-        """A connection from the pool, with autocommit and dict rows (a borrowed
-        connection of the application's pool gets its own settings back after).
-
-        Inside a bridged call or :meth:`one_connection`, the one connection that call
-        keeps for all its statements: taken by its first, so a ``get()``'s statements
-        share one pool round and one check, and given back when the call ends, or at
-        once when a statement fails (the pool checks it then).
-        """
+        """A connection with autocommit and dict rows; inside a bridged call or
+        :meth:`one_connection`, the one that call keeps for all its statements (given
+        back at its end, or at once when a statement fails)."""
         me = greenlet.getcurrent()
         keep = in_bridge() or me in self._holding
         lent = self._pinned.get(me) if keep else None
@@ -316,8 +297,7 @@ class PostgresConnection(MetaStore):
                 self._give_back(lent)
 
     def _borrow(self) -> "_Lent":
-        """A checked connection of the pool, set to autocommit and dict rows (a
-        connection of the application's pool: its own settings kept to give back)."""
+        """A checked connection of the pool, set to autocommit and dict rows."""
         pool, conn = self._take()
         saved = None
         if not self._owns_pool:
@@ -336,11 +316,8 @@ class PostgresConnection(MetaStore):
 
     @contextmanager
     def one_connection(self) -> Iterator[None]:
-        """The statements of the body, in this thread, share one connection: taken by
-        the first, checked once, given back at the end (a ``get()`` makes 15-20, each
-        of which took and checked a pooled connection of its own: a round trip more
-        apiece). Nested uses join the outer one; a bridged call (``aget``) holds its
-        connection already."""
+        """The body's statements, in this thread, share one connection, taken and checked
+        once (a ``get()`` makes 15-20). Nested uses join; a bridged call has one already."""
         me = greenlet.getcurrent()
         if in_bridge() or me in self._holding:
             yield
@@ -358,12 +335,9 @@ class PostgresConnection(MetaStore):
             self._give_back(lent)
 
     def _take(self) -> tuple["ConnectionPool[Any]", Connection]:
-        """A checked connection and the pool it came from, within the timeout.
-
-        Raises ServerUnreachable soon (about :data:`PROBE_AFTER` s) when the server does
-        not take a new connection, and PoolTimeout when it does but every connection of
-        the pool stays in use for the whole timeout.
-        """
+        """A checked connection and its pool: ServerUnreachable after about
+        :data:`PROBE_AFTER` s when the server takes no new connection, PoolTimeout when
+        every connection stays in use for the whole timeout."""
         if self._down:
             self._recover()
         deadline = time.monotonic() + self._timeout
@@ -395,8 +369,7 @@ class PostgresConnection(MetaStore):
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _probe(self) -> Optional[str]:
-        """None when a new connection to the server opens (closed at once), else why not
-        (libpq's message: it names host and port, never the password)."""
+        """None when a new connection opens, else libpq's reason (no password)."""
         conninfo = self._pool.conninfo
         kwargs = self._pool.kwargs
         args: dict[str, Any] = {
@@ -415,10 +388,9 @@ class PostgresConnection(MetaStore):
         return None
 
     def _recover(self) -> None:
-        """After a call found the server down: ask it again (ServerUnreachable at once if
-        it is still down); once it answers, replace an own pool by a fresh one, whose
-        connections open now, instead of waiting out the old pool's reconnection back-off
-        (which grows with the outage). An application's pool is checked instead."""
+        """After a call found the server down: ask again (ServerUnreachable if still
+        down); once it answers, replace an own pool by a fresh one rather than wait out
+        its reconnection back-off. An application's pool is checked instead."""
         # Asked outside the lock: a bridged call awaits the answer, and a thread lock
         # held meanwhile would block the other bridged calls of the loop's thread.
         reason = self._probe()
@@ -442,10 +414,9 @@ class PostgresConnection(MetaStore):
             close_in_its_loop(loop, pool)
 
     def read_ahead(self) -> Optional[dict[Hashable, Any]]:
-        """Inside :meth:`one_connection` (or a bridged call): a dict that lives as long
-        as the connection it keeps, for rows one read fetched for a later read of the
-        same ``get()`` (one statement for two); None outside one. Emptied by every
-        transaction of the store object (a write may change what was read ahead)."""
+        """Inside :meth:`one_connection`: a dict living as long as its connection, for
+        rows one read fetched for a later read of the same ``get()``; None outside.
+        Emptied by every transaction (a write may change what was read ahead)."""
         lent = self._pinned.get(greenlet.getcurrent())
         return None if lent is None else lent.ahead
 
@@ -455,13 +426,8 @@ class PostgresConnection(MetaStore):
 
     @contextmanager
     def transaction(self, action: str) -> Iterator[Connection]:
-        """One atomic write: committed on success, rolled back (and raised) on failure.
-
-        Yields the connection the transaction holds; ``action`` names the write in a
-        :class:`StorageError`. A transaction opened inside another one in the same
-        thread joins it (every port's write goes through the held connection), so a
-        memory writes a batch to the chat log and to every source all or nothing.
-        """
+        """Yields the connection the transaction holds (every port's write in this
+        thread goes through it)."""
         held = self._held()
         if held is not None:
             yield held.conn
@@ -487,8 +453,8 @@ class PostgresConnection(MetaStore):
             callback()
 
     def after_commit(self, callback: Callable[[], object]) -> None:
-        """Run ``callback`` once this thread's open transaction commits (at once when
-        none is open); it is dropped if the transaction rolls back."""
+        """Run ``callback`` once this thread's open transaction commits (dropped on
+        rollback)."""
         held = self._held()
         if held is not None:
             held.after.append(callback)
@@ -499,7 +465,7 @@ class PostgresConnection(MetaStore):
         self, action: str, sql: Any, params: Sequence[Any] | Mapping[str, Any] = ()
     ) -> list[dict[str, Any]]:
         """Run one statement and return its rows (in this thread's transaction when one
-        is open, else as its own); ``action`` names it in a :class:`StorageError`."""
+        is open); ``action`` names it in a :class:`StorageError`."""
         held = self._held()
         if held is not None:
             cur = held.conn.execute(sql, params)
@@ -509,15 +475,9 @@ class PostgresConnection(MetaStore):
             return cur.fetchall() if cur.description else []
 
     def change_token(self) -> Hashable:
-        """Moves when a write of another store object (another process, server, admin)
-        has committed since the last call, not for this one's own (as SQLite's
-        ``data_version``): read from the server's snapshot (changes.py), so data read
-        after reading it is never older than the token says.
-
-        The snapshot the pool's check read as it handed the connection out serves, once:
-        a ``get()`` (one connection for all its statements) reads its token without a
-        statement of its own, as of the moment it took the connection, before it read
-        anything else."""
+        """Read from the server's snapshot (changes.py), so data read after it is never
+        older than the token says; the snapshot the pool's check read as it handed the
+        connection out serves once (no statement of its own in a ``get()``)."""
         held = self._held()
         if held is not None:
             return self._changes.token(read_snapshot(held.conn))
@@ -526,10 +486,8 @@ class PostgresConnection(MetaStore):
             return self._changes.token(checked if checked is not None else read_snapshot(conn))
 
     def _check(self, conn: Connection) -> None:
-        """The pool's check of a connection it hands out (a cut one raises, and the pool
-        replaces it): a statement reading the server's snapshot, where
-        ``ConnectionPool.check_connection`` sent an empty one (a round trip either
-        way), kept for :meth:`change_token`."""
+        """The pool's check of a connection it hands out: a statement reading the
+        server's snapshot (a round trip either way), kept for :meth:`change_token`."""
         self._checked[conn] = read_snapshot(conn)
 
     def _migrate(self) -> None:
@@ -543,8 +501,8 @@ class PostgresConnection(MetaStore):
         return int(rows[0]["v"])
 
     def close(self) -> None:
-        """Close the pool (further calls raise StorageError); a pool the application
-        passed stays open (it is the application's to close)."""
+        """Close the pool (further calls raise StorageError); an application's pool
+        stays open."""
         if self._counted is not None:
             self._counted()  # once: a finalizer runs at most once
         self._closed = True

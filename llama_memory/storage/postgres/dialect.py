@@ -54,8 +54,7 @@ class PostgresDialect(Dialect):
         return stored
 
     def lock(self, conn: Any, key: str) -> None:
-        """A transaction-scoped advisory lock on a hash of ``key``: writers of one key
-        on every worker and machine take turns; it is released at commit or rollback."""
+        """A transaction-scoped advisory lock on a hash of ``key``."""
         conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 1))", (key,))
 
 

@@ -1,7 +1,6 @@
-"""Long-term records in PostgreSQL: the reads and writes are
-:class:`~llama_memory.storage.sql.records.RecordStore`' (shared with SQLite); here
-is what PostgreSQL does its own way: session order (``seq``), vector copies in a
-column, and the full-text index (a generated ``tsvector``) with its word counts."""
+"""Long-term records in PostgreSQL: what it does its own way over the shared
+:class:`~llama_memory.storage.sql.records.RecordStore`: session order (``seq``), vector
+copies in a column, and the full-text index (a generated ``tsvector``) and word counts."""
 
 from __future__ import annotations
 
@@ -23,10 +22,8 @@ SAMPLE_ROWS = 5_000
 #: How many records one user holds (all sources); parameters: tenant, user.
 _USER_SIZE = "(SELECT count(*) FROM records WHERE tenant_id = %s AND user_id = %s)"
 def _owner_words(tenant: str, user: str, words: str) -> str:
-    """SQL for the words of the tsvector ``words`` keyed by the owner ``tenant``, ``user``
-    (each argument SQL: a placeholder, a column or an expression): one expression for
-    the rows (:data:`USER_WORDS`) and for a text (:func:`_user_words`), so that their keys
-    always match."""
+    """SQL for the owner-keyed words of the tsvector ``words`` (arguments are SQL): one
+    expression for rows (:data:`USER_WORDS`) and texts (:func:`_user_words`), so keys match."""
     return f"{USER_WORDS_FUNCTION}(hashtextextended({tenant} || chr(31) || {user}, 0), {words})"
 
 
@@ -36,8 +33,7 @@ USER_WORDS = _owner_words("tenant_id", "user_id", "tsv")
 
 
 def _user_words(tenant: str, user: str, text: str) -> str:
-    """SQL for the owner-keyed words of the text ``text`` of the user ``tenant``,
-    ``user``, as :data:`USER_WORDS` keys a row's."""
+    """SQL for the owner-keyed words of ``text``, as :data:`USER_WORDS` keys a row's."""
     return _owner_words(tenant, user, f"to_tsvector('english', {text})")
 
 
@@ -66,10 +62,8 @@ _MONTHS = (
 
 
 class RecordTables(PostgresConnection, RecordStore):
-    """The records part of the store (table ``records``): the reads and writes of
-    :class:`~llama_memory.storage.sql.records.RecordStore`, and what PostgreSQL does
-    its own way (session neighbours by a ``LATERAL`` join, vector copies in a column, the
-    full-text search and word counts)."""
+    """The records part of the store: what PostgreSQL does its own way over
+    :class:`~llama_memory.storage.sql.records.RecordStore`."""
 
     write_order = "seq"
     with_copies, copy_column = "records r", "r.vector"
@@ -103,8 +97,7 @@ class RecordTables(PostgresConnection, RecordStore):
     def session_neighbours(
         self, ids: Sequence[str], scope: Scope, source: str, radius: int
     ) -> dict[str, list[tuple[int, str]]]:
-        """For each id: the records of its session from ``radius`` before to ``radius``
-        after it, as (position, id) in write order (positions: the ``seq`` column)."""
+        """Positions are the ``seq`` column, by a ``LATERAL`` join."""
         if not ids or radius < 0:
             return {}
         user = scope.require_user(f"the {source!r} memory source")
@@ -138,7 +131,7 @@ class RecordTables(PostgresConnection, RecordStore):
         self, ids: Sequence[str], indexed: bool = True, vectors: Optional[Sequence[bytes]] = None
     ) -> None:
         """Record that the dense index holds (or no longer holds) these records, keeping
-        ``vectors`` (one encoded vector per id) as their copies; un-indexing drops them."""
+        (or dropping) ``vectors`` as their copies."""
         if vectors is not None and len(vectors) != len(ids):
             raise ValueError(f"{len(ids)} record ids but {len(vectors)} vectors")
         with self.transaction("mark records indexed") as conn, conn.cursor() as cur:
@@ -161,21 +154,10 @@ class RecordTables(PostgresConnection, RecordStore):
     # -- lexical search ---------------------------------------------------------------------
 
     def word_counts(self, words: Sequence[str], scope: Scope) -> tuple[int, dict[str, int]]:
-        """How many records the scope's user holds (all sources), and how many of them
-        match each word (stemmed as the index is): what an idf needs. Only the user's
-        own rows count: another user's words must not make a question look answerable
-        (nor change how this user's records rank). A word none of the user's records
-        holds but a triple or a current profile field of the user does counts as held by
-        one (a user's name often appears only there).
-
-        One statement reads the user's size, counts the words not remembered
-        (:class:`~llama_memory.storage.sql.records.WordCountCache`, until the user's
-        records grow by a tenth) through the index of each user's words, and looks for
-        the words that may count none (those counted, and those remembered as none) in
-        the user's triples and profile: a round trip, where the size, the counts and that
-        look-up took one each (a remembered count turned stale is counted again, and
-        looked for, in a second). A large user's words are counted on a sample of their
-        rows (:meth:`_count_words`), in a statement of its own."""
+        """Stemmed as the index is. One statement reads the user's size, counts the words
+        not cached (:class:`~llama_memory.storage.sql.records.WordCountCache`) through the
+        index of each user's words, and looks for uncounted words in the user's triples
+        and profile; a large user's words are counted on a sample (:meth:`_count_words`)."""
         user = scope.require_user("word counts")
         owner = (scope.tenant_id, user)
         unique = list(dict.fromkeys(words))
@@ -236,14 +218,10 @@ class RecordTables(PostgresConnection, RecordStore):
         self, owner: tuple[str, str], words: Sequence[str], maybe_none: Sequence[str] = ()
     ) -> tuple[int, dict[str, int], list[str]]:
         """(the user's records, each word's count, those of ``maybe_none`` found in the
-        user's triples or current profile fields). A user of at most
-        :data:`SAMPLE_ROWS` records has each word counted exactly through
-        ``records_user_words``, which holds only the user's rows with the word (0.05 ms a
-        word among 1M rows). A larger user's words are counted in one pass over
-        :data:`SAMPLE_ROWS` of their rows, scaled to their size (a common word is held by
-        thousands of their rows: counting them one by one would cost more than the
-        pass); a word found in none of the sample's rows is counted exactly (it is
-        rare)."""
+        user's triples or current profile). Up to :data:`SAMPLE_ROWS` records, each word
+        is counted exactly through ``records_user_words``; a larger user's in one pass
+        over :data:`SAMPLE_ROWS` of their rows, scaled (a word the sample lacks is rare:
+        counted exactly)."""
         total, counts, elsewhere = self._count_by_index(owner, words, SAMPLE_ROWS, maybe_none)
         if len(counts) == len(words):
             return total, counts, elsewhere
@@ -274,13 +252,9 @@ class RecordTables(PostgresConnection, RecordStore):
         up_to: Optional[int] = None,
         maybe_none: Sequence[str] = (),
     ) -> tuple[int, dict[str, int], list[str]]:
-        """(the user's records, each word's exact count among them, those of
-        ``maybe_none`` that count none or are not counted here and are found in the
-        user's triples or current profile fields), from one statement: each word
-        counted through ``records_user_words``; given ``up_to``, only for a user of at
-        most that many records (a larger user's counts are left out: the index would
-        read thousands of rows for a common word). The size is read only given
-        ``up_to`` (0 otherwise: the caller has read it)."""
+        """As :meth:`_count_words`, each word counted exactly through
+        ``records_user_words`` in one statement; given ``up_to``, only for a user of at
+        most that many records, and only then is the size read (else 0)."""
         size = _USER_SIZE % ("%(t)s", "%(u)s") if up_to is not None else "0"
         listed = list(dict.fromkeys([*words, *maybe_none]))
         counted, looked_for = set(words), set(maybe_none)
@@ -315,13 +289,8 @@ class RecordTables(PostgresConnection, RecordStore):
     def search_text(
         self, query: str, scope: Scope, source: str, limit: int, exclude: Collection[str] = ()
     ) -> list[tuple[str, float]]:
-        """Records of the scope's user whose text (or event date in words) shares words
-        with ``query``, best first, as (id, ``ts_rank_cd`` score); the records of
-        ``exclude`` (ids) are left out in the query itself.
-
-        The query's words are OR-ed (as on SQLite) through ``websearch_to_tsquery``,
-        which reads no operator but "or" and quotes: no user text is query syntax.
-        """
+        """Scored by ``ts_rank_cd``; the words OR-ed through ``websearch_to_tsquery`` (no
+        user text is syntax); ``exclude`` left out in the query itself."""
         user = scope.require_user(f"the {source!r} memory source")
         text = _or_words(query)
         if not text or limit <= 0:
@@ -331,11 +300,8 @@ class RecordTables(PostgresConnection, RecordStore):
     def rank_text(
         self, query: str, scope: Scope, source: str, exclude: Collection[str] = (), first: int = 30
     ) -> Iterator[tuple[str, float]]:
-        """The records :meth:`search_text` finds, in its order, read as far as the
-        caller reads: every candidate the cheap rank picks (at least ``first``) comes
-        back scored from one statement; a caller that reads past them all (it left
-        many aside: the user's own questions) gets those of a search of four times as
-        many candidates that it has not had yet."""
+        """Every candidate the cheap rank picks (at least ``first``) comes back scored
+        from one statement; reading past them all searches four times as many."""
         user = scope.require_user(f"the {source!r} memory source")
         text = _or_words(query)
         candidates = max(self.rank_candidates, first)
@@ -380,8 +346,8 @@ class RecordTables(PostgresConnection, RecordStore):
 
 
 def _or_words(query: str) -> str:
-    """The distinct words of ``query`` joined by "or" (what ``websearch_to_tsquery``
-    reads as an OR of words; the word "or" itself left out); '' when it has none."""
+    """The distinct words of ``query`` joined by "or" (the word "or" left out); '' when
+    none."""
     return " or ".join(dict.fromkeys(w for w in word_tokens(query) if w != "or"))
 
 

@@ -1,10 +1,7 @@
-"""The schema of the PostgreSQL system of record and the ordered steps that migrate it.
-
-Every table with per-user rows leads its primary key and its indexes with
-``(tenant_id, user_id)``: a user's queries never scan another user's rows, and the
-tables can be distributed by user with a sharding extension (docs/howto/postgres.md).
-Entry i of :data:`MIGRATIONS` brings the schema from version i to i + 1; the versions
-applied are recorded in ``llama_memory_migrations``.
+"""The schema of the PostgreSQL store and its migrations (entry i of :data:`MIGRATIONS`
+goes from version i to i + 1; applied versions are in ``llama_memory_migrations``).
+Per-user tables lead their keys and indexes with ``(tenant_id, user_id)``: a user's
+queries never scan another's rows, and tables can be sharded by user.
 """
 
 from __future__ import annotations
@@ -30,9 +27,8 @@ CREATE TABLE IF NOT EXISTS llama_memory_migrations (
 """
 
 def _field_rows(table: str) -> tuple[str, ...]:
-    """The statements making a document's field rows (the profile's, the
-    instructions'): one row per value a field had; a removal has no value. value_json is
-    text (JSON escapes NUL, which neither text nor jsonb would store raw)."""
+    """The statements making a document's field rows (one per value a field had; value_json
+    is text: JSON escapes NUL, which neither text nor jsonb stores raw)."""
     return (
         f"""
         CREATE TABLE {table} (
@@ -292,9 +288,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
 
 
 def migrate(conn: Any, location: str) -> None:
-    """Bring the schema of the database ``conn`` is on to the latest version, in the
-    transaction ``conn`` holds; a schema newer than this release raises StorageError
-    (``location`` names the store)."""
+    """Migrate the schema to the latest version in ``conn``'s transaction; StorageError
+    for a schema newer than this release."""
     # Workers starting at once on a new database migrate one after the other.
     conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
     conn.execute(VERSION_TABLE)

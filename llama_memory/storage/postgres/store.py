@@ -1,9 +1,5 @@
-"""The PostgreSQL store: every part (chat, records with their full-text index and
-vector copies, jobs) on one pool. The job queue is written once
-(:class:`~llama_memory.storage.sql.jobs.JobQueue`, a part of
-:class:`~llama_memory.storage.sql.store.Storage`): a claim takes the next runnable
-row with ``FOR UPDATE SKIP LOCKED``, so workers on many machines never hold one job and
-never wait for each other."""
+"""The PostgreSQL store: every part on one pool (job claims take the next row with
+``FOR UPDATE SKIP LOCKED``: workers on many machines never hold one job or wait)."""
 
 from __future__ import annotations
 
@@ -22,10 +18,8 @@ class PostgresStore(ChatTables, RecordTables, Storage):
             ``prepare_threshold`` (``None`` behind pgbouncer), ``timeout`` (see
             :class:`~llama_memory.storage.postgres.connection.PostgresConnection`).
 
-    Opening it migrates the schema (under an advisory lock: many workers opening
-    one new database migrate it once). It implements every port of the
-    :class:`~llama_memory.storage.sql.store.Storage` facade; a transaction is held by the
-    thread that opened it, and every port's write in that thread joins it.
+    Opening it migrates the schema under an advisory lock (workers opening one new
+    database migrate it once). A transaction is held by the thread that opened it.
     """
 
     def chat_log(self, scope: Scope) -> PostgresChatLog:

@@ -1,6 +1,4 @@
-"""PostgreSQL connection URLs as the store shows them: ``host:port/dbname`` for errors,
-a URL without its password for a saved configuration, and what an error may say of a
-``store=`` that is not a URL at all (never a password)."""
+"""PostgreSQL connection URLs as the store shows them (never a password)."""
 
 from __future__ import annotations
 
@@ -20,9 +18,8 @@ def describe_url(url: str) -> str:
 
 
 def url_without_password(conninfo: str) -> str:
-    """A ``postgresql://`` URL of ``conninfo`` (a URL or ``key=value`` string) without
-    its password: what a saved configuration may hold. libpq supplies the password on
-    reconnecting (``PGPASSWORD``, ``~/.pgpass``)."""
+    """A ``postgresql://`` URL of ``conninfo`` (URL or ``key=value``) without its password
+    (libpq finds it again: ``PGPASSWORD``, ``~/.pgpass``)."""
     info = psycopg.conninfo.conninfo_to_dict(conninfo)
     info.pop("password", None)
     user, host, port, dbname = (info.pop(k, None) for k in ("user", "host", "port", "dbname"))
@@ -35,8 +32,7 @@ def url_without_password(conninfo: str) -> str:
 
 
 def shown_store(value: object) -> str:
-    """What an error may say of a refused ``store``: a string's scheme only (a URL
-    may hold a password), else its type."""
+    """What an error may say of a refused ``store``: a string's scheme only, else its type."""
     if isinstance(value, str):
         return f"a {value.partition(':')[0][:20]!r} URL" if ":" in value else "that string"
     return type(value).__name__

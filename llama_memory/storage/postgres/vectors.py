@@ -1,7 +1,5 @@
-"""The dense index in PostgreSQL (pgvector): the
-:class:`~llama_memory.storage.ports.vectors.VectorIndex` port on table
-``record_embeddings``, in the same database as the records, so its writes join the
-store's open transaction and forgetting a user deletes their vectors with their rows."""
+"""The dense index in PostgreSQL (pgvector, table ``record_embeddings``): in the store's
+database, so its writes join the open transaction and forgetting a user deletes them."""
 
 from __future__ import annotations
 
@@ -38,42 +36,32 @@ def _literal(vector: Vector) -> str:
 
 
 def _floats(vector: Vector) -> list[float]:
-    """A vector as a query parameter: sent in binary as ``float8[]`` (cast to ``vector``
-    in the statement), where the text form took 0.4 ms to write for 384 dimensions. The
-    same float4 values either way (each rounded to the nearest)."""
+    """A vector as a query parameter, ``float8[]`` in binary (the text form took 0.4 ms for
+    384 dimensions); the same float4 values either way."""
     return list(np.asarray(vector, dtype=np.float64).tolist())
 
 
 def _decode(blob: bytes) -> np.ndarray:
-    """A vector from pgvector's binary form (``vector_send``: the dimension and a
-    reserved word, int16 each, then the float4 values, big-endian), as float32: the
-    stored values exactly, where parsing the text form took 0.2 ms a vector."""
+    """A vector from pgvector's binary form (int16 dimension and reserved word, then
+    big-endian float4), as float32: exact, where parsing text took 0.2 ms."""
     return np.frombuffer(blob, dtype=">f4", offset=4).astype(np.float32)
 
 
 class PgVectorIndex:
-    """One collection of vectors in a :class:`PostgresStore`, a partition per (tenant,
-    user) (a partition is the rows with those keys: no table per user).
+    """One collection of vectors in a :class:`PostgresStore`, a partition (rows, not a
+    table) per (tenant, user).
 
     Args:
         store: the store whose database (and open transaction) it writes to.
-        prefix: names this index's collections (as Chroma's ``DenseIndex`` does), so
-            that several indexes share the table.
-
-        hnsw_threshold: users with at least this many vectors in the collection are
-            searched through HNSW, smaller ones exactly (:data:`HNSW_THRESHOLD`).
+        prefix: names this index's collections, so that several share the table.
+        hnsw_threshold: users with at least this many vectors are searched through HNSW,
+            smaller ones exactly (:data:`HNSW_THRESHOLD`).
         ef_search: pgvector's ``hnsw.ef_search`` for those searches.
-        max_scan_tuples: pgvector's ``hnsw.max_scan_tuples`` for them
-            (:data:`MAX_SCAN_TUPLES`).
+        max_scan_tuples: pgvector's ``hnsw.max_scan_tuples`` (:data:`MAX_SCAN_TUPLES`).
 
-    A small user is searched exactly (cosine, along the primary key's btree: the query
-    cannot use the HNSW index, whose key is a cast expression). A large user is searched
-    through the HNSW index of the query's dimension with pgvector's iterative scan
-    (``hnsw.iterative_scan = relaxed_order``: the walk goes on until it has found enough
-    of this user's rows instead of stopping at ``ef_search`` rows of anyone's), the
-    candidates re-sorted by exact distance. When the walk still returns fewer than
-    ``k`` rows of a user who has them, the exact search answers instead: a search never
-    returns fewer rows than asked.
+    A large user is searched through the HNSW index of the query's dimension with an
+    iterative scan, re-sorted by exact distance; when that returns fewer than ``k`` rows
+    of a user who has them, the exact search answers (docs/howto/postgres.md).
     """
 
     def __init__(
@@ -146,8 +134,8 @@ class PgVectorIndex:
 
     @classmethod
     def hnsw_index_sql(cls, dimension: int, *, concurrently: bool = False) -> str:
-        """The statement creating the HNSW index of ``dimension`` (with ``concurrently``:
-        to build it ahead of an upgrade without blocking writers, docs/howto/postgres.md)."""
+        """The statement creating the HNSW index of ``dimension`` (``concurrently``: built
+        without blocking writers)."""
         d = int(dimension)
         if not 1 <= d <= 2000:
             raise ValueError(f"pgvector's HNSW indexes vectors of 1 to 2000 dimensions, not {dimension}")
@@ -162,19 +150,15 @@ class PgVectorIndex:
         )
 
     def ensure_hnsw(self, dimension: int) -> None:
-        """Create the HNSW index of ``dimension`` if absent, over every row already there
-        (after a bulk load: building at once is faster than row by row; it blocks writers
-        while it builds, see :meth:`hnsw_index_sql` for a concurrent build)."""
+        """Create the HNSW index of ``dimension`` over the rows already there (blocks
+        writers while it builds; see :meth:`hnsw_index_sql`)."""
         with self.store.transaction("create the HNSW index") as conn:
             self._ensure_hnsw(conn, dimension, build=True)
 
     def _ensure_hnsw(self, conn: Connection, dimension: int, build: bool = False) -> None:
-        """Create the index of a new dimension, empty, as its first vector is written.
-
-        A write never builds it over existing rows (an upgraded store, a bulk load):
-        that takes minutes at 100k rows and would block every writer meanwhile; such a
-        store is searched exactly until ``ensure_hnsw`` (or the concurrent statement)
-        builds it."""
+        """Create a new dimension's index, empty, as its first vector is written; never
+        over existing rows (minutes at 100k rows, blocking writers): such a store is
+        searched exactly until :meth:`ensure_hnsw` builds it."""
         if self._has_hnsw(conn, dimension):
             self._checked_dimensions.add(dimension)
             return
@@ -196,9 +180,8 @@ class PgVectorIndex:
     def query(
         self, tenant_id: str, user_id: str, embedding: Vector, k: int, exclude: Collection[str] = ()
     ) -> list[tuple[str, float]]:
-        """The ``k`` nearest of one user's vectors, as (id, cosine similarity): exact for
-        a user with fewer than ``hnsw_threshold`` vectors, else through HNSW. The ids of
-        ``exclude`` are left out in the statement (the ``k`` nearest of the others)."""
+        """Exact below ``hnsw_threshold`` vectors, else through HNSW; ``exclude`` is left
+        out in the statement."""
         if k <= 0:
             return []
         key = self._key(tenant_id, user_id)
@@ -260,7 +243,7 @@ class PgVectorIndex:
         exclude: Collection[str] = (),
     ) -> list[tuple[str, float]]:
         """One user's ``k`` nearest through the HNSW index of ``dimension``, re-sorted,
-        the ids of ``exclude`` left out (a filter the iterative scan walks past)."""
+        ``exclude`` left out."""
         candidates = max(2 * k, 20)
         # set_config(..., true) is SET LOCAL: these settings end with the transaction.
         # enable_sort off: the planner would otherwise often prefer the btree and a sort

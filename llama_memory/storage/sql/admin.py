@@ -1,21 +1,9 @@
-"""Store-wide reads and writes for managing a memory, once for every SQL backend: the
-:class:`AdminRows` behind :mod:`llama_memory.admin.memory_admin` and the command line.
-
-Everything here works on one store and returns plain rows (dataclasses and dicts),
-never SQL: listing the users and sessions of a tenant, a user's records with filters,
-deleting one record or triple, counting what the store holds and what the dense index
-still has to catch up with, and the rows of an export (chat messages, records, profile
-rows, triples with their mentions), read and written back. The rows (and the export
-format) are the same on every backend, so an export of one imports into another. A
-document's rows are :mod:`.profile`'s, a triple's import is the timeline's
-(:meth:`~.triples.TripleTimeline.import_row`).
-
-A backend subclass says what it does its own way: which of its tables exist
-(:meth:`AdminRows._existing`: a SQLite file has the profile and triple tables only
-once such a source was opened on it), the column that keeps the records' write order,
-the columns a record row adds (:meth:`AdminRows._record_extras`), its triple
-timeline (which writes and deletes a triple with its lexical entry) and refreshing the
-planner's statistics.
+"""Store-wide reads and writes for managing a memory, once for every SQL backend
+(:class:`AdminRows`, behind :mod:`llama_memory.admin.memory_admin` and the command line):
+users, sessions, a user's records, deleting a record or triple, counts, and the export
+rows, read and written back (the same on every backend, so one's export imports into
+another). A backend subclass says which tables it has (:meth:`AdminRows._existing`), its
+records' write order and extra columns, and its triple timeline.
 """
 
 from __future__ import annotations
@@ -67,27 +55,16 @@ _CHAT_COLUMNS = "tenant_id, user_id, session_id, message_json, created_at"
 
 
 class MessageRanks:
-    """For one import: how many messages equal to each one came before it, over
-    every batch. Keyed by a 16-byte digest: about 100 bytes a message (measured), so
-    an import of a million messages holds about 100 MB.
+    """For one import: how many messages equal to each one came before it, over every
+    batch (keyed by a 16-byte digest: about 100 bytes a message).
 
-    A stored message has no id of its own, and one ``put_messages`` call gives all its
-    messages the same time: "OK." said 300 times in one call is 300 rows equal in every
-    column. So a message of an export is identified by its session, its time, its content
-    (as the chat log stores it) *and its rank among the messages equal to it in the
-    file*: the third "OK." of a session at time t is held when the session holds at
-    least three such rows. The rank is counted over the whole import
-    (this class, carried from batch to batch by the caller), never per batch,
-    so the batch size changes nothing; importing a file again adds nothing, an import
-    that stopped resumes where it stopped, and messages of two histories that meet in one
-    session are both kept.
-
-    Not by position in the session alone: a session replaced or cleared after the export
-    (``memory.set()``, ``reset()``) would then take the backup's first messages as held
-    and restore only its tail. Each check counts the session's equal rows, a walk of the
-    session's index: an import's cost grows with the square of a session's length (fine
-    for thousands of messages in a session; a session of a hundred thousand would want an
-    index on the content's hash).
+    A stored message has no id, and one ``put_messages`` call gives its messages one time,
+    so a message of an export is identified by its session, time, content *and its rank
+    among equal messages in the file*: the third "OK." of a session at time t is held when
+    the session holds three such rows. Counted over the whole import (never per batch,
+    nor by position in the session, which a later ``set()`` or ``reset()`` would shift),
+    an import again adds nothing and a stopped one resumes. Each check walks the
+    session's index: the cost grows with the square of a session's length.
     """
 
     def __init__(self) -> None:
@@ -102,9 +79,8 @@ class MessageRanks:
 
 def import_message(conn: Any, mark: str, tenant_id: str, row: dict[str, Any], ranks: MessageRanks) -> bool:
     """Write one ``message`` export row unless the session already holds it (see
-    :class:`MessageRanks`); whether it was written. ``conn`` is a connection of either backend inside
-    the import's transaction, whose rows read by column name; ``mark`` its parameter
-    placeholder (``?`` or ``%s``)."""
+    :class:`MessageRanks`); whether it was written. ``conn``: either backend's, in the
+    import's transaction; ``mark`` its placeholder (``?`` or ``%s``)."""
     # As the chat log writes it (the text of the store exported from, whatever the
     # key order of the file): what makes two messages equal.
     from llama_index.core.base.llms.types import ChatMessage  # only imports need it
@@ -143,13 +119,11 @@ class AdminRows(ABC):
         return set(tables)
 
     def refresh_statistics(self) -> None:
-        """Bring the planner's statistics up to date after a bulk import. Nothing by
-        default: SQLite's queries are planned without statistics (its plans are fixed in
-        the SQL, e.g. the full-text join's CROSS JOIN)."""
+        """Bring the planner's statistics up to date after a bulk import (nothing on
+        SQLite: its plans are fixed in the SQL)."""
 
     def _record_extras(self, row: dict[str, Any]) -> dict[str, Any]:
-        """Columns of the backend's ``records`` table beyond the shared ones, for an
-        imported record row."""
+        """The backend's extra ``records`` columns for an imported record row."""
         return {}
 
     # -- plumbing -------------------------------------------------------------------------
@@ -181,8 +155,8 @@ class AdminRows(ABC):
         return [row["tenant_id"] for row in rows]
 
     def users(self, tenant_id: str) -> list[UserSummary]:
-        """Every user of the tenant (anyone with chat history, records, triples or a
-        profile), sorted by id. The anonymous buffer (no user) is left out."""
+        """Every user of the tenant (chat history, records, triples or a profile), by
+        id; the anonymous buffer left out."""
         tables = self._existing("triples", PROFILE_TABLE)
         queries = [
             ("messages", "SELECT user_id, count(*) AS n, count(DISTINCT session_id) AS sessions, "
@@ -214,8 +188,8 @@ class AdminRows(ABC):
         return [UserSummary(user_id=user, **found[user]) for user in sorted(found)]
 
     def sessions(self, tenant_id: str, user_id: str) -> list[SessionSummary]:
-        """The user's sessions, in the order they began: those with chat history (by
-        their first message), then those known only from long-term records."""
+        """The user's sessions in the order they began: those with chat history, then
+        those known only from records."""
         owner = (tenant_id, user_id)
         chats = self._query(
             "list sessions",
@@ -252,10 +226,9 @@ class AdminRows(ABC):
         newest_first: bool = False,
         ids: Optional[Sequence[str]] = None,
     ) -> list[MemoryRecord]:
-        """The user's long-term records, in the order written (or newest first), with
-        filters: one session, one source, a time range ``[since, until)`` on when each
-        happened (its event time, else when it was stored), these ids only (of any
-        source: what a reader of one record by id asks). Expired records included."""
+        """The user's records in write order (or newest first), filtered by session,
+        source, a time range ``[since, until)`` on the event time (else stored time) and
+        ids (of any source). Expired records included."""
         where = ["tenant_id = ?", "user_id = ?"]
         params: list[Any] = [tenant_id, user_id]
         given(
@@ -279,8 +252,8 @@ class AdminRows(ABC):
         return [to_record(row) for row in self._query("list records", statement, params)]
 
     def delete_record(self, tenant_id: str, user_id: str, record_id: str) -> Optional[str]:
-        """Delete one of the user's records (its lexical entry and vector copy go with
-        it); return its source's name, or None when the user has no such record."""
+        """Delete one of the user's records (with its lexical entry and vector copy);
+        its source's name, or None when there is no such record."""
         with self.store.transaction("delete record") as conn:
             row = self.dialect.execute(
                 conn, f"SELECT source FROM records {_OWNER} AND id = ?", (tenant_id, user_id, record_id)
@@ -292,8 +265,8 @@ class AdminRows(ABC):
         return str(row["source"])
 
     def delete_triple(self, tenant_id: str, user_id: str, triple_id: str) -> bool:
-        """Delete one of the user's knowledge triples with its lexical entry and
-        provenance; False when the user has no such triple."""
+        """Delete one of the user's triples with its lexical entry and provenance; False
+        when there is no such triple."""
         if not self._existing("triples"):
             return False
         timeline = self._timeline()
@@ -344,8 +317,8 @@ class AdminRows(ABC):
         return counts
 
     def _tally(self, action: str, table: str, current: str, tenant_id: str, at: float, more: str = "") -> Any:
-        """The tenant's rows of ``table``: how many (``n``), how many meet ``current``,
-        how many expired at ``at``, and the ``more`` columns asked."""
+        """The tenant's rows of ``table``: how many (``n``), meeting ``current``, expired
+        at ``at``, and the ``more`` columns asked."""
         return self._one(
             action,
             f"SELECT count(*) AS n, {_count(current)} AS current{more}, {_EXPIRED} AS expired "
@@ -354,8 +327,8 @@ class AdminRows(ABC):
         )
 
     def index_backlog(self, source: str) -> tuple[int, int]:
-        """Across every tenant: how many records of ``source`` and triples there are, and
-        how many of them wait for the dense index (what a reindex has to embed)."""
+        """Across every tenant: records of ``source`` and triples, and how many of them
+        wait for the dense index."""
         pending = _count(f"indexed = {self.dialect.false}")
         row = self._one(
             "count index work", f"SELECT count(*) AS n, {pending} AS pending FROM records WHERE source = ?", (source,)
@@ -382,10 +355,9 @@ class AdminRows(ABC):
         return total
 
     def export_rows(self, tenant_id: str, user_id: str) -> Iterator[dict[str, Any]]:
-        """Everything the store holds of one user, as plain dicts in a fixed order: chat
-        messages (in the order written), records, profile rows (history included), then
-        triples (history included, each with its mentions). Derived data (vectors, index
-        flags, lexical entries) is left out: an import rebuilds it."""
+        """Everything the store holds of one user as plain dicts: chat messages, records,
+        profile rows, then triples with their mentions (history included, in write
+        order). Derived data (vectors, index flags, lexical entries) is rebuilt on import."""
         owner = (tenant_id, user_id)
         json_value = self.dialect.json_value
         for row in self._query(
@@ -415,9 +387,7 @@ class AdminRows(ABC):
             yield from self.triple_rows(tenant_id, user_id)
 
     def triple_rows(self, tenant_id: str, user_id: str) -> list[dict[str, Any]]:
-        """The user's knowledge triples as export rows (each with its mentions), in the
-        order written. (Reading triples as the API shows them goes through the triple
-        timeline port.)"""
+        """The user's triples as export rows (each with its mentions), in write order."""
         if not self._existing("triples"):
             return []
         owner = (tenant_id, user_id)
@@ -448,8 +418,7 @@ class AdminRows(ABC):
         ]
 
     def chat_messages(self, tenant_id: str, user_id: str, session_id: str) -> list[str]:
-        """The stored JSON of one session's messages, oldest first (for imports that
-        skip what a session already holds)."""
+        """The stored JSON of one session's messages, oldest first."""
         rows = self._query(
             "read chat history",
             f"SELECT message_json FROM chat_messages {_OWNER} AND session_id = ? ORDER BY seq",
@@ -466,27 +435,20 @@ class AdminRows(ABC):
         triple_texts: Sequence[str],
         ranks: Optional[MessageRanks] = None,
     ) -> Counter[str]:
-        """Write export rows (of :meth:`export_rows`) into the tenant, in one transaction
-        (joining the caller's when one is open); return how many of each kind were new.
-        What the store already has is skipped, so importing the same rows twice changes
-        nothing:
+        """Write export rows (of :meth:`export_rows`) into the tenant in one transaction
+        (joining an open one); return how many of each kind were new. Importing the same
+        rows twice changes nothing:
 
-        - a chat message already in its session is not added again: the k-th message
-          of a session with the same content and time is held when the session has k
-          such messages (:class:`MessageRanks`; ``ranks`` carries the
-          count over the batches of one import, default this call's rows only);
-        - a record already held (same source, user and text) only gains the message
-          ids it lacked;
-        - a profile (or instructions) row already in the history (same path, operation,
-          value, time) is skipped; afterwards each field (instruction) has one current
-          value, the latest;
-        - a triple already held (same id) is skipped; one that holds now and whose
-          fact the user already holds under another id adds its mentions to it.
+        - a chat message is skipped when its session holds it (:class:`MessageRanks`;
+          ``ranks`` carries the count over the batches of one import);
+        - a record already held (source, user, text) only gains message ids;
+        - a document row already in the history (path, operation, value, time) is
+          skipped; each field then has one current value, the latest;
+        - a triple held under its id is skipped; one whose fact the user holds now under
+          another id adds its mentions to it.
 
-        ``triple_texts`` gives, per row (in order; ignored for other kinds), the text
-        the triple's lexical index holds. The profile and triple tables must exist
-        (the caller opens those sources first) when such rows are given; so must the
-        instructions table for ``instruction`` rows.
+        ``triple_texts``: per row, the text of a triple's lexical entry. The profile,
+        instructions and triple tables must exist when such rows are given.
         """
         new: Counter[str] = Counter()
         ranks = MessageRanks() if ranks is None else ranks
@@ -548,8 +510,7 @@ class AdminRows(ABC):
         return {row["key"]: row["value"] for row in rows}
 
     def store_meta(self) -> dict[str, str]:
-        """The store-wide meta entries (the embedding fingerprints...), without any
-        user's entries and without the store's own id."""
+        """The store-wide meta entries, without users' entries and the store's id."""
         rows = self._query("read meta", "SELECT key, value FROM meta ORDER BY key")
         return {r["key"]: r["value"] for r in rows if r["key"] != "store_id" and not _is_user_key(r["key"])}
 
@@ -574,8 +535,8 @@ class AdminRows(ABC):
                 )
 
     def add_jobs(self, tenant_id: str, user_id: str, jobs: Sequence[dict[str, Any]]) -> None:
-        """Queue jobs (as :meth:`user_jobs` gives them) for the user, each queued again;
-        one whose dedup key is already waiting is skipped (that pass covers it)."""
+        """Queue jobs (as :meth:`user_jobs` gives them) for the user; one whose dedup key
+        is already waiting is skipped."""
         with self.store.transaction("queue jobs") as conn:
             for job in jobs:
                 self.dialect.execute(

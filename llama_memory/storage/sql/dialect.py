@@ -1,11 +1,6 @@
-"""What differs between the SQL backends, for the algorithms written once in this package.
-
-The shared algorithms write their SQL once, with ``?`` placeholders (DB-API's "qmark"
-style, SQLite's own), and ask a :class:`Dialect` for the few things the two databases
-spell differently. A backend package makes one dialect object (``storage/sqlite/connection.py``,
-``storage/postgres/dialect.py``); nothing else of the algorithms depends on which it is.
-What else differs, the store as the algorithms see it (:class:`SQLStore`) and the reads
-of one ``get()`` sharing one connection of a pool (:func:`one_connection`), is here too.
+"""What differs between the SQL backends (:class:`Dialect`), the store as the shared
+algorithms see it (:class:`SQLStore`), and one connection for the reads of a ``get()``
+(:func:`one_connection`).
 """
 
 from __future__ import annotations
@@ -33,8 +28,8 @@ def owner(scope: Scope, what: str) -> tuple[str, str]:
 
 
 class SQLStore(Transactional, Protocol):
-    """What the shared algorithms use of a store: its transactions (whose context yields
-    the connection) and its reads (and a ``location`` naming the store in messages)."""
+    """What the shared algorithms use of a store: transactions (yielding the connection),
+    reads, and a ``location`` naming it in messages."""
 
     def query(self, action: str, sql: str, params: Sequence[Any] = ()) -> Sequence[Any]:
         """Run one read statement; its rows (read by column name)."""
@@ -42,20 +37,16 @@ class SQLStore(Transactional, Protocol):
 
 
 def one_connection(store: object) -> AbstractContextManager[Any]:
-    """A context in which ``store``'s reads share one connection, when the store has a
-    pool of them (PostgreSQL's ``one_connection``); a no-op for any other store (SQLite
-    has one connection anyway) or none. A ``get()`` reads in 15-20 statements: one
-    connection taken and checked once saves a round trip per statement."""
+    """A context in which ``store``'s reads share one connection of its pool
+    (PostgreSQL: a ``get()`` makes 15-20 reads); a no-op for other stores."""
     hold = getattr(store, "one_connection", None)
     return hold() if callable(hold) else nullcontext()
 
 
 class Dialect(ABC):
-    """One SQL database's spelling of what the shared algorithms need.
-
-    Statements are written with ``?`` placeholders and pass through :meth:`sql` (and
-    :meth:`execute`) on their way to the connection.
-    """
+    """One SQL database's spelling of what the shared algorithms need: statements are
+    written with ``?`` and pass through :meth:`sql`. A member with a standard SQL spelling
+    has it as default; one without is abstract."""
 
     #: A short name, for messages.
     name: str
@@ -71,8 +62,7 @@ class Dialect(ABC):
     skip_locked: str
 
     def sql(self, statement: str) -> str:
-        """``statement`` (``?`` placeholders) as this database's driver takes it: as
-        written for a driver of DB-API's "qmark" style (sqlite3)."""
+        """``statement`` as this driver takes it (as written: DB-API's "qmark" style)."""
         return statement
 
     def execute(self, conn: Any, statement: str, params: Sequence[Any] = ()) -> Any:
@@ -84,9 +74,8 @@ class Dialect(ABC):
         conn.executemany(self.sql(statement), rows)
 
     def in_list(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
-        """``column`` is one of ``values``: ``(condition, its parameters)``, by default
-        ``column IN (?, ...)``, one placeholder a value. Where a list may be long, pass
-        it in :meth:`batches` (SQLite bounds the parameters of a statement)."""
+        """``(condition, parameters)`` for ``column`` being one of ``values``: by default
+        ``column IN (?, ...)``; pass a long list in :meth:`batches`."""
         return f"{column} IN ({','.join('?' * len(values))})", list(values)
 
     #: How many values one :meth:`in_list` takes (None: any number).
@@ -99,13 +88,12 @@ class Dialect(ABC):
             yield list(values[start : start + step])
 
     def starts_with(self, column: str, prefix: str) -> tuple[str, tuple[Any, ...]]:
-        """``column`` begins with ``prefix``: ``(condition, its parameters)``, by default
-        ``substr(column, 1, len) = prefix`` (not ``LIKE``: a prefix may hold ``%`` or ``_``)."""
+        """``(condition, parameters)`` for ``column`` beginning with ``prefix``: by default
+        ``substr`` (``LIKE`` would read ``%`` and ``_``)."""
         return f"substr({column}, 1, ?) = ?", (len(prefix), prefix)
 
     def same_as(self, column: str) -> str:
-        """``column`` equals one parameter, NULL equal to NULL (SQL's ``=`` is never
-        true for NULL): standard SQL's ``IS NOT DISTINCT FROM``."""
+        """``column`` equals one parameter, NULL equal to NULL (``IS NOT DISTINCT FROM``)."""
         return f"{column} IS NOT DISTINCT FROM ?"
 
     @abstractmethod
@@ -117,21 +105,18 @@ class Dialect(ABC):
         """The day (UTC, ``YYYY-MM-DD``) of ``column``'s Unix time, as SQL."""
 
     def json_param(self, value: Any) -> Any:
-        """``value`` as the parameter of a JSON list column (``message_ids``): its JSON
-        text, by default."""
+        """``value`` as a JSON list column's parameter (its JSON text, by default)."""
         return json.dumps(value)
 
     def json_value(self, stored: Any) -> Any:
-        """A JSON list column's value as read back, as Python: the JSON text parsed, by
-        default."""
+        """A JSON list column's value as read back (the JSON text parsed, by default)."""
         return json.loads(stored)
 
     def insert(
         self, conn: Any, table: str, values: Mapping[str, Any], returning: Optional[str] = None
     ) -> Optional[int]:
-        """``INSERT`` one row of ``values`` (column: value) into ``table``; with
-        ``returning``, the new row's value of that integer key column (``INSERT ...
-        RETURNING``, by default)."""
+        """``INSERT`` one row into ``table``; with ``returning``, the new row's value of
+        that integer key column."""
         statement = insert_sql(table, list(values))
         if returning is None:
             self.execute(conn, statement, list(values.values()))
@@ -141,8 +126,7 @@ class Dialect(ABC):
         return int(row[returning])
 
     def insert_new(self, conn: Any, table: str, values: Mapping[str, Any]) -> bool:
-        """``INSERT`` one row of ``values`` unless a row with one of its unique keys is
-        there already; whether it was inserted."""
+        """``INSERT`` one row unless one with a unique key of it is there; whether it was."""
         statement = f"{insert_sql(table, list(values))} ON CONFLICT DO NOTHING"
         return int(self.execute(conn, statement, list(values.values())).rowcount) == 1
 
@@ -150,7 +134,7 @@ class Dialect(ABC):
         self, conn: Any, table: str, where: str, params: Sequence[Any], returning: str
     ) -> list[Any]:
         """``DELETE`` the rows of ``table`` matching ``where``; their ``returning``
-        columns (read by column name): ``DELETE ... RETURNING``, one statement, by default."""
+        columns."""
         return list(self.execute(conn, f"DELETE FROM {table} WHERE {where} RETURNING {returning}", params).fetchall())
 
     def update_ids(
@@ -164,9 +148,9 @@ class Dialect(ABC):
         before: Sequence[Any] = (),
         after: Sequence[Any] = (),
     ) -> None:
-        """``UPDATE table SET assign`` on the rows whose ``id`` is one of ``ids`` (and
-        ``where``), in batches, in one ``transaction`` of the store (none for no ids): the
-        parameters of ``assign`` are ``before``, those of ``where`` ``after``."""
+        """``UPDATE table SET assign`` on the rows whose ``id`` is in ``ids`` (and
+        ``where``), in batches, in one transaction; ``before``/``after``: the parameters
+        of ``assign``/``where``."""
         if not ids:
             return
         also = f" AND {where}" if where else ""
@@ -176,9 +160,8 @@ class Dialect(ABC):
                 self.execute(conn, f"UPDATE {table} SET {assign} WHERE {listed}{also}", [*before, *values, *after])
 
     def user_tables(self, conn: Any) -> list[str]:
-        """The tables with per-user rows (a ``tenant_id`` and a ``user_id`` column),
-        whichever part of the store made them, by name: from ``information_schema``, of
-        the current schema, by default."""
+        """The tables with per-user rows (``tenant_id`` and ``user_id`` columns), by name
+        (from ``information_schema``, by default)."""
         rows = self.execute(
             conn,
             "SELECT table_name FROM information_schema.columns WHERE table_schema = current_schema() "
@@ -189,13 +172,12 @@ class Dialect(ABC):
 
     @abstractmethod
     def lock(self, conn: Any, key: str) -> None:
-        """Make the writers of ``key`` take turns until the open transaction ends: the
-        next one to lock it waits, then reads what this one committed."""
+        """Make the writers of ``key`` take turns until the open transaction ends."""
 
 
 def given(where: list[str], params: list[Any], *filters: tuple[str, Any]) -> None:
-    """Add each ``(condition, value)`` of ``filters`` whose value is not None (an
-    optional filter that was asked for) to ``where`` and its value to ``params``."""
+    """Add each ``(condition, value)`` of ``filters`` whose value is not None to
+    ``where`` and ``params``."""
     for condition, value in filters:
         if value is not None:
             where.append(condition)
@@ -209,7 +191,6 @@ def insert_sql(table: str, columns: Sequence[str]) -> str:
 
 @lru_cache(maxsize=512)
 def format_style(statement: str) -> str:
-    """``statement`` with ``%s`` placeholders (DB-API's "format" style, psycopg's): a
-    literal ``%`` is doubled, each ``?`` becomes ``%s``. The shared statements hold no
-    ``?`` but placeholders (no string literal or JSON operator with one)."""
+    """``statement`` with ``%s`` placeholders (psycopg's): ``%`` doubled, ``?`` as ``%s``
+    (the shared statements hold no other ``?``)."""
     return statement.replace("%", "%%").replace("?", "%s")

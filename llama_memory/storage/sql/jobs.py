@@ -1,19 +1,8 @@
-"""The job queue over SQL, once for every SQL backend (table ``jobs``; see
-:mod:`llama_memory.storage.ports.jobs`).
-
-:class:`JobQueue` is a part of a store (a mixin after its connection class): its
-statements run in the store's own ``transaction`` and ``query``. A claim reads the next
-runnable row and leases it in one transaction; the dialect's
-:attr:`~.dialect.Dialect.skip_locked` keeps two workers from holding one job (PostgreSQL
-passes over a row another claim holds; SQLite's write transaction already lets one
-claim run at a time). A lease that runs out makes the job claimable again.
-
-A backend subclass sets :attr:`JobQueue.dialect` and, where its table is made on
-first use (SQLite), :meth:`JobQueue._jobs_table`.
-
-What the job queues share beyond SQL's dialect is here too: the condition of a failed
-job, a run's totals, listed rows as :class:`~llama_memory.storage.ports.jobs.JobRow` and
-:class:`~llama_memory.storage.ports.jobs.FormationDay`, and which jobs may be retried."""
+"""The job queue over SQL, once for every SQL backend (table ``jobs``), with the helpers
+the queues share: a failed job's condition, a run's totals, listed rows, retries. A claim
+reads and leases the next runnable row in one transaction; the dialect's
+:attr:`~.dialect.Dialect.skip_locked` keeps two workers from holding one job.
+"""
 
 from __future__ import annotations
 
@@ -96,16 +85,14 @@ def _held(job: Job) -> tuple[Any, ...]:
 
 
 class JobQueue:
-    """The job queue over a SQL store: at-least-once delivery. A claimed job whose
-    worker dies (its lease runs out) is claimed again; a job is done only once
-    acknowledged by the worker holding it.
+    """The job queue over a SQL store (a part of the store): at-least-once delivery.
 
     Semantics every backend keeps (``tests/conformance/test_jobs.py``): a job is claimed
-    by one worker at a time; jobs come out in the order they may run (``run_at``, then
-    the order queued); ``dedup_key`` makes queuing idempotent while a job with that key
-    is queued or running; ``defer`` moves a queued job's ``run_at`` (never a running
-    one's); a failure retries after ``retry_in`` seconds until ``max_attempts`` is
-    reached, then the job is dead; ``retry`` queues a failed job again.
+    by one worker at a time and is done once acknowledged by it; a lease that runs out
+    makes it claimable again; jobs come out by ``run_at``, then queue order;
+    ``dedup_key`` makes queuing idempotent while a job with that key waits or runs;
+    ``defer`` moves a queued job's ``run_at``; a failure retries after ``retry_in``
+    seconds until ``max_attempts``, then the job is dead; ``retry`` queues it again.
     """
 
     dialect: ClassVar[Dialect]
@@ -120,8 +107,7 @@ class JobQueue:
         def query(self, action: str, sql: str, params: Sequence[Any] = ()) -> Sequence[Any]: ...
 
     def _jobs_table(self) -> None:
-        """Make sure the ``jobs`` table exists (a store whose schema is migrated on
-        open has nothing to do)."""
+        """Make sure the ``jobs`` table exists (nothing where the schema is migrated)."""
 
     def _read(self, action: str, statement: str, params: Sequence[Any] = ()) -> Sequence[Any]:
         self._jobs_table()
@@ -228,9 +214,8 @@ class JobQueue:
         )
 
     def defer(self, dedup_key: str, run_at: float) -> bool:
-        """Move the queued job with this ``dedup_key`` (one not running) to run at
-        ``run_at`` (joining an open transaction); False when no such job is queued.
-        A debounce: each new message pushes its session's pass back."""
+        """Move the queued (not running) job of ``dedup_key`` to ``run_at`` (a debounce);
+        False when none is queued."""
         return self._write(
             "defer a job", "UPDATE jobs SET run_at = ? WHERE dedup_key = ? AND state = 'queued'", (run_at, dedup_key)
         ) > 0  # fmt: skip
@@ -264,9 +249,8 @@ class JobQueue:
         return state if changed == 1 else "lost"
 
     def postpone(self, job: Job, run_at: float) -> bool:
-        """Give a claimed job back, to run at ``run_at``, without counting the attempt
-        (it did not run: e.g. its user is over the day's token budget); False when the
-        lease was lost."""
+        """Give a claimed job back to run at ``run_at`` without counting the attempt (e.g.
+        its user is over the day's token budget); False when the lease was lost."""
         return self._write(
             "postpone a job",
             "UPDATE jobs SET state = 'queued', worker = NULL, lease_until = NULL, run_at = ?, "
@@ -275,8 +259,7 @@ class JobQueue:
         ) == 1  # fmt: skip
 
     def tokens_used(self, tenant_id: Optional[str], user_id: Optional[str], since: float) -> int:
-        """Tokens (sent and received) of the user's job runs that ended at or after
-        ``since`` (epoch seconds)."""
+        """Tokens of the user's job runs that ended at or after ``since``."""
         same = self.dialect.same_as
         rows = self._read(
             "count a user's tokens",
@@ -287,8 +270,7 @@ class JobQueue:
         return int(rows[0]["n"])
 
     def formation_days(self, *, tenant_id: Optional[str] = None, since: Optional[float] = None) -> list[FormationDay]:
-        """Runs, failures, tokens and time of the jobs per user and per day (UTC) their
-        runs ended, oldest day first (of ``tenant_id`` and from ``since`` when given)."""
+        """Runs, failures, tokens and time per user and UTC day, oldest day first."""
         where, params = ["finished_at IS NOT NULL"], []  # type: tuple[list[str], list[Any]]
         given(where, params, ("tenant_id = ?", tenant_id), ("finished_at >= ?", since))
         rows = self._read(
@@ -310,9 +292,8 @@ class JobQueue:
         dedup_key: Optional[str] = None,
         kind: Optional[str] = None,
     ) -> list[JobRow]:
-        """The jobs in ``states`` (default every state), oldest first; ``failed``: only
-        those that failed (dead, or queued for a retry); ``tenant_id``, ``dedup_key``,
-        ``kind``: only those."""
+        """The jobs in ``states`` (default all), oldest first, filtered by ``failed``,
+        ``tenant_id``, ``dedup_key`` and ``kind``."""
         where, params = ["1 = 1"], []  # type: tuple[list[str], list[Any]]
         if states is not None:
             condition, values = self.dialect.in_list("state", states) if states else ("0 = 1", [])
@@ -325,12 +306,10 @@ class JobQueue:
         return [job_row({**dict(row), "payload": self.dialect.json_value(row["payload"])}) for row in rows]
 
     def retry(self, job_id: str, *, tenant_id: Optional[str] = None, now: Optional[float] = None) -> str:
-        """Queue a dead job (or one waiting for its retry) to run now with its attempts
-        counted from zero and its error cleared (it is no longer failed). Returns the id of the job that will run: ``job_id``, or the
-        job of the same ``dedup_key`` already queued or running (it covers the same
-        work; the dead one is left as it is). KeyError when the queue (of
-        ``tenant_id``, when given) has no such job; ValueError when it is not dead or
-        failed (done, running, or queued without a failure)."""
+        """Queue a failed job to run now, attempts from zero and error cleared. Returns
+        the id of the job that will run: ``job_id``, or the waiting job of the same
+        ``dedup_key``. KeyError for no such job (of ``tenant_id``); ValueError when it
+        did not fail."""
         self._jobs_table()
         at = time.time() if now is None else now
         dialect = self.dialect

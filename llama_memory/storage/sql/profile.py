@@ -1,11 +1,5 @@
-"""Profile rows (the :class:`~llama_memory.storage.sql.profile.ProfileRows` port) over SQL, once
-for every SQL backend.
-
-One table per document (``profile_fields``, ``instruction_fields``: see
-:data:`~llama_memory.storage.ports.profile.DOCUMENTS`): one row per value a field had,
-with provenance and expiry, the same rows on every backend. Statements run through the
-store's ``transaction``/``query``, so a write made inside an open transaction of the
-store joins it.
+"""Profile rows over SQL, once for every SQL backend: one table per document
+(:data:`~llama_memory.storage.ports.profile.DOCUMENTS`), one row per value a field had.
 """
 
 from __future__ import annotations
@@ -27,15 +21,10 @@ CURRENT_ROWS = "tenant_id = ? AND user_id = ? AND superseded_at IS NULL AND valu
 
 
 class ProfileRows:
-    """The profile rows of one document in a SQL store, for every user of the store.
-
-    Every method acts within ``scope.tenant_id`` and ``scope.user_id`` (the caller
-    checks that a user is given). Writes are atomic; a write made while the
-    storage's transaction is open joins it. Storage failures raise
-    :class:`~llama_memory.core.errors.StorageError`, never read as an empty profile.
-
-    A backend sets :attr:`dialect` and checks the store it is given; its constructor
-    calls :meth:`_open`.
+    """The rows of one document in a SQL store, for every user. Methods act within
+    ``scope``'s tenant and user; writes are atomic and join an open transaction; failures
+    raise :class:`~llama_memory.core.errors.StorageError`. A backend sets :attr:`dialect`
+    and calls :meth:`_open`.
     """
 
     dialect: ClassVar[Dialect]
@@ -56,8 +45,8 @@ class ProfileRows:
         return [self._to_change(row) for row in rows]
 
     def history(self, scope: Scope, at: float, path: Optional[str] = None) -> list[ProfileChange]:
-        """Every row alive at ``at`` of the field at ``path`` and the fields beneath it
-        (``None``: the whole profile), superseded ones and removals included, oldest first."""
+        """Every row alive at ``at`` of the field at ``path`` and beneath (``None``: all),
+        superseded ones and removals included, oldest first."""
         where, params = self._subtree(path)
         rows = self._query(
             f"read {self.document} history",
@@ -69,10 +58,9 @@ class ProfileRows:
     def update(
         self, scope: Scope, at: float, decide: Callable[[list[ProfileChange]], ProfileWrite]
     ) -> list[ProfileChange]:
-        """Read the current rows (as :meth:`current`), call ``decide`` with them and write
-        what it returns, all in one transaction that serialises concurrent updates of
-        the user's profile (other threads, other processes). If ``decide`` raises,
-        nothing is written and the exception propagates. Returns the inserted rows."""
+        """Call ``decide`` with the current rows and write what it returns, in one
+        transaction that serialises the user's concurrent updates (nothing written if
+        ``decide`` raises). Returns the inserted rows."""
         user, d = _owner(scope), self.dialect
         with self.store.transaction(f"update {self.document}") as conn:
             # Updates of one user's document take turns (other threads, other workers):
@@ -114,8 +102,8 @@ class ProfileRows:
         return changes
 
     def erase(self, scope: Scope, path: Optional[str] = None) -> int:
-        """Delete every row, history included, of the field at ``path`` and the fields
-        beneath it (``None``: the user's whole profile); return how many."""
+        """Delete every row, history included, of the field at ``path`` and beneath
+        (``None``: the whole document); return how many."""
         where, params = self._subtree(path)
         action = f"forget {self.document}" if path is None else f"erase {self.document} field"
         with self.store.transaction(action) as conn:
@@ -142,8 +130,7 @@ class ProfileRows:
         return self.store.query(action, self.dialect.sql(statement), params)
 
     def _subtree(self, path: Optional[str]) -> tuple[str, tuple[Any, ...]]:
-        """The condition (and its parameters) of the field at ``path`` and the fields
-        beneath it; nothing for the whole document."""
+        """The condition and parameters of the field at ``path`` and beneath."""
         if path is None:
             return "", ()
         below, params = self.dialect.starts_with("path", path + ".")
@@ -174,8 +161,7 @@ def _owner(scope: Scope) -> tuple[str, str]:
 def export_document(
     query: Callable[..., Sequence[Any]], dialect: Dialect, kind: str, table: str, user: tuple[str, str]
 ) -> Iterator[dict[str, Any]]:
-    """One user's rows of a document (``table``: the profile's, the instructions') as
-    export rows of ``kind``, history included, in the order written."""
+    """One user's rows of a document as export rows of ``kind``, in write order."""
     for row in query(f"export {kind}", f"SELECT * FROM {table} WHERE tenant_id = ? AND user_id = ? ORDER BY id", user):
         removed = row["value_json"] is None
         yield {
@@ -209,9 +195,8 @@ def import_document_row(conn: Any, dialect: Dialect, table: str, tenant_id: str,
 
 
 def one_current_value(conn: Any, dialect: Dialect, table: str, tenant_id: str, user: str, path: str) -> None:
-    """Leave one current row for a field (or an instruction) of a document: the latest
-    written; the others are superseded when it was written (histories merged from two
-    stores)."""
+    """Leave one current row for a field of a document, the latest written (histories
+    merged from two stores)."""
     rows = dialect.execute(
         conn,
         f"SELECT id, created_at FROM {table} WHERE tenant_id = ? AND user_id = ? AND path = ? "

@@ -1,16 +1,7 @@
-"""The records of every SQL backend (table ``records``; see
-:mod:`llama_memory.storage.ports.records`): a record's id, a row as a
+"""The records of every SQL backend (table ``records``): a record's id, a row as a
 :class:`~llama_memory.core.types.MemoryRecord`, and :class:`RecordStore`, the reads and
-writes written once.
-
-:class:`RecordStore` is a part of a store (a mixin after its connection class), as
-:class:`~.jobs.JobQueue` is: its statements run in the store's own ``transaction``
-and ``query``. A backend subclass sets :attr:`~RecordStore.dialect` and
-:attr:`~RecordStore.write_order`, adds the columns its schema derives from a record
-(:meth:`~RecordStore._derived_columns`), and keeps what it does its own way, for a
-reason: the session neighbours (a ``UNION ALL`` per hit on SQLite, a ``LATERAL`` join on
-PostgreSQL), the vector copies (their own table, or a column) and the lexical index
-(FTS5, or a ``tsvector``).
+writes written once; a backend keeps its session neighbours, vector copies and lexical
+index its own way.
 """
 
 from __future__ import annotations
@@ -45,11 +36,8 @@ _OWNED = "tenant_id = ? AND user_id = ? AND source = ?"
 
 
 def record_id(source: str, tenant: str, user: str, digest: str) -> str:
-    """The id of the user's record of ``source`` with content hash ``digest``.
-
-    Deterministic, and the same on every backend: a record re-written after a crash
-    gets the same id in both stores, and a store copied across keeps its ids.
-    """
+    """The id of the user's record of ``source`` with content hash ``digest``: the same on
+    every backend and after a crash."""
     key = f"{source}\x1f{tenant}\x1f{user}\x1f{digest}"
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
 
@@ -83,13 +71,12 @@ def _gone(rows: Sequence[Any]) -> list[PendingRecord]:
 
 
 class RecordStore(ABC):
-    """Long-term records of every source, keyed by a deterministic id: the records part
-    of a SQL store, and what spans its tables (forgetting a user, purging what expired).
+    """Long-term records of every source, keyed by a deterministic id, and what spans
+    the store's tables (forgetting a user, purging what expired).
 
-    Semantics every backend keeps (the conformance suite checks them): a record whose
-    normalised text (and role) the same user already has in the same source is stored
-    once (its message ids grow, the later expiry wins, "forever" wins all); reads
-    never return another user's records, nor (given ``alive_at``) expired ones.
+    A record whose normalised text (and role) the user already has in the source is
+    stored once (its message ids grow, the later expiry wins, "forever" wins all);
+    reads never return another user's records, nor (given ``alive_at``) expired ones.
     """
 
     dialect: ClassVar[Dialect]
@@ -117,14 +104,12 @@ class RecordStore(ABC):
     def session_neighbours(
         self, ids: Sequence[str], scope: Scope, source: str, radius: int
     ) -> dict[str, list[tuple[int, str]]]:
-        """For each id: the records of its session from ``radius`` before to ``radius``
-        after it, itself included, as (position, id) in write order. A position is any
-        integer that grows with write order within the store (a sequence column)."""
+        """For each id: its session's records from ``radius`` before to ``radius`` after
+        it, itself included, as (position, id); positions grow with write order."""
 
     @abstractmethod
     def ensure_session_order(self) -> None:
-        """Prepare what :meth:`session_neighbours` needs (SQLite: an index, created once
-        per file); a backend that needs nothing does nothing."""
+        """Prepare what :meth:`session_neighbours` needs (nothing by default)."""
 
     @abstractmethod
     def mark_indexed(
@@ -155,13 +140,9 @@ class RecordStore(ABC):
     # -- writing ----------------------------------------------------------------------------
 
     def add_records(self, records: Sequence[NewRecord]) -> list[str]:
-        """Write records in one transaction; return their ids.
-
-        A record whose normalised text (and role) the same user already has in the
-        same source is stored once: the existing row's message ids grow and its expiry
-        is renewed (the later wins, "forever" wins all). Concurrent writers of the same
-        text meet on the unique key, and the merge runs under the row's lock.
-        """
+        """Write records in one transaction, deduplicated as the class says (concurrent
+        writers of a text meet on the unique key; the merge runs under the row's lock);
+        return their ids."""
         d = self.dialect
         ids: list[str] = []
         ingested = now()
@@ -248,9 +229,8 @@ class RecordStore(ABC):
     def get_texts(
         self, ids: Sequence[str], scope: Scope, source: str
     ) -> dict[str, tuple[Optional[str], str]]:
-        """The (role, text) of records by id, restricted as :meth:`get_records` restricts
-        them (expired records included): a read of two columns, for the retrieval's
-        checks that need no whole record (no metadata decoded, no record built)."""
+        """The (role, text) of records by id, restricted as :meth:`get_records` (expired
+        ones included): two columns, no record built."""
         if not ids:
             return {}
         user = scope.require_user(f"the {source!r} memory source")
@@ -263,10 +243,8 @@ class RecordStore(ABC):
     def record_ids(
         self, texts: Sequence[str], roles: Sequence[Optional[str]], scope: Scope, source: str
     ) -> list[str]:
-        """The ids that the scope's user's records of ``source`` with these ``texts``
-        have, or would have: one for each text and each of ``roles``. An id is a hash of
-        the record's normalised text and role (the same on every backend): nothing is
-        read, and an id may belong to no record."""
+        """The ids the user's records of ``source`` with these ``texts`` have or would
+        have, one per text and role (a hash: nothing is read)."""
         tenant, user = scope.tenant_id, scope.require_user(f"the {source!r} memory source")
         return [record_id(source, tenant, user, content_hash(text, role)) for text in texts for role in roles]
 
@@ -278,9 +256,8 @@ class RecordStore(ABC):
         span: Optional[tuple[float, float]] = None,
         alive_at: Optional[float] = None,
     ) -> list[MemoryRecord]:
-        """The scope's user's latest records of ``source``, oldest first: at most
-        ``limit`` of those whose event time is in ``span`` (start, end), or, without a
-        span, of the latest session other than the scope's own (what "last time" means)."""
+        """The user's latest records of ``source``, oldest first: at most ``limit`` of
+        those with an event time in ``span``, or else of the latest other session."""
         user = scope.require_user(f"the {source!r} memory source")
         owned = (scope.tenant_id, user, source)
         alive, extra = ("", ()) if alive_at is None else (f" AND {ALIVE_SQL}", (alive_at,))
@@ -307,8 +284,7 @@ class RecordStore(ABC):
         return [to_record(row) for row in reversed(rows)]
 
     def session_records(self, scope: Scope, source: str, limit: int) -> list[MemoryRecord]:
-        """The first ``limit`` records of ``source`` in the scope's session, in write
-        order (what a session summary sums up)."""
+        """The first ``limit`` records of ``source`` in the scope's session."""
         user = scope.require_user(f"the {source!r} memory source")
         rows = self._record_rows(
             "session records",
@@ -346,9 +322,8 @@ class RecordStore(ABC):
     def index_flags(
         self, source: str, owner: Optional[tuple[str, str]] = None
     ) -> dict[tuple[str, str], dict[str, bool]]:
-        """Every record id of ``source`` (of one (tenant, user) ``owner``, or all) and
-        whether the dense index holds it, per (tenant, user): what reconciling the
-        index compares it with."""
+        """Every record id of ``source`` (of ``owner``, or all) and whether the dense
+        index holds it, per (tenant, user)."""
         params: tuple[str, ...]
         if owner is None:
             where, params = "source = ?", (source,)
@@ -364,8 +339,7 @@ class RecordStore(ABC):
         return flags
 
     def stored_vectors(self, ids: Sequence[str]) -> dict[str, bytes]:
-        """The vector copies kept by :meth:`mark_indexed` of these records, by id (ids
-        without one are left out)."""
+        """The vector copies of these records, by id (those without one left out)."""
         found: dict[str, bytes] = {}
         for batch in self.dialect.batches(ids):
             listed, values = self.dialect.in_list("r.id", batch)
@@ -379,9 +353,8 @@ class RecordStore(ABC):
         return found
 
     def user_vectors(self, source: str, tenant_id: str, user_id: str, limit: int) -> Optional[dict[str, bytes]]:
-        """Every vector copy of one user's indexed records of ``source``, by id; None
-        when the user has more than ``limit`` indexed records or some have no copy
-        (indexed before copies were kept): then only the dense index holds them all."""
+        """Every vector copy of one user's indexed records of ``source``; None when they
+        are more than ``limit`` or some have no copy."""
         # One statement, so one snapshot: a count taken apart could disagree with the
         # rows when another process commits in between.
         rows = self._record_rows(
@@ -397,9 +370,8 @@ class RecordStore(ABC):
     # -- deleting -----------------------------------------------------------------------------
 
     def delete_records(self, ids: Sequence[str], scope: Scope, source: str) -> list[PendingRecord]:
-        """Delete these records of the scope's user in ``source`` (joining an open
-        transaction); return what was deleted (for the dense index). Ids of another
-        user or source, or unknown, are ignored."""
+        """Delete these records of the scope's user in ``source`` (others ignored);
+        return what was deleted, for the dense index."""
         if not ids:
             return []
         user = scope.require_user(f"the {source!r} memory source")
@@ -413,26 +385,19 @@ class RecordStore(ABC):
         return _gone(gone)
 
     def delete_expired(self, source: str, at: float) -> list[PendingRecord]:
-        """Delete the records of ``source`` expired at ``at``; return what was deleted
-        (ids and owners, for the dense index)."""
+        """Delete the records of ``source`` expired at ``at``; return them."""
         with self.transaction("purge expired records") as conn:
             return _gone(self.dialect.delete(conn, "records", f"source = ? AND {EXPIRED_SQL}", (source, at), _GONE))
 
     def purge_expired(self, at: float) -> list[PendingRecord]:
-        """Delete every record of every source expired at ``at``; return them (their
-        vectors are the caller's to drop)."""
+        """Delete every record expired at ``at``; return them (the caller drops vectors)."""
         with self.transaction("purge expired records") as conn:
             return _gone(self.dialect.delete(conn, "records", EXPIRED_SQL, (at,), _GONE))
 
     def delete_user(self, scope: Scope, source: Optional[str] = None) -> list[str]:
-        """Delete one user's records of ``source``; return their ids.
-
-        Without ``source``: the user from every table of the store with per-user rows (a
-        ``tenant_id`` and a ``user_id`` column), whichever sources the caller has open
-        (the right to be forgotten): records with their lexical index and vector copies,
-        chat history of every session, triples with their mentions, profile fields and
-        their history, jobs, and the user's meta keys, in one transaction. Returns the
-        deleted record ids.
+        """Delete one user's records of ``source``; return their ids. Without ``source``,
+        forget the user in every table with per-user rows (records, chat, triples,
+        profile, jobs, meta keys), in one transaction.
         """
         d = self.dialect
         owner = (scope.tenant_id, scope.require_user("forgetting a user"))
@@ -459,17 +424,10 @@ STALE_GROWTH = 0.1
 
 
 class WordCountCache:
-    """The remembered match counts of words in a lexical index, shared by the backends:
-    counting a word walks its posting list or a user's rows, and an idf needs only a rough
-    count. A key is a word, or (tenant, user, word) for a count among one user's records.
-
-    Counts of words (how many records of the index, or of a user, hold each) with the
-    size of what was counted then; a count is given back until that has grown by
-    :data:`STALE_GROWTH` since, the least recently used dropped beyond ``size`` words.
+    """Remembered match counts of words in a lexical index (a key is a word, or (tenant,
+    user, word)): a count is given back until what was counted has grown by
+    :data:`STALE_GROWTH`, the least recently used dropped beyond ``size`` words.
     Thread-safe.
-
-    Args:
-        size: how many words to remember (at least 1).
     """
 
     def __init__(self, size: int = CACHED_WORDS) -> None:
@@ -485,15 +443,13 @@ class WordCountCache:
             return word in self._counts
 
     def peek(self, word: Hashable) -> Optional[int]:
-        """The remembered count of ``word``, fresh or not (None when none is): what a
-        caller may prepare for before it knows the size (it does not count as a use)."""
+        """The remembered count of ``word``, fresh or not (not counted as a use)."""
         with self._lock:
             cached = self._counts.get(word)
             return None if cached is None else cached[0]
 
     def get(self, word: Hashable, total: int) -> Optional[int]:
-        """The remembered count of ``word`` if still fresh for an index of ``total``
-        records, else None (count it and :meth:`put` it)."""
+        """The remembered count of ``word`` if fresh for ``total`` records, else None."""
         with self._lock:
             cached = self._counts.get(word)
             if cached is None or total > cached[1] * (1 + STALE_GROWTH):

@@ -1,16 +1,7 @@
-"""The system of record of every SQL backend, as one object: its parts (meta, chat
-history, records, the job queue) are written once in this package; a backend's store
-class adds its connection (the :class:`~.dialect.SQLStore` port: transactions and
-reads), its lexical index, its chat logs and what its records do their own way.
-
-Here too are the two small parts: the ``meta`` table (:class:`MetaStore`: one text value
-a key, the store's id, what the dense index was built with, per-user marks) and what
-the chat history of every SQL backend does alike (table ``chat_messages``,
-:class:`SQLChatTables`, :class:`SQLChatLog`): a conversation's key, writing and deleting
-a conversation's rows, listing a user's sessions, the chat log facade's plain calls,
-and how a reader tells a replaced conversation from an addition. How a backend reads
-what changed (SQLite's commit stamp, PostgreSQL's bounds under a lock) stays in its own
-``chat`` code: the two databases tell news apart differently."""
+"""The system of record of every SQL backend as one object (:class:`Storage`), with its
+meta table (:class:`MetaStore`) and what every backend's chat history does alike
+(:class:`SQLChatTables`, :class:`SQLChatLog`); how a backend reads what changed stays in
+its own chat code."""
 
 from __future__ import annotations
 
@@ -61,8 +52,8 @@ class MetaStore:
             )
 
     def set_meta_once(self, key: str, value: str) -> str:
-        """Store ``value`` under ``key`` unless a value is there already; return the value
-        kept (atomic: of two processes recording at once, both see the first one's)."""
+        """Store ``value`` under ``key`` unless one is there; return the value kept
+        (atomic)."""
         with self.transaction("write meta") as conn:
             self.dialect.insert_new(conn, "meta", {"key": key, "value": value})
             return str(self.dialect.execute(conn, "SELECT value FROM meta WHERE key = ?", (key,)).fetchone()["value"])
@@ -76,15 +67,14 @@ class MetaStore:
 
     @property
     def store_id(self) -> str:
-        """A random id given to this store when first asked, kept in the meta table: it
-        keeps the collections of different stores apart on a shared Chroma server."""
+        """A random id given to this store when first asked (it keeps different stores'
+        collections apart on a shared Chroma server)."""
         return self.set_meta_once("store_id", uuid.uuid4().hex[:12])
 
 
 def conversation_key(scope: Scope) -> tuple[str, str, str]:
-    """``(tenant_id, user_id, session_id)`` of the scope's conversation in
-    ``chat_messages``: the buffer of an anonymous memory is still persisted, under the
-    empty user (and a memory without a session under the empty session)."""
+    """``(tenant_id, user_id, session_id)`` of the scope's conversation (an anonymous
+    buffer is stored under the empty user, no session under the empty session)."""
     return scope.tenant_id, scope.user_id or "", scope.session_id or ""
 
 
@@ -96,16 +86,13 @@ class _Seen(Protocol):
 
 
 def replaced(cursor: Optional[_Seen], first: Optional[int]) -> bool:
-    """Whether the rows read after ``cursor`` are the whole conversation rather than
-    an addition: nothing was read before, or the first message the reader saw is gone
-    (another writer replaced or cleared the conversation; its new rows all come after
-    the cursor). A reader that saw an empty conversation takes every row as new."""
+    """Whether the rows read after ``cursor`` are the whole conversation: nothing was read
+    before, or the first message the reader saw is gone (replaced or cleared)."""
     return cursor is None or (cursor.first is not None and first != cursor.first)
 
 
 class SQLChatTables:
-    """What the chat history part of every SQL store (table ``chat_messages``) writes
-    and lists alike: a part of the store, after its connection class."""
+    """The chat history part of every SQL store (table ``chat_messages``)."""
 
     dialect: ClassVar[Dialect]
 
@@ -148,8 +135,7 @@ class SQLChatTables:
 
 
 class SQLChatLog:
-    """One conversation of a SQL store: the plain calls of the
-    :class:`~llama_memory.storage.ports.chat.SharedChatLog` facade (a backend adds
+    """One conversation of a SQL store: the plain calls of the chat log (a backend adds
     loading, appending and reading what changed)."""
 
     def __init__(self, store: Any, scope: Scope) -> None:
@@ -166,11 +152,8 @@ class SQLChatLog:
 
 
 class Storage(MetaStore, SQLChatTables, RecordStore, JobQueue, SQLStore, RankedLexicalIndex, ABC):
-    """Everything a memory needs from its system of record, as one object
-    (``llama_memory.storage.sqlite.SQLiteStore``,
-    ``llama_memory.storage.postgres.PostgresStore``). The dense index
-    (:class:`~llama_memory.storage.ports.vectors.VectorIndex`) is separate: it is
-    derived, and may live elsewhere (a Chroma server)."""
+    """Everything a memory needs from its system of record, as one object (the dense
+    index is separate: derived, it may live elsewhere)."""
 
     @abstractmethod
     def chat_log(self, scope: Scope) -> SharedChatLog:

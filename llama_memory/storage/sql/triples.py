@@ -1,16 +1,6 @@
-"""The triple timeline over SQL, once for every SQL backend (see
-:mod:`llama_memory.storage.ports.triples`): tables ``triples`` and ``triple_mentions``.
-
-Every statement runs through the store it is given: writes in ``store.transaction``
-(they join a transaction already open in the thread, so a batch of triples commits or
-rolls back as one), reads with ``store.query`` (on the open transaction's connection
-when there is one, so they see its writes).
-
-A backend subclass says what its schema does differently, for a reason: how the words
-of a triple are indexed and searched (:meth:`TripleTimeline._insert_row`,
-:meth:`~TripleTimeline.search_words`), how deleting a triple takes its dependents with
-it (:meth:`~TripleTimeline._delete_where`), and how a mention points at its triple
-(:class:`MentionLink`).
+"""The triple timeline over SQL, once for every SQL backend (tables ``triples`` and
+``triple_mentions``; the rules: :mod:`llama_memory.storage.ports.triples`). A backend
+subclass keeps its word index, its deletes and its mention links its own way.
 """
 
 from __future__ import annotations
@@ -40,16 +30,10 @@ _TIMELINE_COLUMNS = "id, object_key, valid_from, valid_to, ttl, expires_at"
 
 @dataclass(frozen=True)
 class MentionLink:
-    """How a backend's ``triple_mentions`` rows point at their triple.
-
-    Args:
-        columns: the mention's columns that hold the link, as an INSERT lists them.
-        sources: what they copy from the triple's row, in the same order.
-        key: the (mention column, triples column) a mention is matched to its triple by.
-        order: the mention column that keeps write order.
-        scoped: whether mentions carry ``tenant_id`` and ``user_id`` (then reads name
-            them: they lead the table's key).
-    """
+    """How a backend's ``triple_mentions`` rows point at their triple: ``columns`` (as an
+    INSERT lists them) copy ``sources`` of the triple's row; ``key`` is the (mention,
+    triple) column pair they match by, ``order`` the mention's write order, ``scoped``
+    whether mentions carry ``tenant_id`` and ``user_id``."""
 
     columns: str
     sources: str
@@ -59,12 +43,9 @@ class MentionLink:
 
 
 class TripleTimeline(ABC):
-    """Knowledge triples, their provenance and their lexical index, for every user,
-    over a SQL store (the rules every backend keeps: :mod:`llama_memory.storage.ports.triples`).
-
-    A backend sets :attr:`dialect` and :attr:`mentions` and implements the lexical
-    index's three methods; the timeline's rules, reads and bookkeeping are here.
-    """
+    """Knowledge triples, their provenance and lexical index, for every user of a SQL
+    store. A backend sets :attr:`dialect` and :attr:`mentions` and writes the lexical
+    index's three methods."""
 
     dialect: ClassVar[Dialect]
     mentions: ClassVar[MentionLink]
@@ -75,8 +56,7 @@ class TripleTimeline(ABC):
 
     @contextmanager
     def transaction(self, action: str) -> Iterator[Any]:
-        """One atomic write: the port's writes inside it commit or roll back together,
-        and it joins a transaction already open (``action`` names it in errors)."""
+        """One atomic write (joining an open one); ``action`` names it in errors."""
         with self.store.transaction(action):
             yield None
 
@@ -95,9 +75,8 @@ class TripleTimeline(ABC):
     def search_words(
         self, scope: Scope, query: str, k: int, include_history: bool
     ) -> list[tuple[str, float]]:
-        """The user's triples whose words best match ``query`` (any word of it, as plain
-        words: never query syntax), best first, at most ``k``, as (id, score): higher is
-        better (SQLite: BM25 turned positive); score fusion divides by the best one."""
+        """The user's triples best matching any word of ``query`` (never query syntax),
+        at most ``k``, as (id, score), higher better."""
 
     # -- the update rules ----------------------------------------------------------------
 
@@ -340,10 +319,9 @@ class TripleTimeline(ABC):
     # -- an export's rows, imported (the admin rows' import and copies) --------------------
 
     def import_row(self, conn: Any, tenant_id: str, user: str, row: dict[str, Any], text: str) -> int:
-        """Write one export row of a triple with its mentions, in the open transaction
-        ``conn`` (``text``: what its lexical index holds); 1 when written, 0 when a
-        triple held under its id is skipped or one whose fact the user holds now under
-        another id takes its mentions."""
+        """Write one triple export row with its mentions in ``conn``'s transaction; 1
+        when written, 0 when one is held under its id or holds the same fact now (it
+        takes the mentions)."""
         dialect = self.dialect
         held = dialect.execute(conn, "SELECT tenant_id, user_id FROM triples WHERE id = ?", (row["id"],)).fetchone()
         if held is not None:

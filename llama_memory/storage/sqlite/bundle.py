@@ -1,12 +1,6 @@
-"""The embedded backend as one bundle: SQLite under a directory (or in memory) with
-its dense index in Chroma (embedded beside it, on a given client, or on a server).
-
-:data:`BACKEND` is what the registry hands out for ``path=``: it opens the store, and
-on it the parts a memory, the admin and the command line build on, among them the
-parts written once over SQL as SQLite keeps them: the triple timeline
-(:class:`SQLiteTripleTimeline`), the profile and instructions rows
-(:class:`SQLiteProfileRows`) and the admin rows (:class:`StoreAdmin`), whose tables
-are made when first opened on the file (:mod:`.schema`).
+"""The embedded backend as one bundle: SQLite under a directory (or in memory) with its
+dense index in Chroma (embedded beside it, on a given client, or on a server), and the
+parts written once over SQL as SQLite keeps them (triples, profile rows, admin rows).
 """
 
 from __future__ import annotations
@@ -43,12 +37,9 @@ from .store import SQLiteStore, fts_query
 
 
 class SQLiteTripleTimeline(TripleTimeline):
-    """:class:`~llama_memory.storage.sql.triples.TripleTimeline` on a
-    :class:`SQLiteStore`; creates (or upgrades) its tables on construction.
-
-    What SQLite does its own way: the words are indexed in an FTS5 table keyed by the
-    triple's ``seq``, mentions point at that ``seq``, and deleting a triple deletes its
-    FTS5 entry (which no foreign key reaches) and its mentions with it."""
+    """The triple timeline on a :class:`SQLiteStore` (tables made or upgraded on
+    construction): words in an FTS5 table keyed by the triple's ``seq``, which mentions
+    point at; deleting a triple deletes its FTS5 entry and mentions."""
 
     dialect = SQLITE
     mentions = MentionLink(columns="triple_seq", sources="seq", key=("triple_seq", "seq"), order="rowid", scoped=False)
@@ -72,8 +63,8 @@ class SQLiteTripleTimeline(TripleTimeline):
     def search_words(
         self, scope: Scope, query: str, k: int, include_history: bool
     ) -> list[tuple[str, float]]:
-        """The user's triples best matching ``query``'s words, as (id, FTS5 BM25 score
-        turned positive), best first."""
+        """The user's triples best matching ``query``'s words, as (id, positive BM25),
+        best first."""
         tenant_id, user_id = owner(scope, "the knowledge-triple store")
         match = fts_query(query)  # quoted words: user text is never read as FTS5 syntax
         if not match:
@@ -91,14 +82,8 @@ class SQLiteTripleTimeline(TripleTimeline):
 
 
 class SQLiteProfileRows(ProfileRows):
-    """The profile rows of one :class:`SQLiteStore` (creates or migrates the table).
-
-    Args:
-        store: the memory's SQLite system of record; it provides the transactions.
-        document: which document of the user these rows hold (a key of
-            :data:`~llama_memory.storage.ports.profile.DOCUMENTS`): ``"profile"``, or
-            ``"instructions"`` (procedural memory), each in its own table.
-    """
+    """The profile (or instructions: ``document``) rows of one :class:`SQLiteStore`;
+    creates or migrates the table."""
 
     dialect = SQLITE
 
@@ -114,10 +99,8 @@ class SQLiteProfileRows(ProfileRows):
 
 
 class StoreAdmin(AdminRows):
-    """The admin rows (:class:`~llama_memory.storage.sql.admin.AdminRows`) of one SQLite
-    store: the tables of the profile and triple sources (and the job queue's) exist only
-    once such a source was opened on the file, so every read treats a missing table as
-    empty; records keep their write order in ``rowid``."""
+    """The admin rows of one SQLite store: a missing table (a source never opened on the
+    file) reads as empty; records keep their write order in ``rowid``."""
 
     dialect = SQLITE
     record_order = "rowid"
@@ -135,17 +118,10 @@ class StoreAdmin(AdminRows):
 
 
 class EmbeddedStore(OpenBackend):
-    """The embedded backend's parts on one opened :class:`SQLiteStore`.
-
-    Args:
-        store: the store.
-        path: the directory of the embedded dense index (None: in memory, or on
-            ``client``).
-        client: a Chroma client (given, or a server's) instead of the embedded index.
-        server: ``(host, port, ssl)`` of the Chroma server holding the vectors, if
-            any (connected on first use when ``client`` is None).
-        for_admin: refuse to start an embedded index beside a store whose vectors are
-            on a server (see :meth:`Backend.open`).
+    """The embedded backend's parts on one opened :class:`SQLiteStore`: the dense index
+    under ``path`` (None: in memory), or on ``client`` / the Chroma ``server``
+    ``(host, port, ssl)``, connected on first use. ``for_admin``: see
+    :meth:`Backend.open`.
     """
 
     timeline_type = SQLiteTripleTimeline
@@ -175,8 +151,8 @@ class EmbeddedStore(OpenBackend):
 
     @property
     def settings(self) -> dict[str, Any]:
-        """The absolute path (a restore from another working directory reopens this
-        store), and a Chroma server by its URL."""
+        """The absolute path (a restore elsewhere reopens this store), and a Chroma
+        server by its URL."""
         opened: dict[str, Any] = {"path": self.path}
         if self._server is not None:
             host, port, ssl = self._server
@@ -188,26 +164,22 @@ class EmbeddedStore(OpenBackend):
         return self._sqlite.chat_log(scope) if self.path is not None else None
 
     def vector_index(self, collection: str) -> DenseIndex:
-        """The Chroma index of one kind of collection: on the client when there is one
-        (collections named after the store's id: a server may serve several stores),
-        else embedded under the directory, else in memory."""
+        """The Chroma index of one kind of collection: on the client (collections named
+        after the store's id) when there is one, else under the directory, else in memory."""
         client = self._chroma()
         namespace = self._sqlite.store_id if client is not None else None
         return open_index(collection, self.path, client, namespace)
 
     def sizes(self) -> dict[str, int]:
-        """Bytes on disk: ``sqlite`` (the file with its WAL), ``chroma`` (the embedded
-        index) and ``total``."""
+        """Bytes on disk: ``sqlite`` (with its WAL), ``chroma`` and ``total``."""
         where = Path(self.location)
         sqlite = sum(_size(where / (DB_FILENAME + suffix)) for suffix in ("", "-wal", "-shm"))
         chroma = _size(where / CHROMA_DIRNAME)
         return {"sqlite": sqlite, "chroma": chroma, "total": sqlite + chroma}
 
     def drop_dense(self, owner: tuple[str, str], collections: Sequence[str]) -> None:
-        """Drop the user's collections of every kind on the store's Chroma (its namespace
-        on a client, else the embedded index under the directory): a source the memory
-        was not opened with (triples) may have written some. A store in memory shares
-        its collections with no one."""
+        """Drop the user's collections of every kind on the store's Chroma (a source the
+        memory was not opened with may have written some)."""
         client = self._chroma()
         namespace = self._sqlite.store_id if client is not None else None
         if client is None:
@@ -218,8 +190,7 @@ class EmbeddedStore(OpenBackend):
             open_index(prefix, None, client, namespace).drop(*owner)
 
     def _chroma(self) -> Any:
-        """The Chroma client (None: the embedded index under the directory); a server's
-        is connected on first use."""
+        """The Chroma client (None: embedded); a server's is connected on first use."""
         if self._client is None and self._server is not None:
             self._client = http_client(*self._server)
         if (
@@ -244,10 +215,9 @@ class EmbeddedBackend(Backend):
     copy_target = False
 
     def open(self, location: Location, *, for_admin: bool = False) -> EmbeddedStore:
-        """Check the directory and the Chroma settings, connect to a Chroma server when
-        one is asked for, and open (create) the store; in memory without a path.
-        ``for_admin``: the path is used as given (a tool's messages name it so), and a
-        Chroma server is connected when a command first needs it."""
+        """Check the directory and Chroma settings and open (create) the store; in memory
+        without a path. ``for_admin``: the path is used as given, and a Chroma server is
+        connected when a command first needs it."""
         path = location.path
         if path is not None:
             memory_path(path)  # a URL fails here, before anything is created
@@ -272,8 +242,8 @@ class EmbeddedBackend(Backend):
         return isinstance(store, SQLiteStore)
 
     def on(self, store: Storage, location: Location = Location()) -> EmbeddedStore:
-        """The parts on an open store; the dense index under ``location.path`` (None:
-        in memory) or on ``location.chroma_client``."""
+        """The parts on an open store; the dense index under ``location.path`` (None: in
+        memory) or on ``location.chroma_client``."""
         if not isinstance(store, SQLiteStore):
             raise TypeError(f"the embedded backend's parts need a SQLiteStore, not {type(store).__name__}")
         path = None if location.path is None else os.fspath(location.path)
@@ -290,16 +260,15 @@ class EmbeddedBackend(Backend):
         return f"on disk: {size(sizes['total'])} (SQLite {size(sizes['sqlite'])}, Chroma {size(sizes['chroma'])})"
 
     def encrypt(self, where: Any, key: str, *, keep_backup: bool = False, source: str = "the key given") -> Any:
-        """Turn the plain store under ``where`` into a SQLCipher one (copy, verify, swap:
-        :func:`~llama_memory.storage.sqlite.encrypt.encrypt_store`)."""
+        """Encrypt the plain store under ``where`` (:func:`~.encrypt.encrypt_store`)."""
         from .encrypt import encrypt_store
 
         return encrypt_store(where, key, keep_backup=keep_backup, source=source)
 
     @contextmanager
     def undo_failed_creation(self, where: Any) -> Iterator[None]:
-        """On failure, remove the directory if the body created it, else the store's
-        files it created (when it created the database or none is left)."""
+        """On failure, remove the directory if the body created it, else the store files
+        it created."""
         directory = Path(where)
         created = [
             directory / name

@@ -1,9 +1,5 @@
-"""The connection of the SQLite system of record: opening, transactions, migrations, meta,
-and SQLite's spelling of the shared SQL algorithms (:class:`SQLiteDialect`, the
-connection's :attr:`~SQLiteConnection.dialect`).
-
-One connection per store object, shared by all threads behind a lock; WAL mode and
-a busy timeout let several processes use one file.
+"""The connection of the SQLite store: opening, transactions, migrations, meta, and
+SQLite's spelling of the shared SQL algorithms (:class:`SQLiteDialect`).
 """
 
 from __future__ import annotations
@@ -60,8 +56,8 @@ class SQLiteDialect(Dialect):
     def delete(
         self, conn: Any, table: str, where: str, params: Sequence[Any], returning: str
     ) -> list[Any]:
-        """The rows read, then deleted: the write transaction holds the file between the
-        two statements (and ``DELETE ... RETURNING`` needs SQLite 3.35)."""
+        """Read, then deleted (the write transaction holds the file; no ``RETURNING``
+        before SQLite 3.35)."""
         rows = conn.execute(f"SELECT {returning} FROM {table} WHERE {where}", params).fetchall()
         if rows:
             conn.execute(f"DELETE FROM {table} WHERE {where}", params)
@@ -81,8 +77,7 @@ class SQLiteDialect(Dialect):
         ]
 
     def lock(self, conn: Any, key: str) -> None:
-        """Nothing to do: a write transaction (``BEGIN IMMEDIATE``) holds the file's one
-        write lock from its start, so writers already take turns."""
+        """Nothing: ``BEGIN IMMEDIATE`` already holds the file's one write lock."""
 
 
 #: The dialect of every SQLite store.
@@ -103,8 +98,8 @@ _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:/")
 
 
 def memory_path(path: object) -> Path:
-    """``path`` as a directory ``Path``; TypeError for what is not a path, ValueError
-    for a database URL (a memory's path is a directory; a PostgreSQL URL goes to ``store=``)."""
+    """``path`` as a directory ``Path``; TypeError for what is not a path, ValueError for
+    a database URL (a PostgreSQL URL goes to ``store=``)."""
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(
             f"path takes a directory as a str or pathlib.Path, not {type(path).__name__} "
@@ -127,20 +122,10 @@ def store_exists(path: Path | str) -> bool:
 
 class SQLiteConnection(MetaStore):
     """The plumbing every part of :class:`~llama_memory.storage.sqlite.SQLiteStore`
-    shares: one thread-safe connection, transactions that nest, migrations, meta.
-
-    Args:
-        path: directory of the memory (the file :data:`DB_FILENAME` is created in
-            it), or ``None`` for a private in-memory database.
-        timeout: seconds a statement waits for another process's write lock.
-        driver: how the file is opened (:class:`~.driver.SQLiteDriver`, or
-            :class:`~.driver.SQLCipherDriver` with a key) and whether its files are
-            owner-only; default :func:`~.driver.sqlite_driver` (SQLCipher when
-            ``LLAMA_MEMORY_ENCRYPTION_KEY`` is set, owner-only files).
-
-    Every error of the driver is re-raised as
-    :class:`~llama_memory.core.errors.StorageError` naming the file;
-    :class:`~llama_memory.core.errors.EncryptionError` (one) when the file's encryption does
+    shares: one connection shared by all threads behind a lock (WAL mode and a busy
+    timeout let processes share the file), nesting transactions, migrations, meta.
+    Arguments as :class:`~llama_memory.storage.sqlite.SQLiteStore`'s; raises
+    :class:`~llama_memory.core.errors.EncryptionError` when the file's encryption does
     not match the driver's key, before anything is written.
     """
 
@@ -183,10 +168,9 @@ class SQLiteConnection(MetaStore):
         _OPEN.add(self)
 
     def _prepare_file(self, directory: Path) -> Path:
-        """Create the memory directory (owner-only unless the driver says otherwise),
-        refuse what cannot be opened as asked (a read-only path, a plain store opened
-        with a key or an encrypted one without), warn once about a store others can
-        read; return the database file."""
+        """Create the directory (owner-only unless the driver says otherwise), refuse what
+        cannot be opened as asked, warn once about a store others can read; return the
+        database file."""
         if directory.exists() and not directory.is_dir():
             raise StorageError(f"memory path {directory} exists and is not a directory")
         self.file = directory / DB_FILENAME
@@ -219,7 +203,7 @@ class SQLiteConnection(MetaStore):
 
     @property
     def location(self) -> str:
-        """The database file, or ``":memory:"``; used in error messages."""
+        """The database file, or ``":memory:"`` (for error messages)."""
         return str(self.file) if self.file is not None else ":memory:"
 
     @contextmanager
@@ -231,13 +215,7 @@ class SQLiteConnection(MetaStore):
 
     @contextmanager
     def transaction(self, action: str) -> Iterator[sqlite3.Connection]:
-        """One atomic write: committed on success, rolled back (and raised) on failure.
-
-        Yields the connection; ``action`` names the write in a :class:`StorageError`.
-        A transaction opened inside another one (in the same thread) joins it: its
-        writes commit or roll back with the outer one, so a memory can write a
-        message to the chat history and to every source all or nothing.
-        """
+        """Yields the connection."""
         with self._lock:
             if self._depth:
                 self._depth += 1
@@ -267,9 +245,7 @@ class SQLiteConnection(MetaStore):
             callback()
 
     def after_commit(self, callback: Callable[[], object]) -> None:
-        """Run ``callback`` once the open transaction commits (at once when none is
-        open); it is dropped if the transaction rolls back. Work that must not run
-        inside a write (embedding, writing Chroma) waits for the commit this way."""
+        """Run ``callback`` once the open transaction commits (dropped on rollback)."""
         with self._lock:
             if self._depth:
                 self._after_commit.append(callback)
@@ -299,12 +275,8 @@ class SQLiteConnection(MetaStore):
                 conn.execute(f"PRAGMA user_version = {step + 1}")
 
     def ensure_schema(self, component: str, migrations: Sequence[str]) -> None:
-        """Apply a component's own ordered migrations (its tables live in this file too).
-
-        A source that keeps more than records (triples, a profile) owns its schema:
-        its version is kept in the meta table under ``schema:<component>``, and
-        entry i of ``migrations`` brings it from version i to i + 1, on open.
-        """
+        """Apply a component's ordered migrations: its version is kept in meta under
+        ``schema:<component>``, entry i of ``migrations`` going from version i to i + 1."""
         key = f"schema:{component}"
         with self._lock:
             rows = self.query("read schema version", "SELECT value FROM meta WHERE key = ?", (key,))
@@ -342,11 +314,9 @@ class SQLiteConnection(MetaStore):
     # -- identity, expiry and reconciliation ------------------------------------------------
 
     def change_stamp(self, wait: bool = True) -> Optional[tuple[int, int]]:
-        """A value that changes whenever anything is committed to the file, by this
-        connection or another (another memory object, another process): equal stamps
-        mean nothing changed in between. Costs no read of any table. With
-        ``wait=False``, None instead of waiting while another thread writes through
-        this connection."""
+        """A value that changes whenever anything is committed to the file, by any
+        connection, at no table read. With ``wait=False``, None instead of waiting while
+        another thread writes through this connection."""
         if not self._lock.acquire(blocking=wait):
             return None
         try:
@@ -355,14 +325,12 @@ class SQLiteConnection(MetaStore):
             self._lock.release()
 
     def _stamp_after_commit(self) -> tuple[int, int]:
-        """Inside a write: the :meth:`change_stamp` once it commits. Nothing else can
-        commit before it (it holds the write lock), and its commit is this connection's
-        next one; if it fails, the stamp is simply stale and the next check reads."""
+        """Inside a write: the :meth:`change_stamp` once it commits (it holds the write
+        lock; if the commit fails, the stamp is merely stale)."""
         with self._lock:
             return self.data_version(), self._commits + 1
     def data_version(self) -> int:
-        """A number that changes whenever another connection (another memory on this
-        file, another process) commits a change; this one's own commits leave it."""
+        """Changes when another connection commits; this one's own commits leave it."""
         return int(self.query("read data version", "PRAGMA data_version")[0][0])
 
 
@@ -372,10 +340,8 @@ _OPEN: "weakref.WeakSet[SQLiteConnection]" = weakref.WeakSet()
 
 
 def open_here(file: Path) -> bool:
-    """Whether a store object of this process has ``file`` open. Another process's
-    connection shows in the file's locks; one of this process does not when the
-    question is asked through another SQLite library (SQLCipher's), since POSIX locks
-    belong to the process."""
+    """Whether a store object of this process has ``file`` open (POSIX locks belong to the
+    process, so SQLCipher's library cannot see this process's connections)."""
     target = os.path.realpath(file)
     return any(
         c.file is not None and not c._closed and os.path.realpath(c.file) == target for c in list(_OPEN)
@@ -383,9 +349,8 @@ def open_here(file: Path) -> bool:
 
 
 def _switch_to_wal(conn: sqlite3.Connection, timeout: float, errors: tuple[type[Exception], ...]) -> None:
-    """Put the file in WAL mode. Processes that open a new file at the same moment race
-    for the change, and SQLite reports the loser's "database is locked" at once, without
-    waiting its busy timeout: so try again, for up to ``timeout`` seconds."""
+    """Put the file in WAL mode, retrying for up to ``timeout`` seconds: SQLite reports a
+    racing opener's "database is locked" at once, without its busy timeout."""
     deadline = time.monotonic() + timeout
     while True:
         try:

@@ -1,29 +1,11 @@
-"""How the SQLite store opens its file: the standard library's ``sqlite3``, or SQLCipher
-with a key (encryption at rest), and with which file modes.
+"""How the SQLite store opens its file: ``sqlite3``, or SQLCipher with a key (encryption
+at rest), and with which file modes.
 
-:class:`SQLiteDriver` opens a plain file; :class:`SQLCipherDriver` opens it through
-``sqlcipher3`` (the ``llama-index-memory-composable[encrypted]`` extra: SQLCipher 4 with FTS5, a DB-API
-module like ``sqlite3``) after ``PRAGMA key``. :func:`sqlite_driver` picks one from an
-explicit key or :data:`ENCRYPTION_KEY_ENV`.
-
-Both read the file's first bytes before opening it: a plain SQLite file starts with
-``"SQLite format 3\\0"``, an encrypted one with its random salt. So a plain store opened
-with a key, or an encrypted one without, is refused with a message saying which, and a
-wrong key is told apart from a plain file, all before anything is written.
-
-SQLCipher's keys are derived once per store and passphrase in a process.
-SQLCipher turns a passphrase into the database's key with PBKDF2 (256,000 rounds of
-HMAC-SHA512 in SQLCipher 4) salted with the 16 random bytes at the start of the file.
-That costs some 150 ms of CPU on every open: ten times what the rest of opening a store
-costs, paid by every ``MemoryBlocks`` session, every admin command, every MCP call that
-opens a store. So the derivation is done here, with SQLCipher's own parameters, once per
-salt (that is, per store file) and passphrase; SQLCipher is then handed the result as a
-raw key with the store's salt (``PRAGMA key = "x'<key><salt>'"``), which it uses as it is.
-
-The derived keys live in this process's memory only, never on disk: a key in the
-process is as sensitive as the passphrase that is there already. A new store gets its
-salt from here (random, as SQLCipher would draw it); SQLCipher writes it at the start of
-the file.
+Both drivers read the file's header first, so a plain store opened with a key, an
+encrypted one without, and a wrong key are refused apart, before anything is written.
+SQLCipher's PBKDF2 (about 150 ms an open) is done here once per salt and passphrase in a
+process and handed to SQLCipher as a raw key with the salt; derived keys live in memory
+only (docs/security.md).
 """
 
 from __future__ import annotations
@@ -67,9 +49,8 @@ _derivation: dict[int, Optional[Derivation]] = {}
 
 
 def derivation_of(module: Any) -> Optional[Derivation]:
-    """The key derivation the SQLCipher ``module`` applies to passphrases (read from it
-    once), or None when it is not one this module can do the same way (then the
-    passphrase is given to SQLCipher as it is)."""
+    """The key derivation the SQLCipher ``module`` applies to passphrases, or None when
+    this module cannot do it the same way (the passphrase then goes to SQLCipher as is)."""
     with _lock:
         if id(module) in _derivation:
             return _derivation[id(module)]
@@ -89,8 +70,8 @@ def derivation_of(module: Any) -> Optional[Derivation]:
 
 
 def salt_of(file: Path) -> Optional[bytes]:
-    """The salt at the start of an encrypted store's file; None when the file is absent
-    or empty (a new store) or too short to hold one."""
+    """The salt at the start of an encrypted store's file; None when absent, empty or
+    too short."""
     try:
         with open(file, "rb") as stream:
             head = stream.read(SALT_BYTES)
@@ -105,9 +86,8 @@ def new_salt() -> bytes:
 
 
 def derived_key(passphrase: str, salt: bytes, derivation: Derivation) -> bytes:
-    """The key SQLCipher derives from ``passphrase`` for a file salted with ``salt``:
-    computed on the first call for this salt and passphrase in the process, then kept
-    in memory."""
+    """The key SQLCipher derives from ``passphrase`` for ``salt``; computed once per salt
+    and passphrase in the process, then kept in memory."""
     # The passphrase is kept as a digest in the cache's key: no second copy of it.
     cache_key = (salt, hashlib.sha256(passphrase.encode("utf-8")).digest() + derivation.hash_name.encode())
     with _lock:
@@ -124,14 +104,12 @@ def derived_key(passphrase: str, salt: bytes, derivation: Derivation) -> bytes:
 
 
 def raw_key(key: bytes, salt: bytes) -> str:
-    """The SQL literal of a raw key with its salt, as ``PRAGMA key`` and
-    ``ATTACH ... KEY`` take it: SQLCipher uses it without deriving anything."""
+    """The SQL literal of a raw key with its salt (for ``PRAGMA key``, ``ATTACH ... KEY``)."""
     return f"\"x'{key.hex()}{salt.hex()}'\""
 
 
 def forget_derived_keys() -> None:
-    """Drop every derived key this process holds (the next open of each store derives
-    its key again)."""
+    """Drop every derived key this process holds."""
     with _lock:
         _derived.clear()
 
@@ -158,8 +136,8 @@ _INSTALL = install_hint("encrypted")
 
 
 def file_is_plain(file: Path) -> Optional[bool]:
-    """True for a plain SQLite file, False for one whose header is not SQLite's (an
-    encrypted store), None for a file that is absent or empty (a new store)."""
+    """True for a plain SQLite file, False for another header (an encrypted store), None
+    for an absent or empty file."""
     try:
         with open(file, "rb") as stream:
             head = stream.read(len(SQLITE_HEADER))
@@ -171,12 +149,11 @@ def file_is_plain(file: Path) -> Optional[bool]:
 
 
 class SQLiteDriver:
-    """Opens a store's file with the standard library's ``sqlite3``, unencrypted.
+    """Opens a store's file with ``sqlite3``, unencrypted.
 
     Args:
-        owner_only: create the memory directory ``0700`` and the database ``0600``
-            (its -wal/-shm files follow), whatever the umask, and warn once when an
-            existing store is readable by others; False leaves modes to the umask.
+        owner_only: create the directory ``0700`` and the database ``0600`` whatever the
+            umask, and warn once when an existing store is readable by others.
     """
 
     #: Whether the file is encrypted.
@@ -196,10 +173,8 @@ class SQLiteDriver:
         return (sqlite3.Error,)
 
     def check_file(self, file: Path) -> None:
-        """:class:`EncryptionError` when ``file`` looks like an encrypted store (no key
-        given): not SQLite's header, and whole pages (SQLCipher writes pages of a power
-        of two bytes). Anything else not SQLite's is left to SQLite to report as
-        damaged ("file is not a database")."""
+        """:class:`EncryptionError` when ``file`` looks encrypted (not SQLite's header,
+        whole pages); anything else SQLite reports as damaged itself."""
         if file_is_plain(file) is False and file.stat().st_size % 512 == 0:
             said = (
                 f"the SQLite store {file} is encrypted, or damaged: without a key it is not "
@@ -212,8 +187,8 @@ class SQLiteDriver:
             )
 
     def connect(self, target: str, timeout: float) -> Any:
-        """A connection to ``target`` (a file or ``":memory:"``), in autocommit mode,
-        usable from every thread (the store serialises access itself)."""
+        """An autocommit connection to ``target`` usable from every thread (the store
+        serialises access)."""
         conn = self.module.connect(target, timeout=timeout, check_same_thread=False, isolation_level=None)
         conn.row_factory = self.module.Row
         return conn
@@ -223,23 +198,17 @@ class SQLiteDriver:
 
 
 class SQLCipherDriver(SQLiteDriver):
-    """Opens a store's file through SQLCipher (AES-256, a key derived from ``key`` by
-    PBKDF2-HMAC-SHA512): every page of the database, its -wal file included, is
-    encrypted on disk; FTS5 and every statement work as on a plain file. The key is
-    derived once per store file and passphrase in a process (:func:`derived_key`): a reopen
-    costs about what a plain open does.
+    """Opens a store's file through SQLCipher (AES-256, key derived by PBKDF2-HMAC-SHA512
+    once per file and passphrase in a process); FTS5 and every statement work as usual.
 
     Args:
-        key: the passphrase (a string that is not blank); never written anywhere by the
-            library, nor is the key derived from it.
+        key: the passphrase (not blank); never written anywhere, nor its derived key.
         source: where the key came from, named in error messages.
         owner_only: as :class:`SQLiteDriver`.
 
     Raises:
-        ValueError: an empty or blank passphrase
-            (:func:`~llama_memory.storage.privacy.check_passphrase`).
-        ImportError: the ``sqlcipher3`` module is missing (the message says which extra
-            to install).
+        ValueError: an empty or blank passphrase.
+        ImportError: ``sqlcipher3`` is missing (the message names the extra).
     """
 
     encrypted = True
@@ -260,10 +229,8 @@ class SQLCipherDriver(SQLiteDriver):
         self._derivation = derivation_of(dbapi2)
 
     def key_clause(self, file: Path) -> str:
-        """The key of ``file`` as ``PRAGMA key`` and ``ATTACH ... KEY`` take it: SQLCipher's
-        raw key with the file's salt (a new salt for a new file), derived from the
-        passphrase once per file and passphrase in this process (:func:`derived_key`);
-        the passphrase itself when SQLCipher derives keys in a way not done here."""
+        """The key of ``file`` for ``PRAGMA key``: the raw derived key with the file's salt
+        (new for a new file), or the passphrase when SQLCipher derives differently."""
         if self._derivation is None or RAW_KEY.match(self._key):
             return quote(self._key)  # SQLCipher derives it, or a raw key given as such
         salt = salt_of(file) or new_salt()
@@ -276,7 +243,7 @@ class SQLCipherDriver(SQLiteDriver):
 
     @property
     def errors(self) -> tuple[type[Exception], ...]:
-        """SQLCipher's exception classes (its own, not ``sqlite3``'s), and ``sqlite3``'s."""
+        """SQLCipher's exception classes and ``sqlite3``'s."""
         return (self._module.Error, sqlite3.Error)
 
     def check_file(self, file: Path) -> None:
@@ -290,8 +257,8 @@ class SQLCipherDriver(SQLiteDriver):
             )
 
     def connect(self, target: str, timeout: float) -> Any:
-        """A connection with the key set, checked by reading the schema:
-        :class:`EncryptionError` (the connection closed) for a wrong key."""
+        """A connection with the key set, checked by reading the schema
+        (:class:`EncryptionError` for a wrong key)."""
         if target == ":memory:":  # no file, no salt: SQLCipher derives its key
             return self._keyed(target, timeout, quote(self._key))
         file = Path(target)
@@ -334,9 +301,8 @@ def quote(text: str) -> str:
 def sqlite_driver(
     encryption_key: Union[str, Any, None] = None, *, owner_only: bool = True, environ: bool = True
 ) -> SQLiteDriver:
-    """The driver for a store: SQLCipher with ``encryption_key`` (a ``str`` or a
-    pydantic ``SecretStr``) when given, else with :data:`ENCRYPTION_KEY_ENV` when that
-    is set (and ``environ``), else plain ``sqlite3``."""
+    """The driver for a store: SQLCipher with ``encryption_key`` (``str`` or ``SecretStr``),
+    else with :data:`ENCRYPTION_KEY_ENV` when set, else plain ``sqlite3``."""
     if encryption_key is not None:
         secret = getattr(encryption_key, "get_secret_value", None)
         return SQLCipherDriver(secret() if secret else encryption_key, owner_only=owner_only)

@@ -1,23 +1,8 @@
-"""Turning a plain SQLite store into an encrypted one: ``llama-memory encrypt``.
-
-Copy, verify, swap, nothing lost:
-
-1. the store is taken alone, with SQLite's exclusive lock (the lock every process that
-   has the store open shares): a store another process has open is refused there, before
-   anything is read, checkpointed or copied;
-2. the plain file is copied into a new encrypted file beside it (SQLCipher's
-   ``sqlcipher_export``, every table, index, trigger and FTS5 index, and the schema
-   version) while that lock keeps every other process out;
-3. the copy is checked against the original: every table's rows (with their rowids,
-   which the lexical index refers to) give the same digest, and SQLite's integrity
-   check passes;
-4. the files are swapped (the plain one kept as a backup), the encrypted store is
-   opened as a memory would open it and checked once more; only then is the backup
-   removed (unless asked to keep it). Any failure before that leaves the plain store
-   where it was.
-
-The Chroma index beside it is not touched: its vectors and ids stay as they are
-(see docs/security.md: Chroma's files are not encrypted).
+"""Turning a plain SQLite store into an encrypted one (``llama-memory encrypt``): take the
+store alone with SQLite's exclusive lock, export it into an encrypted file beside it,
+check the copy (a digest of every table's rows and rowids, the integrity check), swap the
+files and check once more before the plain backup goes. Any failure before that leaves the
+plain store in place; Chroma's files are not touched (docs/security.md).
 """
 
 from __future__ import annotations
@@ -64,9 +49,8 @@ def encrypt_store(
 ) -> EncryptReport:
     """Encrypt the plain SQLite store under the memory directory ``path`` with ``key``.
 
-    Stop every process that uses the store first: a process that still holds the old
-    file open would keep writing to it. The command asks SQLite's locks first, and
-    refuses a store another process has open before it reads or copies anything.
+    Stop every process that uses the store first: one that has it open is refused before
+    anything is read or copied.
 
     Raises:
         StorageError: no store under ``path``, or the store is in use.
@@ -122,12 +106,9 @@ def encrypt_store(
 
 
 def hold_alone(module: Any, file: Path, wait: float = IN_USE_WAIT) -> Any:
-    """A connection to the plain store ``file`` that holds it alone until it is closed:
-    SQLite's exclusive lock on the file, the lock every connection of an open memory
-    (a worker, an MCP server, a command) shares while it has the store open. So the
-    question "does another process use the store?" is asked of SQLite's own locks, at
-    once: :class:`StorageError` saying so when another process has it open (after
-    ``wait`` seconds, for one that is closing it), nothing read or written."""
+    """A connection holding the plain store ``file`` alone (SQLite's exclusive lock)
+    until closed; :class:`StorageError` when another process has it open after ``wait``
+    seconds, nothing read or written."""
     conn = module.connect(str(file), isolation_level=None, timeout=wait)
     try:
         # Never released until the connection closes; taken before the first access,
@@ -152,9 +133,7 @@ def hold_alone(module: Any, file: Path, wait: float = IN_USE_WAIT) -> Any:
 
 
 def _tidy(module: Any, file: Path) -> None:
-    """Open and close ``file`` as any process does: the last connection to close removes
-    the -wal and -shm files. (The connection that held the store alone kept its WAL
-    index to itself, so a -shm left by a process that crashed is still there.)"""
+    """Open and close ``file`` so the last connection removes the -wal and -shm files."""
     try:
         conn = module.connect(str(file), isolation_level=None, timeout=IN_USE_WAIT)
         try:
@@ -166,8 +145,8 @@ def _tidy(module: Any, file: Path) -> None:
 
 
 def _copy(module: Any, conn: Any, file: Path, work: Path, driver: SQLCipherDriver) -> tuple[str, int, int]:
-    """Export ``file`` (held alone by ``conn``) into the encrypted ``work``; the digest
-    of the original, with its table and row counts."""
+    """Export ``file`` (held by ``conn``) into the encrypted ``work``; the original's
+    digest, table and row counts."""
     create_private_file(work)
     try:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -203,8 +182,8 @@ def _check(module: Any, file: Path, driver: SQLCipherDriver, expected: str, what
 
 
 def _digest(conn: Any) -> tuple[str, int, int]:
-    """One digest of every table's rows (rowids included: the FTS5 indexes refer to
-    them) and of the schema version; with the number of tables and rows."""
+    """One digest of every table's rows (with rowids, which FTS5 refers to) and the
+    schema version; with the number of tables and rows."""
     total = hashlib.sha256()
     total.update(str(conn.execute("PRAGMA user_version").fetchone()[0]).encode())
     names = [

@@ -1,10 +1,6 @@
-"""The schema of the SQLite system of record and the steps that migrate it.
-
-The schema version is kept in ``PRAGMA user_version``; :data:`MIGRATIONS` is the
-ordered list of steps applied on open, so a store written by an older release
-opens in a newer one. The optional parts (the job queue, the profile and instructions
-documents, the triples) have their own steps, applied under their own schema component
-name when the part is first opened on the file (``SQLiteStore.ensure_schema``).
+"""The schema of the SQLite store and its migrations: the version is ``PRAGMA
+user_version``, :data:`MIGRATIONS` the steps applied on open; the optional parts (jobs,
+documents, triples) have their own steps, applied when first opened on the file.
 """
 
 from __future__ import annotations

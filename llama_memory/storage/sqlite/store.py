@@ -1,8 +1,6 @@
-"""The SQLite store: every part (chat, records, lexical index, vector copies, jobs) on
-one connection; what SQLite's chat history, records and jobs do their own way is here
-(the chat history: each conversation's messages, losslessly as JSON, in commit order,
-shared by every reader of the file), and the lexical search over records in SQLite's
-FTS5 index (kept by triggers, see the schema).
+"""The SQLite store: every part on one connection, with what SQLite does its own way: the
+chat history (JSON messages in commit order, shared by every reader of the file) and the
+lexical search over records in FTS5 (kept by triggers, see the schema).
 """
 
 from __future__ import annotations
@@ -71,9 +69,7 @@ class LexicalTables(SQLiteConnection):
     def search_text(
         self, query: str, scope: Scope, source: str, limit: int, exclude: Collection[str] = ()
     ) -> list[tuple[str, float]]:
-        """Records of the scope's user whose text (or event date) shares words with
-        ``query``, best first, as (id, score) with BM25 scores turned positive; the
-        records of ``exclude`` (ids) are left out in the query itself."""
+        """BM25 scores turned positive; ``exclude`` is left out in the query itself."""
         user = scope.require_user(f"the {source!r} memory source")
         words = fts_words(query)
         if not words or limit <= 0:
@@ -118,12 +114,8 @@ class LexicalTables(SQLiteConnection):
     def rank_text(
         self, query: str, scope: Scope, source: str, exclude: Collection[str] = (), first: int = 30
     ) -> Iterator[tuple[str, float]]:
-        """Every record of the scope's user that :meth:`search_text` may find, in its
-        order (best first, as (id, score)), from one statement: BM25 scores every match
-        whatever the LIMIT, so a caller that leaves some hits aside (the user's own
-        questions) reads on instead of searching again. Each match is joined to its
-        record (about 0.3 us a match: less than looking up the owners of a few hundred
-        rowids apart, 1-3 us each); BM25 scores only the user's rows."""
+        """From one statement: BM25 scores every match whatever the LIMIT. Each match is
+        joined to its record (about 0.3 us a match, less than looking up owners apart)."""
         user = scope.require_user(f"the {source!r} memory source")
         words = fts_words(query)
         if not words:
@@ -160,12 +152,10 @@ class LexicalTables(SQLiteConnection):
         }
 
     def _selective_words(self, words: list[str]) -> list[str]:
-        """The words worth scoring. In a large store (from :data:`PRUNE_FROM_RECORDS`
-        indexed records) a word found in more than :data:`MAX_TERM_SHARE` of them is
-        dropped, and the rest are kept rarest first while their matches add up to at most
-        :data:`LEXICAL_POSTINGS_BUDGET` (the rarest always kept): BM25 scores every
-        matching row before it can sort, so this bounds a search's cost by a constant
-        instead of by the store's size. Small stores keep every word."""
+        """The words worth scoring. From :data:`PRUNE_FROM_RECORDS` indexed records, a word
+        in more than :data:`MAX_TERM_SHARE` of them is dropped and the rest kept rarest
+        first within :data:`LEXICAL_POSTINGS_BUDGET` matches: BM25 scores every matching
+        row before sorting, so this bounds a search's cost by a constant."""
         if len(words) < 2:
             return words
         # max(rowid) is instant and close to the row count (deletions only make it larger,
@@ -185,13 +175,8 @@ class LexicalTables(SQLiteConnection):
         return kept or [min(words, key=counts.__getitem__)]
 
     def word_counts(self, words: Sequence[str], scope: Scope) -> tuple[int, dict[str, int]]:
-        """How many records the scope's user holds (all sources), and how many of them
-        match each word (as FTS5 matches it, stemmed): what an idf needs. Only the
-        user's own records count: another user's words must not make a question look
-        answerable (nor change how this user's records rank). Counts are remembered until
-        the user's records grow by a tenth. A word none of the user's records holds but
-        a knowledge triple or a current profile field of the user does (a user's name
-        often appears only there) counts as held by one: the store knows it."""
+        """Counted as FTS5 matches (stemmed); remembered until the user's records grow by
+        a tenth."""
         user = scope.require_user("word counts")
         owner = (scope.tenant_id, user)
         with self._lock:
@@ -207,8 +192,7 @@ class LexicalTables(SQLiteConnection):
             return total, counts
 
     def _known_elsewhere(self, words: Sequence[str], scope: Scope) -> list[str]:
-        """Those of ``words`` found in the user's triples or current profile fields
-        (tables that exist only once a triple or profile source has opened the file)."""
+        """Those of ``words`` in the user's triples or current profile fields."""
         if not words:
             return []
         tables = {
@@ -238,9 +222,8 @@ class LexicalTables(SQLiteConnection):
         return known
 
     def _word_count(self, word: str, total: int, owner: Optional[tuple[str, str]] = None) -> int:
-        """How many indexed records match ``word``, or, given ``owner`` (tenant, user),
-        how many of that user's; counted again only once ``total`` (the size counted
-        in) has grown by a tenth since (a count walks the word's whole posting list)."""
+        """How many indexed records (of ``owner``, given) match ``word``; counted again
+        once ``total`` has grown by a tenth (a count walks the whole posting list)."""
         key: Hashable = word if owner is None else (*owner, word)
         cached = self._word_counts.get(key, total)
         if cached is not None:
@@ -263,8 +246,8 @@ class LexicalTables(SQLiteConnection):
 
 
 class ChatRows(NamedTuple):
-    """Messages of one conversation and its bounds: the sequence numbers of its first
-    (None when it is empty) and last (0 when empty) stored messages."""
+    """Messages of one conversation and the sequence numbers of its first (None when
+    empty) and last (0 when empty) stored messages."""
 
     messages: list[ChatMessage]
     first: Optional[int]
@@ -275,7 +258,7 @@ class ChatTables(SQLiteConnection, SQLChatTables):
     """The chat history part of the store (table ``chat_messages``)."""
 
     def load_chat(self, scope: Scope) -> list[ChatMessage]:
-        """The stored messages of one conversation, oldest first."""
+        """One conversation's messages, oldest first."""
         rows = self.query(
             "load chat history",
             "SELECT message_json FROM chat_messages "
@@ -296,9 +279,8 @@ class ChatTables(SQLiteConnection, SQLChatTables):
             self._insert_chat(conn, scope, messages)
 
     def chat_since(self, scope: Scope, after: int) -> ChatRows:
-        """One conversation's messages stored after sequence number ``after``, with its
-        first and last sequence numbers, read in one snapshot. Both use the session
-        index: the cost follows the new rows, not the length of the conversation."""
+        """Messages after sequence number ``after`` and the bounds, in one snapshot (by
+        the session index: the cost follows the new rows)."""
         with self._lock, self._errors("read new chat history"):
             own = not self._conn.in_transaction
             if own:  # one snapshot: the rows and the bounds must agree
@@ -312,13 +294,8 @@ class ChatTables(SQLiteConnection, SQLChatTables):
     def append_chat_after(
         self, scope: Scope, after: int, messages: Sequence[ChatMessage]
     ) -> tuple[ChatRows, ChatRows, tuple[int, int]]:
-        """Append messages to one conversation and say what was committed before them.
-
-        Returns, read under the write lock (nothing else can commit meanwhile): the
-        conversation as :meth:`chat_since` ``after`` saw it before the append, its
-        bounds after the append (no rows), and the :meth:`change_stamp` once the
-        append is committed.
-        """
+        """Append, returning (read under the write lock) what :meth:`chat_since` ``after``
+        saw before it, the bounds after it and the :meth:`change_stamp` once committed."""
         with self.transaction("append chat history") as conn:
             stamp = self._stamp_after_commit()
             before = self._chat_since(conn, scope, after)
@@ -358,9 +335,8 @@ class ChatTables(SQLiteConnection, SQLChatTables):
         return ChatRows([load_message(row["message_json"]) for row in rows], bounds.first, bounds.last)
 
 class ChatCursor(NamedTuple):
-    """How far a reader of a :class:`SQLiteChatLog` has read: the store's
-    :meth:`~SQLiteStore.change_stamp` then, and the bounds of the conversation it saw
-    (see :class:`ChatRows`)."""
+    """How far a reader of a :class:`SQLiteChatLog` has read: the store's change stamp
+    then, and the bounds of the conversation it saw."""
 
     stamp: tuple[int, int]
     first: Optional[int]
@@ -368,12 +344,8 @@ class ChatCursor(NamedTuple):
 
 
 class SQLiteChatLog(SQLChatLog):
-    """One conversation's persisted messages: the :class:`~llama_memory.write.buffer.ChatLog` of a buffer.
-
-    It is a :class:`~llama_memory.write.buffer.SharedChatLog`: every buffer on the same
-    file and session (threads, processes) sees the messages the others commit, in
-    commit order. Sequence numbers only grow (``AUTOINCREMENT``), so a conversation
-    whose first sequence number changed was replaced or cleared by another writer.
+    """One conversation's shared chat log on a SQLite file. Sequence numbers only grow
+    (``AUTOINCREMENT``), so a conversation whose first one changed was replaced or cleared.
     """
 
     store: ChatTables
@@ -387,9 +359,7 @@ class SQLiteChatLog(SQLChatLog):
         self.store.append_chat(self.scope, messages)
 
     def changes(self, cursor: Optional[ChatCursor]) -> Optional[ChatLogChanges]:
-        """What was committed since ``cursor`` (everything when it is None), or None
-        when nothing at all was committed to the file since (one ``PRAGMA``), or
-        when another thread is writing through this store right now."""
+        """None also when another thread is writing through this store right now."""
         # Read before the rows: a commit after it shows next time. A reader never waits
         # for another thread's write through this store: it learns the news next time.
         stamp = self.store.change_stamp(wait=cursor is None)
@@ -403,8 +373,7 @@ class SQLiteChatLog(SQLChatLog):
     def append_after(
         self, cursor: Optional[ChatCursor], messages: Sequence[ChatMessage]
     ) -> ChatLogChanges:
-        """Append ``messages`` after whatever was committed since ``cursor``, which is
-        returned (the cursor returned is after ``messages``)."""
+        """Append after what others committed since ``cursor``; return that."""
         before, bounds, stamp = self.store.append_chat_after(
             self.scope, cursor.last if cursor is not None else 0, messages
         )
@@ -439,25 +408,18 @@ class SQLiteStore(ChatTables, LexicalTables, Storage):
         timeout: seconds a statement waits for another process's write lock.
         driver: how the file is opened: plain ``sqlite3`` or SQLCipher with a key
             (:func:`~llama_memory.storage.sqlite.driver.sqlite_driver`), and whether
-            the files are owner-only (the default: a ``0700`` directory, ``0600``
-            files). Default: SQLCipher when ``LLAMA_MEMORY_ENCRYPTION_KEY`` is set.
+            the files are owner-only (the default). Default: SQLCipher when
+            ``LLAMA_MEMORY_ENCRYPTION_KEY`` is set.
 
-    One connection is shared by all threads behind a lock; WAL mode and a busy
-    timeout let several processes use one file. Every error of the driver is
-    re-raised as :class:`~llama_memory.core.errors.StorageError` naming the file.
-
-    It is the :class:`~llama_memory.storage.sql.store.Storage` facade: the parts
-    written once over SQL, with what SQLite does its own way: the connection
-    (``connection.py``), the chat logs (``chat.py``), FTS5 (``lexical.py``), and here the
-    records' session neighbours and vector copies and the job queue's table.
+    The :class:`~llama_memory.storage.sql.store.Storage` facade on SQLite; driver errors
+    are re-raised as :class:`~llama_memory.core.errors.StorageError` naming the file.
     """
 
     user_dependents = _USER_DEPENDENTS
     _jobs_ready = False
 
     def _jobs_table(self) -> None:
-        """Make the job queue's table on first use (a claim runs under the file's write
-        lock, ``BEGIN IMMEDIATE``: two workers never hold one job)."""
+        """Make the job queue's table on first use (claims run under ``BEGIN IMMEDIATE``)."""
         if not self._jobs_ready:
             self.ensure_schema("jobs", JOB_MIGRATIONS)
             self._jobs_ready = True
@@ -471,13 +433,10 @@ class SQLiteStore(ChatTables, LexicalTables, Storage):
     def session_neighbours(
         self, ids: Sequence[str], scope: Scope, source: str, radius: int
     ) -> dict[str, list[tuple[int, str]]]:
-        """For each record id of the scope's user in ``source``: the ids of the records
-        of its session from ``radius`` before it to ``radius`` after it, itself
-        included, as (position, id) in the order they were written. Ids not found (or
-        another user's) are left out.
-
-        Call :meth:`ensure_session_order` once first, or each lookup scans the user's
-        records.
+        """For each record id of the scope's user in ``source``: the ids of its session's
+        records from ``radius`` before to ``radius`` after it (itself included), as
+        (position, id) in write order; unknown ids left out. Call
+        :meth:`ensure_session_order` once first, or each lookup scans the user's records.
         """
         if not ids or radius < 0:
             return {}
@@ -523,11 +482,8 @@ class SQLiteStore(ChatTables, LexicalTables, Storage):
     def mark_indexed(
         self, ids: Sequence[str], indexed: bool = True, vectors: Optional[Sequence[bytes]] = None
     ) -> None:
-        """Record that the dense index holds (or no longer holds) these records.
-
-        ``vectors`` (one encoded vector per id) keeps a copy of each record's vector
-        (:meth:`stored_vectors`); un-indexing a record drops its copy.
-        """
+        """Record that the dense index holds (or no longer holds) these records, keeping
+        (or dropping) a copy of each one's encoded vector from ``vectors``."""
         if vectors is not None and len(vectors) != len(ids):
             raise ValueError(f"{len(ids)} record ids but {len(vectors)} vectors")
         with self.transaction("mark records indexed") as conn:
@@ -544,8 +500,8 @@ class SQLiteStore(ChatTables, LexicalTables, Storage):
                 )
 
     def mark_all_unindexed(self, source: str) -> int:
-        """Flag every record of ``source`` for re-indexing (their vector copies are
-        dropped: the model may have changed); return how many."""
+        """Flag every record of ``source`` for re-indexing, dropping its vector copies;
+        return how many."""
         with self.transaction("reset index flags") as conn:
             conn.execute(
                 "DELETE FROM record_vectors WHERE id IN (SELECT id FROM records WHERE source = ?)",
@@ -559,5 +515,5 @@ class SQLiteStore(ChatTables, LexicalTables, Storage):
         return SQLiteChatLog(self, scope)
 
     def change_token(self) -> Hashable:
-        """Changes when another connection commits to the file (``PRAGMA data_version``)."""
+        """``PRAGMA data_version``."""
         return self.data_version()
