@@ -18,6 +18,7 @@ from pydantic import (
     ConfigDict,
     Field,
     SecretStr,
+    ValidationInfo,
     field_serializer,
     field_validator,
 )
@@ -296,10 +297,19 @@ class MemorySettings(BaseModel):
                 "store=), or run the passes in this process (extract_in='thread' with llm=)"
             )
 
-    @field_validator("session_id", mode="before")
+    @field_validator("user_id", "session_id", "tenant_id", mode="before")
     @classmethod
-    def _a_session(cls, value: Any) -> Any:
-        return value or uuid4().hex
+    def _an_id(cls, value: Any, info: ValidationInfo) -> Any:
+        # An application's ids are often numbers (a database key): said with the fix,
+        # not as a validator's "Input should be a valid string".
+        if value is not None and not isinstance(value, str):
+            raise TypeError(
+                f"{info.field_name} takes a string, not {type(value).__name__} {short(value)}: "
+                f"pass {info.field_name}={str(value)!r}"
+            )
+        if info.field_name == "session_id":
+            return value or uuid4().hex  # a new conversation
+        return value
 
     @field_validator("path", mode="before")
     @classmethod
@@ -349,6 +359,14 @@ class MemorySettings(BaseModel):
     def _an_embedding(cls, value: Any) -> Any:
         if value is None or isinstance(value, BaseEmbedding):
             return value
+        if isinstance(value, str) and (value == "default" or value.split(":")[0] == "local"):
+            # LlamaIndex's own shorthands (resolve_embed_model), which name no OpenAI model.
+            raise TypeError(
+                f"embed_model takes an embedding object, not LlamaIndex's shorthand {value!r}: "
+                "leave embed_model out for the offline default (all-MiniLM-L6-v2, no download), "
+                f"or pass e.g. HuggingFaceEmbedding(model_name={repr(value.partition(':')[2]) if ':' in value else '...'}) (from "
+                "llama_index.embeddings.huggingface), or any LlamaIndex BaseEmbedding"
+            )
         if isinstance(value, str):
             raise TypeError(
                 f"embed_model takes an embedding object, not the model name {value!r}: pass "
@@ -359,6 +377,17 @@ class MemorySettings(BaseModel):
             f"embed_model takes a LlamaIndex embedding (a BaseEmbedding such as "
             f"OpenAIEmbedding(...)), not {type(value).__name__} {short(value)}"
         )
+
+    @field_validator("llm")
+    @classmethod
+    def _an_llm(cls, value: Any) -> Any:
+        # Only a name is refused: custom sources may take an LLM-like object of their own.
+        if isinstance(value, str):
+            raise TypeError(
+                f"llm takes an LLM object, not the model name {value!r}: pass e.g. "
+                f"OpenAI(model={value!r}) (from llama_index.llms.openai), or any LlamaIndex LLM"
+            )
+        return value
 
     @field_validator("profile")
     @classmethod

@@ -338,6 +338,19 @@ def test_messages_that_are_not_chat_messages_are_refused_with_what_to_pass(make_
     assert_nothing_lost(memory)
 
 
+def test_search_k_must_be_a_whole_number_of_one_or_more(make_memory) -> None:
+    memory = seeded(make_memory)
+    with pytest.raises(TypeError, match=r"^search\(\) k takes a whole number, not str '3': pass e.g. k=5$"):
+        memory.search("bees", k="3")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="not bool True"):
+        memory.search("bees", k=True)
+    for bad in (0, -1):  # not an empty list, as if nothing were remembered
+        with pytest.raises(ValueError, match=rf"search\(\) k is how many records to return, at least 1, got {bad}"):
+            memory.search("bees", k=bad)
+    assert len(memory.search("bees", k=1)) == 1
+    assert_nothing_lost(memory)
+
+
 def test_get_input_must_be_a_string(make_memory) -> None:
     memory = seeded(make_memory)
     with pytest.raises(TypeError, match="input must be a str or None, not int 123"):

@@ -130,6 +130,17 @@ def test_a_copy_carries_the_settings(tmp_path: Path, embed_model: Any) -> None:
         ({"user_id": "alice", "secondary_memory_sources": [42]}, TypeError, "not int"),
         ({"user_id": "alice", "primary_memory": 42}, TypeError, "primary_memory takes a LlamaIndex memory"),
         ({"user_id": "alice", "encryption_key": " "}, ValueError, "encryption_key is blank"),
+        # An application's ids are often numbers: said with the fix, not as a validator's dump.
+        ({"user_id": 42}, TypeError, r"^user_id takes a string, not int 42: pass user_id='42'$"),
+        ({"user_id": "alice", "session_id": 7}, TypeError, r"^session_id takes a string, not int 7: pass session_id='7'$"),
+        ({"user_id": "alice", "session_id": 0}, TypeError, "session_id takes a string, not int 0"),  # not a new session
+        ({"user_id": "alice", "tenant_id": 3}, TypeError, "tenant_id takes a string, not int 3"),
+        # A model name where an object goes fails here, not in the first background pass.
+        ({"user_id": "alice", "llm": "gpt-4o-mini"}, TypeError, r"llm takes an LLM object.*OpenAI\(model='gpt-4o-mini'\)"),
+        # LlamaIndex's shorthands name no OpenAI model: the fix says what they stand for.
+        ({"user_id": "alice", "embed_model": "local"}, TypeError, "shorthand 'local': leave embed_model out"),
+        ({"user_id": "alice", "embed_model": "local:BAAI/bge-small-en"}, TypeError,
+         r"HuggingFaceEmbedding\(model_name='BAAI/bge-small-en'\)"),
     ],
 )
 def test_every_argument_is_checked_before_the_store_is_created(tmp_path: Path, given, error, said) -> None:
