@@ -179,6 +179,26 @@ async def test_errors_and_types_are_for_an_agent(store: Path, embed_model: Any) 
         assert [s.session_id for s in admin.sessions("alice")] == ["s1"]
 
 
+async def test_a_user_the_store_does_not_hold_is_logged_and_nothing_found_says_so(store: Path) -> None:
+    """A mistyped ``--user`` is logged on stderr (an empty memory is served otherwise in
+    silence), and an empty answer is the text ``[]``, not a result without any content
+    that an agent reading the text would take for no answer."""
+    started = subprocess.run(
+        [sys.executable, "-m", "llama_memory", "mcp", "--store", str(store), "--users", "alice,alcie"],
+        input="", capture_output=True, text=True, timeout=START_TIMEOUT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=str(ROOT),
+    )  # fmt: skip
+    [warning] = [line for line in started.stderr.splitlines() if "holds nothing of" in line]
+    assert "WARNING" in warning and "holds nothing of 'alcie' in tenant 'default'" in warning
+    assert "(its users: 'alice', 'bob')" in warning and "--user" in warning
+    async with server(store, "--user", "alcie") as client:
+        for tool, arguments in (("search_memory", {"query": "where do I live?"}), ("recent_memories", {}),
+                                ("read_triples", {})):  # fmt: skip
+            result = await client.call_tool(tool, arguments)
+            assert not result.is_error and result.structured_content == {"result": []}, tool
+            assert [c.text for c in result.content] == ["[]"], tool  # type: ignore[union-attr]
+
+
 async def test_delete_what_was_shown(tmp_path: Path, embed_model: Any) -> None:
     """An excerpt carries the ids of every message it shows, whatever the query; deleting
     them leaves nothing of it visible (the reply that repeats the name went too)."""
