@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
-from ..core.errors import LlamaMemoryError, StorageError
+from ..core.errors import LlamaMemoryError, MemoryClosedError, StorageError
 from ..core.progress import watching
 from ..core.types import Expiry, MemoryRecord, Scope, now
 from ..memory import DEFAULT_TOP_K
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from ..sources.profile import ProfileChange, ProfileSource
     from ..sources.triples import KnowledgeTriple, TripleSource
     from ..sources.vector import VectorSource
+    from ..storage.backend import OpenBackend
 
 __all__ = [
     "EXPORT_FORMAT", "EXPORT_VERSION", "ImportCounts", "MemoryAdmin", "SessionSummary",
@@ -183,9 +184,9 @@ class MemoryAdmin(TenantTransfer):
         # The store's backend with its parts; a malformed Chroma URL is refused now,
         # not at first use. Admins open at once on one store share one opening of it
         # (a SQLite file is migrated, an encrypted one's key derived, once per process).
-        self._backend = SHARED.acquire(location, lambda: backend.open(location, for_admin=True))
-        self.store: Any = self._backend.store
-        self._admin: AdminRows = self._backend.admin_rows()
+        self._opened = SHARED.acquire(location, lambda: backend.open(location, for_admin=True))
+        self.store: Any = self._opened.store
+        self._rows: AdminRows = self._opened.admin_rows()
         self._vector: Optional[VectorSource] = None
         self._profile: Optional[ProfileSource] = None
         self._triples: Optional[TripleSource] = None
@@ -208,7 +209,23 @@ class MemoryAdmin(TenantTransfer):
             for source in self._open_sources():
                 source.close()
         finally:
-            SHARED.release(self._backend)
+            SHARED.release(self._opened)
+
+    @property
+    def _backend(self) -> OpenBackend:
+        """The store's backend; :class:`MemoryClosedError` once :meth:`close` was called
+        (the opening may live on for another admin of the store, but not for this one)."""
+        if self._closed:
+            raise MemoryClosedError(
+                f"this MemoryAdmin of {self._opened.location} is closed (close() was called, or "
+                "its `with` block ended): open a new one, MemoryAdmin(path)"
+            )
+        return self._opened
+
+    @property
+    def _admin(self) -> AdminRows:
+        self._backend  # noqa: B018 (raises once closed)
+        return self._rows
 
     # -- sources, opened when first needed ---------------------------------------------
 
@@ -526,7 +543,7 @@ class MemoryAdmin(TenantTransfer):
     @property
     def location(self) -> str:
         """The store as an error names it: the directory, or ``host:port/dbname``."""
-        return self._backend.location
+        return str(self._opened.location)
 
     def _scope(self, user_id: str) -> Scope:
         _require_text(user_id, "user_id")

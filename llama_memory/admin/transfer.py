@@ -259,8 +259,11 @@ class TenantTransfer:
 
         tenant_id: str
         owner_only: bool
-        _admin: AdminRows
-        _backend: OpenBackend
+        @property
+        def _admin(self) -> AdminRows: ...
+
+        @property
+        def _backend(self) -> OpenBackend: ...
 
         @property
         def profile_source(self) -> ProfileSource: ...

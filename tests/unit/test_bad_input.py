@@ -410,6 +410,29 @@ async def test_calls_after_close_say_the_memory_is_closed(make_memory, embed_mod
     assert_nothing_lost(reopened(memory, embed_model))
 
 
+def test_an_admin_used_after_close_says_it_is_closed(make_memory, memory_dir, embed_model) -> None:
+    from llama_memory import MemoryAdmin
+
+    seeded(make_memory).close()
+    other = MemoryAdmin(memory_dir, embed_model=embed_model)  # shares the store's opening
+    admin = MemoryAdmin(memory_dir, embed_model=embed_model)
+    with admin:
+        assert [u.user_id for u in admin.users()] == ["alice"]
+    admin.close()  # twice: harmless
+    calls = {
+        "users": admin.users, "show": lambda: admin.show("alice"), "records": lambda: admin.records("alice"),
+        "search": lambda: admin.search("alice", "bees"), "stats": admin.stats, "jobs": admin.jobs,
+        "export": lambda: list(admin.export_rows(["alice"])), "forget": lambda: admin.forget("alice"),
+    }  # fmt: skip
+    for name, call in calls.items():  # not the database's "closed database", nor a result
+        with pytest.raises(MemoryClosedError, match=r"this MemoryAdmin of .* is closed .*MemoryAdmin\(path\)"):
+            call()
+    assert admin.location == str(memory_dir)
+    with other:  # the other admin of the store was not closed with it
+        assert [u.user_id for u in other.users()] == ["alice"]
+    assert_nothing_lost(reopened(seeded(make_memory), embed_model))
+
+
 def test_profile_shortcut_and_a_readable_repr(make_memory, memory_dir) -> None:
     memory = seeded(make_memory)
     assert memory.profile is memory.source("profile")
