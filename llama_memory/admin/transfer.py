@@ -355,13 +355,17 @@ class TenantTransfer:
                 progress.total = max(0, count_rows(path) - 1)
             with open(path, encoding="utf-8") as stream:
                 return self.import_rows(read_rows(stream), progress)
+        neither = (
+            f"{path} is neither a llama-memory export (JSON Lines with a header line whose "
+            f"format is {EXPORT_FORMAT!r}) nor a SimpleChatStore JSON file"
+        )
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
-            raise ValueError(
-                f"{path} is neither a llama-memory export (JSON Lines with a header line whose "
-                f"format is {EXPORT_FORMAT!r}) nor a SimpleChatStore JSON file: {exc}"
-            ) from None
+            raise ValueError(f"{neither}: {exc}") from None
+        store = data.get("store") if isinstance(data, Mapping) else None
+        if not isinstance(store, Mapping):  # JSON, but of neither kind: both said
+            raise ValueError(f"{neither} (a JSON object whose 'store' maps each chat-store key to its messages)")
         return self.import_chat_store(data, user_id=user_id, progress=progress)
 
     def import_chat_store(

@@ -169,6 +169,19 @@ def test_copy_to_a_directory_says_it_takes_a_postgresql_url(
     assert "that is not one" not in err
 
 
+@pytest.mark.parametrize("content", ['{"users": ["alice"]}\n', "[1, 2]\n"])
+def test_json_of_neither_kind_says_what_import_reads(
+    store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str
+) -> None:
+    """Not only "not a SimpleChatStore file": the user may have meant an export."""
+    wrong = tmp_path / "wrong.jsonl"
+    wrong.write_text(content)
+    status, out, err = run(capsys, "import", wrong, "--store", store)
+    assert status == 1 and not out
+    assert f"{wrong} is neither a llama-memory export" in err
+    assert "nor a SimpleChatStore JSON file (a JSON object whose 'store' maps" in err
+
+
 @pytest.mark.parametrize("blank", [" ", "\t\n"])
 def test_a_blank_user_id_is_refused_like_an_empty_one(store: Path, blank: str) -> None:
     with pytest.raises(ScopeError, match="needs a user_id .*blank"):
