@@ -347,6 +347,30 @@ class MemoryAdmin(TenantTransfer):
             limit=limit, newest_first=newest_first,
         )  # fmt: skip
 
+    def unmatched_filter(
+        self, user_id: str, *, session_id: Optional[str] = None, source: Optional[str] = None
+    ) -> Optional[str]:
+        """Why :meth:`records` with these filters may have found nothing, when one of them
+        names nothing there is: a session the user never had, a source no record of the
+        tenant comes from (a typo, such as ``"vectors"``); the sentence names those there
+        are. None when both exist (the filters then simply matched nothing)."""
+        if session_id is not None:
+            sessions = [s.session_id for s in self.sessions(user_id)]
+            if session_id not in sessions:
+                return (
+                    f"user {user_id!r} has no session {session_id!r}; their sessions are "
+                    + ", ".join(map(repr, sessions[:10])) + (", ..." if len(sessions) > 10 else "")
+                )  # fmt: skip
+        if source is not None:
+            sources = sorted(self._admin.counts(self.tenant_id, now()).records)
+            if source not in sources:
+                return (
+                    f"no record of tenant {self.tenant_id!r} comes from a source named {source!r}; "
+                    + (f"its records' sources are {', '.join(map(repr, sources))}" if sources else "it has no records")
+                    + (" (triples are listed by `show` and MemoryAdmin.triples())" if source == "triples" else "")
+                )  # fmt: skip
+        return None
+
     def record(self, user_id: str, record_id: str) -> MemoryRecord:
         """One of the user's records or knowledge triples by id, whole, as stored (a
         triple rendered with its validity); KeyError naming the id when there is none."""

@@ -169,6 +169,24 @@ def test_copy_to_a_directory_says_it_takes_a_postgresql_url(
     assert "that is not one" not in err
 
 
+def test_a_mistyped_records_filter_is_named_not_shown_as_no_records(
+    store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The listing stays empty (a script reads "0 records", status 0); stderr says why."""
+    status, out, err = run(capsys, "records", "alice", "--source", "vectors", "--store", store)
+    assert (status, out.strip()) == (0, "0 records")
+    assert err.strip() == (
+        "llama-memory records: note: no record of tenant 'default' comes from a source named "
+        "'vectors'; its records' sources are 'vector'"
+    )
+    status, out, err = run(capsys, "records", "alice", "--session", "nope", "--json", "--store", store)
+    assert (status, json.loads(out)) == (0, [])
+    assert "user 'alice' has no session 'nope'; their sessions are '" in err
+    # A filter that names what there is but matches nothing: no note.
+    status, out, err = run(capsys, "records", "alice", "--source", "vector", "--since", "2999-01-01", "--store", store)
+    assert (status, out.strip(), err) == (0, "0 records", "")
+
+
 @pytest.mark.parametrize("content", ['{"users": ["alice"]}\n', "[1, 2]\n"])
 def test_json_of_neither_kind_says_what_import_reads(
     store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str

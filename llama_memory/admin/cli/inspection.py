@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections import Counter
 from typing import Any
 
@@ -73,6 +74,11 @@ def cmd_records(args: argparse.Namespace) -> None:
             args.user, session_id=args.session, source=args.source, since=args.since, until=args.until,
             limit=args.limit,
         )  # fmt: skip
+        # A mistyped filter must not look like an empty memory: said on stderr, so that
+        # the listing (and its exit status) stays what a script expects.
+        unmatched = None if records else admin.unmatched_filter(args.user, session_id=args.session, source=args.source)
+    if unmatched is not None:
+        print(f"llama-memory records: note: {unmatched}", file=sys.stderr)
     if args.json:
         return _print_json(records)
     for record in records:
