@@ -351,6 +351,22 @@ def test_search_k_must_be_a_whole_number_of_one_or_more(make_memory) -> None:
     assert_nothing_lost(memory)
 
 
+def test_from_dict_given_the_saved_json_text_says_to_load_it(make_memory, embed_model) -> None:
+    import json
+
+    memory = seeded(make_memory)
+    saved = json.dumps(memory.to_dict())  # as an app keeps it in its database
+    for given in (saved, saved.encode()):
+        with pytest.raises(TypeError, match=r"^from_dict takes the dict memory.to_dict\(\) returned, not (str|bytes) .*json.loads\(text\)"):
+            ComposableMemory.from_dict(given)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="not NoneType None: pass that dict"):
+        ComposableMemory.from_dict(None)  # type: ignore[arg-type]
+    memory.close()
+    restored = ComposableMemory.from_dict(json.loads(saved), embed_model=embed_model)
+    assert_nothing_lost(restored)
+    restored.close()
+
+
 def test_get_input_must_be_a_string(make_memory) -> None:
     memory = seeded(make_memory)
     with pytest.raises(TypeError, match="input must be a str or None, not int 123"):
