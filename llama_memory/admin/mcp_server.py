@@ -284,6 +284,13 @@ def serve(
             )  # fmt: skip
             server.run("streamable-http", host=LOOPBACK, port=port, streamable_http_path=HTTP_PATH)
         else:
+            if _on_a_terminal():  # someone trying it by hand: say why nothing happens
+                print(
+                    f"llama-memory: serving {len(allowed)} user(s) of {admin.location} over MCP on stdin "
+                    "and stdout, for an MCP client that starts this command (a desktop assistant, an "
+                    "IDE); on a terminal it waits for the client's messages. Ctrl-D (end of input) "
+                    "stops it (Ctrl-C waits for a line); --http serves at a URL instead", file=sys.stderr,
+                )  # fmt: skip
             server.run("stdio")
     finally:
         if previous is not None:
@@ -306,6 +313,14 @@ def _warn_of_new_users(admin: MemoryAdmin, users: Sequence[str]) -> None:
             admin.location, ", ".join(map(repr, new)), admin.tenant_id, shown,
             "this user's" if len(new) == 1 else "these users'",
         )  # fmt: skip
+
+
+def _on_a_terminal() -> bool:
+    """Whether standard input is a terminal (not a client's pipe)."""
+    try:
+        return sys.stdin is not None and sys.stdin.isatty()
+    except (ValueError, OSError):  # closed or detached
+        return False
 
 
 def _log_in_lines(level: LogLevel) -> None:

@@ -202,7 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="offer the delete_memory and forget_user tools (off by default)",
     )  # fmt: skip
     mcp.add_argument("--http", action="store_true", help="streamable HTTP on 127.0.0.1 instead of stdio")
-    mcp.add_argument("--port", type=_positive, default=8000, help="the --http port (default 8000)")
+    mcp.add_argument("--port", type=_positive, default=None, help="the --http port (default 8000)")
     mcp.add_argument("--session", default="mcp", help='the session added memories go to (default "mcp")')
     mcp.add_argument("--create", action="store_true", help="create the store when --store holds none")
     mcp.add_argument(
