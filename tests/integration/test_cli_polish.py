@@ -187,6 +187,35 @@ def test_a_mistyped_records_filter_is_named_not_shown_as_no_records(
     assert (status, out.strip(), err) == (0, "0 records", "")
 
 
+def broken_factory() -> Any:
+    """An application's LLM factory that fails as one without its API key does."""
+    raise ValueError("OPENAI_API_KEY is not set")
+
+
+@pytest.mark.parametrize(
+    ("option", "spec", "said"),
+    [
+        ("--llm", "gpt-4o-mini", "--llm takes module:name, e.g. myapp.llms:make_llm (a LlamaIndex LLM, or a function "
+         "returning one); got 'gpt-4o-mini'"),
+        ("--llm", "json:dumps", "--llm json:dumps: calling it without arguments failed: TypeError: dumps() missing 1 "
+         "required positional argument: 'obj' (name an object, or a function that takes no arguments)"),
+        ("--llm", "test_cli_polish:broken_factory", "--llm test_cli_polish:broken_factory: calling it without arguments "
+         "failed: ValueError: OPENAI_API_KEY is not set"),
+        ("--llm", "json:JSONDecoder", "--llm json:JSONDecoder: expected a LlamaIndex LLM (or a function returning one), "
+         "got JSONDecoder"),
+        ("--embed-model", "test_cli_polish:broken_factory", "--embed-model test_cli_polish:broken_factory: calling it "
+         "without arguments failed: ValueError: OPENAI_API_KEY is not set"),
+    ],
+)
+def test_an_object_named_module_name_that_fails_to_load_is_one_line_not_a_traceback(
+    store: Path, capsys: pytest.CaptureFixture[str], option: str, spec: str, said: str
+) -> None:
+    command = ["worker", "--once"] if option == "--llm" else ["search", "alice", "cello"]
+    status, out, err = run(capsys, *command, "--store", store, option, spec)
+    assert (status, out) == (1, "")
+    assert err == f"llama-memory {command[0]}: error: {said}\n"
+
+
 @pytest.mark.parametrize("content", ['{"users": ["alice"]}\n', "[1, 2]\n"])
 def test_json_of_neither_kind_says_what_import_reads(
     store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str
