@@ -309,7 +309,7 @@ def _warn_of_new_users(admin: MemoryAdmin, users: Sequence[str]) -> None:
         shown = ", ".join(map(repr, known[:10])) + (", ..." if len(known) > 10 else "")
         logger.warning(
             "the store %s holds nothing of %s in tenant %r yet (its users: %s): the server "
-            "starts %s memory from nothing; if that is a typo, restart with --user set right",
+            "starts %s memory from nothing; if that is a typo, restart it with the id as the store has it",
             admin.location, ", ".join(map(repr, new)), admin.tenant_id, shown,
             "this user's" if len(new) == 1 else "these users'",
         )  # fmt: skip

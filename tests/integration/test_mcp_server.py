@@ -190,7 +190,7 @@ async def test_a_user_the_store_does_not_hold_is_logged_and_nothing_found_says_s
     )  # fmt: skip
     [warning] = [line for line in started.stderr.splitlines() if "holds nothing of" in line]
     assert "WARNING" in warning and "holds nothing of 'alcie' in tenant 'default'" in warning
-    assert "(its users: 'alice', 'bob')" in warning and "--user" in warning
+    assert "(its users: 'alice', 'bob')" in warning and "restart it with the id as the store has it" in warning
     async with server(store, "--user", "alcie") as client:
         for tool, arguments in (("search_memory", {"query": "where do I live?"}), ("recent_memories", {}),
                                 ("read_triples", {})):  # fmt: skip
