@@ -59,6 +59,12 @@ def _non_negative(value: Any) -> Any:
     return value
 
 
+def _positive_tokens(value: int) -> int:
+    if value <= 0:  # checked here, before the store opens, not by the buffer after it
+        raise ValueError(f"token_limit must be a positive number of tokens, got {value}")
+    return value
+
+
 #: Field types with their checks.
 Relevance = Annotated[float, AfterValidator(_relevance)]
 Spread = Annotated[float, AfterValidator(_spread)]
@@ -172,7 +178,7 @@ class MemorySettings(BaseModel):
     index (vectors) is not encrypted (docs/security.md)."""
 
     # -- budgets: how much is kept and shown ---------------------------------------------
-    token_limit: int = DEFAULT_TOKEN_LIMIT
+    token_limit: Annotated[int, AfterValidator(_positive_tokens)] = DEFAULT_TOKEN_LIMIT
     """Token limit of the default chat buffer."""
     memory_token_limit: Count = DEFAULT_MEMORY_TOKEN_LIMIT
     """Token budget of the injected memory block."""

@@ -130,6 +130,9 @@ def test_a_copy_carries_the_settings(tmp_path: Path, embed_model: Any) -> None:
         ({"user_id": "alice", "secondary_memory_sources": [42]}, TypeError, "not int"),
         ({"user_id": "alice", "primary_memory": 42}, TypeError, "primary_memory takes a LlamaIndex memory"),
         ({"user_id": "alice", "encryption_key": " "}, ValueError, "encryption_key is blank"),
+        # The buffer's own check came after the store was created.
+        ({"user_id": "alice", "token_limit": -1}, ValueError, "token_limit must be a positive number of tokens, got -1"),
+        ({"user_id": "alice", "token_limit": 0}, ValueError, "token_limit must be a positive number of tokens, got 0"),
         # An application's ids are often numbers: said with the fix, not as a validator's dump.
         ({"user_id": 42}, TypeError, r"^user_id takes a string, not int 42: pass user_id='42'$"),
         ({"user_id": "alice", "session_id": 7}, TypeError, r"^session_id takes a string, not int 7: pass session_id='7'$"),
