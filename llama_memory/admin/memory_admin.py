@@ -304,8 +304,16 @@ class MemoryAdmin(TenantTransfer):
         shown = ", ".join(brief) + (", ..." if len(known) > 10 else "")
         raise UnknownUserError(
             f"no user {user_id!r} in tenant {self.tenant_id!r} of {self.location}"
-            + (f"; its users are {shown}" if known else "; it has no users")
+            + (f"; its users are {shown}" if known else "; it has no users" + self.other_tenants())
         )
+
+    def other_tenants(self) -> str:
+        """``" (the store's tenants: 'a', 'b')"`` when the store holds tenants and this
+        admin's is not one of them (a mistyped ``tenant_id``, ``--tenant``), else ``""``."""
+        tenants = self._admin.tenants()
+        if not tenants or self.tenant_id in tenants:
+            return ""
+        return f" (the store's tenants: {', '.join(map(repr, tenants[:10]))}{', ...' if len(tenants) > 10 else ''})"
 
     def sessions(self, user_id: str) -> list[SessionSummary]:
         """The user's conversations, oldest first (:class:`UnknownUserError` for a

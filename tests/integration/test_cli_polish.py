@@ -187,6 +187,18 @@ def test_a_mistyped_records_filter_is_named_not_shown_as_no_records(
     assert (status, out.strip(), err) == (0, "0 records", "")
 
 
+def test_a_tenant_the_store_does_not_have_names_the_ones_it_has(
+    store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, _ = run(capsys, "users", "--store", store, "--tenant", "prod")
+    assert (status, out) == (0, "no users in tenant 'prod' (the store's tenants: 'default')\n")
+    status, _, err = run(capsys, "show", "alice", "--store", store, "--tenant", "prod")
+    assert status == 1
+    assert err.endswith("no user 'alice' in tenant 'prod' of " f"{store}; it has no users (the store's tenants: 'default')\n")
+    status, out, _ = run(capsys, "users", "--store", store)
+    assert status == 0 and "(the store's tenants" not in out
+
+
 def broken_factory() -> Any:
     """An application's LLM factory that fails as one without its API key does."""
     raise ValueError("OPENAI_API_KEY is not set")

@@ -17,10 +17,11 @@ from .output import _jsonable, _print_json, _print_record, _report, _short, _sho
 def cmd_users(args: argparse.Namespace) -> None:
     with _open(args) as admin:
         users = admin.users()
+        elsewhere = "" if users else admin.other_tenants()
     if args.json:
         return _print_json(users)
     if not users:
-        print(f"no users in tenant {args.tenant or 'default'!r}")
+        print(f"no users in tenant {args.tenant or 'default'!r}{elsewhere}")
         return
     _table(
         [(u.user_id, u.sessions, u.messages, u.records, u.triples, u.profile_fields, _when(u.last_active)) for u in users],
