@@ -1,38 +1,12 @@
-"""What to retrieve for a user's message, and what of the retrieved is small talk.
+"""What to retrieve for a user's message (:func:`choose_query`), and the stored small talk
+left out of what was retrieved (:func:`without_small_talk`); the rules are described in
+docs/concepts.md ("The query", "Stored small talk is never shown").
 
-:func:`choose_query` looks at the user's message:
-
-- small talk ("hi", "thanks", "ok", "great!", "got it") retrieves nothing: no record can
-  answer it; nor does a message of function words only that is not about the user
-  ("how about you?") and refers to nothing earlier;
-- a message that refers back to the conversation ("and the other one?", "why?") is
-  too short to search by: it is searched together with the previous user message;
-- a message that refers back in time ("what did we talk about last time?", "what did I
-  say yesterday?") asks for what was said then: the records of the latest earlier
-  session, or of that day, plus a search by its remaining words if it has any.
-
-A question that asks for two things at once ("Which tea do I like and which boat do I
-own?") is split into its parts (:func:`question_parts`), each searched for by itself.
-Searched whole, such a question is one vector between its two topics and one bag of
-words: the records of the stronger topic fill every place, and the other part's answer
-is not found (measured: the second fact of a two-part question was shown for 0.20 of
-them). Searched part by part, each part's best records are found, and the rankings are
-merged round-robin with the whole question's (:func:`~llama_memory.read.pipeline.retrieve_for`).
-
-Of what was retrieved, stored small talk is never shown (:func:`without_small_talk`).
-A conversation holds greetings, thanks and acknowledgements and the assistant's replies
-to them ("Sure, I'm here whenever you need me."). Stored like any message, they match a
-query of the same kind word for word and by meaning (a cosine near 1 with "got it"), and
-an excerpt around such a match brings its neighbours along: the block then shows facts
-that have nothing to do with the query, and spends tokens on lines that say nothing.
-An **empty exchange** is a user message that is small talk (:func:`is_small_talk`) and
-the assistant's message right after it in the same excerpt (its reply: whatever it
-says, it answers nothing the user told). :func:`without_small_talk` takes them out:
-
-- an excerpt loses those parts (the others stay, with a gap marker where some were left
-  out between two kept ones);
-- a record whose hit (the message that matched the query, which its relevance is that
-  of) is such a part is left out whole: what stays of it was only its neighbour.
+A question of two parts is split (:func:`question_parts`) because, searched whole, it is
+one vector between its two topics: the stronger topic filled every place and the second
+part's fact was shown for 0.20 of them. Stored small talk matches a query of its kind
+word for word and by meaning (a cosine near 1 with "got it"), and its excerpt brings
+unrelated neighbours along.
 """
 
 from __future__ import annotations
@@ -65,11 +39,7 @@ _JOIN = re.compile(
 
 def question_parts(text: str) -> tuple[str, ...]:
     """The parts of a question that asks for two or more things, each with a content
-    word of its own; ``()`` for a question of one part (or a text that is no question).
-
-    "Which tea do I like and which boat do I own?" -> ("Which tea do I like",
-    "which boat do I own?"); "What did Caroline and Melanie paint?" is one question about
-    two people: not split."""
+    word of its own; ``()`` for one part ("What did Caroline and Melanie paint?")."""
     if "?" not in text:
         return ()
     pieces = [p.strip() for p in _JOIN.split(text.strip()) if p.strip()]
@@ -93,12 +63,10 @@ SMALL_TALK = frozenset(
     "welcome please np problem worries got it that sounds makes sense understood "
     "so very really too the a you u all for again is was this me will do well done "
     "how are whats what up sup s it doing going been have hope your day "
-    # "hi there", "that's helpful": the vocative "there" of a greeting, and praise of a
-    # reply beside "great" and "nice" (with a greeting or thanks, never alone).
+    # "hi there", "that's helpful": small talk with a greeting or thanks, never alone.
     "there helpful useful".split()
 )
-# Some words only make small talk in company ("how are you?"): alone, or with others,
-# a message needs at least one of these to count.
+# Some words only make small talk in company ("how are you?"): a message needs one of these.
 _GREETING_CORE = frozenset(
     "hi hello hey heya hiya howdy yo hola greetings morning evening afternoon night gm gn "
     "thanks thank thx ty tysm cheers ok okay k kk alright fine sure yes yeah yep yup no nope "
@@ -108,11 +76,8 @@ _GREETING_CORE = frozenset(
 )
 
 
-# Words that place a message in the time it is said ("today", "tonight", "these days",
-# "this week"): they say when, not what about. "How are you today?" is as much small talk
-# as "how are you?", and "today" names nothing a record could hold; set aside before a
-# message is judged by what it is about. (Not "yesterday", "last week": they point back
-# to what was said then, :data:`_WHEN`.)
+# Words that place a message in the time it is said: "How are you today?" is as much small
+# talk as "how are you?". (Not "yesterday", "last week": they point back, :data:`_WHEN`.)
 _TIME_DEIXIS = re.compile(
     r"\b(?:today|tonight|tonite|now|right now|nowadays|lately|recently|currently|these days|so far|"
     r"this (?:morning|afternoon|evening|week|weekend|month|year))\b"
@@ -120,17 +85,14 @@ _TIME_DEIXIS = re.compile(
 
 
 def without_time_deixis(found: Sequence[str]) -> list[str]:
-    """``found`` (a message's words, :func:`~llama_memory.retrieval.relevance.words`)
-    without the words that place it in the time it is said (:data:`_TIME_DEIXIS`)."""
+    """``found`` (a message's words) without the words of when it is said."""
     return _TIME_DEIXIS.sub(" ", " ".join(found)).split()
 
 
 def is_small_talk(text: str) -> bool:
-    """Whether a message is only a greeting, thanks or acknowledgement ("hi", "thanks!",
-    "ok", "great!", "how are you?"), with or without a word of when it is said ("how are
-    you today?", "how's it going these days?"): at most 8 words, all of
-    :data:`SMALL_TALK` once those are set aside, one a greeting or acknowledgement. A
-    message without words (emoji, punctuation) counts too."""
+    """Whether a message is only a greeting, thanks or acknowledgement ("how are you
+    today?"): at most 8 words, all of :data:`SMALL_TALK` once the words of when are set
+    aside, one a greeting or acknowledgement; a message without words (an emoji) counts."""
     found = words(text)
     if not found:
         return bool(text.strip())
@@ -146,11 +108,9 @@ def is_small_talk(text: str) -> bool:
     )
 
 
-# Greetings without a greeting word.
-# (The words have no contraction tails: "how's it going" reads "how it going".)
+# Greetings without a greeting word ("how's it going" reads "how it going": no contraction tails).
 _HOW_ARE_YOU = re.compile(r"\bhow (?:are|r) (?:you|u)\b|\bhow (?:s )?it going\b|\bwhats? (?:s )?up\b|\bhow have you been\b")
-# Acknowledgements and goodbyes without such a word: the phrases whose words
-# :data:`SMALL_TALK` holds for them ("got it", "makes sense", "will do", "take care").
+# Acknowledgements and goodbyes without such a word ("got it", "take care").
 _ACKNOWLEDGED = re.compile(
     r"\bgot it\b|\bmakes sense\b|\bunderstood\b|\bwill do\b|\bwell done\b|\btake care\b|"
     r"\b(?:see|talk to) (?:you|u)\b|\btalk soon\b"
@@ -187,15 +147,13 @@ class QueryPlan:
     """What :func:`choose_query` decided to retrieve for.
 
     Attributes:
-        kind: ``"none"`` (small talk: retrieve nothing), ``"as_is"`` (the message),
-            ``"context"`` (the message with the previous user message), or ``"time"``
-            (what was said at an earlier time, and ``text`` if not empty).
+        kind: ``"none"`` (small talk), ``"as_is"`` (the message), ``"context"`` (with the
+            previous user message), or ``"time"`` (what was said at an earlier time, and
+            ``text`` if not empty).
         text: the text to search by (may be empty for ``"time"``).
-        days: for ``"time"``: (how many days back the span starts, how many days back
-            it ends), e.g. (1, 1) for yesterday; None for the latest earlier session.
-        parts: for a question that asks for two things or more ("Which tea do I like and
-            which boat do I own?"), each part, searched for by itself besides ``text``
-            (:func:`question_parts`); ``()`` otherwise.
+        days: for ``"time"``: how many days back the span starts and ends ((1, 1) for
+            yesterday); None for the latest earlier session.
+        parts: a question's parts, each searched besides ``text``; ``()`` otherwise.
     """
 
     kind: Literal["none", "as_is", "context", "time"]
@@ -204,8 +162,7 @@ class QueryPlan:
     parts: tuple[str, ...] = ()
 
     def span(self, now: float) -> Optional[tuple[float, float]]:
-        """The (start, end) in epoch seconds of the days this plan points to, in UTC
-        whole days, or None."""
+        """The (start, end) in epoch seconds of this plan's UTC days, or None."""
         if self.days is None:
             return None
         today = datetime.fromtimestamp(now, tz=timezone.utc).replace(
@@ -242,13 +199,10 @@ def choose_query(text: Optional[str], earlier_user_texts: Sequence[str] = ()) ->
         if previous:
             return QueryPlan("context", f"{previous}\n{text}")
     if not content_words(" ".join(without_time_deixis(found))) and not is_personal(text):
-        # Nothing but function words and words of when it is said, and not about the
-        # user ("how about you?", "are you there?", "what about today?"): no record can
-        # match it by what it is about, only by the words every message has or by
-        # "today". A time alone follows up the previous message ("what's on tomorrow?"
-        # then "what about today?"): searched with it. A question about the user in
-        # function words ("what do I do?", "what am I doing today?") is searched: its
-        # meaning may match.
+        # Function words and words of when only, not about the user ("how about you?"):
+        # no record can match it by what it is about. A time alone follows up the
+        # previous message ("what about today?"): searched with it. A question about the
+        # user in function words ("what do I do?") is searched: its meaning may match.
         previous = next((t for t in reversed(earlier_user_texts) if t.strip() and t.strip() != text), "")
         if previous and len(without_time_deixis(found)) < len(found):
             return QueryPlan("context", f"{previous}\n{text}")
@@ -263,9 +217,8 @@ ECHO_RULE = "the message that matched says the same words as the query: it state
 
 
 def empty_parts(record: MemoryRecord) -> set[int]:
-    """The ``id()`` of each part of ``record`` (the record itself when it has none) that
-    belongs to an empty exchange: a user message that is small talk, and the assistant's
-    message right after it."""
+    """The ``id()`` of each part of ``record`` (itself when it has none) in an empty
+    exchange: a user message that is small talk, and the assistant's reply right after."""
     parts = record.parts or [record]
     empty: set[int] = set()
     after_small_talk = False
@@ -286,14 +239,9 @@ def without_small_talk(
     records: Sequence[MemoryRecord], query: str = ""
 ) -> tuple[list[MemoryRecord], list[LeftOut]]:
     """``records`` without the parts of empty exchanges (:func:`empty_parts`), and those
-    whose hit is one of them (or which are nothing else) as left out,
-    :data:`~llama_memory.read.compose.IRRELEVANT` (rule :data:`SMALL_TALK_RULE`).
-
-    A record whose hit is an earlier message of the same words as ``query`` is left out
-    too (rule :data:`ECHO_RULE`): it states nothing the query does not, whatever it is
-    ("one sec", "bye for now!" said before: a phrase of small talk no word list knows
-    matches itself best). An earlier question of the same words is the user's own
-    question, which the relevance stage ranks after statements already."""
+    whose hit is one of them as left out (:data:`SMALL_TALK_RULE`); so is a record whose
+    hit repeats ``query``'s words (:data:`ECHO_RULE`: "one sec" said before, small talk
+    no word list knows, matches itself best)."""
     echo = normalize_text(query) if query.strip() else None
     kept: list[MemoryRecord] = []
     dropped: list[LeftOut] = []
@@ -315,9 +263,8 @@ def without_small_talk(
 
 
 def _as_retrieved(left: MemoryRecord, record: MemoryRecord) -> MemoryRecord:
-    """``left`` (``record`` without some parts, its hit kept) with what retrieval gave
-    ``record``: its relevance and metadata (the evidence), the excerpt's own keys
-    (the hit, the gaps) as ``left`` has them."""
+    """``left`` (``record`` without some parts) with ``record``'s relevance and metadata,
+    the excerpt's own keys as ``left`` has them."""
     own = {k: v for k, v in record.metadata.items() if k not in _EXCERPT_KEYS}
     return replace(left, relevance=record.relevance, importance=record.importance,
                    last_used=record.last_used, metadata={**own, **left.metadata})

@@ -1,15 +1,7 @@
-"""Whether two records of different sources state the same fact, one says all the
-other says, or they give different values for the same thing.
-
-The memory block shows each fact once, but never at the cost of a word of it: a record
-may stand in for another only when it states everything the other states (every content
-word, number, name and date, stemmed). Two records about the same thing that differ
-(another object of the same subject and predicate, another value of a profile field,
-"do not" against "do") are both shown. They are a conflict, marked so the LLM can ask the
-user, only when the thing holds one value at a time: a profile field, a triple whose
-predicate is functional (its record's ``metadata["functional"]``, which the triple source
-sets: ``lives in``, ``works at``...), or a statement and its negation. Two values of a
-thing that can hold several ("Bob likes pizza", "Bob likes sushi") are two facts.
+"""Whether two records of different sources state the same fact, one says all the other
+says, or they give different values for the same thing (a conflict only when the thing
+holds one value at a time, or one negates the other). The rules are described in
+docs/concepts.md ("Each fact once, and no fact less", "Conflicts are shown, not settled").
 """
 
 from __future__ import annotations
@@ -26,21 +18,17 @@ from ..retrieval.relevance import content_words, stem
 SAME_THING_SHARE = 0.75
 MIN_SHARED = 2
 
-# Words that turn a statement into its opposite: "I do not eat fish" is no detail added
-# to "I eat fish". "t" is what the word pattern leaves of "don't", "isn't", "can't".
+# Words that turn a statement into its opposite ("t" is what the word pattern leaves of "don't").
 _NEGATIONS = frozenset("not no never nothing none nobody neither nor cannot without t".split())
-# How a triple names the user it is about ("user", "I"): a message of the user says
-# the same without naming them.
+# How a triple names the user it is about: a message of the user says it without naming them.
 _SELF = frozenset("user i me myself".split())
 
 
 @dataclass(frozen=True)
 class Statement:
-    """What a record states, as compared: its stemmed content words (negations and a
-    triple's self-reference aside), whether it is negated, the words of the thing it
-    gives a value of (a profile field's path, a triple's subject and predicate; none
-    for a message), and whether that thing holds one value at a time (a profile field,
-    a triple of a functional predicate: :func:`holds_one_value`)."""
+    """What a record states, as compared: its stemmed content words, whether it is
+    negated, the words of the thing it gives a value of (a field's path, a triple's
+    subject and predicate), and whether that thing holds one value at a time."""
 
     words: frozenset[str]
     negated: bool
@@ -55,15 +43,13 @@ class Relation(Enum):
     SAME = "same"  # each states all the other does
     FIRST_COVERS = "first covers"  # the first states all the second does, and more
     SECOND_COVERS = "second covers"
-    # The same thing with values that can hold together (a triple's predicate that is
-    # not functional, a message): two facts, both shown, neither marked.
-    DISTINCT = "distinct"
+    DISTINCT = "distinct"  # values that can hold together: two facts, neither marked
     CONFLICT = "conflict"  # one value at a time and another value, or opposite polarity
 
 
 def fact_text(record: MemoryRecord) -> str:
-    """The text of what a record states: a profile field's path and value, a triple's
-    subject, predicate and object (not its dates), a message's text."""
+    """The text of what a record states: a field's path and value, a triple without its
+    dates, a message's text."""
     meta = record.metadata
     if is_profile(record):
         return f"{str(meta['path']).replace('_', ' ').replace('.', ' ')} {meta['value']}"
@@ -83,10 +69,8 @@ def statement(record: MemoryRecord) -> Statement:
 
 
 def holds_one_value(record: MemoryRecord) -> bool:
-    """Whether the thing ``record`` gives a value of holds one value at a time, so that
-    another value is a conflict: a profile field (one value per path), a triple whose
-    record says its predicate is functional (``metadata["functional"]``, set by the
-    triple source from its functional predicates). A message says nothing of it."""
+    """Whether the thing ``record`` gives a value of holds one value at a time: a profile
+    field, or a triple whose ``metadata["functional"]`` is True."""
     if is_profile(record):
         return True
     return is_triple(record) and record.metadata.get("functional") is True
@@ -106,15 +90,9 @@ def _key_text(record: MemoryRecord) -> str:
 
 
 def relate(first: Statement, second: Statement) -> Relation:
-    """How two statements relate: about different things, the same fact, one covering
-    the other, a conflict, or two facts about the same thing.
-
-    A conflict is one statement negating the other ("I do not eat fish" against "I eat
-    fish on Fridays": the words of one are all in the other), or differing words where
-    either gives the value of a thing that holds one value at a time
-    (:attr:`Statement.one_value`: a profile field, a functional triple). Differing words
-    otherwise are :attr:`Relation.DISTINCT`: "Bob likes sushi" against "Bob — likes —
-    pizza" are two facts, as are "Bob does not like sushi" and "Bob likes pizza"."""
+    """How two statements relate (:class:`Relation`). A conflict is one negating the
+    other with the words of one all in the other, or differing words where either holds
+    one value at a time; "Bob likes sushi" and "Bob does not like pizza" are two facts."""
     if not same_thing(first, second):
         return Relation.UNRELATED
     one_within = first.words <= second.words or second.words <= first.words
@@ -132,9 +110,8 @@ def relate(first: Statement, second: Statement) -> Relation:
 
 def same_thing(first: Statement, second: Statement) -> bool:
     """Whether two statements are about the same thing: :data:`SAME_THING_SHARE` of the
-    shorter one's words are in the other (at least :data:`MIN_SHARED`), or the thing a
-    field or a triple gives a value of (two words or more: "home city", "Lena started")
-    is named whole by the other."""
+    shorter one's words (at least :data:`MIN_SHARED`) are in the other, or the other names
+    the key of a field or triple whole ("home city", "Lena started")."""
     shared = len(first.words & second.words)
     shorter = min(len(first.words), len(second.words))
     if shared >= MIN_SHARED and shared >= SAME_THING_SHARE * shorter:
@@ -157,9 +134,8 @@ def is_triple(record: MemoryRecord) -> bool:
 
 
 def stated_at(record: MemoryRecord) -> Optional[float]:
-    """When the record's value was stated (seconds since the epoch), to tell the newer
-    of two conflicting records: a message's time, a triple's statement or validity
-    time, a profile value's update; else when it was stored."""
+    """When the record's value was stated (epoch seconds), to tell the newer of two
+    conflicting records; else when it was stored."""
     meta = record.metadata
     for value in (record.event_time, meta.get("event_time"), meta.get("valid_from"),
                   meta.get("updated_at"), record.ingested_at):

@@ -1,41 +1,13 @@
 """Later records on the same thing: an older message of the user that the block shows
-beside a later one about the same thing is marked as possibly superseded by it.
+beside a later one about the same thing is marked as possibly superseded by it (without
+a mark the LLM reads two homes with two dates and may answer with the old one).
 
-People tell their assistant that something changed in passing ("we've moved again: we're
-unpacking boxes in Oulu now"), long after they told the old value ("nobody warned me
-about November in Tampere when we moved here"). Asked "where's home for us?", the block
-finds both, and without a mark the LLM reads two homes with two dates and may well
-answer with the old one. Messages have no field or functional predicate that says which
-thing they give a value of (:mod:`llama_memory.read.same_fact` compares those), so this
-judges by meaning and by names, with the question as the third point:
-
-- both messages are **about what is asked**: each is close in meaning to the question
-  (cosine at least :data:`ASKED_MIN_COSINE`);
-- they are **about the same thing**: close in meaning to each other (cosine at least
-  :data:`SAME_MIN_COSINE`), or they name the same rare thing: a content word (stemmed)
-  both hold that at most :data:`RARE_RECORDS` of the user's records hold (the name of a
-  company, a medicine, a language), with a cosine of at least :data:`NAMED_MIN_COSINE`,
-  or a word none of the block's other statements about what is asked holds, with a
-  cosine of at least :data:`LOCALLY_NAMED_MIN_COSINE` (a date's month in a large store);
-- they were said in **different conversations**, one after the other;
-- one of them is **among the two statements closest to the question**
-  (:data:`CLOSEST_PLACES`): the question asks for one thing, and two other statements
-  about one thing are more often two events (two visits, two concerts) than a value and
-  its update. On LoCoMo, marking every such pair marked about half the records of a
-  block. Not the closest alone: in a large store the closest statement is often a
-  distractor that shares the question's topic ("the roads are full of potholes... bad
-  for cars"), and the old and the new value came second and third.
-
-The older is then marked (``metadata["possibly_superseded_by"]``, on the message itself: an excerpt
-cut to that message for the budget keeps it), and rendered as possibly superseded by the
-later record (:func:`~llama_memory.read.compose.block.superseded_note`): the block says
-which is later and that the later holds where they differ, and hides neither. Two
-messages about one thing that do not differ (a second visit, a fact told twice) read
-well with the mark too; what it costs is a few tokens.
-
-Only the user's own statements are compared (not their questions, not small talk, not
-the assistant's replies), and only records of a source that has vectors
-(:class:`~llama_memory.sources.base.Embedded`).
+Messages have no field or functional predicate (:mod:`llama_memory.read.same_fact`), so
+this judges the user's own statements, of a source with vectors, by meaning and by
+names, with the question as the third point; the rule is described in docs/concepts.md
+("A later message may supersede an older one"). One of a pair must be among the
+:data:`CLOSEST_PLACES` statements closest to the question: on LoCoMo, marking every such
+pair marked about half the records of a block (two visits, two concerts).
 """
 
 from __future__ import annotations
@@ -91,8 +63,8 @@ WordCounts = Callable[[Sequence[str]], tuple[int, Mapping[str, int]]]
 
 @dataclass(frozen=True)
 class Statement:
-    """One message of the user in the block: which record shows it, the message, its
-    vector, its cosine with the question."""
+    """One message of the user in the block: the record showing it, the message, its
+    vector and its cosine with the question."""
 
     record: int
     part: MemoryRecord
@@ -101,9 +73,9 @@ class Statement:
 
 
 def statements(records: Sequence[MemoryRecord]) -> list[tuple[int, MemoryRecord]]:
-    """The user's own statements among the records' messages (an excerpt's parts one by
-    one), with the index of the record that shows each: not their questions, not small
-    talk, and only messages with an id, a time and a conversation."""
+    """The user's own statements among the records' messages, with the index of the
+    record showing each: no questions, no small talk, only messages with an id, a time
+    and a conversation."""
     out = []
     for n, record in enumerate(records):
         for part in record.parts or [record]:
@@ -169,10 +141,8 @@ def about_what_is_asked(
 
 def same_things(found: Sequence[Statement], word_counts: WordCounts) -> dict[int, Statement]:
     """For each older statement (by the ``id()`` of its message) the latest statement of
-    another record and conversation about the same thing, where one of the two is among
-    the :data:`CLOSEST_PLACES` statements closest to the question: the question asks for
-    one thing, and two other statements about one thing (two visits to a support group,
-    two concerts) are more often two events than a value and its update."""
+    another record and conversation about the same thing, one of the two among the
+    :data:`CLOSEST_PLACES` closest to the question."""
     closest = set(sorted(range(len(found)), key=lambda n: -found[n].asked)[:CLOSEST_PLACES])
     pairs: list[tuple[int, int, float]] = []  # (older, later, cosine)
     for a, older in enumerate(found):
@@ -207,9 +177,8 @@ def about_the_same(close: float, shared: Sequence[str], rare: Set[str]) -> bool:
 
 def named_by_them_alone(close: float, shared: Sequence[str], holders: Mapping[str, int]) -> bool:
     """Whether two statements at cosine ``close`` (at least
-    :data:`LOCALLY_NAMED_MIN_COSINE`) share a word of ``shared`` that none of the block's
-    other statements about what is asked holds: a stem that ``holders`` (how many of the
-    statements hold each stem, the two included) counts twice, theirs only."""
+    :data:`LOCALLY_NAMED_MIN_COSINE`) share a word no other statement holds (its stem
+    counted twice in ``holders``)."""
     if close < LOCALLY_NAMED_MIN_COSINE or not shared:
         return False
     return any(holders[stem(w)] == 2 for w in shared)
@@ -234,8 +203,7 @@ def with_marks(
     record: MemoryRecord, n: int, later_of: Mapping[int, Statement], records: Sequence[MemoryRecord]
 ) -> MemoryRecord:
     """``record`` (the ``n``-th) with each of its messages that a later one supersedes
-    marked (``metadata["possibly_superseded_by"]``: the later record's source, label time, id
-    and the later message's text)."""
+    marked (:data:`SUPERSEDED_BY`: the later record's source, label time, id and text)."""
     def marked(part: MemoryRecord) -> MemoryRecord:
         later = later_of.get(id(part))
         if later is None:
@@ -249,8 +217,8 @@ def with_marks(
 
 
 def each_message(record: MemoryRecord, change: Callable[[MemoryRecord], MemoryRecord]) -> MemoryRecord:
-    """``record`` with ``change`` applied to each of its messages (its parts, or itself
-    when it has none); ``record`` itself when ``change`` left every message as it was."""
+    """``record`` with ``change`` applied to each of its messages (its parts, or itself);
+    ``record`` itself when nothing changed."""
     if not record.parts:
         return change(record)
     parts = [change(p) for p in record.parts]
@@ -261,8 +229,7 @@ def each_message(record: MemoryRecord, change: Callable[[MemoryRecord], MemoryRe
 
 def marks_of_shown(records: Sequence[MemoryRecord], shown: Set[str]) -> list[MemoryRecord]:
     """``records`` with only the marks whose later message is among ``shown`` (message
-    ids): a mark that names a record the budget left out points the LLM at nothing.
-    Records with no mark to take off are returned as they are."""
+    ids): a mark naming a record the budget left out points the LLM at nothing."""
     def kept(part: MemoryRecord) -> MemoryRecord:
         marks = part.metadata.get(SUPERSEDED_BY)
         if not marks:

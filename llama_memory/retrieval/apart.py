@@ -1,49 +1,14 @@
 """The candidates of one retrieval: which are set apart from the ranking of statements,
-and each record read from the store once.
+and each record read from the store once (docs/architecture.md, "The path of one get()").
 
-Two kinds of stored message are no answer to a question, yet match it best:
-
-- the conversation's own messages, which the window shows: an agent stores the user's
-  message before it asks for the block, so it is the best candidate of its own query
-  (cosine 1, every word shared); it is left out;
-- the user's own earlier questions (:func:`~llama_memory.retrieval.relevance.asks_only`): they
-  state nothing, and a question close to this one matches it better than the statement
-  that answers it; they rank after every statement.
-
-Set apart, neither takes a place among a retriever's candidates, scales the others'
-scores or seeds the second hop (:meth:`~llama_memory.retrieval.hybrid.HybridSearch.search_apart`,
-docs/benchmarks.md, "The agent flow and earlier questions in retrieval").
-
-The window's own messages are left out where the candidates are chosen: a record's id is
-a hash of its text and role, so the ids of the window's records are known before any
-search (:class:`WindowIds`), and every search of the retrieval is told to leave them out
-(:attr:`SetApart.excluded`). A search no longer asks for as many more hits as the window
-holds, and its cost no longer grows with the window (docs/benchmarks.md, "Speed back").
-The check by text stays, for a record of another role with a shown text.
-
-The user's own questions are known only once their texts are read, so each retriever's
-ranking is read as far as its ``pool``-th candidate not set apart (:func:`take_beside`):
-it is searched once, and read further, never searched again, when questions fill its
-head (docs/benchmarks.md, "Speed back, third round").
-
-A retrieval of the vector source needs the records of its candidates several times: the
-second hop reads its seeds' texts and the texts of what its search found, the check for
-the window's own messages reads the whole candidate pool, and the excerpts read their
-members (mostly the same records). Each was a read of the store (a query, whole records
-built); :class:`RecordReads` reads each record once per retrieval and answers the later
-asks from what it holds (docs/benchmarks.md, "The second hop's cost, third round").
-
-Most of those asks need no whole record: the candidates set apart and the calibration's
-check of them need a record's role and text, the hop its text. Those are read light
-(:meth:`~llama_memory.storage.sql.records.RecordStore.get_texts`: two columns, no metadata
-decoded), and whether a record is only the user's own questions is remembered across
-retrievals, with the line, by id (:class:`KnownLines`): a retrieval checks a few hundred
-candidates, most of them the same from one turn to the next.
-
-It lives for one retrieval only: a record deleted or changed meanwhile is seen by the
-next retrieval, as before. Expiry is applied here, with the rule storage applies
-(:func:`~llama_memory.core.types.is_alive`), so one read serves the asks with and
-without ``alive_at``.
+The conversation's own messages (an agent stores the user's message before it asks: the
+best candidate of its own query) are left out by every search, by id (:class:`WindowIds`:
+an id is a hash of text and role), so a search's cost no longer grows with the window;
+the user's earlier questions state nothing and rank after every statement, each ranking
+read further rather than searched again (:func:`take_beside`). :class:`RecordReads` reads
+each record once per retrieval, the role and text alone where that is enough, applying
+expiry itself (docs/benchmarks.md: "The agent flow and earlier questions in retrieval",
+"Speed back", "The second hop's cost, third round").
 """
 
 from __future__ import annotations
@@ -72,9 +37,8 @@ class SetApart:
     Args:
         reads: the retrieval's record reads.
         shown: the normalised texts of the window's messages.
-        window_ids: the ids of the window's records by text (:class:`WindowIds`),
-            which every search of the retrieval leaves out itself (:attr:`excluded`);
-            none of them is a candidate.
+        window_ids: the ids of the window's records by text (:class:`WindowIds`), which
+            every search leaves out itself (:attr:`excluded`).
         share: see :attr:`share`.
     """
 
@@ -89,9 +53,9 @@ class SetApart:
         self.shown = shown
         self.window_ids = window_ids or {}
         self.excluded = frozenset(i for ids in self.window_ids.values() for i in ids)
-        #: The share of a search's hits expected to be set apart (the last retrieval's):
-        #: a ranking is read that many further to begin with (:meth:`spare`). Only how
-        #: many times it is read depends on it, never what it gives.
+        #: The share of a search's hits expected to be set apart (the last retrieval's),
+        #: read further to begin with (:meth:`spare`): it changes how often a ranking is
+        #: read, never what it gives.
         self.share = share
         self.own: set[str] = set()
         self._apart: dict[str, bool] = {}  # by id, as decided (the searches overlap)
@@ -126,10 +90,8 @@ class SetApart:
         return self.share
 
     def own_texts(self, query: str) -> list[str]:
-        """The texts of the window's records that are stored (left out of the searches,
-        or found and set apart by their text) and hold a content word of ``query``, in a
-        stable order: the ones whose words the store's counts must not count for it (a
-        window of a hundred messages is read once, its texts' stems are cached)."""
+        """The stored texts of the window's records that hold a content word of ``query``,
+        in a stable order: those the store's word counts must not count for it."""
         wanted = {stem(w) for w in content_words(query)}
         if not wanted:
             return []
@@ -141,9 +103,8 @@ class SetApart:
 
 class WindowIds:
     """The ids of the records a window's texts are, or would be, stored as by one source
-    (:meth:`~llama_memory.storage.sql.records.RecordStore.record_ids`: one per role the source
-    stores), held by text for the last :data:`IDS_HELD` texts: the window changes by a
-    message or two from one ``get()`` to the next.
+    (one per role it stores), held by text for the last :data:`IDS_HELD` texts: the window
+    changes by a message or two from one ``get()`` to the next.
 
     Args:
         store: the source's record store.
@@ -158,8 +119,7 @@ class WindowIds:
         self._held: OrderedDict[tuple[str, str, str], tuple[str, ...]] = OrderedDict()
 
     def __call__(self, shown: Collection[str], scope: Scope) -> dict[str, tuple[str, ...]]:
-        """The ids of the records of each of the normalised texts ``shown``, for the
-        scope's user."""
+        """The ids of the records of each normalised text of ``shown``, for the scope's user."""
         owner = (scope.tenant_id, scope.require_user(f"the {self.source!r} memory source"))
         held = self._held
         ids: dict[str, tuple[str, ...]] = {}
@@ -191,10 +151,9 @@ Hits = Iterator[tuple[str, float]]
 
 
 def grown(search: Search, exclude: Collection[str], first: int) -> Hits:
-    """The hits of a search that can only be asked for a count, as a stream: asked for
-    ``first``, then for four times as many each time the reader gets past what it gave
-    (only the hits not given before are given: an approximate index may order them a
-    little differently)."""
+    """The hits of a search that can only be asked for a count, as a stream: ``first``,
+    then four times as many each time the reader gets past them (each hit given once: an
+    approximate index may reorder them a little)."""
     count, given = max(first, 1), set()
     while True:
         hits = search(count, exclude)
@@ -208,21 +167,18 @@ def grown(search: Search, exclude: Collection[str], first: int) -> Hits:
 
 
 def more_needed(count: int, read: int, aside: int) -> int:
-    """How many more hits to read when ``read`` hits held ``aside`` set apart and
-    fewer than ``count`` others: as many as that share set apart says the ``count``
-    others need (at least as many as were set apart; at most four times as many as
-    were read: a share measured on a few hits is rough)."""
+    """How many more hits to read when ``read`` hits held ``aside`` set apart and fewer
+    than ``count`` others: as many as that share says (at most four times ``read``: a
+    share measured on a few hits is rough)."""
     others = read - aside
     wanted = 4 * read if others <= 0 else min(math.ceil(count * read / others), 4 * read)
     return max(wanted, count + aside) - read
 
 
 def take_beside(hits: Hits, apart: Callable[[Sequence[str]], set[str]], count: int, first: int) -> tuple[Ranking, set[str]]:
-    """The head of ``hits`` up to its ``count``-th hit that ``apart`` does not set apart
-    (all of them when fewer), and the ids set apart in it: the hits are read ``first``
-    at a time to begin with (each batch checked by ``apart`` at once), then as many as
-    the share set apart so far says are needed (:func:`more_needed`). What was read past
-    the cut is left, so the head is the same however far the hits were read."""
+    """The head of ``hits`` up to its ``count``-th hit that ``apart`` does not set apart,
+    and the ids set apart in it; read ``first`` at a time, then as :func:`more_needed`
+    says. The head is the same however far the hits were read."""
     kept: Ranking = []
     aside: set[str] = set()
     others = read = 0
@@ -248,9 +204,7 @@ def take_beside(hits: Hits, apart: Callable[[Sequence[str]], set[str]], count: i
 
 
 def search_beside(hits: Hits, apart: SetApart, count: int, first: int) -> Ranking:
-    """The best ``count`` of ``hits`` (a search that left out the window's records
-    itself, ``apart.excluded``) that are not set apart (the user's own questions),
-    read as far as needed (:func:`take_beside`)."""
+    """The best ``count`` of ``hits`` not set apart, read as far as needed."""
     kept, aside = take_beside(hits, apart, count, first)
     return [(i, s) for i, s in kept if i not in aside]
 
@@ -266,14 +220,9 @@ Line = tuple[Optional[str], str, bool]
 
 class KnownLines:
     """The :data:`Line` of records by id, kept across retrievals for the last
-    :data:`LINES_HELD` records read.
-
-    A record's id is its content's hash (with its source and user), so the role and text
-    of an id do not change while it is stored: a retrieval checks a few hundred
-    candidates, most of them the same from one turn to the next, and reads only the
-    others. What it holds is not a proof that a record still exists: the reads that
-    make a retrieval's results (:meth:`RecordReads.get`) still read the store. A source
-    that forgets records calls :meth:`clear`, so no forgotten text stays held here."""
+    :data:`LINES_HELD` records read: an id is its content's hash, so its line never
+    changes. It is no proof a record exists (:meth:`RecordReads.get` still reads the
+    store); a source that forgets records calls :meth:`clear`."""
 
     def __init__(self, held: int = LINES_HELD) -> None:
         self.held = held
@@ -309,8 +258,7 @@ class RecordReads:
         store: the system of record.
         scope: whose records (the store checks the user, as on every read).
         source: the source's name.
-        known: the lines read before (the source keeps them across its retrievals); new
-            ones when not given.
+        known: the lines read before, kept by the source across retrievals.
     """
 
     def __init__(
@@ -325,9 +273,8 @@ class RecordReads:
         self._missing: set[str] = set()  # asked for and not found (gone, or another user's)
 
     def get(self, ids: Sequence[str], alive_at: Optional[float] = None) -> dict[str, MemoryRecord]:
-        """The records of ``ids`` that exist (and are alive at ``alive_at`` when given),
-        as :meth:`~llama_memory.storage.sql.records.RecordStore.get_records` gives them; only
-        the ids not asked for before are read from the store."""
+        """The records of ``ids`` that exist (and are alive at ``alive_at`` when given);
+        only the ids not asked for before are read from the store."""
         unread = [i for i in dict.fromkeys(ids) if i not in self._rows and i not in self._missing]
         if unread:
             rows = self.store.get_records(unread, self.scope, self.source)
@@ -342,10 +289,8 @@ class RecordReads:
         }
 
     def lines(self, ids: Sequence[str]) -> dict[str, Line]:
-        """The :data:`Line` of each record of ``ids`` that exists (expired or not, as
-        :meth:`get` without ``alive_at``; or held in :attr:`known`), in the order of
-        ``ids``; the ids neither read before nor held are read light
-        (:meth:`~llama_memory.storage.sql.records.RecordStore.get_texts`)."""
+        """The :data:`Line` of each record of ``ids`` that exists (expired or not), in
+        order; the ids neither read nor held are read light (role and text only)."""
         lines, missing = self._lines, self._missing
         unread = [i for i in dict.fromkeys(ids) if i not in lines and i not in missing]
         if unread:
@@ -364,7 +309,6 @@ class RecordReads:
         return {i: line[1] for i, line in self.lines(ids).items()}
 
     def questions(self, ids: Sequence[str]) -> dict[str, tuple[str, bool]]:
-        """The text of each record of ``ids`` that exists (read as :meth:`lines` reads),
-        and whether it is only the user's own questions
-        (:func:`~llama_memory.retrieval.relevance.asks_only`)."""
+        """The text of each record of ``ids`` that exists, and whether it is only the
+        user's own questions."""
         return {i: (line[1], line[2]) for i, line in self.lines(ids).items()}

@@ -1,50 +1,13 @@
-"""Excerpts: the best-scored messages of a search, grouped with their neighbours, and how
-many a question gets.
+"""Excerpts: the best-scored messages of a search grouped with their session neighbours
+(the evidence is often split over a question and its reply), and how many a question
+gets (docs/concepts.md, "Retrieval").
 
-In a conversation the evidence for an answer is often split over adjacent
-messages: a question and its reply ("How long have you been married?" / "5 years
-already!"), a statement and its follow-up. A ranking of single messages finds one
-half and misses the other. So a search returns *excerpts*: each one a run of
-consecutive messages of one session, built around the best-scored messages.
-
-How excerpts are packed (:func:`pack_excerpts`), walking down the fused ranking:
-
-1. a message already inside an excerpt is skipped;
-2. a message at most ``gap`` positions from an excerpt of its session joins it,
-   together with the messages in between (they are context for both);
-3. otherwise it starts a new excerpt, while there are fewer than ``k``;
-4. this stops when the excerpts hold ``max_messages`` messages;
-5. what budget is left extends each excerpt, best first, by the message after
-   it, then by the message before it.
-
-An excerpt is returned as one :class:`~llama_memory.core.types.MemoryRecord` whose
-``message_ids`` are those of all its messages (:meth:`Excerpt.as_record`), so ``k``
-excerpts may carry up to ``max_messages`` messages: the caller's token budget (the
-memory block) still applies to their text. In that text the message that made the
-excerpt is whole and each neighbour is cut to :data:`NEIGHBOUR_CHARS` characters
-(:func:`neighbour_text`): the text is built here once, so ``search()``, the block and
-``explain`` all show the same excerpt.
-
-How many excerpts a question gets. "What activities does Melanie partake in?", "What
-pets does Nate have?", "How many children does Melanie have?", "What has Melanie
-painted?": the answer is gathered from
-many sessions, one turn in each (pottery in one, camping in another, swimming in a
-third), and those turns share few words with the question or with each other. Of the
-multi-hop evidence turns the block missed on LoCoMo, 64 of 184 were among the ranking's
-candidates, 31 of them ranked 10th to 29th: more excerpts reach some (docs/benchmarks.md,
-"Multi-hop, third round").
-
-So a question that asks for a set (:func:`asks_for_a_set`) gets :data:`SET_SPREAD`
-times the records of another (:func:`records_for`), each one an excerpt of the same
-length; the memory's token budget still caps the block. More but shorter excerpts (the
-same number of messages) lost recall, for every question and for set questions alone:
-the neighbouring turns are often the evidence.
-
-The test is on the question's words only (no model): a plural noun right after
-"what"/"which" ("what activities", "which cities", "what kind of books", "what outdoor
-activities has..."), "how many", "both", "in what ways", "what has/have X (verb)ed".
-On LoCoMo's dev questions it holds for 82 of 142 multi-hop questions and 28 of 418
-single-hop ones.
+A question that asks for a set (:func:`asks_for_a_set`, by its words alone: true for 82
+of LoCoMo's 142 dev multi-hop questions and 28 of 418 single-hop ones) gets
+:data:`SET_SPREAD` times the records (:func:`records_for`): of the multi-hop evidence
+turns the block missed, 31 of 184 ranked 10th to 29th. More but shorter excerpts lost
+recall: the neighbouring turns are often the evidence (docs/benchmarks.md, "Multi-hop,
+third round").
 """
 
 from __future__ import annotations
@@ -57,10 +20,8 @@ from typing import NamedTuple, Optional
 from ..core.types import MemoryRecord
 
 #: A question that asks for a set gets this many times the records of another, chosen
-#: leave-one-conversation-out on LoCoMo (three folds of five chose 1.3, two 1.5) among
-#: 1, 1.2, 1.3, 1.4, 1.5 and 1.7
-#: (``python -m bench.multihop --weights 0.5 --set-spreads 1,1.2,1.3,1.4,1.5,1.7``;
-#: docs/benchmarks.md, "Multi-hop, third round").
+#: leave-one-conversation-out on LoCoMo (three folds of five chose 1.3, two 1.5)
+#: (``python -m bench.multihop --weights 0.5 --set-spreads 1,1.2,1.3,1.4,1.5,1.7``).
 SET_SPREAD = 1.3
 
 # Verbs that follow "what"/"which" and end like a plural ("what does", "what has").
@@ -84,8 +45,8 @@ def _plural(word: str) -> bool:
 
 def asks_for_a_set(question: str) -> bool:
     """Whether ``question`` asks for several things gathered from the history ("What
-    activities does Melanie partake in?", "How many children does Melanie have?"),
-    rather than for one ("What is Caroline's identity?"). See the module."""
+    activities does Melanie partake in?", "how many", "both", "in what ways"), rather
+    than for one ("What is Caroline's identity?")."""
     if not isinstance(question, str):
         raise TypeError(f"asks_for_a_set() takes the question as a str, not {type(question).__name__}")
     found = _WORD.findall(question.casefold())
@@ -98,9 +59,8 @@ def asks_for_a_set(question: str) -> bool:
         rest = rest[2:]
     if not rest or rest[0] in _AUXILIARIES:
         return False
-    # "what activities ...", or "what outdoor activities has ...": the plural noun may
-    # follow one word (an adjective) when an auxiliary comes next ("which activity
-    # helps Nate" is no set: "helps" is a verb).
+    # "what outdoor activities has ...": the plural noun may follow an adjective when an
+    # auxiliary comes next ("which activity helps Nate" is no set: "helps" is a verb).
     return _plural(rest[0]) or (len(rest) >= 3 and _plural(rest[1]) and rest[2] in _AUXILIARIES)
 
 
@@ -120,11 +80,9 @@ def records_for(question: str, k: int, spread: float = SET_SPREAD) -> int:
 #: Messages from an excerpt that a new hit may be and still join it (1: adjacent only).
 JOIN_GAP = 2
 
-#: At most this many characters of a neighbour (a message of an excerpt other than the
-#: one that made it) are shown in the excerpt's text. A neighbour is context for the hit;
-#: a pasted document or a long generated reply next to it would otherwise make a search
-#: result of megabytes and an excerpt that never fits a block (which then drops all the
-#: context). About 250 tokens: a whole ordinary chat message.
+#: At most this many characters of a neighbour are shown in the excerpt's text (about 250
+#: tokens): a pasted document next to a hit would otherwise make a search result of
+#: megabytes and an excerpt that never fits a block.
 NEIGHBOUR_CHARS = 1000
 
 #: What stands for the characters cut from a neighbour (``{n}``: how many).
@@ -132,8 +90,7 @@ CUT_MARKER = "[… {n:,} more characters …]"
 
 
 class Positioned(NamedTuple):
-    """A record id and its position in its session (any number that orders the
-    session's records, e.g. the storage row id)."""
+    """A record id and its position in its session (any number that orders it)."""
 
     position: int
     record_id: str
@@ -144,7 +101,7 @@ Neighbourhood = Sequence[Positioned]
 
 Neighbourhoods = Callable[[Sequence[str]], Mapping[str, Sequence[tuple[int, str]]]]
 """Gives, for record ids, each one's neighbourhood as (position, record id) pairs in
-order; ids it leaves out (records deleted meanwhile, another user's) are skipped."""
+order; ids it leaves out are skipped."""
 
 
 @dataclass
@@ -195,18 +152,14 @@ def join_parts(
     hit: MemoryRecord,
     omitted_before: Optional[Mapping[str, int]] = None,
 ) -> MemoryRecord:
-    """One record for consecutive message records: ``hit`` itself when it is the only
-    part; else a record whose text holds one ``role: text`` line per part, whose
-    ``message_ids`` are all of theirs, whose ``parts`` are they, and whose score, time,
-    scope and id are the hit's (``metadata["hit"]`` names it).
+    """One record for consecutive message records (``hit`` itself when alone): one
+    ``role: text`` line per part (neighbours cut by :func:`neighbour_text`), all their
+    ``message_ids``, the parts whole in ``parts``, the hit's score, time, scope and id
+    (``metadata["hit"]`` names it).
 
-    Each part but the hit shows at most :data:`NEIGHBOUR_CHARS` of its text
-    (:func:`neighbour_text`); ``parts`` keep their whole text.
-
-    ``omitted_before`` maps a part's id to how many messages of the conversation were
-    left out just before it (:func:`without`): the text says so on a line of its own
-    (:data:`GAP_MARKER`), so two lines that did not follow each other never read as
-    one turn answering the other (``metadata["omitted_before"]`` keeps the map).
+    ``omitted_before`` maps a part's id to how many messages were left out just before
+    it: a :data:`GAP_MARKER` line says so, so two lines that did not follow each other
+    never read as one turn answering the other.
     """
     if len(parts) <= 1:
         return hit
@@ -243,10 +196,9 @@ def join_parts(
 
 
 def neighbour_text(text: str, keep_end: bool = False) -> str:
-    """``text`` as an excerpt shows a neighbour: whole up to :data:`NEIGHBOUR_CHARS`
-    characters, else that many with :data:`CUT_MARKER` for the rest. ``keep_end``
-    keeps the end instead of the start: a neighbour before the hit is context for it
-    by its end (a long message that ends with the question the hit answers)."""
+    """``text`` as an excerpt shows a neighbour: up to :data:`NEIGHBOUR_CHARS`
+    characters, :data:`CUT_MARKER` for the rest; ``keep_end`` keeps the end (a neighbour
+    before the hit is context for it by its end)."""
     if len(text) <= NEIGHBOUR_CHARS:
         return text
     marker = CUT_MARKER.format(n=len(text) - NEIGHBOUR_CHARS)
@@ -272,10 +224,8 @@ def hit_of(record: MemoryRecord) -> MemoryRecord:
 
 def without(record: MemoryRecord, unwanted: Callable[[MemoryRecord], bool]) -> Optional[MemoryRecord]:
     """An excerpt without the parts ``unwanted`` selects (None if nothing is left); a
-    plain record is kept or dropped whole. When the hit is dropped the best remaining
-    part stands in for it, keeping the excerpt's score. Parts left out between two kept
-    ones leave a gap marker in the text (see :func:`join_parts`); parts left out at
-    either end need none."""
+    plain record is kept or dropped whole. A dropped hit's place goes to the best
+    remaining part; parts left out between two kept ones leave a gap marker."""
     if not record.parts:
         return None if unwanted(record) else record
     kept = [p for p in record.parts if not unwanted(p)]
@@ -314,15 +264,13 @@ def _position(parts: Sequence[MemoryRecord], part: MemoryRecord) -> int:
 class WideNeighbourhoods:
     """:data:`Neighbourhoods` for :func:`pack_excerpts` that read each hit's session
     ``2 * gap`` to each side, so that a hit near one read already needs no read of its
-    own: a hit that joins an excerpt lies within ``gap`` of a hit whose neighbourhood was
-    read, so its own (``gap`` to each side) lies within that wider window. Each answer
-    is what a read of ``gap`` to each side would give (the same excerpts: tests
-    compare), in fewer statements (3.4 to 1.5 a get() at 1M records on PostgreSQL:
-    docs/benchmarks.md, "PostgreSQL get() at 1M, fifth round").
+    own. The same answers as a read of ``gap`` (tests compare), in fewer statements (3.4
+    to 1.5 a get() at 1M records on PostgreSQL: docs/benchmarks.md, "PostgreSQL get() at
+    1M, fifth round").
 
     Args:
-        read: gives, for record ids and a radius, each one's session neighbours that
-            far to each side (``session_neighbours`` of the record port).
+        read: gives, for record ids and a radius, each one's session neighbours
+            (``session_neighbours`` of the record port).
         gap: the neighbourhood's radius that :func:`pack_excerpts` asks for.
     """
 
@@ -355,8 +303,8 @@ class WideNeighbourhoods:
         return found
 
     def _cut(self, record_id: str) -> Optional[Sequence[tuple[int, str]]]:
-        """``record_id``'s neighbourhood of ``gap`` each side, if a window read holds
-        all of it (or reaches its session's edge); None if not."""
+        """``record_id``'s neighbourhood of ``gap`` each side if a window read holds it
+        all (or reaches its session's edge), else None."""
         place = self._where.get(record_id)
         if place is None:
             return None
@@ -383,14 +331,17 @@ def pack_excerpts(
     *,
     gap: int = JOIN_GAP,
 ) -> list[Excerpt]:
-    """Group a ranking of message records into at most ``k`` excerpts (see the module).
+    """Group a ranking of message records into at most ``k`` excerpts, walking down it: a
+    message within ``gap`` of an excerpt of its session joins it with the messages
+    between, else starts a new one while there are fewer than ``k``; the walk stops at
+    ``max_messages``, and what is left extends each excerpt, best first, by the message
+    after, then before.
 
     Args:
         ranked: (record id, fused score) best first.
-        neighbourhoods: gives each record's session neighbours (``gap`` on each side);
-            called on successive slices of ``ranked`` (``k`` ids at a time) only as
-            far as the walk goes, and once there are ``k`` excerpts only for the hits
-            that could still join one.
+        neighbourhoods: gives each record's session neighbours (``gap`` on each side),
+            called ``k`` ids at a time as far as the walk goes, and once there are ``k``
+            excerpts only for the hits that could still join one.
         k: at most this many excerpts.
         max_messages: at most this many messages in all (at least ``k`` are allowed).
         gap: how far (in messages) a hit may be from an excerpt and still join it.
@@ -417,10 +368,9 @@ def pack_excerpts(
         if used >= budget:
             break
         if len(excerpts) >= k:
-            # No new excerpt: only a hit within ``gap`` of one can still join it, and
-            # an excerpt's edges are hits, whose neighbourhoods (``gap`` each side) were
-            # looked up. So a hit in none of them is skipped without a lookup, which
-            # spares most of the walk's reads; the result is the same.
+            # Only a hit within ``gap`` of an excerpt can still join it, and an excerpt's
+            # edges are hits whose neighbourhoods were looked up: a hit in none of them
+            # is skipped without a lookup (most of the walk's reads; the same result).
             if record_id not in near or record_id in owner:
                 continue
             if record_id not in hoods:  # with those of the next few that could join

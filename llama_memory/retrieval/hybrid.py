@@ -1,46 +1,15 @@
 """The one hybrid search: rows found by words (the lexical index port) and by meaning
-(the dense index, the overlay and the vectors held in memory of :class:`~.sync.IndexSync`),
-fused by :func:`~.ranking.fuse_scores` (measured better than reciprocal-rank fusion on
-LoCoMo, docs/benchmarks.md).
+(the dense index, the overlay and the held vectors of :class:`~.sync.IndexSync`), fused by
+:func:`~.ranking.fuse_scores`; and the second hop (:func:`second_hop`): the best hits'
+rare link words searched with the query, one lexical search and no embedding
+(docs/concepts.md, "The second hop"; ``python -m bench.multihop``).
 
-A caller may leave some records out (the vector source: the conversation's own
-messages, by id): each retriever leaves them out where it chooses its candidates. It may
-also set some candidates apart (the user's own earlier questions, and a record of the
-window's text under another role): they take no place among a retriever's candidates,
-which asks for more instead, and no part in scaling the others' scores. Without that,
-the message an agent has just stored was every question's best candidate (cosine 1,
-every word shared): it took a place of the pool, scaled every other score down and
-seeded the second hop (docs/benchmarks.md, "The agent flow and earlier questions in
-retrieval").
-
-**The second hop** (:func:`second_hop`, after the first search): what the best hits of a
-search name leads to other messages.
-
-Evidence for a question is often spread over sessions ("Where did Caroline move from?":
-one session says she moved from her home country, a later one that her home country is
-Sweden). The first search finds the message that shares the question's words; the
-other one shares none, only the first one's words ("home country"). So, after the first
-ranking (:func:`second_hop`):
-
-1. the best ``seeds`` hits are the seeds (never the user's own questions nor the message
-   just put: the vector source sets those apart first, :mod:`llama_memory.retrieval.apart`);
-2. each seed's *link words* are its content words that the query does not have and that
-   are rare in the store (held by at least two records, the seed and another, and by at
-   most :data:`MAX_LINK_SHARE` of them): names, places, things; common words link
-   everything to everything;
-3. one lexical search for the query's words and every seed's link words finds the messages
-   that carry the link, the query's words adding to it where they occur;
-4. those candidates join the ranking with ``weight`` times the seed's score times their
-   score normalised by the best found message holding that seed's links (as if each
-   seed had been searched alone; a hop is never worth more than its seed), or keep
-   their own score when it is higher.
-
-A lexical hop only: it needs no new embedding (a seed's text is searched as words), and
-every seed's link words go into one text search (with the query's words): it costs one
-indexed text search, one look-up of word counts and one read of the found records'
-texts (which seed's links each holds) per retrieval. The weight is chosen by
-leave-one-conversation-out on LoCoMo (``python -m bench.multihop``; the figures are
-in docs/benchmarks.md, "Multi-hop").
+A caller may leave records out (the conversation's own messages, by id) and set
+candidates apart (the user's earlier questions): they take no place among a retriever's
+candidates and no part in scaling the others' scores. Without that, the message an agent
+had just stored was every question's best candidate (cosine 1): it took a place, scaled
+every other score down and seeded the second hop (docs/benchmarks.md, "The agent flow
+and earlier questions in retrieval").
 """
 
 from __future__ import annotations
@@ -90,9 +59,8 @@ class HybridSearch:
         cosines: Optional[dict[str, float]] = None,
     ) -> Ranking:
         """Every candidate of the two retrievers (``pool`` each) of the scope's user, by
-        fused score (:func:`~.ranking.fuse_scores`), best first. Given ``cosines``, the
-        candidates' cosines with the query are put in it (fused scores are rescaled per
-        query; a cosine is absolute evidence, :mod:`llama_memory.retrieval.relevance`)."""
+        fused score, best first; their cosines with the query are put in ``cosines`` when
+        given (a fused score is rescaled per query, a cosine is absolute evidence)."""
         ranked, _ = self.search_apart(
             query, scope, pool, _nothing_apart, dense_weight=dense_weight, lexical_weight=lexical_weight, cosines=cosines
         )
@@ -115,12 +83,10 @@ class HybridSearch:
         with the candidates that ``apart`` picks set apart: the others by fused score,
         best first, and those set apart, fused among themselves.
 
-        A record left out is no candidate at all. A candidate set apart takes no place
-        among a retriever's ``pool`` (each ranking is read ``spare`` further to begin with,
-        and further as needed) and no part in scaling the others' scores: they rank
-        as if neither were stored. Those set apart are the ones ranked before a
-        retriever's ``pool``-th other candidate: what it was asked for beyond that
-        changes nothing."""
+        A candidate set apart takes no place among a retriever's ``pool`` (each ranking
+        is read ``spare`` further to begin with, and further as needed) and no part in
+        scaling the others' scores. Those set apart are the ones ranked before a
+        retriever's ``pool``-th other candidate."""
         lexical, dense, aside = self._candidates(
             query, scope, pool, dense_weight, lexical_weight, apart, exclude, spare
         )
@@ -144,16 +110,15 @@ class HybridSearch:
         lexical_weight: float = 1.0,
         exclude: Collection[str] = (),
     ) -> tuple[Ranking, dict[str, float]]:
-        """The two rankings before fusion: lexical (id, score) best first, and the cosine
-        by id of the dense candidates and, where it can be had, of the lexical ones; the
-        records of ``exclude`` (ids) left out. A caller with more signals (the triple
-        source's entity links) fuses them itself."""
+        """The two rankings before fusion, ``exclude`` (ids) left out: lexical (id, score)
+        best first, and the cosine by id of the dense candidates and, where it can be had,
+        of the lexical ones (for a caller fusing more signals: the triple source)."""
         lexical, dense, _ = self._candidates(query, scope, pool, dense_weight, lexical_weight, exclude=exclude)
         return lexical, dense
 
     def dense_hits(self, query: str, scope: Scope, exclude: Collection[str] = (), first: int = 30) -> Hits:
-        """The dense ranking alone (id, cosine), best first, the records of ``exclude``
-        left out, read as far as the caller reads (``first``: how far it expects to)."""
+        """The dense ranking alone (id, cosine), best first, ``exclude`` left out, read as
+        far as the caller reads (``first``: how far it expects to)."""
         owner = (scope.tenant_id, scope.require_user(f"the {self.sync.collection!r} memory source"))
         return self._hits(query, scope, owner, first, 1.0, 0.0, exclude)[1]
 
@@ -168,12 +133,8 @@ class HybridSearch:
         exclude: Collection[str] = (),
         spare: int = 0,
     ) -> tuple[Ranking, dict[str, float], set[str]]:
-        """:meth:`candidates`, and the ids among them that ``apart`` set apart (each
-        retriever keeps ``pool`` others besides them, see :meth:`search_apart`).
-
-        Each retriever is searched once, and its ranking read as far as its ``pool``-th
-        candidate not set apart (:func:`~.apart.take_beside`): those set apart make it
-        read further, never search again."""
+        """:meth:`candidates`, and the ids ``apart`` set apart; each retriever is searched
+        once and its ranking read further for those (:func:`~.apart.take_beside`)."""
         sync = self.sync
         owner = (scope.tenant_id, scope.require_user(f"the {sync.collection!r} memory source"))
         first = pool + (max(spare, 0) if apart is not None else 0)
@@ -197,9 +158,8 @@ class HybridSearch:
         self, query: str, scope: Scope, owner: tuple[str, str], first: int,
         dense_weight: float, lexical_weight: float, exclude: Collection[str] = (),
     ) -> tuple[Hits, Hits, dict[str, Any]]:
-        """Each retriever's ranking, the records of ``exclude`` left out, read as far as
-        the caller reads (``first``: how far it expects to): lexical (id, score) and
-        dense (id, cosine), best first; and what the dense side found to read vectors
+        """Each retriever's lazy ranking, ``exclude`` left out: lexical (id, score) and
+        dense (id, cosine), best first; and what the dense side found, to read vectors
         from later."""
         sync = self.sync
         resident_hits: Optional[Hits] = None
@@ -236,9 +196,8 @@ class HybridSearch:
     def _add_cosines(
         self, dense: dict[str, float], missing: Sequence[str], owner: tuple[str, str], found: dict[str, Any]
     ) -> None:
-        """Put in ``dense`` the cosine of each ``missing`` lexical candidate outside the
-        dense pool, so that fusion compares like with like (a missing score would count
-        as the worst)."""
+        """Put in ``dense`` the cosine of each ``missing`` lexical candidate, so that
+        fusion compares like with like (a missing score would count as the worst)."""
         sync, vector, resident, waiting = self.sync, found["vector"], found["resident"], found["waiting"]
         vectors: dict[str, Any] = {i: waiting[i] for i in missing if i in waiting}
         rest = [i for i in missing if i not in vectors]
@@ -254,8 +213,7 @@ def _best_first(pairs: Iterable[tuple[str, float]]) -> Ranking:
 
 
 def _merged(held: Hits, waiting: Ranking) -> Hits:
-    """Two rankings by cosine as one, best first (on a tie, ``held``'s first; an id in
-    both, once)."""
+    """Two rankings by cosine as one, best first (ties: ``held``'s first; an id once)."""
     given: set[str] = set()
     for i, score in heapq.merge(held, waiting, key=lambda pair: -pair[1]):
         if i not in given:
@@ -291,8 +249,7 @@ def link_words(
     links: int = LINKS,
 ) -> list[str]:
     """A seed's link words, rarest first: content words of ``seed_text`` not in ``query``
-    (compared by stem), held by 2 to ``MAX_LINK_SHARE * total`` records (``counts``: records
-    holding each word; ``total``: records in the store)."""
+    (by stem), held by 2 to ``MAX_LINK_SHARE * total`` of the store's records."""
     asked = {stem(w) for w in content_words(query)}
     most = max(2, int(MAX_LINK_SHARE * total))
     candidates = [
@@ -312,7 +269,9 @@ def second_hop(
     weight: float,
     seeds: int = SEEDS,
 ) -> list[tuple[str, float]]:
-    """``ranked`` with what its best hits link to (see the module), best first.
+    """``ranked`` with what its best hits link to, best first: a found message joins at
+    ``weight`` times its seed's score times its score normalised among that seed's finds
+    (never more than its seed), or keeps its own score when higher.
 
     Args:
         query: the query of the first search.
@@ -320,8 +279,7 @@ def second_hop(
         seed_texts: the text of (at least) the first ``seeds`` ids of ``ranked``.
         word_counts: gives (records in the store, records holding each word).
         search: a lexical search, (id, score) best first, for a text; called once.
-        texts: gives the text of records the search found (to tell which seed's links
-            each one holds).
+        texts: gives the text of found records (which seed's links each holds).
         weight: what a hop is worth against the first ranking (0 turns it off).
         seeds: how many of the best hits are followed.
     """
@@ -339,11 +297,9 @@ def second_hop(
     linking = [(s, links) for s, links in linking if links]
     if not linking:
         return list(ranked)
-    # One search for every seed's links at once: a search per seed cost three times as
-    # much (docs/benchmarks.md, "Multi-hop"). What each candidate is worth is still
-    # reckoned per seed, as if each had been searched alone: among the candidates that
-    # hold that seed's links, normalised by the best of them (normalising by the best of
-    # all let one seed's very rare link sink the others' and cost recall).
+    # One search for every seed's links: a search per seed cost three times as much
+    # (docs/benchmarks.md, "Multi-hop"). Each candidate is still normalised per seed:
+    # normalising by the best of all let one seed's very rare link sink the others'.
     links = dict.fromkeys(w for _, seed_links in linking for w in seed_links)
     seeded = {i for i, _ in tops}
     found = [(i, s) for i, s in search(" ".join([query, *links])) if i not in seeded and s > 0]

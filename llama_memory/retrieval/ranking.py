@@ -1,34 +1,9 @@
-"""How candidates are ranked: the rankings of several retrievers (dense, lexical) fused
-into one, then importance and recency added.
-
-Two ways of fusing are offered:
-
-- :func:`fuse_scores`, what the vector source uses: each retriever's scores are
-  put on a common 0..1 scale (BM25 divided by the best BM25 of the query; cosine
-  min-max scaled over the candidates) and added, weighted, the words' part weighed
-  by how close in meaning the record is. A candidate found by
-  one retriever only still gets the other's score when it can be computed (the
-  cosine of a lexical hit), so a strong match on one side is not drowned by a
-  mediocre match on both, which is what reciprocal-rank fusion rewards.
-- :func:`fuse_rankings`, reciprocal-rank fusion, for rankings whose scores have no
-  common meaning at all (the triple source's dense, lexical and entity lists).
-
-Measured on LoCoMo (docs/benchmarks.md): score fusion beats reciprocal-rank fusion
-of the same candidates, and reciprocal-rank fusion gets worse as the pools grow.
-
-Importance and recency, what besides relevance ranks a record: a source's ranking is by how well a record matches the query. Two small terms are
-added to it, so that among records that match about as well the one that matters more,
-or is more recent, comes first ("I now prefer coffee" before last year's "I prefer tea"):
-
-    rank = score / best score of the query
-           + recency_weight * 2 ** (-age / half_life)
-           + importance_weight * importance
-
-``age`` is the time since the record happened or was last shown in a block, whichever
-is later; ``importance`` is in 0..1: a formation pass's judgement when it gave one, else
-simple signals (:func:`signal_importance`). The weights are small (0.15 and 0.1 by
-default): a record must match nearly as well as another to overtake it. Measured on
-LoCoMo in docs/benchmarks.md ("Importance and recency").
+"""How candidates are ranked: the rankings of several retrievers fused into one
+(:func:`fuse_scores` for the vector source; :func:`fuse_rankings`, reciprocal-rank
+fusion, for rankings whose scores share no meaning: the triple source's), then importance
+and recency added with small weights (:class:`Salience`). Score fusion beat
+reciprocal-rank fusion of the same candidates on LoCoMo, which got worse as the pools
+grew (docs/benchmarks.md); the formulas are in docs/concepts.md ("Retrieval").
 """
 
 from __future__ import annotations
@@ -54,9 +29,8 @@ def fuse_rankings(
         rrf_k: the rank offset; larger values flatten the difference between ranks.
 
     Returns:
-        (id, fused score) best first; an id's score is the sum over the rankings
-        that hold it of ``weight / (rrf_k + rank)`` (ranks start at 1). Ties keep
-        the order in which ids were first seen.
+        (id, sum of ``weight / (rrf_k + rank)`` over the rankings holding it) best first;
+        ties keep the order of first appearance.
     """
     fused: dict[str, float] = {}
     for ranking, weight in rankings:
@@ -83,16 +57,12 @@ def fuse_scores(
         lexical_weight, dense_weight: the weights of the two (0 turns one off).
 
     Returns:
-        (id, score in 0..1) best first over every candidate of either retriever.
-        A lexical score is divided by the best lexical score of the query (so the
-        best word match scores 1 and one without words 0); a dense score is scaled
-        so that the worst candidate scores 0 and the best 1. The lexical score is then
-        weighed by how close the record is in meaning, from half (the farthest
-        candidate) to all of it (the closest): word overlap alone cannot bury a strong
-        meaning match (measured: docs/benchmarks.md, "Everyday recall"). With both
-        sides on, the :data:`MEANING_PLACES` closest records in meaning are lifted to
-        a place near the top, however many records share more words. Ties keep the
-        order of first appearance: lexical candidates, then dense ones.
+        (id, score in 0..1) best first over every candidate of either retriever: BM25
+        divided by the query's best, the cosine min-max scaled, the words' part weighed
+        from half (the farthest in meaning) to all (the closest), so word overlap alone
+        cannot bury a strong meaning match (docs/benchmarks.md, "Everyday recall"); the
+        :data:`MEANING_PLACES` closest in meaning lifted near the top. Ties keep the
+        order of first appearance.
     """
     total = max(lexical_weight, 0.0) + max(dense_weight, 0.0)
     if total == 0:
@@ -108,9 +78,8 @@ def fuse_scores(
     for item in candidates:
         words = lexical_scores.get(item, 0.0) / best_lexical if best_lexical > 0 else 0.0
         meaning = (dense.get(item, low) - low) / spread if spread > 0 else 0.0
-        # Words count in full only where the meaning agrees: a record that shares a
-        # common word with the question ("eat", "mum", "morning") and nothing else
-        # counts half, so it can never outrank the closest record in meaning.
+        # A record sharing only a common word ("eat", "mum") counts half: it can never
+        # outrank the closest record in meaning.
         agreement = (1.0 + meaning) / 2.0 if wd > 0 and spread > 0 else 1.0
         fused.append((item, wl * words * agreement + wd * meaning))
     ranked = sorted(fused, key=lambda pair: pair[1], reverse=True)
@@ -127,7 +96,7 @@ MEANING_PLACES = 3
 
 
 def _keep_meaning_places(ranked: list[tuple[str, float]], dense: Mapping[str, float], places: int) -> list[tuple[str, float]]:
-    """``ranked`` with the ``places`` closest records in meaning lifted (:data:`MEANING_PLACES`)."""
+    """``ranked`` with the ``places`` closest records in meaning lifted."""
     scores = dict(ranked)
     closest = sorted((i for i in scores if i in dense), key=lambda i: dense[i], reverse=True)[:places]
     for n, item in enumerate(closest):
@@ -145,10 +114,9 @@ class Salience:
     """The weights of recency and importance in a source's ranking.
 
     Args:
-        recency_weight: what a record happened (or was used) just now adds to its
-            normalised score (0 turns recency off).
+        recency_weight: what a record of just now adds to its normalised score (0: off).
         half_life: seconds after which the recency term is halved (default 90 days).
-        importance_weight: what an importance of 1 adds (0 turns importance off).
+        importance_weight: what an importance of 1 adds (0: off).
     """
 
     recency_weight: float = 0.15
@@ -197,8 +165,8 @@ NO_SALIENCE = Salience(recency_weight=0.0, importance_weight=0.0)
 
 
 def latest_time(record: MemoryRecord) -> float | None:
-    """When the record (the latest of its parts, for an excerpt) happened, or was last
-    shown in a block, whichever is later; its storage time when it has no event time."""
+    """When the record (its latest part) happened or was last shown, whichever is later;
+    its storage time when it has no event time."""
     parts = record.parts or [record]
     happened = [r.event_time if r.event_time is not None else r.ingested_at for r in parts]
     times = [t for t in (*happened, *(r.last_used for r in (record, *parts))) if t is not None]
@@ -206,9 +174,8 @@ def latest_time(record: MemoryRecord) -> float | None:
 
 
 def signal_importance(record: MemoryRecord) -> float:
-    """The record's importance in 0..1: a formation pass's judgement when there is one
-    (the highest of its parts), else simple signals: 0.4, plus 0.2 if the user said it,
-    plus 0.2 if it was said more than once (the dedup merged its messages), plus 0.2 if
+    """The record's importance in 0..1: a formation pass's judgement (its parts'
+    highest), else 0.4 plus 0.2 each if the user said it, it was said more than once,
     it was shown in a block before."""
     parts = record.parts or [record]
     judged = [r.importance for r in (record, *parts) if r.importance is not None]

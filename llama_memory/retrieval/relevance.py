@@ -1,33 +1,13 @@
-"""Relevance: an absolute score for every retrieved record.
+"""Relevance: an absolute score for every retrieved record, decided without storage.
 
-Decided without storage (the sources and the memory feed it what they measured).
-
-**How relevant is a record?** A ranking's scores are relative: the fused score of the
-vector source is rescaled per query, so the best hit scores high even when nothing
-matches ("hi" against a store of hotel bookings). :class:`Calibration` turns absolute
-evidence about a record (:class:`Evidence`) into a probability-like relevance in 0..1
-that means the same across queries and stores:
-
-- ``cosine``: the dense cosine similarity of the record with the query;
-- ``lexical``: the share of the query's words the record contains, each word weighted
-  by its inverse document frequency in the store (:func:`lexical_share`). A word the
-  store has never seen weighs the most, so a question about people or events the user
-  never mentioned has a low share everywhere;
-- the best of both among the query's candidates, and how much of the query the store
-  has never seen (``unknown``, ``unknown_name``).
-
-The calibration is a logistic model over the record's own evidence, fitted on both
-development corpora by ``python -m bench.calibrate``: the relevance of a record is the
-estimated chance that it holds the answer to the question (LoCoMo: an evidence turn of
-the question; the everyday set: the fact asked about), and records retrieved for
-questions about things never said are negatives. It weighs no evidence of the other
-records of the store (the query's best match among them): a score means the same in a
-store of 3 records and in one of 2,000, and a record unrelated to the question scores
-low whatever else the store holds. Fitted on one corpus and judged on the other, and
-fitted on both, its figures are in docs/benchmarks.md ("Everyday recall").
-
-What to retrieve for (small talk, a message that refers back) is decided in
-:mod:`llama_memory.read.query_plan`.
+A ranking's scores are relative (the best hit of "hi" scores high), so
+:class:`Calibration`, a logistic model fitted on both development corpora
+(``python -m bench.calibrate``), turns a record's own :class:`Evidence` (its cosine, its
+idf-weighted share of the query's words, the query's unknown names) into the estimated
+chance in 0..1 that it holds the answer: the same in a store of 3 records and of 2,000.
+Described in docs/concepts.md ("Relevance: what gets into the block"); the figures are
+in docs/benchmarks.md ("Everyday recall"). Also here: the words and stems every
+retriever compares by.
 """
 
 from __future__ import annotations
@@ -42,11 +22,9 @@ from typing import Optional
 from ..core.text import word_tokens
 from ..core.types import MemoryRecord
 
-#: The default relevance floor (the memory's option of that name): records below it are kept out of the memory block.
-#: Set by measurement on both corpora (docs/benchmarks.md, "Everyday recall"): a
-#: record's relevance is its estimated chance of holding the answer, and about one
-#: record in ten that a question retrieves does; below this the block gained too little
-#: recall for the tokens it spent on questions about things never said.
+#: The default relevance floor (the memory's ``min_relevance``): records below it stay out
+#: of the block. Measured on both corpora (docs/benchmarks.md, "Everyday recall"): below
+#: it the block gained too little recall for the tokens it spent on things never said.
 DEFAULT_MIN_RELEVANCE = 0.03
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -59,9 +37,8 @@ _STOPWORDS = frozenset(
 )
 
 
-#: How many texts' words and stems :func:`words` and :func:`word_stems` keep: a
-#: retrieval reads the words of every candidate, and the same records come back turn
-#: after turn (a record's text never changes; the cache holds texts, not records).
+#: How many texts' words and stems :func:`words` and :func:`word_stems` keep: the same
+#: candidates come back turn after turn (the cache holds texts, not records).
 TEXTS_KEPT = 8192
 
 
@@ -92,8 +69,8 @@ _SUFFIXES = ("ingly", "edly", "ings", "ing", "ies", "ied", "ers", "er", "ed", "e
 
 @lru_cache(maxsize=65536)
 def stem(word: str) -> str:
-    """A crude stem ("hiking", "hikes", "hiked" -> "hik"), enough to match a query word
-    with the forms a record uses; the same on both sides, so it need not be a real root."""
+    """A crude stem ("hiking", "hikes", "hiked" -> "hik"), the same on both sides, so it
+    need not be a real root."""
     for suffix in _SUFFIXES:
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
             return word[: -len(suffix)]
@@ -106,10 +83,8 @@ STEMS_KEPT = 4096
 
 @lru_cache(maxsize=STEMS_KEPT)
 def content_stems(text: str) -> frozenset[str]:
-    """The stems of a text's content words. Cached: the hop asks which link words each
-    found message holds, and the same messages are found again and again (a record's
-    text never changes). A source that forgets records calls ``cache_clear()``, so no
-    forgotten text stays held here."""
+    """The stems of a text's content words (cached: the hop finds the same messages
+    again and again; a source that forgets records calls ``cache_clear()``)."""
     return frozenset(stem(w) for w in content_words(text))
 
 
@@ -147,18 +122,14 @@ class Evidence:
     """What is known of one record's match with a query: its own, and the query's.
 
     Attributes:
-        cosine: the record's dense cosine similarity with the query (None: not
-            computed, e.g. the dense side is off; taken as 0).
+        cosine: the record's dense cosine with the query (None: not computed; taken as 0).
         lexical: :func:`lexical_share` of the query's words in the record.
         best_cosine: the best cosine of any candidate of the query in this store.
         best_lexical: the best lexical share of any record retrieved for the query.
-        unknown: the idf-weighted share of the query's words that no record of the
-            store contains (a question about things never said has many).
+        unknown: the idf-weighted share of the query's words no record contains.
         unknown_name: 1.0 when the query names someone or something (a capitalised word
             after the first) that no record contains, else 0.0.
-        personal: 1.0 when the query is in the first person ("where should I eat?",
-            "plan my weekend"): a request about the user, which what they said of
-            themselves may serve without sharing a word with it (:func:`is_personal`).
+        personal: 1.0 when the query is in the first person (:func:`is_personal`).
         request: 1.0 when the query asks for advice in the first person (:func:`is_request`).
     """
 
@@ -195,28 +166,22 @@ class Evidence:
         return replace(self, best_cosine=cosine, best_lexical=self.lexical)
 
 
-#: A record whose own cosine with a request for advice in the first person is at least
-#: this serves it whatever its calibrated relevance (:func:`serves_request`). Unrelated
-#: texts sit below 0.1 ("where should I eat tonight?" against brake-pad prices: 0.04), a
-#: stated preference above 0.25 ("I'm vegetarian": 0.26, "I love pizza.": 0.35). Factual
-#: questions in the first person ("what is my wife's name?") are no requests: against
-#: 2,000 hobby messages they reach 0.18 to 0.30, and get no such shortcut.
+#: A record whose own cosine with a first-person request for advice is at least this
+#: serves it whatever its calibrated relevance (:func:`serves_request`). Unrelated texts
+#: sit below 0.1 ("where should I eat tonight?" / brake-pad prices: 0.04), a stated
+#: preference above 0.25 ("I'm vegetarian": 0.26). Factual first-person questions reach
+#: 0.18 to 0.30 against 2,000 hobby messages: they get no such shortcut.
 REQUEST_MIN_COSINE = 0.2
 
-#: The lowest own relevance (:func:`own_relevance`) at which a record enters the block
-#: when the question is about this user's history: the calibration applied to the record's
-#: own evidence alone. Near zero on purpose: records with nothing to do with the question
-#: sit at 1e-6 to 4e-5 ("Which hotel did I book in Lisbon?" against a draft email to Bob:
-#: 2e-6), while some evidence turns the second hop finds by words sit lower than any
-#: floor. ``bench.noise --fit`` reports the largest floor per fold within
-#: ``--max-recall-loss`` (0 on every fold but one: any floor costs 0.004 or more of
-#: training block recall); this one costs 0.005 simulated, 0.008 measured with the rest
-#: of the change (docs/benchmarks.md, "The block a real agent sees: after").
+#: The lowest own relevance (:func:`own_relevance`) at which a record enters the block.
+#: Near zero on purpose: unrelated records sit at 1e-6 to 4e-5, while some evidence turns
+#: the second hop finds by words sit lower than any floor; this one costs 0.005 of block
+#: recall simulated, 0.008 measured (``bench.noise --fit``; docs/benchmarks.md, "The
+#: block a real agent sees: after").
 RECORD_FLOOR = 0.0001
 
-# A request for advice in the first person: what the user said of themselves may serve it
-# without sharing a word with it. A question about a fact of theirs ("what is my wife's
-# name?") needs that fact, and is no request.
+# A first-person request for advice, which what the user said of themselves may serve
+# without a shared word (a question about a fact of theirs needs that fact).
 _REQUEST = re.compile(
     r"\b(?:should|shall|could)\s+(?:i|we)\b|\b(?:recommend\w*|suggest\w*|ideas?|advice|tips?|plan)\b|"
     r"\bwould\s+(?:suit|help)\s+(?:me|us)\b|\bwhat\s+to\b|\bhelp\s+me\b|\bcan\s+(?:i|we)\s+get\b"
@@ -228,8 +193,7 @@ _ASKING_VERBS = frozenset("recommend suggest plan".split())
 
 def is_request(query: str) -> bool:
     """Whether a query asks for advice in the first person ("where should I eat tonight?",
-    "plan my weekend", "any ideas?"), as opposed to a question about a fact ("what is my
-    wife's name?")."""
+    "plan my weekend"), not about a fact ("what is my wife's name?")."""
     found = words(query)
     asks = bool(_REQUEST.search(" ".join(found)))
     # "Recommend a film for tonight." asks for the user without naming them.
@@ -237,11 +201,9 @@ def is_request(query: str) -> bool:
 
 
 def serves_request(record: MemoryRecord) -> bool:
-    """Whether a record serves a first-person request for advice by its own evidence: the
-    request is about the user, and the record, close in meaning
-    (:data:`REQUEST_MIN_COSINE`), is what they said. The calibration judges a query by
-    the store's best match, which in a small store is far from any request that shares
-    no word with what the user said."""
+    """Whether a record serves a first-person request for advice by its own evidence
+    (:data:`REQUEST_MIN_COSINE`): in a small store the calibration's best match is far
+    from any request sharing no word with what the user said."""
     evidence = record.metadata.get("evidence") or {}
     return bool(evidence.get("request")) and (evidence.get("cosine") or 0.0) >= REQUEST_MIN_COSINE
 
@@ -255,30 +217,24 @@ NAMED_MIN_COSINE = 0.3
 
 def speaks_of_what_is_asked(record: MemoryRecord) -> bool:
     """Whether a record answers a first-person question by its own evidence: close in
-    meaning and holding a word the question names ("Tell me
-    about my sister's job." / "My sister is called Maria and she is a dentist.",
-    :data:`NAMED_MIN_COSINE`). A
-    question about the user's own life often holds words no record has ("job"), which
-    the calibration takes for a question about things never said; a record that shares
-    none of its words ("what is my wife's name?" / "I repaint old bicycles") is no answer."""
+    meaning (:data:`NAMED_MIN_COSINE`) and holding a word the question names ("my
+    sister's job" / "My sister ... is a dentist"): the calibration takes a word no record
+    has ("job") for a question about things never said."""
     evidence = record.metadata.get("evidence") or {}
     return (bool(evidence.get("personal")) and bool(evidence.get("shares_word"))
             and (evidence.get("cosine") or 0.0) >= NAMED_MIN_COSINE)
 
 
 def shares_a_word(query_words: Sequence[str], text: str) -> bool:
-    """Whether ``text`` holds one of ``query_words`` (by :func:`stem`) of three letters
-    or more, leaving out the first person ("my", "I'm") and the pieces of a contraction
-    ("sister's" -> "s")."""
+    """Whether ``text`` holds one of ``query_words`` (by stem) of three letters or more,
+    not of the first person."""
     wanted = {stem(w) for w in query_words if len(w) >= 3 and w not in _FIRST_PERSON}
     return not wanted.isdisjoint(word_stems(text))
 
 
 def own_relevance(record: MemoryRecord) -> Optional[float]:
     """The record's own relevance: the calibration applied to its evidence alone, as if
-    it were the store's best match for the query (None: not calibrated). A question about
-    this user's history can still retrieve a record that has nothing to do with it; this
-    says so whatever the other records found."""
+    it were the store's best match (None: not calibrated)."""
     evidence = record.metadata.get("evidence") or {}
     value = evidence.get("own_relevance")
     return None if value is None else float(value)
@@ -296,10 +252,8 @@ _ANSWER_VERBS = frozenset("answer reply respond explain describe list give be ke
 
 @lru_cache(maxsize=TEXTS_KEPT)
 def is_question(text: str) -> bool:
-    """Whether a message only asks: every sentence of it ends with a question mark
-    ("Where did my brother Theo study music?", "Would Tim enjoy C. S. Lewis?"), or is
-    an instruction about the answer that says nothing of the user ("Was it a good
-    month? Answer yes or no."); it states nothing."""
+    """Whether a message only asks: every sentence ends with a question mark or tells
+    how to answer ("Was it a good month? Answer yes or no."); it states nothing."""
     sentences: list[str] = []
     for piece in _SENTENCE_END.split(text.strip()):
         if sentences and _NOT_AN_END.search(sentences[-1]):
@@ -312,24 +266,21 @@ def is_question(text: str) -> bool:
 
 
 def is_answer_instruction(sentence: str) -> bool:
-    """Whether a sentence tells how to answer and says nothing of the user: it starts with
-    a verb of :data:`_ANSWER_VERBS` and holds no first-person word ("Answer yes or no.",
-    not "Keep in mind I'm vegetarian.")."""
+    """Whether a sentence tells how to answer and says nothing of the user ("Answer yes
+    or no.", not "Keep in mind I'm vegetarian.")."""
     said = words(sentence)
     return bool(said) and said[0] in _ANSWER_VERBS and not any(w in _FIRST_PERSON for w in said)
 
 
 def asks_only(record: MemoryRecord) -> bool:
-    """Whether a record is only the user's own questions (each part a user message that
-    :func:`is_question`): it carries no fact, so it ranks below statements and is no
-    evidence that a question is about the user's history."""
+    """Whether a record is only the user's own questions: no fact, so it ranks below
+    statements and is no evidence that a question is about the user's history."""
     parts = record.parts or [record]
     return all(is_users_question(p.role, p.text) for p in parts)
 
 
 def is_users_question(role: Optional[str], text: str) -> bool:
-    """Whether one message of ``role`` and ``text`` is a question of the user's
-    (:func:`is_question`): what :func:`asks_only` asks of each part of a record."""
+    """Whether one message of ``role`` and ``text`` is a question of the user's."""
     return role == "user" and is_question(text)
 
 
@@ -342,8 +293,8 @@ def is_personal(query: str) -> bool:
 
 
 def unknown_evidence(query: str, counts: Mapping[str, int], weights: Mapping[str, float]) -> tuple[float, float]:
-    """(``unknown``, ``unknown_name``) of :class:`Evidence` for a query, from the number
-    of records holding each of its content words (``counts``) and their idf (``weights``)."""
+    """(``unknown``, ``unknown_name``) of :class:`Evidence` for a query, from its content
+    words' record ``counts`` and idf ``weights``."""
     total = sum(weights.values())
     unknown = sum(weights[w] for w in weights if counts.get(w, 0) == 0) / total if total > 0 else 0.0
     unknown_name = float(any(counts.get(n, 1) == 0 for n in names_in(query)))
@@ -366,7 +317,7 @@ class Calibration:
     weights: Mapping[str, float]
 
     def relevance(self, evidence: Evidence) -> float:
-        """The record's relevance (an estimated probability, see the module)."""
+        """The record's relevance (an estimated probability)."""
         features = evidence.features()
         z = self.intercept + sum(w * features.get(name, 0.0) for name, w in self.weights.items())
         return 1.0 / (1.0 + math.exp(-max(min(z, 50.0), -50.0)))
@@ -385,31 +336,23 @@ def calibrate(
 ) -> None:
     """Set ``relevance`` and ``metadata["evidence"]`` on each of a query's records.
 
-    ``relevance`` judges the question (is it about what this user talked about?) from the
-    record and the store's best match; ``metadata["evidence"]["own_relevance"]`` judges
-    the record alone (:func:`own_relevance`).
+    ``relevance`` judges the question from the record and the store's best match;
+    ``metadata["evidence"]["own_relevance"]`` judges the record alone.
 
     Args:
         query: the query.
         records: what a source retrieved for it.
-        cosines: the cosine with the query of each candidate the source ranked, by id
-            (the best of them is ``best_cosine``).
+        cosines: the cosine with the query of each candidate the source ranked, by id.
         word_counts: gives (records in the store, records holding each word) for words.
         calibration: the model.
-        text_of: a record's (id, text) that the evidence is about (for an excerpt,
-            the message that made it).
+        text_of: a record's (id, text) the evidence is about (an excerpt's hit).
         left_out: texts of stored records that are no evidence (the conversation's own
-            latest messages, the query among them): their words are not counted as
-            known to the store (:func:`without_texts`).
-        candidates: gives, by id, the text of each candidate of ``cosines`` that exists
-            and whether it is only the user's own questions (:func:`asks_only`); those
-            are no evidence either: an earlier
-            question close to this one says nothing of what the user told.
-        holders: gives up to ``n`` of the source's records holding a word (as the
-            store's counts match it), each as its text and whether it is only the
-            user's own questions, as ``candidates`` gives them; with it, a word that only the user's own questions
-            among the candidates hold is checked in the whole store
-            (:func:`stated_counts`).
+            latest messages): their words do not count as known (:func:`without_texts`).
+        candidates: gives, by id, each candidate's text and whether it is only the
+            user's own questions (no evidence either).
+        holders: gives up to ``n`` of the source's records holding a word, as
+            ``candidates`` gives them; with it, a word only questions among the
+            candidates hold is checked in the whole store (:func:`stated_counts`).
     """
     if not records:
         return
@@ -456,11 +399,9 @@ def calibrate(
 def without_texts(
     total: int, counts: Mapping[str, int], texts: Sequence[str]
 ) -> tuple[int, dict[str, int]]:
-    """Word counts (from :meth:`word_counts <llama_memory.storage.ports.LexicalIndex.word_counts>`)
-    as if the records of ``texts`` were not stored: each word's count less the texts that
-    hold it (by :func:`stem`, close to the index's stemming), never below 0. The store's
-    counts may be cached and miss the latest records; then a word of the query only is
-    counted as unknown, which is the point."""
+    """Word counts as if the records of ``texts`` were not stored: each word's count less
+    the texts holding it (by stem), never below 0 (cached counts missing the latest
+    records then count a word of the query only as unknown, which is the point)."""
     if not texts:
         return total, dict(counts)
     stems = [word_stems(t) for t in texts]
@@ -477,18 +418,11 @@ def stated_counts(
     left_out: Sequence[str],
     holders: Callable[[str, int], Sequence[tuple[str, bool]]],
 ) -> dict[str, int]:
-    """``counts`` (the store's, less the texts left out) corrected for the user's own
-    questions beyond the candidates: a user who asked about "Joanna" a hundred times
-    has her name in a hundred questions, more than a retrieval's candidates hold, and
-    those left would make a name the store never stated look known.
-
-    A word still counted that no statement among the candidates (``stated``) holds but
-    one of their questions (``asked``) does is looked up: its holders are read
-    (``holders``, up to its count in the store and :data:`MAX_HOLDERS_READ`) and only
-    those that state something count, with those held elsewhere (another source's
-    records, a triple: what the search did not return). A word held by a statement
-    among the candidates is known as it is, and a word more common than
-    :data:`MAX_HOLDERS_READ` is not looked up."""
+    """``counts`` corrected for the user's own questions beyond the candidates: a user
+    who asked about "Joanna" a hundred times would make a name the store never stated
+    look known. A word no candidate statement holds but a candidate question does is
+    looked up (up to :data:`MAX_HOLDERS_READ` holders): only holders that state something
+    count, with those held elsewhere (what the search did not return)."""
     out = dict(counts)
     in_questions = [word_stems(t) for t in asked]
     in_statements = [word_stems(t) for t in stated]
@@ -516,15 +450,10 @@ MAX_HOLDERS_READ = 400
 CALIBRATED_MODEL = "all-MiniLM-L6-v2-onnx-int8"
 
 #: Fitted on both development corpora with the default offline embedding
-#: (``python -m bench.calibrate``, the fit "both"): the five LoCoMo conversations and the
-#: everyday set's two stores, a record being a positive when it holds the answer to the
-#: question it was retrieved for. Only the record's own evidence counts (its cosine and
-#: lexical share, whether the question names someone the store never heard of, whether it
-#: is in the first person), none of the query's best match among the other records: a
-#: score then means the same in a store of 3 records and in one of 2,000, where the
-#: earlier model, which weighed the query's best match most, scored every record of a
-#: small store 1.0 for any question one of them answered. The fits on one corpus only,
-#: each judged on the other, are in docs/benchmarks.md ("Everyday recall").
+#: (``python -m bench.calibrate``, the fit "both"), a record positive when it holds the
+#: answer. Only the record's own evidence counts: the earlier model, which weighed the
+#: query's best match most, scored every record of a small store 1.0 for any question one
+#: of them answered (docs/benchmarks.md, "Everyday recall").
 DEFAULT_CALIBRATION = Calibration(
     intercept=-5.194,
     weights={
@@ -539,9 +468,9 @@ DEFAULT_CALIBRATION = Calibration(
 
 
 def calibration_for(embed_model: object) -> Optional[Calibration]:
-    """:data:`DEFAULT_CALIBRATION` for the model it was fitted with, else None (records
-    then get no ``relevance`` and are not filtered: fit one for your model with
-    ``bench.noise --fit`` and pass it as ``VectorSource(calibration=...)``)."""
+    """:data:`DEFAULT_CALIBRATION` for the model it was fitted with, else None (no
+    ``relevance``, nothing filtered: fit one with ``bench.noise --fit`` and pass it as
+    ``VectorSource(calibration=...)``)."""
     if getattr(embed_model, "model_name", None) == CALIBRATED_MODEL:
         return DEFAULT_CALIBRATION
     return None

@@ -1,27 +1,14 @@
 """The one index sync: rows of the system of record -> vectors in the dense index.
 
-Every indexed collection (past messages; triples can use it too) goes the same way:
-rows are written with an ``indexed`` flag off; before a search (or when a batch is
-full) the waiting rows are embedded in batches into an in-memory overlay that is
-searched exactly alongside the dense index; the overlay is written to the index once
-``batch_size`` vectors wait in it, on :meth:`IndexSync.flush` and on close, and the
-rows are then marked indexed with a copy of their vector. So an agent turn does not
-pay for an index write, a bulk import embeds and writes in batches, and a crash loses
-nothing: rows whose vectors never reached the index are still flagged and embedded
-again on the next read.
-
-Also here: reconciling the index with the rows, re-indexing, and the users' vectors
-held in memory (:class:`ResidentVectors`), loaded from the copies and kept up to date
-with this sync's own writes. For a user with up to some tens of thousands of records,
-a matrix product over all their vectors takes well under a millisecond to a few
-milliseconds, less than one round trip to Chroma; and it is exact where Chroma's HNSW
-graph is approximate. Chroma stays the durable index, and answers for users too large
-to hold in memory. And the vector helpers the dense side shares: the float16 copy of a
-vector kept in the system of record (:func:`encode`, :func:`decode`), and cosines.
-
-Another collection (triples) uses it by implementing
-:class:`SyncedRows` for its rows (``collection`` names
-them); with ``resident_limit=0`` it needs no vector copies at all.
+Rows are written flagged; before a search (or when a batch is full) the waiting rows are
+embedded into an in-memory overlay searched beside the index, written to the index once
+``batch_size`` vectors wait, then marked indexed with a float16 copy of their vector
+(:func:`encode`). An agent turn pays no index write, and a crash loses nothing (flagged
+rows are embedded again). Also here: reconcile, reindex, and the users' vectors held in
+memory (:class:`ResidentVectors`): for a user of some tens of thousands of records an
+exact matrix product costs less than one round trip to Chroma's approximate index.
+Another collection (triples) implements :class:`SyncedRows`; with ``resident_limit=0`` it
+needs no vector copies.
 """
 
 from __future__ import annotations
@@ -44,11 +31,8 @@ RESIDENT_TOTAL = 100_000
 
 
 class SyncedRows(Transactional, Protocol):
-    """What the index sync needs of the system of record: the index flags of a
-    collection of rows (which rows wait for their vector), the vector copies, and the
-    change token. A store's records give them
-    (:class:`~llama_memory.storage.sql.records.RecordStore`, ``collection`` the source's
-    name), as does any other indexed collection (the triples' ``TripleRows``)."""
+    """What the index sync needs of the system of record: a collection's index flags, the
+    vector copies and the change token (a ``RecordStore``, the triples' ``TripleRows``)."""
 
     def pending_records(self, source: str, limit: int) -> list[PendingRecord]:
         """Up to ``limit`` rows the dense index has not caught up with, oldest first."""
@@ -243,13 +227,9 @@ class IndexSync:
             }
 
     def resident(self, owner: tuple[str, str], dimension: int) -> Optional[ResidentVectors]:
-        """The user's vectors held in memory, loaded on first use; None when the user
-        has more than ``resident_limit`` of them, or some lack a copy (the index
-        answers then).
-
-        What this sync writes it adds there itself; a write by anyone else (another
-        memory on the store, another process) changes the store's change token, and
-        then every user's set is loaded again.
+        """The user's vectors held in memory, loaded on first use; None when more than
+        ``resident_limit`` or some lack a copy (the index answers then). This sync adds
+        its own writes; anyone else's moves the change token, and every set is reloaded.
         """
         if self.resident_limit <= 0:
             return None
@@ -274,9 +254,8 @@ class IndexSync:
             return held if held is not None and len(held) <= self.resident_limit else None
 
     def _hold_at_most(self, total: int, keep: Optional[tuple[str, str]] = None) -> None:
-        """Drop the sets of the users searched longest ago (never ``keep``'s) until the
-        held vectors number at most ``total``; a dropped user is loaded again when next
-        searched."""
+        """Drop the sets of the users searched longest ago (never ``keep``'s) until at most
+        ``total`` vectors are held."""
         held = sum(len(r) for r in self._resident.values() if r is not None)
         for owner in list(self._resident):
             if held <= total:
@@ -298,11 +277,10 @@ class IndexSync:
     def known_vectors(
         self, owner: tuple[str, str], ids: Sequence[str], dimension: int, resident: Optional[ResidentVectors]
     ) -> dict[str, Any]:
-        """The vectors of some of one user's ids, by id: from ``resident`` (the user's
-        vectors held in memory, :meth:`resident`), then the copies kept in the record,
-        then, only when none are held in memory (rows indexed before copies were kept),
-        the dense index. With vectors held in memory, an id none of them has was written
-        by another process since, and is not embedded yet: it has none."""
+        """The vectors of some of one user's ids, by id: from ``resident``, then the
+        copies in the record, then the dense index only when nothing is held (with
+        vectors held, an id missing there was written since by another process and has
+        no vector yet)."""
         found: dict[str, Any] = {}
         rest = list(ids)
         if resident is not None:
@@ -327,9 +305,8 @@ def unit(vector: Any) -> np.ndarray:
 
 
 def encode(vector: Any) -> bytes:
-    """A record vector's copy for the system of record: its direction (all a cosine
-    needs) as float16, half the bytes of float32; the cosines it gives differ from
-    the exact ones by about 1e-3."""
+    """A record vector's copy for the system of record: its direction as float16 (half
+    the bytes; cosines within about 1e-3 of the exact ones)."""
     return unit(vector).astype(np.float16).tobytes()
 
 
@@ -339,25 +316,20 @@ def decode(data: bytes) -> np.ndarray:
 
 
 def encodes(data: bytes, dimension: int) -> bool:
-    """Whether ``data`` is the copy of a vector of ``dimension`` (not one from before a
-    change of model)."""
+    """Whether ``data`` is the copy of a vector of ``dimension`` (not of an older model)."""
     return len(data) == dimension * np.dtype(np.float16).itemsize
 
 
 def cosines(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
-    """Each row of ``matrix`` times ``vector`` (float32), on the calling thread.
-
-    ``matrix @ vector`` hands a product of more than about 9,000 numbers to OpenBLAS,
-    which splits it over every core: on a busy machine the threads wait for one another,
-    and a search of 2,000 vectors cost 8-12 ms of CPU (spinning included) against 0.15 ms
-    on one thread. einsum's own loop stays on this thread.
+    """Each row of ``matrix`` times ``vector`` (float32), on the calling thread:
+    ``matrix @ vector`` hands a large product to OpenBLAS's threads, and on a busy
+    machine a search of 2,000 vectors cost 8-12 ms of CPU against 0.15 ms on one thread.
     """
     return np.einsum("ij,j->i", matrix, vector)
 
 
 def cosine(matrix: np.ndarray, vector: np.ndarray) -> list[float]:
-    """Cosine similarity of each row of ``matrix`` with ``vector`` (on the calling
-    thread: see :func:`cosines`)."""
+    """Cosine similarity of each row of ``matrix`` with ``vector`` (on this thread)."""
     norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(vector) or 1.0)
     return (cosines(matrix, vector) / np.where(norms == 0, 1.0, norms)).tolist()
 
@@ -396,8 +368,8 @@ class ResidentVectors:
         return record_id in self._rows
 
     def add(self, ids: Sequence[str], vectors: Sequence[Any] | np.ndarray) -> None:
-        """Add vectors (one per id, or a matrix of them as rows; normalised here); an
-        id already held gets its new vector."""
+        """Add vectors (one per id, or a matrix's rows; normalised here), replacing an
+        id's held vector."""
         rows = _unit_rows(vectors, self.dimension)
         if len(rows) != len(ids):
             raise ValueError(f"{len(ids)} record ids but {len(rows)} vectors")
@@ -422,11 +394,9 @@ class ResidentVectors:
         return list(islice(self.ranking(query, exclude, k), k))
 
     def ranking(self, query: Any, exclude: Collection[str] = (), first: int = 64) -> Iterator[tuple[str, float]]:
-        """Every held vector but those of ``exclude``, most similar to ``query`` first,
-        as (id, cosine), read as far as the caller reads: the cosines are computed here,
-        at once (a later change to what is held is not seen); the order is sorted
-        ``first`` at a time, then four times as many (the first ``first`` are those of
-        :meth:`search` for ``first``)."""
+        """Every held vector but those of ``exclude``, as (id, cosine) best first, read
+        as far as the caller reads (cosines computed at once; sorted ``first`` at a time,
+        then four times as many)."""
         size = len(self._ids)
         if not size:
             return iter(())
@@ -442,9 +412,8 @@ class ResidentVectors:
 
 
 def _best_first(scores: np.ndarray, ids: Sequence[str], valid: int, first: int) -> Iterator[tuple[str, float]]:
-    """(id, score) by score, best first, of the ``valid`` best ``scores`` (the others
-    are -inf), sorted ``first`` at a time, then four times as many: the ranking read
-    past the first few is rare and sorting all of it would cost more."""
+    """(id, score) best first of the ``valid`` best ``scores`` (the others are -inf),
+    sorted ``first`` at a time, then four times as many: reading far is rare."""
     given: set[int] = set()
     k = first
     while len(given) < valid:

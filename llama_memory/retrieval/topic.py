@@ -1,21 +1,8 @@
 """The topic query: a question that asks for a set, searched by meaning once more by its
-topic alone.
-
-"What activities does Melanie partake in?": the answer is camping in one session,
-swimming in another, pottery in a third, turns that share no word with the question but
-"Melanie" (and her name is on half the turns of a transcript). Of the multi-hop evidence
-turns the block missed on LoCoMo, 108 of 176 were among no candidate list (neither the
-dense nor the lexical side's, nor the second hop's), and 87 of them share no word with
-the question but the person's name (docs/benchmarks.md, "Multi-hop, fourth round").
-
-So, for a question that asks for a set (:func:`llama_memory.retrieval.excerpts.asks_for_a_set`),
-:func:`topic_hop` embeds its *topic* (its content words without the names it mentions:
-"activities partake"), takes as many of the store's messages nearest to it as the first
-ranking holds, and lets them join the ranking at ``weight`` times their cosine rescaled
-among them (the best 1, the worst 0), or keep their own score when it is higher. It
-costs one embedding of a few words and one dense search per set question. The weight was
-chosen leave-one-conversation-out on LoCoMo, with the set spread (docs/benchmarks.md,
-"Multi-hop, fourth round").
+topic alone (its content words without the names it mentions). The answers to "What
+activities does Melanie partake in?" share no word with it but the name: of the
+multi-hop evidence turns LoCoMo's blocks missed, 108 of 176 were among no candidate list
+(docs/benchmarks.md, "Multi-hop, fourth round"; the rule is in docs/concepts.md).
 """
 
 from __future__ import annotations
@@ -33,9 +20,8 @@ Ranking = Sequence[tuple[str, float]]
 
 
 def topic_of(query: str) -> str:
-    """The query's content words without the names it mentions (and without its
-    question words, which are no content words): "What activities does Ana partake in?"
-    -> "activities partake"."""
+    """The query's content words without the names it mentions: "What activities does
+    Ana partake in?" -> "activities partake"."""
     names = names_in(query)
     return " ".join(w for w in content_words(query) if w not in names)
 
@@ -46,8 +32,8 @@ def topic_hop(
     nearest: Callable[[str, int], Ranking],
     weight: float,
 ) -> list[tuple[str, float]]:
-    """``ranked`` with the messages nearest to the query's topic (see the module), best
-    first.
+    """``ranked`` with the messages nearest to the query's topic joined at ``weight``
+    times their cosine rescaled among them (or their own score when higher), best first.
 
     Args:
         query: the question (one that asks for a set: the caller decides).

@@ -1,29 +1,6 @@
-"""The primary memory: this conversation, token-limited and lossless.
-
-:class:`ChatBuffer` is a drop-in replacement for LlamaIndex's ``ChatMemoryBuffer``
-(it is a :class:`~llama_index.core.memory.BaseMemory`, so it can be handed to an
-agent as ``memory=``). It differs from the stock buffer in these ways:
-
-* **Tokens are counted once.** Each message is tokenized when it enters the
-  buffer and the count is cached, so :meth:`ChatBuffer.get` costs time
-  proportional to the window it returns, not to the length of the history.
-* **Truncation keeps turns whole.** A leading system message is always kept, and
-  a truncated window always starts at a user message, so a tool result is never
-  separated from the assistant tool call that produced it.
-* **Optional write-through persistence.** Given a :class:`ChatLog`, the buffer
-  loads the conversation from it and writes every change to it *before* changing
-  memory, so a storage failure raises and leaves the buffer as it was.
-* **One conversation, one window.** Given a :class:`SharedChatLog` (the SQLite chat
-  log is one), every buffer on the same conversation (threads, processes) sees the
-  messages the others commit, in commit order, at a cost that follows what is new.
-
-Messages are stored as given (the same objects come back from ``get()``), so
-content blocks, tool calls and ``additional_kwargs`` are kept losslessly.
-
-Here: the buffer and the window it returns (:func:`fit_window`: whole turns, the latest
-that fit, a leading system message kept). A message's count is
-:func:`~llama_memory.core.messages.message_tokens`; saving and copying a buffer
-(``to_dict``, copies, pickles) is :mod:`llama_memory.write.buffer_restore`.
+"""The primary memory: this conversation, token-limited and lossless (:class:`ChatBuffer`,
+a drop-in ``ChatMemoryBuffer``), and the window it returns (:func:`fit_window`). Saving
+and copying a buffer is :mod:`llama_memory.write.buffer_restore`.
 """
 
 from __future__ import annotations
@@ -104,53 +81,33 @@ def fit_window(
 
 
 class ChatBuffer(BufferRestore, BaseMemory):
-    """Token-limited, lossless memory of one conversation.
+    """Token-limited, lossless memory of one conversation, a drop-in
+    ``ChatMemoryBuffer`` (a ``BaseMemory``: hand it to an agent as ``memory=``).
+    Messages are stored as given, so content blocks, tool calls and
+    ``additional_kwargs`` come back unchanged.
 
-    ``get()`` returns the most recent messages that fit in ``token_limit``:
+    ``get()`` returns everything when the history fits; otherwise a leading system
+    message (its tokens counted) and the longest recent run that fits *and starts with
+    a user message*, so no tool result is cut off from its call. On overflow (not even
+    the last user turn fits) that turn is returned whole, so the provider reports
+    "context too long" rather than the agent getting an empty history; with no user
+    message, the system message and the last message, as ``ChatMemoryBuffer`` does.
 
-    * everything, unchanged, when the whole history fits;
-    * otherwise a leading SYSTEM message (if the history starts with one; its
-      tokens count against the limit) followed by the longest recent run of
-      messages that fits *and starts with a USER message*: a truncated window
-      never starts with an ASSISTANT or TOOL message, so no tool result is cut
-      off from the tool call that produced it.
-    * **Overflow** (not even the last user turn fits): the system message (if
-      any) plus the whole last user turn, from the last USER message to the
-      end, even though it exceeds the limit. The model then gets a well-formed
-      request and the provider reports "context too long" explicitly, instead of
-      the agent silently receiving an empty or malformed history. With no USER
-      message at all, it is the system message plus the last message, as
-      LlamaIndex's ``ChatMemoryBuffer`` does.
+    **Tokens** are counted as ``ChatMemoryBuffer`` counts them (``len(tokenizer_fn(text))``,
+    no role prefix), once per message and cached, so ``get()`` costs O(window). The
+    window counts the sum of its messages (``ChatMemoryBuffer`` tokenizes them joined,
+    a token apart at a boundary), and tool calls count as their JSON (they are sent to
+    the LLM); media are not counted, and mutating a message after putting it does not
+    update its count.
 
-    **Token counting.** ``token_limit`` means what it means for
-    ``ChatMemoryBuffer``: the tokens of the messages' content. A message counts
-    ``len(tokenizer_fn(text))``, its text as ``ChatMemoryBuffer`` counts it (no role
-    prefix, no per-message overhead), so at the same ``token_limit`` both keep the
-    same messages. Two deliberate differences: the window's count is the sum of its
-    messages' counts (``ChatMemoryBuffer`` tokenizes their contents joined by spaces,
-    which can differ by a token at a boundary, and re-tokenizes the whole window on
-    every step), and a message's tool calls (``additional_kwargs["tool_calls"]`` and
-    ``ToolCallBlock`` blocks) count too, as their JSON on a new line, because they
-    are sent to the LLM (``ChatMemoryBuffer`` counts a tool-call message with no
-    text as the string ``"None"``). Images and other media are not counted. The
-    count is taken once, when the message enters the buffer, and cached; messages
-    are stored as given: mutating a message after putting it does not update its
-    count.
+    **Persistence.** A :class:`ChatLog` is written *before* memory, so a storage failure
+    raises and leaves the buffer as it was. With a :class:`SharedChatLog` every read
+    first brings in what other buffers on the conversation committed (SQLite: one
+    ``PRAGMA data_version``, then the new rows only), in commit order; a write appends
+    after them in the same transaction; a read that raises means the storage failed.
 
-    **Several writers.** With a :class:`SharedChatLog` (e.g. the SQLite chat log of
-    ``ComposableMemory``), every read first asks the log what other buffers on the
-    same conversation committed since the last read (with SQLite: one
-    ``PRAGMA data_version``; when something changed, the new rows only, by index)
-    and applies it: their messages are added in commit order (and counted once), a
-    ``set()``/``reset()`` by another writer replaces the history. A write appends
-    after whatever others committed first, in the same transaction. Messages this
-    buffer wrote are never read back.
-
-    Thread-safe: writes are serialized and every read sees a consistent state.
-    Reads never wait for this buffer's own chat-log writes: a read that finds one
-    under way skips the check (the write brings in what others committed). With a
-    shared log a read does the change check above, which is I/O (cheap) and raises
-    if the storage fails.
+    Thread-safe; reads never wait for this buffer's own log writes (they skip the
+    check: the write brings the news in).
     """
 
     # Validate assignments too: `buffer.token_limit = 0` must fail like the constructor.
@@ -174,11 +131,9 @@ class ChatBuffer(BufferRestore, BaseMemory):
     # With a SharedChatLog: the log's cursor (how far this buffer has read).
     _shared: bool = PrivateAttr(default=False)
     _cursor: Any = PrivateAttr(default=None)
-    # `_lock` guards the in-memory lists and is only held for list operations;
-    # `_write_lock` serializes writers across "write the log, then memory" so the
-    # log and memory see writes in the same order. Readers take only `_lock`, so
-    # a slow chat-log write never blocks get() (or the event loop in aget()).
-    # (Held by one thread or one bridged async call: see llama_memory.core.asyncbridge.)
+    # `_lock` guards the in-memory lists, held for list operations only; `_write_lock`
+    # serializes writers across "write the log, then memory" so both see one order.
+    # Readers take only `_lock`: a slow log write never blocks get() (or aget()).
     _lock: Any = PrivateAttr(default_factory=BridgeSafeRLock)
     _write_lock: Any = PrivateAttr(default_factory=BridgeSafeRLock)
     _loop_locks: LoopLocks = PrivateAttr(default_factory=LoopLocks)  # serialise async calls
@@ -252,11 +207,8 @@ class ChatBuffer(BufferRestore, BaseMemory):
         chat_log: Optional[ChatLog] = None,
         **kwargs: Any,
     ) -> "ChatBuffer":
-        """Create a buffer; unknown keyword arguments (``llm``, ...) are ignored.
-
-        Accepting and ignoring them keeps the signature compatible with code
-        written for ``ChatMemoryBuffer.from_defaults``.
-        """
+        """Create a buffer; unknown keyword arguments (``llm``, ...) are ignored, as code
+        written for ``ChatMemoryBuffer.from_defaults`` passes them."""
         return cls(
             chat_history=chat_history,
             chat_log=chat_log,
@@ -287,8 +239,7 @@ class ChatBuffer(BufferRestore, BaseMemory):
 
     def move_to(self, log: Optional[ChatLog]) -> None:
         """Hold the conversation kept in ``log`` from now on (None: in memory only),
-        starting from what it holds: a memory's ``reset()`` moves its buffer to the log
-        of its new session. The log left behind is not changed."""
+        starting from what it holds; the log left behind is not changed."""
         with self._write_lock:
             self._attach(log)
             self._replace_state([], [])
@@ -297,21 +248,15 @@ class ChatBuffer(BufferRestore, BaseMemory):
     # ------------------------------------------------------------------ reading
 
     def _window(self, initial_token_count: int) -> tuple[bool, int]:
-        """``(keep_system, start)``: the window is ``[system?] + messages[start:]``.
-
-        Must be called with ``_lock`` held. Costs O(window), not O(history).
-        """
+        """``(keep_system, start)`` of :func:`fit_window`; call with ``_lock`` held."""
         return fit_window(self._messages, self._counts, self._total, self.token_limit, initial_token_count)
 
     def get(
         self, input: Optional[str] = None, initial_token_count: int = 0, **kwargs: Any
     ) -> list[ChatMessage]:
-        """The most recent messages that fit in ``token_limit - initial_token_count``.
-
-        ``input`` and other keyword arguments are accepted for compatibility and
-        ignored. Raises ``ValueError`` if ``initial_token_count > token_limit``.
-        See the class docstring for the truncation rules and the overflow case.
-        """
+        """The most recent messages that fit in ``token_limit - initial_token_count``
+        (the class says how); ``input`` and other keywords are ignored. ValueError if
+        ``initial_token_count > token_limit``."""
         self._refresh()
         with self._lock:
             keep_system, start = self._window(initial_token_count)
@@ -340,9 +285,8 @@ class ChatBuffer(BufferRestore, BaseMemory):
         """Bring in what other writers committed to a shared log since the last read."""
         if not self._shared:
             return
-        # No lock of this buffer is held while the log is asked: a writer holds the
-        # log's storage while it waits for `_write_lock`, so holding that lock here
-        # would deadlock.
+        # No lock of this buffer is held while the log is asked: a writer holds the log's
+        # storage while it waits for `_write_lock` (a deadlock).
         cursor = self._cursor
         changes = cast(SharedChatLog, self._log).changes(cursor)
         if changes is None:
@@ -426,11 +370,8 @@ class ChatBuffer(BufferRestore, BaseMemory):
                 self._total += sum(counts)
 
     def set(self, messages: Sequence[ChatMessage]) -> None:
-        """Replace the whole history with ``messages``.
-
-        Messages already in the buffer (the same objects) keep their cached
-        counts, so ``set(buffer.get_all()[-10:])`` does not re-tokenize.
-        """
+        """Replace the whole history with ``messages``; those already in the buffer keep
+        their cached counts (``set(buffer.get_all()[-10:])`` does not re-tokenize)."""
         batch = self._checked(messages)
         with self._lock:
             # Keep the message itself next to its count: ids are only unique
@@ -463,11 +404,9 @@ class ChatBuffer(BufferRestore, BaseMemory):
             self._cursor = cursor
 
     # ------------------------------------------------------------------ async
-    # Everything in memory is fast, so without a chat log the sync methods run
-    # directly on the event loop (no thread hop per call). With a log on a store whose
-    # I/O can be awaited (PostgreSQL from a URL) they run on the loop through
-    # llama_memory.core.asyncbridge, no thread; with another log (a SQLite file) writes go to
-    # a worker thread and reads, which never wait for a log write, run directly.
+    # Without a chat log the sync methods run on the event loop (all in memory); with a
+    # log whose I/O can be awaited (PostgreSQL from a URL) through the bridge; with
+    # another log writes go to a worker thread, reads (which never wait) run directly.
 
     def _log_store(self) -> Any:
         return getattr(self._log, "store", None)

@@ -1,10 +1,7 @@
-"""How a :class:`~llama_memory.write.buffer.ChatBuffer` is saved and copied: ``to_dict`` /
-``from_dict`` (a ``ChatMemoryBuffer``'s dict loads too), ``to_string`` / ``from_string``,
-copies and pickles. None of it is on the path of a read or a write: the buffer holds the
-conversation and its window, this says what of it travels.
-
-Locks never travel; the tokenizer and the chat log are live handles, shared by copies,
-left out of dicts, and pickled only when they pickle.
+"""How a :class:`~llama_memory.write.buffer.ChatBuffer` is saved and copied (dicts,
+strings, copies, pickles), off the read and write paths. Locks never travel; the
+tokenizer and the chat log are live handles, shared by copies, left out of dicts, and
+pickled only when they pickle.
 """
 
 from __future__ import annotations
@@ -56,11 +53,8 @@ class BufferRestore(_Saved):
         def _count_tokens(self, message: ChatMessage) -> int: ...
 
     def to_dict(self, **kwargs: Any) -> dict[str, Any]:
-        """The fields plus ``chat_history`` (messages as JSON-ready dicts).
-
-        The tokenizer and the chat log are live handles and are not included.
-        Workflow contexts serialize their memory through this method.
-        """
+        """The fields plus ``chat_history`` (messages as JSON-ready dicts), without the
+        tokenizer and the chat log; workflow contexts serialize their memory with it."""
         data = super().to_dict(**kwargs)
         data["chat_history"] = [m.model_dump(mode="json") for m in self.get_all()]
         return data
@@ -76,14 +70,10 @@ class BufferRestore(_Saved):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], **kwargs: Any) -> Self:
-        """Inverse of :meth:`to_dict`.
-
-        Pass ``chat_log=`` to reattach a log; the log is then the source of truth
-        and the serialized ``chat_history`` is ignored (it may be stale).
-
-        A ``ChatMemoryBuffer``'s dict loads too: its history is read from the
-        ``SimpleChatStore`` under ``chat_store_key``. Any other chat store raises
-        ``ValueError`` (its messages are elsewhere): pass ``chat_history=`` then.
+        """Inverse of :meth:`to_dict`. With ``chat_log=`` the log is the source of truth
+        (the serialized ``chat_history`` may be stale). A ``ChatMemoryBuffer``'s dict
+        loads too, from its ``SimpleChatStore``; another chat store raises ``ValueError``
+        (pass ``chat_history=`` then).
         """
         data = {**data, **kwargs}
         data.pop("class_name", None)
@@ -108,8 +98,7 @@ class BufferRestore(_Saved):
         return cls(**data)
 
     def _clone(self, fields: dict[str, Any], messages: list[ChatMessage]) -> Self:
-        # model_construct skips validation and __init__ (so the log is not
-        # re-read) and gives the clone its own fresh locks.
+        # model_construct skips __init__ (the log is not re-read); fresh locks.
         with self._lock:
             counts = list(self._counts)
         clone = type(self).model_construct(_fields_set=set(self.model_fields_set), **fields)
@@ -119,18 +108,13 @@ class BufferRestore(_Saved):
         return clone
 
     def __copy__(self) -> Self:
-        """A new buffer with the same messages (same objects), its own lists and locks.
-
-        It shares the tokenizer and the chat log (handles, not data).
-        """
+        """A new buffer with the same messages (same objects), its own lists and locks,
+        sharing the tokenizer and the chat log."""
         return self._clone(dict(self.__dict__), self.get_all())
 
     def __deepcopy__(self, memo: Optional[dict[int, Any]] = None) -> Self:
-        """A new buffer with deep copies of the messages and its own locks.
-
-        The tokenizer and the chat log are shared, not copied: they are handles
-        (copying a tiktoken encoder is slow, and a log names external storage).
-        """
+        """A new buffer with deep copies of the messages and its own locks, sharing the
+        tokenizer (slow to copy) and the chat log (it names external storage)."""
         memo = {} if memo is None else memo
         fields = {
             name: value
@@ -141,12 +125,9 @@ class BufferRestore(_Saved):
         return self._clone(fields, copy.deepcopy(self.get_all(), memo))
 
     def __getstate__(self) -> dict[str, Any]:
-        """Pickle state: the fields, the messages and their counts.
-
-        Locks are never pickled; the tokenizer and the chat log only when they
-        pickle (otherwise the default tokenizer is used and the log is dropped,
-        with a warning).
-        """
+        """Pickle state: the fields, the messages and their counts; the tokenizer and
+        the chat log only when they pickle (else the default tokenizer, and the log
+        dropped with a warning)."""
         with self._lock:
             messages = [m.model_dump(mode="json") for m in self._messages]
             counts = list(self._counts)

@@ -1,19 +1,8 @@
-"""The write pipeline: what a ``put()`` does, top to bottom, on a memory's
-:class:`~llama_memory.memory.runtime.Runtime`.
-
-:func:`put_messages` runs the stages in order:
-
-1. **validate** (:func:`stored_messages`): every message is checked (its timestamp,
-   its content) and given an id, text and event time before anything is written;
-2. **one transaction** (:func:`one_write`): every source (:func:`add_to_sources`), then
-   the chat buffer, then the usage notes of the blocks shown, all or nothing;
-3. **queue the formation pass** (:func:`~llama_memory.write.formation.passes.queue_pass`), in the same
-   transaction, when one falls due (``extract_every`` user turns, or
-   ``extract_after_quiet`` seconds of quiet); the memory's thread or a worker process
-   runs it (:mod:`llama_memory.write.formation.passes`), so ``put()`` never waits for an LLM.
-
-``set()`` (:func:`set_messages`) is stages 1 and 2 for the messages new to the
-conversation.
+"""The write pipeline: what a ``put()`` does on a memory's
+:class:`~llama_memory.memory.runtime.Runtime`: validate, then one transaction (the
+sources, the chat buffer, the blocks' usage notes, and the formation pass when one falls
+due), so ``put()`` never waits for an LLM (docs/architecture.md, "The path of one
+put()"). ``set()`` is the first two for the messages new to the conversation.
 """
 
 from __future__ import annotations
@@ -111,14 +100,10 @@ def set_messages(rt: Runtime, messages: list[ChatMessage]) -> None:
 
 def one_write(rt: Runtime, action: str) -> AbstractContextManager[Any]:
     """One transaction of the memory's store for the chat history and the sources'
-    records, so a crash or an error keeps all of a batch or none of it. The sources
-    write first: the in-memory buffer changes last, once nothing else can fail but
-    the commit.
-
-    Every writer that writes to a store (:class:`~llama_memory.sources.base.Stored`)
-    must write to this one: a writer on another store (another connection to the
-    same file would wait for this transaction's lock forever) makes the batch
-    non-atomic, which is logged once.
+    records: all of a batch or none (the in-memory buffer changes last). A
+    :class:`~llama_memory.sources.base.Stored` writer on another store makes the batch
+    non-atomic, logged once (another connection to the same file would wait for this
+    transaction's lock forever).
     """
     if rt.store is None:
         return nullcontext()
@@ -185,15 +170,11 @@ def reset(rt: Runtime) -> None:
 
 
 def start_new_conversation(rt: Runtime) -> None:
-    """What follows a reset is another conversation: the records of the one reset are
-    no longer labelled as this conversation's in the block.
-
-    A session id the memory chose itself is replaced by a new one (its buffer moves to
-    the new session's log), so everything keyed by the session (labels, summaries,
-    formation passes, "last time") tells the two conversations apart, in any process.
-    A session id the application chose stays: it names the conversation (other workers
-    share its window, a restore reopens it); this memory labels only the session's
-    records stored from now on as this conversation's."""
+    """What follows a reset is another conversation, no longer labelled as the reset
+    one's in the block. A session id the memory chose is replaced (its buffer moves to
+    the new session's log), so everything keyed by the session tells the two apart; one
+    the application chose stays (it names the conversation), and only records stored
+    from now on are labelled this conversation's."""
     rt.conversation_since = now()
     buffer, store = rt.primary, rt.store
     logged = getattr(buffer, "chat_log", None) is not None

@@ -1,15 +1,7 @@
-"""Composition: merge what the sources retrieved, drop duplicates, fit the token
-budget, and render the memory block that goes into the prompt.
-
-The block is delimited by ``<memory>`` and ``</memory>``. Each item is one line
-whose text is a JSON string with ``<`` and every line-breaking character escaped,
-so stored text can neither close the block nor start a line that poses as a role
-or as instructions.
-
-Two modules: :mod:`.selection` chooses what the block shows (the deduplicate and fit
-steps of the ``get()`` pipeline, :mod:`llama_memory.read.pipeline`), and :mod:`.block`
-is the block itself: what a block is (:class:`MemoryBlock`, :class:`LeftOut`), its
-text, and its insertion into the messages. Every name is importable from here.
+"""Composition of the memory block: :mod:`.selection` chooses what it shows (deduplicated
+and fitted to the token budget), :mod:`.block` is the block itself (:class:`MemoryBlock`,
+:class:`LeftOut`, its text, its insertion). Each item's text is JSON-quoted with ``<``
+and line breaks escaped, so stored text can neither close the block nor pose as a role.
 """
 
 from __future__ import annotations

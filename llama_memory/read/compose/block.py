@@ -1,8 +1,5 @@
-"""The memory block: what a block is (the block built, and each record left out with
-why), its text (the markers around it, one line per record with its text quoted as data,
-the user's instructions first, the note on what did not fit), and where it goes (into
-the system message or the latest user message, an earlier block replaced, and the
-conversation without it)."""
+"""The memory block: what a block is (and each record left out, with why), its text
+(records quoted as data, the user's instructions first), and where it goes."""
 
 from __future__ import annotations
 
@@ -34,17 +31,14 @@ INSTRUCTIONS_INTRO = "Follow these instructions from the user (standing instruct
 #: The label of a record of the conversation being held (one that left its window).
 THIS_CONVERSATION = "earlier in this conversation"
 # What JSON leaves as is but must not reach the prompt raw: "<" (it could close the block)
-# and the characters other than "\n" that break a line (NEL, LINE and PARAGRAPH
-# SEPARATOR), which could start a line posing as a role.
+# and NEL, LINE and PARAGRAPH SEPARATOR (they could start a line posing as a role).
 _ESCAPES = str.maketrans({c: f"\\u{ord(c):04x}" for c in "<\x85\u2028\u2029"})
 
 
 def render_item(record: MemoryRecord, session_id: Optional[str] = None, since: Optional[float] = None) -> str:
-    """One line: ``- [source, when] role: "text"`` with the text JSON-quoted; messages
-    of the conversation ``session_id`` (a record with a role, or an excerpt; stored at or
-    after ``since`` when given: :func:`of_this_conversation`) are labelled
-    :data:`THIS_CONVERSATION` too. Other records (a profile field, a fact) are not turns
-    of a conversation, wherever they were learnt."""
+    """One line: ``- [source, when] role: "text"`` with the text JSON-quoted; turns of
+    the conversation ``session_id`` (:func:`of_this_conversation`) are labelled
+    :data:`THIS_CONVERSATION` too."""
     here = THIS_CONVERSATION if of_this_conversation(record, session_id, since) else ""
     label = ", ".join(p for p in (record.source, here, format_time(record.event_time)) if p)
     speaker = f"{record.role}: " if record.role else ""
@@ -55,9 +49,8 @@ def render_item(record: MemoryRecord, session_id: Optional[str] = None, since: O
 
 
 def of_this_conversation(record: MemoryRecord, session_id: Optional[str], since: Optional[float] = None) -> bool:
-    """Whether ``record`` is a turn of the conversation being held: of its session, and,
-    when the conversation was reset at ``since`` (its session id kept), stored since then
-    (every message of an excerpt)."""
+    """Whether ``record`` is a turn of the conversation being held: of its session and,
+    when it was reset at ``since`` (its session id kept), stored since then."""
     if not record.is_turn or session_id is None or record.session_id != session_id:
         return False
     if since is None:
@@ -82,9 +75,7 @@ def clip(text: str) -> str:
 
 def conflict_note(record: MemoryRecord) -> str:
     """`` (conflict, newer: [triples] "..." says otherwise; ask the user which holds)``:
-    what a record in conflict with another
-    (:func:`~llama_memory.read.compose.selection.merge_near_duplicates`) is marked
-    with, the other's text quoted as data; ``""`` for a record in no conflict."""
+    the mark of a record in conflict with another; ``""`` for none."""
     notes = []
     for other in record.metadata.get("conflicts_with", ()):
         text = clip(str(other["text"]))
@@ -101,11 +92,9 @@ SUPERSEDED_QUOTE = 32
 
 
 def superseded_note(record: MemoryRecord) -> str:
-    """`` (possibly superseded by [vector, 2025-03-10 19:02])``: what a record whose
-    message a later record on the same thing may supersede
-    (:mod:`llama_memory.read.superseded`) is marked with, the later one named by its
-    label; for an excerpt, each such message is named by its first words. ``""`` for a
-    record without."""
+    """`` (possibly superseded by [vector, 2025-03-10 19:02])``: the mark of a record a
+    later one may supersede (in an excerpt, the message named by its first words);
+    ``""`` for none."""
     parts = record.parts or [record]
     notes = []
     for part in parts:
@@ -123,9 +112,8 @@ def superseded_note(record: MemoryRecord) -> str:
 
 def render_instructions(instructions: Sequence[str]) -> list[str]:
     """The lines of the instructions section: :data:`INSTRUCTIONS_INTRO`, then one
-    ``- text`` line per instruction (none without instructions). The text is the
-    instruction itself, not quoted data; ``<`` and line breaks are escaped all the same,
-    so that no text can close the block or start a line of its own."""
+    ``- text`` line per instruction (not quoted data, but ``<`` and line breaks escaped
+    all the same); none without instructions."""
     if not instructions:
         return []
     return [INSTRUCTIONS_INTRO, *(f"- {_one_line(text)}" for text in instructions)]
@@ -167,17 +155,13 @@ class MemoryBlock:
         token_count: tokens of ``text`` by the memory's tokenizer.
         token_limit: the token budget the block was fitted to.
         dropped_duplicates: records left out as duplicates of the window or of each other.
-        dropped_for_budget: records left out because the budget was full (an excerpt
-            counts its messages, so cutting one down to its best message counts too).
-        dropped_irrelevant: records left out because their calibrated relevance was
-            below the memory's ``min_relevance``.
-        left_out: what was left out and why, record by record, in ranking order
-            (:class:`LeftOut`): the counts above, itemised.
-        instructions: the user's standing instructions the block shows first (never
-            cut for the budget: they count first).
-        admitted: one line per record of ``records``, in order: the rule that let it in
-            (its calibrated relevance, 0..1, against ``min_relevance``, or why it needs
-            none), and what it stands for or conflicts with.
+        dropped_for_budget: records left out because the budget was full (cutting an
+            excerpt down to its best message counts too).
+        dropped_irrelevant: records left out below the memory's ``min_relevance``.
+        left_out: the counts above itemised, in ranking order (:class:`LeftOut`).
+        instructions: the user's standing instructions, shown first (never cut).
+        admitted: one line per record of ``records``: the rule that let it in, and what
+            it stands for or conflicts with.
     """
 
     text: str = ""
@@ -206,20 +190,14 @@ class LeftOut:
 
     Attributes:
         record: the record as retrieved (an excerpt with all its messages).
-        reason: :data:`DUPLICATE` (the window or an earlier record shows it already,
-            or another source states the same fact), :data:`IRRELEVANT` (its relevance
-            is below ``min_relevance``), :data:`OVER_BUDGET` (no room left) or
-            :data:`CUT_TO_FIT` (an excerpt shown as its best message only; ``record`` is
-            the whole excerpt) or :data:`SUMMARISED` (the budget was tight and a session
-            summary in the block covers all its messages).
-        other: for a :data:`DUPLICATE` left out for another record that states all it
-            does, that record (None for an exact repeat, or one the window shows).
-        detail: the rule in words: which record it duplicates, its relevance against
-            which threshold, which budget (filled from the rest when not given).
-        rule: the rule alone, by its name and threshold, the same for every record it
-            left out (``"relevance below min_relevance 0.40"``, ``"own relevance below
-            the record floor 0.0001"``): what ``llama-memory explain`` counts (filled
-            from the rest when not given).
+        reason: :data:`DUPLICATE`, :data:`IRRELEVANT`, :data:`OVER_BUDGET`,
+            :data:`CUT_TO_FIT` (an excerpt shown as its best message only) or
+            :data:`SUMMARISED` (a session summary in the block covers its messages).
+        other: for a :data:`DUPLICATE`, the record that states all it does (None for an
+            exact repeat, or one the window shows).
+        detail: the rule in words, for this record (filled from the rest when not given).
+        rule: the rule alone, the same for every record it left out (``"relevance below
+            min_relevance 0.40"``): what ``llama-memory explain`` counts.
     """
 
     record: MemoryRecord
@@ -266,20 +244,17 @@ def _default_rule(item: LeftOut) -> str:
 
 
 def relevance_text(record: MemoryRecord) -> str:
-    """A record's calibrated relevance to the query (0..1) as shown, ``"-"`` without one
-    (its source does not rank by relevance: a profile field)."""
+    """A record's calibrated relevance (0..1) as shown, ``"-"`` without one."""
     return "-" if record.relevance is None else f"{record.relevance:.2f}"
 
 
-#: :attr:`MemoryRecord.metadata` key of the rule that let a record into a block
-#: (the read pipeline's relevance stage sets it; :attr:`MemoryBlock.admitted` shows it).
+#: :attr:`MemoryRecord.metadata` key of the rule that let a record into a block.
 ADMITTED_BY = "admitted_by"
 
 
 def admission(record: MemoryRecord) -> str:
-    """The rule that let ``record`` into the block, with what it stands for (``also_in``),
-    conflicts with (``conflicts_with``) and which of its messages a later record may
-    supersede (``possibly_superseded_by``, :mod:`llama_memory.read.superseded`)."""
+    """The rule that let ``record`` into the block, with what it stands for, conflicts
+    with, and which of its messages a later record may supersede."""
     rule = str(record.metadata.get(ADMITTED_BY) or (
         "no relevance: not ranked by it (shown whatever the question)"
         if record.relevance is None else f"relevance {relevance_text(record)}"
@@ -304,8 +279,7 @@ IRRELEVANT = "not relevant"
 OVER_BUDGET = "over budget"
 #: :attr:`LeftOut.reason` of an excerpt shown as its best message only, for the budget.
 CUT_TO_FIT = "cut to fit"
-#: :attr:`LeftOut.reason` of an excerpt left out, for a tight budget, because a session
-#: summary in the block covers every one of its messages.
+#: :attr:`LeftOut.reason` of an excerpt a session summary in a tight block covers.
 SUMMARISED = "covered by a summary"
 
 
@@ -318,10 +292,8 @@ def strip_block(text: str) -> str:
 
 
 def remove_block(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
-    """``messages`` without the memory block :func:`insert_block` put in them: the
-    conversation alone, for a step that works on it rather than on what the memory
-    recalled (a chat engine condensing it into a standalone question). A system message
-    that held only the block is left out; the inputs are not modified."""
+    """``messages`` without the memory block :func:`insert_block` put in them (for a chat
+    engine condensing the conversation); a system message of the block alone is left out."""
     out: list[ChatMessage] = []
     for message in messages:
         texts = [b.text for b in message.blocks if isinstance(b, TextBlock)]
@@ -347,13 +319,9 @@ def remove_block(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
 def insert_block(
     messages: Sequence[ChatMessage], block: str, insert_method: str
 ) -> list[ChatMessage]:
-    """Return ``messages`` with the block injected; the inputs are not modified.
-
-    ``"system"``: appended to the first message when it is a system message (an
-    earlier block there is replaced), else a new system message is put first.
-    ``"user"``: prepended to the latest user message (falls back to ``"system"``
-    when there is none).
-    """
+    """``messages`` with the block injected (the inputs are not modified). ``"system"``:
+    appended to a first system message (replacing an earlier block), else a new one put
+    first; ``"user"``: prepended to the latest user message (else as ``"system"``)."""
     out = list(messages)
     if not block:
         return out

@@ -1,8 +1,6 @@
-"""What the block shows: each fact once and nothing the conversation window already
-shows (deduplicating what the sources retrieved), then the block fitted to its token
-budget: the user's instructions first, then the records in order while they fit (an
-excerpt cut to its best message, a session summary standing in for the excerpts it
-covers), and a note on what was left out."""
+"""What the block shows: each fact once and nothing the window shows already, then the
+block fitted to its token budget (instructions first, records while they fit, a note on
+what was left out)."""
 
 from __future__ import annotations
 
@@ -42,13 +40,10 @@ def deduplicate(
     already_shown: Iterable[str] = (),
     left_out: Optional[list[LeftOut]] = None,
 ) -> tuple[list[MemoryRecord], int]:
-    """Drop records whose normalised text is in ``already_shown`` or came earlier, then
-    show each fact once across sources (:func:`merge_near_duplicates`).
-
-    An excerpt (a record with ``parts``) loses only the parts already shown, and is
-    dropped when none is left. Returns the kept records and how many were dropped;
-    the dropped records are appended to ``left_out`` when one is given.
-    """
+    """Drop records whose normalised text is in ``already_shown`` or came earlier (an
+    excerpt loses only the parts shown), then show each fact once across sources
+    (:func:`merge_near_duplicates`). Returns the kept records and how many were dropped,
+    appended to ``left_out`` when given."""
     window = {normalize_text(t) for t in already_shown}
     seen = set(window)
     kept: list[MemoryRecord] = []
@@ -73,23 +68,13 @@ def deduplicate(
 def merge_near_duplicates(
     records: Sequence[MemoryRecord], left_out: Optional[list[LeftOut]] = None
 ) -> tuple[list[MemoryRecord], int]:
-    """Show each fact once across sources, and no fact less: when a profile field, a
-    triple or a past message (an excerpt's messages one by one) state the same thing
-    (:func:`~llama_memory.read.same_fact.relate`), one is left out only when the other states
-    everything it does (every content word, number, name and date, stemmed; the same
-    polarity). The one kept is the one that says more (the earlier of two that say the
-    same), except that a profile field is never the one left out. The provenance of what
-    was left out is kept on the record that stands for it, in ``metadata["also_in"]``
-    (source, id, text, message ids).
-
-    Two records about the same thing that differ are both shown; when the thing holds
-    one value at a time (a profile field, a functional triple) or one negates the other,
-    as a conflict: the newer first, each marked (``metadata["conflicts_with"]``,
-    rendered by :func:`~llama_memory.read.compose.block.render_item`) so the LLM can ask the
-    user which holds. Records of one source are not compared with each other (exact
-    duplicates are gone already). Returns the
-    records and how many were left out; what was left out (a record, or an excerpt's
-    message) is appended to ``left_out`` as a :data:`DUPLICATE` when one is given."""
+    """Show each fact once across sources, and no fact less
+    (:func:`~llama_memory.read.same_fact.relate`, an excerpt message by message): one is
+    left out only when the other states all it does, never a profile field, its
+    provenance kept in the keeper's ``metadata["also_in"]``. Conflicts are both shown,
+    the newer first, each marked (``metadata["conflicts_with"]``). Records of one source
+    are not compared. Returns the records and how many were left out (appended to
+    ``left_out`` as :data:`DUPLICATE` when given)."""
     units = [(i, part) for i, r in enumerate(records) for part in (r.parts or [r])]
     if len({r.source for r in records}) < 2:
         return list(records), 0
@@ -149,8 +134,7 @@ def merge_near_duplicates(
 
 
 def _left_out_of(first: MemoryRecord, second: MemoryRecord, relation: Relation) -> Optional[int]:
-    """Which of two records (0: ``first``, 1: ``second``) is left out for the other, or
-    None: only one that the other states whole, and never a profile field."""
+    """Which of two records (0 or 1) is left out for the other, or None."""
     if relation is Relation.SAME:
         if is_profile(first):
             return None if is_profile(second) else 1
@@ -165,8 +149,8 @@ def _left_out_of(first: MemoryRecord, second: MemoryRecord, relation: Relation) 
 def _conflict_marks(
     units: Sequence[tuple[int, MemoryRecord]], conflicts: Sequence[tuple[int, int]]
 ) -> dict[int, list[dict[str, object]]]:
-    """For each record (its index) in a conflict: what it conflicts with (source, id,
-    text, and whether this record is the newer: True, False or None when not known)."""
+    """For each record (its index) in a conflict: what it conflicts with, and whether it
+    is the newer (None when not known)."""
     marks: dict[int, list[dict[str, object]]] = {}
     for a, b in conflicts:
         first, second = units[a][1], units[b][1]
@@ -185,8 +169,7 @@ def _newer_first(
     units: Sequence[tuple[int, MemoryRecord]],
     conflicts: Sequence[tuple[int, int]],
 ) -> list[MemoryRecord]:
-    """``out`` with the newer of each conflicting pair moved just before the older when
-    it came after it (the block reads the newer value first)."""
+    """``out`` with the newer of each conflicting pair moved just before the older."""
     order = list(out)
     for a, b in conflicts:
         i, j = units[a][0], units[b][0]
@@ -214,11 +197,10 @@ def window_texts(window: Sequence[ChatMessage]) -> list[str]:
     return [_window_text(m) for m in window]
 
 
-#: Texts of recent window messages by id(message), with a weak reference to the message
-#: (a dead one's id may be reused) and the id of its blocks list (a message whose content
-#: was set anew no longer matches); nothing here keeps a message or its blocks alive. The
-#: same window comes back on every get(), and reading the text of each of its messages
-#: again cost more than the rest of composing the block.
+#: Texts of recent window messages by id(message), with a weak reference (a dead one's id
+#: may be reused) and the id of its blocks list (content set anew no longer matches). The
+#: same window comes back on every get(), and reading its texts again cost more than the
+#: rest of composing the block.
 _WINDOW_TEXTS: OrderedDict[int, tuple[weakref.ref, int, str]] = OrderedDict()
 _WINDOW_TEXTS_KEPT = 4096
 _window_lock = threading.Lock()
@@ -243,8 +225,7 @@ Tokenizer = Callable[[str], Sequence]
 
 
 def covered_by_summaries(records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
-    """The records (turns: excerpts or messages) whose every message a session summary
-    among ``records`` covers (its ``message_ids``)."""
+    """The turns whose every message a session summary among ``records`` covers."""
     covered = {m for r in records if is_summary(r) for m in r.message_ids}
     if not covered:
         return []
@@ -262,13 +243,9 @@ def block_from_records(
     tokenizer: Tokenizer,
     session_id: Optional[str] = None,
 ) -> MemoryBlock:
-    """Build the memory block from ranked records within ``token_limit`` tokens.
-
-    Records whose text is already in ``window`` (the primary memory's messages)
-    or repeats an earlier record are dropped; the rest are added in order while
-    they fit. The returned block never exceeds ``token_limit`` tokens. Records of
-    the conversation ``session_id`` are labelled as such (see :func:`render_item`).
-    """
+    """Build the memory block from ranked records within ``token_limit`` tokens: those
+    the ``window`` shows or that repeat an earlier record dropped, the rest added in
+    order while they fit; records of the conversation ``session_id`` labelled so."""
     left_out: list[LeftOut] = []
     kept, duplicates = deduplicate(records, window_texts(window), left_out)
     return fit_block(
@@ -292,15 +269,10 @@ def fit_block(
     instructions: Sequence[str] = (),
     since: Optional[float] = None,
 ) -> MemoryBlock:
-    """The block of already deduplicated records (:func:`deduplicate`), in order,
-    within ``token_limit`` tokens; ``duplicates`` is reported as dropped for that,
-    and ``left_out`` (what deduplication dropped) starts the block's ``left_out``.
-    Records of the conversation ``session_id`` (stored since ``since``, when the
-    conversation was reset then) are labelled as such.
-
-    ``instructions`` (the user's standing instructions) come first and are never cut:
-    the records get what of the budget they leave. Instructions longer than the
-    whole budget are still shown, whole, with no record."""
+    """The block of deduplicated records, in order, within ``token_limit`` tokens;
+    ``duplicates`` and ``left_out`` report what deduplication dropped. Records of the
+    conversation ``session_id`` (stored since ``since``) are labelled so.
+    ``instructions`` come first and are never cut, even past the whole budget."""
     result = MemoryBlock(
         token_limit=token_limit, dropped_duplicates=duplicates, left_out=list(left_out),
         instructions=list(instructions),
@@ -336,9 +308,8 @@ def fit_block(
     # The block's frame, instructions included (the records' intro too, hence [""]).
     frame = render_block([""], instructions) if instructions else render_block([])
     budget = token_limit - _line_tokens(tokenizer, frame)
-    # Lines after the first leave room for the note saying what was left out, so that
-    # adding it seldom forces a line out again (each try counts the whole block). The
-    # first line need not: a record is worth more than the note.
+    # Lines after the first leave room for the note on what was left out, so that adding
+    # it seldom forces a line out again (each try counts the whole block).
     note = left_out_note(Counter({record.source: 999 for record in kept}))
     note_room = _line_tokens(tokenizer, note[0]) + 1
     lines: list[str] = []
@@ -401,8 +372,8 @@ _CHARS_PER_TOKEN_OVER = 4.5
 def _renderings(
     record: MemoryRecord, line: str, session_id: Optional[str], since: Optional[float] = None
 ) -> Iterator[tuple[MemoryRecord, str]]:
-    """A record with its rendered ``line``, then, for an excerpt too long for what is
-    left of the budget, the message that made it (rendered only if asked for)."""
+    """A record with its rendered ``line``, then for an excerpt its hit (rendered only
+    if asked for)."""
     yield record, line
     if record.parts:
         hit = hit_of(record)

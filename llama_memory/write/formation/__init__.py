@@ -1,27 +1,9 @@
-"""Memory formation: structured memories formed from the conversation by an LLM, off
-the hot path.
-
-Past messages are remembered as they arrive; the user's profile, knowledge triples,
-instructions and session summary are *formed* from the conversation by an LLM.
-"Formation" is the one word for it here; one run of it is a *formation pass*. (Public
-names older than the word keep theirs: ``ComposableMemory.extract()``, the
-``extract_every``, ``extract_after_quiet`` and ``extract_in`` options, the ``"extract"``
-job kind stored in the database, :class:`~llama_memory.core.errors.ExtractionError`,
-:class:`~llama_memory.core.instrumentation.MemoryExtractionEvent`.)
-
-When formation falls due, ``put()`` queues a formation pass as a job in the same
-transaction as the messages; a :class:`FormationWorker` (a thread of the memory, or
-``llama-memory worker`` in another process) claims it and runs the pass: the messages of
-the session after its persisted cursor go to **one** structured LLM call, outside any
-lock, whose JSON answer has one key per :class:`PassPart` (the triple and profile
-sources, and any part registered on the memory); every part is parsed (all or nothing),
-then applied, and the cursor moved, in one transaction, only if the cursor is still
-where the pass started. See docs/formation.md.
-
-The modules: :mod:`.parts` (what takes part in a pass), :mod:`.answer` (the pass's one
-LLM answer), :mod:`.run` (one pass, applied once), :mod:`.worker` (passes as jobs) and
-:mod:`.passes` (a memory's passes, functions of its runtime; not imported here, since the
-runtime imports this package).
+"""Memory formation: the profile, triples, instructions and session summary formed from
+the conversation by one structured LLM call per *formation pass*, off the hot path
+(docs/formation.md; names older than the word keep "extract"). :mod:`.parts` (what takes
+part), :mod:`.answer` (the one LLM answer), :mod:`.run` (one pass, applied once),
+:mod:`.worker` (passes as jobs) and :mod:`.passes` (a memory's passes; not imported here,
+since the runtime imports this package).
 """
 
 from ...core.errors import ExtractionError

@@ -1,10 +1,6 @@
-"""The one LLM answer of a formation pass: the prompt, asking for it, parsing it.
-
-A pass builds one prompt from its parts' paragraphs (:func:`pass_prompt`) and asks the
-LLM once (:func:`ask_pass`). A function-calling LLM is asked for a structured answer
-(:func:`structured_output`: a :data:`PASS_ANSWER` tool call); any other LLM for JSON
-text (:func:`parse_answer`). Every part then parses its key, all or nothing: a bad
-answer raises :class:`~llama_memory.core.errors.ExtractionError` and nothing is written.
+"""The one LLM answer of a formation pass: the prompt, asking for it (a structured
+answer from a function-calling LLM, JSON text from another), and parsing it, all or
+nothing (a bad answer raises :class:`~llama_memory.core.errors.ExtractionError`).
 """
 
 from __future__ import annotations
@@ -77,11 +73,8 @@ def pass_prompt(parts: Sequence[PassPart], window: PassWindow) -> str:
 def ask_pass(llm: Any, parts: Sequence[PassPart], window: PassWindow) -> dict[str, Any]:
     """Ask ``llm`` once for every part, and parse every part's answer: ``{field:
     parsed}``, or ``{}`` when there is nothing to ask (no part, or nothing the user
-    said). Nothing is written.
-
-    A function-calling LLM is asked for a structured answer (a :data:`PASS_ANSWER`
-    tool call, via ``structured_predict``); any other LLM for JSON text: one object,
-    alone, fenced or with prose around it (:func:`parse_answer`).
+    said). Nothing is written. A function-calling LLM is asked for a
+    :data:`PASS_ANSWER` tool call; any other for JSON text (:func:`parse_answer`).
 
     Raises:
         ExtractionError: the answer was malformed, had an unknown key,
@@ -113,9 +106,8 @@ def ask_pass(llm: Any, parts: Sequence[PassPart], window: PassWindow) -> dict[st
 
 def warm_up(sources: Sequence[Any]) -> None:
     """Do the one-time work of a formation pass over these sources' parts now (the
-    answer's model, its JSON schema, LlamaIndex's structured-output modules), so that the
-    first pass, run by a worker thread while the application calls put() and get(),
-    does not (its pure-Python work holds the GIL)."""
+    answer's model and schema, LlamaIndex's imports), so that the first pass, in a worker
+    thread, does not hold the GIL for it while the application calls put() and get()."""
     fields = tuple(s.pass_field for s in sources if isinstance(s, PassPart))
     if not fields:
         return
@@ -165,8 +157,8 @@ def _function_calling(llm: Any) -> bool:
 
 @lru_cache(maxsize=32)
 def _answer_model(fields: tuple[str, ...]) -> type[BaseModel]:
-    """The pydantic model of a pass's answer: one key per part (left out or null:
-    nothing new for that part) and no other; the parts validate their values themselves."""
+    """The pydantic model of a pass's answer: one optional key per part and no other
+    (the parts validate their values)."""
     definitions: dict[str, Any] = {
         f: (Optional[Any], Field(default=None, description=f"The {f!r} update, as the prompt describes it."))
         for f in fields
@@ -178,11 +170,9 @@ def _answer_model(fields: tuple[str, ...]) -> type[BaseModel]:
 
 
 def parse_answer(text: str, fields: Sequence[str]) -> dict[str, Any]:
-    """A pass's JSON answer given as text: one object whose keys are among ``fields``
-    (a key left out: nothing new for that part, as an LLM with nothing to say for it
-    often answers). The object may come alone, in a ```json fence, or with prose around
-    it ("Here is the update: {...}. Let me know..."), as local models write it; but
-    exactly one: two objects, or none, are an error.
+    """A pass's JSON answer given as text: exactly one object whose keys are among
+    ``fields`` (a key left out: nothing new), alone, in a ```json fence, or with prose
+    around it, as local models write it.
 
     Raises:
         ExtractionError: no JSON object (or more than one), not an object, or a key
@@ -227,22 +217,17 @@ def _json_objects(text: str) -> list[Any]:
 
 
 def structured_output(llm: Any, output_cls: type[Model], prompt: Union[str, PromptTemplate], **prompt_args: Any) -> Model:
-    """Ask ``llm`` for an instance of ``output_cls``: LlamaIndex's
-    ``LLM.structured_predict``, which picks the route for the model (a function-calling
-    LLM, ``metadata.is_function_calling_model``, is asked to call a tool named after the
-    output class, whose arguments are the object; any other LLM for JSON text parsed
-    against the class). Whatever the route, malformed output (no tool call, the wrong
-    tool, text that is not JSON, JSON that does not validate) is rejected whole; a
-    partial object is never returned.
+    """Ask ``llm`` for an instance of ``output_cls`` (LlamaIndex's
+    ``LLM.structured_predict``: a tool call for a function-calling LLM, JSON text for
+    another). Malformed output is rejected whole; a partial object is never returned.
 
     Args:
         llm: a LlamaIndex LLM (function-calling or not).
         output_cls: the pydantic model wanted; its name and docstring are what a
             function-calling LLM sees as the tool to call.
         prompt: a template (``str`` or ``PromptTemplate``) with ``{placeholders}``
-            filled from ``prompt_args``. Values are substituted as they are, so
-            texts with braces (JSON, code) belong in ``prompt_args``, not in the
-            template.
+            filled from ``prompt_args`` as they are: texts with braces (JSON, code)
+            belong in ``prompt_args``, not in the template.
         **prompt_args: the values of the template's placeholders.
 
     Raises:
@@ -252,10 +237,9 @@ def structured_output(llm: Any, output_cls: type[Model], prompt: Union[str, Prom
     template = prompt if isinstance(prompt, PromptTemplate) else PromptTemplate(prompt)
     try:
         result = llm.structured_predict(output_cls, template, **prompt_args)
-    # What LlamaIndex raises for malformed output: ValueError for no tool call, a
-    # failed parse or validation (pydantic's ValidationError is one); KeyError for a
-    # call to a tool that was not offered; TypeError for a non-model result.
-    # Transport errors (timeouts, HTTP) are none of these and propagate unchanged.
+    # What LlamaIndex raises for malformed output: ValueError (no tool call, a failed
+    # parse or validation), KeyError (a tool not offered), TypeError (a non-model
+    # result). Transport errors are none of these and propagate unchanged.
     except (ValueError, KeyError, TypeError) as exc:
         detail = str(exc) if len(str(exc)) <= _MAX_DETAIL else str(exc)[:_MAX_DETAIL] + "..."
         raise ExtractionError(

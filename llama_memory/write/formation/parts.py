@@ -1,9 +1,6 @@
-"""What takes part in a formation pass: the window it reads and the parts it asks about.
-
-A formation pass reads a :class:`PassWindow` (the session's messages after its cursor)
-and asks the LLM once for every :class:`PassPart` (a source, or another object attached
-to the memory, owning one key of the JSON answer). A user-supplied source that is not a
-part may still join the pass's transaction as a :class:`Proposing` source.
+"""What takes part in a formation pass: the window it reads (:class:`PassWindow`), the
+parts that own one key of its JSON answer (:class:`PassPart`), and user-supplied sources
+that join its transaction (:class:`Proposing`).
 """
 
 from __future__ import annotations
@@ -42,19 +39,17 @@ class PassWindow:
 
 @runtime_checkable
 class PassPart(Protocol):
-    """A part of a formation pass's one structured LLM call: it owns one key of the JSON
-    answer (a source, or another object attached to the memory, e.g. ``"triples"``). The
-    pass asks once, parses every part (all or nothing), then applies every part and
-    moves the cursor in one transaction."""
+    """A part of a formation pass's one structured LLM call, owning one key of the JSON
+    answer (``"triples"``). The pass parses every part (all or nothing), then applies
+    them and moves the cursor in one transaction."""
 
     @property
     def pass_field(self) -> str:
-        """The key of the JSON answer this part owns, e.g. ``"triples"`` (a plain
-        attribute does as well as a property)."""
+        """The key of the JSON answer this part owns (a plain attribute will do)."""
 
     def pass_prompt(self, window: PassWindow) -> str:
         """What the LLM must put under :attr:`pass_field`: one paragraph and the JSON
-        shape (it may include current state, e.g. known triples)."""
+        shape (with current state, e.g. known triples, if useful)."""
 
     def parse_pass(self, value: Any, window: PassWindow) -> Any:
         """Validate the answer under :attr:`pass_field`; raise ``ValueError`` naming what

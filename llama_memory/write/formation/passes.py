@@ -1,11 +1,7 @@
-"""A memory's formation passes: queued by a ``put`` (:mod:`llama_memory.write.pipeline`), run
-by the memory's own thread or a worker process (``llama-memory worker``), followed up
-when messages arrived while one ran, waited for by ``flush``, or run at once by
-``extract`` (see docs/formation.md). The job runs the pass of
-:mod:`llama_memory.write.formation.run`, under :class:`~llama_memory.write.formation.worker.FormationWorker`.
-
-Functions of a memory's :class:`~llama_memory.memory.runtime.Runtime`; its worker thread runs
-:func:`run_job` and :func:`follow_up`.
+"""A memory's formation passes, as functions of its
+:class:`~llama_memory.memory.runtime.Runtime`: queued by a ``put``, run by the memory's
+thread or a worker process, followed up when messages arrived while one ran, waited for
+by ``flush``, or run at once by ``extract`` (docs/formation.md).
 """
 
 from __future__ import annotations
@@ -60,19 +56,17 @@ def job_scope(job: Job) -> Scope:
 
 
 def pass_running(rt: Runtime) -> bool:
-    """Whether this memory's worker thread is running its session's formation pass now:
-    a put then queues nothing (the queue would find that job and return it: a write and a
-    JSON payload for nothing), and the follow-up queues the next pass once it is done.
-    Read under the memory's lock, which the follow-up takes to read the conversation."""
+    """Whether this memory's worker thread is running its session's pass now: a put then
+    queues nothing (a write and a JSON payload for nothing), and the follow-up queues the
+    next pass. Read under the memory's lock, which the follow-up takes."""
     running = rt.worker.running if rt.worker is not None else None
     return running is not None and job_scope(running) == rt.scope
 
 
 def queue_pass(rt: Runtime, scope: Scope, payload: dict[str, Any], run_at: Optional[float] = None) -> None:
     """Queue the session's formation pass to run at ``run_at`` (default now) unless one
-    is waiting or running already. With ``extract_after_quiet``, a waiting one is moved
-    to ``run_at`` instead: each put pushes it back, or brings it forward when
-    ``extract_every`` makes it due now."""
+    is waiting or running; with ``extract_after_quiet``, a waiting one is moved to
+    ``run_at`` instead (each put pushes it back, or brings it forward when due)."""
     store = rt.store
     assert store is not None
     key = job_key(scope)
@@ -97,8 +91,7 @@ def formation_worker(rt: Runtime) -> FormationWorker:
 
 
 def run_job(rt: Runtime, job: Job) -> int:
-    """Run one formation job with the memory's sources and LLM (any session of
-    the store: the sources take the scope as an argument)."""
+    """Run one formation job, of any session of the store, with the memory's sources and LLM."""
     scope = job_scope(job)
     llm = rt.settings.llm
     if llm is None:
@@ -129,8 +122,7 @@ def conversation(rt: Runtime, scope: Scope) -> list[ChatMessage]:
 
 def check_budget(rt: Runtime, scope: Scope, at: Optional[float] = None) -> None:
     """:class:`~llama_memory.write.formation.worker.FormationDeferred` to the next day (UTC)
-    when the user's queued formation passes have used ``formation_token_budget`` tokens
-    today."""
+    when the user's passes have used ``formation_token_budget`` tokens today."""
     budget = rt.settings.formation_token_budget
     if not budget:
         return
@@ -153,9 +145,8 @@ def one_pass(rt: Runtime, scope: Scope, llm: Any) -> int:
 
 
 def extract(rt: Runtime, messages: Optional[Sequence[ChatMessage]], llm: Any) -> None:
-    """The body of :meth:`ComposableMemory.extract` (formation now, in the calling
-    thread): the session's formation pass (one LLM call for every part), or a pass over
-    the ``messages`` given, with no cursor."""
+    """The body of :meth:`ComposableMemory.extract`: the session's pass now, in the
+    calling thread, or a pass over the ``messages`` given, with no cursor."""
     llm = llm or rt.settings.llm
     if llm is None:
         raise ValueError("extract() needs an LLM: pass llm=, or build the memory with llm=")
@@ -196,10 +187,9 @@ def flush(rt: Runtime, timeout: Optional[float]) -> None:
 
 
 def wait_for_workers(rt: Runtime, timeout: Optional[float]) -> None:
-    """Wait until worker processes have run this session's formation passes that may
-    run now: no job of the session is running, or queued and due (a failed one waiting for its
-    retry, or one deferred to later, is not waited for, as in a memory's own thread).
-    TimeoutError past ``timeout`` seconds, naming what still waits."""
+    """Wait until worker processes have run this session's passes that may run now (not
+    a failed one waiting for its retry, nor one deferred); TimeoutError past
+    ``timeout`` seconds, naming what still waits."""
     assert rt.store is not None
     key = job_key(rt.scope)
     deadline = None if timeout is None else time.monotonic() + timeout

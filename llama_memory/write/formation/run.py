@@ -1,12 +1,6 @@
-"""Running one formation pass, applied once whatever happens.
-
-:func:`run_pass` reads the session's messages after its persisted cursor, asks the LLM
-once for every part (:func:`~llama_memory.write.formation.answer.ask_pass`) holding no lock,
-then applies every part and moves the cursor in one transaction, only if the cursor is
-still where the pass started. So a pass is applied once whatever happens: a reopen, a
-worker killed mid-pass (its lease runs out and the job runs again, finding nothing new),
-two workers on the same session. :func:`run_parts` is a pass over given messages, with
-no cursor (``memory.extract(messages=...)``, a memory without a store).
+"""Running one formation pass, applied once whatever happens (a reopen, a worker killed
+mid-pass, two workers on one session): the cursor moves in the parts' transaction, only
+if it is still where the pass started. :func:`run_parts` is a pass with no cursor.
 """
 
 from __future__ import annotations
@@ -33,9 +27,8 @@ logger = logging.getLogger(__name__)
 
 def run_parts(sources: Sequence[Any], scope: Scope, llm: Any, messages: Sequence[ChatMessage]) -> dict[str, Any]:
     """A formation pass over ``messages`` with no cursor (``memory.extract(messages=...)``,
-    a memory without a store, a source's own ``extract``): the parts ask once and are
-    applied, then the sources that form memories their own way (``extract``) do.
-    Returns the parts' parsed answers."""
+    a memory without a store): the parts, then the sources with their own ``extract``;
+    returns the parts' parsed answers."""
     window = pass_window(scope, messages)
     parts = [s for s in sources if isinstance(s, PassPart)]
     parsed = ask_pass(llm, parts, window)
@@ -48,8 +41,8 @@ def run_parts(sources: Sequence[Any], scope: Scope, llm: Any, messages: Sequence
 
 
 def cursor_key(scope: Scope) -> str:
-    """The meta key of a session's formation cursor (a user meta key: forgotten with
-    the user). The key's text, ``extraction_cursor``, is stored: it stays."""
+    """The meta key of a session's formation cursor (forgotten with the user; its text,
+    ``extraction_cursor``, is stored: it stays)."""
     return user_meta_key("extraction_cursor", scope)
 
 
@@ -58,10 +51,8 @@ def _fingerprint(message: ChatMessage) -> str:
 
 
 def cursor_position(history: Sequence[ChatMessage], cursor: Optional[str]) -> int:
-    """Where the messages no formation pass has covered yet start in ``history``. The
-    cursor holds a count and the fingerprint of the last message covered: when that
-    message is not where the cursor says (the conversation was reset or replaced), start
-    over."""
+    """Where the messages no pass has covered yet start in ``history``; 0 when the
+    cursor's last message (count and fingerprint) is not where it says (a reset)."""
     if not cursor:
         return 0
     try:
@@ -82,17 +73,12 @@ def run_pass(
     """One formation pass over the session's messages after its cursor; return how
     many messages it covered (0: nothing new, or another worker applied it first).
 
-    The pass asks the LLM **once** for every :class:`~llama_memory.write.formation.parts.PassPart`
-    among ``sources`` (:func:`~llama_memory.write.formation.answer.ask_pass`), holding no lock,
-    and parses every part's answer (all or nothing: a bad answer raises and nothing is
-    written). Then, under ``lock`` (the memory's: its sources' locks come after it),
-    every part is applied and the cursor moved in one transaction, only if the cursor
-    has not moved meanwhile.
-
-    Sources that are not parts keep their own path, for user-supplied sources only: a
-    :class:`~llama_memory.write.formation.parts.Proposing` one asks its own LLM call before the
-    lock and writes in the transaction; one with only ``extract`` writes on its own,
-    under ``lock`` before that transaction (its LLM call does hold the lock).
+    The LLM is asked **once** for every part, holding no lock, and every answer parsed
+    (a bad one raises, nothing written); then under ``lock`` (the memory's: its sources'
+    locks come after it) the parts are applied and the cursor moved in one transaction,
+    only if the cursor has not moved meanwhile. A user-supplied :class:`Proposing`
+    source asks before the lock and writes in the transaction; one with only ``extract``
+    writes on its own under ``lock`` (its LLM call holds it).
     """
     key = cursor_key(scope)
     before = store.get_meta(key)

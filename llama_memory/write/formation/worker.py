@@ -1,9 +1,6 @@
-"""Formation passes as jobs: the job kind, and the worker that claims and runs them.
-
-When a formation pass falls due, ``put()`` queues an ``"extract"`` job in the same
-transaction as the messages (the store's :class:`~llama_memory.storage.sql.jobs.JobQueue`).
-A :class:`FormationWorker` (a thread of the memory, or ``llama-memory worker`` in another
-process) claims it and runs the pass.
+"""Formation passes as jobs: the ``"extract"`` job kind that ``put()`` queues, and the
+:class:`FormationWorker` (a thread of the memory, or ``llama-memory worker``) that claims
+and runs them.
 """
 
 from __future__ import annotations
@@ -37,16 +34,15 @@ POLL_SECONDS = 1.0
 
 
 def job_key(scope: Scope) -> str:
-    """The dedup key of a session's formation pass: one waits (or runs) at a time; it
-    reads every message after the cursor when it runs, so the turns of a burst share
-    one pass. The key is stored (``"extract:..."``): its text stays."""
+    """The dedup key of a session's formation pass: one waits (or runs) at a time, so the
+    turns of a burst share one pass. Stored (``"extract:..."``): its text stays."""
     return "extract:" + json.dumps([scope.tenant_id, scope.user_id, scope.session_id])
 
 
 class FormationDeferred(Exception):
-    """Raised by a job's run before any LLM call to give the job back, to run at
-    ``until`` (epoch seconds), without counting an attempt: e.g. its user is over the
-    day's token budget. Not a failure."""
+    """Raised by a job's run before any LLM call to give the job back until ``until``
+    (epoch seconds) without counting an attempt (its user is over the day's token
+    budget): not a failure."""
 
     def __init__(self, until: float, reason: str) -> None:
         super().__init__(reason)
@@ -59,10 +55,9 @@ class JobOutcome:
 
     Attributes:
         job: the job as it was claimed.
-        state: ``"done"``; ``"queued"`` (it failed and is retried at ``retry_at``);
-            ``"dead"`` (it failed and is out of attempts); ``"deferred"`` (it did not
-            run: see ``reason``; it runs at ``retry_at``); ``"lost"`` (it ran past its
-            lease and another worker took it over).
+        state: ``"done"``; ``"queued"`` (failed, retried at ``retry_at``); ``"dead"``
+            (failed, out of attempts); ``"deferred"`` (did not run, see ``reason``; runs
+            at ``retry_at``); ``"lost"`` (ran past its lease, taken over).
         error: why it failed (``"ExtractionError: ..."``), None when it did not.
         retry_at: epoch seconds of its next attempt, for ``"queued"`` and ``"deferred"``.
         cost: the LLM tokens and wall time of the run (None when deferred).
@@ -88,9 +83,8 @@ def retry_in(attempts: int) -> float:
 
 
 class FormationWorker:
-    """Runs the formation jobs (kind ``"extract"``) of a queue in a thread: claim, run,
-    acknowledge; a failure is retried with backoff (:func:`retry_in`), then kept as dead with its
-    error. :meth:`flush` waits until no job may run now."""
+    """Runs the formation jobs of a queue in a thread: claim, run, acknowledge; a failure
+    is retried with backoff (:func:`retry_in`), then kept as dead with its error."""
 
     def __init__(
         self, queue: JobQueue, run: Callable[[Job], Any], *, after: Optional[Callable[[Job], Any]] = None,
@@ -108,8 +102,7 @@ class FormationWorker:
         self._idle = threading.Condition()
         self._asked = self._done = 0  # flush requests made / served
         self._thread: Optional[threading.Thread] = None
-        #: The job this worker is running now (None between jobs): a put of that session
-        #: need not queue anything, :attr:`after` runs once the job is done.
+        #: The job running now (None between jobs): a put of its session queues nothing.
         self.running: Optional[Job] = None
 
     def run_once(self) -> Optional[JobOutcome]:
@@ -156,8 +149,8 @@ class FormationWorker:
         self._wake.set()
 
     def flush(self, timeout: Optional[float] = None) -> bool:
-        """Wait until the queue holds no job that may run now (failed ones waiting for
-        their retry and jobs held by other workers excepted); False on timeout."""
+        """Wait until the queue holds no job that may run now (not those waiting for a
+        retry or held by other workers); False on timeout."""
         self.start()
         with self._idle:
             self._asked += 1

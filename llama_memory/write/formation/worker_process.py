@@ -1,9 +1,6 @@
-"""Formation passes run by a process of their own: ``llama-memory worker --store PATH``.
-
-Memories built with ``extract_every=N`` queue a formation pass every N user turns (see
-docs/formation.md). A server whose memories are built with ``extract_in="worker"``
-runs none itself: one or more worker processes claim the passes from the store's
-queue, each pass once, with the LLM they are given.
+"""Formation passes run by a process of their own: ``llama-memory worker --store PATH``
+claims the passes that memories built with ``extract_in="worker"`` queue, each once,
+with the LLM it is given (docs/formation.md).
 """
 
 from __future__ import annotations
@@ -38,26 +35,20 @@ def run_worker(
         once: run the jobs that may run now, then return; else run until ``stop``
             is set.
         stop: set it to stop after the job running now.
-        lease: seconds a job is held; if this process dies, another worker takes
-            the job over once the lease runs out.
+        lease: seconds a job is held before another worker may take it over.
         poll: seconds between looks at an empty queue.
         name: this worker's name in the queue (default a random one).
         report: called with each job's :class:`~llama_memory.write.formation.worker.JobOutcome`
-            as it ends (done, failed and retried at a time, dead with its error):
-            ``llama-memory worker`` prints one line per job with it.
-        formation_token_budget: tokens a user's passes may use per day (UTC), for
-            every job this worker runs (default: the budget of the memory that queued
-            the job, ``from_defaults(formation_token_budget=)``; 0: none). A job of a
-            user past it is deferred to the next day.
+            as it ends (``llama-memory worker`` prints one line per job with it).
+        formation_token_budget: tokens a user's passes may use per day (UTC) (default:
+            the queuing memory's; 0: none); a job past it is deferred to the next day.
         **memory_kwargs: what a job's memory configuration cannot carry, passed to
             :meth:`ComposableMemory.from_dict` (``embed_model=``, a profile
             ``schema``...).
 
-    Each job carries the configuration of the memory that queued it
-    (:meth:`ComposableMemory.to_dict`): the worker opens a memory like it once and
-    runs every pass of that configuration with it. A job from a memory with custom
-    sources fails with the error of ``from_dict`` (pass the sources in
-    ``memory_kwargs``); a job of an in-memory store cannot reach a worker.
+    Each job carries its memory's ``to_dict()``: the worker opens one memory per
+    configuration. A job of a memory with custom sources fails with ``from_dict``'s
+    error (pass them in ``memory_kwargs``); an in-memory store's cannot reach a worker.
     """
     if llm is None:
         raise ValueError("run_worker() needs an LLM to extract with: pass llm=")
