@@ -17,7 +17,7 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from ..core.distribution import install_hint
 from ..memory.composable import ComposableMemory
 from ..sources.profile import ProfileSource
-from ..storage.sqlite import DB_FILENAME
+from ..storage.registry import backend_for
 
 FIRST_CONVERSATION: tuple[tuple[str, str], ...] = (
     ("Hi! My name is John.", "Nice to meet you, John!"),
@@ -71,7 +71,7 @@ def run_demo(path: Optional[Path] = None, out: Optional[TextIO] = None) -> None:
     import sys
 
     out = out or sys.stdout
-    if path is not None and (Path(path) / DB_FILENAME).exists():
+    if path is not None and backend_for(path).missing(path) is None:
         # The demo writes a user 'john' and 50 notes: not into an application's store.
         raise ValueError(
             f"{path} holds a memory store already, and the demo would write its user 'john' "
