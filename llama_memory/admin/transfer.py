@@ -294,6 +294,13 @@ class TenantTransfer:
     ) -> int:
         """Write the export as JSON Lines (one JSON object a line, the header first) to
         a file path or a text stream; return how many rows after the header."""
+        if isinstance(users, str):  # the command line's order (USER -o FILE), or one id
+            known = {u.user_id for u in self.users()}
+            fix = (
+                f"export({users!r}, users=[{to!r}])" if isinstance(to, str) and to in known and users not in known
+                else f"export({to!r}, users=[{users!r}])"
+            )  # fmt: skip
+            raise TypeError(f"export takes the file first, then a list of user ids, not the string {users!r}: {fix}")
         chosen = self._export_users(users)
         if progress is not None:
             progress.total = self._admin.count_export_rows(self.tenant_id, chosen)

@@ -199,6 +199,19 @@ def test_a_tenant_the_store_does_not_have_names_the_ones_it_has(
     assert status == 0 and "(the store's tenants" not in out
 
 
+def test_export_in_the_command_lines_order_says_the_call_to_make(store: Path, tmp_path: Path) -> None:
+    """``admin.export("alice", "alice.jsonl")`` (USER -o FILE, as on the command line)."""
+    out = tmp_path / "alice.jsonl"
+    with MemoryAdmin(store) as admin:
+        for given in (("alice", str(out)), (str(out), "alice")):
+            with pytest.raises(TypeError, match=r"^export takes the file first, then a list of user ids, not the string "):
+                admin.export(*given)
+            with pytest.raises(TypeError, match=rf"export\({str(out)!r}, users=\['alice'\]\)$"):
+                admin.export(*given)
+        assert not out.exists() and not (tmp_path / "alice").exists()
+        assert admin.export(str(out), users=["alice"]) >= 1 and out.exists()
+
+
 def broken_factory() -> Any:
     """An application's LLM factory that fails as one without its API key does."""
     raise ValueError("OPENAI_API_KEY is not set")
