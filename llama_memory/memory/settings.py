@@ -350,9 +350,11 @@ class MemorySettings(BaseModel):
     def _a_memory(cls, value: Any) -> Any:
         if value is None or isinstance(value, BaseMemory):
             return value
+        # A str first (from_defaults("alice", ...)) was most likely meant as the user.
         raise TypeError(
             f"primary_memory takes a LlamaIndex memory (a BaseMemory such as ChatMemoryBuffer), "
             f"not {type(value).__name__} {short(value)}"
+            + (f"; to name the user, pass user_id={value!r}" if isinstance(value, str) else "")
         )
 
     @field_validator("ttl", mode="before")

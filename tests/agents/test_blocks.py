@@ -457,6 +457,12 @@ def test_bad_arguments_say_what_to_pass(tmp_path: Path, opened) -> None:
         MemoryBlocks.open("alice", path=tmp_path, token_limit=100)
     with pytest.raises(TypeError, match="memory_token_limit"):
         MemoryBlocks.open("alice", path=tmp_path, memory_token_limt=100)
+    # The store by position, as a newcomer writes it: the call to make, and nothing created.
+    with pytest.raises(TypeError, match=rf"takes the store by name.*MemoryBlocks\.open\('alice', path={str(tmp_path / 'm')!r}\)$"):
+        MemoryBlocks.open("alice", str(tmp_path / "m"))
+    with pytest.raises(TypeError, match=r"MemoryBlocks\.open\('alice', store='postgresql://app@db/memory'\)$"):
+        MemoryBlocks.open("alice", "postgresql://app@db/memory")
+    assert not (tmp_path / "m").exists()
     blocks = open_blocks(opened, "alice", path=tmp_path)
     with pytest.raises(ValueError, match="priority 0"):
         blocks.instructions(priority=2)

@@ -129,6 +129,8 @@ def test_a_copy_carries_the_settings(tmp_path: Path, embed_model: Any) -> None:
         ({"user_id": "alice", "tenant_id": " "}, ValueError, "tenant_id .* is blank"),
         ({"user_id": "alice", "secondary_memory_sources": [42]}, TypeError, "not int"),
         ({"user_id": "alice", "primary_memory": 42}, TypeError, "primary_memory takes a LlamaIndex memory"),
+        # from_defaults("alice", ...): the user given first, by position.
+        ({"primary_memory": "alice"}, TypeError, r"not str 'alice'; to name the user, pass user_id='alice'$"),
         ({"user_id": "alice", "encryption_key": " "}, ValueError, "encryption_key is blank"),
         # The buffer's own check came after the store was created.
         ({"user_id": "alice", "token_limit": -1}, ValueError, "token_limit must be a positive number of tokens, got -1"),
