@@ -163,6 +163,11 @@ class MemoryAdmin(TenantTransfer):
             MemorySettings(**options)
         if not isinstance(tenant_id, str) or not tenant_id:
             raise ValueError(f"tenant_id must be a non-empty string, got {tenant_id!r}")
+        if isinstance(path, str) and not path.strip():  # not the current directory
+            raise ValueError(
+                f"the store is {'empty' if not path else 'blank'} ({path!r}): pass the memory directory "
+                "(the path= of ComposableMemory.from_defaults) or a postgresql:// URL"
+            )
         location = location_of(
             path, chroma_url=chroma_url, chroma_client=chroma_client,
             encryption_key=encryption_key, owner_only=owner_only,

@@ -276,6 +276,12 @@ class MemorySettings(BaseModel):
                 f"tenant_id names the application the memory belongs to, and {self.tenant_id!r} "
                 "is blank: leave it at 'default' or pass a name"
             )
+        if self.path is not None and not self.path.strip():
+            # "" would be the current directory (an unset environment variable, often).
+            raise ValueError(
+                f"path is {'empty' if not self.path else 'blank'} ({self.path!r}): pass a directory, "
+                "e.g. path='./memory', or leave path out (None) for a memory kept in this process"
+            )
         if self.encryption_key is not None:
             check_passphrase(self.encryption_key.get_secret_value(), "encryption_key")
         if self.encryption_key is not None and self.path is None:

@@ -155,6 +155,25 @@ def test_every_argument_is_checked_before_the_store_is_created(tmp_path: Path, g
     assert not where.exists()
 
 
+@pytest.mark.parametrize(("path", "said"), [("", r"^path is empty \(''\): pass a directory, e.g. path='./memory'"),
+                                          ("  ", r"^path is blank \('  '\)")])
+def test_an_empty_path_is_refused_not_taken_for_the_current_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str, said: str
+) -> None:
+    """``path=os.environ.get("MEMORY_PATH", "")`` wrote the store into the working directory."""
+    from llama_memory import MemoryAdmin
+    from llama_memory.blocks import MemoryBlocks
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=said):
+        ComposableMemory.from_defaults(user_id="alice", path=path)
+    with pytest.raises(ValueError, match=said):
+        MemoryBlocks.open("alice", path=path)
+    with pytest.raises(ValueError, match=r"^the store is (empty|blank) .*: pass the memory directory"):
+        MemoryAdmin(path, create=True)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_the_command_lines_help_states_the_settings_defaults() -> None:
     """``llama-memory explain`` and ``search`` fall back to the memory's own defaults, and
     their help says which: the numbers come from the settings, not from the parser."""
