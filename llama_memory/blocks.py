@@ -151,6 +151,12 @@ class MemoryBlocks(BaseModel):
             if name in settings:
                 raise TypeError(f"MemoryBlocks.open() takes no {name}: {why}")
         reject_unknown("MemoryBlocks.open()", settings, parameters(ComposableMemory.from_defaults))
+        if settings.get("secondary_memory_sources") == []:  # flushed turns would be kept nowhere long-term
+            raise ValueError(
+                "MemoryBlocks.open() with secondary_memory_sources=[] has no long-term memory to "
+                "keep what Memory flushes or to show: leave it out for the default sources, or "
+                "pass the sources to use"
+            )
         if path is None and store is None:
             raise ValueError(
                 "MemoryBlocks.open() needs a store that outlives the conversation: pass "

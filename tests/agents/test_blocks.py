@@ -462,6 +462,9 @@ def test_bad_arguments_say_what_to_pass(tmp_path: Path, opened) -> None:
         MemoryBlocks.open("alice", str(tmp_path / "m"))
     with pytest.raises(TypeError, match=r"MemoryBlocks\.open\('alice', store='postgresql://app@db/memory'\)$"):
         MemoryBlocks.open("alice", "postgresql://app@db/memory")
+    # No long-term source: what Memory flushes would be kept nowhere, in silence.
+    with pytest.raises(ValueError, match=r"secondary_memory_sources=\[\] has no long-term memory"):
+        MemoryBlocks.open("alice", path=tmp_path / "m", secondary_memory_sources=[])
     assert not (tmp_path / "m").exists()
     blocks = open_blocks(opened, "alice", path=tmp_path)
     with pytest.raises(ValueError, match="priority 0"):
