@@ -38,6 +38,8 @@ from bench import locomo, pg_recall, real_texts, speed
 from llama_memory import ComposableMemory, default_embedding
 from llama_memory.core.errors import StorageError
 from llama_memory.embeddings.onnx_model import THREADS_VARIABLE
+from llama_memory.embeddings.store_model import vector_cache
+from llama_memory.retrieval.sync import encode
 from llama_memory.storage.postgres import PgVectorIndex, PostgresStore
 from llama_memory.storage.postgres.bundle import PostgresStoreAdmin
 
@@ -170,9 +172,16 @@ def copy_records(
     seed: int,
     texts: str = "real",
     data: Optional[Path] = None,
+    copies: bool = False,
 ) -> float:
     """Bulk load ``per_user`` indexed records (text and vector) for each of ``users`` with
     COPY, as the vector source would hold them; return the seconds it took.
+
+    ``copies``: each record keeps its vector's copy too (the ``vector`` column), as the
+    library writes it (:func:`llama_memory.retrieval.sync.encode`): a user of up to
+    ``resident_limit`` records is then searched in memory, as a library-written store
+    is. Without them (the figures before the fifth speed round), every search goes to
+    pgvector and each record's vector is read from the dense index.
 
     ``texts``: ``real``, each record one or two LoCoMo sentences recombined
     (:func:`bench.real_texts.texts`: a question's words match some of a user's records,
@@ -190,21 +199,24 @@ def copy_records(
         chunk = users[first:first + max(1, 100_000 // per_user)]
         owners = [u for u in chunk for _ in range(per_user)]
         ids = [f"{u}-{i:07d}" for u in chunk for i in range(per_user)]
+        vectors = pg_recall.clustered_vectors(len(ids), rng)
         buf = io.StringIO()
         for n, (user, rid) in enumerate(zip(owners, ids), start=first * per_user):
             if pool:  # spread over the pool: a user's records are distinct texts
                 text = pool[(n * 7919) % len(pool)].replace("\\", " ").replace("\t", " ").replace("\n", " ")
             else:
                 text = f"note {rid} about {pg_recall_words(rid)}"
-            buf.write("\t".join(("default", user, "vector", rid, "s", "user", text, "", rid, "[]",
-                                 "1700000000", "1700000000", "{}", "t")) + "\n")  # fmt: skip
+            row = ["default", user, "vector", rid, "s", "user", text, "", rid, "[]",
+                   "1700000000", "1700000000", "{}", "t"]  # fmt: skip
+            if copies:  # bytea in COPY's text format: \\x and the hex digits
+                row.append("\\\\x" + encode(vectors[n - first * per_user]).hex())
+            buf.write("\t".join(row) + "\n")
+        columns = ("tenant_id, user_id, source, id, session_id, role, text, event_date, content_hash, "
+                   "message_ids, event_time, ingested_at, metadata, indexed" + (", vector" if copies else ""))
         with store.transaction("bench: copy records") as conn:
-            with conn.cursor().copy(
-                "COPY records (tenant_id, user_id, source, id, session_id, role, text, event_date, "
-                "content_hash, message_ids, event_time, ingested_at, metadata, indexed) FROM STDIN"
-            ) as copy:
+            with conn.cursor().copy(f"COPY records ({columns}) FROM STDIN") as copy:
                 copy.write(buf.getvalue())
-        pg_recall.copy_vectors(index, owners, ids, pg_recall.clustered_vectors(len(ids), rng), "default")
+        pg_recall.copy_vectors(index, owners, ids, vectors, "default")
     return time.perf_counter() - start
 
 
@@ -219,10 +231,12 @@ def pg_recall_words(rid: str) -> str:
 
 
 def bulk(
-    url: str, users: int, per_user: int, gets: int, seed: int, texts: str = "real", data: Optional[Path] = None
+    url: str, users: int, per_user: int, gets: int, seed: int, texts: str = "real", data: Optional[Path] = None,
+    copies: bool = False,
 ) -> dict[str, Any]:
     """get(input=...) and search() of one user among ``users`` x ``per_user`` records
-    bulk-loaded by COPY, then vacuumed and analysed. The HNSW index is built after the
+    bulk-loaded by COPY (``copies``: with the records' vector copies, see
+    :func:`copy_records`), then vacuumed and analysed. The HNSW index is built after the
     load (at once, faster than row by row) when the user is above the threshold; below
     it, the search is exact and the index is not built (building it over 1M rows takes
     far longer than the run)."""
@@ -237,7 +251,7 @@ def bulk(
     try:
         with store.transaction("bench: drop hnsw") as conn:  # rebuilt below, after the load
             conn.execute(f"DROP INDEX IF EXISTS {index.hnsw_index_name(pg_recall.DIMENSION)}")
-        load_s = copy_records(store, names, per_user, seed, texts, data)
+        load_s = copy_records(store, names, per_user, seed, texts, data, copies)
         start = time.perf_counter()
         if hnsw:
             with store.transaction("bench: build hnsw") as conn:
@@ -258,6 +272,9 @@ def bulk(
         store.close()
     # Timed as an app server would serve the loaded database: a memory opened on it.
     memory = open_memory("postgres", url)
+    # Every load is timed with the same questions: the model's vectors of an earlier
+    # load's (kept by the process's vector cache) would spare this one its embeddings.
+    vector_cache(memory.embed_model).clear()
     questions = [u.content or "" for u, _ in speed.make_workload(0, 2 * gets, seed + 1)[1]]
     memory.get(input=questions[-1])  # warm-up
     get_ms, search_ms, found = [], [], 0
@@ -270,7 +287,8 @@ def bulk(
         found = len(memory.search(question, k=10))
         search_ms.append(speed._ms(start))
     memory.close()
-    return {"records": users * per_user, "users": users, "texts": texts, "load_s": load_s, "hnsw": hnsw,
+    return {"records": users * per_user, "users": users, "texts": texts, "vector_copies": copies,
+            "load_s": load_s, "hnsw": hnsw,
             "index_s": index_s,
             "get_median_ms": speed.median(get_ms), "get_p95_ms": speed.p95(get_ms),
             "search_median_ms": speed.median(search_ms), "search_p95_ms": speed.p95(search_ms),
@@ -304,13 +322,15 @@ def run(args: Any, url: str, new_database: Any) -> dict[str, Any]:
                 shutil.rmtree(workdir, ignore_errors=True)
     if "postgres" in backends:
         for users, per_user in args.bulk_list:
-            # --smoke runs anywhere: the texts come from the tests' tiny LoCoMo file.
-            data = locomo.SMOKE_DATA if args.smoke else None
-            row = bulk(new_database(), users, per_user, args.gets, args.seed, args.pg_texts, data)
-            report["bulk"].append(row)
-            print(f"postgres {row['records']} records / {users} users: get {row['get_median_ms']:.1f} ms, "
-                  f"search {row['search_median_ms']:.1f} ms (load {row['load_s']:.0f} s, HNSW {row['index_s']:.0f} s)",
-                  flush=True)  # fmt: skip
+            for copies in args.copies_list:
+                # --smoke runs anywhere: the texts come from the tests' tiny LoCoMo file.
+                data = locomo.SMOKE_DATA if args.smoke else None
+                row = bulk(new_database(), users, per_user, args.gets, args.seed, args.pg_texts, data, copies)
+                report["bulk"].append(row)
+                print(f"postgres {row['records']} records / {users} users, vector copies "
+                      f"{'with' if copies else 'without'}: get {row['get_median_ms']:.1f} ms, search "
+                      f"{row['search_median_ms']:.1f} ms (load {row['load_s']:.0f} s, HNSW {row['index_s']:.0f} s)",
+                      flush=True)  # fmt: skip
     # Part of every get() above; timed apart so a reader can tell it from the store's share.
     texts = [u.content or "" for u, _ in speed.make_workload(0, 20, args.seed + 2)[1]]
     report["query_embedding"] = speed.time_query_embedding(default_embedding(), texts)
@@ -350,6 +370,16 @@ def plot(report: dict[str, Any], path: Path) -> Path:
     return path
 
 
+def vector_copies_modes(modes: str) -> list[bool]:
+    """``--pg-vector-copies``: ``without`` and/or ``with``, comma-separated, each a load
+    of its own (True: the records keep their vector copies)."""
+    chosen = [m for m in modes.split(",") if m]
+    wrong = [m for m in chosen if m not in ("without", "with")]
+    if wrong or not chosen:
+        raise ValueError(f"--pg-vector-copies takes without, with or both (without,with), not {modes!r}")
+    return [m == "with" for m in chosen]
+
+
 def main(args: Any) -> dict[str, Any]:
     """Run with ``bench.speed``'s parsed arguments (``--backend`` and the PostgreSQL ones)."""
     if args.smoke:
@@ -362,6 +392,8 @@ def main(args: Any) -> dict[str, Any]:
         if args.pg_users:
             args.bulk_list.append((args.pg_users, args.pg_per_user))
     args.thread_modes = [m for m in args.embed_threads.split(",") if m]
+    # --smoke: one load, without copies (tests/bench/test_pg_copies.py loads with them).
+    args.copies_list = [False] if args.smoke else vector_copies_modes(args.pg_vector_copies)
     for mode in args.thread_modes:
         worker_threads(mode, 1)  # a bad mode says so before any load
     with pg_recall.database(args.url) as url:

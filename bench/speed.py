@@ -1293,6 +1293,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         help="--backend postgres: the bulk records' texts: LoCoMo sentences recombined "
                              "(bench/real_texts.py), or 'words', the earlier 5 of 16 words each (every "
                              "record then matches a question's full-text search)")
+    parser.add_argument("--pg-vector-copies", default="without,with",
+                        help="--backend postgres: the bulk records loaded without their vector copies "
+                             "(every search by pgvector: the figures before the fifth speed round), with "
+                             "them (as the library writes a store: a user of up to resident_limit "
+                             "records searched in memory), or both, each a load of its own")
     parser.add_argument("--embed-threads", default="share",
                         help="--backend postgres: the offline model's threads in each throughput worker, "
                              "comma-separated modes run back to back: 'share' (cores // workers, at "

@@ -5,10 +5,12 @@ in the store and checked against every model that opens it (:class:`DimensionGua
 from __future__ import annotations
 
 import json
+import os
 import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
@@ -27,6 +29,23 @@ PROBE_TEXT = (
 
 #: How many recent texts keep their vector in a model's :class:`VectorCache`.
 VECTORS_KEPT = 256
+
+#: Threads embedding queries ahead (:meth:`VectorCache.embed_ahead`): a question of two
+#: parts has three texts, and a machine two cores at least.
+AHEAD_THREADS = 2
+
+_ahead_lock = threading.Lock()
+_ahead: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def ahead_executor() -> ThreadPoolExecutor:
+    """The threads that embed queries ahead, made on first use in each process (a
+    forked child gets its own: its parent's threads do not run in it)."""
+    global _ahead
+    with _ahead_lock:
+        if _ahead is None or _ahead[0] != os.getpid():
+            _ahead = (os.getpid(), ThreadPoolExecutor(AHEAD_THREADS, thread_name_prefix="llama-memory-embed"))
+        return _ahead[1]
 
 
 def awaits_io(model: BaseEmbedding) -> bool:
@@ -51,6 +70,9 @@ class VectorCache:
         self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
         self._fingerprint: np.ndarray | None = None
+        # Queries being embedded ahead, by text; each leaves as its vector is kept.
+        self._coming: dict[str, Future[np.ndarray]] = {}
+        self._generation = 0  # moved by clear(): a vector embedded ahead of it is not kept
 
     @property
     def model(self) -> BaseEmbedding:
@@ -61,20 +83,60 @@ class VectorCache:
         return model
 
     def query(self, text: str) -> np.ndarray:
-        """The query vector of ``text`` (float32), embedded only if not known yet."""
+        """The query vector of ``text`` (float32), embedded only if not known yet (or
+        waited for, when it is being embedded ahead)."""
         with self._lock:
             vector = self._queries.get(text)
             if vector is not None:
                 self._queries.move_to_end(text)
                 return vector
+            coming = self._coming.get(text)
+        if coming is not None:
+            try:
+                return coming.result()
+            except Exception:  # raised again below, in the caller's thread
+                pass
+        return self._embed_query(text)
+
+    def embed_ahead(self, texts: Sequence[str]) -> None:
+        """Start embedding the query vectors of those of ``texts`` not known yet, in
+        background threads, for :meth:`query` to take when asked: a question of two
+        parts retrieves for each part and the whole question, and its three embeddings
+        run side by side and beside the store's statements, where one after another they
+        took most of a ``get()``. Each text is embedded alone, as :meth:`query` would
+        (one vector per run: the same vector bit for bit; a batch would not be, the
+        offline model quantises each batch's activations by the batch's range). Only
+        for the offline model, whose runs are thread-safe; any other model embeds
+        when asked."""
+        if not isinstance(self.model, OfflineEmbedding):
+            return
+        with self._lock:
+            for text in dict.fromkeys(texts):
+                if text and text not in self._queries and text not in self._coming:
+                    self._coming[text] = ahead_executor().submit(self._embed_query, text, self._generation)
+
+    def _embed_query(self, text: str, generation: int | None = None) -> np.ndarray:
+        """Embed ``text`` as a query and keep its vector; ``generation``: that of a text
+        embedded ahead, whose vector is not kept if :meth:`clear` came since."""
+        try:
+            vector = self._embed(text)
+            with self._lock:
+                if generation is None or generation == self._generation:
+                    self._keep_locked([text], [vector])
+            return vector
+        finally:
+            if generation is not None:
+                with self._lock:
+                    if generation == self._generation:
+                        self._coming.pop(text, None)
+
+    def _embed(self, text: str) -> np.ndarray:
         model = self.model
         if awaits_io(model):  # an API call: awaited on the event loop, not blocking it
             embedded = await_only(model.aget_query_embedding(text))
         else:
             embedded = model.get_query_embedding(text)
-        vector = np.asarray(embedded, dtype=np.float32)
-        self._keep([text], [vector])
-        return vector
+        return np.asarray(embedded, dtype=np.float32)
 
     def documents(self, texts: list[str]) -> list[np.ndarray]:
         """The document vectors of ``texts`` (float32), unknown ones embedded in one batch
@@ -109,14 +171,19 @@ class VectorCache:
         forgotten must not stay here)."""
         with self._lock:
             self._queries.clear()
+            self._coming.clear()
+            self._generation += 1
 
     def _keep(self, texts: list[str], vectors: list[np.ndarray]) -> None:
         with self._lock:
-            for text, vector in zip(texts[-self._size :], vectors[-self._size :]):
-                self._queries[text] = vector
-                self._queries.move_to_end(text)
-            while len(self._queries) > self._size:
-                self._queries.popitem(last=False)
+            self._keep_locked(texts, vectors)
+
+    def _keep_locked(self, texts: list[str], vectors: list[np.ndarray]) -> None:
+        for text, vector in zip(texts[-self._size :], vectors[-self._size :]):
+            self._queries[text] = vector
+            self._queries.move_to_end(text)
+        while len(self._queries) > self._size:
+            self._queries.popitem(last=False)
 
 
 _caches_lock = threading.Lock()

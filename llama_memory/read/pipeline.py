@@ -49,7 +49,7 @@ from ..retrieval.relevance import (
     serves_request,
     speaks_of_what_is_asked,
 )
-from ..sources.base import Embedded, Recent, WindowAware
+from ..sources.base import Embedded, EmbedsAhead, Recent, WindowAware
 from ..sources.base import Source as SourceProtocol
 from ..sources.views import RecordList
 from ..storage.sql.dialect import one_connection
@@ -122,6 +122,7 @@ def compose_block(rt: Runtime, plan: QueryPlan, window: Sequence[ChatMessage]) -
     """Stages 3-6 for a plan: the user's instructions, then the relevant records the
     window does not show already, within the memory's token budget."""
     options = rt.settings
+    embed_ahead(rt, plan)
     # The user's standing instructions: whatever the query, first, outside the budget.
     instructions = rt.instructions.texts() if rt.instructions is not None else []
     budget: dict[str, Any] = {"token_limit": options.memory_token_limit, "tokenizer": rt.facade.tokenizer_fn}
@@ -252,6 +253,27 @@ def plan_query(query: Optional[str], window: Sequence[ChatMessage]) -> QueryPlan
 
 
 # -- stage 3: retrieve ------------------------------------------------------------------
+
+
+def embed_ahead(rt: Runtime, plan: QueryPlan) -> None:
+    """For a question of several parts, start embedding the texts retrieved for after
+    the first (the other parts, then the whole question) in the background: they embed
+    beside the first part's embedding and its retrieval's statements, where one after
+    another they took most of a ``get()``. The first is embedded when asked, in this
+    thread (waiting for a thread to start it costs a loaded machine more than it
+    saves)."""
+    if plan.parts and plan.kind != "time":  # a plan of a time retrieves for its text alone
+        embed_texts_ahead(rt, [*plan.parts, plan.text][1:])
+
+
+def embed_texts_ahead(rt: Runtime, texts: Sequence[str]) -> None:
+    """Start embedding ``texts`` (those not empty) as queries in the background, in the
+    sources that can (:class:`~llama_memory.sources.base.EmbedsAhead`)."""
+    texts = [t for t in texts if t.strip()]
+    if texts:
+        for source in rt.sources:
+            if isinstance(source, EmbedsAhead):
+                source.embed_ahead(texts)
 
 
 def retrieve_for(rt: Runtime, plan: QueryPlan, k: int, shown: frozenset[str] = frozenset()) -> list[MemoryRecord]:
@@ -568,5 +590,8 @@ def search(rt: Runtime, query: str, k: int) -> RecordList:
         rt.check_open()
         # A query-independent source (a profile) is not ranked by relevance.
         relevant = [s for s in rt.sources if not getattr(s, "query_independent", False)]
-        records, _ = deduplicate(retrieve_parts(rt, query, question_parts(query), k, relevant))
+        parts = question_parts(query)
+        if parts:  # the later parts and the whole question embedded beside the first
+            embed_texts_ahead(rt, [*parts, query][1:])
+        records, _ = deduplicate(retrieve_parts(rt, query, parts, k, relevant))
         return RecordList(records[:k])

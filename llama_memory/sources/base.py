@@ -121,6 +121,15 @@ class Embedded(Protocol):
 
 
 @runtime_checkable
+class EmbedsAhead(Protocol):
+    """A source that can start embedding the queries a ``get()`` will retrieve for
+    before it asks (in the background, beside the store's statements)."""
+
+    def embed_ahead(self, texts: Sequence[str]) -> None:
+        """Start embedding ``texts`` as queries; a retrieval for one takes its vector."""
+
+
+@runtime_checkable
 class Closable(Protocol):
     """A source that holds resources."""
 

@@ -332,6 +332,12 @@ class VectorSource(MemorySource):
         """``text`` embedded as a query, through the model's shared vector cache."""
         return self._dimensions.query(text)
 
+    def embed_ahead(self, texts: Sequence[str]) -> None:
+        """Start embedding ``texts`` as queries in the background (the offline model
+        only: :meth:`~llama_memory.embeddings.store_model.VectorCache.embed_ahead`); a
+        retrieval for one of them takes its vector, the same as embedded when asked."""
+        self._vectors.embed_ahead(texts)
+
     def recent(self, scope: Scope, k: int, span: Optional[tuple[float, float]] = None) -> list[MemoryRecord]:
         """The latest messages of ``span``, or of the latest earlier session, one excerpt
         per session, marked ``metadata["retrieved_by"] = "time"`` (``relevance`` None)."""

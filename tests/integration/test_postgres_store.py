@@ -186,7 +186,8 @@ def test_a_get_reads_the_instructions_and_the_profile_in_one_statement(postgres_
             assert instructions.current(dana, 1_005.0) == alone[0]
             assert profile.current(dana, 1_020.0) == alone[2]  # the city expired by then
             assert trace.round_trips() == before + 1
-            assert profile.current(dana, 1_005.0) == alone[1]  # read again: a statement
+            assert profile.current(dana, 1_005.0) == alone[1]  # read again: from the same rows
+            assert trace.round_trips() == before + 1  # (each retrieval of a get() reads it)
             ProfileSource(instructions).set_field("tone", "warm", dana)  # a write in the hold
             assert [c.value for c in instructions.current(dana, 1_005.0)] == ["warm"]
     finally:

@@ -53,8 +53,10 @@ class PostgresProfileRows(ProfileRows):
 
     def current(self, scope: Scope, at: float) -> list[ProfileChange]:
         """Within one ``get()`` (:meth:`~PostgresConnection.one_connection`) the first
-        document read fetches every document's current rows, and later ones take theirs
-        from there; expiry is applied at each read's own time."""
+        document read fetches every document's current rows, and every later read takes
+        its rows from there (each retrieval reads the profile: three for a question of two
+        parts), until a transaction of this store object; expiry is applied at each read's
+        own time."""
         ahead = self.store.read_ahead()
         if ahead is None:
             return super().current(scope, at)
@@ -64,7 +66,7 @@ class PostgresProfileRows(ProfileRows):
             every = self.store.query(f"read {self.document}", _CURRENT_OF_EVERY_DOCUMENT, user * len(DOCUMENTS))
             for table in DOCUMENTS.values():
                 ahead[("current profile rows", table, user)] = [r for r in every if r["doc"] == table]
-        return [self._to_change(row) for row in ahead.pop(key) if row["expires_at"] is None or row["expires_at"] > at]
+        return [self._to_change(row) for row in ahead[key] if row["expires_at"] is None or row["expires_at"] > at]
 
 
 class PostgresTripleTimeline(TripleTimeline):

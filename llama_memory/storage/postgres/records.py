@@ -10,7 +10,7 @@ from typing import Any, Optional
 
 from ...core.text import word_tokens
 from ...core.types import Scope
-from ..ports.records import NewRecord
+from ..ports.records import NewRecord, PendingRecord
 from ..sql.records import RecordStore
 from .connection import PostgresConnection
 from .schema import USER_WORDS_FUNCTION
@@ -73,6 +73,22 @@ class RecordTables(PostgresConnection, RecordStore):
     #: costs a fifth as much a row. Measured on real rows (docs/benchmarks.md, "PostgreSQL
     #: get() speed, idle machine"), the top 30 stayed the same as ranking every row.
     rank_candidates: int = RANK_CANDIDATES
+
+    def pending_records(self, source: str, limit: int) -> list[PendingRecord]:
+        """Up to ``limit`` records the dense index has not caught up with, oldest first.
+
+        Within one ``get()`` (:meth:`~PostgresConnection.one_connection`), a read that
+        found none is remembered: every retrieval of the ``get()`` (a question of two parts
+        makes three) asks, and only a write can add one; a transaction of this store
+        object forgets it, and the next ``get()`` reads again."""
+        key = ("no pending records", source)
+        if key in (self.read_ahead() or ()):
+            return []
+        rows = super().pending_records(source, limit)
+        ahead = self.read_ahead()  # the hold's connection is taken by the first statement
+        if ahead is not None and not rows:
+            ahead[key] = True
+        return rows
 
     def _derived_columns(self, rec: NewRecord) -> dict[str, Any]:
         # The full-text index reads the event date in words too (the column ``tsv``).
@@ -145,6 +161,29 @@ class RecordTables(PostgresConnection, RecordStore):
         user = scope.require_user("word counts")
         owner = (scope.tenant_id, user)
         unique = list(dict.fromkeys(words))
+        # Within one get() (one_connection) the counts given are remembered: a later
+        # retrieval of it asks for words counted already (the whole of a question of two
+        # parts holds its parts' words; the marks of what a later record supersedes ask
+        # again), and gets the same counts without a statement, until a transaction of
+        # this store object.
+        key = ("word counts", owner)
+        given = (self.read_ahead() or {}).get(key)
+        if given is not None and all(w in given[1] for w in unique):
+            return given[0], {w: given[1][w] for w in unique}
+        total, counts = self._word_counts_of(owner, unique)
+        ahead = self.read_ahead()  # the hold's connection is taken by the first statement
+        if ahead is not None:
+            given = ahead.get(key)
+            if given is None or given[0] != total:
+                given = (total, {})
+                ahead[key] = given
+            remembered: dict[str, int] = given[1]
+            remembered.update(counts)
+        return total, counts
+
+    def _word_counts_of(self, owner: tuple[str, str], unique: list[str]) -> tuple[int, dict[str, int]]:
+        """:meth:`word_counts` of distinct words, read from the store (and the counts
+        remembered across calls)."""
         # The first statement reads the size: which counts are fresh depends on it, so
         # every word not remembered for *some* size is counted in the same pass, and a
         # remembered one turned stale is counted by a second (rare: a tenth's growth).

@@ -1,0 +1,110 @@
+"""What one ``get()`` on PostgreSQL reads once, whatever the number of its retrievals: a
+question of two parts retrieves for each part and for the whole question."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from helpers import hold, memory_factory
+from llama_memory.core.types import Scope
+from llama_memory.storage.ports import NewRecord
+from llama_memory.storage.postgres import PostgresStore
+from llama_memory.storage.postgres.connection import PostgresConnection
+
+ALICE = Scope(user_id="alice", session_id="s1")
+TWO_PARTS = "Which tea do I like and which boat do I own?"
+STORED = (
+    "My favourite tea is a smoky lapsang souchong, brewed strong.",
+    "My sailing boat is a 1978 wooden sloop called Marigold, moored in Cascais.",
+)
+
+
+@pytest.fixture
+def statements(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """The store's statements, by the action name it gives each."""
+    counted: Counter[str] = Counter()
+    query = PostgresConnection.query
+
+    def counting(self: PostgresConnection, action: str, *args: Any, **kwargs: Any) -> Any:
+        counted[action] += 1
+        return query(self, action, *args, **kwargs)
+
+    monkeypatch.setattr(PostgresConnection, "query", counting)
+    return counted
+
+
+def test_a_two_part_question_reads_the_pending_rows_and_the_profile_once(
+    postgres_url: str, embed_model: Any, statements: Counter[str]
+) -> None:
+    with memory_factory(embed_model, store=postgres_url) as make:
+        hold(make, STORED)
+        memory = make(session_id="now")
+        check_one_get(memory, statements)
+
+
+def check_one_get(memory: Any, statements: Counter[str]) -> None:
+    memory.profile.set_field("city", "Lisbon", memory.scope)  # a profile to read
+    memory.flush()  # nothing left to embed
+    statements.clear()
+
+    memory.get(TWO_PARTS)
+
+    assert statements["read pending records"] == 1  # three before: one a retrieval
+    # The instructions' read brings the profile's rows too; the three retrievals'
+    # reads of the profile take them from there (two statements before).
+    assert statements["read instructions"] == 1 and statements["read profile"] == 0
+    shown = " ".join(r.text for r in memory.last_block.records)
+    assert "lapsang" in shown and "Marigold" in shown and "Lisbon" in shown
+
+
+def test_within_a_get_a_write_makes_the_pending_rows_read_again(postgres_url: str) -> None:
+    store = PostgresStore(postgres_url)
+    try:
+        with store.one_connection():
+            assert store.pending_records("vector", 10) == []
+            assert store.pending_records("vector", 10) == []  # remembered: no statement
+            store.add_records([NewRecord("vector", ALICE, "a message put meanwhile", ("m1",), 1.0)])
+            assert [r.text for r in store.pending_records("vector", 10)] == ["a message put meanwhile"]
+        assert [r.text for r in store.pending_records("vector", 10)] == ["a message put meanwhile"]
+    finally:
+        store.close()
+
+
+def test_none_pending_is_remembered_within_one_get_only(postgres_url: str, statements: Counter[str]) -> None:
+    store = PostgresStore(postgres_url)
+    try:
+        for _ in range(2):
+            with store.one_connection():
+                store.pending_records("vector", 10)
+                store.pending_records("vector", 10)
+        assert statements["read pending records"] == 2  # once a get(), not once a call
+    finally:
+        store.close()
+
+
+def test_within_a_get_words_counted_already_are_given_again_without_a_statement(
+    postgres_url: str, statements: Counter[str]
+) -> None:
+    store = PostgresStore(postgres_url)
+    try:
+        store.add_records([NewRecord("vector", ALICE, t, (f"m{i}",), 1.0)
+                           for i, t in enumerate(["bees on the roof", "bees in the garden", "a quiet garden"])])  # fmt: skip
+        with store.one_connection():
+            first = store.word_counts(["bees", "garden", "quux"], ALICE)
+            assert first == (3, {"bees": 2, "garden": 2, "quux": 0})
+            assert store.word_counts(["garden", "bees"], ALICE) == (3, {"garden": 2, "bees": 2})
+            assert statements["count word matches"] == 1  # two before: one a call
+            store.word_counts(["roof", "bees"], ALICE)  # a word not counted yet: a statement
+            assert statements["count word matches"] == 2
+            store.add_records([NewRecord("vector", ALICE, "more bees", ("m9",), 1.0)])  # a write
+            assert store.word_counts(["bees"], ALICE) == (4, {"bees": 3})  # read again
+            assert statements["count word matches"] > 2
+        before = statements["count word matches"]
+        with store.one_connection():  # the next get() asks the store again
+            assert store.word_counts(["bees"], ALICE) == (4, {"bees": 3})
+            assert statements["count word matches"] == before + 1
+    finally:
+        store.close()
