@@ -199,6 +199,16 @@ def test_a_tenant_the_store_does_not_have_names_the_ones_it_has(
     assert status == 0 and "(the store's tenants" not in out
 
 
+@pytest.mark.parametrize("command", [["users"], ["import", "backup.jsonl"], ["export", "--all"]])
+def test_an_empty_tenant_is_refused_not_taken_for_the_default(
+    store: Path, capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    """``--tenant "$TENANT"`` with the variable unset: not the default tenant in silence."""
+    status, out, err = run(capsys, *command, "--store", store, "--tenant", "")
+    assert (status, out) == (2, "")
+    assert "argument --tenant: expected a tenant name, got '' (leave --tenant out for the default)" in err
+
+
 def test_export_in_the_command_lines_order_says_the_call_to_make(store: Path, tmp_path: Path) -> None:
     """``admin.export("alice", "alice.jsonl")`` (USER -o FILE, as on the command line)."""
     out = tmp_path / "alice.jsonl"
