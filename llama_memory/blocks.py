@@ -113,8 +113,9 @@ class MemoryBlocks(BaseModel):
 
     @classmethod
     def open(
-        cls, user_id: str, *, path: Any = None, store: Any = None, session_id: Optional[str] = None, **settings: Any
-    ) -> "MemoryBlocks":
+        cls, user_id: str, *where: Any, path: Any = None, store: Any = None, session_id: Optional[str] = None,
+        **settings: Any,
+    ) -> "MemoryBlocks":  # fmt: skip
         """Open ``user_id``'s store and return the factory of its blocks. Every argument is
         checked before anything opens.
 
@@ -133,8 +134,15 @@ class MemoryBlocks(BaseModel):
             ValueError: neither ``path`` nor ``store`` (blocks need a store that outlives
                 one ``Memory``).
             TypeError: an argument that belongs to the ``Memory`` (``token_limit``,
-                ``insert_method``, ``chat_history``, ``primary_memory``) or an unknown one.
+                ``insert_method``, ``chat_history``, ``primary_memory``) or an unknown one;
+                the store given by position (``open("alice", "./memory")``).
         """
+        if where:  # a store by position: said with the call to make, not "takes 2 positional arguments"
+            name = "store" if isinstance(where[0], str) and "://" in where[0] else "path"
+            raise TypeError(
+                f"MemoryBlocks.open() takes the store by name, path= (a directory) or store= (a "
+                f"PostgreSQL URL or pool): MemoryBlocks.open({user_id!r}, {name}={where[0]!r})"
+            )
         if user_id is not None and not isinstance(user_id, str):  # checked before anything opens
             raise TypeError(f"MemoryBlocks.open() takes user_id as a string, not {type(user_id).__name__} {user_id!r}")
         example = "MemoryBlocks.open(user_id='alice', path='./memory')"
@@ -143,6 +151,12 @@ class MemoryBlocks(BaseModel):
             if name in settings:
                 raise TypeError(f"MemoryBlocks.open() takes no {name}: {why}")
         reject_unknown("MemoryBlocks.open()", settings, parameters(ComposableMemory.from_defaults))
+        if settings.get("secondary_memory_sources") == []:  # flushed turns would be kept nowhere long-term
+            raise ValueError(
+                "MemoryBlocks.open() with secondary_memory_sources=[] has no long-term memory to "
+                "keep what Memory flushes or to show: leave it out for the default sources, or "
+                "pass the sources to use"
+            )
         if path is None and store is None:
             raise ValueError(
                 "MemoryBlocks.open() needs a store that outlives the conversation: pass "

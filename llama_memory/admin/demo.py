@@ -17,6 +17,7 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from ..core.distribution import install_hint
 from ..memory.composable import ComposableMemory
 from ..sources.profile import ProfileSource
+from ..storage.registry import backend_for
 
 FIRST_CONVERSATION: tuple[tuple[str, str], ...] = (
     ("Hi! My name is John.", "Nice to meet you, John!"),
@@ -70,7 +71,14 @@ def run_demo(path: Optional[Path] = None, out: Optional[TextIO] = None) -> None:
     import sys
 
     out = out or sys.stdout
-    path = path or Path(tempfile.mkdtemp(prefix="llama-memory-demo-"))
+    if path is not None and backend_for(path).missing(path) is None:
+        # The demo writes a user 'john' and 50 notes: not into an application's store.
+        raise ValueError(
+            f"{path} holds a memory store already, and the demo would write its user 'john' "
+            "into it: give --path a new or empty directory, or leave --path out for a "
+            "temporary one (to look at a store, use `llama-memory users --store PATH`)"
+        )
+    path = Path(path) if path is not None else Path(tempfile.mkdtemp(prefix="llama-memory-demo-"))
     out.write(f"Memory directory: {path}\n\n")
 
     out.write("== Before: John's profile from the sign-up form (session signup) ==\n")

@@ -105,7 +105,7 @@ def build_server(
     mcp_server_class = _import_sdk()
     from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
     from mcp.server.mcpserver.tools.base import Tool
-    from mcp.types import ToolAnnotations
+    from mcp.types import CallToolResult, TextContent, ToolAnnotations
     from pydantic import ValidationError
 
     from .. import __version__
@@ -158,7 +158,7 @@ def build_server(
                 if problem is not None:
                     raise ToolError(problem)
             try:
-                return await super().call_tool(name, arguments, context)
+                result = await super().call_tool(name, arguments, context)
             except ToolError as exc:
                 cause = exc.__cause__
                 if isinstance(exc, UnexpectedToolError) or cause is None:
@@ -166,6 +166,11 @@ def build_server(
                 if isinstance(cause, ValidationError):  # what the check above let through
                     raise ToolError(_validation_message(cause)) from cause
                 raise ToolError(str(cause)) from cause
+            # The SDK gives an empty list no text at all: an agent reading the text would
+            # see no answer rather than "nothing found". Said as the JSON it is.
+            if isinstance(result, CallToolResult) and not result.content and not result.is_error:
+                result.content = [TextContent(type="text", text="[]")]
+            return result
 
     return MemoryServer(
         "llama-memory", version=__version__, tools=registered, log_level=log_level,
@@ -270,6 +275,7 @@ def serve(
     try:
         tools = MemoryTools(admin, allowed, allow_delete=allow_delete, session_id=session_id)
         _log_in_lines(log_level)
+        _warn_of_new_users(admin, allowed)
         server = build_server(tools, pool, lambda: _open_sources(admin, embed_model), log_level)
         if http:
             print(
@@ -278,12 +284,43 @@ def serve(
             )  # fmt: skip
             server.run("streamable-http", host=LOOPBACK, port=port, streamable_http_path=HTTP_PATH)
         else:
+            if _on_a_terminal():  # someone trying it by hand: say why nothing happens
+                print(
+                    f"llama-memory: serving {len(allowed)} user(s) of {admin.location} over MCP on stdin "
+                    "and stdout, for an MCP client that starts this command (a desktop assistant, an "
+                    "IDE); on a terminal it waits for the client's messages. Ctrl-D (end of input) "
+                    "stops it (Ctrl-C waits for a line); --http serves at a URL instead", file=sys.stderr,
+                )  # fmt: skip
             server.run("stdio")
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
         pool.submit(admin.close).result()  # on the thread that used the store
         pool.shutdown()
+
+
+def _warn_of_new_users(admin: MemoryAdmin, users: Sequence[str]) -> None:
+    """Log a warning naming each served user the store holds nothing of, when it holds
+    others: a mistyped ``--user`` would otherwise serve an empty memory in silence (the
+    agent finds nothing, and what it adds goes to a user the application never reads)."""
+    known = [summary.user_id for summary in admin.users()]
+    new = [user for user in users if user not in known]
+    if known and new:
+        shown = ", ".join(map(repr, known[:10])) + (", ..." if len(known) > 10 else "")
+        logger.warning(
+            "the store %s holds nothing of %s in tenant %r yet (its users: %s): the server "
+            "starts %s memory from nothing; if that is a typo, restart it with the id as the store has it",
+            admin.location, ", ".join(map(repr, new)), admin.tenant_id, shown,
+            "this user's" if len(new) == 1 else "these users'",
+        )  # fmt: skip
+
+
+def _on_a_terminal() -> bool:
+    """Whether standard input is a terminal (not a client's pipe)."""
+    try:
+        return sys.stdin is not None and sys.stdin.isatty()
+    except (ValueError, OSError):  # closed or detached
+        return False
 
 
 def _log_in_lines(level: LogLevel) -> None:

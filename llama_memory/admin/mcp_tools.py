@@ -296,7 +296,10 @@ DELETE_TOOLS: tuple[tuple[str, str, bool], ...] = (
         "delete_memory",
         "Delete records or knowledge triples of the user from every index: pass a memory's "
         "record_ids (from search_memory or recent_memories) to remove all that it showed, or "
-        "a triple's id (from read_triples). Nothing is deleted when an id is not the user's. "
+        "a triple's id (from read_triples). A memory whose text shows several messages (one "
+        "'role: text' line each) has one id per message, in the order shown, and its other "
+        "messages may be unrelated statements: to remove one message, pass its id alone "
+        "(read_memory shows which). Nothing is deleted when an id is not the user's. "
         "Cannot be undone.",
         False,
     ),

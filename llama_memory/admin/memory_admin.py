@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
-from ..core.errors import LlamaMemoryError, StorageError
+from ..core.errors import LlamaMemoryError, MemoryClosedError, StorageError
 from ..core.progress import watching
 from ..core.types import Expiry, MemoryRecord, Scope, now
 from ..memory import DEFAULT_TOP_K
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from ..sources.profile import ProfileChange, ProfileSource
     from ..sources.triples import KnowledgeTriple, TripleSource
     from ..sources.vector import VectorSource
+    from ..storage.backend import OpenBackend
 
 __all__ = [
     "EXPORT_FORMAT", "EXPORT_VERSION", "ImportCounts", "MemoryAdmin", "SessionSummary",
@@ -162,6 +163,11 @@ class MemoryAdmin(TenantTransfer):
             MemorySettings(**options)
         if not isinstance(tenant_id, str) or not tenant_id:
             raise ValueError(f"tenant_id must be a non-empty string, got {tenant_id!r}")
+        if isinstance(path, str) and not path.strip():  # not the current directory
+            raise ValueError(
+                f"the store is {'empty' if not path else 'blank'} ({path!r}): pass the memory directory "
+                "(the path= of ComposableMemory.from_defaults) or a postgresql:// URL"
+            )
         location = location_of(
             path, chroma_url=chroma_url, chroma_client=chroma_client,
             encryption_key=encryption_key, owner_only=owner_only,
@@ -183,9 +189,9 @@ class MemoryAdmin(TenantTransfer):
         # The store's backend with its parts; a malformed Chroma URL is refused now,
         # not at first use. Admins open at once on one store share one opening of it
         # (a SQLite file is migrated, an encrypted one's key derived, once per process).
-        self._backend = SHARED.acquire(location, lambda: backend.open(location, for_admin=True))
-        self.store: Any = self._backend.store
-        self._admin: AdminRows = self._backend.admin_rows()
+        self._opened = SHARED.acquire(location, lambda: backend.open(location, for_admin=True))
+        self.store: Any = self._opened.store
+        self._rows: AdminRows = self._opened.admin_rows()
         self._vector: Optional[VectorSource] = None
         self._profile: Optional[ProfileSource] = None
         self._triples: Optional[TripleSource] = None
@@ -208,7 +214,23 @@ class MemoryAdmin(TenantTransfer):
             for source in self._open_sources():
                 source.close()
         finally:
-            SHARED.release(self._backend)
+            SHARED.release(self._opened)
+
+    @property
+    def _backend(self) -> OpenBackend:
+        """The store's backend; :class:`MemoryClosedError` once :meth:`close` was called
+        (the opening may live on for another admin of the store, but not for this one)."""
+        if self._closed:
+            raise MemoryClosedError(
+                f"this MemoryAdmin of {self._opened.location} is closed (close() was called, or "
+                "its `with` block ended): open a new one, MemoryAdmin(path)"
+            )
+        return self._opened
+
+    @property
+    def _admin(self) -> AdminRows:
+        self._backend  # noqa: B018 (raises once closed)
+        return self._rows
 
     # -- sources, opened when first needed ---------------------------------------------
 
@@ -287,8 +309,16 @@ class MemoryAdmin(TenantTransfer):
         shown = ", ".join(brief) + (", ..." if len(known) > 10 else "")
         raise UnknownUserError(
             f"no user {user_id!r} in tenant {self.tenant_id!r} of {self.location}"
-            + (f"; its users are {shown}" if known else "; it has no users")
+            + (f"; its users are {shown}" if known else "; it has no users" + self.other_tenants())
         )
+
+    def other_tenants(self) -> str:
+        """``" (the store's tenants: 'a', 'b')"`` when the store holds tenants and this
+        admin's is not one of them (a mistyped ``tenant_id``, ``--tenant``), else ``""``."""
+        tenants = self._admin.tenants()
+        if not tenants or self.tenant_id in tenants:
+            return ""
+        return f" (the store's tenants: {', '.join(map(repr, tenants[:10]))}{', ...' if len(tenants) > 10 else ''})"
 
     def sessions(self, user_id: str) -> list[SessionSummary]:
         """The user's conversations, oldest first (:class:`UnknownUserError` for a
@@ -329,6 +359,30 @@ class MemoryAdmin(TenantTransfer):
             since=None if since is None else to_epoch(since), until=None if until is None else to_epoch(until),
             limit=limit, newest_first=newest_first,
         )  # fmt: skip
+
+    def unmatched_filter(
+        self, user_id: str, *, session_id: Optional[str] = None, source: Optional[str] = None
+    ) -> Optional[str]:
+        """Why :meth:`records` with these filters may have found nothing, when one of them
+        names nothing there is: a session the user never had, a source no record of the
+        tenant comes from (a typo, such as ``"vectors"``); the sentence names those there
+        are. None when both exist (the filters then simply matched nothing)."""
+        if session_id is not None:
+            sessions = [s.session_id for s in self.sessions(user_id)]
+            if session_id not in sessions:
+                return (
+                    f"user {user_id!r} has no session {session_id!r}; their sessions are "
+                    + ", ".join(map(repr, sessions[:10])) + (", ..." if len(sessions) > 10 else "")
+                )  # fmt: skip
+        if source is not None:
+            sources = sorted(self._admin.counts(self.tenant_id, now()).records)
+            if source not in sources:
+                return (
+                    f"no record of tenant {self.tenant_id!r} comes from a source named {source!r}; "
+                    + (f"its records' sources are {', '.join(map(repr, sources))}" if sources else "it has no records")
+                    + (" (triples are listed by `show` and MemoryAdmin.triples())" if source == "triples" else "")
+                )  # fmt: skip
+        return None
 
     def record(self, user_id: str, record_id: str) -> MemoryRecord:
         """One of the user's records or knowledge triples by id, whole, as stored (a
@@ -526,7 +580,7 @@ class MemoryAdmin(TenantTransfer):
     @property
     def location(self) -> str:
         """The store as an error names it: the directory, or ``host:port/dbname``."""
-        return self._backend.location
+        return str(self._opened.location)
 
     def _scope(self, user_id: str) -> Scope:
         _require_text(user_id, "user_id")

@@ -259,8 +259,11 @@ class TenantTransfer:
 
         tenant_id: str
         owner_only: bool
-        _admin: AdminRows
-        _backend: OpenBackend
+        @property
+        def _admin(self) -> AdminRows: ...
+
+        @property
+        def _backend(self) -> OpenBackend: ...
 
         @property
         def profile_source(self) -> ProfileSource: ...
@@ -291,6 +294,13 @@ class TenantTransfer:
     ) -> int:
         """Write the export as JSON Lines (one JSON object a line, the header first) to
         a file path or a text stream; return how many rows after the header."""
+        if isinstance(users, str):  # the command line's order (USER -o FILE), or one id
+            known = {u.user_id for u in self.users()}
+            fix = (
+                f"export({users!r}, users=[{to!r}])" if isinstance(to, str) and to in known and users not in known
+                else f"export({to!r}, users=[{users!r}])"
+            )  # fmt: skip
+            raise TypeError(f"export takes the file first, then a list of user ids, not the string {users!r}: {fix}")
         chosen = self._export_users(users)
         if progress is not None:
             progress.total = self._admin.count_export_rows(self.tenant_id, chosen)
@@ -352,13 +362,17 @@ class TenantTransfer:
                 progress.total = max(0, count_rows(path) - 1)
             with open(path, encoding="utf-8") as stream:
                 return self.import_rows(read_rows(stream), progress)
+        neither = (
+            f"{path} is neither a llama-memory export (JSON Lines with a header line whose "
+            f"format is {EXPORT_FORMAT!r}) nor a SimpleChatStore JSON file"
+        )
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
-            raise ValueError(
-                f"{path} is neither a llama-memory export (JSON Lines with a header line whose "
-                f"format is {EXPORT_FORMAT!r}) nor a SimpleChatStore JSON file: {exc}"
-            ) from None
+            raise ValueError(f"{neither}: {exc}") from None
+        store = data.get("store") if isinstance(data, Mapping) else None
+        if not isinstance(store, Mapping):  # JSON, but of neither kind: both said
+            raise ValueError(f"{neither} (a JSON object whose 'store' maps each chat-store key to its messages)")
         return self.import_chat_store(data, user_id=user_id, progress=progress)
 
     def import_chat_store(

@@ -135,8 +135,16 @@ def load_model(
     (truncating at ``max_length``) and the session's input names; ModelIntegrityError
     when a file is missing, does not match its sha256 (``verify_checksum``), cannot be
     loaded, or is not an all-MiniLM-L6-v2 export of ``dimension`` dimensions."""
-    import onnxruntime as ort
-    from tokenizers import Tokenizer
+    try:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+    except ImportError as exc:  # dependencies, but a platform may lack their wheels
+        raise ModelIntegrityError(
+            f"the offline embedding model runs on onnxruntime and tokenizers, and one of them "
+            f"cannot be imported ({exc}): reinstall {DISTRIBUTION} on a platform with their "
+            "wheels, or pass embed_model= (any LlamaIndex embedding) so that the offline model "
+            "is not used"
+        ) from exc
 
     check_file(model_file, MODEL_SHA256, "model", verify_checksum)
     check_file(tokenizer_file, TOKENIZER_SHA256, "tokenizer", verify_checksum)

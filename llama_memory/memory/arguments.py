@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import numbers
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -70,3 +71,13 @@ def messages_arg(messages: Any, where: str) -> list[ChatMessage]:
         if not isinstance(message, ChatMessage):
             raise TypeError(not_a_message(where, message, many=True, position=position))
     return list(messages)
+
+
+def count_arg(value: Any, where: str) -> int:
+    """``value`` when it is a whole number of at least 1 (``bool`` is not one); TypeError
+    or ValueError saying what was given, before anything is read."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{where} takes a whole number, not {type(value).__name__} {short(value)}: pass e.g. k=5")
+    if value < 1:
+        raise ValueError(f"{where} is how many records to return, at least 1, got {value}")
+    return int(value)

@@ -18,6 +18,7 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.memory.types import BaseMemory
 
 from ..core.errors import LlamaMemoryError, RestoreWarning
+from ..core.text import short
 from ..storage.privacy import ENCRYPTION_KEY_ENV, environment_key
 from ..storage.registry import require_store
 from .settings import MemorySettings, check_formation, qualified_name
@@ -324,6 +325,12 @@ def live_markers(memory: Facade, settings: MemorySettings) -> dict[str, Any]:
 def memory_from_dict(cls: type[M], data: dict[str, Any], kwargs: dict[str, Any]) -> M:
     """The body of :meth:`ComposableMemory.from_dict`: ``data`` under the hook's
     arguments and ``kwargs``, parts rebuilt, opened with ``from_defaults``."""
+    if not isinstance(data, Mapping):
+        # Often the dict saved as JSON text (json.dumps) and read back without json.loads.
+        fix = "pass json.loads(text) if it was saved as JSON" if isinstance(data, (str, bytes)) else "pass that dict"
+        raise TypeError(
+            f"from_dict takes the dict memory.to_dict() returned, not {type(data).__name__} {short(data)}: {fix}"
+        )
     config = {**data, **restore_hook_arguments(data), **kwargs}
     config.pop("class_name", None)
     # A session id given now is the application's: reset() keeps it.

@@ -18,6 +18,7 @@ from pydantic import (
     ConfigDict,
     Field,
     SecretStr,
+    ValidationInfo,
     field_serializer,
     field_validator,
 )
@@ -55,6 +56,12 @@ def _spread(value: float) -> float:
 def _non_negative(value: Any) -> Any:
     if value < 0:
         raise ValueError(f"must be zero or more, got {value}")
+    return value
+
+
+def _positive_tokens(value: int) -> int:
+    if value <= 0:  # checked here, before the store opens, not by the buffer after it
+        raise ValueError(f"token_limit must be a positive number of tokens, got {value}")
     return value
 
 
@@ -171,7 +178,7 @@ class MemorySettings(BaseModel):
     index (vectors) is not encrypted (docs/security.md)."""
 
     # -- budgets: how much is kept and shown ---------------------------------------------
-    token_limit: int = DEFAULT_TOKEN_LIMIT
+    token_limit: Annotated[int, AfterValidator(_positive_tokens)] = DEFAULT_TOKEN_LIMIT
     """Token limit of the default chat buffer."""
     memory_token_limit: Count = DEFAULT_MEMORY_TOKEN_LIMIT
     """Token budget of the injected memory block."""
@@ -269,6 +276,12 @@ class MemorySettings(BaseModel):
                 f"tenant_id names the application the memory belongs to, and {self.tenant_id!r} "
                 "is blank: leave it at 'default' or pass a name"
             )
+        if self.path is not None and not self.path.strip():
+            # "" would be the current directory (an unset environment variable, often).
+            raise ValueError(
+                f"path is {'empty' if not self.path else 'blank'} ({self.path!r}): pass a directory, "
+                "e.g. path='./memory', or leave path out (None) for a memory kept in this process"
+            )
         if self.encryption_key is not None:
             check_passphrase(self.encryption_key.get_secret_value(), "encryption_key")
         if self.encryption_key is not None and self.path is None:
@@ -296,10 +309,19 @@ class MemorySettings(BaseModel):
                 "store=), or run the passes in this process (extract_in='thread' with llm=)"
             )
 
-    @field_validator("session_id", mode="before")
+    @field_validator("user_id", "session_id", "tenant_id", mode="before")
     @classmethod
-    def _a_session(cls, value: Any) -> Any:
-        return value or uuid4().hex
+    def _an_id(cls, value: Any, info: ValidationInfo) -> Any:
+        # An application's ids are often numbers (a database key): said with the fix,
+        # not as a validator's "Input should be a valid string".
+        if value is not None and not isinstance(value, str):
+            raise TypeError(
+                f"{info.field_name} takes a string, not {type(value).__name__} {short(value)}: "
+                f"pass {info.field_name}={str(value)!r}"
+            )
+        if info.field_name == "session_id":
+            return value or uuid4().hex  # a new conversation
+        return value
 
     @field_validator("path", mode="before")
     @classmethod
@@ -334,9 +356,11 @@ class MemorySettings(BaseModel):
     def _a_memory(cls, value: Any) -> Any:
         if value is None or isinstance(value, BaseMemory):
             return value
+        # A str first (from_defaults("alice", ...)) was most likely meant as the user.
         raise TypeError(
             f"primary_memory takes a LlamaIndex memory (a BaseMemory such as ChatMemoryBuffer), "
             f"not {type(value).__name__} {short(value)}"
+            + (f"; to name the user, pass user_id={value!r}" if isinstance(value, str) else "")
         )
 
     @field_validator("ttl", mode="before")
@@ -349,6 +373,14 @@ class MemorySettings(BaseModel):
     def _an_embedding(cls, value: Any) -> Any:
         if value is None or isinstance(value, BaseEmbedding):
             return value
+        if isinstance(value, str) and (value == "default" or value.split(":")[0] == "local"):
+            # LlamaIndex's own shorthands (resolve_embed_model), which name no OpenAI model.
+            raise TypeError(
+                f"embed_model takes an embedding object, not LlamaIndex's shorthand {value!r}: "
+                "leave embed_model out for the offline default (all-MiniLM-L6-v2, no download), "
+                f"or pass e.g. HuggingFaceEmbedding(model_name={repr(value.partition(':')[2]) if ':' in value else '...'}) (from "
+                "llama_index.embeddings.huggingface), or any LlamaIndex BaseEmbedding"
+            )
         if isinstance(value, str):
             raise TypeError(
                 f"embed_model takes an embedding object, not the model name {value!r}: pass "
@@ -359,6 +391,17 @@ class MemorySettings(BaseModel):
             f"embed_model takes a LlamaIndex embedding (a BaseEmbedding such as "
             f"OpenAIEmbedding(...)), not {type(value).__name__} {short(value)}"
         )
+
+    @field_validator("llm")
+    @classmethod
+    def _an_llm(cls, value: Any) -> Any:
+        # Only a name is refused: custom sources may take an LLM-like object of their own.
+        if isinstance(value, str):
+            raise TypeError(
+                f"llm takes an LLM object, not the model name {value!r}: pass e.g. "
+                f"OpenAI(model={value!r}) (from llama_index.llms.openai), or any LlamaIndex LLM"
+            )
+        return value
 
     @field_validator("profile")
     @classmethod

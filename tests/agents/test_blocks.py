@@ -144,6 +144,20 @@ async def test_a_fact_told_in_one_session_is_recalled_in_another(tmp_path: Path,
     assert not any("earlier in this conversation" in line for line in long_term)  # it was s1
 
 
+async def test_with_memorys_default_limits_a_short_conversation_never_reaches_the_store(
+    tmp_path: Path, opened, embed_model
+) -> None:
+    """What docs/howto/llamaindex-memory-blocks.md warns of: ``Memory`` hands its blocks
+    only what it flushes, and with its defaults ten short exchanges are never flushed."""
+    blocks = open_blocks(opened, "alice", path=tmp_path, embed_model=embed_model)
+    memory = Memory.from_defaults(session_id="chat-1", memory_blocks=blocks.all())
+    await tell(ScriptedLLM(["Noted."] * 10), memory, *[f"I like thing number {i}." for i in range(10)])
+    assert blocks.memory.search("what things do I like?", k=5) == []
+    flushed = short_term("chat-2", blocks.all())  # the doc's remedy: a small share flushes at once
+    await tell(ScriptedLLM(["Noted.", "Sure."]), flushed, FACT, "Thanks!")
+    assert any("Lisbon" in r.text for r in blocks.memory.search("where do I live?", k=5))
+
+
 async def test_users_on_one_store_stay_apart(tmp_path: Path, opened, embed_model) -> None:
     alice = open_blocks(opened, "alice", path=tmp_path, embed_model=embed_model)
     await tell(ScriptedLLM(["Noted.", "Sure."]), short_term("a1", alice.all()), FACT, "Thanks!")
@@ -443,6 +457,15 @@ def test_bad_arguments_say_what_to_pass(tmp_path: Path, opened) -> None:
         MemoryBlocks.open("alice", path=tmp_path, token_limit=100)
     with pytest.raises(TypeError, match="memory_token_limit"):
         MemoryBlocks.open("alice", path=tmp_path, memory_token_limt=100)
+    # The store by position, as a newcomer writes it: the call to make, and nothing created.
+    with pytest.raises(TypeError, match=rf"takes the store by name.*MemoryBlocks\.open\('alice', path={str(tmp_path / 'm')!r}\)$"):
+        MemoryBlocks.open("alice", str(tmp_path / "m"))
+    with pytest.raises(TypeError, match=r"MemoryBlocks\.open\('alice', store='postgresql://app@db/memory'\)$"):
+        MemoryBlocks.open("alice", "postgresql://app@db/memory")
+    # No long-term source: what Memory flushes would be kept nowhere, in silence.
+    with pytest.raises(ValueError, match=r"secondary_memory_sources=\[\] has no long-term memory"):
+        MemoryBlocks.open("alice", path=tmp_path / "m", secondary_memory_sources=[])
+    assert not (tmp_path / "m").exists()
     blocks = open_blocks(opened, "alice", path=tmp_path)
     with pytest.raises(ValueError, match="priority 0"):
         blocks.instructions(priority=2)

@@ -169,6 +169,101 @@ def test_copy_to_a_directory_says_it_takes_a_postgresql_url(
     assert "that is not one" not in err
 
 
+def test_a_mistyped_records_filter_is_named_not_shown_as_no_records(
+    store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The listing stays empty (a script reads "0 records", status 0); stderr says why."""
+    status, out, err = run(capsys, "records", "alice", "--source", "vectors", "--store", store)
+    assert (status, out.strip()) == (0, "0 records")
+    assert err.strip() == (
+        "llama-memory records: note: no record of tenant 'default' comes from a source named "
+        "'vectors'; its records' sources are 'vector'"
+    )
+    status, out, err = run(capsys, "records", "alice", "--session", "nope", "--json", "--store", store)
+    assert (status, json.loads(out)) == (0, [])
+    assert "user 'alice' has no session 'nope'; their sessions are '" in err
+    # A filter that names what there is but matches nothing: no note.
+    status, out, err = run(capsys, "records", "alice", "--source", "vector", "--since", "2999-01-01", "--store", store)
+    assert (status, out.strip(), err) == (0, "0 records", "")
+
+
+def test_a_tenant_the_store_does_not_have_names_the_ones_it_has(
+    store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, _ = run(capsys, "users", "--store", store, "--tenant", "prod")
+    assert (status, out) == (0, "no users in tenant 'prod' (the store's tenants: 'default')\n")
+    status, _, err = run(capsys, "show", "alice", "--store", store, "--tenant", "prod")
+    assert status == 1
+    assert err.endswith("no user 'alice' in tenant 'prod' of " f"{store}; it has no users (the store's tenants: 'default')\n")
+    status, out, _ = run(capsys, "users", "--store", store)
+    assert status == 0 and "(the store's tenants" not in out
+
+
+@pytest.mark.parametrize("command", [["users"], ["import", "backup.jsonl"], ["export", "--all"]])
+def test_an_empty_tenant_is_refused_not_taken_for_the_default(
+    store: Path, capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    """``--tenant "$TENANT"`` with the variable unset: not the default tenant in silence."""
+    status, out, err = run(capsys, *command, "--store", store, "--tenant", "")
+    assert (status, out) == (2, "")
+    assert "argument --tenant: expected a tenant name, got '' (leave --tenant out for the default)" in err
+
+
+def test_export_in_the_command_lines_order_says_the_call_to_make(store: Path, tmp_path: Path) -> None:
+    """``admin.export("alice", "alice.jsonl")`` (USER -o FILE, as on the command line)."""
+    out = tmp_path / "alice.jsonl"
+    with MemoryAdmin(store) as admin:
+        for given in (("alice", str(out)), (str(out), "alice")):
+            with pytest.raises(TypeError, match=r"^export takes the file first, then a list of user ids, not the string "):
+                admin.export(*given)
+            with pytest.raises(TypeError, match=rf"export\({str(out)!r}, users=\['alice'\]\)$"):
+                admin.export(*given)
+        assert not out.exists() and not (tmp_path / "alice").exists()
+        assert admin.export(str(out), users=["alice"]) >= 1 and out.exists()
+
+
+def broken_factory() -> Any:
+    """An application's LLM factory that fails as one without its API key does."""
+    raise ValueError("OPENAI_API_KEY is not set")
+
+
+@pytest.mark.parametrize(
+    ("option", "spec", "said"),
+    [
+        ("--llm", "gpt-4o-mini", "--llm takes module:name, e.g. myapp.llms:make_llm (a LlamaIndex LLM, or a function "
+         "returning one); got 'gpt-4o-mini'"),
+        ("--llm", "json:dumps", "--llm json:dumps: calling it without arguments failed: TypeError: dumps() missing 1 "
+         "required positional argument: 'obj' (name an object, or a function that takes no arguments)"),
+        ("--llm", "test_cli_polish:broken_factory", "--llm test_cli_polish:broken_factory: calling it without arguments "
+         "failed: ValueError: OPENAI_API_KEY is not set"),
+        ("--llm", "json:JSONDecoder", "--llm json:JSONDecoder: expected a LlamaIndex LLM (or a function returning one), "
+         "got JSONDecoder"),
+        ("--embed-model", "test_cli_polish:broken_factory", "--embed-model test_cli_polish:broken_factory: calling it "
+         "without arguments failed: ValueError: OPENAI_API_KEY is not set"),
+    ],
+)
+def test_an_object_named_module_name_that_fails_to_load_is_one_line_not_a_traceback(
+    store: Path, capsys: pytest.CaptureFixture[str], option: str, spec: str, said: str
+) -> None:
+    command = ["worker", "--once"] if option == "--llm" else ["search", "alice", "cello"]
+    status, out, err = run(capsys, *command, "--store", store, option, spec)
+    assert (status, out) == (1, "")
+    assert err == f"llama-memory {command[0]}: error: {said}\n"
+
+
+@pytest.mark.parametrize("content", ['{"users": ["alice"]}\n', "[1, 2]\n"])
+def test_json_of_neither_kind_says_what_import_reads(
+    store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str
+) -> None:
+    """Not only "not a SimpleChatStore file": the user may have meant an export."""
+    wrong = tmp_path / "wrong.jsonl"
+    wrong.write_text(content)
+    status, out, err = run(capsys, "import", wrong, "--store", store)
+    assert status == 1 and not out
+    assert f"{wrong} is neither a llama-memory export" in err
+    assert "nor a SimpleChatStore JSON file (a JSON object whose 'store' maps" in err
+
+
 @pytest.mark.parametrize("blank", [" ", "\t\n"])
 def test_a_blank_user_id_is_refused_like_an_empty_one(store: Path, blank: str) -> None:
     with pytest.raises(ScopeError, match="needs a user_id .*blank"):

@@ -179,6 +179,26 @@ async def test_errors_and_types_are_for_an_agent(store: Path, embed_model: Any) 
         assert [s.session_id for s in admin.sessions("alice")] == ["s1"]
 
 
+async def test_a_user_the_store_does_not_hold_is_logged_and_nothing_found_says_so(store: Path) -> None:
+    """A mistyped ``--user`` is logged on stderr (an empty memory is served otherwise in
+    silence), and an empty answer is the text ``[]``, not a result without any content
+    that an agent reading the text would take for no answer."""
+    started = subprocess.run(
+        [sys.executable, "-m", "llama_memory", "mcp", "--store", str(store), "--users", "alice,alcie"],
+        input="", capture_output=True, text=True, timeout=START_TIMEOUT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=str(ROOT),
+    )  # fmt: skip
+    [warning] = [line for line in started.stderr.splitlines() if "holds nothing of" in line]
+    assert "WARNING" in warning and "holds nothing of 'alcie' in tenant 'default'" in warning
+    assert "(its users: 'alice', 'bob')" in warning and "restart it with the id as the store has it" in warning
+    async with server(store, "--user", "alcie") as client:
+        for tool, arguments in (("search_memory", {"query": "where do I live?"}), ("recent_memories", {}),
+                                ("read_triples", {})):  # fmt: skip
+            result = await client.call_tool(tool, arguments)
+            assert not result.is_error and result.structured_content == {"result": []}, tool
+            assert [c.text for c in result.content] == ["[]"], tool  # type: ignore[union-attr]
+
+
 async def test_delete_what_was_shown(tmp_path: Path, embed_model: Any) -> None:
     """An excerpt carries the ids of every message it shows, whatever the query; deleting
     them leaves nothing of it visible (the reply that repeats the name went too)."""
@@ -372,6 +392,8 @@ def test_without_the_sdk_the_error_names_the_extra(
         (["--users", " , "], "needs the user whose memory it serves"),
         (["--user", "  "], "a user id must be a non-empty, non-blank string"),
         (["--user", "alice", "--store-is-missing"], "let the server create it: --create"),
+        # Without --http the server would speak stdio and sit waiting on the terminal.
+        (["--user", "alice", "--port", "8123"], "--port 8123 goes with --http"),
     ],
 )
 def test_bad_starts_are_refused_with_a_message(
@@ -382,6 +404,30 @@ def test_bad_starts_are_refused_with_a_message(
     assert main(["mcp", "--store", str(store), *args]) == 1
     assert error in capsys.readouterr().err
     assert not (tmp_path / "missing").exists()  # nothing created
+
+
+def test_on_a_terminal_the_stdio_server_says_what_it_waits_for_and_how_to_stop(store: Path) -> None:
+    """Run by hand, a stdio server prints nothing and waits: it says so on stderr, and
+    Ctrl-D (end of input), as it says, stops it."""
+    import pty
+
+    terminal, its_end = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "llama_memory", "mcp", "--store", str(store), "--user", "alice"],
+        stdin=its_end, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=str(ROOT),
+    )  # fmt: skip
+    os.close(its_end)
+    try:
+        said = process.stderr.readline()  # type: ignore[union-attr]
+        assert said.startswith("llama-memory: serving 1 user(s) of ") and "over MCP on stdin and stdout" in said
+        assert "on a terminal it waits for the client's messages. Ctrl-D (end of input) stops it" in said
+        os.write(terminal, b"\x04")
+        assert process.wait(timeout=60) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+        os.close(terminal)
 
 
 def test_help_lists_the_options(capsys: pytest.CaptureFixture[str]) -> None:

@@ -338,6 +338,35 @@ def test_messages_that_are_not_chat_messages_are_refused_with_what_to_pass(make_
     assert_nothing_lost(memory)
 
 
+def test_search_k_must_be_a_whole_number_of_one_or_more(make_memory) -> None:
+    memory = seeded(make_memory)
+    with pytest.raises(TypeError, match=r"^search\(\) k takes a whole number, not str '3': pass e.g. k=5$"):
+        memory.search("bees", k="3")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="not bool True"):
+        memory.search("bees", k=True)
+    for bad in (0, -1):  # not an empty list, as if nothing were remembered
+        with pytest.raises(ValueError, match=rf"search\(\) k is how many records to return, at least 1, got {bad}"):
+            memory.search("bees", k=bad)
+    assert len(memory.search("bees", k=1)) == 1
+    assert_nothing_lost(memory)
+
+
+def test_from_dict_given_the_saved_json_text_says_to_load_it(make_memory, embed_model) -> None:
+    import json
+
+    memory = seeded(make_memory)
+    saved = json.dumps(memory.to_dict())  # as an app keeps it in its database
+    for given in (saved, saved.encode()):
+        with pytest.raises(TypeError, match=r"^from_dict takes the dict memory.to_dict\(\) returned, not (str|bytes) .*json.loads\(text\)"):
+            ComposableMemory.from_dict(given)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="not NoneType None: pass that dict"):
+        ComposableMemory.from_dict(None)  # type: ignore[arg-type]
+    memory.close()
+    restored = ComposableMemory.from_dict(json.loads(saved), embed_model=embed_model)
+    assert_nothing_lost(restored)
+    restored.close()
+
+
 def test_get_input_must_be_a_string(make_memory) -> None:
     memory = seeded(make_memory)
     with pytest.raises(TypeError, match="input must be a str or None, not int 123"):
@@ -395,6 +424,29 @@ async def test_calls_after_close_say_the_memory_is_closed(make_memory, embed_mod
         await memory.aget()
     assert "messages=closed" in repr(memory)
     assert_nothing_lost(reopened(memory, embed_model))
+
+
+def test_an_admin_used_after_close_says_it_is_closed(make_memory, memory_dir, embed_model) -> None:
+    from llama_memory import MemoryAdmin
+
+    seeded(make_memory).close()
+    other = MemoryAdmin(memory_dir, embed_model=embed_model)  # shares the store's opening
+    admin = MemoryAdmin(memory_dir, embed_model=embed_model)
+    with admin:
+        assert [u.user_id for u in admin.users()] == ["alice"]
+    admin.close()  # twice: harmless
+    calls = {
+        "users": admin.users, "show": lambda: admin.show("alice"), "records": lambda: admin.records("alice"),
+        "search": lambda: admin.search("alice", "bees"), "stats": admin.stats, "jobs": admin.jobs,
+        "export": lambda: list(admin.export_rows(["alice"])), "forget": lambda: admin.forget("alice"),
+    }  # fmt: skip
+    for name, call in calls.items():  # not the database's "closed database", nor a result
+        with pytest.raises(MemoryClosedError, match=r"this MemoryAdmin of .* is closed .*MemoryAdmin\(path\)"):
+            call()
+    assert admin.location == str(memory_dir)
+    with other:  # the other admin of the store was not closed with it
+        assert [u.user_id for u in other.users()] == ["alice"]
+    assert_nothing_lost(reopened(seeded(make_memory), embed_model))
 
 
 def test_profile_shortcut_and_a_readable_repr(make_memory, memory_dir) -> None:

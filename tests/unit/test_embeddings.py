@@ -7,6 +7,7 @@ import math
 import os
 import pickle
 import shutil
+import sys
 import threading
 from pathlib import Path
 
@@ -157,6 +158,15 @@ def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ModelIntegrityError, match="missing") as info:
         model.get_text_embedding("hello")
     assert str(missing) in str(info.value)
+
+
+@pytest.mark.parametrize("missing", ["onnxruntime", "tokenizers"])
+def test_a_runtime_that_cannot_be_imported_says_what_to_do(monkeypatch: pytest.MonkeyPatch, missing: str) -> None:
+    """A platform without the runtime's wheel: not a bare ModuleNotFoundError from inside."""
+    monkeypatch.setitem(sys.modules, missing, None)  # its import fails, as when not installed
+    model = OfflineEmbedding()
+    with pytest.raises(ModelIntegrityError, match=rf"runs on onnxruntime and tokenizers, .*\(import of {missing} .*pass embed_model="):
+        model.get_text_embedding("hello")
 
 
 def test_file_settings_are_frozen() -> None:

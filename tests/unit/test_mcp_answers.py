@@ -100,3 +100,24 @@ def test_a_forked_child_opens_its_own_store(tmp_path: Path) -> None:
                 os._exit(2)
         _, status = os.waitpid(child, 0)
         assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_an_agent_is_told_how_to_delete_one_message_of_an_excerpt(tmp_path: Path) -> None:
+    """Memories added through the server are messages of one session, so a search shows
+    them as one excerpt: its record_ids remove every statement in it. The tool's
+    description says so, and one id alone removes that message only."""
+    from llama_memory.admin.mcp_tools import DELETE_TOOLS
+
+    [(_, described, _)] = [t for t in DELETE_TOOLS if t[0] == "delete_memory"]
+    assert "to remove one message, pass its id alone (read_memory shows which)" in described
+    with MemoryAdmin(tmp_path / "memory", create=True) as admin:
+        tools = MemoryTools(admin, ["u"], allow_delete=True)
+        for text in ("My cat is called Miso.", "I prefer dark mode in every editor.", "My sister lives in Berlin."):
+            tools.add_memory("u", text)
+        [shown] = [r for r in tools.search_memory("u", "dark mode", 5) if "dark mode" in r["text"]]
+        assert len(shown["record_ids"]) == 3  # the unrelated statements come with it
+        [dark] = [i for i in shown["record_ids"] if "dark mode" in tools.read_memory("u", i)["text"]]
+        tools.delete_memory("u", [dark])
+        assert sorted(r["text"] for r in tools.recent_memories("u", 10)) == [
+            "My cat is called Miso.", "My sister lives in Berlin.",
+        ]  # fmt: skip

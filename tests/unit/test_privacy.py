@@ -20,6 +20,7 @@ import pytest
 from helpers import user
 from llama_memory import ComposableMemory, EncryptionError, LlamaMemoryError, MemoryAdmin
 from llama_memory.admin.cli import main as cli
+from llama_memory.blocks import MemoryBlocks
 from llama_memory.storage.privacy import ENCRYPTION_KEY_ENV
 from llama_memory.storage.sqlite import SQLiteStore
 from llama_memory.storage.sqlite.driver import SQLiteDriver
@@ -159,6 +160,9 @@ def test_wrong_or_missing_keys_are_refused_saying_which_and_touch_nothing(tmp_pa
     for path, key, said in cases:
         with pytest.raises(EncryptionError, match=said):
             ComposableMemory.from_defaults(user_id="u", path=path, embed_model=embed_model, **key)
+    # Opened through the blocks, the advice names where they take the key too.
+    with pytest.raises(EncryptionError, match=r"encryption_key= where it is opened \(.*MemoryBlocks\.open"):
+        MemoryBlocks.open(user_id="u", path=encrypted, embed_model=embed_model).memory  # noqa: B018
     assert {p: snapshot(p) for p in (encrypted, plain)} == before
     with pytest.raises(ValueError, match="in-memory"):
         ComposableMemory.from_defaults(user_id="u", embed_model=embed_model, encryption_key=KEY)

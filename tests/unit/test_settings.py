@@ -129,7 +129,23 @@ def test_a_copy_carries_the_settings(tmp_path: Path, embed_model: Any) -> None:
         ({"user_id": "alice", "tenant_id": " "}, ValueError, "tenant_id .* is blank"),
         ({"user_id": "alice", "secondary_memory_sources": [42]}, TypeError, "not int"),
         ({"user_id": "alice", "primary_memory": 42}, TypeError, "primary_memory takes a LlamaIndex memory"),
+        # from_defaults("alice", ...): the user given first, by position.
+        ({"primary_memory": "alice"}, TypeError, r"not str 'alice'; to name the user, pass user_id='alice'$"),
         ({"user_id": "alice", "encryption_key": " "}, ValueError, "encryption_key is blank"),
+        # The buffer's own check came after the store was created.
+        ({"user_id": "alice", "token_limit": -1}, ValueError, "token_limit must be a positive number of tokens, got -1"),
+        ({"user_id": "alice", "token_limit": 0}, ValueError, "token_limit must be a positive number of tokens, got 0"),
+        # An application's ids are often numbers: said with the fix, not as a validator's dump.
+        ({"user_id": 42}, TypeError, r"^user_id takes a string, not int 42: pass user_id='42'$"),
+        ({"user_id": "alice", "session_id": 7}, TypeError, r"^session_id takes a string, not int 7: pass session_id='7'$"),
+        ({"user_id": "alice", "session_id": 0}, TypeError, "session_id takes a string, not int 0"),  # not a new session
+        ({"user_id": "alice", "tenant_id": 3}, TypeError, "tenant_id takes a string, not int 3"),
+        # A model name where an object goes fails here, not in the first background pass.
+        ({"user_id": "alice", "llm": "gpt-4o-mini"}, TypeError, r"llm takes an LLM object.*OpenAI\(model='gpt-4o-mini'\)"),
+        # LlamaIndex's shorthands name no OpenAI model: the fix says what they stand for.
+        ({"user_id": "alice", "embed_model": "local"}, TypeError, "shorthand 'local': leave embed_model out"),
+        ({"user_id": "alice", "embed_model": "local:BAAI/bge-small-en"}, TypeError,
+         r"HuggingFaceEmbedding\(model_name='BAAI/bge-small-en'\)"),
     ],
 )
 def test_every_argument_is_checked_before_the_store_is_created(tmp_path: Path, given, error, said) -> None:
@@ -137,6 +153,25 @@ def test_every_argument_is_checked_before_the_store_is_created(tmp_path: Path, g
     with pytest.raises(error, match=said):
         ComposableMemory.from_defaults(path=where, **given)
     assert not where.exists()
+
+
+@pytest.mark.parametrize(("path", "said"), [("", r"^path is empty \(''\): pass a directory, e.g. path='./memory'"),
+                                          ("  ", r"^path is blank \('  '\)")])
+def test_an_empty_path_is_refused_not_taken_for_the_current_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str, said: str
+) -> None:
+    """``path=os.environ.get("MEMORY_PATH", "")`` wrote the store into the working directory."""
+    from llama_memory import MemoryAdmin
+    from llama_memory.blocks import MemoryBlocks
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=said):
+        ComposableMemory.from_defaults(user_id="alice", path=path)
+    with pytest.raises(ValueError, match=said):
+        MemoryBlocks.open("alice", path=path)
+    with pytest.raises(ValueError, match=r"^the store is (empty|blank) .*: pass the memory directory"):
+        MemoryAdmin(path, create=True)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_the_command_lines_help_states_the_settings_defaults() -> None:

@@ -216,7 +216,8 @@ def test_a_statement_dated_in_the_past_slots_into_history(source: TripleSource) 
         ([42], r"expected a KnowledgeTriple, a mapping .* got int"),
         ([("John", "likes", "x" * 400)], r"400 characters long"),
         ([("John", "likes", "?!")], r"'object' has no letters or digits"),
-        (("John", "likes", "pizza"), r"triples\[0\]: expected a KnowledgeTriple"),
+        # One triple not in a list: said as such, not as a bad first item ("got str 'John'").
+        (("John", "likes", "pizza"), r"^expected a list of triples, got tuple: .*\(wrap a single triple in a list\)$"),
         ({"subject": "John", "predicate": "likes", "object": "pizza"}, r"expected a list of triples"),
     ],
 )

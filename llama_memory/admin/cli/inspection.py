@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections import Counter
 from typing import Any
 
@@ -16,10 +17,11 @@ from .output import _jsonable, _print_json, _print_record, _report, _short, _sho
 def cmd_users(args: argparse.Namespace) -> None:
     with _open(args) as admin:
         users = admin.users()
+        elsewhere = "" if users else admin.other_tenants()
     if args.json:
         return _print_json(users)
     if not users:
-        print(f"no users in tenant {args.tenant or 'default'!r}")
+        print(f"no users in tenant {args.tenant or 'default'!r}{elsewhere}")
         return
     _table(
         [(u.user_id, u.sessions, u.messages, u.records, u.triples, u.profile_fields, _when(u.last_active)) for u in users],
@@ -73,6 +75,11 @@ def cmd_records(args: argparse.Namespace) -> None:
             args.user, session_id=args.session, source=args.source, since=args.since, until=args.until,
             limit=args.limit,
         )  # fmt: skip
+        # A mistyped filter must not look like an empty memory: said on stderr, so that
+        # the listing (and its exit status) stays what a script expects.
+        unmatched = None if records else admin.unmatched_filter(args.user, session_id=args.session, source=args.source)
+    if unmatched is not None:
+        print(f"llama-memory records: note: {unmatched}", file=sys.stderr)
     if args.json:
         return _print_json(records)
     for record in records:

@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from ...core.text import counted
-from .loading import CommandError, _load_embedding, _load_object, _open
+from .loading import CommandError, _load_embedding, _load_llm, _open
 from .output import _lines, _print_json, _short, _when
 
 
@@ -18,7 +18,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     from ...write.formation.worker_process import run_worker
 
-    llm = _load_object(args.llm, "--llm", "a LlamaIndex LLM (or a function returning one)")
+    llm = _load_llm(args.llm)
     stop = threading.Event()
     # SIGTERM (a service manager stopping it) ends the loop after the running pass.
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

@@ -40,7 +40,7 @@ def _load_embedding(spec: str) -> Any:
     from llama_index.core.base.embeddings.base import BaseEmbedding
 
     found = _import_attribute(spec, "--embed-model", "myapp.memory:embed_model")
-    model = found() if callable(found) and not isinstance(found, BaseEmbedding) else found
+    model = _called(found, spec, "--embed-model") if callable(found) and not isinstance(found, BaseEmbedding) else found
     if not isinstance(model, BaseEmbedding):
         raise CommandError(
             f"--embed-model {spec}: expected a LlamaIndex BaseEmbedding (or a function "
@@ -56,7 +56,7 @@ def _import_attribute(spec: str, option: str, example: str) -> Any:
 
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
-        raise CommandError(f"{option} takes module:name (e.g. {example}), got {spec!r}")
+        raise CommandError(f"{option} takes module:name, e.g. {example}; got {spec!r}")
     # The console script's sys.path starts with its own directory, not the current one
     # (python -m puts the current directory first): a user's module beside them is found.
     here = os.getcwd()
@@ -68,10 +68,31 @@ def _import_attribute(spec: str, option: str, example: str) -> Any:
         raise CommandError(f"{option} {spec}: cannot load it: {exc}") from None
 
 
-def _load_object(spec: str, option: str, what: str) -> Any:
-    """The object named ``module:name`` (called when it is a function or class)."""
-    found = _import_attribute(spec, option, f"{what}, e.g. myapp.llms:make_llm")
-    return found() if callable(found) else found
+def _called(factory: Any, spec: str, option: str) -> Any:
+    """What ``factory()`` returns; a failure of the user's code said in one line (the
+    factory's own error, e.g. a missing API key), not as a traceback."""
+    try:
+        return factory()
+    except Exception as exc:  # noqa: BLE001 (the user's code: any error is theirs to read)
+        hint = " (name an object, or a function that takes no arguments)" if isinstance(exc, TypeError) else ""
+        raise CommandError(
+            f"{option} {spec}: calling it without arguments failed: {type(exc).__name__}: {exc}{hint}"
+        ) from None
+
+
+def _load_llm(spec: str, option: str = "--llm") -> Any:
+    """The LlamaIndex LLM named ``module:name``: an LLM object, or a function or class
+    that returns one when called without arguments."""
+    from llama_index.core.base.llms.base import BaseLLM
+
+    found = _import_attribute(spec, option, "myapp.llms:make_llm (a LlamaIndex LLM, or a function returning one)")
+    llm = _called(found, spec, option) if callable(found) and not isinstance(found, BaseLLM) else found
+    if not isinstance(llm, BaseLLM):
+        raise CommandError(
+            f"{option} {spec}: expected a LlamaIndex LLM (or a function returning one), got "
+            f"{type(llm).__name__}"
+        )
+    return llm
 
 
 def _progress(label: str) -> Any:

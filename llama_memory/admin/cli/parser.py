@@ -66,6 +66,14 @@ def _whole_number(least: int, what: str) -> Callable[[str], int]:
     return parse
 
 
+def _a_name(text: str) -> str:
+    """An argparse type: a non-blank name (``--tenant "$TENANT"`` with the variable unset
+    must not fall back to the default tenant)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"expected a tenant name, got {text!r} (leave --tenant out for the default)")
+    return text
+
+
 _positive = _whole_number(1, "a positive whole number")
 _non_negative = _whole_number(0, "a whole number (0 or more)")
 
@@ -102,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
         "postgresql:// URL (store= of from_defaults)",
     )  # fmt: skip
     store.add_argument(
-        "--tenant", default=None,
+        "--tenant", default=None, type=_a_name,
         help='the tenant (default "default"; for import, the tenant the export was taken from)',
     )  # fmt: skip
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -202,7 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="offer the delete_memory and forget_user tools (off by default)",
     )  # fmt: skip
     mcp.add_argument("--http", action="store_true", help="streamable HTTP on 127.0.0.1 instead of stdio")
-    mcp.add_argument("--port", type=_positive, default=8000, help="the --http port (default 8000)")
+    mcp.add_argument("--port", type=_positive, default=None, help="the --http port (default 8000)")
     mcp.add_argument("--session", default="mcp", help='the session added memories go to (default "mcp")')
     mcp.add_argument("--create", action="store_true", help="create the store when --store holds none")
     mcp.add_argument(
@@ -218,7 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     copy.add_argument("--from", dest="source", required=True, metavar="PATH", help="the memory directory")
     copy.add_argument("--to", dest="target", required=True, metavar="URL", help="postgresql://user@host:5432/dbname")
-    copy.add_argument("--tenant", default=None, help="copy this tenant only (default: every tenant)")
+    copy.add_argument("--tenant", default=None, type=_a_name, help="copy this tenant only (default: every tenant)")
     copy.add_argument(
         "--skip-existing", action="store_true",
         help="leave out users the database already holds (resume a copy that stopped)",

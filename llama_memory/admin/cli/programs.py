@@ -10,8 +10,14 @@ from .loading import _load_embedding
 
 
 def cmd_mcp(args: argparse.Namespace) -> None:
-    from ..mcp_server import serve
+    from ..mcp_server import DEFAULT_PORT, serve
 
+    if args.port is not None and not args.http:
+        # Without --http the server speaks stdio and would sit waiting on the terminal.
+        raise ValueError(
+            f"--port {args.port} goes with --http (streamable HTTP on 127.0.0.1); without it the "
+            "server speaks MCP on stdin and stdout, as a desktop client starts it: add --http"
+        )
     users = [*(args.user or []), *(u.strip() for u in (args.users or "").split(",") if u.strip())]
     kwargs: dict[str, Any] = {"chroma_url": args.chroma_url}
     if args.embed_model is not None:
@@ -19,7 +25,7 @@ def cmd_mcp(args: argparse.Namespace) -> None:
     try:
         serve(
             args.store, users, tenant_id=args.tenant or "default", allow_delete=args.allow_delete,
-            http=args.http, port=args.port, session_id=args.session, create=args.create,
+            http=args.http, port=args.port or DEFAULT_PORT, session_id=args.session, create=args.create,
             log_level=args.log_level, **kwargs,
         )  # fmt: skip
     except KeyboardInterrupt:

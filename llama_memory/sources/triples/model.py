@@ -231,7 +231,12 @@ def prepare_one(item: Any, position: int) -> Prepared:
 def prepare_all(triples: Any) -> list[Prepared]:
     """Validate a batch of triples (all before anything is written); a single triple
     not in a list is refused."""
-    if isinstance(triples, (str, bytes, Mapping, KnowledgeTriple, BaseModel)) or not isinstance(triples, Iterable):
+    # A bare ("Ana", "lives in", "Porto") is one triple, not three: its items are strings.
+    one_tuple = isinstance(triples, tuple) and len(triples) == 3 and all(isinstance(t, str) for t in triples)
+    if (
+        one_tuple or isinstance(triples, (str, bytes, Mapping, KnowledgeTriple, BaseModel))
+        or not isinstance(triples, Iterable)
+    ):  # fmt: skip
         raise TripleError(
             f"expected a list of triples, got {type(triples).__name__}: {triples!r} "
             "(wrap a single triple in a list)"

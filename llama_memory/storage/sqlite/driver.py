@@ -181,7 +181,8 @@ class SQLiteDriver:
                 "a database (its header is not SQLite's). If it is encrypted, "
             )
             raise EncryptionError(
-                said + f"pass encryption_key= to from_defaults (or MemoryAdmin), or set "
+                said + f"pass encryption_key= where it is opened (ComposableMemory.from_defaults, "
+                f"MemoryBlocks.open or MemoryAdmin), or set "
                 f"{ENCRYPTION_KEY_ENV}. Nothing was changed.",
                 command_line=said + f"set {ENCRYPTION_KEY_ENV} to its key. Nothing was changed.",
             )
