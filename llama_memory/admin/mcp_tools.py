@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
 
-from ..core.text import first_unstorable
-from .mcp_arguments import shown
+from ..core.text import first_unstorable, shown
 from .mcp_results import (
     MAX_TEXT_CHARS,
     AddedResult,
