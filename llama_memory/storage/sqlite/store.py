@@ -47,7 +47,7 @@ _NOT_LEFT_OUT = " AND {} NOT IN (SELECT rowid FROM records WHERE id IN (SELECT v
 #: keeps the user's; only if too few are theirs does it join every match to its record.
 _OWNER_OVERFETCH = 2
 #: Whether a record is a standalone statement (its JSON metadata's mark; 0 or 1).
-_STANDALONE = f"(json_extract(metadata, '$.{STANDALONE_KEY}') IS 1)"
+_STANDALONE = f"(metadata <> '{{}}' AND json_extract(metadata, '$.{STANDALONE_KEY}') IS 1)"
 
 
 def fts_words(text: str) -> list[str]:
