@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, PydanticUserError, ValidationError
 
 from ..core.errors import ToolArgumentError
 from ..core.text import shown
@@ -122,6 +122,8 @@ def _problems(schema: type[BaseModel], arguments: Mapping[str, Any]) -> list[str
         problems.append(f"it has no argument {listed}")
     try:
         schema.model_validate(dict(arguments))
+    except PydanticUserError:  # a schema pydantic cannot use (a custom tool's): the tool says
+        return problems
     except ValidationError as error:
         for found in error.errors(include_url=False):
             where = _where(found["loc"]) or "the arguments"
