@@ -22,7 +22,7 @@ from typing import Optional
 from ..core.text import word_tokens
 from ..core.types import MemoryRecord
 
-#: The default relevance floor (the memory's ``min_relevance``): records below it stay out
+#: The default relevance floor (the memory setting of the same name): records below it stay out
 #: of the block. Measured on both corpora (docs/benchmarks.md, "Everyday recall"): below
 #: it the block gained too little recall for the tokens it spent on things never said.
 DEFAULT_MIN_RELEVANCE = 0.03
