@@ -49,6 +49,7 @@ _EXPORTS: dict[str, str] = {
     "SharedChatLog": ".write.buffer",
     "StorageError": ".core.errors",
     "StoredMessage": ".core.types",
+    "ToolArgumentError": ".core.errors",
     "TripleError": ".sources.triples",
     "TripleSource": ".sources.triples",
     "VectorSource": ".sources",
@@ -74,6 +75,7 @@ if TYPE_CHECKING:
         RestoreWarning as RestoreWarning,
         ScopeError as ScopeError,
         StorageError as StorageError,
+        ToolArgumentError as ToolArgumentError,
     )
     from .core.types import (
         MemoryRecord as MemoryRecord,

@@ -5,23 +5,12 @@ coerces ``"3"`` and ignores unknown arguments), each problem named in the agent'
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any, Optional
 
-__all__ = ["argument_problem", "shown"]
+from ..core.text import shown
 
-#: The most characters of a value an error message shows.
-SHOWN_CHARS = 60
-
-
-def shown(value: Any) -> str:
-    """``value`` as JSON (as the agent sent it), cut to :data:`SHOWN_CHARS` characters."""
-    try:
-        text = json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):
-        text = repr(value)
-    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 1] + "…"
+__all__ = ["argument_problem", "shown"]  # shown: its old home
 
 
 def _listed(names: list[str]) -> str:

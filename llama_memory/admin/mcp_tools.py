@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
 
-from ..core.text import first_unstorable
-from .mcp_arguments import shown
+from ..core.text import first_unstorable, shown
 from .mcp_results import (
     MAX_TEXT_CHARS,
     AddedResult,
@@ -148,16 +147,20 @@ class MemoryTools:
         self, user_id: str, text: Annotated[Text, Field(description="what to remember, as one self-contained statement")]
     ) -> AddedResult:
         """Store ``text`` as a message of the user in the server's session (``put``), so
-        it is searched, deduplicated and formed into memories as any other turn."""
+        it is searched, deduplicated and formed into memories as any other turn; marked
+        standalone (:data:`~llama_memory.core.types.STANDALONE_KEY`), it is found as
+        itself with its own id, never joined with the other memories added."""
         from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
         from ..core.messages import message_id
+        from ..core.types import STANDALONE_KEY
 
         user = self.check_user(user_id)
         _text(text, "text")
         message = ChatMessage(role=MessageRole.USER, content=text)
         mid = message_id(message)
         message.additional_kwargs["message_id"] = mid
+        message.additional_kwargs[STANDALONE_KEY] = True
         self._writer(user).put(message)
         written = self.admin.records(user, session_id=self.session_id, limit=MAX_RESULTS, newest_first=True)
         return AddedResult(
@@ -276,8 +279,9 @@ TOOLS: tuple[tuple[str, str, bool], ...] = (
     (
         "add_memory",
         "Remember something about or for the user: a statement they want kept, e.g. "
-        "'I prefer dark mode in every editor'. It is stored as a message of the user and "
-        "found by later searches. Returns the ids of the records written.",
+        "'I prefer dark mode in every editor'. It is stored as a statement of the user and "
+        "found by later searches as itself, with its own id (never joined with other "
+        "memories). Returns the ids of the records written.",
         False,
     ),
     ("read_profile", "Read the user's profile: the fields known about them (name, preferences...), as JSON.", True),
@@ -296,9 +300,10 @@ DELETE_TOOLS: tuple[tuple[str, str, bool], ...] = (
         "delete_memory",
         "Delete records or knowledge triples of the user from every index: pass a memory's "
         "record_ids (from search_memory or recent_memories) to remove all that it showed, or "
-        "a triple's id (from read_triples). A memory whose text shows several messages (one "
-        "'role: text' line each) has one id per message, in the order shown, and its other "
-        "messages may be unrelated statements: to remove one message, pass its id alone "
+        "a triple's id (from read_triples). A memory added with add_memory is always shown "
+        "alone, with its one id, so its record_ids delete that memory only. A memory whose "
+        "text shows several messages of a conversation (one 'role: text' line each) has one "
+        "id per message, in the order shown: to remove one message, pass its id alone "
         "(read_memory shows which). Nothing is deleted when an id is not the user's. "
         "Cannot be undone.",
         False,

@@ -15,6 +15,11 @@ class ScopeError(LlamaMemoryError, ValueError):
     """A long-term operation was asked for without the scope it needs (a user id)."""
 
 
+class ToolArgumentError(LlamaMemoryError, ValueError):
+    """An agent called a memory tool with arguments it does not take: the message says
+    what was wrong and which arguments the tool takes, for the LLM to read."""
+
+
 #: How to switch a store to another embedding model, said by the errors below.
 SWITCH_MODEL = (
     "Open the store with the model it was built with, or switch it to the new model by "

@@ -15,6 +15,7 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock
 from ..storage.codec import dump_message as dump_message  # re-exported: formation, admin
 from ..storage.codec import load_message as load_message  # re-exported: its old home
 from .text import check_text
+from .types import STANDALONE_KEY
 
 #: ``additional_kwargs`` keys read for a message's id (the first one present wins).
 MESSAGE_ID_KEYS = ("message_id", "id")
@@ -69,6 +70,17 @@ def declared_message_id(message: ChatMessage) -> Optional[str]:
 def message_id(message: ChatMessage) -> str:
     """The id a message carries in ``additional_kwargs``, or a new random one."""
     return declared_message_id(message) or uuid.uuid4().hex
+
+
+def is_standalone(message: ChatMessage) -> bool:
+    """Whether the message is marked a standalone statement (``additional_kwargs``
+    :data:`STANDALONE_KEY`); ValueError for a mark that is not true or false."""
+    value = message.additional_kwargs.get(STANDALONE_KEY, False)
+    if not isinstance(value, bool):
+        raise ValueError(
+            f"additional_kwargs[{STANDALONE_KEY!r}] must be True or False, got {value!r}; nothing was stored"
+        )
+    return value
 
 
 def to_epoch(value: Any) -> float:

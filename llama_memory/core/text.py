@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from datetime import datetime, timezone
 from functools import lru_cache
@@ -30,6 +31,20 @@ def short(value: object, limit: int = 60) -> str:
     """``repr(value)``, cut to ``limit`` characters for an error message."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+#: The most characters of a value :func:`shown` shows.
+SHOWN_CHARS = 60
+
+
+def shown(value: object) -> str:
+    """``value`` as JSON (as an agent sent it), cut to :data:`SHOWN_CHARS` characters,
+    for an error message an agent reads."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 1] + "…"
 
 
 def counted(n: int, singular: str, plural: Optional[str] = None) -> str:

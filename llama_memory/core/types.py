@@ -14,6 +14,12 @@ from typing import Any, Callable, Optional, Union
 
 from .errors import ScopeError
 
+#: The key that marks a standalone statement (a memory added on its own, e.g. through
+#: the MCP server's ``add_memory``): true in a message's ``additional_kwargs`` and in its
+#: record's ``metadata``. Such a record is always found as itself, with its own id: it
+#: never joins its session's other messages in an excerpt, nor they it.
+STANDALONE_KEY = "standalone"
+
 
 @dataclass(frozen=True)
 class Scope:
@@ -43,13 +49,16 @@ class Scope:
 @dataclass(frozen=True)
 class StoredMessage:
     """A chat message as a source receives it: the original ``message`` and its ``text``
-    (``stored_text``: a placeholder such as ``"[image]"`` for media only)."""
+    (``stored_text``: a placeholder such as ``"[image]"`` for media only); ``standalone``
+    when it is a statement kept on its own, never joined with its session's other
+    messages (``additional_kwargs["standalone"]``)."""
 
     message_id: str
     role: str
     text: str
     event_time: float
     message: Any = None
+    standalone: bool = False
 
 
 @dataclass

@@ -21,6 +21,7 @@ from llama_index.core.workflow import Context
 from ..core.asyncbridge import LoopLocks, run_io
 from ..core.errors import ScopeError
 from ..core.types import Scope
+from .tool_arguments import check_arguments
 
 if TYPE_CHECKING:
     from .runtime import Facade
@@ -51,7 +52,10 @@ class RunMemoryTool(FunctionTool):
     ``memory=bob`` writes into Bob's memory. Called directly, or from a workflow that
     keeps no memory, it acts for the memory it came from. When the run's memory lacks
     the source it raises :class:`~llama_memory.core.errors.ScopeError` (shown to the LLM
-    as the tool's result). The LLM sees the source tool's schema unchanged.
+    as the tool's result). The LLM sees the source tool's schema unchanged, and named
+    arguments that do not fit it raise
+    :class:`~llama_memory.core.errors.ToolArgumentError` before the tool runs, saying
+    what was wrong and which arguments (names and types) the tool takes.
     """
 
     def __init__(
@@ -97,6 +101,9 @@ class RunMemoryTool(FunctionTool):
         return (await self.acall(ctx=ctx, **kwargs)).raw_output
 
     def _call_for(self, memory: Any, args: tuple, kwargs: dict[str, Any]) -> ToolOutput:
+        if not args:  # an LLM's call: named arguments, checked so that a wrong one is said plainly
+            metadata = self.metadata
+            check_arguments(metadata.get_name(), metadata.fn_schema, metadata.get_parameters_dict(), kwargs)
         tool = self._tool_of(memory)
         # Serialised with the memory's own calls, as memory.add_triples() and the like are.
         with memory.runtime.lock:

@@ -11,7 +11,7 @@ import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
 from ..core.errors import EmbeddingModelError, StorageError
-from ..core.types import NEVER, Expiry, MemoryRecord, Scope, StoredMessage
+from ..core.types import NEVER, STANDALONE_KEY, Expiry, MemoryRecord, Scope, StoredMessage
 from ..embeddings.offline import embedding_dimension
 from ..embeddings.store_model import DimensionGuard, vector_cache
 from ..retrieval.apart import KnownLines, RecordReads, SetApart, WindowIds, search_beside
@@ -177,6 +177,8 @@ class VectorSource(MemorySource):
             NewRecord(
                 source=self.name, scope=scope, text=m.text, message_ids=(m.message_id,), event_time=m.event_time,
                 role=m.role, ttl=ttl, expires_at=expires_at,
+                # Read by the store's session_neighbours: found as itself, never in an excerpt.
+                metadata={STANDALONE_KEY: True} if m.standalone else None,
             )
             for m in messages
             if m.role in self.roles and m.text.strip()
@@ -349,7 +351,9 @@ class VectorSource(MemorySource):
         )
         by_session: dict[Optional[str], list[MemoryRecord]] = {}
         for row in rows:
-            by_session.setdefault(row.session_id, []).append(row)
+            # A standalone statement is an excerpt of its own (keyed by its id: no session's).
+            alone = row.metadata.get(STANDALONE_KEY) is True
+            by_session.setdefault(f"standalone:{row.id}" if alone else row.session_id, []).append(row)
         results = []
         for parts in list(by_session.values())[-k:]:
             record = join_parts(parts, parts[-1])

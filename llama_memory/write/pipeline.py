@@ -21,6 +21,7 @@ from ..core.instrumentation import MemoryPutEvent, dispatcher
 from ..core.messages import (
     check_storable,
     dump_message,
+    is_standalone,
     message_id,
     message_time,
     role_name,
@@ -133,6 +134,7 @@ def stored_messages(messages: Sequence[ChatMessage]) -> list[StoredMessage]:
             text=stored_text(m),
             event_time=message_time(m, default=received),
             message=m,
+            standalone=is_standalone(m),
         )
         for m in messages
     ]

@@ -183,3 +183,59 @@ async def test_a_workflow_step_passing_its_context_acts_for_the_memory_it_keeps(
     await Step().run(value="alice's")
     assert profile_of(bob) == {"sync": "bob's", "async": "bob's"}
     assert profile_of(alice) == {"sync": "alice's", "async": "alice's"}
+
+
+#: Each memory tool called with a wrong argument, and what the LLM must read back.
+WRONG_CALLS = {
+    "save_knowledge": (
+        {"subject": "Alice", "predicate": "lives in", "object": "Lisbon"},
+        'save_knowledge was not run: it has no argument "subject", "predicate" or "object"; triples is missing. '
+        "Its arguments: triples (required): a list of objects, each with subject (text, required), "
+        "predicate (text, required), object (text, required). Call it again with those arguments.",
+    ),
+    "search_knowledge": (
+        {"query": 3},
+        "search_knowledge was not run: query must be a text, got 3. Its arguments: query (required): text.",
+    ),
+    "update_profile": (
+        {"operations": [{"op": "delete", "path": "diet"}]},
+        "update_profile was not run: operations[0].op must be 'set', 'append' or 'remove', got \"delete\". "
+        'Its arguments: operations (required): a list of objects, each with op (one of "set", "append", '
+        '"remove", required), path (text, required), value (any value).',
+    ),
+    "get_profile": (
+        {"user": "alice"},
+        'get_profile was not run: it has no argument "user". It takes no arguments: call it again without any.',
+    ),
+    "update_instructions": (
+        {"instruction": "Answer in French."},
+        'update_instructions was not run: op is missing. Its arguments: op (required): one of "add", "remove", '
+        '"replace"; text: text or null; instruction: text or null; reason: text or null.',
+    ),
+}
+
+
+@pytest.mark.parametrize("tool", sorted(WRONG_CALLS))
+async def test_a_tool_called_with_wrong_arguments_tells_the_llm_what_it_takes(open_memory, tool: str) -> None:
+    """The tool's result the LLM reads names what was wrong and the tool's arguments with
+    their types, in plain words: no Python internals (``<locals>``, ``got an unexpected
+    keyword argument``); nothing is written, and the corrected call then works."""
+    memory = open_memory("alice", triples=True)
+    arguments, told = WRONG_CALLS[tool]
+    script: list[Any] = [ToolCallReply(tool, arguments)]
+    if tool == "save_knowledge":
+        script.append(ToolCallReply(tool, {"triples": [{"subject": "Alice", "predicate": "lives in", "object": "Lisbon"}]}))
+    llm = ScriptedLLM([*script, "Done."])
+    agent = FunctionAgent(llm=llm, tools=memory.tools(), system_prompt="You remember users.")
+
+    assert str(await agent.run(user_msg="I live in Lisbon.", memory=memory)) == "Done."
+
+    seen = llm.calls[1].messages[-1]
+    assert seen.role == MessageRole.TOOL
+    result = message_plain_text(seen)
+    assert told in result
+    assert "<locals>" not in result and "unexpected keyword" not in result
+    if tool == "save_knowledge":
+        assert "Lisbon" in message_plain_text(llm.calls[2].messages[-1]) and len(facts_of(memory)) == 1
+    else:
+        assert facts_of(memory) == [] and profile_of(memory) == {}

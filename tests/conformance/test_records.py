@@ -131,6 +131,24 @@ def test_session_neighbours_are_in_write_order(backend) -> None:
     assert [p for p, _ in around] == sorted(p for p, _ in around)
 
 
+def test_a_standalone_record_has_no_session_neighbours_and_is_none(backend) -> None:
+    """A statement stored on its own (metadata "standalone") is found as itself: it
+    never joins the messages around it in its session, nor they it."""
+    store = backend.open()
+    store.ensure_session_order()
+    alone = {"standalone": True}
+    ids = store.add_records([
+        note("turn 0", mid="m0"), note("kept alone", mid="m1", metadata=alone), note("turn 2", mid="m2"),
+        note("also alone", mid="m3", metadata=alone), note("turn 4", mid="m4"),
+        note("not marked", mid="m5", metadata={"standalone": False}),
+    ])
+    around = store.session_neighbours(ids, ALICE, "vector", 2)
+    assert [i for _, i in around[ids[1]]] == [ids[1]]
+    assert [i for _, i in around[ids[3]]] == [ids[3]]
+    assert [i for _, i in around[ids[2]]] == [ids[0], ids[2], ids[4], ids[5]]
+    assert [i for _, i in around[ids[4]]] == [ids[0], ids[2], ids[4], ids[5]]
+
+
 def test_recent_records_are_the_latest_earlier_session_or_a_span_of_time(backend) -> None:
     store = backend.open()
     earlier = Scope(user_id="alice", session_id="monday")

@@ -82,6 +82,29 @@ def store(tmp_path: Path, embed_model: Any) -> Path:
     return path
 
 
+async def test_memories_added_are_found_and_deleted_one_by_one(tmp_path: Path, embed_model: Any) -> None:
+    """Four statements added through the server (one session, "mcp") are four memories,
+    each with its own id: a search shows the one asked for alone, and deleting its ids
+    leaves the other three."""
+    path = tmp_path / "memory"
+    ComposableMemory.from_defaults(user_id="alice", path=path, embed_model=embed_model).close()
+    statements = [
+        "My cat is called Miso.", "I work as a nurse in Porto.",
+        "I prefer dark mode in every editor.", "My sister lives in Berlin.",
+    ]  # fmt: skip
+    async with server(path, "--user", "alice", "--allow-delete") as client:
+        added = {text: (await call(client, "add_memory", text=text))["record_ids"] for text in statements}
+        assert all(len(ids) == 1 for ids in added.values())
+        found = await call(client, "search_memory", query="dark mode")
+        [dark] = [r for r in found if "dark mode" in r["text"]]
+        assert dark["text"] == "I prefer dark mode in every editor."
+        assert dark["record_ids"] == added[dark["text"]]
+        assert all(len(r["record_ids"]) == 1 for r in found)
+        await call(client, "delete_memory", record_ids=dark["record_ids"])
+        left = [r["text"] for r in await call(client, "recent_memories")]
+        assert sorted(left) == sorted(t for t in statements if "dark mode" not in t)
+
+
 async def test_one_user_over_stdio(store: Path, embed_model: Any) -> None:
     # The application keeps its memory of Alice open while another agent uses the server.
     app = ComposableMemory.from_defaults(user_id="alice", path=store, triples=True, embed_model=embed_model)

@@ -3,6 +3,7 @@ and the real offline model."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -130,6 +131,38 @@ def test_a_question_comes_back_with_its_answer(tmp_path: Path, embed_model: Offl
         # One message per record: each alone (the question, which states nothing, ranks
         # after the statements).
         assert [r.message_ids for r in memory.search("How long has Mel been married?", k=1)] == [["a"]]
+    finally:
+        memory.close()
+
+
+def test_a_standalone_statement_is_found_as_itself_beside_a_conversation(
+    tmp_path: Path, embed_model: OfflineEmbedding
+) -> None:
+    """Statements put with additional_kwargs standalone=True (what the MCP server's
+    add_memory writes) come back alone, in a search and in a time-based retrieval, while
+    the conversation around them still forms excerpts; a mark that is not a bool is
+    refused before anything is stored."""
+    memory = ComposableMemory.from_defaults(user_id="mel", session_id="s1", path=tmp_path / "m", embed_model=embed_model)
+    try:
+        memory.put_messages([
+            user("My cat is called Miso.", message_id="cat", standalone=True),
+            user("How long have you been married?", message_id="q"),
+            assistant("Five years already, time flies!", message_id="a"),
+            user("I prefer dark mode in every editor.", message_id="dark", standalone=True),
+            user("My sister lives in Berlin.", message_id="sister", standalone=True),
+        ])
+        found = {tuple(r.message_ids): r for r in memory.search("dark mode editor", k=5)}
+        assert set(found) == {("cat",), ("q", "a"), ("dark",), ("sister",)}
+        assert found[("dark",)].text == "I prefer dark mode in every editor." and not found[("dark",)].parts
+        assert found[("dark",)].metadata["standalone"] is True
+        married = memory.search("How long has Mel been married?", k=1)[0]
+        assert married.message_ids == ["q", "a"]
+        # "Last time", as a later session sees it: each statement alone, the turns together.
+        recent = memory.source("vector").recent(replace(memory.scope, session_id="s2"), 5)  # type: ignore[attr-defined]
+        assert sorted(r.message_ids for r in recent) == [["cat"], ["dark"], ["q", "a"], ["sister"]]
+        with pytest.raises(ValueError, match="standalone.*must be True or False"):
+            memory.put(user("Not stored.", standalone="yes"))
+        assert "Not stored." not in [m.content for m in memory.get_all()]
     finally:
         memory.close()
 

@@ -102,22 +102,28 @@ def test_a_forked_child_opens_its_own_store(tmp_path: Path) -> None:
         assert os.waitstatus_to_exitcode(status) == 0
 
 
-def test_an_agent_is_told_how_to_delete_one_message_of_an_excerpt(tmp_path: Path) -> None:
-    """Memories added through the server are messages of one session, so a search shows
-    them as one excerpt: its record_ids remove every statement in it. The tool's
-    description says so, and one id alone removes that message only."""
+def test_each_added_memory_is_found_and_deleted_as_itself(tmp_path: Path) -> None:
+    """Memories added through the server share one session, yet each is found alone with
+    its own id (never an excerpt of its neighbours), so deleting what a search showed
+    deletes that memory only; the tool's description says so."""
     from llama_memory.admin.mcp_tools import DELETE_TOOLS
 
     [(_, described, _)] = [t for t in DELETE_TOOLS if t[0] == "delete_memory"]
-    assert "to remove one message, pass its id alone (read_memory shows which)" in described
+    assert "A memory added with add_memory is always shown alone, with its one id" in described
+    statements = (
+        "My cat is called Miso.", "I work as a nurse in Porto.",
+        "I prefer dark mode in every editor.", "My sister lives in Berlin.",
+    )  # fmt: skip
     with MemoryAdmin(tmp_path / "memory", create=True) as admin:
         tools = MemoryTools(admin, ["u"], allow_delete=True)
-        for text in ("My cat is called Miso.", "I prefer dark mode in every editor.", "My sister lives in Berlin."):
-            tools.add_memory("u", text)
-        [shown] = [r for r in tools.search_memory("u", "dark mode", 5) if "dark mode" in r["text"]]
-        assert len(shown["record_ids"]) == 3  # the unrelated statements come with it
-        [dark] = [i for i in shown["record_ids"] if "dark mode" in tools.read_memory("u", i)["text"]]
-        tools.delete_memory("u", [dark])
-        assert sorted(r["text"] for r in tools.recent_memories("u", 10)) == [
-            "My cat is called Miso.", "My sister lives in Berlin.",
-        ]  # fmt: skip
+        added = {text: tools.add_memory("u", text)["record_ids"] for text in statements}
+        found = tools.search_memory("u", "dark mode", 5)
+        assert sorted(r["text"] for r in found) == sorted(statements)  # each one alone
+        [shown] = [r for r in found if "dark mode" in r["text"]]
+        assert shown["text"] == "I prefer dark mode in every editor."
+        assert shown["record_ids"] == added[shown["text"]] and len(shown["record_ids"]) == 1
+        tools.delete_memory("u", shown["record_ids"])
+        assert sorted(r["text"] for r in tools.recent_memories("u", 10)) == sorted(
+            t for t in statements if "dark mode" not in t
+        )
+        assert all("dark mode" not in r["text"] for r in tools.search_memory("u", "dark mode", 5))

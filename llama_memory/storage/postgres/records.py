@@ -9,7 +9,7 @@ from collections.abc import Collection, Iterator, Sequence
 from typing import Any, Optional
 
 from ...core.text import word_tokens
-from ...core.types import Scope
+from ...core.types import STANDALONE_KEY, Scope
 from ..ports.records import NewRecord, PendingRecord
 from ..sql.records import RecordStore
 from .connection import PostgresConnection
@@ -97,22 +97,28 @@ class RecordTables(PostgresConnection, RecordStore):
     def session_neighbours(
         self, ids: Sequence[str], scope: Scope, source: str, radius: int
     ) -> dict[str, list[tuple[int, str]]]:
-        """Positions are the ``seq`` column, by a ``LATERAL`` join."""
+        """Positions are the ``seq`` column, by a ``LATERAL`` join. A standalone record
+        (``metadata["standalone"]``) has itself alone and is no other's neighbour."""
         if not ids or radius < 0:
             return {}
         user = scope.require_user(f"the {source!r} memory source")
-        # Per hit, the rows up to it and after it in its session, along records_by_session.
+        # Per hit, the rows up to it and after it in its session, along records_by_session;
+        # a standalone hit's are itself, and a standalone row is no hit's neighbour.
+        together = (
+            f"(r.id = h.id OR (h.metadata->'{STANDALONE_KEY}' IS DISTINCT FROM 'true'"
+            f" AND r.metadata->'{STANDALONE_KEY}' IS DISTINCT FROM 'true'))"
+        )
         rows = self.query(
             "read session neighbours",
             "SELECT h.id AS hit, n.seq AS pos, n.id AS id FROM records h "
             "CROSS JOIN LATERAL ("
             "  (SELECT seq, id FROM records r WHERE r.tenant_id = h.tenant_id AND r.user_id = h.user_id"
             "   AND r.source = h.source AND r.session_id IS NOT DISTINCT FROM h.session_id"
-            "   AND r.seq <= h.seq ORDER BY r.seq DESC LIMIT %(before)s)"
+            f"   AND r.seq <= h.seq AND {together} ORDER BY r.seq DESC LIMIT %(before)s)"
             "  UNION ALL"
             "  (SELECT seq, id FROM records r WHERE r.tenant_id = h.tenant_id AND r.user_id = h.user_id"
             "   AND r.source = h.source AND r.session_id IS NOT DISTINCT FROM h.session_id"
-            "   AND r.seq > h.seq ORDER BY r.seq LIMIT %(after)s)"
+            f"   AND r.seq > h.seq AND {together} ORDER BY r.seq LIMIT %(after)s)"
             ") n "
             "WHERE h.tenant_id = %(t)s AND h.user_id = %(u)s AND h.source = %(s)s AND h.id = ANY(%(ids)s)",
             {"before": radius + 1, "after": radius, "t": scope.tenant_id, "u": user, "s": source, "ids": list(ids)},

@@ -105,7 +105,9 @@ class RecordStore(ABC):
         self, ids: Sequence[str], scope: Scope, source: str, radius: int
     ) -> dict[str, list[tuple[int, str]]]:
         """For each id: its session's records from ``radius`` before to ``radius`` after
-        it, itself included, as (position, id); positions grow with write order."""
+        it, itself included, as (position, id); positions grow with write order. A
+        standalone record (``metadata["standalone"]`` true) has itself alone, and is
+        left out of every other record's neighbours."""
 
     @abstractmethod
     def ensure_session_order(self) -> None:

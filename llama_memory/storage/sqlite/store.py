@@ -11,7 +11,7 @@ from collections.abc import Collection, Hashable, Iterator, Sequence
 from typing import TYPE_CHECKING, NamedTuple, Optional
 
 from ...core.text import word_tokens
-from ...core.types import Scope
+from ...core.types import STANDALONE_KEY, Scope
 from ..codec import load_message
 from ..ports.chat import ChatLogChanges
 from ..sql.store import SQLChatLog, SQLChatTables, Storage, conversation_key, replaced
@@ -46,6 +46,8 @@ _NOT_LEFT_OUT = " AND {} NOT IN (SELECT rowid FROM records WHERE id IN (SELECT v
 #: search_text first takes this many times ``limit`` of the index's best matches and
 #: keeps the user's; only if too few are theirs does it join every match to its record.
 _OWNER_OVERFETCH = 2
+#: Whether a record is a standalone statement (its JSON metadata's mark; 0 or 1).
+_STANDALONE = f"(metadata <> '{{}}' AND json_extract(metadata, '$.{STANDALONE_KEY}') IS 1)"
 
 
 def fts_words(text: str) -> list[str]:
@@ -435,7 +437,8 @@ class SQLiteStore(ChatTables, LexicalTables, Storage):
     ) -> dict[str, list[tuple[int, str]]]:
         """For each record id of the scope's user in ``source``: the ids of its session's
         records from ``radius`` before to ``radius`` after it (itself included), as
-        (position, id) in write order; unknown ids left out. Call
+        (position, id) in write order; unknown ids left out. A standalone record
+        (``metadata["standalone"]``) has itself alone and is no other's neighbour. Call
         :meth:`ensure_session_order` once first, or each lookup scans the user's records.
         """
         if not ids or radius < 0:
@@ -446,17 +449,19 @@ class SQLiteStore(ChatTables, LexicalTables, Storage):
             row
             for row in self.query(
                 "read record positions",
-                f"SELECT id, rowid AS pos, session_id, source, tenant_id, user_id FROM records "
-                f"WHERE id IN ({marks})",
+                f"SELECT id, rowid AS pos, session_id, source, tenant_id, user_id, {_STANDALONE} AS alone "
+                f"FROM records WHERE id IN ({marks})",
                 tuple(ids),
             )
             if (row["source"], row["tenant_id"], row["user_id"]) == (source, scope.tenant_id, user)
         ]
+        found: dict[str, list[tuple[int, str]]] = {hit["id"]: [(hit["pos"], hit["id"])] for hit in hits if hit["alone"]}
+        hits = [hit for hit in hits if not hit["alone"]]
         if not hits:
-            return {}
+            return found
         # One statement for all hits: per hit, the rows up to it and the rows after it
         # in its session, each read backwards or forwards along records_by_session.
-        same = "source = ? AND tenant_id = ? AND user_id = ? AND session_id IS ?"
+        same = f"source = ? AND tenant_id = ? AND user_id = ? AND session_id IS ? AND NOT {_STANDALONE}"
         parts, params = [], []
         for n, hit in enumerate(hits):
             key = (source, scope.tenant_id, user, hit["session_id"])
@@ -470,10 +475,10 @@ class SQLiteStore(ChatTables, LexicalTables, Storage):
             )
             params += [*key, hit["pos"], radius + 1, *key, hit["pos"], radius]
         rows = self.query("read session neighbours", " UNION ALL ".join(parts), params)
-        found: dict[str, list[tuple[int, str]]] = {hit["id"]: [] for hit in hits}
+        around: dict[str, list[tuple[int, str]]] = {hit["id"]: [] for hit in hits}
         for row in rows:
-            found[hits[row["hit"]]["id"]].append((row["pos"], row["id"]))
-        return {hit: sorted(around) for hit, around in found.items()}
+            around[hits[row["hit"]]["id"]].append((row["pos"], row["id"]))
+        return {**found, **{hit: sorted(rows) for hit, rows in around.items()}}
 
     def ensure_session_order(self) -> None:
         """Create the index that finds a record's session neighbours (once per file)."""
