@@ -122,7 +122,8 @@ def compose_block(rt: Runtime, plan: QueryPlan, window: Sequence[ChatMessage]) -
     """Stages 3-6 for a plan: the user's instructions, then the relevant records the
     window does not show already, within the memory's token budget."""
     options = rt.settings
-    embed_ahead(rt, plan)
+    if plan.kind != "time":  # a plan of a time retrieves for its text alone
+        embed_later_parts(rt, plan.parts, plan.text)
     # The user's standing instructions: whatever the query, first, outside the budget.
     instructions = rt.instructions.texts() if rt.instructions is not None else []
     budget: dict[str, Any] = {"token_limit": options.memory_token_limit, "tokenizer": rt.facade.tokenizer_fn}
@@ -255,21 +256,15 @@ def plan_query(query: Optional[str], window: Sequence[ChatMessage]) -> QueryPlan
 # -- stage 3: retrieve ------------------------------------------------------------------
 
 
-def embed_ahead(rt: Runtime, plan: QueryPlan) -> None:
+def embed_later_parts(rt: Runtime, parts: Sequence[str], whole: str) -> None:
     """For a question of several parts, start embedding the texts retrieved for after
-    the first (the other parts, then the whole question) in the background: they embed
+    the first (the other parts, then the whole question) in the background, in the
+    sources that can (:class:`~llama_memory.sources.base.EmbedsAhead`): they embed
     beside the first part's embedding and its retrieval's statements, where one after
     another they took most of a ``get()``. The first is embedded when asked, in this
     thread (waiting for a thread to start it costs a loaded machine more than it
     saves)."""
-    if plan.parts and plan.kind != "time":  # a plan of a time retrieves for its text alone
-        embed_texts_ahead(rt, [*plan.parts, plan.text][1:])
-
-
-def embed_texts_ahead(rt: Runtime, texts: Sequence[str]) -> None:
-    """Start embedding ``texts`` (those not empty) as queries in the background, in the
-    sources that can (:class:`~llama_memory.sources.base.EmbedsAhead`)."""
-    texts = [t for t in texts if t.strip()]
+    texts = [t for t in [*parts, whole][1:] if t.strip()] if parts else []
     if texts:
         for source in rt.sources:
             if isinstance(source, EmbedsAhead):
@@ -591,7 +586,6 @@ def search(rt: Runtime, query: str, k: int) -> RecordList:
         # A query-independent source (a profile) is not ranked by relevance.
         relevant = [s for s in rt.sources if not getattr(s, "query_independent", False)]
         parts = question_parts(query)
-        if parts:  # the later parts and the whole question embedded beside the first
-            embed_texts_ahead(rt, [*parts, query][1:])
+        embed_later_parts(rt, parts, query)
         records, _ = deduplicate(retrieve_parts(rt, query, parts, k, relevant))
         return RecordList(records[:k])
