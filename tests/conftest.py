@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -74,6 +76,23 @@ def postgres_url(postgres_server: PostgresServer) -> str:
 
 
 _postgres_databases = [0]
+
+
+@pytest.fixture
+def postgres_statements(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """The PostgreSQL stores' statements while the test runs, counted by the action
+    name the store gives each ("search vectors", "read pending records"...)."""
+    from llama_memory.storage.postgres.connection import PostgresConnection  # the extra
+
+    counted: Counter[str] = Counter()
+    query = PostgresConnection.query
+
+    def counting(self: PostgresConnection, action: str, *args: Any, **kwargs: Any) -> Any:
+        counted[action] += 1
+        return query(self, action, *args, **kwargs)
+
+    monkeypatch.setattr(PostgresConnection, "query", counting)
+    return counted
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

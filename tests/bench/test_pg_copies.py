@@ -10,30 +10,21 @@ from typing import Any
 import pytest
 
 from bench import locomo, pg_speed
-from llama_memory.storage.postgres.connection import PostgresConnection
 
 
 @pytest.mark.parametrize("copies", [False, True])
 def test_the_bulk_load_times_the_path_its_copies_choose(
-    postgres_url: str, copies: bool, monkeypatch: pytest.MonkeyPatch
+    postgres_url: str, copies: bool, postgres_statements: Counter[str]
 ) -> None:
-    statements: Counter[str] = Counter()
-    query = PostgresConnection.query
-
-    def counting(self: PostgresConnection, action: str, *args: Any, **kwargs: Any) -> Any:
-        statements[action] += 1
-        return query(self, action, *args, **kwargs)
-
-    monkeypatch.setattr(PostgresConnection, "query", counting)
     row = pg_speed.bulk(postgres_url, 2, 200, gets=3, seed=7, data=locomo.SMOKE_DATA, copies=copies)
 
     assert row["vector_copies"] is copies and row["records"] == 400 and row["search_found"] == 10
-    held = query(pg_speed.PostgresStore(postgres_url), "count copies",
+    held = pg_speed.PostgresStore(postgres_url).query("count copies",
                  "SELECT count(*) AS n FROM records WHERE vector IS NOT NULL AND id LIKE 'user1-%%'")  # fmt: skip
     assert held[0]["n"] == (200 if copies else 0)
     # With copies the user's vectors are read once and searched in memory; without, some
     # lack a copy, and each retrieval asks pgvector.
-    assert (statements["search vectors"] == 0) is copies
+    assert (postgres_statements["search vectors"] == 0) is copies
 
 
 def test_vector_copies_modes_say_what_they_take() -> None:

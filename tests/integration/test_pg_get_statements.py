@@ -6,13 +6,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-import pytest
-
 from helpers import hold, memory_factory
 from llama_memory.core.types import Scope
 from llama_memory.storage.ports import NewRecord
 from llama_memory.storage.postgres import PostgresStore
-from llama_memory.storage.postgres.connection import PostgresConnection
 
 ALICE = Scope(user_id="alice", session_id="s1")
 TWO_PARTS = "Which tea do I like and which boat do I own?"
@@ -22,27 +19,13 @@ STORED = (
 )
 
 
-@pytest.fixture
-def statements(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
-    """The store's statements, by the action name it gives each."""
-    counted: Counter[str] = Counter()
-    query = PostgresConnection.query
-
-    def counting(self: PostgresConnection, action: str, *args: Any, **kwargs: Any) -> Any:
-        counted[action] += 1
-        return query(self, action, *args, **kwargs)
-
-    monkeypatch.setattr(PostgresConnection, "query", counting)
-    return counted
-
-
 def test_a_two_part_question_reads_the_pending_rows_and_the_profile_once(
-    postgres_url: str, embed_model: Any, statements: Counter[str]
+    postgres_url: str, embed_model: Any, postgres_statements: Counter[str]
 ) -> None:
     with memory_factory(embed_model, store=postgres_url) as make:
         hold(make, STORED)
         memory = make(session_id="now")
-        check_one_get(memory, statements)
+        check_one_get(memory, postgres_statements)
 
 
 def check_one_get(memory: Any, statements: Counter[str]) -> None:
@@ -73,20 +56,20 @@ def test_within_a_get_a_write_makes_the_pending_rows_read_again(postgres_url: st
         store.close()
 
 
-def test_none_pending_is_remembered_within_one_get_only(postgres_url: str, statements: Counter[str]) -> None:
+def test_none_pending_is_remembered_within_one_get_only(postgres_url: str, postgres_statements: Counter[str]) -> None:
     store = PostgresStore(postgres_url)
     try:
         for _ in range(2):
             with store.one_connection():
                 store.pending_records("vector", 10)
                 store.pending_records("vector", 10)
-        assert statements["read pending records"] == 2  # once a get(), not once a call
+        assert postgres_statements["read pending records"] == 2  # once a get(), not once a call
     finally:
         store.close()
 
 
 def test_within_a_get_words_counted_already_are_given_again_without_a_statement(
-    postgres_url: str, statements: Counter[str]
+    postgres_url: str, postgres_statements: Counter[str]
 ) -> None:
     store = PostgresStore(postgres_url)
     try:
@@ -96,15 +79,15 @@ def test_within_a_get_words_counted_already_are_given_again_without_a_statement(
             first = store.word_counts(["bees", "garden", "quux"], ALICE)
             assert first == (3, {"bees": 2, "garden": 2, "quux": 0})
             assert store.word_counts(["garden", "bees"], ALICE) == (3, {"garden": 2, "bees": 2})
-            assert statements["count word matches"] == 1  # two before: one a call
+            assert postgres_statements["count word matches"] == 1  # two before: one a call
             store.word_counts(["roof", "bees"], ALICE)  # a word not counted yet: a statement
-            assert statements["count word matches"] == 2
+            assert postgres_statements["count word matches"] == 2
             store.add_records([NewRecord("vector", ALICE, "more bees", ("m9",), 1.0)])  # a write
             assert store.word_counts(["bees"], ALICE) == (4, {"bees": 3})  # read again
-            assert statements["count word matches"] > 2
-        before = statements["count word matches"]
+            assert postgres_statements["count word matches"] > 2
+        before = postgres_statements["count word matches"]
         with store.one_connection():  # the next get() asks the store again
             assert store.word_counts(["bees"], ALICE) == (4, {"bees": 3})
-            assert statements["count word matches"] == before + 1
+            assert postgres_statements["count word matches"] == before + 1
     finally:
         store.close()
