@@ -25,15 +25,25 @@ The scorings (docs/benchmarks.md, "Fourth round on retrieval"):
   its ``k`` nearest other passages), the first ``M`` by cosine ranked again
   (:mod:`llama_memory.retrieval.hubness`).
 
+With ``--second wordllama``, a second model's cosine fused with the default's instead
+(the vectors of both, side by side; each is a unit vector, so each part's dot product is
+its cosine): ``fused w`` is ``cos_default + w * cos_second``, ``rrf k [w]`` reciprocal-rank
+fusion ``1 / (k + rank_default) + w / (k + rank_second)`` (ranks from 1). The second model is
+WordLlama's static token table from its installed wheel (:func:`bench.embedders.wordllama_spec`),
+read without the package's loader.
+
 Run::
 
     python -m bench.dense_variants            # every scoring, about a minute of embedding
     python -m bench.dense_variants --only hub
+    python -m bench.dense_variants --second wordllama
+    python -m bench.dense_variants --second wordllama --everyday bench/data/everyday_heldout/everyday_heldout.json
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import statistics
 from collections.abc import Callable, Sequence
@@ -46,11 +56,14 @@ from bench.embedders import (
     EVERYDAY,
     LOCOMO,
     Embedder,
+    StaticEmbedder,
     _evidence,
     _turns,
     auc,
     default_spec,
     distractor_turns,
+    query_ms,
+    wordllama_spec,
 )
 
 #: Life areas, each described in general words (not from any development question).
@@ -70,6 +83,8 @@ TOPICS = {
     "possessions": "things I own: my car, bike, phone, furniture and other belongings",
 }
 K = 10
+#: The deeper cut of the everyday stores (what the fusion can still pick from).
+DEEP = 30
 
 Scoring = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
@@ -77,7 +92,7 @@ Scoring = Callable[[np.ndarray, np.ndarray], np.ndarray]
 class Vectors:
     """Every vector the screen needs, embedded once."""
 
-    def __init__(self, embedder: Embedder, everyday: Path = EVERYDAY, locomo: Path = LOCOMO) -> None:
+    def __init__(self, embedder: Embedder | StaticEmbedder, everyday: Path = EVERYDAY, locomo: Path = LOCOMO) -> None:
         data = json.loads(everyday.read_text())
         facts = data["facts"]
         self.facts = embedder.passages([f["message"] for f in facts] + [f["reply"] for f in facts])
@@ -95,6 +110,16 @@ class Vectors:
             asked = [a for a in asked if a[1]]
             self.locomo.append((embedder.passages([f"{t['speaker']}: {t['text']}" for t in turns]),
                                 embedder.queries([a[0] for a in asked]), [a[1] for a in asked], [a[2] for a in asked]))
+
+
+def side_by_side(first: Vectors, second: Vectors) -> Vectors:
+    """Both models' vectors of the same texts, joined row by row (``first``'s columns first)."""
+    both = copy.copy(first)
+    for name in ("facts", "distractors", "questions", "never", "topics"):
+        setattr(both, name, np.hstack([getattr(first, name), getattr(second, name)]))
+    both.locomo = [(np.hstack([p1, p2]), np.hstack([q1, q2]), e, c)
+                   for (p1, q1, e, c), (p2, q2, _, _) in zip(first.locomo, second.locomo)]
+    return both
 
 
 def _unit(m: np.ndarray) -> np.ndarray:
@@ -148,6 +173,28 @@ def hub(w: float, k: int, depth: Optional[int] = None) -> Scoring:
     return score
 
 
+def fused(w: float, split: int, first: float = 1.0) -> Scoring:
+    """``first`` times the cosine of the columns before ``split`` plus ``w`` times that of
+    the columns after it (side-by-side vectors, :func:`side_by_side`)."""
+    def score(q: np.ndarray, p: np.ndarray) -> np.ndarray:
+        return first * (q[:, :split] @ p[:, :split].T) + w * (q[:, split:] @ p[:, split:].T)
+    return score
+
+
+def _rank(s: np.ndarray) -> np.ndarray:
+    """Each passage's rank per query (0 = nearest)."""
+    return np.argsort(np.argsort(-s, axis=1, kind="stable"), axis=1, kind="stable")
+
+
+def rrf(k: int, split: int, w: float = 1.0) -> Scoring:
+    """Reciprocal-rank fusion of the two parts' cosine rankings: ``1 / (k + rank) + w / (k + rank2)``,
+    ranks counted from 1."""
+    def score(q: np.ndarray, p: np.ndarray) -> np.ndarray:
+        first, second = _rank(q[:, :split] @ p[:, :split].T), _rank(q[:, split:] @ p[:, split:].T)
+        return 1 / (k + 1 + first) + w / (k + 1 + second)
+    return score
+
+
 def evaluate(v: Vectors, score: Scoring) -> dict[str, float]:
     """The screen's figures for one scoring."""
     out: dict[str, float] = {}
@@ -156,6 +203,7 @@ def evaluate(v: Vectors, score: Scoring) -> dict[str, float]:
         order = np.argsort(-s, axis=1, kind="stable")
         pos = [int(np.nonzero(row == n)[0][0]) for n, row in zip(v.answer, order)]
         out[f"{name} recall@{K}"] = sum(p < K for p in pos) / len(pos)
+        out[f"{name} recall@{DEEP}"] = sum(p < DEEP for p in pos) / len(pos)
         out[f"{name} MRR"] = statistics.fmean(1 / (p + 1) for p in pos)
         if name == "small":
             never = score(v.never, passages)
@@ -186,16 +234,39 @@ def scorings(v: Vectors) -> list[tuple[str, Scoring]]:
     return rows
 
 
+def fusions(split: int) -> list[tuple[str, Scoring]]:
+    """The default's cosine alone, the second model's alone, and their fusions."""
+    rows: list[tuple[str, Scoring]] = [("cosine", fused(0.0, split)), ("second alone", fused(1.0, split, first=0.0))]
+    rows += [(f"fused {w}", fused(w, split)) for w in (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)]
+    rows += [(f"rrf {k} {w}", rrf(k, split, w)) for k in (10, 60) for w in (0.5, 1.0)]
+    return rows
+
+
 def main(argv: Optional[Sequence[str]] = None) -> list[dict[str, Any]]:
     parser = argparse.ArgumentParser(prog="python -m bench.dense_variants", description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", default="", help="only the scorings whose name starts with this (cosine always)")
+    parser.add_argument("--second", choices=("wordllama",), default=None,
+                        help="fuse a second model's cosine with the default's instead of the dense variants")
+    parser.add_argument("--everyday", type=Path, default=EVERYDAY, help="the everyday set (the held-out one, say)")
     args = parser.parse_args(argv)
-    v = Vectors(Embedder(default_spec()))
+    default = Embedder(default_spec())
+    v = Vectors(default, args.everyday)
+    if not args.second:
+        rows_to_run = scorings(v)
+    else:
+        second = StaticEmbedder(wordllama_spec())
+        rows_to_run = fusions(v.facts.shape[1])
+        v = side_by_side(v, Vectors(second, args.everyday))
+        asked = [q for f in json.loads(args.everyday.read_text())["facts"][:30] for q in f["questions"][:1]]
+        print(f"(ms per query embedding: default {query_ms(default, asked, 3):.2f}, "
+              f"{second.spec.name} {query_ms(second, asked, 3):.3f})")
     rows = []
-    for name, score in scorings(v):
+    for name, score in rows_to_run:
         if name != "cosine" and not name.startswith(args.only):
             continue
         figures = evaluate(v, score)
+        if not rows:
+            print("| scoring | " + " | ".join(figures) + " |\n| --- |" + " ---: |" * len(figures))
         rows.append({"scoring": name, **figures})
         print(f"| {name} | " + " | ".join(f"{x:.3f}" for x in figures.values()) + " |", flush=True)
     return rows

@@ -155,6 +155,87 @@ def _output_dimension(model: Path) -> Any:
     return shape[-1] if shape and isinstance(shape[-1], int) else None
 
 
+#: safetensors' element types the static table may come in.
+_SAFETENSOR_TYPES = {"F16": np.float16, "F32": np.float32, "F64": np.float64}
+
+
+def read_safetensor(path: Path, key: str) -> np.ndarray:
+    """One tensor of a safetensors file, as float32 (the format is an 8-byte header
+    length, a JSON header, then the raw data; read here so no package is needed)."""
+    raw = path.read_bytes()
+    size = int.from_bytes(raw[:8], "little")
+    info = json.loads(raw[8 : 8 + size])[key]
+    start, end = info["data_offsets"]
+    dtype = np.dtype(_SAFETENSOR_TYPES[info["dtype"]])
+    table = np.frombuffer(raw, dtype=dtype, count=(end - start) // dtype.itemsize, offset=8 + size + start)
+    return table.reshape(info["shape"]).astype(np.float32)
+
+
+@dataclass(frozen=True)
+class StaticSpec:
+    """A static token-embedding model: one vector per token, averaged over a text.
+
+    Attributes:
+        name: a label for the report.
+        weights: the safetensors file holding the token table.
+        tokenizer: the model's ``tokenizer.json``.
+        tensor: the table's key in ``weights``.
+    """
+
+    name: str
+    weights: Path
+    tokenizer: Path
+    tensor: str = "embedding.weight"
+
+
+def wordllama_spec() -> StaticSpec:
+    """WordLlama's 256-dimension l2_supercat model, from the installed wheel's own files
+    (``WordLlama.load()`` looks for the tokenizer in a folder the wheel does not have
+    and then downloads it; these files need no network). The package is not imported."""
+    import importlib.util
+
+    found = importlib.util.find_spec("wordllama")
+    if found is None or found.origin is None:
+        raise SystemExit("wordllama is not installed (pip install --no-deps --target DIR wordllama; DIR on PYTHONPATH)")
+    root = Path(found.origin).parent
+    return StaticSpec("wordllama l2_supercat 256", root / "weights" / "l2_supercat_256.safetensors",
+                      root / "tokenizers" / "l2_supercat_tokenizer_config.json")
+
+
+class StaticEmbedder:
+    """A static model's texts as unit vectors: the mean of their tokens' rows (no special
+    tokens, no truncation), as WordLlama's own inference computes them."""
+
+    def __init__(self, spec: StaticSpec) -> None:
+        from tokenizers import Tokenizer
+
+        self.spec = spec
+        self.table = read_safetensor(spec.weights, spec.tensor)
+        self.tokenizer = Tokenizer.from_file(str(spec.tokenizer))
+        self.tokenizer.enable_padding()
+        self.tokenizer.no_truncation()
+
+    def embed(self, texts: Sequence[str], prefix: str = "") -> np.ndarray:
+        """Unit vectors of ``texts``, in batches."""
+        out = []
+        for start in range(0, len(texts), BATCH):
+            encodings = self.tokenizer.encode_batch([prefix + t for t in texts[start : start + BATCH]],
+                                                    add_special_tokens=False)
+            ids = np.clip(np.asarray([e.ids for e in encodings]), 0, len(self.table) - 1)
+            mask = np.asarray([e.attention_mask for e in encodings], dtype=np.float32)[:, :, None]
+            pooled = (self.table[ids] * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1.0)
+            out.append(pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None))
+        return np.concatenate(out) if out else np.zeros((0, self.table.shape[1]), dtype=np.float32)
+
+    def queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Questions (a static model has no query prefix)."""
+        return self.embed(texts)
+
+    def passages(self, texts: Sequence[str]) -> np.ndarray:
+        """Statements."""
+        return self.embed(texts)
+
+
 def ranks(query_vectors: np.ndarray, passage_vectors: np.ndarray) -> np.ndarray:
     """Per query, the passages' indices nearest first."""
     return np.argsort(-(query_vectors @ passage_vectors.T), axis=1, kind="stable")
@@ -475,7 +556,7 @@ def print_sentence_table(row: dict[str, Any]) -> None:
               f"{a['sentences_per_passage']:.2f} sentences each; {a['questions']} questions)")
 
 
-def query_ms(embedder: Embedder, texts: Sequence[str], repeat: int = 1) -> float:
+def query_ms(embedder: Embedder | StaticEmbedder, texts: Sequence[str], repeat: int = 1) -> float:
     """Median ms of embedding one question (after a warm-up)."""
     embedder.queries(["warm-up question?"])
     times = []
