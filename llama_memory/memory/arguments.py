@@ -119,3 +119,14 @@ def count_arg(value: Any, where: str) -> int:
     if value < 1:
         raise ValueError(f"{where} is how many records to return, at least 1, got {value}")
     return int(value)
+
+
+def query_arg(query: Any, where: str) -> Any:
+    """``query``; ValueError for an empty or blank text, which names nothing to look for
+    (the CLI's ``search`` and the MCP server's ``search_memory`` refuse it too)."""
+    if isinstance(query, str) and not query.strip():
+        raise ValueError(
+            f"{where} query must be a non-empty string, got {query!r}: pass what to look for, "
+            "e.g. a question about the user (nothing was retrieved)"
+        )
+    return query
