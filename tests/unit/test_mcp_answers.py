@@ -127,3 +127,13 @@ def test_each_added_memory_is_found_and_deleted_as_itself(tmp_path: Path) -> Non
             t for t in statements if "dark mode" not in t
         )
         assert all("dark mode" not in r["text"] for r in tools.search_memory("u", "dark mode", 5))
+
+
+def test_forgetting_a_served_user_the_store_holds_nothing_of_names_no_other_user(tmp_path: Path) -> None:
+    """``forget_user`` for a user with nothing stored answered with the admin's error,
+    which lists the store's other users: the agent serving one user read the others'."""
+    with MemoryAdmin(tmp_path / "memory", create=True) as admin:
+        MemoryTools(admin, ["alice"]).add_memory("alice", "My cat is called Miso.")
+        tools = MemoryTools(admin, ["carol"], allow_delete=True)
+        assert tools.forget_user("carol") == {"forgotten": "carol"}  # nothing left of carol: done
+        assert [u.user_id for u in admin.users()] == ["alice"]  # and nobody else touched
