@@ -26,7 +26,7 @@ from pydantic import Field
 
 from ..core.distribution import install_hint
 from ..core.errors import LlamaMemoryError
-from .mcp_arguments import argument_problem
+from .mcp_arguments import argument_problem, unknown_tool
 from .mcp_results import (
     MAX_TEXT_CHARS,
     AddedResult,
@@ -154,6 +154,8 @@ def build_server(
             schema = schemas.get(name)
             if schema is None and name in delete_names:  # not offered: say why
                 raise ToolError(f"{name} is turned off: this server was started without --allow-delete.")
+            if schema is None:  # the SDK's "Unknown tool: x" names none to call instead
+                raise ToolError(unknown_tool(name, list(schemas)))
             if schema is not None:
                 problem = argument_problem(name, schema, arguments, refused)
                 if problem is not None:

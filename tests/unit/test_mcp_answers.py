@@ -137,3 +137,21 @@ def test_forgetting_a_served_user_the_store_holds_nothing_of_names_no_other_user
         tools = MemoryTools(admin, ["carol"], allow_delete=True)
         assert tools.forget_user("carol") == {"forgotten": "carol"}  # nothing left of carol: done
         assert [u.user_id for u in admin.users()] == ["alice"]  # and nobody else touched
+
+
+def test_a_tool_the_server_does_not_have_is_named_with_the_closest_and_every_one(tmp_path: Path) -> None:
+    """An agent's guess at a name got the SDK's "Unknown tool: search_memories"."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    with MemoryAdmin(tmp_path / "memory", create=True) as admin:
+        server = build_server(MemoryTools(admin, ["alice"]))
+        with pytest.raises(ToolError) as guessed:
+            asyncio.run(server.call_tool("search_memories", {"query": "cats"}))
+        assert str(guessed.value) == (
+            'there is no tool "search_memories"; did you mean "search_memory"? The tools are search_memory, '
+            "read_memory, add_memory, read_profile, read_triples and recent_memories."
+        )
+        with pytest.raises(ToolError, match=r'^there is no tool "x"\. The tools are search_memory, '):
+            asyncio.run(server.call_tool("x", {}))
+        with pytest.raises(ToolError, match="turned off: this server was started without --allow-delete"):
+            asyncio.run(server.call_tool("forget_user", {}))
