@@ -155,3 +155,22 @@ def test_a_tool_the_server_does_not_have_is_named_with_the_closest_and_every_one
             asyncio.run(server.call_tool("x", {}))
         with pytest.raises(ToolError, match="turned off: this server was started without --allow-delete"):
             asyncio.run(server.call_tool("forget_user", {}))
+
+
+def test_search_answers_most_relevant_first(tmp_path: Path, embed_model: Any) -> None:
+    """The sources' priorities put a triple of relevance 0.01 before the message that
+    answers (0.98): an agent took the first result for the answer."""
+    from llama_memory import ComposableMemory
+
+    memory = ComposableMemory.from_defaults(user_id="alice", path=tmp_path, triples=True, embed_model=embed_model)
+    memory.add_triples([("Alice", "lives in", "Lisbon")])
+    memory.close()
+    with MemoryAdmin(tmp_path, embed_model=embed_model) as admin:
+        tools = MemoryTools(admin, ["alice"])
+        tools.add_memory("alice", "My cat is called Miso.")
+        raw = tools._reader("alice").search("what is my cat called?", 5)
+        assert raw[0].source == "triples" and raw[0].relevance is not None and raw[0].relevance < 0.03  # the trap
+        found = tools.search_memory("alice", "what is my cat called?", 5)
+        assert found[0]["text"] == "My cat is called Miso." and found[0]["relevance"] > 0.5
+        assert [r["relevance"] for r in found] == sorted((r["relevance"] for r in found), reverse=True)
+        assert tools.search_memory("alice", "where does Alice live?", 5)[0]["source"] == "triples"
