@@ -245,7 +245,9 @@ def serve(
     **admin_options: Any,
 ) -> None:
     """Serve the memory of ``users`` on ``store`` over MCP until the client goes away
-    (stdio) or the process is stopped (``http``); the store is opened once.
+    (stdio) or the process is stopped (``http``); the store is opened once. Over stdio on
+    the main thread, Ctrl-C (SIGINT) or SIGTERM closes the store and ends the process
+    (status 130 or 0) at once.
 
     Args:
         store: the memory directory or a ``postgresql://`` URL.
