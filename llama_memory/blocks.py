@@ -51,9 +51,11 @@ MEMORY_ARGUMENTS = {
     "token_limit": "the Memory's token_limit bounds the conversation and the blocks",
     "insert_method": "pass it to Memory.from_defaults(insert_method=...)",
 }
-#: Arguments whose values are live objects: reused for the other sessions of this process,
-#: rebuilt from the saved configuration (or a restore hook) after a pickle.
-LIVE_ARGUMENTS = ("embed_model", "llm", "tokenizer_fn", "chroma_client", "clock", "secondary_memory_sources", "profile")
+#: Arguments whose values are live objects, or the encryption key (never in the saved
+#: configuration): reused for the other sessions of this process, rebuilt from the saved
+#: configuration (or a restore hook, or the key's environment variable) after a pickle.
+LIVE_ARGUMENTS = ("embed_model", "llm", "tokenizer_fn", "chroma_client", "clock", "secondary_memory_sources", "profile",
+                  "encryption_key")  # fmt: skip
 #: How many sessions' memories one :class:`MemoryBlocks` keeps open (least recently used
 #: closed first): an app that reuses the blocks for many conversations holds a few.
 OPEN_SESSIONS = 8

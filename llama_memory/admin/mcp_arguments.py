@@ -5,7 +5,8 @@ coerces ``"3"`` and ignores unknown arguments), each problem named in the agent'
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import difflib
+from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
 from ..core.text import shown
@@ -57,6 +58,14 @@ def _fits(spec: Mapping[str, Any], value: Any) -> bool:
         items = spec.get("items", {})
         return all(_fits(items, item) for item in value) if items else True
     return True  # a type this checker does not know: the SDK's validation has the word
+
+
+def unknown_tool(name: str, tools: Sequence[str]) -> str:
+    """What to call instead of a tool the server does not have (an agent's guess at a
+    name, such as ``search_memories``): the closest one, and every one offered."""
+    close = difflib.get_close_matches(name, tools, n=1)
+    guess = f"; did you mean {shown(close[0])}?" if close else "."
+    return f"there is no tool {shown(name)}{guess} The tools are {_listed(list(tools))}."
 
 
 def argument_problem(

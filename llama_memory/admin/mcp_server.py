@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import os
 import signal
 import sys
 import threading
@@ -25,7 +26,7 @@ from pydantic import Field
 
 from ..core.distribution import install_hint
 from ..core.errors import LlamaMemoryError
-from .mcp_arguments import argument_problem
+from .mcp_arguments import argument_problem, unknown_tool
 from .mcp_results import (
     MAX_TEXT_CHARS,
     AddedResult,
@@ -153,6 +154,8 @@ def build_server(
             schema = schemas.get(name)
             if schema is None and name in delete_names:  # not offered: say why
                 raise ToolError(f"{name} is turned off: this server was started without --allow-delete.")
+            if schema is None:  # the SDK's "Unknown tool: x" names none to call instead
+                raise ToolError(unknown_tool(name, list(schemas)))
             if schema is not None:
                 problem = argument_problem(name, schema, arguments, refused)
                 if problem is not None:
@@ -242,7 +245,9 @@ def serve(
     **admin_options: Any,
 ) -> None:
     """Serve the memory of ``users`` on ``store`` over MCP until the client goes away
-    (stdio) or the process is stopped (``http``); the store is opened once.
+    (stdio) or the process is stopped (``http``); the store is opened once. Over stdio on
+    the main thread, Ctrl-C (SIGINT) or SIGTERM closes the store and ends the process
+    (status 130 or 0) at once.
 
     Args:
         store: the memory directory or a ``postgresql://`` URL.
@@ -271,7 +276,7 @@ def serve(
     except StoreNotFoundError as exc:
         raise StoreNotFoundError(f"{exc}; or let the server create it: --create (create=True)") from None
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llama-memory-mcp")
-    previous = _interrupt_on_sigterm()
+    previous = _interrupt_on_sigterm() if http else _stop_on_signals(lambda: pool.submit(admin.close).result())
     try:
         tools = MemoryTools(admin, allowed, allow_delete=allow_delete, session_id=session_id)
         _log_in_lines(log_level)
@@ -289,12 +294,12 @@ def serve(
                     f"llama-memory: serving {len(allowed)} user(s) of {admin.location} over MCP on stdin "
                     "and stdout, for an MCP client that starts this command (a desktop assistant, an "
                     "IDE); on a terminal it waits for the client's messages. Ctrl-D (end of input) "
-                    "stops it (Ctrl-C waits for a line); --http serves at a URL instead", file=sys.stderr,
+                    "stops it, as does Ctrl-C; --http serves at a URL instead", file=sys.stderr,
                 )  # fmt: skip
             server.run("stdio")
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for signum, handler in (previous or {}).items():
+            signal.signal(signum, handler)
         pool.submit(admin.close).result()  # on the thread that used the store
         pool.shutdown()
 
@@ -334,13 +339,33 @@ def _log_in_lines(level: LogLevel) -> None:
         root.setLevel(level)
 
 
-def _interrupt_on_sigterm() -> Any:
-    """Make SIGTERM end the server as Ctrl-C does, so the store is closed (waiting vectors
-    written); return the previous handler, or None off the main thread."""
+def _interrupt_on_sigterm() -> Optional[dict[int, Any]]:
+    """Make SIGTERM end the HTTP server as Ctrl-C does, so the store is closed (waiting
+    vectors written); return the previous handler, or None off the main thread."""
     if threading.current_thread() is not threading.main_thread():
         return None
 
     def interrupt(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
-    return signal.signal(signal.SIGTERM, interrupt)
+    return {signal.SIGTERM: signal.signal(signal.SIGTERM, interrupt)}
+
+
+def _stop_on_signals(close: Callable[[], None]) -> Optional[dict[int, Any]]:
+    """Make Ctrl-C (SIGINT, status 130) and SIGTERM (status 0) end the stdio server at
+    once: ``close`` the store, say so in one line on stderr, exit. The SDK reads stdin
+    in a thread no cancellation reaches, so a KeyboardInterrupt waited for the client's
+    next line, forever while it kept stdin open. Return the previous handlers, or None
+    off the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def stop(signum: int, frame: Any) -> None:
+        for each in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not cut the close short
+            signal.signal(each, signal.SIG_IGN)
+        close()  # on the store's thread, after the call it may be running
+        how = "Ctrl-C (SIGINT)" if signum == signal.SIGINT else "SIGTERM"
+        print(f"llama-memory mcp: stopped by {how}; the store is closed", file=sys.stderr, flush=True)
+        os._exit(130 if signum == signal.SIGINT else 0)
+
+    return {signum: signal.signal(signum, stop) for signum in (signal.SIGINT, signal.SIGTERM)}

@@ -128,12 +128,15 @@ class MemoryTools:
         query: Annotated[Text, Field(description="what to look for, e.g. a question about the user")],
         k: Annotated[Count, Field(description=f"how many memories at most (1-{MAX_RESULTS})")] = DEFAULT_SEARCH_K,
     ) -> list[RecordResult]:
-        """The memories ``memory.search(query, k)`` returns for the user, best first,
-        each cut at :data:`MAX_TEXT_CHARS` characters."""
+        """The memories ``memory.search(query, k)`` returns for the user, most relevant
+        first, each cut at :data:`MAX_TEXT_CHARS` characters."""
         user = self.check_user(user_id)
         _text(query, "query")
         _count(k, "k")
-        return [record_result(r) for r in self._reader(user).search(query, k)]
+        # An agent takes the first result for the answer: by relevance, not by the sources'
+        # priorities (a 0.01 triple came before a 0.98 message).
+        found = sorted(self._reader(user).search(query, k), key=lambda r: -1.0 if r.relevance is None else -r.relevance)
+        return [record_result(r) for r in found]
 
     def read_memory(
         self, user_id: str, record_id: Annotated[Text, Field(description="one id of a memory's record_ids")]
@@ -222,12 +225,18 @@ class MemoryTools:
         return DeletedResult(user_id=user, deleted=deleted)
 
     def forget_user(self, user_id: str) -> ForgottenResult:
-        """Delete everything remembered of the user, for good."""
+        """Delete everything remembered of the user, for good (done at once when nothing
+        is stored of them)."""
+        from .memory_admin import UnknownUserError
+
         user = self._check_delete(user_id, "forget_user")
         # Their memories' windows hold what is being forgotten.
         self._writers.pop(user, None)
         self._readers.pop(user, None)
-        self.admin.forget(user)
+        try:
+            self.admin.forget(user)
+        except UnknownUserError:  # its message lists the store's other users: not the agent's to read
+            pass
         return ForgottenResult(forgotten=user)
 
     def _stored(self, user: str, ids: Sequence[str]) -> list[MemoryRecord]:
@@ -269,7 +278,7 @@ TOOLS: tuple[tuple[str, str, bool], ...] = (
     (
         "search_memory",
         "Search the user's long-term memory (past conversations, facts learnt, session "
-        "summaries) for `query`. Returns up to `k` memories, best first, "
+        "summaries) for `query`. Returns up to `k` memories, most relevant first, "
         + _MEMORY_FIELDS
         + " and relevance (0..1, the estimated chance it answers the query).",
         True,

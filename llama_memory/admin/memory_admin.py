@@ -27,7 +27,7 @@ from ..memory import DEFAULT_TOP_K
 from ..storage.ports import SessionSummary, StoreCounts, UserSummary
 from ..storage.ports.jobs import FormationDay, JobRow
 from ..storage.reconcile import ReconcileReport
-from ..storage.registry import backend_at, location_of
+from ..storage.registry import backend_at, check_path, location_of
 from ..storage.shared import SHARED
 from ..storage.sql.admin import AdminRows
 from .transfer import EXPORT_FORMAT, EXPORT_VERSION, ImportCounts, TenantTransfer
@@ -163,11 +163,8 @@ class MemoryAdmin(TenantTransfer):
             MemorySettings(**options)
         if not isinstance(tenant_id, str) or not tenant_id:
             raise ValueError(f"tenant_id must be a non-empty string, got {tenant_id!r}")
-        if isinstance(path, str) and not path.strip():  # not the current directory
-            raise ValueError(
-                f"the store is {'empty' if not path else 'blank'} ({path!r}): pass the memory directory "
-                "(the path= of ComposableMemory.from_defaults) or a postgresql:// URL"
-            )
+        if isinstance(path, str):
+            check_path(path)
         location = location_of(
             path, chroma_url=chroma_url, chroma_client=chroma_client,
             encryption_key=encryption_key, owner_only=owner_only,

@@ -31,7 +31,7 @@ from ..write import pipeline as write
 from ..write.formation import passes
 from . import DEFAULT_TOP_K
 from .agents import RunMemoryTool, drops_leading_system_message
-from .arguments import count_arg, not_a_message, reject_unknown
+from .arguments import count_arg, not_a_message, query_arg, reject_unknown
 from .from_defaults import MemoryFromDefaults
 from .restore import memory_from_dict, memory_to_dict, pickled_memory, unpickle_memory
 from .runtime import Runtime
@@ -209,9 +209,10 @@ class ComposableMemory(MemoryFromDefaults):
         """Up to ``k`` long-term records for ``query``, with their provenance (a list that
         shows as a table in Jupyter): higher priorities first, round-robin within one,
         duplicates dropped. Query-independent sources (the profile) are left out.
-        ``k`` is a whole number of at least 1 (TypeError or ValueError otherwise).
+        ``k`` is a whole number of at least 1 (TypeError or ValueError otherwise); an
+        empty or blank ``query`` is a ValueError (as in ``llama-memory search``).
         """
-        return read.search(self._rt, query, count_arg(k, "search() k"))
+        return read.search(self._rt, query_arg(query, "search()"), count_arg(k, "search() k"))
 
     @dispatcher.span
     def retrieve_from(

@@ -17,7 +17,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.memory.types import BaseMemory
 
-from ..core.errors import LlamaMemoryError, RestoreWarning
+from ..core.errors import EncryptionError, LlamaMemoryError, RestoreWarning
 from ..core.text import short
 from ..storage.privacy import ENCRYPTION_KEY_ENV, environment_key
 from ..storage.registry import require_store
@@ -243,8 +243,8 @@ def restore_live_parts(config: dict[str, Any]) -> None:
         )
     if isinstance(config.get("encryption_key"), dict):
         config.pop("encryption_key")
-        if environment_key() is None:
-            raise LlamaMemoryError(
+        if environment_key() is None:  # an EncryptionError, as from_defaults' missing key is
+            raise EncryptionError(
                 f"this ComposableMemory's store ({config.get('path')}) is encrypted, and its key is "
                 f"never written into a dict or a pickle: pass it again, "
                 f"ComposableMemory.from_dict(data, encryption_key=...), set {ENCRYPTION_KEY_ENV}, "

@@ -18,6 +18,7 @@ from pydantic import (
     ConfigDict,
     Field,
     SecretStr,
+    ValidationError,
     ValidationInfo,
     field_serializer,
     field_validator,
@@ -29,8 +30,9 @@ from ..retrieval.excerpts import SET_SPREAD
 from ..retrieval.relevance import DEFAULT_MIN_RELEVANCE
 from ..sources.llama_index import check_sources
 from ..storage.privacy import check_passphrase
+from ..storage.registry import check_path
 from . import DEFAULT_MEMORY_TOKEN_LIMIT, DEFAULT_TOKEN_LIMIT, DEFAULT_TOP_K
-from .arguments import reject_unknown
+from .arguments import option_error, reject_unknown
 
 __all__ = ["MemorySettings", "check_formation", "qualified_name"]
 
@@ -70,6 +72,9 @@ Relevance = Annotated[float, AfterValidator(_relevance)]
 Spread = Annotated[float, AfterValidator(_spread)]
 Count = Annotated[int, AfterValidator(_non_negative)]
 Seconds = Annotated[float, AfterValidator(_non_negative)]
+#: What each check allows, said with the type when a value is not even of that type.
+ALLOWED = {_relevance: "from 0 to 1", _spread: "of 1 or more", _non_negative: "of 0 or more",
+           _positive_tokens: "of 1 or more"}  # fmt: skip
 
 
 def check_formation(llm: Any, extract_every: int, extract_after_quiet: float, extract_in: str) -> None:
@@ -264,7 +269,10 @@ class MemorySettings(BaseModel):
         """Settings from keyword arguments; TypeError naming an unknown one and the
         closest valid one, TypeError or ValueError for a bad value."""
         reject_unknown("MemorySettings()", data, list(type(self).model_fields))
-        super().__init__(**data)
+        try:
+            super().__init__(**data)
+        except ValidationError as error:  # pydantic's own words, with its dump and URL
+            raise option_error(error, type(self).model_fields, ALLOWED) from None
         self._check_together()
 
     def _check_together(self) -> None:
@@ -276,12 +284,8 @@ class MemorySettings(BaseModel):
                 f"tenant_id names the application the memory belongs to, and {self.tenant_id!r} "
                 "is blank: leave it at 'default' or pass a name"
             )
-        if self.path is not None and not self.path.strip():
-            # "" would be the current directory (an unset environment variable, often).
-            raise ValueError(
-                f"path is {'empty' if not self.path else 'blank'} ({self.path!r}): pass a directory, "
-                "e.g. path='./memory', or leave path out (None) for a memory kept in this process"
-            )
+        if self.path is not None:
+            check_path(self.path)
         if self.encryption_key is not None:
             check_passphrase(self.encryption_key.get_secret_value(), "encryption_key")
         if self.encryption_key is not None and self.path is None:

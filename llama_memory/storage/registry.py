@@ -104,6 +104,16 @@ def backend_for(where: Any) -> Backend:
     return entry_for(where).load()
 
 
+def check_path(path: str) -> None:
+    """ValueError for an empty or blank ``path``: ``""`` would be the current directory
+    (what an unset environment variable gives), so it is refused, not opened."""
+    if not path.strip():
+        raise ValueError(
+            f"path is {'empty' if not path else 'blank'} ({path!r}): pass a directory, e.g. "
+            "path='./memory' (an empty path is not taken for the current directory)"
+        )
+
+
 def location_of(where: Any, **options: Any) -> Location:
     """A :class:`Location` from one value (``--store``, ``MemoryAdmin(path)``), with the
     dense-index ``options``."""

@@ -224,6 +224,28 @@ async def test_the_blocks_follow_composable_memory_relevance_dedup_and_budget(tm
 # --------------------------------------------------------------------------- Context save/restore
 
 
+async def test_blocks_on_an_encrypted_store_open_every_session_with_the_key_and_never_save_it(
+    tmp_path: Path, opened, embed_model, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The key given to ``open`` reaches each ``Memory`` session's memory (the first
+    session the blocks had not opened failed with "its key is never written"), and stays
+    out of a pickle, whose copy reads it from the environment again."""
+    key = "correct horse battery staple"
+    blocks = open_blocks(opened, "alice", path=tmp_path, embed_model=embed_model, encryption_key=key)
+    await tell(ScriptedLLM(["Noted: vegetarian, in Lisbon.", "You're welcome."]), short_term("s1", blocks.all()), FACT, "Thanks!")
+    assert [message_plain_text(m) for m in blocks.memory_for("s1").get_all()].count(FACT) == 1
+    assert not any(b"Lisbon" in f.read_bytes() for f in tmp_path.glob("memory.sqlite3*"))
+
+    saved = pickle.dumps(blocks)
+    assert key.encode() not in saved
+    copy = pickle.loads(saved)
+    with pytest.raises(LlamaMemoryError, match="is encrypted, and its key is never written"):
+        copy.memory_for("s2")
+    monkeypatch.setenv("LLAMA_MEMORY_ENCRYPTION_KEY", key)
+    opened.append(copy)
+    assert any(FACT in line for line in section(await ask(short_term("s2", copy.all())), "long_term_memory"))
+
+
 async def test_the_blocks_survive_a_workflow_context_saved_and_restored(tmp_path: Path, opened, embed_model) -> None:
     blocks = open_blocks(opened, "alice", path=tmp_path, session_id="s1", embed_model=embed_model)
     memory = short_term("s1", blocks.all())

@@ -9,7 +9,9 @@ starts one server and asks it everything its point needs.
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -451,6 +453,44 @@ def test_on_a_terminal_the_stdio_server_says_what_it_waits_for_and_how_to_stop(s
         if process.poll() is None:
             process.kill()
         os.close(terminal)
+
+
+@pytest.mark.parametrize(("signum", "status", "said"), [(signal.SIGINT, 130, "Ctrl-C (SIGINT)"), (signal.SIGTERM, 0, "SIGTERM")],
+                         ids=["SIGINT", "SIGTERM"])  # fmt: skip
+def test_a_signal_stops_the_stdio_server_at_once_in_one_line_with_the_store_closed(
+    store: Path, embed_model: Any, signum: int, status: int, said: str
+) -> None:
+    """Ctrl-C while the client keeps stdin open: the server waited for a next line that
+    never came (the SDK's stdin reader cannot be cancelled). It stops at once now, says
+    so in one line, and what was added is in the store."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "llama_memory", "mcp", "--store", str(store), "--user", "alice"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=str(ROOT),
+    )  # fmt: skip
+    assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+
+    def ask(number: int, method: str, **params: Any) -> dict[str, Any]:
+        process.stdin.write(json.dumps({"jsonrpc": "2.0", "id": number, "method": method, "params": params}) + "\n")
+        process.stdin.flush()
+        return json.loads(process.stdout.readline())
+
+    try:
+        client = {"name": "test", "version": "1"}
+        ask(1, "initialize", protocolVersion="2025-06-18", capabilities={}, clientInfo=client)
+        process.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
+        added = ask(2, "tools/call", name="add_memory", arguments={"text": "My tortoise is called Basil."})
+        assert not added["result"]["isError"], added
+        process.send_signal(signum)  # stdin stays open, as a client that signals first keeps it
+        assert process.wait(timeout=30) == status
+        assert process.stderr.read() == f"llama-memory mcp: stopped by {said}; the store is closed\n"
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.communicate()
+    memory = ComposableMemory.from_defaults(user_id="alice", path=store, embed_model=embed_model)
+    assert any("Basil" in r.text for r in memory.search("what is my tortoise called?", k=3))
+    memory.close()
 
 
 def test_help_lists_the_options(capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,7 +7,9 @@ that the memory still takes and finds new messages.
 
 from __future__ import annotations
 
+import asyncio
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -24,6 +26,7 @@ from llama_memory import (
     ComposableMemory,
     EmbeddingDimensionError,
     LlamaMemoryError,
+    MemoryAdmin,
     MemoryClosedError,
     StorageError,
 )
@@ -348,6 +351,25 @@ def test_search_k_must_be_a_whole_number_of_one_or_more(make_memory) -> None:
         with pytest.raises(ValueError, match=rf"search\(\) k is how many records to return, at least 1, got {bad}"):
             memory.search("bees", k=bad)
     assert len(memory.search("bees", k=1)) == 1
+    assert_nothing_lost(memory)
+
+
+def test_an_empty_search_query_is_refused_as_the_cli_and_mcp_server_refuse_it(make_memory) -> None:
+    """``search("")`` looked like an empty memory (``[]``) where ``llama-memory search``
+    said the query was empty: each says so now."""
+    from llama_memory.admin.mcp_tools import MemoryTools
+
+    memory = seeded(make_memory)
+    for bad in ("", "  \n"):
+        with pytest.raises(ValueError, match=rf"^search\(\) query must be a non-empty string, got {re.escape(repr(bad))}: pass what to look for"):
+            memory.search(bad)
+        with pytest.raises(ValueError, match=r"^search\(\) query must be a non-empty string"):
+            asyncio.run(memory.asearch(bad))
+    with MemoryAdmin(memory.path) as admin:
+        with pytest.raises(ValueError, match="^query must be a non-empty string"):
+            admin.search(memory.user_id, " ")
+        with pytest.raises(ValueError, match="^query must be a non-empty text"):
+            MemoryTools(admin, [memory.user_id]).search_memory(memory.user_id, "")
     assert_nothing_lost(memory)
 
 

@@ -127,3 +127,50 @@ def test_each_added_memory_is_found_and_deleted_as_itself(tmp_path: Path) -> Non
             t for t in statements if "dark mode" not in t
         )
         assert all("dark mode" not in r["text"] for r in tools.search_memory("u", "dark mode", 5))
+
+
+def test_forgetting_a_served_user_the_store_holds_nothing_of_names_no_other_user(tmp_path: Path) -> None:
+    """``forget_user`` for a user with nothing stored answered with the admin's error,
+    which lists the store's other users: the agent serving one user read the others'."""
+    with MemoryAdmin(tmp_path / "memory", create=True) as admin:
+        MemoryTools(admin, ["alice"]).add_memory("alice", "My cat is called Miso.")
+        tools = MemoryTools(admin, ["carol"], allow_delete=True)
+        assert tools.forget_user("carol") == {"forgotten": "carol"}  # nothing left of carol: done
+        assert [u.user_id for u in admin.users()] == ["alice"]  # and nobody else touched
+
+
+def test_a_tool_the_server_does_not_have_is_named_with_the_closest_and_every_one(tmp_path: Path) -> None:
+    """An agent's guess at a name got the SDK's "Unknown tool: search_memories"."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    with MemoryAdmin(tmp_path / "memory", create=True) as admin:
+        server = build_server(MemoryTools(admin, ["alice"]))
+        with pytest.raises(ToolError) as guessed:
+            asyncio.run(server.call_tool("search_memories", {"query": "cats"}))
+        assert str(guessed.value) == (
+            'there is no tool "search_memories"; did you mean "search_memory"? The tools are search_memory, '
+            "read_memory, add_memory, read_profile, read_triples and recent_memories."
+        )
+        with pytest.raises(ToolError, match=r'^there is no tool "x"\. The tools are search_memory, '):
+            asyncio.run(server.call_tool("x", {}))
+        with pytest.raises(ToolError, match="turned off: this server was started without --allow-delete"):
+            asyncio.run(server.call_tool("forget_user", {}))
+
+
+def test_search_answers_most_relevant_first(tmp_path: Path, embed_model: Any) -> None:
+    """The sources' priorities put a triple of relevance 0.01 before the message that
+    answers (0.98): an agent took the first result for the answer."""
+    from llama_memory import ComposableMemory
+
+    memory = ComposableMemory.from_defaults(user_id="alice", path=tmp_path, triples=True, embed_model=embed_model)
+    memory.add_triples([("Alice", "lives in", "Lisbon")])
+    memory.close()
+    with MemoryAdmin(tmp_path, embed_model=embed_model) as admin:
+        tools = MemoryTools(admin, ["alice"])
+        tools.add_memory("alice", "My cat is called Miso.")
+        raw = tools._reader("alice").search("what is my cat called?", 5)
+        assert raw[0].source == "triples" and raw[0].relevance is not None and raw[0].relevance < 0.03  # the trap
+        found = tools.search_memory("alice", "what is my cat called?", 5)
+        assert found[0]["text"] == "My cat is called Miso." and found[0]["relevance"] > 0.5
+        assert [r["relevance"] for r in found] == sorted((r["relevance"] for r in found), reverse=True)
+        assert tools.search_memory("alice", "where does Alice live?", 5)[0]["source"] == "triples"

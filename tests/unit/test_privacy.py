@@ -182,6 +182,8 @@ def test_the_key_is_never_written_and_comes_back_from_the_environment(
     monkeypatch.delenv(ENCRYPTION_KEY_ENV)
     with pytest.raises(LlamaMemoryError, match="encryption_key="):
         ComposableMemory.from_dict(data, embed_model=embed_model)
+    with pytest.raises(EncryptionError, match="is encrypted, and its key is never written"):  # as a missing key is
+        ComposableMemory.from_dict(data, embed_model=embed_model)
     with pytest.raises(LlamaMemoryError, match=ENCRYPTION_KEY_ENV):
         pickle.loads(pickled)
     restored = ComposableMemory.from_dict(data, embed_model=embed_model, encryption_key=KEY)

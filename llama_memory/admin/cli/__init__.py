@@ -29,6 +29,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     try:
         status = args.run(args)
+    except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback (the store was closed on the way out)
+        print(f"llama-memory {args.command}: interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:
         # Output piped into a reader that stopped (`| head`): not an error of ours.
         sys.stdout = open(os.devnull, "w")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from .loading import _load_embedding
@@ -28,8 +29,8 @@ def cmd_mcp(args: argparse.Namespace) -> None:
             http=args.http, port=args.port or DEFAULT_PORT, session_id=args.session, create=args.create,
             log_level=args.log_level, **kwargs,
         )  # fmt: skip
-    except KeyboardInterrupt:
-        return
+    except KeyboardInterrupt:  # stopped while starting, or the HTTP server stopped: the store is closed
+        print("llama-memory mcp: stopped", file=sys.stderr)
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
