@@ -485,17 +485,13 @@ class MemoryAdmin(TenantTransfer):
     def forget(self, user_id: str) -> None:
         """Remove every trace of the user in this tenant (as ``memory.forget()``); a dense
         index that cannot be reached raises StorageError after the store was cleaned."""
+        from ..sources.base import forget_in_each
+
         self.user(user_id)
         scope = self._scope(user_id)
         sources = self.sources()  # opened first: a refusal must leave the user in place
         self.store.delete_user(scope)
-        failures = []
-        for source in sources:
-            try:
-                source.forget(scope)
-            except StorageError as exc:
-                failures.append(f"{source.name}: {exc}")
-        if failures:
+        if failures := forget_in_each(sources, scope):
             raise StorageError(
                 f"forget: user {user_id!r} was removed from the system of record, but not from "
                 f"every index ({'; '.join(failures)}); run reconcile once it is reachable"

@@ -186,12 +186,6 @@ class Runtime:
         self.closed = False
         self.warned_not_atomic = False
 
-    def attach(self, store: Storage, *, drop_dense: Callable[[tuple[str, str]], None]) -> None:
-        """Attach the store :func:`~llama_memory.memory.wiring.build_memory` opened and how
-        to drop a user's dense collections."""
-        self.store = store
-        self.drop_dense = drop_dense
-
     # -- who and whether ---------------------------------------------------------------
 
     @property
