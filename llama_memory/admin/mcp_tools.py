@@ -5,7 +5,7 @@ checks of their arguments; :mod:`llama_memory.admin.mcp_server` serves them."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 from pydantic import Field
 
@@ -112,15 +112,10 @@ class MemoryTools:
             raise ValueError(f"this server does not serve user {shown(user_id)}: it serves {served}.")
         return str(user_id)
 
-    def _reader(self, user: str) -> ComposableMemory:
-        if user not in self._readers:
-            self._readers[user] = self.admin.memory(user)
-        return self._readers[user]
-
-    def _writer(self, user: str) -> ComposableMemory:
-        if user not in self._writers:
-            self._writers[user] = self.admin.memory(user, self.session_id)
-        return self._writers[user]
+    def _memory(self, opened: dict[str, ComposableMemory], user: str, session_id: Optional[str] = None) -> ComposableMemory:
+        if user not in opened:
+            opened[user] = self.admin.memory(user, session_id)
+        return opened[user]
 
     def search_memory(
         self,
@@ -133,7 +128,7 @@ class MemoryTools:
         user = self.check_user(user_id)
         _text(query, "query")
         _count(k, "k")
-        return [record_result(r) for r in self._reader(user).search(query, k)]
+        return [record_result(r) for r in self._memory(self._readers, user).search(query, k)]
 
     def read_memory(
         self, user_id: str, record_id: Annotated[Text, Field(description="one id of a memory's record_ids")]
@@ -161,7 +156,7 @@ class MemoryTools:
         mid = message_id(message)
         message.additional_kwargs["message_id"] = mid
         message.additional_kwargs[STANDALONE_KEY] = True
-        self._writer(user).put(message)
+        self._memory(self._writers, user, self.session_id).put(message)
         written = self.admin.records(user, session_id=self.session_id, limit=MAX_RESULTS, newest_first=True)
         return AddedResult(
             user_id=user, session_id=self.session_id, message_id=mid,
