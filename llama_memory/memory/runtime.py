@@ -103,9 +103,6 @@ class Facade(Protocol):
     def scope(self) -> Scope: ...  # noqa: D102
 
     @property
-    def user_id(self) -> Optional[str]: ...  # noqa: D102
-
-    @property
     def tokenizer_fn(self) -> Callable[[str], Sequence]: ...  # noqa: D102
 
     def get_all(self) -> list[ChatMessage]: ...  # noqa: D102
