@@ -211,8 +211,9 @@ class MemoryAdmin(TenantTransfer):
             return
         self._closed = True
         try:
-            for source in self._open_sources():
-                source.close()
+            for source in (self._vector, self._profile, self._triples):
+                if source is not None:  # opened
+                    source.close()
         finally:
             SHARED.release(self._opened)
 
@@ -233,9 +234,6 @@ class MemoryAdmin(TenantTransfer):
         return self._rows
 
     # -- sources, opened when first needed ---------------------------------------------
-
-    def _open_sources(self) -> list[MemorySource]:
-        return [s for s in (self._vector, self._profile, self._triples) if s is not None]
 
     def _embed(self) -> BaseEmbedding:
         from ..memory.wiring import resolve_embed_model
