@@ -71,7 +71,10 @@ def copy_store(
         StoreNotFoundError: ``source`` is not a memory directory.
         ValueError: ``target`` is not a PostgreSQL URL, or ``source`` is one.
     """
-    if not _takes_copies(target):
+    # The URL of a store a copy may go into: a server backend's that takes copies (the
+    # copy re-embeds the vectors into its database).
+    entry = entry_for(target)
+    if not (isinstance(target, str) and entry.path_form is None and entry.load().copy_target):
         # Not echoed: a URL of another scheme may hold a password.
         scheme = target.partition("://")[0] if isinstance(target, str) and "://" in target else None
         if scheme:
@@ -106,13 +109,6 @@ def copy_store(
             # A new database has no statistics yet: the first gets would be planned blind.
             dst.rows.refresh_statistics()
     return report
-
-
-def _takes_copies(target: Any) -> bool:
-    """Whether ``target`` is the URL of a store a copy may go into: a server backend's
-    that takes copies (the copy re-embeds the vectors into its database)."""
-    entry = entry_for(target)
-    return isinstance(target, str) and entry.path_form is None and entry.load().copy_target
 
 
 def _plan(

@@ -16,7 +16,6 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
 from ..core.distribution import install_hint
 from ..memory.composable import ComposableMemory
-from ..sources.profile import ProfileSource
 from ..storage.registry import backend_for
 
 FIRST_CONVERSATION: tuple[tuple[str, str], ...] = (
@@ -43,19 +42,8 @@ SECOND_QUESTION = "Where should I go for dinner?"
 SYSTEM_PROMPT = "You are a friendly assistant who gives short, personal recommendations."
 
 
-def _print_messages(messages: Sequence[ChatMessage], out: TextIO) -> None:
-    for message in messages:
-        out.write(f"--- {message.role.value} ---\n{message.content}\n")
-
-
-def _profile(memory: ComposableMemory) -> ProfileSource:
-    source = memory.source("profile")
-    assert isinstance(source, ProfileSource)
-    return source
-
-
 def _print_profile(memory: ComposableMemory, out: TextIO) -> None:
-    profile = _profile(memory).get_profile(memory.scope)
+    profile = memory.profile.get_profile(memory.scope)
     out.write(f"    profile: {json.dumps(profile, ensure_ascii=False)}\n")
 
 
@@ -83,13 +71,13 @@ def run_demo(path: Optional[Path] = None, out: Optional[TextIO] = None) -> None:
 
     out.write("== Before: John's profile from the sign-up form (session signup) ==\n")
     signup = ComposableMemory.from_defaults(user_id="john", session_id="signup", path=path)
-    _profile(signup).update_profile({"city": "Boston"}, signup.scope)
+    signup.profile.update_profile({"city": "Boston"}, signup.scope)
     _print_profile(signup, out)
     signup.close()
 
     out.write("\n== Conversation 1 (session-1): John tells a few facts; his profile evolves ==\n")
     first = ComposableMemory.from_defaults(user_id="john", session_id="session-1", path=path, triples=True)
-    profile = _profile(first)
+    profile = first.profile
     for (question, answer), update in zip(FIRST_CONVERSATION, PROFILE_UPDATES):
         first.put(ChatMessage(role=MessageRole.USER, content=question))
         first.put(ChatMessage(role=MessageRole.ASSISTANT, content=answer))
@@ -113,7 +101,8 @@ def run_demo(path: Optional[Path] = None, out: Optional[TextIO] = None) -> None:
     second = ComposableMemory.from_defaults(user_id="john", session_id="session-2", path=path, triples=True)
     second.put(ChatMessage(role=MessageRole.SYSTEM, content=SYSTEM_PROMPT))
     second.put(ChatMessage(role=MessageRole.USER, content=SECOND_QUESTION))
-    _print_messages(second.get(), out)
+    for message in second.get():
+        out.write(f"--- {message.role.value} ---\n{message.content}\n")
     second.close()
 
     out.write("\n== Persistence: a fresh ComposableMemory on the same path ==\n")

@@ -5,7 +5,7 @@ checks of their arguments; :mod:`llama_memory.admin.mcp_server` serves them."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 from pydantic import Field
 
@@ -112,15 +112,10 @@ class MemoryTools:
             raise ValueError(f"this server does not serve user {shown(user_id)}: it serves {served}.")
         return str(user_id)
 
-    def _reader(self, user: str) -> ComposableMemory:
-        if user not in self._readers:
-            self._readers[user] = self.admin.memory(user)
-        return self._readers[user]
-
-    def _writer(self, user: str) -> ComposableMemory:
-        if user not in self._writers:
-            self._writers[user] = self.admin.memory(user, self.session_id)
-        return self._writers[user]
+    def _memory(self, opened: dict[str, ComposableMemory], user: str, session_id: Optional[str] = None) -> ComposableMemory:
+        if user not in opened:
+            opened[user] = self.admin.memory(user, session_id)
+        return opened[user]
 
     def search_memory(
         self,
@@ -135,7 +130,7 @@ class MemoryTools:
         _count(k, "k")
         # An agent takes the first result for the answer: by relevance, not by the sources'
         # priorities (a 0.01 triple came before a 0.98 message).
-        found = sorted(self._reader(user).search(query, k), key=lambda r: -1.0 if r.relevance is None else -r.relevance)
+        found = sorted(self._memory(self._readers, user).search(query, k), key=lambda r: -1.0 if r.relevance is None else -r.relevance)
         return [record_result(r) for r in found]
 
     def read_memory(
@@ -164,7 +159,7 @@ class MemoryTools:
         mid = message_id(message)
         message.additional_kwargs["message_id"] = mid
         message.additional_kwargs[STANDALONE_KEY] = True
-        self._writer(user).put(message)
+        self._memory(self._writers, user, self.session_id).put(message)
         written = self.admin.records(user, session_id=self.session_id, limit=MAX_RESULTS, newest_first=True)
         return AddedResult(
             user_id=user, session_id=self.session_id, message_id=mid,

@@ -208,8 +208,9 @@ class MemoryAdmin(TenantTransfer):
             return
         self._closed = True
         try:
-            for source in self._open_sources():
-                source.close()
+            for source in (self._vector, self._profile, self._triples):
+                if source is not None:  # opened
+                    source.close()
         finally:
             SHARED.release(self._opened)
 
@@ -230,9 +231,6 @@ class MemoryAdmin(TenantTransfer):
         return self._rows
 
     # -- sources, opened when first needed ---------------------------------------------
-
-    def _open_sources(self) -> list[MemorySource]:
-        return [s for s in (self._vector, self._profile, self._triples) if s is not None]
 
     def _embed(self) -> BaseEmbedding:
         from ..memory.wiring import resolve_embed_model
@@ -482,17 +480,13 @@ class MemoryAdmin(TenantTransfer):
     def forget(self, user_id: str) -> None:
         """Remove every trace of the user in this tenant (as ``memory.forget()``); a dense
         index that cannot be reached raises StorageError after the store was cleaned."""
+        from ..sources.base import forget_in_each
+
         self.user(user_id)
         scope = self._scope(user_id)
         sources = self.sources()  # opened first: a refusal must leave the user in place
         self.store.delete_user(scope)
-        failures = []
-        for source in sources:
-            try:
-                source.forget(scope)
-            except StorageError as exc:
-                failures.append(f"{source.name}: {exc}")
-        if failures:
+        if failures := forget_in_each(sources, scope):
             raise StorageError(
                 f"forget: user {user_id!r} was removed from the system of record, but not from "
                 f"every index ({'; '.join(failures)}); run reconcile once it is reachable"

@@ -11,15 +11,13 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import islice
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Callable, Optional, Union
+from typing import IO, TYPE_CHECKING, Any, Optional, Union
 
 from ..core.text import replace_unstorable
 from ..storage.privacy import open_private
 from ..storage.sql.admin import AdminRows, MessageRanks
 
 if TYPE_CHECKING:
-    from llama_index.core.base.llms.types import ChatMessage
-
     from ..core.progress import Progress
     from ..memory.composable import ComposableMemory
     from ..sources.profile import ProfileSource
@@ -49,12 +47,6 @@ class ImportCounts(Counter[str]):
         self.replaced: Counter[str] = Counter()
 
 
-def header_row(tenant_id: str, users: Sequence[str]) -> dict[str, Any]:
-    """The header row of an export of ``users`` of ``tenant_id``."""
-    # No export time: the same store must give the same file (export, import, export).
-    return {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "tenant": tenant_id, "users": list(users)}
-
-
 def check_header(header: Any) -> None:
     """Refuse what is not an export's header, or one of a newer format version."""
     if not isinstance(header, Mapping) or header.get("format") != EXPORT_FORMAT:
@@ -68,15 +60,6 @@ def check_header(header: Any) -> None:
             f"export format version {version!r} is not supported by this llama-memory "
             f"(it reads versions 1 to {EXPORT_VERSION}): upgrade llama-memory"
         )
-
-
-def storable_row(row: dict[str, Any], replaced: Counter[str]) -> dict[str, Any]:
-    """The row with every character no store can hold replaced by U+FFFD (counted
-    under its user in ``replaced``): an import never stops at text an older store kept."""
-    clean, count = replace_unstorable(row)
-    if count:
-        replaced[str(clean.get("user"))] += count
-    return clean
 
 
 #: The fields each kind of export row must have.
@@ -94,9 +77,14 @@ ROW_FIELDS: dict[str, tuple[str, ...]] = {
 }  # fmt: skip
 
 
-def check_row(row: dict[str, Any], line: int) -> dict[str, Any]:
-    """The row, refused when its kind is unknown or a field of its kind is missing
-    (``line``: its place in the file, for the message)."""
+def check_row(row: dict[str, Any], line: int, replaced: Counter[str]) -> dict[str, Any]:
+    """The row with every character no store can hold replaced by U+FFFD (counted under
+    its user in ``replaced``: an import never stops at text an older store kept); refused
+    when its kind is unknown or a field of its kind is missing (``line``: its place in the
+    file, for the message)."""
+    row, count = replace_unstorable(row)
+    if count:
+        replaced[str(row.get("user"))] += count
     kind = row.get("kind")
     if kind not in ROW_FIELDS:
         raise ValueError(f"export row {line}: unknown kind {kind!r} (expected one of {sorted(ROW_FIELDS)})")
@@ -117,12 +105,6 @@ def read_rows(stream: IO[str]) -> Iterator[dict[str, Any]]:
             yield json.loads(line)
         except json.JSONDecodeError as exc:
             raise ValueError(f"line {number} of the export is not JSON: {exc}") from None
-
-
-def count_rows(path: Path) -> int:
-    """How many rows (non-blank lines) an export file holds, its header included."""
-    with open(path, "rb") as stream:
-        return sum(1 for line in stream if line.strip())
 
 
 def write_rows(stream: IO[str], rows: Iterable[dict[str, Any]], progress: Optional[Progress]) -> int:
@@ -147,108 +129,6 @@ def export_header(path: Path) -> Optional[Mapping[str, Any]]:
     except json.JSONDecodeError:
         return None  # a pretty-printed JSON document: not JSON Lines
     return head if isinstance(head, dict) and head.get("format") == EXPORT_FORMAT else None
-
-
-#: Embeds what an import left waiting for the dense index (``MemoryAdmin.flush``).
-Flush = Callable[[Optional["Progress"]], int]
-
-
-def import_export_rows(
-    rows: Iterable[Mapping[str, Any]], tenant_id: str, admin_rows: AdminRows, *,
-    prepare: Callable[[set[str]], None], flush: Flush, progress: Optional[Progress] = None,
-    batch_size: int = IMPORT_BATCH,
-) -> ImportCounts:  # fmt: skip
-    """Import an export's rows (header first) into ``tenant_id``, ``batch_size`` rows to a
-    transaction (``prepare`` opens the tables each batch's kinds go to); return how many
-    of each kind were new, records and triples embedded."""
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-    from pydantic import ValidationError
-
-    from ..sources.triples.normalize import search_text
-
-    iterator = iter(rows)
-    header = next(iterator, None)
-    check_header(header)
-    added = ImportCounts()
-    ranks = MessageRanks()  # over every batch: the batch size must change nothing
-    line = 1
-    while True:
-        batch = [
-            check_row(storable_row(dict(row), added.replaced), line + i + 1)
-            for i, row in enumerate(islice(iterator, batch_size))
-        ]
-        if not batch:
-            break
-        line += len(batch)
-        prepare({r["kind"] for r in batch})
-        texts = [search_text(r["subject"], r["predicate"], r["object"]) if r["kind"] == "triple" else "" for r in batch]
-        try:
-            added += admin_rows.import_rows(tenant_id, batch, texts, ranks)
-        except ValidationError as exc:
-            raise ValueError(f"import: a chat message is not a valid ChatMessage: {exc}") from exc
-        if progress is not None:
-            progress.advance(len(batch))
-    if added["record"] or added["triple"]:
-        flush(progress and progress.child("embedding"))
-    return added
-
-
-def import_chat_store(
-    data: Union[Mapping[str, Any], str], tenant_id: str, admin_rows: AdminRows, *,
-    memory: Callable[[str, str], ComposableMemory], flush: Flush, user_id: Optional[str] = None,
-    progress: Optional[Progress] = None,
-) -> ImportCounts:  # fmt: skip
-    """Import a ``SimpleChatStore`` (its JSON or that as a string) through
-    ``memory(user, session).put_messages``, skipping messages a session holds."""
-    from llama_index.core.base.llms.types import ChatMessage
-    from pydantic import ValidationError
-
-    from ..core.messages import dump_message, load_message
-
-    if isinstance(data, str):
-        data = json.loads(data)
-    store = data.get("store") if isinstance(data, Mapping) else None
-    if not isinstance(store, Mapping) or not all(isinstance(v, list) for v in store.values()):
-        raise ValueError(
-            "not a SimpleChatStore file: expected a JSON object with a 'store' object "
-            "mapping each chat-store key to a list of messages (SimpleChatStore.persist())"
-        )
-    conversations: list[tuple[str, str, list[ChatMessage]]] = []
-    added = ImportCounts()
-    for key, messages in store.items():
-        if not isinstance(key, str) or not key:
-            raise ValueError(f"SimpleChatStore key {key!r} is not a non-empty string")
-        parsed = []
-        for position, message in enumerate(messages):
-            message, replaced = replace_unstorable(message)
-            added.replaced[user_id or key] += replaced
-            try:
-                parsed.append(ChatMessage.model_validate(message))
-            except ValidationError as exc:
-                raise ValueError(f"SimpleChatStore key {key!r}, message {position}: not a ChatMessage ({exc})") from None
-        conversations.append((user_id or key, key, parsed))
-    if progress is not None:
-        progress.total = sum(len(m) for _, _, m in conversations)
-    added.replaced = +added.replaced  # only the users with a replacement
-    for user, session, messages in conversations:
-        held = Counter(dump_message(load_message(m)) for m in admin_rows.chat_messages(tenant_id, user, session))
-        new = []
-        for message in messages:
-            text = dump_message(message)
-            if held[text] > 0:
-                held[text] -= 1
-            else:
-                new.append(message)
-        if new:
-            memory(user, session).put_messages(new)
-            added["message"] += len(new)
-            added["session"] += 1
-        if progress is not None:
-            progress.advance(len(messages))
-    if added["message"]:
-        flush(progress and progress.child("embedding"))
-    return added
 
 
 class TenantTransfer:
@@ -285,7 +165,8 @@ class TenantTransfer:
         then every row of each user (all when ``users`` is None), always in the same
         order."""
         chosen = self._export_users(users)
-        yield header_row(self.tenant_id, chosen)
+        # No export time: the same store must give the same file (export, import, export).
+        yield {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "tenant": self.tenant_id, "users": chosen}
         for user in chosen:
             yield from self._admin.export_rows(self.tenant_id, user)
 
@@ -331,10 +212,33 @@ class TenantTransfer:
         replaced by U+FFFD and counted (:attr:`ImportCounts.replaced`). Rows are written
         ``batch_size`` to a transaction; records and triples are embedded before it
         returns."""
-        return import_export_rows(
-            rows, self.tenant_id, self._admin, prepare=self._prepare_import, flush=self.flush,
-            progress=progress, batch_size=batch_size,
-        )  # fmt: skip
+        admin_rows = self._admin
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        from pydantic import ValidationError
+
+        from ..sources.triples.normalize import search_text
+
+        iterator = iter(rows)
+        check_header(next(iterator, None))
+        added = ImportCounts()
+        ranks = MessageRanks()  # over every batch: the batch size must change nothing
+        line = 1
+        while batch := [
+            check_row(dict(row), line + i + 1, added.replaced) for i, row in enumerate(islice(iterator, batch_size))
+        ]:
+            line += len(batch)
+            self._prepare_import({r["kind"] for r in batch})
+            texts = [search_text(r["subject"], r["predicate"], r["object"]) if r["kind"] == "triple" else "" for r in batch]
+            try:
+                added += admin_rows.import_rows(self.tenant_id, batch, texts, ranks)
+            except ValidationError as exc:
+                raise ValueError(f"import: a chat message is not a valid ChatMessage: {exc}") from exc
+            if progress is not None:
+                progress.advance(len(batch))
+        if added["record"] or added["triple"]:
+            self.flush(progress and progress.child("embedding"))
+        return added
 
     def _prepare_import(self, kinds: set[str]) -> None:
         """Open what the rows of ``kinds`` are written to: the tables a store makes on
@@ -359,7 +263,8 @@ class TenantTransfer:
             if user_id is not None:
                 raise ValueError("user_id applies to SimpleChatStore files; an export keeps its users")
             if progress is not None:
-                progress.total = max(0, count_rows(path) - 1)
+                with open(path, "rb") as counted:  # the rows (non-blank lines) after the header
+                    progress.total = max(0, sum(1 for line in counted if line.strip()) - 1)
             with open(path, encoding="utf-8") as stream:
                 return self.import_rows(read_rows(stream), progress)
         neither = (
@@ -384,10 +289,55 @@ class TenantTransfer:
         ``memory.put_messages`` puts them; those a session holds are skipped. Returns
         ``{"message": new messages, "session": sessions touched}``.
         """
-        return import_chat_store(
-            data, self.tenant_id, self._admin, memory=self.memory, flush=self.flush,
-            user_id=user_id, progress=progress,
-        )  # fmt: skip
+        admin_rows = self._admin
+        from llama_index.core.base.llms.types import ChatMessage
+        from pydantic import ValidationError
+
+        from ..core.messages import dump_message, load_message
+
+        if isinstance(data, str):
+            data = json.loads(data)
+        store = data.get("store") if isinstance(data, Mapping) else None
+        if not isinstance(store, Mapping) or not all(isinstance(v, list) for v in store.values()):
+            raise ValueError(
+                "not a SimpleChatStore file: expected a JSON object with a 'store' object "
+                "mapping each chat-store key to a list of messages (SimpleChatStore.persist())"
+            )
+        conversations: list[tuple[str, str, list[ChatMessage]]] = []
+        added = ImportCounts()
+        for key, messages in store.items():
+            if not isinstance(key, str) or not key:
+                raise ValueError(f"SimpleChatStore key {key!r} is not a non-empty string")
+            parsed = []
+            for position, message in enumerate(messages):
+                message, replaced = replace_unstorable(message)
+                added.replaced[user_id or key] += replaced
+                try:
+                    parsed.append(ChatMessage.model_validate(message))
+                except ValidationError as exc:
+                    raise ValueError(f"SimpleChatStore key {key!r}, message {position}: not a ChatMessage ({exc})") from None
+            conversations.append((user_id or key, key, parsed))
+        if progress is not None:
+            progress.total = sum(len(m) for _, _, m in conversations)
+        added.replaced = +added.replaced  # only the users with a replacement
+        for user, session, messages in conversations:
+            held = Counter(dump_message(load_message(m)) for m in admin_rows.chat_messages(self.tenant_id, user, session))
+            new = []
+            for message in messages:
+                text = dump_message(message)
+                if held[text] > 0:
+                    held[text] -= 1
+                else:
+                    new.append(message)
+            if new:
+                self.memory(user, session).put_messages(new)
+                added["message"] += len(new)
+                added["session"] += 1
+            if progress is not None:
+                progress.advance(len(messages))
+        if added["message"]:
+            self.flush(progress and progress.child("embedding"))
+        return added
 
     @property
     def rows(self) -> AdminRows:

@@ -36,8 +36,8 @@ class MemoryEvent(BaseEvent):
 
     @classmethod
     def class_name(cls) -> str:
-        """Name of the event, as LlamaIndex handlers report it."""
-        return "MemoryEvent"
+        """Name of the event, as LlamaIndex handlers report it: its class's."""
+        return cls.__name__
 
 
 class MemoryRetrievalEvent(MemoryEvent):
@@ -48,11 +48,6 @@ class MemoryRetrievalEvent(MemoryEvent):
     k: int = Field(default=0, description="How many records were asked for.")
     record_ids: list[Optional[str]] = Field(default_factory=list, description="Ids, best first.")
     scores: list[float] = Field(default_factory=list, description="Their scores, same order.")
-
-    @classmethod
-    def class_name(cls) -> str:
-        """Name of the event, as LlamaIndex handlers report it."""
-        return "MemoryRetrievalEvent"
 
 
 class MemoryBlockEvent(MemoryEvent):
@@ -68,11 +63,6 @@ class MemoryBlockEvent(MemoryEvent):
     dropped_for_budget: int = Field(default=0, description="Left out: over the budget.")
     window_messages: int = Field(default=0, description="Messages of the window returned.")
 
-    @classmethod
-    def class_name(cls) -> str:
-        """Name of the event, as LlamaIndex handlers report it."""
-        return "MemoryBlockEvent"
-
 
 class MemoryPutEvent(MemoryEvent):
     """Messages written to the conversation and to every long-term source."""
@@ -80,11 +70,6 @@ class MemoryPutEvent(MemoryEvent):
     messages: int = Field(default=0, description="How many messages.")
     roles: list[str] = Field(default_factory=list, description="Their roles, in order.")
     message_ids: list[str] = Field(default_factory=list, description="Their ids, in order.")
-
-    @classmethod
-    def class_name(cls) -> str:
-        """Name of the event, as LlamaIndex handlers report it."""
-        return "MemoryPutEvent"
 
 
 class MemoryExtractionEvent(MemoryEvent):
@@ -100,8 +85,3 @@ class MemoryExtractionEvent(MemoryEvent):
     )
     tokens_received: int = Field(default=0, description="Answer tokens of its LLM calls (likewise).")
     llm_calls: int = Field(default=0, description="LLM calls it made.")
-
-    @classmethod
-    def class_name(cls) -> str:
-        """Name of the event, as LlamaIndex handlers report it."""
-        return "MemoryExtractionEvent"

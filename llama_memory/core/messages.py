@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from datetime import date, datetime, timezone
 from typing import Any, Optional
 
-from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock
+from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock, ToolCallBlock
 
 from ..storage.codec import dump_message as dump_message  # re-exported: formation, admin
 from ..storage.codec import load_message as load_message  # re-exported: its old home
@@ -119,12 +119,6 @@ def message_time(message: ChatMessage, default: float) -> float:
     return default if value is None else to_epoch(value)
 
 
-try:  # ToolCallBlock only exists in recent llama-index-core releases.
-    from llama_index.core.base.llms.types import ToolCallBlock as _ToolCallBlock
-except ImportError:  # pragma: no cover - depends on the installed llama-index version
-    _ToolCallBlock = None  # type: ignore[assignment,misc]
-
-
 def _json_default(value: Any) -> Any:
     """Make tool-call objects (pydantic models, dataclasses, ...) JSON-encodable."""
     dump = getattr(value, "model_dump", None)
@@ -141,12 +135,7 @@ def _tool_call_payload(message: ChatMessage) -> list[Any]:
     legacy = message.additional_kwargs.get("tool_calls")
     if legacy:
         calls.extend(legacy if isinstance(legacy, (list, tuple)) else [legacy])
-    if _ToolCallBlock is not None:
-        calls.extend(
-            block.model_dump(mode="json")
-            for block in message.blocks
-            if isinstance(block, _ToolCallBlock)
-        )
+    calls.extend(block.model_dump(mode="json") for block in message.blocks if isinstance(block, ToolCallBlock))
     return calls
 
 

@@ -16,7 +16,8 @@ from ..core.instrumentation import dispatcher
 from ..core.types import TTL, MemoryRecord, Scope
 from ..read import pipeline as read
 from ..read.compose import MemoryBlock
-from ..sources.base import Closable, Expiring, Forgettable, ProfileHolder, Reindexable, TripleHolder
+from ..sources import base
+from ..sources.base import Closable, Expiring, ProfileHolder, Reindexable, TripleHolder
 from ..sources.base import Source as SourceProtocol
 from ..sources.episodic import EpisodicMemory
 from ..sources.instructions import Instructions
@@ -381,15 +382,9 @@ class ComposableMemory(MemoryFromDefaults):
                 rt.formed_upto = rt.user_turns_pending = 0
             if rt.store is not None:
                 rt.store.delete_user(scope)  # every table, any source, every session
-            # Every source's forget, then the user's collections of every kind: one index
-            # that cannot be reached does not stop the others; the failures are raised together.
-            failures: list[str] = []
-            for source in rt.sources:
-                if isinstance(source, Forgettable):
-                    try:
-                        source.forget(scope)
-                    except StorageError as exc:
-                        failures.append(f"{source.name}: {exc}")
+            # Every source's forget, then the user's collections of every kind: the
+            # failures are raised together.
+            failures = base.forget_in_each(rt.sources, scope)
             try:
                 if rt.drop_dense is not None:
                     rt.drop_dense((scope.tenant_id, scope.require_user()))

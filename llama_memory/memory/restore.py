@@ -216,31 +216,18 @@ def restore_live_parts(config: dict[str, Any]) -> None:
         if isinstance(kind, dict):
             config[argument] = primary_from_dict(kind)
         elif kind == "custom":
-            raise LlamaMemoryError(
-                f"this ComposableMemory was built with a custom {argument}, a live object "
-                f"a dict cannot carry: pass it again, ComposableMemory.from_dict(data, "
-                f"{argument}=...), or from a restore hook (llama_memory.set_restore_hook)"
-            )
+            raise _not_carried(f"was built with a custom {argument}", f"{argument}=...")
         elif kind == "none":
             config[argument] = []
     if isinstance(config.get("embed_model"), dict):
         config["embed_model"] = embedding_from_dict(config["embed_model"])
     if isinstance(config.get("profile"), str):
         config["profile"] = import_class(config["profile"], "the profile schema", "profile=YourSchema to from_dict")
-    if isinstance(config.get("chroma_client"), dict):
-        raise LlamaMemoryError(
-            f"this ComposableMemory used a Chroma client of its own "
-            f"({config['chroma_client'].get('qualified_name')}), a live object a dict cannot "
-            "carry: pass it again, ComposableMemory.from_dict(data, chroma_client=...), or "
-            "from a restore hook (llama_memory.set_restore_hook)"
-        )
-    if isinstance(config.get("store"), dict):
-        raise LlamaMemoryError(
-            f"this ComposableMemory used a connection pool of the application's "
-            f"({config['store'].get('qualified_name')} on {config['store'].get('url')}), a live "
-            "object a dict cannot carry: pass it again, ComposableMemory.from_dict(data, "
-            "store=pool) (or the database URL), or from a restore hook (llama_memory.set_restore_hook)"
-        )
+    if isinstance(client := config.get("chroma_client"), dict):
+        raise _not_carried(f"used a Chroma client of its own ({client.get('qualified_name')})", "chroma_client=...")
+    if isinstance(pool := config.get("store"), dict):
+        used = f"used a connection pool of the application's ({pool.get('qualified_name')} on {pool.get('url')})"
+        raise _not_carried(used, "store=pool) (or the database URL")
     if isinstance(config.get("encryption_key"), dict):
         config.pop("encryption_key")
         if environment_key() is None:  # an EncryptionError, as from_defaults' missing key is
@@ -270,6 +257,15 @@ def restore_live_parts(config: dict[str, Any]) -> None:
             RestoreWarning,
             stacklevel=3,
         )
+
+
+def _not_carried(what: str, again: str) -> LlamaMemoryError:
+    """The error for a live part of the memory (``what`` it was) that a dict cannot carry,
+    saying to pass it ``again``."""
+    return LlamaMemoryError(
+        f"this ComposableMemory {what}, a live object a dict cannot carry: pass it again, "
+        f"ComposableMemory.from_dict(data, {again}), or from a restore hook (llama_memory.set_restore_hook)"
+    )
 
 
 def memory_to_dict(memory: Facade) -> dict[str, Any]:
@@ -388,11 +384,11 @@ def pickled_memory(memory: Facade) -> tuple[dict[str, Any], dict[str, Any]]:
                 f"cannot pickle a ComposableMemory built with a custom {argument} (live objects "
                 f"on a store of their own)" + _INSTEAD + f" ({argument}=...)"
             )
-    for key, argument in (("chroma_client", "chroma_client"), ("store", "store")):
+    for key in ("chroma_client", "store"):
         if isinstance(data.get(key), dict):
             raise NotPicklableError(
-                f"cannot pickle a ComposableMemory on a {argument} object of the application's "
-                f"({data[key].get('qualified_name')}), a live connection" + _INSTEAD + f" ({argument}=...)"
+                f"cannot pickle a ComposableMemory on a {key} object of the application's "
+                f"({data[key].get('qualified_name')}), a live connection" + _INSTEAD + f" ({key}=...)"
             )
     try:
         options = memory.settings

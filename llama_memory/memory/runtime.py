@@ -103,9 +103,6 @@ class Facade(Protocol):
     def scope(self) -> Scope: ...  # noqa: D102
 
     @property
-    def user_id(self) -> Optional[str]: ...  # noqa: D102
-
-    @property
     def tokenizer_fn(self) -> Callable[[str], Sequence]: ...  # noqa: D102
 
     def get_all(self) -> list[ChatMessage]: ...  # noqa: D102
@@ -185,12 +182,6 @@ class Runtime:
         self.conversation_since: Optional[float] = None
         self.closed = False
         self.warned_not_atomic = False
-
-    def attach(self, store: Storage, *, drop_dense: Callable[[tuple[str, str]], None]) -> None:
-        """Attach the store :func:`~llama_memory.memory.wiring.build_memory` opened and how
-        to drop a user's dense collections."""
-        self.store = store
-        self.drop_dense = drop_dense
 
     # -- who and whether ---------------------------------------------------------------
 

@@ -64,35 +64,27 @@ def build_memory(
     try:
         built = memory_on(cls, settings, backend, session_id_given=session_id_given)
         memory = cast("Facade", built)
-        memory.runtime.attach(store, drop_dense=lambda owner: backend.drop_dense(owner, DENSE_COLLECTIONS))
+        memory.runtime.store = store
+        memory.runtime.drop_dense = lambda owner: backend.drop_dense(owner, DENSE_COLLECTIONS)
     except BaseException:
         store.close()  # a source refused (another embedding model...): no store left open
         raise
-    model = memory.runtime.settings.embed_model
-    if settings.reembed:
-        try:
+    try:  # re-embed, catch up or set the history asked for; no store left open behind a failure
+        if settings.reembed:
             count = memory.reindex()
-        except Exception:
-            memory.close()
-            raise
-        logger.info("store %s re-embedded with %s: %d records", path, model, count)
-    elif backend.index_drifts and settings.user_id:
-        # An index on a server (or any given client) can drift from the record while
-        # this store is closed: catch this user's up now (one Chroma read per
-        # source). Missing vectors are flagged and embedded on the first read;
-        # orphans are deleted at once. Other users: reconcile().
-        try:
+            logger.info("store %s re-embedded with %s: %d records", path, memory.runtime.settings.embed_model, count)
+        elif backend.index_drifts and settings.user_id:
+            # An index on a server (or any given client) can drift from the record while
+            # this store is closed: catch this user's up now (one Chroma read per
+            # source). Missing vectors are flagged and embedded on the first read;
+            # orphans are deleted at once. Other users: reconcile().
             reports = memory.runtime.reconcile(False, memory.scope)
-        except Exception:
-            memory.close()  # do not leave the store open behind a failed open
-            raise
-        logger.info("dense index of %r reconciled on open: %s", settings.user_id, reports)
-    if history:
-        try:
+            logger.info("dense index of %r reconciled on open: %s", settings.user_id, reports)
+        if history:
             memory.set(list(history))
-        except Exception:
-            memory.close()  # as above: no store left open behind a failed open
-            raise
+    except Exception:
+        memory.close()
+        raise
     if settings.llm is not None and settings.extract_in == "thread" and (
         settings.extract_every or settings.extract_after_quiet
     ):

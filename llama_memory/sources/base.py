@@ -13,6 +13,7 @@ from typing import Any, Optional, Protocol, runtime_checkable
 
 from llama_index.core.base.llms.types import ChatMessage
 
+from ..core.errors import StorageError
 from ..core.types import MemoryRecord, Scope, StoredMessage
 from ..storage.ports import Transactional
 from ..storage.reconcile import ReconcileReport
@@ -234,3 +235,16 @@ def require_port(value: Any, port: Any, source: str, instead: str) -> Any:
     if isinstance(value, port):
         return value
     raise TypeError(f"{source} takes {port.__name__} (a storage port), not {type(value).__name__} {value!r}: pass {instead}")
+
+
+def forget_in_each(sources: Sequence[Source], scope: Scope) -> list[str]:
+    """Every :class:`Forgettable` source's ``forget`` of ``scope``: one index that cannot
+    be reached does not stop the others; its StorageError is returned as ``"name: error"``."""
+    failures: list[str] = []
+    for source in sources:
+        if isinstance(source, Forgettable):
+            try:
+                source.forget(scope)
+            except StorageError as exc:
+                failures.append(f"{source.name}: {exc}")
+    return failures

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union, cast
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union
 
 if TYPE_CHECKING:
     import numpy as np
@@ -196,19 +196,12 @@ class DenseIndex:
                     raise StorageError(f"cannot open Chroma collection {name!r} on {self.location}: {exc}") from exc
             return self._collections[name]
 
-    def _run(self, tenant_id: str, user_id: str, action: str, operation: Callable[[Any], T]) -> T:
-        """Run ``operation`` on one user's collection, created if needed (a cached handle
-        dropped meanwhile is opened again once)."""
-        return self._attempt(tenant_id, user_id, action, operation, True, cast(T, None))
-
-    def _read(self, tenant_id: str, user_id: str, action: str, operation: Callable[[Any], T], empty: T) -> T:
-        """Like :meth:`_run`, for reads: no collection reads as ``empty`` and none is
-        created."""
-        return self._attempt(tenant_id, user_id, action, operation, False, empty)
-
-    def _attempt(
-        self, tenant_id: str, user_id: str, action: str, operation: Callable[[Any], T], create: bool, empty: T
+    def _on_collection(
+        self, tenant_id: str, user_id: str, action: str, operation: Callable[[Any], T], empty: T, create: bool = False
     ) -> T:
+        """Run ``operation`` on one user's collection (a cached handle dropped meanwhile is
+        opened again once); no collection reads as ``empty``, and is created only with
+        ``create`` (a write)."""
         from chromadb.errors import NotFoundError
 
         name = self.collection_name(tenant_id, user_id)
@@ -235,7 +228,7 @@ class DenseIndex:
         if not ids:
             return
         vectors = [list(map(float, e)) for e in embeddings]
-        self._run(tenant_id, user_id, "upsert", lambda c: c.upsert(ids=list(ids), embeddings=vectors))
+        self._on_collection(tenant_id, user_id, "upsert", lambda c: c.upsert(ids=list(ids), embeddings=vectors), None, create=True)
 
     def query(
         self, tenant_id: str, user_id: str, embedding: Vector, k: int, exclude: Collection[str] = ()
@@ -246,7 +239,7 @@ class DenseIndex:
             return []
         vector = [list(map(float, embedding))]
         wanted = k + len(exclude)
-        result: dict[str, Any] = self._read(
+        result: dict[str, Any] = self._on_collection(
             tenant_id, user_id, "query",
             lambda c: c.query(query_embeddings=vector, n_results=wanted, include=["distances"]),
             {"ids": [], "distances": []},
@@ -263,7 +256,7 @@ class DenseIndex:
         """The stored vectors of some of one user's ids."""
         if not ids:
             return {}
-        result: dict[str, Any] = self._read(
+        result: dict[str, Any] = self._on_collection(
             tenant_id, user_id, "get vectors", lambda c: c.get(ids=list(ids), include=["embeddings"]),
             {"ids": [], "embeddings": None},
         )  # fmt: skip
@@ -274,14 +267,14 @@ class DenseIndex:
 
     def count(self, tenant_id: str, user_id: str) -> int:
         """How many vectors one user has."""
-        return int(self._read(tenant_id, user_id, "count", lambda c: c.count(), 0))
+        return int(self._on_collection(tenant_id, user_id, "count", lambda c: c.count(), 0))
 
     def ids(self, tenant_id: str, user_id: str, page: int = 5000) -> set[str]:
         """Read in pages."""
         found: set[str] = set()
         while True:
             offset = len(found)
-            batch: list[str] = self._read(
+            batch: list[str] = self._on_collection(
                 tenant_id, user_id, "list ids", lambda c: c.get(include=[], limit=page, offset=offset)["ids"], []
             )
             found.update(batch)
@@ -291,7 +284,7 @@ class DenseIndex:
     def delete(self, tenant_id: str, user_id: str, ids: Sequence[str]) -> None:
         """Delete some of one user's vectors."""
         if ids:
-            self._read(tenant_id, user_id, "delete", lambda c: c.delete(ids=list(ids)), None)
+            self._on_collection(tenant_id, user_id, "delete", lambda c: c.delete(ids=list(ids)), None)
 
     def drop(self, tenant_id: str, user_id: str) -> None:
         """Delete one user's collection."""

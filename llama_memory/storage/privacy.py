@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 import stat
 import threading
 from collections.abc import Sequence
@@ -73,16 +74,15 @@ def create_private_file(path: Path) -> None:
         os.close(descriptor)
 
 
-def open_private(path: Union[str, Path], mode: str = "w") -> IO[str]:
-    """``open(path, mode, encoding="utf-8")`` for a file of a user's data, made ``0600``
+def open_private(path: Union[str, Path]) -> IO[str]:
+    """``open(path, "w", encoding="utf-8")`` for a file of a user's data, made ``0600``
     before anything is written."""
-    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if "a" in mode else os.O_TRUNC)
-    descriptor = os.open(path, flags, PRIVATE_FILE)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
     try:
         os.fchmod(descriptor, PRIVATE_FILE)
     except OSError:  # a file of someone else's we may write to but not chmod (/dev/stdout)
         pass
-    return os.fdopen(descriptor, mode, encoding="utf-8")
+    return os.fdopen(descriptor, "w", encoding="utf-8")
 
 
 def tighten_entries(directory: Path) -> None:
@@ -135,8 +135,8 @@ def warn_if_shared(directory: Path, names: Sequence[str]) -> None:
         _warned.add(key)
     listed = ", ".join(f"{p.name or p} ({stat.filemode(os.stat(p).st_mode)})" for p in shared)
     # Not -R on the directory: it may hold other things than the store.
-    commands = [f"chmod go-rwx {_quoted(str(directory))}"] if shared[0] == directory else []
-    entries = [_quoted(str(p)) for p in shared if p != directory]
+    commands = [f"chmod go-rwx {shlex.quote(str(directory))}"] if shared[0] == directory else []
+    entries = [shlex.quote(str(p)) for p in shared if p != directory]
     if entries:
         commands.append("chmod -R go-rwx " + " ".join(entries))
     logger.warning(
@@ -145,9 +145,3 @@ def warn_if_shared(directory: Path, names: Sequence[str]) -> None:
         "docs/security.md)",
         directory, listed, " && ".join(commands),
     )
-
-
-def _quoted(text: str) -> str:
-    import shlex
-
-    return shlex.quote(text)

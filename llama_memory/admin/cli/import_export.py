@@ -7,7 +7,6 @@ import argparse
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
 
 from ...core.text import counted
 from .loading import CommandError, _open, _progress
@@ -40,21 +39,20 @@ def cmd_import(args: argparse.Namespace) -> None:
             with open(args.file, "w", encoding="utf-8") as copy:
                 shutil.copyfileobj(sys.stdin, copy)
             return cmd_import(args)
+    from ..transfer import export_header
+
     file = Path(args.file)
     if not file.is_file():
         raise CommandError(f"no file to import at {file}")
-    if args.tenant is None:
-        args.tenant = _file_tenant(file)
+    if args.tenant is None:  # the tenant an export was taken from ("default" for other files)
+        head = export_header(file)
+        args.tenant = "default" if head is None else str(head.get("tenant") or "default")
     from ...storage.registry import backend_for
 
     # A failed import into a new store leaves no empty store behind.
     with backend_for(args.store).undo_failed_creation(args.store):
         with _open(args, create=True) as admin, _progress("importing") as progress:
             added = admin.import_file(file, user_id=args.user, progress=progress)
-    _print_import(args, added)
-
-
-def _print_import(args: argparse.Namespace, added: Any) -> None:
     replaced = dict(getattr(added, "replaced", {}))
     if args.json:
         return _print_json(
@@ -64,11 +62,3 @@ def _print_import(args: argparse.Namespace, added: Any) -> None:
     parts = ", ".join(counted(n, names.get(k, k)) for k, n in sorted(added.items())) or "nothing new"
     print(f"imported into tenant {args.tenant!r}: {parts}")
     _print_replaced({args.tenant: replaced} if replaced else {})
-
-
-def _file_tenant(file: Path) -> str:
-    """The tenant an export was taken from ("default" for other files)."""
-    from ..transfer import export_header
-
-    head = export_header(file)
-    return "default" if head is None else str(head.get("tenant") or "default")

@@ -107,6 +107,8 @@ def cmd_explain(args: argparse.Namespace) -> None:
         block.admitted[n] if n < len(block.admitted) else admission(record)
         for n, record in enumerate(block.records)
     ]
+    # What was left out, counted by rule (its name and threshold), in the order the rules first apply.
+    left = Counter((item.reason, item.rule) for item in block.left_out)
     if args.json:
         # "shown": the decision per record, with its relevance (0..1). A source's rank
         # score only orders that source's records and is on no common scale: left out.
@@ -114,7 +116,6 @@ def cmd_explain(args: argparse.Namespace) -> None:
             {"id": r.id, "source": r.source, "relevance": r.relevance, "admitted": rule}
             for r, rule in zip(block.records, rules)
         ]
-        left = Counter((item.reason, item.rule) for item in block.left_out)
         counts = [{"reason": reason, "rule": rule, "records": n} for (reason, rule), n in left.items()]
         data = _without_rank_scores(_jsonable(block))
         return _print_json({"query": args.query, "token_limit": block.token_limit, **data, "shown": shown, "left_out_by_rule": counts})
@@ -125,20 +126,11 @@ def cmd_explain(args: argparse.Namespace) -> None:
         _print_record(rank, record, relevance=True)
         print(f"     admitted: {rule}")
     print("\nleft out:")
-    for line in left_out_summary(block):
+    for line in [f"{counted(n, 'record')} {reason}: {rule}" for (reason, rule), n in left.items()] or ["nothing"]:
         print(f"  {line}")
     for item in block.left_out:
         print(f"  - {item.reason} ({item.detail}), relevance {relevance_text(item.record)}:")
         _print_record(None, item.record, indent="    ")
-
-
-def left_out_summary(block: Any) -> list[str]:
-    """What a block left out, counted by rule (its name and threshold), in the order the
-    rules first apply; ``nothing`` when nothing was."""
-    by_rule = Counter((item.reason, item.rule) for item in block.left_out)
-    if not by_rule:
-        return ["nothing"]
-    return [f"{counted(n, 'record')} {reason}: {rule}" for (reason, rule), n in by_rule.items()]
 
 
 def _without_rank_scores(value: Any) -> Any:

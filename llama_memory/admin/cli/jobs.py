@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from ...core.text import counted
-from .loading import CommandError, _load_embedding, _load_llm, _open
+from .loading import CommandError, _embed_model, _load_llm, _open
 from .output import _lines, _print_json, _short, _when
 
 
@@ -22,9 +22,6 @@ def cmd_worker(args: argparse.Namespace) -> int:
     stop = threading.Event()
     # SIGTERM (a service manager stopping it) ends the loop after the running pass.
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    kwargs: dict[str, Any] = {}
-    if args.embed_model is not None:
-        kwargs["embed_model"] = _load_embedding(args.embed_model)
     outcomes: list[Any] = []
     # Each job's line below says how it ended: the queue's own warning would repeat it.
     logging.getLogger("llama_memory.write.formation").setLevel(logging.ERROR)
@@ -37,7 +34,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     try:
         run_worker(
             args.store, llm, once=args.once, stop=stop, lease=args.lease, report=report,
-            formation_token_budget=args.token_budget, **kwargs,
+            formation_token_budget=args.token_budget, **_embed_model(args),
         )  # fmt: skip
     except KeyboardInterrupt:
         pass

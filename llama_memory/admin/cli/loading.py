@@ -24,29 +24,22 @@ def _open(args: argparse.Namespace, create: bool = False) -> Any:
         dest.removeprefix("setting."): value
         for dest, value in vars(args).items() if dest.startswith("setting.") and value is not None
     }
-    if args.embed_model is not None:
-        kwargs["embed_model"] = _load_embedding(args.embed_model)
     # An encrypted store's key comes from LLAMA_MEMORY_ENCRYPTION_KEY, never from an
     # argument: other accounts can read arguments in the process list.
     return MemoryAdmin(
         args.store, tenant, create=create, chroma_url=args.chroma_url,
-        owner_only=not getattr(args, "no_owner_only", False), **kwargs,
+        owner_only=not getattr(args, "no_owner_only", False), **kwargs, **_embed_model(args),
     )  # fmt: skip
 
 
-def _load_embedding(spec: str) -> Any:
-    """The embedding model named ``module:name``: a BaseEmbedding object, or a callable
-    that returns one when called without arguments."""
+def _embed_model(args: argparse.Namespace) -> dict[str, Any]:
+    """``{"embed_model": the model --embed-model names}`` (``{}`` without it): a
+    BaseEmbedding object, or a callable that returns one when called without arguments."""
+    if args.embed_model is None:
+        return {}  # (LlamaIndex not imported: the listing commands need none)
     from llama_index.core.base.embeddings.base import BaseEmbedding
 
-    found = _import_attribute(spec, "--embed-model", "myapp.memory:embed_model")
-    model = _called(found, spec, "--embed-model") if callable(found) and not isinstance(found, BaseEmbedding) else found
-    if not isinstance(model, BaseEmbedding):
-        raise CommandError(
-            f"--embed-model {spec}: expected a LlamaIndex BaseEmbedding (or a function "
-            f"returning one), got {type(model).__name__}"
-        )
-    return model
+    return {"embed_model": _load(args.embed_model, "--embed-model", "myapp.memory:embed_model", BaseEmbedding)}
 
 
 def _import_attribute(spec: str, option: str, example: str) -> Any:
@@ -80,19 +73,26 @@ def _called(factory: Any, spec: str, option: str) -> Any:
         ) from None
 
 
+def _load(spec: str, option: str, example: str, kind: type, kind_name: str = "") -> Any:
+    """The ``kind`` object named ``module:name`` (``example`` shows the form), or what the
+    function or class so named returns when called without arguments."""
+    found = _import_attribute(spec, option, example)
+    value = _called(found, spec, option) if callable(found) and not isinstance(found, kind) else found
+    if not isinstance(value, kind):
+        raise CommandError(
+            f"{option} {spec}: expected a LlamaIndex {kind_name or kind.__name__} (or a function "
+            f"returning one), got {type(value).__name__}"
+        )
+    return value
+
+
 def _load_llm(spec: str, option: str = "--llm") -> Any:
     """The LlamaIndex LLM named ``module:name``: an LLM object, or a function or class
     that returns one when called without arguments."""
     from llama_index.core.base.llms.base import BaseLLM
 
-    found = _import_attribute(spec, option, "myapp.llms:make_llm (a LlamaIndex LLM, or a function returning one)")
-    llm = _called(found, spec, option) if callable(found) and not isinstance(found, BaseLLM) else found
-    if not isinstance(llm, BaseLLM):
-        raise CommandError(
-            f"{option} {spec}: expected a LlamaIndex LLM (or a function returning one), got "
-            f"{type(llm).__name__}"
-        )
-    return llm
+    example = "myapp.llms:make_llm (a LlamaIndex LLM, or a function returning one)"
+    return _load(spec, option, example, BaseLLM, "LLM")
 
 
 def _progress(label: str) -> Any:

@@ -115,40 +115,37 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def add(name: str, run: Callable[[argparse.Namespace], Optional[int]], help: str) -> argparse.ArgumentParser:
+    def add(
+        name: str, run: Callable[[argparse.Namespace], Optional[int]], help: str, *positional: str
+    ) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, parents=[store], help=help, description=help)
         sub.set_defaults(run=run, command_parser=sub)
+        for argument in positional:
+            sub.add_argument(argument)
         return sub
 
     add("users", cmd_users, "list the users of the tenant, with what is stored of each")
-    add("sessions", cmd_sessions, "list a user's conversations").add_argument("user")
-    show = add("show", cmd_show, "a user's profile, current triples, instructions, recent records and counts")
-    show.add_argument("user")
+    add("sessions", cmd_sessions, "list a user's conversations", "user")
+    show = add("show", cmd_show, "a user's profile, current triples, instructions, recent records and counts", "user")
     show.add_argument("--recent", type=_positive, default=10, help="records shown (default 10)")
-    records = add("records", cmd_records, "list a user's long-term records, with filters")
-    records.add_argument("user")
+    records = add("records", cmd_records, "list a user's long-term records, with filters", "user")
     records.add_argument("--session", help="only this session's")
     records.add_argument("--source", help='only this source\'s (e.g. "vector")')
     records.add_argument("--since", help="only from this time (ISO 8601 or epoch seconds)")
     records.add_argument("--until", help="only before this time (ISO 8601 or epoch seconds)")
     records.add_argument("--limit", type=_positive, help="at most this many")
-    search = add("search", cmd_search, "search a user's long-term memory (scores, sources, provenance)")
-    search.add_argument("user")
-    search.add_argument("query")
+    search = add("search", cmd_search, "search a user's long-term memory (scores, sources, provenance)", "user", "query")
     search.add_argument("-k", type=_positive, default=DEFAULT_TOP_K, help=f"how many records (default {DEFAULT_TOP_K})")
     explain = add(
         "explain", cmd_explain,
-        "the memory block get() would inject for a query, with what was left out and why",
+        "the memory block get() would inject for a query, with what was left out and why", "user", "query",
     )  # fmt: skip
-    explain.add_argument("user")
-    explain.add_argument("query")
     explain.add_argument("--session", help="as in this conversation (its window counts for deduplication)")
     add_setting(explain, "--top-k", "top_k", f"records per source (default {DEFAULT_TOP_K}, as from_defaults)")
     add_setting(
         explain, "--token-limit", "memory_token_limit", f"the block's token budget (default {DEFAULT_MEMORY_TOKEN_LIMIT})"
     )
-    delete = add("delete", cmd_delete, "delete one record or triple of a user, from every index")
-    delete.add_argument("user")
+    delete = add("delete", cmd_delete, "delete one record or triple of a user, from every index", "user")
     delete.add_argument("record_id", metavar="RECORD_ID")
     export = add("export", cmd_export, "export a user (or --all) to a JSON Lines file")
     export.add_argument("user", nargs="?")
@@ -164,9 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="SimpleChatStore files: make every chat-store key a session of this user "
         "(default: each key is a user, with one session of the same name)",
     )
-    forget = add("forget", cmd_forget, "delete everything remembered of a user")
-    forget.add_argument("user")
-    forget.add_argument("--yes", action="store_true", help="confirm")
+    add("forget", cmd_forget, "delete everything remembered of a user", "user").add_argument(
+        "--yes", action="store_true", help="confirm"
+    )
     add("reindex", cmd_reindex, "rebuild the dense indexes from the system of record")
     add("reconcile", cmd_reconcile, "bring the dense indexes in line with the system of record")
     add("purge-expired", cmd_purge_expired, "delete the records whose time to live is over")

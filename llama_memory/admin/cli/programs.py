@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
-from .loading import _load_embedding
+from .loading import _embed_model
 
 
 def cmd_mcp(args: argparse.Namespace) -> None:
@@ -20,14 +19,11 @@ def cmd_mcp(args: argparse.Namespace) -> None:
             "server speaks MCP on stdin and stdout, as a desktop client starts it: add --http"
         )
     users = [*(args.user or []), *(u.strip() for u in (args.users or "").split(",") if u.strip())]
-    kwargs: dict[str, Any] = {"chroma_url": args.chroma_url}
-    if args.embed_model is not None:
-        kwargs["embed_model"] = _load_embedding(args.embed_model)
     try:
         serve(
             args.store, users, tenant_id=args.tenant or "default", allow_delete=args.allow_delete,
             http=args.http, port=args.port or DEFAULT_PORT, session_id=args.session, create=args.create,
-            log_level=args.log_level, **kwargs,
+            log_level=args.log_level, chroma_url=args.chroma_url, **_embed_model(args),
         )  # fmt: skip
     except KeyboardInterrupt:  # stopped while starting, or the HTTP server stopped: the store is closed
         print("llama-memory mcp: stopped", file=sys.stderr)

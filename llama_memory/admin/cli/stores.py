@@ -5,23 +5,20 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 from ...core.text import counted
-from .loading import CommandError, _load_embedding, _progress
+from .loading import CommandError, _embed_model, _progress
 from .output import _print_json, _print_replaced, _shown
 
 
 def cmd_copy(args: argparse.Namespace) -> None:
     from ..copying import copy_store
 
-    kwargs: dict[str, Any] = {}
-    if args.embed_model is not None:
-        kwargs["embed_model"] = _load_embedding(args.embed_model)
+    embed_model = _embed_model(args)  # loaded before the progress bar shows
     with _progress("copying") as progress:
         report = copy_store(
             args.source, args.target, tenant_id=args.tenant, skip_existing=args.skip_existing,
-            chroma_url=args.chroma_url, progress=progress, **kwargs,
+            chroma_url=args.chroma_url, progress=progress, **embed_model,
         )  # fmt: skip
     if args.json:
         return _print_json(report)

@@ -97,26 +97,27 @@ class Draft:
         self.problems: list[tuple[str, str]] = []
 
     def apply(self, op: ProfileOp) -> None:
-        path = op.path
+        path, value = op.path, op.value
         problem = path_problem(path) or self._schema_problem(path)
         if problem:
             self.problems.append((path or "(empty path)", problem))
             return
-        if op.op == "set":
-            self._set(path, op.value)
-        elif op.op == "append":
-            self._append(path, op.value)
-        else:
-            self._remove(path, op.value)
-
-    def _set(self, path: str, value: Any) -> None:
-        if value is None:
-            # A null is never stored: absence is the profile's "unknown".
-            self.problems.append((path, "set needs a value (to delete a field, use remove)"))
+        if op.op == "remove" and (value is None or value == ""):  # LLMs send "" as often as null for "no value"
+            keys = subtree(self.leaves, path)
+            for key in keys:
+                del self.leaves[key]
+            if keys:
+                self.removals.append(path)
+            return
+        if value is None:  # a null is never stored: absence is the profile's "unknown"
+            needs = "a value (to delete a field, use remove)" if op.op == "set" else "a value (the item to add)"
+            self.problems.append((path, f"{op.op} needs {needs}"))
             return
         value = self._json(path, value)
-        if value is INVALID:
-            return
+        if value is not INVALID:
+            {"set": self._set, "append": self._append, "remove": self._remove_item}[op.op](path, value)
+
+    def _set(self, path: str, value: Any) -> None:
         new: dict[str, Any] = {}
         if not self._flatten(value, path, new) or not self._clear_ancestors(path):
             return
@@ -126,20 +127,12 @@ class Draft:
         self.written.update(dict.fromkeys(new, "set"))
 
     def _append(self, path: str, item: Any) -> None:
-        if item is None:
-            self.problems.append((path, "append needs a value (the item to add)"))
-            return
-        item = self._json(path, item)
-        if item is INVALID:
-            return
         current = self.leaves.get(path, [])
         if path not in self.leaves and subtree(self.leaves, path):
             self.problems.append((path, "is an object; append adds an item to a list field"))
             return
         if not isinstance(current, list):
-            self.problems.append(
-                (path, f"is a {json_type(current)}, not a list; use set to replace it")
-            )
+            self.problems.append((path, f"is a {json_type(current)}, not a list; use set to replace it"))
             return
         if any(canon(x) == canon(item) for x in current):
             return  # already there: a list field reads as a set of items
@@ -148,17 +141,7 @@ class Draft:
         self.leaves[path] = [*current, item]
         self.written[path] = "append"
 
-    def _remove(self, path: str, item: Any) -> None:
-        if item is None or item == "":  # LLMs send "" as often as null for "no value"
-            keys = subtree(self.leaves, path)
-            for key in keys:
-                del self.leaves[key]
-            if keys:
-                self.removals.append(path)
-            return
-        item = self._json(path, item)
-        if item is INVALID:
-            return
+    def _remove_item(self, path: str, item: Any) -> None:
         current = self.leaves.get(path)
         if isinstance(current, list):
             kept = [x for x in current if canon(x) != canon(item)]

@@ -262,32 +262,21 @@ class ProfileSource(MemorySource):
 
         return self.rows.update(scope, self.expiry.now(), decide)
 
-    def set_field(
-        self, path: str, value: Any, scope: Scope, **provenance: Any
-    ) -> list[ProfileChange]:
+    def set_field(self, path: str, value: Any, scope: Scope, **provenance: Any) -> list[ProfileChange]:
         """Give the field at ``path`` a new value (a dict replaces the whole object;
         ``None`` is refused). ``provenance``: ``session_id=``, ``message_ids=``."""
-        op = {"op": "set", "path": path, "value": value}
-        return self.update_profile([op], scope, **provenance)
+        return self.update_profile([{"op": "set", "path": path, "value": value}], scope, **provenance)
 
-    def append(
-        self, path: str, value: Any, scope: Scope, **provenance: Any
-    ) -> list[ProfileChange]:
+    def append(self, path: str, value: Any, scope: Scope, **provenance: Any) -> list[ProfileChange]:
         """Add ``value`` to the list at ``path`` (created if missing; an item already
         in the list is not added twice)."""
-        op = {"op": "append", "path": path, "value": value}
-        return self.update_profile([op], scope, **provenance)
+        return self.update_profile([{"op": "append", "path": path, "value": value}], scope, **provenance)
 
-    def remove_item(
-        self, path: str, value: Any, scope: Scope, **provenance: Any
-    ) -> list[ProfileChange]:
+    def remove_item(self, path: str, value: Any, scope: Scope, **provenance: Any) -> list[ProfileChange]:
         """Remove ``value`` from the list at ``path``."""
-        op = {"op": "remove", "path": path, "value": value}
-        return self.update_profile([op], scope, **provenance)
+        return self.update_profile([{"op": "remove", "path": path, "value": value}], scope, **provenance)
 
-    def remove_field(
-        self, path: str, scope: Scope, *, with_history: bool = False, **provenance: Any
-    ) -> list[ProfileChange]:
+    def remove_field(self, path: str, scope: Scope, *, with_history: bool = False, **provenance: Any) -> list[ProfileChange]:
         """Remove the field at ``path`` and beneath; the old values stay in
         :meth:`history` unless ``with_history=True`` erases them."""
         if not with_history:
@@ -306,15 +295,10 @@ class ProfileSource(MemorySource):
         if not with_history:
             # The fields to remove are read in the same transaction as the removal, so
             # a field written concurrently cannot survive a "forget".
-            self._update(
-                scope,
-                lambda current: [
-                    ProfileOp(op="remove", path=top)
-                    for top in dict.fromkeys(path.split(".", 1)[0] for path in current)
-                ],
-                None,
-                (),
-            )
+            def every_field(current: dict[str, Any]) -> list[ProfileOp]:
+                return [ProfileOp(op="remove", path=top) for top in dict.fromkeys(p.split(".", 1)[0] for p in current)]
+
+            self._update(scope, every_field, None, ())
             return
         self.rows.erase(scope)
         self._costs.clear()  # rendered lines, the user's among them

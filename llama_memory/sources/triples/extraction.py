@@ -71,15 +71,13 @@ def parse_triples(value: Any) -> ParsedTriples:
         if not isinstance(items, list):
             raise TripleError(f"{key!r} must be a list of triples, got {type(items).__name__}")
         lists[key] = items
-    try:
-        prepare_all(lists["new"])
-    except TripleError as exc:
-        raise TripleError(f"new: {exc}") from exc
-    try:
-        retracted = prepare_all(lists["retracted"])
-    except TripleError as exc:
-        raise TripleError(f"retracted: {exc}") from exc
-    return ParsedTriples(lists["new"], retracted)
+    prepared: dict[str, list[Prepared]] = {}
+    for key in ("new", "retracted"):
+        try:
+            prepared[key] = prepare_all(lists[key])
+        except TripleError as exc:
+            raise TripleError(f"{key}: {exc}") from exc
+    return ParsedTriples(lists["new"], prepared["retracted"])
 
 
 def apply_triples(source: TripleAccess, parsed: ParsedTriples, window: Any) -> list[str]:

@@ -24,7 +24,6 @@ __all__ = [
     "DEFAULT_FUNCTIONAL_PREDICATES",
     "MAX_PART_CHARS",
     "TRIPLE_COLLECTION",
-    "ExtractedTriples",
     "KnowledgeTriple",
     "Prepared",
     "SaveKnowledgeArgs",
@@ -139,13 +138,6 @@ class SearchKnowledgeArgs(BaseModel):
 
     query: str = Field(description="What to look for, in words (names, relations, topics).")
 
-
-class ExtractedTriples(BaseModel):
-    """Lasting facts stated in the conversation, as knowledge triples."""
-
-    triples: list[TripleInput] = Field(
-        default_factory=list, description="The facts; an empty list when the conversation states none.",
-    )  # fmt: skip
 
 def _date(epoch: float) -> str:
     """``2023-05-08``: an epoch as a UTC date."""

@@ -118,19 +118,17 @@ class FormationWorker:
                     self.run(job)
                 finally:
                     cost = PassCost(meter.sent, meter.received, watch.elapsed_ms)
+                    self.running = None  # before the follow-up reads what arrived meanwhile
         except FormationDeferred as deferred:
-            self.running = None
             self.queue.postpone(job, deferred.until)
             logger.info("extraction job %s deferred: %s", job.id, deferred.reason)
             return JobOutcome(job, "deferred", retry_at=deferred.until, reason=deferred.reason)
         except Exception as exc:
-            self.running = None
             error, wait = f"{type(exc).__name__}: {exc}", retry_in(job.attempts)
             failed_at = time.time()
             state = self.queue.fail(job, error, retry_in=wait, now=failed_at, cost=cost)
             logger.warning("extraction job %s failed (attempt %d, now %s): %s", job.id, job.attempts, state, exc)
             return JobOutcome(job, state, error, failed_at + wait if state == "queued" else None, cost)
-        self.running = None  # before the follow-up reads what arrived meanwhile
         if not self.queue.ack(job, cost):
             logger.warning("extraction job %s ran past its lease; another worker took it over", job.id)
             return JobOutcome(job, "lost", cost=cost)
