@@ -168,7 +168,7 @@ def test_search_answers_most_relevant_first(tmp_path: Path, embed_model: Any) ->
     with MemoryAdmin(tmp_path, embed_model=embed_model) as admin:
         tools = MemoryTools(admin, ["alice"])
         tools.add_memory("alice", "My cat is called Miso.")
-        raw = tools._reader("alice").search("what is my cat called?", 5)
+        raw = tools._memory(tools._readers, "alice").search("what is my cat called?", 5)
         assert raw[0].source == "triples" and raw[0].relevance is not None and raw[0].relevance < 0.03  # the trap
         found = tools.search_memory("alice", "what is my cat called?", 5)
         assert found[0]["text"] == "My cat is called Miso." and found[0]["relevance"] > 0.5
