@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from functools import lru_cache
 from itertools import islice
 from typing import Optional
 
@@ -67,7 +68,7 @@ class SetApart:
         new = [i for i in ids if i not in decided]
         if new:
             for i, (_, text, only_asks) in self.reads.lines(new).items():
-                if self.shown and normalize_text(text) in self.shown:
+                if self.shown and normalised(text) in self.shown:
                     self.own.add(i)
                     decided[i] = True
                 else:
@@ -213,6 +214,15 @@ def search_beside(hits: Hits, apart: SetApart, count: int, first: int) -> Rankin
 LINES_HELD = 8192
 
 
+@lru_cache(maxsize=LINES_HELD)
+def normalised(text: str) -> str:
+    """:func:`~llama_memory.core.text.normalize_text` of a candidate's text, held for the
+    last :data:`LINES_HELD` texts: the same candidates come back in each retrieval and
+    each is checked against the window (a regular expression a text); cleared with
+    :meth:`KnownLines.clear`."""
+    return normalize_text(text)
+
+
 #: A record's role, text, and whether it is only the user's own questions
 #: (:func:`~llama_memory.retrieval.relevance.asks_only` of a single message).
 Line = tuple[Optional[str], str, bool]
@@ -247,8 +257,9 @@ class KnownLines:
         return made
 
     def clear(self) -> None:
-        """Hold nothing (records were forgotten)."""
+        """Hold nothing (records were forgotten), nor their normalised texts."""
         self._known.clear()
+        normalised.cache_clear()
 
 
 class RecordReads:
