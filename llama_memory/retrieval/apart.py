@@ -59,23 +59,25 @@ class SetApart:
         #: read, never what it gives.
         self.share = share
         self.own: set[str] = set()
-        self._apart: dict[str, bool] = {}  # by id, as decided (the searches overlap)
+        self._decided: set[str] = set()  # every id decided (the searches overlap)
+        self._apart: set[str] = set()  # those set apart
 
     def __call__(self, ids: Sequence[str]) -> set[str]:
         """The ids of ``ids`` that are the window's own messages or only the user's own
         questions."""
-        decided = self._apart
+        decided, picked = self._decided, self._apart
         new = [i for i in ids if i not in decided]
         if new:
+            shown = self.shown
             for i, (_, text, only_asks) in self.reads.lines(new).items():
-                if self.shown and normalised(text) in self.shown:
+                if shown and normalised(text) in shown:
                     self.own.add(i)
-                    decided[i] = True
-                else:
-                    decided[i] = only_asks
-            for i in new:  # not found: no record to set apart
-                decided.setdefault(i, False)
-        return {i for i in ids if decided[i]}
+                    picked.add(i)
+                elif only_asks:
+                    picked.add(i)
+            decided.update(new)  # those not found too: no record to set apart
+        # Most calls ask again about hits decided already (a ranking read further).
+        return picked.intersection(ids)
 
     def spare(self, count: int) -> int:
         """How many more than ``count`` hits to read of a ranking to begin with, at the

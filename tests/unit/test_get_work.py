@@ -75,6 +75,10 @@ def test_a_candidate_text_is_normalised_once_across_retrievals_until_records_are
         pick = SetApart(RecordReads(store, ALICE, "vector", known), shown)
         assert pick(ids) == {ids[2]} and pick.own == {ids[2]}
     assert sorted(normalised) == sorted(f"Bees  on the roof, hive {n}" for n in range(6))
+    # A ranking read further asks again about hits decided already: nothing is read.
+    sent = traced(store)
+    assert pick(ids[2:4]) == {ids[2]} and pick(ids[3:]) == set() and pick(["no-such-id", *ids]) == {ids[2]}
+    assert [s for s in sent if "records" in s] == [s for s in sent if "no-such-id" in s]
     known.clear()  # records were forgotten: no text of theirs stays held
     SetApart(RecordReads(store, ALICE, "vector", known), shown)(ids)
     assert len(normalised) == 12
