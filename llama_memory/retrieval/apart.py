@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from functools import lru_cache
 from itertools import islice
 from typing import Optional
 
@@ -58,23 +59,25 @@ class SetApart:
         #: read, never what it gives.
         self.share = share
         self.own: set[str] = set()
-        self._apart: dict[str, bool] = {}  # by id, as decided (the searches overlap)
+        self._decided: set[str] = set()  # every id decided (the searches overlap)
+        self._apart: set[str] = set()  # those set apart
 
     def __call__(self, ids: Sequence[str]) -> set[str]:
         """The ids of ``ids`` that are the window's own messages or only the user's own
         questions."""
-        decided = self._apart
+        decided, picked = self._decided, self._apart
         new = [i for i in ids if i not in decided]
         if new:
+            shown = self.shown
             for i, (_, text, only_asks) in self.reads.lines(new).items():
-                if self.shown and normalize_text(text) in self.shown:
+                if shown and normalised(text) in shown:
                     self.own.add(i)
-                    decided[i] = True
-                else:
-                    decided[i] = only_asks
-            for i in new:  # not found: no record to set apart
-                decided.setdefault(i, False)
-        return {i for i in ids if decided[i]}
+                    picked.add(i)
+                elif only_asks:
+                    picked.add(i)
+            decided.update(new)  # those not found too: no record to set apart
+        # Most calls ask again about hits decided already (a ranking read further).
+        return picked.intersection(ids)
 
     def spare(self, count: int) -> int:
         """How many more than ``count`` hits to read of a ranking to begin with, at the
@@ -213,6 +216,15 @@ def search_beside(hits: Hits, apart: SetApart, count: int, first: int) -> Rankin
 LINES_HELD = 8192
 
 
+@lru_cache(maxsize=LINES_HELD)
+def normalised(text: str) -> str:
+    """:func:`~llama_memory.core.text.normalize_text` of a candidate's text, held for the
+    last :data:`LINES_HELD` texts: the same candidates come back in each retrieval and
+    each is checked against the window (a regular expression a text); cleared with
+    :meth:`KnownLines.clear`."""
+    return normalize_text(text)
+
+
 #: A record's role, text, and whether it is only the user's own questions
 #: (:func:`~llama_memory.retrieval.relevance.asks_only` of a single message).
 Line = tuple[Optional[str], str, bool]
@@ -247,8 +259,9 @@ class KnownLines:
         return made
 
     def clear(self) -> None:
-        """Hold nothing (records were forgotten)."""
+        """Hold nothing (records were forgotten), nor their normalised texts."""
         self._known.clear()
+        normalised.cache_clear()
 
 
 class RecordReads:

