@@ -9,9 +9,9 @@ from collections.abc import Collection, Iterator, Sequence
 from typing import Any, Optional
 
 from ...core.text import word_tokens
-from ...core.types import STANDALONE_KEY, Scope
+from ...core.types import STANDALONE_KEY, MemoryRecord, Scope, is_alive
 from ..ports.records import NewRecord, PendingRecord
-from ..sql.records import RecordStore
+from ..sql.records import RECORD_COLUMNS, RecordStore, to_record
 from .connection import PostgresConnection
 from .schema import USER_WORDS_FUNCTION
 
@@ -54,6 +54,12 @@ RANK_CANDIDATES = 100
 _ROW_QUERY = (
     "CASE WHEN strpos(q::text, '<') > 0 THEN q ELSE "
     "replace(strip(ts_delete(tsv, tsvector_to_array(ts_delete(tsv, lx))))::text, ''' ''', ''' | ''')::tsquery END"
+)
+# The columns of a record the session neighbours' read brings for a later read of the
+# same get(): a get() reads the records of the excerpts it packs from these neighbours.
+# The JSON columns come as text, parsed by each read (a record's metadata is its own).
+_NEIGHBOUR_COLUMNS = "seq, " + RECORD_COLUMNS.replace("message_ids", "message_ids::text AS message_ids").replace(
+    "metadata", "metadata::text AS metadata"
 )
 # Month names in English whatever the process locale (the lexical index is English).
 _MONTHS = (
@@ -108,15 +114,18 @@ class RecordTables(PostgresConnection, RecordStore):
             f"(r.id = h.id OR (h.metadata->'{STANDALONE_KEY}' IS DISTINCT FROM 'true'"
             f" AND r.metadata->'{STANDALONE_KEY}' IS DISTINCT FROM 'true'))"
         )
+        # Within one get() the rows come whole, for the records' read that follows.
+        ahead = self.read_ahead()
+        columns = _NEIGHBOUR_COLUMNS if ahead is not None else "seq, id"
         rows = self.query(
             "read session neighbours",
-            "SELECT h.id AS hit, n.seq AS pos, n.id AS id FROM records h "
+            "SELECT h.id AS hit, n.seq AS pos, n.* FROM records h "
             "CROSS JOIN LATERAL ("
-            "  (SELECT seq, id FROM records r WHERE r.tenant_id = h.tenant_id AND r.user_id = h.user_id"
+            f"  (SELECT {columns} FROM records r WHERE r.tenant_id = h.tenant_id AND r.user_id = h.user_id"
             "   AND r.source = h.source AND r.session_id IS NOT DISTINCT FROM h.session_id"
             f"   AND r.seq <= h.seq AND {together} ORDER BY r.seq DESC LIMIT %(before)s)"
             "  UNION ALL"
-            "  (SELECT seq, id FROM records r WHERE r.tenant_id = h.tenant_id AND r.user_id = h.user_id"
+            f"  (SELECT {columns} FROM records r WHERE r.tenant_id = h.tenant_id AND r.user_id = h.user_id"
             "   AND r.source = h.source AND r.session_id IS NOT DISTINCT FROM h.session_id"
             f"   AND r.seq > h.seq AND {together} ORDER BY r.seq LIMIT %(after)s)"
             ") n "
@@ -126,7 +135,44 @@ class RecordTables(PostgresConnection, RecordStore):
         found: dict[str, list[tuple[int, str]]] = {}
         for row in rows:
             found.setdefault(row["hit"], []).append((int(row["pos"]), row["id"]))
+            if ahead is not None:
+                ahead[("record row", row["id"])] = row
         return {hit: sorted(around) for hit, around in found.items()}
+
+    def get_records(
+        self, ids: Sequence[str], scope: Scope, source: str, alive_at: Optional[float] = None
+    ) -> dict[str, MemoryRecord]:
+        """As the shared store's; within one ``get()``, records the session neighbours'
+        read brought are built from its rows (no statement when it brought them all)."""
+        ahead = self.read_ahead()
+        rows = _read_ahead(ahead, "record row", ids)
+        if rows is None:
+            return super().get_records(ids, scope, source, alive_at)
+        user = scope.require_user(f"the {source!r} memory source")
+        return {
+            row["id"]: to_record(row)
+            for row in rows
+            if (row["source"], row["tenant_id"], row["user_id"]) == (source, scope.tenant_id, user)
+            and (alive_at is None or is_alive(row["expires_at"], alive_at))
+        }
+
+    def get_texts(
+        self, ids: Sequence[str], scope: Scope, source: str
+    ) -> dict[str, tuple[Optional[str], str]]:
+        """As the shared store's; within one ``get()``, the texts of the records a lexical
+        search or the session neighbours' read brought are given without a statement."""
+        ahead = self.read_ahead()
+        user = scope.require_user(f"the {source!r} memory source")
+        texts = _read_ahead(ahead, ("record text", scope.tenant_id, user, source), ids)
+        if texts is None:
+            rows = _read_ahead(ahead, "record row", ids)
+            if rows is None:
+                return super().get_texts(ids, scope, source)
+            texts = [
+                (row["id"], row["role"], row["text"]) for row in rows
+                if (row["source"], row["tenant_id"], row["user_id"]) == (source, scope.tenant_id, user)
+            ]  # fmt: skip
+        return {rid: (role, text) for rid, role, text in texts}
 
     def ensure_session_order(self) -> None:
         """Nothing to do: the session index is part of the schema."""
@@ -173,10 +219,15 @@ class RecordTables(PostgresConnection, RecordStore):
         # again), and gets the same counts without a statement, until a transaction of
         # this store object.
         key = ("word counts", owner)
-        given = (self.read_ahead() or {}).get(key)
+        held = self.read_ahead() or {}
+        given = held.get(key)
         if given is not None and all(w in given[1] for w in unique):
             return given[0], {w: given[1][w] for w in unique}
-        total, counts = self._word_counts_of(owner, unique)
+        # The words of the get()'s searches not counted yet are counted in the same
+        # statement: the get() asks for them next (the relevance of what a search found
+        # counts the question's words), then without a statement of its own.
+        searched = [w for w in held.get(("searched words", owner), ()) if given is None or w not in given[1]]
+        total, counts = self._word_counts_of(owner, list(dict.fromkeys([*unique, *searched])))
         ahead = self.read_ahead()  # the hold's connection is taken by the first statement
         if ahead is not None:
             given = ahead.get(key)
@@ -185,7 +236,7 @@ class RecordTables(PostgresConnection, RecordStore):
                 ahead[key] = given
             remembered: dict[str, int] = given[1]
             remembered.update(counts)
-        return total, counts
+        return total, {w: counts[w] for w in unique}
 
     def _word_counts_of(self, owner: tuple[str, str], unique: list[str]) -> tuple[int, dict[str, int]]:
         """:meth:`word_counts` of distinct words, read from the store (and the counts
@@ -336,10 +387,14 @@ class RecordTables(PostgresConnection, RecordStore):
         # made of the query is made once, in FROM: a prepared statement's generic plan
         # evaluates an expression of its parameters again for every row it tests (the
         # query's keys made 2,000 times: 180 ms on a new table the planner walks).
+        # Within one get() the rows bring their texts too: the get() reads the texts of
+        # what it found (a second hop's search, all of them).
+        ahead = self.read_ahead()
+        texts = ", role, text" if ahead is not None else ""
         rows = self.query(
             "search text",
-            f"SELECT id, ts_rank_cd(tsv, {_ROW_QUERY}) AS score FROM ("
-            "SELECT id, seq, tsv, q, lx FROM records, websearch_to_tsquery('english', %(q)s) AS q, "
+            f"SELECT id{texts}, ts_rank_cd(tsv, {_ROW_QUERY}) AS score FROM ("
+            f"SELECT id{texts}, seq, tsv, q, lx FROM records, websearch_to_tsquery('english', %(q)s) AS q, "
             f"tsvector_to_array(to_tsvector('english', %(q)s)) AS lx, {_user_words('%(t)s', '%(u)s', '%(q)s')} AS keys "
             f"WHERE {USER_WORDS} && keys "
             "AND tenant_id = %(t)s AND user_id = %(u)s AND source = %(s)s AND ts_match_vq(tsv, q) "
@@ -348,7 +403,26 @@ class RecordTables(PostgresConnection, RecordStore):
             {"q": text, "t": tenant, "u": user, "s": source, "n": candidates, "k": limit,
              **({"x": list(exclude)} if exclude else {})},
         )
+        if ahead is not None:
+            ahead[("searched words", (tenant, user))] = text.split(" or ")
+            kind = ("record text", tenant, user, source)
+            for row in rows:
+                ahead[(kind, row["id"])] = (row["id"], row["role"], row["text"])
         return [(row["id"], float(row["score"])) for row in rows]
+
+
+def _read_ahead(ahead: Optional[dict[Any, Any]], kind: Any, ids: Sequence[str]) -> Optional[list[Any]]:
+    """What ``ahead`` holds of ``kind`` for each of ``ids`` (distinct), or None when it
+    lacks one of them (or there is no ``get()``)."""
+    if not ahead or not ids:
+        return None
+    found = []
+    for rid in dict.fromkeys(ids):
+        held = ahead.get((kind, rid))
+        if held is None:
+            return None
+        found.append(held)
+    return found
 
 
 def _or_words(query: str) -> str:
