@@ -163,6 +163,8 @@ class PostgresConnection(MetaStore):
         # The server's snapshot as the pool's check of each connection read it (_check),
         # until the change token takes it.
         self._checked: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+        # What else the check read, for the read-ahead of the hold it hands the connection to.
+        self._checked_ahead: weakref.WeakKeyDictionary[Any, dict[Hashable, Any]] = weakref.WeakKeyDictionary()
         if isinstance(url, ConnectionPool):
             if url.closed:
                 raise ValueError(
@@ -303,7 +305,7 @@ class PostgresConnection(MetaStore):
         if not self._owns_pool:
             saved = conn.autocommit, conn.row_factory
             conn.autocommit, conn.row_factory = True, dict_row
-        return _Lent(pool, conn, saved)
+        return _Lent(pool, conn, saved, self._checked_ahead.pop(conn, {}))
 
     def _give_back(self, lent: "_Lent") -> None:
         """Return a connection to its pool, with the application's settings again."""
