@@ -35,7 +35,9 @@ def check_one_get(memory: Any, statements: Counter[str]) -> None:
 
     memory.get(TWO_PARTS)
 
-    assert statements["read pending records"] == 1  # three before: one a retrieval
+    # Three before (one a retrieval), then one: the pool's check of the get()'s
+    # connection now says that no record waits for the index.
+    assert statements["read pending records"] == 0
     # The instructions' read brings the profile's rows too; the three retrievals'
     # reads of the profile take them from there (two statements before).
     assert statements["read instructions"] == 1 and statements["read profile"] == 0
@@ -91,3 +93,70 @@ def test_within_a_get_words_counted_already_are_given_again_without_a_statement(
             assert postgres_statements["count word matches"] == before + 1
     finally:
         store.close()
+
+
+def test_a_get_reads_no_records_nor_texts_a_read_of_it_brought_already(
+    postgres_url: str, embed_model: Any, postgres_statements: Counter[str]
+) -> None:
+    with memory_factory(embed_model, store=postgres_url) as make:
+        hold(make, STORED)
+        memory = make(session_id="now")
+        memory.flush()
+        postgres_statements.clear()
+
+        memory.get("Which tea do I like?")
+
+        assert "lapsang" in " ".join(r.text for r in memory.last_block.records)
+        # The session neighbours' read brought the excerpts' records (one statement
+        # each before), and the second hop's search the texts of what it found.
+        assert postgres_statements["read session neighbours"] >= 1
+        assert postgres_statements["read records"] == 0
+        assert postgres_statements["read record texts"] <= 1  # two before
+
+
+def test_within_a_get_the_records_and_texts_read_ahead_are_those_a_statement_reads(
+    postgres_url: str, postgres_statements: Counter[str]
+) -> None:
+    store = PostgresStore(postgres_url)
+    bob = Scope(user_id="bob", session_id="s1")
+    try:
+        store.add_records([NewRecord("vector", ALICE, t, (f"m{i}",), 1.0, expires_at=5.0 if i == 1 else None)
+                           for i, t in enumerate(["bees on the roof", "bees in the garden", "a quiet garden"])])  # fmt: skip
+        store.add_records([NewRecord("vector", bob, "bees of bob", ("b1",), 1.0)])
+        ids = [i for i, _ in store.search_text("bees garden", ALICE, "vector", 10)]
+        bobs = [i for i, _ in store.search_text("bees", bob, "vector", 10)]
+        expected = store.get_records(ids, ALICE, "vector", alive_at=10.0), store.get_texts(ids, ALICE, "vector")
+        postgres_statements.clear()
+        with store.one_connection():
+            store.search_text("bees garden", ALICE, "vector", 10)
+            assert store.get_texts(ids, ALICE, "vector") == expected[1]
+            assert postgres_statements["read record texts"] == 0
+            assert store.get_texts(ids + bobs, ALICE, "vector") == expected[1]  # bob's: not alice's
+            assert store.get_texts(ids, bob, "vector") == {}  # nor alice's bob's
+            assert postgres_statements["read record texts"] == 2
+            store.session_neighbours(ids, ALICE, "vector", 2)
+            assert store.get_records(ids, ALICE, "vector", alive_at=10.0) == expected[0]  # one expired
+            assert store.get_records(ids, ALICE, "other source") == {}
+            assert postgres_statements["read records"] == 0
+            store.add_records([NewRecord("vector", ALICE, "more bees", ("m9",), 1.0)])  # a write
+            assert len(store.get_records(ids, ALICE, "vector")) == 3
+            assert postgres_statements["read records"] == 1  # read again after the write
+    finally:
+        store.close()
+
+
+def test_within_a_get_a_word_count_counts_the_searched_words_too(
+    postgres_url: str, postgres_statements: Counter[str]
+) -> None:
+    store = PostgresStore(postgres_url)
+    try:
+        store.add_records([NewRecord("vector", ALICE, t, (f"m{i}",), 1.0)
+                           for i, t in enumerate(["bees on the roof", "bees in the garden", "a quiet garden"])])  # fmt: skip
+        with store.one_connection():
+            store.search_text("Are the bees in my garden?", ALICE, "vector", 10)
+            assert store.word_counts(["roof"], ALICE) == (3, {"roof": 1})  # only the words asked
+            assert store.word_counts(["bees", "garden"], ALICE) == (3, {"bees": 2, "garden": 2})
+            assert postgres_statements["count word matches"] == 1  # two before
+    finally:
+        store.close()
+

@@ -422,6 +422,11 @@ class PostgresConnection(MetaStore):
         lent = self._pinned.get(greenlet.getcurrent())
         return None if lent is None else lent.ahead
 
+    def holds_connection(self) -> bool:
+        """Whether this thread's (or bridged call's) statements share one connection,
+        as in a ``get()``: :meth:`read_ahead` gives a dict from its first statement on."""
+        return in_bridge() or greenlet.getcurrent() in self._holding
+
     def _held(self) -> Optional[_Held]:
         """This thread's (or bridged call's) open transaction, if any."""
         return self._held_by.get(greenlet.getcurrent())

@@ -140,8 +140,7 @@ class RecordTables(PostgresConnection, RecordStore):
             f" AND r.metadata->'{STANDALONE_KEY}' IS DISTINCT FROM 'true'))"
         )
         # Within one get() the rows come whole, for the records' read that follows.
-        ahead = self.read_ahead()
-        columns = _NEIGHBOUR_COLUMNS if ahead is not None else "seq, id"
+        columns = _NEIGHBOUR_COLUMNS if self.holds_connection() else "seq, id"
         # The limits are written in the statement (a whole number, from the code): with
         # them as parameters the server planned the prepared statement afresh at every
         # call (0.15-0.2 ms), its generic plan being costed for any limit.
@@ -162,6 +161,7 @@ class RecordTables(PostgresConnection, RecordStore):
             {"t": scope.tenant_id, "u": user, "s": source, "ids": list(ids)},
         )
         found: dict[str, list[tuple[int, str]]] = {}
+        ahead = self.read_ahead() if columns != "seq, id" else None
         for row in rows:
             found.setdefault(row["hit"], []).append((int(row["pos"]), row["id"]))
             if ahead is not None:
@@ -418,8 +418,7 @@ class RecordTables(PostgresConnection, RecordStore):
         # query's keys made 2,000 times: 180 ms on a new table the planner walks).
         # Within one get() the rows bring their texts too: the get() reads the texts of
         # what it found (a second hop's search, all of them).
-        ahead = self.read_ahead()
-        texts = ", role, text" if ahead is not None else ""
+        texts = ", role, text" if self.holds_connection() else ""
         rows = self.query(
             "search text",
             f"SELECT id{texts}, ts_rank_cd(tsv, {_ROW_QUERY}) AS score FROM ("
@@ -432,6 +431,7 @@ class RecordTables(PostgresConnection, RecordStore):
             {"q": text, "t": tenant, "u": user, "s": source, "n": candidates, "k": limit,
              **({"x": list(exclude)} if exclude else {})},
         )
+        ahead = self.read_ahead() if texts else None
         if ahead is not None:
             ahead[("searched words", (tenant, user))] = text.split(" or ")
             kind = ("record text", tenant, user, source)
