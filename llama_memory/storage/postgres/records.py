@@ -5,7 +5,7 @@ copies in a column, and the full-text index (a generated ``tsvector``) and word 
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any, Optional
 
 import psycopg
@@ -434,10 +434,16 @@ class RecordTables(PostgresConnection, RecordStore):
         ahead = self.read_ahead() if texts else None
         if ahead is not None:
             ahead[("searched words", (tenant, user))] = text.split(" or ")
-            kind = ("record text", tenant, user, source)
-            for row in rows:
-                ahead[(kind, row["id"])] = (row["id"], row["role"], row["text"])
+            remember_texts(ahead, tenant, user, [{**row, "source": source} for row in rows])
         return [(row["id"], float(row["score"])) for row in rows]
+
+
+def remember_texts(ahead: dict[Any, Any], tenant: str, user: str, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Keep the role and text of rows (``id``, ``source``, ``role``, ``text``) of one
+    user read within a ``get()``, for its later :meth:`RecordTables.get_texts`."""
+    for row in rows:
+        if row["text"] is not None:
+            ahead[(("record text", tenant, user, row["source"]), row["id"])] = (row["id"], row["role"], row["text"])
 
 
 def _read_ahead(ahead: Optional[dict[Any, Any]], kind: Any, ids: Sequence[str]) -> Optional[list[Any]]:
