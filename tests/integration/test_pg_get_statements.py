@@ -4,6 +4,8 @@ question of two parts retrieves for each part and for the whole question."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from helpers import hold, memory_factory
@@ -18,14 +20,33 @@ STORED = (
     "My sailing boat is a 1978 wooden sloop called Marigold, moored in Cascais.",
 )
 
+NOTES = ("bees on the roof", "bees in the garden", "a quiet garden")
+
+
+@contextmanager
+def notes_store(url: str) -> Iterator[PostgresStore]:
+    """A store of its own on ``url`` holding alice's :data:`NOTES`."""
+    store = PostgresStore(url)
+    try:
+        store.add_records([NewRecord("vector", ALICE, t, (f"m{i}",), 1.0) for i, t in enumerate(NOTES)])
+        yield store
+    finally:
+        store.close()
+
 
 def test_a_two_part_question_reads_the_pending_rows_and_the_profile_once(
     postgres_url: str, embed_model: Any, postgres_statements: Counter[str]
 ) -> None:
-    with memory_factory(embed_model, store=postgres_url) as make:
-        hold(make, STORED)
-        memory = make(session_id="now")
+    with stored_memory(embed_model, postgres_url) as memory:
         check_one_get(memory, postgres_statements)
+
+
+@contextmanager
+def stored_memory(embed_model: Any, url: str) -> Iterator[Any]:
+    """A memory of a new session on ``url``, the user having said :data:`STORED` before."""
+    with memory_factory(embed_model, store=url) as make:
+        hold(make, STORED)
+        yield make(session_id="now")
 
 
 def check_one_get(memory: Any, statements: Counter[str]) -> None:
@@ -73,10 +94,7 @@ def test_none_pending_is_remembered_within_one_get_only(postgres_url: str, postg
 def test_within_a_get_words_counted_already_are_given_again_without_a_statement(
     postgres_url: str, postgres_statements: Counter[str]
 ) -> None:
-    store = PostgresStore(postgres_url)
-    try:
-        store.add_records([NewRecord("vector", ALICE, t, (f"m{i}",), 1.0)
-                           for i, t in enumerate(["bees on the roof", "bees in the garden", "a quiet garden"])])  # fmt: skip
+    with notes_store(postgres_url) as store:
         with store.one_connection():
             first = store.word_counts(["bees", "garden", "quux"], ALICE)
             assert first == (3, {"bees": 2, "garden": 2, "quux": 0})
@@ -91,16 +109,12 @@ def test_within_a_get_words_counted_already_are_given_again_without_a_statement(
         with store.one_connection():  # the next get() asks the store again
             assert store.word_counts(["bees"], ALICE) == (4, {"bees": 3})
             assert postgres_statements["count word matches"] == before + 1
-    finally:
-        store.close()
 
 
 def test_a_get_reads_no_records_nor_texts_a_read_of_it_brought_already(
     postgres_url: str, embed_model: Any, postgres_statements: Counter[str]
 ) -> None:
-    with memory_factory(embed_model, store=postgres_url) as make:
-        hold(make, STORED)
-        memory = make(session_id="now")
+    with stored_memory(embed_model, postgres_url) as memory:
         memory.flush()
         postgres_statements.clear()
 
@@ -148,17 +162,11 @@ def test_within_a_get_the_records_and_texts_read_ahead_are_those_a_statement_rea
 def test_within_a_get_a_word_count_counts_the_searched_words_too(
     postgres_url: str, postgres_statements: Counter[str]
 ) -> None:
-    store = PostgresStore(postgres_url)
-    try:
-        store.add_records([NewRecord("vector", ALICE, t, (f"m{i}",), 1.0)
-                           for i, t in enumerate(["bees on the roof", "bees in the garden", "a quiet garden"])])  # fmt: skip
-        with store.one_connection():
-            store.search_text("Are the bees in my garden?", ALICE, "vector", 10)
-            assert store.word_counts(["roof"], ALICE) == (3, {"roof": 1})  # only the words asked
-            assert store.word_counts(["bees", "garden"], ALICE) == (3, {"bees": 2, "garden": 2})
-            assert postgres_statements["count word matches"] == 1  # two before
-    finally:
-        store.close()
+    with notes_store(postgres_url) as store, store.one_connection():
+        store.search_text("Are the bees in my garden?", ALICE, "vector", 10)
+        assert store.word_counts(["roof"], ALICE) == (3, {"roof": 1})  # only the words asked
+        assert store.word_counts(["bees", "garden"], ALICE) == (3, {"bees": 2, "garden": 2})
+        assert postgres_statements["count word matches"] == 1  # two before
 
 
 
