@@ -79,6 +79,16 @@ def test_within_a_get_a_write_makes_the_pending_rows_read_again(postgres_url: st
         store.close()
 
 
+def test_a_write_as_the_first_statement_of_a_get_makes_its_pending_rows_read(postgres_url: str) -> None:
+    store = PostgresStore(postgres_url)
+    try:
+        with store.one_connection():  # the pool's check found none pending, then this write
+            store.add_records([NewRecord("vector", ALICE, "a message put first", ("m1",), 1.0)])
+            assert [r.text for r in store.pending_records("vector", 10)] == ["a message put first"]
+    finally:
+        store.close()
+
+
 def test_none_pending_is_remembered_within_one_get_only(postgres_url: str, postgres_statements: Counter[str]) -> None:
     store = PostgresStore(postgres_url)
     try:

@@ -440,12 +440,14 @@ class PostgresConnection(MetaStore):
             yield held.conn
             return
         me = greenlet.getcurrent()
-        ahead = self.read_ahead()
-        if ahead:
-            ahead.clear()  # this write may change what was read ahead
         callbacks: list[Callable[[], object]] = []
         with self._errors(action):
             with self._connection() as conn:
+                # This write may change what was read ahead (taken after the connection:
+                # a hold's first statement gets with it what the pool's check read).
+                ahead = self.read_ahead()
+                if ahead:
+                    ahead.clear()
                 self._held_by[me] = held = _Held(conn)
                 try:
                     with conn.transaction():
