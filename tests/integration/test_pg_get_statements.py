@@ -160,11 +160,13 @@ def test_within_a_get_the_records_and_texts_read_ahead_are_those_a_statement_rea
             assert postgres_statements["read record texts"] == 2
             store.session_neighbours(ids, ALICE, "vector", 2)
             assert store.get_records(ids, ALICE, "vector", alive_at=10.0) == expected[0]  # one expired
-            assert store.get_records(ids, ALICE, "other source") == {}
             assert postgres_statements["read records"] == 0
+            assert store.get_records(ids, ALICE, "other source") == {}  # not read ahead: read
+            assert store.get_records(ids, bob, "vector") == {}
+            assert postgres_statements["read records"] == 2
             store.add_records([NewRecord("vector", ALICE, "more bees", ("m9",), 1.0)])  # a write
             assert len(store.get_records(ids, ALICE, "vector")) == 3
-            assert postgres_statements["read records"] == 1  # read again after the write
+            assert postgres_statements["read records"] == 3  # read again after the write
     finally:
         store.close()
 

@@ -162,10 +162,11 @@ class RecordTables(PostgresConnection, RecordStore):
         )
         found: dict[str, list[tuple[int, str]]] = {}
         ahead = self.read_ahead() if columns != "seq, id" else None
+        kind = ("record row", scope.tenant_id, user, source)  # the owner of every row read
         for row in rows:
             found.setdefault(row["hit"], []).append((int(row["pos"]), row["id"]))
             if ahead is not None:
-                ahead[("record row", row["id"])] = row
+                ahead[(kind, row["id"])] = row
         return {hit: sorted(around) for hit, around in found.items()}
 
     def get_records(
@@ -173,16 +174,12 @@ class RecordTables(PostgresConnection, RecordStore):
     ) -> dict[str, MemoryRecord]:
         """As the shared store's; within one ``get()``, records the session neighbours'
         read brought are built from its rows (no statement when it brought them all)."""
-        ahead = self.read_ahead()
-        rows = _read_ahead(ahead, "record row", ids)
+        user = scope.require_user(f"the {source!r} memory source")
+        rows = _read_ahead(self.read_ahead(), ("record row", scope.tenant_id, user, source), ids)
         if rows is None:
             return super().get_records(ids, scope, source, alive_at)
-        user = scope.require_user(f"the {source!r} memory source")
         return {
-            row["id"]: to_record(row)
-            for row in rows
-            if (row["source"], row["tenant_id"], row["user_id"]) == (source, scope.tenant_id, user)
-            and (alive_at is None or is_alive(row["expires_at"], alive_at))
+            row["id"]: to_record(row) for row in rows if alive_at is None or is_alive(row["expires_at"], alive_at)
         }
 
     def get_texts(
@@ -192,15 +189,13 @@ class RecordTables(PostgresConnection, RecordStore):
         search or the session neighbours' read brought are given without a statement."""
         ahead = self.read_ahead()
         user = scope.require_user(f"the {source!r} memory source")
-        texts = _read_ahead(ahead, ("record text", scope.tenant_id, user, source), ids)
+        owner = (scope.tenant_id, user, source)
+        texts = _read_ahead(ahead, ("record text", *owner), ids)
         if texts is None:
-            rows = _read_ahead(ahead, "record row", ids)
+            rows = _read_ahead(ahead, ("record row", *owner), ids)
             if rows is None:
                 return super().get_texts(ids, scope, source)
-            texts = [
-                (row["id"], row["role"], row["text"]) for row in rows
-                if (row["source"], row["tenant_id"], row["user_id"]) == (source, scope.tenant_id, user)
-            ]  # fmt: skip
+            texts = [(row["id"], row["role"], row["text"]) for row in rows]
         return {rid: (role, text) for rid, role, text in texts}
 
     def ensure_session_order(self) -> None:
@@ -447,8 +442,9 @@ def remember_texts(ahead: dict[Any, Any], tenant: str, user: str, rows: Sequence
 
 
 def _read_ahead(ahead: Optional[dict[Any, Any]], kind: Any, ids: Sequence[str]) -> Optional[list[Any]]:
-    """What ``ahead`` holds of ``kind`` for each of ``ids`` (distinct), or None when it
-    lacks one of them (or there is no ``get()``)."""
+    """What ``ahead`` holds of ``kind`` (a read and the owner of its rows: tenant, user,
+    source) for each of ``ids`` (distinct), or None when it lacks one of them (or there
+    is no ``get()``)."""
     if not ahead or not ids:
         return None
     found = []
