@@ -120,6 +120,8 @@ class RecordTables(PostgresConnection, RecordStore):
         self._checked[conn] = str(row["s"])
         if row["none_pending"]:
             self._checked_ahead[conn] = {NONE_PENDING: True}
+        else:  # a connection checked again keeps what the last check read only
+            self._checked_ahead.pop(conn, None)
 
     def _derived_columns(self, rec: NewRecord) -> dict[str, Any]:
         # The full-text index reads the event date in words too (the column ``tsv``).
@@ -429,16 +431,19 @@ class RecordTables(PostgresConnection, RecordStore):
         ahead = self.read_ahead() if texts else None
         if ahead is not None:
             ahead[("searched words", (tenant, user))] = text.split(" or ")
-            remember_texts(ahead, tenant, user, [{**row, "source": source} for row in rows])
+            remember_texts(ahead, tenant, user, rows, source)
         return [(row["id"], float(row["score"])) for row in rows]
 
 
-def remember_texts(ahead: dict[Any, Any], tenant: str, user: str, rows: Sequence[Mapping[str, Any]]) -> None:
-    """Keep the role and text of rows (``id``, ``source``, ``role``, ``text``) of one
-    user read within a ``get()``, for its later :meth:`RecordTables.get_texts`."""
+def remember_texts(
+    ahead: dict[Any, Any], tenant: str, user: str, rows: Sequence[Mapping[str, Any]], source: Optional[str] = None
+) -> None:
+    """Keep the role and text of rows (``id``, ``role``, ``text``, and ``source`` unless
+    given) of one user read within a ``get()``, for its later :meth:`RecordTables.get_texts`."""
     for row in rows:
         if row["text"] is not None:
-            ahead[(("record text", tenant, user, row["source"]), row["id"])] = (row["id"], row["role"], row["text"])
+            kind = ("record text", tenant, user, source or row["source"])
+            ahead[(kind, row["id"])] = (row["id"], row["role"], row["text"])
 
 
 def _read_ahead(ahead: Optional[dict[Any, Any]], kind: Any, ids: Sequence[str]) -> Optional[list[Any]]:
