@@ -164,11 +164,11 @@ class RecordTables(PostgresConnection, RecordStore):
         )
         found: dict[str, list[tuple[int, str]]] = {}
         ahead = self.read_ahead() if columns != "seq, id" else None
-        kind = ("record row", scope.tenant_id, user, source)  # the owner of every row read
         for row in rows:
             found.setdefault(row["hit"], []).append((int(row["pos"]), row["id"]))
-            if ahead is not None:
-                ahead[(kind, row["id"])] = row
+        if ahead is not None:
+            kind = ("record row", scope.tenant_id, user, source)  # the owner of every row read
+            ahead.update(((kind, row["id"]), row) for row in rows)
         return {hit: sorted(around) for hit, around in found.items()}
 
     def get_records(
@@ -192,13 +192,10 @@ class RecordTables(PostgresConnection, RecordStore):
         ahead = self.read_ahead()
         user = scope.require_user(f"the {source!r} memory source")
         owner = (scope.tenant_id, user, source)
-        texts = _read_ahead(ahead, ("record text", *owner), ids)
-        if texts is None:
-            rows = _read_ahead(ahead, ("record row", *owner), ids)
-            if rows is None:
-                return super().get_texts(ids, scope, source)
-            texts = [(row["id"], row["role"], row["text"]) for row in rows]
-        return {rid: (role, text) for rid, role, text in texts}
+        rows = _read_ahead(ahead, ("record text", *owner), ids) or _read_ahead(ahead, ("record row", *owner), ids)
+        if rows is None:
+            return super().get_texts(ids, scope, source)
+        return {row["id"]: (row["role"], row["text"]) for row in rows}
 
     def ensure_session_order(self) -> None:
         """Nothing to do: the session index is part of the schema."""
@@ -438,12 +435,15 @@ class RecordTables(PostgresConnection, RecordStore):
 def remember_texts(
     ahead: dict[Any, Any], tenant: str, user: str, rows: Sequence[Mapping[str, Any]], source: Optional[str] = None
 ) -> None:
-    """Keep the role and text of rows (``id``, ``role``, ``text``, and ``source`` unless
-    given) of one user read within a ``get()``, for its later :meth:`RecordTables.get_texts`."""
+    """Keep rows (``id``, ``role``, ``text``, and ``source`` unless given) of one user
+    read within a ``get()``, for its later :meth:`RecordTables.get_texts`."""
+    if source is not None:
+        kind = ("record text", tenant, user, source)
+        ahead.update(((kind, row["id"]), row) for row in rows)
+        return
     for row in rows:
-        if row["text"] is not None:
-            kind = ("record text", tenant, user, source or row["source"])
-            ahead[(kind, row["id"])] = (row["id"], row["role"], row["text"])
+        if row["text"] is not None:  # (a vector without its record)
+            ahead[(("record text", tenant, user, row["source"]), row["id"])] = row
 
 
 def _read_ahead(ahead: Optional[dict[Any, Any]], kind: Any, ids: Sequence[str]) -> Optional[list[Any]]:
