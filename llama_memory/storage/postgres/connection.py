@@ -163,6 +163,8 @@ class PostgresConnection(MetaStore):
         # The server's snapshot as the pool's check of each connection read it (_check),
         # until the change token takes it.
         self._checked: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+        # What else the check read, for the read-ahead of the hold it hands the connection to.
+        self._checked_ahead: weakref.WeakKeyDictionary[Any, dict[Hashable, Any]] = weakref.WeakKeyDictionary()
         if isinstance(url, ConnectionPool):
             if url.closed:
                 raise ValueError(
@@ -303,7 +305,7 @@ class PostgresConnection(MetaStore):
         if not self._owns_pool:
             saved = conn.autocommit, conn.row_factory
             conn.autocommit, conn.row_factory = True, dict_row
-        return _Lent(pool, conn, saved)
+        return _Lent(pool, conn, saved, self._checked_ahead.pop(conn, {}))
 
     def _give_back(self, lent: "_Lent") -> None:
         """Return a connection to its pool, with the application's settings again."""
@@ -420,6 +422,11 @@ class PostgresConnection(MetaStore):
         lent = self._pinned.get(greenlet.getcurrent())
         return None if lent is None else lent.ahead
 
+    def holds_connection(self) -> bool:
+        """Whether this thread's (or bridged call's) statements share one connection,
+        as in a ``get()``: :meth:`read_ahead` gives a dict from its first statement on."""
+        return in_bridge() or greenlet.getcurrent() in self._holding
+
     def _held(self) -> Optional[_Held]:
         """This thread's (or bridged call's) open transaction, if any."""
         return self._held_by.get(greenlet.getcurrent())
@@ -433,12 +440,14 @@ class PostgresConnection(MetaStore):
             yield held.conn
             return
         me = greenlet.getcurrent()
-        ahead = self.read_ahead()
-        if ahead:
-            ahead.clear()  # this write may change what was read ahead
         callbacks: list[Callable[[], object]] = []
         with self._errors(action):
             with self._connection() as conn:
+                # This write may change what was read ahead (taken after the connection:
+                # a hold's first statement gets with it what the pool's check read).
+                ahead = self.read_ahead()
+                if ahead:
+                    ahead.clear()
                 self._held_by[me] = held = _Held(conn)
                 try:
                     with conn.transaction():

@@ -5,13 +5,15 @@ copies in a column, and the full-text index (a generated ``tsvector``) and word 
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any, Optional
 
+import psycopg
+
 from ...core.text import word_tokens
-from ...core.types import STANDALONE_KEY, Scope
+from ...core.types import STANDALONE_KEY, MemoryRecord, Scope, is_alive
 from ..ports.records import NewRecord, PendingRecord
-from ..sql.records import RecordStore
+from ..sql.records import RECORD_COLUMNS, RecordStore, to_record
 from .connection import PostgresConnection
 from .schema import USER_WORDS_FUNCTION
 
@@ -55,6 +57,20 @@ _ROW_QUERY = (
     "CASE WHEN strpos(q::text, '<') > 0 THEN q ELSE "
     "replace(strip(ts_delete(tsv, tsvector_to_array(ts_delete(tsv, lx))))::text, ''' ''', ''' | ''')::tsquery END"
 )
+# The columns of a record the session neighbours' read brings for a later read of the
+# same get(): a get() reads the records of the excerpts it packs from these neighbours.
+# The JSON columns come as text, parsed by each read (a record's metadata is its own).
+_NEIGHBOUR_COLUMNS = "seq, " + RECORD_COLUMNS.replace("message_ids", "message_ids::text AS message_ids").replace(
+    "metadata", "metadata::text AS metadata"
+)
+#: What the pool's check of a connection reads (:meth:`RecordTables._check`): the
+#: server's snapshot, as :func:`~.changes.read_snapshot`, and whether no record at all
+#: waits for the dense index (along ``records_pending``, an index of those only).
+_CHECK = (
+    "SELECT pg_current_snapshot()::text AS s, NOT EXISTS (SELECT 1 FROM records WHERE NOT indexed) AS none_pending"
+)
+#: The read-ahead key saying that no source has a pending record.
+NONE_PENDING = ("no pending records", None)
 # Month names in English whatever the process locale (the lexical index is English).
 _MONTHS = (
     "January February March April May June July August September October November December".split()
@@ -82,13 +98,30 @@ class RecordTables(PostgresConnection, RecordStore):
         makes three) asks, and only a write can add one; a transaction of this store
         object forgets it, and the next ``get()`` reads again."""
         key = ("no pending records", source)
-        if key in (self.read_ahead() or ()):
+        held = self.read_ahead() or {}
+        if key in held or NONE_PENDING in held:
             return []
         rows = super().pending_records(source, limit)
         ahead = self.read_ahead()  # the hold's connection is taken by the first statement
         if ahead is not None and not rows:
             ahead[key] = True
         return rows
+
+    def _check(self, conn: Any) -> None:
+        """The pool's check of a connection it hands out, which reads the server's
+        snapshot (:meth:`~PostgresConnection.change_token`), also reads whether any
+        record waits for the dense index: when none does, the ``get()`` the connection
+        serves reads no pending rows (:meth:`pending_records`)."""
+        try:
+            row = conn.execute(_CHECK).fetchone()
+        except psycopg.errors.UndefinedTable:  # a database the schema is not in yet
+            super()._check(conn)
+            return
+        self._checked[conn] = str(row["s"])
+        if row["none_pending"]:
+            self._checked_ahead[conn] = {NONE_PENDING: True}
+        else:  # a connection checked again keeps what the last check read only
+            self._checked_ahead.pop(conn, None)
 
     def _derived_columns(self, rec: NewRecord) -> dict[str, Any]:
         # The full-text index reads the event date in words too (the column ``tsv``).
@@ -108,25 +141,61 @@ class RecordTables(PostgresConnection, RecordStore):
             f"(r.id = h.id OR (h.metadata->'{STANDALONE_KEY}' IS DISTINCT FROM 'true'"
             f" AND r.metadata->'{STANDALONE_KEY}' IS DISTINCT FROM 'true'))"
         )
+        # Within one get() the rows come whole, for the records' read that follows.
+        columns = _NEIGHBOUR_COLUMNS if self.holds_connection() else "seq, id"
+        # The limits are written in the statement (a whole number, from the code): with
+        # them as parameters the server planned the prepared statement afresh at every
+        # call (0.15-0.2 ms), its generic plan being costed for any limit.
+        before, after = int(radius) + 1, int(radius)
         rows = self.query(
             "read session neighbours",
-            "SELECT h.id AS hit, n.seq AS pos, n.id AS id FROM records h "
+            "SELECT h.id AS hit, n.seq AS pos, n.* FROM records h "
             "CROSS JOIN LATERAL ("
-            "  (SELECT seq, id FROM records r WHERE r.tenant_id = h.tenant_id AND r.user_id = h.user_id"
+            f"  (SELECT {columns} FROM records r WHERE r.tenant_id = h.tenant_id AND r.user_id = h.user_id"
             "   AND r.source = h.source AND r.session_id IS NOT DISTINCT FROM h.session_id"
-            f"   AND r.seq <= h.seq AND {together} ORDER BY r.seq DESC LIMIT %(before)s)"
+            f"   AND r.seq <= h.seq AND {together} ORDER BY r.seq DESC LIMIT {before})"
             "  UNION ALL"
-            "  (SELECT seq, id FROM records r WHERE r.tenant_id = h.tenant_id AND r.user_id = h.user_id"
+            f"  (SELECT {columns} FROM records r WHERE r.tenant_id = h.tenant_id AND r.user_id = h.user_id"
             "   AND r.source = h.source AND r.session_id IS NOT DISTINCT FROM h.session_id"
-            f"   AND r.seq > h.seq AND {together} ORDER BY r.seq LIMIT %(after)s)"
+            f"   AND r.seq > h.seq AND {together} ORDER BY r.seq LIMIT {after})"
             ") n "
             "WHERE h.tenant_id = %(t)s AND h.user_id = %(u)s AND h.source = %(s)s AND h.id = ANY(%(ids)s)",
-            {"before": radius + 1, "after": radius, "t": scope.tenant_id, "u": user, "s": source, "ids": list(ids)},
+            {"t": scope.tenant_id, "u": user, "s": source, "ids": list(ids)},
         )
         found: dict[str, list[tuple[int, str]]] = {}
+        ahead = self.read_ahead() if columns != "seq, id" else None
         for row in rows:
             found.setdefault(row["hit"], []).append((int(row["pos"]), row["id"]))
+        if ahead is not None:
+            kind = ("record row", scope.tenant_id, user, source)  # the owner of every row read
+            ahead.update(((kind, row["id"]), row) for row in rows)
         return {hit: sorted(around) for hit, around in found.items()}
+
+    def get_records(
+        self, ids: Sequence[str], scope: Scope, source: str, alive_at: Optional[float] = None
+    ) -> dict[str, MemoryRecord]:
+        """As the shared store's; within one ``get()``, records the session neighbours'
+        read brought are built from its rows (no statement when it brought them all)."""
+        user = scope.require_user(f"the {source!r} memory source")
+        rows = _read_ahead(self.read_ahead(), ("record row", scope.tenant_id, user, source), ids)
+        if rows is None:
+            return super().get_records(ids, scope, source, alive_at)
+        return {
+            row["id"]: to_record(row) for row in rows if alive_at is None or is_alive(row["expires_at"], alive_at)
+        }
+
+    def get_texts(
+        self, ids: Sequence[str], scope: Scope, source: str
+    ) -> dict[str, tuple[Optional[str], str]]:
+        """As the shared store's; within one ``get()``, the texts of the records a lexical
+        search or the session neighbours' read brought are given without a statement."""
+        ahead = self.read_ahead()
+        user = scope.require_user(f"the {source!r} memory source")
+        owner = (scope.tenant_id, user, source)
+        rows = _read_ahead(ahead, ("record text", *owner), ids) or _read_ahead(ahead, ("record row", *owner), ids)
+        if rows is None:
+            return super().get_texts(ids, scope, source)
+        return {row["id"]: (row["role"], row["text"]) for row in rows}
 
     def ensure_session_order(self) -> None:
         """Nothing to do: the session index is part of the schema."""
@@ -173,10 +242,15 @@ class RecordTables(PostgresConnection, RecordStore):
         # again), and gets the same counts without a statement, until a transaction of
         # this store object.
         key = ("word counts", owner)
-        given = (self.read_ahead() or {}).get(key)
+        held = self.read_ahead() or {}
+        given = held.get(key)
         if given is not None and all(w in given[1] for w in unique):
             return given[0], {w: given[1][w] for w in unique}
-        total, counts = self._word_counts_of(owner, unique)
+        # The words of the get()'s searches not counted yet are counted in the same
+        # statement: the get() asks for them next (the relevance of what a search found
+        # counts the question's words), then without a statement of its own.
+        searched = [w for w in held.get(("searched words", owner), ()) if given is None or w not in given[1]]
+        total, counts = self._word_counts_of(owner, list(dict.fromkeys([*unique, *searched])))
         ahead = self.read_ahead()  # the hold's connection is taken by the first statement
         if ahead is not None:
             given = ahead.get(key)
@@ -185,7 +259,7 @@ class RecordTables(PostgresConnection, RecordStore):
                 ahead[key] = given
             remembered: dict[str, int] = given[1]
             remembered.update(counts)
-        return total, counts
+        return total, {w: counts[w] for w in unique}
 
     def _word_counts_of(self, owner: tuple[str, str], unique: list[str]) -> tuple[int, dict[str, int]]:
         """:meth:`word_counts` of distinct words, read from the store (and the counts
@@ -336,10 +410,13 @@ class RecordTables(PostgresConnection, RecordStore):
         # made of the query is made once, in FROM: a prepared statement's generic plan
         # evaluates an expression of its parameters again for every row it tests (the
         # query's keys made 2,000 times: 180 ms on a new table the planner walks).
+        # Within one get() the rows bring their texts too: the get() reads the texts of
+        # what it found (a second hop's search, all of them).
+        texts = ", role, text" if self.holds_connection() else ""
         rows = self.query(
             "search text",
-            f"SELECT id, ts_rank_cd(tsv, {_ROW_QUERY}) AS score FROM ("
-            "SELECT id, seq, tsv, q, lx FROM records, websearch_to_tsquery('english', %(q)s) AS q, "
+            f"SELECT id{texts}, ts_rank_cd(tsv, {_ROW_QUERY}) AS score FROM ("
+            f"SELECT id{texts}, seq, tsv, q, lx FROM records, websearch_to_tsquery('english', %(q)s) AS q, "
             f"tsvector_to_array(to_tsvector('english', %(q)s)) AS lx, {_user_words('%(t)s', '%(u)s', '%(q)s')} AS keys "
             f"WHERE {USER_WORDS} && keys "
             "AND tenant_id = %(t)s AND user_id = %(u)s AND source = %(s)s AND ts_match_vq(tsv, q) "
@@ -348,7 +425,40 @@ class RecordTables(PostgresConnection, RecordStore):
             {"q": text, "t": tenant, "u": user, "s": source, "n": candidates, "k": limit,
              **({"x": list(exclude)} if exclude else {})},
         )
+        ahead = self.read_ahead() if texts else None
+        if ahead is not None:
+            ahead[("searched words", (tenant, user))] = text.split(" or ")
+            remember_texts(ahead, tenant, user, rows, source)
         return [(row["id"], float(row["score"])) for row in rows]
+
+
+def remember_texts(
+    ahead: dict[Any, Any], tenant: str, user: str, rows: Sequence[Mapping[str, Any]], source: Optional[str] = None
+) -> None:
+    """Keep rows (``id``, ``role``, ``text``, and ``source`` unless given) of one user
+    read within a ``get()``, for its later :meth:`RecordTables.get_texts`."""
+    if source is not None:
+        kind = ("record text", tenant, user, source)
+        ahead.update(((kind, row["id"]), row) for row in rows)
+        return
+    for row in rows:
+        if row["text"] is not None:  # (a vector without its record)
+            ahead[(("record text", tenant, user, row["source"]), row["id"])] = row
+
+
+def _read_ahead(ahead: Optional[dict[Any, Any]], kind: Any, ids: Sequence[str]) -> Optional[list[Any]]:
+    """What ``ahead`` holds of ``kind`` (a read and the owner of its rows: tenant, user,
+    source) for each of ``ids`` (distinct), or None when it lacks one of them (or there
+    is no ``get()``)."""
+    if not ahead or not ids:
+        return None
+    found = []
+    for rid in dict.fromkeys(ids):
+        held = ahead.get((kind, rid))
+        if held is None:
+            return None
+        found.append(held)
+    return found
 
 
 def _or_words(query: str) -> str:
