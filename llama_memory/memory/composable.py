@@ -419,6 +419,14 @@ class ComposableMemory(MemoryFromDefaults):
             self._rt.check_open()
             return sum(s.reindex() for s in self._rt.sources if isinstance(s, Reindexable))
 
+    def __enter__(self) -> "ComposableMemory":
+        """``with ComposableMemory.from_defaults(...) as memory:`` closes it on leaving."""
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        """Close the memory (:meth:`close`), also when the block raised."""
+        self.close()
+
     def close(self) -> None:
         """Stop the extraction thread (queued passes stay in the store: :meth:`flush`
         first to run them), write what waits to the indexes and release resources.
