@@ -494,9 +494,24 @@ class MemoryAdmin(TenantTransfer):
 
     # -- maintenance ----------------------------------------------------------------------
 
-    def reindex(self, progress: Optional[Progress] = None) -> int:
+    def reindex(self, progress: Optional[Progress] = None, *, reembed: bool = False) -> int:
         """Rebuild the dense indexes (past messages, triples) from the system of record,
-        for every tenant and user; return how many records were embedded."""
+        for every tenant and user; return how many records were embedded.
+
+        ``reembed``: switch the store to this admin's ``embed_model`` (as
+        ``from_defaults(..., reembed=True)`` does): the model the store recorded is
+        dropped and every record and triple is embedded with the new one. Call it
+        before anything else opens the admin's sources (search, explain, import).
+        """
+        if reembed:
+            if self._vector is not None or self._triples is not None:
+                raise LlamaMemoryError(
+                    "reindex(reembed=True) must be this MemoryAdmin's first use of the "
+                    "embedding model: open a new MemoryAdmin(path, embed_model=...) for it"
+                )
+            from ..embeddings.store_model import forget_embedding_model
+
+            forget_embedding_model(self.store, vector=True, triples=True)
         sources = self._indexed_sources()
         total, _ = self._backlog()
         with watching(progress, lambda: self._backlog()[1], total):

@@ -419,6 +419,23 @@ class ComposableMemory(MemoryFromDefaults):
             self._rt.check_open()
             return sum(s.reindex() for s in self._rt.sources if isinstance(s, Reindexable))
 
+    def __enter__(self) -> "ComposableMemory":
+        """``with ComposableMemory.from_defaults(...) as memory:`` closes it on leaving."""
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        """Close the memory (:meth:`close`), also when the block raised."""
+        self.close()
+
+    async def __aenter__(self) -> "ComposableMemory":
+        """``async with``: the same as ``with``, for async code."""
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        """Close the memory as a sync ``close()`` in a coroutine does (on the loop: a
+        PostgreSQL store closes its loop's pool there)."""
+        self.close()
+
     def close(self) -> None:
         """Stop the extraction thread (queued passes stay in the store: :meth:`flush`
         first to run them), write what waits to the indexes and release resources.

@@ -298,7 +298,7 @@ def live_markers(memory: Facade, settings: MemorySettings) -> dict[str, Any]:
     primary, sources = settings.primary_memory, settings.secondary_memory_sources
     markers: dict[str, Any] = {
         "primary": "default" if primary is None else primary_to_dict(memory.primary_memory) or "custom",
-        "sources": "default" if sources is None else "custom" if sources else "none",
+        "sources": "custom" if sources or memory.runtime.sources_changed else "default" if sources is None else "none",
     }
     if settings.embed_model is not None:
         markers["embed_model"] = embedding_to_dict(settings.embed_model)

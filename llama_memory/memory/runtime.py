@@ -21,6 +21,7 @@ from ..read.compose import MemoryBlock
 from ..sources.base import Reconcilable, Source, WithTools
 from ..sources.episodic import EpisodicMemory
 from ..sources.instructions import Instructions
+from ..sources.llama_index import as_sources, check_sources
 from ..sources.vector import VectorSource
 from ..storage.reconcile import ReconcileReport
 from ..storage.sql.store import Storage
@@ -92,6 +93,7 @@ class Facade(Protocol):
     (span handlers know :meth:`retrieve_from` and :meth:`extract` by name)."""
 
     primary_memory: BaseMemory
+    secondary_memory_sources: list[Any]
 
     @property
     def runtime(self) -> Runtime: ...  # noqa: D102
@@ -138,7 +140,8 @@ class Runtime:
         facade: the memory's public face.
         settings: its options, resolved; read at each call, so a change (:meth:`change`)
             holds from the next call.
-        sources: the secondary sources.
+        sources: the secondary sources: the facade's ``secondary_memory_sources``, a
+            LlamaIndex memory wrapped (kept in step with that list).
         store: the store every write of a batch joins; None for a memory built by hand.
         instructions: the user's standing instructions (with a user and a store).
         drop_dense: drops a (tenant, user)'s dense collections of every kind.
@@ -165,7 +168,9 @@ class Runtime:
         :func:`~llama_memory.memory.wiring.build_memory` attaches one)."""
         self.facade = facade
         self.settings = settings
-        self.sources: list[Source] = list(sources)
+        self._sources: list[Source] = list(sources)
+        self._given: list[Any] = list(facade.secondary_memory_sources)  # what _sources wraps
+        self._opened_with = list(self._given)
         self.store: Optional[Storage] = None
         self.instructions: Optional[Instructions] = None
         self.drop_dense: Optional[Callable[[tuple[str, str]], None]] = None
@@ -182,6 +187,27 @@ class Runtime:
         self.conversation_since: Optional[float] = None
         self.closed = False
         self.warned_not_atomic = False
+
+    @property
+    def sources(self) -> list[Source]:
+        """The secondary sources. A source appended to the facade's
+        ``secondary_memory_sources`` (or a list assigned to it) is used from the next
+        call, as ``SimpleComposableMemory`` does; a source kept keeps its wrapper."""
+        given = self.facade.secondary_memory_sources
+        if len(given) != len(self._given) or any(a is not b for a, b in zip(given, self._given)):
+            check_sources(given)
+            kept = {id(g): s for g, s in zip(self._given, self._sources)}
+            fresh = as_sources(given)
+            self._sources = [kept.get(id(g), f) for g, f in zip(given, fresh)]
+            self._given = list(given)
+        return self._sources
+
+    @property
+    def sources_changed(self) -> bool:
+        """Whether ``secondary_memory_sources`` was changed after the memory opened
+        (``to_dict`` then cannot describe them as the defaults or none)."""
+        given = self.facade.secondary_memory_sources
+        return len(given) != len(self._opened_with) or any(a is not b for a, b in zip(given, self._opened_with))
 
     # -- who and whether ---------------------------------------------------------------
 

@@ -56,7 +56,10 @@ def build_memory(
     the history asked for. ``session_id_given``: the application chose the session id."""
     needing = settings.needs_user()
     if needing is not None:  # refused before the store is created: nothing left on disk
-        Scope(settings.user_id, settings.session_id, settings.tenant_id).require_user(needing)
+        example = "user_id='alice'"
+        if settings.secondary_memory_sources is None:  # SimpleComposableMemory's default is no source
+            example += ", or secondary_memory_sources=[] for this conversation's buffer alone"
+        Scope(settings.user_id, settings.session_id, settings.tenant_id).require_user(needing, example)
     # The backend of the location given; a bad path or contradicting index settings
     # fail here, before anything is created.
     backend = open_backend(Location.of(settings))

@@ -561,3 +561,28 @@ def test_a_store_of_another_embedding_model_is_opened_with_embed_model(
     assert "fixie" in json.loads(capsys.readouterr().out)[0]["text"]
     assert main([*argv, "--embed-model", "test_cli"]) == 1
     assert "takes module:name" in capsys.readouterr().err
+
+
+def test_reindex_reembed_switches_a_store_to_another_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], embed_model
+) -> None:
+    memory = ComposableMemory.from_defaults(user_id="hal", path=tmp_path, embed_model=embed_model)
+    memory.put_messages([user("My bike is a green fixie.")])
+    memory.close()
+    small = ["--store", str(tmp_path), "--embed-model", "test_cli:small_embedding"]
+    search = ["search", "hal", "which bike do I ride?", "--json"]
+    assert main(["reindex", *small]) == 1  # the store's model is not the one given
+    refused = capsys.readouterr().err
+    assert "--embed-model gave test_cli:small_embedding: pass the store's model instead" in refused
+    assert "llama-memory reindex --reembed" in refused
+    assert main(["reindex", "--reembed", *small]) == 0
+    assert "reindexed 1 record" in capsys.readouterr().out
+    assert main([*search, *small]) == 0
+    assert "fixie" in json.loads(capsys.readouterr().out)[0]["text"]
+    assert main([*search, "--store", str(tmp_path)]) == 1  # the offline model is refused now
+    assert "pass the store's model with --embed-model MODULE:NAME" in capsys.readouterr().err
+    with MemoryAdmin(tmp_path, embed_model=embed_model) as admin:  # and back, in Python
+        assert admin.reindex(reembed=True) == 1
+        assert "fixie" in admin.search("hal", "which bike do I ride?")[0].text
+        with pytest.raises(LlamaMemoryError, match=r"first use of the embedding model"):
+            admin.reindex(reembed=True)

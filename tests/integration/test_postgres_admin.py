@@ -153,3 +153,18 @@ def test_bad_arguments_on_postgres_say_what_was_wrong(postgres_url: str, tmp_pat
     assert "copy --to takes a PostgreSQL URL" in capsys.readouterr().err
     assert main(["copy", "--from", postgres_url, "--to", postgres_url]) == 1
     assert "copy --from takes a SQLite memory directory" in capsys.readouterr().err
+
+
+def test_reindex_reembed_switches_a_postgres_store_to_another_model(
+    pg_store: str, capsys: Any, embed_model: OfflineEmbedding
+) -> None:
+    from llama_index.core.embeddings import MockEmbedding
+
+    small = MockEmbedding(embed_dim=8)
+    with MemoryAdmin(pg_store, embed_model=small) as admin:
+        assert admin.reindex(reembed=True) >= 4  # records and the triple, in 8 dimensions now
+        assert "vault code" in admin.search("bob", "vault code")[0].text
+    assert main(["search", "bob", "vault code", "--store", pg_store]) == 1  # the offline model is refused now
+    assert "llama-memory reindex --reembed" in capsys.readouterr().err
+    assert run(capsys, "reindex", "--reembed", "--store", pg_store)["indexed"] >= 4  # and back
+    assert "vault code" in run(capsys, "search", "bob", "what is the vault code?", "--store", pg_store)[0]["text"]

@@ -18,7 +18,7 @@ import pytest
 
 from bench.chroma_server import ChromaServer, free_port
 from helpers import assistant, message_texts, user
-from llama_memory import ComposableMemory, StorageError
+from llama_memory import ComposableMemory, LlamaMemoryError, StorageError
 from llama_memory.memory.wiring import VECTOR_COLLECTION
 from llama_memory.retrieval.excerpts import hit_of
 from llama_memory.sources.vector import RESIDENT_LIMIT
@@ -133,6 +133,18 @@ def test_a_server_that_is_down_at_open_is_named(tmp_path: Path, embed_model) -> 
             user_id="alice", path=tmp_path, chroma_host="127.0.0.1", chroma_port=port,
             embed_model=embed_model,
         )  # fmt: skip
+
+
+def test_a_memory_opened_without_the_server_of_its_store_is_refused(
+    tmp_path: Path, chroma_server: ChromaServer, embed_model
+) -> None:
+    with open_memory(tmp_path, chroma_server, embed_model) as memory:
+        memory.put(user("I am training for the Berlin marathon."))
+    with pytest.raises(LlamaMemoryError, match=r"keeps its vectors on a Chroma server: .*chroma_url="):
+        ComposableMemory.from_defaults(user_id="alice", path=tmp_path, embed_model=embed_model)
+    assert not (tmp_path / "chroma").exists()  # no embedded index started beside it
+    with open_memory(tmp_path, chroma_server, embed_model, session_id="s2") as memory:
+        assert "Berlin marathon" in message_texts(memory.search("which race?", k=1))[0]
 
 
 def test_server_mode_needs_a_path_and_one_address(chroma_server: ChromaServer) -> None:

@@ -448,6 +448,26 @@ async def test_calls_after_close_say_the_memory_is_closed(make_memory, embed_mod
     assert_nothing_lost(reopened(memory, embed_model))
 
 
+def test_a_memory_used_in_a_with_block_is_closed_on_leaving_it(make_memory, embed_model) -> None:
+    with seeded(make_memory) as memory:
+        assert memory.get_all()  # open inside the block
+    with pytest.raises(MemoryClosedError, match="this memory is closed"):
+        memory.get()
+    with pytest.raises(ValueError, match="boom"), seeded(make_memory) as failed:
+        raise ValueError("boom")  # the block's error is not swallowed, and it still closes
+    with pytest.raises(MemoryClosedError):
+        failed.put(user("x"))
+    assert_nothing_lost(reopened(memory, embed_model))
+
+
+async def test_a_memory_used_in_an_async_with_block_is_closed_on_leaving_it(make_memory, embed_model) -> None:
+    async with seeded(make_memory) as memory:
+        assert await memory.aget_all()
+    with pytest.raises(MemoryClosedError, match="this memory is closed"):
+        await memory.aget()
+    assert_nothing_lost(reopened(memory, embed_model))
+
+
 def test_an_admin_used_after_close_says_it_is_closed(make_memory, memory_dir, embed_model) -> None:
     from llama_memory import MemoryAdmin
 

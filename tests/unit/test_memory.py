@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 import pytest
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.embeddings import MockEmbedding
-from llama_index.core.memory import VectorMemory
+from llama_index.core.memory import ChatMemoryBuffer, VectorMemory
 from llama_index.core.utils import get_tokenizer
 
 from helpers import assistant, message_texts, user
@@ -47,6 +47,8 @@ def block_of(messages: list[ChatMessage]) -> str:
 def test_long_term_memory_needs_a_user_id(memory_dir) -> None:
     with pytest.raises(ScopeError, match="user_id"):
         ComposableMemory.from_defaults(path=memory_dir)
+    with pytest.raises(ScopeError, match=r"or secondary_memory_sources=\[\] for this conversation's buffer alone"):
+        ComposableMemory.from_defaults(primary_memory=ChatMemoryBuffer.from_defaults())  # SimpleComposableMemory's call
     buffer_only = ComposableMemory.from_defaults(secondary_memory_sources=[])
     buffer_only.put(user("hello"))
     assert [m.content for m in buffer_only.get()] == ["hello"]

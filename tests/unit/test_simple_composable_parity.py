@@ -213,6 +213,25 @@ def _open_defaults(path: Path, session_id: str = "now") -> ComposableMemory:
     return ComposableMemory.from_defaults(user_id="alice", session_id=session_id, path=path)
 
 
+def test_a_source_appended_or_assigned_after_building_is_used_as_stock_does() -> None:
+    for kind in ("stock", "ours"):
+        cls = SimpleComposableMemory if kind == "stock" else ComposableMemory
+        memory = cls.from_defaults(primary_memory=ChatMemoryBuffer.from_defaults(), secondary_memory_sources=[])
+        memory.put(ChatMessage.from_str("Hello.", "user"))
+        memory.secondary_memory_sources.append(vector_memory())
+        appended = memory.get("What does Bob like?")
+        assert facts_in_text(appended[0].content or "") == BOB_FACTS, kind
+
+        alice = VectorMemory.from_defaults(vector_store=None, embed_model=default_embedding())
+        alice.put(ChatMessage.from_str(ALICE_FACT, "user"))
+        memory.secondary_memory_sources = [alice]
+        assigned = memory.get("What does Alice like?")
+        assert facts_in_text(assigned[0].content or "") == {ALICE_FACT}, kind
+        if kind == "ours":  # not "none": from_dict must ask for the sources, not drop them
+            assert memory.to_dict()["sources"] == "custom"  # type: ignore[attr-defined]
+            assert [s.name for s in memory.sources] == ["VectorMemory#1"]  # type: ignore[attr-defined]
+
+
 def test_defaults_recall_bob_from_an_earlier_session(tmp_path: Path) -> None:
     _seed_defaults(tmp_path)
     memory = _open_defaults(tmp_path)

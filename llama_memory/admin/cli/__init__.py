@@ -25,7 +25,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # reported with the command's own usage, which lists its options
         getattr(args, "command_parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
-    from ...core.errors import EmbeddingDimensionError, EncryptionError, LlamaMemoryError
+    from ...core.errors import EmbeddingModelError, EncryptionError, LlamaMemoryError
 
     try:
         status = args.run(args)
@@ -40,8 +40,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         if isinstance(exc, EncryptionError):
             message = exc.command_line  # the key comes from the environment here
-        if isinstance(exc, EmbeddingDimensionError) or type(exc).__name__ == "EmbeddingMismatchError":
-            message = f"{message} (pass it with --embed-model MODULE:NAME)"
+        if isinstance(exc, EmbeddingModelError):
+            message = f"{message} ({_switch_model_hint(args)})"
         print(f"llama-memory {args.command}: error: {message}", file=sys.stderr)
         return 1
     return status if isinstance(status, int) else 0
+
+
+def _switch_model_hint(args: object) -> str:
+    """What to do on the command line about a store built with another embedding model."""
+    switch = "llama-memory reindex --reembed --store ... --embed-model MODULE:NAME switches the store to a new model"
+    if getattr(args, "embed_model", None) is None:
+        return f"pass the store's model with --embed-model MODULE:NAME; {switch}"
+    return f"--embed-model gave {args.embed_model}: pass the store's model instead; {switch}"  # type: ignore[attr-defined]

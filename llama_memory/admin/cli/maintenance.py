@@ -12,7 +12,7 @@ from .output import _lines, _print_json, _report, _size
 
 def cmd_reindex(args: argparse.Namespace) -> None:
     with _open(args) as admin, _progress("reindexing") as progress:
-        count = admin.reindex(progress)
+        count = admin.reindex(progress, reembed=args.reembed)
     _report(args.json, {"indexed": count}, f"reindexed {counted(count, 'record')}")
 
 

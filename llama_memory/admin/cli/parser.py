@@ -164,7 +164,11 @@ def build_parser() -> argparse.ArgumentParser:
     add("forget", cmd_forget, "delete everything remembered of a user", "user").add_argument(
         "--yes", action="store_true", help="confirm"
     )
-    add("reindex", cmd_reindex, "rebuild the dense indexes from the system of record")
+    add("reindex", cmd_reindex, "rebuild the dense indexes from the system of record").add_argument(
+        "--reembed", action="store_true",
+        help="switch the store to the model of --embed-model (default: the offline model): "
+        "every record and triple is embedded again with it",
+    )  # fmt: skip
     add("reconcile", cmd_reconcile, "bring the dense indexes in line with the system of record")
     add("purge-expired", cmd_purge_expired, "delete the records whose time to live is over")
     add("stats", cmd_stats, "counts, sizes on disk, pending index work, and extraction passes and tokens per user and day")

@@ -194,16 +194,20 @@ class EmbeddedStore(OpenBackend):
         if self._client is None and self._server is not None:
             self._client = http_client(*self._server)
         if (
-            self._for_admin
-            and self._client is None
+            self._client is None
+            and self.path is not None
             and self._sqlite.get_meta("store_id") is not None
             and not (Path(self.location) / CHROMA_DIRNAME).exists()
         ):
             # A store id is given to a store used with a Chroma client (server mode),
-            # and such a store has no embedded index of its own.
+            # and such a store has no embedded index of its own: a memory opened without
+            # the server would start one beside it and its vectors would never reach the server.
+            address = (
+                "--chroma-url http://host:port, or MemoryAdmin(..., chroma_url=...)" if self._for_admin
+                else "from_defaults(..., chroma_url='http://host:port'), or the same chroma_client="
+            )
             raise LlamaMemoryError(
-                f"the store at {self.location} keeps its vectors on a Chroma server: pass its "
-                "address (--chroma-url http://host:port, or MemoryAdmin(..., chroma_url=...))"
+                f"the store at {self.location} keeps its vectors on a Chroma server: pass its address ({address})"
             )
         return self._client
 
