@@ -284,12 +284,8 @@ def retrieve_for(rt: Runtime, plan: QueryPlan, k: int, shown: frozenset[str] = f
 
 
 def retrieve_parts(
-    rt: Runtime,
-    query: str,
-    parts: Sequence[str],
-    k: int,
-    sources: Optional[Sequence[SourceProtocol]] = None,
-    shown: frozenset[str] = frozenset(),
+    rt: Runtime, query: str, parts: Sequence[str], k: int, sources: Optional[Sequence[SourceProtocol]] = None,
+    shown: frozenset[str] = frozenset()
 ) -> list[MemoryRecord]:
     """:func:`retrieve` for ``query``, and, for a question of several ``parts``
     (:func:`~llama_memory.read.query_plan.question_parts`), for each part too: the
@@ -317,11 +313,8 @@ def retrieve_parts(
 
 
 def retrieve(
-    rt: Runtime,
-    query: str,
-    k: int,
-    sources: Optional[Sequence[SourceProtocol]] = None,
-    shown: frozenset[str] = frozenset(),
+    rt: Runtime, query: str, k: int, sources: Optional[Sequence[SourceProtocol]] = None,
+    shown: frozenset[str] = frozenset()
 ) -> list[MemoryRecord]:
     """The sources' records for ``query`` (default every source): higher priorities
     first, the rankings of one priority merged round-robin. Records whose normalised
@@ -362,12 +355,8 @@ def retrieve_one(
 
 
 def retrieval_event(
-    scope_fields: dict[str, Any],
-    source: str,
-    query: str,
-    k: int,
-    records: Sequence[MemoryRecord],
-    duration_ms: float,
+    scope_fields: dict[str, Any], source: str, query: str, k: int, records: Sequence[MemoryRecord],
+    duration_ms: float
 ) -> MemoryRetrievalEvent:
     """The :class:`MemoryRetrievalEvent` for one source's ``records``."""
     return MemoryRetrievalEvent(

@@ -326,11 +326,8 @@ class RecordTables(PostgresConnection, RecordStore):
         return total, counts, elsewhere
 
     def _count_by_index(
-        self,
-        owner: tuple[str, str],
-        words: Sequence[str],
-        up_to: Optional[int] = None,
-        maybe_none: Sequence[str] = (),
+        self, owner: tuple[str, str], words: Sequence[str], up_to: Optional[int] = None,
+        maybe_none: Sequence[str] = ()
     ) -> tuple[int, dict[str, int], list[str]]:
         """As :meth:`_count_words`, each word counted exactly through
         ``records_user_words`` in one statement; given ``up_to``, only for a user of at

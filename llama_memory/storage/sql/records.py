@@ -267,12 +267,8 @@ class RecordStore(ABC):
         return [record_id(source, tenant, user, content_hash(text, role)) for text in texts for role in roles]
 
     def recent_records(
-        self,
-        scope: Scope,
-        source: str,
-        limit: int,
-        span: Optional[tuple[float, float]] = None,
-        alive_at: Optional[float] = None,
+        self, scope: Scope, source: str, limit: int, span: Optional[tuple[float, float]] = None,
+        alive_at: Optional[float] = None
     ) -> list[MemoryRecord]:
         """The user's latest records of ``source``, oldest first: at most ``limit`` of
         those with an event time in ``span``, or else of the latest other session."""

@@ -129,12 +129,8 @@ class EmbeddedStore(OpenBackend):
     admin_type = StoreAdmin
 
     def __init__(
-        self,
-        store: SQLiteStore,
-        path: Optional[str] = None,
-        client: Any = None,
-        server: Optional[tuple[str, int, bool]] = None,
-        for_admin: bool = False,
+        self, store: SQLiteStore, path: Optional[str] = None, client: Any = None,
+        server: Optional[tuple[str, int, bool]] = None, for_admin: bool = False
     ) -> None:
         self.store: Storage = store
         self._sqlite = store
