@@ -197,9 +197,6 @@ class RecordTables(PostgresConnection, RecordStore):
             return super().get_texts(ids, scope, source)
         return {row["id"]: (row["role"], row["text"]) for row in rows}
 
-    def ensure_session_order(self) -> None:
-        """Nothing to do: the session index is part of the schema."""
-
     # -- index flags and vector copies ----------------------------------------------------
 
     def mark_indexed(

@@ -125,9 +125,8 @@ class RecordStore(ABC):
         standalone record (``metadata["standalone"]`` true) has itself alone, and is
         left out of every other record's neighbours."""
 
-    @abstractmethod
     def ensure_session_order(self) -> None:
-        """Prepare what :meth:`session_neighbours` needs (nothing by default)."""
+        """Prepare what :meth:`session_neighbours` needs (nothing by default: the schema has it)."""
 
     @abstractmethod
     def mark_indexed(
