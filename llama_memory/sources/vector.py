@@ -49,7 +49,7 @@ class VectorSource(IndexedSource):
     excerpts (:mod:`llama_memory.retrieval.excerpts`). ``put`` only writes the record;
     embedding is deferred and batched (:class:`~llama_memory.retrieval.sync.IndexSync`):
     records without a vector are embedded before a retrieval and written to the index
-    once ``batch_size`` wait, on :meth:`flush` and on :meth:`close`.
+    once ``batch_size`` wait, on :meth:`flush` and on ``close()``.
 
     Args:
         store: the system of record (any :class:`~llama_memory.storage.sql.store.Storage`).
