@@ -123,13 +123,8 @@ def embed_threads() -> int:
 
 
 def load_model(
-    model_file: Path,
-    tokenizer_file: Path,
-    *,
-    verify_checksum: bool,
-    max_length: int,
-    num_threads: int | None,
-    dimension: int,
+    model_file: Path, tokenizer_file: Path, *, verify_checksum: bool, max_length: int, num_threads: int | None,
+    dimension: int
 ) -> tuple[onnxruntime.InferenceSession, Tokenizer, tuple[str, ...]]:
     """The onnxruntime session of ``model_file``, the tokenizer of ``tokenizer_file``
     (truncating at ``max_length``) and the session's input names; ModelIntegrityError
@@ -201,10 +196,7 @@ def load_model(
 
 
 def embed_batch(
-    session: onnxruntime.InferenceSession,
-    tokenizer: Tokenizer,
-    input_names: tuple[str, ...],
-    texts: list[str],
+    session: onnxruntime.InferenceSession, tokenizer: Tokenizer, input_names: tuple[str, ...], texts: list[str]
 ) -> np.ndarray:
     """Embed one batch in a single onnxruntime run; returns a (len(texts), 384) float32 array."""
     encodings = tokenizer.encode_batch(texts)

@@ -126,19 +126,19 @@ def compose_block(rt: Runtime, plan: QueryPlan, window: Sequence[ChatMessage]) -
         embed_later_parts(rt, plan.parts, plan.text)
     # The user's standing instructions: whatever the query, first, outside the budget.
     instructions = rt.instructions.texts() if rt.instructions is not None else []
-    budget: dict[str, Any] = {"token_limit": options.memory_token_limit, "tokenizer": rt.facade.tokenizer_fn}
+    budget: dict[str, Any] = {
+        "token_limit": options.memory_token_limit, "tokenizer": rt.facade.tokenizer_fn,
+        "session_id": options.session_id, "instructions": instructions, "since": rt.conversation_since,
+    }  # fmt: skip
     if not rt.sources:
-        return fit_block([], **budget, instructions=instructions)
+        return fit_block([], **budget)
     top_k = options.top_k
     left_out: list[LeftOut] = []
     if plan.kind == "none":  # small talk: only what does not depend on the query
         records, duplicates = deduplicate(
             retrieve(rt, "", top_k, query_independent(rt)), window_texts(window), left_out
         )
-        return fit_block(
-            records, **budget, duplicates=duplicates, session_id=options.session_id,
-            left_out=left_out, instructions=instructions, since=rt.conversation_since,
-        )
+        return fit_block(records, **budget, duplicates=duplicates, left_out=left_out)
     shown = window_texts(window)
     # A question that asks for a set ("what activities...") gathers its answer from many
     # sessions, one turn in each: it gets more records (llama_memory.retrieval.excerpts).
@@ -177,10 +177,7 @@ def compose_block(rt: Runtime, plan: QueryPlan, window: Sequence[ChatMessage]) -
     rt.window_overlaps.append(duplicates)
 
     def fit(shown: Sequence[MemoryRecord]) -> MemoryBlock:  # 6. fit the budget
-        return fit_block(
-            shown, **budget, duplicates=duplicates, session_id=options.session_id,
-            left_out=left_out, instructions=instructions, since=rt.conversation_since,
-        )
+        return fit_block(shown, **budget, duplicates=duplicates, left_out=left_out)
 
     block = fit(kept)
     # An older message beside a later one on the same thing is marked as possibly
@@ -284,12 +281,8 @@ def retrieve_for(rt: Runtime, plan: QueryPlan, k: int, shown: frozenset[str] = f
 
 
 def retrieve_parts(
-    rt: Runtime,
-    query: str,
-    parts: Sequence[str],
-    k: int,
-    sources: Optional[Sequence[SourceProtocol]] = None,
-    shown: frozenset[str] = frozenset(),
+    rt: Runtime, query: str, parts: Sequence[str], k: int, sources: Optional[Sequence[SourceProtocol]] = None,
+    shown: frozenset[str] = frozenset()
 ) -> list[MemoryRecord]:
     """:func:`retrieve` for ``query``, and, for a question of several ``parts``
     (:func:`~llama_memory.read.query_plan.question_parts`), for each part too: the
@@ -317,11 +310,8 @@ def retrieve_parts(
 
 
 def retrieve(
-    rt: Runtime,
-    query: str,
-    k: int,
-    sources: Optional[Sequence[SourceProtocol]] = None,
-    shown: frozenset[str] = frozenset(),
+    rt: Runtime, query: str, k: int, sources: Optional[Sequence[SourceProtocol]] = None,
+    shown: frozenset[str] = frozenset()
 ) -> list[MemoryRecord]:
     """The sources' records for ``query`` (default every source): higher priorities
     first, the rankings of one priority merged round-robin. Records whose normalised
@@ -362,12 +352,8 @@ def retrieve_one(
 
 
 def retrieval_event(
-    scope_fields: dict[str, Any],
-    source: str,
-    query: str,
-    k: int,
-    records: Sequence[MemoryRecord],
-    duration_ms: float,
+    scope_fields: dict[str, Any], source: str, query: str, k: int, records: Sequence[MemoryRecord],
+    duration_ms: float
 ) -> MemoryRetrievalEvent:
     """The :class:`MemoryRetrievalEvent` for one source's ``records``."""
     return MemoryRetrievalEvent(

@@ -86,10 +86,8 @@ def statements(records: Sequence[MemoryRecord]) -> list[tuple[int, MemoryRecord]
 
 
 def mark_superseded(
-    records: Sequence[MemoryRecord],
-    query_vector: Optional[np.ndarray],
-    vectors: Callable[[str, Sequence[str]], Mapping[str, Any]],
-    word_counts: WordCounts,
+    records: Sequence[MemoryRecord], query_vector: Optional[np.ndarray],
+    vectors: Callable[[str, Sequence[str]], Mapping[str, Any]], word_counts: WordCounts
 ) -> list[MemoryRecord]:
     """``records`` with each older message about the same thing as a later one marked
     (see the module).
@@ -113,9 +111,8 @@ def mark_superseded(
 
 
 def about_what_is_asked(
-    records: Sequence[MemoryRecord],
-    query_vector: np.ndarray,
-    vectors: Callable[[str, Sequence[str]], Mapping[str, Any]],
+    records: Sequence[MemoryRecord], query_vector: np.ndarray,
+    vectors: Callable[[str, Sequence[str]], Mapping[str, Any]]
 ) -> list[Statement]:
     """The user's statements among ``records`` that are close in meaning to the question
     (:data:`ASKED_MIN_COSINE`), with their unit vectors."""

@@ -44,11 +44,8 @@ class SetApart:
     """
 
     def __init__(
-        self,
-        reads: RecordReads,
-        shown: frozenset[str],
-        window_ids: Optional[Mapping[str, tuple[str, ...]]] = None,
-        share: float = 0.0,
+        self, reads: RecordReads, shown: frozenset[str], window_ids: Optional[Mapping[str, tuple[str, ...]]] = None,
+        share: float = 0.0
     ) -> None:
         self.reads = reads
         self.shown = shown

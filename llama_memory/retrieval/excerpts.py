@@ -148,9 +148,7 @@ class Excerpt:
 
 
 def join_parts(
-    parts: Sequence[MemoryRecord],
-    hit: MemoryRecord,
-    omitted_before: Optional[Mapping[str, int]] = None,
+    parts: Sequence[MemoryRecord], hit: MemoryRecord, omitted_before: Optional[Mapping[str, int]] = None
 ) -> MemoryRecord:
     """One record for consecutive message records (``hit`` itself when alone): one
     ``role: text`` line per part (neighbours cut by :func:`neighbour_text`), all their
@@ -324,12 +322,8 @@ def _depth(length: int, index: int) -> int:
 
 
 def pack_excerpts(
-    ranked: Sequence[tuple[str, float]],
-    neighbourhoods: Neighbourhoods,
-    k: int,
-    max_messages: int,
-    *,
-    gap: int = JOIN_GAP,
+    ranked: Sequence[tuple[str, float]], neighbourhoods: Neighbourhoods, k: int, max_messages: int, *,
+    gap: int = JOIN_GAP
 ) -> list[Excerpt]:
     """Group a ranking of message records into at most ``k`` excerpts, walking down it: a
     message within ``gap`` of an excerpt of its session joins it with the messages
@@ -419,12 +413,7 @@ def _nearest(
     return None
 
 
-def _extend(
-    excerpt: Excerpt,
-    owner: dict[str, Excerpt],
-    hoods: Mapping[str, Neighbourhood],
-    after: bool,
-) -> int:
+def _extend(excerpt: Excerpt, owner: dict[str, Excerpt], hoods: Mapping[str, Neighbourhood], after: bool) -> int:
     """Add the message right after (or before) the excerpt if no excerpt holds it."""
     edge = excerpt.members[-1 if after else 0].record_id
     hood = hoods.get(edge)

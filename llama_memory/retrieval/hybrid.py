@@ -49,14 +49,8 @@ class HybridSearch:
         self.query_vector = query_vector
 
     def search(
-        self,
-        query: str,
-        scope: Scope,
-        pool: int,
-        *,
-        dense_weight: float = 1.0,
-        lexical_weight: float = 1.0,
-        cosines: Optional[dict[str, float]] = None,
+        self, query: str, scope: Scope, pool: int, *, dense_weight: float = 1.0, lexical_weight: float = 1.0,
+        cosines: Optional[dict[str, float]] = None
     ) -> Ranking:
         """Every candidate of the two retrievers (``pool`` each) of the scope's user, by
         fused score, best first; their cosines with the query are put in ``cosines`` when
@@ -67,17 +61,8 @@ class HybridSearch:
         return ranked
 
     def search_apart(
-        self,
-        query: str,
-        scope: Scope,
-        pool: int,
-        apart: Apart,
-        *,
-        exclude: Collection[str] = (),
-        spare: int = 0,
-        dense_weight: float = 1.0,
-        lexical_weight: float = 1.0,
-        cosines: Optional[dict[str, float]] = None,
+        self, query: str, scope: Scope, pool: int, apart: Apart, *, exclude: Collection[str] = (), spare: int = 0,
+        dense_weight: float = 1.0, lexical_weight: float = 1.0, cosines: Optional[dict[str, float]] = None
     ) -> tuple[Ranking, Ranking]:
         """:meth:`search`, the records of ``exclude`` (ids) left out by each retriever,
         with the candidates that ``apart`` picks set apart: the others by fused score,
@@ -101,14 +86,8 @@ class HybridSearch:
         )
 
     def candidates(
-        self,
-        query: str,
-        scope: Scope,
-        pool: int,
-        *,
-        dense_weight: float = 1.0,
-        lexical_weight: float = 1.0,
-        exclude: Collection[str] = (),
+        self, query: str, scope: Scope, pool: int, *, dense_weight: float = 1.0, lexical_weight: float = 1.0,
+        exclude: Collection[str] = ()
     ) -> tuple[Ranking, dict[str, float]]:
         """The two rankings before fusion, ``exclude`` (ids) left out: lexical (id, score)
         best first, and the cosine by id of the dense candidates and, where it can be had,
@@ -123,15 +102,8 @@ class HybridSearch:
         return self._hits(query, scope, owner, first, 1.0, 0.0, exclude)[1]
 
     def _candidates(
-        self,
-        query: str,
-        scope: Scope,
-        pool: int,
-        dense_weight: float,
-        lexical_weight: float,
-        apart: Optional[Apart] = None,
-        exclude: Collection[str] = (),
-        spare: int = 0,
+        self, query: str, scope: Scope, pool: int, dense_weight: float, lexical_weight: float,
+        apart: Optional[Apart] = None, exclude: Collection[str] = (), spare: int = 0
     ) -> tuple[Ranking, dict[str, float], set[str]]:
         """:meth:`candidates`, and the ids ``apart`` set apart; each retriever is searched
         once and its ranking read further for those (:func:`~.apart.take_beside`)."""
@@ -241,13 +213,7 @@ MAX_LINK_SHARE = 0.02
 HOP_FOUND = 2
 
 
-def link_words(
-    seed_text: str,
-    query: str,
-    counts: Mapping[str, int],
-    total: int,
-    links: int = LINKS,
-) -> list[str]:
+def link_words(seed_text: str, query: str, counts: Mapping[str, int], total: int, links: int = LINKS) -> list[str]:
     """A seed's link words, rarest first: content words of ``seed_text`` not in ``query``
     (by stem), held by 2 to ``MAX_LINK_SHARE * total`` of the store's records."""
     asked = {stem(w) for w in content_words(query)}

@@ -42,11 +42,7 @@ def fuse_rankings(
 
 
 def fuse_scores(
-    lexical: Ranking,
-    dense: Mapping[str, float],
-    *,
-    lexical_weight: float = 1.0,
-    dense_weight: float = 1.0,
+    lexical: Ranking, dense: Mapping[str, float], *, lexical_weight: float = 1.0, dense_weight: float = 1.0
 ) -> list[tuple[str, float]]:
     """Weighted sum of normalised lexical and dense scores over their candidates.
 

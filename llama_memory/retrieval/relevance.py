@@ -411,12 +411,8 @@ def without_texts(
 
 
 def stated_counts(
-    counts: Mapping[str, int],
-    store_counts: Mapping[str, int],
-    asked: Sequence[str],
-    stated: Sequence[str],
-    left_out: Sequence[str],
-    holders: Callable[[str, int], Sequence[tuple[str, bool]]],
+    counts: Mapping[str, int], store_counts: Mapping[str, int], asked: Sequence[str], stated: Sequence[str],
+    left_out: Sequence[str], holders: Callable[[str, int], Sequence[tuple[str, bool]]]
 ) -> dict[str, int]:
     """``counts`` corrected for the user's own questions beyond the candidates: a user
     who asked about "Joanna" a hundred times would make a name the store never stated

@@ -86,15 +86,8 @@ class IndexSync:
     """
 
     def __init__(
-        self,
-        rows: SyncedRows,
-        index: VectorIndex,
-        collection: str,
-        embed: Callable[[list[str]], list[np.ndarray]],
-        *,
-        batch_size: int = 256,
-        resident_limit: int = 20_000,
-        resident_total: int = RESIDENT_TOTAL,
+        self, rows: SyncedRows, index: VectorIndex, collection: str, embed: Callable[[list[str]], list[np.ndarray]],
+        *, batch_size: int = 256, resident_limit: int = 20_000, resident_total: int = RESIDENT_TOTAL
     ) -> None:
         if batch_size <= 0:
             raise ValueError(f"batch_size must be positive, got {batch_size}")

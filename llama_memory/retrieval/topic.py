@@ -27,10 +27,7 @@ def topic_of(query: str) -> str:
 
 
 def topic_hop(
-    query: str,
-    ranked: Ranking,
-    nearest: Callable[[str, int], Ranking],
-    weight: float,
+    query: str, ranked: Ranking, nearest: Callable[[str, int], Ranking], weight: float
 ) -> list[tuple[str, float]]:
     """``ranked`` with the messages nearest to the query's topic joined at ``weight``
     times their cosine rescaled among them (or their own score when higher), best first.

@@ -1,21 +1,25 @@
 """What a memory source is: one narrow protocol (:class:`Source`: a ``name``, a
 ``priority``, ``add`` and ``retrieve``), optional protocols the memory checks for before
-calling them, and :class:`MemorySource`, a base class implementing them all with defaults
-that do nothing. A source of higher ``priority`` is served first from the block's token
-budget (the opposite of LlamaIndex's block priorities: docs/concepts.md).
+calling them, :class:`MemorySource`, a base class implementing them all with defaults
+that do nothing, and :class:`IndexedSource`, one with a dense index's upkeep. A source of
+higher ``priority`` is served first from the block's token budget (the opposite of
+LlamaIndex's block priorities: docs/concepts.md).
 """
 
 from __future__ import annotations
 
+import logging
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Any, Optional, Protocol, runtime_checkable
+from typing import Any, Optional, Protocol, Union, runtime_checkable
 
 from llama_index.core.base.llms.types import ChatMessage
 
-from ..core.errors import StorageError
+from ..core.errors import EmbeddingModelError, StorageError
 from ..core.types import MemoryRecord, Scope, StoredMessage
-from ..storage.ports import Transactional
+from ..retrieval.sync import IndexSync
+from ..storage.ports import PendingRecord, Transactional
+from ..storage.ports.triples import TripleRef
 from ..storage.reconcile import ReconcileReport
 
 
@@ -248,3 +252,53 @@ def forget_in_each(sources: Sequence[Source], scope: Scope) -> list[str]:
             except StorageError as exc:
                 failures.append(f"{source.name}: {exc}")
     return failures
+
+
+class IndexedSource(MemorySource):
+    """A :class:`MemorySource` with a dense index; a subclass sets ``_sync`` (and
+    ``_lock``, the sync's lock) and names what waits in ``_waiting``."""
+
+    _sync: IndexSync
+    #: What a close that cannot write the index leaves waiting, for its warning.
+    _waiting = "vectors"
+
+    @property
+    def batch_size(self) -> int:
+        """Rows embedded per call, and vectors waiting before a dense-index write."""
+        return self._sync.batch_size
+
+    def flush(self) -> int:
+        """Embed every row still without a vector and write all waiting vectors to the
+        dense index; return how many vectors were written."""
+        return self._sync.flush()
+
+    def reindex(self) -> int:
+        """Rebuild the dense index from the system of record; return how many rows."""
+        return self._sync.reindex()
+
+    def close(self) -> None:
+        """Write waiting vectors to the dense index; an unreachable index or refused
+        model is logged, not raised (the rows stay flagged waiting)."""
+        try:
+            self.flush()
+        except (StorageError, EmbeddingModelError) as exc:
+            logging.getLogger(type(self).__module__).warning(
+                "closing with %s not written to the dense index: %s", self._waiting, exc
+            )
+
+    def reconcile(self, catch_up: bool = True, scope: Optional[Scope] = None) -> ReconcileReport:
+        """Bring the dense index in line with the system of record (see
+        :func:`~llama_memory.storage.reconcile.reconcile_index`); with ``catch_up``, embed
+        and write the missing vectors now, else on the next read or flush."""
+        owner = (scope.tenant_id, scope.require_user()) if scope is not None else None
+        return self._sync.reconcile(catch_up, owner)
+
+    def _forget_rows(self, gone: Sequence[Union[PendingRecord, TripleRef]]) -> int:
+        """Drop the vectors of rows already deleted from the record, user by user;
+        return how many rows."""
+        by_user: dict[tuple[str, str], list[str]] = {}
+        for row in gone:
+            by_user.setdefault((row.tenant_id, row.user_id), []).append(row.id)
+        for owner, ids in by_user.items():
+            self._sync.forget(owner, ids)
+        return len(gone)

@@ -10,7 +10,7 @@ from typing import Literal, Optional, Union
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
-from ..core.errors import EmbeddingModelError, StorageError
+from ..core.errors import StorageError
 from ..core.types import NEVER, STANDALONE_KEY, Expiry, MemoryRecord, Scope, StoredMessage
 from ..embeddings.offline import embedding_dimension
 from ..embeddings.store_model import DimensionGuard, vector_cache
@@ -29,9 +29,8 @@ from ..retrieval.relevance import Calibration, asks_only, calibrate, calibration
 from ..retrieval.sync import IndexSync
 from ..retrieval.topic import TOPIC_WEIGHT, topic_hop
 from ..storage.ports import NewRecord, VectorIndex
-from ..storage.reconcile import ReconcileReport
 from ..storage.sql.store import Storage
-from .base import MemorySource
+from .base import IndexedSource
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +40,7 @@ logger = logging.getLogger(__name__)
 RESIDENT_LIMIT = 20_000
 
 
-class VectorSource(MemorySource):
+class VectorSource(IndexedSource):
     """Each user or assistant message becomes a record, found again by meaning and by words.
 
     Retrieval fuses the user's records ranked by meaning (cosine, in the dense index and
@@ -50,7 +49,7 @@ class VectorSource(MemorySource):
     excerpts (:mod:`llama_memory.retrieval.excerpts`). ``put`` only writes the record;
     embedding is deferred and batched (:class:`~llama_memory.retrieval.sync.IndexSync`):
     records without a vector are embedded before a retrieval and written to the index
-    once ``batch_size`` wait, on :meth:`flush` and on :meth:`close`.
+    once ``batch_size`` wait, on :meth:`flush` and on ``close()``.
 
     Args:
         store: the system of record (any :class:`~llama_memory.storage.sql.store.Storage`).
@@ -154,11 +153,6 @@ class VectorSource(MemorySource):
         self._search = HybridSearch(self._sync, store, self._dimensions.query)
 
     @property
-    def batch_size(self) -> int:
-        """Records embedded per call, and vectors waiting before a dense-index write."""
-        return self._sync.batch_size
-
-    @property
     def resident_limit(self) -> int:
         """Users with at most this many indexed records are searched in memory."""
         return self._sync.resident_limit
@@ -209,34 +203,11 @@ class VectorSource(MemorySource):
             self._unflushed = 0
             return self._sync.flush()
 
-    def reindex(self) -> int:
-        """Rebuild the dense index from the system of record; return how many records."""
-        return self._sync.reindex()
-
-    def close(self) -> None:
-        """Write waiting vectors to the dense index; an unreachable index or refused
-        model is logged, not raised (the records stay flagged waiting)."""
-        try:
-            self.flush()
-        except (StorageError, EmbeddingModelError) as exc:
-            logger.warning("closing with vectors not written to the dense index: %s", exc)
-
-    def reconcile(self, catch_up: bool = True, scope: Optional[Scope] = None) -> ReconcileReport:
-        """Bring the dense index in line with the system of record (see
-        :func:`~llama_memory.storage.reconcile.reconcile_index`); with ``catch_up``, embed
-        and write the missing vectors now, else on the next read or flush."""
-        owner = (scope.tenant_id, scope.require_user()) if scope is not None else None
-        return self._sync.reconcile(catch_up, owner)
-
     def purge_expired(self) -> int:
         """Delete expired records from the record and the dense index; return how many."""
         with self._lock:
             gone = self.store.delete_expired(self.name, self.expiry.now())
-            by_user: dict[tuple[str, str], list[str]] = {}
-            for row in gone:
-                by_user.setdefault((row.tenant_id, row.user_id), []).append(row.id)
-            for owner, ids in by_user.items():
-                self._sync.forget(owner, ids)
+            self._forget_rows(gone)
             if gone:
                 self._clear_texts()
             return len(gone)

@@ -127,6 +127,8 @@ class Backend(ABC):
     name: str
     #: Whether a copy between stores may write into it (``llama-memory copy --to``).
     copy_target: bool
+    #: The class of the backend's store object.
+    store_type: ClassVar[type[Storage]]
 
     @abstractmethod
     def open(self, location: Location, *, for_admin: bool = False) -> OpenBackend:
@@ -134,9 +136,9 @@ class Backend(ABC):
         naming what is wrong before anything is created. ``for_admin``: a tool opening a
         store it did not write starts no dense index beside one kept elsewhere."""
 
-    @abstractmethod
     def owns(self, store: Any) -> bool:
-        """Whether ``store`` is this backend's store object."""
+        """Whether ``store`` is this backend's store object (a :attr:`store_type`)."""
+        return isinstance(store, self.store_type)
 
     @abstractmethod
     def on(self, store: Storage, location: Location = Location()) -> OpenBackend:

@@ -137,10 +137,7 @@ def ephemeral_client() -> Any:
 
 
 def open_index(
-    prefix: str,
-    path: Optional[Path | str] = None,
-    chroma_client: Any = None,
-    namespace: Optional[str] = None,
+    prefix: str, path: Optional[Path | str] = None, chroma_client: Any = None, namespace: Optional[str] = None
 ) -> "DenseIndex":
     """The dense index of one source: on ``chroma_client`` (collection names carry
     ``namespace``, the store's id, so a server's stores never touch each other's), else

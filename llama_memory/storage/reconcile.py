@@ -44,10 +44,8 @@ class ReconcileReport:
 
 
 def reconcile_index(
-    index: VectorIndex,
-    read_flags: Callable[[], IndexFlags],
-    set_flags: Callable[[Sequence[str], bool], None],
-    owner: Optional[tuple[str, str]] = None,
+    index: VectorIndex, read_flags: Callable[[], IndexFlags], set_flags: Callable[[Sequence[str], bool], None],
+    owner: Optional[tuple[str, str]] = None
 ) -> ReconcileReport:
     """Compare ``index`` with the records' flags (``read_flags``), fix them with
     ``set_flags(ids, indexed)`` and delete orphans; with ``owner``, that user only.

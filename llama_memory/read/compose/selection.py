@@ -36,9 +36,7 @@ from .block import (
 
 
 def deduplicate(
-    records: Iterable[MemoryRecord],
-    already_shown: Iterable[str] = (),
-    left_out: Optional[list[LeftOut]] = None,
+    records: Iterable[MemoryRecord], already_shown: Iterable[str] = (), left_out: Optional[list[LeftOut]] = None
 ) -> tuple[list[MemoryRecord], int]:
     """Drop records whose normalised text is in ``already_shown`` or came earlier (an
     excerpt loses only the parts shown), then show each fact once across sources
@@ -164,10 +162,8 @@ def _conflict_marks(
 
 
 def _newer_first(
-    out: list[MemoryRecord],
-    position: dict[int, int],
-    units: Sequence[tuple[int, MemoryRecord]],
-    conflicts: Sequence[tuple[int, int]],
+    out: list[MemoryRecord], position: dict[int, int], units: Sequence[tuple[int, MemoryRecord]],
+    conflicts: Sequence[tuple[int, int]]
 ) -> list[MemoryRecord]:
     """``out`` with the newer of each conflicting pair moved just before the older."""
     order = list(out)
@@ -236,12 +232,8 @@ def covered_by_summaries(records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
 
 
 def block_from_records(
-    records: Sequence[MemoryRecord],
-    *,
-    window: Sequence[ChatMessage],
-    token_limit: int,
-    tokenizer: Tokenizer,
-    session_id: Optional[str] = None,
+    records: Sequence[MemoryRecord], *, window: Sequence[ChatMessage], token_limit: int, tokenizer: Tokenizer,
+    session_id: Optional[str] = None
 ) -> MemoryBlock:
     """Build the memory block from ranked records within ``token_limit`` tokens: those
     the ``window`` shows or that repeat an earlier record dropped, the rest added in

@@ -6,7 +6,6 @@ memory formation, never from plain messages.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -15,7 +14,6 @@ from typing import TYPE_CHECKING, Any, Optional, Union, cast
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage
 
-from ...core.errors import EmbeddingModelError, StorageError
 from ...core.types import NEVER, TTL, Expiry, MemoryRecord, Scope, StoredMessage
 from ...embeddings.offline import embedding_dimension
 from ...embeddings.store_model import DimensionGuard, vector_cache
@@ -24,9 +22,8 @@ from ...retrieval.relevance import calibrate, calibration_for
 from ...retrieval.sync import IndexSync, add_cosines
 from ...storage.ports import VectorIndex
 from ...storage.ports.triples import TripleEdge
-from ...storage.reconcile import ReconcileReport
 from ...storage.sql.triples import TripleTimeline
-from ..base import MemorySource, require_port
+from ..base import IndexedSource, require_port
 from ..change_notes import CHANGED_WITHIN, is_recent, window_seconds
 from ..views import TripleTable
 from .extraction import ParsedTriples, apply_triples, parse_triples, triples_prompt
@@ -43,8 +40,6 @@ if TYPE_CHECKING:  # pragma: no cover - for annotations only
 
 __all__ = ["TripleSource", "Who"]
 
-logger = logging.getLogger(__name__)
-
 #: A scope, or a user id for the default tenant.
 Who = Union[Scope, str]
 
@@ -58,7 +53,7 @@ def _scope(who: Who) -> Scope:
 FULL_MATCH = 0.999
 
 
-class TripleSource(MemorySource):
+class TripleSource(IndexedSource):
     """Facts as (subject, predicate, object) triples, superseded instead of lost.
 
     Args:
@@ -87,6 +82,8 @@ class TripleSource(MemorySource):
             value this recently is rendered with it, ``(since 2026-03-02; before:
             Porto)``; default 90 days, 0 never.
     """
+
+    _waiting = "triples"
 
     def __init__(
         self,
@@ -134,11 +131,6 @@ class TripleSource(MemorySource):
             batch_size=batch_size, resident_limit=0,
         )  # fmt: skip
         self._lock = self._sync.lock
-
-    @property
-    def batch_size(self) -> int:
-        """Triples embedded per call, and embedded ones waiting before an index write."""
-        return self._sync.batch_size
 
     # -- functional predicates --------------------------------------------------------
 
@@ -369,40 +361,10 @@ class TripleSource(MemorySource):
 
     # -- the dense index -----------------------------------------------------------------
 
-    def flush(self) -> int:
-        """Embed the triples not in the dense index and write the waiting vectors; return
-        how many."""
-        return self._sync.flush()
-
-    def reindex(self) -> int:
-        """Rebuild the dense index from the system of record; return triples indexed."""
-        return self._sync.reindex()
-
-    def close(self) -> None:
-        """Index what is waiting; an unreachable index or refused model is logged, not
-        raised."""
-        try:
-            self.flush()
-        except (StorageError, EmbeddingModelError) as exc:
-            logger.warning("closing with triples not written to the dense index: %s", exc)
-
-    def reconcile(self, catch_up: bool = True, scope: Optional[Scope] = None) -> ReconcileReport:
-        """Bring the dense index in line with the triples (see
-        :func:`~llama_memory.storage.reconcile.reconcile_index`); with ``catch_up``,
-        embed the missing vectors now, else before the next search."""
-        owner = (scope.tenant_id, scope.require_user()) if scope is not None else None
-        return self._sync.reconcile(catch_up, owner)
-
     def purge_expired(self) -> int:
         """Delete expired triples, their provenance and vectors; return how many."""
         with self._lock:
-            gone = self.timeline.delete_expired(self.expiry.now())
-            by_user: dict[tuple[str, str], list[str]] = {}
-            for ref in gone:
-                by_user.setdefault((ref.tenant_id, ref.user_id), []).append(ref.id)
-            for owner, ids in by_user.items():
-                self._sync.forget(owner, ids)
-            return len(gone)
+            return self._forget_rows(self.timeline.delete_expired(self.expiry.now()))
 
     # -- forgetting ----------------------------------------------------------------------
 

@@ -203,6 +203,7 @@ class ServerBackend(Backend):
 
     name = "PostgreSQL"
     copy_target = True
+    store_type = PostgresStore
 
     def open(self, location: Location, *, for_admin: bool = False) -> ServerStore:
         """Open the store at ``location.store``, migrating its schema. ValueError for a
@@ -223,10 +224,6 @@ class ServerBackend(Backend):
                 "ConnectionPool(url, kwargs={'prepare_threshold': None})"
             )
         return ServerStore(PostgresStore(given), given)
-
-    def owns(self, store: Any) -> bool:
-        """Whether ``store`` is a :class:`PostgresStore`."""
-        return isinstance(store, PostgresStore)
 
     def on(self, store: Storage, location: Location = Location()) -> ServerStore:
         """The parts on an open store (``location`` has no options for this backend)."""

@@ -197,9 +197,6 @@ class RecordTables(PostgresConnection, RecordStore):
             return super().get_texts(ids, scope, source)
         return {row["id"]: (row["role"], row["text"]) for row in rows}
 
-    def ensure_session_order(self) -> None:
-        """Nothing to do: the session index is part of the schema."""
-
     # -- index flags and vector copies ----------------------------------------------------
 
     def mark_indexed(
@@ -326,11 +323,8 @@ class RecordTables(PostgresConnection, RecordStore):
         return total, counts, elsewhere
 
     def _count_by_index(
-        self,
-        owner: tuple[str, str],
-        words: Sequence[str],
-        up_to: Optional[int] = None,
-        maybe_none: Sequence[str] = (),
+        self, owner: tuple[str, str], words: Sequence[str], up_to: Optional[int] = None,
+        maybe_none: Sequence[str] = ()
     ) -> tuple[int, dict[str, int], list[str]]:
         """As :meth:`_count_words`, each word counted exactly through
         ``records_user_words`` in one statement; given ``up_to``, only for a user of at

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from ...core.types import Scope
 from ..sql.store import Storage
 from .chat import ChatTables, PostgresChatLog
 from .records import RecordTables
@@ -22,7 +21,5 @@ class PostgresStore(ChatTables, RecordTables, Storage):
     database migrate it once). A transaction is held by the thread that opened it.
     """
 
-    def chat_log(self, scope: Scope) -> PostgresChatLog:
-        """The shared log of the scope's conversation."""
-        return PostgresChatLog(self, scope)
+    chat_log_type = PostgresChatLog
 

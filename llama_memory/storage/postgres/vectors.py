@@ -66,13 +66,8 @@ class PgVectorIndex:
     """
 
     def __init__(
-        self,
-        store: PostgresStore,
-        prefix: str,
-        *,
-        hnsw_threshold: int = HNSW_THRESHOLD,
-        ef_search: int = EF_SEARCH,
-        max_scan_tuples: int = MAX_SCAN_TUPLES,
+        self, store: PostgresStore, prefix: str, *, hnsw_threshold: int = HNSW_THRESHOLD,
+        ef_search: int = EF_SEARCH, max_scan_tuples: int = MAX_SCAN_TUPLES
     ) -> None:
         if hnsw_threshold < 1:
             raise ValueError(f"hnsw_threshold must be at least 1, got {hnsw_threshold}")

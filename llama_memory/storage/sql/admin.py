@@ -429,11 +429,8 @@ class AdminRows(ABC):
     # -- import -------------------------------------------------------------------------
 
     def import_rows(
-        self,
-        tenant_id: str,
-        rows: Sequence[dict[str, Any]],
-        triple_texts: Sequence[str],
-        ranks: Optional[MessageRanks] = None,
+        self, tenant_id: str, rows: Sequence[dict[str, Any]], triple_texts: Sequence[str],
+        ranks: Optional[MessageRanks] = None
     ) -> Counter[str]:
         """Write export rows (of :meth:`export_rows`) into the tenant in one transaction
         (joining an open one); return how many of each kind were new. Importing the same

@@ -138,15 +138,8 @@ class Dialect(ABC):
         return list(self.execute(conn, f"DELETE FROM {table} WHERE {where} RETURNING {returning}", params).fetchall())
 
     def update_ids(
-        self,
-        transaction: Callable[[str], AbstractContextManager[Any]],
-        action: str,
-        table: str,
-        assign: str,
-        ids: Sequence[Any],
-        where: str = "",
-        before: Sequence[Any] = (),
-        after: Sequence[Any] = (),
+        self, transaction: Callable[[str], AbstractContextManager[Any]], action: str, table: str, assign: str,
+        ids: Sequence[Any], where: str = "", before: Sequence[Any] = (), after: Sequence[Any] = ()
     ) -> None:
         """``UPDATE table SET assign`` on the rows whose ``id`` is in ``ids`` (and
         ``where``), in batches, in one transaction; ``before``/``after``: the parameters

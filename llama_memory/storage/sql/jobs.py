@@ -120,15 +120,8 @@ class JobQueue:
             return int(self.dialect.execute(conn, statement, params).rowcount)
 
     def enqueue(
-        self,
-        kind: str,
-        payload: dict[str, Any],
-        *,
-        tenant_id: Optional[str] = None,
-        user_id: Optional[str] = None,
-        run_at: Optional[float] = None,
-        max_attempts: int = 3,
-        dedup_key: Optional[str] = None,
+        self, kind: str, payload: dict[str, Any], *, tenant_id: Optional[str] = None, user_id: Optional[str] = None,
+        run_at: Optional[float] = None, max_attempts: int = 3, dedup_key: Optional[str] = None
     ) -> str:
         """Queue a job (joining an open transaction); return its id (the existing
         job's id when ``dedup_key`` matches one queued or running)."""
@@ -284,13 +277,8 @@ class JobQueue:
         return [formation_day(dict(row)) for row in rows]
 
     def list_jobs(
-        self,
-        *,
-        states: Optional[Sequence[str]] = None,
-        failed: bool = False,
-        tenant_id: Optional[str] = None,
-        dedup_key: Optional[str] = None,
-        kind: Optional[str] = None,
+        self, *, states: Optional[Sequence[str]] = None, failed: bool = False, tenant_id: Optional[str] = None,
+        dedup_key: Optional[str] = None, kind: Optional[str] = None
     ) -> list[JobRow]:
         """The jobs in ``states`` (default all), oldest first, filtered by ``failed``,
         ``tenant_id``, ``dedup_key`` and ``kind``."""

@@ -125,9 +125,8 @@ class RecordStore(ABC):
         standalone record (``metadata["standalone"]`` true) has itself alone, and is
         left out of every other record's neighbours."""
 
-    @abstractmethod
     def ensure_session_order(self) -> None:
-        """Prepare what :meth:`session_neighbours` needs (nothing by default)."""
+        """Prepare what :meth:`session_neighbours` needs (nothing by default: the schema has it)."""
 
     @abstractmethod
     def mark_indexed(
@@ -267,12 +266,8 @@ class RecordStore(ABC):
         return [record_id(source, tenant, user, content_hash(text, role)) for text in texts for role in roles]
 
     def recent_records(
-        self,
-        scope: Scope,
-        source: str,
-        limit: int,
-        span: Optional[tuple[float, float]] = None,
-        alive_at: Optional[float] = None,
+        self, scope: Scope, source: str, limit: int, span: Optional[tuple[float, float]] = None,
+        alive_at: Optional[float] = None
     ) -> list[MemoryRecord]:
         """The user's latest records of ``source``, oldest first: at most ``limit`` of
         those with an event time in ``span``, or else of the latest other session."""

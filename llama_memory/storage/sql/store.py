@@ -155,9 +155,12 @@ class Storage(MetaStore, SQLChatTables, RecordStore, JobQueue, SQLStore, RankedL
     """Everything a memory needs from its system of record, as one object (the dense
     index is separate: derived, it may live elsewhere)."""
 
-    @abstractmethod
+    #: The backend's shared chat log, made on the store and a scope.
+    chat_log_type: ClassVar[type[SharedChatLog]]
+
     def chat_log(self, scope: Scope) -> SharedChatLog:
         """The shared log of the scope's conversation."""
+        return self.chat_log_type(self, scope)  # type: ignore[call-arg]  # (a Protocol names no __init__)
 
     @abstractmethod
     def close(self) -> None:

@@ -142,11 +142,7 @@ class TripleTimeline(ABC):
             self._insert_mention(conn, t.id, t.mention)
 
     def add_mention(
-        self,
-        triple_id: str,
-        mention: TripleMention,
-        ttl: Optional[float],
-        expires_at: Optional[float],
+        self, triple_id: str, mention: TripleMention, ttl: Optional[float], expires_at: Optional[float]
     ) -> None:
         """Record another statement of a triple, and set its lifetime (as renewed)."""
         with self.store.transaction("add a triple mention") as conn:
@@ -170,14 +166,8 @@ class TripleTimeline(ABC):
     # -- reads ---------------------------------------------------------------------------
 
     def select(
-        self,
-        scope: Scope,
-        alive_at: float,
-        *,
-        ids: Optional[Sequence[str]] = None,
-        include_history: bool = True,
-        subject_key: Optional[str] = None,
-        predicate_key: Optional[str] = None,
+        self, scope: Scope, alive_at: float, *, ids: Optional[Sequence[str]] = None, include_history: bool = True,
+        subject_key: Optional[str] = None, predicate_key: Optional[str] = None
     ) -> list[StoredTriple]:
         """The user's triples not expired at ``alive_at``, by ``valid_from`` then write
         order: those with the given ids, current ones only unless ``include_history``,

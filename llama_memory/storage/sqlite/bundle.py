@@ -129,12 +129,8 @@ class EmbeddedStore(OpenBackend):
     admin_type = StoreAdmin
 
     def __init__(
-        self,
-        store: SQLiteStore,
-        path: Optional[str] = None,
-        client: Any = None,
-        server: Optional[tuple[str, int, bool]] = None,
-        for_admin: bool = False,
+        self, store: SQLiteStore, path: Optional[str] = None, client: Any = None,
+        server: Optional[tuple[str, int, bool]] = None, for_admin: bool = False
     ) -> None:
         self.store: Storage = store
         self._sqlite = store
@@ -217,6 +213,7 @@ class EmbeddedBackend(Backend):
 
     name = "SQLite"
     copy_target = False
+    store_type = SQLiteStore
 
     def open(self, location: Location, *, for_admin: bool = False) -> EmbeddedStore:
         """Check the directory and Chroma settings and open (create) the store; in memory
@@ -240,10 +237,6 @@ class EmbeddedBackend(Backend):
             else SQLiteStore(path, driver=sqlite_driver(location.encryption_key, owner_only=location.owner_only))
         )  # fmt: skip
         return EmbeddedStore(store, None if path is None else str(path), client, server, for_admin)
-
-    def owns(self, store: Any) -> bool:
-        """Whether ``store`` is a :class:`SQLiteStore`."""
-        return isinstance(store, SQLiteStore)
 
     def on(self, store: Storage, location: Location = Location()) -> EmbeddedStore:
         """The parts on an open store; the dense index under ``location.path`` (None: in

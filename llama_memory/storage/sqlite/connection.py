@@ -132,11 +132,7 @@ class SQLiteConnection(MetaStore):
     dialect: ClassVar[Dialect] = SQLITE
 
     def __init__(
-        self,
-        path: Optional[Path | str] = None,
-        *,
-        timeout: float = 30.0,
-        driver: Optional[SQLiteDriver] = None,
+        self, path: Optional[Path | str] = None, *, timeout: float = 30.0, driver: Optional[SQLiteDriver] = None
     ) -> None:
         self._lock = threading.RLock()
         self._depth = 0  # how many transaction() blocks are open (nested ones join)

@@ -423,6 +423,7 @@ class SQLiteStore(ChatTables, LexicalTables, Storage):
     """
 
     user_dependents = _USER_DEPENDENTS
+    chat_log_type = SQLiteChatLog
     _jobs_ready = False
 
     def _jobs_table(self) -> None:
@@ -519,10 +520,6 @@ class SQLiteStore(ChatTables, LexicalTables, Storage):
             )
             cur = conn.execute("UPDATE records SET indexed = 0 WHERE source = ?", (source,))
             return cur.rowcount
-
-    def chat_log(self, scope: Scope) -> SQLiteChatLog:
-        """The shared log of the scope's conversation."""
-        return SQLiteChatLog(self, scope)
 
     def change_token(self) -> Hashable:
         """``PRAGMA data_version``."""
