@@ -11,7 +11,7 @@ from typing import Any
 from helpers import hold, memory_factory
 from llama_memory.core.types import Scope
 from llama_memory.storage.ports import NewRecord
-from llama_memory.storage.postgres import PgVectorIndex, PostgresStore
+from llama_memory.storage.postgres import PostgresStore
 
 ALICE = Scope(user_id="alice", session_id="s1")
 TWO_PARTS = "Which tea do I like and which boat do I own?"
@@ -180,25 +180,3 @@ def test_within_a_get_a_word_count_counts_the_searched_words_too(
         assert store.word_counts(["bees", "garden"], ALICE) == (3, {"bees": 2, "garden": 2})
         assert postgres_statements["count word matches"] == 1  # two before
 
-
-
-def test_within_a_get_the_texts_of_what_a_vector_search_found_are_read_with_it(
-    postgres_url: str, postgres_statements: Counter[str]
-) -> None:
-    store = PostgresStore(postgres_url)
-    index = PgVectorIndex(store, "v")
-    try:
-        ids = store.add_records([NewRecord("vector", ALICE, t, (f"m{i}",), 1.0)
-                                 for i, t in enumerate(["bees on the roof", "a quiet garden"])])  # fmt: skip
-        index.upsert("default", "alice", [*ids, "no record"], [[1.0, 0.0], [0.6, 0.8], [0.0, 1.0]])
-        expected = store.get_texts(ids, ALICE, "vector")
-        postgres_statements.clear()
-        with store.one_connection():
-            found = index.query("default", "alice", [1.0, 0.0], 3)
-            assert [i for i, _ in found] == [ids[0], ids[1], "no record"]
-            assert store.get_texts(ids, ALICE, "vector") == expected
-            assert postgres_statements["read record texts"] == 0  # one before
-            assert store.get_texts([*ids, "no record"], ALICE, "vector") == expected  # not read ahead: asked
-            assert postgres_statements["read record texts"] == 1
-    finally:
-        store.close()

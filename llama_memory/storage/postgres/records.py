@@ -426,18 +426,11 @@ class RecordTables(PostgresConnection, RecordStore):
         return [(row["id"], float(row["score"])) for row in rows]
 
 
-def remember_texts(
-    ahead: dict[Any, Any], tenant: str, user: str, rows: Sequence[Mapping[str, Any]], source: Optional[str] = None
-) -> None:
-    """Keep rows (``id``, ``role``, ``text``, and ``source`` unless given) of one user
-    read within a ``get()``, for its later :meth:`RecordTables.get_texts`."""
-    if source is not None:
-        kind = ("record text", tenant, user, source)
-        ahead.update(((kind, row["id"]), row) for row in rows)
-        return
-    for row in rows:
-        if row["text"] is not None:  # (a vector without its record)
-            ahead[(("record text", tenant, user, row["source"]), row["id"])] = row
+def remember_texts(ahead: dict[Any, Any], tenant: str, user: str, rows: Sequence[Mapping[str, Any]], source: str) -> None:
+    """Keep rows (``id``, ``role``, ``text``) of one user's ``source`` read within a
+    ``get()``, for its later :meth:`RecordTables.get_texts`."""
+    kind = ("record text", tenant, user, source)
+    ahead.update(((kind, row["id"]), row) for row in rows)
 
 
 def _read_ahead(ahead: Optional[dict[Any, Any]], kind: Any, ids: Sequence[str]) -> Optional[list[Any]]:

@@ -11,7 +11,6 @@ import numpy as np
 
 from ..ports.vectors import Vector
 from .connection import Connection
-from .records import remember_texts
 from .store import PostgresStore
 
 #: Users with at least this many vectors in a collection are searched through the HNSW
@@ -188,26 +187,19 @@ class PgVectorIndex:
         # filter on the count); a large user's count sends it to the HNSW path below.
         # The query vector is a sub-select: converted once, where a prepared statement's
         # generic plan converted the parameter for every row (1.4 against 4.2 ms).
-        # Within one get() the records found bring their texts (the get() reads them next).
-        texts = self.store.holds_connection()
         rows = self.store.query(
             "search vectors",
-            f"SELECT c.n, e.id, e.similarity{', r.source, r.role, r.text' if texts else ''} FROM (SELECT "
-            "coalesce((SELECT n FROM vector_counts "
+            "SELECT c.n, e.id, e.similarity FROM (SELECT coalesce((SELECT n FROM vector_counts "
             "WHERE tenant_id = %(t)s AND user_id = %(u)s AND collection = %(c)s), 0) AS n) AS c "
             "LEFT JOIN LATERAL (SELECT id, 1 - (embedding <=> (SELECT %(q)b::float8[]::vector)) AS similarity "
             "FROM record_embeddings WHERE (c.n < %(h)s OR c.n <= %(k)s) AND tenant_id = %(t)s "
             f"AND user_id = %(u)s AND collection = %(c)s {skip}ORDER BY embedding <=> (SELECT %(q)b::float8[]::vector) "
             "LIMIT %(k)s) "
-            "AS e ON true"
-            + (" LEFT JOIN records r ON r.tenant_id = %(t)s AND r.user_id = %(u)s AND r.id = e.id" if texts else ""),
+            "AS e ON true",
             {"t": key[0], "u": key[1], "c": key[2], "q": _floats(embedding), "h": self.hnsw_threshold, "k": k,
              **left_out},
         )
         if not self._large(int(rows[0]["n"]), k):
-            ahead = self.store.read_ahead() if texts else None
-            if ahead is not None:
-                remember_texts(ahead, tenant_id, user_id, [row for row in rows if row["id"] is not None])
             return [(row["id"], float(row["similarity"])) for row in rows if row["id"] is not None]
         query = _literal(embedding)
         with self.store.transaction("search vectors") as conn:
