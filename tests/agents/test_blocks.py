@@ -230,6 +230,7 @@ async def test_blocks_on_an_encrypted_store_open_every_session_with_the_key_and_
     """The key given to ``open`` reaches each ``Memory`` session's memory (the first
     session the blocks had not opened failed with "its key is never written"), and stays
     out of a pickle, whose copy reads it from the environment again."""
+    pytest.importorskip("sqlcipher3", reason="the encrypted extra: make test installs it, the lowest venv does not")
     key = "correct horse battery staple"
     blocks = open_blocks(opened, "alice", path=tmp_path, embed_model=embed_model, encryption_key=key)
     await tell(ScriptedLLM(["Noted: vegetarian, in Lisbon.", "You're welcome."]), short_term("s1", blocks.all()), FACT, "Thanks!")
