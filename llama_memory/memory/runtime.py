@@ -194,7 +194,7 @@ class Runtime:
         ``secondary_memory_sources`` (or a list assigned to it) is used from the next
         call, as ``SimpleComposableMemory`` does; a source kept keeps its wrapper."""
         given = self.facade.secondary_memory_sources
-        if len(given) != len(self._given) or any(a is not b for a, b in zip(given, self._given)):
+        if not _same_items(given, self._given):
             check_sources(given)
             kept = {id(g): s for g, s in zip(self._given, self._sources)}
             fresh = as_sources(given)
@@ -207,7 +207,7 @@ class Runtime:
         """Whether ``secondary_memory_sources`` was changed after the memory opened
         (``to_dict`` then cannot describe them as the defaults or none)."""
         given = self.facade.secondary_memory_sources
-        return len(given) != len(self._opened_with) or any(a is not b for a, b in zip(given, self._opened_with))
+        return not _same_items(given, self._opened_with)
 
     # -- who and whether ---------------------------------------------------------------
 
@@ -285,3 +285,9 @@ class Runtime:
         """What offers agent tools: the sources that have some, and the instructions."""
         holders: list[Any] = [s for s in self.sources if isinstance(s, WithTools)]
         return holders if self.instructions is None else [*holders, self.instructions]
+
+
+def _same_items(given: Sequence[Any], seen: Sequence[Any]) -> bool:
+    """Whether ``given`` holds the very objects of ``seen``, in order (a source is known
+    by identity: two sources alike are still two)."""
+    return len(given) == len(seen) and all(a is b for a, b in zip(given, seen))

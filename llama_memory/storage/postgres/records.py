@@ -5,7 +5,7 @@ copies in a column, and the full-text index (a generated ``tsvector``) and word 
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any, Optional
 
 import psycopg
@@ -142,7 +142,8 @@ class RecordTables(PostgresConnection, RecordStore):
             f" AND r.metadata->'{STANDALONE_KEY}' IS DISTINCT FROM 'true'))"
         )
         # Within one get() the rows come whole, for the records' read that follows.
-        columns = _NEIGHBOUR_COLUMNS if self.holds_connection() else "seq, id"
+        whole = self.holds_connection()
+        columns = _NEIGHBOUR_COLUMNS if whole else "seq, id"
         # The limits are written in the statement (a whole number, from the code): with
         # them as parameters the server planned the prepared statement afresh at every
         # call (0.15-0.2 ms), its generic plan being costed for any limit.
@@ -163,7 +164,7 @@ class RecordTables(PostgresConnection, RecordStore):
             {"t": scope.tenant_id, "u": user, "s": source, "ids": list(ids)},
         )
         found: dict[str, list[tuple[int, str]]] = {}
-        ahead = self.read_ahead() if columns != "seq, id" else None
+        ahead = self.read_ahead() if whole else None
         for row in rows:
             found.setdefault(row["hit"], []).append((int(row["pos"]), row["id"]))
         if ahead is not None:
@@ -422,15 +423,9 @@ class RecordTables(PostgresConnection, RecordStore):
         ahead = self.read_ahead() if texts else None
         if ahead is not None:
             ahead[("searched words", (tenant, user))] = text.split(" or ")
-            remember_texts(ahead, tenant, user, rows, source)
+            kind = ("record text", tenant, user, source)  # for the get()'s later get_texts
+            ahead.update(((kind, row["id"]), row) for row in rows)
         return [(row["id"], float(row["score"])) for row in rows]
-
-
-def remember_texts(ahead: dict[Any, Any], tenant: str, user: str, rows: Sequence[Mapping[str, Any]], source: str) -> None:
-    """Keep rows (``id``, ``role``, ``text``) of one user's ``source`` read within a
-    ``get()``, for its later :meth:`RecordTables.get_texts`."""
-    kind = ("record text", tenant, user, source)
-    ahead.update(((kind, row["id"]), row) for row in rows)
 
 
 def _read_ahead(ahead: Optional[dict[Any, Any]], kind: Any, ids: Sequence[str]) -> Optional[list[Any]]:
