@@ -24,8 +24,8 @@ SAMPLE_ROWS = 5_000
 #: How many records one user holds (all sources); parameters: tenant, user.
 _USER_SIZE = "(SELECT count(*) FROM records WHERE tenant_id = %s AND user_id = %s)"
 def _owner_words(tenant: str, user: str, words: str) -> str:
-    """SQL for the owner-keyed words of the tsvector ``words`` (arguments are SQL): one
-    expression for rows (:data:`USER_WORDS`) and texts (:func:`_user_words`), so keys match."""
+    """SQL for the owner-keyed words of the tsvector ``words``: one expression for rows and
+    texts, so keys match."""
     return f"{USER_WORDS_FUNCTION}(hashtextextended({tenant} || chr(31) || {user}, 0), {words})"
 
 
@@ -35,7 +35,6 @@ USER_WORDS = _owner_words("tenant_id", "user_id", "tsv")
 
 
 def _user_words(tenant: str, user: str, text: str) -> str:
-    """SQL for the owner-keyed words of ``text``, as :data:`USER_WORDS` keys a row's."""
     return _owner_words(tenant, user, f"to_tsvector('english', {text})")
 
 
@@ -78,8 +77,7 @@ _MONTHS = (
 
 
 class RecordTables(PostgresConnection, RecordStore):
-    """The records part of the store: what PostgreSQL does its own way over
-    :class:`~llama_memory.storage.sql.records.RecordStore`."""
+    """The records part of the store: what PostgreSQL does its own way."""
 
     write_order = "seq"
     with_copies, copy_column = "records r", "r.vector"
@@ -91,12 +89,8 @@ class RecordTables(PostgresConnection, RecordStore):
     rank_candidates: int = RANK_CANDIDATES
 
     def pending_records(self, source: str, limit: int) -> list[PendingRecord]:
-        """Up to ``limit`` records the dense index has not caught up with, oldest first.
-
-        Within one ``get()`` (:meth:`~PostgresConnection.one_connection`), a read that
-        found none is remembered: every retrieval of the ``get()`` (a question of two parts
-        makes three) asks, and only a write can add one; a transaction of this store
-        object forgets it, and the next ``get()`` reads again."""
+        """Within one ``get()``, a read that found none is remembered: every retrieval of
+        the ``get()`` asks, and only a write (a transaction, which forgets it) adds one."""
         key = ("no pending records", source)
         held = self.read_ahead() or {}
         if key in held or NONE_PENDING in held:
@@ -108,10 +102,8 @@ class RecordTables(PostgresConnection, RecordStore):
         return rows
 
     def _check(self, conn: Any) -> None:
-        """The pool's check of a connection it hands out, which reads the server's
-        snapshot (:meth:`~PostgresConnection.change_token`), also reads whether any
-        record waits for the dense index: when none does, the ``get()`` the connection
-        serves reads no pending rows (:meth:`pending_records`)."""
+        """Also reads whether any record waits for the dense index: when none does, the
+        ``get()`` the connection serves reads no pending rows (:meth:`pending_records`)."""
         try:
             row = conn.execute(_CHECK).fetchone()
         except psycopg.errors.UndefinedTable:  # a database the schema is not in yet
@@ -130,8 +122,7 @@ class RecordTables(PostgresConnection, RecordStore):
     def session_neighbours(
         self, ids: Sequence[str], scope: Scope, source: str, radius: int
     ) -> dict[str, list[tuple[int, str]]]:
-        """Positions are the ``seq`` column, by a ``LATERAL`` join. A standalone record
-        (``metadata["standalone"]``) has itself alone and is no other's neighbour."""
+        """Positions are the ``seq`` column, by a ``LATERAL`` join."""
         if not ids or radius < 0:
             return {}
         user = scope.require_user(f"the {source!r} memory source")
@@ -175,8 +166,7 @@ class RecordTables(PostgresConnection, RecordStore):
     def get_records(
         self, ids: Sequence[str], scope: Scope, source: str, alive_at: Optional[float] = None
     ) -> dict[str, MemoryRecord]:
-        """As the shared store's; within one ``get()``, records the session neighbours'
-        read brought are built from its rows (no statement when it brought them all)."""
+        """Within one ``get()``, built from the rows the session neighbours' read brought."""
         user = scope.require_user(f"the {source!r} memory source")
         rows = _read_ahead(self.read_ahead(), ("record row", scope.tenant_id, user, source), ids)
         if rows is None:
@@ -188,8 +178,7 @@ class RecordTables(PostgresConnection, RecordStore):
     def get_texts(
         self, ids: Sequence[str], scope: Scope, source: str
     ) -> dict[str, tuple[Optional[str], str]]:
-        """As the shared store's; within one ``get()``, the texts of the records a lexical
-        search or the session neighbours' read brought are given without a statement."""
+        """Within one ``get()``, from what a lexical search or neighbours' read brought."""
         ahead = self.read_ahead()
         user = scope.require_user(f"the {source!r} memory source")
         owner = (scope.tenant_id, user, source)
@@ -203,8 +192,7 @@ class RecordTables(PostgresConnection, RecordStore):
     def mark_indexed(
         self, ids: Sequence[str], indexed: bool = True, vectors: Optional[Sequence[bytes]] = None
     ) -> None:
-        """Record that the dense index holds (or no longer holds) these records, keeping
-        (or dropping) ``vectors`` as their copies."""
+        """Flags and vector copies in the column ``vector``."""
         if vectors is not None and len(vectors) != len(ids):
             raise ValueError(f"{len(ids)} record ids but {len(vectors)} vectors")
         with self.transaction("mark records indexed") as conn, conn.cursor() as cur:
@@ -219,7 +207,7 @@ class RecordTables(PostgresConnection, RecordStore):
                 )
 
     def mark_all_unindexed(self, source: str) -> int:
-        """Flag every record of ``source`` for re-indexing (copies dropped); return how many."""
+        """Flags and vector copies in the column ``vector``."""
         with self.transaction("reset index flags") as conn:
             cur = conn.execute("UPDATE records SET indexed = false, vector = NULL WHERE source = %s", (source,))
             return cur.rowcount
@@ -227,10 +215,8 @@ class RecordTables(PostgresConnection, RecordStore):
     # -- lexical search ---------------------------------------------------------------------
 
     def word_counts(self, words: Sequence[str], scope: Scope) -> tuple[int, dict[str, int]]:
-        """Stemmed as the index is. One statement reads the user's size, counts the words
-        not cached (:class:`~llama_memory.storage.sql.records.WordCountCache`) through the
-        index of each user's words, and looks for uncounted words in the user's triples
-        and profile; a large user's words are counted on a sample (:meth:`_count_words`)."""
+        """Stemmed as the index is; one statement reads the size, counts the words not
+        cached and looks elsewhere for uncounted ones (a large user's: on a sample)."""
         user = scope.require_user("word counts")
         owner = (scope.tenant_id, user)
         unique = list(dict.fromkeys(words))
@@ -260,8 +246,7 @@ class RecordTables(PostgresConnection, RecordStore):
         return total, {w: counts[w] for w in unique}
 
     def _word_counts_of(self, owner: tuple[str, str], unique: list[str]) -> tuple[int, dict[str, int]]:
-        """:meth:`word_counts` of distinct words, read from the store (and the counts
-        remembered across calls)."""
+        """:meth:`word_counts` of distinct words, read (and remembered across calls)."""
         # The first statement reads the size: which counts are fresh depends on it, so
         # every word not remembered for *some* size is counted in the same pass, and a
         # remembered one turned stale is counted by a second (rare: a tenth's growth).
@@ -295,11 +280,9 @@ class RecordTables(PostgresConnection, RecordStore):
     def _count_words(
         self, owner: tuple[str, str], words: Sequence[str], maybe_none: Sequence[str] = ()
     ) -> tuple[int, dict[str, int], list[str]]:
-        """(the user's records, each word's count, those of ``maybe_none`` found in the
-        user's triples or current profile). Up to :data:`SAMPLE_ROWS` records, each word
-        is counted exactly through ``records_user_words``; a larger user's in one pass
-        over :data:`SAMPLE_ROWS` of their rows, scaled (a word the sample lacks is rare:
-        counted exactly)."""
+        """(the user's records, each word's count, those of ``maybe_none`` in their triples
+        or profile); beyond :data:`SAMPLE_ROWS` records, counted on a sample and scaled (a
+        word the sample lacks is rare: counted exactly)."""
         total, counts, elsewhere = self._count_by_index(owner, words, SAMPLE_ROWS, maybe_none)
         if len(counts) == len(words):
             return total, counts, elsewhere
@@ -327,9 +310,8 @@ class RecordTables(PostgresConnection, RecordStore):
         self, owner: tuple[str, str], words: Sequence[str], up_to: Optional[int] = None,
         maybe_none: Sequence[str] = ()
     ) -> tuple[int, dict[str, int], list[str]]:
-        """As :meth:`_count_words`, each word counted exactly through
-        ``records_user_words`` in one statement; given ``up_to``, only for a user of at
-        most that many records, and only then is the size read (else 0)."""
+        """As :meth:`_count_words`, exactly through ``records_user_words``; given ``up_to``,
+        only for a user of at most that many records (the size read then, else 0)."""
         size = _USER_SIZE % ("%(t)s", "%(u)s") if up_to is not None else "0"
         listed = list(dict.fromkeys([*words, *maybe_none]))
         counted, looked_for = set(words), set(maybe_none)
@@ -364,8 +346,7 @@ class RecordTables(PostgresConnection, RecordStore):
     def search_text(
         self, query: str, scope: Scope, source: str, limit: int, exclude: Collection[str] = ()
     ) -> list[tuple[str, float]]:
-        """Scored by ``ts_rank_cd``; the words OR-ed through ``websearch_to_tsquery`` (no
-        user text is syntax); ``exclude`` left out in the query itself."""
+        """Scored by ``ts_rank_cd``, the words OR-ed through ``websearch_to_tsquery``."""
         user = scope.require_user(f"the {source!r} memory source")
         text = _or_words(query)
         if not text or limit <= 0:
@@ -394,8 +375,7 @@ class RecordTables(PostgresConnection, RecordStore):
     def _ranked_text(
         self, text: str, tenant: str, user: str, source: str, candidates: int, limit: int, exclude: Collection[str]
     ) -> list[tuple[str, float]]:
-        """The ``limit`` best of the ``candidates`` best matches by ``ts_rank`` of the
-        user's records with any of the words of ``text`` (OR-ed), by ``ts_rank_cd``."""
+        """The ``limit`` best by ``ts_rank_cd`` of the ``candidates`` best by ``ts_rank``."""
         # ts_rank_cd costs ~15 us a row (cover density over every position); ts_rank a
         # fifth of it. A user's question shares a common word with hundreds of their rows,
         # so the cheap rank picks the candidates and only those get the real score.
@@ -429,9 +409,8 @@ class RecordTables(PostgresConnection, RecordStore):
 
 
 def _read_ahead(ahead: Optional[dict[Any, Any]], kind: Any, ids: Sequence[str]) -> Optional[list[Any]]:
-    """What ``ahead`` holds of ``kind`` (a read and the owner of its rows: tenant, user,
-    source) for each of ``ids`` (distinct), or None when it lacks one of them (or there
-    is no ``get()``)."""
+    """What ``ahead`` holds of ``kind`` (a read and its rows' owner) for each of ``ids``
+    (distinct), or None when it lacks one (or there is no ``get()``)."""
     if not ahead or not ids:
         return None
     found = []
@@ -444,8 +423,7 @@ def _read_ahead(ahead: Optional[dict[Any, Any]], kind: Any, ids: Sequence[str]) 
 
 
 def _or_words(query: str) -> str:
-    """The distinct words of ``query`` joined by "or" (the word "or" left out); '' when
-    none."""
+    """The distinct words of ``query`` (but "or") joined by "or"; '' when none."""
     return " or ".join(dict.fromkeys(w for w in word_tokens(query) if w != "or"))
 
 

@@ -48,8 +48,7 @@ def _decode(blob: bytes) -> np.ndarray:
 
 
 class PgVectorIndex:
-    """One collection of vectors in a :class:`PostgresStore`, a partition (rows, not a
-    table) per (tenant, user).
+    """One collection of vectors in a :class:`PostgresStore`, rows per (tenant, user).
 
     Args:
         store: the store whose database (and open transaction) it writes to.
@@ -85,7 +84,6 @@ class PgVectorIndex:
         self._checked_dimensions: set[int] = set()
 
     def collection_name(self, tenant_id: str, user_id: str) -> str:
-        """The name of one user's partition."""
         digest = hashlib.sha256(f"{tenant_id}\x1f{user_id}".encode("utf-8")).hexdigest()[:32]
         return f"{self.prefix}-{digest}"
 
@@ -93,7 +91,7 @@ class PgVectorIndex:
         return tenant_id, user_id, self.collection_name(tenant_id, user_id)
 
     def upsert(self, tenant_id: str, user_id: str, ids: Sequence[str], embeddings: Sequence[Vector]) -> None:
-        """Add or replace one user's vectors (joining the store's open transaction)."""
+        """Joins the store's open transaction."""
         if len(ids) != len(embeddings):
             raise ValueError(f"{len(ids)} ids but {len(embeddings)} embeddings")
         if not ids:
@@ -175,16 +173,14 @@ class PgVectorIndex:
     def query(
         self, tenant_id: str, user_id: str, embedding: Vector, k: int, exclude: Collection[str] = ()
     ) -> list[tuple[str, float]]:
-        """Exact below ``hnsw_threshold`` vectors, else through HNSW; ``exclude`` is left
-        out in the statement."""
+        """Exact below ``hnsw_threshold`` vectors, else through HNSW."""
         if k <= 0:
             return []
         key = self._key(tenant_id, user_id)
         skip, left_out = ("AND NOT (id = ANY(%(x)s::text[])) ", {"x": list(exclude)}) if exclude else ("", {})
         # Most users are small: their count and their exact search in one statement (one
-        # round trip, one snapshot, where a transaction took five: BEGIN, the count, the
-        # search, the check for its own writes, COMMIT). The search runs only when the count says exact (a one-time
-        # filter on the count); a large user's count sends it to the HNSW path below.
+        # round trip and snapshot, where a transaction took five). The search runs only
+        # when the count says exact; a large user's count sends it to the HNSW path below.
         # The query vector is a sub-select: converted once, where a prepared statement's
         # generic plan converted the parameter for every row (1.4 against 4.2 ms).
         rows = self.store.query(
@@ -220,7 +216,6 @@ class PgVectorIndex:
         return [(row["id"], float(row["similarity"])) for row in rows]
 
     def _large(self, held: int, k: int) -> bool:
-        """Whether a user holding ``held`` vectors is searched through HNSW for ``k``."""
         return held >= self.hnsw_threshold and held > k
 
     def _has_hnsw(self, conn: Connection, dimension: int) -> bool:
@@ -237,8 +232,7 @@ class PgVectorIndex:
         self, conn: Connection, key: tuple[str, str, str], query: str, dimension: int, k: int,
         exclude: Collection[str] = (),
     ) -> list[tuple[str, float]]:
-        """One user's ``k`` nearest through the HNSW index of ``dimension``, re-sorted,
-        ``exclude`` left out."""
+        """One user's ``k`` nearest through the HNSW index of ``dimension``, re-sorted."""
         candidates = max(2 * k, 20)
         # set_config(..., true) is SET LOCAL: these settings end with the transaction.
         # enable_sort off: the planner would otherwise often prefer the btree and a sort
@@ -267,7 +261,7 @@ class PgVectorIndex:
         return [(row["id"], float(row["similarity"])) for row in rows]
 
     def vectors(self, tenant_id: str, user_id: str, ids: Sequence[str]) -> dict[str, Vector]:
-        """The stored vectors of some of one user's ids (absent ones left out)."""
+        """Decoded from the binary form."""
         if not ids:
             return {}
         rows = self.store.query(
@@ -279,7 +273,7 @@ class PgVectorIndex:
         return {row["id"]: _decode(row["embedding"]) for row in rows}
 
     def count(self, tenant_id: str, user_id: str) -> int:
-        """How many vectors one user has (the count kept with every write)."""
+        """The count kept with every write."""
         rows = self.store.query(
             "count vectors",
             "SELECT n FROM vector_counts WHERE tenant_id = %s AND user_id = %s AND collection = %s",
@@ -288,7 +282,6 @@ class PgVectorIndex:
         return int(rows[0]["n"]) if rows else 0
 
     def ids(self, tenant_id: str, user_id: str) -> set[str]:
-        """Every id of one user."""
         rows = self.store.query(
             "list vector ids",
             "SELECT id FROM record_embeddings WHERE tenant_id = %s AND user_id = %s AND collection = %s",
@@ -297,7 +290,6 @@ class PgVectorIndex:
         return {row["id"] for row in rows}
 
     def delete(self, tenant_id: str, user_id: str, ids: Sequence[str]) -> None:
-        """Delete some of one user's vectors."""
         if ids:
             key = self._key(tenant_id, user_id)
             with self.store.transaction("delete vectors") as conn:
@@ -309,11 +301,10 @@ class PgVectorIndex:
                 self._add_to_count(conn, key, -len(deleted))
 
     def drop(self, tenant_id: str, user_id: str) -> None:
-        """Delete one user's partition."""
         self.drop_collection(self.collection_name(tenant_id, user_id))
 
     def collection_names(self) -> list[str]:
-        """The names of every partition of this index (this prefix, any user)."""
+        """This prefix's partitions, of any user."""
         rows: list[dict[str, Any]] = self.store.query(
             "list vector collections",
             "SELECT DISTINCT collection FROM record_embeddings WHERE starts_with(collection, %s) "
@@ -323,13 +314,11 @@ class PgVectorIndex:
         return [row["collection"] for row in rows]
 
     def clear(self) -> None:
-        """Delete every partition of this index (re-indexing)."""
         with self.store.transaction("clear vectors") as conn:
             for table in ("record_embeddings", "vector_counts"):
                 conn.execute(f"DELETE FROM {table} WHERE starts_with(collection, %s)", (self.prefix + "-",))
 
     def drop_collection(self, name: str) -> None:
-        """Delete one partition by name (nothing if absent)."""
         with self.store.transaction("drop vector collection") as conn:
             for table in ("record_embeddings", "vector_counts"):
                 conn.execute(f"DELETE FROM {table} WHERE collection = %s", (name,))

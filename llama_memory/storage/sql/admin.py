@@ -24,17 +24,13 @@ from ..ports.profile import DOCUMENT_KINDS
 from .dialect import EXPIRED_SQL, Dialect, SQLStore, given
 from .profile import export_document, import_document_row, one_current_value
 from .records import record_id, to_record
-from .triples import TripleTimeline
+from .triples import TRIPLE_COLUMNS, TripleTimeline
 
 __all__ = ["PROFILE_TABLE", "AdminRows"]
 
 PROFILE_TABLE = DOCUMENT_KINDS["profile"]
 #: The condition on a user's rows; its parameters are the tenant and the user.
 _OWNER = "WHERE tenant_id = ? AND user_id = ?"
-_TRIPLE_COLUMNS = (
-    "subject", "predicate", "object", "subject_key", "predicate_key", "object_key",
-    "valid_from", "valid_to", "superseded_by", "ingested_at", "ttl", "expires_at",
-)  # fmt: skip
 
 
 def _count(condition: str) -> str:
@@ -411,7 +407,7 @@ class AdminRows(ABC):
         return [
             {
                 "kind": "triple", "user": user_id, "id": row["id"],
-                **{column: row[column] for column in _TRIPLE_COLUMNS},
+                **{column: row[column] for column in TRIPLE_COLUMNS},
                 "mentions": mentions.get(row["id"], []),
             }  # fmt: skip
             for row in self._query("read triples", f"SELECT * FROM triples {_OWNER} ORDER BY seq", owner)
