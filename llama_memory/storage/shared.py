@@ -52,16 +52,14 @@ class _Held:
 
 
 class SharedBackends:
-    """The stores this process holds open for tools, with their holder counts (a store in
-    memory is never shared)."""
+    """The stores this process holds open for tools (never one in memory), with holders."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._held: dict[Hashable, _Held] = {}
 
     def acquire(self, location: Location, open_backend: Callable[[], OpenBackend]) -> OpenBackend:
-        """The backend open at ``location``, else the one ``open_backend()`` opens; one
-        holder more."""
+        """The backend open at ``location``, else ``open_backend()``'s; one holder more."""
         if location.path is None and location.store is None:
             return open_backend()
         key = location_key(location)

@@ -123,8 +123,7 @@ TABLES = (
 
 
 class PostgresStoreAdmin(AdminRows):
-    """The admin rows of one PostgreSQL store: every table exists from the first migration;
-    record rows carry their event date in words."""
+    """The admin rows of one PostgreSQL store (every table exists from the first migration)."""
 
     dialect = POSTGRES
     record_order = "seq"
@@ -149,8 +148,7 @@ class PostgresStoreAdmin(AdminRows):
 
 
 class ServerStore(OpenBackend):
-    """The PostgreSQL backend's parts on one opened :class:`PostgresStore` (``given``: the
-    ``store=`` value it was opened from, a URL or a pool)."""
+    """The parts on one opened :class:`PostgresStore` (``given``: the URL or pool)."""
 
     timeline_type = PostgresTripleTimeline
     profile_type = PostgresProfileRows

@@ -25,8 +25,7 @@ _SINCE = (
 
 
 class ChatCursor(NamedTuple):
-    """How far a reader of a :class:`PostgresChatLog` read: the ``seq`` of the first (None)
-    and last (0) messages it saw."""
+    """How far a reader read: the ``seq`` of the first (None) and last (0) messages seen."""
 
     first: Optional[int]
     last: int
@@ -71,8 +70,7 @@ class ChatTables(PostgresConnection, SQLChatTables):
 
 
 class PostgresChatLog(SQLChatLog):
-    """One conversation's shared chat log in PostgreSQL; "nothing changed" costs one
-    index lookup of the conversation's bounds."""
+    """One conversation's shared chat log in PostgreSQL ("nothing changed": one lookup)."""
 
     store: ChatTables
 

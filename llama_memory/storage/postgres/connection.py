@@ -135,14 +135,12 @@ class PostgresConnection(MetaStore):
         prepare_threshold: Optional[int] = 5,
         timeout: float = 10.0,
     ) -> None:
-        # The open transaction of each thread, or of each bridged call (a greenlet: many
-        # run in the event loop's thread, so a thread-local would mix them up).
+        # The open transaction of each thread or bridged call (a greenlet: many run in the
+        # event loop's thread, so a thread-local would mix them up).
         self._held_by: dict[greenlet.greenlet, _Held] = {}
-        # The async pools of bridged calls (aget/aput), one per event loop (a pool's
-        # connections belong to the loop that opened them).
+        # The async pools of bridged calls, one per event loop (that owns its connections).
         self._async_pools: dict[asyncio.AbstractEventLoop, BridgedPool] = {}
-        # The connection each bridged call keeps for all its statements (taken once,
-        # checked once), given back when the call ends.
+        # The connection each bridged call keeps for all its statements until it ends.
         self._pinned: dict[greenlet.greenlet, _Lent] = {}
         # Threads (their main greenlets) inside one_connection(): they pin one too.
         self._holding: set[greenlet.greenlet] = set()
@@ -153,11 +151,9 @@ class PostgresConnection(MetaStore):
         self._closed = False
         self._counted: Optional[weakref.finalize] = None  # see _OwnPools
         self._recovering = threading.Lock()
-        # Match counts of words in the full-text index (RecordTables.word_counts).
         self._word_counts = WordCountCache()
         self._changes = ChangeWatch()
-        # The server's snapshot as the pool's check of each connection read it (_check),
-        # until the change token takes it.
+        # The server's snapshot as the pool's check read it (_check), for the change token.
         self._checked: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
         # What else the check read, for the read-ahead of the hold it hands the connection to.
         self._checked_ahead: weakref.WeakKeyDictionary[Any, dict[Hashable, Any]] = weakref.WeakKeyDictionary()
@@ -204,8 +200,7 @@ class PostgresConnection(MetaStore):
         }
         self._pool = ConnectionPool(**self._pool_settings, open=False)
         with self._errors("connect"):
-            # A server that is down says why at once (the pool would wait its timeout
-            # and say only that no connection came).
+            # A server that is down says why at once (the pool would wait out its timeout).
             reason = self._probe()
             if reason is not None:
                 raise ServerUnreachable(f"cannot connect to the server: {reason}")
@@ -218,8 +213,7 @@ class PostgresConnection(MetaStore):
 
     @property
     def supports_async(self) -> bool:
-        """Whether ``aget``/``aput`` run on the event loop without a thread (not on an
-        application's ``ConnectionPool``)."""
+        """Whether ``aget``/``aput`` run on the event loop (not on an application's pool)."""
         return self._owns_pool
 
     def _current_pool(self) -> Any:
@@ -238,8 +232,7 @@ class PostgresConnection(MetaStore):
         if pool is not None:
             return pool
         for old in [old for old in self._async_pools if old.is_closed()]:
-            # asyncio.run() closed its loop, cancelling the pool's tasks: its
-            # connections can no longer be closed politely (they close when collected).
+            # asyncio.run() closed its loop: the connections close when collected.
             del self._async_pools[old]
         settings = {
             **self._pool_settings,
@@ -346,8 +339,7 @@ class PostgresConnection(MetaStore):
                 if reason is not None:
                     self._down = True
                     raise ServerUnreachable(f"cannot connect to the server: {reason}") from None
-                # The server answers: replace at once the idle connections it (or a proxy)
-                # cut, instead of checking them one by one with the pool's back-off.
+                # The server answers: replace at once the idle connections it (or a proxy) cut.
                 pool.check()
                 try:
                     return pool, pool.getconn(timeout=max(deadline - time.monotonic(), 0.001))
@@ -384,8 +376,7 @@ class PostgresConnection(MetaStore):
     def _recover(self) -> None:
         """After a call found the server down: ask again (ServerUnreachable if still down);
         once it answers, replace an own pool rather than wait out its back-off."""
-        # Asked outside the lock: a bridged call awaits the answer, and a thread lock
-        # held meanwhile would block the other bridged calls of the loop's thread.
+        # Asked outside the lock, which would block the other bridged calls of the loop.
         reason = self._probe()
         if reason is not None:
             raise ServerUnreachable(f"cannot connect to the server: {reason}")
@@ -396,7 +387,6 @@ class PostgresConnection(MetaStore):
             if self._owns_pool and not self._closed:
                 old, self._pool = self._pool, ConnectionPool(**self._pool_settings, open=False)
                 self._pool.open(wait=False)
-                # The async pools are dropped too: each loop's next call opens a fresh one.
                 old_async, self._async_pools = self._async_pools, {}
             self._down = False
         if old is None:
@@ -430,8 +420,8 @@ class PostgresConnection(MetaStore):
         callbacks: list[Callable[[], object]] = []
         with self._errors(action):
             with self._connection() as conn:
-                # This write may change what was read ahead (taken after the connection:
-                # a hold's first statement gets with it what the pool's check read).
+                # This write may change what was read ahead (read after the connection is
+                # taken: a hold's first statement gets with it what the pool's check read).
                 ahead = self.read_ahead()
                 if ahead:
                     ahead.clear()

@@ -28,8 +28,7 @@ class PostgresDialect(Dialect):
             cur.executemany(self.sql(statement), rows)
 
     def in_list(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
-        """``column = ANY(?)`` with the values as one array: one statement text for every
-        length (prepared once)."""
+        """``column = ANY(?)``: one statement text for every length (prepared once)."""
         return f"{column} = ANY(?)", [list(values)]
 
     def starts_with(self, column: str, prefix: str) -> tuple[str, tuple[Any, ...]]:

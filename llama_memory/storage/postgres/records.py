@@ -18,8 +18,7 @@ from .connection import PostgresConnection
 from .schema import USER_WORDS_FUNCTION
 
 #: A user of more records than this has their words counted on this many of their rows
-#: (a common word of a large user is held by thousands of them; an idf needs rough
-#: counts only). A smaller user's are counted exactly through ``records_user_words``.
+#: (an idf needs rough counts only); a smaller user's exactly, by ``records_user_words``.
 SAMPLE_ROWS = 5_000
 #: How many records one user holds (all sources); parameters: tenant, user.
 _USER_SIZE = "(SELECT count(*) FROM records WHERE tenant_id = %s AND user_id = %s)"
@@ -29,8 +28,7 @@ def _owner_words(tenant: str, user: str, words: str) -> str:
     return f"{USER_WORDS_FUNCTION}(hashtextextended({tenant} || chr(31) || {user}, 0), {words})"
 
 
-#: A row's words keyed by its owner: the values ``records_user_words`` indexes (schema
-#: migration 7, whose index expression is this one).
+#: A row's words keyed by its owner: the index expression of ``records_user_words``.
 USER_WORDS = _owner_words("tenant_id", "user_id", "tsv")
 
 
@@ -46,25 +44,21 @@ _OWNED_BY = "ROW(tenant_id, user_id) IS NOT DISTINCT FROM ROW(%s::text, %s::text
 RANK_CANDIDATES = 100
 # The query search_text scores a row with: the row's own words of the query. ts_rank_cd
 # costs a row about 2 us for each word of the query, held by the row or not (20-30 us a
-# row for a question of 10-15 words, most of a search's time); a row holds two or three
-# of them. The score is the same: for an OR of words, cover density sums over the row's
-# positions of the query's words, and a word the row lacks has none. Built from the row's
-# tsvector cut to the query's lexemes (``lx``), stripped, in tsquery syntax (the two
-# types quote a lexeme alike). A query with a phrase (a word the parser splits, "x_y":
-# 'x' <-> 'y') is not an OR of words: it is scored whole.
+# row for a question of 10-15 words); the score is the same, as a word the row lacks adds
+# nothing to cover density. Built from the row's tsvector cut to the query's lexemes
+# (``lx``), stripped, in tsquery syntax. A query with a phrase ("x_y": 'x' <-> 'y') is
+# not an OR of words: it is scored whole.
 _ROW_QUERY = (
     "CASE WHEN strpos(q::text, '<') > 0 THEN q ELSE "
     "replace(strip(ts_delete(tsv, tsvector_to_array(ts_delete(tsv, lx))))::text, ''' ''', ''' | ''')::tsquery END"
 )
-# The columns of a record the session neighbours' read brings for a later read of the
-# same get(): a get() reads the records of the excerpts it packs from these neighbours.
-# The JSON columns come as text, parsed by each read (a record's metadata is its own).
+# The columns the session neighbours' read brings for the get()'s later read of the
+# records; the JSON columns as text, parsed by each read (a record's metadata is its own).
 _NEIGHBOUR_COLUMNS = "seq, " + RECORD_COLUMNS.replace("message_ids", "message_ids::text AS message_ids").replace(
     "metadata", "metadata::text AS metadata"
 )
 #: What the pool's check of a connection reads (:meth:`RecordTables._check`): the
-#: server's snapshot, as :func:`~.changes.read_snapshot`, and whether no record at all
-#: waits for the dense index (along ``records_pending``, an index of those only).
+#: server's snapshot and whether no record waits for the dense index (``records_pending``).
 _CHECK = (
     "SELECT pg_current_snapshot()::text AS s, NOT EXISTS (SELECT 1 FROM records WHERE NOT indexed) AS none_pending"
 )
@@ -82,10 +76,9 @@ class RecordTables(PostgresConnection, RecordStore):
     write_order = "seq"
     with_copies, copy_column = "records r", "r.vector"
 
-    #: How many of a user's matching rows :meth:`search_text` scores with
-    #: ``ts_rank_cd`` (at least the ``limit`` asked): the best by ``ts_rank``, which
-    #: costs a fifth as much a row. Measured on real rows (docs/benchmarks.md, "PostgreSQL
-    #: get() speed, idle machine"), the top 30 stayed the same as ranking every row.
+    #: How many of a user's matching rows :meth:`search_text` scores with ``ts_rank_cd``
+    #: (at least ``limit``): the best by ``ts_rank``, a fifth of the cost; the top 30 stayed
+    #: the same as ranking every row (docs/benchmarks.md, "PostgreSQL get() speed, idle").
     rank_candidates: int = RANK_CANDIDATES
 
     def pending_records(self, source: str, limit: int) -> list[PendingRecord]:
@@ -126,8 +119,7 @@ class RecordTables(PostgresConnection, RecordStore):
         if not ids or radius < 0:
             return {}
         user = scope.require_user(f"the {source!r} memory source")
-        # Per hit, the rows up to it and after it in its session, along records_by_session;
-        # a standalone hit's are itself, and a standalone row is no hit's neighbour.
+        # A standalone hit's neighbours are itself, and a standalone row is no hit's.
         together = (
             f"(r.id = h.id OR (h.metadata->'{STANDALONE_KEY}' IS DISTINCT FROM 'true'"
             f" AND r.metadata->'{STANDALONE_KEY}' IS DISTINCT FROM 'true'))"
@@ -135,9 +127,8 @@ class RecordTables(PostgresConnection, RecordStore):
         # Within one get() the rows come whole, for the records' read that follows.
         whole = self.holds_connection()
         columns = _NEIGHBOUR_COLUMNS if whole else "seq, id"
-        # The limits are written in the statement (a whole number, from the code): with
-        # them as parameters the server planned the prepared statement afresh at every
-        # call (0.15-0.2 ms), its generic plan being costed for any limit.
+        # The limits are written in the statement: as parameters, the server planned the
+        # prepared statement afresh at every call (0.15-0.2 ms).
         before, after = int(radius) + 1, int(radius)
         rows = self.query(
             "read session neighbours",
@@ -220,19 +211,16 @@ class RecordTables(PostgresConnection, RecordStore):
         user = scope.require_user("word counts")
         owner = (scope.tenant_id, user)
         unique = list(dict.fromkeys(words))
-        # Within one get() (one_connection) the counts given are remembered: a later
-        # retrieval of it asks for words counted already (the whole of a question of two
-        # parts holds its parts' words; the marks of what a later record supersedes ask
-        # again), and gets the same counts without a statement, until a transaction of
-        # this store object.
+        # Within one get() the counts given are remembered until a transaction: a later
+        # retrieval of it asks for words counted already (a question of two parts holds
+        # its parts' words) and gets the same counts without a statement.
         key = ("word counts", owner)
         held = self.read_ahead() or {}
         given = held.get(key)
         if given is not None and all(w in given[1] for w in unique):
             return given[0], {w: given[1][w] for w in unique}
         # The words of the get()'s searches not counted yet are counted in the same
-        # statement: the get() asks for them next (the relevance of what a search found
-        # counts the question's words), then without a statement of its own.
+        # statement: the get() asks for them next.
         searched = [w for w in held.get(("searched words", owner), ()) if given is None or w not in given[1]]
         total, counts = self._word_counts_of(owner, list(dict.fromkeys([*unique, *searched])))
         ahead = self.read_ahead()  # the hold's connection is taken by the first statement
@@ -247,9 +235,8 @@ class RecordTables(PostgresConnection, RecordStore):
 
     def _word_counts_of(self, owner: tuple[str, str], unique: list[str]) -> tuple[int, dict[str, int]]:
         """:meth:`word_counts` of distinct words, read (and remembered across calls)."""
-        # The first statement reads the size: which counts are fresh depends on it, so
-        # every word not remembered for *some* size is counted in the same pass, and a
-        # remembered one turned stale is counted by a second (rare: a tenth's growth).
+        # Which counts are fresh depends on the size the first statement reads: a word not
+        # remembered is counted in it, a remembered one turned stale by a second (rare).
         pending = [w for w in unique if not self._word_counts.holds((*owner, w))]
         maybe_none = [w for w in unique if w in pending or self._word_counts.peek((*owner, w)) == 0]
         total, counted, elsewhere = self._count_words(owner, pending, maybe_none)
@@ -315,11 +302,10 @@ class RecordTables(PostgresConnection, RecordStore):
         size = _USER_SIZE % ("%(t)s", "%(u)s") if up_to is not None else "0"
         listed = list(dict.fromkeys([*words, *maybe_none]))
         counted, looked_for = set(words), set(maybe_none)
-        # A stop word has no lexeme (its keys are empty: every row would contain them).
-        # Each word's keys are made once, beside it (see search_text), and the size once
-        # (OFFSET 0: not copied into each place that reads it; the counts likewise, so
-        # that the look-up elsewhere reads them rather than counting again). The LEFT
-        # JOIN gives the size even for no word.
+        # A stop word has no lexeme (its empty keys every row contains). Each word's keys
+        # are made once, beside it (see search_text), and the size and counts once (OFFSET
+        # 0: not copied into each place that reads them). The LEFT JOIN gives the size even
+        # for no word.
         rows = self.query(
             "count word matches",
             "SELECT s.total, c.word, c.n, c.known FROM (SELECT " + size + " AS total OFFSET 0) AS s "
@@ -376,17 +362,13 @@ class RecordTables(PostgresConnection, RecordStore):
         self, text: str, tenant: str, user: str, source: str, candidates: int, limit: int, exclude: Collection[str]
     ) -> list[tuple[str, float]]:
         """The ``limit`` best by ``ts_rank_cd`` of the ``candidates`` best by ``ts_rank``."""
-        # ts_rank_cd costs ~15 us a row (cover density over every position); ts_rank a
-        # fifth of it. A user's question shares a common word with hundreds of their rows,
-        # so the cheap rank picks the candidates and only those get the real score.
+        # ts_rank_cd costs ~15 us a row, ts_rank a fifth of it: a question shares a common
+        # word with hundreds of the user's rows, so the cheap rank picks the candidates.
         # records_user_words gives the user's rows holding any word of the query (a
-        # superset of the matches: a phrase needs all its words), which are then
-        # matched; ts_match_vq(tsv, q) is tsv @@ q in a form no index serves. What is
-        # made of the query is made once, in FROM: a prepared statement's generic plan
-        # evaluates an expression of its parameters again for every row it tests (the
-        # query's keys made 2,000 times: 180 ms on a new table the planner walks).
-        # Within one get() the rows bring their texts too: the get() reads the texts of
-        # what it found (a second hop's search, all of them).
+        # superset: a phrase needs all its words), then matched by ts_match_vq (tsv @@ q in
+        # a form no index serves). The query's parts are made once, in FROM: a generic plan
+        # evaluates an expression of its parameters for every row (180 ms at 2,000 rows).
+        # Within one get() the rows bring their texts, which the get() reads next.
         texts = ", role, text" if self.holds_connection() else ""
         rows = self.query(
             "search text",

@@ -14,10 +14,8 @@ from .connection import Connection
 from .store import PostgresStore
 
 #: Users with at least this many vectors in a collection are searched through the HNSW
-#: index; smaller ones exactly. Measured here (docs/benchmarks.md, "PostgreSQL", 384
-#: dimensions): the exact search's time grows with the user's rows (5-6x from 1,000 to
-#: 10,000), the HNSW search's does not, and the two meet near 10,000 rows; below it,
-#: exact is as fast and its recall is 1.
+#: index, smaller ones exactly: the two meet near 10,000 rows (docs/benchmarks.md,
+#: "PostgreSQL", 384 dimensions); below it, exact is as fast and its recall is 1.
 HNSW_THRESHOLD = 10_000
 
 #: ``hnsw.ef_search`` of a search (pgvector's default is 40): the candidate list of the
@@ -36,14 +34,13 @@ def _literal(vector: Vector) -> str:
 
 
 def _floats(vector: Vector) -> list[float]:
-    """A vector as a query parameter, ``float8[]`` in binary (the text form took 0.4 ms for
-    384 dimensions); the same float4 values either way."""
+    """A vector as a ``float8[]`` query parameter in binary (text took 0.4 ms at 384 dims)."""
     return list(np.asarray(vector, dtype=np.float64).tolist())
 
 
 def _decode(blob: bytes) -> np.ndarray:
-    """A vector from pgvector's binary form (int16 dimension and reserved word, then
-    big-endian float4), as float32: exact, where parsing text took 0.2 ms."""
+    """A float32 vector from pgvector's binary form (int16 dimension and reserved word,
+    then big-endian float4): exact, where parsing text took 0.2 ms."""
     return np.frombuffer(blob, dtype=">f4", offset=4).astype(np.float32)
 
 
@@ -79,8 +76,7 @@ class PgVectorIndex:
         self.ef_search = ef_search
         self.max_scan_tuples = max_scan_tuples
         self._indexed_dimensions: set[int] = set()
-        # Dimensions whose index this object's writes need not look for again (present,
-        # or absent over existing rows: left to ensure_hnsw).
+        # Dimensions whose index writes need not look for again (there, or left to ensure_hnsw).
         self._checked_dimensions: set[int] = set()
 
     def collection_name(self, tenant_id: str, user_id: str) -> str:
@@ -100,8 +96,7 @@ class PgVectorIndex:
         with self.store.transaction("write vectors") as conn:
             for dimension in {len(e) for e in embeddings} - self._checked_dimensions:
                 self._ensure_hnsw(conn, dimension)
-            # One statement for the batch; xmax = 0 tells a new row from a replaced one,
-            # so that the user's count grows by the new rows only.
+            # xmax = 0 tells a new row from a replaced one: the count grows by new rows only.
             rows = conn.execute(
                 "INSERT INTO record_embeddings (tenant_id, user_id, collection, id, embedding) "
                 "SELECT %s, %s, %s, i, e::vector FROM unnest(%s::text[], %s::text[]) AS v(i, e) "
@@ -127,15 +122,13 @@ class PgVectorIndex:
 
     @classmethod
     def hnsw_index_sql(cls, dimension: int, *, concurrently: bool = False) -> str:
-        """The statement creating the HNSW index of ``dimension`` (``concurrently``: built
-        without blocking writers)."""
+        """The statement creating the HNSW index of ``dimension`` (maybe ``concurrently``)."""
         d = int(dimension)
         if not 1 <= d <= 2000:
             raise ValueError(f"pgvector's HNSW indexes vectors of 1 to 2000 dimensions, not {dimension}")
-        # An expression index, partial on the dimension, rather than a typed column: the
-        # table holds every collection (messages, triples), whose models may differ, and
-        # an existing store needs no rewrite of its rows. Searches name the same
-        # expression and predicate, so only they can use it; exact searches cannot.
+        # An expression index, partial on the dimension, not a typed column: the table holds
+        # every collection, whose models may differ, and an existing store needs no rewrite.
+        # Searches name the same expression and predicate; exact searches cannot use it.
         return (
             f"CREATE INDEX {'CONCURRENTLY ' if concurrently else ''}IF NOT EXISTS "
             f"{cls.hnsw_index_name(d)} ON record_embeddings USING hnsw "
@@ -143,15 +136,13 @@ class PgVectorIndex:
         )
 
     def ensure_hnsw(self, dimension: int) -> None:
-        """Create the HNSW index of ``dimension`` over the rows already there (blocks
-        writers while it builds; see :meth:`hnsw_index_sql`)."""
+        """Create the HNSW index of ``dimension`` over the rows there (blocks writers)."""
         with self.store.transaction("create the HNSW index") as conn:
             self._ensure_hnsw(conn, dimension, build=True)
 
     def _ensure_hnsw(self, conn: Connection, dimension: int, build: bool = False) -> None:
-        """Create a new dimension's index, empty, as its first vector is written; never
-        over existing rows (minutes at 100k rows, blocking writers): such a store is
-        searched exactly until :meth:`ensure_hnsw` builds it."""
+        """Create a new dimension's index, empty, as its first vector is written; never over
+        existing rows (minutes at 100k rows): searched exactly until :meth:`ensure_hnsw`."""
         if self._has_hnsw(conn, dimension):
             self._checked_dimensions.add(dimension)
             return
@@ -181,8 +172,7 @@ class PgVectorIndex:
         # Most users are small: their count and their exact search in one statement (one
         # round trip and snapshot, where a transaction took five). The search runs only
         # when the count says exact; a large user's count sends it to the HNSW path below.
-        # The query vector is a sub-select: converted once, where a prepared statement's
-        # generic plan converted the parameter for every row (1.4 against 4.2 ms).
+        # The query vector is a sub-select: converted once, not for every row (1.4 vs 4.2 ms).
         rows = self.store.query(
             "search vectors",
             "SELECT c.n, e.id, e.similarity FROM (SELECT coalesce((SELECT n FROM vector_counts "
@@ -234,10 +224,8 @@ class PgVectorIndex:
     ) -> list[tuple[str, float]]:
         """One user's ``k`` nearest through the HNSW index of ``dimension``, re-sorted."""
         candidates = max(2 * k, 20)
-        # set_config(..., true) is SET LOCAL: these settings end with the transaction.
-        # enable_sort off: the planner would otherwise often prefer the btree and a sort
-        # of the user's rows (exact, but what this path is here to avoid); only the HNSW
-        # scan yields rows in distance order (the outer sort of the candidates remains).
+        # set_config(..., true) is SET LOCAL. enable_sort off: the planner would often
+        # prefer the btree and a sort of the user's rows (what this path avoids).
         conn.execute(
             "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
             "set_config('enable_sort', 'off', true), "

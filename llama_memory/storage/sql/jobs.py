@@ -159,8 +159,7 @@ class JobQueue:
     def claim(
         self, worker: str, *, kinds: Optional[list[str]] = None, lease: float = 60.0, now: Optional[float] = None
     ) -> Optional[Job]:
-        """The next job that may run now (of ``kinds`` when given), leased to ``worker``
-        for ``lease`` seconds; None when there is none."""
+        """The next job that may run now (of ``kinds``), leased to ``worker``; None if none."""
         if lease <= 0:
             raise ValueError(f"lease must be positive seconds, got {lease}")
         self._jobs_table()
@@ -233,8 +232,7 @@ class JobQueue:
         return state if changed == 1 else "lost"
 
     def postpone(self, job: Job, run_at: float) -> bool:
-        """Give a claimed job back to run at ``run_at`` without counting the attempt; False
-        when the lease was lost."""
+        """Requeue a claimed job for ``run_at``, the attempt uncounted; False if lease lost."""
         return self._write(
             "postpone a job",
             "UPDATE jobs SET state = 'queued', worker = NULL, lease_until = NULL, run_at = ?, "

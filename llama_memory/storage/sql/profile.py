@@ -43,8 +43,7 @@ class ProfileRows:
         return [self._to_change(row) for row in rows]
 
     def history(self, scope: Scope, at: float, path: Optional[str] = None) -> list[ProfileChange]:
-        """Every row alive at ``at`` of the field at ``path`` and beneath (``None``: all),
-        superseded ones and removals included, oldest first."""
+        """Every row (of every kind) alive at ``at`` of the field at ``path`` and beneath."""
         where, params = self._subtree(path)
         rows = self._query(
             f"read {self.document} history",
@@ -158,8 +157,7 @@ def export_document(
 
 
 def import_document_row(conn: Any, dialect: Dialect, table: str, tenant_id: str, user: str, row: dict[str, Any]) -> bool:
-    """Write one export row of a document unless its history has it (same path, operation,
-    value, time); whether it was written."""
+    """Write one export row of a document unless its history has it; whether it was written."""
     value_json = None if row["removed"] else json.dumps(row["value"], ensure_ascii=False)
     held = dialect.execute(
         conn,

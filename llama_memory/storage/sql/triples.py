@@ -159,8 +159,7 @@ class TripleTimeline(ABC):
             self.dialect.execute(conn, "UPDATE triples SET valid_from = ? WHERE id = ?", (valid_from, triple_id))
 
     def end(self, triple_ids: Sequence[str], valid_to: float, superseded_by: Optional[str]) -> None:
-        """End triples' intervals at ``valid_to``, replaced by ``superseded_by`` (``None``:
-        retracted, nothing replaces them)."""
+        """End triples' intervals at ``valid_to``, replaced by ``superseded_by`` (or none)."""
         self.dialect.update_ids(
             self.store.transaction, "supersede triples", "triples", "valid_to = ?, superseded_by = ?", triple_ids,
             before=(valid_to, superseded_by),
@@ -172,8 +171,7 @@ class TripleTimeline(ABC):
         self, scope: Scope, alive_at: float, *, ids: Optional[Sequence[str]] = None, include_history: bool = True,
         subject_key: Optional[str] = None, predicate_key: Optional[str] = None
     ) -> list[StoredTriple]:
-        """The user's triples not expired at ``alive_at``, by ``valid_from`` then write order,
-        filtered by ids, history and subject or predicate key."""
+        """The user's triples alive at ``alive_at``, by ``valid_from``, filtered as asked."""
         user = _owner(scope)
         where, params = ["tenant_id = ?", "user_id = ?"], [*user]
         if ids is not None:
@@ -299,8 +297,7 @@ class TripleTimeline(ABC):
             self._delete_where(conn, "tenant_id = ? AND user_id = ?", _owner(scope))
 
     def delete_expired(self, at: float) -> list[TripleRef]:
-        """Delete the triples expired at ``at`` (current or not) with their provenance and
-        lexical entries; which ones (triples they superseded keep the id)."""
+        """Delete the triples expired at ``at`` (current or not) and what hangs on them."""
         with self.store.transaction("purge expired triples") as conn:
             rows = self._delete_where(conn, f"NOT {ALIVE_SQL}", (at,))
         return [TripleRef(r["tenant_id"], r["user_id"], r["id"]) for r in rows]

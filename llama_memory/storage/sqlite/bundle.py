@@ -96,8 +96,7 @@ class SQLiteProfileRows(ProfileRows):
 
 
 class StoreAdmin(AdminRows):
-    """The admin rows of one SQLite store: a missing table (a source never opened on the
-    file) reads as empty."""
+    """The admin rows of one SQLite store: a missing table (a source never opened) is empty."""
 
     dialect = SQLITE
     record_order = "rowid"

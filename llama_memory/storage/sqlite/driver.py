@@ -226,8 +226,7 @@ class SQLCipherDriver(SQLiteDriver):
         self._derivation = derivation_of(dbapi2)
 
     def key_clause(self, file: Path) -> str:
-        """The key of ``file`` for ``PRAGMA key``: the raw derived key with the file's salt,
-        or the passphrase when SQLCipher derives differently."""
+        """``PRAGMA key``'s: the derived key with the file's salt, or else the passphrase."""
         if self._derivation is None or RAW_KEY.match(self._key):
             return quote(self._key)  # SQLCipher derives it, or a raw key given as such
         salt = salt_of(file) or new_salt()
@@ -297,8 +296,7 @@ def quote(text: str) -> str:
 def sqlite_driver(
     encryption_key: Union[str, Any, None] = None, *, owner_only: bool = True, environ: bool = True
 ) -> SQLiteDriver:
-    """SQLCipher with ``encryption_key`` (``str`` or ``SecretStr``), else with
-    :data:`ENCRYPTION_KEY_ENV` when set, else plain ``sqlite3``."""
+    """SQLCipher with ``encryption_key``, else with :data:`ENCRYPTION_KEY_ENV`, else plain."""
     if encryption_key is not None:
         secret = getattr(encryption_key, "get_secret_value", None)
         return SQLCipherDriver(secret() if secret else encryption_key, owner_only=owner_only)

@@ -202,8 +202,7 @@ def _digest(conn: Any) -> tuple[str, int, int]:
 
 
 def _swap_in(file: Path, work: Path, backup: Path) -> None:
-    """Put ``work`` in place of ``file``, kept as ``backup``; StorageError (nothing moved)
-    while another connection has the store open."""
+    """Put ``work`` in place of ``file``, kept as ``backup``; StorageError if the store is open."""
     for extra in ("-wal", "-shm"):
         sibling = file.with_name(file.name + extra)
         if sibling.exists():
