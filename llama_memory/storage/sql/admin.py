@@ -45,7 +45,7 @@ def _is_user_key(key: str) -> bool:
 
 
 #: The columns of a chat message an import writes.
-_CHAT_COLUMNS = "tenant_id, user_id, session_id, message_json, created_at"
+_CHAT_COLUMNS = ("tenant_id", "user_id", "session_id", "message_json", "created_at")
 
 
 class MessageRanks:
@@ -67,27 +67,6 @@ class MessageRanks:
         digest = hashlib.blake2b(json.dumps(key).encode("utf-8", "surrogatepass"), digest_size=16).digest()
         self._seen[digest] += 1
         return self._seen[digest]
-
-
-def import_message(conn: Any, mark: str, tenant_id: str, row: dict[str, Any], ranks: MessageRanks) -> bool:
-    """Write one ``message`` export row unless the session holds it (see
-    :class:`MessageRanks`); whether it was written. ``mark``: the placeholder."""
-    # As the chat log writes it (whatever the key order of the file): what makes two
-    # messages equal.
-    from llama_index.core.base.llms.types import ChatMessage  # only imports need it
-
-    data = dump_message(ChatMessage.model_validate(row["message"]))
-    key = (tenant_id, row["user"], row["session"], data, float(row["created_at"]))
-    rank = ranks.next(key)
-    held = conn.execute(
-        f"SELECT count(*) AS n FROM chat_messages WHERE tenant_id = {mark} AND user_id = {mark} "
-        f"AND session_id = {mark} AND message_json = {mark} AND created_at = {mark}",
-        key,
-    ).fetchone()
-    if held["n"] >= rank:
-        return False
-    conn.execute(f"INSERT INTO chat_messages ({_CHAT_COLUMNS}) VALUES ({', '.join([mark] * 5)})", key)
-    return True
 
 
 
@@ -437,7 +416,7 @@ class AdminRows(ABC):
             for row, triple_text in zip(rows, triple_texts):
                 kind, user = row["kind"], row["user"]
                 if kind == "message":
-                    new[kind] += import_message(conn, self.dialect.sql("?"), tenant_id, row, ranks)
+                    new[kind] += self._import_message(conn, tenant_id, row, ranks)
                 elif kind == "record":
                     new[kind] += self._import_record(conn, tenant_id, user, row)
                 elif kind in DOCUMENT_KINDS:  # a profile or an instructions row
@@ -450,6 +429,28 @@ class AdminRows(ABC):
             for table, user, path in sorted(document_paths):
                 one_current_value(conn, self.dialect, table, tenant_id, user, path)
         return new
+
+    def _import_message(
+        self, conn: Any, tenant_id: str, row: dict[str, Any], ranks: MessageRanks
+    ) -> int:
+        """Write one message row (1) unless the session holds it (0; :class:`MessageRanks`)."""
+        # As the chat log writes it (whatever the key order of the file): what makes two
+        # messages equal.
+        from llama_index.core.base.llms.types import ChatMessage  # only imports need it
+
+        data = dump_message(ChatMessage.model_validate(row["message"]))
+        key = (tenant_id, row["user"], row["session"], data, float(row["created_at"]))
+        rank = ranks.next(key)
+        held = self.dialect.execute(
+            conn,
+            "SELECT count(*) AS n FROM chat_messages WHERE tenant_id = ? AND user_id = ? "
+            "AND session_id = ? AND message_json = ? AND created_at = ?",
+            key,
+        ).fetchone()
+        if held["n"] >= rank:
+            return 0
+        self.dialect.insert(conn, "chat_messages", dict(zip(_CHAT_COLUMNS, key)))
+        return 1
 
     def _import_record(self, conn: Any, tenant_id: str, user: str, row: dict[str, Any]) -> int:
         """Write one record row (1), or merge its message ids into the held one (0)."""
