@@ -51,12 +51,10 @@ class Dialect(ABC):
     #: The literals a boolean column is compared with (SQLite keeps 0 and 1).
     true: str
     false: str
-    #: What ends a ``SELECT`` whose rows the transaction will update, so that another
-    #: writer of them waits (PostgreSQL's ``FOR UPDATE``; nothing where a write
-    #: transaction already holds the whole database, as SQLite's ``BEGIN IMMEDIATE`` does).
+    #: What ends a ``SELECT`` whose rows the transaction will update, so that another writer
+    #: of them waits (``FOR UPDATE``; nothing where a write holds the whole database).
     row_lock: str
-    #: The same, passing over rows another transaction holds instead of waiting for
-    #: them, so that workers claiming from one queue never wait for each other.
+    #: The same, passing over rows another transaction holds (workers never wait).
     skip_locked: str
 
     def sql(self, statement: str) -> str:

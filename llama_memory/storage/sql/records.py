@@ -100,9 +100,8 @@ class RecordStore(ABC):
     #: (NULL where a record has none): a table of their own, or a column of ``records``.
     with_copies: ClassVar[str]
     copy_column: ClassVar[str]
-    #: Per table, statements (parameters: tenant, user) deleting a user's rows that
-    #: belong to them through a row of that table with no cascade to take them along;
-    #: run before the table's own rows go (see :meth:`delete_user`).
+    #: Per table, statements (parameters: tenant, user) deleting the user's rows that hang
+    #: on a row of it with no cascade, run before its own rows go (see :meth:`delete_user`).
     user_dependents: ClassVar[Mapping[str, tuple[str, ...]]] = {}
 
     if TYPE_CHECKING:  # what the store this part belongs to provides

@@ -53,9 +53,7 @@ class TripleTimeline(ABC):
 
     dialect: ClassVar[Dialect]
     mentions: ClassVar[MentionLink]
-    #: The storage the timeline lives in (its ``transaction`` and ``query``); a source
-    #: keeps beside its triples what the store's meta table holds (the embedding
-    #: model's identity).
+    #: The storage the timeline lives in (its ``transaction``, ``query`` and meta table).
     store: Any
 
     @contextmanager

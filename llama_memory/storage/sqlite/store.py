@@ -29,10 +29,9 @@ _STOPWORDS = frozenset(
     "they this to was we were what when where which who whom why will with would you your".split()
 )
 
-#: In a large store, a query word found in more than this share of the indexed records is
-#: left out of lexical search: BM25 gives it little weight (log(3) against about 7 for a
-#: rare word), and scoring its matches is most of what lexical search costs (a word in 40%
-#: of 30,000 records: 30 of 45 ms).
+#: In a large store, a query word in more than this share of the indexed records is left
+#: out of lexical search: BM25 gives it little weight (log(3) against about 7 for a rare
+#: word), and scoring its matches is most of the cost (40% of 30,000 records: 30 of 45 ms).
 MAX_TERM_SHARE = 0.25
 #: Below this many indexed records every word is kept: counting costs more than it saves.
 PRUNE_FROM_RECORDS = 2000
@@ -40,11 +39,9 @@ PRUNE_FROM_RECORDS = 2000
 #: words), the rarest words first: BM25 costs a few microseconds per match, and a
 #: word of 100,000 records would otherwise cost more than the rest of a get().
 LEXICAL_POSTINGS_BUDGET = 1000
-#: The condition that leaves out the records whose ids a JSON list holds; ``{}`` is the
-#: rowid column it applies to.
+#: The condition leaving out the records whose ids a JSON list holds (``{}``: the rowid).
 _NOT_LEFT_OUT = " AND {} NOT IN (SELECT rowid FROM records WHERE id IN (SELECT value FROM json_each(?)))"
-#: search_text first takes this many times ``limit`` of the index's best matches and
-#: keeps the user's; only if too few are theirs does it join every match to its record.
+#: search_text first takes this many times ``limit`` of the index's best matches.
 _OWNER_OVERFETCH = 2
 #: Whether a record is a standalone statement (its JSON metadata's mark; 0 or 1).
 _STANDALONE = f"(metadata <> '{{}}' AND json_extract(metadata, '$.{STANDALONE_KEY}') IS 1)"
