@@ -40,8 +40,7 @@ def _quiet_settings() -> Any:
 
 def persistent_client(path: Path | str) -> Any:
     """An embedded Chroma client storing its files under ``path/chroma``, as private as
-    the store's database: beside an owner-only one its directory is ``0700`` and its
-    entries are tightened on each open."""
+    the store's database (``0700`` beside an owner-only one, tightened on each open)."""
     import chromadb
 
     database = Path(path) / DB_FILENAME
@@ -61,8 +60,7 @@ def persistent_client(path: Path | str) -> Any:
 
 
 def http_client(host: str, port: int = 8000, ssl: bool = False) -> Any:
-    """A client of the Chroma server at ``host:port``; StorageError naming it when the
-    server cannot be reached."""
+    """A client of the Chroma server at ``host:port``; StorageError when unreachable."""
     import chromadb
 
     try:
@@ -72,8 +70,7 @@ def http_client(host: str, port: int = 8000, ssl: bool = False) -> Any:
 
 
 def server_address(url: str) -> tuple[str, int, bool]:
-    """``(host, port, ssl)`` of a Chroma server URL (port 8000 for http, 443 for https
-    by default)."""
+    """``(host, port, ssl)`` of a Chroma server URL (default port 8000, or 443 for https)."""
     from urllib.parse import urlsplit
 
     parts = urlsplit(url if "://" in url else f"http://{url}")
@@ -109,9 +106,8 @@ def _forget_failed_system(directory: str) -> None:
 
 @contextmanager
 def _opening_lock(lock_file: Path, private: bool = False) -> Iterator[None]:
-    """Hold an exclusive lock on ``lock_file`` while Chroma opens: processes opening one
-    new directory at once race Chroma's schema creation. No lock without ``fcntl`` or
-    where the file cannot be written; ``private``: a new lock file is ``0600``."""
+    """Hold an exclusive lock on ``lock_file`` while Chroma opens: processes opening one new
+    directory at once race its schema creation (no lock without ``fcntl`` or write access)."""
     try:
         import fcntl
 
@@ -139,9 +135,8 @@ def ephemeral_client() -> Any:
 def open_index(
     prefix: str, path: Optional[Path | str] = None, chroma_client: Any = None, namespace: Optional[str] = None
 ) -> "DenseIndex":
-    """The dense index of one source: on ``chroma_client`` (collection names carry
-    ``namespace``, the store's id, so a server's stores never touch each other's), else
-    embedded under ``path``, else in the process-wide ephemeral Chroma."""
+    """The dense index of one source: on ``chroma_client`` (names carry ``namespace``, the
+    store's id), else embedded under ``path``, else in the process-wide ephemeral Chroma."""
     if chroma_client is not None:
         return DenseIndex(chroma_client, f"{prefix}-{namespace}" if namespace else prefix)
     if path is not None:
@@ -169,7 +164,6 @@ class DenseIndex:
         return f"{prefix}-{uuid.uuid4().hex[:12]}"
 
     def collection_name(self, tenant_id: str, user_id: str) -> str:
-        """The name of the collection holding one user's vectors."""
         digest = hashlib.sha256(f"{tenant_id}\x1f{user_id}".encode("utf-8")).hexdigest()[:32]
         return f"{self.prefix}-{digest}"
 
@@ -197,8 +191,7 @@ class DenseIndex:
         self, tenant_id: str, user_id: str, action: str, operation: Callable[[Any], T], empty: T, create: bool = False
     ) -> T:
         """Run ``operation`` on one user's collection (a cached handle dropped meanwhile is
-        opened again once); no collection reads as ``empty``, and is created only with
-        ``create`` (a write)."""
+        opened again once); none reads as ``empty``, created only with ``create``."""
         from chromadb.errors import NotFoundError
 
         name = self.collection_name(tenant_id, user_id)
@@ -221,7 +214,6 @@ class DenseIndex:
         return StorageError(f"Chroma {action} on {name!r} failed ({self.location}): {exc}")
 
     def upsert(self, tenant_id: str, user_id: str, ids: Sequence[str], embeddings: Sequence[Vector]) -> None:
-        """Add or replace one user's vectors."""
         if not ids:
             return
         vectors = [list(map(float, e)) for e in embeddings]
@@ -230,8 +222,7 @@ class DenseIndex:
     def query(
         self, tenant_id: str, user_id: str, embedding: Vector, k: int, exclude: Collection[str] = ()
     ) -> list[tuple[str, float]]:
-        """Chroma filters on metadata, not ids: as many more are asked as ``exclude``
-        leaves out."""
+        """Chroma filters on metadata, not ids: as many more asked as ``exclude`` leaves out."""
         if k <= 0:
             return []
         vector = [list(map(float, embedding))]
@@ -250,7 +241,6 @@ class DenseIndex:
         return [hit for hit in found if hit[0] not in left_out][:k]
 
     def vectors(self, tenant_id: str, user_id: str, ids: Sequence[str]) -> dict[str, Vector]:
-        """The stored vectors of some of one user's ids."""
         if not ids:
             return {}
         result: dict[str, Any] = self._on_collection(
@@ -263,7 +253,6 @@ class DenseIndex:
         return dict(zip(result["ids"], embeddings))
 
     def count(self, tenant_id: str, user_id: str) -> int:
-        """How many vectors one user has."""
         return int(self._on_collection(tenant_id, user_id, "count", lambda c: c.count(), 0))
 
     def ids(self, tenant_id: str, user_id: str, page: int = 5000) -> set[str]:
@@ -279,16 +268,13 @@ class DenseIndex:
                 return found
 
     def delete(self, tenant_id: str, user_id: str, ids: Sequence[str]) -> None:
-        """Delete some of one user's vectors."""
         if ids:
             self._on_collection(tenant_id, user_id, "delete", lambda c: c.delete(ids=list(ids)), None)
 
     def drop(self, tenant_id: str, user_id: str) -> None:
-        """Delete one user's collection."""
         self.drop_collection(self.collection_name(tenant_id, user_id))
 
     def collection_names(self) -> list[str]:
-        """The names of every collection of this index."""
         try:
             names = [getattr(c, "name", c) for c in self.client.list_collections()]
         except Exception as exc:
@@ -296,12 +282,10 @@ class DenseIndex:
         return [name for name in names if name.startswith(self.prefix + "-")]
 
     def clear(self) -> None:
-        """Delete every collection of this index."""
         for name in self.collection_names():
             self.drop_collection(name)
 
     def drop_collection(self, name: str) -> None:
-        """Delete one collection by name (nothing if absent)."""
         with self._lock:
             self._collections.pop(name, None)
             try:

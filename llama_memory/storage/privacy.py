@@ -34,8 +34,7 @@ def environment_key() -> Optional[str]:
 
 
 def check_passphrase(key: Any, source: str = "encryption_key") -> None:
-    """TypeError for a passphrase that is not a string; ValueError, naming ``source``,
-    for an empty or blank one or one holding NUL."""
+    """TypeError for a passphrase that is not a string; ValueError for a blank one or NUL."""
     if not isinstance(key, str):
         raise TypeError(f"{source} takes a passphrase (a string), not {type(key).__name__}")
     if not key.strip():
@@ -53,8 +52,8 @@ def is_private(path: Union[str, Path]) -> bool:
 
 
 def make_private_dir(path: Path) -> None:
-    """Create ``path`` (and its parents) with ``path`` ``0700`` whatever the umask; an
-    existing empty directory is made ``0700``, one holding other things keeps its mode."""
+    """Create ``path`` (and its parents), ``path`` ``0700`` whatever the umask (an existing
+    empty directory too; one holding other things keeps its mode)."""
     existed = path.exists()
     path.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
     if not existed or not any(path.iterdir()):
@@ -62,8 +61,7 @@ def make_private_dir(path: Path) -> None:
 
 
 def create_private_file(path: Path) -> None:
-    """Create ``path`` empty with mode ``0600`` unless it exists (SQLite's files beside it
-    then take its mode)."""
+    """Create ``path`` empty with mode ``0600`` unless it exists (SQLite's files follow it)."""
     try:
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE)
     except FileExistsError:
@@ -75,8 +73,7 @@ def create_private_file(path: Path) -> None:
 
 
 def open_private(path: Union[str, Path]) -> IO[str]:
-    """``open(path, "w", encoding="utf-8")`` for a file of a user's data, made ``0600``
-    before anything is written."""
+    """``open(path, "w", encoding="utf-8")``, the file made ``0600`` before any write."""
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
     try:
         os.fchmod(descriptor, PRIVATE_FILE)
@@ -86,9 +83,8 @@ def open_private(path: Union[str, Path]) -> IO[str]:
 
 
 def tighten_entries(directory: Path) -> None:
-    """Make the files under ``directory`` ``0600`` and sub-directories ``0700``; one
-    already ``0700`` is not walked, so the cost follows what was added. Vanished or
-    foreign entries are skipped."""
+    """Make the files under ``directory`` ``0600`` and sub-directories ``0700`` (one already
+    ``0700`` is not walked: the cost follows what was added)."""
     try:
         entries = list(os.scandir(directory))
     except OSError:
@@ -109,8 +105,7 @@ def tighten_entries(directory: Path) -> None:
 
 
 def shared_entries(directory: Path, names: Sequence[str]) -> list[Path]:
-    """The memory directory and those of its entries ``names`` that exist and grant
-    anything to group or others."""
+    """The directory and those of its entries ``names`` that grant anything to others."""
     found = [directory] if not is_private(directory) else []
     for name in names:
         try:
@@ -123,8 +118,7 @@ def shared_entries(directory: Path, names: Sequence[str]) -> list[Path]:
 
 
 def warn_if_shared(directory: Path, names: Sequence[str]) -> None:
-    """Log one warning per directory and process when the store can be read by other
-    accounts, with the command that tightens it."""
+    """Warn once per directory and process when others can read the store, with the fix."""
     shared = shared_entries(directory, names)
     if not shared:
         return

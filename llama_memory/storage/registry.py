@@ -39,7 +39,6 @@ class Entry:
     extra: Optional[str] = None
 
     def load(self) -> Backend:
-        """The bundle (its module imported now)."""
         module, _, attribute = self.bundle.partition(":")
         try:
             loaded: Backend = getattr(importlib.import_module(module), attribute)
@@ -94,8 +93,7 @@ def _directories() -> Entry:
 
 
 def entry_for(where: Any) -> Entry:
-    """The entry of a location: a string or pool a server backend claims, else a
-    directory."""
+    """The entry of a location: a string or pool a server backend claims, else a directory."""
     return next((e for e in ENTRIES if e.claims(where)), _directories())
 
 
@@ -115,8 +113,7 @@ def check_path(path: str) -> None:
 
 
 def location_of(where: Any, **options: Any) -> Location:
-    """A :class:`Location` from one value (``--store``, ``MemoryAdmin(path)``), with the
-    dense-index ``options``."""
+    """A :class:`Location` from one value (``--store``, ``MemoryAdmin(path)``) and options."""
     if entry_for(where).store_forms is not None:
         return Location(store=where, **options)
     return Location(path=where, **options)
@@ -173,8 +170,7 @@ def require_store(where: Any) -> None:
 
 
 def open_existing(where: Any) -> Storage:
-    """The existing store at ``where``, for a worker; StorageError when a directory holds
-    none."""
+    """The existing store at ``where``, for a worker; StorageError when there is none."""
     require_store(where)
     return backend_for(where).open(location_of(where)).store
 

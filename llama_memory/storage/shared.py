@@ -40,15 +40,9 @@ def location_key(location: Location) -> Hashable:
     path = None if location.path is None else os.path.realpath(os.path.expanduser(os.fspath(location.path)))
     key = location.encryption_key if location.encryption_key is not None else environment_key()
     return (
-        path,
-        _identity(location.store),
-        _identity(location.chroma_client),
-        location.chroma_host,
-        location.chroma_port,
-        location.chroma_url,
-        _digest(key),
-        location.owner_only,
-    )
+        path, _identity(location.store), _identity(location.chroma_client), location.chroma_host,
+        location.chroma_port, location.chroma_url, _digest(key), location.owner_only,
+    )  # fmt: skip
 
 
 @dataclass
@@ -58,16 +52,14 @@ class _Held:
 
 
 class SharedBackends:
-    """The stores this process holds open for tools, with their holder counts (a store in
-    memory is never shared)."""
+    """The stores this process holds open for tools (never one in memory), with holders."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._held: dict[Hashable, _Held] = {}
 
     def acquire(self, location: Location, open_backend: Callable[[], OpenBackend]) -> OpenBackend:
-        """The backend open at ``location``, else the one ``open_backend()`` opens; one
-        holder more, to :meth:`release`."""
+        """The backend open at ``location``, else ``open_backend()``'s; one holder more."""
         if location.path is None and location.store is None:
             return open_backend()
         key = location_key(location)

@@ -31,8 +31,8 @@ class LoopPool(AsyncConnectionPool):  # type: ignore[type-arg]
 
     @classmethod
     async def worker(cls, q: "asyncio.Queue[Any]") -> None:  # type: ignore[override]
-        """Run maintenance tasks from ``q`` until a ``StopWorker`` or a cancellation (even
-        one the running task swallowed); a failing task is logged."""
+        """Run tasks from ``q`` until a ``StopWorker`` or a cancellation (even one the
+        running task swallowed); a failing task is logged."""
         me = asyncio.current_task()
         while True:
             task = await q.get()
@@ -42,8 +42,7 @@ class LoopPool(AsyncConnectionPool):  # type: ignore[type-arg]
                 await task.run()
             except Exception as exc:
                 _logger.warning("pool task %s failed: %s: %s", task, type(exc).__name__, exc)
-            if _cancel_requested(me):
-                # The task caught our cancellation: honour it now.
+            if _cancel_requested(me):  # the task caught our cancellation
                 raise asyncio.CancelledError
 
 
@@ -60,30 +59,24 @@ class BridgedCursor:
         self._cursor = cursor
 
     def execute(self, sql: Any, params: Sequence[Any] | Mapping[str, Any] = ()) -> "BridgedCursor":
-        """Run one statement."""
         await_only(self._cursor.execute(sql, params))
         return self
 
     def executemany(self, sql: Any, params_seq: Sequence[Any]) -> None:
-        """Run one statement for each set of parameters."""
         await_only(self._cursor.executemany(sql, params_seq))
 
     def fetchone(self) -> Optional[DictRow]:
-        """The next row, or None."""
         return await_only(self._cursor.fetchone())
 
     def fetchall(self) -> list[DictRow]:
-        """The remaining rows."""
         return await_only(self._cursor.fetchall())
 
     @property
     def description(self) -> Any:
-        """The columns of the result (None for a statement without rows)."""
         return self._cursor.description
 
     @property
     def rowcount(self) -> int:
-        """Rows the last statement touched."""
         return self._cursor.rowcount
 
     def __enter__(self) -> "BridgedCursor":
@@ -100,11 +93,9 @@ class BridgedConnection:
         self.async_connection = conn
 
     def execute(self, sql: Any, params: Sequence[Any] | Mapping[str, Any] = ()) -> BridgedCursor:
-        """Run one statement; its cursor holds the rows."""
         return BridgedCursor(await_only(self.async_connection.execute(sql, params)))
 
     def cursor(self) -> BridgedCursor:
-        """A new cursor (closed by ``with``)."""
         return BridgedCursor(self.async_connection.cursor())
 
     @contextmanager
@@ -139,33 +130,26 @@ class BridgedPool:
 
     @property
     def max_size(self) -> int:
-        """Most connections the pool opens."""
         return self.async_pool.max_size
 
     @property
     def conninfo(self) -> Any:
-        """The pool's connection string (or the function making it)."""
         return self.async_pool.conninfo
 
     @property
     def kwargs(self) -> Any:
-        """The pool's connection arguments."""
         return self.async_pool.kwargs
 
     def getconn(self, timeout: Optional[float] = None) -> BridgedConnection:
-        """A connection, within ``timeout`` seconds (PoolTimeout else)."""
         return BridgedConnection(await_only(self.async_pool.getconn(timeout=timeout)))
 
     def putconn(self, conn: BridgedConnection) -> None:
-        """Give a connection back."""
         await_only(self.async_pool.putconn(conn.async_connection))
 
     def check(self) -> None:
-        """Check the idle connections, replacing the broken ones."""
         await_only(self.async_pool.check())
 
     def close(self, timeout: float = 5.0) -> None:
-        """Close the pool."""
         await_only(self.async_pool.close(timeout=timeout))
 
 

@@ -37,8 +37,8 @@ _CURRENT_OF_EVERY_DOCUMENT = POSTGRES.sql(
 
 
 class PostgresProfileRows(ProfileRows):
-    """The profile (or instructions: ``document``) rows of one :class:`PostgresStore`;
-    a ``get()`` reads every document's current rows in one round trip."""
+    """The profile (or instructions) rows of one :class:`PostgresStore`; a ``get()`` reads
+    every document's current rows in one round trip."""
 
     dialect = POSTGRES
     store: PostgresStore
@@ -52,11 +52,9 @@ class PostgresProfileRows(ProfileRows):
         self._open(store, document)
 
     def current(self, scope: Scope, at: float) -> list[ProfileChange]:
-        """Within one ``get()`` (:meth:`~PostgresConnection.one_connection`) the first
-        document read fetches every document's current rows, and every later read takes
-        its rows from there (each retrieval reads the profile: three for a question of two
-        parts), until a transaction of this store object; expiry is applied at each read's
-        own time."""
+        """Within one ``get()`` the first read fetches every document's current rows, and
+        later reads (each retrieval reads the profile) take theirs from there until a
+        transaction; expiry is applied at each read's own time."""
         ahead = self.store.read_ahead()
         if ahead is None:
             return super().current(scope, at)
@@ -70,19 +68,15 @@ class PostgresProfileRows(ProfileRows):
 
 
 class PostgresTripleTimeline(TripleTimeline):
-    """The triple timeline on a :class:`PostgresStore`: words searched with
-    ``ts_rank_cd`` over a generated ``tsvector``, mentions keyed by the user and the
-    triple's id, deleting a triple cascades to its mentions."""
+    """The triple timeline on a :class:`PostgresStore`: words searched with ``ts_rank_cd``
+    over a generated ``tsvector``; deleting a triple cascades to its mentions."""
 
     dialect = POSTGRES
     # Mentions lead with the user's key (tables sharded by user) and point at the id.
     mentions = MentionLink(
-        columns="tenant_id, user_id, triple_id",
-        sources="tenant_id, user_id, id",
-        key=("triple_id", "id"),
-        order="seq",
-        scoped=True,
-    )
+        columns="tenant_id, user_id, triple_id", sources="tenant_id, user_id, id",
+        key=("triple_id", "id"), order="seq", scoped=True,
+    )  # fmt: skip
 
     def __init__(self, store: PostgresStore) -> None:
         if not isinstance(store, PostgresStore):
@@ -104,8 +98,7 @@ class PostgresTripleTimeline(TripleTimeline):
     def search_words(
         self, scope: Scope, query: str, k: int, include_history: bool
     ) -> list[tuple[str, float]]:
-        """The user's triples best matching ``query``'s words, as (id, ``ts_rank_cd``),
-        best first; OR-ed through ``websearch_to_tsquery`` (no user text is syntax)."""
+        """Scored by ``ts_rank_cd``, the words OR-ed through ``websearch_to_tsquery``."""
         user = owner(scope, "the knowledge-triple store")
         words = list(dict.fromkeys(w for w in word_tokens(query) if w != "or"))
         if not words or k <= 0:
@@ -130,9 +123,7 @@ TABLES = (
 
 
 class PostgresStoreAdmin(AdminRows):
-    """The admin rows of one PostgreSQL store: every table exists from the first
-    migration, record rows carry their event date in words, sizes are measured, and a
-    bulk import is followed by ``ANALYZE``."""
+    """The admin rows of one PostgreSQL store (every table exists from the first migration)."""
 
     dialect = POSTGRES
     record_order = "seq"
@@ -152,14 +143,12 @@ class PostgresStoreAdmin(AdminRows):
         return int(row["n"])
 
     def refresh_statistics(self) -> None:
-        """ANALYZE the store's tables after a bulk import (until autovacuum does, the
-        planner may walk a user's rows where an index serves)."""
+        """ANALYZE (until autovacuum does, the planner may walk a user's rows)."""
         self.store.query("analyze the tables", "ANALYZE")
 
 
 class ServerStore(OpenBackend):
-    """The PostgreSQL backend's parts on one opened :class:`PostgresStore` (``given``: the
-    ``store=`` value it was opened from, a URL or a pool)."""
+    """The parts on one opened :class:`PostgresStore` (``given``: the URL or pool)."""
 
     timeline_type = PostgresTripleTimeline
     profile_type = PostgresProfileRows
@@ -176,24 +165,21 @@ class ServerStore(OpenBackend):
 
     @property
     def location(self) -> str:
-        """``host:port/dbname`` (no password), or the pool's name."""
         return str(self._postgres.location)
 
     @property
     def settings(self) -> dict[str, Any]:
-        """The URL without its password; a pool as given (marked by ``to_dict``)."""
+        """The URL without its password; a pool as given."""
         return {"store": self._postgres.url if isinstance(self._given, str) else self._given}
 
     def chat_log(self, scope: Scope) -> Optional[ChatLog]:
-        """The conversation's log in the database."""
         return self._postgres.chat_log(scope)
 
     def vector_index(self, collection: str) -> VectorIndex:
-        """pgvector rows of one kind of collection, in the store's database."""
+        """pgvector rows in the store's database."""
         return PgVectorIndex(self._postgres, collection)
 
     def sizes(self) -> dict[str, int]:
-        """``postgres``: bytes the tables take with their indexes; ``total`` the same."""
         size = PostgresStoreAdmin(self._postgres).size_bytes()
         return {"postgres": size, "total": size}
 
@@ -206,8 +192,7 @@ class ServerBackend(Backend):
     store_type = PostgresStore
 
     def open(self, location: Location, *, for_admin: bool = False) -> ServerStore:
-        """Open the store at ``location.store``, migrating its schema. ValueError for a
-        dense-index option, TypeError for a store object instead of a URL or pool."""
+        """Migrates the schema; ValueError for a dense-index option, TypeError for a store."""
         given = location.store
         if location.chroma_url is not None or location.chroma_client is not None:
             if location.chroma_url is not None:
@@ -226,17 +211,14 @@ class ServerBackend(Backend):
         return ServerStore(PostgresStore(given), given)
 
     def on(self, store: Storage, location: Location = Location()) -> ServerStore:
-        """The parts on an open store (``location`` has no options for this backend)."""
         if not isinstance(store, PostgresStore):
             raise TypeError(f"the PostgreSQL backend's parts need a PostgresStore, not {type(store).__name__}")
         return ServerStore(store)
 
     def describe_sizes(self, sizes: dict[str, int], size: Any) -> str:
-        """The bytes the tables take in the database."""
         return f"in the database: {size(sizes['postgres'])} (tables and their indexes)"
 
     def encrypt(self, where: Any, key: str, *, keep_backup: bool = False, source: str = "the key given") -> Any:
-        """Refused: a PostgreSQL store is encrypted at rest by its server and disks."""
         raise ValueError(
             "encrypt turns a SQLite memory directory into an encrypted one; a PostgreSQL "
             "store is encrypted at rest by the server's disk encryption, and in transit by "

@@ -25,8 +25,7 @@ _SINCE = (
 
 
 class ChatCursor(NamedTuple):
-    """How far a reader of a :class:`PostgresChatLog` has read: the sequence numbers of
-    the first (None when empty) and last (0 when empty) messages it saw."""
+    """How far a reader read: the ``seq`` of the first (None) and last (0) messages seen."""
 
     first: Optional[int]
     last: int
@@ -51,8 +50,8 @@ class ChatTables(PostgresConnection, SQLChatTables):
     def append_chat_after(
         self, scope: Scope, after: int, messages: Sequence[ChatMessage]
     ) -> tuple[list[ChatMessage], ChatCursor, ChatCursor]:
-        """Append messages to one conversation under its lock; return what others
-        committed after ``after`` before them, the bounds then, and the bounds after."""
+        """Append under the conversation's lock; what others committed after ``after``
+        before them, the bounds then, and the bounds after."""
         with self.transaction("append chat history") as conn:
             self._lock_conversation(conn, scope)
             before, bounds = self._since(scope, after)
@@ -61,7 +60,7 @@ class ChatTables(PostgresConnection, SQLChatTables):
         return before, bounds, end
 
     def replace_chat(self, scope: Scope, messages: Sequence[ChatMessage]) -> ChatCursor:
-        """Make ``messages`` the whole conversation; return its bounds after."""
+        """Make ``messages`` the whole conversation; its bounds after."""
         with self.transaction("replace chat history") as conn:
             self._lock_conversation(conn, scope)
             self._delete_chat(conn, scope)
@@ -71,33 +70,27 @@ class ChatTables(PostgresConnection, SQLChatTables):
 
 
 class PostgresChatLog(SQLChatLog):
-    """One conversation's shared chat log in PostgreSQL; "nothing changed" costs one
-    index lookup of the conversation's bounds."""
+    """One conversation's shared chat log in PostgreSQL ("nothing changed": one lookup)."""
 
     store: ChatTables
 
     def load(self) -> list[ChatMessage]:
-        """The conversation's messages, oldest first."""
         return self.store._since(self.scope, 0)[0]
 
     def append(self, messages: Sequence[ChatMessage]) -> None:
-        """Append messages."""
         self.store.append_chat_after(self.scope, 2**62, messages)
 
     def changes(self, cursor: Optional[ChatCursor]) -> Optional[ChatLogChanges]:
-        """None when the conversation is as the cursor saw it."""
         messages, bounds = self.store._since(self.scope, cursor.last if cursor is not None else 0)
         if cursor is not None and bounds == cursor:
             return None
         return ChatLogChanges(messages, replaced(cursor, bounds.first), bounds)
 
     def append_after(self, cursor: Optional[ChatCursor], messages: Sequence[ChatMessage]) -> ChatLogChanges:
-        """Append after what others committed since ``cursor``; return that."""
         before, bounds, end = self.store.append_chat_after(self.scope, cursor.last if cursor is not None else 0, messages)
         return ChatLogChanges(before, replaced(cursor, bounds.first), end)
 
     def replace_all(self, messages: Sequence[ChatMessage]) -> ChatCursor:
-        """Make ``messages`` the whole conversation; return the cursor after them."""
         return self.store.replace_chat(self.scope, messages)
 
 

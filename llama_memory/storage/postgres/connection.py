@@ -50,8 +50,7 @@ class ServerUnreachable(psycopg.OperationalError):
 
 @dataclass
 class _Held:
-    """The open transaction of one thread or bridged call: its connection and what
-    waits for its commit."""
+    """The open transaction of one thread or bridged call and what waits for its commit."""
 
     conn: Any
     after: list[Callable[[], object]] = field(default_factory=list)
@@ -79,7 +78,6 @@ class _OwnPools:
         self._lock = threading.Lock()
 
     def opened(self, location: str) -> None:
-        """Count one more store with its own pool on ``location``."""
         with self._lock:
             count = self._open[location] = self._open.get(location, 0) + 1
             warn = count > MANY_OWN_POOLS and location not in self._warned
@@ -96,7 +94,6 @@ class _OwnPools:
             )
 
     def closed(self, location: str) -> None:
-        """Count one store fewer on ``location``."""
         with self._lock:
             self._open[location] = max(0, self._open.get(location, 0) - 1)
 
@@ -120,10 +117,9 @@ class PostgresConnection(MetaStore):
         prepare_threshold: psycopg's; ``None`` behind pgbouncer in transaction mode.
         timeout: seconds to wait for a connection before raising StorageError.
 
-    A connection is checked when taken; when none comes within :data:`PROBE_AFTER`
-    seconds the store probes the server and raises at once while it is down. Every
-    ``psycopg`` error is re-raised as :class:`~llama_memory.core.errors.StorageError`
-    naming the server (never the password); a failed write is never retried.
+    When no connection comes within :data:`PROBE_AFTER` seconds the store probes the
+    server and raises at once while it is down. ``psycopg`` errors are re-raised as
+    StorageError naming the server (never the password); a failed write is never retried.
     """
 
     dialect: ClassVar[Dialect] = POSTGRES
@@ -139,14 +135,12 @@ class PostgresConnection(MetaStore):
         prepare_threshold: Optional[int] = 5,
         timeout: float = 10.0,
     ) -> None:
-        # The open transaction of each thread, or of each bridged call (a greenlet: many
-        # run in the event loop's thread, so a thread-local would mix them up).
+        # The open transaction of each thread or bridged call (a greenlet: many run in the
+        # event loop's thread, so a thread-local would mix them up).
         self._held_by: dict[greenlet.greenlet, _Held] = {}
-        # The async pools of bridged calls (aget/aput), one per event loop (a pool's
-        # connections belong to the loop that opened them).
+        # The async pools of bridged calls, one per event loop (that owns its connections).
         self._async_pools: dict[asyncio.AbstractEventLoop, BridgedPool] = {}
-        # The connection each bridged call keeps for all its statements (taken once,
-        # checked once), given back when the call ends.
+        # The connection each bridged call keeps for all its statements until it ends.
         self._pinned: dict[greenlet.greenlet, _Lent] = {}
         # Threads (their main greenlets) inside one_connection(): they pin one too.
         self._holding: set[greenlet.greenlet] = set()
@@ -157,11 +151,9 @@ class PostgresConnection(MetaStore):
         self._closed = False
         self._counted: Optional[weakref.finalize] = None  # see _OwnPools
         self._recovering = threading.Lock()
-        # Match counts of words in the full-text index (RecordTables.word_counts).
         self._word_counts = WordCountCache()
         self._changes = ChangeWatch()
-        # The server's snapshot as the pool's check of each connection read it (_check),
-        # until the change token takes it.
+        # The server's snapshot as the pool's check read it (_check), for the change token.
         self._checked: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
         # What else the check read, for the read-ahead of the hold it hands the connection to.
         self._checked_ahead: weakref.WeakKeyDictionary[Any, dict[Hashable, Any]] = weakref.WeakKeyDictionary()
@@ -208,8 +200,7 @@ class PostgresConnection(MetaStore):
         }
         self._pool = ConnectionPool(**self._pool_settings, open=False)
         with self._errors("connect"):
-            # A server that is down says why at once (the pool would wait its timeout
-            # and say only that no connection came).
+            # A server that is down says why at once (the pool would wait out its timeout).
             reason = self._probe()
             if reason is not None:
                 raise ServerUnreachable(f"cannot connect to the server: {reason}")
@@ -222,8 +213,7 @@ class PostgresConnection(MetaStore):
 
     @property
     def supports_async(self) -> bool:
-        """Whether ``aget``/``aput`` run on the event loop without a thread: true from a
-        URL; an application's ``ConnectionPool`` is sync (a* calls use a thread)."""
+        """Whether ``aget``/``aput`` run on the event loop (not on an application's pool)."""
         return self._owns_pool
 
     def _current_pool(self) -> Any:
@@ -242,8 +232,7 @@ class PostgresConnection(MetaStore):
         if pool is not None:
             return pool
         for old in [old for old in self._async_pools if old.is_closed()]:
-            # asyncio.run() closed its loop, cancelling the pool's tasks: its
-            # connections can no longer be closed politely (they close when collected).
+            # asyncio.run() closed its loop: the connections close when collected.
             del self._async_pools[old]
         settings = {
             **self._pool_settings,
@@ -276,8 +265,7 @@ class PostgresConnection(MetaStore):
     @contextmanager
     def _connection(self) -> Iterator[Connection]:
         """A connection with autocommit and dict rows; inside a bridged call or
-        :meth:`one_connection`, the one that call keeps for all its statements (given
-        back at its end, or at once when a statement fails)."""
+        :meth:`one_connection`, the one it keeps (given back at its end, or on a failure)."""
         me = greenlet.getcurrent()
         keep = in_bridge() or me in self._holding
         lent = self._pinned.get(me) if keep else None
@@ -299,7 +287,6 @@ class PostgresConnection(MetaStore):
                 self._give_back(lent)
 
     def _borrow(self) -> "_Lent":
-        """A checked connection of the pool, set to autocommit and dict rows."""
         pool, conn = self._take()
         saved = None
         if not self._owns_pool:
@@ -308,7 +295,6 @@ class PostgresConnection(MetaStore):
         return _Lent(pool, conn, saved, self._checked_ahead.pop(conn, {}))
 
     def _give_back(self, lent: "_Lent") -> None:
-        """Return a connection to its pool, with the application's settings again."""
         if lent.saved is not None:
             try:
                 lent.conn.autocommit, lent.conn.row_factory = lent.saved
@@ -337,9 +323,8 @@ class PostgresConnection(MetaStore):
             self._give_back(lent)
 
     def _take(self) -> tuple["ConnectionPool[Any]", Connection]:
-        """A checked connection and its pool: ServerUnreachable after about
-        :data:`PROBE_AFTER` s when the server takes no new connection, PoolTimeout when
-        every connection stays in use for the whole timeout."""
+        """A checked connection and its pool: ServerUnreachable after :data:`PROBE_AFTER`
+        s when the server is down, PoolTimeout when all stay in use for the timeout."""
         if self._down:
             self._recover()
         deadline = time.monotonic() + self._timeout
@@ -354,8 +339,7 @@ class PostgresConnection(MetaStore):
                 if reason is not None:
                     self._down = True
                     raise ServerUnreachable(f"cannot connect to the server: {reason}") from None
-                # The server answers: replace at once the idle connections it (or a proxy)
-                # cut, instead of checking them one by one with the pool's back-off.
+                # The server answers: replace at once the idle connections it (or a proxy) cut.
                 pool.check()
                 try:
                     return pool, pool.getconn(timeout=max(deadline - time.monotonic(), 0.001))
@@ -390,11 +374,9 @@ class PostgresConnection(MetaStore):
         return None
 
     def _recover(self) -> None:
-        """After a call found the server down: ask again (ServerUnreachable if still
-        down); once it answers, replace an own pool by a fresh one rather than wait out
-        its reconnection back-off. An application's pool is checked instead."""
-        # Asked outside the lock: a bridged call awaits the answer, and a thread lock
-        # held meanwhile would block the other bridged calls of the loop's thread.
+        """After a call found the server down: ask again (ServerUnreachable if still down);
+        once it answers, replace an own pool rather than wait out its back-off."""
+        # Asked outside the lock, which would block the other bridged calls of the loop.
         reason = self._probe()
         if reason is not None:
             raise ServerUnreachable(f"cannot connect to the server: {reason}")
@@ -405,7 +387,6 @@ class PostgresConnection(MetaStore):
             if self._owns_pool and not self._closed:
                 old, self._pool = self._pool, ConnectionPool(**self._pool_settings, open=False)
                 self._pool.open(wait=False)
-                # The async pools are dropped too: each loop's next call opens a fresh one.
                 old_async, self._async_pools = self._async_pools, {}
             self._down = False
         if old is None:
@@ -416,25 +397,21 @@ class PostgresConnection(MetaStore):
             close_in_its_loop(loop, pool)
 
     def read_ahead(self) -> Optional[dict[Hashable, Any]]:
-        """Inside :meth:`one_connection`: a dict living as long as its connection, for
-        rows one read fetched for a later read of the same ``get()``; None outside.
-        Emptied by every transaction (a write may change what was read ahead)."""
+        """Inside :meth:`one_connection`: a dict for rows one read fetched for a later read
+        of the same ``get()`` (emptied by every transaction); None outside."""
         lent = self._pinned.get(greenlet.getcurrent())
         return None if lent is None else lent.ahead
 
     def holds_connection(self) -> bool:
-        """Whether this thread's (or bridged call's) statements share one connection,
-        as in a ``get()``: :meth:`read_ahead` gives a dict from its first statement on."""
+        """Whether this thread's (or bridged call's) statements share one connection."""
         return in_bridge() or greenlet.getcurrent() in self._holding
 
     def _held(self) -> Optional[_Held]:
-        """This thread's (or bridged call's) open transaction, if any."""
         return self._held_by.get(greenlet.getcurrent())
 
     @contextmanager
     def transaction(self, action: str) -> Iterator[Connection]:
-        """Yields the connection the transaction holds (every port's write in this
-        thread goes through it)."""
+        """Yields the connection the transaction holds."""
         held = self._held()
         if held is not None:
             yield held.conn
@@ -443,8 +420,8 @@ class PostgresConnection(MetaStore):
         callbacks: list[Callable[[], object]] = []
         with self._errors(action):
             with self._connection() as conn:
-                # This write may change what was read ahead (taken after the connection:
-                # a hold's first statement gets with it what the pool's check read).
+                # This write may change what was read ahead (read after the connection is
+                # taken: a hold's first statement gets with it what the pool's check read).
                 ahead = self.read_ahead()
                 if ahead:
                     ahead.clear()
@@ -462,8 +439,7 @@ class PostgresConnection(MetaStore):
             callback()
 
     def after_commit(self, callback: Callable[[], object]) -> None:
-        """Run ``callback`` once this thread's open transaction commits (dropped on
-        rollback)."""
+        """Run ``callback`` once this thread's transaction commits (dropped on rollback)."""
         held = self._held()
         if held is not None:
             held.after.append(callback)
@@ -473,8 +449,7 @@ class PostgresConnection(MetaStore):
     def query(
         self, action: str, sql: Any, params: Sequence[Any] | Mapping[str, Any] = ()
     ) -> list[dict[str, Any]]:
-        """Run one statement and return its rows (in this thread's transaction when one
-        is open); ``action`` names it in a :class:`StorageError`."""
+        """Run one statement (in this thread's open transaction, if any); its rows."""
         held = self._held()
         if held is not None:
             cur = held.conn.execute(sql, params)
@@ -484,9 +459,8 @@ class PostgresConnection(MetaStore):
             return cur.fetchall() if cur.description else []
 
     def change_token(self) -> Hashable:
-        """Read from the server's snapshot (changes.py), so data read after it is never
-        older than the token says; the snapshot the pool's check read as it handed the
-        connection out serves once (no statement of its own in a ``get()``)."""
+        """Read from the server's snapshot (changes.py); the one the pool's check read as
+        it handed the connection out serves once (no statement of its own in a ``get()``)."""
         held = self._held()
         if held is not None:
             return self._changes.token(read_snapshot(held.conn))
@@ -495,8 +469,7 @@ class PostgresConnection(MetaStore):
             return self._changes.token(checked if checked is not None else read_snapshot(conn))
 
     def _check(self, conn: Connection) -> None:
-        """The pool's check of a connection it hands out: a statement reading the
-        server's snapshot (a round trip either way), kept for :meth:`change_token`."""
+        """The pool's check of a connection: reads the snapshot for :meth:`change_token`."""
         self._checked[conn] = read_snapshot(conn)
 
     def _migrate(self) -> None:
@@ -510,8 +483,7 @@ class PostgresConnection(MetaStore):
         return int(rows[0]["v"])
 
     def close(self) -> None:
-        """Close the pool (further calls raise StorageError); an application's pool
-        stays open."""
+        """Close the pool (further calls raise StorageError); not an application's."""
         if self._counted is not None:
             self._counted()  # once: a finalizer runs at most once
         self._closed = True

@@ -20,7 +20,6 @@ class PostgresDialect(Dialect):
     max_list = None  # one array parameter, however long
 
     def sql(self, statement: str) -> str:
-        """The statement with psycopg's ``%s`` placeholders."""
         return format_style(statement)
 
     def execute_many(self, conn: Any, statement: str, rows: Sequence[Sequence[Any]]) -> None:
@@ -29,24 +28,19 @@ class PostgresDialect(Dialect):
             cur.executemany(self.sql(statement), rows)
 
     def in_list(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
-        """``column = ANY(?)`` with the values as one array: one statement text for every
-        length (prepared once)."""
+        """``column = ANY(?)``: one statement text for every length (prepared once)."""
         return f"{column} = ANY(?)", [list(values)]
 
     def starts_with(self, column: str, prefix: str) -> tuple[str, tuple[Any, ...]]:
-        """``starts_with(column, prefix)``."""
         return f"starts_with({column}, ?)", (prefix,)
 
     def contains(self, column: str) -> str:
-        """``strpos(column, ?) > 0``."""
         return f"strpos({column}, ?) > 0"
 
     def utc_day(self, column: str) -> str:
-        """``to_char(to_timestamp(column) AT TIME ZONE 'UTC', 'YYYY-MM-DD')``."""
         return f"to_char(to_timestamp({column}) AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
 
     def json_param(self, value: Any) -> Jsonb:
-        """The value for a ``jsonb`` column."""
         return Jsonb(value)
 
     def json_value(self, stored: Any) -> Any:

@@ -18,24 +18,21 @@ from .connection import PostgresConnection
 from .schema import USER_WORDS_FUNCTION
 
 #: A user of more records than this has their words counted on this many of their rows
-#: (a common word of a large user is held by thousands of them; an idf needs rough
-#: counts only). A smaller user's are counted exactly through ``records_user_words``.
+#: (an idf needs rough counts only); a smaller user's exactly, by ``records_user_words``.
 SAMPLE_ROWS = 5_000
 #: How many records one user holds (all sources); parameters: tenant, user.
 _USER_SIZE = "(SELECT count(*) FROM records WHERE tenant_id = %s AND user_id = %s)"
 def _owner_words(tenant: str, user: str, words: str) -> str:
-    """SQL for the owner-keyed words of the tsvector ``words`` (arguments are SQL): one
-    expression for rows (:data:`USER_WORDS`) and texts (:func:`_user_words`), so keys match."""
+    """SQL for the owner-keyed words of the tsvector ``words``: one expression for rows and
+    texts, so keys match."""
     return f"{USER_WORDS_FUNCTION}(hashtextextended({tenant} || chr(31) || {user}, 0), {words})"
 
 
-#: A row's words keyed by its owner: the values ``records_user_words`` indexes (schema
-#: migration 7, whose index expression is this one).
+#: A row's words keyed by its owner: the index expression of ``records_user_words``.
 USER_WORDS = _owner_words("tenant_id", "user_id", "tsv")
 
 
 def _user_words(tenant: str, user: str, text: str) -> str:
-    """SQL for the owner-keyed words of ``text``, as :data:`USER_WORDS` keys a row's."""
     return _owner_words(tenant, user, f"to_tsvector('english', {text})")
 
 
@@ -47,25 +44,21 @@ _OWNED_BY = "ROW(tenant_id, user_id) IS NOT DISTINCT FROM ROW(%s::text, %s::text
 RANK_CANDIDATES = 100
 # The query search_text scores a row with: the row's own words of the query. ts_rank_cd
 # costs a row about 2 us for each word of the query, held by the row or not (20-30 us a
-# row for a question of 10-15 words, most of a search's time); a row holds two or three
-# of them. The score is the same: for an OR of words, cover density sums over the row's
-# positions of the query's words, and a word the row lacks has none. Built from the row's
-# tsvector cut to the query's lexemes (``lx``), stripped, in tsquery syntax (the two
-# types quote a lexeme alike). A query with a phrase (a word the parser splits, "x_y":
-# 'x' <-> 'y') is not an OR of words: it is scored whole.
+# row for a question of 10-15 words); the score is the same, as a word the row lacks adds
+# nothing to cover density. Built from the row's tsvector cut to the query's lexemes
+# (``lx``), stripped, in tsquery syntax. A query with a phrase ("x_y": 'x' <-> 'y') is
+# not an OR of words: it is scored whole.
 _ROW_QUERY = (
     "CASE WHEN strpos(q::text, '<') > 0 THEN q ELSE "
     "replace(strip(ts_delete(tsv, tsvector_to_array(ts_delete(tsv, lx))))::text, ''' ''', ''' | ''')::tsquery END"
 )
-# The columns of a record the session neighbours' read brings for a later read of the
-# same get(): a get() reads the records of the excerpts it packs from these neighbours.
-# The JSON columns come as text, parsed by each read (a record's metadata is its own).
+# The columns the session neighbours' read brings for the get()'s later read of the
+# records; the JSON columns as text, parsed by each read (a record's metadata is its own).
 _NEIGHBOUR_COLUMNS = "seq, " + RECORD_COLUMNS.replace("message_ids", "message_ids::text AS message_ids").replace(
     "metadata", "metadata::text AS metadata"
 )
 #: What the pool's check of a connection reads (:meth:`RecordTables._check`): the
-#: server's snapshot, as :func:`~.changes.read_snapshot`, and whether no record at all
-#: waits for the dense index (along ``records_pending``, an index of those only).
+#: server's snapshot and whether no record waits for the dense index (``records_pending``).
 _CHECK = (
     "SELECT pg_current_snapshot()::text AS s, NOT EXISTS (SELECT 1 FROM records WHERE NOT indexed) AS none_pending"
 )
@@ -78,25 +71,19 @@ _MONTHS = (
 
 
 class RecordTables(PostgresConnection, RecordStore):
-    """The records part of the store: what PostgreSQL does its own way over
-    :class:`~llama_memory.storage.sql.records.RecordStore`."""
+    """The records part of the store: what PostgreSQL does its own way."""
 
     write_order = "seq"
     with_copies, copy_column = "records r", "r.vector"
 
-    #: How many of a user's matching rows :meth:`search_text` scores with
-    #: ``ts_rank_cd`` (at least the ``limit`` asked): the best by ``ts_rank``, which
-    #: costs a fifth as much a row. Measured on real rows (docs/benchmarks.md, "PostgreSQL
-    #: get() speed, idle machine"), the top 30 stayed the same as ranking every row.
+    #: How many of a user's matching rows :meth:`search_text` scores with ``ts_rank_cd``
+    #: (at least ``limit``): the best by ``ts_rank``, a fifth of the cost; the top 30 stayed
+    #: the same as ranking every row (docs/benchmarks.md, "PostgreSQL get() speed, idle").
     rank_candidates: int = RANK_CANDIDATES
 
     def pending_records(self, source: str, limit: int) -> list[PendingRecord]:
-        """Up to ``limit`` records the dense index has not caught up with, oldest first.
-
-        Within one ``get()`` (:meth:`~PostgresConnection.one_connection`), a read that
-        found none is remembered: every retrieval of the ``get()`` (a question of two parts
-        makes three) asks, and only a write can add one; a transaction of this store
-        object forgets it, and the next ``get()`` reads again."""
+        """Within one ``get()``, a read that found none is remembered: every retrieval of
+        the ``get()`` asks, and only a write (a transaction, which forgets it) adds one."""
         key = ("no pending records", source)
         held = self.read_ahead() or {}
         if key in held or NONE_PENDING in held:
@@ -108,10 +95,8 @@ class RecordTables(PostgresConnection, RecordStore):
         return rows
 
     def _check(self, conn: Any) -> None:
-        """The pool's check of a connection it hands out, which reads the server's
-        snapshot (:meth:`~PostgresConnection.change_token`), also reads whether any
-        record waits for the dense index: when none does, the ``get()`` the connection
-        serves reads no pending rows (:meth:`pending_records`)."""
+        """Also reads whether any record waits for the dense index: when none does, the
+        ``get()`` the connection serves reads no pending rows (:meth:`pending_records`)."""
         try:
             row = conn.execute(_CHECK).fetchone()
         except psycopg.errors.UndefinedTable:  # a database the schema is not in yet
@@ -130,13 +115,11 @@ class RecordTables(PostgresConnection, RecordStore):
     def session_neighbours(
         self, ids: Sequence[str], scope: Scope, source: str, radius: int
     ) -> dict[str, list[tuple[int, str]]]:
-        """Positions are the ``seq`` column, by a ``LATERAL`` join. A standalone record
-        (``metadata["standalone"]``) has itself alone and is no other's neighbour."""
+        """Positions are the ``seq`` column, by a ``LATERAL`` join."""
         if not ids or radius < 0:
             return {}
         user = scope.require_user(f"the {source!r} memory source")
-        # Per hit, the rows up to it and after it in its session, along records_by_session;
-        # a standalone hit's are itself, and a standalone row is no hit's neighbour.
+        # A standalone hit's neighbours are itself, and a standalone row is no hit's.
         together = (
             f"(r.id = h.id OR (h.metadata->'{STANDALONE_KEY}' IS DISTINCT FROM 'true'"
             f" AND r.metadata->'{STANDALONE_KEY}' IS DISTINCT FROM 'true'))"
@@ -144,9 +127,8 @@ class RecordTables(PostgresConnection, RecordStore):
         # Within one get() the rows come whole, for the records' read that follows.
         whole = self.holds_connection()
         columns = _NEIGHBOUR_COLUMNS if whole else "seq, id"
-        # The limits are written in the statement (a whole number, from the code): with
-        # them as parameters the server planned the prepared statement afresh at every
-        # call (0.15-0.2 ms), its generic plan being costed for any limit.
+        # The limits are written in the statement: as parameters, the server planned the
+        # prepared statement afresh at every call (0.15-0.2 ms).
         before, after = int(radius) + 1, int(radius)
         rows = self.query(
             "read session neighbours",
@@ -175,8 +157,7 @@ class RecordTables(PostgresConnection, RecordStore):
     def get_records(
         self, ids: Sequence[str], scope: Scope, source: str, alive_at: Optional[float] = None
     ) -> dict[str, MemoryRecord]:
-        """As the shared store's; within one ``get()``, records the session neighbours'
-        read brought are built from its rows (no statement when it brought them all)."""
+        """Within one ``get()``, built from the rows the session neighbours' read brought."""
         user = scope.require_user(f"the {source!r} memory source")
         rows = _read_ahead(self.read_ahead(), ("record row", scope.tenant_id, user, source), ids)
         if rows is None:
@@ -188,8 +169,7 @@ class RecordTables(PostgresConnection, RecordStore):
     def get_texts(
         self, ids: Sequence[str], scope: Scope, source: str
     ) -> dict[str, tuple[Optional[str], str]]:
-        """As the shared store's; within one ``get()``, the texts of the records a lexical
-        search or the session neighbours' read brought are given without a statement."""
+        """Within one ``get()``, from what a lexical search or neighbours' read brought."""
         ahead = self.read_ahead()
         user = scope.require_user(f"the {source!r} memory source")
         owner = (scope.tenant_id, user, source)
@@ -203,8 +183,7 @@ class RecordTables(PostgresConnection, RecordStore):
     def mark_indexed(
         self, ids: Sequence[str], indexed: bool = True, vectors: Optional[Sequence[bytes]] = None
     ) -> None:
-        """Record that the dense index holds (or no longer holds) these records, keeping
-        (or dropping) ``vectors`` as their copies."""
+        """Flags and vector copies in the column ``vector``."""
         if vectors is not None and len(vectors) != len(ids):
             raise ValueError(f"{len(ids)} record ids but {len(vectors)} vectors")
         with self.transaction("mark records indexed") as conn, conn.cursor() as cur:
@@ -219,7 +198,7 @@ class RecordTables(PostgresConnection, RecordStore):
                 )
 
     def mark_all_unindexed(self, source: str) -> int:
-        """Flag every record of ``source`` for re-indexing (copies dropped); return how many."""
+        """Flags and vector copies in the column ``vector``."""
         with self.transaction("reset index flags") as conn:
             cur = conn.execute("UPDATE records SET indexed = false, vector = NULL WHERE source = %s", (source,))
             return cur.rowcount
@@ -227,26 +206,21 @@ class RecordTables(PostgresConnection, RecordStore):
     # -- lexical search ---------------------------------------------------------------------
 
     def word_counts(self, words: Sequence[str], scope: Scope) -> tuple[int, dict[str, int]]:
-        """Stemmed as the index is. One statement reads the user's size, counts the words
-        not cached (:class:`~llama_memory.storage.sql.records.WordCountCache`) through the
-        index of each user's words, and looks for uncounted words in the user's triples
-        and profile; a large user's words are counted on a sample (:meth:`_count_words`)."""
+        """Stemmed as the index is; one statement reads the size, counts the words not
+        cached and looks elsewhere for uncounted ones (a large user's: on a sample)."""
         user = scope.require_user("word counts")
         owner = (scope.tenant_id, user)
         unique = list(dict.fromkeys(words))
-        # Within one get() (one_connection) the counts given are remembered: a later
-        # retrieval of it asks for words counted already (the whole of a question of two
-        # parts holds its parts' words; the marks of what a later record supersedes ask
-        # again), and gets the same counts without a statement, until a transaction of
-        # this store object.
+        # Within one get() the counts given are remembered until a transaction: a later
+        # retrieval of it asks for words counted already (a question of two parts holds
+        # its parts' words) and gets the same counts without a statement.
         key = ("word counts", owner)
         held = self.read_ahead() or {}
         given = held.get(key)
         if given is not None and all(w in given[1] for w in unique):
             return given[0], {w: given[1][w] for w in unique}
         # The words of the get()'s searches not counted yet are counted in the same
-        # statement: the get() asks for them next (the relevance of what a search found
-        # counts the question's words), then without a statement of its own.
+        # statement: the get() asks for them next.
         searched = [w for w in held.get(("searched words", owner), ()) if given is None or w not in given[1]]
         total, counts = self._word_counts_of(owner, list(dict.fromkeys([*unique, *searched])))
         ahead = self.read_ahead()  # the hold's connection is taken by the first statement
@@ -260,11 +234,9 @@ class RecordTables(PostgresConnection, RecordStore):
         return total, {w: counts[w] for w in unique}
 
     def _word_counts_of(self, owner: tuple[str, str], unique: list[str]) -> tuple[int, dict[str, int]]:
-        """:meth:`word_counts` of distinct words, read from the store (and the counts
-        remembered across calls)."""
-        # The first statement reads the size: which counts are fresh depends on it, so
-        # every word not remembered for *some* size is counted in the same pass, and a
-        # remembered one turned stale is counted by a second (rare: a tenth's growth).
+        """:meth:`word_counts` of distinct words, read (and remembered across calls)."""
+        # Which counts are fresh depends on the size the first statement reads: a word not
+        # remembered is counted in it, a remembered one turned stale by a second (rare).
         pending = [w for w in unique if not self._word_counts.holds((*owner, w))]
         maybe_none = [w for w in unique if w in pending or self._word_counts.peek((*owner, w)) == 0]
         total, counted, elsewhere = self._count_words(owner, pending, maybe_none)
@@ -295,11 +267,9 @@ class RecordTables(PostgresConnection, RecordStore):
     def _count_words(
         self, owner: tuple[str, str], words: Sequence[str], maybe_none: Sequence[str] = ()
     ) -> tuple[int, dict[str, int], list[str]]:
-        """(the user's records, each word's count, those of ``maybe_none`` found in the
-        user's triples or current profile). Up to :data:`SAMPLE_ROWS` records, each word
-        is counted exactly through ``records_user_words``; a larger user's in one pass
-        over :data:`SAMPLE_ROWS` of their rows, scaled (a word the sample lacks is rare:
-        counted exactly)."""
+        """(the user's records, each word's count, those of ``maybe_none`` in their triples
+        or profile); beyond :data:`SAMPLE_ROWS` records, counted on a sample and scaled (a
+        word the sample lacks is rare: counted exactly)."""
         total, counts, elsewhere = self._count_by_index(owner, words, SAMPLE_ROWS, maybe_none)
         if len(counts) == len(words):
             return total, counts, elsewhere
@@ -327,17 +297,15 @@ class RecordTables(PostgresConnection, RecordStore):
         self, owner: tuple[str, str], words: Sequence[str], up_to: Optional[int] = None,
         maybe_none: Sequence[str] = ()
     ) -> tuple[int, dict[str, int], list[str]]:
-        """As :meth:`_count_words`, each word counted exactly through
-        ``records_user_words`` in one statement; given ``up_to``, only for a user of at
-        most that many records, and only then is the size read (else 0)."""
+        """As :meth:`_count_words`, exactly through ``records_user_words``; given ``up_to``,
+        only for a user of at most that many records (the size read then, else 0)."""
         size = _USER_SIZE % ("%(t)s", "%(u)s") if up_to is not None else "0"
         listed = list(dict.fromkeys([*words, *maybe_none]))
         counted, looked_for = set(words), set(maybe_none)
-        # A stop word has no lexeme (its keys are empty: every row would contain them).
-        # Each word's keys are made once, beside it (see search_text), and the size once
-        # (OFFSET 0: not copied into each place that reads it; the counts likewise, so
-        # that the look-up elsewhere reads them rather than counting again). The LEFT
-        # JOIN gives the size even for no word.
+        # A stop word has no lexeme (its empty keys every row contains). Each word's keys
+        # are made once, beside it (see search_text), and the size and counts once (OFFSET
+        # 0: not copied into each place that reads them). The LEFT JOIN gives the size even
+        # for no word.
         rows = self.query(
             "count word matches",
             "SELECT s.total, c.word, c.n, c.known FROM (SELECT " + size + " AS total OFFSET 0) AS s "
@@ -364,8 +332,7 @@ class RecordTables(PostgresConnection, RecordStore):
     def search_text(
         self, query: str, scope: Scope, source: str, limit: int, exclude: Collection[str] = ()
     ) -> list[tuple[str, float]]:
-        """Scored by ``ts_rank_cd``; the words OR-ed through ``websearch_to_tsquery`` (no
-        user text is syntax); ``exclude`` left out in the query itself."""
+        """Scored by ``ts_rank_cd``, the words OR-ed through ``websearch_to_tsquery``."""
         user = scope.require_user(f"the {source!r} memory source")
         text = _or_words(query)
         if not text or limit <= 0:
@@ -394,19 +361,14 @@ class RecordTables(PostgresConnection, RecordStore):
     def _ranked_text(
         self, text: str, tenant: str, user: str, source: str, candidates: int, limit: int, exclude: Collection[str]
     ) -> list[tuple[str, float]]:
-        """The ``limit`` best of the ``candidates`` best matches by ``ts_rank`` of the
-        user's records with any of the words of ``text`` (OR-ed), by ``ts_rank_cd``."""
-        # ts_rank_cd costs ~15 us a row (cover density over every position); ts_rank a
-        # fifth of it. A user's question shares a common word with hundreds of their rows,
-        # so the cheap rank picks the candidates and only those get the real score.
+        """The ``limit`` best by ``ts_rank_cd`` of the ``candidates`` best by ``ts_rank``."""
+        # ts_rank_cd costs ~15 us a row, ts_rank a fifth of it: a question shares a common
+        # word with hundreds of the user's rows, so the cheap rank picks the candidates.
         # records_user_words gives the user's rows holding any word of the query (a
-        # superset of the matches: a phrase needs all its words), which are then
-        # matched; ts_match_vq(tsv, q) is tsv @@ q in a form no index serves. What is
-        # made of the query is made once, in FROM: a prepared statement's generic plan
-        # evaluates an expression of its parameters again for every row it tests (the
-        # query's keys made 2,000 times: 180 ms on a new table the planner walks).
-        # Within one get() the rows bring their texts too: the get() reads the texts of
-        # what it found (a second hop's search, all of them).
+        # superset: a phrase needs all its words), then matched by ts_match_vq (tsv @@ q in
+        # a form no index serves). The query's parts are made once, in FROM: a generic plan
+        # evaluates an expression of its parameters for every row (180 ms at 2,000 rows).
+        # Within one get() the rows bring their texts, which the get() reads next.
         texts = ", role, text" if self.holds_connection() else ""
         rows = self.query(
             "search text",
@@ -429,9 +391,8 @@ class RecordTables(PostgresConnection, RecordStore):
 
 
 def _read_ahead(ahead: Optional[dict[Any, Any]], kind: Any, ids: Sequence[str]) -> Optional[list[Any]]:
-    """What ``ahead`` holds of ``kind`` (a read and the owner of its rows: tenant, user,
-    source) for each of ``ids`` (distinct), or None when it lacks one of them (or there
-    is no ``get()``)."""
+    """What ``ahead`` holds of ``kind`` (a read and its rows' owner) for each of ``ids``
+    (distinct), or None when it lacks one (or there is no ``get()``)."""
     if not ahead or not ids:
         return None
     found = []
@@ -444,8 +405,7 @@ def _read_ahead(ahead: Optional[dict[Any, Any]], kind: Any, ids: Sequence[str]) 
 
 
 def _or_words(query: str) -> str:
-    """The distinct words of ``query`` joined by "or" (the word "or" left out); '' when
-    none."""
+    """The distinct words of ``query`` (but "or") joined by "or"; '' when none."""
     return " or ".join(dict.fromkeys(w for w in word_tokens(query) if w != "or"))
 
 

@@ -212,10 +212,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
         *_field_rows("instruction_fields"),
     ),
-    # 4: how many vectors each user has per collection, kept by PgVectorIndex in the
-    # transaction of every write, so that a search knows in one row read whether the
-    # user is small (searched exactly) or large (searched through HNSW). A count(*)
-    # per search would cost as much as the exact search it is meant to avoid.
+    # 4: how many vectors each user has per collection, kept by PgVectorIndex with every
+    # write: a search knows in one row read whether the user is small (searched exactly)
+    # or large (HNSW); a count(*) would cost as much as the exact search it is to avoid.
     (
         """
         CREATE TABLE vector_counts (
@@ -239,27 +238,22 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE records ADD COLUMN importance double precision",
         "ALTER TABLE records ADD COLUMN last_used double precision",
     ),
-    # 6: the full-text indexes take each row as it is written. With
-    # GIN's default fastupdate, new rows wait in a pending list (up to 4 MB) that every
-    # search of a word scans whole until a vacuum merges it: after a few thousand
-    # messages, counting 15 words took 15 ms instead of 1. A write pays a little more.
+    # 6: the full-text indexes take each row as it is written. With GIN's fastupdate, new
+    # rows wait in a pending list (up to 4 MB) every search scans whole until a vacuum
+    # merges it: counting 15 words took 15 ms instead of 1. A write pays a little more.
     (
         "ALTER INDEX records_tsv SET (fastupdate = off)",
         "ALTER INDEX triples_tsv SET (fastupdate = off)",
         "SELECT gin_clean_pending_list('records_tsv'::regclass)",
         "SELECT gin_clean_pending_list('triples_tsv'::regclass)",
     ),
-    # 7: the words of each user's records, keyed by the user. A
-    # search or a word count of one user among a million records read the user's rows
-    # and tested each (records_tsv's posting list of a common word holds every user's
-    # rows: 124,000 of 1M); through these keys it reads only the user's rows that hold
-    # a word of the query (1.7 ms instead of 3.0 for a question's search at 1M, 0.05 ms
-    # instead of a pass over the user's rows to count a word). records_tsv served only
-    # word counts: it goes. The owner is a hash of (tenant, user): a collision only adds
-    # candidates, which every query filters by tenant and user again. The function is
-    # one expression of built-ins, which the planner inlines (in the index too): a
-    # row tested outside the index costs microseconds, where a function running a
-    # query of its own (array(SELECT ... unnest ...)) cost ~30 us a row.
+    # 7: the words of each user's records, keyed by the user. records_tsv's posting list
+    # of a common word holds every user's rows (124,000 of 1M); through these keys a
+    # search or word count reads only the user's rows that hold a word of the query (1.7
+    # ms instead of 3.0 for a search at 1M). records_tsv served only word counts: it goes.
+    # The owner is a hash of (tenant, user): a collision only adds candidates, which every
+    # query filters again. The function is one expression of built-ins, which the planner
+    # inlines (a function running a query of its own cost ~30 us a row).
     (
         f"""
         CREATE FUNCTION {USER_WORDS_FUNCTION}(owner bigint, words tsvector) RETURNS text[]
@@ -272,9 +266,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "hashtextextended(tenant_id || chr(31) || user_id, 0), tsv)) WITH (fastupdate = off)",
         "DROP INDEX records_tsv",
     ),
-    # 8: what the runs of a job cost (LLM tokens, wall time), how many
-    # ended and failed, and when the last one ended: per-user daily figures and the token
-    # budget read them (through jobs_finished). Jobs run before this version count nothing.
+    # 8: what the runs of a job cost (LLM tokens, wall time), how many ended and failed,
+    # and when the last one ended (per-user daily figures, the token budget). Jobs run
+    # before this version count nothing.
     (
         "ALTER TABLE jobs ADD COLUMN passes integer NOT NULL DEFAULT 0",
         "ALTER TABLE jobs ADD COLUMN failures integer NOT NULL DEFAULT 0",

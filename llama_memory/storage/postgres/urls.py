@@ -8,7 +8,7 @@ import psycopg
 
 
 def describe_url(url: str) -> str:
-    """``host:port/dbname`` of a connection URL, without user or password (for errors)."""
+    """``host:port/dbname`` of a connection URL, without user or password."""
     try:
         info = psycopg.conninfo.conninfo_to_dict(url)
     except psycopg.ProgrammingError:
@@ -18,8 +18,7 @@ def describe_url(url: str) -> str:
 
 
 def url_without_password(conninfo: str) -> str:
-    """A ``postgresql://`` URL of ``conninfo`` (URL or ``key=value``) without its password
-    (libpq finds it again: ``PGPASSWORD``, ``~/.pgpass``)."""
+    """A ``postgresql://`` URL of ``conninfo`` without its password (libpq finds it again)."""
     info = psycopg.conninfo.conninfo_to_dict(conninfo)
     info.pop("password", None)
     user, host, port, dbname = (info.pop(k, None) for k in ("user", "host", "port", "dbname"))

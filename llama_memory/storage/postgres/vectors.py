@@ -14,10 +14,8 @@ from .connection import Connection
 from .store import PostgresStore
 
 #: Users with at least this many vectors in a collection are searched through the HNSW
-#: index; smaller ones exactly. Measured here (docs/benchmarks.md, "PostgreSQL", 384
-#: dimensions): the exact search's time grows with the user's rows (5-6x from 1,000 to
-#: 10,000), the HNSW search's does not, and the two meet near 10,000 rows; below it,
-#: exact is as fast and its recall is 1.
+#: index, smaller ones exactly: the two meet near 10,000 rows (docs/benchmarks.md,
+#: "PostgreSQL", 384 dimensions); below it, exact is as fast and its recall is 1.
 HNSW_THRESHOLD = 10_000
 
 #: ``hnsw.ef_search`` of a search (pgvector's default is 40): the candidate list of the
@@ -36,20 +34,18 @@ def _literal(vector: Vector) -> str:
 
 
 def _floats(vector: Vector) -> list[float]:
-    """A vector as a query parameter, ``float8[]`` in binary (the text form took 0.4 ms for
-    384 dimensions); the same float4 values either way."""
+    """A vector as a ``float8[]`` query parameter in binary (text took 0.4 ms at 384 dims)."""
     return list(np.asarray(vector, dtype=np.float64).tolist())
 
 
 def _decode(blob: bytes) -> np.ndarray:
-    """A vector from pgvector's binary form (int16 dimension and reserved word, then
-    big-endian float4), as float32: exact, where parsing text took 0.2 ms."""
+    """A float32 vector from pgvector's binary form (int16 dimension and reserved word,
+    then big-endian float4): exact, where parsing text took 0.2 ms."""
     return np.frombuffer(blob, dtype=">f4", offset=4).astype(np.float32)
 
 
 class PgVectorIndex:
-    """One collection of vectors in a :class:`PostgresStore`, a partition (rows, not a
-    table) per (tenant, user).
+    """One collection of vectors in a :class:`PostgresStore`, rows per (tenant, user).
 
     Args:
         store: the store whose database (and open transaction) it writes to.
@@ -80,12 +76,10 @@ class PgVectorIndex:
         self.ef_search = ef_search
         self.max_scan_tuples = max_scan_tuples
         self._indexed_dimensions: set[int] = set()
-        # Dimensions whose index this object's writes need not look for again (present,
-        # or absent over existing rows: left to ensure_hnsw).
+        # Dimensions whose index writes need not look for again (there, or left to ensure_hnsw).
         self._checked_dimensions: set[int] = set()
 
     def collection_name(self, tenant_id: str, user_id: str) -> str:
-        """The name of one user's partition."""
         digest = hashlib.sha256(f"{tenant_id}\x1f{user_id}".encode("utf-8")).hexdigest()[:32]
         return f"{self.prefix}-{digest}"
 
@@ -93,7 +87,7 @@ class PgVectorIndex:
         return tenant_id, user_id, self.collection_name(tenant_id, user_id)
 
     def upsert(self, tenant_id: str, user_id: str, ids: Sequence[str], embeddings: Sequence[Vector]) -> None:
-        """Add or replace one user's vectors (joining the store's open transaction)."""
+        """Joins the store's open transaction."""
         if len(ids) != len(embeddings):
             raise ValueError(f"{len(ids)} ids but {len(embeddings)} embeddings")
         if not ids:
@@ -102,8 +96,7 @@ class PgVectorIndex:
         with self.store.transaction("write vectors") as conn:
             for dimension in {len(e) for e in embeddings} - self._checked_dimensions:
                 self._ensure_hnsw(conn, dimension)
-            # One statement for the batch; xmax = 0 tells a new row from a replaced one,
-            # so that the user's count grows by the new rows only.
+            # xmax = 0 tells a new row from a replaced one: the count grows by new rows only.
             rows = conn.execute(
                 "INSERT INTO record_embeddings (tenant_id, user_id, collection, id, embedding) "
                 "SELECT %s, %s, %s, i, e::vector FROM unnest(%s::text[], %s::text[]) AS v(i, e) "
@@ -129,15 +122,13 @@ class PgVectorIndex:
 
     @classmethod
     def hnsw_index_sql(cls, dimension: int, *, concurrently: bool = False) -> str:
-        """The statement creating the HNSW index of ``dimension`` (``concurrently``: built
-        without blocking writers)."""
+        """The statement creating the HNSW index of ``dimension`` (maybe ``concurrently``)."""
         d = int(dimension)
         if not 1 <= d <= 2000:
             raise ValueError(f"pgvector's HNSW indexes vectors of 1 to 2000 dimensions, not {dimension}")
-        # An expression index, partial on the dimension, rather than a typed column: the
-        # table holds every collection (messages, triples), whose models may differ, and
-        # an existing store needs no rewrite of its rows. Searches name the same
-        # expression and predicate, so only they can use it; exact searches cannot.
+        # An expression index, partial on the dimension, not a typed column: the table holds
+        # every collection, whose models may differ, and an existing store needs no rewrite.
+        # Searches name the same expression and predicate; exact searches cannot use it.
         return (
             f"CREATE INDEX {'CONCURRENTLY ' if concurrently else ''}IF NOT EXISTS "
             f"{cls.hnsw_index_name(d)} ON record_embeddings USING hnsw "
@@ -145,15 +136,13 @@ class PgVectorIndex:
         )
 
     def ensure_hnsw(self, dimension: int) -> None:
-        """Create the HNSW index of ``dimension`` over the rows already there (blocks
-        writers while it builds; see :meth:`hnsw_index_sql`)."""
+        """Create the HNSW index of ``dimension`` over the rows there (blocks writers)."""
         with self.store.transaction("create the HNSW index") as conn:
             self._ensure_hnsw(conn, dimension, build=True)
 
     def _ensure_hnsw(self, conn: Connection, dimension: int, build: bool = False) -> None:
-        """Create a new dimension's index, empty, as its first vector is written; never
-        over existing rows (minutes at 100k rows, blocking writers): such a store is
-        searched exactly until :meth:`ensure_hnsw` builds it."""
+        """Create a new dimension's index, empty, as its first vector is written; never over
+        existing rows (minutes at 100k rows): searched exactly until :meth:`ensure_hnsw`."""
         if self._has_hnsw(conn, dimension):
             self._checked_dimensions.add(dimension)
             return
@@ -175,18 +164,15 @@ class PgVectorIndex:
     def query(
         self, tenant_id: str, user_id: str, embedding: Vector, k: int, exclude: Collection[str] = ()
     ) -> list[tuple[str, float]]:
-        """Exact below ``hnsw_threshold`` vectors, else through HNSW; ``exclude`` is left
-        out in the statement."""
+        """Exact below ``hnsw_threshold`` vectors, else through HNSW."""
         if k <= 0:
             return []
         key = self._key(tenant_id, user_id)
         skip, left_out = ("AND NOT (id = ANY(%(x)s::text[])) ", {"x": list(exclude)}) if exclude else ("", {})
         # Most users are small: their count and their exact search in one statement (one
-        # round trip, one snapshot, where a transaction took five: BEGIN, the count, the
-        # search, the check for its own writes, COMMIT). The search runs only when the count says exact (a one-time
-        # filter on the count); a large user's count sends it to the HNSW path below.
-        # The query vector is a sub-select: converted once, where a prepared statement's
-        # generic plan converted the parameter for every row (1.4 against 4.2 ms).
+        # round trip and snapshot, where a transaction took five). The search runs only
+        # when the count says exact; a large user's count sends it to the HNSW path below.
+        # The query vector is a sub-select: converted once, not for every row (1.4 vs 4.2 ms).
         rows = self.store.query(
             "search vectors",
             "SELECT c.n, e.id, e.similarity FROM (SELECT coalesce((SELECT n FROM vector_counts "
@@ -220,7 +206,6 @@ class PgVectorIndex:
         return [(row["id"], float(row["similarity"])) for row in rows]
 
     def _large(self, held: int, k: int) -> bool:
-        """Whether a user holding ``held`` vectors is searched through HNSW for ``k``."""
         return held >= self.hnsw_threshold and held > k
 
     def _has_hnsw(self, conn: Connection, dimension: int) -> bool:
@@ -237,13 +222,10 @@ class PgVectorIndex:
         self, conn: Connection, key: tuple[str, str, str], query: str, dimension: int, k: int,
         exclude: Collection[str] = (),
     ) -> list[tuple[str, float]]:
-        """One user's ``k`` nearest through the HNSW index of ``dimension``, re-sorted,
-        ``exclude`` left out."""
+        """One user's ``k`` nearest through the HNSW index of ``dimension``, re-sorted."""
         candidates = max(2 * k, 20)
-        # set_config(..., true) is SET LOCAL: these settings end with the transaction.
-        # enable_sort off: the planner would otherwise often prefer the btree and a sort
-        # of the user's rows (exact, but what this path is here to avoid); only the HNSW
-        # scan yields rows in distance order (the outer sort of the candidates remains).
+        # set_config(..., true) is SET LOCAL. enable_sort off: the planner would often
+        # prefer the btree and a sort of the user's rows (what this path avoids).
         conn.execute(
             "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
             "set_config('enable_sort', 'off', true), "
@@ -267,7 +249,7 @@ class PgVectorIndex:
         return [(row["id"], float(row["similarity"])) for row in rows]
 
     def vectors(self, tenant_id: str, user_id: str, ids: Sequence[str]) -> dict[str, Vector]:
-        """The stored vectors of some of one user's ids (absent ones left out)."""
+        """Decoded from the binary form."""
         if not ids:
             return {}
         rows = self.store.query(
@@ -279,7 +261,7 @@ class PgVectorIndex:
         return {row["id"]: _decode(row["embedding"]) for row in rows}
 
     def count(self, tenant_id: str, user_id: str) -> int:
-        """How many vectors one user has (the count kept with every write)."""
+        """The count kept with every write."""
         rows = self.store.query(
             "count vectors",
             "SELECT n FROM vector_counts WHERE tenant_id = %s AND user_id = %s AND collection = %s",
@@ -288,7 +270,6 @@ class PgVectorIndex:
         return int(rows[0]["n"]) if rows else 0
 
     def ids(self, tenant_id: str, user_id: str) -> set[str]:
-        """Every id of one user."""
         rows = self.store.query(
             "list vector ids",
             "SELECT id FROM record_embeddings WHERE tenant_id = %s AND user_id = %s AND collection = %s",
@@ -297,7 +278,6 @@ class PgVectorIndex:
         return {row["id"] for row in rows}
 
     def delete(self, tenant_id: str, user_id: str, ids: Sequence[str]) -> None:
-        """Delete some of one user's vectors."""
         if ids:
             key = self._key(tenant_id, user_id)
             with self.store.transaction("delete vectors") as conn:
@@ -309,11 +289,10 @@ class PgVectorIndex:
                 self._add_to_count(conn, key, -len(deleted))
 
     def drop(self, tenant_id: str, user_id: str) -> None:
-        """Delete one user's partition."""
         self.drop_collection(self.collection_name(tenant_id, user_id))
 
     def collection_names(self) -> list[str]:
-        """The names of every partition of this index (this prefix, any user)."""
+        """This prefix's partitions, of any user."""
         rows: list[dict[str, Any]] = self.store.query(
             "list vector collections",
             "SELECT DISTINCT collection FROM record_embeddings WHERE starts_with(collection, %s) "
@@ -323,13 +302,11 @@ class PgVectorIndex:
         return [row["collection"] for row in rows]
 
     def clear(self) -> None:
-        """Delete every partition of this index (re-indexing)."""
         with self.store.transaction("clear vectors") as conn:
             for table in ("record_embeddings", "vector_counts"):
                 conn.execute(f"DELETE FROM {table} WHERE starts_with(collection, %s)", (self.prefix + "-",))
 
     def drop_collection(self, name: str) -> None:
-        """Delete one partition by name (nothing if absent)."""
         with self.store.transaction("drop vector collection") as conn:
             for table in ("record_embeddings", "vector_counts"):
                 conn.execute(f"DELETE FROM {table} WHERE collection = %s", (name,))

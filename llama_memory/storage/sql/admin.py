@@ -24,21 +24,16 @@ from ..ports.profile import DOCUMENT_KINDS
 from .dialect import EXPIRED_SQL, Dialect, SQLStore, given
 from .profile import export_document, import_document_row, one_current_value
 from .records import record_id, to_record
-from .triples import TripleTimeline
+from .triples import TRIPLE_COLUMNS, TripleTimeline
 
 __all__ = ["PROFILE_TABLE", "AdminRows"]
 
 PROFILE_TABLE = DOCUMENT_KINDS["profile"]
 #: The condition on a user's rows; its parameters are the tenant and the user.
 _OWNER = "WHERE tenant_id = ? AND user_id = ?"
-_TRIPLE_COLUMNS = (
-    "subject", "predicate", "object", "subject_key", "predicate_key", "object_key",
-    "valid_from", "valid_to", "superseded_by", "ingested_at", "ttl", "expires_at",
-)  # fmt: skip
 
 
 def _count(condition: str) -> str:
-    """SQL counting the rows of a group that meet ``condition``."""
     return f"count(CASE WHEN {condition} THEN 1 END)"
 
 
@@ -46,25 +41,22 @@ _EXPIRED = _count(EXPIRED_SQL)
 
 
 def _is_user_key(key: str) -> bool:
-    """Whether a meta key is a :func:`user_meta_key` (``kind:["tenant", "user", ...``)."""
-    return ':["' in key
+    return ':["' in key  # a user_meta_key: kind:["tenant", "user", ...
 
 
 #: The columns of a chat message an import writes.
-_CHAT_COLUMNS = "tenant_id, user_id, session_id, message_json, created_at"
+_CHAT_COLUMNS = ("tenant_id", "user_id", "session_id", "message_json", "created_at")
 
 
 class MessageRanks:
     """For one import: how many messages equal to each one came before it, over every
     batch (keyed by a 16-byte digest: about 100 bytes a message).
 
-    A stored message has no id, and one ``put_messages`` call gives its messages one time,
+    A stored message has no id and one ``put_messages`` call gives its messages one time,
     so a message of an export is identified by its session, time, content *and its rank
     among equal messages in the file*: the third "OK." of a session at time t is held when
-    the session holds three such rows. Counted over the whole import (never per batch,
-    nor by position in the session, which a later ``set()`` or ``reset()`` would shift),
-    an import again adds nothing and a stopped one resumes. Each check walks the
-    session's index: the cost grows with the square of a session's length.
+    the session holds three such rows. Counted over the whole import (not per batch, nor
+    by position in the session), an import again adds nothing and a stopped one resumes.
     """
 
     def __init__(self) -> None:
@@ -75,28 +67,6 @@ class MessageRanks:
         digest = hashlib.blake2b(json.dumps(key).encode("utf-8", "surrogatepass"), digest_size=16).digest()
         self._seen[digest] += 1
         return self._seen[digest]
-
-
-def import_message(conn: Any, mark: str, tenant_id: str, row: dict[str, Any], ranks: MessageRanks) -> bool:
-    """Write one ``message`` export row unless the session already holds it (see
-    :class:`MessageRanks`); whether it was written. ``conn``: either backend's, in the
-    import's transaction; ``mark`` its placeholder (``?`` or ``%s``)."""
-    # As the chat log writes it (the text of the store exported from, whatever the
-    # key order of the file): what makes two messages equal.
-    from llama_index.core.base.llms.types import ChatMessage  # only imports need it
-
-    data = dump_message(ChatMessage.model_validate(row["message"]))
-    key = (tenant_id, row["user"], row["session"], data, float(row["created_at"]))
-    rank = ranks.next(key)
-    held = conn.execute(
-        f"SELECT count(*) AS n FROM chat_messages WHERE tenant_id = {mark} AND user_id = {mark} "
-        f"AND session_id = {mark} AND message_json = {mark} AND created_at = {mark}",
-        key,
-    ).fetchone()
-    if held["n"] >= rank:
-        return False
-    conn.execute(f"INSERT INTO chat_messages ({_CHAT_COLUMNS}) VALUES ({', '.join([mark] * 5)})", key)
-    return True
 
 
 
@@ -115,12 +85,11 @@ class AdminRows(ABC):
     # -- what a backend does its own way -------------------------------------------------
 
     def _existing(self, *tables: str) -> set[str]:
-        """Which of ``tables`` exist (all of them where the schema is migrated on open)."""
+        """Which of ``tables`` exist (all, where the schema is migrated on open)."""
         return set(tables)
 
     def refresh_statistics(self) -> None:
-        """Bring the planner's statistics up to date after a bulk import (nothing on
-        SQLite: its plans are fixed in the SQL)."""
+        """Bring the planner's statistics up to date after a bulk import (nothing here)."""
 
     def _record_extras(self, row: dict[str, Any]) -> dict[str, Any]:
         """The backend's extra ``records`` columns for an imported record row."""
@@ -155,8 +124,7 @@ class AdminRows(ABC):
         return [row["tenant_id"] for row in rows]
 
     def users(self, tenant_id: str) -> list[UserSummary]:
-        """Every user of the tenant (chat history, records, triples or a profile), by
-        id; the anonymous buffer left out."""
+        """Every user of the tenant (chat, records, triples or a profile) but the anonymous."""
         tables = self._existing("triples", PROFILE_TABLE)
         queries = [
             ("messages", "SELECT user_id, count(*) AS n, count(DISTINCT session_id) AS sessions, "
@@ -188,8 +156,7 @@ class AdminRows(ABC):
         return [UserSummary(user_id=user, **found[user]) for user in sorted(found)]
 
     def sessions(self, tenant_id: str, user_id: str) -> list[SessionSummary]:
-        """The user's sessions in the order they began: those with chat history, then
-        those known only from records."""
+        """The user's sessions as they began: those with chat history, then records only."""
         owner = (tenant_id, user_id)
         chats = self._query(
             "list sessions",
@@ -226,9 +193,8 @@ class AdminRows(ABC):
         newest_first: bool = False,
         ids: Optional[Sequence[str]] = None,
     ) -> list[MemoryRecord]:
-        """The user's records in write order (or newest first), filtered by session,
-        source, a time range ``[since, until)`` on the event time (else stored time) and
-        ids (of any source). Expired records included."""
+        """The user's records in write order (or newest first), expired ones too, filtered
+        by session, source, ``[since, until)`` on the event (else stored) time and ids."""
         where = ["tenant_id = ?", "user_id = ?"]
         params: list[Any] = [tenant_id, user_id]
         given(
@@ -252,8 +218,7 @@ class AdminRows(ABC):
         return [to_record(row) for row in self._query("list records", statement, params)]
 
     def delete_record(self, tenant_id: str, user_id: str, record_id: str) -> Optional[str]:
-        """Delete one of the user's records (with its lexical entry and vector copy);
-        its source's name, or None when there is no such record."""
+        """Delete one of the user's records; its source's name, or None when there is none."""
         with self.store.transaction("delete record") as conn:
             row = self.dialect.execute(
                 conn, f"SELECT source FROM records {_OWNER} AND id = ?", (tenant_id, user_id, record_id)
@@ -265,8 +230,7 @@ class AdminRows(ABC):
         return str(row["source"])
 
     def delete_triple(self, tenant_id: str, user_id: str, triple_id: str) -> bool:
-        """Delete one of the user's triples with its lexical entry and provenance; False
-        when there is no such triple."""
+        """Delete one of the user's triples (and what hangs on it); False when there is none."""
         if not self._existing("triples"):
             return False
         timeline = self._timeline()
@@ -317,8 +281,7 @@ class AdminRows(ABC):
         return counts
 
     def _tally(self, action: str, table: str, current: str, tenant_id: str, at: float, more: str = "") -> Any:
-        """The tenant's rows of ``table``: how many (``n``), meeting ``current``, expired
-        at ``at``, and the ``more`` columns asked."""
+        """How many of the tenant's rows of ``table`` (``n``), ``current``, ``expired``."""
         return self._one(
             action,
             f"SELECT count(*) AS n, {_count(current)} AS current{more}, {_EXPIRED} AS expired "
@@ -327,8 +290,7 @@ class AdminRows(ABC):
         )
 
     def index_backlog(self, source: str) -> tuple[int, int]:
-        """Across every tenant: records of ``source`` and triples, and how many of them
-        wait for the dense index."""
+        """Across tenants: records of ``source`` and triples, and how many wait for the index."""
         pending = _count(f"indexed = {self.dialect.false}")
         row = self._one(
             "count index work", f"SELECT count(*) AS n, {pending} AS pending FROM records WHERE source = ?", (source,)
@@ -356,8 +318,8 @@ class AdminRows(ABC):
 
     def export_rows(self, tenant_id: str, user_id: str) -> Iterator[dict[str, Any]]:
         """Everything the store holds of one user as plain dicts: chat messages, records,
-        profile rows, then triples with their mentions (history included, in write
-        order). Derived data (vectors, index flags, lexical entries) is rebuilt on import."""
+        documents, then triples with their mentions (history included, in write order).
+        Derived data (vectors, index flags, lexical entries) is rebuilt on import."""
         owner = (tenant_id, user_id)
         json_value = self.dialect.json_value
         for row in self._query(
@@ -411,7 +373,7 @@ class AdminRows(ABC):
         return [
             {
                 "kind": "triple", "user": user_id, "id": row["id"],
-                **{column: row[column] for column in _TRIPLE_COLUMNS},
+                **{column: row[column] for column in TRIPLE_COLUMNS},
                 "mentions": mentions.get(row["id"], []),
             }  # fmt: skip
             for row in self._query("read triples", f"SELECT * FROM triples {_OWNER} ORDER BY seq", owner)
@@ -432,9 +394,8 @@ class AdminRows(ABC):
         self, tenant_id: str, rows: Sequence[dict[str, Any]], triple_texts: Sequence[str],
         ranks: Optional[MessageRanks] = None
     ) -> Counter[str]:
-        """Write export rows (of :meth:`export_rows`) into the tenant in one transaction
-        (joining an open one); return how many of each kind were new. Importing the same
-        rows twice changes nothing:
+        """Write export rows (of :meth:`export_rows`) into the tenant in one transaction;
+        how many of each kind were new. Importing the same rows twice changes nothing:
 
         - a chat message is skipped when its session holds it (:class:`MessageRanks`;
           ``ranks`` carries the count over the batches of one import);
@@ -455,7 +416,7 @@ class AdminRows(ABC):
             for row, triple_text in zip(rows, triple_texts):
                 kind, user = row["kind"], row["user"]
                 if kind == "message":
-                    new[kind] += import_message(conn, self.dialect.sql("?"), tenant_id, row, ranks)
+                    new[kind] += self._import_message(conn, tenant_id, row, ranks)
                 elif kind == "record":
                     new[kind] += self._import_record(conn, tenant_id, user, row)
                 elif kind in DOCUMENT_KINDS:  # a profile or an instructions row
@@ -469,8 +430,30 @@ class AdminRows(ABC):
                 one_current_value(conn, self.dialect, table, tenant_id, user, path)
         return new
 
+    def _import_message(
+        self, conn: Any, tenant_id: str, row: dict[str, Any], ranks: MessageRanks
+    ) -> int:
+        """Write one message row (1) unless the session holds it (0; :class:`MessageRanks`)."""
+        # As the chat log writes it (whatever the key order of the file): what makes two
+        # messages equal.
+        from llama_index.core.base.llms.types import ChatMessage  # only imports need it
+
+        data = dump_message(ChatMessage.model_validate(row["message"]))
+        key = (tenant_id, row["user"], row["session"], data, float(row["created_at"]))
+        rank = ranks.next(key)
+        held = self.dialect.execute(
+            conn,
+            "SELECT count(*) AS n FROM chat_messages WHERE tenant_id = ? AND user_id = ? "
+            "AND session_id = ? AND message_json = ? AND created_at = ?",
+            key,
+        ).fetchone()
+        if held["n"] >= rank:
+            return 0
+        self.dialect.insert(conn, "chat_messages", dict(zip(_CHAT_COLUMNS, key)))
+        return 1
+
     def _import_record(self, conn: Any, tenant_id: str, user: str, row: dict[str, Any]) -> int:
-        """Write one record row (1), or merge its message ids into the one held (0)."""
+        """Write one record row (1), or merge its message ids into the held one (0)."""
         dialect = self.dialect
         digest = content_hash(row["text"], row["role"])
         new_id = record_id(row["source"], tenant_id, user, digest)
@@ -512,7 +495,7 @@ class AdminRows(ABC):
         return {r["key"]: r["value"] for r in rows if r["key"] != "store_id" and not _is_user_key(r["key"])}
 
     def user_jobs(self, tenant_id: str, user_id: str) -> list[dict[str, Any]]:
-        """The user's jobs still to run (queued, or running under a lease), oldest first."""
+        """The user's jobs still to run (queued or running), oldest first."""
         if not self._existing("jobs"):
             return []  # the queue's table is made when a memory first queues a job
         rows = self._query(
@@ -532,8 +515,7 @@ class AdminRows(ABC):
                 )
 
     def add_jobs(self, tenant_id: str, user_id: str, jobs: Sequence[dict[str, Any]]) -> None:
-        """Queue jobs (as :meth:`user_jobs` gives them) for the user; one whose dedup key
-        is already waiting is skipped."""
+        """Queue jobs (as :meth:`user_jobs` gives them) for the user, but a waiting dedup key."""
         with self.store.transaction("queue jobs") as conn:
             for job in jobs:
                 self.dialect.execute(

@@ -22,14 +22,12 @@ EXPIRED_SQL = "expires_at IS NOT NULL AND expires_at <= ?"
 
 
 def owner(scope: Scope, what: str) -> tuple[str, str]:
-    """``(tenant_id, user_id)`` leading every per-user key; ScopeError naming ``what``
-    when the scope has no user."""
+    """``(tenant_id, user_id)`` of the scope; ScopeError naming ``what`` without a user."""
     return scope.tenant_id, scope.require_user(what)
 
 
 class SQLStore(Transactional, Protocol):
-    """What the shared algorithms use of a store: transactions (yielding the connection),
-    reads, and a ``location`` naming it in messages."""
+    """What the shared algorithms use of a store: transactions, reads and its ``location``."""
 
     def query(self, action: str, sql: str, params: Sequence[Any] = ()) -> Sequence[Any]:
         """Run one read statement; its rows (read by column name)."""
@@ -37,8 +35,8 @@ class SQLStore(Transactional, Protocol):
 
 
 def one_connection(store: object) -> AbstractContextManager[Any]:
-    """A context in which ``store``'s reads share one connection of its pool
-    (PostgreSQL: a ``get()`` makes 15-20 reads); a no-op for other stores."""
+    """A context in which ``store``'s reads share one pooled connection (PostgreSQL: a
+    ``get()`` makes 15-20 reads); a no-op for other stores."""
     hold = getattr(store, "one_connection", None)
     return hold() if callable(hold) else nullcontext()
 
@@ -53,16 +51,14 @@ class Dialect(ABC):
     #: The literals a boolean column is compared with (SQLite keeps 0 and 1).
     true: str
     false: str
-    #: What ends a ``SELECT`` whose rows the transaction will update, so that another
-    #: writer of them waits (PostgreSQL's ``FOR UPDATE``; nothing where a write
-    #: transaction already holds the whole database, as SQLite's ``BEGIN IMMEDIATE`` does).
+    #: What ends a ``SELECT`` whose rows the transaction will update, so that another writer
+    #: of them waits (``FOR UPDATE``; nothing where a write holds the whole database).
     row_lock: str
-    #: The same, passing over rows another transaction holds instead of waiting for
-    #: them, so that workers claiming from one queue never wait for each other.
+    #: The same, passing over rows another transaction holds (workers never wait).
     skip_locked: str
 
     def sql(self, statement: str) -> str:
-        """``statement`` as this driver takes it (as written: DB-API's "qmark" style)."""
+        """``statement`` as this driver takes it (by default as written, with ``?``)."""
         return statement
 
     def execute(self, conn: Any, statement: str, params: Sequence[Any] = ()) -> Any:
@@ -74,8 +70,7 @@ class Dialect(ABC):
         conn.executemany(self.sql(statement), rows)
 
     def in_list(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
-        """``(condition, parameters)`` for ``column`` being one of ``values``: by default
-        ``column IN (?, ...)``; pass a long list in :meth:`batches`."""
+        """``(condition, parameters)`` for ``column`` being one of ``values`` (see batches)."""
         return f"{column} IN ({','.join('?' * len(values))})", list(values)
 
     #: How many values one :meth:`in_list` takes (None: any number).
@@ -88,8 +83,8 @@ class Dialect(ABC):
             yield list(values[start : start + step])
 
     def starts_with(self, column: str, prefix: str) -> tuple[str, tuple[Any, ...]]:
-        """``(condition, parameters)`` for ``column`` beginning with ``prefix``: by default
-        ``substr`` (``LIKE`` would read ``%`` and ``_``)."""
+        """``(condition, parameters)`` for ``column`` beginning with ``prefix`` (not ``LIKE``:
+        it would read ``%`` and ``_``)."""
         return f"substr({column}, 1, ?) = ?", (len(prefix), prefix)
 
     def same_as(self, column: str) -> str:
@@ -115,8 +110,7 @@ class Dialect(ABC):
     def insert(
         self, conn: Any, table: str, values: Mapping[str, Any], returning: Optional[str] = None
     ) -> Optional[int]:
-        """``INSERT`` one row into ``table``; with ``returning``, the new row's value of
-        that integer key column."""
+        """``INSERT`` one row into ``table``; with ``returning``, its integer key column's value."""
         statement = insert_sql(table, list(values))
         if returning is None:
             self.execute(conn, statement, list(values.values()))
@@ -133,8 +127,7 @@ class Dialect(ABC):
     def delete(
         self, conn: Any, table: str, where: str, params: Sequence[Any], returning: str
     ) -> list[Any]:
-        """``DELETE`` the rows of ``table`` matching ``where``; their ``returning``
-        columns."""
+        """``DELETE`` the rows of ``table`` matching ``where``; their ``returning`` columns."""
         return list(self.execute(conn, f"DELETE FROM {table} WHERE {where} RETURNING {returning}", params).fetchall())
 
     def update_ids(
@@ -153,8 +146,7 @@ class Dialect(ABC):
                 self.execute(conn, f"UPDATE {table} SET {assign} WHERE {listed}{also}", [*before, *values, *after])
 
     def user_tables(self, conn: Any) -> list[str]:
-        """The tables with per-user rows (``tenant_id`` and ``user_id`` columns), by name
-        (from ``information_schema``, by default)."""
+        """The tables with per-user rows (``tenant_id`` and ``user_id`` columns), by name."""
         rows = self.execute(
             conn,
             "SELECT table_name FROM information_schema.columns WHERE table_schema = current_schema() "
@@ -169,8 +161,7 @@ class Dialect(ABC):
 
 
 def given(where: list[str], params: list[Any], *filters: tuple[str, Any]) -> None:
-    """Add each ``(condition, value)`` of ``filters`` whose value is not None to
-    ``where`` and ``params``."""
+    """Add each ``(condition, value)`` of ``filters`` with a value to ``where``, ``params``."""
     for condition, value in filters:
         if value is not None:
             where.append(condition)
@@ -184,6 +175,5 @@ def insert_sql(table: str, columns: Sequence[str]) -> str:
 
 @lru_cache(maxsize=512)
 def format_style(statement: str) -> str:
-    """``statement`` with ``%s`` placeholders (psycopg's): ``%`` doubled, ``?`` as ``%s``
-    (the shared statements hold no other ``?``)."""
+    """``statement`` with psycopg's ``%s`` placeholders (``%`` doubled, each ``?`` a ``%s``)."""
     return statement.replace("%", "%%").replace("?", "%s")

@@ -114,7 +114,7 @@ class JobQueue:
         return self.query(action, self.dialect.sql(statement), params)
 
     def _write(self, action: str, statement: str, params: Sequence[Any]) -> int:
-        """Run one write statement in its own transaction; how many rows it changed."""
+        """Run one write statement in a transaction; how many rows it changed."""
         self._jobs_table()
         with self.transaction(action) as conn:
             return int(self.dialect.execute(conn, statement, params).rowcount)
@@ -123,8 +123,8 @@ class JobQueue:
         self, kind: str, payload: dict[str, Any], *, tenant_id: Optional[str] = None, user_id: Optional[str] = None,
         run_at: Optional[float] = None, max_attempts: int = 3, dedup_key: Optional[str] = None
     ) -> str:
-        """Queue a job (joining an open transaction); return its id (the existing
-        job's id when ``dedup_key`` matches one queued or running)."""
+        """Queue a job (joining an open transaction); its id, or the id of the job queued or
+        running under ``dedup_key``."""
         if not kind:
             raise ValueError("enqueue() needs a job kind, e.g. kind='extract'")
         if max_attempts < 1:
@@ -159,8 +159,7 @@ class JobQueue:
     def claim(
         self, worker: str, *, kinds: Optional[list[str]] = None, lease: float = 60.0, now: Optional[float] = None
     ) -> Optional[Job]:
-        """The next job that may run now (of ``kinds`` when given), leased to ``worker``
-        for ``lease`` seconds; None when there is none."""
+        """The next job that may run now (of ``kinds``), leased to ``worker``; None if none."""
         if lease <= 0:
             raise ValueError(f"lease must be positive seconds, got {lease}")
         self._jobs_table()
@@ -195,27 +194,19 @@ class JobQueue:
                 (worker, at + lease, row["id"]),
             )
         return Job(
-            id=row["id"],
-            kind=row["kind"],
-            payload=dialect.json_value(row["payload"]),
-            tenant_id=row["tenant_id"],
-            user_id=row["user_id"],
-            attempts=row["attempts"] + 1,
-            max_attempts=row["max_attempts"],
-            worker=worker,
-            lease_until=at + lease,
-        )
+            id=row["id"], kind=row["kind"], payload=dialect.json_value(row["payload"]),
+            tenant_id=row["tenant_id"], user_id=row["user_id"], attempts=row["attempts"] + 1,
+            max_attempts=row["max_attempts"], worker=worker, lease_until=at + lease,
+        )  # fmt: skip
 
     def defer(self, dedup_key: str, run_at: float) -> bool:
-        """Move the queued (not running) job of ``dedup_key`` to ``run_at`` (a debounce);
-        False when none is queued."""
+        """Move the queued job of ``dedup_key`` to ``run_at``; False when none is queued."""
         return self._write(
             "defer a job", "UPDATE jobs SET run_at = ? WHERE dedup_key = ? AND state = 'queued'", (run_at, dedup_key)
         ) > 0  # fmt: skip
 
     def ack(self, job: Job, cost: Optional[PassCost] = None) -> bool:
-        """Mark the job done, adding ``cost`` to its totals; False when the lease was
-        lost (another worker claimed it)."""
+        """Mark the job done, adding ``cost`` to its totals; False when the lease was lost."""
         return self._write(
             "acknowledge a job",
             "UPDATE jobs SET state = 'done', lease_until = NULL, " + RUN_TOTALS.format(p="?") + f" WHERE {_HELD}",
@@ -226,9 +217,8 @@ class JobQueue:
         self, job: Job, error: str, *, retry_in: float = 30.0, now: Optional[float] = None,
         cost: Optional[PassCost] = None,
     ) -> str:
-        """Record a failed attempt (and its ``cost``): queued again after ``retry_in``
-        seconds, or dead when out of attempts; return the new state (or ``"lost"`` when
-        the lease was lost)."""
+        """Record a failed attempt (and its ``cost``): queued again after ``retry_in`` s, or
+        dead when out of attempts; the new state (``"lost"`` when the lease was lost)."""
         if retry_in < 0:
             raise ValueError(f"retry_in must be zero or more seconds, got {retry_in}")
         at = time.time() if now is None else now
@@ -242,8 +232,7 @@ class JobQueue:
         return state if changed == 1 else "lost"
 
     def postpone(self, job: Job, run_at: float) -> bool:
-        """Give a claimed job back to run at ``run_at`` without counting the attempt (e.g.
-        its user is over the day's token budget); False when the lease was lost."""
+        """Requeue a claimed job for ``run_at``, the attempt uncounted; False if lease lost."""
         return self._write(
             "postpone a job",
             "UPDATE jobs SET state = 'queued', worker = NULL, lease_until = NULL, run_at = ?, "
@@ -280,8 +269,7 @@ class JobQueue:
         self, *, states: Optional[Sequence[str]] = None, failed: bool = False, tenant_id: Optional[str] = None,
         dedup_key: Optional[str] = None, kind: Optional[str] = None
     ) -> list[JobRow]:
-        """The jobs in ``states`` (default all), oldest first, filtered by ``failed``,
-        ``tenant_id``, ``dedup_key`` and ``kind``."""
+        """The jobs in ``states`` (default all), oldest first, filtered by the rest."""
         where, params = ["1 = 1"], []  # type: tuple[list[str], list[Any]]
         if states is not None:
             condition, values = self.dialect.in_list("state", states) if states else ("0 = 1", [])
@@ -294,10 +282,9 @@ class JobQueue:
         return [job_row({**dict(row), "payload": self.dialect.json_value(row["payload"])}) for row in rows]
 
     def retry(self, job_id: str, *, tenant_id: Optional[str] = None, now: Optional[float] = None) -> str:
-        """Queue a failed job to run now, attempts from zero and error cleared. Returns
-        the id of the job that will run: ``job_id``, or the waiting job of the same
-        ``dedup_key``. KeyError for no such job (of ``tenant_id``); ValueError when it
-        did not fail."""
+        """Queue a failed job to run now, attempts and error cleared; the id of the job that
+        will run (``job_id``, or the one waiting under its ``dedup_key``). KeyError for no
+        such job (of ``tenant_id``); ValueError when it did not fail."""
         self._jobs_table()
         at = time.time() if now is None else now
         dialect = self.dialect

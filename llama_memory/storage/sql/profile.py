@@ -22,9 +22,8 @@ CURRENT_ROWS = "tenant_id = ? AND user_id = ? AND superseded_at IS NULL AND valu
 
 class ProfileRows:
     """The rows of one document in a SQL store, for every user. Methods act within
-    ``scope``'s tenant and user; writes are atomic and join an open transaction; failures
-    raise :class:`~llama_memory.core.errors.StorageError`. A backend sets :attr:`dialect`
-    and calls :meth:`_open`.
+    ``scope``'s tenant and user; writes are atomic and join an open transaction. A backend
+    sets :attr:`dialect` and calls :meth:`_open`.
     """
 
     dialect: ClassVar[Dialect]
@@ -39,14 +38,12 @@ class ProfileRows:
         self._current = self._select + f"WHERE {CURRENT_ROWS} AND {ALIVE_SQL} ORDER BY id"
 
     def current(self, scope: Scope, at: float) -> list[ProfileChange]:
-        """The user's current field values (not superseded, not removals, alive at
-        ``at``), oldest row first."""
+        """The user's current field values (no removals, alive at ``at``), oldest first."""
         rows = self._query(f"read {self.document}", self._current, (*_owner(scope), at))
         return [self._to_change(row) for row in rows]
 
     def history(self, scope: Scope, at: float, path: Optional[str] = None) -> list[ProfileChange]:
-        """Every row alive at ``at`` of the field at ``path`` and beneath (``None``: all),
-        superseded ones and removals included, oldest first."""
+        """Every row (of every kind) alive at ``at`` of the field at ``path`` and beneath."""
         where, params = self._subtree(path)
         rows = self._query(
             f"read {self.document} history",
@@ -59,8 +56,7 @@ class ProfileRows:
         self, scope: Scope, at: float, decide: Callable[[list[ProfileChange]], ProfileWrite]
     ) -> list[ProfileChange]:
         """Call ``decide`` with the current rows and write what it returns, in one
-        transaction that serialises the user's concurrent updates (nothing written if
-        ``decide`` raises). Returns the inserted rows."""
+        transaction serialising the user's updates (nothing if it raises); the new rows."""
         user, d = _owner(scope), self.dialect
         with self.store.transaction(f"update {self.document}") as conn:
             # Updates of one user's document take turns (other threads, other workers):
@@ -86,24 +82,16 @@ class ProfileRows:
                     "created_at": write.written_at, "ttl": write.ttl, "expires_at": write.expires_at,
                 }  # fmt: skip
                 row_id = d.insert(conn, self._table, row, returning="id")
-                changes.append(
-                    ProfileChange(
-                        path=new.path,
-                        op=new.op,
-                        value=None if new.removed else new.value,
-                        removed=new.removed,
-                        session_id=write.session_id,
-                        message_ids=list(write.message_ids),
-                        created_at=write.written_at,
-                        superseded_at=None,
-                        id=int(row_id or 0),
-                    )
-                )
+                changes.append(ProfileChange(
+                    path=new.path, op=new.op, value=None if new.removed else new.value,
+                    removed=new.removed, session_id=write.session_id,
+                    message_ids=list(write.message_ids), created_at=write.written_at,
+                    superseded_at=None, id=int(row_id or 0),
+                ))  # fmt: skip
         return changes
 
     def erase(self, scope: Scope, path: Optional[str] = None) -> int:
-        """Delete every row, history included, of the field at ``path`` and beneath
-        (``None``: the whole document); return how many."""
+        """Delete every row of the field at ``path`` and beneath (``None``: all); how many."""
         where, params = self._subtree(path)
         action = f"forget {self.document}" if path is None else f"erase {self.document} field"
         with self.store.transaction(action) as conn:
@@ -117,8 +105,9 @@ class ProfileRows:
     def refresh_expiry(self, ids: Sequence[int], at: float) -> None:
         """Rows ``ids`` that have a ttl live it again from ``at`` (see the port)."""
         self.dialect.update_ids(
-            self.store.transaction, f"refresh {self.document} expiry", self._table, "expires_at = ? + ttl", ids, "ttl IS NOT NULL", (at,)
-        )
+            self.store.transaction, f"refresh {self.document} expiry", self._table,
+            "expires_at = ? + ttl", ids, "ttl IS NOT NULL", (at,),
+        )  # fmt: skip
 
     def purge_expired(self, at: float) -> int:
         """Delete the rows of every user expired at ``at``; return how many."""
@@ -130,7 +119,6 @@ class ProfileRows:
         return self.store.query(action, self.dialect.sql(statement), params)
 
     def _subtree(self, path: Optional[str]) -> tuple[str, tuple[Any, ...]]:
-        """The condition and parameters of the field at ``path`` and beneath."""
         if path is None:
             return "", ()
         below, params = self.dialect.starts_with("path", path + ".")
@@ -139,16 +127,11 @@ class ProfileRows:
     def _to_change(self, row: Any) -> ProfileChange:
         removed = row["value_json"] is None
         return ProfileChange(
-            path=row["path"],
-            op=row["op"],
-            value=None if removed else json.loads(row["value_json"]),
-            removed=removed,
-            session_id=row["session_id"],
+            path=row["path"], op=row["op"], removed=removed,
+            value=None if removed else json.loads(row["value_json"]), session_id=row["session_id"],
             message_ids=list(self.dialect.json_value(row["message_ids"])),
-            created_at=row["created_at"],
-            superseded_at=row["superseded_at"],
-            id=int(row["id"]),
-        )
+            created_at=row["created_at"], superseded_at=row["superseded_at"], id=int(row["id"]),
+        )  # fmt: skip
 
 
 def _owner(scope: Scope) -> tuple[str, str]:
@@ -174,8 +157,7 @@ def export_document(
 
 
 def import_document_row(conn: Any, dialect: Dialect, table: str, tenant_id: str, user: str, row: dict[str, Any]) -> bool:
-    """Write one export row of a document (``table``) unless its history already has it
-    (same path, operation, value, time); whether it was written."""
+    """Write one export row of a document unless its history has it; whether it was written."""
     value_json = None if row["removed"] else json.dumps(row["value"], ensure_ascii=False)
     held = dialect.execute(
         conn,
@@ -195,8 +177,7 @@ def import_document_row(conn: Any, dialect: Dialect, table: str, tenant_id: str,
 
 
 def one_current_value(conn: Any, dialect: Dialect, table: str, tenant_id: str, user: str, path: str) -> None:
-    """Leave one current row for a field of a document, the latest written (histories
-    merged from two stores)."""
+    """Leave one current row for a field, the latest (histories merged from two stores)."""
     rows = dialect.execute(
         conn,
         f"SELECT id, created_at FROM {table} WHERE tenant_id = ? AND user_id = ? AND path = ? "

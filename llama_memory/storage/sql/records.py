@@ -36,14 +36,12 @@ _OWNED = "tenant_id = ? AND user_id = ? AND source = ?"
 
 
 def record_id(source: str, tenant: str, user: str, digest: str) -> str:
-    """The id of the user's record of ``source`` with content hash ``digest``: the same on
-    every backend and after a crash."""
+    """The id of the user's record of ``source`` with ``digest`` (the same on every backend)."""
     key = f"{source}\x1f{tenant}\x1f{user}\x1f{digest}"
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
 
 
-def _json(stored: Any) -> Any:
-    # JSON text (SQLite), or already parsed by the driver (PostgreSQL's jsonb).
+def _json(stored: Any) -> Any:  # JSON text (SQLite), or parsed by the driver (jsonb)
     return json.loads(stored) if isinstance(stored, str) else stored
 
 
@@ -102,9 +100,8 @@ class RecordStore(ABC):
     #: (NULL where a record has none): a table of their own, or a column of ``records``.
     with_copies: ClassVar[str]
     copy_column: ClassVar[str]
-    #: Per table, statements (parameters: tenant, user) deleting a user's rows that
-    #: belong to them through a row of that table with no cascade to take them along;
-    #: run before the table's own rows go (see :meth:`delete_user`).
+    #: Per table, statements (parameters: tenant, user) deleting the user's rows that hang
+    #: on a row of it with no cascade, run before its own rows go (see :meth:`delete_user`).
     user_dependents: ClassVar[Mapping[str, tuple[str, ...]]] = {}
 
     if TYPE_CHECKING:  # what the store this part belongs to provides
@@ -120,13 +117,13 @@ class RecordStore(ABC):
     def session_neighbours(
         self, ids: Sequence[str], scope: Scope, source: str, radius: int
     ) -> dict[str, list[tuple[int, str]]]:
-        """For each id: its session's records from ``radius`` before to ``radius`` after
-        it, itself included, as (position, id); positions grow with write order. A
-        standalone record (``metadata["standalone"]`` true) has itself alone, and is
-        left out of every other record's neighbours."""
+        """For each id of the user's in ``source``: its session's records from ``radius``
+        before to ``radius`` after it, itself included, as (position, id) in write order.
+        A standalone record (``metadata["standalone"]``) has itself alone, and is no
+        other's neighbour."""
 
     def ensure_session_order(self) -> None:
-        """Prepare what :meth:`session_neighbours` needs (nothing by default: the schema has it)."""
+        """Prepare what :meth:`session_neighbours` needs (nothing by default)."""
 
     @abstractmethod
     def mark_indexed(
@@ -140,14 +137,13 @@ class RecordStore(ABC):
         """Flag every row of ``source`` for re-indexing (copies dropped); return how many."""
 
     def _derived_columns(self, rec: NewRecord) -> dict[str, Any]:
-        """Columns the backend's schema keeps beside a new record's own (none here)."""
+        """Columns the backend's schema keeps beside a new record's own."""
         return {}
 
     def _record_rows(self, action: str, statement: str, params: Sequence[Any] = ()) -> Sequence[Any]:
         return self.query(action, self.dialect.sql(statement), params)
 
     def _by_ids(self, action: str, columns: str, ids: Sequence[str]) -> list[Any]:
-        """``columns`` of the rows of ``records`` whose id is one of ``ids``, in batches."""
         rows: list[Any] = []
         for batch in self.dialect.batches(ids):
             listed, values = self.dialect.in_list("id", batch)
@@ -158,8 +154,7 @@ class RecordStore(ABC):
 
     def add_records(self, records: Sequence[NewRecord]) -> list[str]:
         """Write records in one transaction, deduplicated as the class says (concurrent
-        writers of a text meet on the unique key; the merge runs under the row's lock);
-        return their ids."""
+        writers meet on the unique key; the merge runs under the row's lock); their ids."""
         d = self.dialect
         ids: list[str] = []
         ingested = now()
@@ -217,8 +212,7 @@ class RecordStore(ABC):
         self.dialect.update_ids(self.transaction, "refresh expiry", "records", "expires_at = ? + ttl", ids, "ttl IS NOT NULL", (at,))
 
     def mark_used(self, ids: Sequence[str], at: float) -> None:
-        """Record that these records were shown at ``at`` (``last_used`` only moves
-        forward; unknown ids are ignored). Callers batch it: it is a write."""
+        """Record that these records were shown at ``at`` (``last_used`` only moves forward)."""
         self.dialect.update_ids(
             self.transaction, "mark records used", "records", "last_used = ?", ids, "(last_used IS NULL OR last_used < ?)", (at,), (at,)
         )
@@ -228,8 +222,7 @@ class RecordStore(ABC):
     def get_records(
         self, ids: Sequence[str], scope: Scope, source: str, alive_at: Optional[float] = None
     ) -> dict[str, MemoryRecord]:
-        """Records by id, restricted to the scope's tenant and user and to ``source``
-        (and, given ``alive_at``, to those not expired at that time)."""
+        """Records by id of the scope's user in ``source`` (given ``alive_at``, alive then)."""
         if not ids:
             return {}
         user = scope.require_user(f"the {source!r} memory source")
@@ -246,8 +239,7 @@ class RecordStore(ABC):
     def get_texts(
         self, ids: Sequence[str], scope: Scope, source: str
     ) -> dict[str, tuple[Optional[str], str]]:
-        """The (role, text) of records by id, restricted as :meth:`get_records` (expired
-        ones included): two columns, no record built."""
+        """The (role, text) of records by id as :meth:`get_records` (expired ones too)."""
         if not ids:
             return {}
         user = scope.require_user(f"the {source!r} memory source")
@@ -260,8 +252,7 @@ class RecordStore(ABC):
     def record_ids(
         self, texts: Sequence[str], roles: Sequence[Optional[str]], scope: Scope, source: str
     ) -> list[str]:
-        """The ids the user's records of ``source`` with these ``texts`` have or would
-        have, one per text and role (a hash: nothing is read)."""
+        """The ids the user's records of these ``texts`` (each role) have or would have."""
         tenant, user = scope.tenant_id, scope.require_user(f"the {source!r} memory source")
         return [record_id(source, tenant, user, content_hash(text, role)) for text in texts for role in roles]
 
@@ -269,8 +260,8 @@ class RecordStore(ABC):
         self, scope: Scope, source: str, limit: int, span: Optional[tuple[float, float]] = None,
         alive_at: Optional[float] = None
     ) -> list[MemoryRecord]:
-        """The user's latest records of ``source``, oldest first: at most ``limit`` of
-        those with an event time in ``span``, or else of the latest other session."""
+        """The user's latest ``limit`` records of ``source`` in ``span`` (else of the latest
+        other session), oldest first."""
         user = scope.require_user(f"the {source!r} memory source")
         owned = (scope.tenant_id, user, source)
         alive, extra = ("", ()) if alive_at is None else (f" AND {ALIVE_SQL}", (alive_at,))
@@ -335,8 +326,7 @@ class RecordStore(ABC):
     def index_flags(
         self, source: str, owner: Optional[tuple[str, str]] = None
     ) -> dict[tuple[str, str], dict[str, bool]]:
-        """Every record id of ``source`` (of ``owner``, or all) and whether the dense
-        index holds it, per (tenant, user)."""
+        """Every record id of ``source`` (of ``owner``, or all) and whether the index has it."""
         params: tuple[str, ...]
         if owner is None:
             where, params = "source = ?", (source,)
@@ -366,8 +356,7 @@ class RecordStore(ABC):
         return found
 
     def user_vectors(self, source: str, tenant_id: str, user_id: str, limit: int) -> Optional[dict[str, bytes]]:
-        """Every vector copy of one user's indexed records of ``source``; None when they
-        are more than ``limit`` or some have no copy."""
+        """One user's vector copies of ``source``; None beyond ``limit`` or if one is missing."""
         # One statement, so one snapshot: a count taken apart could disagree with the
         # rows when another process commits in between.
         rows = self._record_rows(
@@ -383,8 +372,7 @@ class RecordStore(ABC):
     # -- deleting -----------------------------------------------------------------------------
 
     def delete_records(self, ids: Sequence[str], scope: Scope, source: str) -> list[PendingRecord]:
-        """Delete these records of the scope's user in ``source`` (others ignored);
-        return what was deleted, for the dense index."""
+        """Delete these records of the scope's user in ``source``; what was deleted."""
         if not ids:
             return []
         user = scope.require_user(f"the {source!r} memory source")
@@ -408,10 +396,8 @@ class RecordStore(ABC):
             return _gone(self.dialect.delete(conn, "records", EXPIRED_SQL, (at,), _GONE))
 
     def delete_user(self, scope: Scope, source: Optional[str] = None) -> list[str]:
-        """Delete one user's records of ``source``; return their ids. Without ``source``,
-        forget the user in every table with per-user rows (records, chat, triples,
-        profile, jobs, meta keys), in one transaction.
-        """
+        """Delete one user's records of ``source``; their ids. Without ``source``, forget the
+        user in every table with per-user rows and meta keys, in one transaction."""
         d = self.dialect
         owner = (scope.tenant_id, scope.require_user("forgetting a user"))
         params: tuple[str, ...]
@@ -438,10 +424,8 @@ STALE_GROWTH = 0.1
 
 class WordCountCache:
     """Remembered match counts of words in a lexical index (a key is a word, or (tenant,
-    user, word)): a count is given back until what was counted has grown by
-    :data:`STALE_GROWTH`, the least recently used dropped beyond ``size`` words.
-    Thread-safe.
-    """
+    user, word)), given back until the index has grown by :data:`STALE_GROWTH`; the least
+    recently used dropped beyond ``size`` words. Thread-safe."""
 
     def __init__(self, size: int = CACHED_WORDS) -> None:
         if size < 1:

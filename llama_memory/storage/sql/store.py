@@ -27,7 +27,7 @@ __all__ = ["MetaStore", "SQLChatLog", "SQLChatTables", "Storage", "conversation_
 
 class MetaStore:
     """Store-wide key/value settings (the embedding model's identity, schema versions,
-    per-user marks): reads and writes of the ``meta`` table (``key`` its primary key)."""
+    per-user marks) in the ``meta`` table."""
 
     dialect: ClassVar[Dialect]
 
@@ -52,8 +52,7 @@ class MetaStore:
             )
 
     def set_meta_once(self, key: str, value: str) -> str:
-        """Store ``value`` under ``key`` unless one is there; return the value kept
-        (atomic)."""
+        """Store ``value`` under ``key`` unless one is there; the value kept (atomic)."""
         with self.transaction("write meta") as conn:
             self.dialect.insert_new(conn, "meta", {"key": key, "value": value})
             return str(self.dialect.execute(conn, "SELECT value FROM meta WHERE key = ?", (key,)).fetchone()["value"])
@@ -67,14 +66,12 @@ class MetaStore:
 
     @property
     def store_id(self) -> str:
-        """A random id given to this store when first asked (it keeps different stores'
-        collections apart on a shared Chroma server)."""
+        """A random id given when first asked (keeps stores apart on a Chroma server)."""
         return self.set_meta_once("store_id", uuid.uuid4().hex[:12])
 
 
 def conversation_key(scope: Scope) -> tuple[str, str, str]:
-    """``(tenant_id, user_id, session_id)`` of the scope's conversation (an anonymous
-    buffer is stored under the empty user, no session under the empty session)."""
+    """``(tenant_id, user_id, session_id)`` of the scope's conversation (None as '')."""
     return scope.tenant_id, scope.user_id or "", scope.session_id or ""
 
 
@@ -87,7 +84,7 @@ class _Seen(Protocol):
 
 def replaced(cursor: Optional[_Seen], first: Optional[int]) -> bool:
     """Whether the rows read after ``cursor`` are the whole conversation: nothing was read
-    before, or the first message the reader saw is gone (replaced or cleared)."""
+    before, or the first message seen is gone (replaced or cleared)."""
     return cursor is None or (cursor.first is not None and first != cursor.first)
 
 
@@ -101,7 +98,6 @@ class SQLChatTables:
         def query(self, action: str, sql: str, params: Sequence[Any] = ()) -> Sequence[Any]: ...
 
     def _insert_chat(self, conn: Any, scope: Scope, messages: Sequence[ChatMessage]) -> None:
-        """Append ``messages`` to the scope's conversation in the open transaction."""
         if not messages:
             return
         created = now()
@@ -114,7 +110,6 @@ class SQLChatTables:
         )
 
     def _delete_chat(self, conn: Any, scope: Scope) -> None:
-        """Delete the scope's conversation in the open transaction."""
         self.dialect.execute(
             conn,
             "DELETE FROM chat_messages WHERE tenant_id = ? AND user_id = ? AND session_id = ?",
@@ -135,25 +130,21 @@ class SQLChatTables:
 
 
 class SQLChatLog:
-    """One conversation of a SQL store: the plain calls of the chat log (a backend adds
-    loading, appending and reading what changed)."""
+    """One conversation of a SQL store: the plain calls of the chat log."""
 
     def __init__(self, store: Any, scope: Scope) -> None:
         self.store = store
         self.scope = scope
 
     def replace(self, messages: Sequence[ChatMessage]) -> None:
-        """Replace all messages."""
         self.store.replace_chat(self.scope, messages)
 
     def clear(self) -> None:
-        """Remove all messages."""
         self.store.replace_chat(self.scope, [])
 
 
 class Storage(MetaStore, SQLChatTables, RecordStore, JobQueue, SQLStore, RankedLexicalIndex, ABC):
-    """Everything a memory needs from its system of record, as one object (the dense
-    index is separate: derived, it may live elsewhere)."""
+    """Everything a memory needs from its system of record, but the (derived) dense index."""
 
     #: The backend's shared chat log, made on the store and a scope.
     chat_log_type: ClassVar[type[SharedChatLog]]

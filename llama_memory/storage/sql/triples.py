@@ -23,17 +23,21 @@ from ..ports.triples import (
 )
 from .dialect import ALIVE_SQL, Dialect, given, owner
 
-__all__ = ["MentionLink", "TripleTimeline"]
+__all__ = ["TRIPLE_COLUMNS", "MentionLink", "TripleTimeline"]
 
 _TIMELINE_COLUMNS = "id, object_key, valid_from, valid_to, ttl, expires_at"
+#: The columns of a triple's row besides its id and owner.
+TRIPLE_COLUMNS = (
+    "subject", "predicate", "object", "subject_key", "predicate_key", "object_key",
+    "valid_from", "valid_to", "superseded_by", "ingested_at", "ttl", "expires_at",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
 class MentionLink:
     """How a backend's ``triple_mentions`` rows point at their triple: ``columns`` (as an
-    INSERT lists them) copy ``sources`` of the triple's row; ``key`` is the (mention,
-    triple) column pair they match by, ``order`` the mention's write order, ``scoped``
-    whether mentions carry ``tenant_id`` and ``user_id``."""
+    INSERT lists them) copy ``sources`` of the triple's row; ``key``: the (mention, triple)
+    columns they match by; ``order``: write order; ``scoped``: they carry the owner."""
 
     columns: str
     sources: str
@@ -49,14 +53,12 @@ class TripleTimeline(ABC):
 
     dialect: ClassVar[Dialect]
     mentions: ClassVar[MentionLink]
-    #: The storage the timeline lives in (its ``transaction`` and ``query``); a source
-    #: keeps beside its triples what the store's meta table holds (the embedding
-    #: model's identity).
+    #: The storage the timeline lives in (its ``transaction``, ``query`` and meta table).
     store: Any
 
     @contextmanager
     def transaction(self, action: str) -> Iterator[Any]:
-        """One atomic write (joining an open one); ``action`` names it in errors."""
+        """One atomic write (joining an open one)."""
         with self.store.transaction(action):
             yield None
 
@@ -81,8 +83,7 @@ class TripleTimeline(ABC):
     # -- the update rules ----------------------------------------------------------------
 
     def timeline(self, scope: Scope, subject_key: str, predicate_key: str) -> list[TimelineEntry]:
-        """Every triple of the (subject, predicate) pair, expired ones included, by
-        ``valid_from`` then write order."""
+        """Every triple of the (subject, predicate) pair, expired ones too, by ``valid_from``."""
         rows = self._query(
             "read a triple timeline",
             f"SELECT {_TIMELINE_COLUMNS} FROM triples WHERE tenant_id = ? AND user_id = ? "
@@ -104,8 +105,7 @@ class TripleTimeline(ABC):
         return _entry(rows[0]) if rows else None
 
     def entity_spelling(self, scope: Scope, entity_key: str) -> Optional[str]:
-        """The text the user's earliest-written triple naming this entity (as subject or
-        object) gives it, if any."""
+        """The text the user's earliest triple naming this entity (subject or object) has."""
         user = _owner(scope)
         rows = self._query(
             "read an entity's spelling",
@@ -157,7 +157,7 @@ class TripleTimeline(ABC):
             self.dialect.execute(conn, "UPDATE triples SET valid_from = ? WHERE id = ?", (valid_from, triple_id))
 
     def end(self, triple_ids: Sequence[str], valid_to: float, superseded_by: Optional[str]) -> None:
-        """End triples' intervals at ``valid_to``, replaced by ``superseded_by`` (``None``: retracted, nothing replaces them)."""
+        """End triples' intervals at ``valid_to``, replaced by ``superseded_by`` (or none)."""
         self.dialect.update_ids(
             self.store.transaction, "supersede triples", "triples", "valid_to = ?, superseded_by = ?", triple_ids,
             before=(valid_to, superseded_by),
@@ -169,9 +169,7 @@ class TripleTimeline(ABC):
         self, scope: Scope, alive_at: float, *, ids: Optional[Sequence[str]] = None, include_history: bool = True,
         subject_key: Optional[str] = None, predicate_key: Optional[str] = None
     ) -> list[StoredTriple]:
-        """The user's triples not expired at ``alive_at``, by ``valid_from`` then write
-        order: those with the given ids, current ones only unless ``include_history``,
-        optionally of one subject and/or predicate key."""
+        """The user's triples alive at ``alive_at``, by ``valid_from``, filtered as asked."""
         user = _owner(scope)
         where, params = ["tenant_id = ?", "user_id = ?"], [*user]
         if ids is not None:
@@ -219,8 +217,7 @@ class TripleTimeline(ABC):
         return found
 
     def touching(self, scope: Scope, entity_keys: Sequence[str], include_history: bool) -> list[TripleEdge]:
-        """The user's triples whose subject or object is one of ``entity_keys``, in no
-        particular order."""
+        """The user's triples whose subject or object is one of ``entity_keys``, unordered."""
         user = _owner(scope)
         if not entity_keys:
             return []
@@ -236,8 +233,7 @@ class TripleTimeline(ABC):
         return [TripleEdge(r["id"], r["subject_key"], r["object_key"], r["valid_from"]) for r in rows]
 
     def entity_names(self, scope: Scope) -> list[str]:
-        """Subjects and objects of the user's current triples as written, newest first
-        (repeats kept)."""
+        """Subjects and objects of the user's current triples, newest first (repeats kept)."""
         user = _owner(scope)
         rows = self._query(
             "read known entities",
@@ -251,14 +247,14 @@ class TripleTimeline(ABC):
     def refresh_expiry(self, triple_ids: Sequence[str], at: float) -> None:
         """Triples read at ``at`` live their ``ttl`` from then (those with a ttl)."""
         self.dialect.update_ids(
-            self.store.transaction, "refresh triple expiry", "triples", "expires_at = ? + ttl", triple_ids, "ttl IS NOT NULL", (at,)
-        )
+            self.store.transaction, "refresh triple expiry", "triples", "expires_at = ? + ttl",
+            triple_ids, "ttl IS NOT NULL", (at,),
+        )  # fmt: skip
 
     # -- the dense index's bookkeeping -----------------------------------------------------
 
     def pending(self, limit: int) -> list[TripleRef]:
-        """Up to ``limit`` triples (of any user) not yet in the dense index, in write
-        order, with their text."""
+        """Up to ``limit`` triples (of any user) not in the dense index yet, in write order."""
         rows = self._query(
             "read pending triples",
             "SELECT id, tenant_id, user_id, subject, predicate, object FROM triples "
@@ -281,8 +277,7 @@ class TripleTimeline(ABC):
             d.execute(conn, f"UPDATE triples SET indexed = {d.false} WHERE indexed = {d.true}")
 
     def index_flags(self, scope: Optional[Scope] = None) -> IndexFlags:
-        """Every triple id and whether it is in the dense index, per (tenant, user), for
-        every user or one (tenant, user)."""
+        """Every triple id (of every user, or one) and whether the dense index holds it."""
         user = _owner(scope) if scope is not None else ()
         where = " WHERE tenant_id = ? AND user_id = ?" if user else ""
         flags: IndexFlags = {}
@@ -300,8 +295,7 @@ class TripleTimeline(ABC):
             self._delete_where(conn, "tenant_id = ? AND user_id = ?", _owner(scope))
 
     def delete_expired(self, at: float) -> list[TripleRef]:
-        """Delete the triples expired at ``at`` (current or not) with their provenance and
-        lexical entries; return which ones (triples they superseded keep the id)."""
+        """Delete the triples expired at ``at`` (current or not) and what hangs on them."""
         with self.store.transaction("purge expired triples") as conn:
             rows = self._delete_where(conn, f"NOT {ALIVE_SQL}", (at,))
         return [TripleRef(r["tenant_id"], r["user_id"], r["id"]) for r in rows]
@@ -309,9 +303,8 @@ class TripleTimeline(ABC):
     # -- an export's rows, imported (the admin rows' import and copies) --------------------
 
     def import_row(self, conn: Any, tenant_id: str, user: str, row: dict[str, Any], text: str) -> int:
-        """Write one triple export row with its mentions in ``conn``'s transaction; 1
-        when written, 0 when one is held under its id or holds the same fact now (it
-        takes the mentions)."""
+        """Write one triple export row with its mentions; 1 when written, 0 when one is held
+        under its id or holds the same fact now (it takes the mentions)."""
         dialect = self.dialect
         held = dialect.execute(conn, "SELECT tenant_id, user_id FROM triples WHERE id = ?", (row["id"],)).fetchone()
         if held is not None:
@@ -334,13 +327,9 @@ class TripleTimeline(ABC):
                 (tenant_id, user, *keys),
             ).fetchone()
         if same is None:
-            self._insert_row(conn, {
-                "id": row["id"], "tenant_id": tenant_id, "user_id": user, "subject": row["subject"],
-                "predicate": row["predicate"], "object": row["object"], "subject_key": keys[0],
-                "predicate_key": keys[1], "object_key": keys[2], "valid_from": row["valid_from"],
-                "valid_to": row["valid_to"], "superseded_by": row["superseded_by"],
-                "ingested_at": row["ingested_at"], "ttl": row["ttl"], "expires_at": row["expires_at"],
-            }, text)  # fmt: skip
+            new = {"id": row["id"], "tenant_id": tenant_id, "user_id": user}
+            new.update((column, row[column]) for column in TRIPLE_COLUMNS)
+            self._insert_row(conn, new, text)
             same = dialect.execute(conn, f"SELECT id, {triple_key} FROM triples WHERE id = ?", (row["id"],)).fetchone()
         scoped = "tenant_id = ? AND user_id = ? AND " if link.scoped else ""
         for mention in row["mentions"]:
@@ -391,12 +380,9 @@ class TripleTimeline(ABC):
 
     def _mention(self, row: Any) -> TripleMention:
         return TripleMention(
-            row["session_id"],
-            tuple(self.dialect.json_value(row["message_ids"])),
-            row["event_time"],
-            row["ingested_at"],
-            row["origin"],
-        )
+            row["session_id"], tuple(self.dialect.json_value(row["message_ids"])),
+            row["event_time"], row["ingested_at"], row["origin"],
+        )  # fmt: skip
 
 
 def _owner(scope: Scope) -> tuple[str, str]:
@@ -411,20 +397,6 @@ def _entry(row: Any) -> TimelineEntry:
 
 def _stored(row: Any, mentions: Sequence[TripleMention]) -> StoredTriple:
     return StoredTriple(
-        id=row["id"],
-        tenant_id=row["tenant_id"],
-        user_id=row["user_id"],
-        subject=row["subject"],
-        predicate=row["predicate"],
-        object=row["object"],
-        subject_key=row["subject_key"],
-        predicate_key=row["predicate_key"],
-        object_key=row["object_key"],
-        valid_from=row["valid_from"],
-        valid_to=row["valid_to"],
-        superseded_by=row["superseded_by"],
-        ingested_at=row["ingested_at"],
-        ttl=row["ttl"],
-        expires_at=row["expires_at"],
-        mentions=tuple(mentions),
-    )
+        id=row["id"], tenant_id=row["tenant_id"], user_id=row["user_id"],
+        **{column: row[column] for column in TRIPLE_COLUMNS}, mentions=tuple(mentions),
+    )  # fmt: skip

@@ -37,9 +37,8 @@ from .store import SQLiteStore, fts_query
 
 
 class SQLiteTripleTimeline(TripleTimeline):
-    """The triple timeline on a :class:`SQLiteStore` (tables made or upgraded on
-    construction): words in an FTS5 table keyed by the triple's ``seq``, which mentions
-    point at; deleting a triple deletes its FTS5 entry and mentions."""
+    """The triple timeline on a :class:`SQLiteStore`: words in an FTS5 table keyed by the
+    triple's ``seq``, which mentions point at (tables made or upgraded on construction)."""
 
     dialect = SQLITE
     mentions = MentionLink(columns="triple_seq", sources="seq", key=("triple_seq", "seq"), order="rowid", scoped=False)
@@ -63,8 +62,7 @@ class SQLiteTripleTimeline(TripleTimeline):
     def search_words(
         self, scope: Scope, query: str, k: int, include_history: bool
     ) -> list[tuple[str, float]]:
-        """The user's triples best matching ``query``'s words, as (id, positive BM25),
-        best first."""
+        """Scored by BM25, turned positive."""
         tenant_id, user_id = owner(scope, "the knowledge-triple store")
         match = fts_query(query)  # quoted words: user text is never read as FTS5 syntax
         if not match:
@@ -82,8 +80,7 @@ class SQLiteTripleTimeline(TripleTimeline):
 
 
 class SQLiteProfileRows(ProfileRows):
-    """The profile (or instructions: ``document``) rows of one :class:`SQLiteStore`;
-    creates or migrates the table."""
+    """The profile (or instructions) rows of one :class:`SQLiteStore`; migrates the table."""
 
     dialect = SQLITE
 
@@ -99,8 +96,7 @@ class SQLiteProfileRows(ProfileRows):
 
 
 class StoreAdmin(AdminRows):
-    """The admin rows of one SQLite store: a missing table (a source never opened on the
-    file) reads as empty; records keep their write order in ``rowid``."""
+    """The admin rows of one SQLite store: a missing table (a source never opened) is empty."""
 
     dialect = SQLITE
     record_order = "rowid"
@@ -108,7 +104,7 @@ class StoreAdmin(AdminRows):
     timeline_class = SQLiteTripleTimeline
 
     def tables(self) -> set[str]:
-        """The names of the tables in the file."""
+        """The names of the tables (and views) in the file."""
         rows = self.store.query("list tables", "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")
         return {row["name"] for row in rows}
 
@@ -120,9 +116,7 @@ class StoreAdmin(AdminRows):
 class EmbeddedStore(OpenBackend):
     """The embedded backend's parts on one opened :class:`SQLiteStore`: the dense index
     under ``path`` (None: in memory), or on ``client`` / the Chroma ``server``
-    ``(host, port, ssl)``, connected on first use. ``for_admin``: see
-    :meth:`Backend.open`.
-    """
+    ``(host, port, ssl)``, connected on first use."""
 
     timeline_type = SQLiteTripleTimeline
     profile_type = SQLiteProfileRows
@@ -142,13 +136,12 @@ class EmbeddedStore(OpenBackend):
 
     @property
     def location(self) -> str:
-        """The store's directory (``"."`` for a store in memory, as the admin names it)."""
+        """The store's directory (``"."`` for a store in memory)."""
         return str(Path(self.path if self.path is not None else "."))
 
     @property
     def settings(self) -> dict[str, Any]:
-        """The absolute path (a restore elsewhere reopens this store), and a Chroma
-        server by its URL."""
+        """The absolute path, and a Chroma server by its URL."""
         opened: dict[str, Any] = {"path": self.path}
         if self._server is not None:
             host, port, ssl = self._server
@@ -160,8 +153,7 @@ class EmbeddedStore(OpenBackend):
         return self._sqlite.chat_log(scope) if self.path is not None else None
 
     def vector_index(self, collection: str) -> DenseIndex:
-        """The Chroma index of one kind of collection: on the client (collections named
-        after the store's id) when there is one, else under the directory, else in memory."""
+        """On the client (named after the store's id), else under the directory, else in memory."""
         client = self._chroma()
         namespace = self._sqlite.store_id if client is not None else None
         return open_index(collection, self.path, client, namespace)
@@ -174,8 +166,7 @@ class EmbeddedStore(OpenBackend):
         return {"sqlite": sqlite, "chroma": chroma, "total": sqlite + chroma}
 
     def drop_dense(self, owner: tuple[str, str], collections: Sequence[str]) -> None:
-        """Drop the user's collections of every kind on the store's Chroma (a source the
-        memory was not opened with may have written some)."""
+        """On the store's Chroma (a source the memory was not opened with may have written)."""
         client = self._chroma()
         namespace = self._sqlite.store_id if client is not None else None
         if client is None:
@@ -216,9 +207,7 @@ class EmbeddedBackend(Backend):
     store_type = SQLiteStore
 
     def open(self, location: Location, *, for_admin: bool = False) -> EmbeddedStore:
-        """Check the directory and Chroma settings and open (create) the store; in memory
-        without a path. ``for_admin``: the path is used as given, and a Chroma server is
-        connected when a command first needs it."""
+        """Without a path, in memory. ``for_admin``: the path as given, Chroma connected later."""
         path = location.path
         if path is not None:
             memory_path(path)  # a URL fails here, before anything is created
@@ -239,21 +228,18 @@ class EmbeddedBackend(Backend):
         return EmbeddedStore(store, None if path is None else str(path), client, server, for_admin)
 
     def on(self, store: Storage, location: Location = Location()) -> EmbeddedStore:
-        """The parts on an open store; the dense index under ``location.path`` (None: in
-        memory) or on ``location.chroma_client``."""
+        """The dense index under ``location.path`` (None: in memory) or on its client."""
         if not isinstance(store, SQLiteStore):
             raise TypeError(f"the embedded backend's parts need a SQLiteStore, not {type(store).__name__}")
         path = None if location.path is None else os.fspath(location.path)
         return EmbeddedStore(store, path, location.chroma_client)
 
     def missing(self, where: Any) -> Optional[str]:
-        """``"does not exist"`` or ``"holds no memory.sqlite3"`` for a directory without a store."""
         if store_exists(where):
             return None
         return "does not exist" if not Path(where).exists() else f"holds no {DB_FILENAME}"
 
     def describe_sizes(self, sizes: dict[str, int], size: Any) -> str:
-        """The bytes on disk, SQLite's and Chroma's."""
         return f"on disk: {size(sizes['total'])} (SQLite {size(sizes['sqlite'])}, Chroma {size(sizes['chroma'])})"
 
     def encrypt(self, where: Any, key: str, *, keep_backup: bool = False, source: str = "the key given") -> Any:
@@ -264,8 +250,7 @@ class EmbeddedBackend(Backend):
 
     @contextmanager
     def undo_failed_creation(self, where: Any) -> Iterator[None]:
-        """On failure, remove the directory if the body created it, else the store files
-        it created."""
+        """Removes the directory if the body created it, else the store files it created."""
         directory = Path(where)
         created = [
             directory / name
@@ -288,8 +273,7 @@ class EmbeddedBackend(Backend):
 
 
 def _server(location: Location, for_admin: bool) -> Optional[tuple[str, int, bool]]:
-    """``(host, port, ssl)`` of the Chroma server the location asks for, or None;
-    ValueError for contradicting settings."""
+    """``(host, port, ssl)`` of the location's Chroma server, or None; ValueError if both."""
     host, url = location.chroma_host, location.chroma_url
     if for_admin:  # the admin takes a URL or a client (it checked they are not both)
         return server_address(url) if url is not None else None

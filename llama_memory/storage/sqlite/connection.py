@@ -35,15 +35,12 @@ class SQLiteDialect(Dialect):
     max_list = 500
 
     def same_as(self, column: str) -> str:
-        """``column IS ?``."""
         return f"{column} IS ?"
 
     def contains(self, column: str) -> str:
-        """``instr(column, ?) > 0``."""
         return f"instr({column}, ?) > 0"
 
     def utc_day(self, column: str) -> str:
-        """``date(column, 'unixepoch')``."""
         return f"date({column}, 'unixepoch')"
 
     def insert(
@@ -56,20 +53,15 @@ class SQLiteDialect(Dialect):
     def delete(
         self, conn: Any, table: str, where: str, params: Sequence[Any], returning: str
     ) -> list[Any]:
-        """Read, then deleted (the write transaction holds the file; no ``RETURNING``
-        before SQLite 3.35)."""
+        """Read, then deleted (no ``RETURNING`` before SQLite 3.35)."""
         rows = conn.execute(f"SELECT {returning} FROM {table} WHERE {where}", params).fetchall()
         if rows:
             conn.execute(f"DELETE FROM {table} WHERE {where}", params)
         return list(rows)
 
     def user_tables(self, conn: Any) -> list[str]:
-        """From ``sqlite_master`` and each table's ``PRAGMA table_info``."""
-        names = [
-            row[0]
-            for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-            if not row[0].startswith("sqlite_")
-        ]
+        tables = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        names = [row[0] for row in tables if not row[0].startswith("sqlite_")]
         return [
             name
             for name in names
@@ -98,8 +90,7 @@ _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:/")
 
 
 def memory_path(path: object) -> Path:
-    """``path`` as a directory ``Path``; TypeError for what is not a path, ValueError for
-    a database URL (a PostgreSQL URL goes to ``store=``)."""
+    """``path`` as a directory ``Path``; TypeError for a non-path, ValueError for a URL."""
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(
             f"path takes a directory as a str or pathlib.Path, not {type(path).__name__} "
@@ -122,11 +113,9 @@ def store_exists(path: Path | str) -> bool:
 
 class SQLiteConnection(MetaStore):
     """The plumbing every part of :class:`~llama_memory.storage.sqlite.SQLiteStore`
-    shares: one connection shared by all threads behind a lock (WAL mode and a busy
-    timeout let processes share the file), nesting transactions, migrations, meta.
-    Arguments as :class:`~llama_memory.storage.sqlite.SQLiteStore`'s; raises
-    :class:`~llama_memory.core.errors.EncryptionError` when the file's encryption does
-    not match the driver's key, before anything is written.
+    shares: one connection for all threads behind a lock (WAL mode and a busy timeout let
+    processes share the file), nesting transactions, migrations, meta. Arguments as the
+    store's; EncryptionError when the file's encryption does not match the driver's key.
     """
 
     dialect: ClassVar[Dialect] = SQLITE
@@ -165,8 +154,7 @@ class SQLiteConnection(MetaStore):
 
     def _prepare_file(self, directory: Path) -> Path:
         """Create the directory (owner-only unless the driver says otherwise), refuse what
-        cannot be opened as asked, warn once about a store others can read; return the
-        database file."""
+        cannot be opened, warn once about a store others can read; the database file."""
         if directory.exists() and not directory.is_dir():
             raise StorageError(f"memory path {directory} exists and is not a directory")
         self.file = directory / DB_FILENAME
@@ -199,7 +187,7 @@ class SQLiteConnection(MetaStore):
 
     @property
     def location(self) -> str:
-        """The database file, or ``":memory:"`` (for error messages)."""
+        """The database file, or ``":memory:"``."""
         return str(self.file) if self.file is not None else ":memory:"
 
     @contextmanager
@@ -249,7 +237,6 @@ class SQLiteConnection(MetaStore):
         callback()
 
     def query(self, action: str, sql: str, params: Sequence = ()) -> list[sqlite3.Row]:
-        """Run one read statement; ``action`` names it in a :class:`StorageError`."""
         with self._lock, self._errors(action):
             return self._conn.execute(sql, params).fetchall()
 
@@ -271,8 +258,7 @@ class SQLiteConnection(MetaStore):
                 conn.execute(f"PRAGMA user_version = {step + 1}")
 
     def ensure_schema(self, component: str, migrations: Sequence[str]) -> None:
-        """Apply a component's ordered migrations: its version is kept in meta under
-        ``schema:<component>``, entry i of ``migrations`` going from version i to i + 1."""
+        """Apply a component's migrations (entry i: version i to i + 1), its version in meta."""
         key = f"schema:{component}"
         with self._lock:
             rows = self.query("read schema version", "SELECT value FROM meta WHERE key = ?", (key,))
@@ -298,7 +284,7 @@ class SQLiteConnection(MetaStore):
 
     @property
     def schema_version(self) -> int:
-        """The schema version of the open database."""
+        """The schema version of the database."""
         return int(self.query("read schema version", "PRAGMA user_version")[0][0])
 
     def close(self) -> None:
@@ -310,9 +296,8 @@ class SQLiteConnection(MetaStore):
     # -- identity, expiry and reconciliation ------------------------------------------------
 
     def change_stamp(self, wait: bool = True) -> Optional[tuple[int, int]]:
-        """A value that changes whenever anything is committed to the file, by any
-        connection, at no table read. With ``wait=False``, None instead of waiting while
-        another thread writes through this connection."""
+        """Changes whenever any connection commits to the file (no table read); with
+        ``wait=False``, None instead of waiting for another thread's write."""
         if not self._lock.acquire(blocking=wait):
             return None
         try:
@@ -321,8 +306,7 @@ class SQLiteConnection(MetaStore):
             self._lock.release()
 
     def _stamp_after_commit(self) -> tuple[int, int]:
-        """Inside a write: the :meth:`change_stamp` once it commits (it holds the write
-        lock; if the commit fails, the stamp is merely stale)."""
+        """Inside a write: the :meth:`change_stamp` once it commits (stale if it fails)."""
         with self._lock:
             return self.data_version(), self._commits + 1
     def data_version(self) -> int:

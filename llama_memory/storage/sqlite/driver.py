@@ -49,8 +49,8 @@ _derivation: dict[int, Optional[Derivation]] = {}
 
 
 def derivation_of(module: Any) -> Optional[Derivation]:
-    """The key derivation the SQLCipher ``module`` applies to passphrases, or None when
-    this module cannot do it the same way (the passphrase then goes to SQLCipher as is)."""
+    """The key derivation the SQLCipher ``module`` applies to passphrases, or None when it
+    cannot be done the same way here (the passphrase then goes to SQLCipher as is)."""
     with _lock:
         if id(module) in _derivation:
             return _derivation[id(module)]
@@ -70,8 +70,7 @@ def derivation_of(module: Any) -> Optional[Derivation]:
 
 
 def salt_of(file: Path) -> Optional[bytes]:
-    """The salt at the start of an encrypted store's file; None when absent, empty or
-    too short."""
+    """The salt at the start of an encrypted store's file; None when absent or too short."""
     try:
         with open(file, "rb") as stream:
             head = stream.read(SALT_BYTES)
@@ -86,8 +85,7 @@ def new_salt() -> bytes:
 
 
 def derived_key(passphrase: str, salt: bytes, derivation: Derivation) -> bytes:
-    """The key SQLCipher derives from ``passphrase`` for ``salt``; computed once per salt
-    and passphrase in the process, then kept in memory."""
+    """The key SQLCipher derives from ``passphrase`` for ``salt`` (kept in memory)."""
     # The passphrase is kept as a digest in the cache's key: no second copy of it.
     cache_key = (salt, hashlib.sha256(passphrase.encode("utf-8")).digest() + derivation.hash_name.encode())
     with _lock:
@@ -136,8 +134,7 @@ _INSTALL = install_hint("encrypted")
 
 
 def file_is_plain(file: Path) -> Optional[bool]:
-    """True for a plain SQLite file, False for another header (an encrypted store), None
-    for an absent or empty file."""
+    """True for a plain SQLite file, False for another header, None for an absent or empty one."""
     try:
         with open(file, "rb") as stream:
             head = stream.read(len(SQLITE_HEADER))
@@ -188,8 +185,7 @@ class SQLiteDriver:
             )
 
     def connect(self, target: str, timeout: float) -> Any:
-        """An autocommit connection to ``target`` usable from every thread (the store
-        serialises access)."""
+        """An autocommit connection to ``target`` usable from every thread."""
         conn = self.module.connect(target, timeout=timeout, check_same_thread=False, isolation_level=None)
         conn.row_factory = self.module.Row
         return conn
@@ -230,8 +226,7 @@ class SQLCipherDriver(SQLiteDriver):
         self._derivation = derivation_of(dbapi2)
 
     def key_clause(self, file: Path) -> str:
-        """The key of ``file`` for ``PRAGMA key``: the raw derived key with the file's salt
-        (new for a new file), or the passphrase when SQLCipher derives differently."""
+        """``PRAGMA key``'s: the derived key with the file's salt, or else the passphrase."""
         if self._derivation is None or RAW_KEY.match(self._key):
             return quote(self._key)  # SQLCipher derives it, or a raw key given as such
         salt = salt_of(file) or new_salt()
@@ -258,8 +253,7 @@ class SQLCipherDriver(SQLiteDriver):
             )
 
     def connect(self, target: str, timeout: float) -> Any:
-        """A connection with the key set, checked by reading the schema
-        (:class:`EncryptionError` for a wrong key)."""
+        """A connection with the key set, checked (EncryptionError for a wrong key)."""
         if target == ":memory:":  # no file, no salt: SQLCipher derives its key
             return self._keyed(target, timeout, quote(self._key))
         file = Path(target)
@@ -302,8 +296,7 @@ def quote(text: str) -> str:
 def sqlite_driver(
     encryption_key: Union[str, Any, None] = None, *, owner_only: bool = True, environ: bool = True
 ) -> SQLiteDriver:
-    """The driver for a store: SQLCipher with ``encryption_key`` (``str`` or ``SecretStr``),
-    else with :data:`ENCRYPTION_KEY_ENV` when set, else plain ``sqlite3``."""
+    """SQLCipher with ``encryption_key``, else with :data:`ENCRYPTION_KEY_ENV`, else plain."""
     if encryption_key is not None:
         secret = getattr(encryption_key, "get_secret_value", None)
         return SQLCipherDriver(secret() if secret else encryption_key, owner_only=owner_only)

@@ -106,9 +106,8 @@ def encrypt_store(
 
 
 def hold_alone(module: Any, file: Path, wait: float = IN_USE_WAIT) -> Any:
-    """A connection holding the plain store ``file`` alone (SQLite's exclusive lock)
-    until closed; :class:`StorageError` when another process has it open after ``wait``
-    seconds, nothing read or written."""
+    """A connection holding the plain store ``file`` alone (SQLite's exclusive lock) until
+    closed; StorageError when another process has it open after ``wait`` seconds."""
     conn = module.connect(str(file), isolation_level=None, timeout=wait)
     try:
         # Never released until the connection closes; taken before the first access,
@@ -145,8 +144,7 @@ def _tidy(module: Any, file: Path) -> None:
 
 
 def _copy(module: Any, conn: Any, file: Path, work: Path, driver: SQLCipherDriver) -> tuple[str, int, int]:
-    """Export ``file`` (held by ``conn``) into the encrypted ``work``; the original's
-    digest, table and row counts."""
+    """Export ``file`` into the encrypted ``work``; the original's digest, tables, rows."""
     create_private_file(work)
     try:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -164,8 +162,7 @@ def _copy(module: Any, conn: Any, file: Path, work: Path, driver: SQLCipherDrive
 
 
 def _check(module: Any, file: Path, driver: SQLCipherDriver, expected: str, what: str) -> None:
-    """EncryptionError unless ``file`` opens with the key, passes the integrity check
-    and has the digest ``expected``."""
+    """EncryptionError unless ``file`` opens, passes the integrity check, has ``expected``."""
     conn = driver.connect(str(file), 30.0)
     try:
         integrity = conn.execute("PRAGMA integrity_check").fetchone()[0]
@@ -186,13 +183,11 @@ def _digest(conn: Any) -> tuple[str, int, int]:
     schema version; with the number of tables and rows."""
     total = hashlib.sha256()
     total.update(str(conn.execute("PRAGMA user_version").fetchone()[0]).encode())
-    names = [
-        row[0]
-        for row in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND rootpage > 0 "
-            "AND name NOT LIKE 'sqlite_%' ORDER BY name"
-        )
-    ]
+    tables = conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND rootpage > 0 "
+        "AND name NOT LIKE 'sqlite_%' ORDER BY name"
+    )
+    names = [row[0] for row in tables]
     rows = 0
     for name in names:
         total.update(name.encode())
@@ -207,8 +202,7 @@ def _digest(conn: Any) -> tuple[str, int, int]:
 
 
 def _swap_in(file: Path, work: Path, backup: Path) -> None:
-    """Put ``work`` in place of ``file``, keeping ``file`` as ``backup``; StorageError
-    (nothing moved) while another connection has the store open."""
+    """Put ``work`` in place of ``file``, kept as ``backup``; StorageError if the store is open."""
     for extra in ("-wal", "-shm"):
         sibling = file.with_name(file.name + extra)
         if sibling.exists():

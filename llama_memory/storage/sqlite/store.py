@@ -29,10 +29,9 @@ _STOPWORDS = frozenset(
     "they this to was we were what when where which who whom why will with would you your".split()
 )
 
-#: In a large store, a query word found in more than this share of the indexed records is
-#: left out of lexical search: BM25 gives it little weight (log(3) against about 7 for a
-#: rare word), and scoring its matches is most of what lexical search costs (a word in 40%
-#: of 30,000 records: 30 of 45 ms).
+#: In a large store, a query word in more than this share of the indexed records is left
+#: out of lexical search: BM25 gives it little weight (log(3) against about 7 for a rare
+#: word), and scoring its matches is most of the cost (40% of 30,000 records: 30 of 45 ms).
 MAX_TERM_SHARE = 0.25
 #: Below this many indexed records every word is kept: counting costs more than it saves.
 PRUNE_FROM_RECORDS = 2000
@@ -40,11 +39,9 @@ PRUNE_FROM_RECORDS = 2000
 #: words), the rarest words first: BM25 costs a few microseconds per match, and a
 #: word of 100,000 records would otherwise cost more than the rest of a get().
 LEXICAL_POSTINGS_BUDGET = 1000
-#: The condition that leaves out the records whose ids a JSON list holds; ``{}`` is the
-#: rowid column it applies to.
+#: The condition leaving out the records whose ids a JSON list holds (``{}``: the rowid).
 _NOT_LEFT_OUT = " AND {} NOT IN (SELECT rowid FROM records WHERE id IN (SELECT value FROM json_each(?)))"
-#: search_text first takes this many times ``limit`` of the index's best matches and
-#: keeps the user's; only if too few are theirs does it join every match to its record.
+#: search_text first takes this many times ``limit`` of the index's best matches.
 _OWNER_OVERFETCH = 2
 #: Whether a record is a standalone statement (its JSON metadata's mark; 0 or 1).
 _STANDALONE = f"(metadata <> '{{}}' AND json_extract(metadata, '$.{STANDALONE_KEY}') IS 1)"
@@ -56,8 +53,7 @@ def fts_words(text: str) -> list[str]:
 
 
 def fts_query(text: str) -> str:
-    """An FTS5 MATCH expression for free text: its distinct non-stopwords, OR-ed and quoted
-    (so that no user text is read as FTS5 syntax). '' when nothing is left."""
+    """An FTS5 MATCH of the text's distinct non-stopwords, OR-ed and quoted ('' for none)."""
     return _match_any(fts_words(text))
 
 
@@ -77,15 +73,13 @@ class LexicalTables(SQLiteConnection):
         if not words or limit <= 0:
             return []
         owner = (source, scope.tenant_id, user)
-        # The ids left out, as one JSON parameter (any number of them); matched to
-        # their rows by the records' id index, once per query.
+        # The ids left out as one JSON parameter, matched by the records' id index once.
         skip, skipped = ("", ()) if not exclude else (_NOT_LEFT_OUT, (json.dumps(list(exclude)),))
         with self._lock:
             match = _match_any(self._selective_words(words))
-            # First the best matches of the whole index, without the join to records: a
-            # store usually holds one user's records, and then these are the answer.
-            # Only when too few of them are the user's does the join run (exact either way:
-            # the user's top ``limit`` are the first ``limit`` of theirs in the global order).
+            # First the best matches of the whole index without the join: a store usually
+            # holds one user's records. Only when too few are theirs does the join run (exact
+            # either way: the user's top ``limit`` are the first of theirs in the global order).
             fetch = limit * _OWNER_OVERFETCH
             top = self.query(
                 "search text",
@@ -93,8 +87,7 @@ class LexicalTables(SQLiteConnection):
                 f"WHERE records_fts MATCH ?{skip.format('rowid')} ORDER BY score DESC LIMIT ?",
                 (match, *skipped, fetch),
             )
-            # The owner of the first ``limit`` matches first: when they are all the user's
-            # (one user's store) they are the answer, and the rest need no look-up.
+            # The owners of the first ``limit`` first: all the user's, the rest need no look-up.
             rowids = [row["rowid"] for row in top]
             ids = self._ids_of_owner(rowids[:limit], owner)
             if len(ids) < limit:
@@ -116,11 +109,9 @@ class LexicalTables(SQLiteConnection):
     def rank_text(
         self, query: str, scope: Scope, source: str, exclude: Collection[str] = (), first: int = 30
     ) -> Iterator[tuple[str, float]]:
-        """From one statement: BM25 scores every match whatever the LIMIT. Each match is
-        joined to its record (about 0.3 us a match, less than looking up owners apart).
-        The ids of ``exclude`` are dropped from the sorted rows here: the same rows in the
-        same order (the sort keeps ties in the order of the matches) as leaving them out
-        in the statement, which cost 0.15 ms a search more (their rowids looked up)."""
+        """One statement (BM25 scores every match whatever the LIMIT), each match joined to
+        its record; ``exclude`` is dropped here, the same rows in the same order as leaving
+        it out in the statement, which cost 0.15 ms a search more."""
         user = scope.require_user(f"the {source!r} memory source")
         words = fts_words(query)
         if not words:
@@ -143,7 +134,6 @@ class LexicalTables(SQLiteConnection):
         return iter(ranked)
 
     def _ids_of_owner(self, rowids: Sequence[int], owner: tuple[str, str, str]) -> dict[int, str]:
-        """The record ids of those ``rowids`` whose (source, tenant, user) is ``owner``."""
         if not rowids:
             return {}
         rows = self.query(
@@ -159,10 +149,8 @@ class LexicalTables(SQLiteConnection):
         }
 
     def _selective_words(self, words: list[str]) -> list[str]:
-        """The words worth scoring. From :data:`PRUNE_FROM_RECORDS` indexed records, a word
-        in more than :data:`MAX_TERM_SHARE` of them is dropped and the rest kept rarest
-        first within :data:`LEXICAL_POSTINGS_BUDGET` matches: BM25 scores every matching
-        row before sorting, so this bounds a search's cost by a constant."""
+        """The words worth scoring: common ones dropped, the rest rarest first within
+        :data:`LEXICAL_POSTINGS_BUDGET` (BM25 scores every match before sorting)."""
         if len(words) < 2:
             return words
         # max(rowid) is instant and close to the row count (deletions only make it larger,
@@ -182,15 +170,13 @@ class LexicalTables(SQLiteConnection):
         return kept or [min(words, key=counts.__getitem__)]
 
     def word_counts(self, words: Sequence[str], scope: Scope) -> tuple[int, dict[str, int]]:
-        """Counted as FTS5 matches (stemmed); remembered until the user's records grow by
-        a tenth."""
+        """Counted as FTS5 matches (stemmed); remembered until the records grow by a tenth."""
         user = scope.require_user("word counts")
         owner = (scope.tenant_id, user)
         with self._lock:
             total = int(self.query(
                 "size the user's records",
-                "SELECT count(*) FROM records WHERE tenant_id = ? AND user_id = ?",
-                owner,
+                "SELECT count(*) FROM records WHERE tenant_id = ? AND user_id = ?", owner
             )[0][0])
             counts = {word: self._word_count(word, total, owner) for word in dict.fromkeys(words)}
             unseen = [w for w, n in counts.items() if n == 0]
@@ -202,13 +188,11 @@ class LexicalTables(SQLiteConnection):
         """Those of ``words`` in the user's triples or current profile fields."""
         if not words:
             return []
-        tables = {
-            row[0]
-            for row in self.query(
-                "find tables",
-                "SELECT name FROM sqlite_master WHERE name IN ('triples_fts', 'profile_fields')",
-            )
-        }
+        found = self.query(
+            "find tables",
+            "SELECT name FROM sqlite_master WHERE name IN ('triples_fts', 'profile_fields')",
+        )
+        tables = {row[0] for row in found}
         known = []
         for word in words:
             if "triples_fts" in tables and self.query(
@@ -229,8 +213,7 @@ class LexicalTables(SQLiteConnection):
         return known
 
     def _word_count(self, word: str, total: int, owner: Optional[tuple[str, str]] = None) -> int:
-        """How many indexed records (of ``owner``, given) match ``word``; counted again
-        once ``total`` has grown by a tenth (a count walks the whole posting list)."""
+        """How many indexed records (of ``owner``, given) match ``word``; cached."""
         key: Hashable = word if owner is None else (*owner, word)
         cached = self._word_counts.get(key, total)
         if cached is not None:
@@ -253,8 +236,7 @@ class LexicalTables(SQLiteConnection):
 
 
 class ChatRows(NamedTuple):
-    """Messages of one conversation and the sequence numbers of its first (None when
-    empty) and last (0 when empty) stored messages."""
+    """Messages of one conversation and the ``seq`` of its first (None) and last (0) rows."""
 
     messages: list[ChatMessage]
     first: Optional[int]
@@ -286,8 +268,7 @@ class ChatTables(SQLiteConnection, SQLChatTables):
             self._insert_chat(conn, scope, messages)
 
     def chat_since(self, scope: Scope, after: int) -> ChatRows:
-        """Messages after sequence number ``after`` and the bounds, in one snapshot (by
-        the session index: the cost follows the new rows)."""
+        """Messages after ``seq`` ``after`` and the bounds, in one snapshot."""
         with self._lock, self._errors("read new chat history"):
             own = not self._conn.in_transaction
             if own:  # one snapshot: the rows and the bounds must agree
@@ -301,8 +282,7 @@ class ChatTables(SQLiteConnection, SQLChatTables):
     def append_chat_after(
         self, scope: Scope, after: int, messages: Sequence[ChatMessage]
     ) -> tuple[ChatRows, ChatRows, tuple[int, int]]:
-        """Append, returning (read under the write lock) what :meth:`chat_since` ``after``
-        saw before it, the bounds after it and the :meth:`change_stamp` once committed."""
+        """Append; what :meth:`chat_since` saw before, the bounds after, the stamp."""
         with self.transaction("append chat history") as conn:
             stamp = self._stamp_after_commit()
             before = self._chat_since(conn, scope, after)
@@ -342,8 +322,7 @@ class ChatTables(SQLiteConnection, SQLChatTables):
         return ChatRows([load_message(row["message_json"]) for row in rows], bounds.first, bounds.last)
 
 class ChatCursor(NamedTuple):
-    """How far a reader of a :class:`SQLiteChatLog` has read: the store's change stamp
-    then, and the bounds of the conversation it saw."""
+    """How far a reader of a :class:`SQLiteChatLog` read: the change stamp, the bounds."""
 
     stamp: tuple[int, int]
     first: Optional[int]
@@ -358,17 +337,14 @@ class SQLiteChatLog(SQLChatLog):
     store: ChatTables
 
     def load(self) -> list[ChatMessage]:
-        """The conversation's messages, oldest first."""
         return self.store.load_chat(self.scope)
 
     def append(self, messages: Sequence[ChatMessage]) -> None:
-        """Append messages."""
         self.store.append_chat(self.scope, messages)
 
     def changes(self, cursor: Optional[ChatCursor]) -> Optional[ChatLogChanges]:
-        """None also when another thread is writing through this store right now."""
-        # Read before the rows: a commit after it shows next time. A reader never waits
-        # for another thread's write through this store: it learns the news next time.
+        """None also while another thread writes through this store."""
+        # Read before the rows: a commit after it shows next time (a reader never waits).
         stamp = self.store.change_stamp(wait=cursor is None)
         if stamp is None or (cursor is not None and cursor.stamp == stamp):
             return None
@@ -380,7 +356,6 @@ class SQLiteChatLog(SQLChatLog):
     def append_after(
         self, cursor: Optional[ChatCursor], messages: Sequence[ChatMessage]
     ) -> ChatLogChanges:
-        """Append after what others committed since ``cursor``; return that."""
         before, bounds, stamp = self.store.append_chat_after(
             self.scope, cursor.last if cursor is not None else 0, messages
         )
@@ -389,7 +364,6 @@ class SQLiteChatLog(SQLChatLog):
         )
 
     def replace_all(self, messages: Sequence[ChatMessage]) -> ChatCursor:
-        """Make ``messages`` the whole conversation; return the cursor after them."""
         bounds, stamp = self.store.replace_chat_bounds(self.scope, messages)
         return ChatCursor(stamp, bounds.first, bounds.last)
 
@@ -427,7 +401,6 @@ class SQLiteStore(ChatTables, LexicalTables, Storage):
     _jobs_ready = False
 
     def _jobs_table(self) -> None:
-        """Make the job queue's table on first use (claims run under ``BEGIN IMMEDIATE``)."""
         if not self._jobs_ready:
             self.ensure_schema("jobs", JOB_MIGRATIONS)
             self._jobs_ready = True
@@ -441,12 +414,7 @@ class SQLiteStore(ChatTables, LexicalTables, Storage):
     def session_neighbours(
         self, ids: Sequence[str], scope: Scope, source: str, radius: int
     ) -> dict[str, list[tuple[int, str]]]:
-        """For each record id of the scope's user in ``source``: the ids of its session's
-        records from ``radius`` before to ``radius`` after it (itself included), as
-        (position, id) in write order; unknown ids left out. A standalone record
-        (``metadata["standalone"]``) has itself alone and is no other's neighbour. Call
-        :meth:`ensure_session_order` once first, or each lookup scans the user's records.
-        """
+        """Positions are ``rowid``s; call :meth:`ensure_session_order` once first."""
         if not ids or radius < 0:
             return {}
         user = scope.require_user(f"the {source!r} memory source")
@@ -493,8 +461,7 @@ class SQLiteStore(ChatTables, LexicalTables, Storage):
     def mark_indexed(
         self, ids: Sequence[str], indexed: bool = True, vectors: Optional[Sequence[bytes]] = None
     ) -> None:
-        """Record that the dense index holds (or no longer holds) these records, keeping
-        (or dropping) a copy of each one's encoded vector from ``vectors``."""
+        """Flags and vector copies in ``record_vectors``."""
         if vectors is not None and len(vectors) != len(ids):
             raise ValueError(f"{len(ids)} record ids but {len(vectors)} vectors")
         with self.transaction("mark records indexed") as conn:
@@ -511,8 +478,7 @@ class SQLiteStore(ChatTables, LexicalTables, Storage):
                 )
 
     def mark_all_unindexed(self, source: str) -> int:
-        """Flag every record of ``source`` for re-indexing, dropping its vector copies;
-        return how many."""
+        """Flags and vector copies in ``record_vectors``."""
         with self.transaction("reset index flags") as conn:
             conn.execute(
                 "DELETE FROM record_vectors WHERE id IN (SELECT id FROM records WHERE source = ?)",
@@ -522,5 +488,4 @@ class SQLiteStore(ChatTables, LexicalTables, Storage):
             return cur.rowcount
 
     def change_token(self) -> Hashable:
-        """``PRAGMA data_version``."""
         return self.data_version()
