@@ -177,19 +177,10 @@ def join_parts(
     if gaps:
         metadata["omitted_before"] = gaps
     return MemoryRecord(
-        text="\n".join(lines),
-        score=hit.score,
-        source=hit.source,
-        user_id=hit.user_id,
-        session_id=hit.session_id,
-        message_ids=[m for r in parts for m in r.message_ids],
-        event_time=hit.event_time,
-        ingested_at=hit.ingested_at,
-        role=None,
-        id=hit.id,
-        metadata=metadata,
-        expires_at=hit.expires_at,
-        parts=list(parts),
+        text="\n".join(lines), score=hit.score, source=hit.source, user_id=hit.user_id,
+        session_id=hit.session_id, message_ids=[m for r in parts for m in r.message_ids],
+        event_time=hit.event_time, ingested_at=hit.ingested_at, role=None, id=hit.id,
+        metadata=metadata, expires_at=hit.expires_at, parts=list(parts),
     )
 
 

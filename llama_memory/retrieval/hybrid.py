@@ -226,14 +226,10 @@ def link_words(seed_text: str, query: str, counts: Mapping[str, int], total: int
 
 
 def second_hop(
-    query: str,
-    ranked: Ranking,
-    seed_texts: Mapping[str, str],
+    query: str, ranked: Ranking, seed_texts: Mapping[str, str],
     word_counts: Callable[[Sequence[str]], tuple[int, Mapping[str, int]]],
-    search: Callable[[str], Ranking],
-    texts: Callable[[Sequence[str]], Mapping[str, str]],
-    weight: float,
-    seeds: int = SEEDS,
+    search: Callable[[str], Ranking], texts: Callable[[Sequence[str]], Mapping[str, str]],
+    weight: float, seeds: int = SEEDS,
 ) -> list[tuple[str, float]]:
     """``ranked`` with what its best hits link to, best first: a found message joins at
     ``weight`` times its seed's score times its score normalised among that seed's finds

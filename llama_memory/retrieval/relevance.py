@@ -324,12 +324,9 @@ class Calibration:
 
 
 def calibrate(
-    query: str,
-    records: Sequence[MemoryRecord],
-    cosines: Mapping[str, float],
+    query: str, records: Sequence[MemoryRecord], cosines: Mapping[str, float],
     word_counts: Callable[[Sequence[str]], tuple[int, Mapping[str, int]]],
-    calibration: "Calibration",
-    text_of: Callable[[MemoryRecord], tuple[Optional[str], str]],
+    calibration: "Calibration", text_of: Callable[[MemoryRecord], tuple[Optional[str], str]],
     left_out: Sequence[str] = (),
     candidates: Optional[Callable[[Sequence[str]], Mapping[str, tuple[str, bool]]]] = None,
     holders: Optional[Callable[[str, int], Sequence[tuple[str, bool]]]] = None,
@@ -378,19 +375,13 @@ def calibrate(
     personal, request = float(is_personal(query)), float(is_request(query))
     for record, (record_id, _), share in zip(records, targets, shares):
         evidence = Evidence(
-            cosine=cosines.get(record_id or ""),
-            lexical=share,
-            best_cosine=best_cosine,
-            best_lexical=max(stated, default=0.0),
-            unknown=unknown,
-            unknown_name=unknown_name,
-            personal=personal,
-            request=request,
+            cosine=cosines.get(record_id or ""), lexical=share, best_cosine=best_cosine,
+            best_lexical=max(stated, default=0.0), unknown=unknown, unknown_name=unknown_name,
+            personal=personal, request=request,
         )
         record.relevance = calibration.relevance(evidence)
         record.metadata["evidence"] = {
-            **evidence.features(),
-            "own_relevance": calibration.relevance(evidence.own()),
+            **evidence.features(), "own_relevance": calibration.relevance(evidence.own()),
             "shares_word": float(shares_a_word(query_words, text_of(record)[1])),
             "asks_only": float(asks_only(record)),
         }

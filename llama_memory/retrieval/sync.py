@@ -177,10 +177,8 @@ class IndexSync:
             written = self.write_overlay()
             self._resident.clear()  # rows it finds missing from the index lose their copies
             report = reconcile_index(
-                self.index,
-                lambda: self.rows.index_flags(self.collection, owner),
-                lambda ids, indexed: self.rows.mark_indexed(ids, indexed),
-                owner,
+                self.index, lambda: self.rows.index_flags(self.collection, owner),
+                lambda ids, indexed: self.rows.mark_indexed(ids, indexed), owner,
             )
             report.indexed = written + (self.flush() if catch_up else 0)
             return report

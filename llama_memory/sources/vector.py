@@ -90,23 +90,12 @@ class VectorSource(IndexedSource):
     """
 
     def __init__(
-        self,
-        store: Storage,
-        index: VectorIndex,
-        embed_model: BaseEmbedding,
-        *,
-        roles: Sequence[str] = ("user", "assistant"),
-        batch_size: int = 256,
-        name: str = "vector",
-        dense_weight: float = 1.0,
-        lexical_weight: float = 1.0,
-        candidate_factor: int = 3,
-        excerpt_messages: float = 2.5,
-        expiry: Expiry = NEVER,
-        resident_limit: int = RESIDENT_LIMIT,
+        self, store: Storage, index: VectorIndex, embed_model: BaseEmbedding, *,
+        roles: Sequence[str] = ("user", "assistant"), batch_size: int = 256, name: str = "vector",
+        dense_weight: float = 1.0, lexical_weight: float = 1.0, candidate_factor: int = 3,
+        excerpt_messages: float = 2.5, expiry: Expiry = NEVER, resident_limit: int = RESIDENT_LIMIT,
         calibration: Union[Calibration, None, Literal["auto"]] = "auto",
-        hop_weight: float = HOP_WEIGHT,
-        salience: Optional[Salience] = None,
+        hop_weight: float = HOP_WEIGHT, salience: Optional[Salience] = None,
         topic_weight: float = TOPIC_WEIGHT,
     ) -> None:
         if batch_size <= 0:

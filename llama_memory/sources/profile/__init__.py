@@ -20,19 +20,8 @@ from .paths import (
 from .source import DEFAULT_MAX_RECORDS, DEFAULT_MAX_TOKENS, ProfileSource
 
 __all__ = [
-    "DEFAULT_MAX_RECORDS",
-    "DEFAULT_MAX_TOKENS",
-    "PART_PROMPT",
-    "MAX_PATH_DEPTH",
-    "MAX_PATH_LENGTH",
-    "OPS",
-    "ProfileChange",
-    "ProfileOp",
-    "ProfileSource",
-    "ProfileUpdate",
-    "ProfileUpdateError",
-    "UpdateInput",
-    "describe_schema",
-    "render_value",
+    "DEFAULT_MAX_RECORDS", "DEFAULT_MAX_TOKENS", "PART_PROMPT", "MAX_PATH_DEPTH", "MAX_PATH_LENGTH",
+    "OPS", "ProfileChange", "ProfileOp", "ProfileSource", "ProfileUpdate", "ProfileUpdateError",
+    "UpdateInput", "describe_schema", "render_value",
 ]
 

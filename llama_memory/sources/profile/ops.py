@@ -283,9 +283,7 @@ def profile_tools(source: EditableProfile, scope: Scope) -> list[Any]:
     """``update_profile`` and ``get_profile`` tools of ``source`` bound to ``scope``
     (see :meth:`ProfileSource.tools`)."""
     scope.require_user(f"the {source.name!r} memory source's tools")
-    fields = (
-        f" The profile's fields: {describe_schema(source.schema)}." if source.schema else ""
-    )
+    fields = f" The profile's fields: {describe_schema(source.schema)}." if source.schema else ""
 
     def update_profile(operations: list[ProfileOp]) -> str:
         changes = source.update_profile(operations, scope)
@@ -315,8 +313,7 @@ def profile_tools(source: EditableProfile, scope: Scope) -> list[Any]:
             ),
         ),
         FunctionTool.from_defaults(
-            fn=get_profile,
-            name="get_profile",
+            fn=get_profile, name="get_profile",
             description="Return the user's whole current profile as JSON.",
         ),
     ]

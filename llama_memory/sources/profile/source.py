@@ -72,17 +72,11 @@ class ProfileSource(MemorySource):
     query_independent = True  # the whole current profile, whatever the query
 
     def __init__(
-        self,
-        store: Any,
-        *,
-        schema: Optional[type[BaseModel]] = None,
-        max_records: int = DEFAULT_MAX_RECORDS,
-        max_tokens: int = DEFAULT_MAX_TOKENS,
+        self, store: Any, *, schema: Optional[type[BaseModel]] = None,
+        max_records: int = DEFAULT_MAX_RECORDS, max_tokens: int = DEFAULT_MAX_TOKENS,
         importance: Optional[Mapping[str, float]] = None,
-        tokenizer_fn: Optional[Callable[[str], Sequence]] = None,
-        name: str = "profile",
-        priority: int = 10,
-        expiry: Expiry = NEVER,
+        tokenizer_fn: Optional[Callable[[str], Sequence]] = None, name: str = "profile",
+        priority: int = 10, expiry: Expiry = NEVER,
         changed_within: Union[float, timedelta, None] = CHANGED_WITHIN,
     ) -> None:
         if schema is not None and not (isinstance(schema, type) and issubclass(schema, BaseModel)):
@@ -161,8 +155,7 @@ class ProfileSource(MemorySource):
             kept.append(
                 MemoryRecord(
                     text=f"({left_out} more profile field{s} left out for the token budget)",
-                    source=self.name,
-                    user_id=scope.user_id,
+                    source=self.name, user_id=scope.user_id,
                     metadata={"note": True, "left_out": left_out},
                 )
             )
@@ -188,13 +181,8 @@ class ProfileSource(MemorySource):
         """Nothing: the profile changes only through updates, tools or formation."""
 
     def update_profile(
-        self,
-        update: UpdateInput,
-        scope: Scope,
-        *,
-        session_id: Optional[str] = None,
-        message_ids: Sequence[str] = (),
-        ttl: Optional[TTL] = None,
+        self, update: UpdateInput, scope: Scope, *, session_id: Optional[str] = None,
+        message_ids: Sequence[str] = (), ttl: Optional[TTL] = None,
     ) -> list[ProfileChange]:
         """Apply an update to the user's profile, all of it or nothing.
 
@@ -220,12 +208,9 @@ class ProfileSource(MemorySource):
         return self._update(scope, lambda current: ops, session_id, message_ids, ttl)
 
     def _update(
-        self,
-        scope: Scope,
+        self, scope: Scope,
         make_ops: Callable[[dict[str, Any]], Sequence[Union[ProfileOp, tuple[str, str]]]],
-        session_id: Optional[str],
-        message_ids: Sequence[str],
-        ttl: Optional[TTL] = None,
+        session_id: Optional[str], message_ids: Sequence[str], ttl: Optional[TTL] = None,
     ) -> list[ProfileChange]:
         """Apply ``make_ops(current leaves)`` in one transaction, or raise and write nothing."""
         scope.require_user(f"the {self.name!r} memory source")
@@ -252,12 +237,8 @@ class ProfileSource(MemorySource):
                 raise ProfileUpdateError(draft.problems)  # the port writes nothing
             return ProfileWrite(
                 supersede=tuple(row_ids[path] for path in plan.superseded),
-                insert=tuple(plan.inserts),
-                written_at=now(),
-                session_id=session,
-                message_ids=ids,
-                ttl=lifetime[0],
-                expires_at=lifetime[1],
+                insert=tuple(plan.inserts), written_at=now(), session_id=session, message_ids=ids,
+                ttl=lifetime[0], expires_at=lifetime[1],
             )
 
         return self.rows.update(scope, self.expiry.now(), decide)
@@ -393,12 +374,8 @@ class ProfileSource(MemorySource):
             ingested_at=row.created_at,
             id=f"{self.name}:{row.id}",
             metadata={
-                "path": row.path,
-                "value": row.value,
-                "importance": importance,
-                "op": row.op,
-                "updated_at": row.created_at,
-                "before": before,
+                "path": row.path, "value": row.value, "importance": importance, "op": row.op,
+                "updated_at": row.created_at, "before": before,
             },
         )
 

@@ -66,12 +66,8 @@ def to_networkx(triples: Iterable[KnowledgeTriple], *, name: Optional[str] = Non
 
 
 def plot(
-    graph: Union["networkx.MultiDiGraph", Iterable[KnowledgeTriple]],
-    path: Union[str, Path],
-    *,
-    title: Optional[str] = None,
-    figsize: tuple[float, float] = (9.0, 7.0),
-    dpi: int = 120,
+    graph: Union["networkx.MultiDiGraph", Iterable[KnowledgeTriple]], path: Union[str, Path], *,
+    title: Optional[str] = None, figsize: tuple[float, float] = (9.0, 7.0), dpi: int = 120,
     seed: int = 7,
 ) -> Path:
     """Draw a knowledge graph to an image file (format by suffix) and return its path.

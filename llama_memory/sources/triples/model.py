@@ -21,18 +21,9 @@ if TYPE_CHECKING:  # pragma: no cover - the model needs no storage to run
     from ...storage.ports.triples import StoredTriple
 
 __all__ = [
-    "DEFAULT_FUNCTIONAL_PREDICATES",
-    "MAX_PART_CHARS",
-    "TRIPLE_COLLECTION",
-    "KnowledgeTriple",
-    "Prepared",
-    "SaveKnowledgeArgs",
-    "SearchKnowledgeArgs",
-    "TripleError",
-    "TripleInput",
-    "prepare_all",
-    "prepare_one",
-    "to_triple",
+    "DEFAULT_FUNCTIONAL_PREDICATES", "MAX_PART_CHARS", "TRIPLE_COLLECTION", "KnowledgeTriple",
+    "Prepared", "SaveKnowledgeArgs", "SearchKnowledgeArgs", "TripleError", "TripleInput",
+    "prepare_all", "prepare_one", "to_triple",
 ]
 
 #: Collection-name prefix of the triples' dense index (one collection per user).

@@ -36,14 +36,8 @@ FUSIONS = ("scores", "rrf")
 
 
 def rank_triples(
-    named: set[str],
-    near: Sequence[TripleEdge],
-    lexical: Sequence[tuple[str, float]],
-    dense: Mapping[str, float],
-    touching: Touching,
-    k: int,
-    hops: int,
-    fusion: str = "scores",
+    named: set[str], near: Sequence[TripleEdge], lexical: Sequence[tuple[str, float]],
+    dense: Mapping[str, float], touching: Touching, k: int, hops: int, fusion: str = "scores",
 ) -> tuple[dict[str, float], dict[str, list[str]]]:
     """Scores of triple ids and which signals matched each one.
 
@@ -110,18 +104,11 @@ def triple_record(
         id=triple.id,
         expires_at=triple.expires_at,
         metadata={
-            "subject": triple.subject,
-            "predicate": triple.predicate,
-            "object": triple.object,
-            "valid_from": triple.valid_from,
-            "valid_to": triple.valid_to,
-            "superseded_by": triple.superseded_by,
-            "event_time": triple.event_time,
-            "session_ids": list(triple.session_ids),
-            "mentions": triple.mentions,
-            "current": triple.current,
-            "matched_by": matched,
-            "before": before,
+            "subject": triple.subject, "predicate": triple.predicate, "object": triple.object,
+            "valid_from": triple.valid_from, "valid_to": triple.valid_to,
+            "superseded_by": triple.superseded_by, "event_time": triple.event_time,
+            "session_ids": list(triple.session_ids), "mentions": triple.mentions,
+            "current": triple.current, "matched_by": matched, "before": before,
             "functional": functional,
         },
     )

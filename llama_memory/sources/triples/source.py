@@ -86,19 +86,10 @@ class TripleSource(IndexedSource):
     _waiting = "triples"
 
     def __init__(
-        self,
-        store: TripleTimeline,
-        index: VectorIndex,
-        embed_model: BaseEmbedding,
-        *,
-        functional_predicates: Iterable[str] = DEFAULT_FUNCTIONAL_PREDICATES,
-        hops: int = 1,
-        batch_size: int = 64,
-        name: str = "triples",
-        priority: int = 5,
-        expiry: Expiry = NEVER,
-        fusion: str = "scores",
-        changed_within: Union[float, timedelta, None] = CHANGED_WITHIN,
+        self, store: TripleTimeline, index: VectorIndex, embed_model: BaseEmbedding, *,
+        functional_predicates: Iterable[str] = DEFAULT_FUNCTIONAL_PREDICATES, hops: int = 1,
+        batch_size: int = 64, name: str = "triples", priority: int = 5, expiry: Expiry = NEVER,
+        fusion: str = "scores", changed_within: Union[float, timedelta, None] = CHANGED_WITHIN,
     ) -> None:
         if fusion not in FUSIONS:
             raise ValueError(f"fusion takes one of {FUSIONS}, not {fusion!r}")

@@ -63,9 +63,7 @@ def describe_writes(source: TripleAccess, written: Sequence[Written], scope: Sco
     """What ``save_knowledge`` answers: each fact, saved or already known, and what it
     replaced."""
     triples = {t.id: t for t in source._by_ids([w.id for w in written], scope)}
-    replaced = {
-        t.id: t for t in source._by_ids([i for w in written for i in w.superseded], scope)
-    }
+    replaced = {t.id: t for t in source._by_ids([i for w in written for i in w.superseded], scope)}
     lines = []
     for w in written:
         fact = triples[w.id].text()
