@@ -36,32 +36,26 @@ class SyncedRows(Transactional, Protocol):
 
     def pending_records(self, source: str, limit: int) -> list[PendingRecord]:
         """Up to ``limit`` rows the dense index has not caught up with, oldest first."""
-        ...
 
     def mark_indexed(
         self, ids: Sequence[str], indexed: bool = True, vectors: Optional[Sequence[bytes]] = None
     ) -> None:
         """Record that the dense index holds (or no longer holds) these rows, keeping
         ``vectors`` (encoded, one per id) as their copies."""
-        ...
 
     def mark_all_unindexed(self, source: str) -> int:
         """Flag every row of ``source`` for re-indexing (copies dropped); return how many."""
-        ...
 
     def index_flags(self, source: str, owner: Optional[tuple[str, str]] = None) -> IndexFlags:
         """Every row id of ``source`` (of one (tenant, user) ``owner``, or all) and
         whether the dense index holds it."""
-        ...
 
     def stored_vectors(self, ids: Sequence[str]) -> dict[str, bytes]:
         """The vector copies of these ids, by id (ids without one left out)."""
-        ...
 
     def user_vectors(self, source: str, tenant_id: str, user_id: str, limit: int) -> Optional[dict[str, bytes]]:
         """Every copy of one user's indexed records of ``source``, read in one snapshot;
         None when they are more than ``limit`` or some indexed record has no copy."""
-        ...
 
 
 class _Embedded(NamedTuple):

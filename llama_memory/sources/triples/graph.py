@@ -19,8 +19,6 @@ from .normalize import display_predicate, normalize_entity
 if TYPE_CHECKING:  # pragma: no cover
     import networkx
 
-__all__ = ["plot", "to_networkx"]
-
 _CURVE = "arc3,rad=0.08"
 _FONT_SIZE = 9
 _WRAP = 14  # characters per line of a node's label

@@ -6,11 +6,6 @@ from __future__ import annotations
 
 import re
 
-__all__ = [
-    "USER_ENTITY", "display_predicate", "normalize_entity", "normalize_predicate", "query_entities",
-    "search_text",
-]
-
 #: Entity key every way of naming the user folds into, so "I", "me" and "User"
 #: are one node of the graph.
 USER_ENTITY = "user"

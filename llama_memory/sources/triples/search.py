@@ -12,8 +12,6 @@ from ...retrieval import fuse_rankings, fuse_scores
 from ...storage.ports.triples import TripleEdge
 from .model import KnowledgeTriple
 
-__all__ = ["FUSIONS", "neighbourhood", "rank_triples", "triple_record"]
-
 _HOP_DECAY = 0.5  # a 2-hop triple's share of the score of the 1-hop triple leading to it
 _MAX_FRONTIER = 50  # neighbour entities expanded for 2 hops, strongest first
 

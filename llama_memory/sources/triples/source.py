@@ -38,8 +38,6 @@ from .writes import write_triples
 if TYPE_CHECKING:  # pragma: no cover - for annotations only
     import networkx
 
-__all__ = ["TripleSource", "Who"]
-
 #: A scope, or a user id for the default tenant.
 Who = Union[Scope, str]
 

@@ -11,8 +11,6 @@ from .model import SaveKnowledgeArgs, SearchKnowledgeArgs, TripleInput
 from .timeline import Written
 from .writes import TripleAccess
 
-__all__ = ["describe_writes", "knowledge_tools"]
-
 
 def knowledge_tools(source: TripleAccess, scope: Scope) -> list[Any]:
     """``save_knowledge`` and ``search_knowledge`` as LlamaIndex ``FunctionTool``s on

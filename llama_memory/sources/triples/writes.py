@@ -15,8 +15,6 @@ from .model import KnowledgeTriple, Prepared, TripleError, prepare_all
 from .normalize import search_text
 from .timeline import Decision, Written, decide
 
-__all__ = ["TripleAccess", "retract_triples", "write_triples"]
-
 
 class TripleAccess(Protocol):
     """What the triples' pass part and agent tools use of a triple source."""
