@@ -96,14 +96,8 @@ def idf(document_count: int, total: int) -> float:
 
 
 def lexical_share(query_words: Sequence[str], weights: Mapping[str, float], text: str) -> float:
-    """The idf-weighted share (0..1) of ``query_words`` that ``text`` contains.
-
-    Args:
-        query_words: the query's content words (:func:`content_words`).
-        weights: each query word's idf in the store (:func:`idf`); a word missing here
-            weighs as much as the heaviest.
-        text: the record's text.
-    """
+    """The idf-weighted share (0..1) of ``query_words`` that ``text`` contains; a word
+    missing from ``weights`` (idf by word) weighs as much as the heaviest."""
     if not query_words:
         return 0.0
     heaviest = max(weights.values(), default=1.0)
@@ -331,25 +325,21 @@ def calibrate(
     candidates: Optional[Callable[[Sequence[str]], Mapping[str, tuple[str, bool]]]] = None,
     holders: Optional[Callable[[str, int], Sequence[tuple[str, bool]]]] = None,
 ) -> None:
-    """Set ``relevance`` and ``metadata["evidence"]`` on each of a query's records.
-
-    ``relevance`` judges the question from the record and the store's best match;
-    ``metadata["evidence"]["own_relevance"]`` judges the record alone.
+    """Set ``relevance`` (the question judged from the record and the store's best match)
+    and ``metadata["evidence"]`` (with ``own_relevance``: the record alone) on each of a
+    query's records.
 
     Args:
-        query: the query.
-        records: what a source retrieved for it.
         cosines: the cosine with the query of each candidate the source ranked, by id.
         word_counts: gives (records in the store, records holding each word) for words.
-        calibration: the model.
         text_of: a record's (id, text) the evidence is about (an excerpt's hit).
         left_out: texts of stored records that are no evidence (the conversation's own
             latest messages): their words do not count as known (:func:`without_texts`).
         candidates: gives, by id, each candidate's text and whether it is only the
             user's own questions (no evidence either).
         holders: gives up to ``n`` of the source's records holding a word, as
-            ``candidates`` gives them; with it, a word only questions among the
-            candidates hold is checked in the whole store (:func:`stated_counts`).
+            ``candidates`` does: a word only candidate questions hold is then checked in
+            the whole store (:func:`stated_counts`).
     """
     if not records:
         return

@@ -65,13 +65,10 @@ class _Embedded(NamedTuple):
 
 
 class IndexSync:
-    """Keeps one collection's dense index in step with its rows.
+    """Keeps the dense ``index`` of one ``collection`` (the source's name) in step with
+    its ``rows``; ``embed`` maps texts to vectors in one call.
 
     Args:
-        rows: the system of record (index flags, vector copies, change token).
-        index: the dense index derived from it.
-        collection: the rows' collection (the source's name).
-        embed: texts -> vectors, in one call (it batches as it likes).
         batch_size: rows embedded per call, and vectors waiting before an index write.
         resident_limit: a user with at most this many indexed rows has their vectors
             held in memory and searched exactly there; 0 always asks the index.
@@ -334,11 +331,7 @@ def add_cosines(into: dict[str, float], vectors: Mapping[str, Any], query: np.nd
 
 
 class ResidentVectors:
-    """Unit vectors by record id, with exact cosine search.
-
-    Args:
-        dimension: the length of every vector.
-    """
+    """Unit vectors of one ``dimension`` by record id, with exact cosine search."""
 
     def __init__(self, dimension: int) -> None:
         self.dimension = dimension

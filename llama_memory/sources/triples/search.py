@@ -37,17 +37,11 @@ def rank_triples(
     named: set[str], near: Sequence[TripleEdge], lexical: Sequence[tuple[str, float]],
     dense: Mapping[str, float], touching: Touching, k: int, hops: int, fusion: str = "scores",
 ) -> tuple[dict[str, float], dict[str, list[str]]]:
-    """Scores of triple ids and which signals matched each one.
-
-    Args:
-        named: the entity keys the query names; ``near``: their neighbourhood.
-        lexical: (id, word score) best first; ``dense``: cosine by id.
-        touching: reads the triples touching entities (the second hop).
-        k: how many are wanted: the top ``k`` of each ranking count as its matches.
-        hops: 1, or 2 to add the neighbours' triples (half the best score leading
-            to them).
-        fusion: ``"scores"`` (lexical and dense fused as the vector source does, plus
-            the share of named entities touched, same weight) or ``"rrf"``.
+    """Scores of triple ids and which signals matched each one: ``lexical`` (id, score)
+    best first, ``dense`` cosines, and ``near``, the neighbourhood of the ``named``
+    entities, fused by ``fusion``; the top ``k`` of each ranking count as its matches.
+    ``hops=2`` adds the neighbours' triples (read by ``touching``) at half the best score
+    leading to them.
     """
     if fusion not in FUSIONS:
         raise ValueError(f"fusion must be one of {FUSIONS}, got {fusion!r}")
@@ -85,11 +79,9 @@ def triple_record(
     functional: bool = False,
 ) -> MemoryRecord:  # fmt: skip
     """A retrieved triple as a record of ``source``, rendered with its validity (and
-    ``before``); ``functional`` goes to ``metadata["functional"]`` (the block marks
-    another value of a functional predicate as a conflict)."""
-    # event_time stays None on purpose: the rendered text already carries
-    # "(since ...)", and the memory block would print the date twice. The
-    # statement time is in the metadata.
+    ``before``); the block marks another value of a ``functional`` predicate as a conflict."""
+    # event_time stays None: the text already says "(since ...)", and the block would print
+    # the date twice. The statement time is in the metadata.
     return MemoryRecord(
         text=triple.render(before),
         score=score,
