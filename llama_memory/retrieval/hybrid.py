@@ -49,7 +49,8 @@ class HybridSearch:
         fused score, best first; their cosines with the query are put in ``cosines`` when
         given (a fused score is rescaled per query, a cosine is absolute evidence)."""
         ranked, _ = self.search_apart(
-            query, scope, pool, _nothing_apart, dense_weight=dense_weight, lexical_weight=lexical_weight, cosines=cosines
+            query, scope, pool, lambda ids: set(), dense_weight=dense_weight,
+            lexical_weight=lexical_weight, cosines=cosines,
         )
         return ranked
 
@@ -180,10 +181,6 @@ def _merged(held: Hits, waiting: Ranking) -> Hits:
         if i not in given:
             given.add(i)
             yield i, score
-
-
-def _nothing_apart(ids: Sequence[str]) -> set[str]:
-    return set()
 
 
 # -- the second hop ---------------------------------------------------------------------------

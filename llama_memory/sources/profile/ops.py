@@ -272,13 +272,6 @@ class UpdateProfileArgs(BaseModel):
     operations: list[ProfileOp] = Field(description="The changes, applied in order.")
 
 
-def describe_change(change: ProfileChange) -> str:
-    """One change as the tool reports it: ``diet = vegan``, ``travel removed``."""
-    if change.removed:
-        return f"{change.path} removed"
-    return f"{change.path} = {render_value(change.value)}"
-
-
 def profile_tools(source: EditableProfile, scope: Scope) -> list[Any]:
     """``update_profile`` and ``get_profile`` tools of ``source`` bound to ``scope``
     (see :meth:`ProfileSource.tools`)."""
@@ -289,7 +282,9 @@ def profile_tools(source: EditableProfile, scope: Scope) -> list[Any]:
         changes = source.update_profile(operations, scope)
         if not changes:
             return "Nothing changed: the profile already says that."
-        return "Profile updated: " + "; ".join(describe_change(c) for c in changes)
+        said = [f"{c.path} removed" if c.removed else f"{c.path} = {render_value(c.value)}"
+                for c in changes]
+        return "Profile updated: " + "; ".join(said)
 
     def get_profile() -> str:
         return json.dumps(source.get_profile(scope), ensure_ascii=False)
