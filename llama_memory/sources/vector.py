@@ -383,16 +383,12 @@ class VectorSource(IndexedSource):
         found = HOP_FOUND * k
         first = found + apart.spare(found)
         return second_hop(
-            query,
-            ranked,
-            reads.texts([i for i, _ in ranked[:SEEDS]]),
+            query, ranked, reads.texts([i for i, _ in ranked[:SEEDS]]),
             lambda words: self.store.word_counts(words, scope),
             lambda text: search_beside(
                 self.store.rank_text(text, scope, self.name, apart.excluded, first), apart, found, first
             ),
-            reads.texts,
-            self.hop_weight,
-            seeds=SEEDS,
+            reads.texts, self.hop_weight, seeds=SEEDS,
         )
 
     # -- forgetting -------------------------------------------------------------------

@@ -83,16 +83,9 @@ def triple_record(
     # event_time stays None: the text already says "(since ...)", and the block would print
     # the date twice. The statement time is in the metadata.
     return MemoryRecord(
-        text=triple.render(before),
-        score=score,
-        source=source,
-        user_id=triple.user_id,
-        session_id=triple.session_id,
-        message_ids=list(triple.message_ids),
-        event_time=None,
-        ingested_at=triple.ingested_at,
-        id=triple.id,
-        expires_at=triple.expires_at,
+        text=triple.render(before), score=score, source=source, user_id=triple.user_id,
+        session_id=triple.session_id, message_ids=list(triple.message_ids), event_time=None,
+        ingested_at=triple.ingested_at, id=triple.id, expires_at=triple.expires_at,
         metadata={
             "subject": triple.subject, "predicate": triple.predicate, "object": triple.object,
             "valid_from": triple.valid_from, "valid_to": triple.valid_to,
