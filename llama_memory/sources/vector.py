@@ -125,9 +125,9 @@ class VectorSource(IndexedSource):
         # Shared with the other sources of this model: a query is embedded once per get(),
         # and (symmetric models) not at all when it is the user message just embedded.
         self._vectors = vector_cache(embed_model)
-        # The (role, text) of candidates, by id, across retrievals (retrieval/reads.py).
+        # Across retrievals: the (role, text) of candidates by id, the ids of the window's
+        # records by text (retrieval/apart.py).
         self._lines = KnownLines()
-        # The ids of the window's records, by text, across retrievals (retrieval/apart.py).
         self._window_ids = WindowIds(store, name, self.roles)
         # The share of the last retrieval's candidates set apart: its searches ask for
         # that many more to begin with (what they find does not depend on it).
@@ -221,14 +221,10 @@ class VectorSource(IndexedSource):
         # Each record is read once per retrieval, whoever asks for it (the hop, the
         # candidates set apart, the excerpts): docs/benchmarks.md, "The second hop's cost".
         reads = RecordReads(self.store, scope, self.name, self._lines)
-        # The window's own messages and the user's own earlier questions are set apart
-        # (retrieval/apart.py): they take no statement's place among the candidates or
-        # the second hop's seeds. The own messages go: every search leaves out their
-        # ids (a hash of text and role) itself. The questions come after every
-        # statement, for the places statements leave.
+        # The window's own messages are left out of every search, and the user's own
+        # earlier questions set apart: they take no statement's place among the candidates
+        # or the second hop's seeds, and come after every statement (retrieval/apart.py).
         apart = SetApart(reads, shown, self._window_ids(shown, scope) if shown else None, self._aside_share)
-        # Every candidate of the two retrievers (pool each besides those set apart, the
-        # window's records left out) by fused score, and those set apart by theirs.
         ranked, aside = self._search.search_apart(
             query, scope, pool, apart, exclude=apart.excluded, spare=apart.spare(pool), dense_weight=self.dense_weight,
             lexical_weight=self.lexical_weight, cosines=cosines,
