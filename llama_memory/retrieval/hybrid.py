@@ -120,9 +120,8 @@ class HybridSearch:
         self, query: str, scope: Scope, owner: tuple[str, str], first: int,
         dense_weight: float, lexical_weight: float, exclude: Collection[str] = (),
     ) -> tuple[Hits, Hits, dict[str, Any]]:
-        """Each retriever's lazy ranking, ``exclude`` left out: lexical (id, score) and
-        dense (id, cosine), best first; and what the dense side found, to read vectors
-        from later."""
+        """Each retriever's lazy ranking, best first, ``exclude`` left out: lexical (id,
+        score), dense (id, cosine); and what the dense side found, to read vectors from."""
         sync = self.sync
         resident_hits: Optional[Hits] = None
         with sync.lock:

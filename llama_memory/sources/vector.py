@@ -321,8 +321,7 @@ class VectorSource(IndexedSource):
     def _excerpts(
         self, ranked: list[tuple[str, float]], scope: Scope, k: int, alive_at: float, reads: RecordReads,
     ) -> list[MemoryRecord]:  # fmt: skip
-        """Up to ``k`` excerpts around the best of ``ranked`` (live records only, read
-        through ``reads``)."""
+        """Up to ``k`` excerpts around the best live records of ``ranked``."""
         neighbourhoods = WideNeighbourhoods(
             lambda ids, radius: self.store.session_neighbours(ids, scope, self.name, radius), JOIN_GAP
         )
@@ -340,8 +339,7 @@ class VectorSource(IndexedSource):
     def _single(
         self, ranked: list[tuple[str, float]], k: int, alive_at: float, reads: RecordReads
     ) -> list[MemoryRecord]:
-        """The ``k`` best live records of ``ranked``, one message each (read through
-        ``reads``)."""
+        """The ``k`` best live records of ``ranked``, one message each."""
         ids = [record_id for record_id, _ in ranked]
         rows = reads.get(ids[:k], alive_at)
         if len(rows) < len(ids[:k]):  # some expired or gone: look further down
@@ -371,9 +369,8 @@ class VectorSource(IndexedSource):
     def _hop(
         self, query: str, scope: Scope, ranked: list[tuple[str, float]], k: int, reads: RecordReads, apart: SetApart,
     ) -> list[tuple[str, float]]:  # fmt: skip
-        """``ranked`` with the second hop's candidates
-        (:func:`~llama_memory.retrieval.hybrid.second_hop`); none when the lexical side is
-        off. What ``apart`` sets apart is neither found nor scaled by the hop."""
+        """``ranked`` with the second hop's candidates (none when the lexical side is off);
+        what ``apart`` sets apart is neither found nor scaled by the hop."""
         if self.hop_weight <= 0 or self.lexical_weight <= 0 or not ranked:
             return ranked
         found = HOP_FOUND * k

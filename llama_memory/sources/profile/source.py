@@ -380,8 +380,7 @@ class ProfileSource(MemorySource):
         )
 
     def _fit(self, records: list[MemoryRecord]) -> tuple[list[MemoryRecord], int]:
-        """Keep records, in order, while they fit in ``max_tokens``; return them and how
-        many were left out."""
+        """The records that fit in ``max_tokens``, in order, and how many were left out."""
         costs = [self._line_cost(r.text) for r in records]
         if sum(costs) <= self.max_tokens:
             return records, 0
