@@ -246,33 +246,24 @@ class IndexSync:
                 dropped = self._resident.pop(owner)
                 held -= len(dropped) if dropped is not None else 0
 
-    def vector_copies(self, ids: Sequence[str], dimension: int) -> dict[str, np.ndarray]:
-        """The vectors of rows kept in the record, by id; a copy of another dimension
-        (from before a model change) is left out."""
-        copies = self.rows.stored_vectors(ids).items()
-        return {i: decode(blob) for i, blob in copies if encodes(blob, dimension)}
-
-    def index_vectors(self, owner: tuple[str, str], ids: Sequence[str]) -> dict[str, Any]:
-        """The vectors the dense index holds of some of one user's ids."""
-        return self.index.vectors(*owner, ids)
-
     def known_vectors(
         self, owner: tuple[str, str], ids: Sequence[str], dimension: int, resident: Optional[ResidentVectors]
     ) -> dict[str, Any]:
         """The vectors of some of one user's ids, by id: from ``resident``, then the
-        copies in the record, then the dense index only when nothing is held (with
-        vectors held, an id missing there was written since by another process and has
-        no vector yet)."""
+        copies in the record (not those of another dimension, from before a model change),
+        then the dense index only when nothing is held (with vectors held, an id missing
+        there was written since by another process and has no vector yet)."""
         found: dict[str, Any] = {}
         rest = list(ids)
         if resident is not None:
             with self.lock:
                 found.update(resident.vectors(rest))
             rest = [i for i in rest if i not in found]
-        found.update(self.vector_copies(rest, dimension))
+        copies = self.rows.stored_vectors(rest).items()
+        found.update((i, decode(blob)) for i, blob in copies if encodes(blob, dimension))
         rest = [i for i in rest if i not in found]
         if resident is None:
-            found.update(self.index_vectors(owner, rest))
+            found.update(self.index.vectors(*owner, rest))
         return found
 
 

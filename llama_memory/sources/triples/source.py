@@ -345,7 +345,7 @@ class TripleSource(IndexedSource):
             return
         owner = (scope.tenant_id, scope.require_user())
         vectors: dict[str, Any] = {i: v for i, v in self._sync.waiting(owner).items() if i in missing}
-        vectors.update(self._sync.index_vectors(owner, [i for i in missing if i not in vectors]))
+        vectors.update(self.index.vectors(*owner, [i for i in missing if i not in vectors]))
         add_cosines(dense, vectors, self._dimensions.query(query))
 
     # -- the dense index -----------------------------------------------------------------
