@@ -36,7 +36,6 @@ _STOPWORDS = frozenset(
     "would you your am any about all also some very really".split()
 )
 
-
 #: How many texts' words and stems :func:`words` and :func:`word_stems` keep: the same
 #: candidates come back turn after turn (the cache holds texts, not records).
 TEXTS_KEPT = 8192
@@ -181,7 +180,6 @@ _REQUEST = re.compile(
     r"\bwould\s+(?:suit|help)\s+(?:me|us)\b|\bwhat\s+to\b|\bhelp\s+me\b|\bcan\s+(?:i|we)\s+get\b"
 )
 
-
 _ASKING_VERBS = frozenset("recommend suggest plan".split())
 
 
@@ -238,7 +236,6 @@ def own_relevance(record: MemoryRecord) -> Optional[float]:
 # or a common abbreviation ("C. S. Lewis", "Dr. Who", "vs. Spain").
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _NOT_AN_END = re.compile(r"(?:\b[A-Z]|\b(?:Mr|Mrs|Ms|Dr|St|Jr|Sr|Mt|vs|etc|e\.g|i\.e|approx))\.$")
-
 
 #: The verbs an instruction about the answer starts with ("Answer yes or no.", "Be brief.").
 _ANSWER_VERBS = frozenset("answer reply respond explain describe list give be keep use please".split())
@@ -420,7 +417,6 @@ def stated_counts(
 #: The most holders of a word :func:`stated_counts` reads to tell whether a statement
 #: holds it.
 MAX_HOLDERS_READ = 400
-
 
 #: The embedding model the calibration was fitted with: cosines of another model are on
 #: another scale (some put unrelated texts at 0.7), so they get no calibration.

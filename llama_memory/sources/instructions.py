@@ -26,7 +26,6 @@ __all__ = [
     "UpdateInstructionsArgs",
 ]
 
-
 #: The longest instruction, in characters: an instruction is a sentence, not a document.
 MAX_TEXT = 500
 #: How many instructions a user may have at once: every one is shown on every get(),
