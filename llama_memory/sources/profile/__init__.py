@@ -1,8 +1,8 @@
 """User-profile memory: one current document per user (free-form JSON or a pydantic
 model), shown in the memory block on every ``get``, updated field by field with its
 history (docs/profile.md). Modules: ``paths`` (dotted paths, values, the update error,
-schema checks), ``ops`` (operations, merge patch, the draft, tools and pass part) and
-``source`` (the source).
+schema checks), ``ops`` (operations, merge patch, the draft, the tool's arguments and the
+pass's paragraph) and ``source`` (the source, its tools and its part of a formation pass).
 """
 
 from __future__ import annotations
