@@ -339,12 +339,9 @@ class ProfileSource(MemorySource):
         """
         # Imported here: formation imports sources.base, which runs this package's
         # __init__ (and so this module) first.
-        from ...write.formation import ask_pass, pass_window
+        from ...write.formation import run_parts
 
-        window = pass_window(scope, messages)
-        parsed = ask_pass(llm, [self], window)
-        if self.pass_field in parsed:
-            self.apply_pass(parsed[self.pass_field], window)
+        run_parts([self], scope, llm, messages)  # the pass with this source as its one part
 
     # -- a part of the formation pass (llama_memory.write.formation.PassPart) --------------------
 
