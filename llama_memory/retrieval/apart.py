@@ -1,14 +1,11 @@
 """The candidates of one retrieval: which are set apart from the ranking of statements,
 and each record read from the store once (docs/architecture.md, "The path of one get()").
 
-The conversation's own messages (an agent stores the user's message before it asks: the
-best candidate of its own query) are left out by every search, by id (:class:`WindowIds`:
-an id is a hash of text and role), so a search's cost no longer grows with the window;
-the user's earlier questions state nothing and rank after every statement, each ranking
-read further rather than searched again (:func:`take_beside`). :class:`RecordReads` reads
-each record once per retrieval, the role and text alone where that is enough, applying
-expiry itself (docs/benchmarks.md: "The agent flow and earlier questions in retrieval",
-"Speed back", "The second hop's cost, third round").
+The conversation's own messages (an agent stores the user's message before it asks) are
+left out by every search, by id (:class:`WindowIds`); the user's earlier questions state
+nothing and rank after every statement (:func:`take_beside`). :class:`RecordReads` reads
+each record once per retrieval (docs/benchmarks.md: "The agent flow and earlier questions
+in retrieval", "Speed back", "The second hop's cost, third round").
 """
 
 from __future__ import annotations
@@ -33,14 +30,9 @@ IDS_HELD = 4096
 
 class SetApart:
     """Picks the candidates to set apart among ids, reading their texts through ``reads``;
-    remembers which were the window's own messages (:attr:`own`).
-
-    Args:
-        reads: the retrieval's record reads.
-        shown: the normalised texts of the window's messages.
-        window_ids: the ids of the window's records by text (:class:`WindowIds`), which
-            every search leaves out itself (:attr:`excluded`).
-        share: see :attr:`share`.
+    remembers which were the window's own messages (:attr:`own`), those whose normalised
+    text is in ``shown``. ``window_ids``: the ids of the window's records by text
+    (:class:`WindowIds`), which every search leaves out itself (:attr:`excluded`).
     """
 
     def __init__(
@@ -102,15 +94,9 @@ class SetApart:
 
 
 class WindowIds:
-    """The ids of the records a window's texts are, or would be, stored as by one source
+    """The ids of the records a window's texts are, or would be, stored as by ``source``
     (one per role it stores), held by text for the last :data:`IDS_HELD` texts: the window
-    changes by a message or two from one ``get()`` to the next.
-
-    Args:
-        store: the source's record store.
-        source: the source's name.
-        roles: the roles the source stores messages of.
-    """
+    changes by a message or two from one ``get()`` to the next."""
 
     def __init__(self, store: RecordStore, source: str, roles: Iterable[Optional[str]]) -> None:
         self.store = store
@@ -215,10 +201,8 @@ LINES_HELD = 8192
 
 @lru_cache(maxsize=LINES_HELD)
 def normalised(text: str) -> str:
-    """:func:`~llama_memory.core.text.normalize_text` of a candidate's text, held for the
-    last :data:`LINES_HELD` texts: the same candidates come back in each retrieval and
-    each is checked against the window (a regular expression a text); cleared with
-    :meth:`KnownLines.clear`."""
+    """:func:`~llama_memory.core.text.normalize_text`, held for the last :data:`LINES_HELD`
+    texts: the same candidates are checked against the window in each retrieval."""
     return normalize_text(text)
 
 
@@ -262,14 +246,8 @@ class KnownLines:
 
 
 class RecordReads:
-    """Records of one user and source by id, read from ``store`` at most once each.
-
-    Args:
-        store: the system of record.
-        scope: whose records (the store checks the user, as on every read).
-        source: the source's name.
-        known: the lines read before, kept by the source across retrievals.
-    """
+    """Records of one user and source by id, read from ``store`` at most once each;
+    ``known``: the lines read before, kept by the source across retrievals."""
 
     def __init__(
         self, store: RecordStore, scope: Scope, source: str, known: Optional[KnownLines] = None

@@ -153,10 +153,8 @@ def join_parts(
     """One record for consecutive message records (``hit`` itself when alone): one
     ``role: text`` line per part (neighbours cut by :func:`neighbour_text`), all their
     ``message_ids``, the parts whole in ``parts``, the hit's score, time, scope and id
-    (``metadata["hit"]`` names it).
-
-    ``omitted_before`` maps a part's id to how many messages were left out just before
-    it: a :data:`GAP_MARKER` line says so, so two lines that did not follow each other
+    (``metadata["hit"]`` names it). ``omitted_before`` (part id -> messages left out just
+    before it) adds :data:`GAP_MARKER` lines: two lines that did not follow each other
     never read as one turn answering the other.
     """
     if len(parts) <= 1:
@@ -177,19 +175,10 @@ def join_parts(
     if gaps:
         metadata["omitted_before"] = gaps
     return MemoryRecord(
-        text="\n".join(lines),
-        score=hit.score,
-        source=hit.source,
-        user_id=hit.user_id,
-        session_id=hit.session_id,
-        message_ids=[m for r in parts for m in r.message_ids],
-        event_time=hit.event_time,
-        ingested_at=hit.ingested_at,
-        role=None,
-        id=hit.id,
-        metadata=metadata,
-        expires_at=hit.expires_at,
-        parts=list(parts),
+        text="\n".join(lines), score=hit.score, source=hit.source, user_id=hit.user_id,
+        session_id=hit.session_id, message_ids=[m for r in parts for m in r.message_ids],
+        event_time=hit.event_time, ingested_at=hit.ingested_at, role=None, id=hit.id,
+        metadata=metadata, expires_at=hit.expires_at, parts=list(parts),
     )
 
 
@@ -260,16 +249,11 @@ def _position(parts: Sequence[MemoryRecord], part: MemoryRecord) -> int:
 
 
 class WideNeighbourhoods:
-    """:data:`Neighbourhoods` for :func:`pack_excerpts` that read each hit's session
-    ``2 * gap`` to each side, so that a hit near one read already needs no read of its
-    own. The same answers as a read of ``gap`` (tests compare), in fewer statements (3.4
-    to 1.5 a get() at 1M records on PostgreSQL: docs/benchmarks.md, "PostgreSQL get() at
-    1M, fifth round").
-
-    Args:
-        read: gives, for record ids and a radius, each one's session neighbours
-            (``session_neighbours`` of the record port).
-        gap: the neighbourhood's radius that :func:`pack_excerpts` asks for.
+    """:data:`Neighbourhoods` of radius ``gap`` for :func:`pack_excerpts` that ``read``
+    (``session_neighbours`` of the record port) each hit's session ``2 * gap`` to each
+    side, so that a hit near one read already needs no read of its own. The same answers
+    as a read of ``gap`` (tests compare), in fewer statements (3.4 to 1.5 a get() at 1M
+    records on PostgreSQL: docs/benchmarks.md, "PostgreSQL get() at 1M, fifth round").
     """
 
     def __init__(
@@ -301,8 +285,8 @@ class WideNeighbourhoods:
         return found
 
     def _cut(self, record_id: str) -> Optional[Sequence[tuple[int, str]]]:
-        """``record_id``'s neighbourhood of ``gap`` each side if a window read holds it
-        all (or reaches its session's edge), else None."""
+        """``record_id``'s neighbourhood if a window read holds it all (or reaches its
+        session's edge), else None."""
         place = self._where.get(record_id)
         if place is None:
             return None
@@ -325,23 +309,12 @@ def pack_excerpts(
     ranked: Sequence[tuple[str, float]], neighbourhoods: Neighbourhoods, k: int, max_messages: int, *,
     gap: int = JOIN_GAP
 ) -> list[Excerpt]:
-    """Group a ranking of message records into at most ``k`` excerpts, walking down it: a
-    message within ``gap`` of an excerpt of its session joins it with the messages
-    between, else starts a new one while there are fewer than ``k``; the walk stops at
-    ``max_messages``, and what is left extends each excerpt, best first, by the message
-    after, then before.
-
-    Args:
-        ranked: (record id, fused score) best first.
-        neighbourhoods: gives each record's session neighbours (``gap`` on each side),
-            called ``k`` ids at a time as far as the walk goes, and once there are ``k``
-            excerpts only for the hits that could still join one.
-        k: at most this many excerpts.
-        max_messages: at most this many messages in all (at least ``k`` are allowed).
-        gap: how far (in messages) a hit may be from an excerpt and still join it.
-
-    Returns:
-        The excerpts, best first (in the order their first hit was ranked).
+    """Group ``ranked`` (record id, fused score) into at most ``k`` excerpts, best first,
+    walking down it: a message within ``gap`` of an excerpt of its session joins it with
+    the messages between, else starts a new one while there are fewer than ``k``; the
+    walk stops at ``max_messages`` (at least ``k``), and what is left extends each
+    excerpt, best first, by the message after, then before. ``neighbourhoods`` is called
+    ``k`` ids at a time as far as the walk goes, then only for hits that could still join.
     """
     if k <= 0 or not ranked:
         return []

@@ -4,12 +4,10 @@
 rare link words searched with the query, one lexical search and no embedding
 (docs/concepts.md, "The second hop"; ``python -m bench.multihop``).
 
-A caller may leave records out (the conversation's own messages, by id) and set
-candidates apart (the user's earlier questions): they take no place among a retriever's
-candidates and no part in scaling the others' scores. Without that, the message an agent
-had just stored was every question's best candidate (cosine 1): it took a place, scaled
-every other score down and seeded the second hop (docs/benchmarks.md, "The agent flow
-and earlier questions in retrieval").
+Records left out (the conversation's own messages) and candidates set apart (the user's
+earlier questions) take no place among a retriever's candidates and no part in scaling
+the others' scores: the message an agent had just stored was every question's best
+candidate (docs/benchmarks.md, "The agent flow and earlier questions in retrieval").
 """
 
 from __future__ import annotations
@@ -33,13 +31,8 @@ Apart = Callable[[Sequence[str]], set[str]]
 
 
 class HybridSearch:
-    """Lexical + dense search over one indexed collection, one fusion.
-
-    Args:
-        sync: the collection's index sync (dense side: index, overlay, held vectors).
-        lexical: the lexical index port.
-        query_vector: a query's vector (embedded once per query, cached by the caller).
-    """
+    """Lexical + dense search over one indexed collection (``sync``: the dense side),
+    one fusion; ``query_vector`` embeds a query (cached by the caller)."""
 
     def __init__(
         self, sync: IndexSync, lexical: LexicalIndex, query_vector: Callable[[str], np.ndarray]
@@ -56,7 +49,8 @@ class HybridSearch:
         fused score, best first; their cosines with the query are put in ``cosines`` when
         given (a fused score is rescaled per query, a cosine is absolute evidence)."""
         ranked, _ = self.search_apart(
-            query, scope, pool, _nothing_apart, dense_weight=dense_weight, lexical_weight=lexical_weight, cosines=cosines
+            query, scope, pool, lambda ids: set(), dense_weight=dense_weight,
+            lexical_weight=lexical_weight, cosines=cosines,
         )
         return ranked
 
@@ -64,14 +58,10 @@ class HybridSearch:
         self, query: str, scope: Scope, pool: int, apart: Apart, *, exclude: Collection[str] = (), spare: int = 0,
         dense_weight: float = 1.0, lexical_weight: float = 1.0, cosines: Optional[dict[str, float]] = None
     ) -> tuple[Ranking, Ranking]:
-        """:meth:`search`, the records of ``exclude`` (ids) left out by each retriever,
-        with the candidates that ``apart`` picks set apart: the others by fused score,
-        best first, and those set apart, fused among themselves.
-
-        A candidate set apart takes no place among a retriever's ``pool`` (each ranking
-        is read ``spare`` further to begin with, and further as needed) and no part in
-        scaling the others' scores. Those set apart are the ones ranked before a
-        retriever's ``pool``-th other candidate."""
+        """:meth:`search`, ``exclude`` (ids) left out by each retriever: the candidates
+        ``apart`` does not pick by fused score, and those it picks (ranked before a
+        retriever's ``pool``-th other), fused among themselves. Those set apart take no
+        place in the ``pool`` (each ranking is read ``spare`` further to begin with)."""
         lexical, dense, aside = self._candidates(
             query, scope, pool, dense_weight, lexical_weight, apart, exclude, spare
         )
@@ -130,9 +120,8 @@ class HybridSearch:
         self, query: str, scope: Scope, owner: tuple[str, str], first: int,
         dense_weight: float, lexical_weight: float, exclude: Collection[str] = (),
     ) -> tuple[Hits, Hits, dict[str, Any]]:
-        """Each retriever's lazy ranking, ``exclude`` left out: lexical (id, score) and
-        dense (id, cosine), best first; and what the dense side found, to read vectors
-        from later."""
+        """Each retriever's lazy ranking, best first, ``exclude`` left out: lexical (id,
+        score), dense (id, cosine); and what the dense side found, to read vectors from."""
         sync = self.sync
         resident_hits: Optional[Hits] = None
         with sync.lock:
@@ -193,10 +182,6 @@ def _merged(held: Hits, waiting: Ranking) -> Hits:
             yield i, score
 
 
-def _nothing_apart(ids: Sequence[str]) -> set[str]:
-    return set()
-
-
 # -- the second hop ---------------------------------------------------------------------------
 
 #: How many of the first ranking's hits seed a second hop.
@@ -226,28 +211,18 @@ def link_words(seed_text: str, query: str, counts: Mapping[str, int], total: int
 
 
 def second_hop(
-    query: str,
-    ranked: Ranking,
-    seed_texts: Mapping[str, str],
+    query: str, ranked: Ranking, seed_texts: Mapping[str, str],
     word_counts: Callable[[Sequence[str]], tuple[int, Mapping[str, int]]],
-    search: Callable[[str], Ranking],
-    texts: Callable[[Sequence[str]], Mapping[str, str]],
-    weight: float,
-    seeds: int = SEEDS,
+    search: Callable[[str], Ranking], texts: Callable[[Sequence[str]], Mapping[str, str]],
+    weight: float, seeds: int = SEEDS,
 ) -> list[tuple[str, float]]:
-    """``ranked`` with what its best hits link to, best first: a found message joins at
-    ``weight`` times its seed's score times its score normalised among that seed's finds
-    (never more than its seed), or keeps its own score when higher.
+    """``ranked`` (the fused ranking, scores in 0..1) with what its best ``seeds`` hits
+    link to, best first: a found message joins at ``weight`` times its seed's score times
+    its score normalised among that seed's finds, or keeps its own score when higher.
 
-    Args:
-        query: the query of the first search.
-        ranked: its fused ranking, (id, score in 0..1) best first.
-        seed_texts: the text of (at least) the first ``seeds`` ids of ``ranked``.
-        word_counts: gives (records in the store, records holding each word).
-        search: a lexical search, (id, score) best first, for a text; called once.
-        texts: gives the text of found records (which seed's links each holds).
-        weight: what a hop is worth against the first ranking (0 turns it off).
-        seeds: how many of the best hits are followed.
+    ``seed_texts`` holds the seeds' texts; ``word_counts`` gives (records in the store,
+    records holding each word); ``search`` is one lexical search for a text; ``texts``
+    gives the found records' texts (which seed's links each holds).
     """
     if weight <= 0 or seeds <= 0 or not ranked:
         return list(ranked)
@@ -272,7 +247,6 @@ def second_hop(
     if not found:
         return list(ranked)
     every_link = {stem(w) for w in links}
-    # the stems of each found record's link words
     held = {i: content_stems(t) & every_link for i, t in texts([i for i, _ in found]).items()}
     scores = dict(ranked)
     for seed_score, seed_links in linking:

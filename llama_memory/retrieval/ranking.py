@@ -22,16 +22,9 @@ Ranking = Sequence[tuple[str, float]]
 def fuse_rankings(
     rankings: Sequence[tuple[Ranking, float]], *, rrf_k: int = RRF_K
 ) -> list[tuple[str, float]]:
-    """Weighted reciprocal-rank fusion.
-
-    Args:
-        rankings: pairs of (ranking, weight); a ranking is (id, score) best first.
-        rrf_k: the rank offset; larger values flatten the difference between ranks.
-
-    Returns:
-        (id, sum of ``weight / (rrf_k + rank)`` over the rankings holding it) best first;
-        ties keep the order of first appearance.
-    """
+    """Weighted reciprocal-rank fusion of (ranking, weight) pairs, a ranking (id, score)
+    best first: (id, sum of ``weight / (rrf_k + rank)``) best first, ties in the order of
+    first appearance."""
     fused: dict[str, float] = {}
     for ranking, weight in rankings:
         if weight <= 0:
@@ -44,21 +37,13 @@ def fuse_rankings(
 def fuse_scores(
     lexical: Ranking, dense: Mapping[str, float], *, lexical_weight: float = 1.0, dense_weight: float = 1.0
 ) -> list[tuple[str, float]]:
-    """Weighted sum of normalised lexical and dense scores over their candidates.
-
-    Args:
-        lexical: (id, BM25 score, higher is better) best first.
-        dense: cosine similarity by id, for the dense candidates and, where known,
-            for the lexical ones (an id missing here scores as the worst dense one).
-        lexical_weight, dense_weight: the weights of the two (0 turns one off).
-
-    Returns:
-        (id, score in 0..1) best first over every candidate of either retriever: BM25
-        divided by the query's best, the cosine min-max scaled, the words' part weighed
-        from half (the farthest in meaning) to all (the closest), so word overlap alone
-        cannot bury a strong meaning match (docs/benchmarks.md, "Everyday recall"); the
-        :data:`MEANING_PLACES` closest in meaning lifted near the top. Ties keep the
-        order of first appearance.
+    """Weighted sum of normalised ``lexical`` (id, BM25 score) and ``dense`` (cosine by
+    id; an id missing scores as the worst) scores: (id, score in 0..1) best first over
+    every candidate, ties in the order of first appearance. BM25 is divided by the
+    query's best, the cosine min-max scaled, the words' part weighed from half (the
+    farthest in meaning) to all (the closest), so word overlap alone cannot bury a strong
+    meaning match (docs/benchmarks.md, "Everyday recall"); the :data:`MEANING_PLACES`
+    closest in meaning are lifted near the top.
     """
     total = max(lexical_weight, 0.0) + max(dense_weight, 0.0)
     if total == 0:

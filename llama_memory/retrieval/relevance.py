@@ -36,7 +36,6 @@ _STOPWORDS = frozenset(
     "would you your am any about all also some very really".split()
 )
 
-
 #: How many texts' words and stems :func:`words` and :func:`word_stems` keep: the same
 #: candidates come back turn after turn (the cache holds texts, not records).
 TEXTS_KEPT = 8192
@@ -96,14 +95,8 @@ def idf(document_count: int, total: int) -> float:
 
 
 def lexical_share(query_words: Sequence[str], weights: Mapping[str, float], text: str) -> float:
-    """The idf-weighted share (0..1) of ``query_words`` that ``text`` contains.
-
-    Args:
-        query_words: the query's content words (:func:`content_words`).
-        weights: each query word's idf in the store (:func:`idf`); a word missing here
-            weighs as much as the heaviest.
-        text: the record's text.
-    """
+    """The idf-weighted share (0..1) of ``query_words`` that ``text`` contains; a word
+    missing from ``weights`` (idf by word) weighs as much as the heaviest."""
     if not query_words:
         return 0.0
     heaviest = max(weights.values(), default=1.0)
@@ -187,7 +180,6 @@ _REQUEST = re.compile(
     r"\bwould\s+(?:suit|help)\s+(?:me|us)\b|\bwhat\s+to\b|\bhelp\s+me\b|\bcan\s+(?:i|we)\s+get\b"
 )
 
-
 _ASKING_VERBS = frozenset("recommend suggest plan".split())
 
 
@@ -244,7 +236,6 @@ def own_relevance(record: MemoryRecord) -> Optional[float]:
 # or a common abbreviation ("C. S. Lewis", "Dr. Who", "vs. Spain").
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _NOT_AN_END = re.compile(r"(?:\b[A-Z]|\b(?:Mr|Mrs|Ms|Dr|St|Jr|Sr|Mt|vs|etc|e\.g|i\.e|approx))\.$")
-
 
 #: The verbs an instruction about the answer starts with ("Answer yes or no.", "Be brief.").
 _ANSWER_VERBS = frozenset("answer reply respond explain describe list give be keep use please".split())
@@ -324,35 +315,28 @@ class Calibration:
 
 
 def calibrate(
-    query: str,
-    records: Sequence[MemoryRecord],
-    cosines: Mapping[str, float],
+    query: str, records: Sequence[MemoryRecord], cosines: Mapping[str, float],
     word_counts: Callable[[Sequence[str]], tuple[int, Mapping[str, int]]],
-    calibration: "Calibration",
-    text_of: Callable[[MemoryRecord], tuple[Optional[str], str]],
+    calibration: "Calibration", text_of: Callable[[MemoryRecord], tuple[Optional[str], str]],
     left_out: Sequence[str] = (),
     candidates: Optional[Callable[[Sequence[str]], Mapping[str, tuple[str, bool]]]] = None,
     holders: Optional[Callable[[str, int], Sequence[tuple[str, bool]]]] = None,
 ) -> None:
-    """Set ``relevance`` and ``metadata["evidence"]`` on each of a query's records.
-
-    ``relevance`` judges the question from the record and the store's best match;
-    ``metadata["evidence"]["own_relevance"]`` judges the record alone.
+    """Set ``relevance`` (the question judged from the record and the store's best match)
+    and ``metadata["evidence"]`` (with ``own_relevance``: the record alone) on each of a
+    query's records.
 
     Args:
-        query: the query.
-        records: what a source retrieved for it.
         cosines: the cosine with the query of each candidate the source ranked, by id.
         word_counts: gives (records in the store, records holding each word) for words.
-        calibration: the model.
         text_of: a record's (id, text) the evidence is about (an excerpt's hit).
         left_out: texts of stored records that are no evidence (the conversation's own
             latest messages): their words do not count as known (:func:`without_texts`).
         candidates: gives, by id, each candidate's text and whether it is only the
             user's own questions (no evidence either).
         holders: gives up to ``n`` of the source's records holding a word, as
-            ``candidates`` gives them; with it, a word only questions among the
-            candidates hold is checked in the whole store (:func:`stated_counts`).
+            ``candidates`` does: a word only candidate questions hold is then checked in
+            the whole store (:func:`stated_counts`).
     """
     if not records:
         return
@@ -378,19 +362,13 @@ def calibrate(
     personal, request = float(is_personal(query)), float(is_request(query))
     for record, (record_id, _), share in zip(records, targets, shares):
         evidence = Evidence(
-            cosine=cosines.get(record_id or ""),
-            lexical=share,
-            best_cosine=best_cosine,
-            best_lexical=max(stated, default=0.0),
-            unknown=unknown,
-            unknown_name=unknown_name,
-            personal=personal,
-            request=request,
+            cosine=cosines.get(record_id or ""), lexical=share, best_cosine=best_cosine,
+            best_lexical=max(stated, default=0.0), unknown=unknown, unknown_name=unknown_name,
+            personal=personal, request=request,
         )
         record.relevance = calibration.relevance(evidence)
         record.metadata["evidence"] = {
-            **evidence.features(),
-            "own_relevance": calibration.relevance(evidence.own()),
+            **evidence.features(), "own_relevance": calibration.relevance(evidence.own()),
             "shares_word": float(shares_a_word(query_words, text_of(record)[1])),
             "asks_only": float(asks_only(record)),
         }
@@ -439,7 +417,6 @@ def stated_counts(
 #: The most holders of a word :func:`stated_counts` reads to tell whether a statement
 #: holds it.
 MAX_HOLDERS_READ = 400
-
 
 #: The embedding model the calibration was fitted with: cosines of another model are on
 #: another scale (some put unrelated texts at 0.7), so they get no calibration.

@@ -36,32 +36,26 @@ class SyncedRows(Transactional, Protocol):
 
     def pending_records(self, source: str, limit: int) -> list[PendingRecord]:
         """Up to ``limit`` rows the dense index has not caught up with, oldest first."""
-        ...
 
     def mark_indexed(
         self, ids: Sequence[str], indexed: bool = True, vectors: Optional[Sequence[bytes]] = None
     ) -> None:
         """Record that the dense index holds (or no longer holds) these rows, keeping
         ``vectors`` (encoded, one per id) as their copies."""
-        ...
 
     def mark_all_unindexed(self, source: str) -> int:
         """Flag every row of ``source`` for re-indexing (copies dropped); return how many."""
-        ...
 
     def index_flags(self, source: str, owner: Optional[tuple[str, str]] = None) -> IndexFlags:
         """Every row id of ``source`` (of one (tenant, user) ``owner``, or all) and
         whether the dense index holds it."""
-        ...
 
     def stored_vectors(self, ids: Sequence[str]) -> dict[str, bytes]:
         """The vector copies of these ids, by id (ids without one left out)."""
-        ...
 
     def user_vectors(self, source: str, tenant_id: str, user_id: str, limit: int) -> Optional[dict[str, bytes]]:
         """Every copy of one user's indexed records of ``source``, read in one snapshot;
         None when they are more than ``limit`` or some indexed record has no copy."""
-        ...
 
 
 class _Embedded(NamedTuple):
@@ -71,13 +65,10 @@ class _Embedded(NamedTuple):
 
 
 class IndexSync:
-    """Keeps one collection's dense index in step with its rows.
+    """Keeps the dense ``index`` of one ``collection`` (the source's name) in step with
+    its ``rows``; ``embed`` maps texts to vectors in one call.
 
     Args:
-        rows: the system of record (index flags, vector copies, change token).
-        index: the dense index derived from it.
-        collection: the rows' collection (the source's name).
-        embed: texts -> vectors, in one call (it batches as it likes).
         batch_size: rows embedded per call, and vectors waiting before an index write.
         resident_limit: a user with at most this many indexed rows has their vectors
             held in memory and searched exactly there; 0 always asks the index.
@@ -177,10 +168,8 @@ class IndexSync:
             written = self.write_overlay()
             self._resident.clear()  # rows it finds missing from the index lose their copies
             report = reconcile_index(
-                self.index,
-                lambda: self.rows.index_flags(self.collection, owner),
-                lambda ids, indexed: self.rows.mark_indexed(ids, indexed),
-                owner,
+                self.index, lambda: self.rows.index_flags(self.collection, owner),
+                lambda ids, indexed: self.rows.mark_indexed(ids, indexed), owner,
             )
             report.indexed = written + (self.flush() if catch_up else 0)
             return report
@@ -257,33 +246,24 @@ class IndexSync:
                 dropped = self._resident.pop(owner)
                 held -= len(dropped) if dropped is not None else 0
 
-    def vector_copies(self, ids: Sequence[str], dimension: int) -> dict[str, np.ndarray]:
-        """The vectors of rows kept in the record, by id; a copy of another dimension
-        (from before a model change) is left out."""
-        copies = self.rows.stored_vectors(ids).items()
-        return {i: decode(blob) for i, blob in copies if encodes(blob, dimension)}
-
-    def index_vectors(self, owner: tuple[str, str], ids: Sequence[str]) -> dict[str, Any]:
-        """The vectors the dense index holds of some of one user's ids."""
-        return self.index.vectors(*owner, ids)
-
     def known_vectors(
         self, owner: tuple[str, str], ids: Sequence[str], dimension: int, resident: Optional[ResidentVectors]
     ) -> dict[str, Any]:
         """The vectors of some of one user's ids, by id: from ``resident``, then the
-        copies in the record, then the dense index only when nothing is held (with
-        vectors held, an id missing there was written since by another process and has
-        no vector yet)."""
+        copies in the record (not those of another dimension, from before a model change),
+        then the dense index only when nothing is held (with vectors held, an id missing
+        there was written since by another process and has no vector yet)."""
         found: dict[str, Any] = {}
         rest = list(ids)
         if resident is not None:
             with self.lock:
                 found.update(resident.vectors(rest))
             rest = [i for i in rest if i not in found]
-        found.update(self.vector_copies(rest, dimension))
+        copies = self.rows.stored_vectors(rest).items()
+        found.update((i, decode(blob)) for i, blob in copies if encodes(blob, dimension))
         rest = [i for i in rest if i not in found]
         if resident is None:
-            found.update(self.index_vectors(owner, rest))
+            found.update(self.index.vectors(*owner, rest))
         return found
 
 
@@ -342,11 +322,7 @@ def add_cosines(into: dict[str, float], vectors: Mapping[str, Any], query: np.nd
 
 
 class ResidentVectors:
-    """Unit vectors by record id, with exact cosine search.
-
-    Args:
-        dimension: the length of every vector.
-    """
+    """Unit vectors of one ``dimension`` by record id, with exact cosine search."""
 
     def __init__(self, dimension: int) -> None:
         self.dimension = dimension

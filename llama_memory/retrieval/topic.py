@@ -29,15 +29,9 @@ def topic_of(query: str) -> str:
 def topic_hop(
     query: str, ranked: Ranking, nearest: Callable[[str, int], Ranking], weight: float
 ) -> list[tuple[str, float]]:
-    """``ranked`` with the messages nearest to the query's topic joined at ``weight``
-    times their cosine rescaled among them (or their own score when higher), best first.
-
-    Args:
-        query: the question (one that asks for a set: the caller decides).
-        ranked: its first ranking, (id, score in 0..1) best first.
-        nearest: a search by meaning, (id, cosine) best first, for a text and a count.
-        weight: what a topic hit is worth against the first ranking (0 turns it off).
-    """
+    """``ranked`` (scores in 0..1) with the messages ``nearest`` to the query's topic (a
+    search by meaning for a text and a count) joined at ``weight`` times their cosine
+    rescaled among them (or their own score when higher), best first."""
     if weight <= 0 or not ranked:
         return list(ranked)
     topic = topic_of(query)

@@ -7,11 +7,6 @@ from .triples import KnowledgeTriple, TripleError, TripleSource
 from .vector import VectorSource
 
 __all__ = [
-    "KnowledgeTriple",
-    "LlamaIndexMemorySource",
-    "MemorySource",
-    "ProfileSource",
-    "TripleError",
-    "TripleSource",
-    "VectorSource",
+    "KnowledgeTriple", "LlamaIndexMemorySource", "MemorySource", "ProfileSource", "TripleError",
+    "TripleSource", "VectorSource",
 ]

@@ -294,8 +294,7 @@ class IndexedSource(MemorySource):
         return self._sync.reconcile(catch_up, owner)
 
     def _forget_rows(self, gone: Sequence[Union[PendingRecord, TripleRef]]) -> int:
-        """Drop the vectors of rows already deleted from the record, user by user;
-        return how many rows."""
+        """Drop the vectors of rows already deleted from the record; return how many."""
         by_user: dict[tuple[str, str], list[str]] = {}
         for row in gone:
             by_user.setdefault((row.tenant_id, row.user_id), []).append(row.id)

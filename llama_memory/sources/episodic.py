@@ -43,14 +43,9 @@ class EpisodicMemory:
         event_time: Optional[float] = None, importance: Optional[float] = None,
     ) -> str:  # fmt: skip
         """Store ``text`` as the summary of the scope's session, replacing the previous
-        one (joining an open transaction); return the record id.
-
-        Args:
-            message_ids: the chat message ids it covers (its provenance).
-            covers: the record ids of those messages, where known.
-            event_time: when the last message it covers was said.
-            importance: how much it matters, 0..1, if given.
-        """
+        one (joining an open transaction); return the record id. ``message_ids``: the chat
+        messages it covers (its provenance); ``covers``: their record ids, where known;
+        ``event_time``: when the last of them was said; ``importance``: 0..1, if given."""
         if not isinstance(text, str) or not text.strip():
             raise ValueError(f"a session summary must be non-empty text, got {text!r}")
         if not scope.session_id:
@@ -136,6 +131,5 @@ class EpisodicMemory:
 
 
 def _summary_key(scope: Scope) -> str:
-    """The meta key naming the current summary of the scope's session (forgotten with
-    the user)."""
+    """The meta key of the session's current summary (forgotten with the user)."""
     return user_meta_key("session_summary", scope)

@@ -22,14 +22,9 @@ from ..storage.sql.profile import ProfileRows
 from .base import require_port
 
 __all__ = [
-    "MAX_INSTRUCTIONS",
-    "MAX_TEXT",
-    "Instruction",
-    "InstructionOp",
-    "Instructions",
+    "MAX_INSTRUCTIONS", "MAX_TEXT", "Instruction", "InstructionOp", "Instructions",
     "UpdateInstructionsArgs",
 ]
-
 
 #: The longest instruction, in characters: an instruction is a sentence, not a document.
 MAX_TEXT = 500
@@ -136,16 +131,10 @@ def to_instruction(change: ProfileChange) -> Instruction:
     """The instruction a row of the instructions document holds."""
     value = change.value if isinstance(change.value, dict) else {}
     return Instruction(
-        id=change.path,
-        text=str(value.get("text", "")),
-        reason=value.get("reason"),
-        origin=str(value.get("origin", "")),
-        op=change.op,
-        created_at=change.created_at,
-        session_id=change.session_id,
-        message_ids=tuple(change.message_ids),
-        superseded_at=change.superseded_at,
-        removed=change.removed,
+        id=change.path, text=str(value.get("text", "")), reason=value.get("reason"),
+        origin=str(value.get("origin", "")), op=change.op, created_at=change.created_at,
+        session_id=change.session_id, message_ids=tuple(change.message_ids),
+        superseded_at=change.superseded_at, removed=change.removed,
     )
 
 
@@ -349,14 +338,8 @@ class Instructions:
         return self._named(new)
 
     def apply(
-        self,
-        ops: Sequence[InstructionOp],
-        scope: Optional[Scope] = None,
-        *,
-        origin: str = "api",
-        message_ids: Sequence[str] = (),
-        at: Optional[float] = None,
-        missing_ok: bool = False,
+        self, ops: Sequence[InstructionOp], scope: Optional[Scope] = None, *, origin: str = "api",
+        message_ids: Sequence[str] = (), at: Optional[float] = None, missing_ok: bool = False,
     ) -> list[Instruction]:
         """Apply ``ops`` in order, all or none, in one transaction (joining an open one);
         return the rows written, with ``origin`` and ``message_ids`` as provenance."""

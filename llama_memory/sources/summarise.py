@@ -26,11 +26,6 @@ def split_sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE_END.split(text.strip()) if s.strip()]
 
 
-def sentences_of(messages: Sequence[StoredMessage]) -> list[tuple[str, str]]:
-    """(role, sentence) of every message with text, in order."""
-    return [(m.role, s) for m in messages for s in split_sentences(m.text)]
-
-
 def extractive_summary(
     messages: Sequence[StoredMessage], embed_model: BaseEmbedding, sentences: int = SUMMARY_SENTENCES
 ) -> str:
@@ -38,7 +33,8 @@ def extractive_summary(
     sentence"`` joined by spaces ("" when none is long enough)."""
     if sentences <= 0:
         raise ValueError(f"sentences must be positive, got {sentences}")
-    found = [(role, s) for role, s in sentences_of(messages) if len(s) >= MIN_SENTENCE_CHARS]
+    said = [(m.role, s) for m in messages for s in split_sentences(m.text)]
+    found = [(role, s) for role, s in said if len(s) >= MIN_SENTENCE_CHARS]
     if not found:
         return ""
     if len(found) > sentences:

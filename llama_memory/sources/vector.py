@@ -90,23 +90,12 @@ class VectorSource(IndexedSource):
     """
 
     def __init__(
-        self,
-        store: Storage,
-        index: VectorIndex,
-        embed_model: BaseEmbedding,
-        *,
-        roles: Sequence[str] = ("user", "assistant"),
-        batch_size: int = 256,
-        name: str = "vector",
-        dense_weight: float = 1.0,
-        lexical_weight: float = 1.0,
-        candidate_factor: int = 3,
-        excerpt_messages: float = 2.5,
-        expiry: Expiry = NEVER,
-        resident_limit: int = RESIDENT_LIMIT,
+        self, store: Storage, index: VectorIndex, embed_model: BaseEmbedding, *,
+        roles: Sequence[str] = ("user", "assistant"), batch_size: int = 256, name: str = "vector",
+        dense_weight: float = 1.0, lexical_weight: float = 1.0, candidate_factor: int = 3,
+        excerpt_messages: float = 2.5, expiry: Expiry = NEVER, resident_limit: int = RESIDENT_LIMIT,
         calibration: Union[Calibration, None, Literal["auto"]] = "auto",
-        hop_weight: float = HOP_WEIGHT,
-        salience: Optional[Salience] = None,
+        hop_weight: float = HOP_WEIGHT, salience: Optional[Salience] = None,
         topic_weight: float = TOPIC_WEIGHT,
     ) -> None:
         if batch_size <= 0:
@@ -136,9 +125,9 @@ class VectorSource(IndexedSource):
         # Shared with the other sources of this model: a query is embedded once per get(),
         # and (symmetric models) not at all when it is the user message just embedded.
         self._vectors = vector_cache(embed_model)
-        # The (role, text) of candidates, by id, across retrievals (retrieval/reads.py).
+        # Across retrievals: the (role, text) of candidates by id, the ids of the window's
+        # records by text (retrieval/apart.py).
         self._lines = KnownLines()
-        # The ids of the window's records, by text, across retrievals (retrieval/apart.py).
         self._window_ids = WindowIds(store, name, self.roles)
         # The share of the last retrieval's candidates set apart: its searches ask for
         # that many more to begin with (what they find does not depend on it).
@@ -232,14 +221,10 @@ class VectorSource(IndexedSource):
         # Each record is read once per retrieval, whoever asks for it (the hop, the
         # candidates set apart, the excerpts): docs/benchmarks.md, "The second hop's cost".
         reads = RecordReads(self.store, scope, self.name, self._lines)
-        # The window's own messages and the user's own earlier questions are set apart
-        # (retrieval/apart.py): they take no statement's place among the candidates or
-        # the second hop's seeds. The own messages go: every search leaves out their
-        # ids (a hash of text and role) itself. The questions come after every
-        # statement, for the places statements leave.
+        # The window's own messages are left out of every search, and the user's own
+        # earlier questions set apart: they take no statement's place among the candidates
+        # or the second hop's seeds, and come after every statement (retrieval/apart.py).
         apart = SetApart(reads, shown, self._window_ids(shown, scope) if shown else None, self._aside_share)
-        # Every candidate of the two retrievers (pool each besides those set apart, the
-        # window's records left out) by fused score, and those set apart by theirs.
         ranked, aside = self._search.search_apart(
             query, scope, pool, apart, exclude=apart.excluded, spare=apart.spare(pool), dense_weight=self.dense_weight,
             lexical_weight=self.lexical_weight, cosines=cosines,
@@ -336,8 +321,7 @@ class VectorSource(IndexedSource):
     def _excerpts(
         self, ranked: list[tuple[str, float]], scope: Scope, k: int, alive_at: float, reads: RecordReads,
     ) -> list[MemoryRecord]:  # fmt: skip
-        """Up to ``k`` excerpts around the best of ``ranked`` (live records only, read
-        through ``reads``)."""
+        """Up to ``k`` excerpts around the best live records of ``ranked``."""
         neighbourhoods = WideNeighbourhoods(
             lambda ids, radius: self.store.session_neighbours(ids, scope, self.name, radius), JOIN_GAP
         )
@@ -355,8 +339,7 @@ class VectorSource(IndexedSource):
     def _single(
         self, ranked: list[tuple[str, float]], k: int, alive_at: float, reads: RecordReads
     ) -> list[MemoryRecord]:
-        """The ``k`` best live records of ``ranked``, one message each (read through
-        ``reads``)."""
+        """The ``k`` best live records of ``ranked``, one message each."""
         ids = [record_id for record_id, _ in ranked]
         rows = reads.get(ids[:k], alive_at)
         if len(rows) < len(ids[:k]):  # some expired or gone: look further down
@@ -386,24 +369,19 @@ class VectorSource(IndexedSource):
     def _hop(
         self, query: str, scope: Scope, ranked: list[tuple[str, float]], k: int, reads: RecordReads, apart: SetApart,
     ) -> list[tuple[str, float]]:  # fmt: skip
-        """``ranked`` with the second hop's candidates
-        (:func:`~llama_memory.retrieval.hybrid.second_hop`); none when the lexical side is
-        off. What ``apart`` sets apart is neither found nor scaled by the hop."""
+        """``ranked`` with the second hop's candidates (none when the lexical side is off);
+        what ``apart`` sets apart is neither found nor scaled by the hop."""
         if self.hop_weight <= 0 or self.lexical_weight <= 0 or not ranked:
             return ranked
         found = HOP_FOUND * k
         first = found + apart.spare(found)
         return second_hop(
-            query,
-            ranked,
-            reads.texts([i for i, _ in ranked[:SEEDS]]),
+            query, ranked, reads.texts([i for i, _ in ranked[:SEEDS]]),
             lambda words: self.store.word_counts(words, scope),
             lambda text: search_beside(
                 self.store.rank_text(text, scope, self.name, apart.excluded, first), apart, found, first
             ),
-            reads.texts,
-            self.hop_weight,
-            seeds=SEEDS,
+            reads.texts, self.hop_weight, seeds=SEEDS,
         )
 
     # -- forgetting -------------------------------------------------------------------

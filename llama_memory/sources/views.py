@@ -196,15 +196,10 @@ class ProfileView:
     profile: dict[str, Any]
     history: list["ProfileChange"] = field(default_factory=list)
 
-    def _current_rows(self) -> list[list[Any]]:
-        since: dict[str, float] = {}
-        for change in self.history:
-            if change.current:
-                since[change.path] = change.created_at
-        return [[path, value, format_time(since.get(path))] for path, value in _flatten(self.profile)]
-
     def _repr_html_(self) -> str:
-        current = html_table(("field", "value", "since"), self._current_rows(), caption="Profile")
+        since = {c.path: c.created_at for c in self.history if c.current}
+        rows = [[path, value, format_time(since.get(path))] for path, value in _flatten(self.profile)]
+        current = html_table(("field", "value", "since"), rows, caption="Profile")
         changes = html_table(
             ("when", "field", "operation", "value", "session"),
             [
@@ -263,8 +258,12 @@ class TripleTable:
     def _graph_html(self) -> str:
         if not self.draw or not any(t.current for t in self.triples):
             return ""
+        from .triples.graph import plot, to_networkx
+
         try:
-            png = graph_png([t for t in self.triples if t.current], self.name)
+            graph = to_networkx([t for t in self.triples if t.current], name=self.name)
+            with tempfile.TemporaryDirectory() as folder:
+                png = plot(graph, Path(folder) / "graph.png", figsize=(6.0, 4.5), dpi=80).read_bytes()
         except ImportError:  # matplotlib is an extra: the table alone then
             return f"<p>({install_hint('graph')} to see the graph)</p>"
         data = base64.b64encode(png).decode("ascii")
@@ -273,13 +272,3 @@ class TripleTable:
     def __repr__(self) -> str:
         lines = [f"  {t.render()}" + ("" if t.current else "  [superseded]") for t in self.triples]
         return f"TripleTable({len(self.triples)} triples)\n" + ("\n".join(lines) or "  (none)")
-
-
-def graph_png(triples: Sequence["KnowledgeTriple"], name: str = "") -> bytes:
-    """The graph of ``triples`` as PNG bytes (:func:`llama_memory.sources.triples.graph.plot`)."""
-    from .triples.graph import plot, to_networkx
-
-    graph = to_networkx(triples, name=name)
-    with tempfile.TemporaryDirectory() as folder:
-        target = plot(graph, Path(folder) / "graph.png", figsize=(6.0, 4.5), dpi=80)
-        return target.read_bytes()

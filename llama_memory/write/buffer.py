@@ -6,13 +6,7 @@ and copying a buffer is :mod:`llama_memory.write.buffer_restore`.
 from __future__ import annotations
 
 import logging
-from typing import (
-    Any,
-    Callable,
-    Optional,
-    Sequence,
-    cast,
-)
+from typing import Any, Callable, Optional, Sequence, cast
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.bridge.pydantic import (
@@ -37,10 +31,7 @@ logger = logging.getLogger(__name__)
 
 
 def fit_window(
-    messages: Sequence[ChatMessage],
-    counts: Sequence[int],
-    total: int,
-    token_limit: int,
+    messages: Sequence[ChatMessage], counts: Sequence[int], total: int, token_limit: int,
     initial_token_count: int,
 ) -> tuple[bool, int]:
     """``(keep_system, start)``: the window is ``[system?] + messages[start:]``, for
@@ -139,11 +130,8 @@ class ChatBuffer(BufferRestore, BaseMemory):
     _loop_locks: LoopLocks = PrivateAttr(default_factory=LoopLocks)  # serialise async calls
 
     def __init__(
-        self,
-        *,
-        chat_history: Optional[Sequence[ChatMessage]] = None,
-        chat_log: Optional[ChatLog] = None,
-        **data: Any,
+        self, *, chat_history: Optional[Sequence[ChatMessage]] = None,
+        chat_log: Optional[ChatLog] = None, **data: Any,
     ) -> None:
         """Create a buffer.
 
@@ -200,18 +188,15 @@ class ChatBuffer(BufferRestore, BaseMemory):
 
     @classmethod
     def from_defaults(
-        cls,
-        chat_history: Optional[Sequence[ChatMessage]] = None,
+        cls, chat_history: Optional[Sequence[ChatMessage]] = None,
         token_limit: Optional[int] = None,
         tokenizer_fn: Optional[Callable[[str], Sequence[Any]]] = None,
-        chat_log: Optional[ChatLog] = None,
-        **kwargs: Any,
+        chat_log: Optional[ChatLog] = None, **kwargs: Any,
     ) -> "ChatBuffer":
         """Create a buffer; unknown keyword arguments (``llm``, ...) are ignored, as code
         written for ``ChatMemoryBuffer.from_defaults`` passes them."""
         return cls(
-            chat_history=chat_history,
-            chat_log=chat_log,
+            chat_history=chat_history, chat_log=chat_log,
             token_limit=DEFAULT_TOKEN_LIMIT if token_limit is None else token_limit,
             tokenizer_fn=tokenizer_fn,
         )
@@ -305,9 +290,7 @@ class ChatBuffer(BufferRestore, BaseMemory):
         return cast(SharedChatLog, self._log) if self._shared else None
 
     def _apply(
-        self,
-        changes: Optional[ChatLogChanges],
-        own: Sequence[ChatMessage] = (),
+        self, changes: Optional[ChatLogChanges], own: Sequence[ChatMessage] = (),
         own_counts: Sequence[int] = (),
     ) -> None:
         """Apply what others committed, then this buffer's own ``own`` messages

@@ -138,10 +138,7 @@ class BufferRestore(_Saved):
             logger.warning("ChatBuffer pickled without its chat log (it cannot be pickled)")
             log = None
         return {
-            "fields": fields,
-            "tokenizer_fn": tokenizer,
-            "messages": messages,
-            "counts": counts,
+            "fields": fields, "tokenizer_fn": tokenizer, "messages": messages, "counts": counts,
             "chat_log": log,
         }
 

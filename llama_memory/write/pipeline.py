@@ -66,11 +66,8 @@ def put_messages(rt: Runtime, messages: list[ChatMessage]) -> None:
                 queue_pass(rt, rt.scope, job_payload(rt), run_at)
         dispatcher.event(
             MemoryPutEvent(
-                **rt.event_scope(),
-                messages=len(stored),
-                roles=[m.role for m in stored],
-                message_ids=[m.message_id for m in stored],
-                duration_ms=watch.elapsed_ms,
+                **rt.event_scope(), messages=len(stored), roles=[m.role for m in stored],
+                message_ids=[m.message_id for m in stored], duration_ms=watch.elapsed_ms,
             )
         )
         rt.user_turns_pending = 0 if due else turns
@@ -129,12 +126,8 @@ def stored_messages(messages: Sequence[ChatMessage]) -> list[StoredMessage]:
         check_storable(message, position)
     return [
         StoredMessage(
-            message_id=message_id(m),
-            role=role_name(m),
-            text=stored_text(m),
-            event_time=message_time(m, default=received),
-            message=m,
-            standalone=is_standalone(m),
+            message_id=message_id(m), role=role_name(m), text=stored_text(m),
+            event_time=message_time(m, default=received), message=m, standalone=is_standalone(m),
         )
         for m in messages
     ]

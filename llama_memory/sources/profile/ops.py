@@ -1,29 +1,24 @@
 """Profile operations (set, append, remove), JSON merge patches, the in-memory draft
-they are applied to before anything is written, and the writers besides the API: the
-agent tools and the profile's part of a formation pass."""
+they are applied to before anything is written, and what the agent tool and the
+formation pass are given (the tool's arguments, the pass's paragraph)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Optional, Protocol, Union
+from typing import Any, Literal, Optional, Union
 
-from llama_index.core.tools import FunctionTool
 from pydantic import BaseModel, Field, ValidationError
 
-from ...core.errors import ExtractionError
-from ...core.types import Scope
-from ...storage.ports.profile import ProfileChange, ProfileValue
+from ...storage.ports.profile import ProfileValue
 from .paths import (
     ProfileUpdateError,
     ancestors,
     canon,
-    describe_schema,
     json_type,
     path_problem,
     pydantic_problem,
-    render_value,
     schema_path_problem,
     subtree,
 )
@@ -60,19 +55,6 @@ class ProfileUpdate(BaseModel):
 
 
 UpdateInput = Union[Mapping[str, Any], BaseModel, Sequence[Union[ProfileOp, Mapping[str, Any]]]]
-
-
-class EditableProfile(Protocol):
-    """What the profile's pass part and agent tools use of a profile source."""
-
-    name: str
-    schema: Optional[type[BaseModel]]
-
-    def get_profile(self, scope: Scope) -> dict[str, Any]: ...  # noqa: D102
-
-    def update_profile(  # noqa: D102
-        self, update: UpdateInput, scope: Scope, *, message_ids: Sequence[str] = ()
-    ) -> list[ProfileChange]: ...
 
 
 @dataclass
@@ -272,56 +254,6 @@ class UpdateProfileArgs(BaseModel):
     operations: list[ProfileOp] = Field(description="The changes, applied in order.")
 
 
-def describe_change(change: ProfileChange) -> str:
-    """One change as the tool reports it: ``diet = vegan``, ``travel removed``."""
-    if change.removed:
-        return f"{change.path} removed"
-    return f"{change.path} = {render_value(change.value)}"
-
-
-def profile_tools(source: EditableProfile, scope: Scope) -> list[Any]:
-    """``update_profile`` and ``get_profile`` tools of ``source`` bound to ``scope``
-    (see :meth:`ProfileSource.tools`)."""
-    scope.require_user(f"the {source.name!r} memory source's tools")
-    fields = (
-        f" The profile's fields: {describe_schema(source.schema)}." if source.schema else ""
-    )
-
-    def update_profile(operations: list[ProfileOp]) -> str:
-        changes = source.update_profile(operations, scope)
-        if not changes:
-            return "Nothing changed: the profile already says that."
-        return "Profile updated: " + "; ".join(describe_change(c) for c in changes)
-
-    def get_profile() -> str:
-        return json.dumps(source.get_profile(scope), ensure_ascii=False)
-
-    return [
-        FunctionTool.from_defaults(
-            fn=update_profile,
-            name="update_profile",
-            # Explicit: a schema built from the closure's (postponed) annotations
-            # cannot resolve ProfileOp.
-            fn_schema=UpdateProfileArgs,
-            description=(
-                "Save lasting facts the user tells you about themselves (name, where they "
-                "live, diet, preferences, constraints) in their profile, which you will see "
-                "in every later conversation. `operations` is a list of {op, path, value}: "
-                '"set" gives a field a new value, replacing the old one; "append" adds one '
-                'item to a list field; "remove" deletes a field, or with a value one item '
-                'of a list field. `path` is a dotted field name such as "diet" or '
-                '"travel.seat" (letters, digits, _ and -). Keep existing field names. Do not '
-                "save guesses, one-off requests or facts about other people." + fields
-            ),
-        ),
-        FunctionTool.from_defaults(
-            fn=get_profile,
-            name="get_profile",
-            description="Return the user's whole current profile as JSON.",
-        ),
-    ]
-
-
 #: The profile part's paragraph; ``{profile}`` and ``{fields}`` are filled in.
 PART_PROMPT = """\
 a list of operations that bring the user's profile (who they are and what they \
@@ -338,39 +270,3 @@ nothing the assistant said, nothing about other people. Do not repeat what the p
 already says. An empty list when there is nothing new.
 {fields}
 Current profile: {profile}"""
-
-
-def profile_prompt(source: EditableProfile, scope: Scope) -> str:
-    """The profile part's paragraph, with the current profile and its fields."""
-    return PART_PROMPT.format(
-        profile=json.dumps(source.get_profile(scope), ensure_ascii=False),
-        fields=(
-            f"The profile follows this schema; use only these fields: {describe_schema(source.schema)}."
-            if source.schema
-            else "Field names are free-form: short snake_case names; reuse existing ones."
-        ),
-    )
-
-
-def parse_profile(value: Any) -> list[ProfileOp]:
-    """Validate the answer under the profile key, a list of operations (writes nothing).
-    ProfileUpdateError for a non-list or an operation that does not parse (each named)."""
-    if not isinstance(value, list):
-        raise ProfileUpdateError([("(answer)", f"expected a list of operations, got {type(value).__name__}")])
-    ops = to_ops(value)
-    problems = [op for op in ops if isinstance(op, tuple)]
-    if problems:
-        raise ProfileUpdateError(problems)
-    return [op for op in ops if isinstance(op, ProfileOp)]
-
-
-def apply_profile(source: EditableProfile, ops: list[ProfileOp], window: Any) -> None:
-    """Apply a pass's profile operations (joining an open transaction), with the
-    window's message ids as provenance."""
-    if not ops:
-        return
-    ids = [i for i in window.message_ids if i]
-    try:
-        source.update_profile(ops, window.scope, message_ids=ids)
-    except ProfileUpdateError as exc:
-        raise ExtractionError(f"the LLM's profile operations were rejected: {exc}") from exc

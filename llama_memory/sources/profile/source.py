@@ -2,32 +2,27 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Callable, Optional, Union
 
 from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.tools import FunctionTool
 from llama_index.core.utils import get_tokenizer
 from pydantic import BaseModel
 
+from ...core.errors import ExtractionError
 from ...core.types import NEVER, TTL, Expiry, MemoryRecord, Scope, StoredMessage, now
 from ...storage.ports.profile import ProfileChange, ProfileWrite
 from ...storage.sql.profile import ProfileRows
 from ..base import MemorySource, require_port
 from ..change_notes import CHANGED_WITHIN, is_recent, since_before, window_seconds
 from ..views import ProfileView
-from .ops import (
-    Draft,
-    ProfileOp,
-    UpdateInput,
-    apply_profile,
-    parse_profile,
-    profile_prompt,
-    profile_tools,
-    to_ops,
-)
+from .ops import PART_PROMPT, Draft, ProfileOp, UpdateInput, UpdateProfileArgs, to_ops
 from .paths import (
     ProfileUpdateError,
+    describe_schema,
     path_problem,
     raise_if_bad_path,
     render_value,
@@ -72,17 +67,11 @@ class ProfileSource(MemorySource):
     query_independent = True  # the whole current profile, whatever the query
 
     def __init__(
-        self,
-        store: Any,
-        *,
-        schema: Optional[type[BaseModel]] = None,
-        max_records: int = DEFAULT_MAX_RECORDS,
-        max_tokens: int = DEFAULT_MAX_TOKENS,
+        self, store: Any, *, schema: Optional[type[BaseModel]] = None,
+        max_records: int = DEFAULT_MAX_RECORDS, max_tokens: int = DEFAULT_MAX_TOKENS,
         importance: Optional[Mapping[str, float]] = None,
-        tokenizer_fn: Optional[Callable[[str], Sequence]] = None,
-        name: str = "profile",
-        priority: int = 10,
-        expiry: Expiry = NEVER,
+        tokenizer_fn: Optional[Callable[[str], Sequence]] = None, name: str = "profile",
+        priority: int = 10, expiry: Expiry = NEVER,
         changed_within: Union[float, timedelta, None] = CHANGED_WITHIN,
     ) -> None:
         if schema is not None and not (isinstance(schema, type) and issubclass(schema, BaseModel)):
@@ -161,8 +150,7 @@ class ProfileSource(MemorySource):
             kept.append(
                 MemoryRecord(
                     text=f"({left_out} more profile field{s} left out for the token budget)",
-                    source=self.name,
-                    user_id=scope.user_id,
+                    source=self.name, user_id=scope.user_id,
                     metadata={"note": True, "left_out": left_out},
                 )
             )
@@ -188,13 +176,8 @@ class ProfileSource(MemorySource):
         """Nothing: the profile changes only through updates, tools or formation."""
 
     def update_profile(
-        self,
-        update: UpdateInput,
-        scope: Scope,
-        *,
-        session_id: Optional[str] = None,
-        message_ids: Sequence[str] = (),
-        ttl: Optional[TTL] = None,
+        self, update: UpdateInput, scope: Scope, *, session_id: Optional[str] = None,
+        message_ids: Sequence[str] = (), ttl: Optional[TTL] = None,
     ) -> list[ProfileChange]:
         """Apply an update to the user's profile, all of it or nothing.
 
@@ -220,12 +203,9 @@ class ProfileSource(MemorySource):
         return self._update(scope, lambda current: ops, session_id, message_ids, ttl)
 
     def _update(
-        self,
-        scope: Scope,
+        self, scope: Scope,
         make_ops: Callable[[dict[str, Any]], Sequence[Union[ProfileOp, tuple[str, str]]]],
-        session_id: Optional[str],
-        message_ids: Sequence[str],
-        ttl: Optional[TTL] = None,
+        session_id: Optional[str], message_ids: Sequence[str], ttl: Optional[TTL] = None,
     ) -> list[ProfileChange]:
         """Apply ``make_ops(current leaves)`` in one transaction, or raise and write nothing."""
         scope.require_user(f"the {self.name!r} memory source")
@@ -252,12 +232,8 @@ class ProfileSource(MemorySource):
                 raise ProfileUpdateError(draft.problems)  # the port writes nothing
             return ProfileWrite(
                 supersede=tuple(row_ids[path] for path in plan.superseded),
-                insert=tuple(plan.inserts),
-                written_at=now(),
-                session_id=session,
-                message_ids=ids,
-                ttl=lifetime[0],
-                expires_at=lifetime[1],
+                insert=tuple(plan.inserts), written_at=now(), session_id=session, message_ids=ids,
+                ttl=lifetime[0], expires_at=lifetime[1],
             )
 
         return self.rows.update(scope, self.expiry.now(), decide)
@@ -315,7 +291,43 @@ class ProfileSource(MemorySource):
 
     def tools(self, scope: Scope) -> list[Any]:
         """``update_profile`` and ``get_profile`` tools bound to ``scope``."""
-        return profile_tools(self, scope)
+        scope.require_user(f"the {self.name!r} memory source's tools")
+        fields = f" The profile's fields: {describe_schema(self.schema)}." if self.schema else ""
+
+        def update_profile(operations: list[ProfileOp]) -> str:
+            changes = self.update_profile(operations, scope)
+            if not changes:
+                return "Nothing changed: the profile already says that."
+            said = [f"{c.path} removed" if c.removed else f"{c.path} = {render_value(c.value)}"
+                    for c in changes]
+            return "Profile updated: " + "; ".join(said)
+
+        def get_profile() -> str:
+            return json.dumps(self.get_profile(scope), ensure_ascii=False)
+
+        return [
+            FunctionTool.from_defaults(
+                fn=update_profile,
+                name="update_profile",
+                # Explicit: a schema built from the closure's (postponed) annotations
+                # cannot resolve ProfileOp.
+                fn_schema=UpdateProfileArgs,
+                description=(
+                    "Save lasting facts the user tells you about themselves (name, where they "
+                    "live, diet, preferences, constraints) in their profile, which you will see "
+                    "in every later conversation. `operations` is a list of {op, path, value}: "
+                    '"set" gives a field a new value, replacing the old one; "append" adds one '
+                    'item to a list field; "remove" deletes a field, or with a value one item '
+                    'of a list field. `path` is a dotted field name such as "diet" or '
+                    '"travel.seat" (letters, digits, _ and -). Keep existing field names. Do not '
+                    "save guesses, one-off requests or facts about other people." + fields
+                ),
+            ),
+            FunctionTool.from_defaults(
+                fn=get_profile, name="get_profile",
+                description="Return the user's whole current profile as JSON.",
+            ),
+        ]
 
     def extract(self, messages: Sequence[ChatMessage], llm: Any, scope: Scope) -> None:
         """Ask ``llm`` for profile operations learned from ``messages`` and apply them in
@@ -327,12 +339,9 @@ class ProfileSource(MemorySource):
         """
         # Imported here: formation imports sources.base, which runs this package's
         # __init__ (and so this module) first.
-        from ...write.formation import ask_pass, pass_window
+        from ...write.formation import run_parts
 
-        window = pass_window(scope, messages)
-        parsed = ask_pass(llm, [self], window)
-        if self.pass_field in parsed:
-            apply_profile(self, parsed[self.pass_field], window)
+        run_parts([self], scope, llm, messages)  # the pass with this source as its one part
 
     # -- a part of the formation pass (llama_memory.write.formation.PassPart) --------------------
 
@@ -345,16 +354,35 @@ class ProfileSource(MemorySource):
         """The pass's request: profile operations, shown the current profile."""
         scope: Scope = window.scope
         scope.require_user(f"the {self.name!r} memory source")
-        return profile_prompt(self, scope)
+        fields = "Field names are free-form: short snake_case names; reuse existing ones."
+        if self.schema:
+            described = describe_schema(self.schema)
+            fields = f"The profile follows this schema; use only these fields: {described}."
+        profile = json.dumps(self.get_profile(scope), ensure_ascii=False)
+        return PART_PROMPT.format(profile=profile, fields=fields)
 
     def parse_pass(self, value: Any, window: Any) -> list[ProfileOp]:
         """Validate the answer (a list of operations); writes nothing. ProfileUpdateError
-        when malformed."""
-        return parse_profile(value)
+        for a non-list or an operation that does not parse (each named)."""
+        if not isinstance(value, list):
+            got = type(value).__name__
+            raise ProfileUpdateError([("(answer)", f"expected a list of operations, got {got}")])
+        ops = to_ops(value)
+        problems = [op for op in ops if isinstance(op, tuple)]
+        if problems:
+            raise ProfileUpdateError(problems)
+        return [op for op in ops if isinstance(op, ProfileOp)]
 
     def apply_pass(self, parsed: list[ProfileOp], window: Any) -> None:
-        """Apply the operations in the pass's transaction (a removal keeps history)."""
-        apply_profile(self, parsed, window)
+        """Apply the operations in the pass's transaction (a removal keeps history), with
+        the window's message ids as provenance."""
+        if not parsed:
+            return
+        ids = [i for i in window.message_ids if i]
+        try:
+            self.update_profile(parsed, window.scope, message_ids=ids)
+        except ProfileUpdateError as exc:
+            raise ExtractionError(f"the LLM's profile operations were rejected: {exc}") from exc
 
     # -- internals -----------------------------------------------------------------------
 
@@ -393,18 +421,13 @@ class ProfileSource(MemorySource):
             ingested_at=row.created_at,
             id=f"{self.name}:{row.id}",
             metadata={
-                "path": row.path,
-                "value": row.value,
-                "importance": importance,
-                "op": row.op,
-                "updated_at": row.created_at,
-                "before": before,
+                "path": row.path, "value": row.value, "importance": importance, "op": row.op,
+                "updated_at": row.created_at, "before": before,
             },
         )
 
     def _fit(self, records: list[MemoryRecord]) -> tuple[list[MemoryRecord], int]:
-        """Keep records, in order, while they fit in ``max_tokens``; return them and how
-        many were left out."""
+        """The records that fit in ``max_tokens``, in order, and how many were left out."""
         costs = [self._line_cost(r.text) for r in records]
         if sum(costs) <= self.max_tokens:
             return records, 0

@@ -20,20 +20,8 @@ from .normalize import USER_ENTITY, display_predicate, normalize_entity, normali
 from .source import TripleSource, Who
 
 __all__ = [
-    "DEFAULT_FUNCTIONAL_PREDICATES",
-    "PART_PROMPT",
-    "MAX_PART_CHARS",
-    "TRIPLE_COLLECTION",
-    "USER_ENTITY",
-    "ExtractionError",
-    "KnowledgeTriple",
-    "SaveKnowledgeArgs",
-    "SearchKnowledgeArgs",
-    "TripleError",
-    "TripleInput",
-    "TripleSource",
-    "Who",
-    "display_predicate",
-    "normalize_entity",
+    "DEFAULT_FUNCTIONAL_PREDICATES", "PART_PROMPT", "MAX_PART_CHARS", "TRIPLE_COLLECTION",
+    "USER_ENTITY", "ExtractionError", "KnowledgeTriple", "SaveKnowledgeArgs", "SearchKnowledgeArgs",
+    "TripleError", "TripleInput", "TripleSource", "Who", "display_predicate", "normalize_entity",
     "normalize_predicate",
 ]

@@ -14,8 +14,6 @@ from .model import Prepared, TripleError, prepare_all
 from .normalize import normalize_entity
 from .writes import TripleAccess, retract_triples
 
-__all__ = ["PART_PROMPT", "ParsedTriples", "apply_triples", "known_entities", "parse_triples", "triples_prompt"]
-
 #: How many current triples the pass shows the LLM (the newest), so it can retract them.
 SHOWN_TRIPLES = 50
 

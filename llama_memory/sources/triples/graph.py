@@ -19,8 +19,6 @@ from .normalize import display_predicate, normalize_entity
 if TYPE_CHECKING:  # pragma: no cover
     import networkx
 
-__all__ = ["plot", "to_networkx"]
-
 _CURVE = "arc3,rad=0.08"
 _FONT_SIZE = 9
 _WRAP = 14  # characters per line of a node's label
@@ -66,12 +64,8 @@ def to_networkx(triples: Iterable[KnowledgeTriple], *, name: Optional[str] = Non
 
 
 def plot(
-    graph: Union["networkx.MultiDiGraph", Iterable[KnowledgeTriple]],
-    path: Union[str, Path],
-    *,
-    title: Optional[str] = None,
-    figsize: tuple[float, float] = (9.0, 7.0),
-    dpi: int = 120,
+    graph: Union["networkx.MultiDiGraph", Iterable[KnowledgeTriple]], path: Union[str, Path], *,
+    title: Optional[str] = None, figsize: tuple[float, float] = (9.0, 7.0), dpi: int = 120,
     seed: int = 7,
 ) -> Path:
     """Draw a knowledge graph to an image file (format by suffix) and return its path.

@@ -13,8 +13,6 @@ from ...storage.ports import IndexFlags, PendingRecord
 from ...storage.sql.triples import TripleTimeline
 from .normalize import search_text
 
-__all__ = ["TripleRows", "TripleWords"]
-
 
 class TripleRows:
     """The triples' index flags for the index sync; triples keep no vector copies

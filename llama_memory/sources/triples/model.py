@@ -20,21 +20,6 @@ from .normalize import display_predicate, normalize_entity, normalize_predicate
 if TYPE_CHECKING:  # pragma: no cover - the model needs no storage to run
     from ...storage.ports.triples import StoredTriple
 
-__all__ = [
-    "DEFAULT_FUNCTIONAL_PREDICATES",
-    "MAX_PART_CHARS",
-    "TRIPLE_COLLECTION",
-    "KnowledgeTriple",
-    "Prepared",
-    "SaveKnowledgeArgs",
-    "SearchKnowledgeArgs",
-    "TripleError",
-    "TripleInput",
-    "prepare_all",
-    "prepare_one",
-    "to_triple",
-]
-
 #: Collection-name prefix of the triples' dense index (one collection per user).
 TRIPLE_COLLECTION = "llama_memory_triples"
 

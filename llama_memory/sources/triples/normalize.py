@@ -6,15 +6,6 @@ from __future__ import annotations
 
 import re
 
-__all__ = [
-    "USER_ENTITY",
-    "display_predicate",
-    "normalize_entity",
-    "normalize_predicate",
-    "query_entities",
-    "search_text",
-]
-
 #: Entity key every way of naming the user folds into, so "I", "me" and "User"
 #: are one node of the graph.
 USER_ENTITY = "user"
@@ -113,11 +104,7 @@ def query_entities(query: str) -> set[str]:
     """Entity keys a query may name: its word n-grams (1 to 4 words, possessives
     dropped) normalised as entities, plus the user's own node for "I", "my"..."""
     words = _WORDS.findall(_POSSESSIVE.sub("", query).casefold())
-    grams = {
-        " ".join(words[i : i + n])
-        for n in range(1, 5)
-        for i in range(len(words) - n + 1)
-    }
+    grams = {" ".join(words[i : i + n]) for n in range(1, 5) for i in range(len(words) - n + 1)}
     grams = {g for g in grams if g not in _NOT_ENTITIES or g in _SELF_NAMES}
     if _SELF_WORDS & set(words):
         grams.add(USER_ENTITY)

@@ -12,8 +12,6 @@ from ...retrieval import fuse_rankings, fuse_scores
 from ...storage.ports.triples import TripleEdge
 from .model import KnowledgeTriple
 
-__all__ = ["FUSIONS", "neighbourhood", "rank_triples", "triple_record"]
-
 _HOP_DECAY = 0.5  # a 2-hop triple's share of the score of the 1-hop triple leading to it
 _MAX_FRONTIER = 50  # neighbour entities expanded for 2 hops, strongest first
 
@@ -36,26 +34,14 @@ FUSIONS = ("scores", "rrf")
 
 
 def rank_triples(
-    named: set[str],
-    near: Sequence[TripleEdge],
-    lexical: Sequence[tuple[str, float]],
-    dense: Mapping[str, float],
-    touching: Touching,
-    k: int,
-    hops: int,
-    fusion: str = "scores",
+    named: set[str], near: Sequence[TripleEdge], lexical: Sequence[tuple[str, float]],
+    dense: Mapping[str, float], touching: Touching, k: int, hops: int, fusion: str = "scores",
 ) -> tuple[dict[str, float], dict[str, list[str]]]:
-    """Scores of triple ids and which signals matched each one.
-
-    Args:
-        named: the entity keys the query names; ``near``: their neighbourhood.
-        lexical: (id, word score) best first; ``dense``: cosine by id.
-        touching: reads the triples touching entities (the second hop).
-        k: how many are wanted: the top ``k`` of each ranking count as its matches.
-        hops: 1, or 2 to add the neighbours' triples (half the best score leading
-            to them).
-        fusion: ``"scores"`` (lexical and dense fused as the vector source does, plus
-            the share of named entities touched, same weight) or ``"rrf"``.
+    """Scores of triple ids and which signals matched each one: ``lexical`` (id, score)
+    best first, ``dense`` cosines, and ``near``, the neighbourhood of the ``named``
+    entities, fused by ``fusion``; the top ``k`` of each ranking count as its matches.
+    ``hops=2`` adds the neighbours' triples (read by ``touching``) at half the best score
+    leading to them.
     """
     if fusion not in FUSIONS:
         raise ValueError(f"fusion must be one of {FUSIONS}, got {fusion!r}")
@@ -93,35 +79,19 @@ def triple_record(
     functional: bool = False,
 ) -> MemoryRecord:  # fmt: skip
     """A retrieved triple as a record of ``source``, rendered with its validity (and
-    ``before``); ``functional`` goes to ``metadata["functional"]`` (the block marks
-    another value of a functional predicate as a conflict)."""
-    # event_time stays None on purpose: the rendered text already carries
-    # "(since ...)", and the memory block would print the date twice. The
-    # statement time is in the metadata.
+    ``before``); the block marks another value of a ``functional`` predicate as a conflict."""
+    # event_time stays None: the text already says "(since ...)", and the block would print
+    # the date twice. The statement time is in the metadata.
     return MemoryRecord(
-        text=triple.render(before),
-        score=score,
-        source=source,
-        user_id=triple.user_id,
-        session_id=triple.session_id,
-        message_ids=list(triple.message_ids),
-        event_time=None,
-        ingested_at=triple.ingested_at,
-        id=triple.id,
-        expires_at=triple.expires_at,
+        text=triple.render(before), score=score, source=source, user_id=triple.user_id,
+        session_id=triple.session_id, message_ids=list(triple.message_ids), event_time=None,
+        ingested_at=triple.ingested_at, id=triple.id, expires_at=triple.expires_at,
         metadata={
-            "subject": triple.subject,
-            "predicate": triple.predicate,
-            "object": triple.object,
-            "valid_from": triple.valid_from,
-            "valid_to": triple.valid_to,
-            "superseded_by": triple.superseded_by,
-            "event_time": triple.event_time,
-            "session_ids": list(triple.session_ids),
-            "mentions": triple.mentions,
-            "current": triple.current,
-            "matched_by": matched,
-            "before": before,
+            "subject": triple.subject, "predicate": triple.predicate, "object": triple.object,
+            "valid_from": triple.valid_from, "valid_to": triple.valid_to,
+            "superseded_by": triple.superseded_by, "event_time": triple.event_time,
+            "session_ids": list(triple.session_ids), "mentions": triple.mentions,
+            "current": triple.current, "matched_by": matched, "before": before,
             "functional": functional,
         },
     )

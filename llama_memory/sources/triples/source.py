@@ -38,8 +38,6 @@ from .writes import write_triples
 if TYPE_CHECKING:  # pragma: no cover - for annotations only
     import networkx
 
-__all__ = ["TripleSource", "Who"]
-
 #: A scope, or a user id for the default tenant.
 Who = Union[Scope, str]
 
@@ -86,19 +84,10 @@ class TripleSource(IndexedSource):
     _waiting = "triples"
 
     def __init__(
-        self,
-        store: TripleTimeline,
-        index: VectorIndex,
-        embed_model: BaseEmbedding,
-        *,
-        functional_predicates: Iterable[str] = DEFAULT_FUNCTIONAL_PREDICATES,
-        hops: int = 1,
-        batch_size: int = 64,
-        name: str = "triples",
-        priority: int = 5,
-        expiry: Expiry = NEVER,
-        fusion: str = "scores",
-        changed_within: Union[float, timedelta, None] = CHANGED_WITHIN,
+        self, store: TripleTimeline, index: VectorIndex, embed_model: BaseEmbedding, *,
+        functional_predicates: Iterable[str] = DEFAULT_FUNCTIONAL_PREDICATES, hops: int = 1,
+        batch_size: int = 64, name: str = "triples", priority: int = 5, expiry: Expiry = NEVER,
+        fusion: str = "scores", changed_within: Union[float, timedelta, None] = CHANGED_WITHIN,
     ) -> None:
         if fusion not in FUSIONS:
             raise ValueError(f"fusion takes one of {FUSIONS}, not {fusion!r}")
@@ -356,7 +345,7 @@ class TripleSource(IndexedSource):
             return
         owner = (scope.tenant_id, scope.require_user())
         vectors: dict[str, Any] = {i: v for i, v in self._sync.waiting(owner).items() if i in missing}
-        vectors.update(self._sync.index_vectors(owner, [i for i in missing if i not in vectors]))
+        vectors.update(self.index.vectors(*owner, [i for i in missing if i not in vectors]))
         add_cosines(dense, vectors, self._dimensions.query(query))
 
     # -- the dense index -----------------------------------------------------------------

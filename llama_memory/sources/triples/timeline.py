@@ -14,8 +14,6 @@ from typing import Optional
 
 from ...storage.ports.triples import TimelineEntry
 
-__all__ = ["Decision", "Written", "decide"]
-
 
 @dataclass(frozen=True)
 class Decision:

@@ -11,8 +11,6 @@ from .model import SaveKnowledgeArgs, SearchKnowledgeArgs, TripleInput
 from .timeline import Written
 from .writes import TripleAccess
 
-__all__ = ["describe_writes", "knowledge_tools"]
-
 
 def knowledge_tools(source: TripleAccess, scope: Scope) -> list[Any]:
     """``save_knowledge`` and ``search_knowledge`` as LlamaIndex ``FunctionTool``s on
@@ -63,9 +61,7 @@ def describe_writes(source: TripleAccess, written: Sequence[Written], scope: Sco
     """What ``save_knowledge`` answers: each fact, saved or already known, and what it
     replaced."""
     triples = {t.id: t for t in source._by_ids([w.id for w in written], scope)}
-    replaced = {
-        t.id: t for t in source._by_ids([i for w in written for i in w.superseded], scope)
-    }
+    replaced = {t.id: t for t in source._by_ids([i for w in written for i in w.superseded], scope)}
     lines = []
     for w in written:
         fact = triples[w.id].text()

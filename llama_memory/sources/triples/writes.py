@@ -15,8 +15,6 @@ from .model import KnowledgeTriple, Prepared, TripleError, prepare_all
 from .normalize import search_text
 from .timeline import Decision, Written, decide
 
-__all__ = ["TripleAccess", "retract_triples", "write_triples"]
-
 
 class TripleAccess(Protocol):
     """What the triples' pass part and agent tools use of a triple source."""
@@ -39,21 +37,11 @@ def write_triples(
     timeline: TripleTimeline, functional_keys: AbstractSet[str], lifetime: tuple[Optional[float], Optional[float]],
     triples: Iterable[Any], scope: Scope, event_time: Any, message_ids: Sequence[str], origin: str,
 ) -> list[Written]:  # fmt: skip
-    """Store ``triples`` for the scope's user, all or nothing; return what each did.
-
-    Args:
-        timeline: where they are kept.
-        functional_keys: the normalised predicates that hold one value at a time.
-        lifetime: ``(ttl, expires_at)`` of what is written now (``None``: forever).
-        triples: what the caller gave (validated whole first).
-        scope: whose facts they are, and the session they were stated in.
-        event_time: when they were stated (default now); a triple's own date wins.
-        message_ids: the chat messages they came from.
-        origin: how they arrived (``"api"``, ``"tool"``, ``"extraction"``).
-
-    Raises:
-        TripleError: a triple (or ``event_time``) was malformed; nothing was written.
-    """
+    """Store ``triples`` (as :meth:`TripleSource.add_triples` takes them) for the scope's
+    user, all or nothing; return what each did. ``functional_keys``: the normalised
+    predicates of one value at a time; ``lifetime``: ``(ttl, expires_at)``; ``origin``:
+    ``"api"``, ``"tool"`` or ``"extraction"``. TripleError (nothing written) for a
+    malformed triple or ``event_time``."""
     prepared = prepare_all(triples)  # all validated before anything is written
     try:
         default_time = now() if event_time is None else to_epoch(event_time)
@@ -74,8 +62,7 @@ def _write_one(
     timeline: TripleTimeline, functional_keys: AbstractSet[str], scope: Scope, item: Prepared, mention: TripleMention,
     lifetime: tuple[Optional[float], Optional[float]],
 ) -> Written:  # fmt: skip
-    """Apply the update rules (:func:`.timeline.decide`) to one triple, inside the
-    caller's transaction."""
+    """Apply the update rules (:func:`.timeline.decide`) to one triple."""
     t = mention.event_time
     functional = item.predicate_key in functional_keys
     entries: list[TimelineEntry]

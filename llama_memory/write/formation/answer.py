@@ -71,16 +71,11 @@ def pass_prompt(parts: Sequence[PassPart], window: PassWindow) -> str:
 
 
 def ask_pass(llm: Any, parts: Sequence[PassPart], window: PassWindow) -> dict[str, Any]:
-    """Ask ``llm`` once for every part, and parse every part's answer: ``{field:
-    parsed}``, or ``{}`` when there is nothing to ask (no part, or nothing the user
-    said). Nothing is written. A function-calling LLM is asked for a
-    :data:`PASS_ANSWER` tool call; any other for JSON text (:func:`parse_answer`).
-
-    Raises:
-        ExtractionError: the answer was malformed, had an unknown key,
-            or a part rejected its value (the message names the key).
-        ValueError: two parts own the same key.
-    """
+    """Ask ``llm`` once for every part (a :data:`PASS_ANSWER` tool call of a
+    function-calling LLM, else JSON text: :func:`parse_answer`) and parse every part's
+    answer: ``{field: parsed}``, ``{}`` when no part or nothing the user said. Writes
+    nothing. ExtractionError for a malformed answer, an unknown key or a value a part
+    rejected (named); ValueError when two parts own the same key."""
     fields = [p.pass_field for p in parts]
     if len(set(fields)) != len(fields):
         raise ValueError(f"two parts of the pass own the same key: {fields}")
@@ -172,12 +167,7 @@ def _answer_model(fields: tuple[str, ...]) -> type[BaseModel]:
 def parse_answer(text: str, fields: Sequence[str]) -> dict[str, Any]:
     """A pass's JSON answer given as text: exactly one object whose keys are among
     ``fields`` (a key left out: nothing new), alone, in a ```json fence, or with prose
-    around it, as local models write it.
-
-    Raises:
-        ExtractionError: no JSON object (or more than one), not an object, or a key
-            not in ``fields``; the message quotes the answer's first characters.
-    """
+    around it, as local models write it; else ExtractionError quoting its beginning."""
     began = f"; it began {text[:120]!r}"
     body = text.strip()
     fenced = re.fullmatch(r"```(?:json)?\s*(.*?)\s*```", body, re.DOTALL)
@@ -202,8 +192,7 @@ def parse_answer(text: str, fields: Sequence[str]) -> dict[str, Any]:
 
 
 def _json_objects(text: str) -> list[Any]:
-    """The JSON objects written in ``text`` among other words, outermost only (an
-    object inside another is part of it)."""
+    """The outermost JSON objects written in ``text`` among other words."""
     decoder, found, at = json.JSONDecoder(), [], text.find("{")
     while at != -1:
         try:
@@ -218,21 +207,11 @@ def _json_objects(text: str) -> list[Any]:
 
 def structured_output(llm: Any, output_cls: type[Model], prompt: Union[str, PromptTemplate], **prompt_args: Any) -> Model:
     """Ask ``llm`` for an instance of ``output_cls`` (LlamaIndex's
-    ``LLM.structured_predict``: a tool call for a function-calling LLM, JSON text for
-    another). Malformed output is rejected whole; a partial object is never returned.
-
-    Args:
-        llm: a LlamaIndex LLM (function-calling or not).
-        output_cls: the pydantic model wanted; its name and docstring are what a
-            function-calling LLM sees as the tool to call.
-        prompt: a template (``str`` or ``PromptTemplate``) with ``{placeholders}``
-            filled from ``prompt_args`` as they are: texts with braces (JSON, code)
-            belong in ``prompt_args``, not in the template.
-        **prompt_args: the values of the template's placeholders.
-
-    Raises:
-        ExtractionError: the output was missing or malformed; the message names
-            the class, the LLM and what was wrong.
+    ``LLM.structured_predict``: a tool call for a function-calling LLM, whose name and
+    docstring it sees, JSON text for another). ``prompt``'s ``{placeholders}`` are filled
+    from ``prompt_args`` as they are: texts with braces (JSON, code) belong there, not in
+    the template. Malformed output raises ExtractionError (naming the class, the LLM and
+    what was wrong); a partial object is never returned.
     """
     template = prompt if isinstance(prompt, PromptTemplate) else PromptTemplate(prompt)
     try:
