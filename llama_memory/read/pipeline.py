@@ -380,9 +380,8 @@ def relevant_records(
         if rule is not None:
             kept.append(replace(r, metadata={**r.metadata, ADMITTED_BY: rule}))
         else:
-            dropped.append(LeftOut(
-                r, IRRELEVANT, detail=why_irrelevant(r, min_relevance), rule=irrelevance_rule(r, min_relevance)
-            ))
+            detail, rule = irrelevance(r, min_relevance)
+            dropped.append(LeftOut(r, IRRELEVANT, detail=detail, rule=rule))
     return statements_first(kept), dropped
 
 
@@ -442,29 +441,21 @@ def admitting_rule(record: MemoryRecord, min_relevance: float, about_user: bool)
     return None
 
 
-def why_irrelevant(record: MemoryRecord, min_relevance: float) -> str:
-    """Why :func:`admitting_rule` left a record out, in words, with the record's values."""
-    own = own_relevance(record)
-    if below_floor_only(record, min_relevance) and own is not None:
-        return (f"relevance {relevance_text(record)}, but its own relevance {share_text(own)} is below "
-                f"the record floor {share_text(RECORD_FLOOR)}")
-    return f"relevance {relevance_text(record)} below min_relevance {threshold_text(min_relevance)}"
-
-
-def irrelevance_rule(record: MemoryRecord, min_relevance: float) -> str:
-    """The rule that left a record out (:func:`why_irrelevant`), by its name and
-    threshold only: the same words for every record it left out."""
-    if below_floor_only(record, min_relevance):
-        return f"own relevance below the record floor {share_text(RECORD_FLOOR)}"
-    return f"relevance below min_relevance {threshold_text(min_relevance)}"
-
-
-def below_floor_only(record: MemoryRecord, min_relevance: float) -> bool:
-    """Whether a record reached ``min_relevance`` but its own relevance did not reach
-    the record floor (:data:`~llama_memory.retrieval.relevance.RECORD_FLOOR`)."""
+def irrelevance(record: MemoryRecord, min_relevance: float) -> tuple[str, str]:
+    """Why :func:`admitting_rule` left a record out: in words with the record's values, and
+    the rule alone (by its name and threshold: the same words for every record it left
+    out). A record that reached ``min_relevance`` was left out by the record floor."""
     own = own_relevance(record)
     floor = RECORD_FLOOR if min_relevance > 0 else 0.0
-    return own is not None and own < floor and record.relevance is not None and record.relevance >= min_relevance
+    reached = record.relevance is not None and record.relevance >= min_relevance
+    if own is not None and own < floor and reached:
+        floor_text = share_text(RECORD_FLOOR)
+        detail = (f"relevance {relevance_text(record)}, but its own relevance {share_text(own)} is "
+                  f"below the record floor {floor_text}")
+        return detail, f"own relevance below the record floor {floor_text}"
+    threshold = threshold_text(min_relevance)
+    return (f"relevance {relevance_text(record)} below min_relevance {threshold}",
+            f"relevance below min_relevance {threshold}")
 
 
 def threshold_text(value: float) -> str:

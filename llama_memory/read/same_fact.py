@@ -64,17 +64,12 @@ def fact_texts(record: MemoryRecord) -> tuple[str, str]:
 def statement(record: MemoryRecord) -> Statement:
     """What ``record`` states (:class:`Statement`)."""
     fact, key = fact_texts(record)
+    meta = record.metadata
     words = content_words(fact)
     negated = any(w in _NEGATIONS for w in words)
-    return Statement(_stems(words), negated, _stems(content_words(key)), holds_one_value(record))
-
-
-def holds_one_value(record: MemoryRecord) -> bool:
-    """Whether the thing ``record`` gives a value of holds one value at a time: a profile
-    field, or a triple whose ``metadata["functional"]`` is True."""
-    if is_profile(record):
-        return True
-    return is_triple(record) and record.metadata.get("functional") is True
+    # A profile field holds one value at a time, a triple when it says it is functional.
+    one_value = is_profile(record) or (is_triple(record) and meta.get("functional") is True)
+    return Statement(_stems(words), negated, _stems(content_words(key)), one_value)
 
 
 def _stems(words: list[str]) -> frozenset[str]:
