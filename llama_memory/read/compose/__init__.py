@@ -21,16 +21,13 @@ from .block import (
     LeftOut,
     MemoryBlock,
     admission,
-    conflict_note,
     insert_block,
     is_summary,
-    left_out_note,
     relevance_text,
     remove_block,
     render_block,
     render_instructions,
     render_item,
-    strip_block,
 )
 from .selection import (
     Tokenizer,
@@ -38,15 +35,14 @@ from .selection import (
     covered_by_summaries,
     deduplicate,
     fit_block,
-    merge_near_duplicates,
     window_texts,
 )
 
 __all__ = [
     "ADMITTED_BY", "BLOCK_CLOSE", "BLOCK_INTRO", "BLOCK_OPEN", "CUT_TO_FIT", "DUPLICATE",
     "INSTRUCTIONS_INTRO", "IRRELEVANT", "OVER_BUDGET", "SUMMARISED", "THIS_CONVERSATION",
-    "LeftOut", "MemoryBlock", "Tokenizer", "admission", "block_from_records", "conflict_note",
+    "LeftOut", "MemoryBlock", "Tokenizer", "admission", "block_from_records",
     "covered_by_summaries", "deduplicate", "fit_block", "insert_block", "is_summary",
-    "left_out_note", "merge_near_duplicates", "relevance_text", "remove_block", "render_block",
-    "render_instructions", "render_item", "strip_block", "window_texts",
+    "relevance_text", "remove_block", "render_block", "render_instructions", "render_item",
+    "window_texts",
 ]
