@@ -17,101 +17,71 @@ from typing import TYPE_CHECKING, Any
 # `import llama_memory` and the command line's --help stay fast: the full package
 # pulls in LlamaIndex, Chroma and the embedding runtime (about a second).
 _EXPORTS: dict[str, str] = {
-    "ChatBuffer": ".write.buffer",
-    "ChatLog": ".write.buffer",
-    "ChatLogChanges": ".write.buffer",
-    "ComposableMemory": ".memory.composable",
-    "EmbeddingDimensionError": ".core.errors",
-    "EmbeddingMismatchError": ".core.errors",
-    "EmbeddingModelError": ".core.errors",
-    "EncryptionError": ".core.errors",
-    "Expiry": ".core.types",
-    "ExtractionError": ".core.errors",
-    "KnowledgeTriple": ".sources.triples",
-    "LlamaIndexMemorySource": ".sources",
-    "LlamaMemoryError": ".core.errors",
-    "MemoryAdmin": ".admin.memory_admin",
-    "MemoryBlock": ".read.compose",
-    "MemoryClosedError": ".core.errors",
-    "MemoryRecord": ".core.types",
-    "MemorySettings": ".memory.settings",
-    "MemorySource": ".sources",
-    "NotPicklableError": ".core.errors",
-    "ModelIntegrityError": ".core.errors",
-    "OfflineEmbedding": ".embeddings.offline",
-    "ProfileSource": ".sources",
-    "ProfileUpdateError": ".sources.profile",
-    "ReconcileReport": ".storage.reconcile",
-    "RestoreWarning": ".core.errors",
-    "RunMemoryTool": ".memory.agents",
-    "Scope": ".core.types",
-    "ScopeError": ".core.errors",
-    "SharedChatLog": ".write.buffer",
-    "StorageError": ".core.errors",
-    "StoredMessage": ".core.types",
-    "ToolArgumentError": ".core.errors",
-    "TripleError": ".sources.triples",
-    "TripleSource": ".sources.triples",
-    "VectorSource": ".sources",
-    "default_embedding": ".embeddings.offline",
-    "set_restore_hook": ".memory.restore",
+    name: module
+    for module, names in {
+        ".admin.memory_admin": ["MemoryAdmin"],
+        ".core.errors": [
+            "EmbeddingDimensionError", "EmbeddingMismatchError", "EmbeddingModelError",
+            "EncryptionError", "ExtractionError", "LlamaMemoryError", "MemoryClosedError",
+            "ModelIntegrityError", "NotPicklableError", "RestoreWarning", "ScopeError",
+            "StorageError", "ToolArgumentError",
+        ],
+        ".core.types": ["Expiry", "MemoryRecord", "Scope", "StoredMessage"],
+        ".embeddings.offline": ["OfflineEmbedding", "default_embedding"],
+        ".memory.agents": ["RunMemoryTool"],
+        ".memory.composable": ["ComposableMemory"],
+        ".memory.restore": ["set_restore_hook"],
+        ".memory.settings": ["MemorySettings"],
+        ".read.compose": ["MemoryBlock"],
+        ".sources": ["LlamaIndexMemorySource", "MemorySource", "ProfileSource", "VectorSource"],
+        ".sources.profile": ["ProfileUpdateError"],
+        ".sources.triples": ["KnowledgeTriple", "TripleError", "TripleSource"],
+        ".storage.reconcile": ["ReconcileReport"],
+        ".write.buffer": ["ChatBuffer", "ChatLog", "ChatLogChanges", "SharedChatLog"],
+    }.items()
+    for name in names
 }
 
-# What type checkers and IDEs see: the eager imports, each public ("X as X"; isort would
-# write one import per name).
-# isort: off
+# What type checkers and IDEs see: the eager imports, each public ("X as X").
 if TYPE_CHECKING:
     from .admin.memory_admin import MemoryAdmin as MemoryAdmin
-    from .core.errors import (
-        EmbeddingDimensionError as EmbeddingDimensionError,
-        EmbeddingMismatchError as EmbeddingMismatchError,
-        EmbeddingModelError as EmbeddingModelError,
-        EncryptionError as EncryptionError,
-        ExtractionError as ExtractionError,
-        LlamaMemoryError as LlamaMemoryError,
-        MemoryClosedError as MemoryClosedError,
-        ModelIntegrityError as ModelIntegrityError,
-        NotPicklableError as NotPicklableError,
-        RestoreWarning as RestoreWarning,
-        ScopeError as ScopeError,
-        StorageError as StorageError,
-        ToolArgumentError as ToolArgumentError,
-    )
-    from .core.types import (
-        MemoryRecord as MemoryRecord,
-        Scope as Scope,
-        StoredMessage as StoredMessage,
-    )
-    from .embeddings.offline import (
-        OfflineEmbedding as OfflineEmbedding,
-        default_embedding as default_embedding,
-    )
+    from .core.errors import EmbeddingDimensionError as EmbeddingDimensionError
+    from .core.errors import EmbeddingMismatchError as EmbeddingMismatchError
+    from .core.errors import EmbeddingModelError as EmbeddingModelError
+    from .core.errors import EncryptionError as EncryptionError
+    from .core.errors import ExtractionError as ExtractionError
+    from .core.errors import LlamaMemoryError as LlamaMemoryError
+    from .core.errors import MemoryClosedError as MemoryClosedError
+    from .core.errors import ModelIntegrityError as ModelIntegrityError
+    from .core.errors import NotPicklableError as NotPicklableError
+    from .core.errors import RestoreWarning as RestoreWarning
+    from .core.errors import ScopeError as ScopeError
+    from .core.errors import StorageError as StorageError
+    from .core.errors import ToolArgumentError as ToolArgumentError
+    from .core.types import Expiry as Expiry
+    from .core.types import MemoryRecord as MemoryRecord
+    from .core.types import Scope as Scope
+    from .core.types import StoredMessage as StoredMessage
+    from .embeddings.offline import OfflineEmbedding as OfflineEmbedding
+    from .embeddings.offline import default_embedding as default_embedding
     from .memory.agents import RunMemoryTool as RunMemoryTool
     from .memory.composable import ComposableMemory as ComposableMemory
     from .memory.restore import set_restore_hook as set_restore_hook
     from .memory.settings import MemorySettings as MemorySettings
     from .read.compose import MemoryBlock as MemoryBlock
-    from .sources import (
-        LlamaIndexMemorySource as LlamaIndexMemorySource,
-        MemorySource as MemorySource,
-        ProfileSource as ProfileSource,
-        VectorSource as VectorSource,
-    )
+    from .sources import LlamaIndexMemorySource as LlamaIndexMemorySource
+    from .sources import MemorySource as MemorySource
+    from .sources import ProfileSource as ProfileSource
+    from .sources import VectorSource as VectorSource
     from .sources.profile import ProfileUpdateError as ProfileUpdateError
-    from .sources.triples import (
-        KnowledgeTriple as KnowledgeTriple,
-        TripleError as TripleError,
-        TripleSource as TripleSource,
-    )
-    from .core.types import Expiry as Expiry
+    from .sources.triples import KnowledgeTriple as KnowledgeTriple
+    from .sources.triples import TripleError as TripleError
+    from .sources.triples import TripleSource as TripleSource
     from .storage.reconcile import ReconcileReport as ReconcileReport
-    from .write.buffer import (
-        ChatBuffer as ChatBuffer,
-        ChatLog as ChatLog,
-        ChatLogChanges as ChatLogChanges,
-        SharedChatLog as SharedChatLog,
-    )
-# isort: on
+    from .write.buffer import ChatBuffer as ChatBuffer
+    from .write.buffer import ChatLog as ChatLog
+    from .write.buffer import ChatLogChanges as ChatLogChanges
+    from .write.buffer import SharedChatLog as SharedChatLog
 
 
 def __getattr__(name: str) -> Any:

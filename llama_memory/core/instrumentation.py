@@ -17,12 +17,8 @@ from pydantic import Field
 dispatcher = get_dispatcher("llama_memory")
 
 __all__ = [
-    "MemoryBlockEvent",
-    "MemoryEvent",
-    "MemoryExtractionEvent",
-    "MemoryPutEvent",
-    "MemoryRetrievalEvent",
-    "dispatcher",
+    "MemoryBlockEvent", "MemoryEvent", "MemoryExtractionEvent", "MemoryPutEvent",
+    "MemoryRetrievalEvent", "dispatcher",
 ]
 
 

@@ -147,7 +147,5 @@ def message_tokens(message: ChatMessage, tokenizer_fn: Callable[[str], Sequence[
     text = message_text(message)
     calls = _tool_call_payload(message)
     if calls:
-        text += "\n" + json.dumps(
-            calls, sort_keys=True, ensure_ascii=False, default=_json_default
-        )
+        text += "\n" + json.dumps(calls, sort_keys=True, ensure_ascii=False, default=_json_default)
     return len(tokenizer_fn(text))

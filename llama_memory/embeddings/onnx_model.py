@@ -202,14 +202,9 @@ def embed_batch(
     encodings = tokenizer.encode_batch(texts)
     input_ids = np.asarray([e.ids for e in encodings], dtype=np.int64)
     attention_mask = np.asarray([e.attention_mask for e in encodings], dtype=np.int64)
-    feeds: dict[str, np.ndarray] = {}
-    for name in input_names:
-        if name == "input_ids":
-            feeds[name] = input_ids
-        elif name == "attention_mask":
-            feeds[name] = attention_mask
-        else:  # token_type_ids: single-segment input
-            feeds[name] = np.zeros_like(input_ids)
+    # Any other input is token_type_ids: single-segment input.
+    known = {"input_ids": input_ids, "attention_mask": attention_mask}
+    feeds = {name: known.get(name, np.zeros_like(input_ids)) for name in input_names}
     hidden = np.asarray(session.run(None, feeds)[0], dtype=np.float32)
 
     mask = attention_mask[:, :, None].astype(np.float32)

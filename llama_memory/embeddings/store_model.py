@@ -100,14 +100,10 @@ class VectorCache:
 
     def embed_ahead(self, texts: Sequence[str]) -> None:
         """Start embedding the query vectors of those of ``texts`` not known yet, in
-        background threads, for :meth:`query` to take when asked: a question of two
-        parts retrieves for each part and the whole question, and its three embeddings
-        run side by side and beside the store's statements, where one after another they
-        took most of a ``get()``. Each text is embedded alone, as :meth:`query` would
-        (one vector per run: the same vector bit for bit; a batch would not be, the
-        offline model quantises each batch's activations by the batch's range). Only
-        for the offline model, whose runs are thread-safe; any other model embeds
-        when asked."""
+        background threads, for :meth:`query` to take when asked (a question's parts run
+        side by side). Each text is embedded alone, as :meth:`query` would: a batch would
+        not give the same vector bit for bit (the offline model quantises each batch's
+        activations by its range). Only for the offline model, whose runs are thread-safe."""
         if not isinstance(self.model, OfflineEmbedding):
             return
         with self._lock:
@@ -248,9 +244,7 @@ class DimensionGuard:
     def __init__(self, store: MetaStore, embed_model: BaseEmbedding, key_prefix: str = "") -> None:
         self.store = store
         self.embed_model = embed_model
-        self.dim_key = f"{key_prefix}embedding_dimension"
-        self.model_key = f"{key_prefix}embedding_model"
-        self.fingerprint_key = f"{key_prefix}embedding_fingerprint"
+        self.dim_key, self.model_key, self.fingerprint_key = (key_prefix + k for k in IDENTITY_KEYS)
         self._confirmed: int | None = None  # checked against the store once, then cached
         self._identity_confirmed = False
 
@@ -263,12 +257,8 @@ class DimensionGuard:
             self.store.set_meta(self.dim_key, str(dim))
             self.store.set_meta(self.model_key, model_label(self.embed_model))
         elif int(stored) != dim:
-            raise EmbeddingDimensionError(
-                int(stored),
-                self.store.get_meta(self.model_key) or "unknown",
-                dim,
-                model_label(self.embed_model),
-            )
+            recorded = self.store.get_meta(self.model_key) or "unknown"
+            raise EmbeddingDimensionError(int(stored), recorded, dim, model_label(self.embed_model))
         self._confirmed = dim
 
     def check_at_open(self, dim: int | None) -> None:

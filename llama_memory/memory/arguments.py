@@ -27,16 +27,10 @@ NOT_SUPPORTED = {
 
 #: What an option's value must be, by the type of pydantic's error.
 _TAKES = {
-    "int_type": "a whole number",
-    "int_parsing": "a whole number",
-    "int_from_float": "a whole number",
-    "float_type": "a number",
-    "float_parsing": "a number",
-    "bool_type": "True or False",
-    "bool_parsing": "True or False",
-    "string_type": "a string",
-    "callable_type": "a function",
-    "list_type": "a list",
+    "int_type": "a whole number", "int_parsing": "a whole number",
+    "int_from_float": "a whole number", "float_type": "a number", "float_parsing": "a number",
+    "bool_type": "True or False", "bool_parsing": "True or False", "string_type": "a string",
+    "callable_type": "a function", "list_type": "a list",
 }
 
 

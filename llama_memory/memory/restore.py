@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import pickle
 import threading
 import warnings
 from collections.abc import Callable, Mapping
@@ -17,7 +18,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.memory.types import BaseMemory
 
-from ..core.errors import EncryptionError, LlamaMemoryError, RestoreWarning
+from ..core.errors import EncryptionError, LlamaMemoryError, NotPicklableError, RestoreWarning
 from ..core.text import short
 from ..storage.privacy import ENCRYPTION_KEY_ENV, environment_key
 from ..storage.registry import require_store
@@ -368,8 +369,6 @@ def pickled_memory(memory: Facade) -> tuple[dict[str, Any], dict[str, Any]]:
     that pickle themselves, as ``from_dict`` arguments;
     :class:`~llama_memory.core.errors.NotPicklableError` when the copy could not reopen the
     same memory."""
-    from ..core.errors import NotPicklableError
-
     memory.runtime.check_open()
     data = memory_to_dict(memory)
     if not memory.settings.persistent:
@@ -419,10 +418,6 @@ def unpickle_memory(cls: type[M], data: dict[str, Any], live: dict[str, Any]) ->
 
 def _picklable_part(value: Any, what: str, argument: str) -> Any:
     """``value`` if it pickles, else NotPicklableError saying what it is and what to do."""
-    import pickle
-
-    from ..core.errors import NotPicklableError
-
     try:
         pickle.dumps(value)
     except Exception as exc:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict
 from typing import Any, Optional, Protocol
 
 from llama_index.core.base.llms.types import ChatMessage
@@ -224,8 +225,7 @@ class Runtime:
 
     def event_scope(self) -> dict[str, Any]:
         """Whose memory, for the instrumentation events."""
-        s = self.settings
-        return {"tenant_id": s.tenant_id, "user_id": s.user_id, "session_id": s.session_id}
+        return asdict(self.scope)
 
     def change(self, **options: Any) -> None:
         """Change options after the memory opened (``memory.<option> = value``), not

@@ -17,28 +17,17 @@ __all__ = ["check_arguments", "described_arguments", "described_type"]
 
 #: What a JSON schema type is called in a sentence.
 _TYPE_WORDS = {
-    "string": "text",
-    "integer": "whole number",
-    "number": "number",
-    "boolean": "true or false",
+    "string": "text", "integer": "whole number", "number": "number", "boolean": "true or false",
     "null": "null",
 }
 
 
 #: What a value must be, by the type of pydantic's error (others keep pydantic's words).
 _EXPECTED = {
-    "string_type": "a text",
-    "int_type": "a whole number",
-    "int_parsing": "a whole number",
-    "int_from_float": "a whole number",
-    "float_type": "a number",
-    "float_parsing": "a number",
-    "bool_type": "true or false",
-    "bool_parsing": "true or false",
-    "list_type": "a list",
-    "dict_type": "an object",
-    "model_type": "an object",
-    "model_attributes_type": "an object",
+    "string_type": "a text", "int_type": "a whole number", "int_parsing": "a whole number",
+    "int_from_float": "a whole number", "float_type": "a number", "float_parsing": "a number",
+    "bool_type": "true or false", "bool_parsing": "true or false", "list_type": "a list",
+    "dict_type": "an object", "model_type": "an object", "model_attributes_type": "an object",
 }
 
 

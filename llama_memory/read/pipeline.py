@@ -210,20 +210,13 @@ def announce_block(
     rt: Runtime, query: Optional[str], block: MemoryBlock, window_messages: int, watch: Stopwatch
 ) -> None:
     """The :class:`~llama_memory.core.instrumentation.MemoryBlockEvent` of a composed block."""
-    dispatcher.event(
-        MemoryBlockEvent(
-            **rt.event_scope(),
-            query=query or "",
-            record_ids=[r.id for r in block.records],
-            sources=[r.source for r in block.records],
-            token_count=block.token_count,
-            token_limit=block.token_limit,
-            dropped_duplicates=block.dropped_duplicates,
-            dropped_for_budget=block.dropped_for_budget,
-            window_messages=window_messages,
-            duration_ms=watch.elapsed_ms,
-        )
-    )
+    dispatcher.event(MemoryBlockEvent(
+        **rt.event_scope(), query=query or "", record_ids=[r.id for r in block.records],
+        sources=[r.source for r in block.records], token_count=block.token_count,
+        token_limit=block.token_limit, dropped_duplicates=block.dropped_duplicates,
+        dropped_for_budget=block.dropped_for_budget, window_messages=window_messages,
+        duration_ms=watch.elapsed_ms,
+    ))  # fmt: skip
 
 
 def usage_log(rt: Runtime) -> UsageLog:
@@ -254,13 +247,10 @@ def plan_query(query: Optional[str], window: Sequence[ChatMessage]) -> QueryPlan
 
 
 def embed_later_parts(rt: Runtime, parts: Sequence[str], whole: str) -> None:
-    """For a question of several parts, start embedding the texts retrieved for after
-    the first (the other parts, then the whole question) in the background, in the
-    sources that can (:class:`~llama_memory.sources.base.EmbedsAhead`): they embed
-    beside the first part's embedding and its retrieval's statements, where one after
-    another they took most of a ``get()``. The first is embedded when asked, in this
-    thread (waiting for a thread to start it costs a loaded machine more than it
-    saves)."""
+    """For a question of several parts, start embedding the texts after the first (the
+    other parts, then the whole question) in the background, in the sources that can
+    (:class:`~llama_memory.sources.base.EmbedsAhead`): one after another they took most of
+    a ``get()``. The first is embedded in this thread (a thread to start costs more)."""
     texts = [t for t in [*parts, whole][1:] if t.strip()] if parts else []
     if texts:
         for source in rt.sources:
@@ -286,9 +276,8 @@ def retrieve_parts(
 ) -> list[MemoryRecord]:
     """:func:`retrieve` for ``query``, and, for a question of several ``parts``
     (:func:`~llama_memory.read.query_plan.question_parts`), for each part too: the
-    rankings merged round-robin, each part's first, then the whole question's, each
-    record once, as many as the longest ranking for each part. Each record keeps the relevance of the
-    search that judged it best (that of its part)."""
+    rankings merged round-robin (each part's first, then the whole question's), each
+    record once with its best relevance, as many as the longest ranking for each part."""
     if not parts:
         return retrieve(rt, query, k, sources, shown)
     rankings = [retrieve(rt, text, k, sources, shown) for text in (*parts, query)]
@@ -299,9 +288,7 @@ def retrieve_parts(
     for record in interleave(rankings):
         key = record.id or normalize_text(record.text)
         held = merged.get(key)
-        if held is None:
-            merged[key] = record
-        elif (record.relevance or 0.0) > (held.relevance or 0.0):
+        if held is None or (record.relevance or 0.0) > (held.relevance or 0.0):
             merged[key] = record
     # Each part keeps the places a question of one part has: cut to as many records as
     # the longest ranking for each part, not for the question as a whole (which gave each
@@ -347,24 +334,12 @@ def retrieve_one(
         records = source.retrieve_beside(query, scope, k, shown)
     else:
         records = source.retrieve(query, scope, k)
-    dispatcher.event(retrieval_event(rt.event_scope(), source.name, query, k, records, watch.elapsed_ms))
+    dispatcher.event(MemoryRetrievalEvent(
+        **rt.event_scope(), source=source.name, query=query, k=k,
+        record_ids=[r.id for r in records], scores=[float(r.score) for r in records],
+        duration_ms=watch.elapsed_ms,
+    ))  # fmt: skip
     return records
-
-
-def retrieval_event(
-    scope_fields: dict[str, Any], source: str, query: str, k: int, records: Sequence[MemoryRecord],
-    duration_ms: float
-) -> MemoryRetrievalEvent:
-    """The :class:`MemoryRetrievalEvent` for one source's ``records``."""
-    return MemoryRetrievalEvent(
-        **scope_fields,
-        source=source,
-        query=query,
-        k=k,
-        record_ids=[r.id for r in records],
-        scores=[float(r.score) for r in records],
-        duration_ms=duration_ms,
-    )
 
 
 def query_independent(rt: Runtime) -> list[SourceProtocol]:
@@ -381,28 +356,16 @@ def relevant_records(
     """The records that enter (those without a relevance stay), statements before the
     user's own questions, and the others as left out, :data:`~llama_memory.read.compose.IRRELEVANT`.
 
-    First, stored small talk goes (:func:`~llama_memory.read.query_plan.without_small_talk`):
-    a record that matched ``query`` by a greeting or the reply to one, or by the same
-    words as the query, and such parts of an excerpt. Then two decisions, in order. A record's ``relevance`` must reach ``min_relevance``. Then
-    the record itself: its own relevance (:func:`~llama_memory.retrieval.relevance.own_relevance`,
-    the calibration applied to its evidence alone) must reach
-    :data:`~llama_memory.retrieval.relevance.RECORD_FLOOR`, a low bar. The default
-    calibration weighs a record's own evidence only, so the two agree and the floor never
-    decides; a calibration that also weighs the query's best match among past messages
-    (is the question about this user's history at all?) can lift a record that has
-    nothing to do with the question, and the floor leaves that one out.
-
-    A fact (a record that is no turn of a conversation: a triple) is a few words, with a
-    low cosine with any question: when some past statement is relevant, the question is
-    about this user, and their facts found for it stay too if their own relevance passes
-    the floor. The user's own earlier questions state nothing: they never make a
-    question one about the user, and they come after the statements. A record that
-    serves a request for advice in the first person by its own cosine stays too
-    (:func:`~llama_memory.retrieval.relevance.serves_request`), and so does one close to a
-    first-person question that holds a word it names
-    (:func:`~llama_memory.retrieval.relevance.speaks_of_what_is_asked`)."""
-    # Stored small talk states nothing: a record that matched the query by it goes, and
-    # an excerpt loses it (llama_memory.read.query_plan.without_small_talk), before anything is judged.
+    Stored small talk goes first (:func:`~llama_memory.read.query_plan.without_small_talk`).
+    A record then needs ``relevance`` >= ``min_relevance`` and its own relevance
+    (:func:`~llama_memory.retrieval.relevance.own_relevance`, its evidence alone) >=
+    :data:`~llama_memory.retrieval.relevance.RECORD_FLOOR`: a low bar that only decides for
+    a calibration that also weighs the query's best match among past messages, which can
+    lift a record that has nothing to do with the question. A fact (a triple: a few words,
+    a low cosine with any question) stays when some past statement makes the question one
+    about this user; the user's own earlier questions never do, and come last. A record
+    that serves a first-person request for advice, or holds a word a first-person question
+    names, stays too (:func:`admitting_rule`)."""
     records, empty = without_small_talk(records, query)
     floor = RECORD_FLOOR if min_relevance > 0 else 0.0
     about_user = any(
@@ -417,9 +380,8 @@ def relevant_records(
         if rule is not None:
             kept.append(replace(r, metadata={**r.metadata, ADMITTED_BY: rule}))
         else:
-            dropped.append(LeftOut(
-                r, IRRELEVANT, detail=why_irrelevant(r, min_relevance), rule=irrelevance_rule(r, min_relevance)
-            ))
+            detail, rule = irrelevance(r, min_relevance)
+            dropped.append(LeftOut(r, IRRELEVANT, detail=detail, rule=rule))
     return statements_first(kept), dropped
 
 
@@ -479,29 +441,21 @@ def admitting_rule(record: MemoryRecord, min_relevance: float, about_user: bool)
     return None
 
 
-def why_irrelevant(record: MemoryRecord, min_relevance: float) -> str:
-    """Why :func:`admitting_rule` left a record out, in words, with the record's values."""
-    own = own_relevance(record)
-    if below_floor_only(record, min_relevance) and own is not None:
-        return (f"relevance {relevance_text(record)}, but its own relevance {share_text(own)} is below "
-                f"the record floor {share_text(RECORD_FLOOR)}")
-    return f"relevance {relevance_text(record)} below min_relevance {threshold_text(min_relevance)}"
-
-
-def irrelevance_rule(record: MemoryRecord, min_relevance: float) -> str:
-    """The rule that left a record out (:func:`why_irrelevant`), by its name and
-    threshold only: the same words for every record it left out."""
-    if below_floor_only(record, min_relevance):
-        return f"own relevance below the record floor {share_text(RECORD_FLOOR)}"
-    return f"relevance below min_relevance {threshold_text(min_relevance)}"
-
-
-def below_floor_only(record: MemoryRecord, min_relevance: float) -> bool:
-    """Whether a record reached ``min_relevance`` but its own relevance did not reach
-    the record floor (:data:`~llama_memory.retrieval.relevance.RECORD_FLOOR`)."""
+def irrelevance(record: MemoryRecord, min_relevance: float) -> tuple[str, str]:
+    """Why :func:`admitting_rule` left a record out: in words with the record's values, and
+    the rule alone (by its name and threshold: the same words for every record it left
+    out). A record that reached ``min_relevance`` was left out by the record floor."""
     own = own_relevance(record)
     floor = RECORD_FLOOR if min_relevance > 0 else 0.0
-    return own is not None and own < floor and record.relevance is not None and record.relevance >= min_relevance
+    reached = record.relevance is not None and record.relevance >= min_relevance
+    if own is not None and own < floor and reached:
+        floor_text = share_text(RECORD_FLOOR)
+        detail = (f"relevance {relevance_text(record)}, but its own relevance {share_text(own)} is "
+                  f"below the record floor {floor_text}")
+        return detail, f"own relevance below the record floor {floor_text}"
+    threshold = threshold_text(min_relevance)
+    return (f"relevance {relevance_text(record)} below min_relevance {threshold}",
+            f"relevance below min_relevance {threshold}")
 
 
 def threshold_text(value: float) -> str:

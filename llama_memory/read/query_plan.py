@@ -43,12 +43,8 @@ def question_parts(text: str) -> tuple[str, ...]:
     if "?" not in text:
         return ()
     pieces = [p.strip() for p in _JOIN.split(text.strip()) if p.strip()]
-    if len(pieces) < 2:
-        return ()
     parts = tuple(p for p in pieces if content_words(p))
-    if len(parts) < 2:
-        return ()
-    return parts[:MAX_PARTS]
+    return parts[:MAX_PARTS] if len(parts) >= 2 else ()
 
 
 #: Words of greetings, thanks and acknowledgements: a message made of these only is small talk.
@@ -194,16 +190,14 @@ def choose_query(text: Optional[str], earlier_user_texts: Sequence[str] = ()) ->
             return QueryPlan("time", " ".join(rest), days)
     found = words(text)
     topical = [w for w in content if w not in _ANAPHORA]
-    if len(found) <= 6 and len(topical) <= 1 and any(w in _ANAPHORA for w in found):
-        previous = next((t for t in reversed(earlier_user_texts) if t.strip() and t.strip() != text), "")
-        if previous:
-            return QueryPlan("context", f"{previous}\n{text}")
+    previous = next((t for t in reversed(earlier_user_texts) if t.strip() not in ("", text)), "")
+    if previous and len(found) <= 6 and len(topical) <= 1 and any(w in _ANAPHORA for w in found):
+        return QueryPlan("context", f"{previous}\n{text}")
     if not content_words(" ".join(without_time_deixis(found))) and not is_personal(text):
         # Function words and words of when only, not about the user ("how about you?"):
         # no record can match it by what it is about. A time alone follows up the
         # previous message ("what about today?"): searched with it. A question about the
         # user in function words ("what do I do?") is searched: its meaning may match.
-        previous = next((t for t in reversed(earlier_user_texts) if t.strip() and t.strip() != text), "")
         if previous and len(without_time_deixis(found)) < len(found):
             return QueryPlan("context", f"{previous}\n{text}")
         return QueryPlan("none", "")

@@ -47,46 +47,33 @@ class Relation(Enum):
     CONFLICT = "conflict"  # one value at a time and another value, or opposite polarity
 
 
-def fact_text(record: MemoryRecord) -> str:
-    """The text of what a record states: a field's path and value, a triple without its
-    dates, a message's text."""
+def fact_texts(record: MemoryRecord) -> tuple[str, str]:
+    """The text of what a record states (a field's path and value, a triple without its
+    dates, a message's text) and of the thing it gives a value of ("" for a message)."""
     meta = record.metadata
     if is_profile(record):
-        return f"{str(meta['path']).replace('_', ' ').replace('.', ' ')} {meta['value']}"
+        path = str(meta["path"]).replace("_", " ").replace(".", " ")
+        return f"{path} {meta['value']}", path
     if is_triple(record):
         subject = str(meta["subject"])
-        subject = "" if subject.casefold() in _SELF else subject
-        return f"{subject} {meta['predicate']} {meta['object']}"
-    return record.text
+        said = "" if subject.casefold() in _SELF else subject
+        return f"{said} {meta['predicate']} {meta['object']}", f"{subject} {meta['predicate']}"
+    return record.text, ""
 
 
 def statement(record: MemoryRecord) -> Statement:
     """What ``record`` states (:class:`Statement`)."""
-    words = content_words(fact_text(record))
+    fact, key = fact_texts(record)
+    meta = record.metadata
+    words = content_words(fact)
     negated = any(w in _NEGATIONS for w in words)
-    key = _stems(content_words(_key_text(record)))
-    return Statement(_stems(words), negated, key, holds_one_value(record))
-
-
-def holds_one_value(record: MemoryRecord) -> bool:
-    """Whether the thing ``record`` gives a value of holds one value at a time: a profile
-    field, or a triple whose ``metadata["functional"]`` is True."""
-    if is_profile(record):
-        return True
-    return is_triple(record) and record.metadata.get("functional") is True
+    # A profile field holds one value at a time, a triple when it says it is functional.
+    one_value = is_profile(record) or (is_triple(record) and meta.get("functional") is True)
+    return Statement(_stems(words), negated, _stems(content_words(key)), one_value)
 
 
 def _stems(words: list[str]) -> frozenset[str]:
     return frozenset(stem(w) for w in words if w not in _NEGATIONS and w not in _SELF)
-
-
-def _key_text(record: MemoryRecord) -> str:
-    meta = record.metadata
-    if is_profile(record):
-        return str(meta["path"]).replace("_", " ").replace(".", " ")
-    if is_triple(record):
-        return f"{meta['subject']} {meta['predicate']}"
-    return ""
 
 
 def relate(first: Statement, second: Statement) -> Relation:

@@ -44,8 +44,8 @@ def render_item(record: MemoryRecord, session_id: Optional[str] = None, since: O
     speaker = f"{record.role}: " if record.role else ""
     if is_summary(record):
         speaker = f"summary of the session of {format_time(record.event_time) or 'unknown date'}: "
-    text = quoted(record.text)
-    return f"- [{label}] {speaker}{text}{conflict_note(record)}{superseded_note(record)}"
+    notes = f"{conflict_note(record)}{superseded_note(record)}"
+    return f"- [{label}] {speaker}{quoted(record.text)}{notes}"
 
 
 def of_this_conversation(record: MemoryRecord, session_id: Optional[str], since: Optional[float] = None) -> bool:
@@ -68,9 +68,9 @@ def quoted(text: str) -> str:
 CONFLICT_QUOTE = 80
 
 
-def clip(text: str) -> str:
-    """``text`` cut to :data:`CONFLICT_QUOTE` characters (an ellipsis marks the cut)."""
-    return text if len(text) <= CONFLICT_QUOTE else text[: CONFLICT_QUOTE - 1] + "…"
+def clip(text: str, limit: int = CONFLICT_QUOTE) -> str:
+    """``text`` cut to ``limit`` characters (an ellipsis marks the cut)."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def conflict_note(record: MemoryRecord) -> str:
@@ -81,9 +81,7 @@ def conflict_note(record: MemoryRecord) -> str:
         text = clip(str(other["text"]))
         age = {True: ", newer", False: ", older"}.get(other.get("newer"), "")  # type: ignore[arg-type]
         notes.append(f"conflict{age}: [{other['source']}] {quoted(text)} says otherwise")
-    if not notes:
-        return ""
-    return f" ({'; '.join(notes)}; ask the user which holds)"
+    return f" ({'; '.join(notes)}; ask the user which holds)" if notes else ""
 
 
 #: The most characters of a superseded message of an excerpt its note quotes (enough to
@@ -100,14 +98,9 @@ def superseded_note(record: MemoryRecord) -> str:
     for part in parts:
         for later in part.metadata.get("possibly_superseded_by") or ():
             label = ", ".join(str(p) for p in (later.get("source"), later.get("time")) if p)
-            which = ""
-            if len(parts) > 1:
-                text = part.text if len(part.text) <= SUPERSEDED_QUOTE else part.text[: SUPERSEDED_QUOTE - 1] + "…"
-                which = f"{quoted(text)} "
+            which = f"{quoted(clip(part.text, SUPERSEDED_QUOTE))} " if len(parts) > 1 else ""
             notes.append(f"{which}possibly superseded by [{label}]")
-    if not notes:
-        return ""
-    return f" ({'; '.join(notes)})"
+    return f" ({'; '.join(notes)})" if notes else ""
 
 
 def render_instructions(instructions: Sequence[str]) -> list[str]:

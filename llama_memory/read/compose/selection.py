@@ -241,13 +241,9 @@ def block_from_records(
     left_out: list[LeftOut] = []
     kept, duplicates = deduplicate(records, window_texts(window), left_out)
     return fit_block(
-        kept,
-        token_limit=token_limit,
-        tokenizer=tokenizer,
-        duplicates=duplicates,
-        session_id=session_id,
-        left_out=left_out,
-    )
+        kept, token_limit=token_limit, tokenizer=tokenizer, duplicates=duplicates,
+        session_id=session_id, left_out=left_out,
+    )  # fmt: skip
 
 
 def fit_block(
