@@ -498,10 +498,12 @@ class MemoryAdmin(TenantTransfer):
         """Rebuild the dense indexes (past messages, triples) from the system of record,
         for every tenant and user; return how many records were embedded.
 
-        ``reembed``: switch the store to this admin's ``embed_model`` (as
-        ``from_defaults(..., reembed=True)`` does): the model the store recorded is
-        dropped and every record and triple is embedded with the new one. Call it
-        before anything else opens the admin's sources (search, explain, import).
+        ``reembed``: embed every record and triple again. With this admin's
+        ``embed_model``, the store switches to it (as ``from_defaults(..., reembed=True)``
+        does: the recorded model is dropped); without one, with the model the store
+        recorded if it can be built here (the offline default, or ``Settings.embed_model``),
+        else a :class:`LlamaMemoryError` naming it. Call it before anything else opens
+        the admin's sources (search, explain, import).
         """
         if reembed:
             if self._vector is not None or self._triples is not None:
@@ -511,7 +513,10 @@ class MemoryAdmin(TenantTransfer):
                 )
             from ..embeddings.store_model import forget_embedding_model
 
-            forget_embedding_model(self.store, vector=True, triples=True)
+            if self._embed_model is None:  # not a switch: the store's own model, checked at open
+                self._embed_model = _recorded_model(self.store)
+            else:
+                forget_embedding_model(self.store, vector=True, triples=True)
         sources = self._indexed_sources()
         total, _ = self._backlog()
         with watching(progress, lambda: self._backlog()[1], total):
@@ -596,3 +601,22 @@ class MemoryAdmin(TenantTransfer):
 def _require_text(value: Any, what: str) -> None:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{what} must be a non-empty string, got {value!r}")
+
+
+def _recorded_model(store: Any) -> BaseEmbedding:
+    """The model the store's vectors were made with, when it can be built here (a store
+    that recorded none: the default); re-embedding without a model must not switch models."""
+    from ..embeddings.offline import default_embedding
+    from ..embeddings.store_model import SOURCE_PREFIXES, model_label
+    from ..memory.wiring import resolve_embed_model
+
+    recorded = {store.get_meta(f"{prefix}embedding_model") for prefix in SOURCE_PREFIXES} - {None}
+    for model in (resolve_embed_model(None), default_embedding()):
+        if recorded <= {model_label(model)}:
+            return model
+    raise LlamaMemoryError(
+        f"reindex(reembed=True) without a model re-embeds with the one the store recorded, "
+        f"{' and '.join(map(repr, sorted(recorded)))}, which is not the offline default: pass it as "
+        "embed_model= (llama-memory: --embed-model MODULE:NAME) to re-embed with it, or another model to "
+        "switch the store to (the offline default: llama_memory.embeddings.offline:default_embedding)"
+    )

@@ -159,6 +159,43 @@ def test_a_bad_flag_shows_the_commands_own_usage(store: Path, capsys: pytest.Cap
     assert "unrecognized arguments: --jsn" in err
 
 
+@pytest.mark.parametrize(
+    ("args", "meant"),
+    [
+        (["serch", "alice", "cello"], "invalid choice: 'serch'; did you mean 'search'?"),
+        (["purge"], "did you mean 'purge-expired'?"),
+        (["jobs", "retyr"], "invalid choice: 'retyr'; did you mean 'retry'?"),
+        (["search", "alice", "cello", "--topk", "3"], "unrecognized arguments: --topk 3; --topk: did you mean --top-k?"),
+        (["explain", "alice", "cello", "--top_k=3"], "--top_k: did you mean --top-k?"),
+        (["records", "alice", "--sesion", "s1"], "--sesion: did you mean --session?"),
+        (["--jsn", "users"], "--jsn: did you mean --json?"),
+    ],
+)
+def test_a_mistyped_command_or_option_gets_the_closest_one(
+    store: Path, capsys: pytest.CaptureFixture[str], args: list[str], meant: str
+) -> None:
+    status, _, err = run(capsys, *args, "--store", store)
+    assert status == 2
+    assert meant in err
+
+
+def test_a_mistyped_store_option_is_named_beside_the_missing_store(capsys: pytest.CaptureFixture[str]) -> None:
+    status, _, err = run(capsys, "users", "--stroe", "./memory")
+    assert status == 2
+    assert "the following arguments are required: --store; --stroe: did you mean --store?" in err
+    assert run(capsys, "users", "--store", "./memory", "-x")[2].endswith("unrecognized arguments: -x\n")  # none near
+
+
+def test_search_takes_top_k_as_explain_does_and_log_levels_in_any_case(
+    store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, _ = run(capsys, "search", "alice", "cello", "--top-k", "1", "--json", "--store", store)
+    assert status == 0 and len(json.loads(out)) == 1
+    from llama_memory.admin.cli import build_parser
+
+    assert build_parser().parse_args(["mcp", "--store", str(store), "--log-level", "info"]).log_level == "INFO"
+
+
 def test_copy_to_a_directory_says_it_takes_a_postgresql_url(
     store: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
