@@ -247,6 +247,23 @@ class MemoryBlocks(BaseModel):
             return opened
         return await asyncio.to_thread(self.memory_for, session_id)  # opening does file I/O
 
+    def __enter__(self) -> "MemoryBlocks":
+        """``with MemoryBlocks.open(...) as blocks:`` closes them on leaving (:meth:`close`)."""
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        """Close every session's memory, also when the block raised."""
+        self.close()
+
+    async def __aenter__(self) -> "MemoryBlocks":
+        """``async with``: the same as ``with``, for async code."""
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        """Close as a sync ``close()`` in a coroutine does (on the loop: a PostgreSQL
+        store closes its loop's pool there)."""
+        self.close()
+
     def close(self) -> None:
         """Close every session's memory (their stores and formation threads); the blocks
         reopen them if used again."""
