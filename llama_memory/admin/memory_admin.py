@@ -172,9 +172,12 @@ class MemoryAdmin(TenantTransfer):
         backend = backend_at(location)
         missing = None if create else backend.missing(path)
         if missing is not None:
+            # A store's file or folder given for its directory: name the directory.
+            above = next((p for p in Path(path).parents[:3] if backend.missing(p) is None), None)
             raise StoreNotFoundError(
                 f"no memory store at {Path(path)}: the path {missing}. Pass the directory given "
                 "as path= to ComposableMemory.from_defaults (an import creates a new one)"
+                + (f"; {Path(path)} is inside the store {above}: did you mean {above}?" if above else "")
             )
         self.tenant_id = tenant_id
         self.owner_only = owner_only

@@ -131,6 +131,14 @@ def export_header(path: Path) -> Optional[Mapping[str, Any]]:
     return head if isinstance(head, dict) and head.get("format") == EXPORT_FORMAT else None
 
 
+def _check_target(path: Path) -> None:
+    """Refuse, in words, a file an export cannot be written to (not an errno)."""
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a directory: export writes one file, e.g. {path / 'export.jsonl'}")
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"cannot write {path}: there is no directory {path.parent} (create it first)")
+
+
 class TenantTransfer:
     """Export and import of the admin's tenant (a base of
     :class:`~llama_memory.admin.memory_admin.MemoryAdmin`)."""
@@ -187,6 +195,7 @@ class TenantTransfer:
             progress.total = self._admin.count_export_rows(self.tenant_id, chosen)
         rows = self.export_rows(chosen)
         if isinstance(to, (str, Path)):
+            _check_target(Path(to))
             # The export holds what the store does: as private as the store (0600).
             with (open_private(to) if self.owner_only else open(to, "w", encoding="utf-8")) as stream:
                 return write_rows(stream, rows, progress)

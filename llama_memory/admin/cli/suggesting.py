@@ -46,7 +46,7 @@ class SuggestingParser(argparse.ArgumentParser):
     def error(self, message: str, words: Sequence[str] = ()) -> NoReturn:
         """Exit with the usage and ``message``, which names, for each mistyped option among
         ``words`` and the arguments this parser was given, the option it likely meant."""
-        if self._subparsers is None and "did you mean" not in message:
+        if "did you mean" not in message:
             message += "".join(
                 f"; {word.split('=')[0]}: did you mean {meant}?"
                 for word, meant in dict(self._meant([*words, *self._given])).items()
