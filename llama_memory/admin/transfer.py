@@ -250,8 +250,7 @@ class TenantTransfer:
         return added
 
     def _prepare_import(self, kinds: set[str]) -> None:
-        """Open what the rows of ``kinds`` are written to: the tables a store makes on
-        first use."""
+        """Open what the rows of ``kinds`` are written to (tables made on first use)."""
         if "profile" in kinds:
             self.profile_source  # noqa: B018 - creates its table
         if "instruction" in kinds:

@@ -31,7 +31,13 @@ from llama_index.core.memory.memory import BaseMemoryBlock
 from llama_index.core.workflow import Context
 from workflows.context.serializers import PickleSerializer
 
-from llama_memory import ComposableMemory, LlamaMemoryError, MemoryClosedError, ScopeError, StorageError
+from llama_memory import (
+    ComposableMemory,
+    LlamaMemoryError,
+    MemoryClosedError,
+    ScopeError,
+    StorageError,
+)
 from llama_memory.blocks import (
     InstructionsMemoryBlock,
     LongTermMemoryBlock,

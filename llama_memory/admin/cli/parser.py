@@ -79,7 +79,7 @@ _positive = _whole_number(1, "a positive whole number")
 _non_negative = _whole_number(0, "a whole number (0 or more)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> SuggestingParser:
     """The argument parser of ``llama-memory`` (every command and option)."""
     from ... import __version__
 
@@ -88,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"llama-memory {__version__}")
     # Options of every command that opens a store (the parents copy them: added first).
-    options = argparse.ArgumentParser(add_help=False)
+    options = SuggestingParser(add_help=False)
     options.add_argument(
         "--chroma-url", metavar="URL",
         help="server mode: the Chroma server holding the store's vectors (http://host:port)",
@@ -104,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="leave the modes of the files this command creates (a store, an export) to the "
         "umask, and do not warn about a store other accounts can read (default: owner-only)",
     )  # fmt: skip
-    store = argparse.ArgumentParser(add_help=False, parents=[options])
+    store = SuggestingParser(add_help=False, parents=[options])
     store.add_argument(
         "--store", required=True, metavar="PATH|URL",
         help="the memory directory (path= of ComposableMemory.from_defaults), or a "
