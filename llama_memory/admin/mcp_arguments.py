@@ -63,7 +63,8 @@ def _fits(spec: Mapping[str, Any], value: Any) -> bool:
 def unknown_tool(name: str, tools: Sequence[str]) -> str:
     """What to call instead of a tool the server does not have (an agent's guess at a
     name, such as ``search_memories``): the closest one, and every one offered."""
-    return f"there is no tool {shown(name)}{_guess(name, tools, '; did you mean {}?') or '.'} The tools are {_listed(list(tools))}."
+    guess = _guess(name, tools, "; did you mean {}?") or "."
+    return f"there is no tool {shown(name)}{guess} The tools are {_listed(list(tools))}."
 
 
 def _guess(name: str, names: Sequence[str], form: str) -> str:

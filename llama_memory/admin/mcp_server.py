@@ -265,7 +265,7 @@ def serve(
     except StoreNotFoundError as exc:
         raise StoreNotFoundError(f"{exc}; or let the server create it: --create (create=True)") from None
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llama-memory-mcp")
-    previous = _interrupt_on_sigterm() if http else _stop_on_signals(lambda: pool.submit(admin.close).result())
+    previous = _stop_on_signals(None if http else lambda: pool.submit(admin.close).result())
     try:
         tools = MemoryTools(admin, allowed, allow_delete=allow_delete, session_id=session_id)
         _log_in_lines(log_level)
@@ -301,7 +301,7 @@ def _warn_of_new_users(admin: MemoryAdmin, users: Sequence[str]) -> None:
     known = [summary.user_id for summary in admin.users()]
     new = [user for user in users if user not in known]
     if known and new:
-        shown = listed(list(map(repr, known)))
+        shown = listed([repr(u) for u in known])
         logger.warning(
             "the store %s holds nothing of %s in tenant %r yet (its users: %s): the server "
             "starts %s memory from nothing; if that is a typo, restart it with the id as the store has it",
@@ -328,26 +328,17 @@ def _log_in_lines(level: LogLevel) -> None:
         root.setLevel(level)
 
 
-def _interrupt_on_sigterm() -> Optional[dict[int, Any]]:
-    """Make SIGTERM end the HTTP server as Ctrl-C does, so the store is closed (waiting
-    vectors written); return the previous handler, or None off the main thread."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
-
-    def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    return {signal.SIGTERM: signal.signal(signal.SIGTERM, interrupt)}
-
-
-def _stop_on_signals(close: Callable[[], None]) -> Optional[dict[int, Any]]:
-    """Make Ctrl-C (SIGINT, status 130) and SIGTERM (status 0) ``close`` the store and end
-    the stdio server at once (the SDK reads stdin in a thread no KeyboardInterrupt
-    reaches); return the previous handlers, or None off the main thread."""
+def _stop_on_signals(close: Optional[Callable[[], None]]) -> Optional[dict[int, Any]]:
+    """With ``close`` (stdio): make Ctrl-C (SIGINT, status 130) and SIGTERM (status 0)
+    ``close`` the store and end the server at once (the SDK reads stdin in a thread no
+    KeyboardInterrupt reaches). Without (HTTP): make SIGTERM interrupt as Ctrl-C does, so
+    the store is closed. Return the previous handlers, or None off the main thread."""
     if threading.current_thread() is not threading.main_thread():
         return None
 
     def stop(signum: int, frame: Any) -> None:
+        if close is None:
+            raise KeyboardInterrupt
         for each in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not cut the close short
             signal.signal(each, signal.SIG_IGN)
         close()  # on the store's thread, after the call it may be running
@@ -355,4 +346,5 @@ def _stop_on_signals(close: Callable[[], None]) -> Optional[dict[int, Any]]:
         print(f"llama-memory mcp: stopped by {how}; the store is closed", file=sys.stderr, flush=True)
         os._exit(130 if signum == signal.SIGINT else 0)
 
-    return {signum: signal.signal(signum, stop) for signum in (signal.SIGINT, signal.SIGTERM)}
+    signums = (signal.SIGTERM,) if close is None else (signal.SIGINT, signal.SIGTERM)
+    return {signum: signal.signal(signum, stop) for signum in signums}

@@ -174,7 +174,6 @@ class MemoryAdmin(TenantTransfer, AbstractContextManager["MemoryAdmin"]):
         backend = backend_at(location)
         missing = None if create else backend.missing(path)
         if missing is not None:
-            # A store's file or folder given for its directory: name the directory.
             above = next((p for p in Path(path).parents[:3] if backend.missing(p) is None), None)
             raise StoreNotFoundError(
                 f"no memory store at {Path(path)}: the path {missing}. Pass the directory given "
@@ -310,7 +309,7 @@ class MemoryAdmin(TenantTransfer, AbstractContextManager["MemoryAdmin"]):
         tenants = self._admin.tenants()
         if not tenants or self.tenant_id in tenants:
             return ""
-        return f" (the store's tenants: {listed(list(map(repr, tenants)))})"
+        return f" (the store's tenants: {listed([repr(t) for t in tenants])})"
 
     def sessions(self, user_id: str) -> list[SessionSummary]:
         """The user's conversations, oldest first (:class:`UnknownUserError` for an unknown user)."""
@@ -361,7 +360,8 @@ class MemoryAdmin(TenantTransfer, AbstractContextManager["MemoryAdmin"]):
         if session_id is not None:
             sessions = [s.session_id for s in self.sessions(user_id)]
             if session_id not in sessions:
-                return f"user {user_id!r} has no session {session_id!r}; their sessions are {listed(list(map(repr, sessions)))}"
+                shown = listed([repr(s) for s in sessions])
+                return f"user {user_id!r} has no session {session_id!r}; their sessions are {shown}"
         if source is not None:
             sources = sorted(self._admin.counts(self.tenant_id, now()).records)
             if source not in sources:

@@ -62,15 +62,15 @@ def check_header(header: Any) -> None:
         )
 
 
+# A profile and an instruction row are alike: a field's value, with its history.
+_FIELD_ROW = ("user", "path", "value", "removed", "op", "session", "message_ids", "created_at", "superseded_at", "ttl", "expires_at")
 #: The fields each kind of export row must have.
 ROW_FIELDS: dict[str, tuple[str, ...]] = {
     "message": ("user", "session", "created_at", "message"),
     "record": ("user", "source", "session", "role", "text", "message_ids", "event_time",
                "ingested_at", "metadata", "ttl", "expires_at"),
-    "profile": ("user", "path", "value", "removed", "op", "session", "message_ids",
-                "created_at", "superseded_at", "ttl", "expires_at"),
-    "instruction": ("user", "path", "value", "removed", "op", "session", "message_ids",
-                    "created_at", "superseded_at", "ttl", "expires_at"),
+    "profile": _FIELD_ROW,
+    "instruction": _FIELD_ROW,
     "triple": ("user", "id", "subject", "predicate", "object", "subject_key", "predicate_key",
                "object_key", "valid_from", "valid_to", "superseded_by", "ingested_at", "ttl",
                "expires_at", "mentions"),
