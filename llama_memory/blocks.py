@@ -23,6 +23,7 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, cast
@@ -87,7 +88,7 @@ class _Shown:
     taken: set[str] = field(default_factory=set)
 
 
-class MemoryBlocks(BaseModel):
+class MemoryBlocks(BaseModel, AbstractContextManager["MemoryBlocks"], AbstractAsyncContextManager["MemoryBlocks"]):
     """One user's llama-memory store, opened once, and the LlamaIndex memory blocks over it.
 
     Build it with :meth:`open`; hand its blocks to ``Memory.from_defaults(memory_blocks=...)``
@@ -98,13 +99,9 @@ class MemoryBlocks(BaseModel):
     from :func:`~llama_memory.set_restore_hook`; a store that is gone raises).
     """
 
-    config: dict[str, Any] = Field(
-        description="What reopens the store: ComposableMemory.to_dict() without the session."
-    )
+    config: dict[str, Any] = Field(description="What reopens the store: ComposableMemory.to_dict() without the session.")
     session_id: Optional[str] = Field(
-        default=None,
-        description="The session messages are stored under when a Memory does not say which "
-        "(it always does).",
+        default=None, description="The session messages are stored under when a Memory does not say which (it always does)."
     )
 
     _memories: OrderedDict[str, ComposableMemory] = PrivateAttr(default_factory=OrderedDict)
@@ -176,9 +173,7 @@ class MemoryBlocks(BaseModel):
             config.pop(key, None)
         blocks = cls(config=config, session_id=memory.session_id)
         blocks._live = {k: v for k, v in settings.items() if k in LIVE_ARGUMENTS}
-        if store is not None:
-            # A pool is shared by every session's memory; a URL keeps its password here
-            # (the saved configuration does not).
+        if store is not None:  # a pool shared by every session; a URL with its password (not saved)
             blocks._live["store"] = store
         blocks._memories[memory.session_id] = memory
         return blocks
@@ -191,8 +186,7 @@ class MemoryBlocks(BaseModel):
         return LongTermMemoryBlock(blocks=self, name=name, priority=priority, **fields)
 
     def profile(self, name: str = PROFILE_NAME, priority: int = SHARED_PRIORITY, **fields: Any) -> "ProfileMemoryBlock":
-        """The block of the user's profile; see :meth:`all` before giving it another
-        ``priority``."""
+        """The block of the user's profile; see :meth:`all` before giving it another ``priority``."""
         return ProfileMemoryBlock(blocks=self, name=name, priority=priority, **fields)
 
     def instructions(self, name: str = INSTRUCTIONS_NAME, **fields: Any) -> "InstructionsMemoryBlock":
@@ -246,6 +240,14 @@ class MemoryBlocks(BaseModel):
         if opened is not None:
             return opened
         return await asyncio.to_thread(self.memory_for, session_id)  # opening does file I/O
+
+    def __exit__(self, *exc: Any) -> None:
+        """Leaving ``with MemoryBlocks.open(...) as blocks:`` closes them, also when it raised."""
+        self.close()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        """``async with``: as ``with`` (on the loop: a PostgreSQL store closes its loop's pool there)."""
+        self.close()
 
     def close(self) -> None:
         """Close every session's memory (their stores and formation threads); the blocks

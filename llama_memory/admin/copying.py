@@ -18,7 +18,7 @@ from ..core.progress import Progress
 from ..core.text import replace_unstorable
 from ..sources.triples.normalize import search_text
 from ..storage.registry import entry_for
-from .memory_admin import MemoryAdmin
+from .memory_admin import MemoryAdmin, listed
 
 
 class CopyRefusedError(LlamaMemoryError, ValueError):
@@ -126,10 +126,9 @@ def _plan(
         held += [f"{user!r} (tenant {tenant!r})" for user in sorted(there)]
         plan[tenant] = [u for u in users if u not in there]
     if held and not skip_existing:
-        shown = ", ".join(held[:10]) + (", ..." if len(held) > 10 else "")
         raise CopyRefusedError(
             f"the PostgreSQL store {dst.location} already holds {len(held)} of the users to copy: "
-            f"{shown}. Nothing was copied. Pass skip_existing (--skip-existing) to copy only the "
+            f"{listed(held)}. Nothing was copied. Pass skip_existing (--skip-existing) to copy only the "
             "others, or forget those users there first"
         )
     return plan

@@ -63,9 +63,13 @@ def _fits(spec: Mapping[str, Any], value: Any) -> bool:
 def unknown_tool(name: str, tools: Sequence[str]) -> str:
     """What to call instead of a tool the server does not have (an agent's guess at a
     name, such as ``search_memories``): the closest one, and every one offered."""
-    close = difflib.get_close_matches(name, tools, n=1)
-    guess = f"; did you mean {shown(close[0])}?" if close else "."
+    guess = _guess(name, tools, "; did you mean {}?") or "."
     return f"there is no tool {shown(name)}{guess} The tools are {_listed(list(tools))}."
+
+
+def _guess(name: str, names: Sequence[str], form: str) -> str:
+    close = difflib.get_close_matches(name, names, n=1)
+    return form.format(shown(close[0])) if close else ""
 
 
 def argument_problem(
@@ -81,7 +85,7 @@ def argument_problem(
         if refused and name in refused:
             return refused[name]
         takes = f"its arguments are {_listed(list(properties))}" if properties else "it takes none"
-        return f"{tool} has no argument {shown(name)}; {takes}."
+        return f"{tool} has no argument {shown(name)}{_guess(name, list(properties), ' (did you mean {}?)')}; {takes}."
     for name in schema.get("required", []):
         if name not in arguments:
             about = properties.get(name, {}).get("description")

@@ -16,18 +16,8 @@ if TYPE_CHECKING:
     from ..sources.triples import KnowledgeTriple
 
 __all__ = [
-    "CUT_MARKER",
-    "MAX_TEXT_CHARS",
-    "AddedResult",
-    "DeletedRecord",
-    "DeletedResult",
-    "ForgottenResult",
-    "ProfileResult",
-    "RecordResult",
-    "TripleResult",
-    "cut_text",
-    "record_result",
-    "triple_result",
+    "CUT_MARKER", "MAX_TEXT_CHARS", "AddedResult", "DeletedRecord", "DeletedResult", "ForgottenResult",
+    "ProfileResult", "RecordResult", "TripleResult", "cut_text", "record_result", "triple_result",
 ]
 
 #: The most characters of a record's text a search or a listing returns (marker

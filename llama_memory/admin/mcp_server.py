@@ -44,18 +44,8 @@ if TYPE_CHECKING:
     from .memory_admin import MemoryAdmin
 
 __all__ = [
-    "AddedResult",
-    "DeletedResult",
-    "ForgottenResult",
-    "DEFAULT_LOG_LEVEL",
-    "DEFAULT_PORT",
-    "MAX_TEXT_CHARS",
-    "MCPUnavailableError",
-    "ProfileResult",
-    "RecordResult",
-    "TripleResult",
-    "build_server",
-    "serve",
+    "AddedResult", "DeletedResult", "ForgottenResult", "DEFAULT_LOG_LEVEL", "DEFAULT_PORT", "MAX_TEXT_CHARS",
+    "MCPUnavailableError", "ProfileResult", "RecordResult", "TripleResult", "build_server", "serve",
 ]
 
 logger = logging.getLogger(__name__)
@@ -156,10 +146,9 @@ def build_server(
                 raise ToolError(f"{name} is turned off: this server was started without --allow-delete.")
             if schema is None:  # the SDK's "Unknown tool: x" names none to call instead
                 raise ToolError(unknown_tool(name, list(schemas)))
-            if schema is not None:
-                problem = argument_problem(name, schema, arguments, refused)
-                if problem is not None:
-                    raise ToolError(problem)
+            problem = argument_problem(name, schema, arguments, refused)
+            if problem is not None:
+                raise ToolError(problem)
             try:
                 result = await super().call_tool(name, arguments, context)
             except ToolError as exc:
@@ -276,7 +265,7 @@ def serve(
     except StoreNotFoundError as exc:
         raise StoreNotFoundError(f"{exc}; or let the server create it: --create (create=True)") from None
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llama-memory-mcp")
-    previous = _interrupt_on_sigterm() if http else _stop_on_signals(lambda: pool.submit(admin.close).result())
+    previous = _stop_on_signals(None if http else lambda: pool.submit(admin.close).result())
     try:
         tools = MemoryTools(admin, allowed, allow_delete=allow_delete, session_id=session_id)
         _log_in_lines(log_level)
@@ -305,13 +294,14 @@ def serve(
 
 
 def _warn_of_new_users(admin: MemoryAdmin, users: Sequence[str]) -> None:
-    """Log a warning naming each served user the store holds nothing of, when it holds
-    others: a mistyped ``--user`` would otherwise serve an empty memory in silence (the
-    agent finds nothing, and what it adds goes to a user the application never reads)."""
+    """Warn of each served user the store holds nothing of, when it holds others: a
+    mistyped ``--user`` would otherwise serve an empty memory in silence."""
+    from .memory_admin import listed
+
     known = [summary.user_id for summary in admin.users()]
     new = [user for user in users if user not in known]
     if known and new:
-        shown = ", ".join(map(repr, known[:10])) + (", ..." if len(known) > 10 else "")
+        shown = listed([repr(u) for u in known])
         logger.warning(
             "the store %s holds nothing of %s in tenant %r yet (its users: %s): the server "
             "starts %s memory from nothing; if that is a typo, restart it with the id as the store has it",
@@ -321,7 +311,6 @@ def _warn_of_new_users(admin: MemoryAdmin, users: Sequence[str]) -> None:
 
 
 def _on_a_terminal() -> bool:
-    """Whether standard input is a terminal (not a client's pipe)."""
     try:
         return sys.stdin is not None and sys.stdin.isatty()
     except (ValueError, OSError):  # closed or detached
@@ -339,28 +328,17 @@ def _log_in_lines(level: LogLevel) -> None:
         root.setLevel(level)
 
 
-def _interrupt_on_sigterm() -> Optional[dict[int, Any]]:
-    """Make SIGTERM end the HTTP server as Ctrl-C does, so the store is closed (waiting
-    vectors written); return the previous handler, or None off the main thread."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
-
-    def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    return {signal.SIGTERM: signal.signal(signal.SIGTERM, interrupt)}
-
-
-def _stop_on_signals(close: Callable[[], None]) -> Optional[dict[int, Any]]:
-    """Make Ctrl-C (SIGINT, status 130) and SIGTERM (status 0) end the stdio server at
-    once: ``close`` the store, say so in one line on stderr, exit. The SDK reads stdin
-    in a thread no cancellation reaches, so a KeyboardInterrupt waited for the client's
-    next line, forever while it kept stdin open. Return the previous handlers, or None
-    off the main thread."""
+def _stop_on_signals(close: Optional[Callable[[], None]]) -> Optional[dict[int, Any]]:
+    """With ``close`` (stdio): make Ctrl-C (SIGINT, status 130) and SIGTERM (status 0)
+    ``close`` the store and end the server at once (the SDK reads stdin in a thread no
+    KeyboardInterrupt reaches). Without (HTTP): make SIGTERM interrupt as Ctrl-C does, so
+    the store is closed. Return the previous handlers, or None off the main thread."""
     if threading.current_thread() is not threading.main_thread():
         return None
 
     def stop(signum: int, frame: Any) -> None:
+        if close is None:
+            raise KeyboardInterrupt
         for each in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not cut the close short
             signal.signal(each, signal.SIG_IGN)
         close()  # on the store's thread, after the call it may be running
@@ -368,4 +346,5 @@ def _stop_on_signals(close: Callable[[], None]) -> Optional[dict[int, Any]]:
         print(f"llama-memory mcp: stopped by {how}; the store is closed", file=sys.stderr, flush=True)
         os._exit(130 if signum == signal.SIGINT else 0)
 
-    return {signum: signal.signal(signum, stop) for signum in (signal.SIGINT, signal.SIGTERM)}
+    signums = (signal.SIGTERM,) if close is None else (signal.SIGINT, signal.SIGTERM)
+    return {signum: signal.signal(signum, stop) for signum in signums}

@@ -22,11 +22,11 @@ from .mcp_results import (
     record_result,
     triple_result,
 )
+from .memory_admin import MemoryAdmin, UnknownUserError
 
 if TYPE_CHECKING:
     from ..core.types import MemoryRecord
     from ..memory.composable import ComposableMemory
-    from .memory_admin import MemoryAdmin
 
 __all__ = ["DEFAULT_SESSION", "MAX_RESULTS", "MemoryTools", "allowed_users"]
 
@@ -190,8 +190,6 @@ class MemoryTools:
     ) -> list[RecordResult]:
         """The user's latest long-term records, newest first, each cut at
         :data:`MAX_TEXT_CHARS` characters."""
-        from .memory_admin import UnknownUserError
-
         user = self.check_user(user_id)
         _count(limit, "limit")
         try:
@@ -222,8 +220,6 @@ class MemoryTools:
     def forget_user(self, user_id: str) -> ForgottenResult:
         """Delete everything remembered of the user, for good (done at once when nothing
         is stored of them)."""
-        from .memory_admin import UnknownUserError
-
         user = self._check_delete(user_id, "forget_user")
         # Their memories' windows hold what is being forgotten.
         self._writers.pop(user, None)
@@ -237,14 +233,12 @@ class MemoryTools:
     def _stored(self, user: str, ids: Sequence[str]) -> list[MemoryRecord]:
         """The user's records (or triples) of ``ids``; ValueError naming those the user
         has none of (another user's id is one of them)."""
-        from .memory_admin import UnknownUserError
-
         found: list[MemoryRecord] = []
         unknown: list[str] = []
         for record_id in ids:
             try:
                 found.append(self.admin.record(user, record_id))
-            except (KeyError, UnknownUserError):
+            except KeyError:  # UnknownUserError too
                 unknown.append(record_id)
         if unknown:
             raise ValueError(

@@ -16,7 +16,9 @@ It opens every kind of source that has data in the store, so nothing stored is h
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
@@ -116,7 +118,7 @@ class StoreStats:
 Time = Union[float, int, str, Any]
 
 
-class MemoryAdmin(TenantTransfer):
+class MemoryAdmin(TenantTransfer, AbstractContextManager["MemoryAdmin"]):
     """Every user of one tenant of a memory store, for inspection and maintenance.
 
     Args:
@@ -172,9 +174,11 @@ class MemoryAdmin(TenantTransfer):
         backend = backend_at(location)
         missing = None if create else backend.missing(path)
         if missing is not None:
+            above = next((p for p in Path(path).parents[:3] if backend.missing(p) is None), None)
             raise StoreNotFoundError(
                 f"no memory store at {Path(path)}: the path {missing}. Pass the directory given "
                 "as path= to ComposableMemory.from_defaults (an import creates a new one)"
+                + (f"; {Path(path)} is inside the store {above}: did you mean {above}?" if above else "")
             )
         self.tenant_id = tenant_id
         self.owner_only = owner_only
@@ -183,9 +187,7 @@ class MemoryAdmin(TenantTransfer):
         self._embed_model = embed_model
         if chroma_url is not None and chroma_client is not None:
             raise ValueError("pass chroma_url or chroma_client, not both")
-        # The store's backend with its parts; a malformed Chroma URL is refused now,
-        # not at first use. Admins open at once on one store share one opening of it
-        # (a SQLite file is migrated, an encrypted one's key derived, once per process).
+        # One opening per store and process (migrated, a key derived, once); a bad Chroma URL fails now.
         self._opened = SHARED.acquire(location, lambda: backend.open(location, for_admin=True))
         self.store: Any = self._opened.store
         self._rows: AdminRows = self._opened.admin_rows()
@@ -195,9 +197,6 @@ class MemoryAdmin(TenantTransfer):
         self._closed = False
 
     # -- life cycle ---------------------------------------------------------------------
-
-    def __enter__(self) -> "MemoryAdmin":
-        return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
@@ -209,15 +208,14 @@ class MemoryAdmin(TenantTransfer):
         self._closed = True
         try:
             for source in (self._vector, self._profile, self._triples):
-                if source is not None:  # opened
+                if source is not None:
                     source.close()
         finally:
             SHARED.release(self._opened)
 
     @property
     def _backend(self) -> OpenBackend:
-        """The store's backend; :class:`MemoryClosedError` once :meth:`close` was called
-        (the opening may live on for another admin of the store, but not for this one)."""
+        # MemoryClosedError once closed: the opening may live on for another admin, not this one.
         if self._closed:
             raise MemoryClosedError(
                 f"this MemoryAdmin of {self._opened.location} is closed (close() was called, or "
@@ -258,8 +256,7 @@ class MemoryAdmin(TenantTransfer):
         return self._vector
 
     def triple_source(self, create: bool = False) -> Optional[TripleSource]:
-        """The knowledge-triple source when the store holds triples (or ``create``),
-        else None."""
+        """The knowledge-triple source when the store holds triples (or ``create``), else None."""
         from ..memory.wiring import triple_source
 
         if self._triples is None and (create or self._admin.has_triples()):
@@ -295,16 +292,15 @@ class MemoryAdmin(TenantTransfer):
     def user(self, user_id: str) -> UserSummary:
         """One user's counts; :class:`UnknownUserError` when the tenant has nothing of them."""
         _require_text(user_id, "user_id")
-        for summary in self.users():
+        users = self.users()
+        for summary in users:
             if summary.user_id == user_id:
                 return summary
-        known = [u.user_id for u in self.users()]
         # Each id cut to 40 characters: an id of any length leaves the message readable.
-        brief = [repr(u) if len(u) <= 40 else repr(u[:39]) + "…" for u in known[:10]]
-        shown = ", ".join(brief) + (", ..." if len(known) > 10 else "")
+        known = [repr(u) if len(u) <= 40 else repr(u[:39]) + "…" for u in (s.user_id for s in users)]
         raise UnknownUserError(
             f"no user {user_id!r} in tenant {self.tenant_id!r} of {self.location}"
-            + (f"; its users are {shown}" if known else "; it has no users" + self.other_tenants())
+            + (f"; its users are {listed(known)}" if known else "; it has no users" + self.other_tenants())
         )
 
     def other_tenants(self) -> str:
@@ -313,11 +309,10 @@ class MemoryAdmin(TenantTransfer):
         tenants = self._admin.tenants()
         if not tenants or self.tenant_id in tenants:
             return ""
-        return f" (the store's tenants: {', '.join(map(repr, tenants[:10]))}{', ...' if len(tenants) > 10 else ''})"
+        return f" (the store's tenants: {listed([repr(t) for t in tenants])})"
 
     def sessions(self, user_id: str) -> list[SessionSummary]:
-        """The user's conversations, oldest first (:class:`UnknownUserError` for a
-        user the tenant does not know)."""
+        """The user's conversations, oldest first (:class:`UnknownUserError` for an unknown user)."""
         self.user(user_id)
         return self._admin.sessions(self.tenant_id, user_id)
 
@@ -365,10 +360,8 @@ class MemoryAdmin(TenantTransfer):
         if session_id is not None:
             sessions = [s.session_id for s in self.sessions(user_id)]
             if session_id not in sessions:
-                return (
-                    f"user {user_id!r} has no session {session_id!r}; their sessions are "
-                    + ", ".join(map(repr, sessions[:10])) + (", ..." if len(sessions) > 10 else "")
-                )  # fmt: skip
+                shown = listed([repr(s) for s in sessions])
+                return f"user {user_id!r} has no session {session_id!r}; their sessions are {shown}"
         if source is not None:
             sources = sorted(self._admin.counts(self.tenant_id, now()).records)
             if source not in sources:
@@ -419,7 +412,6 @@ class MemoryAdmin(TenantTransfer):
         from ..sources.triples.model import to_triple
 
         scope = self._scope(user_id)
-        scope.require_user()
         if not self._admin.has_triples():
             return []  # no table to read (and none created by reading)
         rows = self._backend.triple_timeline().select(scope, now(), include_history=include_history)
@@ -461,8 +453,7 @@ class MemoryAdmin(TenantTransfer):
         vector later."""
         self.user(user_id)
         scope = self._scope(user_id)
-        # Opened before anything is deleted: a refusal (a server-mode store without its
-        # address, another embedding model) must leave the record in place.
+        # Opened first: a refusal (no server address, another model) must leave the record in place.
         vector, triples = self.vector_source, self.triple_source()
         source = self._admin.delete_record(self.tenant_id, user_id, record_id)
         if source is not None:
@@ -498,10 +489,12 @@ class MemoryAdmin(TenantTransfer):
         """Rebuild the dense indexes (past messages, triples) from the system of record,
         for every tenant and user; return how many records were embedded.
 
-        ``reembed``: switch the store to this admin's ``embed_model`` (as
-        ``from_defaults(..., reembed=True)`` does): the model the store recorded is
-        dropped and every record and triple is embedded with the new one. Call it
-        before anything else opens the admin's sources (search, explain, import).
+        ``reembed``: embed every record and triple again. With this admin's
+        ``embed_model``, the store switches to it (as ``from_defaults(..., reembed=True)``
+        does: the recorded model is dropped); without one, with the model the store
+        recorded if it can be built here (the offline default, or ``Settings.embed_model``),
+        else a :class:`LlamaMemoryError` naming it. Call it before anything else opens
+        the admin's sources (search, explain, import).
         """
         if reembed:
             if self._vector is not None or self._triples is not None:
@@ -510,28 +503,28 @@ class MemoryAdmin(TenantTransfer):
                     "embedding model: open a new MemoryAdmin(path, embed_model=...) for it"
                 )
             from ..embeddings.store_model import forget_embedding_model
+            from .reembedding import recorded_model
 
-            forget_embedding_model(self.store, vector=True, triples=True)
-        sources = self._indexed_sources()
-        total, _ = self._backlog()
-        with watching(progress, lambda: self._backlog()[1], total):
-            return sum(source.reindex() for source in sources)
+            if self._embed_model is None:  # not a switch: the store's own model, checked at open
+                self._embed_model = recorded_model(self.store)
+            else:
+                forget_embedding_model(self.store, vector=True, triples=True)
+        return self._embed_indexed("reindex", progress)
 
     def flush(self, progress: Optional[Progress] = None) -> int:
         """Embed every record (and triple) still waiting for the dense index, of every
         tenant; return how many."""
-        sources = self._indexed_sources()
-        with watching(progress, lambda: self._backlog()[1], self._backlog()[1]):
-            return sum(source.flush() for source in sources)
+        return self._embed_indexed("flush", progress)
 
-    def _indexed_sources(self) -> list[Union[VectorSource, TripleSource]]:
+    def _embed_indexed(self, how: str, progress: Optional[Progress]) -> int:
         from ..sources.triples import TripleSource
         from ..sources.vector import VectorSource
 
-        return [s for s in self.sources() if isinstance(s, (VectorSource, TripleSource))]
-
-    def _backlog(self) -> tuple[int, int]:
-        return self._admin.index_backlog(self.vector_source.name)
+        sources = [s for s in self.sources() if isinstance(s, (VectorSource, TripleSource))]
+        backlog = partial(self._admin.index_backlog, self.vector_source.name)
+        total, waiting = backlog()
+        with watching(progress, lambda: backlog()[1], total if how == "reindex" else waiting):
+            return sum(getattr(source, how)() for source in sources)
 
     def reconcile(self) -> dict[str, ReconcileReport]:
         """Bring the dense indexes in line with the system of record, for every user
@@ -593,6 +586,12 @@ class MemoryAdmin(TenantTransfer):
         return Scope(user_id=user_id, tenant_id=self.tenant_id)
 
 
+def listed(names: list[str], most: int = 10) -> str:
+    """The first ``most`` of ``names``, comma-separated, and ``...`` when there are more."""
+    return ", ".join(names[:most]) + (", ..." if len(names) > most else "")
+
+
 def _require_text(value: Any, what: str) -> None:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{what} must be a non-empty string, got {value!r}")
+

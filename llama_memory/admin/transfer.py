@@ -62,15 +62,15 @@ def check_header(header: Any) -> None:
         )
 
 
+# A profile and an instruction row are alike: a field's value, with its history.
+_FIELD_ROW = ("user", "path", "value", "removed", "op", "session", "message_ids", "created_at", "superseded_at", "ttl", "expires_at")
 #: The fields each kind of export row must have.
 ROW_FIELDS: dict[str, tuple[str, ...]] = {
     "message": ("user", "session", "created_at", "message"),
     "record": ("user", "source", "session", "role", "text", "message_ids", "event_time",
                "ingested_at", "metadata", "ttl", "expires_at"),
-    "profile": ("user", "path", "value", "removed", "op", "session", "message_ids",
-                "created_at", "superseded_at", "ttl", "expires_at"),
-    "instruction": ("user", "path", "value", "removed", "op", "session", "message_ids",
-                    "created_at", "superseded_at", "ttl", "expires_at"),
+    "profile": _FIELD_ROW,
+    "instruction": _FIELD_ROW,
     "triple": ("user", "id", "subject", "predicate", "object", "subject_key", "predicate_key",
                "object_key", "valid_from", "valid_to", "superseded_by", "ingested_at", "ttl",
                "expires_at", "mentions"),
@@ -131,6 +131,14 @@ def export_header(path: Path) -> Optional[Mapping[str, Any]]:
     return head if isinstance(head, dict) and head.get("format") == EXPORT_FORMAT else None
 
 
+def _check_target(path: Path) -> None:
+    """Refuse, in words, a file an export cannot be written to (not an errno)."""
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a directory: export writes one file, e.g. {path / 'export.jsonl'}")
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"cannot write {path}: there is no directory {path.parent} (create it first)")
+
+
 class TenantTransfer:
     """Export and import of the admin's tenant (a base of
     :class:`~llama_memory.admin.memory_admin.MemoryAdmin`)."""
@@ -187,6 +195,7 @@ class TenantTransfer:
             progress.total = self._admin.count_export_rows(self.tenant_id, chosen)
         rows = self.export_rows(chosen)
         if isinstance(to, (str, Path)):
+            _check_target(Path(to))
             # The export holds what the store does: as private as the store (0600).
             with (open_private(to) if self.owner_only else open(to, "w", encoding="utf-8")) as stream:
                 return write_rows(stream, rows, progress)
@@ -241,8 +250,7 @@ class TenantTransfer:
         return added
 
     def _prepare_import(self, kinds: set[str]) -> None:
-        """Open what the rows of ``kinds`` are written to: the tables a store makes on
-        first use."""
+        """Open what the rows of ``kinds`` are written to (tables made on first use)."""
         if "profile" in kinds:
             self.profile_source  # noqa: B018 - creates its table
         if "instruction" in kinds:

@@ -31,7 +31,13 @@ from llama_index.core.memory.memory import BaseMemoryBlock
 from llama_index.core.workflow import Context
 from workflows.context.serializers import PickleSerializer
 
-from llama_memory import ComposableMemory, LlamaMemoryError, ScopeError, StorageError
+from llama_memory import (
+    ComposableMemory,
+    LlamaMemoryError,
+    MemoryClosedError,
+    ScopeError,
+    StorageError,
+)
 from llama_memory.blocks import (
     InstructionsMemoryBlock,
     LongTermMemoryBlock,
@@ -580,3 +586,20 @@ def test_a_reset_of_the_blocks_memory_keeps_the_session_the_blocks_name(tmp_path
         blocks.memory.reset()
         assert blocks.memory_for(session).session_id == session
         assert blocks.memory.get_all() == []
+
+
+async def test_with_and_async_with_close_every_sessions_memory_on_leaving(tmp_path: Path, embed_model) -> None:
+    with pytest.raises(RuntimeError, match="the app failed"):
+        with MemoryBlocks.open("alice", path=tmp_path, embed_model=embed_model) as blocks:
+            first, second = blocks.memory, blocks.memory_for("other")
+            raise RuntimeError("the app failed")
+    for memory in (first, second):
+        with pytest.raises(MemoryClosedError):
+            memory.search("anything")
+    async with MemoryBlocks.open("alice", path=tmp_path, embed_model=embed_model) as blocks:
+        memory = blocks.memory
+        await memory.aput_messages([ChatMessage(role=MessageRole.USER, content=FACT)])
+    with pytest.raises(MemoryClosedError):
+        await memory.asearch("Lisbon")
+    with blocks:  # used again: reopened on the same store, closed again on leaving
+        assert "Lisbon" in blocks.memory.search("where do I live?")[0].text

@@ -586,3 +586,26 @@ def test_reindex_reembed_switches_a_store_to_another_model(
         assert "fixie" in admin.search("hal", "which bike do I ride?")[0].text
         with pytest.raises(LlamaMemoryError, match=r"first use of the embedding model"):
             admin.reindex(reembed=True)
+
+
+def test_reindex_reembed_without_a_model_keeps_the_stores_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], embed_model
+) -> None:
+    mine = ComposableMemory.from_defaults(user_id="hal", path=tmp_path / "small", embed_model=small_embedding())
+    mine.put_messages([user("My bike is a green fixie.")])
+    mine.close()
+    small = ["--store", str(tmp_path / "small")]
+    assert main(["reindex", "--reembed", *small]) == 1  # not switched to the offline model
+    refused = capsys.readouterr().err
+    assert "'MockEmbedding:unknown'" in refused and "--embed-model MODULE:NAME" in refused
+    with MemoryAdmin(tmp_path / "small") as admin:
+        with pytest.raises(LlamaMemoryError, match="'MockEmbedding:unknown'.*embed_model="):
+            admin.reindex(reembed=True)
+        assert admin.store.get_meta("embedding_dimension") == "8"  # the record of the model stays
+    assert main(["search", "hal", "which bike?", "--json", *small, "--embed-model", "test_cli:small_embedding"]) == 0
+    assert "fixie" in json.loads(capsys.readouterr().out)[0]["text"]
+    offline = ComposableMemory.from_defaults(user_id="hal", path=tmp_path / "offline", embed_model=embed_model)
+    offline.put_messages([user("My bike is a green fixie.")])
+    offline.close()
+    assert main(["reindex", "--reembed", "--store", str(tmp_path / "offline")]) == 0  # its own model, again
+    assert "reindexed 1 record" in capsys.readouterr().out

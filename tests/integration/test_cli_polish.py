@@ -159,6 +159,66 @@ def test_a_bad_flag_shows_the_commands_own_usage(store: Path, capsys: pytest.Cap
     assert "unrecognized arguments: --jsn" in err
 
 
+@pytest.mark.parametrize(
+    ("args", "meant"),
+    [
+        (["serch", "alice", "cello"], "invalid choice: 'serch'; did you mean 'search'?"),
+        (["purge"], "did you mean 'purge-expired'?"),
+        (["jobs", "retyr"], "invalid choice: 'retyr'; did you mean 'retry'?"),
+        (["search", "alice", "cello", "--topk", "3"], "unrecognized arguments: --topk 3; --topk: did you mean --top-k?"),
+        (["explain", "alice", "cello", "--top_k=3"], "--top_k: did you mean --top-k?"),
+        (["records", "alice", "--sesion", "s1"], "--sesion: did you mean --session?"),
+        (["--jsn", "users"], "--jsn: did you mean --json?"),
+    ],
+)
+def test_a_mistyped_command_or_option_gets_the_closest_one(
+    store: Path, capsys: pytest.CaptureFixture[str], args: list[str], meant: str
+) -> None:
+    status, _, err = run(capsys, *args, "--store", store)
+    assert status == 2
+    assert meant in err
+
+
+def test_a_mistyped_store_option_is_named_beside_the_missing_store(capsys: pytest.CaptureFixture[str]) -> None:
+    status, _, err = run(capsys, "users", "--stroe", "./memory")
+    assert status == 2
+    assert "the following arguments are required: --store; --stroe: did you mean --store?" in err
+    assert "--verison: did you mean --version?" in run(capsys, "--verison")[2]
+    assert run(capsys, "users", "--store", "./memory", "-x")[2].endswith("unrecognized arguments: -x\n")  # none near
+
+
+def test_search_takes_top_k_as_explain_does_and_log_levels_in_any_case(
+    store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, _ = run(capsys, "search", "alice", "cello", "--top-k", "1", "--json", "--store", store)
+    assert status == 0 and len(json.loads(out)) == 1
+    from llama_memory.admin.cli import build_parser
+
+    assert build_parser().parse_args(["mcp", "--store", str(store), "--log-level", "info"]).log_level == "INFO"
+
+
+@pytest.mark.parametrize("inside", ["memory.sqlite3", "chroma"])
+def test_a_path_inside_a_store_names_the_stores_directory(
+    store: Path, capsys: pytest.CaptureFixture[str], inside: str
+) -> None:
+    status, _, err = run(capsys, "users", "--store", store / inside)
+    assert status == 1
+    assert f"{store / inside} is inside the store {store}: did you mean {store}?" in err
+    assert "did you mean" not in run(capsys, "users", "--store", store / "nothing" / "here" / "at" / "all")[2]
+
+
+def test_export_to_a_directory_or_into_a_missing_one_says_so_in_words(
+    store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, _, err = run(capsys, "export", "alice", "-o", tmp_path, "--store", store)
+    assert status == 1
+    assert f"{tmp_path} is a directory: export writes one file, e.g. {tmp_path / 'export.jsonl'}" in err
+    status, _, err = run(capsys, "export", "alice", "-o", tmp_path / "nope" / "x.jsonl", "--store", store)
+    assert status == 1
+    assert f"there is no directory {tmp_path / 'nope'} (create it first)" in err
+    assert "Errno" not in err and not (tmp_path / "nope").exists()
+
+
 def test_copy_to_a_directory_says_it_takes_a_postgresql_url(
     store: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

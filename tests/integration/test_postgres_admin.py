@@ -166,5 +166,8 @@ def test_reindex_reembed_switches_a_postgres_store_to_another_model(
         assert "vault code" in admin.search("bob", "vault code")[0].text
     assert main(["search", "bob", "vault code", "--store", pg_store]) == 1  # the offline model is refused now
     assert "llama-memory reindex --reembed" in capsys.readouterr().err
-    assert run(capsys, "reindex", "--reembed", "--store", pg_store)["indexed"] >= 4  # and back
+    assert main(["reindex", "--reembed", "--store", pg_store]) == 1  # not switched without --embed-model
+    assert "'MockEmbedding:unknown'" in capsys.readouterr().err
+    offline = "llama_memory.embeddings.offline:default_embedding"
+    assert run(capsys, "reindex", "--reembed", "--store", pg_store, "--embed-model", offline)["indexed"] >= 4  # and back
     assert "vault code" in run(capsys, "search", "bob", "what is the vault code?", "--store", pg_store)[0]["text"]

@@ -40,6 +40,12 @@ def schemas(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any
         ("search_memory", {"query": None}, "query must be a text, got null."),
         ("search_memory", {}, "search_memory needs query: what to look for, e.g. a question about the user."),
         ("search_memory", {"query": "x", "q": 1}, 'search_memory has no argument "q"; its arguments are query and k.'),
+        (
+            "search_memory", {"querry": "x"},
+            'search_memory has no argument "querry" (did you mean "query"?); its arguments are query and k.',
+        ),
+        ("read_triples", {"history": True}, 'read_triples has no argument "history" (did you mean "include_history"?); '
+         "its arguments are include_history."),
         ("read_profile", {"x": 1}, 'read_profile has no argument "x"; it takes none.'),
         ("read_triples", {"include_history": 1}, "include_history must be true or false, got 1."),
         ("delete_memory", {"record_ids": "abc"}, 'record_ids must be a list of texts (at least 1), got "abc".'),

@@ -24,7 +24,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # reported with the command's own usage, which lists its options
-        getattr(args, "command_parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
+        getattr(args, "command_parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}", unknown)
     from ...core.errors import EmbeddingModelError, EncryptionError, LlamaMemoryError
 
     try:

@@ -49,7 +49,6 @@ def cmd_import(args: argparse.Namespace) -> None:
         args.tenant = "default" if head is None else str(head.get("tenant") or "default")
     from ...storage.registry import backend_for
 
-    # A failed import into a new store leaves no empty store behind.
     with backend_for(args.store).undo_failed_creation(args.store):
         with _open(args, create=True) as admin, _progress("importing") as progress:
             added = admin.import_file(file, user_id=args.user, progress=progress)

@@ -61,23 +61,18 @@ def _import_attribute(spec: str, option: str, example: str) -> Any:
         raise CommandError(f"{option} {spec}: cannot load it: {exc}") from None
 
 
-def _called(factory: Any, spec: str, option: str) -> Any:
-    """What ``factory()`` returns; a failure of the user's code said in one line (the
-    factory's own error, e.g. a missing API key), not as a traceback."""
-    try:
-        return factory()
-    except Exception as exc:  # noqa: BLE001 (the user's code: any error is theirs to read)
-        hint = " (name an object, or a function that takes no arguments)" if isinstance(exc, TypeError) else ""
-        raise CommandError(
-            f"{option} {spec}: calling it without arguments failed: {type(exc).__name__}: {exc}{hint}"
-        ) from None
-
-
 def _load(spec: str, option: str, example: str, kind: type, kind_name: str = "") -> Any:
     """The ``kind`` object named ``module:name`` (``example`` shows the form), or what the
     function or class so named returns when called without arguments."""
-    found = _import_attribute(spec, option, example)
-    value = _called(found, spec, option) if callable(found) and not isinstance(found, kind) else found
+    value = _import_attribute(spec, option, example)
+    if callable(value) and not isinstance(value, kind):
+        try:
+            value = value()
+        except Exception as exc:  # noqa: BLE001 (the user's code, e.g. a missing API key: one line, not a traceback)
+            hint = " (name an object, or a function that takes no arguments)" if isinstance(exc, TypeError) else ""
+            raise CommandError(
+                f"{option} {spec}: calling it without arguments failed: {type(exc).__name__}: {exc}{hint}"
+            ) from None
     if not isinstance(value, kind):
         raise CommandError(
             f"{option} {spec}: expected a LlamaIndex {kind_name or kind.__name__} (or a function "

@@ -38,9 +38,7 @@ def _report(json_wanted: bool, value: Any, *lines: str) -> None:
 
 
 def _when(epoch: Optional[float]) -> str:
-    if epoch is None:
-        return "-"
-    return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return "-" if epoch is None else datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _short(text: str, width: int = 100) -> str:

@@ -22,6 +22,7 @@ from .jobs import cmd_jobs, cmd_worker
 from .maintenance import cmd_purge_expired, cmd_reconcile, cmd_reindex, cmd_stats
 from .programs import cmd_demo, cmd_mcp
 from .stores import cmd_copy, cmd_encrypt
+from .suggesting import SuggestingParser
 
 DESCRIPTION = """\
 See and manage what a llama-memory store remembers.
@@ -78,16 +79,16 @@ _positive = _whole_number(1, "a positive whole number")
 _non_negative = _whole_number(0, "a whole number (0 or more)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> SuggestingParser:
     """The argument parser of ``llama-memory`` (every command and option)."""
     from ... import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = SuggestingParser(
         prog="llama-memory", description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--version", action="version", version=f"llama-memory {__version__}")
     # Options of every command that opens a store (the parents copy them: added first).
-    options = argparse.ArgumentParser(add_help=False)
+    options = SuggestingParser(add_help=False)
     options.add_argument(
         "--chroma-url", metavar="URL",
         help="server mode: the Chroma server holding the store's vectors (http://host:port)",
@@ -103,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="leave the modes of the files this command creates (a store, an export) to the "
         "umask, and do not warn about a store other accounts can read (default: owner-only)",
     )  # fmt: skip
-    store = argparse.ArgumentParser(add_help=False, parents=[options])
+    store = SuggestingParser(add_help=False, parents=[options])
     store.add_argument(
         "--store", required=True, metavar="PATH|URL",
         help="the memory directory (path= of ComposableMemory.from_defaults), or a "
@@ -135,7 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
     records.add_argument("--until", help="only before this time (ISO 8601 or epoch seconds)")
     records.add_argument("--limit", type=_positive, help="at most this many")
     search = add("search", cmd_search, "search a user's long-term memory (scores, sources, provenance)", "user", "query")
-    search.add_argument("-k", type=_positive, default=DEFAULT_TOP_K, help=f"how many records (default {DEFAULT_TOP_K})")
+    search.add_argument(
+        "-k", "--top-k", dest="k", type=_positive, default=DEFAULT_TOP_K, help=f"how many records (default {DEFAULT_TOP_K})"
+    )
     explain = add(
         "explain", cmd_explain,
         "the memory block get() would inject for a query, with what was left out and why", "user", "query",
@@ -166,8 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add("reindex", cmd_reindex, "rebuild the dense indexes from the system of record").add_argument(
         "--reembed", action="store_true",
-        help="switch the store to the model of --embed-model (default: the offline model): "
-        "every record and triple is embedded again with it",
+        help="embed every record and triple again: with --embed-model, the store switches to that "
+        "model; without it, with the model the store recorded (refused when that is not the offline default)",
     )  # fmt: skip
     add("reconcile", cmd_reconcile, "bring the dense indexes in line with the system of record")
     add("purge-expired", cmd_purge_expired, "delete the records whose time to live is over")
@@ -215,7 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     mcp.add_argument("--session", default="mcp", help='the session added memories go to (default "mcp")')
     mcp.add_argument("--create", action="store_true", help="create the store when --store holds none")
     mcp.add_argument(
-        "--log-level", default="WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        "--log-level", default="WARNING", type=str.upper, choices=("DEBUG", "INFO", "WARNING", "ERROR"),
         help="what is logged on stderr (default WARNING; INFO also logs each call)",
     )  # fmt: skip
     copy = commands.add_parser(

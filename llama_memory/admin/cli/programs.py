@@ -13,7 +13,6 @@ def cmd_mcp(args: argparse.Namespace) -> None:
     from ..mcp_server import DEFAULT_PORT, serve
 
     if args.port is not None and not args.http:
-        # Without --http the server speaks stdio and would sit waiting on the terminal.
         raise ValueError(
             f"--port {args.port} goes with --http (streamable HTTP on 127.0.0.1); without it the "
             "server speaks MCP on stdin and stdout, as a desktop client starts it: add --http"
