@@ -103,7 +103,8 @@ class VectorCache:
         background threads, for :meth:`query` to take when asked (a question's parts run
         side by side). Each text is embedded alone, as :meth:`query` would: a batch would
         not give the same vector bit for bit (the offline model quantises each batch's
-        activations by its range). Only for the offline model, whose runs are thread-safe."""
+        activations by its range). Only for the offline model (thread-safe runs); another
+        embeds when asked."""
         if not isinstance(self.model, OfflineEmbedding):
             return
         with self._lock:

@@ -250,7 +250,7 @@ def embed_later_parts(rt: Runtime, parts: Sequence[str], whole: str) -> None:
     """For a question of several parts, start embedding the texts after the first (the
     other parts, then the whole question) in the background, in the sources that can
     (:class:`~llama_memory.sources.base.EmbedsAhead`): one after another they took most of
-    a ``get()``. The first is embedded in this thread (a thread to start costs more)."""
+    a ``get()``. The first is embedded in this thread (a thread costs a loaded machine more)."""
     texts = [t for t in [*parts, whole][1:] if t.strip()] if parts else []
     if texts:
         for source in rt.sources:

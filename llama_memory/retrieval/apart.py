@@ -2,10 +2,12 @@
 and each record read from the store once (docs/architecture.md, "The path of one get()").
 
 The conversation's own messages (an agent stores the user's message before it asks) are
-left out by every search, by id (:class:`WindowIds`); the user's earlier questions state
-nothing and rank after every statement (:func:`take_beside`). :class:`RecordReads` reads
-each record once per retrieval (docs/benchmarks.md: "The agent flow and earlier questions
-in retrieval", "Speed back", "The second hop's cost, third round").
+left out by every search, by id (:class:`WindowIds`: a hash of text and role), so a
+search's cost does not grow with the window; the user's earlier questions state nothing
+and rank after every statement (:func:`take_beside`). :class:`RecordReads` reads each
+record once per retrieval, the role and text alone where that is enough, applying expiry
+itself (docs/benchmarks.md: "The agent flow and earlier questions in retrieval", "Speed
+back", "The second hop's cost, third round").
 """
 
 from __future__ import annotations

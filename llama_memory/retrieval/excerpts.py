@@ -309,12 +309,13 @@ def pack_excerpts(
     ranked: Sequence[tuple[str, float]], neighbourhoods: Neighbourhoods, k: int, max_messages: int, *,
     gap: int = JOIN_GAP
 ) -> list[Excerpt]:
-    """Group ``ranked`` (record id, fused score) into at most ``k`` excerpts, best first,
-    walking down it: a message within ``gap`` of an excerpt of its session joins it with
-    the messages between, else starts a new one while there are fewer than ``k``; the
-    walk stops at ``max_messages`` (at least ``k``), and what is left extends each
-    excerpt, best first, by the message after, then before. ``neighbourhoods`` is called
-    ``k`` ids at a time as far as the walk goes, then only for hits that could still join.
+    """Group ``ranked`` (record id, fused score) into at most ``k`` excerpts, best first
+    (in the order their first hit was ranked), walking down it: a message within ``gap``
+    messages of an excerpt of its session joins it with the messages between, else starts
+    a new one while there are fewer than ``k``; the walk stops at ``max_messages`` (at
+    least ``k``), and what is left extends each excerpt, best first, by the message after,
+    then before. ``neighbourhoods`` is called ``k`` ids at a time as far as the walk goes,
+    then only for hits that could still join.
     """
     if k <= 0 or not ranked:
         return []

@@ -61,7 +61,7 @@ class HybridSearch:
         """:meth:`search`, ``exclude`` (ids) left out by each retriever: the candidates
         ``apart`` does not pick by fused score, and those it picks (ranked before a
         retriever's ``pool``-th other), fused among themselves. Those set apart take no
-        place in the ``pool`` (each ranking is read ``spare`` further to begin with)."""
+        place in the ``pool`` (each ranking is read ``spare`` further at first, then as needed)."""
         lexical, dense, aside = self._candidates(
             query, scope, pool, dense_weight, lexical_weight, apart, exclude, spare
         )
@@ -218,7 +218,8 @@ def second_hop(
 ) -> list[tuple[str, float]]:
     """``ranked`` (the fused ranking, scores in 0..1) with what its best ``seeds`` hits
     link to, best first: a found message joins at ``weight`` times its seed's score times
-    its score normalised among that seed's finds, or keeps its own score when higher.
+    its score normalised among that seed's finds (never more than its seed), or keeps its
+    own score when higher; a ``weight`` of 0 turns the hop off.
 
     ``seed_texts`` holds the seeds' texts; ``word_counts`` gives (records in the store,
     records holding each word); ``search`` is one lexical search for a text; ``texts``

@@ -24,7 +24,7 @@ def fuse_rankings(
 ) -> list[tuple[str, float]]:
     """Weighted reciprocal-rank fusion of (ranking, weight) pairs, a ranking (id, score)
     best first: (id, sum of ``weight / (rrf_k + rank)``) best first, ties in the order of
-    first appearance."""
+    first appearance. A larger ``rrf_k`` flattens the difference between ranks."""
     fused: dict[str, float] = {}
     for ranking, weight in rankings:
         if weight <= 0:
@@ -39,11 +39,11 @@ def fuse_scores(
 ) -> list[tuple[str, float]]:
     """Weighted sum of normalised ``lexical`` (id, BM25 score) and ``dense`` (cosine by
     id; an id missing scores as the worst) scores: (id, score in 0..1) best first over
-    every candidate, ties in the order of first appearance. BM25 is divided by the
-    query's best, the cosine min-max scaled, the words' part weighed from half (the
-    farthest in meaning) to all (the closest), so word overlap alone cannot bury a strong
-    meaning match (docs/benchmarks.md, "Everyday recall"); the :data:`MEANING_PLACES`
-    closest in meaning are lifted near the top.
+    every candidate, ties in the order of first appearance (a weight of 0 turns its
+    retriever off). BM25 is divided by the query's best, the cosine min-max scaled, the
+    words' part weighed from half (the farthest in meaning) to all (the closest), so word
+    overlap alone cannot bury a strong meaning match (docs/benchmarks.md, "Everyday
+    recall"); the :data:`MEANING_PLACES` closest in meaning are lifted near the top.
     """
     total = max(lexical_weight, 0.0) + max(dense_weight, 0.0)
     if total == 0:

@@ -31,7 +31,8 @@ def topic_hop(
 ) -> list[tuple[str, float]]:
     """``ranked`` (scores in 0..1) with the messages ``nearest`` to the query's topic (a
     search by meaning for a text and a count) joined at ``weight`` times their cosine
-    rescaled among them (or their own score when higher), best first."""
+    rescaled among them (or their own score when higher), best first; the caller decides
+    that ``query`` asks for a set."""
     if weight <= 0 or not ranked:
         return list(ranked)
     topic = topic_of(query)

@@ -198,7 +198,8 @@ class ProfileView:
 
     def _repr_html_(self) -> str:
         since = {c.path: c.created_at for c in self.history if c.current}
-        rows = [[path, value, format_time(since.get(path))] for path, value in _flatten(self.profile)]
+        rows = [[path, value, format_time(since.get(path))]
+                for path, value in _flatten(self.profile)]
         current = html_table(("field", "value", "since"), rows, caption="Profile")
         changes = html_table(
             ("when", "field", "operation", "value", "session"),
@@ -263,7 +264,8 @@ class TripleTable:
         try:
             graph = to_networkx([t for t in self.triples if t.current], name=self.name)
             with tempfile.TemporaryDirectory() as folder:
-                png = plot(graph, Path(folder) / "graph.png", figsize=(6.0, 4.5), dpi=80).read_bytes()
+                png = plot(graph, Path(folder) / "graph.png", figsize=(6.0, 4.5),
+                           dpi=80).read_bytes()
         except ImportError:  # matplotlib is an extra: the table alone then
             return f"<p>({install_hint('graph')} to see the graph)</p>"
         data = base64.b64encode(png).decode("ascii")

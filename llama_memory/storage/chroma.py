@@ -107,7 +107,8 @@ def _forget_failed_system(directory: str) -> None:
 @contextmanager
 def _opening_lock(lock_file: Path, private: bool = False) -> Iterator[None]:
     """Hold an exclusive lock on ``lock_file`` while Chroma opens: processes opening one new
-    directory at once race its schema creation (no lock without ``fcntl`` or write access)."""
+    directory at once race its schema creation (no lock without ``fcntl`` or write access);
+    ``private``: a new lock file is ``0600``."""
     try:
         import fcntl
 
@@ -136,7 +137,8 @@ def open_index(
     prefix: str, path: Optional[Path | str] = None, chroma_client: Any = None, namespace: Optional[str] = None
 ) -> "DenseIndex":
     """The dense index of one source: on ``chroma_client`` (names carry ``namespace``, the
-    store's id), else embedded under ``path``, else in the process-wide ephemeral Chroma."""
+    store's id, so a server's stores never touch each other's), else embedded under
+    ``path``, else in the process-wide ephemeral Chroma."""
     if chroma_client is not None:
         return DenseIndex(chroma_client, f"{prefix}-{namespace}" if namespace else prefix)
     if path is not None:
@@ -191,7 +193,7 @@ class DenseIndex:
         self, tenant_id: str, user_id: str, action: str, operation: Callable[[Any], T], empty: T, create: bool = False
     ) -> T:
         """Run ``operation`` on one user's collection (a cached handle dropped meanwhile is
-        opened again once); none reads as ``empty``, created only with ``create``."""
+        opened again once); none reads as ``empty``, created only with ``create`` (a write)."""
         from chromadb.errors import NotFoundError
 
         name = self.collection_name(tenant_id, user_id)

@@ -34,7 +34,8 @@ def environment_key() -> Optional[str]:
 
 
 def check_passphrase(key: Any, source: str = "encryption_key") -> None:
-    """TypeError for a passphrase that is not a string; ValueError for a blank one or NUL."""
+    """TypeError for a passphrase that is not a string; ValueError naming ``source`` for a
+    blank one or NUL."""
     if not isinstance(key, str):
         raise TypeError(f"{source} takes a passphrase (a string), not {type(key).__name__}")
     if not key.strip():
@@ -84,7 +85,8 @@ def open_private(path: Union[str, Path]) -> IO[str]:
 
 def tighten_entries(directory: Path) -> None:
     """Make the files under ``directory`` ``0600`` and sub-directories ``0700`` (one already
-    ``0700`` is not walked: the cost follows what was added)."""
+    ``0700`` is not walked: the cost follows what was added); vanished or foreign entries
+    are skipped."""
     try:
         entries = list(os.scandir(directory))
     except OSError:
@@ -105,7 +107,7 @@ def tighten_entries(directory: Path) -> None:
 
 
 def shared_entries(directory: Path, names: Sequence[str]) -> list[Path]:
-    """The directory and those of its entries ``names`` that grant anything to others."""
+    """The directory and its entries ``names`` that exist and grant anything to group or others."""
     found = [directory] if not is_private(directory) else []
     for name in names:
         try:

@@ -39,9 +39,10 @@ def rank_triples(
 ) -> tuple[dict[str, float], dict[str, list[str]]]:
     """Scores of triple ids and which signals matched each one: ``lexical`` (id, score)
     best first, ``dense`` cosines, and ``near``, the neighbourhood of the ``named``
-    entities, fused by ``fusion``; the top ``k`` of each ranking count as its matches.
-    ``hops=2`` adds the neighbours' triples (read by ``touching``) at half the best score
-    leading to them.
+    entities, fused by ``fusion`` (``"scores"``: as the vector source fuses, plus the
+    share of named entities touched at the same weight; or ``"rrf"``); the top ``k`` of
+    each ranking count as its matches. ``hops=2`` adds the neighbours' triples (read by
+    ``touching``) at half the best score leading to them.
     """
     if fusion not in FUSIONS:
         raise ValueError(f"fusion must be one of {FUSIONS}, got {fusion!r}")

@@ -39,7 +39,8 @@ def write_triples(
 ) -> list[Written]:  # fmt: skip
     """Store ``triples`` (as :meth:`TripleSource.add_triples` takes them) for the scope's
     user, all or nothing; return what each did. ``functional_keys``: the normalised
-    predicates of one value at a time; ``lifetime``: ``(ttl, expires_at)``; ``origin``:
+    predicates of one value at a time; ``lifetime``: ``(ttl, expires_at)`` (None: forever);
+    ``event_time``: when stated (default now; a triple's own date wins); ``origin``:
     ``"api"``, ``"tool"`` or ``"extraction"``. TripleError (nothing written) for a
     malformed triple or ``event_time``."""
     prepared = prepare_all(triples)  # all validated before anything is written
@@ -62,7 +63,7 @@ def _write_one(
     timeline: TripleTimeline, functional_keys: AbstractSet[str], scope: Scope, item: Prepared, mention: TripleMention,
     lifetime: tuple[Optional[float], Optional[float]],
 ) -> Written:  # fmt: skip
-    """Apply the update rules (:func:`.timeline.decide`) to one triple."""
+    """Apply :func:`.timeline.decide`'s update rules to one triple in the caller's transaction."""
     t = mention.event_time
     functional = item.predicate_key in functional_keys
     entries: list[TimelineEntry]

@@ -54,7 +54,7 @@ class PostgresProfileRows(ProfileRows):
     def current(self, scope: Scope, at: float) -> list[ProfileChange]:
         """Within one ``get()`` the first read fetches every document's current rows, and
         later reads (each retrieval reads the profile) take theirs from there until a
-        transaction; expiry is applied at each read's own time."""
+        transaction of this store object; expiry is applied at each read's own time."""
         ahead = self.store.read_ahead()
         if ahead is None:
             return super().current(scope, at)
@@ -98,7 +98,7 @@ class PostgresTripleTimeline(TripleTimeline):
     def search_words(
         self, scope: Scope, query: str, k: int, include_history: bool
     ) -> list[tuple[str, float]]:
-        """Scored by ``ts_rank_cd``, the words OR-ed through ``websearch_to_tsquery``."""
+        """``ts_rank_cd`` of words OR-ed by ``websearch_to_tsquery`` (no user text is syntax)."""
         user = owner(scope, "the knowledge-triple store")
         words = list(dict.fromkeys(w for w in word_tokens(query) if w != "or"))
         if not words or k <= 0:
@@ -143,7 +143,7 @@ class PostgresStoreAdmin(AdminRows):
         return int(row["n"])
 
     def refresh_statistics(self) -> None:
-        """ANALYZE (until autovacuum does, the planner may walk a user's rows)."""
+        """ANALYZE after a bulk import (until autovacuum does, the planner may walk user rows)."""
         self.store.query("analyze the tables", "ANALYZE")
 
 
@@ -192,7 +192,7 @@ class ServerBackend(Backend):
     store_type = PostgresStore
 
     def open(self, location: Location, *, for_admin: bool = False) -> ServerStore:
-        """Migrates the schema; ValueError for a dense-index option, TypeError for a store."""
+        """Migrates the schema; ValueError for dense-index options, TypeError for a store object."""
         given = location.store
         if location.chroma_url is not None or location.chroma_client is not None:
             if location.chroma_url is not None:

@@ -25,7 +25,7 @@ _SINCE = (
 
 
 class ChatCursor(NamedTuple):
-    """How far a reader read: the ``seq`` of the first (None) and last (0) messages seen."""
+    """How far a reader read: the ``seq`` of the first and last messages seen (None, 0: empty)."""
 
     first: Optional[int]
     last: int

@@ -213,7 +213,7 @@ class PostgresConnection(MetaStore):
 
     @property
     def supports_async(self) -> bool:
-        """Whether ``aget``/``aput`` run on the event loop (not on an application's pool)."""
+        """Whether ``aget``/``aput`` run on the event loop (an application's pool: in a thread)."""
         return self._owns_pool
 
     def _current_pool(self) -> Any:
@@ -375,7 +375,8 @@ class PostgresConnection(MetaStore):
 
     def _recover(self) -> None:
         """After a call found the server down: ask again (ServerUnreachable if still down);
-        once it answers, replace an own pool rather than wait out its back-off."""
+        once it answers, replace an own pool rather than wait out its back-off (an
+        application's pool is checked instead)."""
         # Asked outside the lock, which would block the other bridged calls of the loop.
         reason = self._probe()
         if reason is not None:
@@ -411,7 +412,8 @@ class PostgresConnection(MetaStore):
 
     @contextmanager
     def transaction(self, action: str) -> Iterator[Connection]:
-        """Yields the connection the transaction holds."""
+        """Yields the connection the transaction holds (every port's write in this thread
+        goes through it)."""
         held = self._held()
         if held is not None:
             yield held.conn
@@ -459,8 +461,9 @@ class PostgresConnection(MetaStore):
             return cur.fetchall() if cur.description else []
 
     def change_token(self) -> Hashable:
-        """Read from the server's snapshot (changes.py); the one the pool's check read as
-        it handed the connection out serves once (no statement of its own in a ``get()``)."""
+        """Read from the server's snapshot (changes.py), so data read after it is never
+        older than the token says; the one the pool's check read as it handed the
+        connection out serves once (no statement of its own in a ``get()``)."""
         held = self._held()
         if held is not None:
             return self._changes.token(read_snapshot(held.conn))
@@ -469,7 +472,7 @@ class PostgresConnection(MetaStore):
             return self._changes.token(checked if checked is not None else read_snapshot(conn))
 
     def _check(self, conn: Connection) -> None:
-        """The pool's check of a connection: reads the snapshot for :meth:`change_token`."""
+        """The pool's check (a round trip anyway): reads the snapshot for :meth:`change_token`."""
         self._checked[conn] = read_snapshot(conn)
 
     def _migrate(self) -> None:

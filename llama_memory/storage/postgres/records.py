@@ -46,8 +46,8 @@ RANK_CANDIDATES = 100
 # costs a row about 2 us for each word of the query, held by the row or not (20-30 us a
 # row for a question of 10-15 words); the score is the same, as a word the row lacks adds
 # nothing to cover density. Built from the row's tsvector cut to the query's lexemes
-# (``lx``), stripped, in tsquery syntax. A query with a phrase ("x_y": 'x' <-> 'y') is
-# not an OR of words: it is scored whole.
+# (``lx``), stripped, in tsquery syntax (the two types quote a lexeme alike). A query
+# with a phrase ("x_y": 'x' <-> 'y') is not an OR of words: it is scored whole.
 _ROW_QUERY = (
     "CASE WHEN strpos(q::text, '<') > 0 THEN q ELSE "
     "replace(strip(ts_delete(tsv, tsvector_to_array(ts_delete(tsv, lx))))::text, ''' ''', ''' | ''')::tsquery END"
@@ -127,8 +127,8 @@ class RecordTables(PostgresConnection, RecordStore):
         # Within one get() the rows come whole, for the records' read that follows.
         whole = self.holds_connection()
         columns = _NEIGHBOUR_COLUMNS if whole else "seq, id"
-        # The limits are written in the statement: as parameters, the server planned the
-        # prepared statement afresh at every call (0.15-0.2 ms).
+        # The limits are written in the statement (whole numbers from the code): as parameters,
+        # the server planned the prepared statement afresh at every call (0.15-0.2 ms).
         before, after = int(radius) + 1, int(radius)
         rows = self.query(
             "read session neighbours",
@@ -220,7 +220,7 @@ class RecordTables(PostgresConnection, RecordStore):
         if given is not None and all(w in given[1] for w in unique):
             return given[0], {w: given[1][w] for w in unique}
         # The words of the get()'s searches not counted yet are counted in the same
-        # statement: the get() asks for them next.
+        # statement: the get() asks for them next, then without a statement of its own.
         searched = [w for w in held.get(("searched words", owner), ()) if given is None or w not in given[1]]
         total, counts = self._word_counts_of(owner, list(dict.fromkeys([*unique, *searched])))
         ahead = self.read_ahead()  # the hold's connection is taken by the first statement
@@ -236,7 +236,7 @@ class RecordTables(PostgresConnection, RecordStore):
     def _word_counts_of(self, owner: tuple[str, str], unique: list[str]) -> tuple[int, dict[str, int]]:
         """:meth:`word_counts` of distinct words, read (and remembered across calls)."""
         # Which counts are fresh depends on the size the first statement reads: a word not
-        # remembered is counted in it, a remembered one turned stale by a second (rare).
+        # remembered is counted in it, one turned stale by a second (rare: a tenth's growth).
         pending = [w for w in unique if not self._word_counts.holds((*owner, w))]
         maybe_none = [w for w in unique if w in pending or self._word_counts.peek((*owner, w)) == 0]
         total, counted, elsewhere = self._count_words(owner, pending, maybe_none)
@@ -332,7 +332,7 @@ class RecordTables(PostgresConnection, RecordStore):
     def search_text(
         self, query: str, scope: Scope, source: str, limit: int, exclude: Collection[str] = ()
     ) -> list[tuple[str, float]]:
-        """Scored by ``ts_rank_cd``, the words OR-ed through ``websearch_to_tsquery``."""
+        """``ts_rank_cd`` of words OR-ed by ``websearch_to_tsquery`` (no user text is syntax)."""
         user = scope.require_user(f"the {source!r} memory source")
         text = _or_words(query)
         if not text or limit <= 0:

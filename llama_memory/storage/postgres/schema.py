@@ -212,9 +212,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
         *_field_rows("instruction_fields"),
     ),
-    # 4: how many vectors each user has per collection, kept by PgVectorIndex with every
-    # write: a search knows in one row read whether the user is small (searched exactly)
-    # or large (HNSW); a count(*) would cost as much as the exact search it is to avoid.
+    # 4: how many vectors each user has per collection, kept by PgVectorIndex in the
+    # transaction of every write: a search knows in one row read whether the user is small
+    # (exact search) or large (HNSW); a count(*) would cost as much as the exact search.
     (
         """
         CREATE TABLE vector_counts (
@@ -240,7 +240,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     # 6: the full-text indexes take each row as it is written. With GIN's fastupdate, new
     # rows wait in a pending list (up to 4 MB) every search scans whole until a vacuum
-    # merges it: counting 15 words took 15 ms instead of 1. A write pays a little more.
+    # merges it: after a few thousand messages, counting 15 words took 15 ms instead of 1.
+    # A write pays a little more.
     (
         "ALTER INDEX records_tsv SET (fastupdate = off)",
         "ALTER INDEX triples_tsv SET (fastupdate = off)",
@@ -267,8 +268,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "DROP INDEX records_tsv",
     ),
     # 8: what the runs of a job cost (LLM tokens, wall time), how many ended and failed,
-    # and when the last one ended (per-user daily figures, the token budget). Jobs run
-    # before this version count nothing.
+    # and when the last one ended (per-user daily figures and the token budget read them
+    # through jobs_finished). Jobs run before this version count nothing.
     (
         "ALTER TABLE jobs ADD COLUMN passes integer NOT NULL DEFAULT 0",
         "ALTER TABLE jobs ADD COLUMN failures integer NOT NULL DEFAULT 0",

@@ -18,7 +18,8 @@ def describe_url(url: str) -> str:
 
 
 def url_without_password(conninfo: str) -> str:
-    """A ``postgresql://`` URL of ``conninfo`` without its password (libpq finds it again)."""
+    """A ``postgresql://`` URL of ``conninfo`` (URL or ``key=value``) without its password
+    (libpq finds it again: ``PGPASSWORD``, ``~/.pgpass``)."""
     info = psycopg.conninfo.conninfo_to_dict(conninfo)
     info.pop("password", None)
     user, host, port, dbname = (info.pop(k, None) for k in ("user", "host", "port", "dbname"))

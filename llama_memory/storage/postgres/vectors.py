@@ -34,7 +34,8 @@ def _literal(vector: Vector) -> str:
 
 
 def _floats(vector: Vector) -> list[float]:
-    """A vector as a ``float8[]`` query parameter in binary (text took 0.4 ms at 384 dims)."""
+    """A vector as a ``float8[]`` query parameter in binary (text took 0.4 ms at 384 dims);
+    the same float4 values either way."""
     return list(np.asarray(vector, dtype=np.float64).tolist())
 
 
@@ -122,7 +123,8 @@ class PgVectorIndex:
 
     @classmethod
     def hnsw_index_sql(cls, dimension: int, *, concurrently: bool = False) -> str:
-        """The statement creating the HNSW index of ``dimension`` (maybe ``concurrently``)."""
+        """The statement creating the HNSW index of ``dimension`` (``concurrently``: built
+        without blocking writers)."""
         d = int(dimension)
         if not 1 <= d <= 2000:
             raise ValueError(f"pgvector's HNSW indexes vectors of 1 to 2000 dimensions, not {dimension}")

@@ -56,7 +56,9 @@ class MessageRanks:
     so a message of an export is identified by its session, time, content *and its rank
     among equal messages in the file*: the third "OK." of a session at time t is held when
     the session holds three such rows. Counted over the whole import (not per batch, nor
-    by position in the session), an import again adds nothing and a stopped one resumes.
+    by position in the session, which a later ``set()`` or ``reset()`` would shift), an
+    import again adds nothing and a stopped one resumes. Each check walks the session's
+    index: the cost grows with the square of a session's length.
     """
 
     def __init__(self) -> None:
@@ -89,7 +91,7 @@ class AdminRows(ABC):
         return set(tables)
 
     def refresh_statistics(self) -> None:
-        """Bring the planner's statistics up to date after a bulk import (nothing here)."""
+        """Update the planner's statistics after a bulk import (none on SQLite: plans are fixed)."""
 
     def _record_extras(self, row: dict[str, Any]) -> dict[str, Any]:
         """The backend's extra ``records`` columns for an imported record row."""
@@ -124,7 +126,7 @@ class AdminRows(ABC):
         return [row["tenant_id"] for row in rows]
 
     def users(self, tenant_id: str) -> list[UserSummary]:
-        """Every user of the tenant (chat, records, triples or a profile) but the anonymous."""
+        """Every user of the tenant (chat, records, triples or profile) by id, but the anonymous."""
         tables = self._existing("triples", PROFILE_TABLE)
         queries = [
             ("messages", "SELECT user_id, count(*) AS n, count(DISTINCT session_id) AS sessions, "
@@ -394,8 +396,9 @@ class AdminRows(ABC):
         self, tenant_id: str, rows: Sequence[dict[str, Any]], triple_texts: Sequence[str],
         ranks: Optional[MessageRanks] = None
     ) -> Counter[str]:
-        """Write export rows (of :meth:`export_rows`) into the tenant in one transaction;
-        how many of each kind were new. Importing the same rows twice changes nothing:
+        """Write export rows (of :meth:`export_rows`) into the tenant in one transaction
+        (joining an open one); how many of each kind were new. Importing the same rows
+        twice changes nothing:
 
         - a chat message is skipped when its session holds it (:class:`MessageRanks`;
           ``ranks`` carries the count over the batches of one import);
@@ -515,7 +518,8 @@ class AdminRows(ABC):
                 )
 
     def add_jobs(self, tenant_id: str, user_id: str, jobs: Sequence[dict[str, Any]]) -> None:
-        """Queue jobs (as :meth:`user_jobs` gives them) for the user, but a waiting dedup key."""
+        """Queue jobs (as :meth:`user_jobs` gives them) for the user; one whose dedup key is
+        already waiting is skipped."""
         with self.store.transaction("queue jobs") as conn:
             for job in jobs:
                 self.dialect.execute(

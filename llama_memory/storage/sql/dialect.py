@@ -175,5 +175,6 @@ def insert_sql(table: str, columns: Sequence[str]) -> str:
 
 @lru_cache(maxsize=512)
 def format_style(statement: str) -> str:
-    """``statement`` with psycopg's ``%s`` placeholders (``%`` doubled, each ``?`` a ``%s``)."""
+    """``statement`` with psycopg's ``%s`` placeholders (``%`` doubled, each ``?`` a ``%s``:
+    the shared statements hold no other ``?``)."""
     return statement.replace("%", "%%").replace("?", "%s")

@@ -159,7 +159,8 @@ class JobQueue:
     def claim(
         self, worker: str, *, kinds: Optional[list[str]] = None, lease: float = 60.0, now: Optional[float] = None
     ) -> Optional[Job]:
-        """The next job that may run now (of ``kinds``), leased to ``worker``; None if none."""
+        """The next job that may run now (of ``kinds``), leased to ``worker`` for ``lease`` s;
+        None if none."""
         if lease <= 0:
             raise ValueError(f"lease must be positive seconds, got {lease}")
         self._jobs_table()
@@ -200,7 +201,7 @@ class JobQueue:
         )  # fmt: skip
 
     def defer(self, dedup_key: str, run_at: float) -> bool:
-        """Move the queued job of ``dedup_key`` to ``run_at``; False when none is queued."""
+        """Move the queued (not running) job of ``dedup_key`` to ``run_at``; False if none."""
         return self._write(
             "defer a job", "UPDATE jobs SET run_at = ? WHERE dedup_key = ? AND state = 'queued'", (run_at, dedup_key)
         ) > 0  # fmt: skip

@@ -22,8 +22,8 @@ CURRENT_ROWS = "tenant_id = ? AND user_id = ? AND superseded_at IS NULL AND valu
 
 class ProfileRows:
     """The rows of one document in a SQL store, for every user. Methods act within
-    ``scope``'s tenant and user; writes are atomic and join an open transaction. A backend
-    sets :attr:`dialect` and calls :meth:`_open`.
+    ``scope``'s tenant and user; writes are atomic and join an open transaction; failures
+    raise StorageError. A backend sets :attr:`dialect` and calls :meth:`_open`.
     """
 
     dialect: ClassVar[Dialect]
@@ -43,7 +43,8 @@ class ProfileRows:
         return [self._to_change(row) for row in rows]
 
     def history(self, scope: Scope, at: float, path: Optional[str] = None) -> list[ProfileChange]:
-        """Every row (of every kind) alive at ``at`` of the field at ``path`` and beneath."""
+        """Every row (of every kind) alive at ``at`` of the field at ``path`` and beneath
+        (``None``: all), oldest first."""
         where, params = self._subtree(path)
         rows = self._query(
             f"read {self.document} history",

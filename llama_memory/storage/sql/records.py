@@ -36,7 +36,8 @@ _OWNED = "tenant_id = ? AND user_id = ? AND source = ?"
 
 
 def record_id(source: str, tenant: str, user: str, digest: str) -> str:
-    """The id of the user's record of ``source`` with ``digest`` (the same on every backend)."""
+    """The id of the user's record of ``source`` with content hash ``digest``: the same on
+    every backend and after a crash."""
     key = f"{source}\x1f{tenant}\x1f{user}\x1f{digest}"
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
 
@@ -120,7 +121,7 @@ class RecordStore(ABC):
         """For each id of the user's in ``source``: its session's records from ``radius``
         before to ``radius`` after it, itself included, as (position, id) in write order.
         A standalone record (``metadata["standalone"]``) has itself alone, and is no
-        other's neighbour."""
+        other's neighbour. Unknown ids are left out."""
 
     def ensure_session_order(self) -> None:
         """Prepare what :meth:`session_neighbours` needs (nothing by default)."""
@@ -212,7 +213,8 @@ class RecordStore(ABC):
         self.dialect.update_ids(self.transaction, "refresh expiry", "records", "expires_at = ? + ttl", ids, "ttl IS NOT NULL", (at,))
 
     def mark_used(self, ids: Sequence[str], at: float) -> None:
-        """Record that these records were shown at ``at`` (``last_used`` only moves forward)."""
+        """Record that these records were shown at ``at`` (``last_used`` only moves
+        forward; unknown ids are ignored). Callers batch it: it is a write."""
         self.dialect.update_ids(
             self.transaction, "mark records used", "records", "last_used = ?", ids, "(last_used IS NULL OR last_used < ?)", (at,), (at,)
         )
@@ -252,7 +254,8 @@ class RecordStore(ABC):
     def record_ids(
         self, texts: Sequence[str], roles: Sequence[Optional[str]], scope: Scope, source: str
     ) -> list[str]:
-        """The ids the user's records of these ``texts`` (each role) have or would have."""
+        """The ids the user's records of these ``texts`` (each role) have or would have (a
+        hash: nothing is read)."""
         tenant, user = scope.tenant_id, scope.require_user(f"the {source!r} memory source")
         return [record_id(source, tenant, user, content_hash(text, role)) for text in texts for role in roles]
 
@@ -372,7 +375,8 @@ class RecordStore(ABC):
     # -- deleting -----------------------------------------------------------------------------
 
     def delete_records(self, ids: Sequence[str], scope: Scope, source: str) -> list[PendingRecord]:
-        """Delete these records of the scope's user in ``source``; what was deleted."""
+        """Delete these records of the scope's user in ``source`` (others ignored); what was
+        deleted, for the dense index."""
         if not ids:
             return []
         user = scope.require_user(f"the {source!r} memory source")

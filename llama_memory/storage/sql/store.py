@@ -130,7 +130,8 @@ class SQLChatTables:
 
 
 class SQLChatLog:
-    """One conversation of a SQL store: the plain calls of the chat log."""
+    """One conversation of a SQL store: the plain calls of the chat log (a backend adds
+    loading, appending and reading what changed)."""
 
     def __init__(self, store: Any, scope: Scope) -> None:
         self.store = store

@@ -58,7 +58,7 @@ class TripleTimeline(ABC):
 
     @contextmanager
     def transaction(self, action: str) -> Iterator[Any]:
-        """One atomic write (joining an open one)."""
+        """One atomic write (joining an open one); ``action`` names it in errors."""
         with self.store.transaction(action):
             yield None
 
@@ -83,7 +83,8 @@ class TripleTimeline(ABC):
     # -- the update rules ----------------------------------------------------------------
 
     def timeline(self, scope: Scope, subject_key: str, predicate_key: str) -> list[TimelineEntry]:
-        """Every triple of the (subject, predicate) pair, expired ones too, by ``valid_from``."""
+        """Every triple of the (subject, predicate) pair, expired ones too, by ``valid_from``
+        then write order."""
         rows = self._query(
             "read a triple timeline",
             f"SELECT {_TIMELINE_COLUMNS} FROM triples WHERE tenant_id = ? AND user_id = ? "
@@ -169,7 +170,7 @@ class TripleTimeline(ABC):
         self, scope: Scope, alive_at: float, *, ids: Optional[Sequence[str]] = None, include_history: bool = True,
         subject_key: Optional[str] = None, predicate_key: Optional[str] = None
     ) -> list[StoredTriple]:
-        """The user's triples alive at ``alive_at``, by ``valid_from``, filtered as asked."""
+        """The user's triples alive at ``alive_at`` as asked, by ``valid_from`` then write order."""
         user = _owner(scope)
         where, params = ["tenant_id = ?", "user_id = ?"], [*user]
         if ids is not None:
@@ -295,7 +296,8 @@ class TripleTimeline(ABC):
             self._delete_where(conn, "tenant_id = ? AND user_id = ?", _owner(scope))
 
     def delete_expired(self, at: float) -> list[TripleRef]:
-        """Delete the triples expired at ``at`` (current or not) and what hangs on them."""
+        """Delete the triples expired at ``at`` (current or not) with their provenance and
+        lexical entries; which ones (triples they superseded keep the id)."""
         with self.store.transaction("purge expired triples") as conn:
             rows = self._delete_where(conn, f"NOT {ALIVE_SQL}", (at,))
         return [TripleRef(r["tenant_id"], r["user_id"], r["id"]) for r in rows]

@@ -141,7 +141,8 @@ class EmbeddedStore(OpenBackend):
 
     @property
     def settings(self) -> dict[str, Any]:
-        """The absolute path, and a Chroma server by its URL."""
+        """The absolute path (a restore elsewhere reopens this store), and a Chroma server
+        by its URL."""
         opened: dict[str, Any] = {"path": self.path}
         if self._server is not None:
             host, port, ssl = self._server
@@ -166,7 +167,8 @@ class EmbeddedStore(OpenBackend):
         return {"sqlite": sqlite, "chroma": chroma, "total": sqlite + chroma}
 
     def drop_dense(self, owner: tuple[str, str], collections: Sequence[str]) -> None:
-        """On the store's Chroma (a source the memory was not opened with may have written)."""
+        """On the store's Chroma, of every kind (a source the memory was not opened with may
+        have written some)."""
         client = self._chroma()
         namespace = self._sqlite.store_id if client is not None else None
         if client is None:
@@ -273,7 +275,7 @@ class EmbeddedBackend(Backend):
 
 
 def _server(location: Location, for_admin: bool) -> Optional[tuple[str, int, bool]]:
-    """``(host, port, ssl)`` of the location's Chroma server, or None; ValueError if both."""
+    """``(host, port, ssl)`` of the location's Chroma server, or None; ValueError on a clash."""
     host, url = location.chroma_host, location.chroma_url
     if for_admin:  # the admin takes a URL or a client (it checked they are not both)
         return server_address(url) if url is not None else None

@@ -53,7 +53,8 @@ class SQLiteDialect(Dialect):
     def delete(
         self, conn: Any, table: str, where: str, params: Sequence[Any], returning: str
     ) -> list[Any]:
-        """Read, then deleted (no ``RETURNING`` before SQLite 3.35)."""
+        """Read, then deleted (the write transaction holds the file; no ``RETURNING``
+        before SQLite 3.35)."""
         rows = conn.execute(f"SELECT {returning} FROM {table} WHERE {where}", params).fetchall()
         if rows:
             conn.execute(f"DELETE FROM {table} WHERE {where}", params)
@@ -90,7 +91,8 @@ _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:/")
 
 
 def memory_path(path: object) -> Path:
-    """``path`` as a directory ``Path``; TypeError for a non-path, ValueError for a URL."""
+    """``path`` as a directory ``Path``; TypeError for a non-path, ValueError for a URL (a
+    PostgreSQL URL goes to ``store=``)."""
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(
             f"path takes a directory as a str or pathlib.Path, not {type(path).__name__} "
@@ -115,7 +117,8 @@ class SQLiteConnection(MetaStore):
     """The plumbing every part of :class:`~llama_memory.storage.sqlite.SQLiteStore`
     shares: one connection for all threads behind a lock (WAL mode and a busy timeout let
     processes share the file), nesting transactions, migrations, meta. Arguments as the
-    store's; EncryptionError when the file's encryption does not match the driver's key.
+    store's; EncryptionError when the file's encryption does not match the driver's key,
+    before anything is written.
     """
 
     dialect: ClassVar[Dialect] = SQLITE

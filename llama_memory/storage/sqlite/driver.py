@@ -185,7 +185,8 @@ class SQLiteDriver:
             )
 
     def connect(self, target: str, timeout: float) -> Any:
-        """An autocommit connection to ``target`` usable from every thread."""
+        """An autocommit connection to ``target`` usable from every thread (the store
+        serialises access)."""
         conn = self.module.connect(target, timeout=timeout, check_same_thread=False, isolation_level=None)
         conn.row_factory = self.module.Row
         return conn
@@ -226,7 +227,8 @@ class SQLCipherDriver(SQLiteDriver):
         self._derivation = derivation_of(dbapi2)
 
     def key_clause(self, file: Path) -> str:
-        """``PRAGMA key``'s: the derived key with the file's salt, or else the passphrase."""
+        """``PRAGMA key``'s: the raw derived key with the file's salt (new for a new file),
+        or the passphrase when SQLCipher derives differently."""
         if self._derivation is None or RAW_KEY.match(self._key):
             return quote(self._key)  # SQLCipher derives it, or a raw key given as such
         salt = salt_of(file) or new_salt()

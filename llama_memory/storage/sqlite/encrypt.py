@@ -107,7 +107,8 @@ def encrypt_store(
 
 def hold_alone(module: Any, file: Path, wait: float = IN_USE_WAIT) -> Any:
     """A connection holding the plain store ``file`` alone (SQLite's exclusive lock) until
-    closed; StorageError when another process has it open after ``wait`` seconds."""
+    closed; StorageError when another process has it open after ``wait`` seconds, nothing
+    read or written."""
     conn = module.connect(str(file), isolation_level=None, timeout=wait)
     try:
         # Never released until the connection closes; taken before the first access,
@@ -202,7 +203,8 @@ def _digest(conn: Any) -> tuple[str, int, int]:
 
 
 def _swap_in(file: Path, work: Path, backup: Path) -> None:
-    """Put ``work`` in place of ``file``, kept as ``backup``; StorageError if the store is open."""
+    """Put ``work`` in place of ``file``, kept as ``backup``; StorageError (nothing moved)
+    while another connection has the store open."""
     for extra in ("-wal", "-shm"):
         sibling = file.with_name(file.name + extra)
         if sibling.exists():

@@ -53,7 +53,8 @@ def fts_words(text: str) -> list[str]:
 
 
 def fts_query(text: str) -> str:
-    """An FTS5 MATCH of the text's distinct non-stopwords, OR-ed and quoted ('' for none)."""
+    """An FTS5 MATCH of the text's distinct non-stopwords, OR-ed and quoted so that no user
+    text is read as FTS5 syntax ('' for none)."""
     return _match_any(fts_words(text))
 
 
@@ -110,8 +111,9 @@ class LexicalTables(SQLiteConnection):
         self, query: str, scope: Scope, source: str, exclude: Collection[str] = (), first: int = 30
     ) -> Iterator[tuple[str, float]]:
         """One statement (BM25 scores every match whatever the LIMIT), each match joined to
-        its record; ``exclude`` is dropped here, the same rows in the same order as leaving
-        it out in the statement, which cost 0.15 ms a search more."""
+        its record; ``exclude`` is dropped here, the same rows in the same order (the sort
+        keeps ties in the order of the matches) as leaving it out in the statement, which
+        cost 0.15 ms a search more."""
         user = scope.require_user(f"the {source!r} memory source")
         words = fts_words(query)
         if not words:
@@ -149,8 +151,9 @@ class LexicalTables(SQLiteConnection):
         }
 
     def _selective_words(self, words: list[str]) -> list[str]:
-        """The words worth scoring: common ones dropped, the rest rarest first within
-        :data:`LEXICAL_POSTINGS_BUDGET` (BM25 scores every match before sorting)."""
+        """The words worth scoring: from :data:`PRUNE_FROM_RECORDS` records, common ones
+        dropped, the rest rarest first within :data:`LEXICAL_POSTINGS_BUDGET` (BM25 scores
+        every match before sorting: this bounds a search's cost by a constant)."""
         if len(words) < 2:
             return words
         # max(rowid) is instant and close to the row count (deletions only make it larger,
@@ -213,7 +216,8 @@ class LexicalTables(SQLiteConnection):
         return known
 
     def _word_count(self, word: str, total: int, owner: Optional[tuple[str, str]] = None) -> int:
-        """How many indexed records (of ``owner``, given) match ``word``; cached."""
+        """How many indexed records (of ``owner``, given) match ``word``; counted again once
+        ``total`` has grown by a tenth (a count walks the whole posting list)."""
         key: Hashable = word if owner is None else (*owner, word)
         cached = self._word_counts.get(key, total)
         if cached is not None:
@@ -236,7 +240,7 @@ class LexicalTables(SQLiteConnection):
 
 
 class ChatRows(NamedTuple):
-    """Messages of one conversation and the ``seq`` of its first (None) and last (0) rows."""
+    """Messages of one conversation and the ``seq`` of its first and last rows (None, 0: empty)."""
 
     messages: list[ChatMessage]
     first: Optional[int]
@@ -268,7 +272,8 @@ class ChatTables(SQLiteConnection, SQLChatTables):
             self._insert_chat(conn, scope, messages)
 
     def chat_since(self, scope: Scope, after: int) -> ChatRows:
-        """Messages after ``seq`` ``after`` and the bounds, in one snapshot."""
+        """Messages after ``seq`` ``after`` and the bounds, in one snapshot (by the session
+        index: the cost follows the new rows)."""
         with self._lock, self._errors("read new chat history"):
             own = not self._conn.in_transaction
             if own:  # one snapshot: the rows and the bounds must agree
@@ -282,7 +287,8 @@ class ChatTables(SQLiteConnection, SQLChatTables):
     def append_chat_after(
         self, scope: Scope, after: int, messages: Sequence[ChatMessage]
     ) -> tuple[ChatRows, ChatRows, tuple[int, int]]:
-        """Append; what :meth:`chat_since` saw before, the bounds after, the stamp."""
+        """Append; what :meth:`chat_since` saw before (read under the write lock), the
+        bounds after, the stamp once committed."""
         with self.transaction("append chat history") as conn:
             stamp = self._stamp_after_commit()
             before = self._chat_since(conn, scope, after)
@@ -414,7 +420,8 @@ class SQLiteStore(ChatTables, LexicalTables, Storage):
     def session_neighbours(
         self, ids: Sequence[str], scope: Scope, source: str, radius: int
     ) -> dict[str, list[tuple[int, str]]]:
-        """Positions are ``rowid``s; call :meth:`ensure_session_order` once first."""
+        """Positions are ``rowid``s; call :meth:`ensure_session_order` once first, or each
+        lookup scans the user's records."""
         if not ids or radius < 0:
             return {}
         user = scope.require_user(f"the {source!r} memory source")

@@ -73,9 +73,10 @@ def run_pass(
     """One formation pass over the session's messages after its cursor; return how
     many it covered (0: nothing new, or another worker applied it first). The LLM is
     asked **once**, holding no lock, and every answer parsed (a bad one raises); then
-    under ``lock`` (the memory's) the parts are applied and the cursor moved in one
-    transaction, only if the cursor has not moved meanwhile. A :class:`Proposing` source
-    asks before the lock; one with only ``extract`` writes under ``lock``.
+    under ``lock`` (the memory's: its sources' locks come after it) the parts are applied
+    and the cursor moved in one transaction, only if the cursor has not moved meanwhile.
+    A :class:`Proposing` source asks before the lock and writes in the transaction; one
+    with only ``extract`` writes on its own under ``lock`` (its LLM call holds it).
     """
     key = cursor_key(scope)
     before = store.get_meta(key)
