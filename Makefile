@@ -11,7 +11,7 @@ TEST_KINDS := unit conformance integration agents docs bench
 
 # Tests run in TEST_WORKERS processes (pytest-xdist), a file at a time each, every process
 # with its own PostgreSQL and Chroma servers; the suite took 380 s in one process on two
-# cores and 268 s in two (docs/benchmarks.md). TEST_WORKERS=0: all in one process.
+# cores and 220-268 s in two (docs/benchmarks.md). TEST_WORKERS=0: all in one process.
 TEST_WORKERS ?= 2
 XDIST := -n $(TEST_WORKERS) --dist loadfile
 
