@@ -9,6 +9,12 @@ STAMP := $(VENV)/.installed
 # The folders of tests/, by kind (tests/README.md); each has its own target for quick loops.
 TEST_KINDS := unit conformance integration agents docs bench
 
+# Tests run in TEST_WORKERS processes (pytest-xdist), a file at a time each, every process
+# with its own PostgreSQL and Chroma servers; the suite took 380 s in one process on two
+# cores and 220-268 s in two (docs/benchmarks.md). TEST_WORKERS=0: all in one process.
+TEST_WORKERS ?= 2
+XDIST := -n $(TEST_WORKERS) --dist loadfile
+
 .PHONY: demo test $(addprefix test-,$(TEST_KINDS)) test-lowest wheel-check lint docs install clean
 
 install: $(STAMP)
@@ -24,11 +30,11 @@ demo: $(STAMP)
 
 # Every folder of tests/ (pyproject's testpaths): what CI runs (.ci/run).
 test: $(STAMP)
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 # One folder: make test-unit, make test-conformance, make test-integration, ...
 $(addprefix test-,$(TEST_KINDS)): test-%: $(STAMP)
-	$(PY) -m pytest -q tests/$* $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(XDIST) tests/$* $(PYTEST_ARGS)
 
 # The agent and block tests (tests/agents) on the lowest LlamaIndex packages pyproject.toml
 # allows (tests/agents/lowest-requirements.txt), in a second venv; make test runs the newest.

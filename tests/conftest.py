@@ -68,11 +68,33 @@ def postgres_server() -> Iterator[PostgresServer]:
 
 
 @pytest.fixture
-def postgres_url(postgres_server: PostgresServer) -> str:
+def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
     """The URL of a new, empty database (with the ``vector`` extension) on the test
-    server: each test has its own."""
+    server: each test has its own. It is dropped after the test unless a connection
+    is still open to it (a memory the test left open): the run's databases would
+    otherwise pile up to gigabytes, written out to disk during the run and deleted
+    at its end, which took minutes on a loaded machine."""
     _postgres_databases[0] += 1
-    return postgres_server.create_database(f"test_{_postgres_databases[0]}")
+    name = f"test_{_postgres_databases[0]}"
+    yield postgres_server.create_database(name)
+    _drop_unused_database(postgres_server, name)
+
+
+def _drop_unused_database(server: PostgresServer, name: str) -> None:
+    """Drop database ``name`` when no session is connected to it (DROP DATABASE would
+    otherwise wait for them, then fail)."""
+    import psycopg
+    from psycopg import sql
+
+    if server.process is None or server.process.poll() is not None:
+        return  # a test stopped the server
+    with psycopg.connect(server.url, autocommit=True) as conn:
+        sessions = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", (name,))
+        if sessions.fetchone() == (0,):
+            try:
+                conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
+            except psycopg.errors.ObjectInUse:
+                pass  # a session came after all: the database stays, as it did before
 
 
 _postgres_databases = [0]

@@ -10,7 +10,8 @@ starts threads, which do not survive ``fork``.
 The crash writer (:func:`writer`) first reopens the memory directory left by the
 previous, killed, writer and checks it (:func:`check`), sends the findings, then
 writes until it is killed, acknowledging every ``put``/``put_messages`` that
-returned. :func:`concurrent_writer` writes a fixed workload beside other processes.
+returned. :func:`concurrent_writer` writes a fixed workload beside other processes;
+:func:`command_line` runs one ``llama-memory`` command as its own process would.
 """
 
 from __future__ import annotations
@@ -513,3 +514,23 @@ def pickled_writer(conn: Connection, memory: ComposableMemory, text: str) -> Non
         memory.close()
     except BaseException:
         conn.send({"error": traceback.format_exc()})
+
+
+def command_line(conn: Connection, argv: list[str], stdout: str, stderr: str, cwd: str) -> None:
+    """Run ``llama-memory argv`` in this process as ``python -m llama_memory`` runs it
+    (``main``, its status the exit code), its file descriptors 1 and 2 written to the
+    files ``stdout`` and ``stderr``, in the directory ``cwd``: a new process for each
+    command without paying the imports again. Nothing is sent on ``conn``."""
+    import sys
+
+    from llama_memory.admin.cli import main
+
+    conn.close()
+    os.chdir(cwd)
+    for fd, name in ((1, stdout), (2, stderr)):
+        target = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(target, fd)
+        os.close(target)
+    sys.stdout = open(1, "w", closefd=False)
+    sys.stderr = open(2, "w", closefd=False)
+    raise SystemExit(main(argv))

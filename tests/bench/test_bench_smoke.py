@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 from pathlib import Path
 
 import pytest
 
+import workers
 from bench import speed  # importable: pyproject sets pytest's pythonpath to the repo root
 
 
@@ -85,11 +87,18 @@ def test_triple_benchmark_runs_and_score_fusion_keeps_its_lead() -> None:
 
 
 def test_backend_benchmark_smoke_reports_sqlite_and_postgres_side_by_side(
-    postgres_url: str, tmp_path: Path
+    postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``bench.speed --backend sqlite,postgres --smoke`` (bench/pg_speed.py) runs end to
     end on the test server: history turns and throughput for both backends, and the
     COPY-loaded records of PostgreSQL."""
+    # The throughput's app servers (a "spawn" process each) are forked from the tests'
+    # preloaded server instead: processes all the same, their arguments pickled all the
+    # same, without four new interpreters importing LlamaIndex (most of the test's time).
+    preloaded, get_context = workers.forkserver(), multiprocessing.get_context
+    monkeypatch.setattr(
+        multiprocessing, "get_context", lambda method=None: preloaded if method == "spawn" else get_context(method)
+    )
     plot = tmp_path / "pg-speed.png"
     report = speed.main(["--backend", "sqlite,postgres", "--smoke", "--url", postgres_url, "--plot", str(plot),
                          "--embed-threads", "share,cores"])  # fmt: skip

@@ -1,10 +1,13 @@
 """The ``llama-memory`` command line and :class:`MemoryAdmin` behind it, on real stores.
 
-Every command runs as a subprocess (``python -m llama_memory``) on a real store
-built in a temporary directory. A process start-up costs seconds (LlamaIndex, the
-embedding model, Chroma), so the module's fixture starts all the commands at once, a
-few at a time, each on its own copy of the store where it writes; the tests then
-check what each run printed and what it left in the store.
+Every command runs in a process of its own on a real store built in a temporary
+directory: ``main`` with the command's arguments, as ``python -m llama_memory`` runs it,
+its output and exit status those of the process. A new interpreter pays seconds of
+imports (LlamaIndex, Chroma) before the command, so the processes are forked from
+the tests' preloaded server (``workers.command_line``); ``--version`` runs as
+``python -m llama_memory`` itself, the entry point. The module's fixture starts all the
+commands at once, a few at a time, each on its own copy of the store where it writes;
+the tests then check what each run printed and what it left in the store.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole, ToolCallB
 from llama_index.core.embeddings import MockEmbedding
 from llama_index.core.storage.chat_store import SimpleChatStore
 
+import workers
 from helpers import assistant, user
 from llama_memory import ComposableMemory, LlamaMemoryError, MemoryAdmin
 from llama_memory.admin.cli import main
@@ -39,13 +43,31 @@ QUERY = "where do I live now?"
 Run = subprocess.CompletedProcess
 
 
-def cli(*args: Any) -> Run:
-    """Run ``llama-memory`` with ``args`` in a new process (this checkout's code)."""
+def entry_point(*args: Any) -> Run:
+    """Run ``python -m llama_memory`` with ``args`` in a new interpreter (this checkout's code)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run(
         [sys.executable, "-m", "llama_memory", *map(str, args)],
         capture_output=True, text=True, timeout=240, env=env, cwd=ROOT,
     )  # fmt: skip
+
+
+def cli(ctx: Any, output: Path, *args: Any) -> Run:
+    """Run ``llama-memory`` with ``args`` in a new process forked from the preloaded
+    server ``ctx`` (this checkout's code), its output in files under ``output``."""
+    argv = [str(a) for a in args]
+    output.mkdir(parents=True)
+    stdout, stderr = output / "stdout", output / "stderr"
+    reader, writer_end = ctx.Pipe(duplex=False)
+    process = ctx.Process(target=workers.command_line, args=(writer_end, argv, str(stdout), str(stderr), str(ROOT)))
+    process.start()
+    writer_end.close()
+    reader.close()
+    process.join(240)
+    if process.exitcode is None:
+        process.kill()
+        pytest.fail(f"llama-memory {' '.join(argv)} did not finish in 240 s")
+    return Run(argv, process.exitcode, stdout.read_text(), stderr.read_text())
 
 
 def build_store(path: Path, embed_model: Any) -> None:
@@ -104,12 +126,19 @@ class Runs:
     """Every command of the module, started at once a few at a time; ``[name]`` waits
     for one job (a list of commands run one after the other) and gives its runs."""
 
-    def __init__(self, workers: int = 4) -> None:
-        self._pool = ThreadPoolExecutor(workers)
+    def __init__(self, output: Path, at_once: int = 4) -> None:
+        self._ctx = workers.forkserver()
+        self._output = output
+        self._pool = ThreadPoolExecutor(at_once)
         self._jobs: dict[str, Future[list[Run]]] = {}
 
     def start(self, name: str, *commands: tuple[Any, ...]) -> None:
-        self._jobs[name] = self._pool.submit(lambda: [cli(*c) for c in commands])
+        self._jobs[name] = self._pool.submit(
+            lambda: [cli(self._ctx, self._output / f"{name}-{i}", *c) for i, c in enumerate(commands)]
+        )
+
+    def start_entry_point(self, name: str, *args: Any) -> None:
+        self._jobs[name] = self._pool.submit(lambda: [entry_point(*args)])
 
     def __getitem__(self, name: str) -> list[Run]:
         return self._jobs[name].result()
@@ -155,7 +184,7 @@ def runs(stores: dict[str, Path], setup: dict[str, Any]) -> Any:
     shared, base = stores["shared"], stores["base"]
     export_a, export_b = base / "a.jsonl", base / "b.jsonl"
     new_store, chats = base / "imported", base / "from-chat-store"
-    runs = Runs()
+    runs = Runs(base / "output")
     # The longest chains first, so they are not left for the end.
     runs.start(
         "round_trip",
@@ -181,7 +210,7 @@ def runs(stores: dict[str, Path], setup: dict[str, Any]) -> Any:
     runs.start("show", ("show", "alice", "--store", shared, "--json"))
     runs.start("records", ("records", "alice", "--session", "s2", "--store", shared, "--json"))
     runs.start("stats", ("stats", "--store", shared, "--json"))
-    runs.start("version", ("--version",))
+    runs.start_entry_point("version", "--version")
     yield runs
     runs.close()
 
