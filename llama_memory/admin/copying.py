@@ -15,10 +15,10 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 
 from ..core.errors import LlamaMemoryError
 from ..core.progress import Progress
-from ..core.text import replace_unstorable
+from ..core.text import listed, replace_unstorable
 from ..sources.triples.normalize import search_text
 from ..storage.registry import entry_for
-from .memory_admin import MemoryAdmin, listed
+from .memory_admin import MemoryAdmin
 
 
 class CopyRefusedError(LlamaMemoryError, ValueError):

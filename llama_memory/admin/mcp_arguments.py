@@ -5,11 +5,10 @@ coerces ``"3"`` and ignores unknown arguments), each problem named in the agent'
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
-from ..core.text import shown
+from ..core.text import nearest, shown
 
 __all__ = ["argument_problem", "shown"]  # shown: its old home
 
@@ -68,8 +67,8 @@ def unknown_tool(name: str, tools: Sequence[str]) -> str:
 
 
 def _guess(name: str, names: Sequence[str], form: str) -> str:
-    close = difflib.get_close_matches(name, names, n=1)
-    return form.format(shown(close[0])) if close else ""
+    close = nearest(name, names)
+    return form.format(shown(close)) if close else ""
 
 
 def argument_problem(

@@ -26,6 +26,7 @@ from pydantic import Field
 
 from ..core.distribution import install_hint
 from ..core.errors import LlamaMemoryError
+from ..core.text import listed
 from .mcp_arguments import argument_problem, unknown_tool
 from .mcp_results import (
     MAX_TEXT_CHARS,
@@ -296,8 +297,6 @@ def serve(
 def _warn_of_new_users(admin: MemoryAdmin, users: Sequence[str]) -> None:
     """Warn of each served user the store holds nothing of, when it holds others: a
     mistyped ``--user`` would otherwise serve an empty memory in silence."""
-    from .memory_admin import listed
-
     known = [summary.user_id for summary in admin.users()]
     new = [user for user in users if user not in known]
     if known and new:

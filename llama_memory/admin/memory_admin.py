@@ -20,10 +20,11 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Literal, Optional, Union
 
 from ..core.errors import LlamaMemoryError, MemoryClosedError, StorageError
 from ..core.progress import watching
+from ..core.text import listed
 from ..core.types import Expiry, MemoryRecord, Scope, now
 from ..memory import DEFAULT_TOP_K
 from ..storage.ports import SessionSummary, StoreCounts, UserSummary
@@ -516,7 +517,7 @@ class MemoryAdmin(TenantTransfer, AbstractContextManager["MemoryAdmin"]):
         tenant; return how many."""
         return self._embed_indexed("flush", progress)
 
-    def _embed_indexed(self, how: str, progress: Optional[Progress]) -> int:
+    def _embed_indexed(self, how: Literal["reindex", "flush"], progress: Optional[Progress]) -> int:
         from ..sources.triples import TripleSource
         from ..sources.vector import VectorSource
 
@@ -586,12 +587,6 @@ class MemoryAdmin(TenantTransfer, AbstractContextManager["MemoryAdmin"]):
         return Scope(user_id=user_id, tenant_id=self.tenant_id)
 
 
-def listed(names: list[str], most: int = 10) -> str:
-    """The first ``most`` of ``names``, comma-separated, and ``...`` when there are more."""
-    return ", ".join(names[:most]) + (", ..." if len(names) > most else "")
-
-
 def _require_text(value: Any, what: str) -> None:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{what} must be a non-empty string, got {value!r}")
-

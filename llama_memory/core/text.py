@@ -4,9 +4,11 @@
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import re
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 from functools import lru_cache
 from typing import Optional, TypeVar
@@ -45,6 +47,18 @@ def shown(value: object) -> str:
     except (TypeError, ValueError):
         text = repr(value)
     return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 1] + "…"
+
+
+def nearest(word: str, names: Iterable[str]) -> Optional[str]:
+    """The one of ``names`` closest to ``word`` (difflib), for a "did you mean" hint; None
+    when none is close."""
+    close = difflib.get_close_matches(word, list(names), n=1)
+    return close[0] if close else None
+
+
+def listed(names: Sequence[str], most: int = 10) -> str:
+    """The first ``most`` of ``names``, comma-separated, and ``...`` when there are more."""
+    return ", ".join(names[:most]) + (", ..." if len(names) > most else "")
 
 
 def counted(n: int, singular: str, plural: Optional[str] = None) -> str:

@@ -3,7 +3,6 @@ what to pass instead, before anything is written."""
 
 from __future__ import annotations
 
-import difflib
 import inspect
 import numbers
 from collections import deque
@@ -14,7 +13,7 @@ from llama_index.core.base.llms.types import ChatMessage
 from pydantic import ValidationError
 from pydantic.fields import FieldInfo
 
-from ..core.text import short
+from ..core.text import nearest, short
 
 # ChatMemoryBuffer.from_defaults arguments that have no meaning here, with what to do
 # instead (said in the TypeError rather than ignored: the conversation would silently
@@ -69,8 +68,8 @@ def reject_unknown(where: str, given: Sequence[str] | dict[str, Any], valid: Seq
             continue
         hint = NOT_SUPPORTED.get(name)
         if hint is None:
-            close = difflib.get_close_matches(name, valid, n=1)
-            hint = f"did you mean {close[0]!r}?" if close else f"valid ones: {', '.join(sorted(valid))}"
+            close = nearest(name, valid)
+            hint = f"did you mean {close!r}?" if close else f"valid ones: {', '.join(sorted(valid))}"
         raise TypeError(f"{where} got an unexpected keyword argument {name!r}; {hint}")
 
 

@@ -5,10 +5,11 @@ Python 3.14."""
 from __future__ import annotations
 
 import argparse
-import difflib
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, NoReturn, Optional
+
+from ...core.text import nearest
 
 
 def closest(word: str, names: Iterable[str]) -> Optional[str]:
@@ -17,8 +18,8 @@ def closest(word: str, names: Iterable[str]) -> Optional[str]:
     keys = {name.lstrip("-").lower(): name for name in names}
     key = word.lstrip("-").lower()
     begun = [k for k in keys if k.startswith(key)]
-    near = begun if len(begun) == 1 else difflib.get_close_matches(key, keys, n=1)
-    return keys[near[0]] if near else None
+    near = begun[0] if len(begun) == 1 else nearest(key, keys)
+    return keys[near] if near is not None else None
 
 
 class SuggestingParser(argparse.ArgumentParser):
