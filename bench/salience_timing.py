@@ -16,7 +16,7 @@ from llama_index.core.base.llms.types import ChatMessage
 
 from llama_memory import ComposableMemory
 from llama_memory.embeddings.offline import OfflineEmbedding
-from llama_memory.read import pipeline as read
+from llama_memory.memory.runtime import Runtime
 from llama_memory.retrieval.ranking import NO_SALIENCE, Salience
 
 MODES = ("before", "after", "usage only", "salience only")
@@ -44,20 +44,20 @@ def main(rounds: int = 4) -> dict[str, list[float]]:
     questions = [f"what did I say about topic {i}?" for i in range(37)]
     for question in questions:  # warm up: the query embeddings are cached
         memory.get(question)
-    real_log = read.usage_log
+    real_log = Runtime.usage_log
     times: dict[str, list[float]] = {mode: [] for mode in MODES}
     try:
         for _ in range(rounds):
             for mode in MODES:
                 source.salience = Salience() if mode in ("after", "salience only") else NO_SALIENCE
                 use_log = mode in ("after", "usage only")
-                read.usage_log = real_log if use_log else (lambda memory: NoUsage())  # type: ignore[assignment,return-value]
+                Runtime.usage_log = real_log if use_log else (lambda rt: NoUsage())  # type: ignore[assignment,method-assign,return-value]
                 for question in questions:
                     started = time.perf_counter()
                     memory.get(question)
                     times[mode].append((time.perf_counter() - started) * 1000)
     finally:
-        read.usage_log = real_log
+        Runtime.usage_log = real_log  # type: ignore[method-assign]
     print(f"load average {os.getloadavg()}")
     for mode, values in times.items():
         values.sort()

@@ -10,7 +10,7 @@ from typing import Any, Optional
 
 from ..core.text import nearest, shown
 
-__all__ = ["argument_problem", "shown"]  # shown: its old home
+__all__ = ["argument_problem", "unknown_tool"]
 
 
 def _listed(names: list[str]) -> str:

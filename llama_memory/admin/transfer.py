@@ -301,7 +301,7 @@ class TenantTransfer:
         from llama_index.core.base.llms.types import ChatMessage
         from pydantic import ValidationError
 
-        from ..core.messages import dump_message, load_message
+        from ..storage.codec import dump_message, load_message
 
         if isinstance(data, str):
             data = json.loads(data)

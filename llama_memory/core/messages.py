@@ -1,5 +1,5 @@
-"""Helpers for LlamaIndex ``ChatMessage``: text, lossless JSON (``model_dump(mode="json")``
-keeps blocks, tool calls and ``additional_kwargs``), ids, event times and token counts.
+"""Helpers for LlamaIndex ``ChatMessage``: its text, role, id, event time and token count
+(its lossless JSON, as stores keep it, is :mod:`llama_memory.storage.codec`).
 """
 
 from __future__ import annotations
@@ -12,8 +12,6 @@ from typing import Any, Optional
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock, ToolCallBlock
 
-from ..storage.codec import dump_message as dump_message  # re-exported: formation, admin
-from ..storage.codec import load_message as load_message  # re-exported: its old home
 from .text import check_text
 from .types import STANDALONE_KEY
 

@@ -70,8 +70,8 @@ class ComposableMemory(MemoryFromDefaults):
         default_factory=get_tokenizer, exclude=True, description="Counts the block's tokens."
     )
 
-    # The parts and the state the pipelines work on (read.py, write.py, passes.py),
-    # its options among them: built here, its store attached by
+    # The parts, options and state the pipelines (read/pipeline.py, write/pipeline.py,
+    # write/formation/passes.py) work on: built here, its store attached by
     # wiring.build_memory.
     _rt: Runtime = PrivateAttr(default=None)  # type: ignore[assignment]
 

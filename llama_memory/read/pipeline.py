@@ -14,7 +14,9 @@
 5. **deduplicate** (:func:`~llama_memory.read.compose.deduplicate`): against the window and
    across sources (asking once more when the window showed more than expected);
 6. **fit the budget** (:func:`~llama_memory.read.compose.fit_block`): the user's standing
-   instructions first, then as many records as ``memory_token_limit`` holds;
+   instructions first, then as many records as ``memory_token_limit`` holds (fitted again
+   with an older message marked as possibly superseded, :mod:`.superseded`, when the
+   block still shows as much);
 7. **insert** (:func:`~llama_memory.read.compose.insert_block`): the block goes into the
    system message (or the latest user message).
 
@@ -38,7 +40,7 @@ from ..core.messages import message_text
 from ..core.text import check_text, normalize_text
 from ..core.types import MemoryRecord, Scope, Stopwatch, now
 from ..memory.arguments import short
-from ..memory.runtime import Runtime, UsageLog
+from ..memory.runtime import Runtime
 from ..retrieval.excerpts import records_for
 from ..retrieval.relevance import (
     NAMED_MIN_COSINE,
@@ -115,7 +117,7 @@ def note_shown(rt: Runtime, block: MemoryBlock) -> None:
     """Note a block as shown: the memory's ``last_block``, its records' last use. The
     caller holds the memory's lock."""
     rt.last_block = block
-    usage_log(rt).note(block.records, now())
+    rt.usage_log().note(block.records, now())
 
 
 def compose_block(rt: Runtime, plan: QueryPlan, window: Sequence[ChatMessage]) -> MemoryBlock:
@@ -217,11 +219,6 @@ def announce_block(
         dropped_for_budget=block.dropped_for_budget, window_messages=window_messages,
         duration_ms=watch.elapsed_ms,
     ))  # fmt: skip
-
-
-def usage_log(rt: Runtime) -> UsageLog:
-    """The memory's log of records shown in blocks (made on first use, on its store)."""
-    return rt.usage_log()
 
 
 # -- stage 2: plan the query ------------------------------------------------------------
@@ -471,7 +468,20 @@ def share_text(value: float) -> str:
     return format(Decimal(f"{value:.2g}"), "f")
 
 
-# -- stage 5b: mark what a later record may supersede (read/superseded.py) --------------
+# -- stage 5: deduplicate (compose.deduplicate), asking once more when short ------------
+
+
+def short_of(
+    records: Sequence[MemoryRecord], kept: Sequence[MemoryRecord], fetch: int, top_k: int
+) -> bool:
+    """Whether a source gave all ``fetch`` records asked for (so it may have more) but
+    fewer than ``top_k`` of them survived deduplication."""
+    found = Counter(r.source for r in records)
+    left = Counter(r.source for r in kept)
+    return any(n >= fetch and left[source] < top_k for source, n in found.items())
+
+
+# -- stage 6, again: mark what a later record may supersede (read/superseded.py) --------
 
 
 def query_vector(rt: Runtime, text: str) -> Optional[Any]:
@@ -498,19 +508,6 @@ def word_counts(rt: Runtime, words: Sequence[str]) -> tuple[int, dict[str, int]]
     if rt.store is None:
         return 0, {}
     return rt.store.word_counts(words, rt.scope)
-
-
-# -- stage 5: deduplicate (compose.deduplicate), asking once more when short ------------
-
-
-def short_of(
-    records: Sequence[MemoryRecord], kept: Sequence[MemoryRecord], fetch: int, top_k: int
-) -> bool:
-    """Whether a source gave all ``fetch`` records asked for (so it may have more) but
-    fewer than ``top_k`` of them survived deduplication."""
-    found = Counter(r.source for r in records)
-    left = Counter(r.source for r in kept)
-    return any(n >= fetch and left[source] < top_k for source, n in found.items())
 
 
 # -- search: retrieve and deduplicate, no block -----------------------------------------

@@ -193,8 +193,8 @@ HOP_WEIGHT = 0.5
 #: A word held by more than this share of the store's records is no link.
 MAX_LINK_SHARE = 0.02
 #: The hop's search returns this many times the ``k`` of the retrieval: 2 was chosen
-#: leave-one-conversation-out among 1, 2 and 3 (every fold chose it; 3 was the first
-#: round's, 1 lost multi-hop recall); each found message's text is read, so fewer cost less.
+#: leave-one-conversation-out among 1, 2 and 3 (every fold chose it; 1 lost multi-hop
+#: recall); each found message's text is read, so fewer cost less.
 HOP_FOUND = 2
 
 

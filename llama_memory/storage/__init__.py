@@ -1,4 +1,6 @@
-"""Storage: the SQLite system of record and the Chroma dense index derived from it."""
+"""Storage, the bottom layer: the ports (:mod:`.ports`), the backends chosen by location
+(:mod:`.registry`: SQLite with Chroma, PostgreSQL with pgvector), the algorithms written
+once over SQL (:mod:`.sql`); re-exported here, the embedded backend's store and index."""
 
 from .chroma import DenseIndex, ephemeral_client, http_client, persistent_client
 from .reconcile import ReconcileReport, reconcile_index

@@ -20,7 +20,6 @@ from ..core.errors import LlamaMemoryError
 from ..core.instrumentation import MemoryPutEvent, dispatcher
 from ..core.messages import (
     check_storable,
-    dump_message,
     is_standalone,
     message_id,
     message_time,
@@ -32,6 +31,7 @@ from ..memory.arguments import messages_arg
 from ..memory.runtime import Runtime
 from ..read.compose import MemoryBlock
 from ..sources.base import Stored
+from ..storage.codec import dump_message
 from .buffer import ChatBuffer
 from .formation.passes import formation_worker, job_payload, pass_running, queue_pass
 

@@ -4,8 +4,8 @@ checked against the code.
 A backend writes the methods of the storage ports that are ``typing.Protocol`` classes
 (``storage/ports/*.py``, ``storage/backend.py``) and the abstract methods of the classes
 written once over SQL (``storage/sql/*.py``: the dialect, the hooks a shared algorithm
-leaves to each backend). The page lists every one of them, generated from the code;
-rewrite it with::
+leaves to each backend), and sets the attributes those classes declare without a value.
+The page lists every one of them, generated from the code; rewrite it with::
 
     .venv/bin/python -m tests.docs.test_storage_ports --write
 
@@ -40,11 +40,28 @@ def _is_abstract(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return any(ast.unparse(d).split(".")[-1] == "abstractmethod" for d in fn.decorator_list)
 
 
-def ports() -> list[tuple[str, str, list[ast.FunctionDef | ast.AsyncFunctionDef], bool]]:
-    """Each class a backend writes methods of: (its file, its name, those methods,
-    whether it is a Protocol). A
-    Protocol counts every method; another class its abstract ones. Private classes
-    (a leading underscore) are helpers' shapes, not what a backend writes."""
+def _is_row(node: ast.ClassDef) -> bool:
+    """A dataclass or named tuple: a row whose fields are its constructor's, not a backend's."""
+    decorators = [ast.unparse(d) for d in node.decorator_list]
+    return any("dataclass" in d for d in decorators) or any(ast.unparse(b) == "NamedTuple" for b in node.bases)
+
+
+def attributes(node: ast.ClassDef) -> list[ast.AnnAssign]:
+    """The attributes a class declares without a value and does not set itself: each
+    backend sets them."""
+    if _is_row(node):
+        return []
+    own = {ast.unparse(t) for n in ast.walk(node) if isinstance(n, (ast.Assign, ast.AnnAssign))
+           for t in (n.targets if isinstance(n, ast.Assign) else [n.target])}
+    return [n for n in node.body if isinstance(n, ast.AnnAssign) and n.value is None
+            and f"self.{ast.unparse(n.target)}" not in own]
+
+
+def ports() -> list[tuple[str, str, list[ast.FunctionDef | ast.AsyncFunctionDef], bool, list[ast.AnnAssign]]]:
+    """Each class a backend writes methods of or sets attributes of: (its file, its name,
+    those methods, whether it is a Protocol, those attributes). A Protocol counts every
+    method; another class its abstract ones. Private classes (a leading underscore) are
+    helpers' shapes, not what a backend writes."""
     found = []
     for path in port_files():
         for node in ast.parse(path.read_text(encoding="utf-8")).body:
@@ -53,23 +70,25 @@ def ports() -> list[tuple[str, str, list[ast.FunctionDef | ast.AsyncFunctionDef]
             methods = [n for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
             if not _is_protocol(node):
                 methods = [m for m in methods if _is_abstract(m)]
-            if methods or _is_protocol(node):
-                found.append((str(path.relative_to(STORAGE)), node.name, methods, _is_protocol(node)))
+            if methods or _is_protocol(node) or attributes(node):
+                found.append((str(path.relative_to(STORAGE)), node.name, methods, _is_protocol(node), attributes(node)))
     return found
 
 
 def count() -> int:
     """How many methods a backend writes."""
-    return sum(len(methods) for _, _, methods, _ in ports())
+    return sum(len(methods) for _, _, methods, _, _ in ports())
 
 
 def render() -> str:
     """The page's block: every class a backend writes, with its methods' signatures."""
-    out = [f"# what a backend writes: {count()} methods (tests/docs/test_storage_ports.py)"]
-    for file, name, methods, protocol in ports():
+    set_ = sum(len(attrs) for *_, attrs in ports())
+    out = [f"# what a backend writes: {count()} methods, and {set_} attributes it sets (tests/docs/test_storage_ports.py)"]
+    for file, name, methods, protocol, attrs in ports():
         out.append("")
-        kind = "(Protocol):  # " if protocol else ":  # abstract methods of "
+        kind = "(Protocol):  # " if protocol else ":  # abstract methods and unset attributes of "
         out.append(f"class {name}{kind}storage/{file}")
+        out.extend(f"    {ast.unparse(a.target)}: {ast.unparse(a.annotation)}" for a in attrs)
         for fn in methods:
             args = ast.unparse(fn.args)
             args = args[len("self, "):] if args.startswith("self, ") else ("" if args == "self" else args)
@@ -103,6 +122,6 @@ if __name__ == "__main__":
         text = PAGE.read_text(encoding="utf-8")
         PAGE.write_text(text[:start] + render() + text[end:], encoding="utf-8")
         print(f"rewrote the storage ports of {PAGE.relative_to(ROOT)}")
-    for file, name, methods, _ in ports():
-        print(f"{len(methods):3d}  {name}  (storage/{file})")
+    for file, name, methods, _, attrs in ports():
+        print(f"{len(methods):3d}  {name}  (storage/{file}; {len(attrs)} attributes)")
     print(f"{count():3d}  in all")

@@ -16,8 +16,8 @@ from llama_index.core.llms import ChatMessage, ImageBlock, MessageRole, TextBloc
 from llama_index.core.memory import ChatMemoryBuffer
 from llama_index.core.utils import get_tokenizer
 
-from llama_memory.core.messages import dump_message, load_message
 from llama_memory.memory import DEFAULT_TOKEN_LIMIT
+from llama_memory.storage.codec import dump_message, load_message
 from llama_memory.write.buffer import ChatBuffer, ChatLog
 
 USER, ASSISTANT, TOOL, SYSTEM = (

@@ -20,7 +20,7 @@ from ..sql.profile import CURRENT_COLUMNS, CURRENT_ROWS, ProfileRows
 from ..sql.store import Storage
 from ..sql.triples import MentionLink, TripleTimeline
 from .dialect import POSTGRES
-from .records import _event_date
+from .records import event_date_words
 from .store import PostgresStore
 from .vectors import PgVectorIndex
 
@@ -131,7 +131,7 @@ class PostgresStoreAdmin(AdminRows):
     timeline_class = PostgresTripleTimeline
 
     def _record_extras(self, row: dict[str, Any]) -> dict[str, Any]:
-        return {"event_date": _event_date(row["event_time"])}
+        return {"event_date": event_date_words(row["event_time"])}
 
     def size_bytes(self) -> int:
         """Bytes the llama-memory tables take in the database, indexes included."""

@@ -110,7 +110,7 @@ class RecordTables(PostgresConnection, RecordStore):
 
     def _derived_columns(self, rec: NewRecord) -> dict[str, Any]:
         # The full-text index reads the event date in words too (the column ``tsv``).
-        return {"event_date": _event_date(rec.event_time)}
+        return {"event_date": event_date_words(rec.event_time)}
 
     def session_neighbours(
         self, ids: Sequence[str], scope: Scope, source: str, radius: int
@@ -409,7 +409,7 @@ def _or_words(query: str) -> str:
     return " or ".join(dict.fromkeys(w for w in word_tokens(query) if w != "or"))
 
 
-def _event_date(event_time: Optional[float]) -> str:
+def event_date_words(event_time: Optional[float]) -> str:
     """The event date in words, e.g. "8 May 2023" (UTC), as the lexical index reads it."""
     if event_time is None:
         return ""

@@ -71,7 +71,6 @@ class MessageRanks:
         return self._seen[digest]
 
 
-
 class AdminRows(ABC):
     """Administrative reads and writes on one SQL store, for one tenant at a time."""
 

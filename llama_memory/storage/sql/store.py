@@ -155,5 +155,15 @@ class Storage(MetaStore, SQLChatTables, RecordStore, JobQueue, SQLStore, RankedL
         return self.chat_log_type(self, scope)  # type: ignore[call-arg]  # (a Protocol names no __init__)
 
     @abstractmethod
+    def replace_chat(self, scope: Scope, messages: Sequence[ChatMessage]) -> Any:
+        """Replace the scope's conversation with ``messages`` (:class:`SQLChatLog`'s
+        ``replace`` and ``clear``)."""
+
+    @property
+    @abstractmethod
+    def schema_version(self) -> int:
+        """The version of the store's schema (``llama-memory stats`` shows it)."""
+
+    @abstractmethod
     def close(self) -> None:
         """Release the connection."""

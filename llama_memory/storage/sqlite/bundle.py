@@ -112,7 +112,6 @@ class StoreAdmin(AdminRows):
         return set(tables) & self.tables()
 
 
-
 class EmbeddedStore(OpenBackend):
     """The embedded backend's parts on one opened :class:`SQLiteStore`: the dense index
     under ``path`` (None: in memory), or on ``client`` / the Chroma ``server``

@@ -312,10 +312,10 @@ class SQLiteConnection(MetaStore):
         """Inside a write: the :meth:`change_stamp` once it commits (stale if it fails)."""
         with self._lock:
             return self.data_version(), self._commits + 1
+
     def data_version(self) -> int:
         """Changes when another connection commits; this one's own commits leave it."""
         return int(self.query("read data version", "PRAGMA data_version")[0][0])
-
 
 
 #: The connections open in this process (the file's own locks cannot tell: see open_here).

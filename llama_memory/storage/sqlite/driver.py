@@ -106,17 +106,10 @@ def raw_key(key: bytes, salt: bytes) -> str:
     return f"\"x'{key.hex()}{salt.hex()}'\""
 
 
-def forget_derived_keys() -> None:
-    """Drop every derived key this process holds."""
-    with _lock:
-        _derived.clear()
-
-
 __all__ = [
     "Derivation",
     "derivation_of",
     "derived_key",
-    "forget_derived_keys",
     "new_salt",
     "raw_key",
     "salt_of",

@@ -14,9 +14,9 @@ from typing import Any, Optional
 
 from llama_index.core.base.llms.types import ChatMessage
 
-from ...core.messages import dump_message
 from ...core.types import Scope
 from ...sources.base import Extracting, Stored
+from ...storage.codec import dump_message
 from ...storage.ports.base import user_meta_key
 from ...storage.sql.store import Storage
 from .answer import ask_pass, observed
