@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections import deque
 from collections.abc import Callable, Sequence
 from datetime import date, datetime, timezone
 from typing import Any, Optional
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock, ToolCallBlock
 
-from .text import check_text
+from .text import check_text, short
 from .types import STANDALONE_KEY
 
 #: ``additional_kwargs`` keys read for a message's id (the first one present wins).
@@ -147,3 +148,34 @@ def message_tokens(message: ChatMessage, tokenizer_fn: Callable[[str], Sequence[
     if calls:
         text += "\n" + json.dumps(calls, sort_keys=True, ensure_ascii=False, default=_json_default)
     return len(tokenizer_fn(text))
+
+
+def not_a_message(where: str, value: Any, many: bool, position: int = 0) -> str:
+    """What was wrong with a value given where a ChatMessage was expected, and what to pass."""
+    takes = "ChatMessage objects" if many else "a ChatMessage"
+    what = f"message {position} is" if many else "it was given"
+    if isinstance(value, str):
+        fix = f"pass ChatMessage(role=\"user\", content={short(value)})"
+    elif isinstance(value, dict):
+        fix = "pass ChatMessage(**message) or ChatMessage.model_validate(message)"
+    elif not many and isinstance(value, (list, tuple)):
+        fix = "for several messages call put_messages(messages)"
+    else:
+        fix = "pass a llama_index.core.llms.ChatMessage"
+    return f"{where} takes {takes}; {what} a {type(value).__name__} ({short(value)}): {fix}"
+
+
+def messages_arg(messages: Any, where: str) -> list[ChatMessage]:
+    """``messages`` as a list of ChatMessage; TypeError naming the first bad one (before
+    anything is written)."""
+    if isinstance(messages, ChatMessage):
+        raise TypeError(f"{where} takes a list of ChatMessage, not one ChatMessage: pass [message]")
+    if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, (list, tuple, deque)):
+        raise TypeError(
+            f"{where} takes a list of ChatMessage, not {type(messages).__name__} "
+            f"{short(messages)}: pass e.g. [ChatMessage(role=\"user\", content=\"...\")]"
+        )
+    for position, message in enumerate(messages):
+        if not isinstance(message, ChatMessage):
+            raise TypeError(not_a_message(where, message, many=True, position=position))
+    return list(messages)

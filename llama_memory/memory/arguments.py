@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import inspect
 import numbers
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from llama_index.core.base.llms.types import ChatMessage
 from pydantic import ValidationError
 from pydantic.fields import FieldInfo
 
@@ -71,37 +69,6 @@ def reject_unknown(where: str, given: Sequence[str] | dict[str, Any], valid: Seq
             close = nearest(name, valid)
             hint = f"did you mean {close!r}?" if close else f"valid ones: {', '.join(sorted(valid))}"
         raise TypeError(f"{where} got an unexpected keyword argument {name!r}; {hint}")
-
-
-def not_a_message(where: str, value: Any, many: bool, position: int = 0) -> str:
-    """What was wrong with a value given where a ChatMessage was expected, and what to pass."""
-    takes = "ChatMessage objects" if many else "a ChatMessage"
-    what = f"message {position} is" if many else "it was given"
-    if isinstance(value, str):
-        fix = f"pass ChatMessage(role=\"user\", content={short(value)})"
-    elif isinstance(value, dict):
-        fix = "pass ChatMessage(**message) or ChatMessage.model_validate(message)"
-    elif not many and isinstance(value, (list, tuple)):
-        fix = "for several messages call put_messages(messages)"
-    else:
-        fix = "pass a llama_index.core.llms.ChatMessage"
-    return f"{where} takes {takes}; {what} a {type(value).__name__} ({short(value)}): {fix}"
-
-
-def messages_arg(messages: Any, where: str) -> list[ChatMessage]:
-    """``messages`` as a list of ChatMessage; TypeError naming the first bad one (before
-    anything is written)."""
-    if isinstance(messages, ChatMessage):
-        raise TypeError(f"{where} takes a list of ChatMessage, not one ChatMessage: pass [message]")
-    if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, (list, tuple, deque)):
-        raise TypeError(
-            f"{where} takes a list of ChatMessage, not {type(messages).__name__} "
-            f"{short(messages)}: pass e.g. [ChatMessage(role=\"user\", content=\"...\")]"
-        )
-    for position, message in enumerate(messages):
-        if not isinstance(message, ChatMessage):
-            raise TypeError(not_a_message(where, message, many=True, position=position))
-    return list(messages)
 
 
 def count_arg(value: Any, where: str) -> int:

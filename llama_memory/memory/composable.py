@@ -13,6 +13,7 @@ from llama_index.core.utils import get_tokenizer
 
 from ..core.errors import LlamaMemoryError, StorageError
 from ..core.instrumentation import dispatcher
+from ..core.messages import not_a_message
 from ..core.types import TTL, MemoryRecord, Scope
 from ..read import pipeline as read
 from ..read.compose import MemoryBlock
@@ -32,7 +33,7 @@ from ..write import pipeline as write
 from ..write.formation import passes
 from . import DEFAULT_TOP_K
 from .agents import RunMemoryTool, drops_leading_system_message
-from .arguments import count_arg, not_a_message, query_arg, reject_unknown
+from .arguments import count_arg, query_arg, reject_unknown
 from .from_defaults import MemoryFromDefaults
 from .restore import memory_from_dict, memory_to_dict, pickled_memory, unpickle_memory
 from .runtime import Runtime

@@ -16,12 +16,13 @@ from llama_index.core.memory.types import BaseMemory
 from pydantic import BaseModel
 from typing_extensions import Self
 
+from ..core.messages import messages_arg
 from ..core.types import TTL
 from ..retrieval.excerpts import SET_SPREAD
 from ..retrieval.relevance import DEFAULT_MIN_RELEVANCE
 from ..sources.base import MemorySource
 from . import DEFAULT_MEMORY_TOKEN_LIMIT, DEFAULT_TOKEN_LIMIT, DEFAULT_TOP_K
-from .arguments import messages_arg, parameters, reject_unknown
+from .arguments import parameters, reject_unknown
 from .settings import ExtractIn, InsertMethod, MemorySettings
 from .wiring import build_memory
 

@@ -37,9 +37,8 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
 from ..core.instrumentation import MemoryBlockEvent, MemoryRetrievalEvent, dispatcher
 from ..core.messages import message_text
-from ..core.text import check_text, normalize_text
+from ..core.text import check_text, normalize_text, short
 from ..core.types import MemoryRecord, Scope, Stopwatch, now
-from ..memory.arguments import short
 from ..memory.runtime import Runtime
 from ..retrieval.excerpts import records_for
 from ..retrieval.relevance import (

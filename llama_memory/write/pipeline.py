@@ -23,11 +23,11 @@ from ..core.messages import (
     is_standalone,
     message_id,
     message_time,
+    messages_arg,
     role_name,
     stored_text,
 )
 from ..core.types import Stopwatch, StoredMessage, now
-from ..memory.arguments import messages_arg
 from ..memory.runtime import Runtime
 from ..read.compose import MemoryBlock
 from ..sources.base import Stored

@@ -283,3 +283,69 @@ def test_storage_depends_on_nothing_above_it() -> None:
     assert len(composing) > 1  # the package and its steps
     uses_storage = sorted(t for name in composing for t in graph[name] if t.startswith("llama_memory.storage"))
     assert uses_storage == []  # composing a block needs no storage (its text helper is in text.py)
+
+
+#: The layers, from the top down (docs/architecture.md, "The layers"): a module imports
+#: modules of its own layer and of the layers below it. ``read/`` and ``write/``, the two
+#: pipelines, are one layer; the root package and its public modules are the top.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("", "blocks", "chat_engines", "testing", "__main__"),
+    ("admin",),
+    ("memory",),
+    ("read", "write"),
+    ("sources",),
+    ("retrieval",),
+    ("embeddings",),
+    ("storage",),
+    ("core",),
+)
+
+#: Imports that go up a layer, each with why: (the importing module or package, the
+#: module imported).
+UPWARD: dict[tuple[str, str], str] = {
+    ("llama_memory.read.pipeline", "llama_memory.memory.runtime"): "the pipelines work on the memory's Runtime",
+    ("llama_memory.write.pipeline", "llama_memory.memory.runtime"): "the pipelines work on the memory's Runtime",
+    ("llama_memory.write.formation.passes", "llama_memory.memory.runtime"): "a pass is queued from the Runtime",
+    ("llama_memory.write.buffer", "llama_memory.memory"): "the default sizes, a leaf that imports nothing",
+    ("llama_memory.write.formation.worker_process", "llama_memory.memory.composable"):
+        "the `llama-memory worker` process opens a memory per job",
+    ("llama_memory.sources.profile.source", "llama_memory.write.formation"):
+        "extract(): a pass run by hand, imported inside the method",
+    ("llama_memory.sources.triples.source", "llama_memory.write.formation"):
+        "extract(): a pass run by hand, imported inside the method",
+}
+
+
+def _layer(module: str) -> int:
+    parts = module.split(".")
+    top = parts[1] if len(parts) > 1 else ""
+    return next(i for i, names in enumerate(LAYERS) if top in names)
+
+
+def _upward_imports() -> set[tuple[str, str]]:
+    """Every (module, imported module) of the package where the second is a layer up."""
+    return {
+        (name, target)
+        for name, targets in _import_graph().items()
+        for target in targets
+        if _layer(target) < _layer(name)
+    }
+
+
+def _allowed_upward(name: str, target: str) -> bool:
+    return any(target == up and (name == low or name.startswith(low + ".")) for low, up in UPWARD)
+
+
+def test_each_layer_imports_only_itself_and_the_layers_below() -> None:
+    every = {name.split(".")[1] for name in _modules() if "." in name}
+    assert every <= {top for names in LAYERS for top in names}, "a folder missing from LAYERS"
+    offences = sorted(f"{name} -> {target}" for name, target in _upward_imports() if not _allowed_upward(name, target))
+    assert offences == [], "imports up a layer (move the code, or name it in UPWARD with why):\n" + "\n".join(offences)
+
+
+def test_every_upward_import_allowed_is_made() -> None:
+    """An entry of :data:`UPWARD` no module makes any more goes from the list."""
+    made = _upward_imports()
+    unused = [(low, up) for low, up in UPWARD
+              if not any(t == up and (n == low or n.startswith(low + ".")) for n, t in made)]
+    assert unused == [], f"UPWARD names imports no module makes: {unused}"
