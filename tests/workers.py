@@ -520,7 +520,11 @@ def command_line(conn: Connection, argv: list[str], stdout: str, stderr: str, cw
     """Run ``llama-memory argv`` in this process as ``python -m llama_memory`` runs it
     (``main``, its status the exit code), its file descriptors 1 and 2 written to the
     files ``stdout`` and ``stderr``, in the directory ``cwd``: a new process for each
-    command without paying the imports again. Nothing is sent on ``conn``."""
+    command without paying the imports again. Nothing is sent on ``conn``.
+
+    The exit status is also written to the file ``status`` beside ``stdout``: Python
+    3.11's forkserver, which passes a child's status back over a pipe, can lose it and
+    report 255 (``popen_forkserver.Popen.poll``); the file cannot."""
     import sys
 
     from llama_memory.admin.cli import main
@@ -533,4 +537,10 @@ def command_line(conn: Connection, argv: list[str], stdout: str, stderr: str, cw
         os.close(target)
     sys.stdout = open(1, "w", closefd=False)
     sys.stderr = open(2, "w", closefd=False)
-    raise SystemExit(main(argv))
+    try:
+        code = main(argv)
+    except SystemExit as stop:  # argparse's errors, --help, --version
+        code = stop.code
+    status = 0 if code is None else code if isinstance(code, int) else 1
+    Path(stdout).with_name("status").write_text(str(status))
+    raise SystemExit(code)

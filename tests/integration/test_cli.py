@@ -67,7 +67,9 @@ def cli(ctx: Any, output: Path, *args: Any) -> Run:
     if process.exitcode is None:
         process.kill()
         pytest.fail(f"llama-memory {' '.join(argv)} did not finish in 240 s")
-    return Run(argv, process.exitcode, stdout.read_text(), stderr.read_text())
+    status = output / "status"  # the child's own word (workers.command_line says why)
+    code = int(status.read_text()) if status.exists() else process.exitcode
+    return Run(argv, code, stdout.read_text(), stderr.read_text())
 
 
 def build_store(path: Path, embed_model: Any) -> None:
