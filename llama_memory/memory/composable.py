@@ -102,10 +102,12 @@ class ComposableMemory(MemoryFromDefaults):
         return super().__getattr__(name)  # type: ignore[misc]
 
     def __setattr__(self, name: str, value: Any) -> None:
-        """Changing an option (``memory.set_spread = 1``) changes :attr:`settings`; the
-        next call reads it."""
+        """Changing an option (``memory.set_spread = 1``) changes :attr:`settings`, checked;
+        the next call reads it. AttributeError for an option read only when the memory
+        was built (``user_id``, ``path``, ``token_limit``...: see
+        :data:`~llama_memory.memory.settings.LIVE_OPTIONS`)."""
         if name in MemorySettings.model_fields and name not in type(self).model_fields:
-            self._rt.change(**{name: value})
+            self._rt.settings = self._rt.settings.changed(name, value)
         else:
             super().__setattr__(name, value)
 

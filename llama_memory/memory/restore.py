@@ -345,8 +345,7 @@ def memory_from_dict(cls: type[M], data: dict[str, Any], kwargs: dict[str, Any])
         require_store(config["path"])
     history = config.pop("chat_history", None)
     memory = cls.from_defaults(**config)
-    for name, value in idle.items():
-        setattr(memory, name, value)
+    memory.runtime.change(**idle)
     memory.runtime.session_id_given = not chosen
     if since is not None and memory.settings.session_id == data.get("session_id"):
         memory.runtime.conversation_since = float(since)

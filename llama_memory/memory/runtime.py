@@ -228,8 +228,9 @@ class Runtime:
         return asdict(self.scope)
 
     def change(self, **options: Any) -> None:
-        """Change options after the memory opened (``memory.<option> = value``), not
-        validated (as a LlamaIndex memory's attributes are not)."""
+        """Change options the memory itself moves on (a new session id after ``reset``),
+        unchecked; an application's ``memory.<option> = value`` goes through
+        :meth:`MemorySettings.changed`."""
         self.settings = self.settings.model_copy(update=options)
 
     def check_open(self) -> None:

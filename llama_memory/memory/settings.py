@@ -34,7 +34,7 @@ from ..storage.registry import check_path
 from . import DEFAULT_MEMORY_TOKEN_LIMIT, DEFAULT_TOKEN_LIMIT, DEFAULT_TOP_K
 from .arguments import option_error, reject_unknown
 
-__all__ = ["MemorySettings", "check_formation", "qualified_name"]
+__all__ = ["LIVE_OPTIONS", "MemorySettings", "check_formation", "qualified_name"]
 
 InsertMethod = Literal["system", "user"]
 ExtractIn = Literal["thread", "worker"]
@@ -95,6 +95,19 @@ def check_formation(llm: Any, extract_every: int, extract_after_quiet: float, ex
 def qualified_name(cls: type) -> str:
     """``"module:QualName"`` of a class, the form :func:`~llama_memory.memory.restore.import_class` reads."""
     return f"{cls.__module__}:{cls.__qualname__}"
+
+
+#: The options the pipelines read at every call: changed on an open memory
+#: (``memory.top_k = 5``), each holds from the next call. Every other option is read once,
+#: when the memory is built (whose memory and which conversation, where it is stored, the
+#: buffer's size, the sources and their model): an open memory refuses a change of one
+#: rather than go on with the old value while showing the new.
+LIVE_OPTIONS = frozenset({
+    "memory_token_limit", "top_k", "min_relevance", "set_spread", "insert_method",
+    "llm", "extract_every", "extract_in", "extract_after_quiet", "formation_token_budget",
+})  # fmt: skip
+#: The live options checked together (:func:`check_formation`).
+_FORMATION = ("llm", "extract_every", "extract_after_quiet", "extract_in")
 
 
 class MemorySettings(BaseModel):
@@ -433,6 +446,22 @@ class MemorySettings(BaseModel):
     def persistent(self) -> bool:
         """Whether the store outlives this process (a ``path`` or a PostgreSQL ``store``)."""
         return self.path is not None or self.store is not None
+
+    def changed(self, name: str, value: Any) -> MemorySettings:
+        """These settings with the option ``name`` set to ``value`` on an open memory
+        (``memory.<name> = value``), checked as when settings are made (TypeError or
+        ValueError saying what was wrong). AttributeError for an option not in
+        :data:`LIVE_OPTIONS`: the memory read it when it was built."""
+        if name not in LIVE_OPTIONS:
+            whose = " (whose conversation and records it reads and writes)"
+            raise AttributeError(
+                f"{name} is fixed when a memory opens, and this one keeps the value it opened "
+                f"with{whose if name in ('user_id', 'session_id', 'tenant_id') else ''}: for another "
+                f"value, open another memory, ComposableMemory.from_defaults(..., {name}=...). "
+                f"An open memory can change {', '.join(sorted(LIVE_OPTIONS))}"
+            )
+        checked = type(self)(**{**{option: getattr(self, option) for option in _FORMATION}, name: value})
+        return self.model_copy(update={name: getattr(checked, name)})
 
     def data(self) -> dict[str, Any]:
         """The options as plain JSON data (live objects left out: see

@@ -93,9 +93,11 @@ def test_bad_spreads_and_questions_say_what_was_wrong(make_memory) -> None:
     with pytest.raises(TypeError, match="as a str, not int"):
         asks_for_a_set(3)  # type: ignore[arg-type]
     memory = make_memory(session_id="now")
-    memory.set_spread = 0.5
+    spread = memory.set_spread
     with pytest.raises(ValueError, match="set_spread.* got 0.5"):
-        memory.get("What pets does Nate have?")
+        memory.set_spread = 0.5  # refused where it is given, as from_defaults refuses it
+    assert memory.set_spread == spread
+    memory.get("What pets does Nate have?")  # and the memory still answers
 
 
 def test_the_bench_chooses_the_set_spread_leave_one_out() -> None:

@@ -254,3 +254,62 @@ def test_a_value_of_the_wrong_kind_names_the_option_the_value_and_what_it_takes(
     with pytest.raises(error, match=said):
         MemorySettings(**given)
     assert not where.exists()
+
+
+#: Options an open memory reads once, when it is built, with a value to try changing.
+FIXED = {
+    "user_id": "bob", "session_id": "another", "tenant_id": "other", "path": "/tmp/elsewhere",
+    "token_limit": 200, "ttl": 60, "embed_model": None, "owner_only": False, "triples": True,
+}
+
+
+def test_an_open_memory_refuses_a_change_it_would_not_follow(tmp_path: Path, embed_model: Any) -> None:
+    """``memory.user_id = "bob"`` used to show "bob" while the conversation stayed
+    Alice's: Bob's message went into her window and his records beside it. An option
+    read only when the memory is built is refused, saying how to get the new value, and
+    the memory goes on as it was."""
+    from llama_memory import MemoryAdmin
+
+    memory = ComposableMemory.from_defaults(user_id="alice", session_id="s", path=tmp_path, embed_model=embed_model)
+    try:
+        memory.put(user("I live in Porto."))
+        before = memory.settings
+        for name, value in FIXED.items():
+            with pytest.raises(AttributeError, match=rf"^{name} is fixed when a memory opens.*from_defaults\(\.\.\., {name}=\.\.\.\)"):
+                setattr(memory, name, value)
+        assert memory.settings == before and memory.user_id == "alice"
+        memory.put(user("I play the violin."))
+        assert [m.content for m in memory.get_all()] == ["I live in Porto.", "I play the violin."]
+        assert "I live in Porto." in message_texts(memory.search("Where do I live?", k=1))
+    finally:
+        memory.close()
+    assert [u.user_id for u in MemoryAdmin(tmp_path).users()] == ["alice"]
+
+
+def test_a_live_option_changed_is_checked_and_holds_from_the_next_call(tmp_path: Path, embed_model: Any) -> None:
+    from llama_memory.memory.settings import LIVE_OPTIONS
+
+    assert LIVE_OPTIONS < set(MemorySettings.model_fields) and not LIVE_OPTIONS & set(FIXED)
+    for session, fact in enumerate(["I live in Porto.", "I play the violin.", "My sister is called Ana."]):
+        earlier = ComposableMemory.from_defaults(user_id="alice", session_id=str(session), path=tmp_path,
+                                                 embed_model=embed_model)
+        earlier.put(user(fact))
+        earlier.close()
+    memory = ComposableMemory.from_defaults(user_id="alice", session_id="two", path=tmp_path, embed_model=embed_model,
+                                            min_relevance=0)
+    try:
+        memory.get("Tell me about my life.")
+        assert len(memory.last_block.records) == 3
+        memory.top_k = 1
+        memory.get("Tell me about my life.")
+        assert len(memory.last_block.records) == 1 and memory.settings.top_k == 1
+        with pytest.raises(ValueError, match=r"insert_method takes 'system' or 'user', not 'above'"):
+            memory.insert_method = "above"
+        with pytest.raises(ValueError, match=r"extract_every=2 asks for automatic extraction passes, but this memory has no llm"):
+            memory.extract_every = 2
+        assert (memory.insert_method, memory.extract_every) == ("system", 0)  # unchanged by a refused value
+        memory.llm = ScriptedLLM()
+        memory.extract_every = 2  # with an llm now, the same value is taken
+        assert memory.settings.extract_every == 2
+    finally:
+        memory.close()
