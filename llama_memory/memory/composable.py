@@ -170,6 +170,7 @@ class ComposableMemory(MemoryFromDefaults):
     def source(self, name: str) -> SourceProtocol:
         """The secondary source called ``name`` (``"vector"``...); KeyError naming the
         available ones otherwise."""
+        self._rt.check_open()
         for source in self._rt.sources:
             if source.name == name:
                 return source

@@ -262,7 +262,8 @@ class Runtime:
 
     def source_of(self, kind: type, missing: str) -> Source:
         """The first source that implements the protocol ``kind``; LlamaMemoryError
-        saying ``missing`` when none does."""
+        saying ``missing`` when none does; MemoryClosedError once closed."""
+        self.check_open()
         for source in self.sources:
             if isinstance(source, kind):
                 return source

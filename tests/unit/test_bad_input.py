@@ -448,6 +448,21 @@ async def test_calls_after_close_say_the_memory_is_closed(make_memory, embed_mod
     assert_nothing_lost(reopened(memory, embed_model))
 
 
+def test_a_closed_memorys_sources_say_it_is_closed(make_memory, embed_model) -> None:
+    """``memory.profile`` after ``close()`` handed out the source, whose first read was a
+    StorageError about a closed database: the memory says it is closed instead."""
+    memory = seeded(make_memory, triples=True)
+    memory.close()
+    parts = {
+        "profile": lambda: memory.profile, "triple_source": lambda: memory.triple_source,
+        "episodic": lambda: memory.episodic, "source": lambda: memory.source("vector"),
+    }  # fmt: skip
+    for name, part in parts.items():
+        with pytest.raises(MemoryClosedError, match="this memory is closed"):
+            part()
+    assert_nothing_lost(reopened(memory, embed_model))
+
+
 def test_a_memory_used_in_a_with_block_is_closed_on_leaving_it(make_memory, embed_model) -> None:
     with seeded(make_memory) as memory:
         assert memory.get_all()  # open inside the block
