@@ -11,7 +11,7 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr, SerializeAsAny
 from llama_index.core.memory.types import BaseMemory
 from llama_index.core.utils import get_tokenizer
 
-from ..core.errors import LlamaMemoryError, StorageError
+from ..core.errors import LlamaMemoryError, NotPicklableError, StorageError
 from ..core.instrumentation import dispatcher
 from ..core.messages import not_a_message
 from ..core.types import TTL, MemoryRecord, Scope
@@ -46,6 +46,15 @@ from .settings import MemorySettings
 #: other unknown keyword argument is a TypeError); ``get`` passes its extra keyword
 #: arguments to the primary memory.
 LLAMA_INDEX_KWARGS = ("chat_history", "token_limit", "llm", "initial_token_count")
+
+
+#: Why ``copy.copy``/``copy.deepcopy`` of a memory are refused, and the ways that work.
+NOT_COPIED = (
+    "a ComposableMemory is not copied (copy.copy, copy.deepcopy, model_copy): it is a live "
+    "handle on its store and conversation. Share the one object (agents, chat engines and "
+    "a workflow's state do), or open another memory on the same store with "
+    "ComposableMemory.from_dict(memory.to_dict()), as pickle does"
+)
 
 
 class ComposableMemory(MemoryFromDefaults):
@@ -110,6 +119,16 @@ class ComposableMemory(MemoryFromDefaults):
             self._rt.settings = self._rt.settings.changed(name, value)
         else:
             super().__setattr__(name, value)
+
+    def __copy__(self) -> "ComposableMemory":
+        """Refused (NotPicklableError, a TypeError): see :meth:`__deepcopy__`."""
+        raise NotPicklableError(NOT_COPIED)
+
+    def __deepcopy__(self, memo: Optional[dict[int, Any]] = None) -> "ComposableMemory":
+        """Refused (NotPicklableError, a TypeError): a memory is a live handle on its
+        store and conversation, and a copy would write beside it. A workflow's
+        ``edit_state`` then shares it, as it shares other live handles."""
+        raise NotPicklableError(NOT_COPIED)
 
     @classmethod
     def class_name(cls) -> str:
