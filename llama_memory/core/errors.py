@@ -110,5 +110,6 @@ class ModelIntegrityError(LlamaMemoryError, RuntimeError):
 
 class NotPicklableError(LlamaMemoryError, TypeError):
     """A memory cannot be pickled: a part of it cannot travel to another process (an
-    in-memory store, custom sources, an LLM that does not pickle...). A TypeError, as
-    Python's own "cannot pickle" errors are."""
+    in-memory store, custom sources, an LLM that does not pickle...); nor copied
+    (``copy.copy``, ``copy.deepcopy``: it is a live handle on its store). A TypeError,
+    as Python's own "cannot pickle" errors are."""

@@ -11,9 +11,10 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr, SerializeAsAny
 from llama_index.core.memory.types import BaseMemory
 from llama_index.core.utils import get_tokenizer
 
-from ..core.errors import LlamaMemoryError, StorageError
+from ..core.errors import LlamaMemoryError, NotPicklableError, StorageError
 from ..core.instrumentation import dispatcher
 from ..core.messages import not_a_message
+from ..core.text import nearest
 from ..core.types import TTL, MemoryRecord, Scope
 from ..read import pipeline as read
 from ..read.compose import MemoryBlock
@@ -46,6 +47,15 @@ from .settings import MemorySettings
 #: other unknown keyword argument is a TypeError); ``get`` passes its extra keyword
 #: arguments to the primary memory.
 LLAMA_INDEX_KWARGS = ("chat_history", "token_limit", "llm", "initial_token_count")
+
+
+#: Why ``copy.copy``/``copy.deepcopy`` of a memory are refused, and the ways that work.
+NOT_COPIED = (
+    "a ComposableMemory is not copied (copy.copy, copy.deepcopy, model_copy): it is a live "
+    "handle on its store and conversation. Share the one object (agents, chat engines and "
+    "a workflow's state do), or open another memory on the same store with "
+    "ComposableMemory.from_dict(memory.to_dict()), as pickle does"
+)
 
 
 class ComposableMemory(MemoryFromDefaults):
@@ -96,7 +106,11 @@ class ComposableMemory(MemoryFromDefaults):
         self._rt.session_id_given = bool(options.get("session_id"))
 
     def __getattr__(self, name: str) -> Any:
-        """An option (``memory.set_spread``...): its value in :attr:`settings`."""
+        """An option (``memory.set_spread``...): its value in :attr:`settings`;
+        ``token_limit`` is the buffer's own, which may have been changed
+        (``memory.primary_memory.token_limit = 500``)."""
+        if name == "token_limit":
+            return getattr(self.primary_memory, "token_limit", self._rt.settings.token_limit)
         if name in MemorySettings.model_fields:
             return getattr(self._rt.settings, name)
         return super().__getattr__(name)  # type: ignore[misc]
@@ -104,12 +118,34 @@ class ComposableMemory(MemoryFromDefaults):
     def __setattr__(self, name: str, value: Any) -> None:
         """Changing an option (``memory.set_spread = 1``) changes :attr:`settings`, checked;
         the next call reads it. AttributeError for an option read only when the memory
-        was built (``user_id``, ``path``, ``token_limit``...: see
-        :data:`~llama_memory.memory.settings.LIVE_OPTIONS`)."""
-        if name in MemorySettings.model_fields and name not in type(self).model_fields:
-            self._rt.settings = self._rt.settings.changed(name, value)
-        else:
+        was built (``user_id``, ``path``, ``token_limit``, ``tokenizer_fn``...: see
+        :data:`~llama_memory.memory.settings.LIVE_OPTIONS`), and for a name that is no
+        option (a typo would otherwise do nothing), naming the closest. The buffer and
+        the sources may be replaced, as in ``SimpleComposableMemory``."""
+        if name in ("primary_memory", "secondary_memory_sources"):
+            if value is None:  # the defaults when building; an open memory builds nothing now
+                raise TypeError(f"{name} of an open memory takes a memory or a list of sources, not None")
+            MemorySettings(**{name: value})  # checked as from_defaults checks it: TypeError otherwise
             super().__setattr__(name, value)
+        elif name in MemorySettings.model_fields:
+            self._rt.settings = self._rt.settings.changed(name, value)
+        elif name in type(self).model_fields or name.startswith("_") or hasattr(type(self), name):
+            super().__setattr__(name, value)
+        else:
+            options = list(MemorySettings.model_fields)
+            close = nearest(name, options)
+            hint = f"did you mean {close!r}?" if close else f"its options are {', '.join(sorted(options))}"
+            raise AttributeError(f"ComposableMemory has no attribute {name!r} to set; {hint}")
+
+    def __copy__(self) -> "ComposableMemory":
+        """Refused (NotPicklableError, a TypeError): see :meth:`__deepcopy__`."""
+        raise NotPicklableError(NOT_COPIED)
+
+    def __deepcopy__(self, memo: Optional[dict[int, Any]] = None) -> "ComposableMemory":
+        """Refused (NotPicklableError, a TypeError): a memory is a live handle on its
+        store and conversation, and a copy would write beside it. A workflow's
+        ``edit_state`` then shares it, as it shares other live handles."""
+        raise NotPicklableError(NOT_COPIED)
 
     @classmethod
     def class_name(cls) -> str:
@@ -170,6 +206,7 @@ class ComposableMemory(MemoryFromDefaults):
     def source(self, name: str) -> SourceProtocol:
         """The secondary source called ``name`` (``"vector"``...); KeyError naming the
         available ones otherwise."""
+        self._rt.check_open()
         for source in self._rt.sources:
             if source.name == name:
                 return source

@@ -274,6 +274,9 @@ def memory_to_dict(memory: Facade) -> dict[str, Any]:
     parts, an in-memory conversation whole."""
     settings = memory.settings
     data = {"class_name": memory.class_name(), **settings.data(), **live_markers(memory, settings)}
+    # The buffer's limit now: a program may change it (memory.primary_memory.token_limit = n).
+    if isinstance(limit := getattr(memory.primary_memory, "token_limit", None), int):
+        data["token_limit"] = limit
     # The conversation, so that a copy resets as the original would: reset() of a memory
     # that chose its session id starts a new session; a conversation reset with its session
     # id kept began at conversation_since (the session's records stored before are the reset one's).
@@ -281,7 +284,7 @@ def memory_to_dict(memory: Facade) -> dict[str, Any]:
         data["session_id_chosen"] = True
     if memory.runtime.conversation_since is not None:
         data["conversation_since"] = memory.runtime.conversation_since
-    if not settings.persistent and settings.primary_memory is None:
+    if not settings.persistent and data["primary"] == "default":
         data["chat_history"] = [m.model_dump(mode="json") for m in memory.get_all()]
     return data
 
@@ -296,9 +299,10 @@ def live_markers(memory: Facade, settings: MemorySettings) -> dict[str, Any]:
     ("default", "none", "custom", or data), the embedding model by class, a URL without
     its password, and a marker for what cannot be written down (an llm, a tokenizer, a
     client, a pool), which ``from_dict`` asks for."""
-    primary, sources = settings.primary_memory, settings.secondary_memory_sources
+    sources = settings.secondary_memory_sources
+    default_primary = settings.primary_memory is None and not memory.runtime.primary_changed
     markers: dict[str, Any] = {
-        "primary": "default" if primary is None else primary_to_dict(memory.primary_memory) or "custom",
+        "primary": "default" if default_primary else primary_to_dict(memory.primary_memory) or "custom",
         "sources": "custom" if sources or memory.runtime.sources_changed else "default" if sources is None else "none",
     }
     if settings.embed_model is not None:

@@ -172,6 +172,7 @@ class Runtime:
         self._sources: list[Source] = list(sources)
         self._given: list[Any] = list(facade.secondary_memory_sources)  # what _sources wraps
         self._opened_with = list(self._given)
+        self._opened_primary = facade.primary_memory
         self.store: Optional[Storage] = None
         self.instructions: Optional[Instructions] = None
         self.drop_dense: Optional[Callable[[tuple[str, str]], None]] = None
@@ -209,6 +210,12 @@ class Runtime:
         (``to_dict`` then cannot describe them as the defaults or none)."""
         given = self.facade.secondary_memory_sources
         return not _same_items(given, self._opened_with)
+
+    @property
+    def primary_changed(self) -> bool:
+        """Whether ``primary_memory`` was replaced after the memory opened (``to_dict``
+        then describes the one it holds now)."""
+        return self.facade.primary_memory is not self._opened_primary
 
     # -- who and whether ---------------------------------------------------------------
 
@@ -262,7 +269,8 @@ class Runtime:
 
     def source_of(self, kind: type, missing: str) -> Source:
         """The first source that implements the protocol ``kind``; LlamaMemoryError
-        saying ``missing`` when none does."""
+        saying ``missing`` when none does; MemoryClosedError once closed."""
+        self.check_open()
         for source in self.sources:
             if isinstance(source, kind):
                 return source

@@ -484,6 +484,45 @@ async def test_context_round_trip_keeps_a_buffer_only_memory_buffer_only(open_me
     assert restored.sources == []
 
 
+async def note_item(ctx, item: str) -> str:  # noqa: ANN001 (annotated below)
+    """Note an item in the run's state."""
+    async with ctx.store.edit_state() as state:
+        state["state"]["items"] = [*state["state"].get("items", []), item]
+    return f"Noted {item}."
+
+
+# The class itself: this module's annotations are strings, and a tool finds its context
+# parameter by its annotation.
+note_item.__annotations__["ctx"] = Context
+
+
+@pytest.mark.parametrize("persistent", [False, True], ids=["in-memory", "path"])
+async def test_a_tool_that_edits_the_runs_state_keeps_the_conversation(open_memory, persistent: bool) -> None:
+    """llama-index-workflows copies the state for an ``edit_state`` block (a tool
+    updating ``initial_state``), memory included, and the run went on with the copy,
+    its own copy of the buffer as it was: the next run on the context (rebuilt from it)
+    lost the tool round of an in-memory memory. A memory is a live handle: shared."""
+    memory = open_memory(session_id="s1") if persistent else ComposableMemory.from_defaults(user_id="alice")
+    llm = ScriptedLLM([ToolCallReply("note_item", {"item": "milk"}), "Noted milk.", "You noted milk."])
+    agent = FunctionAgent(tools=[note_item], llm=llm, system_prompt=SYSTEM_PROMPT, initial_state={"items": []})
+    ctx = Context(agent)
+    try:
+        await agent.run(user_msg="Remember milk.", memory=memory, ctx=ctx)
+        assert texts(llm.calls[-1].messages)[-1] == "Noted milk."  # the tool ran and edited the state
+        assert await ctx.store.get("memory") is memory
+        await agent.run(user_msg="What did I note?", ctx=ctx)
+        roles = ["user", "assistant", "tool", "assistant", "user"]
+        assert [m.role.value for m in llm.calls[-1].messages] == ["system", *roles]
+        # (The second run rebuilt its state from the context: its memory is in the context now.)
+        after = await ctx.store.get("memory")
+        open_memory.opened.append(after)
+        assert [m.role.value for m in after.get_all()] == [*roles, "assistant"]
+        assert texts(after.get_all())[-1] == "You noted milk."
+    finally:
+        if not persistent:
+            memory.close()
+
+
 # --------------------------------------------------------------------------- scope
 
 

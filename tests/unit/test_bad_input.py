@@ -28,6 +28,7 @@ from llama_memory import (
     LlamaMemoryError,
     MemoryAdmin,
     MemoryClosedError,
+    NotPicklableError,
     StorageError,
 )
 from llama_memory.memory.composable import LLAMA_INDEX_KWARGS
@@ -446,6 +447,34 @@ async def test_calls_after_close_say_the_memory_is_closed(make_memory, embed_mod
         await memory.aget()
     assert "messages=closed" in repr(memory)
     assert_nothing_lost(reopened(memory, embed_model))
+
+
+def test_a_closed_memorys_sources_say_it_is_closed(make_memory, embed_model) -> None:
+    """``memory.profile`` after ``close()`` handed out the source, whose first read was a
+    StorageError about a closed database: the memory says it is closed instead."""
+    memory = seeded(make_memory, triples=True)
+    memory.close()
+    parts = {
+        "profile": lambda: memory.profile, "triple_source": lambda: memory.triple_source,
+        "episodic": lambda: memory.episodic, "source": lambda: memory.source("vector"),
+    }  # fmt: skip
+    for name, part in parts.items():
+        with pytest.raises(MemoryClosedError, match="this memory is closed"):
+            part()
+    assert_nothing_lost(reopened(memory, embed_model))
+
+
+def test_a_memory_is_not_copied_and_says_how_to_open_another(make_memory, embed_model) -> None:
+    """``copy.copy`` gave a memory that shared the original's store and options (closing
+    it closed the original) and ``copy.deepcopy`` failed on a lock: both are refused,
+    naming the ways that work."""
+    import copy
+
+    memory = seeded(make_memory)
+    for copier in (copy.copy, copy.deepcopy):
+        with pytest.raises(NotPicklableError, match=r"a ComposableMemory is not copied .*from_dict\(memory.to_dict\(\)\)"):
+            copier(memory)
+    assert_nothing_lost(memory)
 
 
 def test_a_memory_used_in_a_with_block_is_closed_on_leaving_it(make_memory, embed_model) -> None:

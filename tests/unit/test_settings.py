@@ -260,6 +260,8 @@ def test_a_value_of_the_wrong_kind_names_the_option_the_value_and_what_it_takes(
 FIXED = {
     "user_id": "bob", "session_id": "another", "tenant_id": "other", "path": "/tmp/elsewhere",
     "token_limit": 200, "ttl": 60, "embed_model": None, "owner_only": False, "triples": True,
+    # The buffer counts with the tokenizer it was built with, and caches the counts.
+    "tokenizer_fn": str.split,
 }
 
 
@@ -311,5 +313,61 @@ def test_a_live_option_changed_is_checked_and_holds_from_the_next_call(tmp_path:
         memory.llm = ScriptedLLM()
         memory.extract_every = 2  # with an llm now, the same value is taken
         assert memory.settings.extract_every == 2
+    finally:
+        memory.close()
+
+
+def test_what_is_set_on_an_open_memory_is_checked_when_set(tmp_path: Path, embed_model: Any) -> None:
+    """``memory.topk = 3`` was pydantic's ValueError ('object has no field "topk"'),
+    naming no option: an AttributeError now says which one was meant. A buffer or
+    sources put in place are checked as from_defaults checks them."""
+    memory = ComposableMemory.from_defaults(user_id="alice", path=tmp_path, embed_model=embed_model)
+    try:
+        with pytest.raises(AttributeError, match=r"^ComposableMemory has no attribute 'topk' to set; did you mean 'top_k'\?"):
+            memory.topk = 3
+        assert memory.top_k == 10 and not hasattr(memory, "topk")
+        with pytest.raises(AttributeError, match="no attribute 'wibble' to set; its options are"):
+            memory.wibble = 1
+        # The parts that may be replaced are checked as from_defaults checks them, not at
+        # the next put() ("'str' object has no attribute 'put_messages'").
+        with pytest.raises(TypeError, match="primary_memory takes a LlamaIndex memory .*not str 'alice'"):
+            memory.primary_memory = "alice"
+        with pytest.raises(TypeError, match="secondary_memory_sources takes llama-memory sources .*not int"):
+            memory.secondary_memory_sources = [42]
+        for part in ("primary_memory", "secondary_memory_sources"):
+            with pytest.raises(TypeError, match=f"^{part} of an open memory takes a memory or a list of sources, not None"):
+                setattr(memory, part, None)
+        memory.put(user("I live in Porto."))
+        assert [m.content for m in memory.get_all()] == ["I live in Porto."]
+    finally:
+        memory.close()
+
+
+def test_a_copy_holds_the_buffer_the_memory_holds_now(tmp_path: Path, embed_model: Any) -> None:
+    """The conversation's buffer changed after the memory opened (its token limit, or
+    another buffer in its place, as LlamaIndex's memories allow) is what
+    ``memory.token_limit``, ``to_dict`` and a pickle say: a workflow Context restored
+    the buffer the memory was opened with, and the stored conversation came back in
+    place of the one the agent was having."""
+    from llama_index.core.memory import ChatMemoryBuffer
+
+    memory = ComposableMemory.from_defaults(user_id="alice", session_id="s", path=tmp_path, embed_model=embed_model)
+    try:
+        memory.put(user("I live in Porto."))
+        memory.primary_memory.token_limit = 50
+        assert memory.token_limit == memory.to_dict()["token_limit"] == 50
+        copy = pickle.loads(pickle.dumps(memory))
+        try:
+            assert copy.primary_memory.token_limit == copy.token_limit == 50
+        finally:
+            copy.close()
+        memory.primary_memory = ChatMemoryBuffer.from_defaults(token_limit=400)
+        memory.put(user("I play the violin."))
+        restored = ComposableMemory.from_dict(memory.to_dict())
+        try:
+            assert [m.content for m in restored.get_all()] == ["I play the violin."]
+            assert restored.token_limit == 400
+        finally:
+            restored.close()
     finally:
         memory.close()
