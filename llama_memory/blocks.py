@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import warnings
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
@@ -32,11 +33,13 @@ from uuid import uuid4
 import llama_index.core.utils
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.bridge.pydantic import BaseModel, Field, PrivateAttr, field_validator
-from llama_index.core.memory.memory import BaseMemoryBlock
+from llama_index.core.memory.memory import BaseMemoryBlock, InsertMethod
 from llama_index.core.utils import get_tokenizer
+from llama_index.core.workflow import Context
 
 from .core.messages import message_text
 from .core.types import Scope
+from .memory.agents import RUN_MEMORY_KEY, drops_leading_system_message
 from .memory.arguments import parameters, reject_unknown
 from .memory.composable import ComposableMemory
 from .memory.restore import CONVERSATION_KEYS
@@ -68,6 +71,13 @@ SHARED_PRIORITY = 1
 _PRIORITY_DOC = (
     "Memory truncates priority 0 never; equal priorities in list order; distinct ones 1 first "
     "up to llama-index-core 0.14.25, the higher number first in later code."
+)
+#: Said when a ``ReActAgent`` without a ``system_prompt`` runs with the blocks in a system message.
+DROPPED_BY_REACT = (
+    "a ReActAgent without a system_prompt drops the first message it is given when that is a "
+    "system message, and the Memory puts its <memory> section (the llama-memory blocks: the "
+    "user's instructions, long-term records, profile) in that message: the LLM does not see "
+    "them. Give the agent a system_prompt, or build the Memory with insert_method='user'."
 )
 #: Where a record line starts in a block's text (``compose.render_item``).
 _RECORD_LINE = "- ["
@@ -295,6 +305,7 @@ class MemoryBlocks(BaseModel, AbstractContextManager["MemoryBlocks"], AbstractAs
             if shown is not None and shown.key == key and taker not in shown.taken:
                 shown.taken.add(taker)
                 return memory, shown.block
+            await _warn_if_dropped_by_the_agent()
             runtime = memory.runtime
             block = await runtime.run(read.block_for_window, runtime, list(messages))
             self._shown[memory.session_id] = _Shown(key, block, {taker})
@@ -339,6 +350,16 @@ class MemoryBlocks(BaseModel, AbstractContextManager["MemoryBlocks"], AbstractAs
         super().__setstate__(state)
         self._lock = threading.RLock()
         load_pickled_tokenizer()
+
+
+async def _warn_if_dropped_by_the_agent() -> None:
+    """Warn (:data:`DROPPED_BY_REACT`) when the step asking is a ``ReActAgent``'s without a
+    ``system_prompt`` and the run's ``Memory`` puts the blocks in a system message."""
+    if not await drops_leading_system_message():
+        return
+    memory = await Context.get_step_context().store.get(RUN_MEMORY_KEY, default=None)
+    if getattr(memory, "insert_method", None) == InsertMethod.SYSTEM:
+        warnings.warn(DROPPED_BY_REACT, UserWarning, stacklevel=2)
 
 
 _tokenizer_loaded = threading.Event()

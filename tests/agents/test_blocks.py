@@ -20,12 +20,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Optional
 
 import pytest
-from llama_index.core.agent.workflow import FunctionAgent
+from llama_index.core.agent.workflow import FunctionAgent, ReActAgent
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.memory import Memory
 from llama_index.core.memory.memory import BaseMemoryBlock
@@ -187,6 +188,29 @@ async def test_one_session_per_memory_and_the_store_opened_once_for_the_first(tm
     await tell(ScriptedLLM(["Noted.", "Sure."]), short_term("s2", blocks.all()), "I play the cello.", "Bye!")
     assert "I play the cello." in [message_plain_text(m) for m in blocks.memory_for("s2").get_all()]
     assert "I play the cello." not in [message_plain_text(m) for m in first.get_all()]
+
+
+async def test_a_react_agent_without_a_system_prompt_is_warned_that_it_drops_the_blocks(
+    tmp_path: Path, opened, embed_model
+) -> None:
+    """That agent drops a leading system message, where Memory puts the blocks by default:
+    the LLM would run without them, unsaid. The warning says what to do, and it works."""
+    blocks = open_blocks(opened, "alice", path=tmp_path, session_id="s1", embed_model=embed_model)
+    blocks.memory.put_messages([ChatMessage(role=MessageRole.USER, content=FACT)])
+
+    async def react_sees(memory: Memory, **agent: Any) -> str:
+        llm = ScriptedLLM(["Thought: I can answer.\nAnswer: Try the tasca."])
+        await ReActAgent(llm=llm, **agent).run(user_msg=QUESTION, memory=memory)
+        return "\n".join(message_plain_text(m) for m in llm.calls[0].messages)
+
+    with pytest.warns(UserWarning, match="ReActAgent without a system_prompt.*insert_method='user'"):
+        assert FACT not in await react_sees(short_term("s2", blocks.all()))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert FACT in await react_sees(short_term("s3", blocks.all()), system_prompt=SYSTEM_PROMPT)
+        as_user = Memory.from_defaults(session_id="s4", memory_blocks=blocks.all(), insert_method="user")
+        assert FACT in await react_sees(as_user)
+    assert not [w for w in caught if "ReActAgent" in str(w.message)]
 
 
 @pytest.mark.parametrize("call", ["flush", "get"])
