@@ -21,9 +21,10 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import warnings
 from collections import OrderedDict
-from collections.abc import Sequence
-from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, cast
@@ -32,11 +33,13 @@ from uuid import uuid4
 import llama_index.core.utils
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.bridge.pydantic import BaseModel, Field, PrivateAttr, field_validator
-from llama_index.core.memory.memory import BaseMemoryBlock
+from llama_index.core.memory.memory import BaseMemoryBlock, InsertMethod
 from llama_index.core.utils import get_tokenizer
+from llama_index.core.workflow import Context
 
 from .core.messages import message_text
 from .core.types import Scope
+from .memory.agents import RUN_MEMORY_KEY, drops_leading_system_message
 from .memory.arguments import parameters, reject_unknown
 from .memory.composable import ComposableMemory
 from .memory.restore import CONVERSATION_KEYS
@@ -68,6 +71,13 @@ SHARED_PRIORITY = 1
 _PRIORITY_DOC = (
     "Memory truncates priority 0 never; equal priorities in list order; distinct ones 1 first "
     "up to llama-index-core 0.14.25, the higher number first in later code."
+)
+#: Said when a ``ReActAgent`` without a ``system_prompt`` runs with the blocks in a system message.
+DROPPED_BY_REACT = (
+    "a ReActAgent without a system_prompt drops the first message it is given when that is a "
+    "system message, and the Memory puts its <memory> section (the llama-memory blocks: the "
+    "user's instructions, long-term records, profile) in that message: the LLM does not see "
+    "them. Give the agent a system_prompt, or build the Memory with insert_method='user'."
 )
 #: Where a record line starts in a block's text (``compose.render_item``).
 _RECORD_LINE = "- ["
@@ -109,6 +119,9 @@ class MemoryBlocks(BaseModel, AbstractContextManager["MemoryBlocks"], AbstractAs
     _lock: Any = PrivateAttr(default_factory=threading.RLock)
     _shown: dict[str, _Shown] = PrivateAttr(default_factory=dict)
     _last_flush: tuple[ChatMessage, ...] = PrivateAttr(default=())
+    # id(memory) -> the blocks' calls running on it; the ones closed for room once they end.
+    _busy: dict[int, int] = PrivateAttr(default_factory=dict)
+    _retired: dict[int, ComposableMemory] = PrivateAttr(default_factory=dict)
 
     @classmethod
     def open(
@@ -217,6 +230,9 @@ class MemoryBlocks(BaseModel, AbstractContextManager["MemoryBlocks"], AbstractAs
     def memory_for(self, session_id: Optional[str]) -> ComposableMemory:
         """The ``ComposableMemory`` of one session (the ``Memory``'s) on the blocks' store,
         opened on first use."""
+        return self._open(session_id, hold=False)
+
+    def _open(self, session_id: Optional[str], hold: bool) -> ComposableMemory:
         session = session_id or self.session_id
         with self._lock:
             if session is None:
@@ -224,22 +240,40 @@ class MemoryBlocks(BaseModel, AbstractContextManager["MemoryBlocks"], AbstractAs
             memory = self._memories.get(session)
             if memory is not None:
                 self._memories.move_to_end(session)
-                return memory
-            memory = ComposableMemory.from_dict({**self.config, "session_id": session}, **self._live)
-            self._memories[session] = memory
+            else:
+                memory = ComposableMemory.from_dict({**self.config, "session_id": session}, **self._live)
+                self._memories[session] = memory
+            if hold:
+                self._busy[id(memory)] = self._busy.get(id(memory), 0) + 1
             while len(self._memories) > OPEN_SESSIONS:
                 _, oldest = self._memories.popitem(last=False)
                 self._shown.pop(oldest.session_id, None)
-                oldest.close()
+                if id(oldest) in self._busy:  # a block's call runs on it: closed when the call ends
+                    self._retired[id(oldest)] = oldest
+                else:
+                    oldest.close()
             return memory
 
-    async def _memory_for(self, session_id: Optional[str]) -> ComposableMemory:
+    @asynccontextmanager
+    async def _held(self, session_id: Optional[str]) -> AsyncIterator[ComposableMemory]:
+        """The session's memory, left open while a block's call runs on it (other sessions
+        opened meanwhile close the least recently used memories, never this one)."""
         session = session_id or self.session_id
         with self._lock:
-            opened = self._memories.get(session) if session else None
-        if opened is not None:
-            return opened
-        return await asyncio.to_thread(self.memory_for, session_id)  # opening does file I/O
+            opened = session is not None and session in self._memories
+            memory = self._open(session_id, hold=True) if opened else None
+        if memory is None:
+            memory = await asyncio.to_thread(self._open, session_id, True)  # opening does file I/O
+        try:
+            yield memory
+        finally:
+            with self._lock:
+                calls = self._busy.pop(id(memory), 1) - 1
+                if calls:
+                    self._busy[id(memory)] = calls
+                retired = None if calls else self._retired.pop(id(memory), None)
+            if retired is not None:
+                retired.close()
 
     def __exit__(self, *exc: Any) -> None:
         """Leaving ``with MemoryBlocks.open(...) as blocks:`` closes them, also when it raised."""
@@ -265,16 +299,17 @@ class MemoryBlocks(BaseModel, AbstractContextManager["MemoryBlocks"], AbstractAs
     ]:
         """The composition for ``messages`` (the short-term queue), made once: ``taker``
         (a block's name) takes the one made for the same messages unless it took it."""
-        memory = await self._memory_for(session_id)
-        key = tuple((m.role.value, message_text(m)) for m in messages)
-        shown = self._shown.get(memory.session_id)
-        if shown is not None and shown.key == key and taker not in shown.taken:
-            shown.taken.add(taker)
-            return memory, shown.block
-        runtime = memory.runtime
-        block = await runtime.run(read.block_for_window, runtime, list(messages))
-        self._shown[memory.session_id] = _Shown(key, block, {taker})
-        return memory, block
+        async with self._held(session_id) as memory:
+            key = tuple((m.role.value, message_text(m)) for m in messages)
+            shown = self._shown.get(memory.session_id)
+            if shown is not None and shown.key == key and taker not in shown.taken:
+                shown.taken.add(taker)
+                return memory, shown.block
+            await _warn_if_dropped_by_the_agent()
+            runtime = memory.runtime
+            block = await runtime.run(read.block_for_window, runtime, list(messages))
+            self._shown[memory.session_id] = _Shown(key, block, {taker})
+            return memory, block
 
     async def store_flushed(self, messages: Sequence[ChatMessage]) -> None:
         """Store what ``Memory`` flushed from its queue as the user's messages of its
@@ -295,8 +330,8 @@ class MemoryBlocks(BaseModel, AbstractContextManager["MemoryBlocks"], AbstractAs
             }})
             for m in batch
         ]
-        memory = await self._memory_for(session)
-        await memory.aput_messages(plain)
+        async with self._held(session) as memory:
+            await memory.aput_messages(plain)
         self._shown.pop(memory.session_id, None)  # what it composed may change now
 
     def __getstate__(self) -> dict[Any, Any]:
@@ -305,6 +340,7 @@ class MemoryBlocks(BaseModel, AbstractContextManager["MemoryBlocks"], AbstractAs
         state = super().__getstate__()
         state["__pydantic_private__"] = {
             "_memories": OrderedDict(), "_live": {}, "_lock": None, "_shown": {}, "_last_flush": (),
+            "_busy": {}, "_retired": {},
         }
         return state
 
@@ -314,6 +350,16 @@ class MemoryBlocks(BaseModel, AbstractContextManager["MemoryBlocks"], AbstractAs
         super().__setstate__(state)
         self._lock = threading.RLock()
         load_pickled_tokenizer()
+
+
+async def _warn_if_dropped_by_the_agent() -> None:
+    """Warn (:data:`DROPPED_BY_REACT`) when the step asking is a ``ReActAgent``'s without a
+    ``system_prompt`` and the run's ``Memory`` puts the blocks in a system message."""
+    if not await drops_leading_system_message():
+        return
+    memory = await Context.get_step_context().store.get(RUN_MEMORY_KEY, default=None)
+    if getattr(memory, "insert_method", None) == InsertMethod.SYSTEM:
+        warnings.warn(DROPPED_BY_REACT, UserWarning, stacklevel=2)
 
 
 _tokenizer_loaded = threading.Event()

@@ -113,8 +113,17 @@ class InstructionOp:
             )
 
 
+#: How the ``update_instructions`` tool's arguments go with its operations.
+TOOL_ARGUMENTS = (
+    'op "add" takes text (the new instruction); "remove" takes instruction (the current one, '
+    'its id or text); "replace" takes instruction and text (its new wording)'
+)
+
+
 def check_text(text: Any, what: str = "an instruction") -> str:
     """``text`` stripped; ValueError unless one line of 1 to :data:`MAX_TEXT` characters."""
+    if text is None:
+        raise ValueError(f"{what} is missing")
     if not isinstance(text, str):
         raise ValueError(f"{what} must be a text, not {type(text).__name__} {text!r}")
     text = text.strip()
@@ -365,7 +374,10 @@ class Instructions:
         def update_instructions(
             op: str, text: Optional[str] = None, instruction: Optional[str] = None, reason: Optional[str] = None
         ) -> str:
-            change = InstructionOp(op, text=text, target=instruction, reason=reason)
+            try:
+                change = InstructionOp(op, text=text, target=instruction, reason=reason)
+            except ValueError as exc:  # said with the tool's argument names, which the LLM uses
+                raise ValueError(f"update_instructions was not run: {str(exc).rstrip('.')}. {TOOL_ARGUMENTS}.") from None
             written = self.apply([change], scope, origin="tool")
             now = self.current(scope)
             listed = "; ".join(f"[{i.id}] {i.text}" for i in now) or "none"

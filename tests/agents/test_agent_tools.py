@@ -239,3 +239,33 @@ async def test_a_tool_called_with_wrong_arguments_tells_the_llm_what_it_takes(op
         assert "Lisbon" in message_plain_text(llm.calls[2].messages[-1]) and len(facts_of(memory)) == 1
     else:
         assert facts_of(memory) == [] and profile_of(memory) == {}
+
+
+@pytest.mark.parametrize(
+    "wrong, fixed",
+    [
+        ({"op": "add"}, {"op": "add", "text": "Answer in French."}),
+        ({"op": "remove", "text": "Answer in French."}, {"op": "remove", "instruction": "Answer in French."}),
+    ],
+    ids=["add-without-text", "remove-by-text"],
+)
+async def test_a_wrong_instruction_change_names_the_argument_each_operation_takes(
+    open_memory, wrong: dict, fixed: dict
+) -> None:
+    """The schema cannot say which of text and instruction an operation needs: the tool's
+    result says it in those names (not the Python API's), nothing is written, and the
+    call the LLM makes from it works."""
+    memory = open_memory("alice")
+    if wrong["op"] == "remove":
+        memory.instructions.add("Answer in French.")
+    llm = ScriptedLLM([ToolCallReply("update_instructions", wrong), ToolCallReply("update_instructions", fixed), "Done."])
+    agent = FunctionAgent(llm=llm, tools=memory.tools(), system_prompt="You remember users.")
+
+    assert str(await agent.run(user_msg="Please answer in French from now on.", memory=memory)) == "Done."
+
+    told = message_plain_text(llm.calls[1].messages[-1])
+    assert told.startswith("update_instructions was not run: "), told
+    assert f'"{wrong["op"]}" takes {"text" if wrong["op"] == "add" else "instruction"} (' in told
+    assert "NoneType" not in told
+    assert "Instructions updated" in message_plain_text(llm.calls[2].messages[-1])
+    assert [i.text for i in memory.instructions.current()] == (["Answer in French."] if wrong["op"] == "add" else [])

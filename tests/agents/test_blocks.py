@@ -12,6 +12,7 @@ previous turn is flushed at once.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import pickle
@@ -19,12 +20,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Optional
 
 import pytest
-from llama_index.core.agent.workflow import FunctionAgent
+from llama_index.core.agent.workflow import FunctionAgent, ReActAgent
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.memory import Memory
 from llama_index.core.memory.memory import BaseMemoryBlock
@@ -39,6 +41,7 @@ from llama_memory import (
     StorageError,
 )
 from llama_memory.blocks import (
+    OPEN_SESSIONS,
     InstructionsMemoryBlock,
     LongTermMemoryBlock,
     MemoryBlocks,
@@ -185,6 +188,56 @@ async def test_one_session_per_memory_and_the_store_opened_once_for_the_first(tm
     await tell(ScriptedLLM(["Noted.", "Sure."]), short_term("s2", blocks.all()), "I play the cello.", "Bye!")
     assert "I play the cello." in [message_plain_text(m) for m in blocks.memory_for("s2").get_all()]
     assert "I play the cello." not in [message_plain_text(m) for m in first.get_all()]
+
+
+async def test_a_react_agent_without_a_system_prompt_is_warned_that_it_drops_the_blocks(
+    tmp_path: Path, opened, embed_model
+) -> None:
+    """That agent drops a leading system message, where Memory puts the blocks by default:
+    the LLM would run without them, unsaid. The warning says what to do, and it works."""
+    blocks = open_blocks(opened, "alice", path=tmp_path, session_id="s1", embed_model=embed_model)
+    blocks.memory.put_messages([ChatMessage(role=MessageRole.USER, content=FACT)])
+
+    async def react_sees(memory: Memory, **agent: Any) -> str:
+        llm = ScriptedLLM(["Thought: I can answer.\nAnswer: Try the tasca."])
+        await ReActAgent(llm=llm, **agent).run(user_msg=QUESTION, memory=memory)
+        return "\n".join(message_plain_text(m) for m in llm.calls[0].messages)
+
+    with pytest.warns(UserWarning, match="ReActAgent without a system_prompt.*insert_method='user'"):
+        assert FACT not in await react_sees(short_term("s2", blocks.all()))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert FACT in await react_sees(short_term("s3", blocks.all()), system_prompt=SYSTEM_PROMPT)
+        as_user = Memory.from_defaults(session_id="s4", memory_blocks=blocks.all(), insert_method="user")
+        assert FACT in await react_sees(as_user)
+    assert not [w for w in caught if "ReActAgent" in str(w.message)]
+
+
+@pytest.mark.parametrize("call", ["flush", "get"])
+async def test_a_sessions_memory_in_use_is_not_closed_for_room_by_other_sessions(
+    call: str, tmp_path: Path, opened, embed_model
+) -> None:
+    """The blocks keep OPEN_SESSIONS memories open and close the least recently used one
+    when another session opens: never while a block's call runs on it, or the flushed
+    turn would be lost (MemoryClosedError) when many conversations run at once."""
+    blocks = open_blocks(opened, "alice", path=tmp_path, session_id="s0", embed_model=embed_model)
+    busy = blocks.memory_for("s0")
+    block = blocks.long_term()
+    with busy.runtime.lock:  # another call of this memory runs: the block's call waits for it
+        if call == "flush":
+            task = asyncio.create_task(block.aput(
+                [ChatMessage(role=MessageRole.USER, content=FACT)], from_short_term_memory=True, session_id="s0",
+            ))  # fmt: skip
+        else:
+            task = asyncio.create_task(block.aget([ChatMessage(role=MessageRole.USER, content=QUESTION)], session_id="s0"))
+        await asyncio.sleep(0)  # the call has its memory and waits for the lock
+        for i in range(OPEN_SESSIONS):  # meanwhile other conversations open theirs
+            blocks.memory_for(f"other{i}")
+    await task
+    if call == "flush":
+        assert FACT in [message_plain_text(m) for m in blocks.memory_for("s0").get_all()]
+    with pytest.raises(MemoryClosedError):  # closed once its call ended
+        busy.search("Lisbon")
 
 
 # --------------------------------------------------------------------------- composition rules
