@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import sqlite3
 import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -188,3 +189,32 @@ def test_processes_on_one_directory(tmp_path: Path, embed_model) -> None:
             assert_stored_exactly(memory, mine)
         finally:
             memory.close()
+
+
+async def test_leaving_async_with_closes_off_the_loop(make_memory, memory_dir: Path) -> None:
+    """``async with`` on SQLite closes in a worker thread, as the other async calls run:
+    a sync close() on the loop waited there for the call under way (and for the file's
+    write lock), and every other request of the process waited with it."""
+    memory = make_memory()
+    await memory.aput(user("first"))
+    other = sqlite3.connect(memory_dir / "memory.sqlite3", isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")  # another process writing: the next aput waits
+    threading.Timer(0.5, other.rollback).start()
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    async with memory:
+        put = asyncio.create_task(memory.aput(user("second")))
+        await asyncio.sleep(0.05)
+        ticking = asyncio.create_task(ticker())
+    ticking.cancel()
+    other.close()
+    await put
+    assert ticks >= 10, "the loop stood still while the memory closed"
+    assert memory.runtime.closed
+    assert [m.content for m in make_memory().get_all()] == ["first", "second"]

@@ -20,7 +20,7 @@ from llama_index.core.agent.workflow import FunctionAgent
 from helpers import WordHashEmbedding, assistant, memory_factory, user
 from llama_memory import ComposableMemory, OfflineEmbedding
 from llama_memory.core.asyncbridge import SuspendedCallError
-from llama_memory.core.errors import StorageError
+from llama_memory.core.errors import MemoryClosedError, StorageError
 from llama_memory.testing import ScriptedLLM
 from llama_memory.write.buffer import ChatBuffer
 
@@ -259,6 +259,26 @@ async def test_a_cancelled_aput_leaves_the_memory_usable(make_pg: Make, postgres
     assert "after" in [m.content for m in await memory.aget()]
     assert "after" in chat_rows(postgres_url, "alice")
     memory.get()  # and a sync call on this thread finds no lock left held
+
+
+async def test_async_with_waits_for_the_calls_under_way_then_closes(make_pg: Make, postgres_url: str) -> None:
+    # Leaving `async with` while another task's aput waits on the database closed the
+    # memory with a sync close() on the loop: SuspendedCallError ("await the async
+    # method"), though the app used nothing sync.
+    memory = make_pg()
+    await memory.aput(user("first"))
+    with psycopg.connect(postgres_url) as blocker:
+        blocker.execute("LOCK TABLE chat_messages IN ACCESS EXCLUSIVE MODE")
+        async with memory:
+            put = asyncio.create_task(memory.aput(user("second")))
+            await asyncio.sleep(0.2)
+            assert not put.done()
+            asyncio.get_running_loop().call_later(0.3, blocker.rollback)
+    assert put.done() and put.exception() is None  # closed after the put, not under it
+    assert chat_rows(postgres_url, "alice") == ["first", "second"]
+    await memory.aclose()  # closing twice is harmless
+    with pytest.raises(MemoryClosedError):
+        await memory.aget()
 
 
 async def test_the_memory_tools_act_on_the_loop_with_no_thread(make_pg: Make, to_thread_calls: list[Any]) -> None:
