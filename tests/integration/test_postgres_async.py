@@ -17,7 +17,7 @@ import psycopg
 import pytest
 from llama_index.core.agent.workflow import FunctionAgent
 
-from helpers import WordHashEmbedding, assistant, memory_factory, user
+from helpers import WordHashEmbedding, assistant, hold, memory_factory, user
 from llama_memory import ComposableMemory, OfflineEmbedding
 from llama_memory.core.asyncbridge import SuspendedCallError
 from llama_memory.core.errors import MemoryClosedError, StorageError
@@ -259,6 +259,47 @@ async def test_a_cancelled_aput_leaves_the_memory_usable(make_pg: Make, postgres
     assert "after" in [m.content for m in await memory.aget()]
     assert "after" in chat_rows(postgres_url, "alice")
     memory.get()  # and a sync call on this thread finds no lock left held
+
+
+async def waiting_on_lock(url: str, statement: str) -> None:
+    """Until a connection to ``url``'s database waits for a lock in ``statement``."""
+    with psycopg.connect(url, autocommit=True) as watcher:
+        for _ in range(200):
+            row = watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND wait_event_type = 'Lock' AND query LIKE %s",
+                (f"%{statement}%",),
+            ).fetchone()
+            if row and row[0]:
+                return
+            await asyncio.sleep(0.02)
+    raise AssertionError(f"no statement like {statement!r} waited for a lock")
+
+
+async def test_an_aput_cancelled_before_its_commit_leaves_the_window_as_stored(
+    make_pg: Make, postgres_url: str
+) -> None:
+    # The buffer takes the batch inside the put's transaction; the transaction goes on
+    # (here: the usage notes of the last block, kept waiting by another client's row
+    # locks) and is rolled back by the cancellation. The window showed the batch anyway.
+    hold(make_pg, ["I keep my kayak at the Porto marina."])
+    memory = make_pg(session_id="now")
+    await memory.aput(user("before"))
+    assert await memory.aget("Where do I keep my kayak?")
+    assert memory.runtime.usage is not None and memory.runtime.usage.pending  # the next put writes them
+    with psycopg.connect(postgres_url) as blocker:
+        blocker.execute("SELECT id FROM records WHERE user_id = 'alice' FOR UPDATE")
+        put = asyncio.create_task(memory.aput(user("never committed")))
+        await waiting_on_lock(postgres_url, "last_used")
+        put.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await put
+        blocker.rollback()
+    assert "never committed" not in chat_rows(postgres_url, "alice")
+    assert [m.content for m in await memory.aget_all()] == ["before"]
+    await memory.aput(user("after"))
+    assert [m.content for m in await memory.aget_all()] == ["before", "after"]
+    assert [m.content for m in make_pg(session_id="now").get_all()] == ["before", "after"]
 
 
 async def test_async_with_waits_for_the_calls_under_way_then_closes(make_pg: Make, postgres_url: str) -> None:
