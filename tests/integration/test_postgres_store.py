@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import psycopg
 import pytest
@@ -14,7 +15,8 @@ from bench.postgres_server import free_port
 from helpers import ServerTrace, user
 from llama_memory import ComposableMemory
 from llama_memory.core.errors import StorageError
-from llama_memory.core.types import Expiry, Scope
+from llama_memory.core.types import Expiry, MemoryRecord, Scope
+from llama_memory.memory.runtime import UsageLog
 from llama_memory.sources.profile import ProfileSource
 from llama_memory.storage.ports import NewRecord
 from llama_memory.storage.postgres import MIGRATIONS, PostgresProfileRows, PostgresStore
@@ -193,3 +195,91 @@ def test_a_get_reads_the_instructions_and_the_profile_in_one_statement(postgres_
     finally:
         store.close()
         trace.close()
+
+
+def _until_waiting(url: str, count: int) -> None:
+    """Until ``count`` connections to ``url``'s database wait for a lock."""
+    with psycopg.connect(url, autocommit=True) as watcher:
+        for _ in range(250):
+            row = watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            ).fetchone()
+            if row and row[0] >= count:
+                return
+            time.sleep(0.02)
+    raise AssertionError(f"fewer than {count} connections waited for a lock")
+
+
+def test_two_puts_noting_the_same_records_used_never_deadlock(postgres_url: str) -> None:
+    # Two requests of one user write their blocks' uses in their puts' transactions, one
+    # noting a then b, the other b then a. Each UPDATE took its rows' locks as it went,
+    # so the two could wait on each other: PostgreSQL aborted one ("deadlock detected").
+    stores = [PostgresStore(postgres_url) for _ in range(2)]
+    a, b = stores[0].add_records([NewRecord("vector", ALICE, t, (t,), 1.0) for t in ("bees", "wasps")])
+    errors: list[BaseException] = []
+
+    def put(store: PostgresStore, notes: list[tuple[str, float]]) -> None:
+        uses = UsageLog(store)
+        for record_id, at in notes:
+            uses.note([MemoryRecord(text="", id=record_id)], at)
+        try:
+            with store.transaction("put messages"):
+                uses.write()
+        except BaseException as exc:
+            errors.append(exc)
+
+    try:
+        with psycopg.connect(postgres_url) as other:
+            other.execute("SELECT id FROM records WHERE id = %s FOR UPDATE", (b,))  # b is busy a moment
+            second = threading.Thread(target=put, args=(stores[1], [(b, 1.0), (a, 2.0)]))
+            second.start()
+            _until_waiting(postgres_url, 1)
+            first = threading.Thread(target=put, args=(stores[0], [(a, 1.0), (b, 2.0)]))
+            first.start()
+            _until_waiting(postgres_url, 2)
+        for thread in (first, second):
+            thread.join(timeout=15)
+        assert errors == []
+        used = stores[0].get_records([a, b], ALICE, "vector")
+        assert {i: r.last_used for i, r in used.items()} == {a: 2.0, b: 2.0}
+    finally:
+        for store in stores:
+            store.close()
+
+
+def test_one_update_of_many_records_takes_their_locks_in_one_order_whatever_the_plan(postgres_url: str) -> None:
+    # Two app servers' planners may read the same rows in different orders (a sequential
+    # scan: where they lie; an index scan: by id), so two UPDATEs of the same records
+    # locked them in opposite orders and PostgreSQL aborted one ("deadlock detected").
+    planners = {"heap": "enable_indexscan=off -c enable_bitmapscan=off", "index": "enable_seqscan=off -c enable_bitmapscan=off"}
+    stores = {k: PostgresStore(f"{postgres_url}?options={quote('-c ' + v)}") for k, v in planners.items()}
+    ids = stores["heap"].add_records([NewRecord("vector", ALICE, t, (t,), 1.0) for t in ("bees", "wasps")])
+    errors: list[BaseException] = []
+
+    def mark(store: PostgresStore) -> None:
+        try:
+            store.mark_used(ids, 2.0)
+        except BaseException as exc:
+            errors.append(exc)
+
+    try:
+        with psycopg.connect(postgres_url) as other:
+            in_heap = [r for (r,) in other.execute("SELECT id FROM records ORDER BY ctid").fetchall()]
+            if in_heap == sorted(in_heap):  # the heap's order must be the index's reversed
+                other.execute("UPDATE records SET importance = 0.5 WHERE id = %s", (in_heap[0],))
+                other.commit()
+                in_heap.reverse()
+            other.execute("SELECT id FROM records WHERE id = %s FOR UPDATE", (in_heap[0],))
+            by_heap = threading.Thread(target=mark, args=(stores["heap"],))
+            by_heap.start()
+            _until_waiting(postgres_url, 1)
+            by_index = threading.Thread(target=mark, args=(stores["index"],))
+            by_index.start()
+            _until_waiting(postgres_url, 2)
+        for thread in (by_heap, by_index):
+            thread.join(timeout=15)
+        assert errors == []
+        assert {r.last_used for r in stores["heap"].get_records(ids, ALICE, "vector").values()} == {2.0}
+    finally:
+        for store in stores.values():
+            store.close()
