@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from typing import Any, Callable
 from urllib.parse import quote
 
 import psycopg
@@ -210,41 +211,61 @@ def _until_waiting(url: str, count: int) -> None:
     raise AssertionError(f"fewer than {count} connections waited for a lock")
 
 
-def test_two_puts_noting_the_same_records_used_never_deadlock(postgres_url: str) -> None:
-    # Two requests of one user write their blocks' uses in their puts' transactions, one
-    # noting a then b, the other b then a. Each UPDATE took its rows' locks as it went,
-    # so the two could wait on each other: PostgreSQL aborted one ("deadlock detected").
-    stores = [PostgresStore(postgres_url) for _ in range(2)]
+def _written_in_opposite_orders(url: str, write: Callable[[PostgresStore, list[str]], None]) -> dict[str, Any]:
+    """Two stores each ``write`` the same two records in one transaction, one naming them
+    a, b and the other b, a, while another client holds b a moment: the second waits for
+    b, the first takes a and waits for b, and once b is free the second wants a. Returns
+    the records as they are then; fails if a write raised."""
+    stores = [PostgresStore(url) for _ in range(2)]
     a, b = stores[0].add_records([NewRecord("vector", ALICE, t, (t,), 1.0) for t in ("bees", "wasps")])
     errors: list[BaseException] = []
 
-    def put(store: PostgresStore, notes: list[tuple[str, float]]) -> None:
-        uses = UsageLog(store)
-        for record_id, at in notes:
-            uses.note([MemoryRecord(text="", id=record_id)], at)
+    def run(store: PostgresStore, ids: list[str]) -> None:
         try:
-            with store.transaction("put messages"):
-                uses.write()
+            with store.transaction("write"):
+                write(store, ids)
         except BaseException as exc:
             errors.append(exc)
 
     try:
-        with psycopg.connect(postgres_url) as other:
-            other.execute("SELECT id FROM records WHERE id = %s FOR UPDATE", (b,))  # b is busy a moment
-            second = threading.Thread(target=put, args=(stores[1], [(b, 1.0), (a, 2.0)]))
+        with psycopg.connect(url) as other:
+            other.execute("SELECT id FROM records WHERE id = %s FOR UPDATE", (b,))
+            second = threading.Thread(target=run, args=(stores[1], [b, a]))
             second.start()
-            _until_waiting(postgres_url, 1)
-            first = threading.Thread(target=put, args=(stores[0], [(a, 1.0), (b, 2.0)]))
+            _until_waiting(url, 1)
+            first = threading.Thread(target=run, args=(stores[0], [a, b]))
             first.start()
-            _until_waiting(postgres_url, 2)
+            _until_waiting(url, 2)
         for thread in (first, second):
             thread.join(timeout=15)
         assert errors == []
-        used = stores[0].get_records([a, b], ALICE, "vector")
-        assert {i: r.last_used for i, r in used.items()} == {a: 2.0, b: 2.0}
+        return stores[0].get_records([a, b], ALICE, "vector")
     finally:
         for store in stores:
             store.close()
+
+
+def test_two_puts_noting_the_same_records_used_never_deadlock(postgres_url: str) -> None:
+    # Two requests of one user write their blocks' uses in their puts' transactions (one
+    # statement per time a block was shown), one noting a then b, the other b then a:
+    # the two could wait on each other, and PostgreSQL aborted one ("deadlock detected").
+    def put(store: PostgresStore, ids: list[str]) -> None:
+        uses = UsageLog(store)
+        for at, record_id in enumerate(ids, start=1):
+            uses.note([MemoryRecord(text="", id=record_id)], float(at))
+        uses.write()
+
+    used = _written_in_opposite_orders(postgres_url, put)
+    assert [r.last_used for r in used.values()] == [2.0, 2.0]
+
+
+def test_two_flushes_of_the_same_records_never_deadlock(postgres_url: str) -> None:
+    # Two memories of one user each flush the user's records waiting for their vectors,
+    # listed in different orders: one UPDATE per record, row locks taken as they went.
+    def flush(store: PostgresStore, ids: list[str]) -> None:
+        store.mark_indexed(ids, vectors=[bytes(8)] * len(ids))
+
+    assert len(_written_in_opposite_orders(postgres_url, flush)) == 2
 
 
 def test_one_update_of_many_records_takes_their_locks_in_one_order_whatever_the_plan(postgres_url: str) -> None:
