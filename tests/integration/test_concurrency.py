@@ -21,7 +21,7 @@ import pytest
 from llama_index.core.base.llms.types import MessageRole
 
 import workers
-from helpers import assistant, user
+from helpers import Ticker, assistant, user
 from llama_memory import ComposableMemory
 from llama_memory.sources.vector import VectorSource
 
@@ -202,22 +202,14 @@ async def test_leaving_async_with_closes_off_the_loop(make_memory, memory_dir: P
     other = sqlite3.connect(memory_dir / "memory.sqlite3", isolation_level=None, check_same_thread=False)
     other.execute("BEGIN IMMEDIATE")  # another process writing: the next aput waits
     threading.Timer(0.5, other.rollback).start()
-    ticks = 0
-
-    async def ticker() -> None:
-        nonlocal ticks
-        while True:
-            await asyncio.sleep(0.01)
-            ticks += 1
-
     async with memory:
         put = asyncio.create_task(memory.aput(user("second")))
         await asyncio.sleep(0.05)
-        ticking = asyncio.create_task(ticker())
-    ticking.cancel()
+        ticker = Ticker().start()
+    ticker.stop()
     other.close()
     await put
-    assert ticks >= 10, "the loop stood still while the memory closed"
+    assert ticker.ticks >= 10, "the loop stood still while the memory closed"
     assert memory.runtime.closed
     assert [m.content for m in make_memory().get_all()] == ["first", "second"]
 

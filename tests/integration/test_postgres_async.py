@@ -17,7 +17,7 @@ import psycopg
 import pytest
 from llama_index.core.agent.workflow import FunctionAgent
 
-from helpers import WordHashEmbedding, assistant, hold, memory_factory, user
+from helpers import Ticker, WordHashEmbedding, assistant, hold, memory_factory, user
 from llama_memory import ComposableMemory, OfflineEmbedding
 from llama_memory.core.asyncbridge import SuspendedCallError
 from llama_memory.core.errors import MemoryClosedError, StorageError
@@ -228,21 +228,13 @@ async def test_a_model_with_an_async_api_is_awaited_on_the_loop(
     with memory_factory(AsyncAPIEmbedding(), store=postgres_url) as make:
         memory = make()
         CALLS.clear()
-        ticks = 0
-
-        async def ticker() -> None:
-            nonlocal ticks
-            while True:
-                await asyncio.sleep(0.01)
-                ticks += 1
-
-        ticking = asyncio.create_task(ticker())
+        ticker = Ticker().start()
         await memory.aput(user("The boat is moored in Porto."))
         await memory.aget("Where is the boat moored?")
-        ticking.cancel()
+        ticker.stop()
     assert "async query" in CALLS and "sync query" not in CALLS
     assert "async text" in CALLS  # the put's document vectors too
-    assert ticks >= 20  # the loop ran while the model's calls waited
+    assert ticker.ticks >= 20  # the loop ran while the model's calls waited
     assert to_thread_calls == []
 
 
