@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import hashlib
 import re
@@ -159,3 +160,24 @@ class ServerTrace:
         for pool in self._pools:
             pool.close()
         self._file.close()
+
+
+class Ticker:
+    """Counts the 10 ms ticks of a task on the running loop from :meth:`start` to
+    :meth:`stop`: how long the loop was free to run other tasks."""
+
+    def __init__(self) -> None:
+        self.ticks = 0
+        self._task: Any = None
+
+    def start(self) -> "Ticker":
+        self._task = asyncio.get_running_loop().create_task(self._tick())
+        return self
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(0.01)
+            self.ticks += 1
+
+    def stop(self) -> None:
+        self._task.cancel()

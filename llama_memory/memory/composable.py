@@ -472,9 +472,14 @@ class ComposableMemory(MemoryFromDefaults):
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
-        """Close the memory as a sync ``close()`` in a coroutine does (on the loop: a
-        PostgreSQL store closes its loop's pool there)."""
-        self.close()
+        """Close the memory (:meth:`aclose`), also when the block raised."""
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Async :meth:`close`, once the memory's calls under way are done: bridged on
+        PostgreSQL (its loop's pool closed there), else in a worker thread (closing
+        writes what waits for the indexes)."""
+        await self._rt.run(self.close)
 
     def close(self) -> None:
         """Stop the extraction thread (queued passes stay in the store: :meth:`flush`

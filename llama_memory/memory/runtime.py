@@ -79,8 +79,10 @@ class UsageLog:
         for record_id, at in pending.items():
             by_time.setdefault(at, []).append(record_id)
         try:
-            for at, ids in by_time.items():
-                self.store.mark_used(ids, at)
+            for n, (at, ids) in enumerate(sorted(by_time.items())):
+                # The first statement names every id (the later ones raise theirs): it takes
+                # all their row locks at once, in one order, so two writers never deadlock.
+                self.store.mark_used(list(pending) if n == 0 else ids, at)
         except Exception:
             with self._lock:  # keep them for the next write, newer notes win
                 self._pending = {**pending, **self._pending}

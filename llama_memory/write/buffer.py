@@ -6,6 +6,8 @@ and copying a buffer is :mod:`llama_memory.write.buffer_restore`.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Callable, Optional, Sequence, cast
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
@@ -351,6 +353,25 @@ class ChatBuffer(BufferRestore, BaseMemory):
                 self._messages.extend(batch)
                 self._counts.extend(counts)
                 self._total += sum(counts)
+
+    @contextmanager
+    def undone_if_raises(self, kept: Callable[[], bool] = lambda: False) -> Iterator[None]:
+        """What the body adds to this buffer is taken back if it raises (unless ``kept()``,
+        asked then, says it was stored): a batch whose transaction rolled back is not shown."""
+        with self._write_lock:
+            messages, counts = self._messages, self._counts
+            saved = len(messages), self._total, self._cursor
+            try:
+                yield
+            except BaseException:
+                if not kept():
+                    # Appends extend the lists in place; a replacement (set, another's
+                    # replace_all) makes new ones and leaves these as they were.
+                    with self._lock:
+                        del messages[saved[0]:], counts[saved[0]:]
+                        self._messages, self._counts = messages, counts
+                        _, self._total, self._cursor = saved
+                raise
 
     def set(self, messages: Sequence[ChatMessage]) -> None:
         """Replace the whole history with ``messages``; those already in the buffer keep

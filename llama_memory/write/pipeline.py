@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 from uuid import uuid4
 
@@ -32,6 +32,7 @@ from ..memory.runtime import Runtime
 from ..read.compose import MemoryBlock
 from ..sources.base import Stored
 from ..storage.codec import dump_message
+from ..storage.ports.base import Transactional
 from .buffer import ChatBuffer
 from .formation.passes import formation_worker, job_payload, pass_running, queue_pass
 
@@ -98,7 +99,7 @@ def set_messages(rt: Runtime, messages: list[ChatMessage]) -> None:
 
 def one_write(rt: Runtime, action: str) -> AbstractContextManager[Any]:
     """One transaction of the memory's store for the chat history and the sources'
-    records: all of a batch or none (the in-memory buffer changes last). A
+    records: all of a batch or none (the buffer's window too). A
     :class:`~llama_memory.sources.base.Stored` writer on another store makes the batch
     non-atomic, logged once (another connection to the same file would wait for this
     transaction's lock forever).
@@ -116,7 +117,20 @@ def one_write(rt: Runtime, action: str) -> AbstractContextManager[Any]:
                 [getattr(w, "name", type(w).__name__) for w in others],
             )
         return nullcontext()
+    if isinstance(rt.primary, ChatBuffer):
+        return _undone_if_rolled_back(rt.primary, rt.store, action)
     return rt.store.transaction(action)
+
+
+@contextmanager
+def _undone_if_rolled_back(buffer: ChatBuffer, store: Transactional, action: str) -> Iterator[None]:
+    """The store's transaction; if it rolls back (a failure, or a cancelled ``aput``
+    before its commit), the buffer takes the batch back: its window shows only what
+    was stored."""
+    committed: list[bool] = []
+    with buffer.undone_if_raises(kept=lambda: bool(committed)), store.transaction(action):
+        store.after_commit(lambda: committed.append(True))  # the first of the commit's callbacks
+        yield
 
 
 def stored_messages(messages: Sequence[ChatMessage]) -> list[StoredMessage]:

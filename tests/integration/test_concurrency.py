@@ -8,17 +8,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
+import sqlite3
 import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import pytest
 from llama_index.core.base.llms.types import MessageRole
 
 import workers
-from helpers import assistant, user
+from helpers import Ticker, assistant, user
 from llama_memory import ComposableMemory
 from llama_memory.sources.vector import VectorSource
 
@@ -188,3 +191,52 @@ def test_processes_on_one_directory(tmp_path: Path, embed_model) -> None:
             assert_stored_exactly(memory, mine)
         finally:
             memory.close()
+
+
+async def test_leaving_async_with_closes_off_the_loop(make_memory, memory_dir: Path) -> None:
+    """``async with`` on SQLite closes in a worker thread, as the other async calls run:
+    a sync close() on the loop waited there for the call under way (and for the file's
+    write lock), and every other request of the process waited with it."""
+    memory = make_memory()
+    await memory.aput(user("first"))
+    other = sqlite3.connect(memory_dir / "memory.sqlite3", isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")  # another process writing: the next aput waits
+    threading.Timer(0.5, other.rollback).start()
+    async with memory:
+        put = asyncio.create_task(memory.aput(user("second")))
+        await asyncio.sleep(0.05)
+        ticker = Ticker().start()
+    ticker.stop()
+    other.close()
+    await put
+    assert ticker.ticks >= 10, "the loop stood still while the memory closed"
+    assert memory.runtime.closed
+    assert [m.content for m in make_memory().get_all()] == ["first", "second"]
+
+
+#: Requests at once in the web server's shape (``LLAMA_MEMORY_LONG_TESTS=1``: 50).
+REQUESTS = 50 if os.environ.get("LLAMA_MEMORY_LONG_TESTS") == "1" else 10
+
+
+@pytest.mark.timeout(120)  # before: a close on the loop waited for row locks of a call it kept from running
+async def test_requests_of_five_users_at_once_each_on_a_memory_of_its_own(make_memory_on) -> None:
+    """A web server's shape: each request opens a memory for its user, writes a turn,
+    reads and leaves ``async with``, requests of five users at once (a user's requests
+    share its conversation). Nothing is lost or crosses users, and a user's requests
+    writing the same records at once do not deadlock (on PostgreSQL they did)."""
+    users = [f"user{i}" for i in range(5)]
+
+    async def request(n: int) -> tuple[str, str]:
+        owner = users[n % 5]
+        async with make_memory_on(user_id=owner, session_id="chat") as memory:
+            await memory.aget(f"what did {owner} say")
+            await memory.aput_messages([user(f"{owner} says note {n}"), assistant(f"noted for {owner}")])
+            window = await memory.aget(f"what did {owner} say")
+        return owner, " ".join(str(m.content) for m in window)
+
+    for owner, shown in await asyncio.gather(*(request(n) for n in range(REQUESTS))):
+        assert [u for u in users if u in shown] == [owner]
+    for owner in users:
+        history = [str(m.content) for m in make_memory_on(user_id=owner, session_id="chat").get_all()]
+        sent = [f"{owner} says note {n}" for n in range(REQUESTS) if n % 5 == users.index(owner)]
+        assert Counter(history) == Counter(sent + [f"noted for {owner}"] * len(sent))

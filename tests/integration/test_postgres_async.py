@@ -17,10 +17,10 @@ import psycopg
 import pytest
 from llama_index.core.agent.workflow import FunctionAgent
 
-from helpers import WordHashEmbedding, assistant, memory_factory, user
+from helpers import Ticker, WordHashEmbedding, assistant, hold, memory_factory, user
 from llama_memory import ComposableMemory, OfflineEmbedding
 from llama_memory.core.asyncbridge import SuspendedCallError
-from llama_memory.core.errors import StorageError
+from llama_memory.core.errors import MemoryClosedError, StorageError
 from llama_memory.testing import ScriptedLLM
 from llama_memory.write.buffer import ChatBuffer
 
@@ -228,21 +228,13 @@ async def test_a_model_with_an_async_api_is_awaited_on_the_loop(
     with memory_factory(AsyncAPIEmbedding(), store=postgres_url) as make:
         memory = make()
         CALLS.clear()
-        ticks = 0
-
-        async def ticker() -> None:
-            nonlocal ticks
-            while True:
-                await asyncio.sleep(0.01)
-                ticks += 1
-
-        ticking = asyncio.create_task(ticker())
+        ticker = Ticker().start()
         await memory.aput(user("The boat is moored in Porto."))
         await memory.aget("Where is the boat moored?")
-        ticking.cancel()
+        ticker.stop()
     assert "async query" in CALLS and "sync query" not in CALLS
     assert "async text" in CALLS  # the put's document vectors too
-    assert ticks >= 20  # the loop ran while the model's calls waited
+    assert ticker.ticks >= 20  # the loop ran while the model's calls waited
     assert to_thread_calls == []
 
 
@@ -259,6 +251,67 @@ async def test_a_cancelled_aput_leaves_the_memory_usable(make_pg: Make, postgres
     assert "after" in [m.content for m in await memory.aget()]
     assert "after" in chat_rows(postgres_url, "alice")
     memory.get()  # and a sync call on this thread finds no lock left held
+
+
+async def waiting_on_lock(url: str, statement: str) -> None:
+    """Until a connection to ``url``'s database waits for a lock in ``statement``."""
+    with psycopg.connect(url, autocommit=True) as watcher:
+        for _ in range(200):
+            row = watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND wait_event_type = 'Lock' AND query LIKE %s",
+                (f"%{statement}%",),
+            ).fetchone()
+            if row and row[0]:
+                return
+            await asyncio.sleep(0.02)
+    raise AssertionError(f"no statement like {statement!r} waited for a lock")
+
+
+async def test_an_aput_cancelled_before_its_commit_leaves_the_window_as_stored(
+    make_pg: Make, postgres_url: str
+) -> None:
+    # The buffer takes the batch inside the put's transaction; the transaction goes on
+    # (here: the usage notes of the last block, kept waiting by another client's row
+    # locks) and is rolled back by the cancellation. The window showed the batch anyway.
+    hold(make_pg, ["I keep my kayak at the Porto marina."])
+    memory = make_pg(session_id="now")
+    await memory.aput(user("before"))
+    assert await memory.aget("Where do I keep my kayak?")
+    assert memory.runtime.usage is not None and memory.runtime.usage.pending  # the next put writes them
+    with psycopg.connect(postgres_url) as blocker:
+        blocker.execute("SELECT id FROM records WHERE user_id = 'alice' FOR UPDATE")
+        put = asyncio.create_task(memory.aput(user("never committed")))
+        await waiting_on_lock(postgres_url, "last_used")
+        put.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await put
+        blocker.rollback()
+    assert "never committed" not in chat_rows(postgres_url, "alice")
+    assert [m.content for m in await memory.aget_all()] == ["before"]
+    await memory.aput(user("after"))
+    assert [m.content for m in await memory.aget_all()] == ["before", "after"]
+    assert [m.content for m in make_pg(session_id="now").get_all()] == ["before", "after"]
+
+
+async def test_async_with_waits_for_the_calls_under_way_then_closes(make_pg: Make, postgres_url: str) -> None:
+    # Leaving `async with` while another task's aput waits on the database closed the
+    # memory with a sync close() on the loop: SuspendedCallError ("await the async
+    # method"), though the app used nothing sync.
+    memory = make_pg()
+    await memory.aput(user("first"))
+    with psycopg.connect(postgres_url) as blocker:
+        blocker.execute("LOCK TABLE chat_messages IN ACCESS EXCLUSIVE MODE")
+        async with memory:
+            put = asyncio.create_task(memory.aput(user("second")))
+            await asyncio.sleep(0.2)
+            assert not put.done()
+            asyncio.get_running_loop().call_later(0.3, blocker.rollback)
+    assert put.done() and put.exception() is None  # closed after the put, not under it
+    assert chat_rows(postgres_url, "alice") == ["first", "second"]
+    await memory.aclose()  # closing twice is harmless
+    with pytest.raises(MemoryClosedError):
+        await memory.aget()
 
 
 async def test_the_memory_tools_act_on_the_loop_with_no_thread(make_pg: Make, to_thread_calls: list[Any]) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from typing import Any, Callable
+from urllib.parse import quote
 
 import psycopg
 import pytest
@@ -14,7 +16,8 @@ from bench.postgres_server import free_port
 from helpers import ServerTrace, user
 from llama_memory import ComposableMemory
 from llama_memory.core.errors import StorageError
-from llama_memory.core.types import Expiry, Scope
+from llama_memory.core.types import Expiry, MemoryRecord, Scope
+from llama_memory.memory.runtime import UsageLog
 from llama_memory.sources.profile import ProfileSource
 from llama_memory.storage.ports import NewRecord
 from llama_memory.storage.postgres import MIGRATIONS, PostgresProfileRows, PostgresStore
@@ -193,3 +196,111 @@ def test_a_get_reads_the_instructions_and_the_profile_in_one_statement(postgres_
     finally:
         store.close()
         trace.close()
+
+
+def _until_waiting(url: str, count: int) -> None:
+    """Until ``count`` connections to ``url``'s database wait for a lock."""
+    with psycopg.connect(url, autocommit=True) as watcher:
+        for _ in range(250):
+            row = watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            ).fetchone()
+            if row and row[0] >= count:
+                return
+            time.sleep(0.02)
+    raise AssertionError(f"fewer than {count} connections waited for a lock")
+
+
+def _written_in_opposite_orders(url: str, write: Callable[[PostgresStore, list[str]], None]) -> dict[str, Any]:
+    """Two stores each ``write`` the same two records in one transaction, one naming them
+    a, b and the other b, a, while another client holds b a moment: the second waits for
+    b, the first takes a and waits for b, and once b is free the second wants a. Returns
+    the records as they are then; fails if a write raised."""
+    stores = [PostgresStore(url) for _ in range(2)]
+    a, b = stores[0].add_records([NewRecord("vector", ALICE, t, (t,), 1.0) for t in ("bees", "wasps")])
+    errors: list[BaseException] = []
+
+    def run(store: PostgresStore, ids: list[str]) -> None:
+        try:
+            with store.transaction("write"):
+                write(store, ids)
+        except BaseException as exc:
+            errors.append(exc)
+
+    try:
+        with psycopg.connect(url) as other:
+            other.execute("SELECT id FROM records WHERE id = %s FOR UPDATE", (b,))
+            second = threading.Thread(target=run, args=(stores[1], [b, a]))
+            second.start()
+            _until_waiting(url, 1)
+            first = threading.Thread(target=run, args=(stores[0], [a, b]))
+            first.start()
+            _until_waiting(url, 2)
+        for thread in (first, second):
+            thread.join(timeout=15)
+        assert errors == []
+        return stores[0].get_records([a, b], ALICE, "vector")
+    finally:
+        for store in stores:
+            store.close()
+
+
+def test_two_puts_noting_the_same_records_used_never_deadlock(postgres_url: str) -> None:
+    # Two requests of one user write their blocks' uses in their puts' transactions (one
+    # statement per time a block was shown), one noting a then b, the other b then a:
+    # the two could wait on each other, and PostgreSQL aborted one ("deadlock detected").
+    def put(store: PostgresStore, ids: list[str]) -> None:
+        uses = UsageLog(store)
+        for at, record_id in enumerate(ids, start=1):
+            uses.note([MemoryRecord(text="", id=record_id)], float(at))
+        uses.write()
+
+    used = _written_in_opposite_orders(postgres_url, put)
+    assert [r.last_used for r in used.values()] == [2.0, 2.0]
+
+
+def test_two_flushes_of_the_same_records_never_deadlock(postgres_url: str) -> None:
+    # Two memories of one user each flush the user's records waiting for their vectors,
+    # listed in different orders: one UPDATE per record, row locks taken as they went.
+    def flush(store: PostgresStore, ids: list[str]) -> None:
+        store.mark_indexed(ids, vectors=[bytes(8)] * len(ids))
+
+    assert len(_written_in_opposite_orders(postgres_url, flush)) == 2
+
+
+def test_one_update_of_many_records_takes_their_locks_in_one_order_whatever_the_plan(postgres_url: str) -> None:
+    # Two app servers' planners may read the same rows in different orders (a sequential
+    # scan: where they lie; an index scan: by id), so two UPDATEs of the same records
+    # locked them in opposite orders and PostgreSQL aborted one ("deadlock detected").
+    planners = {"heap": "enable_indexscan=off -c enable_bitmapscan=off", "index": "enable_seqscan=off -c enable_bitmapscan=off"}
+    stores = {k: PostgresStore(f"{postgres_url}?options={quote('-c ' + v)}") for k, v in planners.items()}
+    ids = stores["heap"].add_records([NewRecord("vector", ALICE, t, (t,), 1.0) for t in ("bees", "wasps")])
+    errors: list[BaseException] = []
+
+    def mark(store: PostgresStore) -> None:
+        try:
+            store.mark_used(ids, 2.0)
+        except BaseException as exc:
+            errors.append(exc)
+
+    try:
+        with psycopg.connect(postgres_url) as other:
+            in_heap = [r for (r,) in other.execute("SELECT id FROM records ORDER BY ctid").fetchall()]
+            if in_heap == sorted(in_heap):  # the heap's order must be the index's reversed
+                other.execute("UPDATE records SET importance = 0.5 WHERE id = %s", (in_heap[0],))
+                other.commit()
+                in_heap.reverse()
+            other.execute("SELECT id FROM records WHERE id = %s FOR UPDATE", (in_heap[0],))
+            by_heap = threading.Thread(target=mark, args=(stores["heap"],))
+            by_heap.start()
+            _until_waiting(postgres_url, 1)
+            by_index = threading.Thread(target=mark, args=(stores["index"],))
+            by_index.start()
+            _until_waiting(postgres_url, 2)
+        for thread in (by_heap, by_index):
+            thread.join(timeout=15)
+        assert errors == []
+        assert {r.last_used for r in stores["heap"].get_records(ids, ALICE, "vector").values()} == {2.0}
+    finally:
+        for store in stores.values():
+            store.close()

@@ -191,10 +191,10 @@ class RecordTables(PostgresConnection, RecordStore):
                 cur.execute("UPDATE records SET indexed = false, vector = NULL WHERE id = ANY(%s)", (list(ids),))
             elif vectors is None:
                 cur.execute("UPDATE records SET indexed = true WHERE id = ANY(%s)", (list(ids),))
-            else:
+            else:  # row by row in id order, as update_ids locks them: two flushes never deadlock
                 cur.executemany(
                     "UPDATE records SET indexed = true, vector = %s WHERE id = %s",
-                    [(bytes(v), i) for i, v in zip(ids, vectors)],
+                    [(bytes(v), i) for i, v in sorted(zip(ids, vectors), key=lambda pair: pair[0])],
                 )
 
     def mark_all_unindexed(self, source: str) -> int:

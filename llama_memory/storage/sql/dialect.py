@@ -135,14 +135,16 @@ class Dialect(ABC):
         ids: Sequence[Any], where: str = "", before: Sequence[Any] = (), after: Sequence[Any] = ()
     ) -> None:
         """``UPDATE table SET assign`` on the rows whose ``id`` is in ``ids`` (and
-        ``where``), in batches, in one transaction; ``before``/``after``: the parameters
-        of ``assign``/``where``."""
+        ``where``), in batches, in one transaction, taking their row locks in ``id`` order;
+        ``before``/``after``: the parameters of ``assign``/``where``."""
         if not ids:
             return
         also = f" AND {where}" if where else ""
         with transaction(action) as conn:
-            for batch in self.batches(ids):
+            for batch in self.batches(sorted(ids)):
                 listed, values = self.in_list("id", batch)
+                if self.row_lock:  # rows locked in id order: two writers never wait on each other in a cycle
+                    listed = f"id IN (SELECT id FROM {table} WHERE {listed} ORDER BY id{self.row_lock})"
                 self.execute(conn, f"UPDATE {table} SET {assign} WHERE {listed}{also}", [*before, *values, *after])
 
     def user_tables(self, conn: Any) -> list[str]:
