@@ -64,11 +64,15 @@ def reject_unknown(where: str, given: Sequence[str] | dict[str, Any], valid: Seq
     for name in given:
         if name in valid:
             continue
-        hint = NOT_SUPPORTED.get(name)
-        if hint is None:
-            close = nearest(name, valid)
-            hint = f"did you mean {close!r}?" if close else f"valid ones: {', '.join(sorted(valid))}"
+        hint = NOT_SUPPORTED.get(name) or closest(name, valid)
         raise TypeError(f"{where} got an unexpected keyword argument {name!r}; {hint}")
+
+
+def closest(name: str, valid: Sequence[str], listed: str = "valid ones:") -> str:
+    """"did you mean 'x'?" for the valid name closest to ``name``, else ``listed`` and
+    the valid ones."""
+    close = nearest(name, valid)
+    return f"did you mean {close!r}?" if close else f"{listed} {', '.join(sorted(valid))}"
 
 
 def count_arg(value: Any, where: str) -> int:

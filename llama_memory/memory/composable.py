@@ -14,7 +14,6 @@ from llama_index.core.utils import get_tokenizer
 from ..core.errors import LlamaMemoryError, NotPicklableError, StorageError
 from ..core.instrumentation import dispatcher
 from ..core.messages import not_a_message
-from ..core.text import nearest
 from ..core.types import TTL, MemoryRecord, Scope
 from ..read import pipeline as read
 from ..read.compose import MemoryBlock
@@ -34,7 +33,7 @@ from ..write import pipeline as write
 from ..write.formation import passes
 from . import DEFAULT_TOP_K
 from .agents import RunMemoryTool, drops_leading_system_message
-from .arguments import count_arg, query_arg, reject_unknown
+from .arguments import closest, count_arg, query_arg, reject_unknown
 from .from_defaults import MemoryFromDefaults
 from .restore import memory_from_dict, memory_to_dict, pickled_memory, unpickle_memory
 from .runtime import Runtime
@@ -47,15 +46,6 @@ from .settings import MemorySettings
 #: other unknown keyword argument is a TypeError); ``get`` passes its extra keyword
 #: arguments to the primary memory.
 LLAMA_INDEX_KWARGS = ("chat_history", "token_limit", "llm", "initial_token_count")
-
-
-#: Why ``copy.copy``/``copy.deepcopy`` of a memory are refused, and the ways that work.
-NOT_COPIED = (
-    "a ComposableMemory is not copied (copy.copy, copy.deepcopy, model_copy): it is a live "
-    "handle on its store and conversation. Share the one object (agents, chat engines and "
-    "a workflow's state do), or open another memory on the same store with "
-    "ComposableMemory.from_dict(memory.to_dict()), as pickle does"
-)
 
 
 class ComposableMemory(MemoryFromDefaults):
@@ -132,20 +122,21 @@ class ComposableMemory(MemoryFromDefaults):
         elif name in type(self).model_fields or name.startswith("_") or hasattr(type(self), name):
             super().__setattr__(name, value)
         else:
-            options = list(MemorySettings.model_fields)
-            close = nearest(name, options)
-            hint = f"did you mean {close!r}?" if close else f"its options are {', '.join(sorted(options))}"
+            hint = closest(name, list(MemorySettings.model_fields), "its options are")
             raise AttributeError(f"ComposableMemory has no attribute {name!r} to set; {hint}")
 
-    def __copy__(self) -> "ComposableMemory":
-        """Refused (NotPicklableError, a TypeError): see :meth:`__deepcopy__`."""
-        raise NotPicklableError(NOT_COPIED)
-
     def __deepcopy__(self, memo: Optional[dict[int, Any]] = None) -> "ComposableMemory":
-        """Refused (NotPicklableError, a TypeError): a memory is a live handle on its
-        store and conversation, and a copy would write beside it. A workflow's
-        ``edit_state`` then shares it, as it shares other live handles."""
-        raise NotPicklableError(NOT_COPIED)
+        """Refused, as ``copy.copy`` is (NotPicklableError, a TypeError): a memory is a live
+        handle on its store and conversation, and a copy would write beside it. A
+        workflow's ``edit_state`` then shares it, as it shares other live handles."""
+        raise NotPicklableError(
+            "a ComposableMemory is not copied (copy.copy, copy.deepcopy, model_copy): it is a live "
+            "handle on its store and conversation. Share the one object (agents, chat engines and "
+            "a workflow's state do), or open another memory on the same store with "
+            "ComposableMemory.from_dict(memory.to_dict()), as pickle does"
+        )
+
+    __copy__ = __deepcopy__
 
     @classmethod
     def class_name(cls) -> str:
